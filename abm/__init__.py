@@ -1,0 +1,7 @@
+"""abm: a tensorized agent-based epidemic simulator for King County, WA, and beyond."""
+
+__version__ = "0.1.0"
+
+from abm.runs import RunResult, run  # noqa: E402
+
+__all__ = ["RunResult", "__version__", "run"]

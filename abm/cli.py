@@ -1,0 +1,118 @@
+"""The ``abm`` command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from abm.scenario import ScenarioError, load_scenario
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Agent-based epidemic simulator.")
+out_console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str) -> None:
+    """Print a user error on stderr and exit with code 2."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="override a scenario value: key.path=value (repeatable)"),
+]
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    set_: SetOption = None,
+) -> None:
+    """Check a scenario file and print its resolved form."""
+    try:
+        sc = load_scenario(file, set_)
+    except ScenarioError as exc:
+        fail(str(exc))
+    out_console.print(f"[green]ok[/] {file}: scenario {sc.name!r} is valid", highlight=False)
+
+
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    out: Annotated[Path | None, typer.Option(help="run folder (default runs/<scenario name>)")] = None,
+    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
+    days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
+    replicates: Annotated[int | None, typer.Option(help="replicates, run as one batch")] = None,
+    seed: Annotated[int | None, typer.Option(help="random seed")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Run a scenario and write its results to a run folder."""
+    from abm.runs import resolve, run as run_scenario
+
+    overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
+    try:
+        sc = resolve(file, overrides, set_)
+    except ScenarioError as exc:
+        fail(str(exc))
+    target = out or Path("runs") / sc.name
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("days"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}", total=sc.simulation.days)
+        try:
+            result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
+        except ScenarioError as exc:
+            fail(str(exc))
+        result.write(target)
+    print_summary(result.summary, target)
+
+
+def print_summary(s: dict, target: Path) -> None:
+    """A short table of the main results on stdout."""
+    n = s["agents"]
+    table = Table(title=f"{s['scenario']}: {n:,} agents, {s['days']} days, {s['replicates']} replicate(s)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+
+    def ms(x: dict) -> str:
+        return f"{x['mean']:,.0f}" + (f" ± {x['sd']:,.0f}" if s["replicates"] > 1 else "")
+
+    ci = s["cumulative_infected"]
+    table.add_row("cumulative infected", f"{ms(ci)} ({100 * ci['share']:.1f}%)")
+    ph = s["peak_hospitalized"]
+    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f} on day {ph['day']} ({ph['per_100k']:,.0f}/100k)")
+    po = s["peak_hospital_occupancy"]
+    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f} on day {po['day']}")
+    table.add_row("days over capacity", str(s["hospital_capacity"]["days_over_capacity"]))
+    table.add_row("deaths", ms(s["deaths"]))
+    table.add_row("total cost ($)", ms(s["total_cost"]))
+    table.add_row("engine seconds", f"{s['engine_seconds']:.2f}")
+    out_console.print(table)
+    out_console.print(f"results in {target}", highlight=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted: no results were written")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Recorders: daily stage counts, infections, hospital and ICU occupancy and deaths, by
+replicate, age group and tract, kept up to date from events (infections and transitions)
+rather than by recounting every agent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import torch
+
+from abm.engine.disease import NUM_AGE_GROUPS, NUM_STAGES, Stage
+from abm.engine.ledger import CostLedger
+
+if TYPE_CHECKING:
+    from abm.engine.simulator import Simulation
+
+
+@dataclass
+class SimulationResult:
+    """Everything a run recorded, as numpy arrays indexed [day, replicate, ...].
+
+    ``stages_by_tract[d, r, t, s]`` counts agents of tract t in stage s at the end of day d;
+    ``new_by_tract[d, r, t]`` counts infections on day d. The by-age arrays are alike.
+    """
+
+    agents: int
+    replicates: int
+    stages_by_tract: np.ndarray
+    new_by_tract: np.ndarray
+    stages_by_age: np.ndarray
+    new_by_age: np.ndarray
+    costs: pd.DataFrame
+    cost_totals: np.ndarray
+    engine_seconds: float
+
+    @property
+    def days(self) -> int:
+        return int(self.stages_by_tract.shape[0])
+
+    @property
+    def stages(self) -> np.ndarray:
+        """[day, replicate, stage] counts."""
+        return self.stages_by_age.sum(axis=2)
+
+    @property
+    def new_infections(self) -> np.ndarray:
+        """[day, replicate] infections that day (initial infections count on their day)."""
+        return self.new_by_age.sum(axis=2)
+
+
+class Recorder:
+    """Keeps [replicate, tract, stage] and [replicate, age, stage] counts and daily snapshots."""
+
+    def __init__(self, sim: Simulation, days: int) -> None:
+        self.sim = sim
+        r, d, dev = sim.replicates, days, sim.device
+        self.num_tracts = len(sim.population.tracts)
+        t = self.num_tracts
+        pop = sim.population
+        tract_counts = np.bincount(pop.tract, minlength=t).astype(np.int32)
+        age_counts = np.bincount(pop.age_group, minlength=NUM_AGE_GROUPS).astype(np.int32)
+        self.by_tract = torch.zeros(r, t, NUM_STAGES, dtype=torch.int32, device=dev)
+        self.by_tract[:, :, Stage.SUSCEPTIBLE] = torch.as_tensor(tract_counts, device=dev)
+        self.by_age = torch.zeros(r, NUM_AGE_GROUPS, NUM_STAGES, dtype=torch.int32, device=dev)
+        self.by_age[:, :, Stage.SUSCEPTIBLE] = torch.as_tensor(age_counts, device=dev)
+        self.new_tract = torch.zeros(r * t, dtype=torch.int32, device=dev)
+        self.new_age = torch.zeros(r * NUM_AGE_GROUPS, dtype=torch.int32, device=dev)
+        self.hist_tract = torch.zeros(d, r, t, NUM_STAGES, dtype=torch.int32, device=dev)
+        self.hist_age = torch.zeros(d, r, NUM_AGE_GROUPS, NUM_STAGES, dtype=torch.int32, device=dev)
+        self.hist_new_tract = torch.zeros(d, r, t, dtype=torch.int32, device=dev)
+        self.hist_new_age = torch.zeros(d, r, NUM_AGE_GROUPS, dtype=torch.int32, device=dev)
+
+    def _keys(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        rep = self.sim.replicate[idx]
+        return rep * self.num_tracts + self.sim.tract[idx], rep * NUM_AGE_GROUPS + self.sim.age_group[idx]
+
+    def infections(self, idx: torch.Tensor) -> None:
+        """Count infections of agents ``idx`` today."""
+        kt, ka = self._keys(idx)
+        one = torch.ones_like(kt, dtype=torch.int32)
+        self.new_tract.index_add_(0, kt, one)
+        self.new_age.index_add_(0, ka, one)
+
+    def transitions(self, idx: torch.Tensor, old: torch.Tensor, new: torch.Tensor) -> None:
+        """Move agents ``idx`` from stage ``old`` to ``new`` in the counts."""
+        kt, ka = self._keys(idx)
+        one = torch.ones_like(kt, dtype=torch.int32)
+        flat_t, flat_a = self.by_tract.view(-1), self.by_age.view(-1)
+        flat_t.index_add_(0, kt * NUM_STAGES + old, -one)
+        flat_t.index_add_(0, kt * NUM_STAGES + new, one)
+        flat_a.index_add_(0, ka * NUM_STAGES + old, -one)
+        flat_a.index_add_(0, ka * NUM_STAGES + new, one)
+
+    def record(self, day: int) -> None:
+        """Snapshot the counts at the end of ``day``."""
+        r = self.sim.replicates
+        self.hist_tract[day] = self.by_tract
+        self.hist_age[day] = self.by_age
+        self.hist_new_tract[day] = self.new_tract.view(r, -1)
+        self.hist_new_age[day] = self.new_age.view(r, -1)
+        self.new_tract.zero_()
+        self.new_age.zero_()
+
+    def result(self, seconds: float, ledger: CostLedger) -> SimulationResult:
+        """Move the history to the CPU as numpy arrays."""
+        return SimulationResult(
+            agents=self.sim.n,
+            replicates=self.sim.replicates,
+            stages_by_tract=self.hist_tract.cpu().numpy(),
+            new_by_tract=self.hist_new_tract.cpu().numpy(),
+            stages_by_age=self.hist_age.cpu().numpy(),
+            new_by_age=self.hist_new_age.cpu().numpy(),
+            costs=ledger.table(),
+            cost_totals=ledger.totals(),
+            engine_seconds=seconds,
+        )

@@ -1,0 +1,272 @@
+"""The day loop: agent state, phases that interventions hook into, transmission, progression
+and recording. No Python loop over agents; R replicates run as one population of R * N."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Annotated, Protocol
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from abm.engine.contacts import CommunityLayer, ContactConfig, Edges, HouseholdLayer, OccupationLayer
+from abm.engine.disease import ABSORBING, NEVER, NUM_AGE_GROUPS, NUM_STAGES, STAGE_NAMES, DiseaseConfig, DiseaseModel, Stage, StageName
+from abm.engine.ledger import CostLedger
+from abm.engine.recorder import Recorder, SimulationResult
+from abm.engine.rng import generator
+from abm.populations.population import Population
+
+
+class Phase(IntEnum):
+    """The fixed order of a day. Interventions hook into phases; the engine runs
+    transmission, progression and recording itself, after the phase's hooks."""
+
+    TEST_RESULTS = 0
+    TRACING = 1
+    TESTING = 2
+    QUARANTINE = 3
+    VACCINATION = 4
+    TRANSMISSION = 5
+    PROGRESSION = 6
+    CONTACT_LOGGING = 7
+    RECORDING = 8
+
+
+class Intervention(Protocol):
+    """What the engine needs of an intervention: hooks by phase, called as hook(sim, day)."""
+
+    name: str
+
+    def hooks(self) -> dict[Phase, Callable[[Simulation, int], None]]: ...
+
+    def attach(self, sim: Simulation) -> None: ...
+
+
+class SeedingConfig(BaseModel):
+    """Who is infected at the start, per replicate."""
+
+    model_config = ConfigDict(extra="forbid")
+    day: int = Field(0, ge=0, description="day the initial infections happen")
+    infections: dict[StageName, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: {"asymptomatic": 3, "presymptomatic_mild": 2},
+        description="number of agents put in each stage on that day (chosen at random)",
+    )
+
+    @field_validator("infections")
+    @classmethod
+    def _infected_stages(cls, v: dict[str, int]) -> dict[str, int]:
+        if "susceptible" in v:
+            raise ValueError("seeding stages must be infected stages, not susceptible")
+        return v
+
+
+@dataclass
+class AgentState:
+    """Per-agent dynamic state for R * N agents, smallest dtypes that fit."""
+
+    stage: torch.Tensor  # int8
+    next_stage: torch.Tensor  # int8
+    next_day: torch.Tensor  # int16, NEVER when none
+    infected_day: torch.Tensor  # int16, -1 when never infected
+    isolated: torch.Tensor  # bool: no contacts in either direction today
+    immune: torch.Tensor  # bool: protected from infection (vaccine)
+    susceptibility_scale: torch.Tensor  # float32: leaky protection multiplies susceptibility
+
+
+@dataclass
+class Simulation:
+    """One batch of R replicates of a population over a number of days."""
+
+    population: Population
+    disease_cfg: DiseaseConfig
+    contact_cfg: ContactConfig
+    seeding: SeedingConfig
+    days: int
+    replicates: int = 1
+    seed: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    interventions: list[Intervention] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        d, pop, r = self.device, self.population, self.replicates
+        self.n = pop.size
+        self.total = self.n * r
+        self.disease = DiseaseModel(self.disease_cfg, self.days, d)
+        self.age_group = torch.as_tensor(pop.age_group, dtype=torch.int64).repeat(r).to(d)
+        self.tract = torch.as_tensor(pop.tract, dtype=torch.int64).repeat(r).to(d)
+        self.replicate = torch.arange(r, device=d).repeat_interleave(self.n)
+        self.household = HouseholdLayer(pop, self.contact_cfg.household, r, d)
+        self.occupation = OccupationLayer(pop, self.contact_cfg.occupation, r, d, self.seed)
+        self.community = CommunityLayer(pop, self.contact_cfg.community, r, d, self.seed)
+        # Per-day multipliers of each layer's weight (contact reductions set them).
+        self.layer_scale = {"household": 1.0, "occupation": 1.0, "community": 1.0}
+        self.state = AgentState(
+            stage=torch.zeros(self.total, dtype=torch.int8, device=d),
+            next_stage=torch.zeros(self.total, dtype=torch.int8, device=d),
+            next_day=torch.full((self.total,), NEVER, dtype=torch.int16, device=d),
+            infected_day=torch.full((self.total,), -1, dtype=torch.int16, device=d),
+            isolated=torch.zeros(self.total, dtype=torch.bool, device=d),
+            immune=torch.zeros(self.total, dtype=torch.bool, device=d),
+            susceptibility_scale=torch.ones(self.total, dtype=torch.float32, device=d),
+        )
+        self.ledger = CostLedger(r)
+        self.recorder = Recorder(self, self.days)
+        self.today_edges: dict[str, Edges] = {}
+        self.new_infected = torch.zeros(0, dtype=torch.int64, device=d)
+        self._hooks: dict[Phase, list[Callable[[Simulation, int], None]]] = {p: [] for p in Phase}
+        for iv in self.interventions:
+            iv.attach(self)
+            for phase, hook in iv.hooks().items():
+                self._hooks[phase].append(hook)
+
+    # ----------------------------------------------------------------- public API
+    def run(self, progress: Callable[[int], None] | None = None) -> SimulationResult:
+        """Run every day; ``progress(day)`` is called after each day."""
+        start = time.perf_counter()
+        with torch.no_grad():
+            for day in range(self.days):
+                self.step(day)
+                if progress is not None:
+                    progress(day)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        return self.recorder.result(seconds, self.ledger)
+
+    def step(self, day: int) -> None:
+        """One day, phase by phase."""
+        for phase in Phase:
+            for hook in self._hooks[phase]:
+                hook(self, day)
+            if phase == Phase.TRANSMISSION:
+                if day == self.seeding.day:
+                    self._seed(day)
+                self._transmit(day)
+            elif phase == Phase.PROGRESSION:
+                self._progress(day)
+            elif phase == Phase.RECORDING:
+                self.recorder.record(day)
+
+    def layer_edges(self, layer: str, day: int) -> Edges:
+        """A day's contacts of a layer, re-created from (seed, layer, day)."""
+        if layer == "household":
+            return self.household.edges(day)
+        return {"occupation": self.occupation, "community": self.community}[layer].edges(day)
+
+    # ----------------------------------------------------------------- engine phases
+    def infectiousness(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indices of agents able to infect today and their infectiousness."""
+        s = self.state
+        a = self.disease.infectiousness[s.stage.long()]
+        src = ((a > 0) & ~s.isolated).nonzero().squeeze(1)
+        k = (day - s.infected_day[src].long()).clamp(0, self.disease.profile.shape[0] - 1)
+        return src, a[src] * self.disease.profile[k]
+
+    def force_of_infection(self, day: int, edges: dict[str, Edges]) -> torch.Tensor:
+        """Sum over today's contacts of weight * infectiousness / normaliser, per agent."""
+        src, w = self.infectiousness(day)
+        force = torch.zeros(self.total, dtype=torch.float32, device=self.device)
+        if src.numel() == 0:
+            return force
+        x = torch.zeros(self.total, dtype=torch.float32, device=self.device)
+        x[src] = w
+        if self.layer_scale["household"] > 0:
+            force += self.household.pressure(x) * self.household.coef * self.layer_scale["household"]
+        for name, layer in (("occupation", self.occupation), ("community", self.community)):
+            scale = self.layer_scale[name]
+            if scale <= 0:
+                continue
+            e = edges[name]
+            raw = torch.zeros_like(force)
+            xs, xd = x[e.src], x[e.dst]
+            m = xs > 0
+            raw.index_add_(0, e.dst[m], xs[m])
+            m = xd > 0
+            raw.index_add_(0, e.src[m], xd[m])
+            force += raw * layer.coef * scale
+        return force
+
+    def _transmit(self, day: int) -> None:
+        edges = {"occupation": self.occupation.edges(day), "community": self.community.edges(day)}
+        self.today_edges = edges
+        force = self.force_of_infection(day, edges)
+        s = self.state
+        cand = ((force > 0) & (s.stage == Stage.SUSCEPTIBLE) & ~s.immune & ~s.isolated).nonzero().squeeze(1)
+        lam = self.disease_cfg.transmission_rate * self.disease.susceptibility[self.age_group[cand]]
+        lam = lam * s.susceptibility_scale[cand] * force[cand]
+        gen = generator(self.seed, "transmission", day, self.device)
+        hit = torch.rand(cand.shape[0], generator=gen, device=self.device) < -torch.expm1(-lam)
+        self._infect(cand[hit], None, day, gen)
+
+    def _infect(self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator) -> None:
+        """Infect ``idx`` today; their first stage is ``stage`` or drawn by age."""
+        s = self.state
+        if stage is None:
+            u = torch.rand(idx.shape[0], generator=gen, device=self.device)
+            stage = self.disease.next_stage(self.age_group[idx], torch.zeros_like(idx), u)
+        s.stage[idx] = stage.to(torch.int8)
+        s.infected_day[idx] = day
+        self._schedule(idx, stage, day, gen)
+        self.recorder.infections(idx)
+        self.recorder.transitions(idx, torch.zeros_like(idx), stage.long())
+        self.new_infected = torch.cat([self.new_infected, idx])
+
+    def _schedule(self, idx: torch.Tensor, stage: torch.Tensor, day: int, gen: torch.Generator) -> None:
+        """Draw the next stage and its day for agents that entered ``stage`` today."""
+        s = self.state
+        u = torch.rand(2, idx.shape[0], generator=gen, device=self.device)
+        nxt = self.disease.next_stage(self.age_group[idx], stage, u[0])
+        dwell = self.disease.dwell(stage, nxt, u[1])
+        absorbing = (stage == ABSORBING[0]) | (stage == ABSORBING[1])
+        s.next_stage[idx] = nxt.to(torch.int8)
+        s.next_day[idx] = torch.where(absorbing, NEVER, (day + 1 + dwell).clamp_max(NEVER)).to(torch.int16)
+
+    def _progress(self, day: int) -> None:
+        s = self.state
+        due = (s.next_day == day).nonzero().squeeze(1)
+        if due.numel() == 0:
+            return
+        old = s.stage[due].long()
+        new = s.next_stage[due].long()
+        s.stage[due] = new.to(torch.int8)
+        self._schedule(due, new, day, generator(self.seed, "progression", day, self.device))
+        self.recorder.transitions(due, old, new)
+
+    def _seed(self, day: int) -> None:
+        gen = generator(self.seed, "seeding", day, self.device)
+        counts = [(STAGE_NAMES.index(k), v) for k, v in self.seeding.infections.items() if v > 0]
+        per_rep = sum(v for _, v in counts)
+        if per_rep == 0:
+            return
+        if per_rep > self.n:
+            raise ValueError(f"seeding asks for {per_rep} infections but there are {self.n} agents")
+        picks, stages = [], []
+        for r in range(self.replicates):
+            susceptible = (self.state.stage[r * self.n : (r + 1) * self.n] == Stage.SUSCEPTIBLE).nonzero().squeeze(1)
+            chosen = susceptible[torch.randperm(susceptible.shape[0], generator=gen, device=self.device)[:per_rep]]
+            picks.append(chosen + r * self.n)
+            stages.append(torch.cat([torch.full((v,), k, device=self.device) for k, v in counts])[: chosen.shape[0]])
+        self._infect(torch.cat(picks), torch.cat(stages).long(), day, gen)
+
+    # ----------------------------------------------------------------- helpers for hooks
+    def book_cost(self, item: str, day: int, counts: torch.Tensor, unit_cost: float) -> None:
+        """Book ``counts`` (per replicate) units of ``item`` at ``unit_cost`` on ``day``."""
+        self.ledger.book(item, day, counts, unit_cost)
+
+    def per_replicate(self, idx: torch.Tensor) -> torch.Tensor:
+        """How many of the agents ``idx`` belong to each replicate."""
+        return torch.bincount(idx // self.n, minlength=self.replicates)
+
+
+def estimate_memory_bytes(agents: int, replicates: int) -> int:
+    """Peak memory of a run, measured per agent-replicate (see BENCHMARKS.md) with headroom."""
+    return int(400 * agents * replicates + 250e6)
+
+
+__all__ = [
+    "AgentState", "Intervention", "NUM_AGE_GROUPS", "NUM_STAGES", "Phase", "SeedingConfig",
+    "Simulation", "SimulationResult", "estimate_memory_bytes",
+]  # fmt: skip

@@ -1,0 +1,1 @@
+"""Result tables, the summary, the manifest and the run folder."""

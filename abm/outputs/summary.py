@@ -1,0 +1,61 @@
+"""The run summary: peaks of the mean curves, final shares, totals, mean and sd over
+replicates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from abm.engine.disease import Stage
+from abm.engine.recorder import SimulationResult
+from abm.outputs.tables import HOSPITAL_STAGES
+
+
+def mean_sd(values: np.ndarray) -> dict[str, float]:
+    """Mean and sample sd (0 for a single replicate)."""
+    v = np.asarray(values, dtype=np.float64)
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float]:
+    """Peak of the mean curve over replicates ([day, replicate]) and its day."""
+    mean = curve_by_replicate.mean(axis=1)
+    day = int(mean.argmax())
+    return {"value": float(mean[day]), "day": day, "per_100k": float(mean[day] * 1e5 / agents)}
+
+
+def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float) -> dict[str, Any]:
+    """The summary.json contents."""
+    n = res.agents
+    st = res.stages.astype(np.float64)  # [day, replicate, stage]
+    final = st[-1]
+    cumulative = n - final[:, Stage.SUSCEPTIBLE]
+    hosp = st[:, :, Stage.HOSPITALIZED]
+    occupancy = st[:, :, HOSPITAL_STAGES].sum(-1)
+    capacity = beds_per_100k * n / 1e5
+    mean_occ = occupancy.mean(axis=1)
+    cum_mean = (n - st[:, :, Stage.SUSCEPTIBLE]).mean(axis=1)
+    out = {
+        **meta,
+        "agents": n,
+        "days": res.days,
+        "replicates": res.replicates,
+        "cumulative_infected": {**mean_sd(cumulative), "share": float(cumulative.mean() / n)},
+        "peak_hospitalized": peak(hosp, n),
+        "peak_hospital_occupancy": peak(occupancy, n),
+        "peak_icu": peak(st[:, :, Stage.CRITICAL_ICU], n),
+        "peak_new_infections": peak(res.new_infections.astype(np.float64), n),
+        # The thesis's "peak daily infection rate": max second difference of the mean
+        # cumulative-infected curve.
+        "peak_infection_rate_2nd_difference": float(np.diff(cum_mean, n=2).max()) if res.days > 2 else 0.0,
+        "hospital_capacity": {
+            "beds_per_100k": beds_per_100k,
+            "beds": capacity,
+            "days_over_capacity": int((mean_occ > capacity).sum()),
+        },
+        "deaths": mean_sd(final[:, Stage.DEATH]),
+        "total_cost": mean_sd(res.cost_totals),
+        "engine_seconds": res.engine_seconds,
+    }
+    return out

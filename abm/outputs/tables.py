@@ -1,0 +1,79 @@
+"""Result tables: one row per day and replicate, by age group, by tract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from abm.engine.disease import AGE_GROUP_LABELS, STAGE_NAMES, Stage
+from abm.engine.recorder import SimulationResult
+
+HOSPITAL_STAGES = [Stage.HOSPITALIZED, Stage.CRITICAL_ICU, Stage.HOSPITALIZED_RECOVERING]
+ACTIVE_STAGES = [s for s in Stage if s not in (Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH)]
+
+
+def _derived(stages: np.ndarray, new: np.ndarray, agents: np.ndarray | int) -> dict[str, np.ndarray]:
+    """Columns computed from stage counts [..., 11] and new infections [...]."""
+    return {
+        "new_infections": new,
+        "cumulative_infected": agents - stages[..., Stage.SUSCEPTIBLE],
+        "active": stages[..., ACTIVE_STAGES].sum(-1),
+        "hospitalized": stages[..., Stage.HOSPITALIZED],
+        "icu": stages[..., Stage.CRITICAL_ICU],
+        "hospital_occupancy": stages[..., HOSPITAL_STAGES].sum(-1),
+        "deaths": stages[..., Stage.DEATH],
+    }
+
+
+def timeseries(res: SimulationResult) -> pd.DataFrame:
+    """One row per (day, replicate): every stage count and the derived columns.
+
+    Counts are at the end of the day; ``new_infections`` happened that day (the initial
+    infections count on their day); ``deaths`` is cumulative; ``hospitalized`` is the
+    HOSPITALIZED stage alone and ``hospital_occupancy`` adds ICU and step-down beds.
+    """
+    d, r = res.days, res.replicates
+    stages = res.stages
+    cols: dict[str, np.ndarray] = {
+        "day": np.repeat(np.arange(d), r),
+        "replicate": np.tile(np.arange(r), d),
+    }
+    for i, name in enumerate(STAGE_NAMES):
+        cols[name] = stages[:, :, i].reshape(-1)
+    for k, v in _derived(stages, res.new_infections, res.agents).items():
+        cols[k] = v.reshape(-1)
+    return pd.DataFrame(cols)
+
+
+def by_age(res: SimulationResult) -> pd.DataFrame:
+    """One row per (day, replicate, age group)."""
+    d, r = res.days, res.replicates
+    g = len(AGE_GROUP_LABELS)
+    agents = res.stages_by_age[0].sum(-1)  # [replicate, age]
+    cols: dict[str, np.ndarray] = {
+        "day": np.repeat(np.arange(d), r * g),
+        "replicate": np.tile(np.repeat(np.arange(r), g), d),
+        "age_group": np.tile(np.array(AGE_GROUP_LABELS), d * r),
+        "agents": np.broadcast_to(agents, (d, r, g)).reshape(-1),
+    }
+    for k, v in _derived(res.stages_by_age, res.new_by_age, agents[None]).items():
+        cols[k] = v.reshape(-1)
+    return pd.DataFrame(cols)
+
+
+def by_tract(res: SimulationResult, tracts: pd.DataFrame) -> pd.DataFrame:
+    """One row per (day, tract) with the mean over replicates, and per 100,000 agents."""
+    d, t = res.days, len(tracts)
+    stages = res.stages_by_tract.mean(axis=1)  # [day, tract, stage]
+    agents = res.stages_by_tract[0, 0].sum(-1)  # [tract]
+    derived = _derived(stages, res.new_by_tract.mean(axis=1), agents[None])
+    cols: dict[str, np.ndarray] = {
+        "day": np.repeat(np.arange(d), t),
+        "geoid": np.tile(tracts["geoid"].to_numpy(), d),
+        "agents": np.tile(agents, d),
+    }
+    for k in ("new_infections", "cumulative_infected", "active", "hospital_occupancy", "deaths"):
+        cols[k] = derived[k].reshape(-1)
+    per = np.where(agents > 0, 1e5 / np.maximum(agents, 1), 0.0)
+    cols["cumulative_per_100k"] = (derived["cumulative_infected"] * per[None]).reshape(-1)
+    return pd.DataFrame(cols)

@@ -1,0 +1,62 @@
+"""The synthetic population: static attributes of every agent and of the places they share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+SCHOOL = "SCHOOL"
+LONG_TERM_CARE = "LONG_TERM_CARE"
+
+
+@dataclass
+class Population:
+    """Agents ordered by tract, then household; households are contiguous id ranges.
+
+    Attributes are numpy arrays with one entry per agent unless named ``household_*`` (one
+    per household) or ``group_*`` (one per school, workplace or long-term care facility).
+    """
+
+    age: np.ndarray  # int16 years
+    age_group: np.ndarray  # int8, 0..8 (ten-year bands, 80+ last)
+    tract: np.ndarray  # int32 index into ``tracts``
+    household: np.ndarray  # int32 household index
+    household_start: np.ndarray  # int64 first agent of each household
+    household_size: np.ndarray  # int32
+    long_term_care: np.ndarray  # bool: lives in a long-term care facility
+    group: np.ndarray  # int32 occupation group (school, workplace, facility); -1 for none
+    group_category: np.ndarray  # int16 per group: index into ``categories``
+    categories: list[str]  # sector names, then SCHOOL and LONG_TERM_CARE
+    tracts: pd.DataFrame  # geoid, name, lat, lon, land_km2, residents
+    region_name: str
+
+    @property
+    def size(self) -> int:
+        return int(self.age.shape[0])
+
+    @property
+    def num_households(self) -> int:
+        return int(self.household_size.shape[0])
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.group_category.shape[0])
+
+    def agent_table(self) -> pd.DataFrame:
+        """One row per agent, for inspection and export."""
+        cat = np.array(self.categories + [""])[
+            np.where(self.group >= 0, self.group_category[np.maximum(self.group, 0)], -1)
+        ]
+        return pd.DataFrame(
+            {
+                "age": self.age,
+                "age_group": self.age_group,
+                "tract": self.tracts["geoid"].to_numpy()[self.tract],
+                "household": self.household,
+                "long_term_care": self.long_term_care,
+                "group": self.group,
+                "setting": cat,
+            }
+        )

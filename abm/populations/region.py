@@ -1,0 +1,149 @@
+"""A region: a folder of figures from which a synthetic population is built.
+
+A region folder holds two files:
+
+``region.yaml``
+    County-level figures (see :class:`RegionFigures` for every key): age bands, school
+    enrolment and sizes, employment by age and by sector, workplace sizes, long-term care.
+``tracts.csv``
+    One row per census tract: ``geoid, name, lat, lon, land_km2``, one column per age band
+    named in ``region.yaml`` (people), ``households`` and ``hh_1 .. hh_6, hh_7up``
+    (households by size).
+
+Another county needs only another folder; no code changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+REGIONS_DIR = Path(__file__).parent / "regions"
+HOUSEHOLD_COLUMNS = ["hh_1", "hh_2", "hh_3", "hh_4", "hh_5", "hh_6", "hh_7up"]
+
+
+class RegionError(ValueError):
+    """A region folder is missing, unreadable or inconsistent."""
+
+
+class LongTermCare(BaseModel):
+    """Who lives in long-term care facilities, and how large the facilities are."""
+
+    model_config = ConfigDict(extra="forbid")
+    residence_rate: list[tuple[int, int, float]] = Field(
+        description="[first age, last age, share living in a facility]"
+    )
+    sizes: list[tuple[int, int, float]] = Field(
+        description="[fewest residents, most residents, share of facilities]"
+    )
+    residents_per_staff: float = Field(gt=0)
+
+
+class RegionFigures(BaseModel):
+    """County-level figures of a region (the contents of ``region.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    fips: str = ""
+    population: int = Field(gt=0, description="residents the full-region population represents")
+    age_bands: dict[str, tuple[int, int]]
+    household_size_7up: int = Field(7, ge=7)
+    school_enrollment: list[tuple[int, int, float]]
+    school_types: dict[str, tuple[int, int]]
+    school_size_brackets: list[tuple[int, int]]
+    school_size_shares: dict[str, list[float]]
+    pupils_per_staff: float = Field(gt=0)
+    employment_rate: list[tuple[int, int, float]]
+    sectors: dict[str, float]
+    workplace_sizes: list[tuple[int, int, float]]
+    long_term_care: LongTermCare
+    hospital_beds_per_100k: float = Field(gt=0)
+
+    @field_validator("age_bands")
+    @classmethod
+    def _nine_bands(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        if len(v) != 9:
+            raise ValueError(f"the engine uses 9 ten-year age bands, got {len(v)}")
+        return v
+
+
+@dataclass(frozen=True)
+class Region:
+    """A region's figures and its tract table, ordered along a space-filling curve."""
+
+    path: Path
+    figures: RegionFigures
+    tracts: pd.DataFrame
+
+    @property
+    def name(self) -> str:
+        return self.figures.name
+
+    def band_counts(self) -> np.ndarray:
+        """People per tract and age band, shape [tracts, 9]."""
+        return self.tracts[list(self.figures.age_bands)].to_numpy(dtype=np.float64)
+
+    def household_counts(self) -> np.ndarray:
+        """Households per tract by size 1..7+, shape [tracts, 7]."""
+        return self.tracts[HOUSEHOLD_COLUMNS].to_numpy(dtype=np.float64)
+
+
+def resolve_region_path(region: str | Path) -> Path:
+    """A bundled region name (``king_county``) or a path to a region folder."""
+    candidate = REGIONS_DIR / str(region)
+    if isinstance(region, str) and candidate.is_dir():
+        return candidate
+    return Path(region)
+
+
+def hilbert_index(x: np.ndarray, y: np.ndarray, order: int = 16) -> np.ndarray:
+    """Position of points (scaled to [0, 1]) along a Hilbert curve, so nearby points get
+    nearby positions."""
+    n = 1 << order
+    xi = np.clip((x * (n - 1)).astype(np.int64), 0, n - 1)
+    yi = np.clip((y * (n - 1)).astype(np.int64), 0, n - 1)
+    d = np.zeros_like(xi)
+    s = n >> 1
+    while s > 0:
+        rx = ((xi & s) > 0).astype(np.int64)
+        ry = ((yi & s) > 0).astype(np.int64)
+        d += s * s * ((3 * rx) ^ ry)
+        flip = ry == 0
+        swap_x = np.where(flip & (rx == 1), n - 1 - xi, xi)
+        swap_y = np.where(flip & (rx == 1), n - 1 - yi, yi)
+        xi, yi = np.where(flip, swap_y, swap_x), np.where(flip, swap_x, swap_y)
+        s >>= 1
+    return d
+
+
+def load_region(region: str | Path) -> Region:
+    """Read and check a region folder; tracts come back in space-filling-curve order."""
+    path = resolve_region_path(region)
+    fig_file, tract_file = path / "region.yaml", path / "tracts.csv"
+    for f in (fig_file, tract_file):
+        if not f.is_file():
+            raise RegionError(f"{f}: region file not found (a region folder needs region.yaml and tracts.csv)")
+    try:
+        figures = RegionFigures.model_validate(yaml.safe_load(fig_file.read_text()))
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise RegionError(f"{fig_file}: {exc}") from exc
+    tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
+    needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, "households", *HOUSEHOLD_COLUMNS]
+    missing = [c for c in needed if c not in tracts.columns]
+    if missing:
+        raise RegionError(f"{tract_file}: missing columns {missing}")
+    numeric = tracts[needed[1:]]
+    if numeric.isna().any().any() or (numeric[needed[3:]] < 0).any().any():
+        raise RegionError(f"{tract_file}: figures must be non-negative numbers")
+    tracts = tracts[tracts[list(figures.age_bands)].sum(axis=1) > 0]
+    lat, lon = tracts["lat"].to_numpy(), tracts["lon"].to_numpy()
+    x = (lon - lon.min()) / max(np.ptp(lon), 1e-9)
+    y = (lat - lat.min()) / max(np.ptp(lat), 1e-9)
+    order = np.argsort(hilbert_index(x, y), kind="stable")
+    tracts = tracts.iloc[order].reset_index(drop=True)
+    return Region(path=path, figures=figures, tracts=tracts)

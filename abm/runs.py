@@ -1,0 +1,151 @@
+"""Running a scenario from Python: scenario -> population -> engine -> tables and summary.
+
+>>> import abm
+>>> result = abm.run("scenarios/king_county/no_intervention.yaml", agents=20000, days=60)
+>>> result.summary["peak_hospitalized"]
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from abm import __version__
+from abm.engine import Simulation, SimulationResult
+from abm.outputs import tables
+from abm.outputs.run_folder import atomic_folder
+from abm.outputs.summary import summarize
+from abm.populations import Population, build_population, load_region
+from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate
+
+OVERRIDE_KEYS = {
+    "agents": "population.agents",
+    "days": "simulation.days",
+    "replicates": "simulation.replicates",
+    "seed": "simulation.seed",
+    "device": "simulation.device",
+}
+
+
+@dataclass
+class RunResult:
+    """A finished run: the scenario, the tables as DataFrames and the summary."""
+
+    scenario: Scenario
+    population: Population
+    result: SimulationResult
+    summary: dict[str, Any]
+    timeseries: pd.DataFrame
+    by_age: pd.DataFrame
+    by_tract: pd.DataFrame
+    costs: pd.DataFrame
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, out: str | Path) -> Path:
+        """Write the run folder (atomically) and return its path."""
+        out = Path(out)
+        start = time.perf_counter()
+        with atomic_folder(out) as tmp:
+            (tmp / "scenario.resolved.yaml").write_text(self.scenario.resolved_yaml())
+            self.timeseries.to_csv(tmp / "timeseries.csv", index=False)
+            self.timeseries.to_parquet(tmp / "timeseries.parquet", index=False)
+            self.by_age.to_csv(tmp / "by_age.csv", index=False)
+            self.by_tract.to_csv(tmp / "by_tract.csv", index=False)
+            self.costs.to_csv(tmp / "costs.csv", index=False)
+            (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
+            self.manifest["timings"]["output_seconds"] = time.perf_counter() - start
+            self.manifest["files"] = sorted(p.name for p in tmp.iterdir()) + ["manifest.json"]
+            (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
+        return out
+
+
+def resolve(scenario: Scenario | str | Path | dict[str, Any], overrides: dict[str, Any] | None = None, sets: list[str] | None = None) -> Scenario:
+    """A validated scenario from a path, plain data or a Scenario, with overrides applied."""
+    if isinstance(scenario, Scenario):
+        data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
+    elif isinstance(scenario, dict):
+        data, source = dict(scenario), "scenario"
+    else:
+        data, source = read_scenario_data(scenario), str(scenario)
+    for item in sets or []:
+        data = apply_set(data, item)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in OVERRIDE_KEYS:
+            raise ScenarioError(f"override {key!r} is not allowed; allowed: {', '.join(OVERRIDE_KEYS)}")
+        data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")
+    return validate(data, source)
+
+
+def run(
+    scenario: Scenario | str | Path | dict[str, Any],
+    *,
+    sets: list[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **overrides: Any,
+) -> RunResult:
+    """Run a scenario and return its tables and summary (nothing is written)."""
+    t0 = time.perf_counter()
+    sc = resolve(scenario, overrides, sets)
+    device = torch.device(sc.simulation.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ScenarioError(f"{sc.name}: simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu")
+    region = load_region(sc.population.region)
+    pop = build_population(region, sc.population.agents, sc.simulation.seed)
+    t1 = time.perf_counter()
+    sim = Simulation(
+        population=pop,
+        disease_cfg=sc.disease,
+        contact_cfg=sc.contacts,
+        seeding=sc.seeding,
+        days=sc.simulation.days,
+        replicates=sc.simulation.replicates,
+        seed=sc.simulation.seed,
+        device=device,
+        interventions=sc.interventions.build(),
+    )
+    days = sc.simulation.days
+    res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
+    t2 = time.perf_counter()
+    beds = sc.outputs.hospital_beds_per_100k or region.figures.hospital_beds_per_100k
+    meta = {
+        "scenario": sc.name,
+        "region": region.name,
+        "region_population": region.figures.population,
+        "seed": sc.simulation.seed,
+        "device": str(device),
+    }
+    summary = summarize(res, meta, beds)
+    ts, ba, bt = tables.timeseries(res), tables.by_age(res), tables.by_tract(res, pop.tracts)
+    manifest = {
+        "abm_version": __version__,
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "scenario": sc.name,
+        "seed": sc.simulation.seed,
+        "device": str(device),
+        "agents": pop.size,
+        "replicates": sc.simulation.replicates,
+        "days": days,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "timings": {
+            "population_seconds": t1 - t0,
+            "engine_seconds": res.engine_seconds,
+            "setup_seconds": t2 - t1 - res.engine_seconds,
+            "tables_seconds": time.perf_counter() - t2,
+        },
+    }
+    return RunResult(sc, pop, res, summary, ts, ba, bt, res.costs, manifest)

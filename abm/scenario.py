@@ -1,0 +1,242 @@
+"""The scenario schema (pydantic) and YAML loading with ``extends:`` and ``--set`` overrides.
+
+A bad scenario raises :class:`ScenarioError` with one message that names the file, the key
+path, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
+from abm.interventions import InterventionsConfig
+from abm.populations.region import REGIONS_DIR, resolve_region_path
+
+
+class ScenarioError(ValueError):
+    """A scenario file or override is invalid. The message is meant for the user as is."""
+
+
+class PopulationConfig(BaseModel):
+    """Who is simulated."""
+
+    model_config = ConfigDict(extra="forbid")
+    region: str = Field(
+        "king_county", description="a bundled region name or a path to a region folder"
+    )
+
+    @field_validator("region")
+    @classmethod
+    def _region_exists(cls, v: str) -> str:
+        path = resolve_region_path(v)
+        if not (path / "region.yaml").is_file() or not (path / "tracts.csv").is_file():
+            bundled = ", ".join(sorted(p.name for p in REGIONS_DIR.iterdir() if p.is_dir()))
+            raise ValueError(f"no region folder with region.yaml and tracts.csv there; bundled regions: {bundled}")
+        return v
+    agents: int = Field(100_000, ge=1, description="number of agents (the full county: 2252782)")
+
+
+class SimulationConfig(BaseModel):
+    """How long, how many replicates, which random seed and which device."""
+
+    model_config = ConfigDict(extra="forbid")
+    days: int = Field(180, ge=1, le=10_000, description="days simulated")
+    replicates: int = Field(1, ge=1, le=1000, description="independent runs, batched together")
+    seed: int = Field(1234, ge=0, description="random seed of the population and of the runs")
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?)$", description="cpu or cuda")
+
+
+class OutputConfig(BaseModel):
+    """What a run writes besides the always-written tables."""
+
+    model_config = ConfigDict(extra="forbid")
+    hospital_beds_per_100k: float | None = Field(
+        None, gt=0, description="hospital capacity line; default: the region's figure"
+    )
+
+
+class Scenario(BaseModel):
+    """A complete, validated scenario."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the run folder")
+    description: str = ""
+    population: PopulationConfig = PopulationConfig()
+    simulation: SimulationConfig = SimulationConfig()
+    disease: DiseaseConfig = DiseaseConfig()
+    contacts: ContactConfig = ContactConfig()
+    seeding: SeedingConfig = SeedingConfig()
+    interventions: InterventionsConfig = Field(default_factory=lambda: InterventionsConfig({}))
+    outputs: OutputConfig = OutputConfig()
+
+    def resolved_yaml(self) -> str:
+        """Every value, defaults included: loading this text gives the same scenario."""
+        data = self.model_dump(mode="json", by_alias=True)
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario file ({exc.strerror or exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{path}: invalid YAML{at}: {problem}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario must be a mapping of keys to values, got {type(data).__name__}")
+    return data
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read a scenario file and the chain of files it ``extends``, merged, as plain data."""
+    path = Path(path)
+    resolved = path.resolve()
+    if resolved in _seen:
+        chain = " -> ".join(str(p) for p in (*_seen, resolved))
+        raise ScenarioError(f"{path}: extends: circular chain {chain}")
+    data = _read_yaml(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ScenarioError(f"{path}: extends: {parent!r} is not allowed; give the path of a scenario file")
+    base_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
+    if not base_path.is_file():
+        raise ScenarioError(f"{path}: extends: {parent!r} not found (looked for {base_path})")
+    return merge(load_raw(base_path, (*_seen, resolved)), data)
+
+
+def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> dict[str, Any]:
+    """Apply one ``key.path=value`` override; the value is read as YAML (numbers, lists...)."""
+    if "=" not in assignment:
+        raise ScenarioError(f"{source}: {assignment!r} is not allowed; write key.path=value")
+    key, _, text = assignment.partition("=")
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. simulation.days=90")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{source}: {key}: {text!r} is not a valid value ({exc})") from exc
+    out = dict(data)
+    node = out
+    for part in parts[:-1]:
+        child = node.get(part)
+        child = dict(child) if isinstance(child, dict) else {}
+        node[part] = child
+        node = child
+    node[parts[-1]] = value
+    return out
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The keys the schema allows at ``loc`` (its parent mapping), if it is a model."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(current, type) and issubclass(current, BaseModel) and isinstance(part, str):
+            field = current.model_fields.get(part)
+            if field is None:
+                return None
+            current = field.annotation
+        else:
+            return None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or name for name, f in current.model_fields.items()]
+    return None
+
+
+def describe_errors(exc: ValidationError, source: str) -> str:
+    """One message naming, for each problem, the key path, the value and what is allowed."""
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        path = ".".join(str(p) for p in loc) or "(top level)"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_keys(Scenario, loc)
+            hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
+            lines.append(f"{path}: unknown key; {hint}")
+        elif err["type"] == "missing":
+            lines.append(f"{path}: required key is missing")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{path}: {value!r} is not allowed: {msg}")
+    head = f"{source}: invalid scenario"
+    return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
+
+
+def read_scenario_data(path: str | Path) -> dict[str, Any]:
+    """A scenario file with its ``extends`` chain merged, its name defaulted to the file name
+    and a relative region path made relative to the file."""
+    path = Path(path)
+    data = load_raw(path)
+    data.setdefault("name", path.stem)
+    pop = data.get("population")
+    if isinstance(pop, dict) and isinstance(pop.get("region"), str):
+        region = pop["region"]
+        if not (REGIONS_DIR / region).is_dir() and not Path(region).is_absolute():
+            data["population"] = {**pop, "region": str((path.parent / region).resolve())}
+    return data
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    """Read, merge, override and validate a scenario file."""
+    data = read_scenario_data(path)
+    for item in overrides or []:
+        data = apply_set(data, item)
+    return validate(data, str(path))
+
+
+def validate(data: dict[str, Any], source: str) -> Scenario:
+    """Validate plain data as a scenario, turning pydantic errors into one clear message."""
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(describe_errors(exc, source)) from exc
+    check_memory(scenario, source)
+    return scenario
+
+
+def available_memory_bytes() -> int:
+    """Memory this machine can give a run now (physical memory available)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):  # pragma: no cover - platforms without sysconf
+        return 1 << 62
+
+
+def check_memory(scenario: Scenario, source: str) -> None:
+    """Refuse a run whose estimated memory exceeds what the machine has."""
+    if not scenario.simulation.device.startswith("cpu"):
+        return
+    need = estimate_memory_bytes(scenario.population.agents, scenario.simulation.replicates)
+    have = available_memory_bytes()
+    if need > have:
+        raise ScenarioError(
+            f"{source}: population.agents: {scenario.population.agents} agents x "
+            f"{scenario.simulation.replicates} replicates need about {need / 1e9:.1f} GB, but this "
+            f"machine has {have / 1e9:.1f} GB available; use fewer agents or replicates"
+        )

@@ -1,0 +1,105 @@
+"""Derive the King County region figures the project carries from public extracts.
+
+Run once, by a maintainer, against the public King County extracts (not shipped with the
+project)::
+
+    python tools/derive_king_county_region.py ../shared/data/king_county
+
+It writes ``abm/populations/regions/king_county/tracts.csv``: one row per 2010-vintage census
+tract with people (GEOID, name, centroid, land area, population by 9 age bands, households by
+size). Polygons are read only to compute each tract's area-weighted centroid; no polygon is
+written. County-level figures live in ``region.yaml`` next to it, with their sources.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+AGE_BANDS = [
+    "age_0_9",
+    "age_10_19",
+    "age_20_29",
+    "age_30_39",
+    "age_40_49",
+    "age_50_59",
+    "age_60_69",
+    "age_70_79",
+    "age_80_plus",
+]
+HH_SIZES = ["hh_size_1", "hh_size_2", "hh_size_3", "hh_size_4", "hh_size_5", "hh_size_6", "hh_size_7up"]
+
+
+def ring_centroid(ring: list[list[float]]) -> tuple[float, float, float]:
+    """Signed area (local equal-area km^2) and centroid (lon, lat) of one polygon ring."""
+    lat0 = math.radians(sum(p[1] for p in ring) / len(ring))
+    kx = 111.320 * math.cos(lat0)
+    ky = 110.574
+    a = cx = cy = 0.0
+    for (x0, y0), (x1, y1) in zip(ring[:-1], ring[1:], strict=True):
+        cross = x0 * y1 - x1 * y0
+        a += cross
+        cx += (x0 + x1) * cross
+        cy += (y0 + y1) * cross
+    a *= 0.5
+    if a == 0:
+        return 0.0, ring[0][0], ring[0][1]
+    return a * kx * ky, cx / (6 * a), cy / (6 * a)
+
+
+def polygon_centroid(geometry: dict) -> tuple[float, float]:
+    """Area-weighted centroid (lat, lon) of a Polygon or MultiPolygon."""
+    polys = geometry["coordinates"]
+    if geometry["type"] == "Polygon":
+        polys = [polys]
+    total = sx = sy = 0.0
+    for poly in polys:
+        for ring in poly:
+            area, x, y = ring_centroid(ring)
+            total += area
+            sx += area * x
+            sy += area * y
+    return sy / total, sx / total
+
+
+def main(src: Path, dst: Path) -> None:
+    geo = json.loads((src / "king_county_tracts_2010_cb2018.geojson").read_text())
+    shapes = {f["properties"]["GEOID"]: f for f in geo["features"]}
+    with open(src / "king_county_tract_age_acs2018_tract2010.csv") as fh:
+        ages = {r["GEOID"]: r for r in csv.DictReader(fh)}
+    with open(src / "king_county_tract_household_size_acs2018_tract2010.csv") as fh:
+        hh = {r["GEOID"]: r for r in csv.DictReader(fh)}
+    rows = []
+    for geoid in sorted(ages):
+        a = ages[geoid]
+        if int(a["total"]) == 0 or geoid not in shapes:
+            continue
+        lat, lon = polygon_centroid(shapes[geoid]["geometry"])
+        props = shapes[geoid]["properties"]
+        h = hh[geoid]
+        rows.append(
+            {
+                "geoid": geoid,
+                "name": a["name"].split(",")[0].replace("Census Tract ", ""),
+                "lat": f"{lat:.6f}",
+                "lon": f"{lon:.6f}",
+                "land_km2": f"{props['ALAND'] / 1e6:.4f}",
+                **{b: a[b] for b in AGE_BANDS},
+                "households": h["households_total"],
+                **{k.replace("hh_size_", "hh_"): h[k] for k in HH_SIZES},
+            }
+        )
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(dst, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {len(rows)} tracts, {sum(int(r['age_0_9']) for r in rows)} aged 0-9, to {dst}")
+
+
+if __name__ == "__main__":
+    root = Path(__file__).resolve().parents[1]
+    main(Path(sys.argv[1]), root / "abm/populations/regions/king_county/tracts.csv")
