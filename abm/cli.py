@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -75,9 +74,13 @@ def run(
         task = bar.add_task(f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}", total=sc.simulation.days)
         try:
             result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
+            result.write(target)
         except ScenarioError as exc:
             fail(str(exc))
-        result.write(target)
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(f"interrupted: no results were written to {target}", highlight=False)
+            raise typer.Exit(130) from None
     print_summary(result.summary, target)
 
 
@@ -107,11 +110,7 @@ def print_summary(s: dict, target: Path) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    try:
-        app()
-    except KeyboardInterrupt:
-        err_console.print("interrupted: no results were written")
-        sys.exit(130)
+    app()
 
 
 if __name__ == "__main__":

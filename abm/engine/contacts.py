@@ -178,8 +178,12 @@ class OccupationLayer:
         gen = generator(self.seed, "occupation", day, self.device)
         rate = torch.tensor([-math.log1p(-min(self.p, 1 - 1e-12)) * e], dtype=torch.float64, device=self.device)
         k = int(torch.poisson(rate, generator=gen).item())
-        idx = torch.randint(e, (k,), generator=gen, device=self.device)
+        hits = torch.randint(e, (k,), generator=gen, device=self.device)
         u = torch.rand(k, generator=gen, device=self.device)
+        # An edge hit more than once is rewired once, by its first draw (deterministic).
+        idx, inverse = torch.unique(hits, return_inverse=True)
+        first = torch.full_like(idx, k).scatter_reduce_(0, inverse, torch.arange(k, device=self.device), "amin")
+        u = u[first]
         size = self.group_size[idx]
         slot = self.group_start[idx] + (u * size).long().clamp_max(size - 1)
         dst = self.dst.clone()
@@ -240,10 +244,11 @@ class CommunityLayer:
 
 
 def negative_binomial(rng: np.random.Generator, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """Counts with the given mean and sd (Poisson where sd^2 <= mean)."""
+    """Counts with the given mean and sd: negative binomial where sd^2 > mean, Poisson where
+    0 < sd^2 <= mean, and exactly round(mean) where sd is 0."""
     var = sd**2
     over = var > mean + 1e-12
-    out = rng.poisson(mean)
+    out = np.where(sd > 0, rng.poisson(mean), np.rint(mean).astype(np.int64))
     if over.any():
         m, v = mean[over], var[over]
         out[over] = rng.negative_binomial(m**2 / (v - m), m / v)

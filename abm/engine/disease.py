@@ -227,7 +227,7 @@ class DiseaseModel:
         # Infectiousness profile g(k) = F(k) - F(k-1), k days since infection; g(0) = 0.
         m, s = cfg.infectiousness_profile_mean, cfg.infectiousness_profile_sd
         k = torch.arange(horizon + 2, dtype=torch.float64)
-        f = torch.special.gammainc(torch.tensor(m**2 / s**2, dtype=torch.float64), k * s**2 / m)
+        f = torch.special.gammainc(torch.tensor(m**2 / s**2, dtype=torch.float64), k * m / s**2)
         self.profile = torch.diff(f, prepend=torch.zeros(1, dtype=torch.float64)).to(device, torch.float32)
         # Dwell times: one discrete cdf row per (from, to) pair, over 0..max_days.
         self.max_days = max(horizon, 1) + 60

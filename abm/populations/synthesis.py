@@ -90,6 +90,15 @@ def build_tract_households(
     sizes = sizes[:h].copy()
     sizes[-1] -= int(end[h - 1]) - m
 
+    # Each household needs an adult. Where the tract's figures leave more children than places
+    # beside an adult (student areas: the 10-19 band is mostly 18-19 there), the oldest of the
+    # 10-17 year olds are 18-19 instead; the age band counts stay exact.
+    excess = int((ages < ADULT_AGE).sum()) - int(np.maximum(sizes - 1, 0).sum())
+    if excess > 0:
+        teens = np.flatnonzero((ages >= 10) & (ages < ADULT_AGE))
+        older = teens[np.argsort(-ages[teens], kind="stable")][:excess]
+        ages = ages.copy()
+        ages[older] = rng.integers(ADULT_AGE, 20, older.shape[0])
     is_child = ages < ADULT_AGE
     children = rng.permutation(ages[is_child])
     adults = ages[~is_child]
@@ -104,9 +113,10 @@ def build_tract_households(
     if extra > 0:
         kids[order] += fill_in_order((most - pref)[order], extra)
     left = n_child - int(kids.sum())
-    if left > 0:  # more children than places beside an adult: the oldest take adult places
+    if left > 0:  # more children under 10 than places beside an adult: the oldest take adult places
+        children = np.sort(children)
         adults = np.concatenate([adults, children[-left:]])
-        children = children[:-left]
+        children = rng.permutation(children[:-left])
     n_adult_slots = sizes - kids
     # Target ages for adult places, then rank-match real adult ages to targets so that the
     # age marginals stay exact while household members get coherent ages.

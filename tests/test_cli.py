@@ -1,0 +1,155 @@
+"""The ``abm`` command end to end: output files and their contents, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from abm.cli import app
+from abm.engine import STAGE_NAMES
+from abm.scenario import load_scenario
+
+SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
+runner = CliRunner()
+
+
+def abm_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "abm", *args], capture_output=True, text=True, check=False)
+
+
+def test_run_writes_a_complete_run_folder(tmp_path):
+    out = tmp_path / "ni"
+    proc = abm_cli("run", str(SCENARIO), "--out", str(out), "--agents", "3000", "--days", "30", "--replicates", "2", "--seed", "9", "--set", "contacts.community.weight=0.3")
+    assert proc.returncode == 0, proc.stderr
+    assert "cumulative infected" in proc.stdout
+    names = {p.name for p in out.iterdir()}
+    assert {"scenario.resolved.yaml", "manifest.json", "timeseries.csv", "timeseries.parquet", "by_age.csv", "by_tract.csv", "summary.json", "costs.csv"} <= names
+    ts = pd.read_csv(out / "timeseries.csv")
+    assert len(ts) == 30 * 2 and set(ts.replicate) == {0, 1} and ts.day.max() == 29
+    for col in ["day", "replicate", *STAGE_NAMES, "new_infections", "cumulative_infected", "hospitalized", "icu", "deaths"]:
+        assert col in ts.columns
+    assert (ts[STAGE_NAMES].sum(axis=1) == 3000).all()
+    assert ts.equals(pd.read_parquet(out / "timeseries.parquet"))
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["agents"], s["days"], s["replicates"], s["seed"]) == (3000, 30, 2, 9)
+    final = ts[ts.day == 29]
+    assert s["cumulative_infected"]["mean"] == pytest.approx(final.cumulative_infected.mean())
+    assert s["cumulative_infected"]["sd"] == pytest.approx(final.cumulative_infected.std(ddof=1))
+    curve = ts.groupby("day").hospitalized.mean()
+    assert s["peak_hospitalized"] == {"value": pytest.approx(curve.max()), "day": int(curve.idxmax()), "per_100k": pytest.approx(curve.max() / 3000 * 1e5)}
+    assert s["deaths"]["mean"] == pytest.approx(final.deaths.mean())
+    assert s["total_cost"] == {"mean": 0.0, "sd": 0.0} and s["engine_seconds"] > 0
+    by_tract = pd.read_csv(out / "by_tract.csv", dtype={"geoid": str})
+    assert by_tract.geoid.str.startswith("53033").all() and by_tract.day.nunique() == 30
+    by_age = pd.read_csv(out / "by_age.csv")
+    assert set(by_age.age_group) == {"0-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "70-79", "80+"}
+    # The resolved scenario re-creates the run: same scenario with the overrides applied.
+    resolved = load_scenario(out / "scenario.resolved.yaml")
+    assert resolved.population.agents == 3000 and resolved.simulation.seed == 9
+    assert resolved.contacts.community.weight == 0.3
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["seed"] == 9 and "engine_seconds" in manifest["timings"] and "summary.json" in manifest["files"]
+    # Re-running the resolved scenario gives identical tables.
+    again = tmp_path / "again"
+    assert abm_cli("run", str(out / "scenario.resolved.yaml"), "--out", str(again)).returncode == 0
+    assert pd.read_csv(again / "timeseries.csv").equals(ts)
+
+
+def test_validate_accepts_the_shipped_scenarios():
+    for path in Path("scenarios/king_county").glob("*.yaml"):
+        result = runner.invoke(app, ["validate", str(path)])
+        assert result.exit_code == 0, result.output
+
+
+def test_extends_and_set(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text("name: base\nsimulation: {days: 50, replicates: 3}\ncontacts: {household: {weight: 1.5}}\n")
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: base.yaml\nname: child\nsimulation: {days: 20}\n")
+    sc = load_scenario(child, ["contacts.occupation.weight=0.5", "seeding.infections={asymptomatic: 7}"])
+    assert (sc.name, sc.simulation.days, sc.simulation.replicates) == ("child", 20, 3)
+    assert sc.contacts.household.weight == 1.5 and sc.contacts.occupation.weight == 0.5
+    assert sc.seeding.infections == {"asymptomatic": 7}
+
+
+BAD = [
+    ("simulation: {dayz: 10}", "simulation.dayz: unknown key; allowed keys: days, replicates, seed, device"),
+    ("simulation: {days: ten}", "simulation.days: 'ten' is not allowed"),
+    ("contacts: {occupation: {rewire_probability: 1.5}}", "contacts.occupation.rewire_probability: 1.5 is not allowed: Input should be less than or equal to 1"),
+    ("seeding: {infections: {asymptomatic: -3}}", "seeding.infections.asymptomatic: -3 is not allowed"),
+    ("seeding: {day: -1}", "seeding.day: -1 is not allowed: Input should be greater than or equal to 0"),
+    ("population: {agents: 900000000000}", "population.agents: 900000000000 agents x 1 replicates need about"),
+    ("simulation: [1, 2", "invalid YAML"),
+    ("population: {region: nowhere}", "nowhere' is not allowed: no region folder with region.yaml and tracts.csv there; bundled regions: king_county"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD)
+def test_bad_input_gets_one_clear_message_exit_2_and_nothing_written(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"name: bad\n{text}\n")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 2
+    flat = " ".join(result.output.split())
+    assert str(path) in flat.replace(" ", "") or str(path) in flat
+    assert message in flat
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["bad.yaml"]
+
+
+def test_unreadable_file_and_bad_set(tmp_path):
+    result = runner.invoke(app, ["run", str(tmp_path / "missing.yaml")])
+    assert result.exit_code == 2 and "cannot read the scenario file" in result.output
+    result = runner.invoke(app, ["validate", str(SCENARIO), "--set", "simulation.days"])
+    assert result.exit_code == 2 and "write key.path=value" in result.output
+    result = runner.invoke(app, ["run", str(SCENARIO), "--days", "-5", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "simulation.days: -5 is not allowed" in " ".join(result.output.split())
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_crash_mid_run_leaves_no_half_written_folder_and_keeps_the_old_one(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+
+    def boom(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("abm.outputs.tables.by_tract", boom)
+    result = runner.invoke(app, ["run", str(SCENARIO), "--agents", "500", "--days", "5", "--out", str(out)])
+    assert result.exit_code != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert (out / "summary.json").read_text() == "{}"
+    monkeypatch.undo()
+    # And an interrupted write (after the tables) also leaves the old folder as it was.
+    monkeypatch.setattr("pandas.DataFrame.to_parquet", boom)
+    result = runner.invoke(app, ["run", str(SCENARIO), "--agents", "500", "--days", "5", "--out", str(out)])
+    assert result.exit_code != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and (out / "summary.json").read_text() == "{}"
+
+
+def test_resolved_yaml_round_trips():
+    sc = load_scenario(SCENARIO)
+    assert yaml.safe_load(sc.resolved_yaml())["disease"]["dwell_times"][0]["from"] == "asymptomatic"
+
+
+def test_ctrl_c_leaves_no_run_folder(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "big"
+    proc = subprocess.Popen([sys.executable, "-m", "abm", "run", str(SCENARIO), "--agents", "200000", "--replicates", "3", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "no results were written" in err
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,64 @@
+"""Disease progression samplers against the distributions they encode."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from abm.engine.disease import DiseaseConfig, DiseaseModel, Stage
+
+
+def model() -> DiseaseModel:
+    return DiseaseModel(DiseaseConfig(), horizon=180, device=torch.device("cpu"))
+
+
+def test_branching_follows_the_age_table():
+    m = model()
+    n = 200_000
+    gen = torch.Generator().manual_seed(1)
+    u = torch.rand(n, generator=gen)
+    age = torch.full((n,), 8)
+    nxt = m.next_stage(age, torch.full((n,), int(Stage.SEVERE_SYMPTOMS)), u)
+    share = (nxt == Stage.HOSPITALIZED).float().mean().item()
+    assert set(nxt.unique().tolist()) == {Stage.HOSPITALIZED, Stage.RECOVERED}
+    assert abs(share - 0.379) < 4 * math.sqrt(0.379 * 0.621 / n)
+    first = m.next_stage(torch.zeros(n, dtype=torch.long), torch.zeros(n, dtype=torch.long), u)
+    counts = torch.bincount(first, minlength=11)[1:4].double() / n
+    assert torch.allclose(counts, torch.tensor([0.456, 0.533, 0.011], dtype=torch.float64), atol=4 * math.sqrt(0.25 / n))
+
+
+def test_dwell_times_have_the_configured_means():
+    m = model()
+    n = 200_000
+    u = torch.rand(n, generator=torch.Generator().manual_seed(2))
+    gamma = m.dwell(torch.full((n,), int(Stage.ASYMPTOMATIC)), torch.full((n,), int(Stage.RECOVERED)), u).double()
+    # round(G), G ~ gamma(mean 15, sd 5): mean 15 (rounding is unbiased away from 0), sd 5.
+    assert abs(gamma.mean().item() - 15.0) < 4 * 5 / math.sqrt(n)
+    assert abs(gamma.std().item() - 5.0) < 0.05
+    two = m.dwell(torch.full((n,), int(Stage.SEVERE_SYMPTOMS)), torch.full((n,), int(Stage.HOSPITALIZED)), u)
+    assert set(two.unique().tolist()) == {5, 6}
+    assert abs(two.double().mean().item() - 5.14) < 4 * math.sqrt(0.14 * 0.86 / n)
+
+
+def test_infectiousness_profile_is_a_gamma_pmf_starting_at_zero():
+    m = model()
+    g = m.profile.double()
+    assert g[0].item() == 0.0
+    assert abs(g.sum().item() - 1.0) < 1e-6
+    mean = (torch.arange(g.shape[0], dtype=torch.float64) * g).sum().item()
+    # Mean of ceil(G) for G ~ gamma(mean 5.5): 5.5 + about 0.5.
+    assert 5.8 < mean < 6.2
+
+
+def test_branching_rows_must_be_probabilities():
+    bad = DiseaseConfig().branching
+    bad[0][0][1] = 0.9
+    try:
+        DiseaseConfig(branching=bad)
+    except ValueError as exc:
+        assert "sum to 1" in str(exc)
+    else:
+        raise AssertionError("a row summing to more than 1 was accepted")
+    assert np.isclose(sum(DiseaseConfig().branching[3][5]), 1.0)

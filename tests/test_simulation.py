@@ -1,0 +1,68 @@
+"""Whole runs on the King County population: bookkeeping, reproducibility, replicates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import abm
+from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
+
+
+@pytest.fixture(scope="module")
+def small_kc(king_county):
+    from abm.populations import build_population
+
+    return build_population(king_county, 20_000, seed=1)
+
+
+def simulate(pop, seed: int, replicates: int = 2, days: int = 60) -> tuple[Simulation, object]:
+    sim = Simulation(pop, DiseaseConfig(), ContactConfig(), SeedingConfig(infections={"asymptomatic": 10, "presymptomatic_mild": 10}), days=days, replicates=replicates, seed=seed)
+    return sim, sim.run()
+
+
+def test_stage_counts_sum_to_n_and_match_the_agents(small_kc):
+    sim, res = simulate(small_kc, seed=1)
+    n = small_kc.size
+    assert (res.stages.sum(axis=2) == n).all(), "every agent is in exactly one stage every day"
+    final = sim.state.stage.view(2, n).long()
+    recount = np.stack([torch.bincount(final[r], minlength=11).numpy() for r in range(2)])
+    assert np.array_equal(res.stages[-1], recount), "event-kept counts equal a recount"
+    tract = torch.as_tensor(small_kc.tract).long()
+    by_tract = torch.zeros(len(small_kc.tracts), 11, dtype=torch.long).index_put_((tract, final[0]), torch.ones(n, dtype=torch.long), accumulate=True)
+    assert np.array_equal(res.stages_by_tract[-1, 0], by_tract.numpy())
+    # Cumulative infections grow by the day's new infections.
+    cum = n - res.stages[:, :, Stage.SUSCEPTIBLE]
+    assert np.array_equal(np.diff(cum, axis=0), res.new_infections[1:])
+    assert (res.new_infections[0] == 20).all(), "the 20 initial infections count on day 0"
+    assert cum[-1].min() > 200, "the epidemic took off"
+
+
+def test_same_seed_same_results_and_different_seeds_differ(small_kc):
+    _, a = simulate(small_kc, seed=4)
+    _, b = simulate(small_kc, seed=4)
+    _, c = simulate(small_kc, seed=5)
+    assert np.array_equal(a.stages_by_tract, b.stages_by_tract)
+    assert np.array_equal(a.new_by_age, b.new_by_age)
+    assert not np.array_equal(a.stages, c.stages)
+    # Replicates of one batch are independent runs, not copies.
+    assert not np.array_equal(a.stages[:, 0], a.stages[:, 1])
+
+
+def test_run_api_returns_tables_consistent_with_the_summary():
+    r = abm.run("scenarios/king_county/no_intervention.yaml", agents=5000, days=40, replicates=3)
+    ts = r.timeseries
+    assert len(ts) == 40 * 3
+    mean_hosp = ts.groupby("day")["hospitalized"].mean()
+    assert r.summary["peak_hospitalized"]["value"] == pytest.approx(mean_hosp.max())
+    assert r.summary["peak_hospitalized"]["day"] == int(mean_hosp.idxmax())
+    last = ts[ts.day == 39]
+    assert r.summary["cumulative_infected"]["mean"] == pytest.approx(last.cumulative_infected.mean())
+    assert r.summary["deaths"]["mean"] == pytest.approx(last.deaths.mean())
+    # by_age sums to the timeseries; by_tract's mean over replicates sums to the mean curve.
+    ba = r.by_age.groupby(["day", "replicate"])[["new_infections", "cumulative_infected", "deaths"]].sum()
+    tsi = ts.set_index(["day", "replicate"])[["new_infections", "cumulative_infected", "deaths"]]
+    assert np.array_equal(ba.to_numpy(), tsi.to_numpy())
+    bt = r.by_tract.groupby("day")["cumulative_infected"].sum()
+    assert np.allclose(bt.to_numpy(), ts.groupby("day")["cumulative_infected"].mean().to_numpy())
