@@ -11,7 +11,7 @@ import torch
 from conftest import make_population, quiet_contacts
 from scipy.optimize import brentq
 
-from abm.engine import DiseaseConfig, SeedingConfig, Simulation, Stage
+from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
 from abm.populations import Population
 
 NO_SEEDS = SeedingConfig(infections={})
@@ -39,15 +39,14 @@ def test_force_on_a_five_agent_graph_equals_the_formula():
     g = sim.disease.profile
     x0 = 0.72 * g[4].item()
     x2 = 0.33 * g[6].item()
-    edges = {"occupation": sim.occupation.edges(day), "community": sim.community.edges(day)}
-    force = sim.force_of_infection(day, edges).tolist()
+    force = sim.force_of_infection(day).tolist()
     # Household: weight 2 / household size 2; workplace: weight 1 / mean degree 2.
     expected = [0.0, 2.0 * x0 / 2 + 1.0 * x2 / 2, 0.0, 1.0 * x2 / 2, 0.0]
     expected[2] = 0.0  # agent 2's workplace mates 1 and 3 are not infectious
     assert np.allclose(force, expected, rtol=1e-6, atol=0)
     # An isolated source contributes nothing, to anyone.
     sim.state.isolated[2] = True
-    force = sim.force_of_infection(day, edges).tolist()
+    force = sim.force_of_infection(day).tolist()
     assert np.allclose(force, [0.0, x0, 0.0, 0.0, 0.0], rtol=1e-6, atol=0)
 
 
@@ -143,3 +142,20 @@ def test_occupation_layer_is_a_small_world_per_group(kc_100k):
 
 def test_unused_pandas_import_guard():
     assert pd.__version__
+
+
+def test_pushing_from_the_infectious_equals_summing_over_all_edges(kc_100k):
+    """The occupation layer pushes along static ring contacts plus today's rewired ones; the
+    result must equal the plain sum over the day's full edge list."""
+    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=5, replicates=2, seed=8)
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randperm(sim.total, generator=gen)[:5000]
+    x = torch.zeros(sim.total)
+    x[src] = torch.rand(5000, generator=gen)
+    for layer in (sim.occupation, sim.household):
+        for day in (1, 2):
+            e = layer.edges(day)
+            full = torch.zeros(sim.total, dtype=torch.float64)
+            full.index_add_(0, e.dst, x[e.src].double())
+            full.index_add_(0, e.src, x[e.dst].double())
+            assert torch.allclose(layer.pressure(day, src, x[src], x).double(), full, atol=1e-5)

@@ -94,6 +94,16 @@ class Edges:
     dst: torch.Tensor
 
 
+def expand_rows(ptr: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions of every entry of CSR ``rows`` (given row pointers ``ptr``) and each
+    position's index into ``rows``."""
+    begin = ptr.index_select(0, rows)
+    count = ptr.index_select(0, rows + 1) - begin
+    owner = torch.repeat_interleave(torch.arange(rows.shape[0], device=rows.device), count)
+    shift = (begin - (torch.cumsum(count, 0) - count)).index_select(0, owner)
+    return torch.arange(owner.shape[0], device=rows.device) + shift, owner
+
+
 class HouseholdLayer:
     """Complete graph per household, computed as per-household sums (no edges)."""
 
@@ -104,34 +114,39 @@ class HouseholdLayer:
         self.num = pop.num_households * replicates
         size = torch.as_tensor(pop.household_size[pop.household], dtype=torch.float32)
         self.coef = (cfg.weight / size).repeat(replicates).to(device)
+        self._edges: Edges | None = None
 
-    def pressure(self, x: torch.Tensor) -> torch.Tensor:
+    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Sum of infectiousness over each agent's household members other than itself."""
-        total = torch.zeros(self.num, dtype=x.dtype, device=x.device).index_add_(0, self.index, x)
-        return total[self.index] - x
+        total = torch.zeros(self.num, dtype=x.dtype, device=x.device).index_add_(0, self.index.index_select(0, src), w)
+        return total.index_select(0, self.index) - x
 
     def edges(self, day: int) -> Edges:
-        """Explicit household pairs (for tracing), built from the contiguous household ranges."""
-        n = self.index.shape[0]
-        idx = torch.arange(n, device=self.index.device)
-        src, dst = [], []
-        lag = 1
-        while lag < n:
-            same = self.index[lag:] == self.index[:-lag]
-            if not bool(same.any()):
-                break
-            src.append(idx[:-lag][same])
-            dst.append(idx[lag:][same])
-            lag += 1
-        if not src:
-            empty = torch.zeros(0, dtype=torch.int64, device=self.index.device)
-            return Edges(empty, empty)
-        return Edges(torch.cat(src), torch.cat(dst))
+        """Explicit household pairs (the same every day), from the contiguous household ranges."""
+        if self._edges is None:
+            n = self.index.shape[0]
+            idx = torch.arange(n, device=self.index.device)
+            src, dst = [idx[:0]], [idx[:0]]
+            lag = 1
+            while lag < n:
+                same = self.index[lag:] == self.index[:-lag]
+                if not bool(same.any()):
+                    break
+                src.append(idx[:-lag][same])
+                dst.append(idx[lag:][same])
+                lag += 1
+            self._edges = Edges(torch.cat(src), torch.cat(dst))
+        return self._edges
 
 
 class OccupationLayer:
     """Per group, a ring lattice over its members (in home order) with k = min(round(mu),
-    n - 1) neighbours, each ring contact rewired daily with probability p to a random member."""
+    n - 1) neighbours, each ring contact rewired daily with probability p to a random member.
+
+    Transmission pushes from infectious agents along their static ring contacts (kept as
+    compressed rows per agent), skipping today's rewired ones, plus today's rewired contacts,
+    so a day costs about p * E + (infectious agents x degree), not E.
+    """
 
     name = "occupation"
 
@@ -155,8 +170,18 @@ class OccupationLayer:
         offset = np.arange(owner.shape[0]) - np.repeat(np.cumsum(h) - h, h) + 1
         gg = g[owner]
         dst_pos = start[gg] + (pos[owner] + offset) % sizes[gg]
-        self.src = tile(members[owner], replicates, n, device)
-        self.dst = tile(members[dst_pos], replicates, n, device)
+        src_a, dst_a = members[owner], members[dst_pos]
+        e = src_a.shape[0]
+        self.src = tile(src_a, replicates, n, device)
+        self.dst = tile(dst_a, replicates, n, device)
+        # Incident ring contacts per agent (compressed rows), for pushing from the infectious.
+        ends = np.concatenate([src_a, dst_a])
+        order = np.argsort(ends, kind="stable")
+        counts = np.bincount(ends, minlength=n)
+        self.inc_edge = tile(np.concatenate([np.arange(e), np.arange(e)])[order], replicates, e, device)
+        self.inc_nbr = tile(np.concatenate([dst_a, src_a])[order], replicates, n, device)
+        ptr = np.concatenate([[0], np.cumsum(np.tile(counts, replicates))])
+        self.inc_ptr = torch.as_tensor(ptr, dtype=torch.int64, device=device)
         # For rewiring: the first member slot of each edge's group and the group size.
         self.members = tile(members, replicates, n, device)
         self.group_start = tile(start[gg], replicates, members.shape[0], device)
@@ -164,31 +189,54 @@ class OccupationLayer:
         norm = np.ones(n, dtype=np.float32)
         norm[members] = mu[g]
         self.coef = (cfg.weight / torch.as_tensor(norm)).repeat(replicates).to(device)
-        self.coef_mask = torch.as_tensor(pop.group >= 0).repeat(replicates).to(device)
+        self._day: int | None = None
+        self._rewired: tuple[torch.Tensor, torch.Tensor] = (self.src[:0], self.src[:0])
+
+    def rewiring(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Today's rewired ring contacts (distinct edge ids) and their new other ends.
+
+        Each ring contact is hit by Poisson(-ln(1 - p)) draws at uniform positions, so it is
+        rewired with probability exactly p (by its last draw), at the cost of p * E draws.
+        """
+        if self._day == day:
+            return self._rewired
+        e = self.src.shape[0]
+        idx, new = self.src[:0], self.src[:0]
+        if e > 0 and self.p > 0:
+            gen = generator(self.seed, "occupation", day, self.device)
+            rate = torch.tensor([-math.log1p(-min(self.p, 1 - 1e-12)) * e], dtype=torch.float64, device=self.device)
+            k = int(torch.poisson(rate, generator=gen).item())
+            hits = torch.randint(e, (k,), generator=gen, device=self.device)
+            u = torch.rand(k, generator=gen, device=self.device)
+            draw = torch.arange(k, device=self.device)
+            last = torch.full((e,), -1, dtype=torch.int64, device=self.device).scatter_reduce_(0, hits, draw, "amax")
+            win = last[hits] == draw
+            idx, u = hits[win], u[win]
+            size = self.group_size[idx]
+            new = self.members[self.group_start[idx] + (u * size).long().clamp_max(size - 1)]
+        self._day, self._rewired = day, (idx, new)
+        return idx, new
 
     def edges(self, day: int) -> Edges:
-        """The day's contacts: the ring lattice with today's rewiring.
-
-        Each ring contact is hit by Poisson(-ln(1 - p)) rewiring draws at uniform positions,
-        so it is rewired with probability exactly p, at the cost of p * E draws, not E.
-        """
-        e = self.src.shape[0]
-        if e == 0 or self.p == 0:
-            return Edges(self.src, self.dst)
-        gen = generator(self.seed, "occupation", day, self.device)
-        rate = torch.tensor([-math.log1p(-min(self.p, 1 - 1e-12)) * e], dtype=torch.float64, device=self.device)
-        k = int(torch.poisson(rate, generator=gen).item())
-        hits = torch.randint(e, (k,), generator=gen, device=self.device)
-        u = torch.rand(k, generator=gen, device=self.device)
-        # An edge hit more than once is rewired once, by its first draw (deterministic).
-        idx, inverse = torch.unique(hits, return_inverse=True)
-        first = torch.full_like(idx, k).scatter_reduce_(0, inverse, torch.arange(k, device=self.device), "amin")
-        u = u[first]
-        size = self.group_size[idx]
-        slot = self.group_start[idx] + (u * size).long().clamp_max(size - 1)
+        """The day's contacts: the ring lattice with today's rewiring."""
+        idx, new = self.rewiring(day)
         dst = self.dst.clone()
-        dst[idx] = self.members[slot]
+        dst[idx] = new
         return Edges(self.src, dst)
+
+    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Sum of infectiousness over each agent's contacts today."""
+        raw = torch.zeros_like(x)
+        idx, new = self.rewiring(day)
+        moved = torch.zeros(self.src.shape[0], dtype=torch.bool, device=x.device)
+        moved[idx] = True
+        pos, owner = expand_rows(self.inc_ptr, src)
+        stays = ~moved.index_select(0, self.inc_edge.index_select(0, pos))
+        raw.index_add_(0, self.inc_nbr.index_select(0, pos), w.index_select(0, owner) * stays)
+        a = self.src.index_select(0, idx)
+        raw.index_add_(0, new, x.index_select(0, a))
+        raw.index_add_(0, a, x.index_select(0, new))
+        return raw
 
 
 class CommunityLayer:
@@ -222,11 +270,15 @@ class CommunityLayer:
         edge_rep = torch.repeat_interleave(torch.arange(replicates, device=device), self.counts // 2)
         self.edge_count = self.counts[edge_rep].to(torch.float32)
         self.edge_start = self.starts[edge_rep]
+        self._day: int | None = None
+        self._edges = Edges(self.stubs[:0], self.stubs[:0])
 
     def edges(self, day: int) -> Edges:
         """The day's contacts: two uniforms per contact. The first picks one end's stub; the
         second decides local or not and, rescaled, places the other end (uniformly within
         +-sqrt(3) sd stubs of the first, or anywhere)."""
+        if self._day == day:
+            return self._edges
         gen = generator(self.seed, "community", day, self.device)
         u = torch.rand(2, self.edge_count.shape[0], generator=gen, device=self.device)
         last = self.edge_count - 1
@@ -240,7 +292,21 @@ class CommunityLayer:
             jump = torch.zeros_like(v)
         far = ((v - share) / max(1 - share, 1e-12)) * self.edge_count
         b = torch.where(local, a + jump.round_(), far.floor_()).clamp_(min=0).minimum(last)
-        return Edges(self.stubs[self.edge_start + a.long()], self.stubs[self.edge_start + b.long()])
+        a_idx, b_idx = a.long(), b.long()
+        if self.counts.shape[0] > 1:
+            a_idx += self.edge_start
+            b_idx += self.edge_start
+        self._edges = Edges(self.stubs.index_select(0, a_idx), self.stubs.index_select(0, b_idx))
+        self._day = day
+        return self._edges
+
+    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Sum of infectiousness over each agent's contacts today."""
+        e = self.edges(day)
+        raw = torch.zeros_like(x)
+        raw.index_add_(0, e.dst, x.index_select(0, e.src))
+        raw.index_add_(0, e.src, x.index_select(0, e.dst))
+        return raw
 
 
 def negative_binomial(rng: np.random.Generator, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:

@@ -114,8 +114,7 @@ class Simulation:
         )
         self.ledger = CostLedger(r)
         self.recorder = Recorder(self, self.days)
-        self.today_edges: dict[str, Edges] = {}
-        self.new_infected = torch.zeros(0, dtype=torch.int64, device=d)
+        self.layers = (self.household, self.occupation, self.community)
         self._hooks: dict[Phase, list[Callable[[Simulation, int], None]]] = {p: [] for p in Phase}
         for iv in self.interventions:
             iv.attach(self)
@@ -152,47 +151,33 @@ class Simulation:
 
     def layer_edges(self, layer: str, day: int) -> Edges:
         """A day's contacts of a layer, re-created from (seed, layer, day)."""
-        if layer == "household":
-            return self.household.edges(day)
-        return {"occupation": self.occupation, "community": self.community}[layer].edges(day)
+        return {lay.name: lay for lay in self.layers}[layer].edges(day)
 
     # ----------------------------------------------------------------- engine phases
     def infectiousness(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Indices of agents able to infect today and their infectiousness."""
         s = self.state
-        a = self.disease.infectiousness[s.stage.long()]
+        a = self.disease.infectiousness.index_select(0, s.stage.long())
         src = ((a > 0) & ~s.isolated).nonzero().squeeze(1)
-        k = (day - s.infected_day[src].long()).clamp(0, self.disease.profile.shape[0] - 1)
-        return src, a[src] * self.disease.profile[k]
+        k = (day - s.infected_day.index_select(0, src).long()).clamp(0, self.disease.profile.shape[0] - 1)
+        return src, a.index_select(0, src) * self.disease.profile.index_select(0, k)
 
-    def force_of_infection(self, day: int, edges: dict[str, Edges]) -> torch.Tensor:
+    def force_of_infection(self, day: int) -> torch.Tensor:
         """Sum over today's contacts of weight * infectiousness / normaliser, per agent."""
         src, w = self.infectiousness(day)
         force = torch.zeros(self.total, dtype=torch.float32, device=self.device)
         if src.numel() == 0:
             return force
-        x = torch.zeros(self.total, dtype=torch.float32, device=self.device)
+        x = torch.zeros_like(force)
         x[src] = w
-        if self.layer_scale["household"] > 0:
-            force += self.household.pressure(x) * self.household.coef * self.layer_scale["household"]
-        for name, layer in (("occupation", self.occupation), ("community", self.community)):
-            scale = self.layer_scale[name]
-            if scale <= 0:
-                continue
-            e = edges[name]
-            raw = torch.zeros_like(force)
-            xs, xd = x[e.src], x[e.dst]
-            m = xs > 0
-            raw.index_add_(0, e.dst[m], xs[m])
-            m = xd > 0
-            raw.index_add_(0, e.src[m], xd[m])
-            force += raw * layer.coef * scale
+        for layer in self.layers:
+            scale = self.layer_scale[layer.name]
+            if scale > 0:
+                force += layer.pressure(day, src, w, x) * layer.coef * scale
         return force
 
     def _transmit(self, day: int) -> None:
-        edges = {"occupation": self.occupation.edges(day), "community": self.community.edges(day)}
-        self.today_edges = edges
-        force = self.force_of_infection(day, edges)
+        force = self.force_of_infection(day)
         s = self.state
         cand = ((force > 0) & (s.stage == Stage.SUSCEPTIBLE) & ~s.immune & ~s.isolated).nonzero().squeeze(1)
         lam = self.disease_cfg.transmission_rate * self.disease.susceptibility[self.age_group[cand]]
@@ -212,7 +197,6 @@ class Simulation:
         self._schedule(idx, stage, day, gen)
         self.recorder.infections(idx)
         self.recorder.transitions(idx, torch.zeros_like(idx), stage.long())
-        self.new_infected = torch.cat([self.new_infected, idx])
 
     def _schedule(self, idx: torch.Tensor, stage: torch.Tensor, day: int, gen: torch.Generator) -> None:
         """Draw the next stage and its day for agents that entered ``stage`` today."""

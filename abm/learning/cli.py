@@ -1,0 +1,34 @@
+"""The ``abm learn FILE [--out DIR]`` command body (wired into the ``abm`` typer app)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from abm.learning.errors import LearningScenarioError
+
+
+def learn(file: Path, out: Path | None = None) -> None:
+    """Run a learning scenario; write report.json and plots to OUT (default runs/<name>).
+
+    An invalid scenario prints one clear message and exits with code 2, writing nothing.
+    """
+    import typer
+
+    from abm.learning.report import run_scenario
+    from abm.learning.scenario import load_scenario
+
+    try:
+        scenario, _ = load_scenario(file)
+    except LearningScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
+    target = out if out is not None else Path("runs") / scenario.name
+    report = run_scenario(file, target)
+    print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
+    for key, r in report["protocols"].items():
+        print(
+            f"{key:<22}{r['mean_score']:>8.3f}{r['mcg']:>8.3f}{r['cgs']:>8.3f}"
+            f"{r['min_gain']:>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
+        )
+    print(f"report: {target / 'report.json'}")

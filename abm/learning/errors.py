@@ -1,0 +1,14 @@
+"""Errors raised by the learning package."""
+
+from __future__ import annotations
+
+
+class LearningScenarioError(ValueError):
+    """A learning scenario is invalid.
+
+    The message names the file, the key path, the bad value and what is allowed.
+    """
+
+
+class SecureAggregationError(RuntimeError):
+    """A secure-aggregation round could not be completed (for example, too many dropouts)."""

@@ -1,0 +1,206 @@
+"""Secure aggregation with pairwise additive masks (Bonawitz et al. 2017, without self-masks).
+
+* Each participant holds an X25519 key pair and publishes its public key through the server.
+* For a pair (i, j) and a round r, both derive the same seed by X25519 key agreement followed by
+  HKDF-SHA256 (info binds the round and the pair); the seed keys a Philox PRG that draws a mask
+  vector of uint64 values.
+* Vectors are encoded in fixed point (``frac_bits``) as integers modulo 2^64; participant i sends
+  ``q_i + sum_{j>i} m_ij - sum_{j<i} m_ij``. The masks cancel in the sum, so the server learns
+  only the total, which equals the plain sum up to the fixed-point rounding (2^-frac_bits per
+  participant and element).
+* Dropout: if some participants never send their masked vector, the server asks every survivor
+  for its pair seeds with the dropped ones and removes those masks. If a survivor fails to answer
+  (or fewer than ``threshold`` survivors remain), :class:`SecureAggregationError` is raised: the
+  round fails loudly rather than returning a wrong sum. A dropped participant's late vector is
+  refused (this simplified scheme has no self-masks, so it must not be accepted after recovery).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import torch
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import (
+    X25519PrivateKey,
+    X25519PublicKey,
+)
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from abm.learning.errors import SecureAggregationError
+from abm.learning.messages import SERVER, Message, MessageKind, Network
+from abm.learning.privacy.aggregation import SumAggregator
+
+_RAW = serialization.Encoding.Raw
+_RAW_PUB = serialization.PublicFormat.Raw
+
+
+def _private_key(seed: int, pid: int) -> X25519PrivateKey:
+    """Deterministic key from (seed, pid) so whole runs are reproducible."""
+    material = hashlib.sha256(f"abm-secagg-key/{seed}/{pid}".encode()).digest()
+    return X25519PrivateKey.from_private_bytes(material)
+
+
+def pair_seed(
+    private: X25519PrivateKey, peer_public: X25519PublicKey, i: int, j: int, r: int
+) -> bytes:
+    """32-byte seed shared by i and j for round r: HKDF-SHA256 over the X25519 shared secret."""
+    shared = private.exchange(peer_public)
+    lo, hi = min(i, j), max(i, j)
+    return HKDF(
+        algorithm=hashes.SHA256(),
+        length=32,
+        salt=None,
+        info=f"abm-mask/{r}/{lo}/{hi}".encode(),
+    ).derive(shared)
+
+
+def mask_from_seed(seed: bytes, size: int) -> np.ndarray:
+    """A uint64 mask vector drawn by a Philox PRG keyed by ``seed``."""
+    key = int.from_bytes(seed[:16], "little")
+    counter = int.from_bytes(seed[16:], "little")
+    bitgen = np.random.Philox(key=key, counter=counter)
+    return np.random.Generator(bitgen).integers(
+        0, 2**64, size=size, dtype=np.uint64, endpoint=False
+    )
+
+
+class SecureSum(SumAggregator):
+    """Pairwise-masked sum; see the module docstring."""
+
+    def __init__(
+        self,
+        participant_ids: list[int],
+        seed: int,
+        frac_bits: int = 24,
+        threshold: int = 2,
+    ) -> None:
+        self.ids = sorted(participant_ids)
+        self.frac_bits = frac_bits
+        self.threshold = threshold
+        self._keys = {pid: _private_key(seed, pid) for pid in self.ids}
+        self._public: dict[int, X25519PublicKey] = {}
+        self.last_masked: dict[int, np.ndarray] = {}
+        self.recovery_failures: frozenset[int] = frozenset()
+        self._keys_sent = False
+        self.calls = 0  # aggregation sequence number, shared knowledge in a synchronous protocol
+
+    def _advertise_keys(self, network: Network) -> None:
+        for pid in self.ids:
+            pub = self._keys[pid].public_key()
+            raw = torch.frombuffer(bytearray(pub.public_bytes(_RAW, _RAW_PUB)), dtype=torch.uint8)
+            network.send(Message(MessageKind.PUBLIC_KEY, pid, SERVER, {"key": raw}, 0))
+            # the server relays every key to every other participant
+            for other in self.ids:
+                if other != pid:
+                    network.send(Message(MessageKind.PUBLIC_KEY, SERVER, other, {"key": raw}, 0))
+            self._public[pid] = pub
+        self._keys_sent = True
+
+    def encode(self, vec: torch.Tensor) -> np.ndarray:
+        """Fixed-point encoding modulo 2^64."""
+        q = np.round(vec.detach().double().numpy() * (1 << self.frac_bits)).astype(np.int64)
+        return q.view(np.uint64)
+
+    def decode(self, total: np.ndarray) -> torch.Tensor:
+        """Inverse of :meth:`encode` for a sum."""
+        return torch.from_numpy(
+            total.view(np.int64).astype(np.float64) / (1 << self.frac_bits)
+        ).float()
+
+    def _pair_mask(self, i: int, j: int, r: int, size: int) -> np.ndarray:
+        return mask_from_seed(pair_seed(self._keys[i], self._public[j], i, j, r), size)
+
+    def mask(self, pid: int, vec: torch.Tensor, r: int, members: list[int]) -> np.ndarray:
+        """Participant ``pid``'s masked vector for aggregation number ``r`` among ``members``."""
+        y = self.encode(vec)
+        with np.errstate(over="ignore"):
+            for j in members:
+                if j == pid:
+                    continue
+                m = self._pair_mask(pid, j, r, y.size)
+                y = y + m if j > pid else y - m
+        return y
+
+    def aggregate(
+        self,
+        contributions: dict[int, torch.Tensor],
+        round_: int,
+        network: Network,
+        kind: MessageKind = MessageKind.MODEL_UPDATE,
+        dropped: frozenset[int] = frozenset(),
+    ) -> torch.Tensor:
+        if not self._keys_sent:
+            self._advertise_keys(network)
+        seq = self.calls
+        self.calls += 1
+        members = sorted(contributions)
+        unknown = set(members) - set(self.ids)
+        if unknown:
+            raise SecureAggregationError(f"participants {sorted(unknown)} have no registered key")
+        survivors = [p for p in members if p not in dropped]
+        if len(survivors) < self.threshold:
+            raise SecureAggregationError(
+                f"round {round_}: {len(survivors)} survivors, below the threshold {self.threshold}"
+            )
+        size = int(next(iter(contributions.values())).numel())
+        total = np.zeros(size, dtype=np.uint64)
+        self.last_masked = {}
+        with np.errstate(over="ignore"):
+            for pid in survivors:
+                y = self.mask(pid, contributions[pid], seq, members)
+                self.last_masked[pid] = y
+                network.send(
+                    Message(
+                        MessageKind.MASKED_VECTOR,
+                        pid,
+                        SERVER,
+                        {"y": torch.from_numpy(y.view(np.int64))},
+                        round_,
+                    )
+                )
+                total = total + y
+            if dropped & set(members):
+                total = self._recover(
+                    total,
+                    survivors,
+                    sorted(dropped & set(members)),
+                    seq,
+                    round_,
+                    size,
+                    network,
+                )
+        return self.decode(total)
+
+    def _recover(
+        self,
+        total: np.ndarray,
+        survivors: list[int],
+        lost: list[int],
+        seq: int,
+        r: int,
+        size: int,
+        network: Network,
+    ) -> np.ndarray:
+        """Remove the masks that survivors share with dropped participants."""
+        for i in survivors:
+            if i in self.recovery_failures:
+                raise SecureAggregationError(
+                    f"round {r}: participant {i} did not answer the recovery request for dropped "
+                    f"participants {lost}; the sum cannot be unmasked"
+                )
+            for j in lost:
+                seed = pair_seed(self._keys[i], self._public[j], i, j, seq)
+                network.send(
+                    Message(
+                        MessageKind.MASK_SEED,
+                        i,
+                        SERVER,
+                        {"seed": torch.frombuffer(bytearray(seed), dtype=torch.uint8)},
+                        r,
+                    )
+                )
+                m = mask_from_seed(seed, size)
+                total = total - m if j > i else total + m
+        return total

@@ -1,0 +1,79 @@
+"""The protocol interface: round logic as plain methods over participant state and messages."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from abm.learning.data import Dataset
+from abm.learning.messages import Network
+from abm.learning.participant import Participant
+from abm.learning.privacy.aggregation import PlainSum, SumAggregator
+
+
+class ProtocolConfig(BaseModel):
+    """Base for protocol parameters (unknown keys forbidden)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class RunContext:
+    """Everything a protocol's round logic may use.
+
+    ``pooled_train`` is only for the centralized upper bound; other protocols must not read it.
+    ``dropouts`` maps a round to participants that drop out of that round's secure aggregation.
+    """
+
+    participants: list[Participant]
+    n_classes: int
+    input_shape: tuple[int, ...]
+    rounds: int
+    local_epochs: int
+    seed: int
+    network: Network = field(default_factory=Network)
+    aggregator: SumAggregator = field(default_factory=PlainSum)
+    pooled_train: Dataset | None = None
+    dropouts: dict[int, frozenset[int]] = field(default_factory=dict)
+    rng: np.random.Generator = field(init=False)
+    groups: list[int] | None = None  # known domain / cluster labels (for metrics only)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    @property
+    def n(self) -> int:
+        """Number of participants."""
+        return len(self.participants)
+
+    def weights(self) -> np.ndarray:
+        """Data-size weights |D_k| / sum_j |D_j| (public)."""
+        sizes = np.array([p.n_train for p in self.participants], dtype=float)
+        return sizes / sizes.sum()
+
+
+class Protocol(ABC):
+    """One collaboration protocol; the runner calls ``setup`` then ``run_round`` per round."""
+
+    name: ClassVar[str] = "protocol"
+    Config: ClassVar[type[ProtocolConfig]] = ProtocolConfig
+    same_architecture: ClassVar[bool] = False
+    uses_aggregator: ClassVar[bool] = False
+
+    def __init__(self, config: ProtocolConfig | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    def setup(self, ctx: RunContext) -> None:  # noqa: B027 - optional hook
+        """Before the first round (warm-up, shared initialisation, key exchange)."""
+
+    @abstractmethod
+    def run_round(self, ctx: RunContext, t: int) -> None:
+        """One communication round."""
+
+    def summary(self, ctx: RunContext) -> dict[str, Any]:
+        """Protocol-specific results for the report (graphs, reputations, records)."""
+        return {}

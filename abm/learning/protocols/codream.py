@@ -1,0 +1,363 @@
+"""CoDream and CoDream-fast: federated optimisation of shared synthetic inputs ("dreams").
+
+Per round (after ``dream_start`` rounds of local training):
+
+1. Knowledge extraction / aggregation. The server draws dreams x ~ N(0, I) of the data's flat
+   shape. For ``dream_steps`` steps every client computes the input gradient of its local loss
+
+       l_k(x) = w_entropy * H(f_k(x)) + w_feature * R_feat,k(x) + w_adv * R_adv,k(x)
+
+   through its own frozen model (eval mode): H is the mean prediction entropy, R_feat the
+   DeepInversion feature-statistics term sum_l ||mu_l(x) - mu_l^BN|| + ||var_l(x) - var_l^BN||
+   over the model's BatchNorm layers (0 for a model without BatchNorm), and R_adv = -JSD(teacher,
+   student) with the server's student model (from round ``adv_start``). The gradients are
+   weighted (|D_k| / sum |D_j|) and summed through the context's sum aggregator (so secure
+   aggregation and DP apply), and the server takes an Adam step on x. Architectures may differ:
+   only input-shaped gradients travel.
+   CoDream-fast replaces the many server steps by a shared generator G(z): clients take
+   ``local_steps`` Adam steps on (G, z), the server averages both, and a Reptile step moves a
+   meta-generator toward the average so later batches start from a good initialisation.
+2. Knowledge acquisition: clients send logits on x; the server averages them (weighted) into soft
+   labels; (x, soft labels) enter a FIFO buffer shared with every client.
+3. Distillation: each client trains on KD(buffer) + CE(own data), then ``local_epochs`` of CE;
+   the student distils from the buffer too.
+
+Ablations: ``collaborate: false`` (each client dreams alone on its share of the batch; dreams are
+still pooled and labelled by all), ``w_adv: 0`` (no adversarial term), ``w_feature: 0`` (no
+feature statistics).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from abm.learning.messages import SERVER, Message, MessageKind
+from abm.learning.models import flat_params, load_flat_params
+from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
+from abm.learning.training import kd_loss, minibatches, predict
+
+
+class CoDreamConfig(ProtocolConfig):
+    """CoDream parameters (defaults scaled down for small tabular data)."""
+
+    n_dreams: int = 128
+    dream_steps: int = 60
+    dream_lr: float = 0.05
+    w_entropy: float = 1.0
+    w_feature: float = 1.0
+    w_adv: float = 1.0
+    adv_start: int = 2
+    collaborate: bool = True
+    dream_start: int = 1
+    kd_temperature: float = 3.0
+    kd_weight: float = 1.0
+    kd_epochs: int = 1
+    buffer_batches: int = 10
+    weighting: str = "size"  # size | uniform
+    # CoDream-fast
+    local_steps: int = 5
+    fast_batches: int = 2
+    generator_hidden: int = 64
+    noise_dim: int = 16
+    generator_lr: float = 0.005
+    noise_lr: float = 0.01
+    meta_lr: float = 0.5
+
+
+class _BNStats:
+    """Forward hooks that collect the BatchNorm feature-statistics loss of one forward pass."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.loss: torch.Tensor | float = 0.0
+        self.handles = [
+            m.register_forward_hook(self._hook)
+            for m in model.modules()
+            if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)
+        ]
+
+    def _hook(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], output) -> None:
+        x = inputs[0]
+        dims = [0] if x.dim() == 2 else [0, 2, 3]
+        mean = x.mean(dims)
+        var = x.var(dims, unbiased=False)
+        self.loss = (
+            self.loss
+            + torch.linalg.vector_norm(mean - module.running_mean)
+            + torch.linalg.vector_norm(var - module.running_var)
+        )
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Mean prediction entropy."""
+    logp = F.log_softmax(logits, dim=1)
+    return -(logp.exp() * logp).sum(1).mean()
+
+
+def jsd(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """Mean Jensen-Shannon divergence between softmax distributions (in [0, ln 2])."""
+    p = F.softmax(logits_p, 1)
+    q = F.softmax(logits_q, 1)
+    m = (0.5 * (p + q)).clamp_min(1e-12)
+    kl_pm = (p * (p.clamp_min(1e-12).log() - m.log())).sum(1)
+    kl_qm = (q * (q.clamp_min(1e-12).log() - m.log())).sum(1)
+    return (0.5 * (kl_pm + kl_qm)).mean()
+
+
+def dream_loss(
+    model: nn.Module,
+    x: torch.Tensor,
+    cfg: CoDreamConfig,
+    student: nn.Module | None,
+) -> torch.Tensor:
+    """A client's knowledge-extraction loss on dreams ``x`` (model frozen, eval mode)."""
+    hooks = _BNStats(model) if cfg.w_feature > 0 else None
+    try:
+        logits = model(x)
+    finally:
+        if hooks is not None:
+            hooks.remove()
+    loss = cfg.w_entropy * entropy(logits)
+    if hooks is not None:
+        loss = loss + cfg.w_feature * hooks.loss
+    if student is not None and cfg.w_adv > 0:
+        loss = loss - cfg.w_adv * jsd(logits, student(x))
+    return loss
+
+
+def input_gradient(
+    model: nn.Module, x: torch.Tensor, cfg: CoDreamConfig, student: nn.Module | None
+) -> torch.Tensor:
+    """Gradient of :func:`dream_loss` with respect to the dreams."""
+    was = model.training
+    model.eval()
+    for q in model.parameters():
+        q.requires_grad_(False)
+    xv = x.detach().clone().requires_grad_(True)
+    try:
+        (g,) = torch.autograd.grad(dream_loss(model, xv, cfg, student), xv)
+    finally:
+        for q in model.parameters():
+            q.requires_grad_(True)
+        model.train(was)
+    return g
+
+
+class Generator(nn.Module):
+    """CoDream-fast's dream generator: z -> x."""
+
+    def __init__(self, noise_dim: int, hidden: int, out_dim: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(noise_dim, hidden),
+            nn.BatchNorm1d(hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, out_dim),
+        )
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
+class CoDream(Protocol):
+    """CoDream with server-side Adam on the aggregated input gradients (DistAdam)."""
+
+    name = "codream"
+    Config = CoDreamConfig
+    uses_aggregator = True
+
+    def setup(self, ctx: RunContext) -> None:
+        torch.manual_seed(ctx.seed + 7919)
+        self.dim = math.prod(ctx.input_shape)
+        self.student = copy.deepcopy(ctx.participants[0].model)
+        for m in self.student.modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+        self.student_opt = torch.optim.Adam(self.student.parameters(), lr=0.01)
+        self.gen = torch.Generator().manual_seed(ctx.seed + 104729)
+        self.buffer: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.dream_batches = 0
+
+    def _weights(self, ctx: RunContext) -> list[float]:
+        if self.config.weighting == "uniform":
+            return [1.0 / ctx.n] * ctx.n
+        return ctx.weights().tolist()
+
+    def _student_for(self, t: int) -> nn.Module | None:
+        if self.config.w_adv <= 0 or t < self.config.adv_start:
+            return None
+        self.student.eval()
+        return self.student
+
+    # ---- stage 1: dreaming -------------------------------------------------------------------
+    def _dream(self, ctx: RunContext, t: int) -> torch.Tensor:
+        cfg = self.config
+        w = self._weights(ctx)
+        student = self._student_for(t)
+        if student is not None:
+            for p in ctx.participants:  # the server ships its student to the clients
+                ctx.network.send(
+                    Message(
+                        MessageKind.MODEL_WEIGHTS, SERVER, p.pid, {"s": flat_params(student)}, t
+                    )
+                )
+        if not cfg.collaborate:
+            return self._dream_independently(ctx, t, student)
+        x = torch.randn(cfg.n_dreams, self.dim, generator=self.gen)
+        x.requires_grad_(True)
+        opt = torch.optim.Adam([x], lr=cfg.dream_lr)
+        for _s in range(cfg.dream_steps):
+            grads = {}
+            for k, p in enumerate(ctx.participants):
+                ctx.network.send(Message(MessageKind.DREAMS, SERVER, p.pid, {"x": x.detach()}, t))
+                grads[p.pid] = input_gradient(p.model, x, cfg, student).reshape(-1) * w[k]
+            total = ctx.aggregator.aggregate(grads, t, ctx.network, MessageKind.INPUT_GRADIENTS)
+            opt.zero_grad()
+            x.grad = total.reshape(x.shape)
+            opt.step()
+        return x.detach()
+
+    def _dream_independently(
+        self, ctx: RunContext, t: int, student: nn.Module | None
+    ) -> torch.Tensor:
+        cfg = self.config
+        parts = []
+        share = max(2, cfg.n_dreams // ctx.n)
+        for p in ctx.participants:
+            x = torch.randn(share, self.dim, generator=self.gen).requires_grad_(True)
+            opt = torch.optim.Adam([x], lr=cfg.dream_lr)
+            for _s in range(cfg.dream_steps):
+                opt.zero_grad()
+                x.grad = input_gradient(p.model, x, cfg, student)
+                opt.step()
+            ctx.network.send(Message(MessageKind.DREAMS, p.pid, SERVER, {"x": x.detach()}, t))
+            parts.append(x.detach())
+        return torch.cat(parts)
+
+    # ---- stage 2: acquisition ----------------------------------------------------------------
+    def _soft_labels(self, ctx: RunContext, x: torch.Tensor, t: int) -> torch.Tensor:
+        w = self._weights(ctx)
+        total = None
+        for k, p in enumerate(ctx.participants):
+            logits = predict(p.model, x)
+            ctx.network.send(Message(MessageKind.LOGITS, p.pid, SERVER, {"z": logits}, t))
+            total = logits * w[k] if total is None else total + logits * w[k]
+        assert total is not None
+        for p in ctx.participants:
+            ctx.network.send(
+                Message(MessageKind.SOFT_LABELS, SERVER, p.pid, {"x": x, "y": total}, t)
+            )
+        return total
+
+    # ---- stage 3: distillation ----------------------------------------------------------------
+    def _distill(self, model: nn.Module, opt, p=None, gen: torch.Generator | None = None) -> None:
+        cfg = self.config
+        xs = torch.cat([b[0] for b in self.buffer])
+        ys = torch.cat([b[1] for b in self.buffer])
+        g = gen if gen is not None else self.gen
+        model.train()
+        for _ in range(cfg.kd_epochs):
+            perm = torch.randperm(len(xs), generator=g)
+            bs = 64
+            local = minibatches(p.data.train, bs, g) if p is not None else None
+            for s in range(0, len(xs) - 1, bs):
+                idx = perm[s : s + bs]
+                if len(idx) < 2:
+                    continue
+                loss = cfg.kd_weight * kd_loss(model(xs[idx]), ys[idx], cfg.kd_temperature)
+                if local is not None:
+                    try:
+                        xb, yb = next(local)
+                    except StopIteration:
+                        local = minibatches(p.data.train, bs, g)
+                        xb, yb = next(local)
+                    loss = loss + F.cross_entropy(model(xb), yb)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+    def _new_dreams(self, ctx: RunContext, t: int) -> list[torch.Tensor]:
+        return [self._dream(ctx, t)]
+
+    def run_round(self, ctx: RunContext, t: int) -> None:
+        cfg = self.config
+        if t >= cfg.dream_start:
+            for x in self._new_dreams(ctx, t):
+                y = self._soft_labels(ctx, x, t)
+                self.buffer.append((x, y))
+                self.buffer = self.buffer[-cfg.buffer_batches :]
+            for p in ctx.participants:
+                self._distill(p.model, p.optimizer, p, p.generator)
+            self._distill(self.student, self.student_opt)
+        for p in ctx.participants:
+            p.train(ctx.local_epochs)
+
+    def summary(self, ctx: RunContext) -> dict:
+        return {
+            "dream_batches": len(self.buffer),
+            "buffer_size": sum(len(b[0]) for b in self.buffer),
+        }
+
+
+class CoDreamFast(CoDream):
+    """CoDream-fast: one aggregation round of ``local_steps`` client steps on a shared generator."""
+
+    name = "codream_fast"
+
+    def setup(self, ctx: RunContext) -> None:
+        super().setup(ctx)
+        cfg = self.config
+        torch.manual_seed(ctx.seed + 31337)
+        self.meta = Generator(cfg.noise_dim, cfg.generator_hidden, self.dim)
+
+    def _new_dreams(self, ctx: RunContext, t: int) -> list[torch.Tensor]:
+        return [self._fast_batch(ctx, t) for _ in range(self.config.fast_batches)]
+
+    def _fast_batch(self, ctx: RunContext, t: int) -> torch.Tensor:
+        cfg = self.config
+        w = self._weights(ctx)
+        student = self._student_for(t)
+        z0 = torch.randn(cfg.n_dreams, cfg.noise_dim, generator=self.gen)
+        g0 = flat_params(self.meta)
+        gen_sum: dict[int, torch.Tensor] = {}
+        z_sum: dict[int, torch.Tensor] = {}
+        for k, p in enumerate(ctx.participants):
+            ctx.network.send(Message(MessageKind.GENERATOR, SERVER, p.pid, {"g": g0, "z": z0}, t))
+            gk = copy.deepcopy(self.meta)
+            zk = z0.clone().requires_grad_(True)
+            opt = torch.optim.Adam(
+                [
+                    {"params": gk.parameters(), "lr": cfg.generator_lr},
+                    {"params": [zk], "lr": cfg.noise_lr},
+                ],
+                betas=(0.5, 0.999),
+            )
+            p.model.eval()
+            for q in p.model.parameters():
+                q.requires_grad_(False)
+            gk.train()
+            for _s in range(cfg.local_steps):
+                opt.zero_grad()
+                dream_loss(p.model, gk(zk), cfg, student).backward()
+                opt.step()
+            for q in p.model.parameters():
+                q.requires_grad_(True)
+            p.model.train()
+            gen_sum[p.pid] = flat_params(gk) * w[k]
+            z_sum[p.pid] = zk.detach().reshape(-1) * w[k]
+        g_avg = ctx.aggregator.aggregate(gen_sum, t, ctx.network, MessageKind.GENERATOR)
+        z_avg = ctx.aggregator.aggregate(z_sum, t, ctx.network, MessageKind.DREAMS)
+        g_avg_model = copy.deepcopy(self.meta)
+        load_flat_params(g_avg_model, g_avg)
+        load_flat_params(self.meta, g0 + cfg.meta_lr * (g_avg - g0))  # Reptile step
+        g_avg_model.eval()
+        with torch.no_grad():
+            return g_avg_model(z_avg.reshape(cfg.n_dreams, cfg.noise_dim))

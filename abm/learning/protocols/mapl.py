@@ -1,0 +1,274 @@
+"""MAPL: model-agnostic peer-to-peer learning with learnable prototypes and a learned graph.
+
+Each participant's model is a feature body (any architecture with a common embedding width d_z)
+and a linear head. MAPL adds a projector d_z -> d_p and K learnable class prototypes in R^{d_p}.
+
+Per round: (A) local epochs on two augmented views (Gaussian jitter, feature masking) with
+L = CE + SupCon (Eq. 3) + sample-to-prototype contrastive (Eq. 4) + prototype uniformity (Eq. 5,
+divided by K(K-1)); (B) after ``warmup_rounds``: participants exchange classifier heads, compute
+s_ij = mean_k cos(Phi_i^k, Phi_j^k), max-normalise (s_ii = 1), and take one step on
+L_g(w_i) = mu2 (beta ||w_i|| - log(d_i + eps)) - mu1 sum_j gamma_j s_ij w_ij, projected onto the
+simplex (``graph_step``: ``adam_reset`` = one fresh-Adam step, the authors' code, degree held
+constant; or ``pgd``); (C) prototypes are replaced by sum_j w_ij xi_j over active neighbours.
+Only prototypes (K x d_p) and classifier heads (K x d_z) travel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from abm.learning.messages import Message, MessageKind
+from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
+
+
+class MAPLConfig(ProtocolConfig):
+    """MAPL parameters (mapl.md section 2.9, toy-scale recommendations)."""
+
+    proto_dim: int = 32
+    projector_hidden: int = 64
+    tau: float = 0.1
+    mu1: float = 0.5
+    mu2: float = 0.1
+    beta: float = 0.5
+    eps: float = 1e-6
+    graph_lr: float = 0.1
+    graph_step: str = "adam_reset"  # adam_reset | pgd
+    warmup_rounds: int | None = None  # default: a fifth of the rounds
+    use_confidence: bool = True
+    learn_graph: bool = True
+    aggregate_prototypes: bool = True
+    jitter: float = 0.1
+    mask_fraction: float = 0.15
+    lr: float | None = None  # default: the scenario's training lr
+
+
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto the probability simplex (sort-based, Condat 2016)."""
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - 1.0
+    ind = np.arange(1, len(v) + 1)
+    rho = np.nonzero(u - css / ind > 0)[0][-1]
+    theta = css[rho] / (rho + 1.0)
+    return np.maximum(v - theta, 0.0)
+
+
+def supcon_loss(z: torch.Tensor, y: torch.Tensor, tau: float) -> torch.Tensor:
+    """Supervised contrastive loss L_out (Eq. 3), mean over anchors with a positive."""
+    z = F.normalize(z, dim=1)
+    sim = z @ z.T / tau
+    n = z.shape[0]
+    eye = torch.eye(n, dtype=torch.bool)
+    sim = sim.masked_fill(eye, -1e9)
+    logprob = sim - torch.logsumexp(sim, dim=1, keepdim=True)
+    pos = (y[:, None] == y[None, :]) & ~eye
+    npos = pos.sum(1)
+    has = npos > 0
+    if not bool(has.any()):
+        return z.sum() * 0.0
+    per = -(logprob * pos).sum(1)[has] / npos[has]
+    return per.mean()
+
+
+def proto_loss(z: torch.Tensor, y: torch.Tensor, protos: torch.Tensor, tau: float) -> torch.Tensor:
+    """Sample-to-prototype contrastive loss (Eq. 4) with cosine logits."""
+    logits = F.normalize(z, dim=1) @ F.normalize(protos, dim=1).T / tau
+    return F.cross_entropy(logits, y)
+
+
+def uniformity_loss(protos: torch.Tensor) -> torch.Tensor:
+    """Mean pairwise cosine between prototypes (Eq. 5 / (K(K-1)))."""
+    p = F.normalize(protos, dim=1)
+    c = p @ p.T
+    k = p.shape[0]
+    return (c.sum() - c.diagonal().sum()) / (k * (k - 1))
+
+
+def head_similarity(heads: list[np.ndarray]) -> np.ndarray:
+    """s_ij = mean over classes of the cosine between head rows (bias excluded)."""
+    h = [x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12) for x in heads]
+    m = len(h)
+    s = np.ones((m, m))
+    for i in range(m):
+        for j in range(m):
+            if i != j:
+                s[i, j] = float(np.mean(np.sum(h[i] * h[j], axis=1)))
+    return s
+
+
+def graph_step(
+    w: np.ndarray,
+    s_row: np.ndarray,
+    gamma: np.ndarray,
+    i: int,
+    cfg: MAPLConfig,
+) -> np.ndarray:
+    """One graph-learning step for participant i's row, then projection onto the simplex."""
+    s = s_row.copy()
+    peers = [j for j in range(len(s)) if j != i]
+    mx = max(s[peers]) if peers else 1.0
+    if mx > 0:
+        s = s / mx
+    s[i] = 1.0
+    g = cfg.gamma_scale if hasattr(cfg, "gamma_scale") else 1.0
+    gam = gamma if cfg.use_confidence else np.ones_like(gamma) / len(gamma)
+    norm = max(np.linalg.norm(w), 1e-12)
+    grad = -cfg.mu1 * gam * s * g + cfg.mu2 * cfg.beta * w / norm
+    if cfg.graph_step == "pgd":
+        deg = max(1.0 - w[i], 0.0)
+        dlog = np.full_like(w, -1.0 / (deg + cfg.eps))
+        dlog[i] = 0.0
+        grad = grad + cfg.mu2 * dlog
+        new = w - cfg.graph_lr * grad
+    else:  # one step of a freshly created Adam = lr * sign(grad) (degree held constant)
+        new = w - cfg.graph_lr * np.sign(grad)
+    return project_simplex(new)
+
+
+class _MAPLHeads(nn.Module):
+    """Projector and prototypes owned by one participant."""
+
+    def __init__(self, d_z: int, hidden: int, d_p: int, k: int) -> None:
+        super().__init__()
+        self.projector = nn.Sequential(nn.Linear(d_z, hidden), nn.ReLU(), nn.Linear(hidden, d_p))
+        bound = 1.0 / math.sqrt(d_p)
+        self.prototypes = nn.Parameter(torch.empty(k, d_p).uniform_(-bound, bound))
+
+
+class MAPL(Protocol):
+    """MAPL with per-participant learned collaboration rows."""
+
+    name = "mapl"
+    Config = MAPLConfig
+
+    def setup(self, ctx: RunContext) -> None:
+        cfg = self.config
+        dims = {p.model.embed_dim for p in ctx.participants}
+        if len(dims) != 1:
+            raise ValueError(f"MAPL needs one embedding width for all models; got {sorted(dims)}")
+        d_z = dims.pop()
+        self.extra = []
+        self.opts = []
+        for p in ctx.participants:
+            torch.manual_seed(p.seed + 555)
+            h = _MAPLHeads(d_z, cfg.projector_hidden, cfg.proto_dim, ctx.n_classes)
+            self.extra.append(h)
+            self.opts.append(
+                torch.optim.Adam(
+                    list(p.model.parameters()) + list(h.parameters()),
+                    lr=cfg.lr if cfg.lr is not None else p.train_config.lr,
+                )
+            )
+        n = ctx.n
+        self.W = np.full((n, n), 1.0 / n)
+        if not cfg.aggregate_prototypes:
+            self.W = np.eye(n)
+        sizes = np.array([p.n_train for p in ctx.participants], dtype=float)
+        self.gamma = sizes / sizes.sum()
+        self.warmup = cfg.warmup_rounds if cfg.warmup_rounds is not None else ctx.rounds // 5
+        self.within_mass: list[float] = []
+        self.active_edges: list[int] = []
+
+    def _augment(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        cfg = self.config
+        noise = torch.randn(x.shape, generator=gen) * cfg.jitter
+        keep = (torch.rand(x.shape, generator=gen) >= cfg.mask_fraction).float()
+        return (x + noise) * keep
+
+    def _local(self, ctx: RunContext, k: int) -> None:
+        cfg = self.config
+        p = ctx.participants[k]
+        h = self.extra[k]
+        opt = self.opts[k]
+        data = p.data.train
+        bs = p.train_config.batch_size
+        p.model.train()
+        for _ in range(ctx.local_epochs):
+            perm = torch.randperm(len(data), generator=p.generator)
+            for s in range(0, len(data), bs):
+                idx = perm[s : s + bs]
+                if len(idx) < 2:
+                    continue
+                x, y = data.x[idx], data.y[idx]
+                xa = torch.cat([self._augment(x, p.generator), self._augment(x, p.generator)])
+                y2 = torch.cat([y, y])
+                z = p.model.features(xa)
+                proj = h.projector(z)
+                loss = (
+                    F.cross_entropy(p.model.head(z), y2)
+                    + supcon_loss(proj, y2, cfg.tau)
+                    + proto_loss(proj, y2, h.prototypes, cfg.tau)
+                    + uniformity_loss(h.prototypes)
+                )
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+    def run_round(self, ctx: RunContext, t: int) -> None:
+        cfg = self.config
+        n = ctx.n
+        for k in range(n):
+            self._local(ctx, k)
+        if cfg.learn_graph and cfg.aggregate_prototypes and t >= self.warmup:
+            heads = [p.model.head.weight.detach().numpy().copy() for p in ctx.participants]
+            for i in range(n):
+                for j in range(n):
+                    if i != j:
+                        ctx.network.send(
+                            Message(
+                                MessageKind.CLASSIFIER_HEAD,
+                                j,
+                                i,
+                                {"w": ctx.participants[j].model.head.weight.detach()},
+                                t,
+                            )
+                        )
+            s = head_similarity(heads)
+            new_w = self.W.copy()
+            for i in range(n):
+                new_w[i] = graph_step(self.W[i], s[i], self.gamma, i, cfg)
+            self.W = new_w
+        protos = [h.prototypes.detach().clone() for h in self.extra]
+        for i in range(n):
+            agg = torch.zeros_like(protos[i])
+            for j in range(n):
+                if self.W[i, j] > 0:
+                    if j != i:
+                        ctx.network.send(
+                            Message(MessageKind.PROTOTYPES, j, i, {"xi": protos[j]}, t)
+                        )
+                    agg = agg + float(self.W[i, j]) * protos[j]
+            with torch.no_grad():
+                self.extra[i].prototypes.copy_(agg)
+        self.active_edges.append(int(((self.W > 0) & ~np.eye(n, dtype=bool)).sum()))
+        if ctx.groups is not None:
+            self.within_mass.append(within_cluster_mass(self.W, ctx.groups))
+
+    def summary(self, ctx: RunContext) -> dict:
+        out = {"graph": self.W.tolist(), "active_edges": self.active_edges}
+        if ctx.groups is not None:
+            out["within_cluster_mass"] = within_cluster_mass(self.W, ctx.groups)
+            out["within_cluster_mass_history"] = self.within_mass
+        return out
+
+
+def within_cluster_mass(w: np.ndarray, groups: list[int], include_self: bool = False) -> float:
+    """Mean over rows of the weight on same-cluster peers, renormalised over peers (self excluded
+    unless ``include_self``)."""
+    g = np.asarray(groups)
+    out = []
+    for i in range(len(g)):
+        row = w[i].copy()
+        if not include_self:
+            row[i] = 0.0
+        tot = row.sum()
+        if tot <= 0:
+            out.append(1.0)
+            continue
+        same = row[(g == g[i])].sum()
+        out.append(same / tot)
+    return float(np.mean(out))

@@ -1,0 +1,142 @@
+"""Running a learning scenario end to end: report.json and PNG plots, written atomically."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from abm.learning.errors import LearningScenarioError
+from abm.learning.scenario import load_scenario
+
+
+def _plots(report: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    prots = report["protocols"]
+    keys = list(prots)
+    n = report["participants"]
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys)), 4))
+    width = 0.8 / n
+    for i in range(n):
+        vals = [prots[k]["participants"][i]["collaborative"] for k in keys]
+        ax.bar(np.arange(len(keys)) + i * width, vals, width, label=f"participant {i}")
+    ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
+    ax.set_xticklabels(keys, rotation=30, ha="right")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"{report['scenario']}: score per participant")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "scores.png", dpi=100)
+    plt.close(fig)
+    files.append("scores.png")
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys)), 4))
+    for i in range(n):
+        vals = [prots[k]["participants"][i]["gain"] for k in keys]
+        ax.bar(np.arange(len(keys)) + i * width, vals, width, label=f"participant {i}")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
+    ax.set_xticklabels(keys, rotation=30, ha="right")
+    ax.set_ylabel("gain over local-only")
+    ax.set_title("collaboration gain G_n = A_n - B_n")
+    fig.tight_layout()
+    fig.savefig(out / "gains.png", dpi=100)
+    plt.close(fig)
+    files.append("gains.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k in keys:
+        ax.plot(np.arange(1, len(prots[k]["history"]) + 1), prots[k]["history"], label=k)
+    ax.set_xlabel("round")
+    ax.set_ylabel("mean accuracy")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=100)
+    plt.close(fig)
+    files.append("curves.png")
+
+    for k in keys:
+        summary = prots[k].get("summary", {})
+        for field, title in (
+            ("graph", "MAPL collaboration graph W"),
+            ("reputation", "CYCle reputation r[n, k]"),
+        ):
+            if field in summary:
+                fig, ax = plt.subplots(figsize=(4.5, 4))
+                im = ax.imshow(np.array(summary[field]), vmin=0, vmax=1, cmap="viridis")
+                ax.set_title(f"{k}: {title}", fontsize=9)
+                fig.colorbar(im)
+                fig.tight_layout()
+                name = f"{k}_{field}.png"
+                fig.savefig(out / name, dpi=100)
+                plt.close(fig)
+                files.append(name)
+        if summary.get("collaboration"):
+            mats = np.array(summary["collaboration"])
+            fig, ax = plt.subplots(figsize=(4.5, 4))
+            ax.imshow(mats[-10:].sum(0), cmap="Greys")
+            ax.set_title(f"{k}: choices, last 10 rounds", fontsize=9)
+            ax.set_xlabel("chosen")
+            ax.set_ylabel("chooser")
+            fig.tight_layout()
+            name = f"{k}_collaboration.png"
+            fig.savefig(out / name, dpi=100)
+            plt.close(fig)
+            files.append(name)
+    return files
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def run_scenario(path_or_dict: str | Path | dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
+    """Validate and run a learning scenario; write ``report.json`` and PNG plots to ``out_dir``.
+
+    Everything is written into a temporary sibling folder that is renamed to ``out_dir`` at the
+    end, so a failure leaves nothing half-written (an existing ``out_dir`` is replaced only on
+    success). Raises :class:`LearningScenarioError` for an invalid scenario, before any output.
+    """
+    from abm.learning.runner import run_all
+
+    scenario, source = load_scenario(path_or_dict)
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        report = run_all(scenario)
+        report["source"] = source
+        report["plots"] = _plots(report, tmp)
+        report = _jsonable(report)
+        (tmp / "report.json").write_text(json.dumps(report, indent=1))
+        (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+__all__ = ["LearningScenarioError", "run_scenario"]

@@ -1,0 +1,269 @@
+"""The in-process runner: builds participants from a scenario and runs protocols round by round.
+
+Deterministic: the same scenario and seed give the same results (participant k's model init and
+data order depend only on the scenario seed and k, so every protocol starts from the same state).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from abm.learning.data import Dataset, DataSource, gaussian_mixture, sklearn_dataset
+from abm.learning.messages import Network
+from abm.learning.metrics import cgs, gains, mcg
+from abm.learning.models import build_model
+from abm.learning.participant import Participant
+from abm.learning.partition import (
+    ParticipantData,
+    class_group_indices,
+    dirichlet_label_indices,
+    fixed_fraction_indices,
+    iid_indices,
+    permute_labels,
+    quantity_indices,
+    split_train_val_test,
+)
+from abm.learning.privacy.aggregation import PlainSum, SumAggregator
+from abm.learning.privacy.dp import DifferentiallyPrivateSum
+from abm.learning.privacy.secure_aggregation import SecureSum
+from abm.learning.protocols import RunContext, protocol_class
+from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
+from abm.learning.training import TrainConfig
+
+
+@dataclass
+class PreparedData:
+    """The scenario's data, split across participants."""
+
+    source: DataSource
+    parts: list[ParticipantData]
+    global_test: Dataset
+    groups: list[int] | None
+
+
+@dataclass
+class ProtocolResult:
+    """Scores and accounting of one protocol run."""
+
+    key: str
+    name: str
+    scores: list[float]
+    history: list[float]
+    bytes_sent: list[int]
+    bytes_received: list[int]
+    bytes_total: int
+    bytes_by_kind: dict[str, int]
+    wall_time_s: float
+    epsilon: float | None = None
+    delta: float | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    kinds_sent: dict[int, list[str]] = field(default_factory=dict)
+
+
+def load_source(scenario: LearningScenario) -> DataSource:
+    """The scenario's pooled data set."""
+    d = scenario.data
+    if d.source == "gaussian_mixture":
+        return gaussian_mixture(
+            d.n_samples, d.n_classes, d.n_features, d.modes_per_class, d.separation, scenario.seed
+        )
+    return sklearn_dataset(d.source)
+
+
+def prepare_data(scenario: LearningScenario) -> PreparedData:
+    """Global test split, partition across participants, per-participant train/val/test."""
+    rng = np.random.default_rng(scenario.seed + 1)
+    source = load_source(scenario)
+    pool = source.data
+    perm = rng.permutation(len(pool))
+    n_test = int(scenario.global_test_fraction * len(pool))
+    global_test = pool.subset(np.sort(perm[:n_test]))
+    rest = pool.subset(np.sort(perm[n_test:]))
+    sp = scenario.split
+    n = sp.participants
+    labels = rest.y.numpy()
+    groups: list[int] | None = None
+    if sp.label_skew:
+        idx = dirichlet_label_indices(labels, n, sp.label_skew.alpha, rng, sp.label_skew.min_size)
+    elif sp.quantity_skew and sp.quantity_skew.fractions:
+        idx = fixed_fraction_indices(len(rest), sp.quantity_skew.fractions, rng)
+    elif sp.quantity_skew:
+        idx = quantity_indices(
+            len(rest), n, sp.quantity_skew.alpha or 1.0, rng, sp.quantity_skew.min_size
+        )
+    elif sp.class_groups:
+        idx = class_group_indices(labels, sp.class_groups.groups, sp.class_groups.assignment, rng)
+        groups = list(sp.class_groups.assignment)
+    else:
+        idx = iid_indices(len(rest), n, rng)
+    parts = []
+    for k in range(n):
+        share = rest.subset(idx[k])
+        if sp.concept_shift and k in sp.concept_shift.participants:
+            share = permute_labels(share, [tuple(s) for s in sp.concept_shift.swaps])
+        parts.append(split_train_val_test(share, sp.val_fraction, sp.test_fraction, rng))
+    if sp.concept_shift:
+        groups = [1 if k in sp.concept_shift.participants else 0 for k in range(n)]
+    return PreparedData(source, parts, global_test, groups)
+
+
+def build_participants(
+    scenario: LearningScenario, data: PreparedData, models: list[ModelSpec]
+) -> list[Participant]:
+    """Fresh participants; participant k's init depends only on (seed, k)."""
+    t = scenario.training
+    cfg = TrainConfig(t.optimizer, t.lr, t.momentum, t.weight_decay, t.batch_size)
+    out = []
+    for k, part in enumerate(data.parts):
+        spec = models[k % len(models)]
+        seed = scenario.seed * 1000 + k
+        torch.manual_seed(seed)
+        model = build_model(
+            spec.kind,
+            data.source.input_shape,
+            data.source.n_classes,
+            spec.hidden,
+            spec.channels,
+            spec.embed_dim,
+            spec.batchnorm,
+        )
+        eval_data = data.global_test if scenario.evaluate_on == "global" else part.test
+        out.append(Participant(k, part, model, cfg, seed, eval_data))
+    return out
+
+
+def build_aggregator(privacy: PrivacySpec | None, ids: list[int], seed: int) -> SumAggregator:
+    """Plain sum, secure sum, and/or DP around it, as the privacy spec asks."""
+    agg: SumAggregator = PlainSum()
+    if privacy is None:
+        return agg
+    if privacy.secure_aggregation:
+        agg = SecureSum(ids, seed)
+    if privacy.dp is not None:
+        agg = DifferentiallyPrivateSum(
+            agg, privacy.dp.clip, privacy.dp.noise_multiplier, seed + 17, privacy.dp.accountant
+        )
+    return agg
+
+
+def run_protocol(
+    scenario: LearningScenario, data: PreparedData, spec: ProtocolSpec
+) -> ProtocolResult:
+    """Run one protocol from fresh participants; returns scores and accounting."""
+    cls = protocol_class(spec.name)
+    protocol = cls(cls.Config.model_validate(spec.params))
+    participants = build_participants(scenario, data, spec.models or scenario.models)
+    ids = [p.pid for p in participants]
+    ctx = RunContext(
+        participants=participants,
+        n_classes=data.source.n_classes,
+        input_shape=data.source.input_shape,
+        rounds=spec.rounds or scenario.rounds,
+        local_epochs=scenario.local_epochs,
+        seed=scenario.seed,
+        network=Network(),
+        aggregator=build_aggregator(spec.privacy, ids, scenario.seed),
+        pooled_train=Dataset.concat([p.data.train for p in participants])
+        if spec.name == "centralized"
+        else None,
+        dropouts={
+            r: frozenset(v) for r, v in (spec.privacy.dropouts if spec.privacy else {}).items()
+        },
+        groups=data.groups,
+    )
+    torch.manual_seed(scenario.seed + 99)
+    start = time.perf_counter()
+    protocol.setup(ctx)
+    history = []
+    for t in range(ctx.rounds):
+        protocol.run_round(ctx, t)
+        history.append(float(np.mean([p.score() for p in ctx.participants])))
+    wall = time.perf_counter() - start
+    scores = [p.score() for p in ctx.participants]
+    net = ctx.network
+    delta = spec.privacy.dp.delta if spec.privacy and spec.privacy.dp else None
+    return ProtocolResult(
+        key=spec.key,
+        name=spec.name,
+        scores=scores,
+        history=history,
+        bytes_sent=[int(net.sent.get(i, 0)) for i in ids],
+        bytes_received=[int(net.received.get(i, 0)) for i in ids],
+        bytes_total=net.total_bytes(),
+        bytes_by_kind=dict(net.per_kind),
+        wall_time_s=wall,
+        epsilon=ctx.aggregator.epsilon(delta) if delta is not None else None,
+        delta=delta,
+        summary=protocol.summary(ctx),
+        kinds_sent={i: sorted(net.kinds_sent.get(i, set())) for i in ids},
+    )
+
+
+def run_all(scenario: LearningScenario) -> dict[str, Any]:
+    """Run local-only (the standalone baseline) and every listed protocol; compute gains.
+
+    Runs with one torch thread (the models are tiny; more threads only add contention) and
+    restores the previous setting afterwards.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run_all(scenario)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_all(scenario: LearningScenario) -> dict[str, Any]:
+    data = prepare_data(scenario)
+    specs = list(scenario.protocols)
+    if not any(s.name == "local" and s.label is None for s in specs):
+        specs.insert(0, ProtocolSpec(name="local"))
+    results = [run_protocol(scenario, data, s) for s in specs]
+    base = next(r for r in results if r.key == "local")
+    report: dict[str, Any] = {
+        "scenario": scenario.name,
+        "seed": scenario.seed,
+        "participants": scenario.split.participants,
+        "evaluate_on": scenario.evaluate_on,
+        "train_sizes": [len(p.train) for p in data.parts],
+        "groups": data.groups,
+        "protocols": {},
+    }
+    for r in results:
+        g = gains(r.scores, base.scores)
+        report["protocols"][r.key] = {
+            "protocol": r.name,
+            "participants": [
+                {
+                    "id": i,
+                    "standalone": base.scores[i],
+                    "collaborative": r.scores[i],
+                    "gain": float(g[i]),
+                    "bytes_sent": r.bytes_sent[i],
+                    "bytes_received": r.bytes_received[i],
+                    "kinds_sent": r.kinds_sent.get(i, []),
+                }
+                for i in range(len(r.scores))
+            ],
+            "mean_score": float(np.mean(r.scores)),
+            "min_gain": float(g.min()),
+            "mcg": mcg(g),
+            "cgs": cgs(g),
+            "bytes_total": r.bytes_total,
+            "bytes_by_kind": r.bytes_by_kind,
+            "wall_time_s": r.wall_time_s,
+            "epsilon": r.epsilon,
+            "delta": r.delta,
+            "history": r.history,
+            "summary": r.summary,
+        }
+    if scenario.selection_toy is not None:
+        from abm.learning.selection_toy import run_selection_toy
+
+        report["selection_toy"] = run_selection_toy(scenario.selection_toy, scenario.seed)
+    return report

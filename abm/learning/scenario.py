@@ -1,0 +1,332 @@
+"""The learning-scenario schema (pydantic, unknown keys forbidden) and YAML loading.
+
+A bad file raises :class:`LearningScenarioError` whose message names the file, the key path, the
+bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from abm.learning.errors import LearningScenarioError
+
+PROTOCOL_NAMES = (
+    "local",
+    "centralized",
+    "fedavg",
+    "fedprox",
+    "codream",
+    "codream_fast",
+    "mapl",
+    "cycle",
+    "vpdl",
+    "ipa",
+    "p2p_selection",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GaussianMixtureSpec(_Strict):
+    """Synthetic Gaussian-mixture classification."""
+
+    source: Literal["gaussian_mixture"]
+    n_samples: int = Field(2000, ge=20)
+    n_classes: int = Field(10, ge=2)
+    n_features: int = Field(20, ge=1)
+    modes_per_class: int = Field(2, ge=1)
+    separation: float = Field(3.0, gt=0)
+
+
+class SklearnSpec(_Strict):
+    """One of scikit-learn's bundled data sets (no download)."""
+
+    source: Literal["digits", "wine", "breast_cancer", "iris"]
+
+
+class LabelSkewSpec(_Strict):
+    """Dirichlet(alpha) label skew: per class, shares over participants ~ Dir(alpha)."""
+
+    alpha: float = Field(gt=0)
+    min_size: int = Field(10, ge=1)
+
+
+class QuantitySkewSpec(_Strict):
+    """Quantity skew: participant sizes ~ Dir(alpha) (or fixed ``fractions``)."""
+
+    alpha: float | None = Field(None, gt=0)
+    fractions: list[Annotated[float, Field(gt=0)]] | None = None
+    min_size: int = Field(10, ge=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> QuantitySkewSpec:
+        if (self.alpha is None) == (self.fractions is None):
+            raise ValueError("give exactly one of alpha or fractions")
+        return self
+
+
+class ClassGroupsSpec(_Strict):
+    """Participant k holds only the classes of group ``assignment[k]``."""
+
+    groups: list[list[int]]
+    assignment: list[int]
+
+
+class ConceptShiftSpec(_Strict):
+    """Concept shift: the listed participants swap the given label pairs (train, val and test)."""
+
+    participants: list[int]
+    swaps: list[tuple[int, int]]
+
+
+class SplitSpec(_Strict):
+    """How the pooled data is split across participants."""
+
+    participants: int = Field(ge=2, le=64)
+    label_skew: LabelSkewSpec | None = None
+    quantity_skew: QuantitySkewSpec | None = None
+    class_groups: ClassGroupsSpec | None = None
+    concept_shift: ConceptShiftSpec | None = None
+    val_fraction: float = Field(0.2, gt=0, lt=0.5)
+    test_fraction: float = Field(0.2, gt=0, lt=0.5)
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> SplitSpec:
+        chosen = [k for k in ("label_skew", "quantity_skew", "class_groups") if getattr(self, k)]
+        if len(chosen) > 1:
+            raise ValueError(
+                f"choose at most one of label_skew, quantity_skew, class_groups; got {chosen}"
+            )
+        if self.class_groups and len(self.class_groups.assignment) != self.participants:
+            raise ValueError("class_groups.assignment needs one group per participant")
+        if self.concept_shift and any(
+            not 0 <= k < self.participants for k in self.concept_shift.participants
+        ):
+            raise ValueError(f"concept_shift.participants must lie in 0..{self.participants - 1}")
+        return self
+
+
+class ModelSpec(_Strict):
+    """A participant model: ``mlp`` (hidden widths) or ``cnn`` (channels, embed_dim)."""
+
+    kind: Literal["mlp", "cnn"] = "mlp"
+    hidden: list[Annotated[int, Field(ge=1)]] = [64]
+    channels: list[Annotated[int, Field(ge=1)]] = [8, 16]
+    embed_dim: int = Field(32, ge=1)
+    batchnorm: bool = True
+
+
+class TrainingSpec(_Strict):
+    """Local optimizer settings."""
+
+    optimizer: Literal["sgd", "adam"] = "adam"
+    lr: float = Field(0.01, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0)
+    batch_size: int = Field(32, ge=2)
+
+
+class DPSpec(_Strict):
+    """Differential privacy on summed updates."""
+
+    clip: float = Field(gt=0)
+    noise_multiplier: float = Field(gt=0)
+    delta: float = Field(1e-5, gt=0, lt=1)
+    accountant: Literal["rdp", "gdp"] = "rdp"
+
+
+class PrivacySpec(_Strict):
+    """Privacy wrappers (only for protocols whose aggregation is a sum)."""
+
+    secure_aggregation: bool = False
+    dp: DPSpec | None = None
+    dropouts: dict[int, list[int]] = {}
+
+
+class ProtocolSpec(_Strict):
+    """One protocol run; ``params`` are validated by the protocol's own config."""
+
+    name: Literal[PROTOCOL_NAMES]  # type: ignore[valid-type]
+    label: str | None = None
+    params: dict[str, Any] = {}
+    models: list[ModelSpec] | None = None
+    privacy: PrivacySpec | None = None
+    rounds: int | None = Field(None, ge=1)
+
+    @property
+    def key(self) -> str:
+        """Name shown in reports."""
+        return self.label or self.name
+
+
+class SelectionToySpec(_Strict):
+    """The 2-D collaborator-selection simulation of chapter D (Fig. 14)."""
+
+    users_per_domain: int = Field(13, ge=2)
+    domains: int = Field(3, ge=2)
+    rounds: int = Field(40, ge=1)
+    spread: float = Field(0.5, gt=0)
+    domain_distance: float = Field(4.0, gt=0)
+    noise: float = Field(0.1, ge=0)
+    policies: list[str] = [
+        "random",
+        "greedy",
+        "top_k",
+        "eps_greedy",
+        "sim_sampling",
+        "consensus_affinity_propagation",
+        "consensus_mean_shift",
+    ]
+
+
+class LearningScenario(_Strict):
+    """A learning scenario: data, split, models, training budget and the protocols to compare."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    seed: int = 0
+    data: Annotated[GaussianMixtureSpec | SklearnSpec, Field(discriminator="source")]
+    global_test_fraction: float = Field(0.25, gt=0, lt=0.9)
+    split: SplitSpec
+    models: list[ModelSpec] = [ModelSpec()]
+    training: TrainingSpec = TrainingSpec()
+    rounds: int = Field(10, ge=1)
+    local_epochs: int = Field(1, ge=1)
+    evaluate_on: Literal["own", "global"] = "own"
+    protocols: list[ProtocolSpec] = []
+    selection_toy: SelectionToySpec | None = None
+
+
+def _describe_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<top level>"
+
+
+def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
+    cur = data
+    for part in loc:
+        try:
+            cur = cur[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return cur
+
+
+def _allowed_keys(loc: tuple[Any, ...], data: Any) -> str:
+    """Keys allowed at the parent of ``loc``, for unknown-key errors."""
+    from abm.learning.protocols import protocol_class
+
+    model: Any = LearningScenario
+    parent = loc[:-1]
+    for i, part in enumerate(parent):
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            if part == "params" and i > 0:
+                spec = _lookup(data, parent[:i])
+                try:
+                    model = protocol_class(spec["name"]).Config
+                    continue
+                except (KeyError, TypeError, ValueError):
+                    return ""
+            # union members are named by pydantic in the loc (e.g. 'gaussian_mixture')
+            return ""
+        ann = field.annotation
+        model = _model_in(ann, _lookup(data, parent[: i + 1]))
+        if model is None:
+            return ""
+    if hasattr(model, "model_fields"):
+        return ", ".join(model.model_fields)
+    return ""
+
+
+def _model_in(ann: Any, value: Any) -> Any:
+    import typing
+
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        m = _model_in(arg, value)
+        if m is not None:
+            if isinstance(value, dict) and "source" in value and "source" in m.model_fields:
+                lit = typing.get_args(m.model_fields["source"].annotation)
+                if value["source"] not in lit:
+                    continue
+            return m
+    return None
+
+
+def _error_message(source: str, err: ValidationError, data: Any, prefix: tuple = ()) -> str:
+    first = err.errors()[0]
+    loc = prefix + tuple(first["loc"])
+    path = _describe_loc(loc)
+    value = first.get("input")
+    if first["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc, data)
+        what = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {allowed}" if allowed else "")
+        return f"{source}: {path}: {what}"
+    return f"{source}: {path}: bad value {value!r}: {first['msg']}"
+
+
+def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[LearningScenario, str]:
+    """Read and validate a scenario; returns it with its source name (file path or '<dict>')."""
+    if isinstance(path_or_dict, dict):
+        data, source = path_or_dict, "<dict>"
+    else:
+        source = str(path_or_dict)
+        try:
+            text = Path(path_or_dict).read_text()
+        except OSError as e:
+            raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise LearningScenarioError(f"{source}: <top level>: expected a mapping of keys")
+    try:
+        scenario = LearningScenario.model_validate(data)
+    except ValidationError as e:
+        raise LearningScenarioError(_error_message(source, e, data)) from None
+    from abm.learning.protocols import protocol_class
+
+    for i, spec in enumerate(scenario.protocols):
+        cls = protocol_class(spec.name)
+        try:
+            cls.Config.model_validate(spec.params)
+        except ValidationError as e:
+            raise LearningScenarioError(
+                _error_message(source, e, data, ("protocols", i, "params"))
+            ) from None
+        models = spec.models or scenario.models
+        if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].models: bad value: {spec.name} needs one architecture "
+                "for every participant; give a single model under protocols[i].models"
+            )
+        private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
+        if private and not cls.uses_aggregator:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy "
+                "wrappers apply only to protocols whose aggregation is a sum (fedavg, "
+                "fedprox, codream, codream_fast)"
+            )
+    for i, m in enumerate(scenario.models):
+        if m.kind == "cnn" and scenario.data.source != "digits":
+            raise LearningScenarioError(
+                f"{source}: models[{i}].kind: bad value 'cnn': a CNN needs image data "
+                "(data.source: digits); use mlp"
+            )
+    return scenario, source

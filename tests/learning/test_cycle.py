@@ -1,0 +1,103 @@
+"""CYCle and VPDL: reputation rule, metrics against the paper, no negative gain under shift."""
+
+import numpy as np
+import pytest
+import torch
+
+from abm.learning.metrics import cgs, collaborative_fairness, gains, mcg
+from abm.learning.protocols.cycle import distill_kl, soft_clip
+from abm.learning.runner import run_all
+from abm.learning.scenario import load_scenario
+
+
+def test_soft_clip_rule():
+    assert soft_clip(0.25, 0.25, 0.75) == 1.0
+    assert soft_clip(0.75, 0.25, 0.75) == 0.0
+    assert soft_clip(0.5, 0.25, 0.75) == pytest.approx(0.5)
+    assert soft_clip(0.0, 0.25, 0.75) == 1.0 and soft_clip(1.0, 0.25, 0.75) == 0.0
+    # with the defaults, r~ = clip(0.5 + cos, 0, 1)
+    for cos in (-0.7, -0.2, 0.1, 0.4):
+        assert soft_clip((1 - cos) / 2, 0.25, 0.75) == pytest.approx(np.clip(0.5 + cos, 0, 1))
+
+
+def test_metrics_reproduce_the_paper_table_9():
+    sa = [83.42, 83.67, 83.15, 83.13, 83.63]
+    fedavg = [91.02, 90.32, 90.63, 90.82, 90.23]
+    g = gains(fedavg, sa)
+    assert mcg(g) == pytest.approx(7.20, abs=0.005)
+    assert cgs(g) == pytest.approx(0.48, abs=0.005)
+    assert cgs(g, ddof=1) == pytest.approx(0.53, abs=0.005)
+    assert np.mean(fedavg) == pytest.approx(90.60, abs=0.005)
+    # the CF counter-example: "perfectly fair" although the stronger party loses 9.9 points
+    assert collaborative_fairness([60, 80], [70, 70.1]) == pytest.approx(1.0)
+    assert gains([70, 70.1], [60, 80]).tolist() == pytest.approx([10, -9.9])
+
+
+def test_distillation_kl_gradient_matches_closed_form():
+    torch.manual_seed(0)
+    z = torch.randn(3, 4, requires_grad=True)
+    zt = torch.randn(3, 4)
+    t = 5.0
+    distill_kl(z, zt, t).backward()
+    p = torch.softmax(z.detach() / t, 1)
+    q = torch.softmax(zt / t, 1)
+    kl = (p * (p.log() - q.log())).sum(1, keepdim=True)
+    expected = p * ((p.log() - q.log()) - kl) / t / 3  # batch mean
+    assert torch.allclose(z.grad, expected, atol=1e-6)
+
+
+def _concept_shift(seed=0):
+    return {
+        "name": "cs",
+        "seed": seed,
+        "data": {
+            "source": "gaussian_mixture",
+            "n_samples": 2500,
+            "n_classes": 10,
+            "n_features": 20,
+            "modes_per_class": 2,
+            "separation": 1.5,
+        },
+        "global_test_fraction": 0.1,
+        "split": {
+            "participants": 5,
+            "quantity_skew": {"fractions": [0.6, 0.1, 0.1, 0.1, 0.1]},
+            "concept_shift": {"participants": [1, 2, 3, 4], "swaps": [[0, 1], [2, 3]]},
+            "val_fraction": 0.15,
+            "test_fraction": 0.25,
+        },
+        "models": [{"kind": "mlp", "hidden": [32], "batchnorm": False}],
+        "training": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.0},
+        "rounds": 20,
+        "evaluate_on": "own",
+        "protocols": [{"name": "fedavg"}, {"name": "vpdl"}, {"name": "cycle"}],
+    }
+
+
+def test_cycle_gives_no_negative_gain_where_fedavg_does_under_concept_shift():
+    """cycle.md C2, scaled down (seeded). Tolerance: the smallest test set holds ~56 samples,
+    so -0.02 is one sample; FedAvg's worst gain was -0.089 at this seed."""
+    r = run_all(load_scenario(_concept_shift())[0])["protocols"]
+    assert r["cycle"]["min_gain"] >= -0.02
+    assert r["fedavg"]["min_gain"] < -0.05
+    assert r["cycle"]["cgs"] < r["fedavg"]["cgs"]
+    assert r["cycle"]["cgs"] < r["vpdl"]["cgs"]
+    rep = np.array(r["cycle"]["summary"]["reputation"])
+    assert rep.shape == (5, 5) and np.all((rep >= 0) & (rep <= 1))
+    # only predictions travel: no model weights, no raw labels
+    for p in r["cycle"]["participants"]:
+        assert set(p["kinds_sent"]) <= {"predictions", "prediction_request"}
+
+
+def test_cycle_with_full_trust_reduces_to_vpdl():
+    sc = _concept_shift()
+    sc["rounds"] = 6
+    sc["protocols"] = [
+        {"name": "vpdl"},
+        # tau_opt >= 1 forces r = 1 everywhere; period 1 shares every round
+        {"name": "cycle", "params": {"tau_opt": 1.0, "tau_max": 2.0, "period": 1}},
+    ]
+    r = run_all(load_scenario(sc)[0])["protocols"]
+    a = [p["collaborative"] for p in r["vpdl"]["participants"]]
+    b = [p["collaborative"] for p in r["cycle"]["participants"]]
+    assert a == pytest.approx(b, abs=1e-6)

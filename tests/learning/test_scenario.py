@@ -1,0 +1,107 @@
+"""Learning scenarios: validation messages, the report, atomic output, the CLI function."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abm.learning import LearningScenarioError, run_scenario
+from abm.learning.scenario import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "learning"
+
+
+def _tiny(**over):
+    sc = {
+        "name": "tiny",
+        "seed": 0,
+        "data": {"source": "iris"},
+        "split": {"participants": 2},
+        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
+        "rounds": 2,
+        "protocols": [{"name": "fedavg"}, {"name": "cycle"}],
+    }
+    sc.update(over)
+    return sc
+
+
+def test_unknown_key_names_file_path_and_allowed_keys(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("name: x\ndata: {source: iris}\nsplit: {participants: 2, labelskew: {alpha: 1}}\n")
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(f)
+    msg = str(e.value)
+    assert str(f) in msg and "split.labelskew" in msg and "label_skew" in msg
+
+
+def test_bad_value_names_path_value_and_what_is_allowed():
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(data={"source": "mnist"}))
+    msg = str(e.value)
+    assert "<dict>" in msg and "data" in msg and "mnist" in msg and "digits" in msg
+    with pytest.raises(LearningScenarioError, match=r"split\.label_skew\.alpha.*-1"):
+        load_scenario(_tiny(split={"participants": 2, "label_skew": {"alpha": -1}}))
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.params\.muu"):
+        load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"muu": 1}}]))
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.params\.mu.*'x'"):
+        load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"mu": "x"}}]))
+
+
+def test_semantic_errors():
+    mixed = [{"kind": "mlp", "hidden": [8]}, {"kind": "mlp", "hidden": [16]}]
+    with pytest.raises(LearningScenarioError, match="one architecture"):
+        load_scenario(_tiny(models=mixed, protocols=[{"name": "fedavg"}]))
+    with pytest.raises(LearningScenarioError, match="whose aggregation is a sum"):
+        load_scenario(_tiny(protocols=[{"name": "cycle", "privacy": {"secure_aggregation": True}}]))
+    with pytest.raises(LearningScenarioError, match="CNN needs image data"):
+        load_scenario(_tiny(models=[{"kind": "cnn"}]))
+
+
+def test_run_scenario_writes_report_and_plots(tmp_path):
+    out = tmp_path / "runs" / "tiny"
+    report = run_scenario(_tiny(), out)
+    data = json.loads((out / "report.json").read_text())
+    assert set(data["protocols"]) == {"local", "fedavg", "cycle"}
+    for r in data["protocols"].values():
+        for p in r["participants"]:
+            assert p["gain"] == pytest.approx(p["collaborative"] - p["standalone"])
+        assert {"mcg", "cgs", "bytes_total", "wall_time_s"} <= set(r)
+    assert (out / "scores.png").stat().st_size > 1000 and (out / "gains.png").exists()
+    assert report["protocols"]["fedavg"]["bytes_total"] > 0
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temp folder
+
+
+def test_failed_run_leaves_nothing(tmp_path, monkeypatch):
+    import abm.learning.runner as runner
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(runner, "run_protocol", boom)
+    out = tmp_path / "runs" / "tiny"
+    with pytest.raises(RuntimeError):
+        run_scenario(_tiny(), out)
+    assert not out.exists() and list((tmp_path / "runs").iterdir()) == []
+    with pytest.raises(LearningScenarioError):
+        run_scenario(_tiny(rounds=0), tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
+    import typer
+
+    from abm.learning.cli import learn
+
+    f = tmp_path / "bad.yaml"
+    f.write_text("name: x\ndata: {source: iris}\nsplit: {participants: 1}\n")
+    with pytest.raises(typer.Exit) as e:
+        learn(f, tmp_path / "out")
+    assert e.value.exit_code == 2
+    assert "split.participants" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_scenarios_validate(path):
+    scenario, _ = load_scenario(path)
+    assert scenario.name == path.stem
