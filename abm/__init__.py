@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from abm.runs import RunResult, run  # noqa: E402
+from abm.runs import RunResult, run
 
 __all__ = ["RunResult", "__version__", "run"]

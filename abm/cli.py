@@ -54,7 +54,8 @@ def run(
     set_: SetOption = None,
 ) -> None:
     """Run a scenario and write its results to a run folder."""
-    from abm.runs import resolve, run as run_scenario
+    from abm.runs import resolve
+    from abm.runs import run as run_scenario
 
     overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
     try:

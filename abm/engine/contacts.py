@@ -94,14 +94,32 @@ class Edges:
     dst: torch.Tensor
 
 
+def expand_ranges(begin: torch.Tensor, end: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every position in the ranges [begin_i, end_i) and the index i of its range."""
+    count = end - begin
+    owner = torch.repeat_interleave(torch.arange(begin.shape[0], device=begin.device), count)
+    shift = (begin - (torch.cumsum(count, 0) - count)).index_select(0, owner)
+    return torch.arange(owner.shape[0], device=begin.device) + shift, owner
+
+
 def expand_rows(ptr: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions of every entry of CSR ``rows`` (given row pointers ``ptr``) and each
     position's index into ``rows``."""
-    begin = ptr.index_select(0, rows)
-    count = ptr.index_select(0, rows + 1) - begin
-    owner = torch.repeat_interleave(torch.arange(rows.shape[0], device=rows.device), count)
-    shift = (begin - (torch.cumsum(count, 0) - count)).index_select(0, owner)
-    return torch.arange(owner.shape[0], device=rows.device) + shift, owner
+    return expand_ranges(ptr.index_select(0, rows), ptr.index_select(0, rows + 1))
+
+
+class PairIndex:
+    """Undirected pairs indexed by either end, for looking up the partners of given agents."""
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor) -> None:
+        ends, others = torch.cat([a, b]), torch.cat([b, a])
+        order = torch.argsort(ends)
+        self.ends, self.others = ends.index_select(0, order), others.index_select(0, order)
+
+    def partners(self, agents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, partner)."""
+        pos, owner = expand_ranges(torch.searchsorted(self.ends, agents), torch.searchsorted(self.ends, agents, right=True))
+        return owner, self.others.index_select(0, pos)
 
 
 class HouseholdLayer:
@@ -114,7 +132,16 @@ class HouseholdLayer:
         self.num = pop.num_households * replicates
         size = torch.as_tensor(pop.household_size[pop.household], dtype=torch.float32)
         self.coef = (cfg.weight / size).repeat(replicates).to(device)
+        self.start = tile(pop.household_start, replicates, pop.size, device)
+        self.size = torch.as_tensor(pop.household_size, dtype=torch.int64).repeat(replicates).to(device)
+        self.ptr = torch.cat([self.start, torch.tensor([pop.size * replicates], device=device)])
         self._edges: Edges | None = None
+
+    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, contact) of the agents' household contacts."""
+        pos, owner = expand_rows(self.ptr, self.index.index_select(0, agents))
+        keep = pos != agents.index_select(0, owner)
+        return owner[keep], pos[keep]
 
     def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Sum of infectiousness over each agent's household members other than itself."""
@@ -189,32 +216,72 @@ class OccupationLayer:
         norm = np.ones(n, dtype=np.float32)
         norm[members] = mu[g]
         self.coef = (cfg.weight / torch.as_tensor(norm)).repeat(replicates).to(device)
-        self._day: int | None = None
-        self._rewired: tuple[torch.Tensor, torch.Tensor] = (self.src[:0], self.src[:0])
+        self.setting = torch.as_tensor(np.where(pop.group >= 0, pop.group_category[np.maximum(pop.group, 0)], -1), dtype=torch.int64).repeat(replicates).to(device)
+        self.categories = list(pop.categories)
+        self._base_coef = self.coef
+        self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._rewired_pairs: dict[int, PairIndex] = {}
+
+    def scale_settings(self, scale: dict[str, float]) -> None:
+        """Multiply the weight of contacts in the named settings (e.g. SCHOOL: 0 closes
+        schools); settings not named go back to 1."""
+        factor = torch.ones(len(self.categories) + 1, device=self.coef.device)
+        for name, value in scale.items():
+            if name in self.categories:
+                factor[self.categories.index(name)] = value
+        self.coef = self._base_coef * factor.index_select(0, self.setting.clamp_min(-1) % (len(self.categories) + 1))
+
+    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
+        idx, new = self.rewiring(day)  # idx is sorted
+        pos, owner = expand_rows(self.inc_ptr, agents)
+        edge = self.inc_edge.index_select(0, pos)
+        if idx.numel():
+            stays = idx.index_select(0, torch.searchsorted(idx, edge).clamp_max(idx.shape[0] - 1)) != edge
+        else:
+            stays = torch.ones_like(edge, dtype=torch.bool)
+        if day not in self._rewired_pairs:
+            if len(self._rewired_pairs) >= 16:
+                self._rewired_pairs.pop(min(self._rewired_pairs))
+            self._rewired_pairs[day] = PairIndex(self.src.index_select(0, idx), new)
+        o, p = self._rewired_pairs[day].partners(agents)
+        owner = torch.cat([owner[stays], o])
+        partner = torch.cat([self.inc_nbr.index_select(0, pos)[stays], p])
+        keep = partner != agents.index_select(0, owner)
+        return owner[keep], partner[keep]
 
     def rewiring(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Today's rewired ring contacts (distinct edge ids) and their new other ends.
+        """Today's rewired ring contacts (sorted distinct edge ids) and their new other ends.
 
-        Each ring contact is hit by Poisson(-ln(1 - p)) draws at uniform positions, so it is
-        rewired with probability exactly p (by its last draw), at the cost of p * E draws.
+        Each ring contact is rewired with probability p: the ids are drawn as running sums of
+        geometric gaps, which costs about p * E draws instead of E.
         """
-        if self._day == day:
-            return self._rewired
+        if day in self._rewired_by_day:
+            return self._rewired_by_day[day]
         e = self.src.shape[0]
         idx, new = self.src[:0], self.src[:0]
         if e > 0 and self.p > 0:
             gen = generator(self.seed, "occupation", day, self.device)
-            rate = torch.tensor([-math.log1p(-min(self.p, 1 - 1e-12)) * e], dtype=torch.float64, device=self.device)
-            k = int(torch.poisson(rate, generator=gen).item())
-            hits = torch.randint(e, (k,), generator=gen, device=self.device)
-            u = torch.rand(k, generator=gen, device=self.device)
-            draw = torch.arange(k, device=self.device)
-            last = torch.full((e,), -1, dtype=torch.int64, device=self.device).scatter_reduce_(0, hits, draw, "amax")
-            win = last[hits] == draw
-            idx, u = hits[win], u[win]
-            size = self.group_size[idx]
-            new = self.members[self.group_start[idx] + (u * size).long().clamp_max(size - 1)]
-        self._day, self._rewired = day, (idx, new)
+            if self.p >= 1:
+                idx = torch.arange(e, device=self.device)
+            else:
+                log_q = math.log1p(-self.p)
+                chunks, end = [], -1
+                while end < e - 1:
+                    want = int(self.p * (e - 1 - end) + 6 * math.sqrt(self.p * e + 1) + 16)
+                    u = torch.rand(want, generator=gen, device=self.device, dtype=torch.float64)
+                    gaps = (torch.log1p(-u) / log_q).floor_().long() + 1
+                    pos = torch.cumsum(gaps, 0) + end
+                    chunks.append(pos[pos < e])
+                    end = int(pos[-1])
+                idx = torch.cat(chunks)
+            u = torch.rand(idx.shape[0], generator=gen, device=self.device)
+            size = self.group_size.index_select(0, idx)
+            slot = self.group_start.index_select(0, idx) + (u * size).long().clamp_max(size - 1)
+            new = self.members.index_select(0, slot)
+        if len(self._rewired_by_day) >= 16:  # keep the last days, for tracing
+            self._rewired_by_day.pop(min(self._rewired_by_day))
+        self._rewired_by_day[day] = (idx, new)
         return idx, new
 
     def edges(self, day: int) -> Edges:

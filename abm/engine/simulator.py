@@ -13,7 +13,17 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from abm.engine.contacts import CommunityLayer, ContactConfig, Edges, HouseholdLayer, OccupationLayer
-from abm.engine.disease import ABSORBING, NEVER, NUM_AGE_GROUPS, NUM_STAGES, STAGE_NAMES, DiseaseConfig, DiseaseModel, Stage, StageName
+from abm.engine.disease import (
+    ABSORBING,
+    NEVER,
+    NUM_AGE_GROUPS,
+    NUM_STAGES,
+    STAGE_NAMES,
+    DiseaseConfig,
+    DiseaseModel,
+    Stage,
+    StageName,
+)
 from abm.engine.ledger import CostLedger
 from abm.engine.recorder import Recorder, SimulationResult
 from abm.engine.rng import generator
@@ -74,6 +84,7 @@ class AgentState:
     isolated: torch.Tensor  # bool: no contacts in either direction today
     immune: torch.Tensor  # bool: protected from infection (vaccine)
     susceptibility_scale: torch.Tensor  # float32: leaky protection multiplies susceptibility
+    infectiousness_scale: torch.Tensor  # float32: multiplies an agent's infectiousness
 
 
 @dataclass
@@ -111,12 +122,15 @@ class Simulation:
             isolated=torch.zeros(self.total, dtype=torch.bool, device=d),
             immune=torch.zeros(self.total, dtype=torch.bool, device=d),
             susceptibility_scale=torch.ones(self.total, dtype=torch.float32, device=d),
+            infectiousness_scale=torch.ones(self.total, dtype=torch.float32, device=d),
         )
+        # Per-agent fields interventions share (written by one, read by others), by name.
+        self.fields: dict[str, torch.Tensor] = {}
         self.ledger = CostLedger(r)
         self.recorder = Recorder(self, self.days)
         self.layers = (self.household, self.occupation, self.community)
         self._hooks: dict[Phase, list[Callable[[Simulation, int], None]]] = {p: [] for p in Phase}
-        for iv in self.interventions:
+        for iv in sorted(self.interventions, key=lambda iv: getattr(iv, "order", 0)):
             iv.attach(self)
             for phase, hook in iv.hooks().items():
                 self._hooks[phase].append(hook)
@@ -160,7 +174,8 @@ class Simulation:
         a = self.disease.infectiousness.index_select(0, s.stage.long())
         src = ((a > 0) & ~s.isolated).nonzero().squeeze(1)
         k = (day - s.infected_day.index_select(0, src).long()).clamp(0, self.disease.profile.shape[0] - 1)
-        return src, a.index_select(0, src) * self.disease.profile.index_select(0, k)
+        w = a.index_select(0, src) * self.disease.profile.index_select(0, k) * s.infectiousness_scale.index_select(0, src)
+        return src, w
 
     def force_of_infection(self, day: int) -> torch.Tensor:
         """Sum over today's contacts of weight * infectiousness / normaliser, per agent."""
@@ -236,6 +251,16 @@ class Simulation:
         self._infect(torch.cat(picks), torch.cat(stages).long(), day, gen)
 
     # ----------------------------------------------------------------- helpers for hooks
+    def field(self, name: str, dtype: torch.dtype, fill: float | int | bool = 0) -> torch.Tensor:
+        """A shared per-agent field, created filled with ``fill`` on first use."""
+        if name not in self.fields:
+            self.fields[name] = torch.full((self.total,), fill, dtype=dtype, device=self.device)
+        return self.fields[name]
+
+    def rand(self, stream: str, day: int, n: int) -> torch.Tensor:
+        """``n`` uniforms from the stream (seed, stream, day)."""
+        return torch.rand(n, generator=generator(self.seed, stream, day, self.device), device=self.device)
+
     def book_cost(self, item: str, day: int, counts: torch.Tensor, unit_cost: float) -> None:
         """Book ``counts`` (per replicate) units of ``item`` at ``unit_cost`` on ``day``."""
         self.ledger.book(item, day, counts, unit_cost)
@@ -251,6 +276,13 @@ def estimate_memory_bytes(agents: int, replicates: int) -> int:
 
 
 __all__ = [
-    "AgentState", "Intervention", "NUM_AGE_GROUPS", "NUM_STAGES", "Phase", "SeedingConfig",
-    "Simulation", "SimulationResult", "estimate_memory_bytes",
+    "NUM_AGE_GROUPS",
+    "NUM_STAGES",
+    "AgentState",
+    "Intervention",
+    "Phase",
+    "SeedingConfig",
+    "Simulation",
+    "SimulationResult",
+    "estimate_memory_bytes",
 ]  # fmt: skip

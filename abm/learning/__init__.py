@@ -3,11 +3,19 @@
 Entry point for scenarios: :func:`run_scenario`. See ``docs/learning.md``.
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
 from abm.learning.errors import LearningScenarioError, SecureAggregationError
 
 
-def run_scenario(path_or_dict, out_dir):
-    """Run a learning scenario and write ``report.json`` and plots into ``out_dir``."""
+def run_scenario(path_or_dict: str | Path | dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
+    """Run a learning scenario; write ``report.json`` and PNG plots into ``out_dir``.
+
+    See :func:`abm.learning.report.run_scenario` (atomic output, validation errors).
+    """
     from abm.learning.report import run_scenario as _run
 
     return _run(path_or_dict, out_dir)

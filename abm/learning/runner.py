@@ -30,7 +30,6 @@ from abm.learning.partition import (
 )
 from abm.learning.privacy.aggregation import PlainSum, SumAggregator
 from abm.learning.privacy.dp import DifferentiallyPrivateSum
-from abm.learning.privacy.secure_aggregation import SecureSum
 from abm.learning.protocols import RunContext, protocol_class
 from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
 from abm.learning.training import TrainConfig
@@ -143,6 +142,8 @@ def build_aggregator(privacy: PrivacySpec | None, ids: list[int], seed: int) -> 
     if privacy is None:
         return agg
     if privacy.secure_aggregation:
+        from abm.learning.privacy.secure_aggregation import SecureSum
+
         agg = SecureSum(ids, seed)
     if privacy.dp is not None:
         agg = DifferentiallyPrivateSum(

@@ -29,7 +29,7 @@ class IPAConfig(ProtocolConfig):
     p: int = 1
     reduction: str = "sum"  # sum | mean
     update_others: bool = True
-    lr: float = 0.05
+    lr: float | None = None  # plain SGD; default: the scenario's training lr
     pair_weights: str = "uniform"  # uniform | size
     stop_round: int | None = None
     target_accuracy: float | None = None
@@ -72,7 +72,7 @@ class IPA(Protocol):
         pi = ctx.participants[i]
         params = [list(m.parameters()) for m in models]
         trainable = [q for ps in params for q in ps] if cfg.update_others else list(params[i])
-        opt = torch.optim.SGD(trainable, lr=cfg.lr)
+        opt = torch.optim.SGD(trainable, lr=cfg.lr if cfg.lr is not None else pi.train_config.lr)
         data = pi.data.train
         bs = pi.train_config.batch_size
         perm = torch.randperm(len(data), generator=pi.generator)

@@ -114,10 +114,9 @@ def graph_step(
     if mx > 0:
         s = s / mx
     s[i] = 1.0
-    g = cfg.gamma_scale if hasattr(cfg, "gamma_scale") else 1.0
     gam = gamma if cfg.use_confidence else np.ones_like(gamma) / len(gamma)
     norm = max(np.linalg.norm(w), 1e-12)
-    grad = -cfg.mu1 * gam * s * g + cfg.mu2 * cfg.beta * w / norm
+    grad = -cfg.mu1 * gam * s + cfg.mu2 * cfg.beta * w / norm
     if cfg.graph_step == "pgd":
         deg = max(1.0 - w[i], 0.0)
         dlog = np.full_like(w, -1.0 / (deg + cfg.eps))

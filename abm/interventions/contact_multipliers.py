@@ -1,0 +1,120 @@
+"""Changes in contacts: per-layer multipliers from a day, a daily series (the King County
+mobility multipliers of 2020, or your own), and school closure."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from abm.engine.simulator import Phase, Simulation
+from abm.interventions.registry import register
+
+LAYERS = ("household", "occupation", "community")
+BUNDLED_SERIES = {"king_county_mobility_2020": "king_county_mobility_2020.csv"}
+
+
+class Change(BaseModel):
+    """Multiply layers' contact weights from ``from_day`` (until ``until_day``, exclusive)."""
+
+    model_config = ConfigDict(extra="forbid")
+    from_day: int = Field(ge=0)
+    until_day: int | None = Field(None, ge=0)
+    household: float = Field(1.0, ge=0)
+    occupation: float = Field(1.0, ge=0)
+    community: float = Field(1.0, ge=0)
+
+
+class Series(BaseModel):
+    """A daily multiplier series applied to some layers; before its start and after its end the
+    multiplier is 1 and its last value respectively."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str = Field("king_county_mobility_2020", description="a bundled series name or a CSV file with a column 'multiplier'")
+    start_day: int = Field(0, ge=0, description="simulation day of the series' first value")
+    strength: float = Field(1.0, ge=0, description="scales the reduction: multiplier = 1 - strength (1 - value)")
+    layers: list[str] = Field(["occupation", "community"])
+    hold_last: bool = Field(True, description="keep the last value after the series ends (else 1)")
+
+    @model_validator(mode="after")
+    def _known(self) -> Series:
+        bad = [x for x in self.layers if x not in LAYERS]
+        if bad:
+            raise ValueError(f"unknown layers {bad}; allowed: {', '.join(LAYERS)}")
+        if self.source not in BUNDLED_SERIES and not Path(self.source).is_file():
+            raise ValueError(f"series {self.source!r} is neither bundled ({', '.join(BUNDLED_SERIES)}) nor a file")
+        return self
+
+    def values(self) -> list[float]:
+        path = files("abm.interventions") / "data" / BUNDLED_SERIES[self.source] if self.source in BUNDLED_SERIES else Path(self.source)
+        with path.open() as fh:
+            frame = pd.read_csv(fh)
+        if "multiplier" not in frame.columns or frame["multiplier"].isna().any() or (frame["multiplier"] < 0).any():
+            raise ValueError(f"{self.source}: needs a column 'multiplier' of non-negative numbers")
+        return frame["multiplier"].astype(float).tolist()
+
+
+class Closure(BaseModel):
+    """Close settings (schools by default) between two days."""
+
+    model_config = ConfigDict(extra="forbid")
+    from_day: int = Field(ge=0)
+    until_day: int | None = Field(None, ge=0)
+    settings: list[str] = Field(["SCHOOL"], description="occupation settings to close (SCHOOL, a sector name)")
+
+
+class ContactMultipliersConfig(BaseModel):
+    """Distancing, mobility and closures."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    changes: list[Change] = []
+    series: Series | None = None
+    closures: list[Closure] = []
+
+
+def active(from_day: int, until_day: int | None, day: int) -> bool:
+    return day >= from_day and (until_day is None or day < until_day)
+
+
+@register("contact_multipliers")
+class ContactMultipliers:
+    """Sets the engine's per-layer weight multipliers before each day's transmission."""
+
+    config_model = ContactMultipliersConfig
+    order = 40
+
+    def __init__(self, cfg: ContactMultipliersConfig) -> None:
+        self.cfg = cfg
+        self.series = cfg.series.values() if cfg.series else []
+        self._closed: tuple[str, ...] = ()
+
+    def attach(self, sim: Simulation) -> None:
+        pass
+
+    def hooks(self) -> dict:
+        return {Phase.TRANSMISSION: self.apply}
+
+    def multipliers(self, day: int) -> dict[str, float]:
+        """Each layer's multiplier on ``day``."""
+        out = dict.fromkeys(LAYERS, 1.0)
+        for ch in self.cfg.changes:
+            if active(ch.from_day, ch.until_day, day):
+                for layer in LAYERS:
+                    out[layer] *= getattr(ch, layer)
+        s = self.cfg.series
+        if s is not None and day >= s.start_day and self.series:
+            i = day - s.start_day
+            value = self.series[i] if i < len(self.series) else (self.series[-1] if s.hold_last else 1.0)
+            for layer in s.layers:
+                out[layer] *= 1 - s.strength * (1 - value)
+        return out
+
+    def apply(self, sim: Simulation, day: int) -> None:
+        sim.layer_scale.update(self.multipliers(day))
+        closed = tuple(sorted({x for c in self.cfg.closures if active(c.from_day, c.until_day, day) for x in c.settings}))
+        if closed != self._closed:
+            sim.occupation.scale_settings(dict.fromkeys(closed, 0.0))
+            self._closed = closed

@@ -1,0 +1,141 @@
+"""Testing: several test types at once, each with sensitivity, specificity, a result delay, a
+daily capacity and a price; symptomatic agents (and, optionally, traced contacts) are tested.
+
+Fields written: ``positive_day`` (int16, day of the latest positive result, -1 none).
+Fields read: ``test_request`` (bool, set by tracing to ask for a test; cleared here).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from abm.engine.disease import Stage
+from abm.engine.rng import generator
+from abm.engine.simulator import Phase, Simulation
+from abm.interventions.registry import register
+from abm.interventions.selection import first_per_replicate
+
+NOT_INFECTED = (Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH)
+
+
+class TestType(BaseModel):
+    """One kind of test."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9_]+$", description="names the cost item: test_<name>")
+    sensitivity: float = Field(ge=0, le=1, description="P(positive | infected)")
+    specificity: float = Field(1.0, ge=0, le=1, description="P(negative | not infected)")
+    result_delay_days: list[int] = Field(description="possible days until the result", min_length=1)
+    result_delay_probs: list[float] = Field(description="probability of each delay", min_length=1)
+    cost: float = Field(5.0, ge=0, description="US$ per test")
+    daily_capacity: int | None = Field(None, ge=0, description="tests per day per replicate; none: unlimited")
+    given_to: list[Literal["symptomatic", "traced"]] = Field(["symptomatic"], min_length=1, description="who takes this test")
+
+    @model_validator(mode="after")
+    def _delays(self) -> TestType:
+        if len(self.result_delay_days) != len(self.result_delay_probs):
+            raise ValueError("result_delay_days and result_delay_probs must have the same length")
+        if any(d < 0 for d in self.result_delay_days):
+            raise ValueError("result delays must be >= 0 days")
+        if any(p < 0 for p in self.result_delay_probs) or abs(sum(self.result_delay_probs) - 1) > 1e-6:
+            raise ValueError("result_delay_probs must be probabilities summing to 1")
+        return self
+
+
+def rt_pcr() -> TestType:
+    """RT-PCR: sensitivity 0.99, result after 1-3 days (0.3, 0.4, 0.3), $5 (thesis)."""
+    return TestType(name="rt_pcr", sensitivity=0.99, result_delay_days=[1, 2, 3], result_delay_probs=[0.3, 0.4, 0.3])
+
+
+def rapid() -> TestType:
+    """Rapid point-of-care test: sensitivity 0.85, same-day result, $5 (thesis)."""
+    return TestType(name="rapid", sensitivity=0.85, result_delay_days=[0], result_delay_probs=[1.0], given_to=["traced"])
+
+
+class TestingConfig(BaseModel):
+    """Who is tested with which tests, from when."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    start_day: int = Field(0, ge=0, description="first day of testing")
+    tests: list[TestType] = Field(default_factory=lambda: [rt_pcr()], min_length=1, description="test types, tried in order")
+    validity_days: int | None = Field(None, ge=0, description="days a result stays valid (no retest); none: retest once the result is in")
+    test_quarantined: bool = Field(False, description="whether quarantined agents are tested")
+
+
+@register("testing")
+class Testing:
+    """Tests symptomatic agents (and traced contacts who are asked to test)."""
+
+    config_model = TestingConfig
+    order = 0
+
+    def __init__(self, cfg: TestingConfig) -> None:
+        self.cfg = cfg
+
+    def attach(self, sim: Simulation) -> None:
+        self.result_day = torch.full((sim.total,), -1, dtype=torch.int16, device=sim.device)
+        self.result_positive = torch.zeros(sim.total, dtype=torch.bool, device=sim.device)
+        self.last_result_day = torch.full((sim.total,), -10_000, dtype=torch.int32, device=sim.device)
+        self.positive_day = sim.field("positive_day", torch.int16, -1)
+        self.request = sim.field("test_request", torch.bool, False)
+        self.delays = [
+            (torch.tensor(t.result_delay_days, device=sim.device), torch.tensor(t.result_delay_probs, device=sim.device).cumsum(0))
+            for t in self.cfg.tests
+        ]
+
+    def hooks(self) -> dict:
+        return {Phase.TEST_RESULTS: self.results, Phase.TESTING: self.test}
+
+    def results(self, sim: Simulation, day: int) -> None:
+        """Results due today arrive."""
+        due = self.result_day == day
+        positive = due & self.result_positive
+        self.positive_day[positive] = day
+        self.last_result_day[due] = day
+        self.result_day[due] = -1
+
+    def test(self, sim: Simulation, day: int) -> None:
+        """Today's tests: eligible agents, each test type in order, within capacity."""
+        if day < self.cfg.start_day:
+            self.request.zero_()
+            return
+        st = sim.state
+        stage = st.stage
+        valid = self.cfg.validity_days
+        waited = (day - self.last_result_day) > (valid if valid is not None else -1)
+        eligible = (self.result_day < 0) & waited & (stage != Stage.DEATH) & (stage < Stage.HOSPITALIZED)
+        if not self.cfg.test_quarantined:
+            eligible &= ~st.isolated
+        symptomatic = (stage == Stage.MILD_SYMPTOMS) | (stage == Stage.SEVERE_SYMPTOMS)
+        gen = generator(sim.seed, "testing", day, sim.device)
+        for i, test in enumerate(self.cfg.tests):
+            who = torch.zeros_like(eligible)
+            if "symptomatic" in test.given_to:
+                who |= symptomatic
+            if "traced" in test.given_to:
+                who |= self.request
+            idx = (eligible & who).nonzero().squeeze(1)
+            if test.daily_capacity is not None:
+                limit = torch.full((sim.replicates,), test.daily_capacity, device=sim.device)
+                key = torch.rand(idx.shape[0], generator=gen, device=sim.device)
+                idx = idx[first_per_replicate(sim.replicate.index_select(0, idx), key, limit)]
+            if idx.numel() == 0:
+                continue
+            infected = torch.ones_like(idx, dtype=torch.bool)
+            for s in NOT_INFECTED:
+                infected &= stage.index_select(0, idx) != s
+            u = torch.rand(2, idx.shape[0], generator=gen, device=sim.device)
+            p_pos = torch.where(infected, test.sensitivity, 1 - test.specificity)
+            self.result_positive[idx] = u[0] < p_pos
+            days, cum = self.delays[i]
+            k = torch.searchsorted(cum, u[1], right=True).clamp_max(days.shape[0] - 1)
+            self.result_day[idx] = (day + days.index_select(0, k)).to(torch.int16)
+            eligible[idx] = False
+            sim.book_cost(f"test_{test.name}", day, sim.per_replicate(idx), test.cost)
+        self.request.zero_()
+        # Same-day results (delay 0) arrive at once.
+        self.results(sim, day)

@@ -1,0 +1,171 @@
+"""Two-dose vaccination: oldest first (or a custom order of age groups), first doses before
+second doses, a daily supply with a shelf life, delayed protection with an efficacy per dose,
+a dose-2 gap and a dose-2 dropout drawn once per agent; all-or-nothing or leaky protection.
+
+Writes ``immune`` (all-or-nothing) or ``susceptibility_scale`` (leaky) of the agent state.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from abm.engine.disease import Stage
+from abm.engine.rng import generator
+from abm.engine.simulator import Phase, Simulation
+from abm.interventions.registry import register
+from abm.interventions.selection import first_per_replicate
+
+
+class VaccinationConfig(BaseModel):
+    """Two-dose vaccination (thesis defaults: from day 10, 0.3% of the population a day)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    start_day: int = Field(10, ge=0, description="first vaccination day")
+    daily_doses_per_100k: float | None = Field(300.0, ge=0, description="doses produced per day per 100,000 agents (300 = 0.3%)")
+    daily_doses: int | None = Field(None, ge=0, description="doses produced per day (replaces daily_doses_per_100k)")
+    shelf_life_days: int = Field(2, ge=0, description="days a dose can wait before it expires")
+    priority: Literal["oldest_first", "youngest_first"] | list[int] = Field(
+        "oldest_first", description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them"
+    )
+    first_doses_first: bool = Field(True, description="all first doses before any second dose")
+    dose1_efficacy: float = Field(0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)")
+    dose2_efficacy: float = Field(0.95, ge=0, le=1, description="P(protected) after dose 2")
+    dose1_delay_days: int = Field(14, ge=0, description="days from dose 1 to protection")
+    dose2_delay_days: int = Field(0, ge=0, description="days from dose 2 to protection")
+    dose2_gap_days: int = Field(21, ge=0, description="minimum days between doses")
+    dose2_dropout: float = Field(0.3, ge=0, le=1, description="P(not returning for dose 2), drawn once per agent")
+    protection: Literal["all_or_nothing", "leaky"] = "all_or_nothing"
+    price_per_dose: float = Field(20.0, ge=0, description="US$ per dose administered")
+
+    @field_validator("priority")
+    @classmethod
+    def _groups(cls, v: object) -> object:
+        if isinstance(v, list) and (sorted(set(v)) != sorted(v) or not all(0 <= g <= 8 for g in v)):
+            raise ValueError("a priority list holds distinct age groups 0..8")
+        return v
+
+    @model_validator(mode="after")
+    def _supply(self) -> VaccinationConfig:
+        if self.daily_doses is None and self.daily_doses_per_100k is None:
+            raise ValueError("give daily_doses or daily_doses_per_100k")
+        return self
+
+
+@register("vaccination")
+class Vaccination:
+    """Allocates each day's doses by priority class and applies protection."""
+
+    config_model = VaccinationConfig
+    order = 20
+
+    def __init__(self, cfg: VaccinationConfig) -> None:
+        self.cfg = cfg
+
+    def attach(self, sim: Simulation) -> None:
+        c, d = self.cfg, sim.device
+        if isinstance(c.priority, list):
+            groups = list(c.priority)
+        else:
+            groups = list(range(8, -1, -1)) if c.priority == "oldest_first" else list(range(9))
+        self.num_groups = len(groups)
+        rank = torch.full((9,), -1, dtype=torch.int64)
+        for i, g in enumerate(groups):
+            rank[g] = i
+        self.group_rank = rank.to(d)
+        self.doses = torch.zeros(sim.total, dtype=torch.int8, device=d)
+        self.dose1_day = torch.full((sim.total,), -10_000, dtype=torch.int32, device=d)
+        self.protect_day = torch.full((sim.total,), -1, dtype=torch.int16, device=d)
+        self.protect_level = torch.zeros(sim.total, dtype=torch.float32, device=d)
+        gen = generator(sim.seed, "vaccination", -1, d)
+        self.returns = torch.rand(sim.total, generator=gen, device=d) >= c.dose2_dropout
+        per_day = c.daily_doses if c.daily_doses is not None else round(c.daily_doses_per_100k * sim.n / 1e5)
+        self.per_day = int(per_day)
+        self.stock = torch.zeros(sim.replicates, c.shelf_life_days + 1, dtype=torch.int64, device=d)
+        self.given = torch.zeros(sim.replicates, dtype=torch.int64, device=d)
+
+    def hooks(self) -> dict:
+        return {Phase.VACCINATION: self.step}
+
+    def step(self, sim: Simulation, day: int) -> None:
+        self.protect(sim, day)
+        if day < self.cfg.start_day:
+            return
+        c, st = self.cfg, sim.state
+        # Supply: today's production joins the stock; doses older than the shelf life expire.
+        self.stock = torch.roll(self.stock, 1, dims=1)
+        self.stock[:, 0] = self.per_day
+        available = self.stock.sum(1)
+        # Priority classes: (dose to give, age group in priority order).
+        stage = st.stage
+        can = (stage < Stage.HOSPITALIZED) & ~st.isolated & (self.group_rank.index_select(0, sim.age_group) >= 0)
+        first = can & (self.doses == 0)
+        second = can & (self.doses == 1) & self.returns & (day - self.dose1_day >= c.dose2_gap_days)
+        idx = (first | second).nonzero().squeeze(1)
+        if idx.numel() == 0:
+            return
+        is_second = second.index_select(0, idx)
+        g = self.group_rank.index_select(0, sim.age_group.index_select(0, idx))
+        if c.first_doses_first:
+            cls = g + self.num_groups * is_second.long()
+        else:
+            cls = 2 * g + (~is_second).long()
+        # Whole classes in priority order while doses last; a random subset of the class where
+        # they run out (only that class is sorted).
+        n_cls = 2 * self.num_groups
+        rep = sim.replicate.index_select(0, idx)
+        counts = torch.bincount(rep * n_cls + cls, minlength=sim.replicates * n_cls).view(sim.replicates, n_cls)
+        before = torch.cumsum(counts, 1) - counts
+        cut = (before + counts > available[:, None]).long().argmax(1)
+        cut = torch.where((counts.sum(1) <= available), n_cls, cut)
+        cut_of = cut.index_select(0, rep)
+        whole = cls < cut_of
+        partial = (cls == cut_of).nonzero().squeeze(1)
+        left = available - torch.gather(before, 1, cut.clamp_max(n_cls - 1)[:, None]).squeeze(1)
+        u = torch.rand(partial.shape[0], generator=generator(sim.seed, "vaccination", day, sim.device), device=sim.device)
+        some = partial[first_per_replicate(rep.index_select(0, partial), u, left)]
+        chosen = torch.cat([idx[whole], idx.index_select(0, some)])
+        self.administer(sim, day, chosen)
+        used = sim.per_replicate(chosen)
+        # Use the oldest stock first.
+        left = used.clone()
+        for j in range(self.stock.shape[1] - 1, -1, -1):
+            take = torch.minimum(left, self.stock[:, j])
+            self.stock[:, j] -= take
+            left -= take
+        self.given += used
+        sim.book_cost("vaccine_dose", day, used, c.price_per_dose)
+
+    def administer(self, sim: Simulation, day: int, idx: torch.Tensor) -> None:
+        """Give the next dose to ``idx`` and draw its protection."""
+        c = self.cfg
+        dose = self.doses.index_select(0, idx) + 1
+        self.doses[idx] = dose
+        one = dose == 1
+        self.dose1_day[idx[one]] = day
+        gen = generator(sim.seed, "vaccination-effect", day, sim.device)
+        u = torch.rand(idx.shape[0], generator=gen, device=sim.device)
+        eff = torch.where(one, c.dose1_efficacy, c.dose2_efficacy)
+        delay = torch.where(one, c.dose1_delay_days, c.dose2_delay_days)
+        if c.protection == "all_or_nothing":
+            level = (u < eff).float()  # combined: protected if either dose's draw protects
+            level = torch.maximum(level, self.protect_level.index_select(0, idx) * (~one).float())
+        else:
+            level = eff.float()
+        take = level > 0
+        self.protect_day[idx[take]] = (day + delay[take]).to(torch.int16)
+        self.protect_level[idx[take]] = level[take]
+        self.protect(sim, day)
+
+    def protect(self, sim: Simulation, day: int) -> None:
+        """Protection that starts today takes effect."""
+        start = self.protect_day == day
+        if not bool(start.any()):
+            return
+        if self.cfg.protection == "all_or_nothing":
+            sim.state.immune |= start & (self.protect_level > 0)
+        else:
+            sim.state.susceptibility_scale[start] = 1 - self.protect_level[start]
