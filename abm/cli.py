@@ -72,7 +72,9 @@ def run(
         console=err_console,
         transient=True,
     ) as bar:
-        task = bar.add_task(f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}", total=sc.simulation.days)
+        task = bar.add_task(
+            f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}", total=sc.simulation.days
+        )
         try:
             result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
             result.write(target)
@@ -98,7 +100,9 @@ def print_summary(s: dict, target: Path) -> None:
     ci = s["cumulative_infected"]
     table.add_row("cumulative infected", f"{ms(ci)} ({100 * ci['share']:.1f}%)")
     ph = s["peak_hospitalized"]
-    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f} on day {ph['day']} ({ph['per_100k']:,.0f}/100k)")
+    table.add_row(
+        "peak hospitalized (mean curve)", f"{ph['value']:,.1f} on day {ph['day']} ({ph['per_100k']:,.0f}/100k)"
+    )
     po = s["peak_hospital_occupancy"]
     table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f} on day {po['day']}")
     table.add_row("days over capacity", str(s["hospital_capacity"]["days_over_capacity"]))

@@ -64,12 +64,16 @@ class RunResult:
             self.costs.to_csv(tmp / "costs.csv", index=False)
             (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
             self.manifest["timings"]["output_seconds"] = time.perf_counter() - start
-            self.manifest["files"] = sorted(p.name for p in tmp.iterdir()) + ["manifest.json"]
+            self.manifest["files"] = [*sorted(p.name for p in tmp.iterdir()), "manifest.json"]
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
         return out
 
 
-def resolve(scenario: Scenario | str | Path | dict[str, Any], overrides: dict[str, Any] | None = None, sets: list[str] | None = None) -> Scenario:
+def resolve(
+    scenario: Scenario | str | Path | dict[str, Any],
+    overrides: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+) -> Scenario:
     """A validated scenario from a path, plain data or a Scenario, with overrides applied."""
     if isinstance(scenario, Scenario):
         data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
@@ -100,7 +104,9 @@ def run(
     sc = resolve(scenario, overrides, sets)
     device = torch.device(sc.simulation.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ScenarioError(f"{sc.name}: simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu")
+        raise ScenarioError(
+            f"{sc.name}: simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu"
+        )
     region = load_region(sc.population.region)
     pop = build_population(region, sc.population.agents, sc.simulation.seed)
     t1 = time.perf_counter()

@@ -26,9 +26,7 @@ class PopulationConfig(BaseModel):
     """Who is simulated."""
 
     model_config = ConfigDict(extra="forbid")
-    region: str = Field(
-        "king_county", description="a bundled region name or a path to a region folder"
-    )
+    region: str = Field("king_county", description="a bundled region name or a path to a region folder")
 
     @field_validator("region")
     @classmethod
@@ -38,6 +36,7 @@ class PopulationConfig(BaseModel):
             bundled = ", ".join(sorted(p.name for p in REGIONS_DIR.iterdir() if p.is_dir()))
             raise ValueError(f"no region folder with region.yaml and tracts.csv there; bundled regions: {bundled}")
         return v
+
     agents: int = Field(100_000, ge=1, description="number of agents (the full county: 2252782)")
 
 
@@ -71,7 +70,7 @@ class Scenario(BaseModel):
     disease: DiseaseConfig = DiseaseConfig()
     contacts: ContactConfig = ContactConfig()
     seeding: SeedingConfig = SeedingConfig()
-    interventions: InterventionsConfig = Field(default_factory=lambda: InterventionsConfig({}))
+    interventions: InterventionsConfig = Field(default_factory=InterventionsConfig)
     outputs: OutputConfig = OutputConfig()
 
     def resolved_yaml(self) -> str:

@@ -9,10 +9,12 @@ import pytest
 from abm.engine import ContactConfig
 from abm.engine.contacts import default_degrees
 from abm.populations import Population, build_population, load_region
-from abm.populations.population import LONG_TERM_CARE, SCHOOL  # noqa: F401
+from abm.populations.population import LONG_TERM_CARE, SCHOOL
 
 
-def make_population(households: list[list[int]], groups: list[list[int]] | None = None, ages: list[int] | None = None) -> Population:
+def make_population(
+    households: list[list[int]], groups: list[list[int]] | None = None, ages: list[int] | None = None
+) -> Population:
     """A population from explicit households (lists of consecutive agent ids, in order) and
     occupation groups (lists of agent ids). Everyone is 30 unless ``ages`` says otherwise, and
     lives in one tract."""
@@ -34,7 +36,17 @@ def make_population(households: list[list[int]], groups: list[list[int]] | None 
         group=group,
         group_category=np.zeros(len(groups or []), dtype=np.int16),
         categories=["OFFICE", SCHOOL, LONG_TERM_CARE],
-        tracts=pd.DataFrame({"geoid": ["00000000001"], "name": ["1"], "lat": [47.6], "lon": [-122.3], "land_km2": [1.0], "residents": [n], "agents": [n]}),
+        tracts=pd.DataFrame(
+            {
+                "geoid": ["00000000001"],
+                "name": ["1"],
+                "lat": [47.6],
+                "lon": [-122.3],
+                "land_km2": [1.0],
+                "residents": [n],
+                "agents": [n],
+            }
+        ),
         region_name="test",
     )
 

@@ -27,14 +27,47 @@ def abm_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_run_writes_a_complete_run_folder(tmp_path):
     out = tmp_path / "ni"
-    proc = abm_cli("run", str(SCENARIO), "--out", str(out), "--agents", "3000", "--days", "30", "--replicates", "2", "--seed", "9", "--set", "contacts.community.weight=0.3")
+    proc = abm_cli(
+        "run",
+        str(SCENARIO),
+        "--out",
+        str(out),
+        "--agents",
+        "3000",
+        "--days",
+        "30",
+        "--replicates",
+        "2",
+        "--seed",
+        "9",
+        "--set",
+        "contacts.community.weight=0.3",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "cumulative infected" in proc.stdout
     names = {p.name for p in out.iterdir()}
-    assert {"scenario.resolved.yaml", "manifest.json", "timeseries.csv", "timeseries.parquet", "by_age.csv", "by_tract.csv", "summary.json", "costs.csv"} <= names
+    assert {
+        "scenario.resolved.yaml",
+        "manifest.json",
+        "timeseries.csv",
+        "timeseries.parquet",
+        "by_age.csv",
+        "by_tract.csv",
+        "summary.json",
+        "costs.csv",
+    } <= names
     ts = pd.read_csv(out / "timeseries.csv")
     assert len(ts) == 30 * 2 and set(ts.replicate) == {0, 1} and ts.day.max() == 29
-    for col in ["day", "replicate", *STAGE_NAMES, "new_infections", "cumulative_infected", "hospitalized", "icu", "deaths"]:
+    for col in [
+        "day",
+        "replicate",
+        *STAGE_NAMES,
+        "new_infections",
+        "cumulative_infected",
+        "hospitalized",
+        "icu",
+        "deaths",
+    ]:
         assert col in ts.columns
     assert (ts[STAGE_NAMES].sum(axis=1) == 3000).all()
     assert ts.equals(pd.read_parquet(out / "timeseries.parquet"))
@@ -44,7 +77,11 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     assert s["cumulative_infected"]["mean"] == pytest.approx(final.cumulative_infected.mean())
     assert s["cumulative_infected"]["sd"] == pytest.approx(final.cumulative_infected.std(ddof=1))
     curve = ts.groupby("day").hospitalized.mean()
-    assert s["peak_hospitalized"] == {"value": pytest.approx(curve.max()), "day": int(curve.idxmax()), "per_100k": pytest.approx(curve.max() / 3000 * 1e5)}
+    assert s["peak_hospitalized"] == {
+        "value": pytest.approx(curve.max()),
+        "day": int(curve.idxmax()),
+        "per_100k": pytest.approx(curve.max() / 3000 * 1e5),
+    }
     assert s["deaths"]["mean"] == pytest.approx(final.deaths.mean())
     assert s["total_cost"] == {"mean": 0.0, "sd": 0.0} and s["engine_seconds"] > 0
     by_tract = pd.read_csv(out / "by_tract.csv", dtype={"geoid": str})
@@ -83,12 +120,18 @@ def test_extends_and_set(tmp_path):
 BAD = [
     ("simulation: {dayz: 10}", "simulation.dayz: unknown key; allowed keys: days, replicates, seed, device"),
     ("simulation: {days: ten}", "simulation.days: 'ten' is not allowed"),
-    ("contacts: {occupation: {rewire_probability: 1.5}}", "contacts.occupation.rewire_probability: 1.5 is not allowed: Input should be less than or equal to 1"),
+    (
+        "contacts: {occupation: {rewire_probability: 1.5}}",
+        "contacts.occupation.rewire_probability: 1.5 is not allowed: Input should be less than or equal to 1",
+    ),
     ("seeding: {infections: {asymptomatic: -3}}", "seeding.infections.asymptomatic: -3 is not allowed"),
     ("seeding: {day: -1}", "seeding.day: -1 is not allowed: Input should be greater than or equal to 0"),
     ("population: {agents: 900000000000}", "population.agents: 900000000000 agents x 1 replicates need about"),
     ("simulation: [1, 2", "invalid YAML"),
-    ("population: {region: nowhere}", "nowhere' is not allowed: no region folder with region.yaml and tracts.csv there; bundled regions: king_county"),
+    (
+        "population: {region: nowhere}",
+        "nowhere' is not allowed: no region folder with region.yaml and tracts.csv there; bundled regions: king_county",
+    ),
 ]
 
 
@@ -146,7 +189,24 @@ def test_ctrl_c_leaves_no_run_folder(tmp_path):
     import time
 
     out = tmp_path / "big"
-    proc = subprocess.Popen([sys.executable, "-m", "abm", "run", str(SCENARIO), "--agents", "200000", "--replicates", "3", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "abm",
+            "run",
+            str(SCENARIO),
+            "--agents",
+            "200000",
+            "--replicates",
+            "3",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(4)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -26,7 +26,9 @@ def test_branching_follows_the_age_table():
     assert abs(share - 0.379) < 4 * math.sqrt(0.379 * 0.621 / n)
     first = m.next_stage(torch.zeros(n, dtype=torch.long), torch.zeros(n, dtype=torch.long), u)
     counts = torch.bincount(first, minlength=11)[1:4].double() / n
-    assert torch.allclose(counts, torch.tensor([0.456, 0.533, 0.011], dtype=torch.float64), atol=4 * math.sqrt(0.25 / n))
+    assert torch.allclose(
+        counts, torch.tensor([0.456, 0.533, 0.011], dtype=torch.float64), atol=4 * math.sqrt(0.25 / n)
+    )
 
 
 def test_dwell_times_have_the_configured_means():

@@ -18,7 +18,15 @@ def small_kc(king_county):
 
 
 def simulate(pop, seed: int, replicates: int = 2, days: int = 60) -> tuple[Simulation, object]:
-    sim = Simulation(pop, DiseaseConfig(), ContactConfig(), SeedingConfig(infections={"asymptomatic": 10, "presymptomatic_mild": 10}), days=days, replicates=replicates, seed=seed)
+    sim = Simulation(
+        pop,
+        DiseaseConfig(),
+        ContactConfig(),
+        SeedingConfig(infections={"asymptomatic": 10, "presymptomatic_mild": 10}),
+        days=days,
+        replicates=replicates,
+        seed=seed,
+    )
     return sim, sim.run()
 
 
@@ -30,7 +38,9 @@ def test_stage_counts_sum_to_n_and_match_the_agents(small_kc):
     recount = np.stack([torch.bincount(final[r], minlength=11).numpy() for r in range(2)])
     assert np.array_equal(res.stages[-1], recount), "event-kept counts equal a recount"
     tract = torch.as_tensor(small_kc.tract).long()
-    by_tract = torch.zeros(len(small_kc.tracts), 11, dtype=torch.long).index_put_((tract, final[0]), torch.ones(n, dtype=torch.long), accumulate=True)
+    by_tract = torch.zeros(len(small_kc.tracts), 11, dtype=torch.long).index_put_(
+        (tract, final[0]), torch.ones(n, dtype=torch.long), accumulate=True
+    )
     assert np.array_equal(res.stages_by_tract[-1, 0], by_tract.numpy())
     # Cumulative infections grow by the day's new infections.
     cum = n - res.stages[:, :, Stage.SUSCEPTIBLE]

@@ -53,7 +53,9 @@ def test_force_on_a_five_agent_graph_equals_the_formula():
 def test_infection_probability_is_one_minus_exp_of_minus_lambda():
     reps = 40_000
     contacts = quiet_contacts(household={"weight": 2.0}, occupation={"weight": 1.0})
-    sim = Simulation(five_agents(), DiseaseConfig(transmission_rate=5.02), contacts, NO_SEEDS, days=20, replicates=reps, seed=3)
+    sim = Simulation(
+        five_agents(), DiseaseConfig(transmission_rate=5.02), contacts, NO_SEEDS, days=20, replicates=reps, seed=3
+    )
     day = 10
     infect(sim, 0, Stage.MILD_SYMPTOMS, day - 4)
     infect(sim, 2, Stage.ASYMPTOMATIC, day - 6)
@@ -94,9 +96,13 @@ def test_final_size_of_a_fully_mixed_epidemic_matches_theory():
             *[d.model_dump(by_alias=True) for d in DiseaseConfig().dwell_times if d.from_stage != "asymptomatic"],
         ],
     )
-    contacts = quiet_contacts(community={"weight": 1.0, "mean_contacts": (c, c, c), "sd_contacts": (0, 0, 0), "local_share": 0.0})
+    contacts = quiet_contacts(
+        community={"weight": 1.0, "mean_contacts": (c, c, c), "sd_contacts": (0, 0, 0), "local_share": 0.0}
+    )
     pop = make_population([[i] for i in range(n)])
-    sim = Simulation(pop, disease, contacts, SeedingConfig(infections={"asymptomatic": seeds}), days=240, replicates=1, seed=11)
+    sim = Simulation(
+        pop, disease, contacts, SeedingConfig(infections={"asymptomatic": seeds}), days=240, replicates=1, seed=11
+    )
     res = sim.run()
     g = sim.disease.profile.double().numpy()
     r0 = float(sum(c * (1 - math.exp(-beta * g[k] / c)) for k in range(1, 32)))
@@ -127,7 +133,9 @@ def test_community_degree_matches_the_configured_mean(kc_100k):
 
 
 def test_occupation_layer_is_a_small_world_per_group(kc_100k):
-    contacts = quiet_contacts(occupation={"weight": 1.0, "rewire_probability": 0.1, "degree": {c: 4 for c in kc_100k.categories}})
+    contacts = quiet_contacts(
+        occupation={"weight": 1.0, "rewire_probability": 0.1, "degree": {c: 4 for c in kc_100k.categories}}
+    )
     sim = Simulation(kc_100k, DiseaseConfig(), contacts, NO_SEEDS, days=3, replicates=1, seed=5)
     a, b = sim.occupation.edges(0), sim.occupation.edges(1)
     group = torch.as_tensor(kc_100k.group)

@@ -118,7 +118,9 @@ class PairIndex:
 
     def partners(self, agents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs (position in ``agents``, partner)."""
-        pos, owner = expand_ranges(torch.searchsorted(self.ends, agents), torch.searchsorted(self.ends, agents, right=True))
+        pos, owner = expand_ranges(
+            torch.searchsorted(self.ends, agents), torch.searchsorted(self.ends, agents, right=True)
+        )
         return owner, self.others.index_select(0, pos)
 
 
@@ -177,7 +179,9 @@ class OccupationLayer:
 
     name = "occupation"
 
-    def __init__(self, pop: Population, cfg: OccupationContacts, replicates: int, device: torch.device, seed: int) -> None:
+    def __init__(
+        self, pop: Population, cfg: OccupationContacts, replicates: int, device: torch.device, seed: int
+    ) -> None:
         self.seed, self.p, self.device = seed, cfg.rewire_probability, device
         n = pop.size
         missing = [c for c in pop.categories if c not in cfg.degree]
@@ -216,7 +220,9 @@ class OccupationLayer:
         norm = np.ones(n, dtype=np.float32)
         norm[members] = mu[g]
         self.coef = (cfg.weight / torch.as_tensor(norm)).repeat(replicates).to(device)
-        self.setting = torch.as_tensor(np.where(pop.group >= 0, pop.group_category[np.maximum(pop.group, 0)], -1), dtype=torch.int64).repeat(replicates).to(device)
+        setting = np.full(n, -1, dtype=np.int64)
+        setting[members] = pop.group_category[g]
+        self.setting = torch.as_tensor(setting).repeat(replicates).to(device)
         self.categories = list(pop.categories)
         self._base_coef = self.coef
         self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -314,7 +320,9 @@ class CommunityLayer:
 
     name = "community"
 
-    def __init__(self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int) -> None:
+    def __init__(
+        self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int
+    ) -> None:
         self.seed, self.device, self.cfg = seed, device, cfg
         n = pop.size
         rng = np.random.default_rng([seed, 0xC0])
@@ -353,10 +361,7 @@ class CommunityLayer:
         share = self.cfg.local_share
         v = u[1]
         local = v < share
-        if share > 0:
-            jump = (v / share - 0.5) * (2 * math.sqrt(3) * self.spread)
-        else:
-            jump = torch.zeros_like(v)
+        jump = (v / share - 0.5) * (2 * math.sqrt(3) * self.spread) if share > 0 else torch.zeros_like(v)
         far = ((v - share) / max(1 - share, 1e-12)) * self.edge_count
         b = torch.where(local, a + jump.round_(), far.floor_()).clamp_(min=0).minimum(last)
         a_idx, b_idx = a.long(), b.long()

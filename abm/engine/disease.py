@@ -106,7 +106,13 @@ class DwellTime(BaseModel):
 
 def _gamma(frm: str, to: str, mean: float, sd: float) -> DwellTime:
     return DwellTime.model_validate(
-        {"from": frm, "to": to, "distribution": "gamma", "shape": round(mean**2 / sd**2, 6), "scale": round(sd**2 / mean, 6)}
+        {
+            "from": frm,
+            "to": to,
+            "distribution": "gamma",
+            "shape": round(mean**2 / sd**2, 6),
+            "scale": round(sd**2 / mean, 6),
+        }
     )
 
 
@@ -246,7 +252,9 @@ class DiseaseModel:
         cdf_rows = torch.stack(rows) if rows else torch.ones(1, self.max_days + 1, dtype=torch.float64)
         cdf_rows[:, -1] = 1.0
         # Offset each row by its index so one sorted 1-D array serves every pair.
-        self.dwell_flat = (cdf_rows + torch.arange(cdf_rows.shape[0], dtype=torch.float64)[:, None]).flatten().to(device)
+        self.dwell_flat = (
+            (cdf_rows + torch.arange(cdf_rows.shape[0], dtype=torch.float64)[:, None]).flatten().to(device)
+        )
         self.dwell_pair = pair.to(device)
         self.dwell_width = self.max_days + 1
 

@@ -174,7 +174,11 @@ class Simulation:
         a = self.disease.infectiousness.index_select(0, s.stage.long())
         src = ((a > 0) & ~s.isolated).nonzero().squeeze(1)
         k = (day - s.infected_day.index_select(0, src).long()).clamp(0, self.disease.profile.shape[0] - 1)
-        w = a.index_select(0, src) * self.disease.profile.index_select(0, k) * s.infectiousness_scale.index_select(0, src)
+        w = (
+            a.index_select(0, src)
+            * self.disease.profile.index_select(0, k)
+            * s.infectiousness_scale.index_select(0, src)
+        )
         return src, w
 
     def force_of_infection(self, day: int) -> torch.Tensor:

@@ -10,6 +10,8 @@ from abm.interventions import (  # noqa: F401  (registers the built-in intervent
     testing,
     vaccination,
 )
-from abm.interventions.registry import InterventionsConfig, register, registered
+from abm.interventions.registry import InterventionsBase, interventions_model, register, registered
 
-__all__ = ["InterventionsConfig", "register", "registered"]
+InterventionsConfig = interventions_model()
+
+__all__ = ["InterventionsBase", "InterventionsConfig", "interventions_model", "register", "registered"]

@@ -32,7 +32,9 @@ class Series(BaseModel):
     multiplier is 1 and its last value respectively."""
 
     model_config = ConfigDict(extra="forbid")
-    source: str = Field("king_county_mobility_2020", description="a bundled series name or a CSV file with a column 'multiplier'")
+    source: str = Field(
+        "king_county_mobility_2020", description="a bundled series name or a CSV file with a column 'multiplier'"
+    )
     start_day: int = Field(0, ge=0, description="simulation day of the series' first value")
     strength: float = Field(1.0, ge=0, description="scales the reduction: multiplier = 1 - strength (1 - value)")
     layers: list[str] = Field(["occupation", "community"])
@@ -48,7 +50,11 @@ class Series(BaseModel):
         return self
 
     def values(self) -> list[float]:
-        path = files("abm.interventions") / "data" / BUNDLED_SERIES[self.source] if self.source in BUNDLED_SERIES else Path(self.source)
+        path = (
+            files("abm.interventions") / "data" / BUNDLED_SERIES[self.source]
+            if self.source in BUNDLED_SERIES
+            else Path(self.source)
+        )
         with path.open() as fh:
             frame = pd.read_csv(fh)
         if "multiplier" not in frame.columns or frame["multiplier"].isna().any() or (frame["multiplier"] < 0).any():
@@ -114,7 +120,9 @@ class ContactMultipliers:
 
     def apply(self, sim: Simulation, day: int) -> None:
         sim.layer_scale.update(self.multipliers(day))
-        closed = tuple(sorted({x for c in self.cfg.closures if active(c.from_day, c.until_day, day) for x in c.settings}))
+        closed = tuple(
+            sorted({x for c in self.cfg.closures if active(c.from_day, c.until_day, day) for x in c.settings})
+        )
         if closed != self._closed:
             sim.occupation.scale_settings(dict.fromkeys(closed, 0.0))
             self._closed = closed

@@ -28,7 +28,12 @@ class DigitalTracingConfig(BaseModel):
     enabled: bool = True
     app_adoption: float = Field(0.4, ge=0, le=1, description="average share of agents with the app")
     age_stratified: bool = Field(True, description="ownership follows age weights (else uniform)")
-    age_weights: list[float] = Field(default_factory=lambda: list(APP_WEIGHTS), min_length=9, max_length=9, description="relative ownership by age group")
+    age_weights: list[float] = Field(
+        default_factory=lambda: list(APP_WEIGHTS),
+        min_length=9,
+        max_length=9,
+        description="relative ownership by age group",
+    )
     window_days: int = Field(7, ge=1, description="days of contacts the app keeps")
     notify_probability: float = Field(1.0, ge=0, le=1, description="P(a positive app owner sends the notice)")
     compliance: float = Field(0.8, ge=0, le=1, description="P(a notified contact quarantines)")

@@ -31,9 +31,13 @@ class ManualTracingConfig(BaseModel):
     recall: float = Field(0.7, ge=0, le=1, description="P(an index case recalls a given contact)")
     reachable: float = Field(0.8, ge=0, le=1, description="P(tracers reach an index case; and, separately, a contact)")
     compliance: float = Field(0.9, ge=0, le=1, description="P(a traced contact quarantines)")
-    daily_capacity: int | None = Field(None, ge=0, description="index cases interviewed per day per replicate; none: unlimited")
+    daily_capacity: int | None = Field(
+        None, ge=0, description="index cases interviewed per day per replicate; none: unlimited"
+    )
     cost_per_interview: float = Field(0.0, ge=0, description="US$ per index case interviewed")
-    mode: Literal["parallel", "two_step"] = Field("two_step", description="how manual tracing combines with digital tracing")
+    mode: Literal["parallel", "two_step"] = Field(
+        "two_step", description="how manual tracing combines with digital tracing"
+    )
     test_contacts: bool = Field(False, description="traced contacts who comply also ask for a test")
 
 
@@ -62,7 +66,9 @@ class ManualTracing:
         index = index[bernoulli(sim, "mct-reach-index", day, index.shape[0], c.reachable)]
         if c.daily_capacity is not None:
             limit = torch.full((sim.replicates,), c.daily_capacity, device=sim.device)
-            key = torch.rand(index.shape[0], device=sim.device, generator=generator(sim.seed, "mct-capacity", day, sim.device))
+            key = torch.rand(
+                index.shape[0], device=sim.device, generator=generator(sim.seed, "mct-capacity", day, sim.device)
+            )
             index = index[first_per_replicate(sim.replicate.index_select(0, index), key, limit)]
         if index.numel() == 0:
             return
@@ -74,7 +80,7 @@ class ManualTracing:
                 o, p = layer.contacts_of(index, d)
                 owners.append(o)
                 partners.append(p)
-        owner, partner = unique_pairs(torch.cat(owners), torch.cat(partners), sim.total)
+        _owner, partner = unique_pairs(torch.cat(owners), torch.cat(partners), sim.total)
         # Recall per (index case, contact); then each contact is reached or not.
         recalled = partner[bernoulli(sim, "mct-recall", day, partner.shape[0], c.recall)]
         traced = torch.unique(recalled)

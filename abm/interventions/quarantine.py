@@ -25,7 +25,9 @@ class QuarantineConfig(BaseModel):
     days: int = Field(14, ge=1, description="length of a quarantine")
     daily_dropout: float = Field(0.01, ge=0, le=1, description="P(leaving early), each day")
     household: bool = Field(False, description="household members of a positive quarantine too (same probability)")
-    reset_infectiousness: bool = Field(False, description="an infected agent completing quarantine is no longer infectious")
+    reset_infectiousness: bool = Field(
+        False, description="an infected agent completing quarantine is no longer infectious"
+    )
     cost_per_day: float = Field(0.0, ge=0, description="US$ per agent-day in quarantine")
 
 
@@ -76,4 +78,6 @@ class Quarantine:
         st.isolated &= ~draw(st.isolated & ~enter, self.cfg.daily_dropout)
         st.isolated &= st.stage != Stage.DEATH
         if self.cfg.cost_per_day > 0:
-            sim.book_cost("quarantine_day", day, sim.per_replicate(st.isolated.nonzero().squeeze(1)), self.cfg.cost_per_day)
+            sim.book_cost(
+                "quarantine_day", day, sim.per_replicate(st.isolated.nonzero().squeeze(1)), self.cfg.cost_per_day
+            )

@@ -1,5 +1,8 @@
-"""The intervention registry: name -> (config model, class). Plug-ins register through the
-``abm.interventions`` entry-point group, each entry pointing at a class with ``config_model``."""
+"""The intervention registry: name -> class with a ``config_model``. Plug-ins register through
+the ``abm.interventions`` entry-point group, each entry pointing at such a class.
+
+The scenario's ``interventions:`` section is a pydantic model with one optional field per
+registered intervention, so every setting is validated with its full key path."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, RootModel, model_validator
+from pydantic import BaseModel, ConfigDict, create_model
 
 REGISTRY: dict[str, type] = {}
 
@@ -31,30 +34,23 @@ def registered() -> dict[str, type]:
     return REGISTRY
 
 
-class InterventionsConfig(RootModel[dict[str, Any]]):
-    """``interventions:`` maps an intervention name to its settings."""
+class InterventionsBase(BaseModel):
+    """``interventions:`` maps an intervention name to its settings; absent means off."""
 
-    root: dict[str, Any] = {}
-    model_config = ConfigDict()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _by_name(cls, data: Any) -> Any:
-        if data is None or type(data).__name__ == "PydanticUndefinedType":
-            return {}
-        if not isinstance(data, dict):
-            raise ValueError("interventions must be a mapping of intervention names to settings")
-        known = registered()
-        out: dict[str, BaseModel] = {}
-        for name, settings in data.items():
-            if name not in known:
-                allowed = ", ".join(sorted(known)) or "none installed"
-                raise ValueError(f"unknown intervention {name!r}; allowed: {allowed}")
-            model = known[name].config_model
-            out[name] = settings if isinstance(settings, model) else model.model_validate(settings or {})
-        return out
+    model_config = ConfigDict(extra="forbid")
 
     def build(self) -> list[Any]:
-        """The enabled interventions, in the order they were listed."""
+        """The enabled interventions."""
         known = registered()
-        return [known[n](cfg) for n, cfg in self.root.items() if getattr(cfg, "enabled", True)]
+        out = []
+        for name in type(self).model_fields:
+            cfg = getattr(self, name)
+            if cfg is not None and getattr(cfg, "enabled", True):
+                out.append(known[name](cfg))
+        return out
+
+
+def interventions_model() -> type[InterventionsBase]:
+    """The ``interventions`` section's model over every registered intervention."""
+    fields: dict[str, Any] = {name: (cls.config_model | None, None) for name, cls in sorted(registered().items())}
+    return create_model("InterventionsConfig", __base__=InterventionsBase, **fields)

@@ -32,7 +32,9 @@ class TestType(BaseModel):
     result_delay_probs: list[float] = Field(description="probability of each delay", min_length=1)
     cost: float = Field(5.0, ge=0, description="US$ per test")
     daily_capacity: int | None = Field(None, ge=0, description="tests per day per replicate; none: unlimited")
-    given_to: list[Literal["symptomatic", "traced"]] = Field(["symptomatic"], min_length=1, description="who takes this test")
+    given_to: list[Literal["symptomatic", "traced"]] = Field(
+        ["symptomatic"], min_length=1, description="who takes this test"
+    )
 
     @model_validator(mode="after")
     def _delays(self) -> TestType:
@@ -52,7 +54,9 @@ def rt_pcr() -> TestType:
 
 def rapid() -> TestType:
     """Rapid point-of-care test: sensitivity 0.85, same-day result, $5 (thesis)."""
-    return TestType(name="rapid", sensitivity=0.85, result_delay_days=[0], result_delay_probs=[1.0], given_to=["traced"])
+    return TestType(
+        name="rapid", sensitivity=0.85, result_delay_days=[0], result_delay_probs=[1.0], given_to=["traced"]
+    )
 
 
 class TestingConfig(BaseModel):
@@ -61,8 +65,12 @@ class TestingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
     start_day: int = Field(0, ge=0, description="first day of testing")
-    tests: list[TestType] = Field(default_factory=lambda: [rt_pcr()], min_length=1, description="test types, tried in order")
-    validity_days: int | None = Field(None, ge=0, description="days a result stays valid (no retest); none: retest once the result is in")
+    tests: list[TestType] = Field(
+        default_factory=lambda: [rt_pcr()], min_length=1, description="test types, tried in order"
+    )
+    validity_days: int | None = Field(
+        None, ge=0, description="days a result stays valid (no retest); none: retest once the result is in"
+    )
     test_quarantined: bool = Field(False, description="whether quarantined agents are tested")
 
 
@@ -83,7 +91,10 @@ class Testing:
         self.positive_day = sim.field("positive_day", torch.int16, -1)
         self.request = sim.field("test_request", torch.bool, False)
         self.delays = [
-            (torch.tensor(t.result_delay_days, device=sim.device), torch.tensor(t.result_delay_probs, device=sim.device).cumsum(0))
+            (
+                torch.tensor(t.result_delay_days, device=sim.device),
+                torch.tensor(t.result_delay_probs, device=sim.device).cumsum(0),
+            )
             for t in self.cfg.tests
         ]
 

@@ -20,7 +20,9 @@ def bernoulli(sim: Simulation, stream: str, day: int, n: int, p: float) -> torch
     return torch.rand(n, generator=generator(sim.seed, stream, day, sim.device), device=sim.device) < p
 
 
-def notify(sim: Simulation, day: int, contacts: torch.Tensor, compliance: float, stream: str, test: bool) -> torch.Tensor:
+def notify(
+    sim: Simulation, day: int, contacts: torch.Tensor, compliance: float, stream: str, test: bool
+) -> torch.Tensor:
     """Traced ``contacts`` (distinct agents) comply with probability ``compliance``: they are
     asked to quarantine (and to test when ``test``). Returns the mask of those who complied."""
     complied = bernoulli(sim, stream, day, contacts.shape[0], compliance)

@@ -25,14 +25,18 @@ class VaccinationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
     start_day: int = Field(10, ge=0, description="first vaccination day")
-    daily_doses_per_100k: float | None = Field(300.0, ge=0, description="doses produced per day per 100,000 agents (300 = 0.3%)")
+    daily_doses_per_100k: float | None = Field(
+        300.0, ge=0, description="doses produced per day per 100,000 agents (300 = 0.3%)"
+    )
     daily_doses: int | None = Field(None, ge=0, description="doses produced per day (replaces daily_doses_per_100k)")
     shelf_life_days: int = Field(2, ge=0, description="days a dose can wait before it expires")
     priority: Literal["oldest_first", "youngest_first"] | list[int] = Field(
         "oldest_first", description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them"
     )
     first_doses_first: bool = Field(True, description="all first doses before any second dose")
-    dose1_efficacy: float = Field(0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)")
+    dose1_efficacy: float = Field(
+        0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)"
+    )
     dose2_efficacy: float = Field(0.95, ge=0, le=1, description="P(protected) after dose 2")
     dose1_delay_days: int = Field(14, ge=0, description="days from dose 1 to protection")
     dose2_delay_days: int = Field(0, ge=0, description="days from dose 2 to protection")
@@ -109,10 +113,7 @@ class Vaccination:
             return
         is_second = second.index_select(0, idx)
         g = self.group_rank.index_select(0, sim.age_group.index_select(0, idx))
-        if c.first_doses_first:
-            cls = g + self.num_groups * is_second.long()
-        else:
-            cls = 2 * g + (~is_second).long()
+        cls = g + self.num_groups * is_second.long() if c.first_doses_first else 2 * g + (~is_second).long()
         # Whole classes in priority order while doses last; a random subset of the class where
         # they run out (only that class is sorted).
         n_cls = 2 * self.num_groups
@@ -125,7 +126,9 @@ class Vaccination:
         whole = cls < cut_of
         partial = (cls == cut_of).nonzero().squeeze(1)
         left = available - torch.gather(before, 1, cut.clamp_max(n_cls - 1)[:, None]).squeeze(1)
-        u = torch.rand(partial.shape[0], generator=generator(sim.seed, "vaccination", day, sim.device), device=sim.device)
+        u = torch.rand(
+            partial.shape[0], generator=generator(sim.seed, "vaccination", day, sim.device), device=sim.device
+        )
         some = partial[first_per_replicate(rep.index_select(0, partial), u, left)]
         chosen = torch.cat([idx[whole], idx.index_select(0, some)])
         self.administer(sim, day, chosen)

@@ -46,7 +46,7 @@ class Population:
 
     def agent_table(self) -> pd.DataFrame:
         """One row per agent, for inspection and export."""
-        cat = np.array(self.categories + [""])[
+        cat = np.array([*self.categories, ""])[
             np.where(self.group >= 0, self.group_category[np.maximum(self.group, 0)], -1)
         ]
         return pd.DataFrame(

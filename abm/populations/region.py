@@ -38,9 +38,7 @@ class LongTermCare(BaseModel):
     residence_rate: list[tuple[int, int, float]] = Field(
         description="[first age, last age, share living in a facility]"
     )
-    sizes: list[tuple[int, int, float]] = Field(
-        description="[fewest residents, most residents, share of facilities]"
-    )
+    sizes: list[tuple[int, int, float]] = Field(description="[fewest residents, most residents, share of facilities]")
     residents_per_staff: float = Field(gt=0)
 
 

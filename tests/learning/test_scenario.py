@@ -105,3 +105,15 @@ def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
 def test_shipped_scenarios_validate(path):
     scenario, _ = load_scenario(path)
     assert scenario.name == path.stem
+
+
+def test_cli_learn_writes_report(tmp_path, capsys):
+    import yaml
+
+    from abm.learning.cli import learn
+
+    f = tmp_path / "ok.yaml"
+    f.write_text(yaml.safe_dump(_tiny(protocols=[{"name": "fedavg"}])))
+    learn(f, tmp_path / "out")
+    assert (tmp_path / "out" / "report.json").exists()
+    assert "fedavg" in capsys.readouterr().out
