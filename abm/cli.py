@@ -87,6 +87,17 @@ def run(
     print_summary(result.summary, target)
 
 
+@app.command()
+def learn(
+    file: Annotated[Path, typer.Argument(help="learning scenario YAML file")],
+    out: Annotated[Path | None, typer.Option(help="report folder (default runs/<scenario name>)")] = None,
+) -> None:
+    """Run a decentralized-learning scenario; write report.json and plots."""
+    from abm.learning.cli import learn as run_learning
+
+    run_learning(file, out)
+
+
 def print_summary(s: dict, target: Path) -> None:
     """A short table of the main results on stdout."""
     n = s["agents"]

@@ -44,7 +44,12 @@ print(json.dumps({"population_s": t1 - t0, "setup_s": t2 - t1, "engine_s": res.e
 
 
 def measure(agents: int, replicates: int, threads: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(SCENARIO), str(agents), str(replicates), str(threads)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(SCENARIO), str(agents), str(replicates), str(threads)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -67,16 +72,32 @@ def main() -> None:
         runs = [measure(agents, reps, args.threads) for _ in range(args.repeats)]
         engine = statistics.median(r["engine_s"] for r in runs)
         rss = max(r["peak_rss_mb"] for r in runs)
-        rows.append((agents, reps, engine, [r["engine_s"] for r in runs], statistics.median(r["population_s"] + r["setup_s"] for r in runs), rss, runs[0]["infected_share"]))
+        rows.append(
+            (
+                agents,
+                reps,
+                engine,
+                [r["engine_s"] for r in runs],
+                statistics.median(r["population_s"] + r["setup_s"] for r in runs),
+                rss,
+                runs[0]["infected_share"],
+            )
+        )
         print(f"# {agents} x {reps}: engine {engine:.2f} s, peak {rss:.0f} MB", file=sys.stderr)
     whole = statistics.median(whole_run(args.threads) for _ in range(args.repeats))
-    print(f"machine: {platform.processor() or platform.machine()}, {platform.platform()}; torch threads: {args.threads or 'default'}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {platform.platform()}; torch threads: {args.threads or 'default'}"
+    )
     print()
-    print("| agents | replicates | engine s (median) | engine s (all) | population + setup s | peak memory MB | bytes per agent-replicate | agent-days per s |")
+    print(
+        "| agents | replicates | engine s (median) | engine s (all) | population + setup s | peak memory MB | bytes per agent-replicate | agent-days per s |"
+    )
     print("|---:|---:|---:|---|---:|---:|---:|---:|")
     for agents, reps, engine, all_s, setup, rss, _ in rows:
         per = rss * 1024 * 1024 / (agents * reps)
-        print(f"| {agents:,} | {reps} | {engine:.2f} | {', '.join(f'{x:.2f}' for x in all_s)} | {setup:.2f} | {rss:,.0f} | {per:,.0f} | {agents * reps * 180 / engine:,.0f} |")
+        print(
+            f"| {agents:,} | {reps} | {engine:.2f} | {', '.join(f'{x:.2f}' for x in all_s)} | {setup:.2f} | {rss:,.0f} | {per:,.0f} | {agents * reps * 180 / engine:,.0f} |"
+        )
     one = next(r for r in rows if r[:2] == (100_000, 1))[2]
     ten = next(r for r in rows if r[:2] == (100_000, 10))[2]
     print()

@@ -67,8 +67,7 @@ def extras(reports: list[dict]) -> list[str]:
                 out.append(
                     f"- seed {r['seed']}: {k}: within-domain picks {s['within_group_rate']:.2f}, "
                     f"distinct partners (last 10 rounds) {s['distinct_partners_last10']}, "
-                    f"collapse warning {s['collapse']}"
-                    + (f", clusters {s['clusters']}" if "clusters" in s else "")
+                    f"collapse warning {s['collapse']}" + (f", clusters {s['clusters']}" if "clusters" in s else "")
                 )
         toy = r.get("selection_toy")
         if toy and seed_i == 0:
@@ -100,9 +99,7 @@ def main() -> None:
     lines = [
         "# Learning benchmarks",
         "",
-        "Command: `python benchmarks/learning_benchmarks.py --seeds "
-        + " ".join(map(str, args.seeds))
-        + "`",
+        "Command: `python benchmarks/learning_benchmarks.py --seeds " + " ".join(map(str, args.seeds)) + "`",
         "",
         f"Date: 2026-11-22. Machine: 2-core CPU ({platform.machine()}, "
         f"{platform.python_implementation()} {platform.python_version()}), torch CPU, 1 thread. "

@@ -55,9 +55,7 @@ class CollaborationRecord:
     def collapse(self, w: int = 10, max_partners: int = 2) -> bool:
         """Collapse warning: some user has <= ``max_partners`` distinct partners over ``w`` rounds
         and the choice graph splits into more than one strongly connected component."""
-        return bool(
-            np.any(self.distinct_partners(w) <= max_partners) and len(set(self.cliques(w))) > 1
-        )
+        return bool(np.any(self.distinct_partners(w) <= max_partners) and len(set(self.cliques(w))) > 1)
 
     def to_json(self) -> list[list[list[int]]]:
         """Matrices as nested lists."""

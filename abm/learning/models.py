@@ -51,9 +51,7 @@ class _Reshape(nn.Module):
         return x.reshape(x.shape[0], *self.shape)
 
 
-def cnn_body(
-    input_shape: tuple[int, ...], channels: list[int], embed_dim: int, batchnorm: bool
-) -> nn.Sequential:
+def cnn_body(input_shape: tuple[int, ...], channels: list[int], embed_dim: int, batchnorm: bool) -> nn.Sequential:
     """Tiny CNN on (C, H, W) images: 3x3 conv (+BN) + ReLU blocks, global pooling, a linear."""
     if len(input_shape) != 3:
         raise ValueError(f"a CNN needs image-shaped inputs (C, H, W), got {input_shape}")

@@ -62,9 +62,7 @@ def quantity_indices(
     return [np.sort(c) for c in np.split(perm[: sizes.sum()], cuts)]
 
 
-def fixed_fraction_indices(
-    n: int, fractions: list[float], rng: np.random.Generator
-) -> list[np.ndarray]:
+def fixed_fraction_indices(n: int, fractions: list[float], rng: np.random.Generator) -> list[np.ndarray]:
     """Shares of given fractions (normalised), random rows."""
     f = np.asarray(fractions, dtype=float)
     f = f / f.sum()

@@ -68,9 +68,7 @@ def load_source(scenario: LearningScenario) -> DataSource:
     """The scenario's pooled data set."""
     d = scenario.data
     if d.source == "gaussian_mixture":
-        return gaussian_mixture(
-            d.n_samples, d.n_classes, d.n_features, d.modes_per_class, d.separation, scenario.seed
-        )
+        return gaussian_mixture(d.n_samples, d.n_classes, d.n_features, d.modes_per_class, d.separation, scenario.seed)
     return sklearn_dataset(d.source)
 
 
@@ -92,9 +90,7 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
     elif sp.quantity_skew and sp.quantity_skew.fractions:
         idx = fixed_fraction_indices(len(rest), sp.quantity_skew.fractions, rng)
     elif sp.quantity_skew:
-        idx = quantity_indices(
-            len(rest), n, sp.quantity_skew.alpha or 1.0, rng, sp.quantity_skew.min_size
-        )
+        idx = quantity_indices(len(rest), n, sp.quantity_skew.alpha or 1.0, rng, sp.quantity_skew.min_size)
     elif sp.class_groups:
         idx = class_group_indices(labels, sp.class_groups.groups, sp.class_groups.assignment, rng)
         groups = list(sp.class_groups.assignment)
@@ -111,9 +107,7 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
     return PreparedData(source, parts, global_test, groups)
 
 
-def build_participants(
-    scenario: LearningScenario, data: PreparedData, models: list[ModelSpec]
-) -> list[Participant]:
+def build_participants(scenario: LearningScenario, data: PreparedData, models: list[ModelSpec]) -> list[Participant]:
     """Fresh participants; participant k's init depends only on (seed, k)."""
     t = scenario.training
     cfg = TrainConfig(t.optimizer, t.lr, t.momentum, t.weight_decay, t.batch_size)
@@ -152,9 +146,7 @@ def build_aggregator(privacy: PrivacySpec | None, ids: list[int], seed: int) -> 
     return agg
 
 
-def run_protocol(
-    scenario: LearningScenario, data: PreparedData, spec: ProtocolSpec
-) -> ProtocolResult:
+def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolSpec) -> ProtocolResult:
     """Run one protocol from fresh participants; returns scores and accounting."""
     cls = protocol_class(spec.name)
     protocol = cls(cls.Config.model_validate(spec.params))
@@ -169,12 +161,8 @@ def run_protocol(
         seed=scenario.seed,
         network=Network(),
         aggregator=build_aggregator(spec.privacy, ids, scenario.seed),
-        pooled_train=Dataset.concat([p.data.train for p in participants])
-        if spec.name == "centralized"
-        else None,
-        dropouts={
-            r: frozenset(v) for r, v in (spec.privacy.dropouts if spec.privacy else {}).items()
-        },
+        pooled_train=Dataset.concat([p.data.train for p in participants]) if spec.name == "centralized" else None,
+        dropouts={r: frozenset(v) for r, v in (spec.privacy.dropouts if spec.privacy else {}).items()},
         groups=data.groups,
     )
     torch.manual_seed(scenario.seed + 99)

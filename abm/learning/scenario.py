@@ -100,14 +100,10 @@ class SplitSpec(_Strict):
     def _exclusive(self) -> SplitSpec:
         chosen = [k for k in ("label_skew", "quantity_skew", "class_groups") if getattr(self, k)]
         if len(chosen) > 1:
-            raise ValueError(
-                f"choose at most one of label_skew, quantity_skew, class_groups; got {chosen}"
-            )
+            raise ValueError(f"choose at most one of label_skew, quantity_skew, class_groups; got {chosen}")
         if self.class_groups and len(self.class_groups.assignment) != self.participants:
             raise ValueError("class_groups.assignment needs one group per participant")
-        if self.concept_shift and any(
-            not 0 <= k < self.participants for k in self.concept_shift.participants
-        ):
+        if self.concept_shift and any(not 0 <= k < self.participants for k in self.concept_shift.participants):
             raise ValueError(f"concept_shift.participants must lie in 0..{self.participants - 1}")
         return self
 
@@ -307,9 +303,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[LearningSc
         try:
             cls.Config.model_validate(spec.params)
         except ValidationError as e:
-            raise LearningScenarioError(
-                _error_message(source, e, data, ("protocols", i, "params"))
-            ) from None
+            raise LearningScenarioError(_error_message(source, e, data, ("protocols", i, "params"))) from None
         models = spec.models or scenario.models
         if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
             raise LearningScenarioError(
@@ -326,7 +320,6 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[LearningSc
     for i, m in enumerate(scenario.models):
         if m.kind == "cnn" and scenario.data.source != "digits":
             raise LearningScenarioError(
-                f"{source}: models[{i}].kind: bad value 'cnn': a CNN needs image data "
-                "(data.source: digits); use mlp"
+                f"{source}: models[{i}].kind: bad value 'cnn': a CNN needs image data (data.source: digits); use mlp"
             )
     return scenario, source

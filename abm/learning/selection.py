@@ -31,9 +31,7 @@ class SelectionPolicy(ABC):
     name: str = "policy"
 
     @abstractmethod
-    def select(
-        self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1
-    ) -> list[int]:
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         """Collaborator ids for ``me`` (excluding ``me``)."""
 
     def start_round(self, round_: int, sim: np.ndarray) -> None:  # noqa: B027 - optional hook
@@ -164,9 +162,7 @@ def profile_correlation(sim: np.ndarray, exclude_diagonal: bool = True) -> np.nd
     return out
 
 
-def consensus_clusters(
-    sim: np.ndarray, method: str = "affinity_propagation", seed: int = 0
-) -> np.ndarray:
+def consensus_clusters(sim: np.ndarray, method: str = "affinity_propagation", seed: int = 0) -> np.ndarray:
     """Cluster labels every user derives identically from the shared similarity matrix."""
     from sklearn.cluster import AffinityPropagation, MeanShift, estimate_bandwidth
     from sklearn.exceptions import ConvergenceWarning

@@ -29,9 +29,7 @@ class TrainConfig:
 def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
     """SGD (with momentum) or Adam over ``params``."""
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(
-            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-        )
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adam":
         return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     raise ValueError(f"unknown optimizer {cfg.optimizer!r}; allowed: sgd, adam")
@@ -77,9 +75,7 @@ def train_epochs(
     return last
 
 
-def kd_loss(
-    student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float
-) -> torch.Tensor:
+def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """KL(softmax(teacher/T) || softmax(student/T)) * T^2, batch mean."""
     t = temperature
     return (

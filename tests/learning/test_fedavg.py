@@ -70,9 +70,7 @@ def test_secure_aggregation_does_not_change_fedavg_and_survives_dropout():
     s = _scenario(rounds=3)
     data = prepare_data(s)
     plain = run_protocol(s, data, ProtocolSpec(name="fedavg"))
-    secure = run_protocol(
-        s, data, ProtocolSpec(name="fedavg", privacy={"secure_aggregation": True})
-    )
+    secure = run_protocol(s, data, ProtocolSpec(name="fedavg", privacy={"secure_aggregation": True}))
     assert max(abs(a - b) for a, b in zip(plain.scores, secure.scores, strict=True)) < 1e-6
     dropped = run_protocol(
         s,
@@ -96,9 +94,7 @@ def test_dp_reports_epsilon_through_the_runner():
     r = run_protocol(
         s,
         data,
-        ProtocolSpec(
-            name="fedavg", privacy={"dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}}
-        ),
+        ProtocolSpec(name="fedavg", privacy={"dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}}),
     )
     from abm.learning.privacy.dp import rdp_epsilon
 

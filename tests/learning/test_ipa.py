@@ -10,14 +10,9 @@ from abm.learning.scenario import load_scenario
 def test_alignment_gradients_cancel_across_peers():
     """The alignment gradient is antisymmetric, so the mean of theta* moves only through CE."""
     torch.manual_seed(0)
-    thetas = [
-        [torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)]
-        for _ in range(3)
-    ]
+    thetas = [[torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)] for _ in range(3)]
     for p in (1, 2):
-        total = sum(
-            alignment(thetas[i], thetas[j], p, "sum") for i in range(3) for j in range(3) if i != j
-        )
+        total = sum(alignment(thetas[i], thetas[j], p, "sum") for i in range(3) for j in range(3) if i != j)
         grads = torch.autograd.grad(total, [t for th in thetas for t in th])
         w = sum(grads[0::2])
         b = sum(grads[1::2])

@@ -52,9 +52,7 @@ def test_sklearn_digits_is_bundled_and_image_shaped():
 
 def test_message_bytes_and_ledger():
     net = Network()
-    m = Message(
-        MessageKind.LOGITS, 0, 1, {"z": torch.zeros(10, 3), "i": torch.zeros(4, dtype=torch.int64)}
-    )
+    m = Message(MessageKind.LOGITS, 0, 1, {"z": torch.zeros(10, 3), "i": torch.zeros(4, dtype=torch.int64)})
     assert m.nbytes == 10 * 3 * 4 + 4 * 8
     net.send(m)
     assert net.sent[0] == net.received[1] == 152 and net.total_bytes() == 152

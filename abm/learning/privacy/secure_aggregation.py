@@ -42,9 +42,7 @@ def _private_key(seed: int, pid: int) -> X25519PrivateKey:
     return X25519PrivateKey.from_private_bytes(material)
 
 
-def pair_seed(
-    private: X25519PrivateKey, peer_public: X25519PublicKey, i: int, j: int, r: int
-) -> bytes:
+def pair_seed(private: X25519PrivateKey, peer_public: X25519PublicKey, i: int, j: int, r: int) -> bytes:
     """32-byte seed shared by i and j for round r: HKDF-SHA256 over the X25519 shared secret."""
     shared = private.exchange(peer_public)
     lo, hi = min(i, j), max(i, j)
@@ -61,9 +59,7 @@ def mask_from_seed(seed: bytes, size: int) -> np.ndarray:
     key = int.from_bytes(seed[:16], "little")
     counter = int.from_bytes(seed[16:], "little")
     bitgen = np.random.Philox(key=key, counter=counter)
-    return np.random.Generator(bitgen).integers(
-        0, 2**64, size=size, dtype=np.uint64, endpoint=False
-    )
+    return np.random.Generator(bitgen).integers(0, 2**64, size=size, dtype=np.uint64, endpoint=False)
 
 
 class SecureSum(SumAggregator):
@@ -105,9 +101,7 @@ class SecureSum(SumAggregator):
 
     def decode(self, total: np.ndarray) -> torch.Tensor:
         """Inverse of :meth:`encode` for a sum."""
-        return torch.from_numpy(
-            total.view(np.int64).astype(np.float64) / (1 << self.frac_bits)
-        ).float()
+        return torch.from_numpy(total.view(np.int64).astype(np.float64) / (1 << self.frac_bits)).float()
 
     def _pair_mask(self, i: int, j: int, r: int, size: int) -> np.ndarray:
         return mask_from_seed(pair_seed(self._keys[i], self._public[j], i, j, r), size)

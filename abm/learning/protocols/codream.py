@@ -133,9 +133,7 @@ def dream_loss(
     return loss
 
 
-def input_gradient(
-    model: nn.Module, x: torch.Tensor, cfg: CoDreamConfig, student: nn.Module | None
-) -> torch.Tensor:
+def input_gradient(model: nn.Module, x: torch.Tensor, cfg: CoDreamConfig, student: nn.Module | None) -> torch.Tensor:
     """Gradient of :func:`dream_loss` with respect to the dreams."""
     was = model.training
     model.eval()
@@ -204,11 +202,7 @@ class CoDream(Protocol):
         student = self._student_for(t)
         if student is not None:
             for p in ctx.participants:  # the server ships its student to the clients
-                ctx.network.send(
-                    Message(
-                        MessageKind.MODEL_WEIGHTS, SERVER, p.pid, {"s": flat_params(student)}, t
-                    )
-                )
+                ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, p.pid, {"s": flat_params(student)}, t))
         if not cfg.collaborate:
             return self._dream_independently(ctx, t, student)
         x = torch.randn(cfg.n_dreams, self.dim, generator=self.gen)
@@ -225,9 +219,7 @@ class CoDream(Protocol):
             opt.step()
         return x.detach()
 
-    def _dream_independently(
-        self, ctx: RunContext, t: int, student: nn.Module | None
-    ) -> torch.Tensor:
+    def _dream_independently(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
         cfg = self.config
         parts = []
         share = max(2, cfg.n_dreams // ctx.n)
@@ -252,9 +244,7 @@ class CoDream(Protocol):
             total = logits * w[k] if total is None else total + logits * w[k]
         assert total is not None
         for p in ctx.participants:
-            ctx.network.send(
-                Message(MessageKind.SOFT_LABELS, SERVER, p.pid, {"x": x, "y": total}, t)
-            )
+            ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, p.pid, {"x": x, "y": total}, t))
         return total
 
     # ---- stage 3: distillation ----------------------------------------------------------------

@@ -43,9 +43,7 @@ def soft_clip(s: np.ndarray | float, tau_opt: float, tau_max: float) -> np.ndarr
     return np.clip((np.asarray(s, dtype=float) - tau_max) / (tau_opt - tau_max), 0.0, 1.0)
 
 
-def distill_kl(
-    student_logits: torch.Tensor, teacher_logits: torch.Tensor, t: float
-) -> torch.Tensor:
+def distill_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, t: float) -> torch.Tensor:
     """KL(p_student || p_teacher) at temperature ``t`` (teacher detached), batch mean."""
     logp = F.log_softmax(student_logits / t, 1)
     logq = F.log_softmax(teacher_logits.detach() / t, 1)
@@ -55,10 +53,7 @@ def distill_kl(
 def _flat_grad(loss: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
     grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
     return torch.cat(
-        [
-            (g if g is not None else torch.zeros_like(p)).reshape(-1)
-            for g, p in zip(grads, params, strict=True)
-        ]
+        [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params, strict=True)]
     )
 
 
@@ -75,11 +70,7 @@ class CYCle(Protocol):
         self.raw_reputation: list[list[list[float]]] = []
         self.share_counts = np.zeros((n, n), dtype=int)  # [sender, receiver]
         self.calibrated = False
-        self.warmup = (
-            self.config.warmup_rounds
-            if self.config.warmup_rounds is not None
-            else max(1, ctx.rounds // 4)
-        )
+        self.warmup = self.config.warmup_rounds if self.config.warmup_rounds is not None else max(1, ctx.rounds // 4)
 
     def _teacher_logits(self, ctx: RunContext, t: int) -> dict[tuple[int, int], torch.Tensor]:
         """Logits of every peer k on every participant n's training inputs (start of round)."""
@@ -105,9 +96,7 @@ class CYCle(Protocol):
             for k in ctx.participants:
                 if k.pid == n.pid:
                     continue
-                g_dl = _flat_grad(
-                    distill_kl(logits, teacher[(n.pid, k.pid)][:m], cfg.temperature), params
-                )
+                g_dl = _flat_grad(distill_kl(logits, teacher[(n.pid, k.pid)][:m], cfg.temperature), params)
                 denom = float(g_ce.norm() * g_dl.norm())
                 cos = float(g_ce @ g_dl) / denom if denom > 0 else 0.0
                 raw[n.pid, k.pid] = float(soft_clip((1.0 - cos) / 2.0, cfg.tau_opt, cfg.tau_max))
@@ -155,11 +144,7 @@ class CYCle(Protocol):
                 ctx.network.send(Message(MessageKind.PREDICTION_REQUEST, n, k, {"x": xs}, t))
                 ctx.network.send(Message(MessageKind.PREDICTIONS, k, n, {"z": logits}, t))
         for p in ctx.participants:
-            peers = [
-                (k, self._weight(p.pid, k, ctx))
-                for k in range(ctx.n)
-                if k != p.pid and share[k, p.pid]
-            ]
+            peers = [(k, self._weight(p.pid, k, ctx)) for k in range(ctx.n) if k != p.pid and share[k, p.pid]]
             for _ in range(ctx.local_epochs):
                 self._epoch(p, peers, teacher, cfg)
 

@@ -53,17 +53,13 @@ class FedAvg(Protocol):
         gparams = [q.detach().clone() for q in self.global_model.parameters()]
         updates: dict[int, torch.Tensor] = {}
         for k, p in enumerate(ctx.participants):
-            ctx.network.send(
-                Message(MessageKind.MODEL_WEIGHTS, SERVER, p.pid, {"w": self.global_flat}, t)
-            )
+            ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, p.pid, {"w": self.global_flat}, t))
             load_flat_params(p.model, self.global_flat)
             extra = None
             if cfg.mu > 0:
 
                 def extra(model, xb, yb, logits, _g=gparams):
-                    prox = sum(
-                        ((a - b) ** 2).sum() for a, b in zip(model.parameters(), _g, strict=True)
-                    )
+                    prox = sum(((a - b) ** 2).sum() for a, b in zip(model.parameters(), _g, strict=True))
                     return 0.5 * cfg.mu * prox
 
             p.train(ctx.local_epochs, extra)

@@ -237,9 +237,7 @@ class MAPL(Protocol):
             for j in range(n):
                 if self.W[i, j] > 0:
                     if j != i:
-                        ctx.network.send(
-                            Message(MessageKind.PROTOTYPES, j, i, {"xi": protos[j]}, t)
-                        )
+                        ctx.network.send(Message(MessageKind.PROTOTYPES, j, i, {"xi": protos[j]}, t))
                     agg = agg + float(self.W[i, j]) * protos[j]
             with torch.no_grad():
                 self.extra[i].prototypes.copy_(agg)

@@ -65,9 +65,7 @@ class P2PSelection(Protocol):
                 z = predict(pj.model, x)
                 ctx.network.send(Message(MessageKind.PREDICTIONS, j, i, {"z": z}, t))
                 sim[i, j] = float((z.argmax(1) == pi.data.val.y).float().mean())
-            sim[i, i] = float(
-                (predict(pi.model, pi.data.val.x).argmax(1) == pi.data.val.y).float().mean()
-            )
+            sim[i, i] = float((predict(pi.model, pi.data.val.x).argmax(1) == pi.data.val.y).float().mean())
         return sim
 
     def run_round(self, ctx: RunContext, t: int) -> None:
@@ -75,10 +73,7 @@ class P2PSelection(Protocol):
             p.train(ctx.local_epochs)
         sim = self.similarity(ctx, t)
         self.policy.start_round(t, sim)
-        choices = {
-            i: self.policy.select(i, t, sim, ctx.rng, self.config.collaborators)
-            for i in range(ctx.n)
-        }
+        choices = {i: self.policy.select(i, t, sim, ctx.rng, self.config.collaborators) for i in range(ctx.n)}
         self.record.record(choices)
         flats = [flat_params(p.model) for p in ctx.participants]
         for i, js in choices.items():
