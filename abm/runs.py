@@ -122,7 +122,13 @@ def run(
         interventions=sc.interventions.build(),
     )
     days = sc.simulation.days
-    res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
+    threads = torch.get_num_threads()
+    if sc.simulation.threads is not None:
+        torch.set_num_threads(sc.simulation.threads)
+    try:
+        res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
+    finally:
+        torch.set_num_threads(threads)
     t2 = time.perf_counter()
     beds = sc.outputs.hospital_beds_per_100k or region.figures.hospital_beds_per_100k
     meta = {

@@ -212,6 +212,7 @@ class OccupationLayer:
         self.inc_edge = tile(np.concatenate([np.arange(e), np.arange(e)])[order], replicates, e, device)
         self.inc_nbr = tile(np.concatenate([dst_a, src_a])[order], replicates, n, device)
         ptr = np.concatenate([[0], np.cumsum(np.tile(counts, replicates))])
+        self.mean_incident = 2 * e / max(1, int((counts > 0).sum()))
         self.inc_ptr = torch.as_tensor(ptr, dtype=torch.int64, device=device)
         # For rewiring: the first member slot of each edge's group and the group size.
         self.members = tile(members, replicates, n, device)
@@ -298,8 +299,14 @@ class OccupationLayer:
         return Edges(self.src, dst)
 
     def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Sum of infectiousness over each agent's contacts today."""
+        """Sum of infectiousness over each agent's contacts today: pushed from the infectious
+        when they are few, summed over every contact when pushing would touch more."""
         raw = torch.zeros_like(x)
+        if src.shape[0] * self.mean_incident > self.src.shape[0]:
+            e = self.edges(day)
+            raw.scatter_add_(0, e.dst, x.index_select(0, e.src))
+            raw.scatter_add_(0, e.src, x.index_select(0, e.dst))
+            return raw
         idx, new = self.rewiring(day)
         moved = torch.zeros(self.src.shape[0], dtype=torch.bool, device=x.device)
         moved[idx] = True
@@ -343,7 +350,8 @@ class CommunityLayer:
         self.coef = (cfg.weight / torch.as_tensor(np.maximum(norm, 1e-9))).repeat(replicates).to(device)
         # Edge slots per replicate: floor(stubs / 2).
         edge_rep = torch.repeat_interleave(torch.arange(replicates, device=device), self.counts // 2)
-        self.edge_count = self.counts[edge_rep].to(torch.float32)
+        self.edge_count = self.counts[edge_rep].to(torch.float64)
+        self.edge_last = (self.counts[edge_rep] - 1).to(torch.float32)  # exact below 2^24 stubs
         self.edge_start = self.starts[edge_rep]
         self._day: int | None = None
         self._edges = Edges(self.stubs[:0], self.stubs[:0])
@@ -355,14 +363,21 @@ class CommunityLayer:
         if self._day == day:
             return self._edges
         gen = generator(self.seed, "community", day, self.device)
-        u = torch.rand(2, self.edge_count.shape[0], generator=gen, device=self.device)
-        last = self.edge_count - 1
-        a = (u[0] * self.edge_count).floor_().clamp_max_(last)
+        # One double-precision uniform per contact: its integer part over the stub count picks
+        # the first end, its fractional part (still 30+ random bits) places the other.
+        scaled = torch.rand(self.edge_count.shape[0], generator=gen, device=self.device, dtype=torch.float64)
+        scaled *= self.edge_count
+        a = scaled.floor()
+        v = (scaled - a).float()
+        last = self.edge_last
+        a = a.float().clamp_max_(last)
         share = self.cfg.local_share
-        v = u[1]
         local = v < share
-        jump = (v / share - 0.5) * (2 * math.sqrt(3) * self.spread) if share > 0 else torch.zeros_like(v)
-        far = ((v - share) / max(1 - share, 1e-12)) * self.edge_count
+        if share > 0:
+            jump = (v / share - 0.5) * (2 * math.sqrt(3) * self.spread)
+        else:
+            jump = torch.zeros_like(v)
+        far = ((v - share) / max(1 - share, 1e-12)) * last
         b = torch.where(local, a + jump.round_(), far.floor_()).clamp_(min=0).minimum(last)
         a_idx, b_idx = a.long(), b.long()
         if self.counts.shape[0] > 1:
@@ -376,8 +391,8 @@ class CommunityLayer:
         """Sum of infectiousness over each agent's contacts today."""
         e = self.edges(day)
         raw = torch.zeros_like(x)
-        raw.index_add_(0, e.dst, x.index_select(0, e.src))
-        raw.index_add_(0, e.src, x.index_select(0, e.dst))
+        raw.scatter_add_(0, e.dst, x.index_select(0, e.src))
+        raw.scatter_add_(0, e.src, x.index_select(0, e.dst))
         return raw
 
 

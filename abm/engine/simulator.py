@@ -198,7 +198,9 @@ class Simulation:
     def _transmit(self, day: int) -> None:
         force = self.force_of_infection(day)
         s = self.state
-        cand = ((force > 0) & (s.stage == Stage.SUSCEPTIBLE) & ~s.immune & ~s.isolated).nonzero().squeeze(1)
+        cand = (force > 0).nonzero().squeeze(1)
+        ok = (s.stage.index_select(0, cand) == Stage.SUSCEPTIBLE) & ~s.immune.index_select(0, cand) & ~s.isolated.index_select(0, cand)
+        cand = cand[ok]
         lam = self.disease_cfg.transmission_rate * self.disease.susceptibility[self.age_group[cand]]
         lam = lam * s.susceptibility_scale[cand] * force[cand]
         gen = generator(self.seed, "transmission", day, self.device)
