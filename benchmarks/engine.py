@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -31,10 +32,13 @@ from abm.runs import resolve
 from abm.engine import Simulation
 from abm.populations import build_population, load_region
 sc = resolve(sys.argv[1], {"agents": int(sys.argv[2]), "replicates": int(sys.argv[3]), "days": 180})
+if threads == 0:
+    torch.set_num_threads(torch.get_num_threads())
 t0 = time.perf_counter()
 pop = build_population(load_region(sc.population.region), sc.population.agents, sc.simulation.seed)
 t1 = time.perf_counter()
-sim = Simulation(pop, sc.disease, sc.contacts, sc.seeding, sc.simulation.days, sc.simulation.replicates, sc.simulation.seed)
+sim = Simulation(pop, sc.disease, sc.contacts, sc.seeding, sc.simulation.days, sc.simulation.replicates,
+                 sc.simulation.seed, interventions=sc.interventions.build())
 t2 = time.perf_counter()
 res = sim.run()
 print(json.dumps({"population_s": t1 - t0, "setup_s": t2 - t1, "engine_s": res.engine_seconds,
@@ -43,9 +47,9 @@ print(json.dumps({"population_s": t1 - t0, "setup_s": t2 - t1, "engine_s": res.e
 """
 
 
-def measure(agents: int, replicates: int, threads: int) -> dict:
+def measure(scenario: Path, agents: int, replicates: int, threads: int) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(SCENARIO), str(agents), str(replicates), str(threads)],
+        [sys.executable, "-c", CHILD, str(scenario), str(agents), str(replicates), str(threads)],
         capture_output=True,
         text=True,
         check=True,
@@ -53,56 +57,54 @@ def measure(agents: int, replicates: int, threads: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def whole_run(threads: int) -> float:
-    env_cmd = [sys.executable, "-m", "abm", "run", str(SCENARIO), "--replicates", "1", "--out", "/tmp/abm-bench-run"]
+def whole_run() -> float:
     t = time.perf_counter()
-    subprocess.run(env_cmd, capture_output=True, check=True)
+    cmd = [sys.executable, "-m", "abm", "run", str(SCENARIO), "--replicates", "1", "--out", "/tmp/abm-bench-run"]
+    subprocess.run(cmd, capture_output=True, check=True)
     return time.perf_counter() - t
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--skip-1m", action="store_true")
     args = ap.parse_args()
-    configs = [(100_000, 1), (100_000, 10)] + ([] if args.skip_1m else [(1_000_000, 1)])
+    kc = ROOT / "scenarios/king_county"
+    configs = [("no_intervention", 100_000, 1), ("vacc_ct", 100_000, 1), ("no_intervention", 100_000, 10)]
+    if not args.skip_1m:
+        configs.append(("no_intervention", 1_000_000, 1))
     rows = []
-    for agents, reps in configs:
-        runs = [measure(agents, reps, args.threads) for _ in range(args.repeats)]
+    for name, agents, reps in configs:
+        runs = [measure(kc / f"{name}.yaml", agents, reps, args.threads) for _ in range(args.repeats)]
         engine = statistics.median(r["engine_s"] for r in runs)
         rss = max(r["peak_rss_mb"] for r in runs)
-        rows.append(
-            (
-                agents,
-                reps,
-                engine,
-                [r["engine_s"] for r in runs],
-                statistics.median(r["population_s"] + r["setup_s"] for r in runs),
-                rss,
-                runs[0]["infected_share"],
-            )
-        )
-        print(f"# {agents} x {reps}: engine {engine:.2f} s, peak {rss:.0f} MB", file=sys.stderr)
-    whole = statistics.median(whole_run(args.threads) for _ in range(args.repeats))
+        setup = statistics.median(r["population_s"] + r["setup_s"] for r in runs)
+        rows.append((name, agents, reps, engine, [r["engine_s"] for r in runs], setup, rss))
+        print(f"# {name} {agents} x {reps}: engine {engine:.2f} s, peak {rss:.0f} MB", file=sys.stderr, flush=True)
+    whole = statistics.median(whole_run() for _ in range(args.repeats))
     print(
-        f"machine: {platform.processor() or platform.machine()}, {platform.platform()}; torch threads: {args.threads or 'default'}"
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; torch threads: {args.threads or 'default'}"
     )
     print()
     print(
-        "| agents | replicates | engine s (median) | engine s (all) | population + setup s | peak memory MB | bytes per agent-replicate | agent-days per s |"
+        "| scenario | agents | replicates | engine s (median) | engine s (runs) | population + setup s | peak RSS MB | agent-days per s |"
     )
-    print("|---:|---:|---:|---|---:|---:|---:|---:|")
-    for agents, reps, engine, all_s, setup, rss, _ in rows:
-        per = rss * 1024 * 1024 / (agents * reps)
-        print(
-            f"| {agents:,} | {reps} | {engine:.2f} | {', '.join(f'{x:.2f}' for x in all_s)} | {setup:.2f} | {rss:,.0f} | {per:,.0f} | {agents * reps * 180 / engine:,.0f} |"
-        )
-    one = next(r for r in rows if r[:2] == (100_000, 1))[2]
-    ten = next(r for r in rows if r[:2] == (100_000, 10))[2]
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    for name, agents, reps, engine, all_s, setup, rss in rows:
+        runs_s = ", ".join(f"{x:.2f}" for x in all_s)
+        rate = agents * reps * 180 / engine
+        print(f"| {name} | {agents:,} | {reps} | {engine:.2f} | {runs_s} | {setup:.2f} | {rss:,.0f} | {rate:,.0f} |")
+    one = next(r[3] for r in rows if r[0] == "no_intervention" and r[1:3] == (100_000, 1))
+    ten = next(r[3] for r in rows if r[0] == "no_intervention" and r[1:3] == (100_000, 10))
+    big = [r for r in rows if r[1] == 1_000_000]
     print()
     print(f"10 replicates / 1 replicate engine time: {ten / one:.2f}")
-    print(f"whole `abm run` (100k x 180 days, 1 replicate, import to files written), median: {whole:.2f} s")
+    if big:
+        base = next(r[6] for r in rows if r[0] == "no_intervention" and r[1:3] == (100_000, 1))
+        per = (big[0][6] - base) * 1024 * 1024 / 900_000
+        print(f"memory per agent (peak RSS difference 1M vs 100k, per extra agent): {per:,.0f} bytes")
+    print(f"whole `abm run` (100k x 180 days, 1 replicate, start to files written), median: {whole:.2f} s")
 
 
 if __name__ == "__main__":

@@ -27,10 +27,14 @@ def main() -> None:
     results = {}
     for name in NAMES:
         t = time.perf_counter()
-        results[name] = abm.run(ROOT / "scenarios/king_county" / f"{name}.yaml", agents=args.agents, replicates=args.replicates)
+        results[name] = abm.run(
+            ROOT / "scenarios/king_county" / f"{name}.yaml", agents=args.agents, replicates=args.replicates
+        )
         print(f"# {name}: {time.perf_counter() - t:.1f} s", flush=True)
     print(f"{args.agents:,} agents, {args.replicates} replicates, 180 days; means over replicates (sd).\n")
-    print("| scenario | peak hospitalized (day) | peak beds incl. ICU | cumulative infected | deaths | 70+ infected | under-70 infected | total cost $ | engine s |")
+    print(
+        "| scenario | peak hospitalized (day) | peak beds incl. ICU | cumulative infected | deaths | 70+ infected | under-70 infected | total cost $ | engine s |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     age_share = {}
     for name, r in results.items():
@@ -53,12 +57,17 @@ def main() -> None:
     print("\nFindings:")
     lowest = min(four, key=lambda n: peak[n]["value"])
     print(f"- tracing gives the lowest hospital peak of ni/sq/vacc/ct: {lowest == 'ct'} (lowest: {lowest})")
-    print(f"- tracing delays the peak (ct peak day {peak['ct']['day']} vs ni {peak['ni']['day']}): {peak['ct']['day'] > peak['ni']['day']}")
+    print(
+        f"- tracing delays the peak (ct peak day {peak['ct']['day']} vs ni {peak['ni']['day']}): {peak['ct']['day'] > peak['ni']['day']}"
+    )
     late = [n for n in NAMES if peak[n]["day"] >= 100]
-    print(f"- every peak before day 100: {not late} (later: {', '.join(f'{n} day {peak[n]['day']}' for n in late) or 'none'})")
+    later = ", ".join(f"{n} day {peak[n]['day']}" for n in late) or "none"
+    print(f"- every peak before day 100: {not late} (later: {later})")
     red_old = 1 - age_share["vacc"][0] / age_share["ni"][0]
     red_young = 1 - age_share["vacc"][1] / age_share["ni"][1]
-    print(f"- vaccination protects the 70+ far more than other ages: infections cut {100 * red_old:.0f}% (70+) vs {100 * red_young:.0f}% (under 70): {red_old > 2 * red_young}")
+    print(
+        f"- vaccination protects the 70+ far more than other ages: infections cut {100 * red_old:.0f}% (70+) vs {100 * red_young:.0f}% (under 70): {red_old > 2 * red_young}"
+    )
     print(
         f"- for the same spend, tracing lowers the peak more than vaccination: ct ${cost['ct']:,.0f} peak {peak['ct']['value']:.1f} "
         f"vs vacc_budget ${cost['vacc_budget']:,.0f} peak {peak['vacc_budget']['value']:.1f}: "

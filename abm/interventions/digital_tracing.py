@@ -78,15 +78,19 @@ class DigitalTracing:
         self.log: dict[int, PairIndex] = {}
 
     def hooks(self) -> dict:
-        return {Phase.TRACING: self.trace, Phase.CONTACT_LOGGING: self.record}
+        return {Phase.TRACING: self.trace}
 
-    def record(self, sim: Simulation, day: int) -> None:
-        """Phones log today's community contacts between two app owners (household and
-        workplace contacts are re-created from their layers when needed)."""
-        e = sim.community.edges(day)
-        both = self.has_app.index_select(0, e.src) & self.has_app.index_select(0, e.dst) & (e.src != e.dst)
-        self.log[day] = PairIndex(e.src[both], e.dst[both])
-        self.log.pop(day - self.cfg.window_days, None)
+    def phone_log(self, sim: Simulation, day: int) -> PairIndex:
+        """The community contacts phones logged on ``day`` (both with the app). The day's
+        contacts are re-created from their random stream when first needed, then kept for
+        the window."""
+        if day not in self.log:
+            e = sim.community.edges(day)
+            both = self.has_app.index_select(0, e.src) & self.has_app.index_select(0, e.dst) & (e.src != e.dst)
+            self.log[day] = PairIndex(e.src[both], e.dst[both])
+            for old in [d for d in self.log if d < day - self.cfg.window_days]:
+                del self.log[old]
+        return self.log[day]
 
     def contacts(self, sim: Simulation, index: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(position in ``index``, contact) over the window, both with the app."""
@@ -96,10 +100,9 @@ class DigitalTracing:
                 o, p = layer.contacts_of(index, d)
                 owners.append(o)
                 partners.append(p)
-            if d in self.log:
-                o, p = self.log[d].partners(index)
-                owners.append(o)
-                partners.append(p)
+            o, p = self.phone_log(sim, d).partners(index)
+            owners.append(o)
+            partners.append(p)
         if not owners:
             return index[:0], index[:0]
         owner, partner = torch.cat(owners), torch.cat(partners)
