@@ -84,11 +84,13 @@ def main() -> None:
         print(f"# {name} {agents} x {reps}: engine {engine:.2f} s, peak {rss:.0f} MB", file=sys.stderr, flush=True)
     whole = statistics.median(whole_run() for _ in range(args.repeats))
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; torch threads: {args.threads or 'default'}"
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
+        f"torch threads: {args.threads or 'default'}"
     )
     print()
     print(
-        "| scenario | agents | replicates | engine s (median) | engine s (runs) | population + setup s | peak RSS MB | agent-days per s |"
+        "| scenario | agents | replicates | engine s (median) | engine s (runs) | population + setup s "
+        "| peak RSS MB | agent-days per s |"
     )
     print("|---|---:|---:|---:|---|---:|---:|---:|")
     for name, agents, reps, engine, all_s, setup, rss in rows:

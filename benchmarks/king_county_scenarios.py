@@ -33,7 +33,8 @@ def main() -> None:
         print(f"# {name}: {time.perf_counter() - t:.1f} s", flush=True)
     print(f"{args.agents:,} agents, {args.replicates} replicates, 180 days; means over replicates (sd).\n")
     print(
-        "| scenario | peak hospitalized (day) | peak beds incl. ICU | cumulative infected | deaths | 70+ infected | under-70 infected | total cost $ | engine s |"
+        "| scenario | peak hospitalized (day) | peak beds incl. ICU | cumulative infected | deaths | 70+ infected "
+        "| under-70 infected | total cost $ | engine s |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     age_share = {}
@@ -47,7 +48,8 @@ def main() -> None:
         age_share[name] = (o, y)
         ph, po, ci = s["peak_hospitalized"], s["peak_hospital_occupancy"], s["cumulative_infected"]
         print(
-            f"| {name} | {ph['value']:.1f} ({ph['day']}) | {po['value']:.1f} | {100 * ci['share']:.1f}% ({100 * ci['sd'] / s['agents']:.1f}) "
+            f"| {name} | {ph['value']:.1f} ({ph['day']}) | {po['value']:.1f} "
+            f"| {100 * ci['share']:.1f}% ({100 * ci['sd'] / s['agents']:.1f}) "
             f"| {s['deaths']['mean']:.0f} ({s['deaths']['sd']:.0f}) | {100 * o:.1f}% | {100 * y:.1f}% "
             f"| {s['total_cost']['mean']:,.0f} | {s['engine_seconds']:.1f} |"
         )
@@ -58,7 +60,8 @@ def main() -> None:
     lowest = min(four, key=lambda n: peak[n]["value"])
     print(f"- tracing gives the lowest hospital peak of ni/sq/vacc/ct: {lowest == 'ct'} (lowest: {lowest})")
     print(
-        f"- tracing delays the peak (ct peak day {peak['ct']['day']} vs ni {peak['ni']['day']}): {peak['ct']['day'] > peak['ni']['day']}"
+        f"- tracing delays the peak (ct peak day {peak['ct']['day']} vs ni {peak['ni']['day']}): "
+        f"{peak['ct']['day'] > peak['ni']['day']}"
     )
     late = [n for n in NAMES if peak[n]["day"] >= 100]
     later = ", ".join(f"{n} day {peak[n]['day']}" for n in late) or "none"
@@ -66,10 +69,12 @@ def main() -> None:
     red_old = 1 - age_share["vacc"][0] / age_share["ni"][0]
     red_young = 1 - age_share["vacc"][1] / age_share["ni"][1]
     print(
-        f"- vaccination protects the 70+ far more than other ages: infections cut {100 * red_old:.0f}% (70+) vs {100 * red_young:.0f}% (under 70): {red_old > 2 * red_young}"
+        f"- vaccination protects the 70+ far more than other ages: infections cut {100 * red_old:.0f}% (70+) "
+        f"vs {100 * red_young:.0f}% (under 70): {red_old > 2 * red_young}"
     )
     print(
-        f"- for the same spend, tracing lowers the peak more than vaccination: ct ${cost['ct']:,.0f} peak {peak['ct']['value']:.1f} "
+        "- for the same spend, tracing lowers the peak more than vaccination: "
+        f"ct ${cost['ct']:,.0f} peak {peak['ct']['value']:.1f} "
         f"vs vacc_budget ${cost['vacc_budget']:,.0f} peak {peak['vacc_budget']['value']:.1f}: "
         f"{cost['ct'] <= cost['vacc_budget'] and peak['ct']['value'] < peak['vacc_budget']['value']}"
     )

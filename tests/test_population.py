@@ -108,5 +108,5 @@ def test_population_is_deterministic_from_its_seed(king_county):
 
 
 def test_bad_region_folder_is_rejected(tmp_path):
-    with pytest.raises(RegionError, match="region.yaml"):
+    with pytest.raises(RegionError, match=r"region\.yaml"):
         load_region(tmp_path)

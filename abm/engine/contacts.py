@@ -373,10 +373,7 @@ class CommunityLayer:
         a = a.float().clamp_max_(last)
         share = self.cfg.local_share
         local = v < share
-        if share > 0:
-            jump = (v / share - 0.5) * (2 * math.sqrt(3) * self.spread)
-        else:
-            jump = torch.zeros_like(v)
+        jump = (v / share - 0.5) * (2 * math.sqrt(3) * self.spread) if share > 0 else torch.zeros_like(v)
         far = ((v - share) / max(1 - share, 1e-12)) * last
         b = torch.where(local, a + jump.round_(), far.floor_()).clamp_(min=0).minimum(last)
         a_idx, b_idx = a.long(), b.long()

@@ -199,7 +199,8 @@ class Simulation:
         force = self.force_of_infection(day)
         s = self.state
         cand = (force > 0).nonzero().squeeze(1)
-        ok = (s.stage.index_select(0, cand) == Stage.SUSCEPTIBLE) & ~s.immune.index_select(0, cand) & ~s.isolated.index_select(0, cand)
+        ok = s.stage.index_select(0, cand) == Stage.SUSCEPTIBLE
+        ok &= ~(s.immune.index_select(0, cand) | s.isolated.index_select(0, cand))
         cand = cand[ok]
         lam = self.disease_cfg.transmission_rate * self.disease.susceptibility[self.age_group[cand]]
         lam = lam * s.susceptibility_scale[cand] * force[cand]

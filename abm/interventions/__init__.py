@@ -10,8 +10,15 @@ from abm.interventions import (  # noqa: F401  (registers the built-in intervent
     testing,
     vaccination,
 )
-from abm.interventions.registry import InterventionsBase, interventions_model, register, registered
+from abm.interventions.registry import InterventionBase, InterventionsBase, interventions_model, register, registered
 
 InterventionsConfig = interventions_model()
 
-__all__ = ["InterventionsBase", "InterventionsConfig", "interventions_model", "register", "registered"]
+__all__ = [
+    "InterventionBase",
+    "InterventionsBase",
+    "InterventionsConfig",
+    "interventions_model",
+    "register",
+    "registered",
+]

@@ -10,7 +10,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import register
+from abm.interventions.registry import InterventionBase, register
 
 LAYERS = ("household", "occupation", "community")
 BUNDLED_SERIES = {"king_county_mobility_2020": "king_county_mobility_2020.csv"}
@@ -86,19 +86,16 @@ def active(from_day: int, until_day: int | None, day: int) -> bool:
 
 
 @register("contact_multipliers")
-class ContactMultipliers:
+class ContactMultipliers(InterventionBase):
     """Sets the engine's per-layer weight multipliers before each day's transmission."""
 
     config_model = ContactMultipliersConfig
     order = 40
 
     def __init__(self, cfg: ContactMultipliersConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.series = cfg.series.values() if cfg.series else []
         self._closed: tuple[str, ...] = ()
-
-    def attach(self, sim: Simulation) -> None:
-        pass
 
     def hooks(self) -> dict:
         return {Phase.TRANSMISSION: self.apply}

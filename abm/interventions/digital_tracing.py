@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.contacts import PairIndex
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import register
+from abm.interventions.registry import InterventionBase, register
 from abm.interventions.tracing import bernoulli, notify, unique_pairs
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
@@ -56,14 +56,11 @@ def ownership_probabilities(weights: torch.Tensor, target: float) -> torch.Tenso
 
 
 @register("digital_tracing")
-class DigitalTracing:
+class DigitalTracing(InterventionBase):
     """Notifies app-owning contacts of app owners who test positive."""
 
     config_model = DigitalTracingConfig
     order = 30
-
-    def __init__(self, cfg: DigitalTracingConfig) -> None:
-        self.cfg = cfg
 
     def attach(self, sim: Simulation) -> None:
         c = self.cfg

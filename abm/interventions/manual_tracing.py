@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import register
+from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.tracing import bernoulli, notify, unique_pairs
 
@@ -42,14 +42,11 @@ class ManualTracingConfig(BaseModel):
 
 
 @register("manual_tracing")
-class ManualTracing:
+class ManualTracing(InterventionBase):
     """Tracers follow household and school/work contacts of positives."""
 
     config_model = ManualTracingConfig
     order = 31
-
-    def __init__(self, cfg: ManualTracingConfig) -> None:
-        self.cfg = cfg
 
     def attach(self, sim: Simulation) -> None:
         self.positive_day = sim.field("positive_day", torch.int16, -1)

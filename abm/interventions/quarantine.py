@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.disease import Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import register
+from abm.interventions.registry import InterventionBase, register
 
 
 class QuarantineConfig(BaseModel):
@@ -32,14 +32,11 @@ class QuarantineConfig(BaseModel):
 
 
 @register("quarantine")
-class Quarantine:
+class Quarantine(InterventionBase):
     """Sets ``isolated`` on the agents in quarantine."""
 
     config_model = QuarantineConfig
     order = 10
-
-    def __init__(self, cfg: QuarantineConfig) -> None:
-        self.cfg = cfg
 
     def attach(self, sim: Simulation) -> None:
         self.until = torch.full((sim.total,), -1, dtype=torch.int16, device=sim.device)

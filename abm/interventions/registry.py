@@ -34,6 +34,25 @@ def registered() -> dict[str, type]:
     return REGISTRY
 
 
+class InterventionBase:
+    """What every intervention shares: its settings, its place in a phase (``order``), and
+    hooks by phase (see :class:`abm.engine.Phase`)."""
+
+    name = ""
+    order = 0
+    config_model: type[BaseModel]
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+
+    def attach(self, sim: Any) -> None:
+        """Create the state the intervention keeps; called once before day 0."""
+
+    def hooks(self) -> dict:
+        """Callables ``hook(sim, day)`` by phase."""
+        return {}
+
+
 class InterventionsBase(BaseModel):
     """``interventions:`` maps an intervention name to its settings; absent means off."""
 

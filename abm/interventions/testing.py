@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from abm.engine.disease import Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import register
+from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 
 NOT_INFECTED = (Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH)
@@ -75,14 +75,11 @@ class TestingConfig(BaseModel):
 
 
 @register("testing")
-class Testing:
+class Testing(InterventionBase):
     """Tests symptomatic agents (and traced contacts who are asked to test)."""
 
     config_model = TestingConfig
     order = 0
-
-    def __init__(self, cfg: TestingConfig) -> None:
-        self.cfg = cfg
 
     def attach(self, sim: Simulation) -> None:
         self.result_day = torch.full((sim.total,), -1, dtype=torch.int16, device=sim.device)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from abm.engine.disease import Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import register
+from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 
 
@@ -60,14 +60,11 @@ class VaccinationConfig(BaseModel):
 
 
 @register("vaccination")
-class Vaccination:
+class Vaccination(InterventionBase):
     """Allocates each day's doses by priority class and applies protection."""
 
     config_model = VaccinationConfig
     order = 20
-
-    def __init__(self, cfg: VaccinationConfig) -> None:
-        self.cfg = cfg
 
     def attach(self, sim: Simulation) -> None:
         c, d = self.cfg, sim.device
