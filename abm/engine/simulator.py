@@ -278,8 +278,9 @@ class Simulation:
 
 
 def estimate_memory_bytes(agents: int, replicates: int) -> int:
-    """Peak memory of a run, measured per agent-replicate (see BENCHMARKS.md) with headroom."""
-    return int(400 * agents * replicates + 250e6)
+    """Peak memory of a run: about 700 bytes per agent-replicate measured (BENCHMARKS.md),
+    with headroom, plus the interpreter and torch."""
+    return int(900 * agents * replicates + 250e6)
 
 
 __all__ = [
