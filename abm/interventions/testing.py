@@ -24,6 +24,7 @@ NOT_INFECTED = (Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH)
 class TestType(BaseModel):
     """One kind of test."""
 
+    __test__ = False  # not a pytest test class
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[a-z0-9_]+$", description="names the cost item: test_<name>")
     sensitivity: float = Field(ge=0, le=1, description="P(positive | infected)")
@@ -62,6 +63,7 @@ def rapid() -> TestType:
 class TestingConfig(BaseModel):
     """Who is tested with which tests, from when."""
 
+    __test__ = False  # not a pytest test class
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
     start_day: int = Field(0, ge=0, description="first day of testing")
