@@ -46,6 +46,12 @@ def test_stage_counts_sum_to_n_and_match_the_agents(small_kc):
     cum = n - res.stages[:, :, Stage.SUSCEPTIBLE]
     assert np.array_equal(np.diff(cum, axis=0), res.new_infections[1:])
     assert (res.new_infections[0] == 20).all(), "the 20 initial infections count on day 0"
+    # Entries: deaths enter once; a stage's count changes by entries minus exits.
+    deaths = res.stages[:, :, Stage.DEATH]
+    assert np.array_equal(np.diff(deaths, axis=0), res.entries[1:, :, Stage.DEATH])
+    hosp = res.stages[:, :, Stage.HOSPITALIZED].astype(int)
+    assert (np.diff(hosp, axis=0) <= res.entries[1:, :, Stage.HOSPITALIZED]).all()
+    assert res.admissions.sum() > 0 and np.array_equal(res.admissions, res.entries[:, :, Stage.HOSPITALIZED])
     assert cum[-1].min() > 200, "the epidemic took off"
 
 

@@ -32,6 +32,7 @@ class SimulationResult:
     new_by_tract: np.ndarray
     stages_by_age: np.ndarray
     new_by_age: np.ndarray
+    entries: np.ndarray  # [day, replicate, stage]: agents entering each stage that day
     costs: pd.DataFrame
     cost_totals: np.ndarray
     engine_seconds: float
@@ -44,6 +45,11 @@ class SimulationResult:
     def stages(self) -> np.ndarray:
         """[day, replicate, stage] counts."""
         return self.stages_by_age.sum(axis=2)
+
+    @property
+    def admissions(self) -> np.ndarray:
+        """[day, replicate] hospital admissions (entries into the HOSPITALIZED stage)."""
+        return self.entries[:, :, Stage.HOSPITALIZED]
 
     @property
     def new_infections(self) -> np.ndarray:
@@ -72,6 +78,8 @@ class Recorder:
         self.hist_age = torch.zeros(d, r, NUM_AGE_GROUPS, NUM_STAGES, dtype=torch.int32, device=dev)
         self.hist_new_tract = torch.zeros(d, r, t, dtype=torch.int32, device=dev)
         self.hist_new_age = torch.zeros(d, r, NUM_AGE_GROUPS, dtype=torch.int32, device=dev)
+        self.entered = torch.zeros(r * NUM_STAGES, dtype=torch.int32, device=dev)
+        self.hist_entries = torch.zeros(d, r, NUM_STAGES, dtype=torch.int32, device=dev)
 
     def _keys(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         rep = self.sim.replicate[idx]
@@ -93,6 +101,7 @@ class Recorder:
         flat_t.index_add_(0, kt * NUM_STAGES + new, one)
         flat_a.index_add_(0, ka * NUM_STAGES + old, -one)
         flat_a.index_add_(0, ka * NUM_STAGES + new, one)
+        self.entered.index_add_(0, self.sim.replicate.index_select(0, idx) * NUM_STAGES + new, one)
 
     def record(self, day: int) -> None:
         """Snapshot the counts at the end of ``day``."""
@@ -101,8 +110,10 @@ class Recorder:
         self.hist_age[day] = self.by_age
         self.hist_new_tract[day] = self.new_tract.view(r, -1)
         self.hist_new_age[day] = self.new_age.view(r, -1)
+        self.hist_entries[day] = self.entered.view(r, -1)
         self.new_tract.zero_()
         self.new_age.zero_()
+        self.entered.zero_()
 
     def result(self, seconds: float, ledger: CostLedger) -> SimulationResult:
         """Move the history to the CPU as numpy arrays."""
@@ -113,6 +124,7 @@ class Recorder:
             new_by_tract=self.hist_new_tract.cpu().numpy(),
             stages_by_age=self.hist_age.cpu().numpy(),
             new_by_age=self.hist_new_age.cpu().numpy(),
+            entries=self.hist_entries.cpu().numpy(),
             costs=ledger.table(),
             cost_totals=ledger.totals(),
             engine_seconds=seconds,

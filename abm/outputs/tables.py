@@ -30,7 +30,8 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
 
     Counts are at the end of the day; ``new_infections`` happened that day (the initial
     infections count on their day); ``deaths`` is cumulative; ``hospitalized`` is the
-    HOSPITALIZED stage alone and ``hospital_occupancy`` adds ICU and step-down beds.
+    HOSPITALIZED stage alone and ``hospital_occupancy`` adds ICU and step-down beds;
+    ``new_hospitalizations``, ``new_icu`` and ``new_deaths`` count entries that day.
     """
     d, r = res.days, res.replicates
     stages = res.stages
@@ -42,6 +43,9 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
         cols[name] = stages[:, :, i].reshape(-1)
     for k, v in _derived(stages, res.new_infections, res.agents).items():
         cols[k] = v.reshape(-1)
+    cols["new_hospitalizations"] = res.entries[:, :, Stage.HOSPITALIZED].reshape(-1)
+    cols["new_icu"] = res.entries[:, :, Stage.CRITICAL_ICU].reshape(-1)
+    cols["new_deaths"] = res.entries[:, :, Stage.DEATH].reshape(-1)
     return pd.DataFrame(cols)
 
 
