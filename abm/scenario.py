@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.interventions import InterventionsConfig
 from abm.populations.region import REGIONS_DIR, resolve_region_path
@@ -75,6 +76,7 @@ class Scenario(BaseModel):
     seeding: SeedingConfig = SeedingConfig()
     interventions: InterventionsConfig = Field(default_factory=InterventionsConfig)
     outputs: OutputConfig = OutputConfig()
+    calibration: CalibrationConfig | None = Field(None, description="what `abm calibrate` fits; ignored by `abm run`")
 
     def resolved_yaml(self) -> str:
         """Every value, defaults included: loading this text gives the same scenario."""

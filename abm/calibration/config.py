@@ -1,0 +1,67 @@
+"""The ``calibration:`` section of a scenario: targets, windows, free parameters, budget."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Target = Literal["hospital_admissions", "deaths", "cases"]
+
+
+class ParameterRange(BaseModel):
+    """Bounds of one free parameter, named by its scenario key path."""
+
+    model_config = ConfigDict(extra="forbid")
+    low: float
+    high: float
+    integer: bool = Field(False, description="draw whole numbers")
+
+    @model_validator(mode="after")
+    def _order(self) -> ParameterRange:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+class Observation(BaseModel):
+    """How simulated quantities become observed counts."""
+
+    model_config = ConfigDict(extra="forbid")
+    ascertainment: float = Field(0.2, gt=0, le=1, description="share of infections reported as cases")
+    case_delay_days: int = Field(7, ge=0, description="days from infection to a reported case")
+
+
+class CalibrationConfig(BaseModel):
+    """What to fit to which data. Simulation day 0 is ``start_date``; counts are scaled from
+    the simulated agents to the region's population."""
+
+    model_config = ConfigDict(extra="forbid")
+    data: str = Field("king_county_2020", description="a bundled series name or a CSV file (date plus target columns)")
+    start_date: dt.date = Field(dt.date(2020, 2, 1), description="the calendar date of simulation day 0")
+    targets: list[Target] = Field(["hospital_admissions", "deaths"], min_length=1)
+    fit_window: tuple[dt.date, dt.date] = (dt.date(2020, 2, 28), dt.date(2020, 4, 30))
+    holdout_window: tuple[dt.date, dt.date] | None = (dt.date(2020, 5, 1), dt.date(2020, 6, 30))
+    parameters: dict[str, ParameterRange] = Field(
+        default_factory=lambda: {
+            "disease.transmission_rate": ParameterRange(low=1.0, high=8.0),
+            "seeding.infections.asymptomatic": ParameterRange(low=1, high=200, integer=True),
+            "seeding.day": ParameterRange(low=0, high=28, integer=True),
+            "interventions.contact_multipliers.series.strength": ParameterRange(low=0.0, high=1.3),
+        },
+        description="scenario key path -> bounds",
+    )
+    observation: Observation = Observation()
+    trials: int = Field(40, ge=1, description="Optuna trials")
+    seed: int = Field(0, ge=0, description="sampler seed")
+    band_trials: int = Field(5, ge=1, description="best trials whose curves make the uncertainty band")
+
+    @model_validator(mode="after")
+    def _windows(self) -> CalibrationConfig:
+        for name, w in (("fit_window", self.fit_window), ("holdout_window", self.holdout_window)):
+            if w is not None and not w[0] <= w[1]:
+                raise ValueError(f"{name} must run forward: {w[0]} is after {w[1]}")
+            if w is not None and w[0] < self.start_date:
+                raise ValueError(f"{name} starts on {w[0]}, before start_date {self.start_date}")
+        return self

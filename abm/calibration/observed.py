@@ -1,0 +1,97 @@
+"""Observed series, the observation model from simulated to observed counts, and the losses."""
+
+from __future__ import annotations
+
+import datetime as dt
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from abm.calibration.config import CalibrationConfig
+from abm.runs import RunResult
+
+BUNDLED = {"king_county_2020": "king_county_2020.csv"}
+
+
+class CalibrationError(ValueError):
+    """Bad calibration data or windows; the message is meant for the user as is."""
+
+
+def load_observed(cfg: CalibrationConfig) -> pd.DataFrame:
+    """Daily observed counts indexed by date, one column per target, checked over the windows."""
+    source = cfg.data
+    path = files("abm.calibration") / "data" / BUNDLED[source] if source in BUNDLED else Path(source)
+    try:
+        with path.open() as fh:
+            frame = pd.read_csv(fh, parse_dates=["date"])
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"calibration.data: cannot read {source!r} ({exc})") from exc
+    frame = frame.set_index("date").sort_index()
+    for target in cfg.targets:
+        if target not in frame.columns:
+            raise CalibrationError(
+                f"calibration.targets: {target!r} is not a column of {source!r} (columns: {', '.join(frame.columns)})"
+            )
+    windows = [("fit_window", cfg.fit_window)] + (
+        [("holdout_window", cfg.holdout_window)] if cfg.holdout_window else []
+    )
+    for name, (a, b) in windows:
+        days = pd.date_range(a, b, freq="D")
+        if days[0] < frame.index.min() or days[-1] > frame.index.max():
+            raise CalibrationError(
+                f"calibration.{name}: {a} to {b} lies outside the data ({frame.index.min().date()} to {frame.index.max().date()})"
+            )
+        part = frame.reindex(days)[cfg.targets]
+        missing = part.index[part.isna().any(axis=1)]
+        if len(missing):
+            raise CalibrationError(
+                f"calibration.{name}: {source!r} has no value on {missing[0].date()} ({len(missing)} days missing)"
+            )
+        negative = part.index[(part < 0).any(axis=1)]
+        if len(negative):
+            raise CalibrationError(
+                f"calibration.{name}: {source!r} has a negative count on {negative[0].date()}; counts must be >= 0"
+            )
+    return frame[cfg.targets].astype(float)
+
+
+def simulated(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
+    """Daily simulated counts (mean over replicates) scaled to the region, by calendar date."""
+    res = result.result
+    scale = result.summary["region_population"] / res.agents
+    dates = pd.date_range(cfg.start_date, periods=res.days, freq="D")
+    series = {
+        "hospital_admissions": res.admissions.mean(axis=1) * scale,
+        "deaths": res.entries[:, :, 8].mean(axis=1) * scale,
+    }
+    cases = res.new_infections.mean(axis=1) * scale * cfg.observation.ascertainment
+    delay = cfg.observation.case_delay_days
+    series["cases"] = np.concatenate([np.zeros(delay), cases])[: res.days]
+    return pd.DataFrame({t: series[t] for t in cfg.targets}, index=dates)
+
+
+def weekly(frame: pd.DataFrame, window: tuple[dt.date, dt.date]) -> pd.DataFrame:
+    """Sums over consecutive 7-day blocks of the window (a last partial block is dropped)."""
+    days = pd.date_range(window[0], window[1], freq="D")
+    part = frame.reindex(days).fillna(0.0)
+    n = len(days) // 7 * 7
+    if n == 0:
+        return part.iloc[:0]
+    block = np.repeat(np.arange(n // 7), 7)
+    return part.iloc[:n].groupby(block).sum()
+
+
+def losses(sim: pd.DataFrame, obs: pd.DataFrame, window: tuple[dt.date, dt.date]) -> dict[str, dict[str, float]]:
+    """Per target: RMSE of log1p weekly counts and ND = sum |sim - obs| / sum obs."""
+    s, o = weekly(sim, window), weekly(obs, window)
+    out = {}
+    for t in obs.columns:
+        diff = np.log1p(s[t].to_numpy()) - np.log1p(o[t].to_numpy())
+        total = float(o[t].sum())
+        out[t] = {
+            "rmse_log1p_weekly": float(np.sqrt(np.mean(diff**2))) if len(diff) else float("nan"),
+            "nd_weekly": float(np.abs(s[t] - o[t]).sum() / total) if total > 0 else float("nan"),
+        }
+    return out
