@@ -41,7 +41,8 @@ def load_observed(cfg: CalibrationConfig) -> pd.DataFrame:
         days = pd.date_range(a, b, freq="D")
         if days[0] < frame.index.min() or days[-1] > frame.index.max():
             raise CalibrationError(
-                f"calibration.{name}: {a} to {b} lies outside the data ({frame.index.min().date()} to {frame.index.max().date()})"
+                f"calibration.{name}: {a} to {b} lies outside the data "
+                f"({frame.index.min().date()} to {frame.index.max().date()})"
             )
         part = frame.reindex(days)[cfg.targets]
         missing = part.index[part.isna().any(axis=1)]

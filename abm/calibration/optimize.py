@@ -11,15 +11,15 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import optuna  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import optuna
+import pandas as pd
 
-from abm.calibration.config import CalibrationConfig  # noqa: E402
-from abm.calibration.observed import CalibrationError, load_observed, losses, simulated, weekly  # noqa: E402
-from abm.outputs.run_folder import atomic_folder  # noqa: E402
-from abm.runs import run  # noqa: E402
-from abm.scenario import Scenario, apply_set, read_scenario_data, validate  # noqa: E402
+from abm.calibration.config import CalibrationConfig
+from abm.calibration.observed import CalibrationError, load_observed, losses, simulated, weekly
+from abm.outputs.run_folder import atomic_folder
+from abm.runs import run
+from abm.scenario import Scenario, apply_set, read_scenario_data, validate
 
 
 def with_values(data: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
@@ -35,7 +35,8 @@ def check_horizon(sc: Scenario, cfg: CalibrationConfig, source: str) -> None:
     need = (last - cfg.start_date).days + 1
     if sc.simulation.days < need:
         raise CalibrationError(
-            f"{source}: simulation.days: {sc.simulation.days} is too short; the windows need {need} days from {cfg.start_date}"
+            f"{source}: simulation.days: {sc.simulation.days} is too short; "
+            f"the windows need {need} days from {cfg.start_date}"
         )
 
 
