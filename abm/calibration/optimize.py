@@ -11,6 +11,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import optuna
 import pandas as pd
@@ -129,7 +130,8 @@ def plot_fit(
             ax.axvspan(
                 pd.Timestamp(cfg.holdout_window[0]), pd.Timestamp(cfg.holdout_window[1]), color="0.9", label="held out"
             )
-        ax.set_title(f"{t.replace('_', ' ')} per week")
+        ax.set_title(f"{t.replace('_', ' ')} per week (scaled to the region)")
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(file, dpi=110)
