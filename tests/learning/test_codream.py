@@ -1,5 +1,6 @@
 """CoDream: losses, model-agnostic input gradients, and a gain over local-only."""
 
+import pytest
 import torch
 
 from abm.learning.models import build_model
@@ -56,3 +57,58 @@ def test_codream_beats_local_only_on_label_skew():
     # nothing but dreams' gradients, logits and (for fast) generator weights leave a client
     for p in r["codream"]["participants"]:
         assert set(p["kinds_sent"]) <= {"model_update", "input_gradients", "logits"}
+
+
+def test_distillation_on_dreams_leaves_batchnorm_statistics_alone():
+    """The feature-statistics term compares dreams with the BatchNorm running statistics, which
+    must keep summarising the client's private data: distilling on dreams may not move them."""
+    from abm.learning.protocols.codream import _FrozenBNStats
+
+    torch.manual_seed(0)
+    model = build_model("mlp", (6,), 3, hidden=[8])
+    model.train()
+    model(torch.randn(32, 6))  # private data moves the statistics
+    bn = model.body[1]
+    before = (bn.running_mean.clone(), bn.running_var.clone(), bn.momentum)
+    with _FrozenBNStats(model):
+        model(torch.randn(32, 6) * 5 + 3)  # dreams do not
+    assert torch.equal(bn.running_mean, before[0]) and torch.equal(bn.running_var, before[1])
+    assert bn.momentum == before[2]
+    model(torch.randn(32, 6) * 5 + 3)
+    assert not torch.equal(bn.running_mean, before[0])
+
+
+def _digits_class_groups(protocols):
+    return {
+        "name": "cd_digits",
+        "seed": 0,
+        "data": {"source": "digits"},
+        "split": {
+            "participants": 4,
+            "class_groups": {
+                "groups": [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [0, 2, 4, 6, 8], [1, 3, 5, 7, 9]],
+                "assignment": [0, 1, 2, 3],
+            },
+        },
+        "models": [{"kind": "mlp", "hidden": [64]}, {"kind": "cnn", "channels": [8, 16], "embed_dim": 32}],
+        "rounds": 8,
+        "evaluate_on": "global",
+        "protocols": protocols,
+    }
+
+
+@pytest.mark.slow
+def test_collaborative_dreams_beat_independent_dreams_when_classes_are_missing():
+    """Each participant holds half the digits; the missing ones come only through the dreams.
+    Seeds 0-2 (benchmark): collaborative 66.5 vs independent 58.6 (every seed at least 4.5 points
+    apart), both without the feature-statistics term, which hurts on this task."""
+    base = {"dream_steps": 40, "w_feature": 0.0}
+    sc = _digits_class_groups(
+        [
+            {"name": "codream", "params": base},
+            {"name": "codream", "label": "independent", "params": {**base, "collaborate": False}},
+        ]
+    )
+    r = run_all(load_scenario(sc)[0])["protocols"]
+    assert r["codream"]["mean_score"] > r["independent"]["mean_score"] + 0.02
+    assert r["independent"]["mean_score"] > r["local"]["mean_score"]  # dreams still carry some knowledge

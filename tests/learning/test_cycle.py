@@ -1,13 +1,18 @@
 """CYCle and VPDL: reputation rule, metrics against the paper, no negative gain under shift."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from abm.learning.metrics import cgs, collaborative_fairness, gains, mcg
 from abm.learning.protocols.cycle import distill_kl, soft_clip
 from abm.learning.runner import run_all
 from abm.learning.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_soft_clip_rule():
@@ -101,3 +106,21 @@ def test_cycle_with_full_trust_reduces_to_vpdl():
     a = [p["collaborative"] for p in r["vpdl"]["participants"]]
     b = [p["collaborative"] for p in r["cycle"]["participants"]]
     assert a == pytest.approx(b, abs=1e-6)
+
+
+def test_label_flipping_free_rider_ends_with_low_reputation():
+    """Participant 4 flips every label pair; its distillation gradients oppose its peers' CE
+    gradients, so h(s) -> 0. Seeds 0-2: its reputation at its peers is at most 0.04, honest
+    peers average 0.23-0.25 (benchmark gmm_free_rider). Peers then answer it only in the forced
+    recalibration rounds (3 of the 15 post-warm-up rounds)."""
+    sc = yaml.safe_load((ROOT / "scenarios" / "learning" / "gmm_free_rider.yaml").read_text())
+    sc["protocols"] = [{"name": "cycle"}]
+    r = run_all(load_scenario(sc)[0])["protocols"]["cycle"]
+    rep = np.array(r["summary"]["reputation"])
+    n = rep.shape[0]
+    rider = rep[: n - 1, n - 1]
+    honest = rep[: n - 1, : n - 1][~np.eye(n - 1, dtype=bool)]
+    assert rider.max() < 0.1
+    assert rider.mean() < 0.5 * honest.mean()
+    shares = np.array(r["summary"]["share_counts"])  # [sender, receiver]
+    assert shares[: n - 1, n - 1].max() <= shares[: n - 1, : n - 1].max()

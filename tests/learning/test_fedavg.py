@@ -99,3 +99,25 @@ def test_dp_reports_epsilon_through_the_runner():
     from abm.learning.privacy.dp import rdp_epsilon
 
     assert r.epsilon == rdp_epsilon(1.0, 3, 1e-5)
+
+
+def test_privacy_switched_off_changes_nothing():
+    """A privacy block with every wrapper off gives bit-identical results to no block at all, for
+    a sum-aggregating protocol (FedAvg) and for CoDream (input-gradient sums)."""
+    off = {"secure_aggregation": False, "dp": None}
+    s = _scenario(
+        rounds=2,
+        models=[{"kind": "mlp", "hidden": [16]}],
+        protocols=[
+            {"name": "fedavg"},
+            {"name": "fedavg", "label": "fedavg_off", "privacy": off},
+            {"name": "codream", "params": {"dream_steps": 5, "n_dreams": 16}},
+            {"name": "codream", "label": "codream_off", "params": {"dream_steps": 5, "n_dreams": 16}, "privacy": off},
+        ],
+    )
+    r = run_all(s)["protocols"]
+    for name in ("fedavg", "codream"):
+        a = [p["collaborative"] for p in r[name]["participants"]]
+        b = [p["collaborative"] for p in r[f"{name}_off"]["participants"]]
+        assert a == b
+        assert r[f"{name}_off"]["epsilon"] is None

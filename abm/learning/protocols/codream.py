@@ -59,6 +59,7 @@ class CoDreamConfig(ProtocolConfig):
     kd_epochs: int = 1
     buffer_batches: int = 10
     weighting: str = "size"  # size | uniform
+    freeze_bn_on_dreams: bool = True  # distillation on dreams leaves BatchNorm running statistics alone
     # CoDream-fast
     local_steps: int = 5
     fast_batches: int = 2
@@ -67,6 +68,26 @@ class CoDreamConfig(ProtocolConfig):
     generator_lr: float = 0.005
     noise_lr: float = 0.01
     meta_lr: float = 0.5
+
+
+class _FrozenBNStats:
+    """Context manager: BatchNorm layers keep their running statistics (momentum 0) while dreams pass
+    through in training mode, so the statistics keep summarising the client's private data (the
+    feature-statistics term compares dreams against them)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)]
+        self.saved: list[float | None] = []
+
+    def __enter__(self) -> _FrozenBNStats:
+        self.saved = [m.momentum for m in self.bns]
+        for m in self.bns:
+            m.momentum = 0.0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for m, mom in zip(self.bns, self.saved, strict=True):
+            m.momentum = mom
 
 
 class _BNStats:
@@ -262,7 +283,12 @@ class CoDream(Protocol):
                 idx = perm[s : s + bs]
                 if len(idx) < 2:
                     continue
-                loss = cfg.kd_weight * kd_loss(model(xs[idx]), ys[idx], cfg.kd_temperature)
+                if cfg.freeze_bn_on_dreams:
+                    with _FrozenBNStats(model):
+                        out = model(xs[idx])
+                else:
+                    out = model(xs[idx])
+                loss = cfg.kd_weight * kd_loss(out, ys[idx], cfg.kd_temperature)
                 if local is not None:
                     try:
                         xb, yb = next(local)
