@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from abm.outputs.compare import Comparison, compare
 from abm.runs import RunResult, run
 
-__all__ = ["RunResult", "__version__", "run"]
+__all__ = ["Comparison", "RunResult", "__version__", "compare", "run"]

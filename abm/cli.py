@@ -98,6 +98,88 @@ def learn(
     run_learning(file, out)
 
 
+@app.command()
+def calibrate(
+    file: Annotated[Path, typer.Argument(help="scenario YAML file with a calibration section")],
+    out: Annotated[Path | None, typer.Option(help="output folder (default runs/<name>-calibration)")] = None,
+    trials: Annotated[int | None, typer.Option(help="Optuna trials (default: the scenario's)")] = None,
+    method: Annotated[str, typer.Option(help="optuna (the gradient method is not built yet)")] = "optuna",
+    set_: SetOption = None,
+) -> None:
+    """Fit a scenario's free parameters to observed data."""
+    from abm.calibration.observed import CalibrationError
+    from abm.calibration.optimize import calibrate as fit
+
+    if method != "optuna":
+        fail(f"--method: {method!r} is not allowed; allowed: optuna")
+    if trials is not None and trials < 1:
+        fail(f"--trials: {trials} is not allowed; give at least 1")
+    try:
+        summary = fit(
+            file, out, trials, set_, progress=lambda i, n, loss: err_console.print(f"trial {i}/{n}: loss {loss:.3f}")
+        )
+    except (ScenarioError, CalibrationError) as exc:
+        fail(str(exc))
+    out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
+
+
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="run folders written by `abm run`; the first is the reference")],
+    out: Annotated[Path, typer.Option(help="report folder")] = Path("runs/comparison"),
+) -> None:
+    """Overlay runs in the same plots and write a comparison table (CSV, Markdown) and an HTML report."""
+    from abm.outputs.compare import CompareError
+    from abm.outputs.compare import compare as compare_runs
+
+    if out.resolve() in {r.resolve() for r in runs}:
+        fail(f"--out {out} is one of the runs; choose another folder")
+    try:
+        comp = compare_runs(runs, out)
+    except CompareError as exc:
+        fail(str(exc))
+    from abm.outputs.compare import markdown
+
+    out_console.print(markdown(comp.table), highlight=False, soft_wrap=True)
+    out_console.print(f"report in {out / 'report.html'}", highlight=False)
+
+
+data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Data files the project can use.")
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("boundaries")
+def data_boundaries(
+    region: Annotated[str, typer.Option(help="bundled region name or region folder")] = "king_county",
+    from_: Annotated[
+        Path | None, typer.Option("--from", help="a Census tract boundary zip you already have (no download)")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="download timeout in seconds")] = 30.0,
+) -> None:
+    """Download and cache the Census cartographic tract boundary file for the region's state;
+    maps then draw real tract boundaries instead of cells built from centroids."""
+    from abm.outputs.boundaries import BoundaryError, census_url, download_boundaries, shapes_from_file
+    from abm.populations import load_region
+    from abm.populations.region import RegionError
+
+    try:
+        reg = load_region(region)
+    except (RegionError, OSError) as exc:
+        fail(f"--region {region}: {exc}")
+    state = reg.figures.fips[:2]
+    if len(state) != 2:
+        fail(f"--region {region}: the region has no state FIPS code (fips in region.yaml)")
+    if from_ is None:
+        err_console.print(f"downloading {census_url(state)} ...", highlight=False)
+    try:
+        path = download_boundaries(state, timeout=timeout, source=from_)
+        shapes = shapes_from_file(reg.tracts, path)
+    except BoundaryError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1 if from_ is None else 2) from None
+    out_console.print(f"cached {path}: {len(shapes.geometry)} tracts of {reg.name}; {shapes.source}", highlight=False)
+
+
 def print_summary(s: dict, target: Path) -> None:
     """A short table of the main results on stdout."""
     n = s["agents"]

@@ -39,7 +39,12 @@ OVERRIDE_KEYS = {
 
 @dataclass
 class RunResult:
-    """A finished run: the scenario, the tables as DataFrames and the summary."""
+    """A finished run: the scenario, the tables as DataFrames and the summary.
+
+    ``timeseries`` (per day and replicate), ``by_age`` (per day, replicate and age group) and
+    ``by_tract`` (per day and tract, means over replicates) are the run folder's tables;
+    :meth:`plot` and :meth:`map` draw them; :meth:`write` writes the run folder.
+    """
 
     scenario: Scenario
     population: Population
@@ -50,9 +55,88 @@ class RunResult:
     by_tract: pd.DataFrame
     costs: pd.DataFrame
     manifest: dict[str, Any] = field(default_factory=dict)
+    state_fips: str = ""  # for the cached Census boundary file (abm data boundaries)
 
-    def write(self, out: str | Path) -> Path:
-        """Write the run folder (atomically) and return its path."""
+    def _map_days(self, days: list[int] | tuple[int, ...] | None) -> tuple[int, ...]:
+        from abm.outputs.maps import DEFAULT_SNAPSHOT_DAYS
+
+        if days is not None:
+            return tuple(days)
+        configured = getattr(self.scenario.outputs, "map_days", None)
+        return tuple(configured) if configured is not None else DEFAULT_SNAPSHOT_DAYS
+
+    def _boundaries(self, boundaries: str | Path | None) -> str | Path | None:
+        return boundaries if boundaries is not None else getattr(self.scenario.outputs, "boundaries", None)
+
+    def plot(self, which: str | None = None) -> Any:
+        """Matplotlib figures of the run: one of ``hospital_occupancy``, ``new_infections``,
+        ``cumulative_infections``, ``cumulative_by_age``, ``cumulative_cost``, or (None) a dict
+        of all of them."""
+        from abm.outputs import plots
+
+        runs = [plots.RunTables.from_result(self)]
+        if which is None:
+            return {name: make(runs) for name, make in plots.FIGURES.items()}
+        if which not in plots.FIGURES:
+            raise ValueError(f"unknown plot {which!r}; choose from {', '.join(plots.FIGURES)}")
+        return plots.FIGURES[which](runs)
+
+    def map(
+        self,
+        path: str | Path | None = None,
+        *,
+        boundaries: str | Path | None = None,
+        days: list[int] | tuple[int, ...] | None = None,
+        tiles: bool = True,
+    ) -> Any:
+        """The tract map (:class:`abm.outputs.maps.MapPage`: shows itself in a notebook);
+        written to ``path`` if given. ``boundaries``: a tract boundary file (default: the
+        scenario's, then the cache of ``abm data boundaries``, then cells from centroids)."""
+        from abm.outputs import maps
+        from abm.outputs.boundaries import tract_shapes
+
+        shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips)
+        data = maps.map_data(self.by_tract, self.population.tracts, self._map_days(days), maps.map_title(self.summary))
+        page = maps.MapPage(maps.render_html(shapes, data, tiles), shapes, data)
+        if path is not None:
+            page.save(path)
+        return page
+
+    def write_figures(
+        self,
+        folder: str | Path,
+        *,
+        boundaries: str | Path | None = None,
+        map_days: list[int] | tuple[int, ...] | None = None,
+    ) -> dict[str, float]:
+        """Write ``plots/`` (PNG plots and map snapshots) and ``map.html`` into ``folder``;
+        return the seconds each took."""
+        from abm.outputs import maps, plots
+        from abm.outputs.boundaries import tract_shapes
+
+        folder = Path(folder)
+        t0 = time.perf_counter()
+        plots.write_plots([plots.RunTables.from_result(self)], folder / "plots")
+        t1 = time.perf_counter()
+        shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips)
+        days = self._map_days(map_days)
+        data = maps.map_data(self.by_tract, self.population.tracts, days, maps.map_title(self.summary))
+        maps.write_map(folder / "map.html", shapes, data)
+        t2 = time.perf_counter()
+        maps.write_snapshots(folder / "plots", shapes, data, days)
+        t3 = time.perf_counter()
+        return {"plots_seconds": t1 - t0, "map_seconds": t2 - t1, "map_snapshots_seconds": t3 - t2}
+
+    def write(
+        self,
+        out: str | Path,
+        *,
+        figures: bool = True,
+        boundaries: str | Path | None = None,
+        map_days: list[int] | tuple[int, ...] | None = None,
+    ) -> Path:
+        """Write the run folder (atomically) and return its path: tables, summary, manifest,
+        and (``figures``) ``plots/`` and ``map.html``."""
         out = Path(out)
         start = time.perf_counter()
         with atomic_folder(out) as tmp:
@@ -63,6 +147,8 @@ class RunResult:
             self.by_tract.to_csv(tmp / "by_tract.csv", index=False)
             self.costs.to_csv(tmp / "costs.csv", index=False)
             (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
+            if figures:
+                self.manifest["timings"].update(self.write_figures(tmp, boundaries=boundaries, map_days=map_days))
             self.manifest["timings"]["output_seconds"] = time.perf_counter() - start
             self.manifest["files"] = [*sorted(p.name for p in tmp.iterdir()), "manifest.json"]
             (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
@@ -160,4 +246,4 @@ def run(
             "tables_seconds": time.perf_counter() - t2,
         },
     }
-    return RunResult(sc, pop, res, summary, ts, ba, bt, res.costs, manifest)
+    return RunResult(sc, pop, res, summary, ts, ba, bt, res.costs, manifest, region.figures.fips[:2])

@@ -61,6 +61,12 @@ class OutputConfig(BaseModel):
     hospital_beds_per_100k: float | None = Field(
         None, gt=0, description="hospital capacity line; default: the region's figure"
     )
+    map_days: list[int] = Field([50, 70, 120], description="days of the map's PNG snapshots")
+    boundaries: str | None = Field(
+        None,
+        description="tract boundary file (Census shapefile .zip/.shp or GeoJSON with GEOID); "
+        "default: the cache of `abm data boundaries`, else cells from tract centroids",
+    )
 
 
 class Scenario(BaseModel):

@@ -14,6 +14,7 @@ written. County-level figures live in ``region.yaml`` next to it, with their sou
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import sys
@@ -39,7 +40,7 @@ def ring_centroid(ring: list[list[float]]) -> tuple[float, float, float]:
     kx = 111.320 * math.cos(lat0)
     ky = 110.574
     a = cx = cy = 0.0
-    for (x0, y0), (x1, y1) in zip(ring[:-1], ring[1:], strict=True):
+    for (x0, y0), (x1, y1) in itertools.pairwise(ring):
         cross = x0 * y1 - x1 * y0
         a += cross
         cx += (x0 + x1) * cross

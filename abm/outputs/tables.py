@@ -43,9 +43,10 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
         cols[name] = stages[:, :, i].reshape(-1)
     for k, v in _derived(stages, res.new_infections, res.agents).items():
         cols[k] = v.reshape(-1)
-    cols["new_hospitalizations"] = res.entries[:, :, Stage.HOSPITALIZED].reshape(-1)
-    cols["new_icu"] = res.entries[:, :, Stage.CRITICAL_ICU].reshape(-1)
-    cols["new_deaths"] = res.entries[:, :, Stage.DEATH].reshape(-1)
+    entries = res.entries.astype(np.int64)
+    cols["new_hospitalizations"] = entries[:, :, Stage.HOSPITALIZED].reshape(-1)
+    cols["new_icu"] = entries[:, :, Stage.CRITICAL_ICU].reshape(-1)
+    cols["new_deaths"] = entries[:, :, Stage.DEATH].reshape(-1)
     return pd.DataFrame(cols)
 
 

@@ -1,0 +1,342 @@
+"""Tract shapes for maps: real boundaries when the user has them, otherwise cells built from the
+tract centroids the region carries.
+
+Offline, a tract's cell is its Voronoi cell among the tract centroids, clipped to an outline of
+the region approximated from the centroids (a concave hull of the centroids, widened by a disc
+of each tract's land area). No polygons from elsewhere are carried.
+
+Real boundaries come from a file the user names (a Census cartographic boundary shapefile, as
+``.zip`` or ``.shp``, or a GeoJSON file with a ``GEOID`` property), or from the cache that
+``abm data boundaries`` fills by downloading the Census file for the region's state.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import math
+import os
+import shutil
+import struct
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import shapely
+from shapely.geometry import MultiPolygon, Point, Polygon
+from shapely.geometry.base import BaseGeometry
+
+CENSUS_YEAR = 2019  # 2010-vintage tracts, as in the bundled King County figures
+CENSUS_URL = "https://www2.census.gov/geo/tiger/GENZ{year}/shp/cb_{year}_{state}_tract_500k.zip"
+KM_PER_DEG_LAT = 110.574
+KM_PER_DEG_LON_EQUATOR = 111.320
+
+
+class BoundaryError(ValueError):
+    """A boundary file cannot be read or does not match the region. The message is for the user."""
+
+
+@dataclass
+class TractShapes:
+    """One geometry (longitude/latitude) per tract, in the order of the region's tracts."""
+
+    geoid: list[str]
+    geometry: list[BaseGeometry]
+    source: str  # "cells from tract centroids" or the boundary file used
+
+    def geojson(self, digits: int = 4) -> dict:
+        """A GeoJSON FeatureCollection; feature ``i`` has properties ``i`` and ``geoid``."""
+        features = []
+        for i, (g, geom) in enumerate(zip(self.geoid, self.geometry, strict=True)):
+            rounded = shapely.set_precision(geom, 10.0**-digits) if digits else geom
+            if rounded.is_empty:
+                rounded = geom
+            features.append(
+                {
+                    "type": "Feature",
+                    "properties": {"i": i, "geoid": g},
+                    "geometry": json.loads(shapely.to_geojson(rounded)),
+                }
+            )
+        return {"type": "FeatureCollection", "features": features}
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(min lon, min lat, max lon, max lat)."""
+        return tuple(shapely.total_bounds(np.array(self.geometry, dtype=object)).tolist())
+
+
+# ----------------------------------------------------------------------------- projection
+def _projection(lat0: float, lon0: float) -> tuple[float, float]:
+    return KM_PER_DEG_LON_EQUATOR * math.cos(math.radians(lat0)), KM_PER_DEG_LAT
+
+
+def _to_km(lon: np.ndarray, lat: np.ndarray, lat0: float, lon0: float) -> np.ndarray:
+    kx, ky = _projection(lat0, lon0)
+    return np.column_stack([(lon - lon0) * kx, (lat - lat0) * ky])
+
+
+def _to_lonlat(geom: BaseGeometry, lat0: float, lon0: float) -> BaseGeometry:
+    kx, ky = _projection(lat0, lon0)
+    return shapely.transform(geom, lambda xy: np.column_stack([xy[:, 0] / kx + lon0, xy[:, 1] / ky + lat0]))
+
+
+# ----------------------------------------------------------------------------- centroid cells
+def region_outline_km(points: np.ndarray, land_km2: np.ndarray) -> BaseGeometry:
+    """The region's outline approximated from tract centroids (km coordinates): a concave hull
+    of the centroids buffered by 1.5 km, united with a disc of each tract's land area around
+    its centroid (so large rural tracts reach out as far as they are big)."""
+    multipoint = shapely.MultiPoint(points)
+    hull = shapely.concave_hull(multipoint, ratio=0.12).buffer(1.5)
+    radius = np.sqrt(np.maximum(land_km2, 0.5) / math.pi)
+    discs = shapely.buffer(shapely.points(points), radius * 0.9 + 0.5)
+    outline = shapely.union_all([hull, *discs])
+    # Smooth the seams between discs and hull, and fill holes (lakes are not known here).
+    smooth = outline.buffer(1.0).buffer(-1.0)
+    parts = [Polygon(p.exterior) for p in getattr(smooth, "geoms", [smooth])]
+    return parts[0] if len(parts) == 1 else MultiPolygon(parts)
+
+
+def centroid_cells(tracts: pd.DataFrame) -> TractShapes:
+    """Voronoi cells of the tract centroids clipped to the outline of the region."""
+    lat, lon = tracts["lat"].to_numpy(float), tracts["lon"].to_numpy(float)
+    lat0, lon0 = float(lat.mean()), float(lon.mean())
+    pts = _to_km(lon, lat, lat0, lon0)
+    land = tracts["land_km2"].to_numpy(float) if "land_km2" in tracts else np.ones(len(tracts))
+    outline = region_outline_km(pts, land)
+    if len(pts) == 1:
+        cells = [outline]
+    else:
+        # Jitter exact duplicates apart so that every centroid gets a cell.
+        _, first = np.unique(pts.round(6), axis=0, return_index=True)
+        dup = np.setdiff1d(np.arange(len(pts)), first)
+        pts = pts.copy()
+        pts[dup] += 1e-3 * (1 + np.arange(len(dup)))[:, None]
+        vor = shapely.voronoi_polygons(shapely.MultiPoint(pts), extend_to=outline.envelope.buffer(10), ordered=True)
+        cells = list(vor.geoms)
+    out = []
+    for k, cell in enumerate(cells):
+        clipped = cell.intersection(outline)
+        if clipped.is_empty:  # a centroid outside the outline: keep a small disc
+            clipped = Point(pts[k]).buffer(0.5)
+        clipped = _largest_parts(clipped)
+        out.append(_to_lonlat(clipped.simplify(0.02), lat0, lon0))
+    return TractShapes([str(g) for g in tracts["geoid"]], out, "cells from tract centroids")
+
+
+def _largest_parts(geom: BaseGeometry) -> BaseGeometry:
+    """Polygonal parts only, dropping slivers under 1% of the largest part."""
+    parts = [g for g in getattr(geom, "geoms", [geom]) if isinstance(g, Polygon | MultiPolygon)]
+    polys = [p for g in parts for p in getattr(g, "geoms", [g])]
+    if not polys:
+        return geom
+    big = max(p.area for p in polys)
+    keep = [p for p in polys if p.area >= 0.01 * big]
+    return keep[0] if len(keep) == 1 else MultiPolygon(keep)
+
+
+# ----------------------------------------------------------------------------- boundary files
+def _read_dbf(data: bytes) -> list[dict[str, str]]:
+    """Records of a dBase III table as strings (enough for Census shapefiles)."""
+    count, header_len, record_len = struct.unpack("<IHH", data[4:12])
+    fields, pos = [], 32
+    while data[pos] != 0x0D:
+        name = data[pos : pos + 11].split(b"\0")[0].decode("ascii")
+        fields.append((name, data[pos + 16]))
+        pos += 32
+    rows = []
+    for r in range(count):
+        start = header_len + r * record_len
+        rec, off, row = data[start : start + record_len], 1, {}
+        for name, length in fields:
+            row[name] = rec[off : off + length].decode("latin-1").strip()
+            off += length
+        rows.append(row)
+    return rows
+
+
+def _ring_area(xy: np.ndarray) -> float:
+    x, y = xy[:, 0], xy[:, 1]
+    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def _read_shp(data: bytes) -> list[BaseGeometry | None]:
+    """Polygon records of an ESRI shapefile (shape types 5, 15, 25); None for null shapes.
+    Outer rings run clockwise and holes counter-clockwise, per the format."""
+    shapes: list[BaseGeometry | None] = []
+    pos = 100
+    while pos + 8 <= len(data):
+        length = struct.unpack(">i", data[pos + 4 : pos + 8])[0] * 2
+        content = data[pos + 8 : pos + 8 + length]
+        pos += 8 + length
+        shape_type = struct.unpack("<i", content[:4])[0]
+        if shape_type == 0:
+            shapes.append(None)
+            continue
+        if shape_type not in (5, 15, 25):
+            raise BoundaryError(f"shape type {shape_type} is not a polygon; tract boundaries must be polygons")
+        nparts, npoints = struct.unpack("<ii", content[36:44])
+        parts = [*np.frombuffer(content[44 : 44 + 4 * nparts], dtype="<i4").tolist(), npoints]
+        pts = np.frombuffer(content[44 + 4 * nparts : 44 + 4 * nparts + 16 * npoints], dtype="<f8").reshape(-1, 2)
+        polys: list[list[np.ndarray]] = []
+        for a, b in itertools.pairwise(parts):
+            ring = pts[a:b]
+            if _ring_area(ring) <= 0 or not polys:  # clockwise: an outer ring
+                polys.append([ring])
+            else:
+                polys[-1].append(ring)
+        made = [Polygon(p[0], p[1:]) for p in polys]
+        shapes.append(made[0] if len(made) == 1 else MultiPolygon(made))
+    return shapes
+
+
+def _shapefile_members(path: Path) -> tuple[bytes, bytes]:
+    if path.suffix.lower() == ".zip":
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+                shp = next((n for n in names if n.lower().endswith(".shp")), None)
+                dbf = next((n for n in names if n.lower().endswith(".dbf")), None)
+                if shp is None or dbf is None:
+                    raise BoundaryError(f"{path}: the zip file holds no .shp and .dbf pair")
+                return z.read(shp), z.read(dbf)
+        except zipfile.BadZipFile as exc:
+            raise BoundaryError(f"{path}: not a readable zip file ({exc})") from exc
+    dbf_path = path.with_suffix(".dbf")
+    if not dbf_path.is_file():
+        raise BoundaryError(f"{path}: no {dbf_path.name} next to it (the shapefile's attribute table)")
+    return path.read_bytes(), dbf_path.read_bytes()
+
+
+def read_boundary_file(path: str | Path) -> dict[str, BaseGeometry]:
+    """Tract geometries by GEOID from a shapefile (``.zip``/``.shp``) or GeoJSON file."""
+    path = Path(path)
+    if not path.is_file():
+        raise BoundaryError(f"{path}: boundary file not found")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".json", ".geojson"):
+            data = json.loads(path.read_text())
+            out = {}
+            for f in data.get("features", []):
+                props = f.get("properties") or {}
+                geoid = props.get("GEOID") or props.get("geoid") or props.get("GEOID10")
+                if geoid and f.get("geometry"):
+                    out[str(geoid)] = shapely.from_geojson(json.dumps(f["geometry"]))
+            return out
+        if suffix in (".zip", ".shp"):
+            shp, dbf = _shapefile_members(path)
+            rows, shapes = _read_dbf(dbf), _read_shp(shp)
+            key = next((k for k in ("GEOID", "GEOID10", "GEOID20") if rows and k in rows[0]), None)
+            if key is None:
+                raise BoundaryError(f"{path}: the attribute table has no GEOID field")
+            return {r[key]: s for r, s in zip(rows, shapes, strict=False) if s is not None}
+    except BoundaryError:
+        raise
+    except (ValueError, KeyError, struct.error, OSError, shapely.errors.ShapelyError) as exc:
+        raise BoundaryError(f"{path}: cannot read the boundary file ({exc})") from exc
+    raise BoundaryError(f"{path}: unknown boundary file type {suffix!r}; use .zip, .shp, .geojson or .json")
+
+
+def shapes_from_file(tracts: pd.DataFrame, path: str | Path) -> TractShapes:
+    """Tract shapes from a boundary file; tracts the file lacks get their centroid cell.
+    Raises :class:`BoundaryError` if the file holds none of the region's tracts."""
+    found = read_boundary_file(path)
+    geoids = [str(g) for g in tracts["geoid"]]
+    hits = [g for g in geoids if g in found]
+    if not hits:
+        raise BoundaryError(
+            f"{path}: none of the region's {len(geoids)} tract GEOIDs (e.g. {geoids[0]}) are in the file; "
+            "is it the right state and census vintage?"
+        )
+    cells = centroid_cells(tracts) if len(hits) < len(geoids) else None
+    geoms = [found[g] if g in found else cells.geometry[i] for i, g in enumerate(geoids)]  # type: ignore[union-attr]
+    missing = len(geoids) - len(hits)
+    source = str(path) + (f" ({missing} tracts not in the file drawn as centroid cells)" if missing else "")
+    return TractShapes(geoids, [g.simplify(0.0003) for g in geoms], source)
+
+
+# ----------------------------------------------------------------------------- cache and download
+def cache_dir() -> Path:
+    """Where downloaded boundary files are kept: $ABM_CACHE_DIR, else $XDG_CACHE_HOME/abm,
+    else ~/.cache/abm (each with a ``boundaries/`` folder)."""
+    if os.environ.get("ABM_CACHE_DIR"):
+        base = Path(os.environ["ABM_CACHE_DIR"])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "abm"
+    return base / "boundaries"
+
+
+def census_file_name(state_fips: str, year: int = CENSUS_YEAR) -> str:
+    """The Census cartographic boundary file of a state's tracts, e.g. cb_2019_53_tract_500k.zip."""
+    return f"cb_{year}_{state_fips}_tract_500k.zip"
+
+
+def census_url(state_fips: str, year: int = CENSUS_YEAR) -> str:
+    """Where the Census Bureau publishes that file."""
+    return CENSUS_URL.format(year=year, state=state_fips)
+
+
+def cached_boundary_file(state_fips: str) -> Path | None:
+    """The cached boundary file for a state, if ``abm data boundaries`` has fetched it."""
+    if not state_fips:
+        return None
+    path = cache_dir() / census_file_name(state_fips)
+    return path if path.is_file() else None
+
+
+def download_boundaries(state_fips: str, timeout: float = 30.0, source: str | Path | None = None) -> Path:
+    """Download (or copy from ``source``) the Census tract boundary file into the cache and
+    return its path. Raises :class:`BoundaryError` with a clear message when offline."""
+    target = cache_dir() / census_file_name(state_fips)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".part")
+    if source is not None:
+        src = Path(source)
+        if not src.is_file():
+            raise BoundaryError(f"{src}: file not found")
+        shutil.copyfile(src, tmp)
+    else:
+        url = census_url(state_fips)
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                data = resp.read()
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise BoundaryError(
+                f"cannot download {url}: {reason}. This machine looks offline. Maps keep using tract cells "
+                f"built from the centroids. To use real boundaries, download that file on a machine that is "
+                f"online and run `abm data boundaries --from FILE`, or give its path to the map."
+            ) from exc
+        tmp.write_bytes(data)
+    try:
+        with zipfile.ZipFile(io.BytesIO(tmp.read_bytes())) as z:
+            if not any(n.lower().endswith(".shp") for n in z.namelist()):
+                raise BoundaryError(f"{source or census_url(state_fips)}: the zip file holds no shapefile")
+    except zipfile.BadZipFile as exc:
+        tmp.unlink(missing_ok=True)
+        raise BoundaryError(f"{source or census_url(state_fips)}: not a zip file ({exc})") from exc
+    except BoundaryError:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(target)
+    return target
+
+
+def tract_shapes(tracts: pd.DataFrame, boundaries: str | Path | None = None, state_fips: str = "") -> TractShapes:
+    """The shapes a map draws: the given boundary file, else the cached Census file for the
+    state (if any), else cells from the tract centroids."""
+    if boundaries is not None:
+        return shapes_from_file(tracts, boundaries)
+    cached = cached_boundary_file(state_fips)
+    if cached is not None:
+        try:
+            return shapes_from_file(tracts, cached)
+        except BoundaryError:
+            pass
+    return centroid_cells(tracts)

@@ -1,0 +1,233 @@
+"""Comparing runs: overlay plots and one table (CSV, Markdown, HTML report).
+
+Per run: peak hospital occupancy of the mean curve and its day, that peak as a share of
+capacity, days (and share of days) over capacity, cumulative infected share, deaths,
+hospitalizations (admissions), total cost, and the cost per averted hospitalization against
+the first run: (cost - cost of the first run) / (hospitalizations of the first run -
+hospitalizations), both per agent, so runs of different sizes compare. It is empty for the
+first run and where no hospitalization is averted.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
+from abm.outputs.run_folder import atomic_folder
+
+COLUMNS = {
+    "run": "run",
+    "agents": "agents",
+    "replicates": "replicates",
+    "peak_hospital_occupancy": "peak hospital beds in use (mean curve)",
+    "peak_hospital_occupancy_per_100k": "peak beds per 100k",
+    "peak_hospital_day": "day of peak",
+    "peak_share_of_capacity": "peak / capacity",
+    "days_over_capacity": "days over capacity",
+    "share_of_days_over_capacity": "share of days over capacity",
+    "cumulative_infected_share": "cumulative infected share",
+    "deaths": "deaths (mean)",
+    "hospitalizations": "hospitalizations (mean)",
+    "total_cost": "total cost $ (mean)",
+    "cost_per_averted_hospitalization": "cost per averted hospitalization $ (vs first run)",
+}
+
+
+class CompareError(ValueError):
+    """A run folder cannot be compared. The message is for the user."""
+
+
+def hospitalizations(run: RunTables) -> float:
+    """Mean hospital admissions over the run: the summary's ``hospitalizations`` if it has
+    them, else the sum of the timeseries' ``new_hospitalizations``; NaN if neither exists."""
+    recorded = run.summary.get("hospitalizations")
+    if isinstance(recorded, dict) and "mean" in recorded:
+        return float(recorded["mean"])
+    if "new_hospitalizations" in run.timeseries:
+        return float(run.timeseries.groupby("replicate")["new_hospitalizations"].sum().mean())
+    return math.nan
+
+
+def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
+    """One row per run with the measures of :data:`COLUMNS` (machine names)."""
+    rows = []
+    for run in runs:
+        s = run.summary
+        n = run.agents
+        occ, cap = s["peak_hospital_occupancy"], s["hospital_capacity"]
+        hosp = hospitalizations(run)
+        rows.append(
+            {
+                "run": run.label,
+                "agents": n,
+                "replicates": run.replicates,
+                "peak_hospital_occupancy": occ["value"],
+                "peak_hospital_occupancy_per_100k": occ["per_100k"],
+                "peak_hospital_day": occ["day"],
+                "peak_share_of_capacity": occ["value"] / cap["beds"] if cap["beds"] else math.nan,
+                "days_over_capacity": cap["days_over_capacity"],
+                "share_of_days_over_capacity": cap["days_over_capacity"] / s["days"],
+                "cumulative_infected_share": s["cumulative_infected"]["share"],
+                "deaths": s["deaths"]["mean"],
+                "hospitalizations": hosp,
+                "total_cost": s["total_cost"]["mean"],
+            }
+        )
+    table = pd.DataFrame(rows)
+    base = table.iloc[0]
+    per_agent_cost = table["total_cost"] / table["agents"]
+    per_agent_hosp = table["hospitalizations"] / table["agents"]
+    averted = base["hospitalizations"] / base["agents"] - per_agent_hosp
+    extra = per_agent_cost - base["total_cost"] / base["agents"]
+    cpa = (extra / averted).where(averted > 0)
+    cpa.iloc[0] = math.nan
+    table["cost_per_averted_hospitalization"] = cpa
+    return table
+
+
+def _fmt(key: str, v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if key in ("peak_share_of_capacity", "share_of_days_over_capacity", "cumulative_infected_share"):
+        return f"{100 * v:.1f}%"
+    if key in ("agents", "replicates", "peak_hospital_day", "days_over_capacity"):
+        return f"{int(v):,}"
+    if key in ("total_cost", "cost_per_averted_hospitalization"):
+        return f"{v:,.0f}"
+    return f"{v:,.1f}"
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The table in Markdown, with readable headers and numbers."""
+    head = "| " + " | ".join(COLUMNS[c] for c in table.columns) + " |"
+    rule = "|" + "|".join("---" if c == "run" else "---:" for c in table.columns) + "|"
+    body = ["| " + " | ".join(_fmt(c, row[c]) for c in table.columns) + " |" for _, row in table.iterrows()]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path | None], out: Path) -> str:
+    def link(target: Path, text: str) -> str:
+        rel = os.path.relpath(target.resolve(), out.resolve())
+        return f'<a href="{html.escape(rel)}">{html.escape(text)}</a>'
+
+    head = "".join(f"<th>{html.escape(COLUMNS[c])}</th>" for c in table.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(c, row[c]))}</td>" for c in table.columns) + "</tr>"
+        for _, row in table.iterrows()
+    )
+    items = []
+    for run, folder in zip(runs, folders, strict=True):
+        if folder is None:
+            items.append(f"<li>{html.escape(run.label)}</li>")
+            continue
+        links = [link(folder, "folder")]
+        for name, text in (("map.html", "map"), ("summary.json", "summary"), ("timeseries.csv", "timeseries")):
+            if (folder / name).exists():
+                links.append(link(folder / name, text))
+        plots = folder / "plots"
+        if plots.is_dir():
+            links += [link(p, p.stem) for p in sorted(plots.glob("*.png"))]
+        items.append(f"<li><b>{html.escape(run.label)}</b>: {', '.join(links)}</li>")
+    figures = "".join(
+        f'<figure><img src="plots/{name}" alt="{key}"><figcaption>{key.replace("_", " ")}</figcaption></figure>'
+        for key, name in PLOT_FILES.items()
+    )
+    base = html.escape(runs[0].label)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Comparison: {", ".join(html.escape(r.label) for r in runs)}</title>
+<style>
+body {{ font: 14px/1.45 sans-serif; margin: 24px; color: #222; }}
+table {{ border-collapse: collapse; margin: 12px 0; }}
+th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
+th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
+figure {{ display: inline-block; margin: 8px; }} img {{ max-width: 720px; border: 1px solid #ddd; }}
+</style></head><body>
+<h1>Comparison of {len(runs)} runs</h1>
+<p>Cost per averted hospitalization is against the first run, <b>{base}</b>. Files:
+<a href="comparison.csv">comparison.csv</a>, <a href="comparison.md">comparison.md</a>.</p>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<h2>Runs</h2><ul>{"".join(items)}</ul>
+<h2>Plots</h2>{figures}
+</body></html>
+"""
+
+
+@dataclass
+class Comparison:
+    """Runs side by side: ``table`` (one row per run), overlay ``plot()``, ``write(out)``."""
+
+    runs: list[RunTables]
+    folders: list[Path | None]
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return comparison_table(self.runs)
+
+    def plot(self, which: str = "hospital_occupancy") -> Any:
+        """One overlay figure (see :data:`abm.outputs.plots.FIGURES`)."""
+        from abm.outputs.plots import FIGURES
+
+        if which not in FIGURES:
+            raise ValueError(f"unknown plot {which!r}; choose from {', '.join(FIGURES)}")
+        return FIGURES[which](self.runs)
+
+    def write(self, out: str | Path) -> Path:
+        """Write comparison.csv, comparison.md, report.html and plots/ (atomically)."""
+        out = Path(out)
+        table = self.table
+        with atomic_folder(out) as tmp:
+            table.to_csv(tmp / "comparison.csv", index=False)
+            (tmp / "comparison.md").write_text(markdown(table))
+            write_plots(self.runs, tmp / "plots")
+            (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out))
+        return out
+
+
+def load_runs(items: list[Any]) -> Comparison:
+    """Runs from run folders and/or :class:`abm.RunResult` objects; labels made unique."""
+    from abm.runs import RunResult
+
+    runs, folders = [], []
+    for item in items:
+        if isinstance(item, RunResult):
+            runs.append(RunTables.from_result(item))
+            folders.append(None)
+            continue
+        folder = Path(item)
+        if not folder.is_dir():
+            raise CompareError(f"{folder}: no such run folder")
+        missing = [n for n in ("summary.json", "by_age.csv", "costs.csv") if not (folder / n).is_file()]
+        if missing or not any((folder / n).is_file() for n in ("timeseries.parquet", "timeseries.csv")):
+            raise CompareError(f"{folder}: not a run folder (missing {', '.join(missing) or 'timeseries'}); "
+                               "give folders written by `abm run`")  # fmt: skip
+        try:
+            runs.append(RunTables.from_folder(folder))
+        except (ValueError, KeyError, OSError) as exc:
+            raise CompareError(f"{folder}: cannot read the run ({exc})") from exc
+        folders.append(folder)
+    if not runs:
+        raise CompareError("give at least one run")
+    seen: dict[str, int] = {}
+    for run, folder in zip(runs, folders, strict=True):
+        if run.label in seen:
+            run.label = f"{run.label} ({folder.name if folder else seen[run.label] + 1})"
+        seen[run.label] = seen.get(run.label, 0) + 1
+    return Comparison(runs, folders)
+
+
+def compare(items: list[Any], out: str | Path | None = None) -> Comparison:
+    """Compare runs (:class:`abm.RunResult` objects or run folders); write the report to ``out``
+    if given. The first run is the reference for the cost per averted hospitalization."""
+    comp = load_runs(list(items))
+    if out is not None:
+        comp.write(out)
+    return comp

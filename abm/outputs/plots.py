@@ -1,0 +1,210 @@
+"""Run plots (PNG, matplotlib Agg): hospital occupancy against capacity, daily new infections,
+cumulative infections, cumulative infections by age group and cumulative cost. Each draws the
+mean over replicates with a band from the lowest to the highest replicate, and several runs
+overlay in the same axes (``abm compare``).
+
+Infections and hospital occupancy are shown per 100,000 people (agents scaled), so runs of
+different sizes compare and the capacity line is the scenario's beds per 100,000; costs are in
+dollars as booked for the run's agents.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from abm.engine.disease import AGE_GROUP_LABELS
+
+PLOT_FILES = {
+    "hospital_occupancy": "hospital_occupancy.png",
+    "new_infections": "new_infections.png",
+    "cumulative_infections": "cumulative_infections.png",
+    "cumulative_by_age": "cumulative_by_age.png",
+    "cumulative_cost": "cumulative_cost.png",
+}
+
+
+@dataclass
+class RunTables:
+    """What the plots and comparisons need of one run."""
+
+    label: str
+    timeseries: pd.DataFrame
+    by_age: pd.DataFrame
+    costs: pd.DataFrame
+    summary: dict[str, Any]
+
+    @property
+    def agents(self) -> int:
+        return int(self.summary["agents"])
+
+    @property
+    def days(self) -> int:
+        return int(self.summary["days"])
+
+    @property
+    def replicates(self) -> int:
+        return int(self.summary["replicates"])
+
+    @property
+    def beds_per_100k(self) -> float:
+        return float(self.summary["hospital_capacity"]["beds_per_100k"])
+
+    @classmethod
+    def from_result(cls, result: Any, label: str | None = None) -> RunTables:
+        """From a :class:`abm.RunResult`."""
+        return cls(label or result.summary["scenario"], result.timeseries, result.by_age, result.costs, result.summary)
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, label: str | None = None) -> RunTables:
+        """From a run folder written by ``abm run``."""
+        folder = Path(folder)
+        summary = json.loads((folder / "summary.json").read_text())
+        ts_path = folder / "timeseries.parquet"
+        ts = pd.read_parquet(ts_path) if ts_path.is_file() else pd.read_csv(folder / "timeseries.csv")
+        by_age = pd.read_csv(folder / "by_age.csv", dtype={"age_group": str})
+        costs = pd.read_csv(folder / "costs.csv")
+        return cls(label or summary["scenario"], ts, by_age, costs, summary)
+
+
+def band(table: pd.DataFrame, column: str, scale: float = 1.0, by: str = "day") -> pd.DataFrame:
+    """Per ``by`` value: mean, min and max over replicates of ``column`` times ``scale``."""
+    wide = table.pivot(index=by, columns="replicate", values=column).astype(float) * scale
+    return pd.DataFrame({"mean": wide.mean(axis=1), "low": wide.min(axis=1), "high": wide.max(axis=1)})
+
+
+def cumulative_cost_table(run: RunTables) -> pd.DataFrame:
+    """[day x replicate] cumulative spending, zeros where nothing was booked."""
+    days, reps = np.arange(run.days), np.arange(run.replicates)
+    if run.costs.empty:
+        daily = pd.DataFrame(0.0, index=days, columns=reps)
+    else:
+        cost = run.costs.assign(cost=run.costs["count"] * run.costs["unit_cost"])
+        daily = cost.pivot_table(index="day", columns="replicate", values="cost", aggfunc="sum")
+        daily = daily.reindex(index=days, columns=reps).fillna(0.0)
+    cum = daily.cumsum()
+    cum.index.name, cum.columns.name = "day", "replicate"
+    return cum
+
+
+def _draw(ax: Any, b: pd.DataFrame, label: str, color: Any) -> None:
+    ax.fill_between(b.index, b["low"], b["high"], color=color, alpha=0.2, linewidth=0)
+    ax.plot(b.index, b["mean"], color=color, label=label, linewidth=1.8)
+
+
+def _colors(n: int) -> list[Any]:
+    cmap = plt.get_cmap("tab10")
+    return [cmap(k % 10) for k in range(n)]
+
+
+def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]) -> Figure:
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("day")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="best")
+    reps = sorted({r.replicates for r in runs})
+    fig.text(
+        0.99, 0.005, f"line: mean; band: lowest to highest of {'/'.join(map(str, reps))} replicates",
+        ha="right", va="bottom", fontsize=7, color="#555555",
+    )  # fmt: skip
+    return fig
+
+
+def hospital_occupancy(runs: list[RunTables]) -> Figure:
+    """Hospital beds in use (hospitalized, ICU, step-down) per 100,000 against capacity."""
+    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    for run, color in zip(runs, _colors(len(runs)), strict=True):
+        _draw(ax, band(run.timeseries, "hospital_occupancy", 1e5 / run.agents), run.label, color)
+    for beds in sorted({r.beds_per_100k for r in runs}):
+        ax.axhline(beds, color="black", linestyle="--", linewidth=1.2, label=f"capacity: {beds:g} beds per 100k")
+    return _finish(fig, ax, "Hospital occupancy against capacity", "beds in use per 100,000", runs)
+
+
+def new_infections(runs: list[RunTables]) -> Figure:
+    """Daily new infections per 100,000."""
+    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    for run, color in zip(runs, _colors(len(runs)), strict=True):
+        _draw(ax, band(run.timeseries, "new_infections", 1e5 / run.agents), run.label, color)
+    return _finish(fig, ax, "Daily new infections", "new infections per 100,000", runs)
+
+
+def cumulative_infections(runs: list[RunTables]) -> Figure:
+    """Share of the population ever infected, in percent."""
+    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    for run, color in zip(runs, _colors(len(runs)), strict=True):
+        _draw(ax, band(run.timeseries, "cumulative_infected", 100 / run.agents), run.label, color)
+    return _finish(fig, ax, "Cumulative infections", "% of population ever infected", runs)
+
+
+def cumulative_by_age(runs: list[RunTables]) -> Figure:
+    """Share of each age group ever infected, in percent: one panel per age group."""
+    fig, axes = plt.subplots(3, 3, figsize=(10, 7.5), sharex=True, sharey=True, layout="constrained")
+    colors = _colors(len(runs))
+    top = 0.0
+    for ax, group in zip(axes.flat, AGE_GROUP_LABELS, strict=True):
+        for run, color in zip(runs, colors, strict=True):
+            table = run.by_age[run.by_age["age_group"].astype(str) == group]
+            agents = float(table["agents"].iloc[0]) if len(table) else 0.0
+            b = band(table, "cumulative_infected", 100 / agents if agents else 0.0)
+            _draw(ax, b, run.label, color)
+            top = max(top, float(b["high"].max()) if len(b) else 0.0)
+        ax.set_title(f"age {group}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.set_xlim(left=0)
+    axes.flat[0].set_ylim(0, max(1.0, min(100.0, top * 1.05)))
+    for ax in axes[-1]:
+        ax.set_xlabel("day")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("% ever infected")
+    axes.flat[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Cumulative infections by age group", fontsize=11)
+    reps = sorted({r.replicates for r in runs})
+    fig.text(
+        0.99, 0.995, f"line: mean; band: lowest to highest of {'/'.join(map(str, reps))} replicates",
+        ha="right", va="top", fontsize=7, color="#555555",
+    )  # fmt: skip
+    return fig
+
+
+def cumulative_cost(runs: list[RunTables]) -> Figure:
+    """Cumulative spending booked by interventions, in dollars."""
+    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    for run, color in zip(runs, _colors(len(runs)), strict=True):
+        cum = cumulative_cost_table(run)
+        b = pd.DataFrame({"mean": cum.mean(axis=1), "low": cum.min(axis=1), "high": cum.max(axis=1)})
+        _draw(ax, b, f"{run.label} ({run.agents:,} agents)", color)
+    return _finish(fig, ax, "Cumulative cost of interventions", "$ (for the run's agents)", runs)
+
+
+FIGURES = {
+    "hospital_occupancy": hospital_occupancy,
+    "new_infections": new_infections,
+    "cumulative_infections": cumulative_infections,
+    "cumulative_by_age": cumulative_by_age,
+    "cumulative_cost": cumulative_cost,
+}
+
+
+def write_plots(runs: list[RunTables], folder: str | Path, dpi: int = 100) -> list[Path]:
+    """Write every plot as PNG into ``folder``; return the paths."""
+    plt.switch_backend("Agg")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for key, make in FIGURES.items():
+        fig = make(runs)
+        path = folder / PLOT_FILES[key]
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
+        out.append(path)
+    return out

@@ -1,0 +1,156 @@
+"""Plots against the run tables, the Python API, and `abm compare` on ni, sq, vacc and ct runs:
+its table against the runs' summaries."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import abm
+from abm.outputs import plots
+from abm.outputs.compare import comparison_table
+
+SCENARIOS = Path("scenarios/king_county").resolve()
+SMALL = ["--agents", "3000", "--days", "40", "--replicates", "2", "--seed", "3"]
+
+
+def abm_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "abm", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """ni, sq, vacc and ct written by `abm run` (plots and map skipped for speed except in ni)."""
+    root = tmp_path_factory.mktemp("runs")
+    folders = {}
+    for name in ("ni", "sq", "vacc", "ct"):
+        result = abm.run(SCENARIOS / f"{name}.yaml", agents=3000, days=40, replicates=2, seed=3)
+        folders[name] = result.write(root / name, figures=name == "ni")
+    return folders
+
+
+@pytest.fixture(scope="module")
+def vacc_result():
+    return abm.run(SCENARIOS / "vacc.yaml", agents=3000, days=40, replicates=3, seed=4)
+
+
+def test_plot_data_match_the_run_tables(vacc_result):
+    r = vacc_result
+    n = r.summary["agents"]
+    figs = r.plot()
+    assert set(figs) == set(plots.FIGURES)
+
+    ts = r.timeseries.pivot(index="day", columns="replicate", values="hospital_occupancy") * 1e5 / n
+    ax = figs["hospital_occupancy"].axes[0]
+    mean = ax.lines[0]
+    assert np.allclose(mean.get_xdata(), np.arange(40))
+    assert np.allclose(mean.get_ydata(), ts.mean(axis=1))
+    band = ax.collections[0].get_paths()[0].vertices  # fill_between: low then high
+    assert np.isclose(band[:, 1].min(), ts.min(axis=1).min()) and np.isclose(band[:, 1].max(), ts.max(axis=1).max())
+    capacity = ax.lines[1]
+    assert np.allclose(capacity.get_ydata(), 55.0)  # the region's beds per 100k
+
+    new = r.timeseries.groupby("day").new_infections.mean() * 1e5 / n
+    assert np.allclose(figs["new_infections"].axes[0].lines[0].get_ydata(), new)
+    cum = r.timeseries.groupby("day").cumulative_infected.mean() * 100 / n
+    cum_line = figs["cumulative_infections"].axes[0].lines[0].get_ydata()
+    assert np.allclose(cum_line, cum) and cum_line[-1] == pytest.approx(100 * r.summary["cumulative_infected"]["share"])
+
+    by_age = r.by_age[r.by_age.age_group == "80+"]
+    age80 = by_age.groupby("day").cumulative_infected.mean() * 100 / by_age.agents.iloc[0]
+    assert np.allclose(figs["cumulative_by_age"].axes[8].lines[0].get_ydata(), age80)
+
+    cost = figs["cumulative_cost"].axes[0].lines[0].get_ydata()
+    assert cost[-1] == pytest.approx(r.summary["total_cost"]["mean"]) and r.summary["total_cost"]["mean"] > 0
+    daily = r.costs.assign(c=r.costs["count"] * r.costs["unit_cost"]).groupby("day").c.sum() / 3
+    assert np.allclose(np.diff(cost), daily.reindex(range(40), fill_value=0).to_numpy()[1:])
+
+
+def test_plots_written_from_folder_equal_those_from_the_result(runs):
+    folder = plots.RunTables.from_folder(runs["ni"])
+    fig = plots.hospital_occupancy([folder])
+    ts = pd.read_csv(runs["ni"] / "timeseries.csv")
+    want = ts.groupby("day").hospital_occupancy.mean() * 1e5 / 3000
+    assert np.allclose(fig.axes[0].lines[0].get_ydata(), want)
+
+
+def test_compare_cli_table_matches_summaries(runs, tmp_path):
+    out = tmp_path / "cmp"
+    proc = abm_cli("compare", *(str(runs[k]) for k in ("ni", "sq", "vacc", "ct")), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name for p in out.iterdir()} == {"comparison.csv", "comparison.md", "report.html", "plots"}
+    assert {p.name for p in (out / "plots").iterdir()} == set(plots.PLOT_FILES.values())
+    table = pd.read_csv(out / "comparison.csv")
+    assert list(table.run) == ["ni", "sq", "vacc", "ct"]
+    summaries = {k: json.loads((runs[k] / "summary.json").read_text()) for k in runs}
+    hosp = {}
+    for name, s in summaries.items():
+        row = table[table.run == name].iloc[0]
+        ts = pd.read_csv(runs[name] / "timeseries.csv")
+        assert row.peak_hospital_occupancy == pytest.approx(s["peak_hospital_occupancy"]["value"])
+        assert row.peak_hospital_day == s["peak_hospital_occupancy"]["day"]
+        assert row.peak_share_of_capacity == pytest.approx(s["peak_hospital_occupancy"]["value"] / (55.0 * 3000 / 1e5))
+        assert row.days_over_capacity == s["hospital_capacity"]["days_over_capacity"]
+        assert row.share_of_days_over_capacity == pytest.approx(s["hospital_capacity"]["days_over_capacity"] / 40)
+        assert row.cumulative_infected_share == pytest.approx(s["cumulative_infected"]["share"])
+        assert row.deaths == pytest.approx(s["deaths"]["mean"])
+        assert row.total_cost == pytest.approx(s["total_cost"]["mean"])
+        if "hospitalizations" in s:
+            hosp[name] = s["hospitalizations"]["mean"]
+        else:
+            hosp[name] = ts.groupby("replicate").new_hospitalizations.sum().mean()
+        assert row.hospitalizations == pytest.approx(hosp[name])
+    assert summaries["ni"]["total_cost"]["mean"] == 0 and summaries["ct"]["total_cost"]["mean"] > 0
+    for name in ("sq", "vacc", "ct"):
+        row = table[table.run == name].iloc[0]
+        averted = hosp["ni"] - hosp[name]
+        cost = summaries[name]["total_cost"]["mean"]
+        if averted > 0:
+            assert row.cost_per_averted_hospitalization == pytest.approx(cost / averted)
+        else:
+            assert math.isnan(row.cost_per_averted_hospitalization)
+    assert math.isnan(table.cost_per_averted_hospitalization.iloc[0])
+    md = (out / "comparison.md").read_text()
+    assert md.count("\n") == 6 and "| ct |" in md
+    report = (out / "report.html").read_text()
+    for name in runs:
+        assert f"{name}" in report
+    assert 'href="../' in report or "href=" in report
+    assert "map.html" in report  # the ni run folder has its map, linked from the report
+    for png in plots.PLOT_FILES.values():
+        assert f'src="plots/{png}"' in report
+
+
+def test_compare_bad_input_exits_2_and_writes_nothing(runs, tmp_path):
+    out = tmp_path / "cmp"
+    proc = abm_cli("compare", str(runs["ni"]), str(tmp_path / "missing"), "--out", str(out))
+    assert proc.returncode == 2
+    assert "missing: no such run folder" in proc.stderr
+    assert not out.exists()
+    (tmp_path / "empty").mkdir()
+    proc = abm_cli("compare", str(runs["ni"]), str(tmp_path / "empty"), "--out", str(out))
+    assert proc.returncode == 2 and "not a run folder" in proc.stderr and not out.exists()
+
+
+def test_python_compare_of_results_and_folders(runs, vacc_result):
+    comp = abm.compare([runs["ni"], vacc_result])
+    assert list(comp.table.run) == ["ni", "vacc"]
+    direct = comparison_table([plots.RunTables.from_folder(runs["ni"]), plots.RunTables.from_result(vacc_result)])
+    pd.testing.assert_frame_equal(comp.table, direct)
+    fig = comp.plot("cumulative_infections")
+    assert [line.get_label() for line in fig.axes[0].lines] == ["ni", "vacc"]
+
+
+def test_result_map_api(vacc_result, tmp_path):
+    page = vacc_result.map(tmp_path / "m.html", days=[20])
+    assert (tmp_path / "m.html").read_text() == page.html
+    assert 20 in page.data.days and "<iframe" in page._repr_html_()
+    fig = page.snapshot(20)
+    assert "day 20" in fig.axes[0].get_title()

@@ -1,0 +1,31 @@
+"""The scenario reference is generated from the schema and kept in docs/scenarios.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from abm.outputs.schema_doc import scenario_reference
+from abm.scenario import Scenario
+
+
+def leaf_paths(model, prefix=""):
+    for name, field in model.model_fields.items():
+        yield (f"{prefix}.{field.alias or name}" if prefix else field.alias or name), field
+
+
+def test_reference_lists_every_section_and_field_with_default():
+    text = scenario_reference()
+    for section in ("population", "simulation", "disease", "contacts", "seeding", "interventions", "outputs"):
+        assert f"## `{section}`" in text
+    sim = Scenario.model_fields["simulation"].annotation
+    for _key, field in leaf_paths(sim):
+        assert f"| `{field.alias or _key}` |" in text
+    assert "| `days` | int | `180` | >= 1, <= 10000 | days simulated |" in text
+    assert "## `interventions.vaccination`" in text and "## `interventions.testing.tests[]`" in text
+
+
+def test_docs_scenarios_md_is_up_to_date():
+    doc = Path(__file__).resolve().parents[1] / "docs" / "scenarios.md"
+    assert doc.read_text() == scenario_reference(), (
+        "docs/scenarios.md is stale: run `python -m abm.outputs.schema_doc > docs/scenarios.md`"
+    )
