@@ -91,36 +91,128 @@ def run(
 def learn(
     file: Annotated[Path, typer.Argument(help="learning scenario YAML file")],
     out: Annotated[Path | None, typer.Option(help="report folder (default runs/<scenario name>)")] = None,
+    runner: Annotated[
+        str | None,
+        typer.Option(help="inprocess, flower-sim or flower (default: the scenario's runner key)"),
+    ] = None,
 ) -> None:
     """Run a decentralized-learning scenario; write report.json and plots."""
     from abm.learning.cli import learn as run_learning
 
-    run_learning(file, out)
+    run_learning(file, out, runner)
 
 
 @app.command()
 def calibrate(
     file: Annotated[Path, typer.Argument(help="scenario YAML file with a calibration section")],
     out: Annotated[Path | None, typer.Option(help="output folder (default runs/<name>-calibration)")] = None,
-    trials: Annotated[int | None, typer.Option(help="Optuna trials (default: the scenario's)")] = None,
-    method: Annotated[str, typer.Option(help="optuna (the gradient method is not built yet)")] = "optuna",
+    trials: Annotated[
+        int | None, typer.Option(help="Optuna trials, or gradient steps (default: the scenario's)")
+    ] = None,
+    method: Annotated[str, typer.Option(help="optuna (TPE over the free parameters) or gradient")] = "optuna",
+    backend: Annotated[str, typer.Option(help="where Optuna trials run: local or ray")] = "local",
+    workers: Annotated[int | None, typer.Option(help="Ray: trials run at once (default: the CPUs)")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
     set_: SetOption = None,
 ) -> None:
     """Fit a scenario's free parameters to observed data."""
     from abm.calibration.observed import CalibrationError
     from abm.calibration.optimize import calibrate as fit
 
-    if method != "optuna":
-        fail(f"--method: {method!r} is not allowed; allowed: optuna")
     if trials is not None and trials < 1:
         fail(f"--trials: {trials} is not allowed; give at least 1")
+    if workers is not None and workers < 1:
+        fail(f"--workers: {workers} is not allowed; give at least 1")
+    unit = "step" if method == "gradient" else "trial"
     try:
         summary = fit(
-            file, out, trials, set_, progress=lambda i, n, loss: err_console.print(f"trial {i}/{n}: loss {loss:.3f}")
+            file,
+            out,
+            trials,
+            set_,
+            progress=lambda i, n, loss: err_console.print(f"{unit} {i}/{n}: loss {loss:.3f}"),
+            method=method,
+            backend=backend,
+            workers=workers,
+            ray_address=ray_address,
         )
     except (ScenarioError, CalibrationError) as exc:
         fail(str(exc))
     out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
+
+
+@app.command()
+def sweep(
+    file: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    sweep_: Annotated[
+        list[str] | None,
+        typer.Option("--sweep", help="key.path=v1,v2,... (repeatable; variants are every combination)"),
+    ] = None,
+    replicates: Annotated[int | None, typer.Option(help="replicates per variant (default: the scenario's)")] = None,
+    backend: Annotated[str, typer.Option(help="local or ray")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
+    out: Annotated[Path | None, typer.Option(help="output folder (default runs/<name>-sweep)")] = None,
+    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
+    days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of replicate 0 (replicate r uses seed + r)")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Run variants (the cartesian product of --sweep options) and replicates, locally or on Ray,
+    and write one combined table (sweep.csv), a mean/sd table per variant and sweep.json."""
+    from abm.sweep import BACKENDS, plan, run_sweep
+
+    if not sweep_:
+        fail("--sweep: give at least one key.path=value1,value2,...")
+    if backend not in BACKENDS:
+        fail(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    overrides = {"agents": agents, "days": days, "seed": seed, "device": device}
+    try:
+        sp = plan(file, sweep_, replicates=replicates, sets=set_, **overrides)
+    except ScenarioError as exc:
+        fail(str(exc))
+    target = out or Path("runs") / f"{sp.variants[0].name}-sweep"
+    total = len(sp.variants) * sp.replicates
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("runs"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(f"{sp.variants[0].name}: {len(sp.variants)} variants x {sp.replicates}", total=total)
+        try:
+            result = run_sweep(
+                file,
+                sweep_,
+                backend=backend,
+                ray_address=ray_address,
+                progress=lambda done, n: bar.update(task, completed=done),
+                sweep_plan=sp,
+            )
+            result.write(target)
+        except ScenarioError as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(f"interrupted: no results were written to {target}", highlight=False)
+            raise typer.Exit(130) from None
+    table = Table(title=f"{total} runs ({sp.replicates} per variant)")
+    table.add_column("variant")
+    for name in ("cumulative_infected_share", "peak_hospital_occupancy", "deaths", "total_cost"):
+        table.add_column(f"{name} (mean)", justify="right")
+    for v, row in result.summary.iterrows():
+        table.add_row(
+            sp.label(int(v)),
+            f"{row['cumulative_infected_share_mean']:.1%}",
+            f"{row['peak_hospital_occupancy_mean']:,.1f}",
+            f"{row['deaths_mean']:,.1f}",
+            f"{row['total_cost_mean']:,.0f}",
+        )
+    out_console.print(table)
+    out_console.print(f"results in {target}", highlight=False)
 
 
 @app.command()

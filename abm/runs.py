@@ -26,6 +26,7 @@ from abm.outputs import tables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.summary import summarize
 from abm.populations import Population, build_population, load_region
+from abm.populations.reference import build_reference_population
 from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate
 
 OVERRIDE_KEYS = {
@@ -194,7 +195,10 @@ def run(
             f"{sc.name}: simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu"
         )
     region = load_region(sc.population.region)
-    pop = build_population(region, sc.population.agents, sc.simulation.seed)
+    if sc.population.kind == "reference":
+        pop = build_reference_population(sc.population.agents, sc.simulation.seed)
+    else:
+        pop = build_population(region, sc.population.agents, sc.simulation.seed)
     t1 = time.perf_counter()
     sim = Simulation(
         population=pop,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -39,6 +39,12 @@ class PopulationConfig(BaseModel):
         return v
 
     agents: int = Field(100_000, ge=1, description="number of agents (the full county: 2252782)")
+    kind: Literal["region", "reference"] = Field(
+        "region",
+        description="region: built from the region's tract figures; reference: the thesis model's published-results "
+        "population (ages drawn independently, households by consecutive ids, one work group per industry; "
+        "abm/populations/reference.py), which ignores the region's figures",
+    )
 
 
 class SimulationConfig(BaseModel):

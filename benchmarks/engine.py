@@ -2,6 +2,7 @@
 `abm run` command, and peak memory per agent.
 
     python benchmarks/engine.py [--repeats 3] [--threads N] [--skip-1m]
+    python benchmarks/engine.py --scaling [--repeats 1]    # vacc_ct from 10k agents to all of King County
 
 Each configuration runs in a fresh subprocess (so peak memory is its own); engine time is the
 simulation's day loop only (population building, setup and writing excluded), median of
@@ -69,7 +70,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--skip-1m", action="store_true")
+    ap.add_argument("--scaling", action="store_true", help="vacc_ct at 10k, 100k, 1M and 2.25M agents")
     args = ap.parse_args()
+    if args.scaling:
+        scaling(args.repeats, args.threads)
+        return
     kc = ROOT / "scenarios/king_county"
     configs = [("no_intervention", 100_000, 1), ("vacc_ct", 100_000, 1), ("no_intervention", 100_000, 10)]
     if not args.skip_1m:
@@ -107,6 +112,25 @@ def main() -> None:
         per = (big[0][6] - base) * 1024 * 1024 / 900_000
         print(f"memory per agent (peak RSS difference 1M vs 100k, per extra agent): {per:,.0f} bytes")
     print(f"whole `abm run` (100k x 180 days, 1 replicate, start to files written), median: {whole:.2f} s")
+
+
+def scaling(repeats: int, threads: int) -> None:
+    """The scaling table: vacc_ct, one replicate, from 10k agents to the whole county."""
+    scenario = ROOT / "scenarios/king_county/vacc_ct.yaml"
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; torch threads: {threads or 'default'}")
+    print()
+    print("| agents | engine s (median) | population + setup s | peak RSS MB | agent-days per s | infected |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for agents in (10_000, 100_000, 1_000_000, 2_250_000):
+        runs = [measure(scenario, agents, 1, threads) for _ in range(repeats)]
+        engine = statistics.median(r["engine_s"] for r in runs)
+        setup = statistics.median(r["population_s"] + r["setup_s"] for r in runs)
+        rss = max(r["peak_rss_mb"] for r in runs)
+        infected = statistics.median(r["infected_share"] for r in runs)
+        print(
+            f"| {agents:,} | {engine:.2f} | {setup:.2f} | {rss:,.0f} | {agents * 180 / engine:,.0f} | {infected:.1%} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

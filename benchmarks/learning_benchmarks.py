@@ -97,9 +97,9 @@ def extras(reports: list[dict]) -> list[str]:
     return out
 
 
-def speed_benchmark(participants: int = 20, rounds: int = 100) -> dict:
+def speed_benchmark(participants: int = 20, rounds: int = 100, runner: str = "inprocess") -> dict:
     """FedAvg with ``participants`` small MLPs (one hidden layer of 32) on digits for ``rounds``
-    rounds through the in-process runner; returns wall times in seconds."""
+    rounds through ``runner`` (inprocess, flower-sim, flower); returns wall times in seconds."""
     import torch
 
     from abm.learning.runner import run_all
@@ -115,6 +115,7 @@ def speed_benchmark(participants: int = 20, rounds: int = 100) -> dict:
         "rounds": rounds,
         "evaluate_on": "own",
         "protocols": [{"name": "fedavg"}],
+        "runner": runner,
     }
     start = time.perf_counter()
     r = run_all(load_scenario(sc)[0])["protocols"]
@@ -133,11 +134,15 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "learning_results.md")
     ap.add_argument("--speed", action="store_true", help="only the 20 x 100 FedAvg timing")
+    ap.add_argument("--runner", default="inprocess", help="runner for --speed: inprocess, flower-sim, flower")
+    ap.add_argument("--rounds", type=int, default=100, help="rounds for --speed")
+    ap.add_argument("--participants", type=int, default=20, help="participants for --speed")
     args = ap.parse_args()
     if args.speed:
-        t = speed_benchmark()
+        t = speed_benchmark(args.participants, args.rounds, args.runner)
         print(
-            f"FedAvg, 20 participants x 100 rounds, digits, MLP-32: {t['fedavg_s']:.1f} s "
+            f"FedAvg ({args.runner}), {args.participants} participants x {args.rounds} rounds, digits, "
+            f"MLP-32: {t['fedavg_s']:.1f} s "
             f"(local-only baseline {t['local_s']:.1f} s, whole run {t['total_s']:.1f} s); "
             f"accuracy {100 * t['fedavg_acc']:.1f} %"
         )
@@ -159,6 +164,8 @@ def main() -> None:
         if args.only and path.stem not in args.only:
             continue
         base = yaml.safe_load(path.read_text())
+        if base.get("kind") == "private_calibration":  # benchmarks/private_calibration.py runs these
+            continue
         reports = []
         start = time.perf_counter()
         for seed in args.seeds:

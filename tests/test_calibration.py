@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import abm
-from abm.calibration.observed import CalibrationError, load_observed
+from abm.calibration.observed import CalibrationError, load_observed, losses, simulated
 from abm.calibration.optimize import calibrate
 from abm.scenario import validate
 
@@ -56,6 +56,10 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     assert calibrated["disease"]["transmission_rate"] == summary["best_parameters"]["disease.transmission_rate"]
     assert len(pd.read_csv(out / "trials.csv")) == 16
     assert json.loads((out / "calibration.json").read_text())["best_trial"] == summary["best_trial"]
+    # `abm run` on the calibrated scenario re-creates the best fit exactly (same seed).
+    rerun = abm.run(out / "calibrated.yaml")
+    cfg = rerun.scenario.calibration
+    assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.fit_window) == summary["fit"]
 
 
 def test_bad_targets_get_clear_messages(tmp_path):

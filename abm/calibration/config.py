@@ -33,6 +33,23 @@ class Observation(BaseModel):
     case_delay_days: int = Field(7, ge=0, description="days from infection to a reported case")
 
 
+class GradientConfig(BaseModel):
+    """The gradient method (``abm calibrate --method gradient``): Adam on log beta and a weekly
+    piecewise-constant transmission multiplier series, through the engine's differentiable
+    mode (see abm.engine.relaxed)."""
+
+    model_config = ConfigDict(extra="forbid")
+    steps: int = Field(30, ge=1, description="Adam steps (one differentiable simulation each, a new seed per step)")
+    learning_rate: float = Field(0.05, gt=0, description="Adam step size on log beta and the log multipliers")
+    weekly_multipliers: bool = Field(
+        True, description="fit a transmission multiplier per week up to the fit window's end (held after it)"
+    )
+    smoothness: float = Field(1.0, ge=0, description="penalty on squared week-to-week changes of the log multipliers")
+    estimator: Literal["score", "straight_through"] = Field(
+        "score", description="gradient of an infection draw: score (d log p) or identity straight-through"
+    )
+
+
 class CalibrationConfig(BaseModel):
     """What to fit to which data. Simulation day 0 is ``start_date``; counts are scaled from
     the simulated agents to the region's population."""
@@ -56,6 +73,7 @@ class CalibrationConfig(BaseModel):
     trials: int = Field(40, ge=1, description="Optuna trials")
     seed: int = Field(0, ge=0, description="sampler seed")
     band_trials: int = Field(5, ge=1, description="best trials whose curves make the uncertainty band")
+    gradient: GradientConfig = GradientConfig()
 
     @model_validator(mode="after")
     def _windows(self) -> CalibrationConfig:

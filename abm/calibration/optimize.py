@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,15 +43,118 @@ def check_horizon(sc: Scenario, cfg: CalibrationConfig, source: str) -> None:
         )
 
 
+BACKENDS = ("local", "ray")
+METHODS = ("optuna", "gradient")
+
+
+def simulate_values(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
+    """Run the scenario with ``values`` filled in; its simulated targets by date (a Ray task)."""
+    sc = validate(with_values(data, values), source)
+    return simulated(run(sc), sc.calibration)
+
+
+def suggest(trial: optuna.Trial, cfg: CalibrationConfig) -> dict[str, float]:
+    """The trial's values of the free parameters."""
+    values: dict[str, float] = {}
+    for key, rng in cfg.parameters.items():
+        if rng.integer:
+            values[key] = trial.suggest_int(key, int(rng.low), int(rng.high))
+        else:
+            values[key] = trial.suggest_float(key, rng.low, rng.high)
+    return values
+
+
+def fit_value(sim: pd.DataFrame, observed: pd.DataFrame, cfg: CalibrationConfig) -> float:
+    """The objective: mean over targets of the RMSE of log1p weekly counts on the fit window."""
+    fit = losses(sim, observed, cfg.fit_window)
+    return float(sum(v["rmse_log1p_weekly"] for v in fit.values()) / len(fit))
+
+
+def run_trials(
+    study: optuna.Study,
+    cfg: CalibrationConfig,
+    n_trials: int,
+    evaluate: Callable[[dict[str, float]], pd.DataFrame],
+    score: Callable[[pd.DataFrame], float],
+    curves: dict[int, pd.DataFrame],
+    progress: Callable[[int, int, float], None] | None,
+) -> None:
+    """Trials one after the other in this process."""
+
+    def objective(trial: optuna.Trial) -> float:
+        sim = evaluate(suggest(trial, cfg))
+        curves[trial.number] = sim
+        loss = score(sim)
+        if progress is not None:
+            progress(trial.number + 1, n_trials, loss)
+        return loss
+
+    study.optimize(objective, n_trials=n_trials)
+
+
+def run_trials_ray(
+    study: optuna.Study,
+    cfg: CalibrationConfig,
+    n_trials: int,
+    data: dict[str, Any],
+    source: str,
+    score: Callable[[pd.DataFrame], float],
+    curves: dict[int, pd.DataFrame],
+    progress: Callable[[int, int, float], None] | None,
+    workers: int | None,
+    address: str | None,
+) -> None:
+    """Trials as Ray tasks, in batches of ``workers``: ask a batch, run it, tell the results in
+    trial order. With the sampler's seed and the batch size fixed, the trials are the same on
+    every run. Uses the Ray instance this process is connected to, else connects to
+    ``address`` (or RAY_ADDRESS) or starts a local one, and shuts a started one down."""
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - ray is in the dev extra
+        raise CalibrationError("--backend ray: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        batch = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        remote = ray.remote(num_cpus=1)(simulate_values)
+        done = 0
+        while done < n_trials:
+            trials = [study.ask() for _ in range(min(batch, n_trials - done))]
+            refs = [remote.remote(data, suggest(t, cfg), source) for t in trials]
+            for trial, sim in zip(trials, ray.get(refs), strict=True):
+                curves[trial.number] = sim
+                loss = score(sim)
+                study.tell(trial, loss)
+                done += 1
+                if progress is not None:
+                    progress(done, n_trials, loss)
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def calibrate(
     path: str | Path,
     out: str | Path | None = None,
     trials: int | None = None,
     sets: list[str] | None = None,
     progress: Callable[[int, int, float], None] | None = None,
+    *,
+    method: str = "optuna",
+    backend: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
-    """Fit the scenario's ``calibration.parameters``; write the calibrated scenario, the
-    trials, a fit plot and ``calibration.json`` to ``out``; return the calibration summary."""
+    """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
+    transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
+    gradient steps), a fit plot and ``calibration.json`` to ``out``; return the summary.
+    ``backend``: where Optuna trials run, this process (``local``) or Ray tasks (``ray``, in
+    batches of ``workers``)."""
+    if method not in METHODS:
+        raise CalibrationError(f"--method: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
+    if backend not in BACKENDS:
+        raise CalibrationError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     path = Path(path)
     data = read_scenario_data(path)
     for item in sets or []:
@@ -60,50 +165,63 @@ def calibrate(
     cfg = sc.calibration
     check_horizon(sc, cfg, str(path))
     observed = load_observed(cfg)
-    n_trials = trials or cfg.trials
-    curves: dict[int, pd.DataFrame] = {}
+    start = time.perf_counter()
+    if method == "gradient":
+        from abm.calibration import gradient
 
-    def objective(trial: optuna.Trial) -> float:
-        values: dict[str, float] = {}
-        for key, rng in cfg.parameters.items():
-            if rng.integer:
-                values[key] = trial.suggest_int(key, int(rng.low), int(rng.high))
-            else:
-                values[key] = trial.suggest_float(key, rng.low, rng.high)
-        trial_sc = validate(with_values(data, values), str(path))
-        sim = simulated(run(trial_sc), trial_sc.calibration)
-        curves[trial.number] = sim
-        fit = losses(sim, observed, cfg.fit_window)
-        loss = float(sum(v["rmse_log1p_weekly"] for v in fit.values()) / len(fit))
-        if progress is not None:
-            progress(trial.number + 1, n_trials, loss)
-        return loss
+        beta, weekly_m, steps = gradient.optimize(sc, observed, progress, trials)
+        calibrated_data, best = gradient.calibrated_values(data, beta, weekly_m)
+        calibrated = validate(calibrated_data, str(path))
+        sim = simulated(run(calibrated), cfg)
+        band: list[pd.DataFrame] = []
+        table = pd.DataFrame([vars(s) for s in steps])
+        table_name = "steps.csv"
+        extra = {
+            "steps": len(steps),
+            "seconds_per_step_median": float(table["seconds"].median()),
+            "loss_fit": fit_value(sim, observed, cfg),
+        }
+    else:
+        n_trials = trials or cfg.trials
+        curves: dict[int, pd.DataFrame] = {}
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
-    study.optimize(objective, n_trials=n_trials)
-    best = study.best_trial
-    calibrated = validate(with_values(data, best.params), str(path))
-    sim = curves[best.number]
-    ranked = sorted((t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value)
-    band = [curves[t.number] for t in ranked[: cfg.band_trials]]
+        def score(frame: pd.DataFrame) -> float:
+            return fit_value(frame, observed, cfg)
+
+        if backend == "ray":
+            run_trials_ray(study, cfg, n_trials, data, str(path), score, curves, progress, workers, ray_address)
+        else:
+            run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, str(path)), score, curves, progress)
+        best_trial = study.best_trial
+        best = best_trial.params
+        calibrated = validate(with_values(data, best), str(path))
+        sim = curves[best_trial.number]
+        ranked = sorted(
+            (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
+        )
+        band = [curves[t.number] for t in ranked[: cfg.band_trials]]
+        table = study.trials_dataframe()
+        table_name = "trials.csv"
+        extra = {"trials": n_trials, "backend": backend, "best_trial": best_trial.number, "loss_fit": best_trial.value}
     summary = {
         "scenario": sc.name,
+        "method": method,
         "targets": cfg.targets,
-        "trials": n_trials,
         "seed": cfg.seed,
-        "best_trial": best.number,
-        "best_parameters": best.params,
-        "loss_fit": best.value,
+        **extra,
+        "best_parameters": best,
         "fit_window": [str(d) for d in cfg.fit_window],
         "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
         "fit": losses(sim, observed, cfg.fit_window),
         "holdout": losses(sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
+        "seconds": time.perf_counter() - start,
     }
     target = Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration"
     with atomic_folder(target) as tmp:
         (tmp / "calibrated.yaml").write_text(calibrated.resolved_yaml())
-        study.trials_dataframe().to_csv(tmp / "trials.csv", index=False)
+        table.to_csv(tmp / table_name, index=False)
         (tmp / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")
         plot_fit(observed, sim, band, cfg, tmp / "fit.png")
     return summary

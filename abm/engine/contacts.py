@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from abm.engine.rng import generator
 from abm.populations.population import LONG_TERM_CARE, SCHOOL, Population
+from abm.populations.reference import member_list_string_length
 
 AGE_CLASS_OF_GROUP = [0, 0, 1, 1, 1, 1, 1, 2, 2]  # child 0-19, adult 20-69, elderly 70+
 
@@ -37,6 +39,12 @@ class HouseholdContacts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(2.0, ge=0, description="relative weight of a household contact")
+    normalizer: Literal["size", "member_list_string"] = Field(
+        "size",
+        description="what a household contact's force is divided by: size, the household's size (intended); "
+        "member_list_string, the length of the text of its member-id list, e.g. 14 for '[12345, 12346]' "
+        "(reproduces the reference code, specs section 11 Q2; needs consecutive member ids)",
+    )
 
 
 class OccupationContacts(BaseModel):
@@ -65,6 +73,12 @@ class CommunityContacts(BaseModel):
     local_share: float = Field(0.7, ge=0, le=1, description="share of contacts made near home")
     local_spread_tracts: float = Field(
         2.0, gt=0, description="sd, in tracts along the map's space-filling order, of a local contact"
+    )
+    construction: Literal["local_mix", "stub_path"] = Field(
+        "local_mix",
+        description="local_mix: half as many contacts as stubs, mostly near home (degree about k_i, intended); "
+        "stub_path: every agent's k_i stubs shuffled daily and consecutive stubs joined, a path with degree "
+        "about 2 k_i (reproduces the reference code, specs section 11 Q8; local_share is not used)",
     )
 
 
@@ -132,7 +146,12 @@ class HouseholdLayer:
     def __init__(self, pop: Population, cfg: HouseholdContacts, replicates: int, device: torch.device) -> None:
         self.index = tile(pop.household, replicates, pop.num_households, device)
         self.num = pop.num_households * replicates
-        size = torch.as_tensor(pop.household_size[pop.household], dtype=torch.float32)
+        if cfg.normalizer == "member_list_string":
+            size = torch.as_tensor(
+                member_list_string_length(pop.household_start, pop.household_size)[pop.household], dtype=torch.float32
+            )
+        else:
+            size = torch.as_tensor(pop.household_size[pop.household], dtype=torch.float32)
         self.coef = (cfg.weight / size).repeat(replicates).to(device)
         self.start = tile(pop.household_start, replicates, pop.size, device)
         self.size = torch.as_tensor(pop.household_size, dtype=torch.int64).repeat(replicates).to(device)

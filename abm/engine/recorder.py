@@ -80,6 +80,10 @@ class Recorder:
         self.hist_new_age = torch.zeros(d, r, NUM_AGE_GROUPS, dtype=torch.int32, device=dev)
         self.entered = torch.zeros(r * NUM_STAGES, dtype=torch.int32, device=dev)
         self.hist_entries = torch.zeros(d, r, NUM_STAGES, dtype=torch.int32, device=dev)
+        # Differentiable mode: per day, the [replicate, stage] entries summed over the agents'
+        # infection weights (equal to the counts in value, carrying their gradients).
+        self.weighted_entries: list[torch.Tensor] = []
+        self._weighted_today = torch.zeros(r * NUM_STAGES, dtype=torch.float32, device=dev)
 
     def _keys(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         rep = self.sim.replicate[idx]
@@ -102,6 +106,10 @@ class Recorder:
         flat_a.index_add_(0, ka * NUM_STAGES + old, -one)
         flat_a.index_add_(0, ka * NUM_STAGES + new, one)
         self.entered.index_add_(0, self.sim.replicate.index_select(0, idx) * NUM_STAGES + new, one)
+        weight = self.sim.state.weight
+        if weight is not None:
+            key = self.sim.replicate.index_select(0, idx) * NUM_STAGES + new
+            self._weighted_today = self._weighted_today.index_add(0, key, weight.index_select(0, idx))
 
     def record(self, day: int) -> None:
         """Snapshot the counts at the end of ``day``."""
@@ -114,6 +122,9 @@ class Recorder:
         self.new_tract.zero_()
         self.new_age.zero_()
         self.entered.zero_()
+        if self.sim.state.weight is not None:
+            self.weighted_entries.append(self._weighted_today.view(r, -1))
+            self._weighted_today = torch.zeros_like(self._weighted_today)
 
     def result(self, seconds: float, ledger: CostLedger) -> SimulationResult:
         """Move the history to the CPU as numpy arrays."""

@@ -12,7 +12,7 @@ from typing import Annotated, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from abm.engine.contacts import CommunityLayer, ContactConfig, Edges, HouseholdLayer, OccupationLayer
+from abm.engine.contacts import ContactConfig, Edges, HouseholdLayer, OccupationLayer
 from abm.engine.disease import (
     ABSORBING,
     NEVER,
@@ -26,6 +26,8 @@ from abm.engine.disease import (
 )
 from abm.engine.ledger import CostLedger
 from abm.engine.recorder import Recorder, SimulationResult
+from abm.engine.reference_contacts import community_layer
+from abm.engine.relaxed import infection_weight
 from abm.engine.rng import generator
 from abm.populations.population import Population
 
@@ -85,6 +87,9 @@ class AgentState:
     immune: torch.Tensor  # bool: protected from infection (vaccine)
     susceptibility_scale: torch.Tensor  # float32: leaky protection multiplies susceptibility
     infectiousness_scale: torch.Tensor  # float32: multiplies an agent's infectiousness
+    # Differentiable mode only: float32, 1.0 in the forward pass; carries the gradient of each
+    # infection's straight-through draw into the agent's infectiousness and recorded counts.
+    weight: torch.Tensor | None = None
 
 
 @dataclass
@@ -100,6 +105,11 @@ class Simulation:
     seed: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     interventions: list[Intervention] = field(default_factory=list)
+    # Differentiable mode (gradient calibration): each infection gets a weight, exactly 1.0
+    # forward, whose gradient comes from its draw (``gradient_estimator``, see
+    # abm.engine.relaxed); outputs carry gradients to ``daily_rate`` through the weights.
+    differentiable: bool = False
+    gradient_estimator: str = "score"
 
     def __post_init__(self) -> None:
         d, pop, r = self.device, self.population, self.replicates
@@ -111,7 +121,7 @@ class Simulation:
         self.replicate = torch.arange(r, device=d).repeat_interleave(self.n)
         self.household = HouseholdLayer(pop, self.contact_cfg.household, r, d)
         self.occupation = OccupationLayer(pop, self.contact_cfg.occupation, r, d, self.seed)
-        self.community = CommunityLayer(pop, self.contact_cfg.community, r, d, self.seed)
+        self.community = community_layer(pop, self.contact_cfg.community, r, d, self.seed)
         # Per-day multipliers of each layer's weight (contact reductions set them).
         self.layer_scale = {"household": 1.0, "occupation": 1.0, "community": 1.0}
         self.state = AgentState(
@@ -126,6 +136,14 @@ class Simulation:
         )
         # Per-agent fields interventions share (written by one, read by others), by name.
         self.fields: dict[str, torch.Tensor] = {}
+        # Whether an isolated agent is also shielded from infection (intended), or only stops
+        # infecting others (the reference code; quarantine's ``blocks`` sets it).
+        self.isolation_shields = True
+        # Per-day transmission rate (a tensor of length ``days``, may require grad); None:
+        # the disease config's constant rate.
+        self.daily_rate: torch.Tensor | None = None
+        if self.differentiable:
+            self.state.weight = torch.ones(self.total, dtype=torch.float32, device=d)
         self.ledger = CostLedger(r)
         self.recorder = Recorder(self, self.days)
         self.layers = (self.household, self.occupation, self.community)
@@ -139,7 +157,7 @@ class Simulation:
     def run(self, progress: Callable[[int], None] | None = None) -> SimulationResult:
         """Run every day; ``progress(day)`` is called after each day."""
         start = time.perf_counter()
-        with torch.no_grad():
+        with torch.set_grad_enabled(self.differentiable):
             for day in range(self.days):
                 self.step(day)
                 if progress is not None:
@@ -179,6 +197,8 @@ class Simulation:
             * self.disease.profile.index_select(0, k)
             * s.infectiousness_scale.index_select(0, src)
         )
+        if s.weight is not None:
+            w = w * s.weight.index_select(0, src)
         return src, w
 
     def force_of_infection(self, day: int) -> torch.Tensor:
@@ -200,20 +220,27 @@ class Simulation:
         s = self.state
         cand = (force > 0).nonzero().squeeze(1)
         ok = s.stage.index_select(0, cand) == Stage.SUSCEPTIBLE
-        ok &= ~(s.immune.index_select(0, cand) | s.isolated.index_select(0, cand))
-        cand = cand[ok]
-        lam = self.disease_cfg.transmission_rate * self.disease.susceptibility[self.age_group[cand]]
-        lam = lam * s.susceptibility_scale[cand] * force[cand]
+        shielded = (s.immune | s.isolated) if self.isolation_shields else s.immune
+        ok &= ~shielded.index_select(0, cand)
+        cand = cand.index_select(0, ok.nonzero().squeeze(1))
+        lam = self.disease.susceptibility.index_select(0, self.age_group.index_select(0, cand))
+        rate = self.disease_cfg.transmission_rate if self.daily_rate is None else self.daily_rate[day]
+        lam = lam * (s.susceptibility_scale.index_select(0, cand) * rate)
+        lam = lam * force.index_select(0, cand)
         gen = generator(self.seed, "transmission", day, self.device)
-        hit = torch.rand(cand.shape[0], generator=gen, device=self.device) < -torch.expm1(-lam)
-        self._infect(cand[hit], None, day, gen)
+        u = torch.rand(cand.shape[0], generator=gen, device=self.device)
+        p = -torch.expm1(-lam)
+        hit = u < p
+        if s.weight is not None:
+            s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator)
+        self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen)
 
     def _infect(self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator) -> None:
         """Infect ``idx`` today; their first stage is ``stage`` or drawn by age."""
         s = self.state
         if stage is None:
             u = torch.rand(idx.shape[0], generator=gen, device=self.device)
-            stage = self.disease.next_stage(self.age_group[idx], torch.zeros_like(idx), u)
+            stage = self.disease.next_stage(self.age_group.index_select(0, idx), torch.zeros_like(idx), u)
         s.stage[idx] = stage.to(torch.int8)
         s.infected_day[idx] = day
         self._schedule(idx, stage, day, gen)
@@ -224,7 +251,7 @@ class Simulation:
         """Draw the next stage and its day for agents that entered ``stage`` today."""
         s = self.state
         u = torch.rand(2, idx.shape[0], generator=gen, device=self.device)
-        nxt = self.disease.next_stage(self.age_group[idx], stage, u[0])
+        nxt = self.disease.next_stage(self.age_group.index_select(0, idx), stage, u[0])
         dwell = self.disease.dwell(stage, nxt, u[1])
         absorbing = (stage == ABSORBING[0]) | (stage == ABSORBING[1])
         s.next_stage[idx] = nxt.to(torch.int8)
@@ -235,8 +262,8 @@ class Simulation:
         due = (s.next_day == day).nonzero().squeeze(1)
         if due.numel() == 0:
             return
-        old = s.stage[due].long()
-        new = s.next_stage[due].long()
+        old = s.stage.index_select(0, due).long()
+        new = s.next_stage.index_select(0, due).long()
         s.stage[due] = new.to(torch.int8)
         self._schedule(due, new, day, generator(self.seed, "progression", day, self.device))
         self.recorder.transitions(due, old, new)

@@ -8,10 +8,12 @@ Fields read: ``positive_day`` (testing). Written: ``has_app``, ``dct_notified_da
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.contacts import PairIndex
+from abm.engine.contacts import Edges
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
@@ -39,6 +41,17 @@ class DigitalTracingConfig(BaseModel):
     compliance: float = Field(0.8, ge=0, le=1, description="P(a notified contact quarantines)")
     test_contacts: bool = Field(False, description="notified contacts who comply also ask for a test")
     cost_per_notification: float = Field(0.0, ge=0, description="US$ per contact notified")
+    require_app: Literal["both", "recipient"] = Field(
+        "both",
+        description="both: only an app owner who tests positive notifies, only contacts logged by both phones "
+        "(intended); recipient: every positive notifies every contact that owns the app (reproduces the reference "
+        "code, specs section 11 Q4)",
+    )
+    skip_tested_contacts: bool = Field(
+        False,
+        description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
+        "the reference code does this (specs section 6 step 2)",
+    )
 
 
 def ownership_probabilities(weights: torch.Tensor, target: float) -> torch.Tensor:
@@ -72,34 +85,53 @@ class DigitalTracing(InterventionBase):
         self.positive_day = sim.field("positive_day", torch.int16, -1)
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
-        self.log: dict[int, PairIndex] = {}
+        self.log: dict[int, Edges] = {}
 
     def hooks(self) -> dict:
         return {Phase.TRACING: self.trace}
 
-    def phone_log(self, sim: Simulation, day: int) -> PairIndex:
+    def phone_log(self, sim: Simulation, day: int) -> Edges:
         """The community contacts phones logged on ``day`` (both with the app). The day's
         contacts are re-created from their random stream when first needed, then kept for
         the window."""
         if day not in self.log:
             e = sim.community.edges(day)
-            both = self.has_app.index_select(0, e.src) & self.has_app.index_select(0, e.dst) & (e.src != e.dst)
-            self.log[day] = PairIndex(e.src[both], e.dst[both])
+            a_app, b_app = self.has_app.index_select(0, e.src), self.has_app.index_select(0, e.dst)
+            both = ((a_app & b_app) if self.cfg.require_app == "both" else (a_app | b_app)) & (e.src != e.dst)
+            keep = both.nonzero().squeeze(1)
+            self.log[day] = Edges(e.src.index_select(0, keep), e.dst.index_select(0, keep))
             for old in [d for d in self.log if d < day - self.cfg.window_days]:
                 del self.log[old]
         return self.log[day]
 
     def contacts(self, sim: Simulation, index: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(position in ``index``, contact) over the window, both with the app."""
+        """(index case, contact) over the window, both with the app."""
         owners, partners = [], []
+        slot = torch.full((sim.total,), -1, dtype=torch.int64, device=sim.device)
+        slot[index] = torch.arange(index.shape[0], device=sim.device)
+        history = sim.fields.get("isolated_history")
+        tested = sim.fields.get("last_test_day") if self.cfg.skip_tested_contacts else None
         for d in range(max(0, day - self.cfg.window_days), day):
+            start = len(owners)
+            # An index case isolated on day d met nobody that day.
+            active = index if history is None else index[((history.index_select(0, index) >> (day - 1 - d)) & 1) == 0]
             for layer in (sim.household, sim.occupation):
-                o, p = layer.contacts_of(index, d)
-                owners.append(o)
+                o, p = layer.contacts_of(active, d)
+                owners.append(active.index_select(0, o))
                 partners.append(p)
-            o, p = self.phone_log(sim, d).partners(index)
-            owners.append(o)
-            partners.append(p)
+            # Logged pairs touching an index case, looked up from both ends.
+            log = self.phone_log(sim, d)
+            for a, b in ((log.src, log.dst), (log.dst, log.src)):
+                hit = slot.index_select(0, a) >= 0
+                if history is not None:
+                    hit &= ((history.index_select(0, a) >> (day - 1 - d)) & 1) == 0
+                hit = hit.nonzero().squeeze(1)
+                owners.append(a.index_select(0, hit))
+                partners.append(b.index_select(0, hit))
+            if tested is not None:
+                for i in range(start, len(owners)):
+                    fresh = (tested.index_select(0, partners[i]) < d).nonzero().squeeze(1)
+                    owners[i], partners[i] = owners[i].index_select(0, fresh), partners[i].index_select(0, fresh)
         if not owners:
             return index[:0], index[:0]
         owner, partner = torch.cat(owners), torch.cat(partners)
@@ -108,7 +140,8 @@ class DigitalTracing(InterventionBase):
 
     def trace(self, sim: Simulation, day: int) -> None:
         c = self.cfg
-        index = ((self.positive_day == day) & self.has_app).nonzero().squeeze(1)
+        positive = self.positive_day == day
+        index = (positive & self.has_app if c.require_app == "both" else positive).nonzero().squeeze(1)
         index = index[bernoulli(sim, "dct-notify", day, index.shape[0], c.notify_probability)]
         if index.numel() == 0:
             return

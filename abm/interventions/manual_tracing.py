@@ -39,6 +39,22 @@ class ManualTracingConfig(BaseModel):
         "two_step", description="how manual tracing combines with digital tracing"
     )
     test_contacts: bool = Field(False, description="traced contacts who comply also ask for a test")
+    recall_unit: Literal["pair", "contact"] = Field(
+        "pair",
+        description="pair: an index case recalls each of its contacts independently (intended); contact: one recall "
+        "draw per traced agent per day, however many index cases met it (reproduces the reference code, specs "
+        "section 7.4)",
+    )
+    reachability: Literal["daily", "per_agent"] = Field(
+        "daily",
+        description="daily: whether tracers reach an agent is drawn each time (intended); per_agent: drawn once per "
+        "agent at the start, so the same agents are never reached (reproduces the reference code)",
+    )
+    skip_tested_contacts: bool = Field(
+        False,
+        description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
+        "the reference code does this (specs section 6 step 2)",
+    )
 
 
 @register("manual_tracing")
@@ -53,6 +69,15 @@ class ManualTracing(InterventionBase):
         self.has_app = sim.field("has_app", torch.bool, False)
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
+        if self.cfg.reachability == "per_agent":
+            u = torch.rand(sim.total, generator=generator(sim.seed, "mct-reachable", -1, sim.device), device=sim.device)
+            self.reachable = u < self.cfg.reachable
+
+    def reach(self, sim: Simulation, stream: str, day: int, agents: torch.Tensor) -> torch.Tensor:
+        """Mask of the ``agents`` tracers reach today."""
+        if self.cfg.reachability == "per_agent":
+            return self.reachable.index_select(0, agents)
+        return bernoulli(sim, stream, day, agents.shape[0], self.cfg.reachable)
 
     def hooks(self) -> dict:
         return {Phase.TRACING: self.trace}
@@ -60,7 +85,7 @@ class ManualTracing(InterventionBase):
     def trace(self, sim: Simulation, day: int) -> None:
         c = self.cfg
         index = (self.positive_day == day).nonzero().squeeze(1)
-        index = index[bernoulli(sim, "mct-reach-index", day, index.shape[0], c.reachable)]
+        index = index[self.reach(sim, "mct-reach-index", day, index)]
         if c.daily_capacity is not None:
             limit = torch.full((sim.replicates,), c.daily_capacity, device=sim.device)
             key = torch.rand(
@@ -72,16 +97,25 @@ class ManualTracing(InterventionBase):
         if c.cost_per_interview > 0:
             sim.book_cost("mct_interview", day, sim.per_replicate(index), c.cost_per_interview)
         owners, partners = [], []
+        history = sim.fields.get("isolated_history")
+        tested = sim.fields.get("last_test_day") if c.skip_tested_contacts else None
         for d in range(max(0, day - c.window_days), day):
+            # An index case isolated on day d met nobody that day.
+            active = index if history is None else index[((history.index_select(0, index) >> (day - 1 - d)) & 1) == 0]
             for layer in (sim.household, sim.occupation):
-                o, p = layer.contacts_of(index, d)
-                owners.append(o)
+                o, p = layer.contacts_of(active, d)
+                if tested is not None:
+                    fresh = (tested.index_select(0, p) < d).nonzero().squeeze(1)
+                    o, p = o.index_select(0, fresh), p.index_select(0, fresh)
+                owners.append(active.index_select(0, o))
                 partners.append(p)
         _owner, partner = unique_pairs(torch.cat(owners), torch.cat(partners), sim.total)
-        # Recall per (index case, contact); then each contact is reached or not.
-        recalled = partner[bernoulli(sim, "mct-recall", day, partner.shape[0], c.recall)]
-        traced = torch.unique(recalled)
-        traced = traced[bernoulli(sim, "mct-reach-contact", day, traced.shape[0], c.reachable)]
+        if c.recall_unit == "pair":  # recall per (index case, contact)
+            traced = torch.unique(partner[bernoulli(sim, "mct-recall", day, partner.shape[0], c.recall)])
+        else:  # one recall draw per contact
+            traced = torch.unique(partner)
+            traced = traced[bernoulli(sim, "mct-recall", day, traced.shape[0], c.recall)]
+        traced = traced[self.reach(sim, "mct-reach-contact", day, traced)]
         traced = traced[~sim.state.isolated.index_select(0, traced)]
         if c.mode == "two_step":
             has_app = self.has_app.index_select(0, traced)

@@ -1,7 +1,8 @@
 """Testing: several test types at once, each with sensitivity, specificity, a result delay, a
 daily capacity and a price; symptomatic agents (and, optionally, traced contacts) are tested.
 
-Fields written: ``positive_day`` (int16, day of the latest positive result, -1 none).
+Fields written: ``positive_day`` (int16, day of the latest positive result, -1 none) and
+``last_test_day`` (int16, day of the latest test taken; ``never_tested_day`` before any).
 Fields read: ``test_request`` (bool, set by tracing to ask for a test; cleared here).
 """
 
@@ -74,6 +75,14 @@ class TestingConfig(BaseModel):
         None, ge=0, description="days a result stays valid (no retest); none: retest once the result is in"
     )
     test_quarantined: bool = Field(False, description="whether quarantined agents are tested")
+    never_tested_day: int = Field(
+        -1,
+        ge=-1,
+        le=0,
+        description="the day recorded as last test of an agent never tested (field last_test_day, read by tracing "
+        "that skips contacts tested since): -1 (intended); 0 reproduces the reference code, where contacts of day "
+        "0 are then never traced (specs section 11 Q10)",
+    )
 
 
 @register("testing")
@@ -88,6 +97,8 @@ class Testing(InterventionBase):
         self.result_positive = torch.zeros(sim.total, dtype=torch.bool, device=sim.device)
         self.last_result_day = torch.full((sim.total,), -10_000, dtype=torch.int32, device=sim.device)
         self.positive_day = sim.field("positive_day", torch.int16, -1)
+        self.last_test_day = sim.field("last_test_day", torch.int16, -1).fill_(self.cfg.never_tested_day)
+        self.pending: dict[int, torch.Tensor] = {}  # agents whose result arrives on a day
         self.request = sim.field("test_request", torch.bool, False)
         self.delays = [
             (
@@ -102,11 +113,13 @@ class Testing(InterventionBase):
 
     def results(self, sim: Simulation, day: int) -> None:
         """Results due today arrive."""
-        due = self.result_day == day
-        positive = due & self.result_positive
-        self.positive_day[positive] = day
-        self.last_result_day[due] = day
-        self.result_day[due] = -1
+        due = self.pending.pop(day, None)
+        if due is None:
+            return
+        positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
+        self.positive_day.index_fill_(0, positive, day)
+        self.last_result_day.index_fill_(0, due, day)
+        self.result_day.index_fill_(0, due, -1)
 
     def test(self, sim: Simulation, day: int) -> None:
         """Today's tests: eligible agents, each test type in order, within capacity."""
@@ -115,36 +128,51 @@ class Testing(InterventionBase):
             return
         st = sim.state
         stage = st.stage
-        valid = self.cfg.validity_days
-        waited = (day - self.last_result_day) > (valid if valid is not None else -1)
-        eligible = (self.result_day < 0) & waited & (stage != Stage.DEATH) & (stage < Stage.HOSPITALIZED)
-        if not self.cfg.test_quarantined:
-            eligible &= ~st.isolated
         symptomatic = (stage == Stage.MILD_SYMPTOMS) | (stage == Stage.SEVERE_SYMPTOMS)
+        # Candidates first (few), then the eligibility checks on them only.
+        cand = (symptomatic | self.request).nonzero().squeeze(1)
+        s = stage.index_select(0, cand)
+        valid = self.cfg.validity_days
+        waited = (day - self.last_result_day.index_select(0, cand)) > (valid if valid is not None else -1)
+        ok = (self.result_day.index_select(0, cand) < 0) & waited & (s != Stage.DEATH) & (s < Stage.HOSPITALIZED)
+        if not self.cfg.test_quarantined:
+            ok &= ~st.isolated.index_select(0, cand)
+        cand = cand.index_select(0, ok.nonzero().squeeze(1))
+        cand_symptomatic = symptomatic.index_select(0, cand)
+        cand_request = self.request.index_select(0, cand)
+        untested = torch.ones_like(cand, dtype=torch.bool)
         gen = generator(sim.seed, "testing", day, sim.device)
         for i, test in enumerate(self.cfg.tests):
-            who = torch.zeros_like(eligible)
+            who = torch.zeros_like(untested)
             if "symptomatic" in test.given_to:
-                who |= symptomatic
+                who |= cand_symptomatic
             if "traced" in test.given_to:
-                who |= self.request
-            idx = (eligible & who).nonzero().squeeze(1)
+                who |= cand_request
+            pick = (untested & who).nonzero().squeeze(1)
             if test.daily_capacity is not None:
                 limit = torch.full((sim.replicates,), test.daily_capacity, device=sim.device)
-                key = torch.rand(idx.shape[0], generator=gen, device=sim.device)
-                idx = idx[first_per_replicate(sim.replicate.index_select(0, idx), key, limit)]
-            if idx.numel() == 0:
+                key = torch.rand(pick.shape[0], generator=gen, device=sim.device)
+                pick = pick[first_per_replicate(sim.replicate.index_select(0, cand.index_select(0, pick)), key, limit)]
+            if pick.numel() == 0:
                 continue
+            idx = cand.index_select(0, pick)
+            untested.index_fill_(0, pick, False)
+            self.last_test_day.index_fill_(0, idx, day)
             infected = torch.ones_like(idx, dtype=torch.bool)
-            for s in NOT_INFECTED:
-                infected &= stage.index_select(0, idx) != s
+            s = stage.index_select(0, idx)
+            for n in NOT_INFECTED:
+                infected &= s != n
             u = torch.rand(2, idx.shape[0], generator=gen, device=sim.device)
             p_pos = torch.where(infected, test.sensitivity, 1 - test.specificity)
             self.result_positive[idx] = u[0] < p_pos
             days, cum = self.delays[i]
             k = torch.searchsorted(cum, u[1], right=True).clamp_max(days.shape[0] - 1)
-            self.result_day[idx] = (day + days.index_select(0, k)).to(torch.int16)
-            eligible[idx] = False
+            delay = days.index_select(0, k)
+            self.result_day[idx] = (day + delay).to(torch.int16)
+            for dd in torch.unique(delay).tolist():
+                ready = idx[delay == dd]
+                prev = self.pending.get(day + dd)
+                self.pending[day + dd] = ready if prev is None else torch.cat([prev, ready])
             sim.book_cost(f"test_{test.name}", day, sim.per_replicate(idx), test.cost)
         self.request.zero_()
         # Same-day results (delay 0) arrive at once.

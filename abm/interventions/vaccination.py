@@ -16,7 +16,6 @@ from abm.engine.disease import Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
-from abm.interventions.selection import first_per_replicate
 
 
 class VaccinationConfig(BaseModel):
@@ -41,9 +40,20 @@ class VaccinationConfig(BaseModel):
     dose1_delay_days: int = Field(14, ge=0, description="days from dose 1 to protection")
     dose2_delay_days: int = Field(0, ge=0, description="days from dose 2 to protection")
     dose2_gap_days: int = Field(21, ge=0, description="minimum days between doses")
-    dose2_dropout: float = Field(0.3, ge=0, le=1, description="P(not returning for dose 2), drawn once per agent")
+    dose2_dropout: float = Field(0.3, ge=0, le=1, description="P(not returning for dose 2) (see dose2_dropout_draw)")
     protection: Literal["all_or_nothing", "leaky"] = "all_or_nothing"
     price_per_dose: float = Field(20.0, ge=0, description="US$ per dose administered")
+    dose2_combine: Literal["either", "overwrite"] = Field(
+        "either",
+        description="all-or-nothing protection after dose 2: either, protected if the dose-1 or the dose-2 draw "
+        "protects (intended); overwrite, the dose-2 draw replaces the dose-1 draw (reproduces the reference code, "
+        "specs section 11 Q6)",
+    )
+    dose2_dropout_draw: Literal["once", "daily"] = Field(
+        "once",
+        description="once: whether an agent returns for dose 2 is drawn once (intended); daily: redrawn every day "
+        "(reproduces the reference code, specs section 11 Q6)",
+    )
 
     @field_validator("priority")
     @classmethod
@@ -83,6 +93,15 @@ class Vaccination(InterventionBase):
         self.protect_level = torch.zeros(sim.total, dtype=torch.float32, device=d)
         gen = generator(sim.seed, "vaccination", -1, d)
         self.returns = torch.rand(sim.total, generator=gen, device=d) >= c.dose2_dropout
+        # Priority key: class + a uniform within the class (float64 keeps the order exact).
+        rank = self.group_rank.index_select(0, sim.age_group)
+        self.in_program = rank >= 0
+        u = torch.rand(sim.total, generator=gen, device=d, dtype=torch.float64)
+        groups = self.num_groups
+        first_cls = rank if c.first_doses_first else 2 * rank + 1
+        second_cls = rank + groups if c.first_doses_first else 2 * rank
+        self.first_key = first_cls.double() + u
+        self.second_key = second_cls.double() + u
         per_day = c.daily_doses if c.daily_doses is not None else round(c.daily_doses_per_100k * sim.n / 1e5)
         self.per_day = int(per_day)
         self.stock = torch.zeros(sim.replicates, c.shelf_life_days + 1, dtype=torch.int64, device=d)
@@ -100,34 +119,27 @@ class Vaccination(InterventionBase):
         self.stock = torch.roll(self.stock, 1, dims=1)
         self.stock[:, 0] = self.per_day
         available = self.stock.sum(1)
-        # Priority classes: (dose to give, age group in priority order).
+        # Priority classes: (dose to give, age group in priority order); within a class, a
+        # random order drawn once per agent. Today's doses go to the eligible agents first in
+        # that order, so a class is served whole before the next while doses last.
         stage = st.stage
-        can = (stage < Stage.HOSPITALIZED) & ~st.isolated & (self.group_rank.index_select(0, sim.age_group) >= 0)
+        can = (stage < Stage.HOSPITALIZED) & ~st.isolated & self.in_program
         first = can & (self.doses == 0)
-        second = can & (self.doses == 1) & self.returns & (day - self.dose1_day >= c.dose2_gap_days)
-        idx = (first | second).nonzero().squeeze(1)
-        if idx.numel() == 0:
+        returns = self.returns
+        if c.dose2_dropout_draw == "daily":
+            gen = generator(sim.seed, "vaccination-return", day, sim.device)
+            returns = torch.rand(sim.total, generator=gen, device=sim.device) >= c.dose2_dropout
+        second = can & (self.doses == 1) & returns & (day - self.dose1_day >= c.dose2_gap_days)
+        key = torch.where(first, self.first_key, torch.where(second, self.second_key, torch.inf))
+        k = min(int(available.max()), sim.n)
+        if k == 0:
             return
-        is_second = second.index_select(0, idx)
-        g = self.group_rank.index_select(0, sim.age_group.index_select(0, idx))
-        cls = g + self.num_groups * is_second.long() if c.first_doses_first else 2 * g + (~is_second).long()
-        # Whole classes in priority order while doses last; a random subset of the class where
-        # they run out (only that class is sorted).
-        n_cls = 2 * self.num_groups
-        rep = sim.replicate.index_select(0, idx)
-        counts = torch.bincount(rep * n_cls + cls, minlength=sim.replicates * n_cls).view(sim.replicates, n_cls)
-        before = torch.cumsum(counts, 1) - counts
-        cut = (before + counts > available[:, None]).long().argmax(1)
-        cut = torch.where((counts.sum(1) <= available), n_cls, cut)
-        cut_of = cut.index_select(0, rep)
-        whole = cls < cut_of
-        partial = (cls == cut_of).nonzero().squeeze(1)
-        left = available - torch.gather(before, 1, cut.clamp_max(n_cls - 1)[:, None]).squeeze(1)
-        u = torch.rand(
-            partial.shape[0], generator=generator(sim.seed, "vaccination", day, sim.device), device=sim.device
-        )
-        some = partial[first_per_replicate(rep.index_select(0, partial), u, left)]
-        chosen = torch.cat([idx[whole], idx.index_select(0, some)])
+        best, pos = torch.topk(key.view(sim.replicates, sim.n), k, dim=1, largest=False, sorted=True)
+        take = (best < torch.inf) & (torch.arange(k, device=sim.device)[None, :] < available[:, None])
+        offset = torch.arange(sim.replicates, device=sim.device)[:, None] * sim.n
+        chosen = (pos + offset)[take]
+        if chosen.numel() == 0:
+            return
         self.administer(sim, day, chosen)
         used = sim.per_replicate(chosen)
         # Use the oldest stock first.
@@ -151,11 +163,14 @@ class Vaccination(InterventionBase):
         eff = torch.where(one, c.dose1_efficacy, c.dose2_efficacy)
         delay = torch.where(one, c.dose1_delay_days, c.dose2_delay_days)
         if c.protection == "all_or_nothing":
-            level = (u < eff).float()  # combined: protected if either dose's draw protects
-            level = torch.maximum(level, self.protect_level.index_select(0, idx) * (~one).float())
+            level = (u < eff).float()
+            if c.dose2_combine == "either":  # protected if either dose's draw protects
+                level = torch.maximum(level, self.protect_level.index_select(0, idx) * (~one).float())
         else:
             level = eff.float()
         take = level > 0
+        if c.dose2_combine == "overwrite" and c.protection == "all_or_nothing":
+            take |= ~one  # a dose-2 draw that fails removes the dose-1 protection
         self.protect_day[idx[take]] = (day + delay[take]).to(torch.int16)
         self.protect_level[idx[take]] = level[take]
         self.protect(sim, day)
@@ -165,7 +180,9 @@ class Vaccination(InterventionBase):
         start = self.protect_day == day
         if not bool(start.any()):
             return
-        if self.cfg.protection == "all_or_nothing":
+        if self.cfg.protection == "all_or_nothing" and self.cfg.dose2_combine == "overwrite":
+            sim.state.immune.copy_(torch.where(start, self.protect_level > 0, sim.state.immune))
+        elif self.cfg.protection == "all_or_nothing":
             sim.state.immune |= start & (self.protect_level > 0)
         else:
             sim.state.susceptibility_scale[start] = 1 - self.protect_level[start]

@@ -110,16 +110,19 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def run_scenario(path_or_dict: str | Path | dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
+def run_scenario(
+    path_or_dict: str | Path | dict[str, Any], out_dir: str | Path, runner: str | None = None
+) -> dict[str, Any]:
     """Validate and run a learning scenario; write ``report.json`` and PNG plots to ``out_dir``.
 
     Everything is written into a temporary sibling folder that is renamed to ``out_dir`` at the
     end, so a failure leaves nothing half-written (an existing ``out_dir`` is replaced only on
     success). Raises :class:`LearningScenarioError` for an invalid scenario, before any output.
+    ``runner`` overrides the scenario's ``runner`` key (inprocess, flower-sim, flower).
     """
     from abm.learning.runner import run_all
 
-    scenario, source = load_scenario(path_or_dict)
+    scenario, source = load_scenario(path_or_dict, runner)
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

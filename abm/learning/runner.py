@@ -84,7 +84,6 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
     sp = scenario.split
     n = sp.participants
     labels = rest.y.numpy()
-    groups: list[int] | None = None
     if sp.label_skew:
         idx = dirichlet_label_indices(labels, n, sp.label_skew.alpha, rng, sp.label_skew.min_size)
     elif sp.quantity_skew and sp.quantity_skew.fractions:
@@ -93,7 +92,6 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
         idx = quantity_indices(len(rest), n, sp.quantity_skew.alpha or 1.0, rng, sp.quantity_skew.min_size)
     elif sp.class_groups:
         idx = class_group_indices(labels, sp.class_groups.groups, sp.class_groups.assignment, rng)
-        groups = list(sp.class_groups.assignment)
     else:
         idx = iid_indices(len(rest), n, rng)
     parts = []
@@ -102,32 +100,39 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
         if sp.concept_shift and k in sp.concept_shift.participants:
             share = permute_labels(share, [tuple(s) for s in sp.concept_shift.swaps])
         parts.append(split_train_val_test(share, sp.val_fraction, sp.test_fraction, rng))
+    return PreparedData(source, parts, global_test, known_groups(scenario))
+
+
+def known_groups(scenario: LearningScenario) -> list[int] | None:
+    """Known domain / cluster labels of the participants (class groups or concept shift), for metrics."""
+    sp = scenario.split
     if sp.concept_shift:
-        groups = [1 if k in sp.concept_shift.participants else 0 for k in range(n)]
-    return PreparedData(source, parts, global_test, groups)
+        return [1 if k in sp.concept_shift.participants else 0 for k in range(sp.participants)]
+    if sp.class_groups:
+        return list(sp.class_groups.assignment)
+    return None
+
+
+def model_for(spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int) -> torch.nn.Module:
+    """A fresh model of ``spec``'s architecture (initialised from the global torch stream)."""
+    return build_model(spec.kind, input_shape, n_classes, spec.hidden, spec.channels, spec.embed_dim, spec.batchnorm)
+
+
+def build_participant(scenario: LearningScenario, data: PreparedData, models: list[ModelSpec], k: int) -> Participant:
+    """Fresh participant ``k``; its init depends only on (seed, k)."""
+    t = scenario.training
+    cfg = TrainConfig(t.optimizer, t.lr, t.momentum, t.weight_decay, t.batch_size)
+    part = data.parts[k]
+    seed = scenario.seed * 1000 + k
+    torch.manual_seed(seed)
+    model = model_for(models[k % len(models)], data.source.input_shape, data.source.n_classes)
+    eval_data = data.global_test if scenario.evaluate_on == "global" else part.test
+    return Participant(k, part, model, cfg, seed, eval_data)
 
 
 def build_participants(scenario: LearningScenario, data: PreparedData, models: list[ModelSpec]) -> list[Participant]:
     """Fresh participants; participant k's init depends only on (seed, k)."""
-    t = scenario.training
-    cfg = TrainConfig(t.optimizer, t.lr, t.momentum, t.weight_decay, t.batch_size)
-    out = []
-    for k, part in enumerate(data.parts):
-        spec = models[k % len(models)]
-        seed = scenario.seed * 1000 + k
-        torch.manual_seed(seed)
-        model = build_model(
-            spec.kind,
-            data.source.input_shape,
-            data.source.n_classes,
-            spec.hidden,
-            spec.channels,
-            spec.embed_dim,
-            spec.batchnorm,
-        )
-        eval_data = data.global_test if scenario.evaluate_on == "global" else part.test
-        out.append(Participant(k, part, model, cfg, seed, eval_data))
-    return out
+    return [build_participant(scenario, data, models, k) for k in range(len(data.parts))]
 
 
 def build_aggregator(privacy: PrivacySpec | None, ids: list[int], seed: int) -> SumAggregator:
@@ -147,9 +152,7 @@ def build_aggregator(privacy: PrivacySpec | None, ids: list[int], seed: int) -> 
 
 
 def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolSpec) -> ProtocolResult:
-    """Run one protocol from fresh participants; returns scores and accounting."""
-    cls = protocol_class(spec.name)
-    protocol = cls(cls.Config.model_validate(spec.params))
+    """Run one protocol from fresh participants in this process; returns scores and accounting."""
     participants = build_participants(scenario, data, spec.models or scenario.models)
     ids = [p.pid for p in participants]
     ctx = RunContext(
@@ -165,15 +168,32 @@ def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolS
         dropouts={r: frozenset(v) for r, v in (spec.privacy.dropouts if spec.privacy else {}).items()},
         groups=data.groups,
     )
+    return execute_protocol(scenario, spec, ctx)
+
+
+def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunContext) -> ProtocolResult:
+    """Set up ``spec``'s protocol on ``ctx`` and run its rounds; every runner goes through here.
+
+    Scores are asked of the participants (``score`` client operation) after every round.
+    """
+    cls = protocol_class(spec.name)
+    protocol = cls(cls.Config.model_validate(spec.params))
+    ids = ctx.ids
+
+    def scores_now() -> list[float]:
+        replies = ctx.clients.broadcast("score")
+        return [float(replies[pid]["acc"][0]) for pid in ids]
+
     torch.manual_seed(scenario.seed + 99)
     start = time.perf_counter()
     protocol.setup(ctx)
     history = []
+    scores: list[float] = []
     for t in range(ctx.rounds):
         protocol.run_round(ctx, t)
-        history.append(float(np.mean([p.score() for p in ctx.participants])))
+        scores = scores_now()
+        history.append(float(np.mean(scores)))
     wall = time.perf_counter() - start
-    scores = [p.score() for p in ctx.participants]
     net = ctx.network
     delta = spec.privacy.dp.delta if spec.privacy and spec.privacy.dp else None
     return ProtocolResult(
@@ -193,12 +213,19 @@ def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolS
     )
 
 
-def run_all(scenario: LearningScenario) -> dict[str, Any]:
+def run_all(scenario: LearningScenario, runner: str | None = None) -> dict[str, Any]:
     """Run local-only (the standalone baseline) and every listed protocol; compute gains.
 
-    Runs with one torch thread (the models are tiny; more threads only add contention) and
-    restores the previous setting afterwards.
+    ``runner`` (default: the scenario's) is ``inprocess``, ``flower-sim`` (Flower's simulation
+    engine) or ``flower`` (a Flower server here and one client process per participant on
+    loopback); see :mod:`abm.learning.flower`. Runs with one torch thread (the models are tiny;
+    more threads only add contention) and restores the previous setting afterwards.
     """
+    runner = runner or scenario.runner
+    if runner != "inprocess":
+        from abm.learning.flower import run_all_flower
+
+        return run_all_flower(scenario, runner)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -207,20 +234,37 @@ def run_all(scenario: LearningScenario) -> dict[str, Any]:
         torch.set_num_threads(threads)
 
 
-def _run_all(scenario: LearningScenario) -> dict[str, Any]:
-    data = prepare_data(scenario)
+def protocol_specs(scenario: LearningScenario) -> list[ProtocolSpec]:
+    """The scenario's protocols, with local-only (the baseline) first unless listed."""
     specs = list(scenario.protocols)
     if not any(s.name == "local" and s.label is None for s in specs):
         specs.insert(0, ProtocolSpec(name="local"))
-    results = [run_protocol(scenario, data, s) for s in specs]
+    return specs
+
+
+def _run_all(scenario: LearningScenario) -> dict[str, Any]:
+    data = prepare_data(scenario)
+    results = [run_protocol(scenario, data, s) for s in protocol_specs(scenario)]
+    return build_report(scenario, results, [len(p.train) for p in data.parts], data.groups, "inprocess")
+
+
+def build_report(
+    scenario: LearningScenario,
+    results: list[ProtocolResult],
+    train_sizes: list[int],
+    groups: list[int] | None,
+    runner: str,
+) -> dict[str, Any]:
+    """The report dict: per protocol and participant, scores against local-only, bytes, gains."""
     base = next(r for r in results if r.key == "local")
     report: dict[str, Any] = {
         "scenario": scenario.name,
         "seed": scenario.seed,
+        "runner": runner,
         "participants": scenario.split.participants,
         "evaluate_on": scenario.evaluate_on,
-        "train_sizes": [len(p.train) for p in data.parts],
-        "groups": data.groups,
+        "train_sizes": train_sizes,
+        "groups": groups,
         "protocols": {},
     }
     for r in results:

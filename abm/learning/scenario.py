@@ -197,6 +197,7 @@ class LearningScenario(_Strict):
     evaluate_on: Literal["own", "global"] = "own"
     protocols: list[ProtocolSpec] = []
     selection_toy: SelectionToySpec | None = None
+    runner: Literal["inprocess", "flower-sim", "flower"] = "inprocess"
 
 
 def _describe_loc(loc: tuple[Any, ...]) -> str:
@@ -276,8 +277,14 @@ def _error_message(source: str, err: ValidationError, data: Any, prefix: tuple =
     return f"{source}: {path}: bad value {value!r}: {first['msg']}"
 
 
-def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[LearningScenario, str]:
-    """Read and validate a scenario; returns it with its source name (file path or '<dict>')."""
+RUNNERS = ("inprocess", "flower-sim", "flower")
+
+
+def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None = None) -> tuple[LearningScenario, str]:
+    """Read and validate a scenario; returns it with its source name (file path or '<dict>').
+
+    ``runner`` overrides the scenario's ``runner`` key (validated the same way).
+    """
     if isinstance(path_or_dict, dict):
         data, source = path_or_dict, "<dict>"
     else:
@@ -292,6 +299,8 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[LearningSc
             raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
         if not isinstance(data, dict):
             raise LearningScenarioError(f"{source}: <top level>: expected a mapping of keys")
+    if runner is not None:
+        data = {**data, "runner": runner}
     try:
         scenario = LearningScenario.model_validate(data)
     except ValidationError as e:
@@ -311,6 +320,18 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[LearningSc
                 "for every participant; give a single model under protocols[i].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
+        if scenario.runner != "inprocess" and not cls.runs_on_clients:
+            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {scenario.runner!r}: "
+                f"the Flower runners carry only {allowed}; use runner: inprocess"
+            )
+        if scenario.runner != "inprocess" and spec.privacy is not None:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy: bad value for runner {scenario.runner!r}: the Flower "
+                "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); "
+                "use runner: inprocess"
+            )
         if private and not cls.uses_aggregator:
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy "

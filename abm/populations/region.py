@@ -145,3 +145,25 @@ def load_region(region: str | Path) -> Region:
     order = np.argsort(hilbert_index(x, y), kind="stable")
     tracts = tracts.iloc[order].reset_index(drop=True)
     return Region(path=path, figures=figures, tracts=tracts)
+
+
+def subset_region(region: Region, geoids: list[str] | np.ndarray, name: str) -> Region:
+    """The part of ``region`` made of the tracts ``geoids`` (kept in the region's curve order).
+
+    The county-level figures carry over unchanged (they are rates and size distributions);
+    ``population`` becomes the residents of the kept tracts scaled by the region's ratio of
+    ``population`` to its tracts' residents, so counts scale to the sub-region's residents.
+    """
+    wanted = {str(g) for g in geoids}
+    unknown = sorted(wanted - set(region.tracts["geoid"]))
+    if unknown:
+        raise RegionError(f"{region.path}: tracts {unknown[:5]} are not in the region ({len(unknown)} unknown)")
+    if not wanted:
+        raise RegionError(f"{region.path}: a sub-region needs at least one tract")
+    keep = region.tracts["geoid"].isin(wanted).to_numpy()
+    tracts = region.tracts[keep].reset_index(drop=True)
+    bands = list(region.figures.age_bands)
+    ratio = region.figures.population / float(region.tracts[bands].to_numpy().sum())
+    population = max(1, round(float(tracts[bands].to_numpy().sum()) * ratio))
+    figures = region.figures.model_copy(update={"name": name, "population": population})
+    return Region(path=region.path, figures=figures, tracts=tracts)

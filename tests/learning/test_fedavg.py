@@ -60,9 +60,10 @@ def test_fedavg_on_iid_data_approaches_centralized_and_beats_local():
     assert r["fedavg"]["mean_score"] >= central - 0.04
     assert r["fedavg"]["mean_score"] > r["local"]["mean_score"]
     assert r["fedprox"]["mean_score"] >= central - 0.04
-    # bytes: 15 rounds x 4 participants x (download + upload) of the model
+    # bytes: participant 0's initial model to the server, its broadcast to 4 participants, then
+    # 15 rounds x 4 participants x (upload of the update + download of the new global model)
     n_params = 8 * 16 + 16 + 16 * 4 + 4
-    assert r["fedavg"]["bytes_total"] == 15 * 4 * 2 * n_params * 4
+    assert r["fedavg"]["bytes_total"] == (1 + 4 + 15 * 4 * 2) * n_params * 4
     assert r["local"]["bytes_total"] == 0
 
 

@@ -103,7 +103,13 @@ def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_shipped_scenarios_validate(path):
-    scenario, _ = load_scenario(path)
+    import yaml
+
+    from abm.private_calibration import is_private_calibration
+    from abm.private_calibration import load_scenario as load_private_calibration
+
+    load = load_private_calibration if is_private_calibration(yaml.safe_load(path.read_text())) else load_scenario
+    scenario, _ = load(path)
     assert scenario.name == path.stem
 
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from abm.learning.clients import ClientPool, InProcessClients
 from abm.learning.data import Dataset
 from abm.learning.messages import Network
 from abm.learning.participant import Participant
@@ -27,6 +28,9 @@ class RunContext:
 
     ``pooled_train`` is only for the centralized upper bound; other protocols must not read it.
     ``dropouts`` maps a round to participants that drop out of that round's secure aggregation.
+    ``clients`` is where participants' own computations run (by default the ``participants`` in
+    this process; the Flower runner passes a pool of remote clients and no ``participants``).
+    Protocols that go through ``clients`` only (``runs_on_clients``) run on every runner.
     """
 
     participants: list[Participant]
@@ -41,18 +45,26 @@ class RunContext:
     dropouts: dict[int, frozenset[int]] = field(default_factory=dict)
     rng: np.random.Generator = field(init=False)
     groups: list[int] | None = None  # known domain / cluster labels (for metrics only)
+    clients: ClientPool = None  # type: ignore[assignment]  # set in __post_init__ when not given
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
+        if self.clients is None:
+            self.clients = InProcessClients(self.participants)
 
     @property
     def n(self) -> int:
         """Number of participants."""
-        return len(self.participants)
+        return len(self.clients.ids)
+
+    @property
+    def ids(self) -> list[int]:
+        """Participant ids, in order."""
+        return list(self.clients.ids)
 
     def weights(self) -> np.ndarray:
         """Data-size weights |D_k| / sum_j |D_j| (public)."""
-        sizes = np.array([p.n_train for p in self.participants], dtype=float)
+        sizes = np.array(self.clients.sizes, dtype=float)
         return sizes / sizes.sum()
 
 
@@ -63,6 +75,7 @@ class Protocol(ABC):
     Config: ClassVar[type[ProtocolConfig]] = ProtocolConfig
     same_architecture: ClassVar[bool] = False
     uses_aggregator: ClassVar[bool] = False
+    runs_on_clients: ClassVar[bool] = False  # touches participants only through ``ctx.clients``
 
     def __init__(self, config: ProtocolConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()

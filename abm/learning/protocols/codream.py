@@ -22,6 +22,10 @@ Per round (after ``dream_start`` rounds of local training):
 3. Distillation: each client trains on KD(buffer) + CE(own data), then ``local_epochs`` of CE;
    the student distils from the buffer too.
 
+Every client computation is a client operation (``codream.*`` below) called through
+``ctx.clients``, so the protocol runs in process and over Flower alike; each client keeps its own
+copy of the dream buffer and of the server's latest student.
+
 Ablations: ``collaborate: false`` (each client dreams alone on its share of the batch; dreams are
 still pooled and labelled by all), ``w_adv: 0`` (no adversarial term), ``w_feature: 0`` (no
 feature statistics).
@@ -31,11 +35,13 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
@@ -186,17 +192,152 @@ class Generator(nn.Module):
         return self.net(z)
 
 
+def distill(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    buffer: list[tuple[torch.Tensor, torch.Tensor]],
+    cfg: CoDreamConfig,
+    gen: torch.Generator,
+    train_data=None,
+) -> None:
+    """``kd_epochs`` passes of KD on the dream buffer, each batch joined by a CE batch of ``train_data``."""
+    xs = torch.cat([b[0] for b in buffer])
+    ys = torch.cat([b[1] for b in buffer])
+    model.train()
+    for _ in range(cfg.kd_epochs):
+        perm = torch.randperm(len(xs), generator=gen)
+        bs = 64
+        local = minibatches(train_data, bs, gen) if train_data is not None else None
+        for s in range(0, len(xs) - 1, bs):
+            idx = perm[s : s + bs]
+            if len(idx) < 2:
+                continue
+            if cfg.freeze_bn_on_dreams:
+                with _FrozenBNStats(model):
+                    out = model(xs[idx])
+            else:
+                out = model(xs[idx])
+            loss = cfg.kd_weight * kd_loss(out, ys[idx], cfg.kd_temperature)
+            if local is not None:
+                try:
+                    xb, yb = next(local)
+                except StopIteration:
+                    local = minibatches(train_data, bs, gen)
+                    xb, yb = next(local)
+                loss = loss + F.cross_entropy(model(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+
+# ---- client operations -----------------------------------------------------------------------
+def _cfg(config: dict[str, Any]) -> CoDreamConfig:
+    return CoDreamConfig.model_validate(config["cfg"])
+
+
+def _client_student(env: ClientEnv, config: dict[str, Any]) -> nn.Module | None:
+    if not config.get("student", False):
+        return None
+    student = env.store["student"]
+    student.eval()
+    return student
+
+
+@client_op("codream.student")
+def _receive_student(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    if "student" not in env.store:
+        env.store["student"] = env.model_template(int(config["template"]))
+    load_flat_params(env.store["student"], payload["s"])
+    return {}
+
+
+@client_op("codream.grad")
+def _grad(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    cfg = _cfg(config)
+    g = input_gradient(env.participant.model, payload["x"], cfg, _client_student(env, config))
+    return {"g": g.reshape(-1) * float(config["weight"])}
+
+
+@client_op("codream.dream_alone")
+def _dream_alone(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    cfg = _cfg(config)
+    student = _client_student(env, config)
+    x = payload["x"].clone().requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=cfg.dream_lr)
+    for _s in range(cfg.dream_steps):
+        opt.zero_grad()
+        x.grad = input_gradient(env.participant.model, x, cfg, student)
+        opt.step()
+    return {"x": x.detach()}
+
+
+@client_op("codream.logits")
+def _logits(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    return {"z": predict(env.participant.model, payload["x"])}
+
+
+@client_op("codream.update")
+def _update(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    """New (dreams, soft labels) enter the client's buffer; distil on it; then local CE epochs."""
+    cfg = _cfg(config)
+    p = env.participant
+    n_new = int(config.get("new_batches", 0))
+    if n_new:
+        buffer = env.store.setdefault("buffer", [])
+        buffer.extend((payload[f"x{i}"], payload[f"y{i}"]) for i in range(n_new))
+        env.store["buffer"] = buffer[-cfg.buffer_batches :]
+    if config.get("distill", False):
+        distill(p.model, p.optimizer, env.store["buffer"], cfg, p.generator, p.data.train)
+    p.train(int(config["epochs"]))
+    return {}
+
+
+@client_op("codream_fast.step")
+def _fast_step(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    cfg = _cfg(config)
+    p = env.participant
+    student = _client_student(env, config)
+    dim = int(config["dim"])
+    with torch.random.fork_rng(devices=[]):
+        gk = Generator(cfg.noise_dim, cfg.generator_hidden, dim)
+    load_flat_params(gk, payload["g"])
+    zk = payload["z"].clone().requires_grad_(True)
+    opt = torch.optim.Adam(
+        [
+            {"params": gk.parameters(), "lr": cfg.generator_lr},
+            {"params": [zk], "lr": cfg.noise_lr},
+        ],
+        betas=(0.5, 0.999),
+    )
+    p.model.eval()
+    for q in p.model.parameters():
+        q.requires_grad_(False)
+    gk.train()
+    try:
+        for _s in range(cfg.local_steps):
+            opt.zero_grad()
+            dream_loss(p.model, gk(zk), cfg, student).backward()
+            opt.step()
+    finally:
+        for q in p.model.parameters():
+            q.requires_grad_(True)
+        p.model.train()
+    w = float(config["weight"])
+    return {"g": flat_params(gk) * w, "z": zk.detach().reshape(-1) * w}
+
+
 class CoDream(Protocol):
     """CoDream with server-side Adam on the aggregated input gradients (DistAdam)."""
 
     name = "codream"
     Config = CoDreamConfig
     uses_aggregator = True
+    runs_on_clients = True
 
     def setup(self, ctx: RunContext) -> None:
         torch.manual_seed(ctx.seed + 7919)
         self.dim = math.prod(ctx.input_shape)
-        self.student = copy.deepcopy(ctx.participants[0].model)
+        self.student = ctx.clients.model_template(ctx.ids[0])
         for m in self.student.modules():
             if hasattr(m, "reset_parameters"):
                 m.reset_parameters()
@@ -204,6 +345,7 @@ class CoDream(Protocol):
         self.gen = torch.Generator().manual_seed(ctx.seed + 104729)
         self.buffer: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.dream_batches = 0
+        self._cfg_json = self.config.model_dump(mode="json")
 
     def _weights(self, ctx: RunContext) -> list[float]:
         if self.config.weighting == "uniform":
@@ -216,24 +358,38 @@ class CoDream(Protocol):
         self.student.eval()
         return self.student
 
-    # ---- stage 1: dreaming -------------------------------------------------------------------
-    def _dream(self, ctx: RunContext, t: int) -> torch.Tensor:
-        cfg = self.config
-        w = self._weights(ctx)
+    def _op_config(self, student: nn.Module | None, **extra: Any) -> dict[str, Any]:
+        return {"cfg": self._cfg_json, "student": student is not None, **extra}
+
+    def _ship_student(self, ctx: RunContext, t: int) -> nn.Module | None:
+        """The server ships its student to the clients when the adversarial term is on."""
         student = self._student_for(t)
         if student is not None:
-            for p in ctx.participants:  # the server ships its student to the clients
-                ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, p.pid, {"s": flat_params(student)}, t))
+            s = flat_params(student)
+            for pid in ctx.ids:
+                ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, pid, {"s": s}, t))
+            ctx.clients.broadcast("codream.student", {"s": s}, {"template": ctx.ids[0]})
+        return student
+
+    # ---- stage 1: dreaming -------------------------------------------------------------------
+    def _dream(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
+        cfg = self.config
+        w = self._weights(ctx)
         if not cfg.collaborate:
             return self._dream_independently(ctx, t, student)
+        ids = ctx.ids
         x = torch.randn(cfg.n_dreams, self.dim, generator=self.gen)
         x.requires_grad_(True)
         opt = torch.optim.Adam([x], lr=cfg.dream_lr)
+        client_cfg = {pid: {"weight": w[k]} for k, pid in enumerate(ids)}
         for _s in range(cfg.dream_steps):
-            grads = {}
-            for k, p in enumerate(ctx.participants):
-                ctx.network.send(Message(MessageKind.DREAMS, SERVER, p.pid, {"x": x.detach()}, t))
-                grads[p.pid] = input_gradient(p.model, x, cfg, student).reshape(-1) * w[k]
+            xd = x.detach()
+            for pid in ids:
+                ctx.network.send(Message(MessageKind.DREAMS, SERVER, pid, {"x": xd}, t))
+            replies = ctx.clients.call(
+                "codream.grad", {pid: {"x": xd} for pid in ids}, self._op_config(student), client_cfg
+            )
+            grads = {pid: replies[pid]["g"] for pid in ids}
             total = ctx.aggregator.aggregate(grads, t, ctx.network, MessageKind.INPUT_GRADIENTS)
             opt.zero_grad()
             x.grad = total.reshape(x.shape)
@@ -242,79 +398,55 @@ class CoDream(Protocol):
 
     def _dream_independently(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
         cfg = self.config
-        parts = []
         share = max(2, cfg.n_dreams // ctx.n)
-        for p in ctx.participants:
-            x = torch.randn(share, self.dim, generator=self.gen).requires_grad_(True)
-            opt = torch.optim.Adam([x], lr=cfg.dream_lr)
-            for _s in range(cfg.dream_steps):
-                opt.zero_grad()
-                x.grad = input_gradient(p.model, x, cfg, student)
-                opt.step()
-            ctx.network.send(Message(MessageKind.DREAMS, p.pid, SERVER, {"x": x.detach()}, t))
-            parts.append(x.detach())
+        starts = {pid: torch.randn(share, self.dim, generator=self.gen) for pid in ctx.ids}
+        replies = ctx.clients.call(
+            "codream.dream_alone", {pid: {"x": x0} for pid, x0 in starts.items()}, self._op_config(student)
+        )
+        parts = []
+        for pid in ctx.ids:
+            ctx.network.send(Message(MessageKind.DREAMS, pid, SERVER, {"x": replies[pid]["x"]}, t))
+            parts.append(replies[pid]["x"])
         return torch.cat(parts)
 
     # ---- stage 2: acquisition ----------------------------------------------------------------
     def _soft_labels(self, ctx: RunContext, x: torch.Tensor, t: int) -> torch.Tensor:
         w = self._weights(ctx)
+        replies = ctx.clients.broadcast("codream.logits", {"x": x})
         total = None
-        for k, p in enumerate(ctx.participants):
-            logits = predict(p.model, x)
-            ctx.network.send(Message(MessageKind.LOGITS, p.pid, SERVER, {"z": logits}, t))
+        for k, pid in enumerate(ctx.ids):
+            logits = replies[pid]["z"]
+            ctx.network.send(Message(MessageKind.LOGITS, pid, SERVER, {"z": logits}, t))
             total = logits * w[k] if total is None else total + logits * w[k]
         assert total is not None
-        for p in ctx.participants:
-            ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, p.pid, {"x": x, "y": total}, t))
+        for pid in ctx.ids:
+            ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": total}, t))
         return total
 
     # ---- stage 3: distillation ----------------------------------------------------------------
-    def _distill(self, model: nn.Module, opt, p=None, gen: torch.Generator | None = None) -> None:
-        cfg = self.config
-        xs = torch.cat([b[0] for b in self.buffer])
-        ys = torch.cat([b[1] for b in self.buffer])
-        g = gen if gen is not None else self.gen
-        model.train()
-        for _ in range(cfg.kd_epochs):
-            perm = torch.randperm(len(xs), generator=g)
-            bs = 64
-            local = minibatches(p.data.train, bs, g) if p is not None else None
-            for s in range(0, len(xs) - 1, bs):
-                idx = perm[s : s + bs]
-                if len(idx) < 2:
-                    continue
-                if cfg.freeze_bn_on_dreams:
-                    with _FrozenBNStats(model):
-                        out = model(xs[idx])
-                else:
-                    out = model(xs[idx])
-                loss = cfg.kd_weight * kd_loss(out, ys[idx], cfg.kd_temperature)
-                if local is not None:
-                    try:
-                        xb, yb = next(local)
-                    except StopIteration:
-                        local = minibatches(p.data.train, bs, g)
-                        xb, yb = next(local)
-                    loss = loss + F.cross_entropy(model(xb), yb)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-
-    def _new_dreams(self, ctx: RunContext, t: int) -> list[torch.Tensor]:
-        return [self._dream(ctx, t)]
+    def _new_dreams(self, ctx: RunContext, t: int, student: nn.Module | None) -> list[torch.Tensor]:
+        return [self._dream(ctx, t, student)]
 
     def run_round(self, ctx: RunContext, t: int) -> None:
         cfg = self.config
-        if t >= cfg.dream_start:
-            for x in self._new_dreams(ctx, t):
+        new: dict[str, torch.Tensor] = {}
+        dreaming = t >= cfg.dream_start
+        if dreaming:
+            student = self._ship_student(ctx, t)
+            for i, x in enumerate(self._new_dreams(ctx, t, student)):
                 y = self._soft_labels(ctx, x, t)
+                new[f"x{i}"], new[f"y{i}"] = x, y
                 self.buffer.append((x, y))
                 self.buffer = self.buffer[-cfg.buffer_batches :]
-            for p in ctx.participants:
-                self._distill(p.model, p.optimizer, p, p.generator)
-            self._distill(self.student, self.student_opt)
-        for p in ctx.participants:
-            p.train(ctx.local_epochs)
+        # Clients add the new (dreams, soft labels) to their buffers, distil, then train locally;
+        # the server's student distils from its own copy of the buffer.
+        ctx.clients.broadcast(
+            "codream.update",
+            new,
+            {"cfg": self._cfg_json, "new_batches": len(new) // 2, "distill": dreaming, "epochs": ctx.local_epochs},
+        )
+        if dreaming:
+            distill(self.student, self.student_opt, self.buffer, cfg, self.gen)
 
     def summary(self, ctx: RunContext) -> dict:
         return {
@@ -334,41 +466,25 @@ class CoDreamFast(CoDream):
         torch.manual_seed(ctx.seed + 31337)
         self.meta = Generator(cfg.noise_dim, cfg.generator_hidden, self.dim)
 
-    def _new_dreams(self, ctx: RunContext, t: int) -> list[torch.Tensor]:
-        return [self._fast_batch(ctx, t) for _ in range(self.config.fast_batches)]
+    def _new_dreams(self, ctx: RunContext, t: int, student: nn.Module | None) -> list[torch.Tensor]:
+        return [self._fast_batch(ctx, t, student) for _ in range(self.config.fast_batches)]
 
-    def _fast_batch(self, ctx: RunContext, t: int) -> torch.Tensor:
+    def _fast_batch(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
         cfg = self.config
         w = self._weights(ctx)
-        student = self._student_for(t)
+        ids = ctx.ids
         z0 = torch.randn(cfg.n_dreams, cfg.noise_dim, generator=self.gen)
         g0 = flat_params(self.meta)
-        gen_sum: dict[int, torch.Tensor] = {}
-        z_sum: dict[int, torch.Tensor] = {}
-        for k, p in enumerate(ctx.participants):
-            ctx.network.send(Message(MessageKind.GENERATOR, SERVER, p.pid, {"g": g0, "z": z0}, t))
-            gk = copy.deepcopy(self.meta)
-            zk = z0.clone().requires_grad_(True)
-            opt = torch.optim.Adam(
-                [
-                    {"params": gk.parameters(), "lr": cfg.generator_lr},
-                    {"params": [zk], "lr": cfg.noise_lr},
-                ],
-                betas=(0.5, 0.999),
-            )
-            p.model.eval()
-            for q in p.model.parameters():
-                q.requires_grad_(False)
-            gk.train()
-            for _s in range(cfg.local_steps):
-                opt.zero_grad()
-                dream_loss(p.model, gk(zk), cfg, student).backward()
-                opt.step()
-            for q in p.model.parameters():
-                q.requires_grad_(True)
-            p.model.train()
-            gen_sum[p.pid] = flat_params(gk) * w[k]
-            z_sum[p.pid] = zk.detach().reshape(-1) * w[k]
+        for pid in ids:
+            ctx.network.send(Message(MessageKind.GENERATOR, SERVER, pid, {"g": g0, "z": z0}, t))
+        replies = ctx.clients.call(
+            "codream_fast.step",
+            {pid: {"g": g0, "z": z0} for pid in ids},
+            self._op_config(student, dim=self.dim),
+            {pid: {"weight": w[k]} for k, pid in enumerate(ids)},
+        )
+        gen_sum = {pid: replies[pid]["g"] for pid in ids}
+        z_sum = {pid: replies[pid]["z"] for pid in ids}
         g_avg = ctx.aggregator.aggregate(gen_sum, t, ctx.network, MessageKind.GENERATOR)
         z_avg = ctx.aggregator.aggregate(z_sum, t, ctx.network, MessageKind.DREAMS)
         g_avg_model = copy.deepcopy(self.meta)

@@ -4,14 +4,18 @@ Each round every participant starts from the global model, trains ``local_epochs
 (mu/2) ||w - w_global||^2), and sends its weighted update w_k (theta_k - theta_global) with
 w_k = |D_k| / sum_j |D_j| through the context's sum aggregator (plain, secure, or DP). The server
 adds the updates, divides by the weight of the participants whose update arrived, and broadcasts.
+Participant 0's initial weights are the shared initialisation. Client work goes through
+``ctx.clients`` (operations ``get_weights``, ``set_weights``, ``fedavg.fit``), so the protocol runs
+in process and over Flower alike.
 """
 
 from __future__ import annotations
 
-import copy
+from typing import Any
 
 import torch
 
+from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import architecture_key, flat_params, load_flat_params
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
@@ -25,6 +29,24 @@ class FedAvgConfig(ProtocolConfig):
     weighting: str = "size"  # size | uniform
 
 
+@client_op("fedavg.fit")
+def fit_update(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    """Client side of a round: train from the current (global) weights; return the weighted update."""
+    p = env.participant
+    start = flat_params(p.model)
+    mu = float(config["mu"])
+    extra = None
+    if mu > 0:
+        gparams = [q.detach().clone() for q in p.model.parameters()]
+
+        def extra(model, xb, yb, logits):
+            prox = sum(((a - b) ** 2).sum() for a, b in zip(model.parameters(), gparams, strict=True))
+            return 0.5 * mu * prox
+
+    p.train(int(config["epochs"]), extra)
+    return {"update": (flat_params(p.model) - start) * float(config["weight"])}
+
+
 class FedAvg(Protocol):
     """FedAvg (``mu = 0``) or FedProx (``mu > 0``)."""
 
@@ -32,15 +54,23 @@ class FedAvg(Protocol):
     Config = FedAvgConfig
     same_architecture = True
     uses_aggregator = True
+    runs_on_clients = True
 
     def setup(self, ctx: RunContext) -> None:
-        keys = {architecture_key(p.model) for p in ctx.participants}
+        keys = {architecture_key(ctx.clients.model_template(pid)) for pid in ctx.ids}
         if len(keys) > 1:
             raise ValueError(f"{self.name} needs identical architectures for all participants")
-        self.global_model = copy.deepcopy(ctx.participants[0].model)
-        self.global_flat = flat_params(self.global_model)
-        for p in ctx.participants:
-            load_flat_params(p.model, self.global_flat)
+        first = ctx.ids[0]
+        self.global_flat = ctx.clients.call("get_weights", {first: {}})[first]["w"]
+        ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, first, SERVER, {"w": self.global_flat}, -1))
+        self.global_model = ctx.clients.model_template(first)
+        load_flat_params(self.global_model, self.global_flat)
+        self._broadcast(ctx, -1)
+
+    def _broadcast(self, ctx: RunContext, t: int) -> None:
+        for pid in ctx.ids:
+            ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, pid, {"w": self.global_flat}, t))
+        ctx.clients.broadcast("set_weights", {"w": self.global_flat})
 
     def _weights(self, ctx: RunContext):
         if self.config.weighting == "uniform":
@@ -50,27 +80,20 @@ class FedAvg(Protocol):
     def run_round(self, ctx: RunContext, t: int) -> None:
         cfg = self.config
         w = self._weights(ctx)
-        gparams = [q.detach().clone() for q in self.global_model.parameters()]
-        updates: dict[int, torch.Tensor] = {}
-        for k, p in enumerate(ctx.participants):
-            ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, p.pid, {"w": self.global_flat}, t))
-            load_flat_params(p.model, self.global_flat)
-            extra = None
-            if cfg.mu > 0:
-
-                def extra(model, xb, yb, logits, _g=gparams):
-                    prox = sum(((a - b) ** 2).sum() for a, b in zip(model.parameters(), _g, strict=True))
-                    return 0.5 * cfg.mu * prox
-
-            p.train(ctx.local_epochs, extra)
-            updates[p.pid] = (flat_params(p.model) - self.global_flat) * w[k]
+        ids = ctx.ids
+        replies = ctx.clients.call(
+            "fedavg.fit",
+            {pid: {} for pid in ids},
+            {"epochs": ctx.local_epochs, "mu": cfg.mu},
+            {pid: {"weight": w[k]} for k, pid in enumerate(ids)},
+        )
+        updates: dict[int, torch.Tensor] = {pid: replies[pid]["update"] for pid in ids}
         dropped = ctx.dropouts.get(t, frozenset())
         total = ctx.aggregator.aggregate(updates, t, ctx.network, MessageKind.MODEL_UPDATE, dropped)
-        arrived = sum(w[k] for k, p in enumerate(ctx.participants) if p.pid not in dropped)
+        arrived = sum(w[k] for k, pid in enumerate(ids) if pid not in dropped)
         self.global_flat = self.global_flat + cfg.server_lr * total / arrived
         load_flat_params(self.global_model, self.global_flat)
-        for p in ctx.participants:
-            load_flat_params(p.model, self.global_flat)
+        self._broadcast(ctx, t)
 
 
 class FedProx(FedAvg):

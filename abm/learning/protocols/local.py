@@ -9,7 +9,7 @@ class LocalOnly(Protocol):
     """Each participant trains on its own data, ``local_epochs`` per round."""
 
     name = "local"
+    runs_on_clients = True
 
     def run_round(self, ctx: RunContext, t: int) -> None:
-        for p in ctx.participants:
-            p.train(ctx.local_epochs)
+        ctx.clients.broadcast("train", config={"epochs": ctx.local_epochs})

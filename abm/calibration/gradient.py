@@ -1,0 +1,204 @@
+"""Gradient calibration: Adam on log beta and a weekly transmission multiplier series through
+the engine's differentiable mode.
+
+In that mode every infection draw is a straight-through Bernoulli draw (forward: exactly the
+ordinary engine's 0/1 outcome for the same seed; backward: through the infection
+probability), and each infected agent carries that draw as a weight that multiplies its
+infectiousness and every count it adds to. So the weekly simulated admissions, deaths and cases
+carry gradients to the daily transmission rate through chains of infection.
+
+The rate on day d is ``beta * m[week(d)]`` with ``m_k = exp(theta_k - mean(theta))`` (so beta
+is the geometric-mean level), one week per 7 days from day 0 up to the end of the fit window;
+the last multiplier is held after that. The calibrated scenario expresses the multipliers as
+``interventions.contact_multipliers.changes`` (one per week, multiplying all three layers, which
+is the same as multiplying the transmission rate), so ``abm run`` re-creates the fit with the
+ordinary engine.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+
+from abm.calibration.config import CalibrationConfig
+from abm.calibration.observed import weekly
+from abm.engine import Simulation, Stage
+from abm.populations import Population, build_population, load_region
+from abm.scenario import Scenario
+
+FIRST_STAGES = (Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.PRESYMPTOMATIC_SEVERE)
+
+
+@dataclass
+class GradientStep:
+    """One Adam step: its seed, the fit loss before the update, beta, and its seconds."""
+
+    step: int
+    seed: int
+    loss: float
+    beta: float
+    seconds: float
+
+
+def simulation(sc: Scenario, pop: Population, seed: int, estimator: str) -> Simulation:
+    """A differentiable simulation of the scenario with run seed ``seed``."""
+    return Simulation(
+        population=pop,
+        disease_cfg=sc.disease,
+        contact_cfg=sc.contacts,
+        seeding=sc.seeding,
+        days=sc.simulation.days,
+        replicates=sc.simulation.replicates,
+        seed=seed,
+        device=torch.device(sc.simulation.device),
+        interventions=sc.interventions.build(),
+        differentiable=True,
+        gradient_estimator=estimator,
+    )
+
+
+def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> dict[str, torch.Tensor]:
+    """Daily simulated targets (mean over replicates, scaled to the region) from the weighted
+    entries of a finished differentiable run; the observation model of
+    :func:`abm.calibration.observed.simulated`, kept differentiable."""
+    entries = torch.stack(sim.recorder.weighted_entries).mean(dim=1) * scale  # [days, stage]
+    out = {
+        "hospital_admissions": entries[:, Stage.HOSPITALIZED],
+        "deaths": entries[:, Stage.DEATH],
+    }
+    cases = entries[:, list(FIRST_STAGES)].sum(dim=1) * cfg.observation.ascertainment
+    delay = cfg.observation.case_delay_days
+    out["cases"] = torch.cat([cases.new_zeros(delay), cases])[: sim.days]
+    return {t: out[t] for t in cfg.targets}
+
+
+def weekly_sums(daily: torch.Tensor, cfg: CalibrationConfig, window: tuple[Any, Any]) -> torch.Tensor:
+    """Sums over 7-day blocks of the window (as :func:`abm.calibration.observed.weekly`)."""
+    first = (window[0] - cfg.start_date).days
+    n = ((window[1] - window[0]).days + 1) // 7 * 7
+    return daily[first : first + n].reshape(-1, 7).sum(dim=1)
+
+
+def fit_loss(series: dict[str, torch.Tensor], observed_weekly: dict[str, torch.Tensor], cfg: CalibrationConfig):
+    """Mean over targets of the RMSE of log1p weekly counts on the fit window."""
+    parts = []
+    for t in cfg.targets:
+        diff = torch.log1p(weekly_sums(series[t], cfg, cfg.fit_window)) - torch.log1p(observed_weekly[t])
+        parts.append(torch.sqrt((diff**2).mean()))
+    return torch.stack(parts).mean()
+
+
+def weeks_to_fit(sc: Scenario, cfg: CalibrationConfig) -> int:
+    """Number of weekly multipliers: weeks from day 0 through the fit window's last day."""
+    return (cfg.fit_window[1] - cfg.start_date).days // 7 + 1
+
+
+def daily_rate(log_beta: torch.Tensor, theta: torch.Tensor, days: int) -> torch.Tensor:
+    """beta * m[week(d)] for d = 0..days-1, the last multiplier held."""
+    week = (torch.arange(days) // 7).clamp_max(theta.shape[0] - 1)
+    return torch.exp(log_beta + (theta - theta.mean()).index_select(0, week))
+
+
+def multipliers(theta: torch.Tensor) -> list[float]:
+    """The weekly multipliers m_k = exp(theta_k - mean(theta))."""
+    return torch.exp(theta - theta.mean()).tolist()
+
+
+def calibrated_values(
+    data: dict[str, Any], beta: float, weekly: list[float] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Scenario data with the fitted rate and weekly multipliers (as contact changes on every
+    layer, appended to the scenario's own changes), and the fitted values for the summary."""
+    out = dict(data)
+    disease = dict(out.get("disease") or {})
+    disease["transmission_rate"] = round(beta, 6)
+    out["disease"] = disease
+    values: dict[str, Any] = {"disease.transmission_rate": round(beta, 6)}
+    if weekly:
+        interventions = dict(out.get("interventions") or {})
+        cm = dict(interventions.get("contact_multipliers") or {})
+        changes = list(cm.get("changes") or [])
+        for k, m in enumerate(weekly):
+            v = round(m, 6)
+            until = 7 * (k + 1) if k < len(weekly) - 1 else None
+            changes.append({"from_day": 7 * k, "until_day": until, "household": v, "occupation": v, "community": v})
+        cm["changes"] = changes
+        interventions["contact_multipliers"] = cm
+        out["interventions"] = interventions
+        values["weekly_transmission_multipliers"] = [round(m, 6) for m in weekly]
+    return out, values
+
+
+def optimize(
+    sc: Scenario,
+    observed: pd.DataFrame,
+    progress: Callable[[int, int, float], None] | None = None,
+    steps: int | None = None,
+) -> tuple[float, list[float] | None, list[GradientStep]]:
+    """Run Adam on log beta (and the weekly log multipliers); return beta, the multipliers
+    (None when not fitted) and the steps."""
+    cfg = sc.calibration
+    assert cfg is not None
+    g = cfg.gradient
+    n_steps = steps or g.steps
+    region = load_region(sc.population.region)
+    pop = build_population(region, sc.population.agents, sc.simulation.seed)
+    scale = region.figures.population / pop.size
+    obs = {t: torch.tensor(weekly(observed, cfg.fit_window)[t].to_numpy(), dtype=torch.float32) for t in cfg.targets}
+    log_beta = torch.tensor(math.log(max(sc.disease.transmission_rate, 1e-6)), requires_grad=True)
+    theta = torch.zeros(weeks_to_fit(sc, cfg) if g.weekly_multipliers else 1, requires_grad=True)
+    params = [log_beta, theta] if g.weekly_multipliers else [log_beta]
+    adam = torch.optim.Adam(params, lr=g.learning_rate)
+    # The step size falls to 0 along a cosine: the simulated losses are noisy (a new seed per
+    # step), so late steps must be small for the parameters to settle.
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(adam, T_max=n_steps)
+    history = []
+    threads = torch.get_num_threads()
+    if sc.simulation.threads is not None:
+        torch.set_num_threads(sc.simulation.threads)
+    try:
+        for step in range(n_steps):
+            history.append(adam_step(sc, cfg, pop, scale, obs, log_beta, theta, adam, step))
+            schedule.step()
+            if progress is not None:
+                progress(step + 1, n_steps, history[-1].loss)
+    finally:
+        torch.set_num_threads(threads)
+    weekly_m = multipliers(theta.detach()) if g.weekly_multipliers else None
+    return math.exp(log_beta.item()), weekly_m, history
+
+
+def adam_step(
+    sc: Scenario,
+    cfg: CalibrationConfig,
+    pop: Population,
+    scale: float,
+    obs: dict[str, torch.Tensor],
+    log_beta: torch.Tensor,
+    theta: torch.Tensor,
+    adam: torch.optim.Optimizer,
+    step: int,
+) -> GradientStep:
+    """One differentiable simulation (run seed: the scenario's seed + step), its loss and
+    gradient, and one Adam update."""
+    g = cfg.gradient
+    t0 = time.perf_counter()
+    seed = sc.simulation.seed + step
+    sim = simulation(sc, pop, seed, g.estimator)
+    sim.daily_rate = daily_rate(log_beta, theta, sim.days)
+    sim.run()
+    loss = fit_loss(simulated_series(sim, cfg, scale), obs, cfg)
+    total = loss
+    if theta.shape[0] > 1 and g.smoothness > 0:
+        total = total + g.smoothness * ((theta[1:] - theta[:-1]) ** 2).mean()
+    adam.zero_grad()
+    total.backward()
+    beta = math.exp(log_beta.item())
+    adam.step()
+    return GradientStep(step, seed, loss.item(), beta, time.perf_counter() - t0)

@@ -1,0 +1,154 @@
+"""Where participants' own computations run: named client operations and the pools that call them.
+
+A protocol's server-side logic asks a :class:`ClientPool` to run a named operation on some
+participants, with tensors in and tensors out. The operation itself (``@client_op``) runs where
+the participant lives and sees only its :class:`ClientEnv`: its own data, model, optimizer and
+random streams, plus whatever it chose to keep between rounds in ``store``. The in-process pool
+calls the operation directly; the Flower runner (:mod:`abm.learning.flower`) carries the same
+call over Flower to a client process, so both runners execute the same code on the same state.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from abm.learning.models import flat_params, load_flat_params
+from abm.learning.participant import Participant
+
+Payload = dict[str, torch.Tensor]
+
+
+@dataclass
+class ClientEnv:
+    """What a client operation may touch: its own participant, its own store, model templates.
+
+    ``model_template(j)`` returns a fresh module with participant ``j``'s architecture (public
+    information: used to hold a server model such as CoDream's student); building it never
+    touches the global torch random stream.
+    """
+
+    participant: Participant
+    model_template: Callable[[int], nn.Module]
+    store: dict[str, Any] = field(default_factory=dict)
+
+
+ClientOp = Callable[[ClientEnv, Payload, dict[str, Any]], Payload]
+_OPS: dict[str, ClientOp] = {}
+
+
+def client_op(name: str) -> Callable[[ClientOp], ClientOp]:
+    """Register a client operation under ``name``."""
+
+    def register(fn: ClientOp) -> ClientOp:
+        if name in _OPS and _OPS[name] is not fn:
+            raise ValueError(f"client operation {name!r} is already registered")
+        _OPS[name] = fn
+        return fn
+
+    return register
+
+
+def run_client_op(name: str, env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    """Run the registered operation ``name`` on ``env``."""
+    if name not in _OPS:
+        _import_protocol_ops()
+    if name not in _OPS:
+        raise KeyError(f"unknown client operation {name!r}; known: {', '.join(sorted(_OPS))}")
+    return _OPS[name](env, payload, config)
+
+
+def _import_protocol_ops() -> None:
+    # Protocol modules register their client operations on import.
+    import abm.learning.protocols.codream
+    import abm.learning.protocols.fedavg  # noqa: F401
+
+
+class ClientPool(ABC):
+    """The participants as the server sees them: ids, public sizes, and remote operations."""
+
+    ids: list[int]
+    sizes: list[int]
+
+    @abstractmethod
+    def call(
+        self,
+        op: str,
+        payloads: Mapping[int, Payload],
+        config: Mapping[str, Any] | None = None,
+        client_config: Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> dict[int, Payload]:
+        """Run ``op`` on every participant in ``payloads``; returns their replies by id.
+
+        ``config`` (JSON-able) goes to every participant, ``client_config[pid]`` only to ``pid``.
+        """
+
+    @abstractmethod
+    def model_template(self, pid: int) -> nn.Module:
+        """A fresh module with participant ``pid``'s architecture (weights arbitrary)."""
+
+    def broadcast(
+        self, op: str, payload: Payload | None = None, config: Mapping[str, Any] | None = None
+    ) -> dict[int, Payload]:
+        """Run ``op`` on every participant with the same payload."""
+        return self.call(op, {pid: dict(payload or {}) for pid in self.ids}, config)
+
+
+class InProcessClients(ClientPool):
+    """Participants living in this process; operations are plain calls (deterministic order)."""
+
+    def __init__(self, participants: list[Participant]) -> None:
+        self.participants = {p.pid: p for p in participants}
+        self.ids = [p.pid for p in participants]
+        self.sizes = [p.n_train for p in participants]
+        self.envs = {p.pid: ClientEnv(p, self._template) for p in participants}
+
+    def _template(self, pid: int) -> nn.Module:
+        return copy.deepcopy(self.participants[pid].model)
+
+    def model_template(self, pid: int) -> nn.Module:
+        return self._template(pid)
+
+    def call(
+        self,
+        op: str,
+        payloads: Mapping[int, Payload],
+        config: Mapping[str, Any] | None = None,
+        client_config: Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> dict[int, Payload]:
+        out = {}
+        for pid in sorted(payloads):
+            cfg = dict(config or {})
+            if client_config is not None and pid in client_config:
+                cfg.update(client_config[pid])
+            out[pid] = run_client_op(op, self.envs[pid], dict(payloads[pid]), cfg)
+        return out
+
+
+# ---- operations every protocol may use ---------------------------------------------------------
+@client_op("train")
+def _train(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    env.participant.train(int(config["epochs"]))
+    return {}
+
+
+@client_op("score")
+def _score(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    return {"acc": torch.tensor([env.participant.score()], dtype=torch.float64)}
+
+
+@client_op("get_weights")
+def _get_weights(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    return {"w": flat_params(env.participant.model)}
+
+
+@client_op("set_weights")
+def _set_weights(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    load_flat_params(env.participant.model, payload["w"])
+    return {}

@@ -1,0 +1,178 @@
+"""The Flower client: one participant, answering the server's client-operation requests.
+
+Each request names a client operation (:mod:`abm.learning.clients`) and the protocol it belongs to
+(its index in the scenario's protocol list). The client rebuilds its participant from the scenario
+(its own share of the data, its own model initialisation: the same as the in-process runner's) and
+restores what changed since (weights, optimizer state, random streams, the operation's store) from
+Flower's per-node ``context.state``, so the same code runs in Flower's simulation engine, where a
+client object lives for one message only, and in a client process of its own.
+
+Run as a process: ``python -m abm.learning.flower.client --address 127.0.0.1:PORT --pid K
+--scenario FILE.json`` (the Flower runner starts these itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import traceback
+from typing import Any
+
+import torch
+from flwr.client import Client
+from flwr.common import (
+    Code,
+    ConfigRecord,
+    Context,
+    FitIns,
+    FitRes,
+    GetPropertiesIns,
+    GetPropertiesRes,
+    Status,
+)
+
+from abm.learning.clients import ClientEnv, run_client_op
+from abm.learning.flower.codec import decode_request, encode_tensors
+from abm.learning.runner import PreparedData, build_participant, model_for, prepare_data, protocol_specs
+from abm.learning.scenario import LearningScenario
+
+_STATE_KEY = "abm_participant"
+_DATA: dict[str, PreparedData] = {}  # read-only prepared data, per scenario, cached per process
+
+
+def _prepared(scenario_json: str, scenario: LearningScenario) -> PreparedData:
+    if scenario_json not in _DATA:
+        _DATA.clear()
+        _DATA[scenario_json] = prepare_data(scenario)
+    return _DATA[scenario_json]
+
+
+class ParticipantClient(Client):
+    """Participant ``pid`` of the scenario, as a Flower client."""
+
+    def __init__(self, scenario_json: str, pid: int, context: Context | None = None) -> None:
+        self.scenario_json = scenario_json
+        self.scenario = LearningScenario.model_validate_json(scenario_json)
+        self.pid = pid
+        self.node_context = context
+        self.data = _prepared(scenario_json, self.scenario)
+        self._local_state: dict[str, Any] = {}
+
+    # ---- state ------------------------------------------------------------------------------
+    def _models(self, protocol: int):
+        spec = protocol_specs(self.scenario)[protocol]
+        return spec.models or self.scenario.models
+
+    def _template(self, protocol: int, j: int) -> torch.nn.Module:
+        models = self._models(protocol)
+        with torch.random.fork_rng(devices=[]):
+            return model_for(models[j % len(models)], self.data.source.input_shape, self.data.source.n_classes)
+
+    def _load(self, protocol: int) -> ClientEnv:
+        participant = build_participant(self.scenario, self.data, self._models(protocol), self.pid)
+        env = ClientEnv(participant, lambda j: self._template(protocol, j))
+        blob = self._read_blob()
+        if blob is not None:
+            state = torch.load(io.BytesIO(blob), weights_only=False)
+            if state["protocol"] == protocol:
+                participant.model.load_state_dict(state["model"])
+                participant.optimizer.load_state_dict(state["optimizer"])
+                participant.generator.set_state(state["generator"])
+                participant.rng.bit_generator.state = state["rng"]
+                env.store = state["store"]
+        return env
+
+    def _save(self, protocol: int, env: ClientEnv) -> None:
+        p = env.participant
+        state = {
+            "protocol": protocol,
+            "model": p.model.state_dict(),
+            "optimizer": p.optimizer.state_dict(),
+            "generator": p.generator.get_state(),
+            "rng": p.rng.bit_generator.state,
+            "store": env.store,
+        }
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        if self.node_context is not None:
+            self.node_context.state[_STATE_KEY] = ConfigRecord({"blob": buf.getvalue()})
+        else:
+            self._local_state["blob"] = buf.getvalue()
+
+    def _read_blob(self) -> bytes | None:
+        if self.node_context is not None:
+            rec = self.node_context.state.get(_STATE_KEY) if _STATE_KEY in self.node_context.state else None
+            return None if rec is None else bytes(rec["blob"])
+        return self._local_state.get("blob")
+
+    # ---- Flower client interface ---------------------------------------------------------------
+    def get_properties(self, ins: GetPropertiesIns) -> GetPropertiesRes:
+        """Public facts: participant id, training-set size, data shape and classes."""
+        props = {
+            "pid": self.pid,
+            "n_train": len(self.data.parts[self.pid].train),
+            "input_shape": json.dumps(list(self.data.source.input_shape)),
+            "n_classes": self.data.source.n_classes,
+        }
+        return GetPropertiesRes(status=Status(code=Code.OK, message=""), properties=props)
+
+    def fit(self, ins: FitIns) -> FitRes:
+        """Run the requested client operation on this participant; reply with its tensors."""
+        torch.set_num_threads(1)
+        try:
+            op, protocol, payload, config = decode_request(ins.parameters, ins.config)
+            env = self._load(protocol)
+            reply = run_client_op(op, env, payload, config)
+            self._save(protocol, env)
+        except Exception:  # reported to the server, which raises it there
+            params, names = encode_tensors({})
+            return FitRes(
+                status=Status(code=Code.FIT_NOT_IMPLEMENTED, message=traceback.format_exc()),
+                parameters=params,
+                num_examples=0,
+                metrics={"names": "[]"},
+            )
+        params, names = encode_tensors(reply)
+        return FitRes(
+            status=Status(code=Code.OK, message=""),
+            parameters=params,
+            num_examples=len(env.participant.data.train),
+            metrics={"names": json.dumps(names)},
+        )
+
+
+def simulation_client_fn(scenario_json: str):
+    """A ``client_fn`` for Flower's simulation engine: the node's partition id is the participant id."""
+
+    def client_fn(context: Context) -> Client:
+        pid = int(context.node_config["partition-id"])
+        return ParticipantClient(scenario_json, pid, context)
+
+    return client_fn
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start one participant's Flower client process and serve until the server ends the run."""
+    from flwr.client import start_client
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--address", required=True, help="server address, host:port")
+    ap.add_argument("--pid", type=int, required=True, help="participant id")
+    ap.add_argument("--scenario", required=True, help="resolved scenario JSON file")
+    ap.add_argument("--max-wait", type=float, default=120.0, help="seconds to keep trying to reach the server")
+    args = ap.parse_args(argv)
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    torch.set_num_threads(1)
+    with open(args.scenario) as f:
+        scenario_json = f.read()
+
+    def client_fn(context: Context) -> Client:
+        return ParticipantClient(scenario_json, args.pid, context)
+
+    start_client(server_address=args.address, client_fn=client_fn, insecure=True, max_wait_time=args.max_wait)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Running a scenario's protocols over Flower: simulation engine or real processes on loopback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from abm.learning.messages import Network
+from abm.learning.privacy.aggregation import PlainSum
+from abm.learning.protocols.base import RunContext
+from abm.learning.runner import (
+    ProtocolResult,
+    build_report,
+    execute_protocol,
+    known_groups,
+    protocol_specs,
+)
+from abm.learning.scenario import LearningScenario
+
+MODES = ("flower-sim", "flower")
+
+
+def _import_flwr() -> None:
+    try:
+        import flwr  # noqa: F401
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise RuntimeError(
+            "the Flower runners need flwr: pip install 'abm-epidemic[flower]' (flwr[simulation] 1.41)"
+        ) from e
+    for name in ("flwr", "ray"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _work(scenario: LearningScenario, results: list[ProtocolResult], facts: dict[str, Any]):
+    """The server's work once every participant's client is connected: run every protocol."""
+    from abm.learning.flower.server import FlowerClients
+
+    def work(clients: dict[int, tuple[Any, dict]]) -> None:
+        proxies = {pid: proxy for pid, (proxy, _) in clients.items()}
+        sizes = {pid: int(props["n_train"]) for pid, (_, props) in clients.items()}
+        first = clients[min(clients)][1]
+        input_shape = tuple(json.loads(str(first["input_shape"])))
+        n_classes = int(first["n_classes"])
+        facts["train_sizes"] = [sizes[pid] for pid in sorted(sizes)]
+        facts["requests"] = 0
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for i, spec in enumerate(protocol_specs(scenario)):
+                pool = FlowerClients(
+                    proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes, timeout=None
+                )
+                try:
+                    ctx = RunContext(
+                        participants=[],
+                        n_classes=n_classes,
+                        input_shape=input_shape,
+                        rounds=spec.rounds or scenario.rounds,
+                        local_epochs=scenario.local_epochs,
+                        seed=scenario.seed,
+                        network=Network(),
+                        aggregator=PlainSum(),
+                        groups=known_groups(scenario),
+                        clients=pool,
+                    )
+                    results.append(execute_protocol(scenario, spec, ctx))
+                finally:
+                    facts["requests"] += pool.requests
+                    pool.close()
+        finally:
+            torch.set_num_threads(threads)
+
+    return work
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_simulation(scenario: LearningScenario, server) -> None:
+    import ray
+    from flwr.server import ServerConfig
+    from flwr.simulation import start_simulation
+
+    from abm.learning.flower.client import simulation_client_fn
+
+    n = scenario.split.participants
+    cpus = max(1, min(n, os.cpu_count() or 1))
+    try:
+        start_simulation(
+            client_fn=simulation_client_fn(scenario.model_dump_json()),
+            num_clients=n,
+            server=server,
+            config=ServerConfig(num_rounds=1),
+            client_resources={"num_cpus": 1, "num_gpus": 0.0},
+            ray_init_args={
+                "num_cpus": cpus,
+                "include_dashboard": False,
+                "ignore_reinit_error": True,
+                "log_to_driver": False,
+                "configure_logging": False,
+            },
+        )
+    finally:
+        ray.shutdown()
+
+
+def _run_processes(scenario: LearningScenario, server, connect_timeout: float) -> None:
+    from flwr.server import ServerConfig, start_server
+
+    n = scenario.split.participants
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory(prefix="abm-flower-") as tmp:
+        scenario_file = Path(tmp) / "scenario.json"
+        scenario_file.write_text(scenario.model_dump_json())
+        logs = [open(Path(tmp) / f"client{k}.log", "w+") for k in range(n)]  # noqa: SIM115
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "abm.learning.flower.client",
+                    "--address",
+                    address,
+                    "--pid",
+                    str(k),
+                    "--scenario",
+                    str(scenario_file),
+                    "--max-wait",
+                    str(connect_timeout),
+                ],
+                stdout=logs[k],
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )
+            for k in range(n)
+        ]
+        try:
+            start_server(server_address=address, server=server, config=ServerConfig(num_rounds=1))
+            deadline = time.monotonic() + 30
+            for p in procs:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except BaseException:
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+            raise
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+                    try:
+                        p.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+            if server.error is not None:
+                tails = []
+                for k, f in enumerate(logs):
+                    f.seek(0)
+                    text = f.read().strip()
+                    if text:
+                        tails.append(f"client {k}:\n{text[-2000:]}")
+                if tails:
+                    server.error.add_note("\n".join(tails))
+            for f in logs:
+                f.close()
+        bad = [(k, p.returncode) for k, p in enumerate(procs) if p.returncode not in (0, None)]
+        if bad and server.error is None:
+            raise RuntimeError(f"Flower client processes exited with errors: {bad}")
+
+
+def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float = 120.0) -> dict[str, Any]:
+    """Run local-only and every protocol of ``scenario`` over Flower; the report as :func:`run_all`'s.
+
+    ``mode`` is ``flower-sim`` (Flower's simulation engine) or ``flower`` (server here, one client
+    process per participant on 127.0.0.1). The report adds ``flower_requests``: the number of
+    client-operation requests that went through Flower.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown Flower mode {mode!r}; allowed: {', '.join(MODES)}")
+    _import_flwr()
+    from abm.learning.flower.server import ProtocolServer
+
+    results: list[ProtocolResult] = []
+    facts: dict[str, Any] = {}
+    server = ProtocolServer(scenario.split.participants, _work(scenario, results, facts), connect_timeout)
+    if mode == "flower-sim":
+        _run_simulation(scenario, server)
+    else:
+        _run_processes(scenario, server, connect_timeout)
+    if server.error is not None:
+        raise server.error
+    report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), mode)
+    report["flower_requests"] = facts["requests"]
+    if scenario.selection_toy is not None:
+        from abm.learning.selection_toy import run_selection_toy
+
+        report["selection_toy"] = run_selection_toy(scenario.selection_toy, scenario.seed)
+    return report

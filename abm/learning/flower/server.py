@@ -1,0 +1,136 @@
+"""The Flower server side: a client pool over Flower's client proxies, and the server that runs
+the scenario's protocols through it.
+
+:class:`ProtocolServer` replaces Flower's round loop (``Server.fit``) with the protocols' own
+server-side logic (:func:`abm.learning.runner.execute_protocol`); every client operation the logic
+asks for becomes one Flower ``fit`` request to that participant's client (requests to several
+participants go out in parallel, as Flower's own strategies do).
+"""
+
+from __future__ import annotations
+
+import json
+import timeit
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+from flwr.common import Code, FitIns, GetPropertiesIns
+from flwr.server import Server
+from flwr.server.client_manager import SimpleClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.history import History
+from flwr.server.strategy import FedAvg as _UnusedStrategy
+from torch import nn
+
+from abm.learning.clients import ClientPool, Payload
+from abm.learning.flower.codec import decode_tensors, encode_request
+from abm.learning.runner import model_for
+from abm.learning.scenario import ModelSpec
+
+
+class FlowerClients(ClientPool):
+    """Participants reached through Flower client proxies (one per participant)."""
+
+    def __init__(
+        self,
+        proxies: Mapping[int, ClientProxy],
+        sizes: Mapping[int, int],
+        protocol: int,
+        models: list[ModelSpec],
+        input_shape: tuple[int, ...],
+        n_classes: int,
+        timeout: float | None = None,
+    ) -> None:
+        self.proxies = dict(proxies)
+        self.ids = sorted(self.proxies)
+        self.sizes = [int(sizes[pid]) for pid in self.ids]
+        self.protocol = protocol
+        self.models = models
+        self.input_shape = input_shape
+        self.n_classes = n_classes
+        self.timeout = timeout
+        self.requests = 0
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.ids)))
+
+    def model_template(self, pid: int) -> nn.Module:
+        spec = self.models[pid % len(self.models)]
+        with torch.random.fork_rng(devices=[]):
+            return model_for(spec, self.input_shape, self.n_classes)
+
+    def _one(self, pid: int, op: str, payload: Payload, config: dict[str, Any]) -> Payload:
+        params, cfg = encode_request(op, self.protocol, payload, config)
+        res = self.proxies[pid].fit(FitIns(params, cfg), self.timeout, self.protocol)
+        if res.status.code != Code.OK:
+            raise RuntimeError(f"participant {pid} failed in client operation {op!r}:\n{res.status.message}")
+        return decode_tensors(res.parameters, json.loads(str(res.metrics["names"])))
+
+    def call(
+        self,
+        op: str,
+        payloads: Mapping[int, Payload],
+        config: Mapping[str, Any] | None = None,
+        client_config: Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> dict[int, Payload]:
+        jobs = {}
+        for pid in sorted(payloads):
+            cfg = dict(config or {})
+            if client_config is not None and pid in client_config:
+                cfg.update(client_config[pid])
+            jobs[pid] = self._pool.submit(self._one, pid, op, dict(payloads[pid]), cfg)
+        self.requests += len(jobs)
+        return {pid: job.result() for pid, job in jobs.items()}
+
+    def close(self) -> None:
+        """Stop the request threads."""
+        self._pool.shutdown(wait=True)
+
+
+def identify(proxies: list[ClientProxy], timeout: float | None = None) -> dict[int, tuple[ClientProxy, dict]]:
+    """Ask every connected client for its participant id and public facts."""
+    out: dict[int, tuple[ClientProxy, dict]] = {}
+    for proxy in proxies:
+        res = proxy.get_properties(GetPropertiesIns(config={}), timeout, None)
+        if res.status.code != Code.OK:
+            raise RuntimeError(f"client {proxy.cid} did not say who it is: {res.status.message}")
+        props = dict(res.properties)
+        pid = int(props["pid"])
+        if pid in out:
+            raise RuntimeError(f"two clients claim participant id {pid}")
+        out[pid] = (proxy, props)
+    return out
+
+
+class ProtocolServer(Server):
+    """A Flower server whose ``fit`` runs ``work(clients)`` instead of Flower's round loop.
+
+    ``work`` gets ``{participant id: (proxy, public facts)}`` once ``n_clients`` have connected;
+    its return value (or exception) is kept in ``result`` (``error``) for the runner.
+    """
+
+    def __init__(
+        self, n_clients: int, work: Callable[[dict[int, tuple[ClientProxy, dict]]], Any], connect_timeout: float
+    ):
+        super().__init__(client_manager=SimpleClientManager(), strategy=_UnusedStrategy())
+        self.n_clients = n_clients
+        self.work = work
+        self.connect_timeout = connect_timeout
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
+        start = timeit.default_timer()
+        try:
+            if not self._client_manager.wait_for(self.n_clients, timeout=int(self.connect_timeout)):
+                raise RuntimeError(
+                    f"only {self._client_manager.num_available()} of {self.n_clients} Flower clients connected "
+                    f"within {self.connect_timeout:.0f} s"
+                )
+            clients = identify(list(self._client_manager.all().values()))
+            if sorted(clients) != list(range(self.n_clients)):
+                raise RuntimeError(f"expected participants 0..{self.n_clients - 1}, got {sorted(clients)}")
+            self.result = self.work(clients)
+        except BaseException as e:  # handed to the runner once Flower has shut down
+            self.error = e
+        return History(), timeit.default_timer() - start

@@ -1,0 +1,48 @@
+"""The ``abm learn`` body for ``kind: private_calibration`` scenarios."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from abm.learning.errors import LearningScenarioError
+
+
+def dispatch(file: Path, out: Path | None = None) -> bool:
+    """Run ``file`` if it is a private-calibration scenario (returns True), else return False.
+
+    An invalid scenario prints one clear message and exits with code 2, writing nothing.
+    """
+    import typer
+    import yaml
+
+    from abm.private_calibration.report import run_private_calibration
+    from abm.private_calibration.scenario import is_private_calibration, load_scenario
+
+    try:
+        data = yaml.safe_load(Path(file).read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # the learning loader reports unreadable files
+    if not is_private_calibration(data):
+        return False
+    try:
+        scenario, _ = load_scenario(file)
+    except LearningScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
+    target = out if out is not None else Path("runs") / scenario.name
+    report = run_private_calibration(file, target)
+    names = [i["name"] for i in report["institutions"]]
+    print(
+        f"{'protocol':<18}{'recovery':>9}"
+        + "".join(f"{n[:9]:>10}" for n in names)
+        + f"{'MCG':>8}{'CGS':>7}{'ND':>7}{'MB':>8}"
+    )
+    for key, r in report["protocols"].items():
+        per = "".join(f"{row['recovery']:>10.3f}" for row in r["institutions"])
+        print(
+            f"{key:<18}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
+            f"{r['mean_nd']:>7.2f}{r['bytes_total'] / 1e6:>8.2f}"
+        )
+    print(f"report: {target / 'report.json'}")
+    return True

@@ -1,0 +1,206 @@
+"""Institutions: a region's own population, private observed series and simulated training pairs.
+
+Everything here stays inside the institution: the protocols only see the participant built
+from it (:mod:`abm.private_calibration.federation`), whose model is trained on the pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from abm.calibration.config import CalibrationConfig
+from abm.calibration.observed import load_observed
+from abm.learning.data import Dataset
+from abm.learning.partition import ParticipantData
+from abm.populations import Population, Region, build_population, load_region
+from abm.private_calibration.parameters import BinGrid
+from abm.private_calibration.regions import institution_region
+from abm.private_calibration.scenario import InstitutionSpec, ModelSection, PrivateCalibrationScenario
+from abm.private_calibration.simulate import (
+    CHANNELS,
+    PER,
+    SimulatedSeries,
+    features,
+    observe,
+    reported_cases,
+    simulate,
+    weekly_rates,
+)
+from abm.runs import resolve
+from abm.scenario import Scenario
+
+KC2020_NOTE = (
+    "kc2020 mode: King County 2020 daily cases (JHU CSSE) and hospital admissions (Public Health - "
+    "Seattle & King County) are published for the county only. Each region's series is derived from "
+    "the county series by population share (region count = county count x region residents / county "
+    "residents), so per 100,000 residents every region observes the county's rates. The truth is unknown: "
+    "only the end-to-end deviation is reported against data."
+)
+
+
+@dataclass
+class Institution:
+    """One institution's private state."""
+
+    index: int
+    spec: InstitutionSpec
+    region: Region
+    population: Population
+    prior: dict[str, tuple[float, float]]
+    data: ParticipantData  # train / val under its own prior; test = held-out over the full range
+    observed_daily: pd.DataFrame  # cases, hospital_admissions per 100k residents, by date
+    observed_x: torch.Tensor  # [1, 2W] calibrator input of the observed series
+    truth: dict[str, float] | None
+    truth_class: int | None
+    simulations: int  # simulations run (training, validation, held-out, observed)
+
+    @property
+    def name(self) -> str:
+        """Institution name."""
+        return self.spec.name
+
+
+def model_scenario(scenario: PrivateCalibrationScenario, base: Path) -> Scenario:
+    """The engine scenario every institution simulates, with the scenario's overrides."""
+    return resolve(base / scenario.model.scenario, sets=list(scenario.model.set))
+
+
+def draw_parameters(
+    grid: BinGrid, ranges: dict[str, tuple[float, float]], n: int, rng: np.random.Generator, draws: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-simulation (transmission, seeding) [n, 2] and ascertainment [n, draws] under ``ranges``."""
+    out = {}
+    for p in grid.params:
+        lo, hi = ranges.get(p.name, (p.low, p.high))
+        size = n * draws if p.name == "ascertainment" else n
+        out[p.name] = p.sample(rng, size, lo, hi)
+    sim = np.stack([out["transmission"], np.rint(out["seeding"])], axis=1)
+    asc = out["ascertainment"].reshape(n, draws) if "ascertainment" in out else np.full((n, draws), np.nan)
+    return sim, asc
+
+
+def pairs(
+    grid: BinGrid,
+    population: Population,
+    model: Scenario,
+    section: ModelSection,
+    ranges: dict[str, tuple[float, float]],
+    n: int,
+    draws: int,
+    rng: np.random.Generator,
+    seed: int,
+    fixed_ascertainment: float,
+) -> Dataset:
+    """``n`` simulations under ``ranges`` x ``draws`` observation draws -> (features, joint class)."""
+    sim_params, asc = draw_parameters(grid, ranges, n, rng, draws)
+    if "ascertainment" not in grid.names:
+        asc = np.full((n, draws), fixed_ascertainment)
+    series = simulate(population, model, section, sim_params[:, 0], sim_params[:, 1].astype(np.int64), seed)
+    x, rep = observe(series, asc, section, rng, draws)
+    values = {"transmission": sim_params[rep, 0], "seeding": sim_params[rep, 1], "ascertainment": asc.reshape(-1)}
+    y = grid.classes_of(np.stack([values[name] for name in grid.names], axis=1))
+    return Dataset(torch.from_numpy(x), torch.as_tensor(y, dtype=torch.long))
+
+
+def observed_known_truth(
+    population: Population,
+    model: Scenario,
+    section: ModelSection,
+    truth: dict[str, float],
+    rng: np.random.Generator,
+    seed: int,
+    fixed_ascertainment: float,
+) -> pd.DataFrame:
+    """One simulated realisation at the true parameters: daily reported cases and admissions
+    per 100k residents (the institution's private observed series)."""
+    series = simulate(
+        population, model, section, np.array([truth["transmission"]]), np.array([round(truth["seeding"])]), seed
+    )
+    a = np.array([truth.get("ascertainment", fixed_ascertainment)])
+    return daily_frame(series, a, section, rng)
+
+
+def daily_frame(
+    series: SimulatedSeries, ascertainment: np.ndarray, section: ModelSection, rng: np.random.Generator | None
+) -> pd.DataFrame:
+    """Daily cases and admissions per 100k residents, averaged over the replicates of ``series``
+    (``ascertainment`` [R]; ``rng`` None = expected reported cases)."""
+    cases = reported_cases(series.infections, ascertainment, section.case_delay_days, rng).mean(axis=1)
+    adm = series.admissions.mean(axis=1)
+    dates = pd.date_range(section.start_date, periods=series.infections.shape[0], freq="D")
+    scale = PER / series.agents
+    return pd.DataFrame({"cases": cases * scale, "hospital_admissions": adm * scale}, index=dates)
+
+
+def observed_kc2020(section: ModelSection, county_population: float) -> pd.DataFrame:
+    """The county's 2020 daily series per 100k residents over the window (see KC2020_NOTE)."""
+    cfg = CalibrationConfig(
+        start_date=section.start_date, targets=list(CHANNELS), fit_window=section.window, holdout_window=None
+    )
+    frame = load_observed(cfg)
+    days = pd.date_range(section.window[0], section.window[1], freq="D")
+    return frame.reindex(days) * (PER / county_population)
+
+
+def observed_features(frame: pd.DataFrame, section: ModelSection) -> torch.Tensor:
+    """Calibrator input [1, 2W] of a daily frame in per-100k units."""
+    w = [weekly_rates(frame[[c]].reindex(_dates(section)).fillna(0.0).to_numpy(), section, PER) for c in CHANNELS]
+    return torch.from_numpy(features(w[0], w[1], section))
+
+
+def _dates(section: ModelSection) -> pd.DatetimeIndex:
+    return pd.date_range(section.start_date, periods=section.days, freq="D")
+
+
+def build_institutions(scenario: PrivateCalibrationScenario, base: Path) -> tuple[list[Institution], Scenario]:
+    """Every institution's population, observed series and training / validation / held-out pairs.
+
+    Institution k uses random streams derived from (scenario seed, k) only.
+    """
+    grid = scenario.grid()
+    section = scenario.model
+    model = model_scenario(scenario, base)
+    county = load_region(model.population.region)
+    fixed_asc = 0.2  # used only when ascertainment is not a free parameter
+    out = []
+    for k, spec in enumerate(scenario.institutions):
+        rng = np.random.default_rng([scenario.seed, k, 0x1C])
+        seed0 = scenario.seed * 100_003 + k * 1009
+        region = institution_region(county, spec.tracts, spec.name)
+        pop = build_population(region, spec.agents, seed0)
+        prior = {p.name: tuple(spec.prior.get(p.name, (p.low, p.high))) for p in grid.params}
+        full = {p.name: (p.low, p.high) for p in grid.params}
+        ev = scenario.evaluation
+        train = pairs(
+            grid, pop, model, section, prior, spec.budget, spec.ascertainment_draws, rng, seed0 + 1, fixed_asc
+        )
+        val = pairs(grid, pop, model, section, prior, ev.val_simulations, 1, rng, seed0 + 2, fixed_asc)
+        test = pairs(grid, pop, model, section, full, ev.holdout_simulations, 1, rng, seed0 + 3, fixed_asc)
+        if scenario.mode == "known_truth":
+            truth = {name: float(spec.truth[name]) for name in grid.names}
+            obs = observed_known_truth(pop, model, section, truth, rng, seed0 + 4, fixed_asc)
+            truth_class = int(grid.classes_of(np.array([[truth[n] for n in grid.names]]))[0])
+        else:
+            truth, truth_class = None, None
+            obs = observed_kc2020(section, county.figures.population)
+        out.append(
+            Institution(
+                index=k,
+                spec=spec,
+                region=region,
+                population=pop,
+                prior=prior,
+                data=ParticipantData(train, val, test),
+                observed_daily=obs,
+                observed_x=observed_features(obs, section),
+                truth=truth,
+                truth_class=truth_class,
+                simulations=spec.budget + ev.val_simulations + ev.holdout_simulations + (truth is not None),
+            )
+        )
+    return out, model

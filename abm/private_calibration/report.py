@@ -1,0 +1,228 @@
+"""Running a private-calibration scenario end to end: report.json, report.md and plots.
+
+Everything is written into a temporary sibling folder that is renamed at the end
+(:func:`abm.outputs.run_folder.atomic_folder`), so a failed run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from abm.outputs.run_folder import atomic_folder
+from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
+from abm.private_calibration.federation import ProtocolRun, run_protocol
+from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
+from abm.private_calibration.scenario import CalibrationProtocolSpec, PrivateCalibrationScenario, load_scenario
+
+
+def run_all(
+    scenario: PrivateCalibrationScenario, base: Path
+) -> tuple[dict[str, Any], list[Institution], list[ProtocolRun]]:
+    """Build the institutions, run local-only and every listed protocol, evaluate.
+
+    Runs with one torch thread (tiny models; simulations are batched) and restores the setting.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t0 = time.perf_counter()
+        institutions, model = build_institutions(scenario, base)
+        t_sim = time.perf_counter() - t0
+        specs = list(scenario.protocols)
+        if not any(s.name == "local" and s.label is None for s in specs):
+            specs.insert(0, CalibrationProtocolSpec(name="local"))
+        runs = [run_protocol(scenario, institutions, s) for s in specs]
+        t_learn = time.perf_counter() - t0 - t_sim
+        grid = scenario.grid()
+        per_protocol = {r.key: estimates(r, institutions, grid) for r in runs}
+        end_to_end(scenario, model, institutions, per_protocol)
+        t_eval = time.perf_counter() - t0 - t_sim - t_learn
+    finally:
+        torch.set_num_threads(threads)
+    report: dict[str, Any] = {
+        "scenario": scenario.name,
+        "kind": "private_calibration",
+        "mode": scenario.mode,
+        "seed": scenario.seed,
+        "note": KC2020_NOTE if scenario.mode == "kc2020" else "known_truth mode: observed series simulated at truth",
+        "parameters": {
+            p.name: {"low": p.low, "high": p.high, "bins": p.bins, "log": p.log, "edges": p.edges().tolist()}
+            for p in grid.params
+        },
+        "joint_classes": grid.n_classes,
+        "window": [str(d) for d in scenario.model.window],
+        "institutions": [
+            {
+                "name": inst.name,
+                "tracts": len(inst.region.tracts),
+                "residents": inst.region.figures.population,
+                "agents": inst.population.size,
+                "prior": {k: list(v) for k, v in inst.prior.items()},
+                "truth": inst.truth,
+                "train_pairs": len(inst.data.train),
+                "simulations": inst.simulations,
+            }
+            for inst in institutions
+        ],
+        "timings_s": {"simulations": t_sim, "protocols": t_learn, "end_to_end": t_eval},
+        "protocols": protocol_table(runs, per_protocol, institutions),
+    }
+    return report, institutions, _curves(per_protocol)
+
+
+def _curves(per_protocol: dict[str, list[dict[str, Any]]]) -> Any:
+    return {k: [row.pop("curve") for row in rows] for k, rows in per_protocol.items()}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report's results table and per-institution details as Markdown."""
+    names = [i["name"] for i in report["institutions"]]
+    lines = [
+        f"# Private calibration: {report['scenario']} ({report['mode']})",
+        "",
+        report["note"],
+        "",
+        "Recovery: mean over parameters of the share of held-out simulations (full parameter range, "
+        "each institution's own population) whose marginal arg-max bin is the true bin "
+        f"({report['joint_classes']} joint classes). ND: normalized deviation of the simulated weekly series "
+        "at the estimate against the observed series, mean of cases and admissions.",
+        "",
+        "| protocol | mean recovery | " + " | ".join(names) + " | MCG | CGS | min gain | mean ND | MB sent | wall s |",
+        "|---|---:|" + "---:|" * len(names) + "---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, r in report["protocols"].items():
+        per = " | ".join(f"{row['recovery']:.3f}" for row in r["institutions"])
+        lines.append(
+            f"| {key} | {r['mean_recovery']:.3f} | {per} | {r['mcg']:+.3f} | {r['cgs']:.3f} | {r['min_gain']:+.3f} "
+            f"| {r['mean_nd']:.2f} | {r['bytes_total'] / 1e6:.2f} | {r['wall_time_s']:.1f} |"
+        )
+    lines += ["", "Estimates (transmission multiplier, seeding, ascertainment) and ND per institution:", ""]
+    lines.append("| protocol | " + " | ".join(names) + " |")
+    lines.append("|---|" + "---|" * len(names))
+    for key, r in report["protocols"].items():
+        cells = []
+        for row in r["institutions"]:
+            e = row["estimate"]
+            cells.append(", ".join(f"{v:.3g}" for v in e.values()) + f" (ND {row['nd_mean']:.2f})")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    if report["mode"] == "known_truth":
+        truths = [", ".join(f"{v:.3g}" for v in i["truth"].values()) for i in report["institutions"]]
+        lines.append("| truth | " + " | ".join(truths) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _plots(
+    report: dict[str, Any], curves: dict[str, list[Any]], institutions: list[Institution], out: Path
+) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prots = report["protocols"]
+    keys = list(prots)
+    names = [i.name for i in institutions]
+    n = len(names)
+    files = []
+    for metric, ylabel, fname in (
+        ("recovery", "recovery accuracy (held-out simulations)", "recovery.png"),
+        ("gain", "gain over local-only", "gains.png"),
+        ("nd_mean", "ND at the estimate (mean of channels)", "nd.png"),
+    ):
+        fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(keys)), 4))
+        width = 0.8 / n
+        for i in range(n):
+            vals = [prots[k]["institutions"][i][metric] for k in keys]
+            ax.bar(np.arange(len(keys)) + i * width, vals, width, label=names[i])
+        if metric == "gain":
+            ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
+        ax.set_xticklabels(keys, rotation=30, ha="right")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=100)
+        plt.close(fig)
+        files.append(fname)
+
+    fig, axes = plt.subplots(2, n, figsize=(3.2 * n, 5.5), squeeze=False)
+    from abm.calibration.observed import weekly
+
+    window = tuple(np.datetime64(d) for d in report["window"])
+    show = [k for k in ("local", "centralized", "fedavg", "codream", "cycle") if k in curves] or keys[:3]
+    for i, inst in enumerate(institutions):
+        obs = weekly(inst.observed_daily, window)
+        for c, channel in enumerate(("cases", "hospital_admissions")):
+            ax = axes[c, i]
+            ax.plot(obs[channel].to_numpy(), "ko", ms=4, label="observed")
+            for k in show:
+                ax.plot(weekly(curves[k][i], window)[channel].to_numpy(), label=k)
+            ax.set_title(f"{inst.name}: {channel.replace('_', ' ')}", fontsize=9)
+            ax.set_xlabel("week of window")
+            if i == 0:
+                ax.set_ylabel("per 100k per week")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "fits.png", dpi=100)
+    plt.close(fig)
+    files.append("fits.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k in keys:
+        ax.plot(np.arange(1, len(prots[k]["history"]) + 1), prots[k]["history"], label=k)
+    ax.set_xlabel("round")
+    ax.set_ylabel("mean recovery accuracy")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=100)
+    plt.close(fig)
+    files.append("curves.png")
+
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for inst in institutions:
+        t = inst.region.tracts
+        ax.scatter(t["lon"], t["lat"], s=6, label=inst.name)
+    ax.set_xlabel("longitude")
+    ax.set_ylabel("latitude")
+    ax.set_title("institutions' tracts")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "regions.png", dpi=100)
+    plt.close(fig)
+    files.append("regions.png")
+    return files
+
+
+def run_private_calibration(path_or_dict: str | Path | dict[str, Any], out: str | Path | None = None) -> dict[str, Any]:
+    """Validate, run and write a private-calibration scenario; returns the report.
+
+    Writes ``report.json``, ``report.md``, ``scenario.json`` and the plots into ``out``
+    (default ``runs/<name>``).
+    """
+    scenario, base = load_scenario(path_or_dict)
+    start = time.perf_counter()
+    report, institutions, curves = run_all(scenario, base)
+    report["timings_s"]["total"] = time.perf_counter() - start
+    target = Path(out) if out is not None else Path("runs") / scenario.name
+    with atomic_folder(target) as tmp:
+        report["plots"] = _plots(report, curves, institutions, tmp)
+        (tmp / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+        (tmp / "report.md").write_text(markdown(report))
+        (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=2) + "\n")
+    return report
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serializable: {type(o)}")
+
+
+__all__ = ["markdown", "run_all", "run_private_calibration"]

@@ -1,0 +1,313 @@
+"""The private-calibration scenario (``kind: private_calibration``): schema and loading.
+
+A bad file raises :class:`abm.learning.LearningScenarioError` whose message names the file, the
+key path, the bad value and what is allowed (``abm learn`` prints it and exits with code 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from abm.learning.errors import LearningScenarioError
+from abm.learning.scenario import PROTOCOL_NAMES, PrivacySpec, TrainingSpec
+from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
+
+KIND = "private_calibration"
+REGION_RULES = ("seattle", "north", "east", "south")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSection(_Strict):
+    """The epidemic model every institution simulates and the observed window."""
+
+    scenario: str = Field(
+        "../king_county/calibrate_2020.yaml", description="engine scenario (path relative to this file)"
+    )
+    set: list[str] = Field([], description="key=value overrides of that scenario, as `abm run --set`")
+    start_date: dt.date = Field(dt.date(2020, 2, 1), description="calendar date of simulation day 0")
+    seeding_day: int = Field(10, ge=0, description="simulation day of the initial infections")
+    window: tuple[dt.date, dt.date] = Field(
+        (dt.date(2020, 2, 29), dt.date(2020, 4, 24)), description="observed window (whole weeks)"
+    )
+    case_delay_days: int = Field(7, ge=0, description="days from infection to a reported case")
+    feature_center: float = Field(3.0, description="features are (log1p(weekly per 100k) - center) / scale")
+    feature_scale: float = Field(2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _window(self) -> ModelSection:
+        a, b = self.window
+        if a < self.start_date or b < a:
+            raise ValueError(f"window {a}..{b} must run forward and start on or after start_date {self.start_date}")
+        if ((b - a).days + 1) // 7 < 2:
+            raise ValueError("window must hold at least two whole weeks")
+        return self
+
+    @property
+    def days(self) -> int:
+        """Simulated days: through the window's last day."""
+        return (self.window[1] - self.start_date).days + 1
+
+    @property
+    def weeks(self) -> int:
+        """Whole weeks in the window."""
+        return ((self.window[1] - self.window[0]).days + 1) // 7
+
+
+class ParameterSpec(_Strict):
+    """Range and bins of one free parameter."""
+
+    low: float = Field(gt=0)
+    high: float = Field(gt=0)
+    bins: int = Field(4, ge=2, le=12)
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _order(self) -> ParameterSpec:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+def _default_parameters() -> dict[str, ParameterSpec]:
+    return {
+        "transmission": ParameterSpec(low=0.5, high=1.5, bins=4),
+        "seeding": ParameterSpec(low=2, high=64, bins=4, log=True),
+        "ascertainment": ParameterSpec(low=0.05, high=0.5, bins=4, log=True),
+    }
+
+
+class InstitutionSpec(_Strict):
+    """One institution: its tracts, population size, simulation budget, prior and (known-truth
+    mode) the true parameters of its observed series."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_ .-]+$")
+    tracts: Literal[REGION_RULES] | list[str] = Field(  # type: ignore[valid-type]
+        description="a named rule (seattle, north, east, south) or a list of tract GEOIDs"
+    )
+    agents: int = Field(5000, ge=200, le=200_000)
+    budget: int = Field(192, ge=8, description="simulations of its own population for training pairs")
+    ascertainment_draws: int = Field(4, ge=1, le=32, description="observation draws per simulation")
+    prior: dict[str, tuple[float, float]] = Field({}, description="parameter -> [low, high]; default the full range")
+    truth: dict[str, float] = Field({}, description="known-truth mode: parameter -> true value")
+
+
+class CalibratorSpec(_Strict):
+    """A calibrator architecture: ``mlp`` (hidden), ``cnn`` (1-D over weeks: channels), ``gru`` (hidden)."""
+
+    kind: Literal["mlp", "cnn", "gru"] = "mlp"
+    hidden: list[Annotated[int, Field(ge=1)]] = [64]
+    channels: list[Annotated[int, Field(ge=1)]] = [16, 32]
+    embed_dim: int = Field(32, ge=1)
+    batchnorm: bool = True
+
+
+class CalibrationProtocolSpec(_Strict):
+    """One protocol run; ``params`` are validated by the protocol's own config."""
+
+    name: Literal[PROTOCOL_NAMES]  # type: ignore[valid-type]
+    label: str | None = None
+    params: dict[str, Any] = {}
+    models: list[CalibratorSpec] | None = None
+    privacy: PrivacySpec | None = None
+    rounds: int | None = Field(None, ge=1)
+
+    @property
+    def key(self) -> str:
+        """Name shown in reports."""
+        return self.label or self.name
+
+
+class EvaluationSpec(_Strict):
+    """Held-out simulations and end-to-end checks."""
+
+    holdout_simulations: int = Field(96, ge=4, description="per institution, over the full parameter range")
+    val_simulations: int = Field(32, ge=2, description="per institution, under its own prior")
+    estimate_replicates: int = Field(4, ge=1, description="replicates simulated at each estimate")
+
+
+class PrivateCalibrationScenario(_Strict):
+    """A private-calibration scenario."""
+
+    kind: Literal["private_calibration"]
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    seed: int = 0
+    mode: Literal["known_truth", "kc2020"] = "known_truth"
+    model: ModelSection = ModelSection()
+    parameters: dict[str, ParameterSpec] = Field(default_factory=_default_parameters)
+    institutions: list[InstitutionSpec] = Field(min_length=2, max_length=16)
+    evaluation: EvaluationSpec = EvaluationSpec()
+    models: list[CalibratorSpec] = [CalibratorSpec()]
+    training: TrainingSpec = TrainingSpec(lr=0.005, batch_size=64)
+    rounds: int = Field(20, ge=1)
+    local_epochs: int = Field(1, ge=1)
+    protocols: list[CalibrationProtocolSpec] = []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PrivateCalibrationScenario:
+        # messages start with the key path; load_scenario puts the file name in front
+        unknown = sorted(set(self.parameters) - set(PARAMETER_NAMES))
+        if unknown:
+            raise ValueError(f"parameters: unknown {unknown}; allowed: {', '.join(PARAMETER_NAMES)}")
+        for need in ("transmission", "seeding"):
+            if need not in self.parameters:
+                raise ValueError(f"parameters: {need} is required (allowed: {', '.join(PARAMETER_NAMES)})")
+        names = [i.name for i in self.institutions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"institutions: bad value {names}: institution names must differ")
+        for k, inst in enumerate(self.institutions):
+            where = f"institutions[{k}]"
+            for key, (lo, hi) in inst.prior.items():
+                if key not in self.parameters:
+                    raise ValueError(f"{where}.prior: unknown key {key!r}; allowed keys: {', '.join(self.parameters)}")
+                p = self.parameters[key]
+                if not p.low <= lo < hi <= p.high:
+                    raise ValueError(
+                        f"{where}.prior.{key}: bad value {[lo, hi]}: must lie in [{p.low}, {p.high}] with low < high"
+                    )
+            if self.mode == "known_truth":
+                missing = sorted(set(self.parameters) - set(inst.truth))
+                if missing:
+                    raise ValueError(f"{where}.truth: missing {missing}: known_truth mode needs every free parameter")
+            for key, v in inst.truth.items():
+                if key not in self.parameters:
+                    raise ValueError(f"{where}.truth: unknown key {key!r}; allowed keys: {', '.join(self.parameters)}")
+                p = self.parameters[key]
+                if not p.low <= v <= p.high:
+                    raise ValueError(f"{where}.truth.{key}: bad value {v}: must lie in [{p.low}, {p.high}]")
+        return self
+
+    def grid(self) -> BinGrid:
+        """The joint bin grid, parameters in PARAMETER_NAMES order."""
+        return BinGrid(
+            tuple(
+                FreeParameter(n, s.low, s.high, s.bins, s.log)
+                for n in PARAMETER_NAMES
+                if (s := self.parameters.get(n)) is not None
+            )
+        )
+
+
+def _describe_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out or "<top level>"
+
+
+def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def is_private_calibration(data: Any) -> bool:
+    """Whether parsed YAML ``data`` is a private-calibration scenario (``kind: private_calibration``)."""
+    return isinstance(data, dict) and data.get("kind") == KIND
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A scenario file's top-level mapping."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise LearningScenarioError(f"{source}: <top level>: expected a mapping of keys")
+    return data
+
+
+def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[PrivateCalibrationScenario, Path]:
+    """Validate a scenario; returns it and the folder its relative paths are resolved against."""
+    if isinstance(path_or_dict, dict):
+        data, source, base = path_or_dict, "<dict>", Path("scenarios/learning")
+    else:
+        data, source, base = read_yaml(path_or_dict), str(path_or_dict), Path(path_or_dict).parent
+    try:
+        scenario = PrivateCalibrationScenario.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = tuple(first["loc"])
+        path = _describe_loc(loc)
+        if first["type"] == "extra_forbid" or first["type"] == "extra_forbidden":
+            parent = _model_at(loc[:-1])
+            allowed = f"; allowed keys: {', '.join(parent.model_fields)}" if parent is not None else ""
+            raise LearningScenarioError(f"{source}: {path}: unknown key {loc[-1]!r}{allowed}") from None
+        if not loc and first["type"] == "value_error":  # cross-field checks name their own key path
+            raise LearningScenarioError(f"{source}: {first['ctx']['error']!s}") from None
+        value = first.get("input") if loc else None
+        if loc and value is None:
+            value = _lookup(data, loc)
+        raise LearningScenarioError(f"{source}: {path}: bad value {value!r}: {first['msg']}") from None
+    from abm.learning.protocols import protocol_class
+
+    for i, spec in enumerate(scenario.protocols):
+        cls = protocol_class(spec.name)
+        try:
+            cls.Config.model_validate(spec.params)
+        except ValidationError as e:
+            first = e.errors()[0]
+            path = _describe_loc(("protocols", i, "params", *first["loc"]))
+            raise LearningScenarioError(f"{source}: {path}: bad value {first.get('input')!r}: {first['msg']}") from None
+        models = spec.models or scenario.models
+        if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].models: bad value: {spec.name} needs one architecture "
+                "for every institution; give a single model under protocols[i].models"
+            )
+        private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
+        if private and not cls.uses_aggregator:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy wrappers apply only to "
+                "protocols whose aggregation is a sum (fedavg, fedprox, codream, codream_fast)"
+            )
+        if spec.name == "p2p_selection":
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].name: bad value 'p2p_selection': not used for private calibration; "
+                "allowed: local, centralized, fedavg, fedprox, codream, codream_fast, mapl, cycle, vpdl, ipa"
+            )
+    model_file = base / scenario.model.scenario
+    if not model_file.is_file():
+        raise LearningScenarioError(
+            f"{source}: model.scenario: bad value {scenario.model.scenario!r}: no such file ({model_file})"
+        )
+    return scenario, base
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The schema model at a key path (for the allowed keys of an unknown-key error)."""
+    import typing
+
+    model: Any = PrivateCalibrationScenario
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        found = None
+        for cand in (ann, *typing.get_args(ann), *(a for x in typing.get_args(ann) for a in typing.get_args(x))):
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                found = cand
+                break
+        if found is None:
+            return None
+        model = found
+    return model

@@ -1,0 +1,421 @@
+"""Sweeps: a scenario run over the cartesian product of ``--sweep key=v1,v2,...`` options,
+each variant with several replicates, locally or on a Ray cluster, into one combined table.
+
+Every (variant, replicate) is one run with a single replicate and its own seed: replicate ``r``
+of a variant whose resolved ``simulation.seed`` is ``s`` runs with seed ``s + r`` (population
+and epidemic alike). The seed depends on nothing but the scenario, the overrides and ``r``, so
+the combined table is the same whichever backend runs the tasks and in whatever order the
+workers finish them; and a row is re-run exactly by ``abm run FILE --set KEY=VALUE ... --seed
+SEED --replicates 1``. Variants share seeds (common random numbers), so differences between
+variants are not blurred by different random draws.
+
+>>> from abm.sweep import run_sweep
+>>> result = run_sweep("scenarios/king_county/vacc_ct.yaml", ["contacts.community.weight=0.2,0.4"], replicates=3)
+>>> result.summary[["contacts.community.weight", "cumulative_infected_share_mean"]]
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import yaml
+
+from abm import __version__
+from abm.outputs.compare import comparison_table
+from abm.outputs.plots import RunTables
+from abm.outputs.run_folder import atomic_folder
+from abm.outputs.summary import mean_sd
+from abm.runs import OVERRIDE_KEYS, resolve
+from abm.runs import run as run_scenario
+from abm.scenario import Scenario, ScenarioError
+
+BACKENDS = ("local", "ray")
+
+# The outcome columns of sweep.csv, one row per (variant, replicate); see run_task.
+OUTCOMES = (
+    "cumulative_infected",
+    "cumulative_infected_share",
+    "peak_hospital_occupancy",
+    "peak_hospital_occupancy_per_100k",
+    "peak_hospital_day",
+    "peak_share_of_capacity",
+    "days_over_capacity",
+    "share_of_days_over_capacity",
+    "peak_icu",
+    "peak_new_infections",
+    "peak_new_infections_day",
+    "hospitalizations",
+    "deaths",
+    "total_cost",
+)
+
+INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "peak_new_infections_day"}
+
+# Keys a sweep may not vary: each (variant, replicate) is its own single-replicate run.
+FORBIDDEN_KEYS = {"simulation.replicates": "give the number of replicates with --replicates"}
+
+
+@dataclass(frozen=True)
+class SweepAxis:
+    """One ``--sweep`` option: a key path and the values it takes (parsed as YAML), with the
+    text of each value as given."""
+
+    key: str
+    values: tuple[Any, ...]
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """One run of a sweep: the resolved scenario (plain data) of a variant's replicate."""
+
+    variant: int
+    replicate: int
+    seed: int
+    scenario: dict[str, Any]
+
+
+@dataclass
+class SweepResult:
+    """A finished sweep.
+
+    ``table``: one row per (variant, replicate) with the swept values, the seed and the
+    outcomes of :data:`OUTCOMES`; ``summary``: one row per variant with the mean and sd over
+    replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``); ``info``: what
+    ``sweep.json`` holds (the axes, the variants' resolved scenarios, timings).
+    """
+
+    table: pd.DataFrame
+    summary: pd.DataFrame
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, out: str | Path) -> Path:
+        """Write ``sweep.csv``, ``sweep_summary.csv`` and ``sweep.json`` into ``out`` (atomically)."""
+        out = Path(out)
+        with atomic_folder(out) as tmp:
+            self.table.to_csv(tmp / "sweep.csv", index=False)
+            self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
+            (tmp / "sweep.json").write_text(json.dumps(self.info, indent=2) + "\n")
+        return out
+
+
+def split_values(text: str) -> list[str]:
+    """Split ``v1,v2,...`` at the commas that are outside brackets, braces and quotes, so a
+    value may itself be a YAML list (``[1, 2],[3, 4]``)."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+def parse_axis(option: str) -> SweepAxis:
+    """Parse one ``--sweep key.path=v1,v2,...`` option (values read as YAML)."""
+    source = f"--sweep {option}"
+    if "=" not in option:
+        raise ScenarioError(f"{source}: write key.path=value1,value2,...")
+    key, _, text = option.partition("=")
+    key = key.strip()
+    if not key or not all(key.split(".")):
+        raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. contacts.community.weight=0.2,0.4")
+    if key in FORBIDDEN_KEYS:
+        raise ScenarioError(f"{source}: {key} cannot be swept; {FORBIDDEN_KEYS[key]}")
+    texts = split_values(text)
+    if any(not t for t in texts):
+        raise ScenarioError(f"{source}: {key}: empty value in {text!r}; give one or more values separated by commas")
+    values = []
+    for t in texts:
+        try:
+            values.append(yaml.safe_load(t))
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"{source}: {key}: {t!r} is not a valid value ({exc})") from exc
+    seen = set()
+    for t, v in zip(texts, values, strict=True):
+        try:
+            canonical = json.dumps(v, sort_keys=True)
+        except TypeError:
+            raise ScenarioError(
+                f"{source}: {key}: {t!r} is not allowed; give numbers, strings, booleans, lists or mappings "
+                "(quote a date: '2020-03-01')"
+            ) from None
+        if canonical in seen:
+            raise ScenarioError(f"{source}: {key}: the value {t!r} is given twice; give each value once")
+        seen.add(canonical)
+    return SweepAxis(key, tuple(values), tuple(texts))
+
+
+def parse_axes(options: Sequence[str]) -> list[SweepAxis]:
+    """Parse the ``--sweep`` options; each key at most once, at least one option."""
+    if not options:
+        raise ScenarioError("--sweep: give at least one, e.g. --sweep contacts.community.weight=0.2,0.4")
+    axes = [parse_axis(o) for o in options]
+    keys = [a.key for a in axes]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise ScenarioError(f"--sweep {key}: the key is swept twice; give all its values in one --sweep option")
+    return axes
+
+
+def _column_value(value: Any) -> Any:
+    """A swept value as a table cell: scalars as they are, anything else as JSON text."""
+    return value if value is None or isinstance(value, bool | int | float | str) else json.dumps(value)
+
+
+@dataclass
+class SweepPlan:
+    """The variants of a sweep, validated, and the tasks that run them."""
+
+    source: str
+    axes: list[SweepAxis]
+    replicates: int
+    variants: list[Scenario]
+    assignments: list[dict[str, Any]]
+
+    @property
+    def tasks(self) -> list[SweepTask]:
+        """One task per (variant, replicate), variant-major; the seed is the variant's seed
+        plus the replicate number."""
+        out = []
+        for v, sc in enumerate(self.variants):
+            for r in range(self.replicates):
+                seed = sc.simulation.seed + r
+                data = sc.model_dump(mode="json", by_alias=True)
+                data["simulation"] = {**data["simulation"], "replicates": 1, "seed": seed}
+                out.append(SweepTask(v, r, seed, data))
+        return out
+
+    def label(self, v: int) -> str:
+        """``key=value, ...`` of variant ``v``."""
+        return ", ".join(f"{a.key}={t}" for a, t in zip(self.axes, self.assignments[v]["texts"], strict=True))
+
+
+def plan(
+    scenario: str | Path,
+    sweeps: Sequence[str],
+    *,
+    replicates: int | None = None,
+    sets: list[str] | None = None,
+    **overrides: Any,
+) -> SweepPlan:
+    """Parse the sweep options and resolve every variant; any bad key or value raises
+    :class:`ScenarioError` before anything runs. ``overrides``: ``agents``, ``days``,
+    ``seed``, ``device`` as for :func:`abm.run`."""
+    axes = parse_axes(sweeps)
+    if replicates is not None and replicates < 1:
+        raise ScenarioError(f"--replicates: {replicates} is not allowed; give at least 1")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for axis in axes:
+        for name in given:
+            if OVERRIDE_KEYS.get(name) == axis.key:
+                raise ScenarioError(f"--sweep {axis.key}: the key is also set by --{name}; give one of them")
+    for axis in axes:  # each value alone first, so that a message names the one at fault
+        for value, text in zip(axis.values, axis.texts, strict=True):
+            try:
+                resolve(scenario, given, [*(sets or []), f"{axis.key}={json.dumps(value)}"])
+            except ScenarioError as exc:
+                raise ScenarioError(f"--sweep {axis.key}={text}: {exc}") from exc
+    variants, assignments = [], []
+    for combo in itertools.product(*(range(len(a.values)) for a in axes)):
+        texts = [a.texts[i] for a, i in zip(axes, combo, strict=True)]
+        values = [a.values[i] for a, i in zip(axes, combo, strict=True)]
+        extra = [f"{a.key}={json.dumps(v)}" for a, v in zip(axes, values, strict=True)]
+        try:
+            sc = resolve(scenario, given, [*(sets or []), *extra])
+        except ScenarioError as exc:
+            where = ", ".join(f"{a.key}={t}" for a, t in zip(axes, texts, strict=True))
+            raise ScenarioError(f"--sweep {where}: {exc}") from exc
+        variants.append(sc)
+        assignments.append({"values": values, "texts": texts})
+    n_rep = replicates if replicates is not None else variants[0].simulation.replicates
+    return SweepPlan(str(scenario), axes, n_rep, variants, assignments)
+
+
+def run_task(task: SweepTask) -> dict[str, Any]:
+    """Run one (variant, replicate) and return its outcomes (and its engine seconds, kept
+    apart from the table because timings differ from run to run)."""
+    result = run_scenario(task.scenario)
+    row = comparison_table([RunTables.from_result(result)]).iloc[0].to_dict()
+    s = result.summary
+    out: dict[str, Any] = {name: row[name] for name in OUTCOMES if name in row}
+    out["cumulative_infected"] = s["cumulative_infected"]["mean"]
+    out["peak_icu"] = s["peak_icu"]["value"]
+    out["peak_new_infections"] = s["peak_new_infections"]["value"]
+    out["peak_new_infections_day"] = s["peak_new_infections"]["day"]
+    return {
+        "variant": task.variant,
+        "replicate": task.replicate,
+        "outcomes": {name: (int if name in INTEGER_OUTCOMES else float)(out[name]) for name in OUTCOMES},
+        "engine_seconds": float(result.manifest["timings"]["engine_seconds"]),
+        "population_seconds": float(result.manifest["timings"]["population_seconds"]),
+    }
+
+
+def run_local(tasks: list[SweepTask], done: Callable[[], None]) -> list[dict[str, Any]]:
+    """Run the tasks one after the other in this process."""
+    results = []
+    for task in tasks:
+        results.append(run_task(task))
+        done()
+    return results
+
+
+def run_ray(tasks: list[SweepTask], done: Callable[[], None], address: str | None = None) -> list[dict[str, Any]]:
+    """Run the tasks as Ray tasks (one CPU each) and return the results in task order.
+
+    Uses the Ray instance this process is already connected to; otherwise connects to
+    ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
+    On a cluster, every node needs this package installed (e.g. the cluster's image)."""
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - ray is in the dev extra
+        raise ScenarioError("--backend ray: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
+        if on_gpu and not ray.cluster_resources().get("GPU", 0):
+            raise ScenarioError(
+                f"{on_gpu[0].scenario['name']}: simulation.device: 'cuda' is not allowed here: "
+                "the Ray cluster has no GPU; use cpu"
+            )
+        remote = ray.remote(num_cpus=1)(run_task)
+        gpu = remote.options(num_gpus=1)  # a run on cuda gets a GPU of the cluster to itself
+        refs = [(gpu if t.scenario["simulation"]["device"].startswith("cuda") else remote).remote(t) for t in tasks]
+        position = {ref: i for i, ref in enumerate(refs)}
+        results: list[dict[str, Any] | None] = [None] * len(tasks)
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    results[position[ref]] = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, ScenarioError):
+                        raise ScenarioError(str(cause)) from exc
+                    raise
+                done()
+        return [r for r in results if r is not None]
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The combined table (one row per variant and replicate, sorted) and the per-variant
+    mean/sd table."""
+    rows = []
+    for res in sorted(results, key=lambda r: (r["variant"], r["replicate"])):
+        v = res["variant"]
+        swept = {
+            a.key: _column_value(x) for a, x in zip(sweep_plan.axes, sweep_plan.assignments[v]["values"], strict=True)
+        }
+        rows.append(
+            {
+                "variant": v,
+                **swept,
+                "replicate": res["replicate"],
+                "seed": sweep_plan.variants[v].simulation.seed + res["replicate"],
+                **res["outcomes"],
+            }
+        )
+    table = pd.DataFrame(rows)
+    summary_rows = []
+    for v, group in table.groupby("variant", sort=True):
+        values = sweep_plan.assignments[int(v)]["values"]
+        row: dict[str, Any] = {
+            "variant": v,
+            **{a.key: _column_value(x) for a, x in zip(sweep_plan.axes, values, strict=True)},
+        }
+        row["replicates"] = len(group)
+        for name in OUTCOMES:
+            stats = mean_sd(group[name].to_numpy(dtype=float))
+            row[f"{name}_mean"], row[f"{name}_sd"] = stats["mean"], stats["sd"]
+        summary_rows.append(row)
+    return table, pd.DataFrame(summary_rows)
+
+
+def run_sweep(
+    scenario: str | Path,
+    sweeps: Sequence[str],
+    *,
+    replicates: int | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
+    sets: list[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    sweep_plan: SweepPlan | None = None,
+    **overrides: Any,
+) -> SweepResult:
+    """Run every variant of ``sweeps`` (``key.path=v1,v2,...`` each; their cartesian product)
+    with ``replicates`` replicates (default: the scenario's) on ``backend`` (``local`` or
+    ``ray``) and return the combined tables (nothing is written; see :meth:`SweepResult.write`).
+    ``progress(done, total)`` is called after each finished run."""
+    if backend not in BACKENDS:
+        raise ScenarioError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, **overrides)
+    tasks = sp.tasks
+    count = 0
+
+    def done() -> None:
+        nonlocal count
+        count += 1
+        if progress is not None:
+            progress(count, len(tasks))
+
+    t0 = time.perf_counter()
+    results = run_local(tasks, done) if backend == "local" else run_ray(tasks, done, ray_address)
+    wall = time.perf_counter() - t0
+    table, summary = combine(sp, results)
+    info = {
+        "abm_version": __version__,
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "scenario": sp.variants[0].name,
+        "source": sp.source,
+        "sweeps": {a.key: list(a.values) for a in sp.axes},
+        "replicates": sp.replicates,
+        "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
+        "backend": backend,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "timings": {
+            "wall_seconds": wall,
+            "engine_seconds": sum(r["engine_seconds"] for r in results),
+            "population_seconds": sum(r["population_seconds"] for r in results),
+        },
+        "variants": [
+            {
+                "variant": v,
+                "label": sp.label(v),
+                "sweep": {a.key: x for a, x in zip(sp.axes, sp.assignments[v]["values"], strict=True)},
+                "scenario": sc.model_dump(mode="json", by_alias=True),
+            }
+            for v, sc in enumerate(sp.variants)
+        ],
+    }
+    return SweepResult(table, summary, info)

@@ -1,0 +1,158 @@
+"""The Flower runner: the same protocols over Flower give the in-process runner's results.
+
+A tiny scenario (3 participants, 2 rounds, mixed architectures with BatchNorm for CoDream, so the
+student, the dream buffer, Adam states and random streams must all carry over between requests)
+runs through the in-process runner and through Flower; scores after every round, final scores
+and bytes must be identical, not merely close: the clients execute the same operations on the same
+state, and Flower carries tensors bit for bit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("flwr")
+
+from flwr.common import Context, RecordDict
+from flwr.server.client_proxy import ClientProxy
+
+from abm.learning.errors import LearningScenarioError
+from abm.learning.flower.client import ParticipantClient
+from abm.learning.runner import run_all
+from abm.learning.scenario import load_scenario
+
+TINY = {
+    "name": "tiny_flower",
+    "seed": 3,
+    "data": {
+        "source": "gaussian_mixture",
+        "n_samples": 300,
+        "n_classes": 4,
+        "n_features": 6,
+        "modes_per_class": 1,
+        "separation": 3.0,
+    },
+    "split": {"participants": 3, "label_skew": {"alpha": 0.5}},
+    "models": [
+        {"kind": "mlp", "hidden": [16], "batchnorm": True},
+        {"kind": "mlp", "hidden": [16, 8], "batchnorm": True},
+    ],
+    "rounds": 2,
+    "protocols": [
+        {"name": "fedavg", "models": [{"kind": "mlp", "hidden": [16]}]},
+        {"name": "codream", "params": {"dream_steps": 3, "n_dreams": 32, "adv_start": 1, "dream_start": 0}},
+    ],
+}
+
+
+def _essence(report: dict) -> dict:
+    return {
+        k: (v["history"], [p["collaborative"] for p in v["participants"]], v["bytes_total"], v["bytes_by_kind"])
+        for k, v in report["protocols"].items()
+    }
+
+
+@pytest.fixture(scope="module")
+def inprocess_report() -> dict:
+    return run_all(load_scenario(TINY)[0])
+
+
+class _DirectProxy(ClientProxy):
+    """A client proxy that hands requests straight to a ParticipantClient with a persistent node context."""
+
+    def __init__(self, scenario_json: str, pid: int) -> None:
+        super().__init__(cid=str(pid))
+        self.scenario_json = scenario_json
+        self.pid = pid
+        self.context = Context(run_id=0, node_id=pid, node_config={}, state=RecordDict(), run_config={})
+
+    def _client(self) -> ParticipantClient:  # a fresh client object per message, as in Flower's simulation
+        return ParticipantClient(self.scenario_json, self.pid, self.context)
+
+    def get_properties(self, ins, timeout, group_id):
+        return self._client().get_properties(ins)
+
+    def fit(self, ins, timeout, group_id):
+        return self._client().fit(ins)
+
+    def get_parameters(self, ins, timeout, group_id):  # pragma: no cover - not used
+        raise NotImplementedError
+
+    def evaluate(self, ins, timeout, group_id):  # pragma: no cover - not used
+        raise NotImplementedError
+
+    def reconnect(self, ins, timeout, group_id):  # pragma: no cover - not used
+        raise NotImplementedError
+
+
+def test_flower_client_state_and_codec_reproduce_inprocess(inprocess_report):
+    """The Flower-side pool, codec and per-node state (client objects rebuilt for every message)
+    reproduce the in-process run exactly, without starting Flower's transport."""
+    from abm.learning.flower.run import _work
+    from abm.learning.flower.server import identify
+
+    scenario = load_scenario(TINY)[0]
+    proxies = [_DirectProxy(scenario.model_dump_json(), pid) for pid in (2, 0, 1)]
+    results, facts = [], {}
+    _work(scenario, results, facts)(identify(proxies))
+    from abm.learning.runner import build_report, known_groups
+
+    report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), "direct")
+    assert inprocess_report["runner"] == "inprocess"
+    assert _essence(report) == _essence(inprocess_report)
+    assert facts["train_sizes"] == inprocess_report["train_sizes"]
+    # every round of every protocol went through the clients: 3 participants x (2 rounds x score + work)
+    assert facts["requests"] > 3 * 3 * 2
+
+
+@pytest.mark.slow
+def test_flower_simulation_agrees_with_inprocess(inprocess_report):
+    """Flower's simulation engine (Ray actors host the clients; about 30 s on 2 busy cores)."""
+    report = run_all(load_scenario(TINY)[0], "flower-sim")
+    assert report["runner"] == "flower-sim"
+    assert _essence(report) == _essence(inprocess_report)
+    # CoDream really collaborated: input gradients and soft labels were exchanged
+    kinds = report["protocols"]["codream"]["bytes_by_kind"]
+    assert kinds["input_gradients"] > 0 and kinds["soft_labels"] > 0
+    assert report["flower_requests"] > 0
+
+
+@pytest.mark.slow
+def test_flower_processes_on_loopback_agree_with_inprocess(inprocess_report):
+    """A Flower server here and three client processes on 127.0.0.1 (about a minute on 2 busy cores)."""
+    report = run_all(load_scenario(TINY)[0], "flower")
+    assert report["runner"] == "flower"
+    assert _essence(report) == _essence(inprocess_report)
+
+
+def test_flower_runner_refuses_what_it_does_not_carry():
+    bad = {**TINY, "runner": "flower", "protocols": [{"name": "mapl"}]}
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: bad value 'mapl' for runner 'flower'"):
+        load_scenario(bad)
+    private = {
+        **TINY,
+        "runner": "flower-sim",
+        "protocols": [{"name": "fedavg", "models": [{"kind": "mlp"}], "privacy": {"secure_aggregation": True}}],
+    }
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy"):
+        load_scenario(private)
+
+
+def test_cli_rejects_an_unknown_runner(tmp_path):
+    import yaml
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**TINY, "protocols": [{"name": "fedavg"}]}))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out), "--runner", "grpc"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert str(f) in proc.stderr and "runner" in proc.stderr and "'grpc'" in proc.stderr
+    assert "flower-sim" in proc.stderr
+    assert not out.exists()

@@ -1,0 +1,118 @@
+"""Private calibration parts: regions, bins, the per-replicate simulation hooks, observations."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+import torch
+
+from abm.populations import build_population, load_region
+from abm.populations.region import RegionError, subset_region
+from abm.private_calibration.institutions import model_scenario
+from abm.private_calibration.parameters import BinGrid, FreeParameter
+from abm.private_calibration.regions import institution_region, region_masks
+from abm.private_calibration.scenario import ModelSection, PrivateCalibrationScenario
+from abm.private_calibration.simulate import features, reported_cases, simulate, weekly_rates
+
+
+@pytest.fixture(scope="module")
+def county():
+    return load_region("king_county")
+
+
+def test_region_rules_partition_the_county(county):
+    masks = region_masks(county.tracts)
+    stack = np.stack(list(masks.values()))
+    assert (stack.sum(axis=0) == 1).all()  # disjoint and covering
+    assert int(masks["seattle"].sum()) == 132  # Seattle city tracts 0001-0121 (2020 Census)
+    north = county.tracts[masks["north"]]
+    assert (north["lat"] >= 47.70).all()
+    east = county.tracts[masks["east"]]
+    assert (east["lon"] > -122.23).all() and east["lat"].between(47.50, 47.70, inclusive="left").all()
+
+
+def test_subset_region_scales_population_to_its_tracts(county):
+    parts = [institution_region(county, rule, rule) for rule in ("seattle", "north", "east", "south")]
+    assert sum(len(p.tracts) for p in parts) == len(county.tracts)
+    total = sum(p.figures.population for p in parts)
+    assert abs(total - county.figures.population) <= 4  # rounding of four parts
+    pop = build_population(parts[0], 500, 0)
+    assert pop.size == 500 and set(pop.tracts["geoid"]) <= set(parts[0].tracts["geoid"])
+    with pytest.raises(RegionError, match="not in the region"):
+        subset_region(county, ["53033999999"], "x")
+
+
+def test_bins_classes_and_marginals_exact():
+    t = FreeParameter("transmission", 0.5, 1.5, 4)
+    s = FreeParameter("seeding", 2, 32, 2, log=True)
+    assert np.allclose(t.edges(), [0.5, 0.75, 1.0, 1.25, 1.5])
+    assert np.allclose(s.edges(), [2, 8, 32]) and np.allclose(s.centers(), [4, 16])
+    assert t.bin_of(np.array([0.5, 0.74, 0.75, 1.49, 1.5, 9.0])).tolist() == [0, 0, 1, 3, 3, 3]
+    grid = BinGrid((t, s))
+    assert grid.n_classes == 8
+    values = np.array([[0.6, 3.0], [1.4, 20.0], [1.1, 7.9]])
+    classes = grid.classes_of(values)
+    assert classes.tolist() == [0 * 2 + 0, 3 * 2 + 1, 2 * 2 + 0]
+    assert grid.bins_of(classes).tolist() == [[0, 0], [3, 1], [2, 0]]
+    # joint probabilities 0.5 on class (1, 1) and 0.5 on (3, 1): marginals [0, .5, 0, .5] and [0, 1]
+    logits = torch.full((1, 8), -1e4)
+    logits[0, 1 * 2 + 1] = 0.0
+    logits[0, 3 * 2 + 1] = 0.0
+    mt, ms = grid.marginals(logits)
+    assert np.allclose(mt, [[0, 0.5, 0, 0.5]]) and np.allclose(ms, [[0, 1]])
+    est = grid.estimate(logits)[0]
+    assert est["transmission"] == pytest.approx((0.875 + 1.375) / 2)
+    assert est["seeding"] == pytest.approx(16.0)
+    acc = grid.marginal_accuracy(logits.repeat(2, 1), torch.tensor([1 * 2 + 1, 0]))
+    assert acc["seeding"] == pytest.approx(0.5)  # arg-max bin 1: right for the first, wrong for the second
+
+
+def test_reported_cases_and_weekly_rates_exact():
+    section = ModelSection(start_date=dt.date(2020, 2, 1), window=(dt.date(2020, 2, 3), dt.date(2020, 2, 16)))
+    infections = np.zeros((section.days, 2), dtype=np.int64)
+    infections[0, 0] = 10
+    infections[5, 1] = 4
+    cases = reported_cases(infections, np.array([0.5, 1.0]), delay=3, rng=None)
+    assert cases[3, 0] == 5.0 and cases[8, 1] == 4.0 and cases.sum() == 9.0
+    w = weekly_rates(cases, section, population=1000)  # window days 2..15: weeks [2..8], [9..15]
+    assert np.allclose(w, [[500.0, 400.0], [0.0, 0.0]])
+    x = features(w, np.zeros_like(w), section)
+    assert x.shape == (2, 4)
+    assert x[0, 0] == pytest.approx((np.log1p(500.0) - 3.0) / 2.0)
+    drawn = reported_cases(np.full((30, 1), 1000), np.array([0.2]), 0, np.random.default_rng(0))
+    assert abs(drawn.mean() - 200) < 3 * np.sqrt(1000 * 0.2 * 0.8 / 30)  # Binomial thinning
+
+
+def _tiny_model():
+    sc = PrivateCalibrationScenario.model_validate(
+        {
+            "kind": "private_calibration",
+            "name": "t",
+            "model": {"window": ["2020-02-01", "2020-02-21"], "seeding_day": 0},
+            "institutions": [
+                {"name": "a", "tracts": "seattle", "truth": {"transmission": 1, "seeding": 4, "ascertainment": 0.1}},
+                {"name": "b", "tracts": "east", "truth": {"transmission": 1, "seeding": 4, "ascertainment": 0.1}},
+            ],
+        }
+    )
+    from pathlib import Path
+
+    return sc, model_scenario(sc, Path("scenarios/learning"))
+
+
+def test_replicate_seeding_and_transmission_multiplier(county):
+    sc, model = _tiny_model()
+    pop = build_population(institution_region(county, "seattle", "s"), 400, 0)
+    seeds = np.array([0, 3, 7, 12])
+    out = simulate(pop, model, sc.model, np.zeros(4), seeds, seed=5)
+    # multiplier 0: nobody is infected by contacts, so each replicate has exactly its seeds
+    assert out.infections[0].tolist() == seeds.tolist()
+    assert out.infections[1:].sum() == 0
+    # more transmission gives more infections (same seeding): 6 replicates each
+    m = np.repeat([0.6, 1.6], 6)
+    res = simulate(pop, model, sc.model, m, np.full(12, 10), seed=5)
+    total = res.infections.sum(axis=0)
+    assert total[6:].mean() > total[:6].mean() + 10
+    assert (total >= 10).all()

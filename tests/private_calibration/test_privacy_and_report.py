@@ -1,0 +1,191 @@
+"""What leaves an institution, secure aggregation, and `abm learn` end to end on a tiny scenario."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from abm.cli import app
+from abm.learning.messages import SERVER, MessageKind
+from abm.learning.privacy.aggregation import SumAggregator
+from abm.learning.privacy.secure_aggregation import SecureSum
+from abm.private_calibration.federation import run_protocol
+from abm.private_calibration.institutions import build_institutions
+from abm.private_calibration.scenario import CalibrationProtocolSpec, load_scenario
+
+TINY = Path(__file__).parent / "tiny.yaml"
+WEIGHT_KINDS = {MessageKind.MODEL_WEIGHTS, MessageKind.MODEL_UPDATE, MessageKind.TOKEN}
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.set_num_threads(1)
+    scenario, base = load_scenario(TINY)
+    institutions, _ = build_institutions(scenario, base)
+    return scenario, institutions
+
+
+def _rows_match(t: torch.Tensor, x: torch.Tensor) -> bool:
+    """Does any width-d window of the flat payload equal (to 1e-6) a row of ``x``?"""
+    flat = t.detach().reshape(-1).double()
+    d = x.shape[1]
+    if flat.numel() < d:
+        return False
+    windows = flat.unfold(0, d, 1)
+    return bool((torch.cdist(windows, x.double()) < 1e-6).any())
+
+
+def _private(inst) -> dict[str, torch.Tensor]:
+    d = inst.data
+    return {
+        "observed": inst.observed_x,
+        "train": d.train.x,
+        "val": d.val.x,
+        "test": d.test.x,
+    }
+
+
+def _population_arrays(inst) -> list[np.ndarray]:
+    p = inst.population
+    return [p.age, p.tract, p.household, p.group]
+
+
+@pytest.mark.parametrize("name", ["local", "centralized", "fedavg", "codream", "mapl", "cycle", "ipa"])
+def test_what_leaves_an_institution(setup, name):
+    scenario, institutions = setup
+    spec = next((s for s in scenario.protocols if s.name == name), CalibrationProtocolSpec(name=name))
+    run = run_protocol(scenario, institutions, spec)
+    sent_by = {i.index: [m for m in run.network.messages if m.sender == i.index] for i in institutions}
+    if name in ("local", "centralized"):
+        # centralized is the upper bound that pools data in process; nothing travels as messages
+        assert run.network.messages == []
+        return
+    for inst in institutions:
+        msgs = sent_by[inst.index]
+        assert msgs, f"{name}: institution {inst.name} sent nothing"
+        kinds = {m.kind for m in msgs}
+        if name in ("fedavg", "ipa"):
+            assert kinds & WEIGHT_KINDS or MessageKind.MASKED_VECTOR in kinds
+        else:
+            assert not kinds & WEIGHT_KINDS, f"{name} sent model weights: {kinds}"
+        for m in msgs:
+            if name == "cycle" and m.kind == MessageKind.PREDICTION_REQUEST:
+                # CYCle's request carries the requester's training inputs, which the protocol encrypts
+                # (HE); this in-process implementation only accounts their size. It is the one exception.
+                assert torch.equal(m.payload["x"], inst.data.train.x)
+                continue
+            for t in m.payload.values():
+                for arr in _population_arrays(inst):
+                    assert not (t.numel() == arr.size and np.array_equal(t.reshape(-1).numpy(), arr))
+                for what, x in _private(inst).items():
+                    assert not _rows_match(t, x), f"{name}: {inst.name} sent its {what} series in a {m.kind}"
+    if name == "fedavg":
+        # with secure aggregation, updates reach the server only masked
+        assert {m.kind for m in run.network.messages if m.receiver == SERVER} <= {
+            MessageKind.MASKED_VECTOR,
+            MessageKind.PUBLIC_KEY,
+            MessageKind.MODEL_WEIGHTS,  # the shared initial model, sent once by institution 0
+        }
+
+
+class _Recording(SumAggregator):
+    """Wraps a SecureSum and keeps the plain contributions (test only)."""
+
+    def __init__(self, inner: SecureSum) -> None:
+        self.inner = inner
+        self.calls: list[tuple[dict[int, torch.Tensor], torch.Tensor]] = []
+
+    def aggregate(self, contributions, round_, network, kind=MessageKind.MODEL_UPDATE, dropped=frozenset()):
+        total = self.inner.aggregate(contributions, round_, network, kind, dropped)
+        masked = {pid: self.inner.decode(y) for pid, y in self.inner.last_masked.items()}
+        self.calls.append(({k: v.clone() for k, v in contributions.items()}, total, masked))
+        return total
+
+
+def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch):
+    scenario, institutions = setup
+    spec = next(s for s in scenario.protocols if s.name == "codream")
+    recorders = []
+
+    def build(privacy, ids, seed):
+        rec = _Recording(SecureSum(ids, seed))
+        recorders.append(rec)
+        return rec
+
+    monkeypatch.setattr("abm.private_calibration.federation.build_aggregator", build)
+    run_protocol(scenario, institutions, spec)
+    calls = recorders[0].calls
+    assert len(calls) == spec.params["dream_steps"] * (scenario.rounds - 1)
+    for contributions, total, masked in calls:
+        plain = torch.stack(list(contributions.values())).double().sum(0)
+        assert torch.allclose(total.double(), plain, atol=1e-5)
+        for pid, vec in contributions.items():
+            # what the server receives from one institution is far from its input gradient
+            assert (masked[pid].double() - vec.double()).abs().max() > 1e3
+
+
+def test_abm_learn_end_to_end(tmp_path):
+    out = tmp_path / "pc"
+    proc = subprocess.run(
+        [sys.executable, "-m", "abm", "learn", str(TINY), "--out", str(out)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["kind"] == "private_calibration" and report["mode"] == "known_truth"
+    assert [i["name"] for i in report["institutions"]] == ["Seattle", "East", "South"]
+    expected = ["local", "centralized", "fedavg", "codream", "mapl", "cycle", "ipa"]
+    assert list(report["protocols"]) == expected
+    for key, r in report["protocols"].items():
+        rows = r["institutions"]
+        assert len(rows) == 3
+        for row in rows:
+            assert 0.0 <= row["recovery"] <= 1.0
+            assert set(row["nd"]) == {"cases", "hospital_admissions"} and row["nd_mean"] >= 0
+            assert set(row["estimate"]) == {"transmission", "seeding", "ascertainment"}
+            assert row["gain"] == pytest.approx(row["recovery"] - row["standalone"])
+        assert r["mcg"] == pytest.approx(np.mean([row["gain"] for row in rows]))
+        assert r["cgs"] == pytest.approx(np.std([row["gain"] for row in rows]))
+        if key in ("local", "centralized"):
+            assert r["bytes_total"] == 0
+        else:
+            assert r["bytes_total"] > 0
+    assert report["protocols"]["local"]["mcg"] == 0.0
+    assert "masked_vector" in report["protocols"]["fedavg"]["bytes_by_kind"]
+    assert "input_gradients" not in report["protocols"]["codream"]["bytes_by_kind"]  # only masked
+    md = (out / "report.md").read_text()
+    assert "| codream |" in md and "| truth |" in md
+    for f in ("recovery.png", "gains.png", "nd.png", "fits.png", "curves.png", "regions.png"):
+        assert (out / f).stat().st_size > 1000
+    assert "codream" in proc.stdout and "report:" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(colour=1), "colour"),
+        (lambda d: d["institutions"][0]["prior"].update(transmission=[0.1, 1.0]), "institutions"),
+        (lambda d: d["institutions"][1].pop("truth"), "truth"),
+        (lambda d: d["institutions"][0].update(tracts="west"), "institutions[0].tracts"),
+        (lambda d: d["protocols"].append({"name": "mapl", "privacy": {"secure_aggregation": True}}), "privacy"),
+    ],
+)
+def test_bad_scenario_exits_2_and_writes_nothing(tmp_path, edit, message):
+    data = yaml.safe_load(TINY.read_text())
+    data["model"]["scenario"] = str((TINY.parent / data["model"]["scenario"]).resolve())
+    edit(data)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["learn", str(bad), "--out", str(out)])
+    assert result.exit_code == 2
+    assert str(bad) in result.stderr and message in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not out.exists()

@@ -1,0 +1,171 @@
+"""``abm sweep``: variants (cartesian product) and replicates with fixed seeds, the same combined
+table on the local and the Ray backend, bad input, and the command end to end."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import abm
+from abm.cli import app
+from abm.scenario import ScenarioError
+from abm.sweep import OUTCOMES, parse_axis, plan, run_sweep, split_values
+
+SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
+TINY = {"agents": 1500, "days": 15}
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def local_sweep():
+    return run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=2, **TINY)
+
+
+def test_local_and_ray_backends_give_identical_tables(local_sweep):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        remote = run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=2, backend="ray", **TINY)
+        assert ray.is_initialized()  # an instance the caller started is left to the caller
+    finally:
+        ray.shutdown()
+    pd.testing.assert_frame_equal(remote.table, local_sweep.table, check_exact=True)
+    pd.testing.assert_frame_equal(remote.summary, local_sweep.summary, check_exact=True)
+    assert remote.table.to_csv(index=False) == local_sweep.table.to_csv(index=False)
+    # The table is not trivially the same everywhere: replicates differ.
+    assert local_sweep.table["cumulative_infected"].nunique() > 1
+
+
+def test_rows_are_ordered_and_seeded_by_variant_and_replicate(local_sweep):
+    t = local_sweep.table
+    assert list(t["variant"]) == [0, 0, 1, 1]
+    assert list(t["replicate"]) == [0, 1, 0, 1]
+    assert list(t["contacts.community.weight"]) == [0.3, 0.3, 0.6, 0.6]
+    # Replicate r runs with the scenario's seed + r, the same in every variant.
+    assert list(t["seed"]) == [1234, 1235, 1234, 1235]
+    assert list(t.columns[4:]) == list(OUTCOMES)
+
+
+def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):
+    row = local_sweep.table.iloc[3]
+    again = abm.run(SCENARIO, sets=["contacts.community.weight=0.6"], seed=int(row["seed"]), replicates=1, **TINY)
+    s = again.summary
+    assert row["cumulative_infected"] == s["cumulative_infected"]["mean"]
+    assert row["peak_hospital_occupancy"] == s["peak_hospital_occupancy"]["value"]
+    assert row["peak_new_infections"] == s["peak_new_infections"]["value"]
+    assert row["deaths"] == s["deaths"]["mean"] and row["total_cost"] == s["total_cost"]["mean"]
+
+
+def test_summary_is_mean_and_sample_sd_per_variant(local_sweep):
+    t, s = local_sweep.table, local_sweep.summary
+    assert list(s["variant"]) == [0, 1] and list(s["replicates"]) == [2, 2]
+    for v in (0, 1):
+        x = t.loc[t.variant == v, "cumulative_infected"].to_numpy()
+        assert s.loc[v, "cumulative_infected_mean"] == pytest.approx((x[0] + x[1]) / 2)
+        assert s.loc[v, "cumulative_infected_sd"] == pytest.approx(abs(x[0] - x[1]) / np.sqrt(2))
+
+
+def test_several_sweeps_run_the_cartesian_product():
+    result = run_sweep(
+        SCENARIO,
+        ["contacts.community.weight=0.2,0.5", "seeding.infections.asymptomatic=1,4,9"],
+        replicates=1,
+        agents=800,
+        days=4,
+    )
+    t = result.table
+    pairs = list(zip(t["contacts.community.weight"], t["seeding.infections.asymptomatic"], strict=True))
+    assert pairs == [(0.2, 1), (0.2, 4), (0.2, 9), (0.5, 1), (0.5, 4), (0.5, 9)]
+    assert list(t["variant"]) == list(range(6)) and set(t["seed"]) == {1234}
+    variants = result.info["variants"]
+    assert [v["scenario"]["contacts"]["community"]["weight"] for v in variants] == [0.2, 0.2, 0.2, 0.5, 0.5, 0.5]
+    assert [v["scenario"]["seeding"]["infections"]["asymptomatic"] for v in variants] == [1, 4, 9, 1, 4, 9]
+    assert variants[4]["label"] == "contacts.community.weight=0.5, seeding.infections.asymptomatic=4"
+    # Seeding 9 asymptomatic + 2 presymptomatic agents: at least that many are ever infected.
+    assert (t.loc[t["seeding.infections.asymptomatic"] == 9, "cumulative_infected"] >= 11).all()
+
+
+def test_values_split_at_top_level_commas_only():
+    assert split_values("0.1, 0.2,0.3") == ["0.1", "0.2", "0.3"]
+    assert split_values("[1, 2],[3, 4]") == ["[1, 2]", "[3, 4]"]
+    assert split_values("'a,b',c") == ["'a,b'", "c"]
+    axis = parse_axis("outputs.map_days=[10, 20],[30]")
+    assert axis.values == ([10, 20], [30])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sweep", "contacts.community.weight"], "--sweep contacts.community.weight: write key.path=value1,value2"),
+        (["--sweep", "contacts.community.weight=0.2,"], "empty value"),
+        (["--sweep", "contacts.comunity.weight=0.2,0.4"], "contacts.comunity: unknown key; allowed keys:"),
+        (
+            ["--sweep", "contacts.community.weight=0.2,abc"],
+            "--sweep contacts.community.weight=abc: ",
+        ),
+        (["--sweep", "population.agents=100,-4"], "population.agents: -4 is not allowed"),
+        (["--sweep", "simulation.days=5,5"], "the value '5' is given twice"),
+        (["--sweep", "name=2020-01-01"], "name: '2020-01-01' is not allowed; give numbers, strings"),
+        (["--sweep", "simulation.days=5", "--sweep", "simulation.days=6"], "simulation.days: the key is swept twice"),
+        (["--sweep", "simulation.replicates=1,2"], "cannot be swept; give the number of replicates with --replicates"),
+        (["--sweep", "population.agents=100,200", "--agents", "300"], "the key is also set by --agents"),
+        (["--sweep", "simulation.days=5", "--replicates", "0"], "--replicates: 0 is not allowed"),
+        (
+            ["--sweep", "simulation.days=5", "--backend", "dask"],
+            "--backend: 'dask' is not allowed; allowed: local, ray",
+        ),
+        ([], "--sweep: give at least one"),
+    ],
+)
+def test_bad_input_gets_one_message_exit_2_and_writes_nothing(tmp_path, args, message):
+    out = tmp_path / "sweep"
+    result = runner.invoke(app, ["sweep", str(SCENARIO), "--out", str(out), *args])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert message in flat
+    assert flat.count("error:") == 1
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_value_names_the_file_key_value_and_what_is_allowed():
+    with pytest.raises(ScenarioError) as info:
+        plan(SCENARIO, ["contacts.community.weight=0.2,abc"])
+    msg = str(info.value)
+    assert msg.startswith("--sweep contacts.community.weight=abc: ")
+    assert str(SCENARIO) in msg and "contacts.community.weight: 'abc' is not allowed" in msg
+
+
+def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
+    out = tmp_path / "sw"
+    result = runner.invoke(
+        app,
+        ["sweep", str(SCENARIO), "--sweep", "contacts.household.weight=0.5,1.5",
+         "--replicates", "3", "--agents", "1000", "--days", "10", "--seed", "40", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "6 runs (3 per variant)" in result.output and f"resultsin{out}" in "".join(result.output.split())
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.csv", "sweep.json", "sweep_summary.csv"]
+    assert [p.name for p in tmp_path.iterdir()] == ["sw"]  # no temporary folder left
+    table = pd.read_csv(out / "sweep.csv")
+    assert len(table) == 6
+    assert list(table["contacts.household.weight"]) == [0.5] * 3 + [1.5] * 3
+    assert list(table["seed"]) == [40, 41, 42] * 2
+    assert (table["cumulative_infected"] >= 5).all()  # the 5 seeded agents count
+    assert np.allclose(table["cumulative_infected_share"], table["cumulative_infected"] / 1000)
+    summary = pd.read_csv(out / "sweep_summary.csv")
+    assert list(summary["replicates"]) == [3, 3]
+    for v, group in table.groupby("variant"):
+        assert summary.loc[v, "deaths_mean"] == pytest.approx(group["deaths"].mean())
+        assert summary.loc[v, "total_cost_sd"] == pytest.approx(group["total_cost"].std(ddof=1), abs=1e-9)
+    info = json.loads((out / "sweep.json").read_text())
+    assert info["sweeps"] == {"contacts.household.weight": [0.5, 1.5]} and info["replicates"] == 3
+    assert info["backend"] == "local"
+    sc = info["variants"][1]["scenario"]
+    assert sc["contacts"]["household"]["weight"] == 1.5
+    assert sc["population"]["agents"] == 1000 and sc["simulation"]["days"] == 10 and sc["simulation"]["seed"] == 40
