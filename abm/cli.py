@@ -63,6 +63,11 @@ def run(
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / sc.name
+    err_console.print(
+        f"running {sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates} replicates, "
+        f"{sc.simulation.days} days -> {target}",
+        highlight=False,
+    )
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

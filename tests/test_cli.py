@@ -207,7 +207,10 @@ def test_ctrl_c_leaves_no_run_folder(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)
+    # Interrupt once the run has started (it announces itself on stderr), not while importing.
+    first = proc.stderr.readline()
+    assert first.startswith("running "), first
+    time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
