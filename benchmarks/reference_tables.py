@@ -103,6 +103,8 @@ def to_metrics(row: dict) -> ReferenceMetrics:
     fields = {f.name for f in dataclasses.fields(ReferenceMetrics)}
     kw = {k: v for k, v in row.items() if k in fields}
     kw["cumulative_at"] = {int(k): v for k, v in kw["cumulative_at"].items()}
+    kw["cumulative_at_sd"] = {int(k): v for k, v in kw.get("cumulative_at_sd", {}).items()}
+    kw["near_peak_days"] = tuple(kw.get("near_peak_days", (0, 0)))
     kw["cumulative_by_age"] = np.asarray(kw["cumulative_by_age"])
     return ReferenceMetrics(**kw)
 
@@ -137,9 +139,14 @@ def markdown(rows: dict[str, dict], replicates: int) -> str:
             continue
         v = metric_value(m[t.scenario], t.kind)
         ok = t.check(v)
+        x = m[t.scenario]
         ours = fmt(t.kind, v)
         if t.kind == "cumulative":
-            ours += f" (sd {m[t.scenario].cumulative_sd:,.0f})"
+            ours += f" (sd {x.cumulative_sd:,.0f})"
+        elif t.kind.startswith("cumulative_at_") and int(t.kind.rsplit("_", 1)[1]) in x.cumulative_at_sd:
+            ours += f" (sd {x.cumulative_at_sd[int(t.kind.rsplit('_', 1)[1])]:,.0f})"
+        elif t.kind == "day" and x.near_peak_days != (0, 0):
+            ours += f" (within 5% of the peak: days {x.near_peak_days[0]}-{x.near_peak_days[1]})"
         raw = "n/a" if t.raw is None else fmt(t.kind, t.raw)
         mark = "n/a" if ok is None else ("yes" if ok else "**no**")
         out.append(f"| {t.scenario} | {label(t.kind)} | {ours} | {t.thesis} | {raw} | {tolerance_text(t)} | {mark} "

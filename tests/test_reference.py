@@ -261,6 +261,22 @@ def test_tracing_skip_tested_contacts_skips_contacts_tested_since_the_contact(sk
     assert (sim.fields["dct_notified_day"][1].item() == 4) == notified
 
 
+@pytest.mark.parametrize(("skip", "tested_on", "traced"), [(False, 3, True), (True, 3, False), (True, 2, True)])
+def test_manual_tracing_skip_tested_contacts(skip, tested_on, traced):
+    pop = make_population([[0, 1, 2], [3]])
+    cfg = ManualTracingConfig(recall=1.0, reachable=1.0, compliance=1.0, mode="parallel", skip_tested_contacts=skip)
+    mct = ManualTracing(cfg)
+    sim = sim_of(
+        pop, [SymptomTesting(TestingConfig()), mct], days=20, contacts=quiet_contacts(household={"weight": 1.0})
+    )
+    for day in range(4):
+        sim.step(day)
+    sim.fields["last_test_day"][1] = tested_on
+    sim.fields["positive_day"][0] = 4
+    mct.trace(sim, 4)
+    assert sim.fields["quarantine_request"].tolist() == [False, traced, True, False]
+
+
 @pytest.mark.parametrize(("never", "notified"), [(-1, True), (0, False)])
 def test_never_tested_day_0_keeps_contacts_of_day_0_from_being_traced(never, notified):
     sim, dct = tracing_sim({"require_app": "recipient", "skip_tested_contacts": True}, {"never_tested_day": never}, 1)
@@ -433,6 +449,16 @@ def test_reference_scenarios_set_the_reference_behaviours():
     assert load_scenario(ROOT / "scenarios/reference/vacc_budget.yaml").interventions.vaccination.daily_doses == 124
     names = {t.scenario for t in TARGETS}
     assert all((ROOT / "scenarios/reference" / f"{n}.yaml").is_file() for n in names)
+
+
+def test_population_kind_reference_runs_on_the_reference_population():
+    import abm
+
+    res = abm.run(ROOT / "scenarios/reference/ni.yaml", agents=3000, replicates=1, days=3)
+    assert res.population.categories == CATEGORIES and res.population.size == 3000
+    assert (res.population.age_group == build_reference_population(3000, 1234).age_group).all()
+    kc = abm.run(ROOT / "scenarios/king_county/ni.yaml", agents=3000, replicates=1, days=3)
+    assert "CHILD" not in kc.population.categories
 
 
 def test_reference_rows_shift_the_records_to_the_start_of_each_day():

@@ -2,7 +2,10 @@
 their contacts on every layer when both phones have the app; an app owner who tests positive
 notifies the contacts of the last days, who quarantine with some compliance.
 
-Fields read: ``positive_day`` (testing). Written: ``has_app``, ``dct_notified_day``,
+Days on which an index case was isolated are skipped (it met nobody then).
+
+Fields read: ``positive_day`` (testing), ``isolated_history`` (quarantine) and, with
+``skip_tested_contacts``, ``last_test_day`` (testing). Written: ``has_app``, ``dct_notified_day``,
 ``dct_complied_day``, ``quarantine_request`` (and ``test_request`` when asked).
 """
 

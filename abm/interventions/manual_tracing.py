@@ -4,7 +4,10 @@ the contacts and ask them to quarantine. In ``two_step`` mode (the thesis's hybr
 follow up only contacts without the app or who ignored the app's notice; in ``parallel``
 mode the two channels act independently.
 
-Fields read: ``positive_day``, ``has_app``, ``dct_notified_day``, ``dct_complied_day``.
+Days on which an index case was isolated are skipped (it met nobody then).
+
+Fields read: ``positive_day``, ``has_app``, ``dct_notified_day``, ``dct_complied_day``,
+``isolated_history`` (quarantine) and, with ``skip_tested_contacts``, ``last_test_day``.
 Written: ``quarantine_request`` (and ``test_request`` when asked).
 """
 

@@ -46,10 +46,12 @@ class ReferenceMetrics:
     cumulative: float  # mean cumulative infected at the last row
     cumulative_sd: float
     cumulative_at: dict[int, float]  # mean cumulative infected at given rows
+    cumulative_at_sd: dict[int, float]  # its sd over replicates
     cumulative_by_age: np.ndarray  # [9] mean cumulative infected by age group at the last row
     cost: float
     tests: float
     doses: float
+    near_peak_days: tuple[int, int] = (0, 0)  # first and last day the mean curve is within 5% of its peak
 
 
 def reference_metrics(res: SimulationResult, at_days: tuple[int, ...] = (50, 70, 120)) -> ReferenceMetrics:
@@ -62,6 +64,7 @@ def reference_metrics(res: SimulationResult, at_days: tuple[int, ...] = (50, 70,
     cum_mean = cum.mean(axis=1)
     age_total = by_age[-1].sum(axis=2)  # [replicate, age]
     age_cum = (age_total - by_age[-1, :, :, Stage.SUSCEPTIBLE]).mean(axis=0)
+    near = np.flatnonzero(hosp >= 0.95 * hosp.max())
     costs = res.costs
     per_item = costs.groupby("item")["count"].sum() / res.replicates if len(costs) else {}
     tests = float(sum(v for k, v in dict(per_item).items() if str(k).startswith("test_")))
@@ -75,10 +78,14 @@ def reference_metrics(res: SimulationResult, at_days: tuple[int, ...] = (50, 70,
         cumulative=float(cum[-1].mean()),
         cumulative_sd=float(cum[-1].std(ddof=1)) if cum.shape[1] > 1 else 0.0,
         cumulative_at={d: float(cum_mean[d]) for d in at_days if d < cum_mean.shape[0]},
+        cumulative_at_sd={
+            d: float(cum[d].std(ddof=1)) if cum.shape[1] > 1 else 0.0 for d in at_days if d < cum.shape[0]
+        },
         cumulative_by_age=age_cum.reshape(NUM_AGE_GROUPS),
         cost=float(res.cost_totals.mean()),
         tests=tests,
         doses=doses,
+        near_peak_days=(int(near[0]), int(near[-1])),
     )
 
 
