@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import platform
 import sys
 import time
@@ -37,6 +36,7 @@ from abm.outputs.compare import comparison_table
 from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.summary import mean_sd
+from abm.parallel import ray_session
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import Scenario, ScenarioError
@@ -287,14 +287,7 @@ def run_ray(tasks: list[SweepTask], done: Callable[[], None], address: str | Non
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
     On a cluster, every node needs this package installed (e.g. the cluster's image)."""
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - ray is in the dev extra
-        raise ScenarioError("--backend ray: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
+    with ray_session(address, ScenarioError) as ray:
         on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
         if on_gpu and not ray.cluster_resources().get("GPU", 0):
             raise ScenarioError(
@@ -319,9 +312,6 @@ def run_ray(tasks: list[SweepTask], done: Callable[[], None], address: str | Non
                     raise
                 done()
         return [r for r in results if r is not None]
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:

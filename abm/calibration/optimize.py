@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import math
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import pandas as pd
 from abm.calibration.config import CalibrationConfig
 from abm.calibration.observed import CalibrationError, load_observed, losses, simulated, weekly
 from abm.outputs.run_folder import atomic_folder
+from abm.parallel import ray_session
 from abm.runs import run
 from abm.scenario import Scenario, apply_set, read_scenario_data, validate
 
@@ -108,14 +108,7 @@ def run_trials_ray(
     trial order. With the sampler's seed and the batch size fixed, the trials are the same on
     every run. Uses the Ray instance this process is connected to, else connects to
     ``address`` (or RAY_ADDRESS) or starts a local one, and shuts a started one down."""
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - ray is in the dev extra
-        raise CalibrationError("--backend ray: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
+    with ray_session(address, CalibrationError) as ray:
         batch = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         remote = ray.remote(num_cpus=1)(simulate_values)
         done = 0
@@ -129,9 +122,6 @@ def run_trials_ray(
                 done += 1
                 if progress is not None:
                     progress(done, n_trials, loss)
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def calibrate(
