@@ -145,6 +145,8 @@ def calibrate(
         raise CalibrationError(f"--method: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
     if backend not in BACKENDS:
         raise CalibrationError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    if method == "gradient" and backend != "local":
+        raise CalibrationError(f"--backend: {backend!r} is not allowed with --method gradient; allowed: local")
     path = Path(path)
     data = read_scenario_data(path)
     for item in sets or []:

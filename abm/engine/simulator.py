@@ -235,6 +235,20 @@ class Simulation:
             s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator)
         self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen)
 
+    def infect(
+        self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator | None = None
+    ) -> None:
+        """Infect agents ``idx`` (flat indices over all R * N agents, susceptible) on ``day``.
+
+        Their first infected stage is ``stage`` (one per agent) or, when ``None``, drawn by age as
+        for any infection; each then draws its next stage and day, and the recorder counts the
+        infections. Random draws come from ``gen``, by default a stream keyed by (seed, "infect",
+        day), so a hook that seeds infections (e.g. per replicate) stays deterministic.
+        """
+        if gen is None:
+            gen = generator(self.seed, "infect", day, self.device)
+        self._infect(idx, stage, day, gen)
+
     def _infect(self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator) -> None:
         """Infect ``idx`` today; their first stage is ``stage`` or drawn by age."""
         s = self.state
