@@ -20,7 +20,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     from abm.learning.scenario import load_scenario
     from abm.private_calibration.cli import dispatch
 
-    if dispatch(file, out):  # `kind: private_calibration` scenarios (abm.private_calibration)
+    if dispatch(file, out, runner):  # `kind: private_calibration` scenarios (abm.private_calibration)
         return
     try:
         scenario, _ = load_scenario(file, runner)

@@ -8,8 +8,10 @@ from pathlib import Path
 from abm.learning.errors import LearningScenarioError
 
 
-def dispatch(file: Path, out: Path | None = None) -> bool:
+def dispatch(file: Path, out: Path | None = None, runner: str | None = None) -> bool:
     """Run ``file`` if it is a private-calibration scenario (returns True), else return False.
+
+    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key.
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
@@ -26,12 +28,12 @@ def dispatch(file: Path, out: Path | None = None) -> bool:
     if not is_private_calibration(data):
         return False
     try:
-        scenario, _ = load_scenario(file)
+        scenario, _ = load_scenario(file, runner)
     except LearningScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None
     target = out if out is not None else Path("runs") / scenario.name
-    report = run_private_calibration(file, target)
+    report = run_private_calibration(file, target, runner)
     names = [i["name"] for i in report["institutions"]]
     print(
         f"{'protocol':<18}{'recovery':>9}"

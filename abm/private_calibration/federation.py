@@ -3,14 +3,16 @@
 Each institution becomes an :class:`abm.learning.participant.Participant` whose private data are
 its (observed-window features -> joint parameter bin) pairs and whose score is the mean
 per-parameter recovery accuracy on its held-out simulations. The protocol classes run
-unchanged (their round logic is shared, not copied); this module only builds the participants
-and the run context, and records every message an institution sends (:class:`AuditNetwork`),
-so tests can check what leaves an institution.
+unchanged through :func:`abm.learning.runner.execute_protocol` (their round logic is shared, not
+copied); this module only builds the participants and the run context, and records every message
+an institution sends (:class:`AuditNetwork`), so tests can check what leaves an institution. The
+Flower runner (:mod:`abm.private_calibration.flower`) builds the same participants inside Flower
+clients and goes through the same ``execute_protocol``.
 """
 
 from __future__ import annotations
 
-import time
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,15 +21,18 @@ import torch
 
 from abm.learning.data import Dataset
 from abm.learning.messages import Message, Network
+from abm.learning.models import Classifier
 from abm.learning.participant import Participant
-from abm.learning.protocols import RunContext, protocol_class
-from abm.learning.runner import build_aggregator
+from abm.learning.protocols import RunContext
+from abm.learning.runner import ProtocolResult, build_aggregator, execute_protocol
 from abm.learning.training import TrainConfig, predict
 from abm.private_calibration.institutions import Institution
 from abm.private_calibration.models import build_calibrator
 from abm.private_calibration.parameters import BinGrid
 from abm.private_calibration.scenario import CalibrationProtocolSpec, CalibratorSpec, PrivateCalibrationScenario
 from abm.private_calibration.simulate import CHANNELS
+
+_INIT_LOCK = threading.Lock()
 
 
 @dataclass
@@ -75,39 +80,64 @@ class ProtocolRun:
     summary: dict[str, Any]
 
 
+def calibration_specs(scenario: PrivateCalibrationScenario) -> list[CalibrationProtocolSpec]:
+    """The scenario's protocols, with local-only (the standalone baseline) first unless listed."""
+    specs = list(scenario.protocols)
+    if not any(s.name == "local" and s.label is None for s in specs):
+        specs.insert(0, CalibrationProtocolSpec(name="local"))
+    return specs
+
+
+def calibrator_for(spec: CalibratorSpec, weeks: int, n_classes: int) -> Classifier:
+    """A fresh calibrator of ``spec``'s architecture (initialised from the global torch stream)."""
+    return build_calibrator(
+        spec.kind, len(CHANNELS), weeks, n_classes, spec.hidden, spec.channels, spec.embed_dim, spec.batchnorm
+    )
+
+
+def build_participant(
+    scenario: PrivateCalibrationScenario, institution: Institution, models: list[CalibratorSpec]
+) -> CalibratorParticipant:
+    """A fresh calibrator for ``institution``; its initialisation depends only on (seed, k)."""
+    t = scenario.training
+    cfg = TrainConfig(t.optimizer, t.lr, t.momentum, t.weight_decay, t.batch_size)
+    grid = scenario.grid()
+    k = institution.index
+    seed = scenario.seed * 1000 + k
+    with _INIT_LOCK:  # Flower clients may build participants in threads of one process
+        torch.manual_seed(seed)
+        model = calibrator_for(models[k % len(models)], scenario.model.weeks, grid.n_classes)
+    return CalibratorParticipant(k, institution.data, model, cfg, seed, institution.data.test, grid=grid)
+
+
 def build_participants(
     scenario: PrivateCalibrationScenario, institutions: list[Institution], models: list[CalibratorSpec]
 ) -> list[CalibratorParticipant]:
     """Fresh calibrators; institution k's initialisation depends only on (seed, k)."""
-    t = scenario.training
-    cfg = TrainConfig(t.optimizer, t.lr, t.momentum, t.weight_decay, t.batch_size)
-    grid = scenario.grid()
-    out = []
-    for inst in institutions:
-        k = inst.index
-        spec = models[k % len(models)]
-        seed = scenario.seed * 1000 + k
-        torch.manual_seed(seed)
-        model = build_calibrator(
-            spec.kind,
-            len(CHANNELS),
-            scenario.model.weeks,
-            grid.n_classes,
-            spec.hidden,
-            spec.channels,
-            spec.embed_dim,
-            spec.batchnorm,
-        )
-        out.append(CalibratorParticipant(k, inst.data, model, cfg, seed, inst.data.test, grid=grid))
-    return out
+    return [build_participant(scenario, inst, models) for inst in institutions]
+
+
+def protocol_run(
+    result: ProtocolResult, participants: list[CalibratorParticipant], network: AuditNetwork
+) -> ProtocolRun:
+    """A :class:`ProtocolRun` from the learning runner's result and the final calibrators."""
+    return ProtocolRun(
+        key=result.key,
+        name=result.name,
+        participants=participants,
+        history=result.history,
+        network=network,
+        wall_time_s=result.wall_time_s,
+        epsilon=result.epsilon,
+        delta=result.delta,
+        summary=result.summary,
+    )
 
 
 def run_protocol(
     scenario: PrivateCalibrationScenario, institutions: list[Institution], spec: CalibrationProtocolSpec
 ) -> ProtocolRun:
     """Run one protocol from fresh calibrators, round by round, in process."""
-    cls = protocol_class(spec.name)
-    protocol = cls(cls.Config.model_validate(spec.params))
     participants = build_participants(scenario, institutions, spec.models or scenario.models)
     ids = [p.pid for p in participants]
     network = AuditNetwork()
@@ -123,23 +153,4 @@ def run_protocol(
         pooled_train=Dataset.concat([p.data.train for p in participants]) if spec.name == "centralized" else None,
         dropouts={r: frozenset(v) for r, v in (spec.privacy.dropouts if spec.privacy else {}).items()},
     )
-    torch.manual_seed(scenario.seed + 99)
-    start = time.perf_counter()
-    protocol.setup(ctx)
-    history = []
-    for t in range(ctx.rounds):
-        protocol.run_round(ctx, t)
-        history.append(float(np.mean([p.score() for p in participants])))
-    wall = time.perf_counter() - start
-    delta = spec.privacy.dp.delta if spec.privacy and spec.privacy.dp else None
-    return ProtocolRun(
-        key=spec.key,
-        name=spec.name,
-        participants=participants,
-        history=history,
-        network=network,
-        wall_time_s=wall,
-        epsilon=ctx.aggregator.epsilon(delta) if delta is not None else None,
-        delta=delta,
-        summary=protocol.summary(ctx),
-    )
+    return protocol_run(execute_protocol(scenario, spec, ctx), participants, network)  # type: ignore[arg-type]

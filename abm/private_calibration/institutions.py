@@ -160,47 +160,47 @@ def _dates(section: ModelSection) -> pd.DatetimeIndex:
 def build_institutions(scenario: PrivateCalibrationScenario, base: Path) -> tuple[list[Institution], Scenario]:
     """Every institution's population, observed series and training / validation / held-out pairs.
 
-    Institution k uses random streams derived from (scenario seed, k) only.
+    Institution k uses random streams derived from (scenario seed, k) only, so
+    :func:`build_institution` builds any one of them alone, identically (as a Flower client does).
     """
-    grid = scenario.grid()
-    section = scenario.model
     model = model_scenario(scenario, base)
     county = load_region(model.population.region)
+    return [build_institution(scenario, model, county, k) for k in range(len(scenario.institutions))], model
+
+
+def build_institution(scenario: PrivateCalibrationScenario, model: Scenario, county: Region, k: int) -> Institution:
+    """Institution ``k``: its population, observed series and pairs, from (scenario seed, k) only."""
+    grid = scenario.grid()
+    section = scenario.model
     fixed_asc = 0.2  # used only when ascertainment is not a free parameter
-    out = []
-    for k, spec in enumerate(scenario.institutions):
-        rng = np.random.default_rng([scenario.seed, k, 0x1C])
-        seed0 = scenario.seed * 100_003 + k * 1009
-        region = institution_region(county, spec.tracts, spec.name)
-        pop = build_population(region, spec.agents, seed0)
-        prior = {p.name: tuple(spec.prior.get(p.name, (p.low, p.high))) for p in grid.params}
-        full = {p.name: (p.low, p.high) for p in grid.params}
-        ev = scenario.evaluation
-        train = pairs(
-            grid, pop, model, section, prior, spec.budget, spec.ascertainment_draws, rng, seed0 + 1, fixed_asc
-        )
-        val = pairs(grid, pop, model, section, prior, ev.val_simulations, 1, rng, seed0 + 2, fixed_asc)
-        test = pairs(grid, pop, model, section, full, ev.holdout_simulations, 1, rng, seed0 + 3, fixed_asc)
-        if scenario.mode == "known_truth":
-            truth = {name: float(spec.truth[name]) for name in grid.names}
-            obs = observed_known_truth(pop, model, section, truth, rng, seed0 + 4, fixed_asc)
-            truth_class = int(grid.classes_of(np.array([[truth[n] for n in grid.names]]))[0])
-        else:
-            truth, truth_class = None, None
-            obs = observed_kc2020(section, county.figures.population)
-        out.append(
-            Institution(
-                index=k,
-                spec=spec,
-                region=region,
-                population=pop,
-                prior=prior,
-                data=ParticipantData(train, val, test),
-                observed_daily=obs,
-                observed_x=observed_features(obs, section),
-                truth=truth,
-                truth_class=truth_class,
-                simulations=spec.budget + ev.val_simulations + ev.holdout_simulations + (truth is not None),
-            )
-        )
-    return out, model
+    spec = scenario.institutions[k]
+    rng = np.random.default_rng([scenario.seed, k, 0x1C])
+    seed0 = scenario.seed * 100_003 + k * 1009
+    region = institution_region(county, spec.tracts, spec.name)
+    pop = build_population(region, spec.agents, seed0)
+    prior = {p.name: tuple(spec.prior.get(p.name, (p.low, p.high))) for p in grid.params}
+    full = {p.name: (p.low, p.high) for p in grid.params}
+    ev = scenario.evaluation
+    train = pairs(grid, pop, model, section, prior, spec.budget, spec.ascertainment_draws, rng, seed0 + 1, fixed_asc)
+    val = pairs(grid, pop, model, section, prior, ev.val_simulations, 1, rng, seed0 + 2, fixed_asc)
+    test = pairs(grid, pop, model, section, full, ev.holdout_simulations, 1, rng, seed0 + 3, fixed_asc)
+    if scenario.mode == "known_truth":
+        truth = {name: float(spec.truth[name]) for name in grid.names}
+        obs = observed_known_truth(pop, model, section, truth, rng, seed0 + 4, fixed_asc)
+        truth_class = int(grid.classes_of(np.array([[truth[n] for n in grid.names]]))[0])
+    else:
+        truth, truth_class = None, None
+        obs = observed_kc2020(section, county.figures.population)
+    return Institution(
+        index=k,
+        spec=spec,
+        region=region,
+        population=pop,
+        prior=prior,
+        data=ParticipantData(train, val, test),
+        observed_daily=obs,
+        observed_x=observed_features(obs, section),
+        truth=truth,
+        truth_class=truth_class,
+        simulations=spec.budget + ev.val_simulations + ev.holdout_simulations + (truth is not None),
+    )

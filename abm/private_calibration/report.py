@@ -16,15 +16,16 @@ import torch
 
 from abm.outputs.run_folder import atomic_folder
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
-from abm.private_calibration.federation import ProtocolRun, run_protocol
+from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
-from abm.private_calibration.scenario import CalibrationProtocolSpec, PrivateCalibrationScenario, load_scenario
+from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario
 
 
 def run_all(
     scenario: PrivateCalibrationScenario, base: Path
 ) -> tuple[dict[str, Any], list[Institution], list[ProtocolRun]]:
-    """Build the institutions, run local-only and every listed protocol, evaluate.
+    """Build the institutions, run local-only and every listed protocol (in process or over
+    Flower, as ``scenario.runner`` says), evaluate.
 
     Runs with one torch thread (tiny models; simulations are batched) and restores the setting.
     """
@@ -34,10 +35,13 @@ def run_all(
         t0 = time.perf_counter()
         institutions, model = build_institutions(scenario, base)
         t_sim = time.perf_counter() - t0
-        specs = list(scenario.protocols)
-        if not any(s.name == "local" and s.label is None for s in specs):
-            specs.insert(0, CalibrationProtocolSpec(name="local"))
-        runs = [run_protocol(scenario, institutions, s) for s in specs]
+        requests = None
+        if scenario.runner == "inprocess":
+            runs = [run_protocol(scenario, institutions, s) for s in calibration_specs(scenario)]
+        else:
+            from abm.private_calibration.flower import run_protocols_flower
+
+            runs, requests = run_protocols_flower(scenario, base, institutions, scenario.runner)
         t_learn = time.perf_counter() - t0 - t_sim
         grid = scenario.grid()
         per_protocol = {r.key: estimates(r, institutions, grid) for r in runs}
@@ -50,6 +54,8 @@ def run_all(
         "kind": "private_calibration",
         "mode": scenario.mode,
         "seed": scenario.seed,
+        "runner": scenario.runner,
+        "flower_requests": requests,
         "note": KC2020_NOTE if scenario.mode == "kc2020" else "known_truth mode: observed series simulated at truth",
         "parameters": {
             p.name: {"low": p.low, "high": p.high, "bins": p.bins, "log": p.log, "edges": p.edges().tolist()}
@@ -200,13 +206,15 @@ def _plots(
     return files
 
 
-def run_private_calibration(path_or_dict: str | Path | dict[str, Any], out: str | Path | None = None) -> dict[str, Any]:
+def run_private_calibration(
+    path_or_dict: str | Path | dict[str, Any], out: str | Path | None = None, runner: str | None = None
+) -> dict[str, Any]:
     """Validate, run and write a private-calibration scenario; returns the report.
 
     Writes ``report.json``, ``report.md``, ``scenario.json`` and the plots into ``out``
-    (default ``runs/<name>``).
+    (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key.
     """
-    scenario, base = load_scenario(path_or_dict)
+    scenario, base = load_scenario(path_or_dict, runner)
     start = time.perf_counter()
     report, institutions, curves = run_all(scenario, base)
     report["timings_s"]["total"] = time.perf_counter() - start

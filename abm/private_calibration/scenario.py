@@ -150,6 +150,9 @@ class PrivateCalibrationScenario(_Strict):
     rounds: int = Field(20, ge=1)
     local_epochs: int = Field(1, ge=1)
     protocols: list[CalibrationProtocolSpec] = []
+    runner: Literal["inprocess", "flower-sim", "flower"] = Field(
+        "inprocess", description="where the institutions' computations run (abm.learning's runners)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> PrivateCalibrationScenario:
@@ -233,12 +236,19 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[PrivateCalibrationScenario, Path]:
-    """Validate a scenario; returns it and the folder its relative paths are resolved against."""
+def load_scenario(
+    path_or_dict: str | Path | dict[str, Any], runner: str | None = None
+) -> tuple[PrivateCalibrationScenario, Path]:
+    """Validate a scenario; returns it and the folder its relative paths are resolved against.
+
+    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key.
+    """
     if isinstance(path_or_dict, dict):
         data, source, base = path_or_dict, "<dict>", Path("scenarios/learning")
     else:
         data, source, base = read_yaml(path_or_dict), str(path_or_dict), Path(path_or_dict).parent
+    if runner is not None:
+        data = {**data, "runner": runner}
     try:
         scenario = PrivateCalibrationScenario.model_validate(data)
     except ValidationError as e:
@@ -272,6 +282,17 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> tuple[PrivateCal
                 "for every institution; give a single model under protocols[i].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
+        if scenario.runner != "inprocess" and not cls.runs_on_clients:
+            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {scenario.runner!r}: "
+                f"the Flower runners carry only {allowed}; use runner: inprocess"
+            )
+        if scenario.runner != "inprocess" and spec.privacy is not None:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy: bad value for runner {scenario.runner!r}: the Flower "
+                "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); use runner: inprocess"
+            )
         if private and not cls.uses_aggregator:
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy wrappers apply only to "

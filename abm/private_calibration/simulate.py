@@ -73,7 +73,7 @@ class ReplicateParameters:
         take = torch.arange(k, device=sim.device)[None, :] < self.seeds.to(sim.device)[:, None]
         offset = (torch.arange(r, device=sim.device) * sim.n)[:, None]
         idx = (order + offset)[take]
-        sim._infect(idx, None, day, gen)  # the engine's own infection step (stage drawn by age)
+        sim.infect(idx, None, day, gen)  # the engine's own infection step (stage drawn by age)
 
 
 @dataclass

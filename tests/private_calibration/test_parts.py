@@ -116,3 +116,44 @@ def test_replicate_seeding_and_transmission_multiplier(county):
     total = res.infections.sum(axis=0)
     assert total[6:].mean() > total[:6].mean() + 10
     assert (total >= 10).all()
+
+
+def test_engine_infect_is_public_and_deterministic(county):
+    """``Simulation.infect`` (the public engine call the seeding hook uses): the chosen agents are
+    infected on the day, counted once, and the default random stream makes runs repeatable."""
+    from abm.engine import Simulation
+    from abm.engine.simulator import Phase, SeedingConfig
+
+    _, model = _tiny_model()
+    pop = build_population(institution_region(county, "east", "e"), 300, 1)
+    idx = torch.tensor([0, 7, pop.size + 11])  # agents of replicates 0 and 1
+
+    class Seed:
+        name, order = "seed_three", 0
+
+        def attach(self, sim):
+            sim.state.susceptibility_scale.zero_()  # no onward transmission: only these infections
+
+        def hooks(self):
+            return {Phase.TRANSMISSION: lambda sim, day: sim.infect(idx, None, day) if day == 4 else None}
+
+    def run():
+        sim = Simulation(
+            population=pop,
+            disease_cfg=model.disease,
+            contact_cfg=model.contacts,
+            seeding=SeedingConfig(day=0, infections={}),
+            days=20,
+            replicates=2,
+            seed=3,
+            interventions=[Seed()],
+        )
+        return sim, sim.run()
+
+    sim, res = run()
+    assert res.new_infections[4].tolist() == [2, 1]
+    assert res.new_infections.sum() == 3
+    assert sim.state.infected_day[idx].tolist() == [4, 4, 4]
+    assert (sim.state.infected_day >= 0).sum() == 3
+    _, again = run()
+    assert np.array_equal(res.admissions, again.admissions) and np.array_equal(res.new_infections, again.new_infections)

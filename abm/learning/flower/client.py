@@ -17,6 +17,7 @@ import argparse
 import io
 import json
 import logging
+import threading
 import traceback
 from typing import Any
 
@@ -35,10 +36,12 @@ from flwr.common import (
 
 from abm.learning.clients import ClientEnv, run_client_op
 from abm.learning.flower.codec import decode_request, encode_tensors
+from abm.learning.participant import Participant
 from abm.learning.runner import PreparedData, build_participant, model_for, prepare_data, protocol_specs
 from abm.learning.scenario import LearningScenario
 
 _STATE_KEY = "abm_participant"
+_BUILD_LOCK = threading.Lock()
 _DATA: dict[str, PreparedData] = {}  # read-only prepared data, per scenario, cached per process
 
 
@@ -70,8 +73,13 @@ class ParticipantClient(Client):
         with torch.random.fork_rng(devices=[]):
             return model_for(models[j % len(models)], self.data.source.input_shape, self.data.source.n_classes)
 
+    def _participant(self, protocol: int) -> Participant:
+        """This client's participant as the protocol starts (subclasses for other tasks override)."""
+        return build_participant(self.scenario, self.data, self._models(protocol), self.pid)
+
     def _load(self, protocol: int) -> ClientEnv:
-        participant = build_participant(self.scenario, self.data, self._models(protocol), self.pid)
+        with _BUILD_LOCK:  # building seeds the global torch stream; clients may share a process (threads)
+            participant = self._participant(protocol)
         env = ClientEnv(participant, lambda j: self._template(protocol, j))
         blob = self._read_blob()
         if blob is not None:
@@ -153,8 +161,11 @@ def simulation_client_fn(scenario_json: str):
     return client_fn
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Start one participant's Flower client process and serve until the server ends the run."""
+def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | None = None) -> None:
+    """Start one participant's Flower client process and serve until the server ends the run.
+
+    ``client_cls`` (default :class:`ParticipantClient`) is built as ``client_cls(scenario_json, pid,
+    context)``; other tasks (private calibration) pass their own subclass."""
     from flwr.client import start_client
 
     ap = argparse.ArgumentParser(description=__doc__)
@@ -169,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         scenario_json = f.read()
 
     def client_fn(context: Context) -> Client:
-        return ParticipantClient(scenario_json, args.pid, context)
+        return (client_cls or ParticipantClient)(scenario_json, args.pid, context)
 
     start_client(server_address=args.address, client_fn=client_fn, insecure=True, max_wait_time=args.max_wait)
 

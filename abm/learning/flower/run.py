@@ -89,18 +89,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_simulation(scenario: LearningScenario, server) -> None:
+def _run_simulation(scenario: LearningScenario, server, client_fn=None, n: int | None = None) -> None:
+    """Flower's simulation engine; ``client_fn`` and ``n`` default to the learning scenario's
+    participants (other tasks, such as private calibration, pass their own)."""
     import ray
     from flwr.server import ServerConfig
     from flwr.simulation import start_simulation
 
     from abm.learning.flower.client import simulation_client_fn
 
-    n = scenario.split.participants
+    n = scenario.split.participants if n is None else n
     cpus = max(1, min(n, os.cpu_count() or 1))
     try:
         start_simulation(
-            client_fn=simulation_client_fn(scenario.model_dump_json()),
+            client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
             num_clients=n,
             server=server,
             config=ServerConfig(num_rounds=1),
@@ -117,10 +119,18 @@ def _run_simulation(scenario: LearningScenario, server) -> None:
         ray.shutdown()
 
 
-def _run_processes(scenario: LearningScenario, server, connect_timeout: float) -> None:
+def _run_processes(
+    scenario: LearningScenario,
+    server,
+    connect_timeout: float,
+    client_module: str = "abm.learning.flower.client",
+    n: int | None = None,
+) -> None:
+    """A server here and ``n`` client processes (``python -m client_module``) on loopback; each gets
+    ``--address``, ``--pid``, ``--scenario`` (the scenario's JSON) and ``--max-wait``."""
     from flwr.server import ServerConfig, start_server
 
-    n = scenario.split.participants
+    n = scenario.split.participants if n is None else n
     port = _free_port()
     address = f"127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="abm-flower-") as tmp:
@@ -132,7 +142,7 @@ def _run_processes(scenario: LearningScenario, server, connect_timeout: float) -
                 [
                     sys.executable,
                     "-m",
-                    "abm.learning.flower.client",
+                    client_module,
                     "--address",
                     address,
                     "--pid",

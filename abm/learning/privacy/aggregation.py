@@ -13,8 +13,12 @@ class SumAggregator(ABC):
     """Computes the sum of participants' vectors for the aggregator ("server").
 
     ``contributions`` maps participant id -> 1-D float tensor; ``dropped`` are participants that
-    fail after the round started (their vector never arrives).
+    fail after the round started (their vector never arrives). ``adds_noise`` says whether the
+    returned sum carries DP noise (protocols then keep values that must not be noised, such as
+    BatchNorm running statistics, out of the sum).
     """
+
+    adds_noise: bool = False
 
     @abstractmethod
     def aggregate(

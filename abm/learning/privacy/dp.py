@@ -88,6 +88,8 @@ class DPAccountant:
 class DifferentiallyPrivateSum(SumAggregator):
     """Clip + distributed Gaussian noise around any inner sum aggregator."""
 
+    adds_noise = True
+
     def __init__(
         self,
         inner: SumAggregator,

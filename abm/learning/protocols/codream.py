@@ -199,8 +199,16 @@ def distill(
     cfg: CoDreamConfig,
     gen: torch.Generator,
     train_data=None,
+    freeze_bn: bool | None = None,
 ) -> None:
-    """``kd_epochs`` passes of KD on the dream buffer, each batch joined by a CE batch of ``train_data``."""
+    """``kd_epochs`` passes of KD on the dream buffer, each batch joined by a CE batch of ``train_data``.
+
+    ``freeze_bn`` (default ``cfg.freeze_bn_on_dreams``) keeps the model's BatchNorm running statistics
+    out of reach of the dreams; a client's statistics must keep summarising its private data. The
+    server's student has no private data: its statistics must follow the dreams, or the student
+    evaluated in eval mode (the adversarial term) would normalise with its initial statistics.
+    """
+    freeze = cfg.freeze_bn_on_dreams if freeze_bn is None else freeze_bn
     xs = torch.cat([b[0] for b in buffer])
     ys = torch.cat([b[1] for b in buffer])
     model.train()
@@ -212,7 +220,7 @@ def distill(
             idx = perm[s : s + bs]
             if len(idx) < 2:
                 continue
-            if cfg.freeze_bn_on_dreams:
+            if freeze:
                 with _FrozenBNStats(model):
                     out = model(xs[idx])
             else:
@@ -446,7 +454,7 @@ class CoDream(Protocol):
             {"cfg": self._cfg_json, "new_batches": len(new) // 2, "distill": dreaming, "epochs": ctx.local_epochs},
         )
         if dreaming:
-            distill(self.student, self.student_opt, self.buffer, cfg, self.gen)
+            distill(self.student, self.student_opt, self.buffer, cfg, self.gen, freeze_bn=False)
 
     def summary(self, ctx: RunContext) -> dict:
         return {

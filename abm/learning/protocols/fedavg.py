@@ -7,13 +7,23 @@ adds the updates, divides by the weight of the participants whose update arrived
 Participant 0's initial weights are the shared initialisation. Client work goes through
 ``ctx.clients`` (operations ``get_weights``, ``set_weights``, ``fedavg.fit``), so the protocol runs
 in process and over Flower alike.
+
+BatchNorm running statistics (floating buffers) are data statistics, not trained weights. With
+``bn_stats: auto`` (default) they travel with the weights and are averaged, except when the
+aggregator adds DP noise: then only the trainable parameters go through the private sum (and are
+clipped and noised), and each participant keeps its own running statistics, as FedBN (Li et al.
+2021) does for all BatchNorm state. Noising them would corrupt them (a noisy running variance can
+go negative: NaN outputs), and releasing them without noise would void the DP guarantee, so under
+DP they never leave the participant. ``bn_stats: local`` keeps them local always; ``shared`` with a
+noisy aggregator is refused.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from torch import nn
 
 from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
@@ -27,13 +37,33 @@ class FedAvgConfig(ProtocolConfig):
     mu: float = 0.0  # proximal coefficient; 0 = FedAvg
     server_lr: float = 1.0
     weighting: str = "size"  # size | uniform
+    bn_stats: Literal["auto", "shared", "local"] = "auto"  # BatchNorm running statistics: see module doc
+
+
+def trainable_flat(model: nn.Module) -> torch.Tensor:
+    """The trainable parameters only (no buffers), flattened in ``model.parameters()`` order."""
+    return torch.cat([q.detach().reshape(-1).float() for q in model.parameters()])
+
+
+def load_trainable_flat(model: nn.Module, flat: torch.Tensor) -> None:
+    """Inverse of :func:`trainable_flat`; buffers (BatchNorm running statistics) are left as they are."""
+    offset = 0
+    with torch.no_grad():
+        for q in model.parameters():
+            n = q.numel()
+            q.copy_(flat[offset : offset + n].reshape(q.shape).to(q.dtype))
+            offset += n
+    if offset != flat.numel():
+        raise ValueError(f"flat vector has {flat.numel()} values, model has {offset} parameters")
 
 
 @client_op("fedavg.fit")
 def fit_update(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
-    """Client side of a round: train from the current (global) weights; return the weighted update."""
+    """Client side of a round: train from the current (global) weights; return the weighted update
+    (of parameters and buffers, or of the trainable parameters only when ``share_buffers`` is false)."""
     p = env.participant
-    start = flat_params(p.model)
+    flatten = flat_params if bool(config.get("share_buffers", True)) else trainable_flat
+    start = flatten(p.model)
     mu = float(config["mu"])
     extra = None
     if mu > 0:
@@ -44,7 +74,14 @@ def fit_update(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payl
             return 0.5 * mu * prox
 
     p.train(int(config["epochs"]), extra)
-    return {"update": (flat_params(p.model) - start) * float(config["weight"])}
+    return {"update": (flatten(p.model) - start) * float(config["weight"])}
+
+
+@client_op("fedavg.set_params")
+def set_params(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    """Load global trainable parameters, keeping the participant's own BatchNorm running statistics."""
+    load_trainable_flat(env.participant.model, payload["w"])
+    return {}
 
 
 class FedAvg(Protocol):
@@ -60,17 +97,28 @@ class FedAvg(Protocol):
         keys = {architecture_key(ctx.clients.model_template(pid)) for pid in ctx.ids}
         if len(keys) > 1:
             raise ValueError(f"{self.name} needs identical architectures for all participants")
+        noisy = ctx.aggregator.adds_noise
+        if self.config.bn_stats == "shared" and noisy:
+            raise ValueError(
+                f"{self.name}: bn_stats 'shared' with differential privacy: BatchNorm running statistics would "
+                "either be noised (corrupting them) or leave without noise; use bn_stats: auto or local"
+            )
+        self.share_buffers = self.config.bn_stats == "shared" or (self.config.bn_stats == "auto" and not noisy)
         first = ctx.ids[0]
-        self.global_flat = ctx.clients.call("get_weights", {first: {}})[first]["w"]
-        ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, first, SERVER, {"w": self.global_flat}, -1))
+        init = ctx.clients.call("get_weights", {first: {}})[first]["w"]
+        ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, first, SERVER, {"w": init}, -1))
         self.global_model = ctx.clients.model_template(first)
-        load_flat_params(self.global_model, self.global_flat)
-        self._broadcast(ctx, -1)
+        load_flat_params(self.global_model, init)
+        self.global_flat = init if self.share_buffers else trainable_flat(self.global_model)
+        # the shared initialisation (weights and the initial, data-free BatchNorm statistics)
+        for pid in ctx.ids:
+            ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, pid, {"w": init}, -1))
+        ctx.clients.broadcast("set_weights", {"w": init})
 
     def _broadcast(self, ctx: RunContext, t: int) -> None:
         for pid in ctx.ids:
             ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, pid, {"w": self.global_flat}, t))
-        ctx.clients.broadcast("set_weights", {"w": self.global_flat})
+        ctx.clients.broadcast("set_weights" if self.share_buffers else "fedavg.set_params", {"w": self.global_flat})
 
     def _weights(self, ctx: RunContext):
         if self.config.weighting == "uniform":
@@ -84,7 +132,7 @@ class FedAvg(Protocol):
         replies = ctx.clients.call(
             "fedavg.fit",
             {pid: {} for pid in ids},
-            {"epochs": ctx.local_epochs, "mu": cfg.mu},
+            {"epochs": ctx.local_epochs, "mu": cfg.mu, "share_buffers": self.share_buffers},
             {pid: {"weight": w[k]} for k, pid in enumerate(ids)},
         )
         updates: dict[int, torch.Tensor] = {pid: replies[pid]["update"] for pid in ids}
@@ -92,7 +140,7 @@ class FedAvg(Protocol):
         total = ctx.aggregator.aggregate(updates, t, ctx.network, MessageKind.MODEL_UPDATE, dropped)
         arrived = sum(w[k] for k, pid in enumerate(ids) if pid not in dropped)
         self.global_flat = self.global_flat + cfg.server_lr * total / arrived
-        load_flat_params(self.global_model, self.global_flat)
+        (load_flat_params if self.share_buffers else load_trainable_flat)(self.global_model, self.global_flat)
         self._broadcast(ctx, t)
 
 

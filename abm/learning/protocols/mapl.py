@@ -247,7 +247,8 @@ class MAPL(Protocol):
 
     def summary(self, ctx: RunContext) -> dict:
         out = {"graph": self.W.tolist(), "active_edges": self.active_edges}
-        if ctx.groups is not None:
+        # with W = I (aggregate_prototypes: false) no row has a peer, and the mass would read 1.0
+        if ctx.groups is not None and self.config.aggregate_prototypes:
             out["within_cluster_mass"] = within_cluster_mass(self.W, ctx.groups)
             out["within_cluster_mass_history"] = self.within_mass
         return out

@@ -1,0 +1,127 @@
+"""Private calibration through the learning package's Flower runner gives the in-process result.
+
+Each Flower client builds its own institution from the scenario (population, observed series,
+simulated pairs) and answers the protocols' client operations; the server runs the same
+``execute_protocol``. Recovery after every round, the final calibrators' recovery and estimates,
+and every audited message's kind and size must be identical, not merely close.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+pytest.importorskip("flwr")
+
+from flwr.common import Context, RecordDict
+from flwr.server.client_proxy import ClientProxy
+
+from abm.learning.errors import LearningScenarioError
+from abm.learning.models import flat_params
+from abm.private_calibration.federation import calibration_specs, run_protocol
+from abm.private_calibration.flower import InstitutionClient, portable, server_work
+from abm.private_calibration.institutions import build_institutions
+from abm.private_calibration.report import run_private_calibration
+from abm.private_calibration.scenario import load_scenario
+
+TINY = Path(__file__).parent / "tiny.yaml"
+MLP = {"kind": "mlp", "hidden": [16], "embed_dim": 8}
+
+
+def _flower_tiny() -> dict:
+    data = yaml.safe_load(TINY.read_text())
+    data["model"]["scenario"] = str((TINY.parent / data["model"]["scenario"]).resolve())
+    data["rounds"] = 2
+    data["protocols"] = [{"name": "fedavg", "models": [MLP]}]
+    return data
+
+
+@pytest.fixture(scope="module")
+def inprocess():
+    torch.set_num_threads(1)
+    scenario, base = load_scenario(_flower_tiny())
+    institutions, _ = build_institutions(scenario, base)
+    runs = [run_protocol(scenario, institutions, s) for s in calibration_specs(scenario)]
+    return scenario, base, institutions, runs
+
+
+def _messages(run) -> list[tuple]:
+    return [(m.kind, m.sender, m.receiver, m.round, m.nbytes) for m in run.network.messages]
+
+
+class _DirectProxy(ClientProxy):
+    """Hands requests straight to a fresh InstitutionClient per message, with a persistent node state."""
+
+    def __init__(self, scenario_json: str, pid: int) -> None:
+        super().__init__(cid=str(pid))
+        self.scenario_json = scenario_json
+        self.pid = pid
+        self.context = Context(run_id=0, node_id=pid, node_config={}, state=RecordDict(), run_config={})
+
+    def _client(self) -> InstitutionClient:
+        return InstitutionClient(self.scenario_json, self.pid, self.context)
+
+    def get_properties(self, ins, timeout, group_id):
+        return self._client().get_properties(ins)
+
+    def fit(self, ins, timeout, group_id):
+        return self._client().fit(ins)
+
+    def get_parameters(self, ins, timeout, group_id):  # pragma: no cover - not used
+        raise NotImplementedError
+
+    def evaluate(self, ins, timeout, group_id):  # pragma: no cover - not used
+        raise NotImplementedError
+
+    def reconnect(self, ins, timeout, group_id):  # pragma: no cover - not used
+        raise NotImplementedError
+
+
+def test_flower_clients_reproduce_the_inprocess_federation(inprocess):
+    """The Flower client pool, codec and per-node state (institution clients rebuilt for every
+    message, each building its own institution) give the in-process FedAvg and local-only runs."""
+    from abm.learning.flower.server import identify
+
+    scenario, base, _, runs = inprocess
+    job = portable(scenario, base)
+    proxies = [_DirectProxy(job.model_dump_json(), pid) for pid in (2, 0, 1)]
+    done, facts = [], {}
+    server_work(job, done, facts)(identify(proxies))
+    assert [r.key for r, _, _ in done] == [r.key for r in runs] == ["local", "fedavg"]
+    for run, (result, network, final) in zip(runs, done, strict=True):
+        assert result.history == run.history
+        assert _messages(run) == [(m.kind, m.sender, m.receiver, m.round, m.nbytes) for m in network.messages]
+        # the final calibrators, read back from the clients, are the in-process ones bit for bit
+        for p in run.participants:
+            assert torch.equal(final[p.pid], flat_params(p.model))
+    fedavg = runs[1]
+    assert fedavg.history[-1] > 0 and any(m.kind.value == "model_update" for m in fedavg.network.messages)
+    assert facts["requests"] > 3 * (2 + 2)  # score and work requests of both protocols went through the pool
+
+
+@pytest.mark.slow
+def test_flower_simulation_report_equals_inprocess(tmp_path, inprocess):
+    """`runner: flower-sim` (Flower's simulation engine, Ray actors) writes the in-process report."""
+    a = run_private_calibration(_flower_tiny(), tmp_path / "a")
+    b = run_private_calibration(_flower_tiny(), tmp_path / "b", runner="flower-sim")
+    assert b["runner"] == "flower-sim" and b["flower_requests"] > 0
+    for key in ("local", "fedavg"):
+        pa, pb = a["protocols"][key], b["protocols"][key]
+        assert pb["history"] == pa["history"]
+        assert pb["bytes_by_kind"] == pa["bytes_by_kind"]
+        for ra, rb in zip(pa["institutions"], pb["institutions"], strict=True):
+            assert (rb["recovery"], rb["estimate"], rb["nd"]) == (ra["recovery"], ra["estimate"], ra["nd"])
+
+
+def test_flower_runner_refuses_what_it_does_not_carry():
+    data = _flower_tiny()
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: bad value 'cycle' for runner 'flower-sim'"):
+        load_scenario({**data, "protocols": [{"name": "cycle"}]}, runner="flower-sim")
+    private = [{"name": "fedavg", "models": [MLP], "privacy": {"secure_aggregation": True}}]
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy: bad value for runner 'flower'"):
+        load_scenario({**data, "protocols": private, "runner": "flower"})
+    with pytest.raises(LearningScenarioError, match=r"runner: bad value 'grpc'"):
+        load_scenario(data, runner="grpc")
