@@ -7,7 +7,8 @@ reproduce the fit within noise?) and print the fit and held-out losses for BENCH
 
 ``--diagnose`` adds the held-out losses of the calibrated scenario with the mobility multiplier
 frozen at its value on the fit window's last day (a counterfactual that isolates how much of
-the May-June error comes from the mobility series' recovery).
+the May-June error comes from the mobility series' recovery), and with the series' recovery
+share set to 1 (contacts follow the mobility series' recovery in full).
 """
 
 from __future__ import annotations
@@ -37,16 +38,19 @@ def check(calibrated: Path, replicates: int, seed: int, sets: list[str] | None =
 
 
 def frozen_mobility_series(calibrated: Path, out: Path) -> list[str]:
-    """``--set`` overrides that replace the mobility series by itself frozen from the fit
-    window's last day (the counterfactual of ``--diagnose``)."""
+    """``--set`` overrides that replace the mobility series (its levels after ``recovery``) by
+    itself frozen from the fit window's last day (the counterfactual of ``--diagnose``)."""
     sc = resolve(calibrated)
     cfg = sc.calibration
     series = sc.interventions.contact_multipliers.series
-    values = ContactMultipliers(sc.interventions.contact_multipliers).series
+    values = ContactMultipliers(sc.interventions.contact_multipliers).levels
     last = (cfg.fit_window[1] - cfg.start_date).days - series.start_day
     frozen = values[: last + 1] + [values[last]] * max(0, len(values) - last - 1)
     out.write_text("multiplier\n" + "\n".join(f"{v:.6f}" for v in frozen) + "\n")
-    return [f"interventions.contact_multipliers.series.source={out}"]
+    return [
+        f"interventions.contact_multipliers.series.source={out}",
+        "interventions.contact_multipliers.series.recovery=1.0",
+    ]
 
 
 def main() -> None:
@@ -82,6 +86,10 @@ def main() -> None:
         sets = frozen_mobility_series(calibrated, args.out.parent / f"{args.out.name}-frozen-mobility.csv")
         result = check(calibrated, args.check_replicates or 2, 1234, sets)
         print("mobility frozen after the fit window:", json.dumps(result))
+        result = check(
+            calibrated, args.check_replicates or 2, 1234, ["interventions.contact_multipliers.series.recovery=1.0"]
+        )
+        print("full recovery (recovery = 1):", json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -275,6 +275,41 @@ def test_two_step_tracing_skips_contacts_who_heeded_the_app():
 
 
 # ----------------------------------------------------------------------------- contact changes
+def test_series_recovery_scales_rises_above_the_running_minimum(tmp_path):
+    src = tmp_path / "m.csv"
+    src.write_text("multiplier\n1.0\n0.5\n0.3\n0.6\n0.4\n0.9\n")
+    levels = {}
+    for recovery in (1.0, 0.5, 0.0):
+        cm = ContactMultipliers(
+            ContactMultipliersConfig(series={"source": str(src), "start_day": 2, "recovery": recovery})
+        )
+        levels[recovery] = [cm.multipliers(d)["community"] for d in range(10)]
+        assert [cm.multipliers(d)["household"] for d in range(10)] == [1.0] * 10
+    assert levels[1.0] == pytest.approx([1, 1, 1.0, 0.5, 0.3, 0.6, 0.4, 0.9, 0.9, 0.9])
+    # min so far 0.3 from day 4: 0.3 + 0.5 (0.6 - 0.3), 0.3 + 0.5 (0.4 - 0.3), 0.3 + 0.5 (0.9 - 0.3)
+    assert levels[0.5] == pytest.approx([1, 1, 1.0, 0.5, 0.3, 0.45, 0.35, 0.6, 0.6, 0.6])
+    assert levels[0.0] == pytest.approx([1, 1, 1.0, 0.5, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3])
+    with pytest.raises(ValueError, match="recovery"):
+        ContactMultipliersConfig(series={"source": str(src), "recovery": 1.5})
+
+
+def test_series_household_share_and_floor(tmp_path):
+    src = tmp_path / "m.csv"
+    src.write_text("multiplier\n0.3\n0.0\n")
+    cm = ContactMultipliers(ContactMultipliersConfig(series={"source": str(src), "household_share": 0.5}))
+    assert cm.multipliers(0) == pytest.approx({"household": 1 - 0.5 * 0.7, "occupation": 0.3, "community": 0.3})
+    # strength 1.5 would make 1 - 1.5 (1 - 0) negative: multipliers stop at 0
+    cm = ContactMultipliers(
+        ContactMultipliersConfig(series={"source": str(src), "strength": 1.5, "household_share": 0.5})
+    )
+    assert cm.multipliers(1) == pytest.approx({"household": 0.25, "occupation": 0.0, "community": 0.0})
+    # household listed among the layers takes the full reduction; the share adds nothing more
+    cm = ContactMultipliers(
+        ContactMultipliersConfig(series={"source": str(src), "layers": ["household"], "household_share": 0.5})
+    )
+    assert cm.multipliers(0) == pytest.approx({"household": 0.3, "occupation": 1.0, "community": 1.0})
+
+
 def test_contact_multipliers_changes_series_and_closures(kc_100k):
     cfg = ContactMultipliersConfig(
         changes=[{"from_day": 10, "until_day": 20, "occupation": 0.5}, {"from_day": 15, "community": 0.4}],

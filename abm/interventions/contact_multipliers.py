@@ -36,9 +36,27 @@ class Series(BaseModel):
         "king_county_mobility_2020", description="a bundled series name or a CSV file with a column 'multiplier'"
     )
     start_day: int = Field(0, ge=0, description="simulation day of the series' first value")
-    strength: float = Field(1.0, ge=0, description="scales the reduction: multiplier = 1 - strength (1 - value)")
+    strength: float = Field(
+        1.0, ge=0, description="scales the reduction: multiplier = max(0, 1 - strength (1 - value))"
+    )
     layers: list[str] = Field(["occupation", "community"])
     hold_last: bool = Field(True, description="keep the last value after the series ends (else 1)")
+    household_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of the reduction also applied to household contacts when 'household' is not in layers "
+        "(distancing and isolation of the sick at home, hygiene): household multiplier = "
+        "1 - household_share strength (1 - value)",
+    )
+    recovery: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="share of the series' rise above its running minimum that returns as contacts: the value "
+        "used on a day is min + recovery (value - min), min the lowest value so far; 1 uses the series as is, "
+        "0 holds its lowest level (mobility recovered in May-June 2020 while transmission stayed low)",
+    )
 
     @model_validator(mode="after")
     def _known(self) -> Series:
@@ -60,6 +78,14 @@ class Series(BaseModel):
         if "multiplier" not in frame.columns or frame["multiplier"].isna().any() or (frame["multiplier"] < 0).any():
             raise ValueError(f"{self.source}: needs a column 'multiplier' of non-negative numbers")
         return frame["multiplier"].astype(float).tolist()
+
+    def levels(self, values: list[float]) -> list[float]:
+        """The values used day by day: each rise above the running minimum scaled by ``recovery``."""
+        out, low = [], float("inf")
+        for v in values:
+            low = min(low, v)
+            out.append(low + self.recovery * (v - low))
+        return out
 
 
 class Closure(BaseModel):
@@ -95,6 +121,7 @@ class ContactMultipliers(InterventionBase):
     def __init__(self, cfg: ContactMultipliersConfig) -> None:
         super().__init__(cfg)
         self.series = cfg.series.values() if cfg.series else []
+        self.levels = cfg.series.levels(self.series) if cfg.series else []
         self._closed: tuple[str, ...] = ()
 
     def hooks(self) -> dict:
@@ -108,11 +135,13 @@ class ContactMultipliers(InterventionBase):
                 for layer in LAYERS:
                     out[layer] *= getattr(ch, layer)
         s = self.cfg.series
-        if s is not None and day >= s.start_day and self.series:
+        if s is not None and day >= s.start_day and self.levels:
             i = day - s.start_day
-            value = self.series[i] if i < len(self.series) else (self.series[-1] if s.hold_last else 1.0)
+            value = self.levels[i] if i < len(self.levels) else (self.levels[-1] if s.hold_last else 1.0)
             for layer in s.layers:
-                out[layer] *= 1 - s.strength * (1 - value)
+                out[layer] *= max(0.0, 1 - s.strength * (1 - value))
+            if "household" not in s.layers:
+                out["household"] *= max(0.0, 1 - s.household_share * s.strength * (1 - value))
         return out
 
     def apply(self, sim: Simulation, day: int) -> None:
