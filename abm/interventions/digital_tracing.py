@@ -125,11 +125,12 @@ class DigitalTracing(InterventionBase):
             # Logged pairs touching an index case, looked up from both ends.
             log = self.phone_log(sim, d)
             for a, b in ((log.src, log.dst), (log.dst, log.src)):
-                hit = slot.index_select(0, a) >= 0
-                if history is not None:
-                    hit &= ((history.index_select(0, a) >> (day - 1 - d)) & 1) == 0
-                hit = hit.nonzero().squeeze(1)
-                owners.append(a.index_select(0, hit))
+                hit = (slot.index_select(0, a) >= 0).nonzero().squeeze(1)
+                own = a.index_select(0, hit)
+                if history is not None:  # checked on the few hits only
+                    met = (((history.index_select(0, own) >> (day - 1 - d)) & 1) == 0).nonzero().squeeze(1)
+                    own, hit = own.index_select(0, met), hit.index_select(0, met)
+                owners.append(own)
                 partners.append(b.index_select(0, hit))
             if tested is not None:
                 for i in range(start, len(owners)):
