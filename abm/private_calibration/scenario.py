@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abm.learning.errors import LearningScenarioError
-from abm.learning.scenario import PROTOCOL_NAMES, PrivacySpec, TrainingSpec
+from abm.learning.scenario import PROTOCOL_NAMES, ProtocolSpec, TrainingSpec
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 
 KIND = "private_calibration"
@@ -109,20 +109,11 @@ class CalibratorSpec(_Strict):
     batchnorm: bool = True
 
 
-class CalibrationProtocolSpec(_Strict):
-    """One protocol run; ``params`` are validated by the protocol's own config."""
+class CalibrationProtocolSpec(ProtocolSpec):
+    """One protocol run over calibrators: the learning package's protocol spec with calibrator
+    models in place of its classifiers."""
 
-    name: Literal[PROTOCOL_NAMES]  # type: ignore[valid-type]
-    label: str | None = None
-    params: dict[str, Any] = {}
     models: list[CalibratorSpec] | None = None
-    privacy: PrivacySpec | None = None
-    rounds: int | None = Field(None, ge=1)
-
-    @property
-    def key(self) -> str:
-        """Name shown in reports."""
-        return self.label or self.name
 
 
 class EvaluationSpec(_Strict):
