@@ -200,7 +200,8 @@ class LearningScenario(_Strict):
     runner: Literal["inprocess", "flower-sim", "flower"] = "inprocess"
 
 
-def _describe_loc(loc: tuple[Any, ...]) -> str:
+def describe_loc(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as a key path: ``protocols[0].params.lr``."""
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -268,13 +269,60 @@ def _model_in(ann: Any, value: Any) -> Any:
 def _error_message(source: str, err: ValidationError, data: Any, prefix: tuple = ()) -> str:
     first = err.errors()[0]
     loc = prefix + tuple(first["loc"])
-    path = _describe_loc(loc)
+    path = describe_loc(loc)
     value = first.get("input")
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc, data)
         what = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {allowed}" if allowed else "")
         return f"{source}: {path}: {what}"
     return f"{source}: {path}: bad value {value!r}: {first['msg']}"
+
+
+def check_protocols(
+    source: str,
+    protocols: list[ProtocolSpec],
+    default_models: list[Any],
+    runner: str,
+    data: Any,
+    member: str = "participant",
+) -> None:
+    """Checks of each protocol run that the schema cannot express: its params against the
+    protocol's own config, one architecture where the protocol needs it, what the Flower runners
+    carry, and privacy wrappers only on summing protocols. Raises LearningScenarioError naming
+    the file and the key path. ``member``: what a participant is called in messages."""
+    from abm.learning.protocols import protocol_class
+
+    for i, spec in enumerate(protocols):
+        cls = protocol_class(spec.name)
+        try:
+            cls.Config.model_validate(spec.params)
+        except ValidationError as e:
+            raise LearningScenarioError(_error_message(source, e, data, ("protocols", i, "params"))) from None
+        models = spec.models or default_models
+        if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].models: bad value: {spec.name} needs one architecture "
+                f"for every {member}; give a single model under protocols[i].models"
+            )
+        private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
+        if runner != "inprocess" and not cls.runs_on_clients:
+            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {runner!r}: "
+                f"the Flower runners carry only {allowed}; use runner: inprocess"
+            )
+        if runner != "inprocess" and spec.privacy is not None:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy: bad value for runner {runner!r}: the Flower "
+                "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); "
+                "use runner: inprocess"
+            )
+        if private and not cls.uses_aggregator:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy "
+                "wrappers apply only to protocols whose aggregation is a sum (fedavg, "
+                "fedprox, codream, codream_fast)"
+            )
 
 
 RUNNERS = ("inprocess", "flower-sim", "flower")
@@ -305,39 +353,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
         scenario = LearningScenario.model_validate(data)
     except ValidationError as e:
         raise LearningScenarioError(_error_message(source, e, data)) from None
-    from abm.learning.protocols import protocol_class
-
-    for i, spec in enumerate(scenario.protocols):
-        cls = protocol_class(spec.name)
-        try:
-            cls.Config.model_validate(spec.params)
-        except ValidationError as e:
-            raise LearningScenarioError(_error_message(source, e, data, ("protocols", i, "params"))) from None
-        models = spec.models or scenario.models
-        if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].models: bad value: {spec.name} needs one architecture "
-                "for every participant; give a single model under protocols[i].models"
-            )
-        private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
-        if scenario.runner != "inprocess" and not cls.runs_on_clients:
-            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {scenario.runner!r}: "
-                f"the Flower runners carry only {allowed}; use runner: inprocess"
-            )
-        if scenario.runner != "inprocess" and spec.privacy is not None:
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy: bad value for runner {scenario.runner!r}: the Flower "
-                "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); "
-                "use runner: inprocess"
-            )
-        if private and not cls.uses_aggregator:
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy "
-                "wrappers apply only to protocols whose aggregation is a sum (fedavg, "
-                "fedprox, codream, codream_fast)"
-            )
+    check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data)
     for i, m in enumerate(scenario.models):
         if m.kind == "cnn" and scenario.data.source != "digits":
             raise LearningScenarioError(

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abm.learning.errors import LearningScenarioError
-from abm.learning.scenario import PROTOCOL_NAMES, ProtocolSpec, TrainingSpec
+from abm.learning.scenario import ProtocolSpec, TrainingSpec, check_protocols, describe_loc
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 
 KIND = "private_calibration"
@@ -190,13 +190,6 @@ class PrivateCalibrationScenario(_Strict):
         )
 
 
-def _describe_loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
-    return out or "<top level>"
-
-
 def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
     for part in loc:
         try:
@@ -245,7 +238,7 @@ def load_scenario(
     except ValidationError as e:
         first = e.errors()[0]
         loc = tuple(first["loc"])
-        path = _describe_loc(loc)
+        path = describe_loc(loc)
         if first["type"] == "extra_forbid" or first["type"] == "extra_forbidden":
             parent = _model_at(loc[:-1])
             allowed = f"; allowed keys: {', '.join(parent.model_fields)}" if parent is not None else ""
@@ -256,39 +249,8 @@ def load_scenario(
         if loc and value is None:
             value = _lookup(data, loc)
         raise LearningScenarioError(f"{source}: {path}: bad value {value!r}: {first['msg']}") from None
-    from abm.learning.protocols import protocol_class
-
+    check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data, member="institution")
     for i, spec in enumerate(scenario.protocols):
-        cls = protocol_class(spec.name)
-        try:
-            cls.Config.model_validate(spec.params)
-        except ValidationError as e:
-            first = e.errors()[0]
-            path = _describe_loc(("protocols", i, "params", *first["loc"]))
-            raise LearningScenarioError(f"{source}: {path}: bad value {first.get('input')!r}: {first['msg']}") from None
-        models = spec.models or scenario.models
-        if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].models: bad value: {spec.name} needs one architecture "
-                "for every institution; give a single model under protocols[i].models"
-            )
-        private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
-        if scenario.runner != "inprocess" and not cls.runs_on_clients:
-            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {scenario.runner!r}: "
-                f"the Flower runners carry only {allowed}; use runner: inprocess"
-            )
-        if scenario.runner != "inprocess" and spec.privacy is not None:
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy: bad value for runner {scenario.runner!r}: the Flower "
-                "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); use runner: inprocess"
-            )
-        if private and not cls.uses_aggregator:
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy wrappers apply only to "
-                "protocols whose aggregation is a sum (fedavg, fedprox, codream, codream_fast)"
-            )
         if spec.name == "p2p_selection":
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].name: bad value 'p2p_selection': not used for private calibration; "
