@@ -381,8 +381,65 @@ def test_vaccination_dose2_dropout_daily_redraws_the_return_every_day(draw, low,
     assert low <= two <= high, two
 
 
+# ----------------------------------------------------------------------------- seeding
+def seeded(resample: bool, replicates: int, seed: int = 5, day: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per replicate, the sorted infected agent ids and their stages after the seeding day."""
+    n = 1000
+    pop = make_population([[i] for i in range(n)])
+    seeding = SeedingConfig(
+        day=day, infections={"asymptomatic": 3, "presymptomatic_mild": 2}, resample_per_replicate=resample
+    )
+    sim = Simulation(pop, DiseaseConfig(), quiet_contacts(), seeding, days=day + 1, replicates=replicates, seed=seed)
+    sim.run()
+    stage = sim.state.stage.view(replicates, n).numpy()
+    ids = np.stack([np.flatnonzero(row) for row in stage])
+    return ids, np.take_along_axis(stage, ids, axis=1)
+
+
+def test_seeding_without_resampling_infects_the_same_agents_in_every_replicate():
+    ids, stages = seeded(resample=False, replicates=4)
+    assert ids.shape == (4, 5)
+    assert (ids == ids[0]).all() and (stages == stages[0]).all()
+    assert sorted(stages[0].tolist()) == [Stage.ASYMPTOMATIC] * 3 + [Stage.PRESYMPTOMATIC_MILD] * 2
+    # One draw from the simulation seed: the same agents whatever the number of replicates;
+    # another seed draws others.
+    assert (seeded(resample=False, replicates=1)[0][0] == ids[0]).all()
+    later, _ = seeded(resample=False, replicates=2, day=3)
+    assert (later == later[0]).all() and later.shape == (2, 5)
+    assert set(seeded(resample=False, replicates=1, seed=6)[0][0]) != set(ids[0])
+
+
+def test_seeding_with_resampling_draws_other_agents_in_each_replicate():
+    ids, stages = seeded(resample=True, replicates=4)
+    assert ids.shape == (4, 5)
+    assert len({tuple(row) for row in ids}) == 4
+    assert all(sorted(row.tolist()) == [Stage.ASYMPTOMATIC] * 3 + [Stage.PRESYMPTOMATIC_MILD] * 2 for row in stages)
+    assert SeedingConfig().resample_per_replicate is True
+
+
+def test_reference_scenarios_seed_the_same_agents_in_every_run_and_scenario():
+    from abm.runs import resolve
+
+    n, r = 2000, 3
+    pop = build_reference_population(n, 1234)
+    infected = []
+    for name in ("ni", "ct_app70", "vacc_t60_ct"):
+        sc = resolve(ROOT / "scenarios/reference" / f"{name}.yaml")
+        assert sc.seeding.resample_per_replicate is False
+        sim = Simulation(
+            pop, sc.disease, sc.contacts, sc.seeding, days=2, replicates=r, seed=sc.simulation.seed,
+            interventions=sc.interventions.build(),
+        )  # fmt: skip
+        sim.step(0)
+        stage = sim.state.stage.view(r, n)
+        assert (stage == stage[0]).all()
+        infected.append(stage[0].nonzero().squeeze(1).tolist())
+    assert len(infected[0]) == 5 and infected[0] == infected[1] == infected[2]
+
+
 # ----------------------------------------------------------------------------- scenarios
 SWITCH_DEFAULTS = {
+    "seeding.resample_per_replicate": True,
     "population.kind": "region",
     "contacts.household.normalizer": "size",
     "contacts.community.construction": "local_mix",
@@ -428,6 +485,7 @@ def test_reference_scenarios_set_the_reference_behaviours():
     ct = load_scenario(ROOT / "scenarios/reference/vacc_t60_ct.yaml")
     values = switch_values(ct)
     assert values == {
+        "seeding.resample_per_replicate": False,
         "population.kind": "reference",
         "contacts.household.normalizer": "member_list_string",
         "contacts.community.construction": "stub_path",

@@ -9,6 +9,7 @@ replicate ``r``; no contact crosses copies.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,9 +75,18 @@ class CommunityContacts(BaseModel):
     local_spread_tracts: float = Field(
         2.0, gt=0, description="sd, in tracts along the map's space-filling order, of a local contact"
     )
+    cycle_days: int = Field(
+        10,
+        ge=2,
+        multiple_of=2,
+        description="local_mix: community contacts recur on a cycle of this many days: over a cycle an agent meets "
+        "about cycle_days * k_i different people, the same again in the next cycle (longer: fewer repeat "
+        "contacts, more memory)",
+    )
     construction: Literal["local_mix", "stub_path"] = Field(
         "local_mix",
-        description="local_mix: half as many contacts as stubs, mostly near home (degree about k_i, intended); "
+        description="local_mix: half the stubs start a contact each day, mostly near home, on a cycle "
+        "(degree about k_i, intended; see cycle_days); "
         "stub_path: every agent's k_i stubs shuffled daily and consecutive stubs joined, a path with degree "
         "about 2 k_i (reproduces the reference code, specs section 11 Q8; local_share is not used)",
     )
@@ -338,11 +348,11 @@ class OccupationLayer:
         return raw
 
 
-class CommunityLayer:
-    """Each agent has a fixed daily number of contacts k_i (negative binomial by age class).
-    Each day, half as many contacts as stubs are drawn: one end a uniformly random stub, the
-    other a stub near it in home order (local) or a uniformly random stub; so an agent's
-    expected degree is k_i."""
+class CommunityLayer(ABC):
+    """Random community contacts. Each agent has a fixed daily number of contacts k_i (negative
+    binomial by age class), held as k_i "stubs" laid out in home order; what varies is how a
+    day's stubs are joined (:class:`PooledCommunityLayer`, or the reference code's
+    :class:`~abm.engine.reference_contacts.StubPathCommunityLayer`)."""
 
     name = "community"
 
@@ -355,61 +365,105 @@ class CommunityLayer:
         cls = np.asarray(AGE_CLASS_OF_GROUP)[pop.age_group]
         mean = np.asarray(cfg.mean_contacts, dtype=np.float64)[cls]
         sd = np.asarray(cfg.sd_contacts, dtype=np.float64)[cls]
-        stubs_per_rep, counts = [], []
-        for r in range(replicates):
-            k = negative_binomial(rng, mean, sd)
-            stubs_per_rep.append(np.repeat(np.arange(n), k) + r * n)
-            counts.append(int(k.sum()))
-        self.stubs = torch.as_tensor(np.concatenate(stubs_per_rep), dtype=torch.int64, device=device)
-        self.counts = torch.as_tensor(counts, dtype=torch.int64, device=device)
+        ks = [negative_binomial(rng, mean, sd) for _ in range(replicates)]
+        k = torch.as_tensor(np.concatenate(ks), dtype=torch.int64, device=device)
+        # stubs[j]: the agent (over all R * N) of stub j; stub_ptr: each agent's stubs (CSR).
+        self.stubs = torch.repeat_interleave(torch.arange(n * replicates, device=device), k)
+        self.stub_ptr = torch.cat([k.new_zeros(1), torch.cumsum(k, 0)])
+        self.counts = torch.as_tensor([int(x.sum()) for x in ks], dtype=torch.int64, device=device)
         self.starts = torch.cumsum(self.counts, 0) - self.counts
-        per_tract = max(1.0, float(np.mean(counts)) / max(1, len(pop.tracts)))
+        per_tract = max(1.0, float(self.counts.double().mean()) / max(1, len(pop.tracts)))
         self.spread = cfg.local_spread_tracts * per_tract
         norm = np.asarray(cfg.mean_contacts, dtype=np.float32)[cls]
         self.coef = (cfg.weight / torch.as_tensor(np.maximum(norm, 1e-9))).repeat(replicates).to(device)
-        # Edge slots per replicate: floor(stubs / 2).
-        edge_rep = torch.repeat_interleave(torch.arange(replicates, device=device), self.counts // 2)
-        self.edge_count = self.counts[edge_rep].to(torch.float64)
-        self.edge_last = (self.counts[edge_rep] - 1).to(torch.float32)  # exact below 2^24 stubs
-        self.edge_start = self.starts[edge_rep]
-        self._day: int | None = None
-        self._edges = Edges(self.stubs[:0], self.stubs[:0])
 
+    def other_ends(self, first: torch.Tensor, count: int, u: torch.Tensor) -> torch.Tensor:
+        """The other end of contacts whose first ends are the stub positions ``first`` (within a
+        replicate of ``count`` stubs), placed by uniforms ``u``: with probability local_share a
+        stub near the first (uniformly within +-sqrt(3) sd of it, so the sd is the local spread),
+        otherwise any stub."""
+        share, last = self.cfg.local_share, float(count - 1)
+        local = u < share
+        jump = ((u / share - 0.5) * (2 * math.sqrt(3) * self.spread)).round_() if share > 0 else torch.zeros_like(u)
+        far = ((u - share) / max(1 - share, 1e-12) * last).floor_()
+        return torch.where(local, first.to(u.dtype) + jump, far).clamp_(0, last).long()
+
+    @abstractmethod
     def edges(self, day: int) -> Edges:
-        """The day's contacts: two uniforms per contact. The first picks one end's stub; the
-        second decides local or not and, rescaled, places the other end (uniformly within
-        +-sqrt(3) sd stubs of the first, or anywhere)."""
-        if self._day == day:
-            return self._edges
-        gen = generator(self.seed, "community", day, self.device)
-        # One double-precision uniform per contact: its integer part over the stub count picks
-        # the first end, its fractional part (still 30+ random bits) places the other.
-        scaled = torch.rand(self.edge_count.shape[0], generator=gen, device=self.device, dtype=torch.float64)
-        scaled *= self.edge_count
-        a = scaled.floor()
-        v = (scaled - a).float()
-        last = self.edge_last
-        a = a.float().clamp_max_(last)
-        share = self.cfg.local_share
-        local = v < share
-        jump = (v / share - 0.5) * (2 * math.sqrt(3) * self.spread) if share > 0 else torch.zeros_like(v)
-        far = ((v - share) / max(1 - share, 1e-12)) * last
-        b = torch.where(local, a + jump.round_(), far.floor_()).clamp_(min=0).minimum(last)
-        a_idx, b_idx = a.long(), b.long()
-        if self.counts.shape[0] > 1:
-            a_idx += self.edge_start
-            b_idx += self.edge_start
-        self._edges = Edges(self.stubs.index_select(0, a_idx), self.stubs.index_select(0, b_idx))
-        self._day = day
-        return self._edges
+        """The day's contacts, each once."""
+
+    @abstractmethod
+    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
 
     def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Sum of infectiousness over each agent's contacts today."""
-        e = self.edges(day)
-        raw = torch.zeros_like(x)
-        raw.scatter_add_(0, e.dst, x.index_select(0, e.src))
-        raw.scatter_add_(0, e.src, x.index_select(0, e.dst))
-        return raw
+        """Sum of infectiousness over each agent's contacts today, pushed from the infectious."""
+        owner, partner = self.contacts_of(src, day)
+        return torch.zeros_like(x).index_add_(0, partner, w.index_select(0, owner))
+
+
+class PooledCommunityLayer(CommunityLayer):
+    """Community contacts that recur on a cycle of ``cycle_days`` days (``construction:
+    local_mix``).
+
+    At setup every stub starts ``cycle_days / 2`` potential contacts, each ending at a stub near
+    home (local_share) or anywhere, one on every other day of the cycle (on the even or the odd
+    days, drawn per stub). So each day a stub starts a contact with probability 1/2 and receives
+    about 1/2: an agent's expected daily degree is k_i, and over a cycle it meets about
+    ``cycle_days * k_i`` different people, the same ones again in the next cycle.
+
+    Potential contact e joins the agent of stub e // h (h = cycle_days / 2) to the agent
+    ``partner[e]`` on the days d with d mod cycle_days = parity(stub) + 2 (e mod h). The
+    contacts that end at an agent are indexed by (agent, day of the cycle), so a day's contacts
+    of any agents are read off directly: transmission pushes from the infectious and tracing
+    looks up index cases, each at the cost of the contacts themselves.
+    """
+
+    def __init__(
+        self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int
+    ) -> None:
+        super().__init__(pop, cfg, replicates, device, seed)
+        m = self.cycle = cfg.cycle_days
+        h = self.per_stub = m // 2
+        gen = generator(seed, "community-cycle", -1, device)
+        self.parity = (torch.rand(self.stubs.shape[0], generator=gen, device=device) < 0.5).to(torch.int8)
+        partner = []
+        for start, count in zip(self.starts.tolist(), self.counts.tolist(), strict=True):
+            first = torch.arange(count, device=device).repeat_interleave(h)
+            u = torch.rand(first.shape[0], generator=gen, device=device, dtype=torch.float64)
+            partner.append(self.stubs.index_select(0, self.other_ends(first, count, u) + start).int())
+        self.partner = torch.cat(partner) if partner else torch.zeros(0, dtype=torch.int32, device=device)
+        # Contacts ending at each agent, by (agent, day of the cycle): rows agent * m + day.
+        e = torch.arange(self.partner.shape[0], device=device)
+        phase = self.parity.index_select(0, e // h).long() + 2 * (e % h)
+        key = self.partner.long() * m + phase
+        rows = pop.size * replicates * m
+        if rows < 2**31:
+            key = key.int()
+        self.rev_edge = torch.sort(key, stable=True).indices.int()
+        counts = torch.bincount(key, minlength=rows)
+        self.rev_ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+
+    def edges(self, day: int) -> Edges:
+        """The day's contacts, each once: those started today."""
+        p = day % self.cycle
+        s = (self.parity == p % 2).nonzero().squeeze(1)
+        e = s * self.per_stub + p // 2
+        return Edges(self.stubs.index_select(0, s), self.partner.index_select(0, e).long())
+
+    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``: those they
+        start today and those that end at them today."""
+        p = day % self.cycle
+        pos, own1 = expand_rows(self.stub_ptr, agents)
+        started = (self.parity.index_select(0, pos) == p % 2).nonzero().squeeze(1)
+        own1 = own1.index_select(0, started)
+        to = self.partner.index_select(0, pos.index_select(0, started) * self.per_stub + p // 2).long()
+        pos2, own2 = expand_rows(self.rev_ptr, agents * self.cycle + p)
+        frm = self.stubs.index_select(0, self.rev_edge.index_select(0, pos2).long() // self.per_stub)
+        owner, partner = torch.cat([own1, own2]), torch.cat([to, frm])
+        keep = partner != agents.index_select(0, owner)
+        return owner[keep], partner[keep]
 
 
 def negative_binomial(rng: np.random.Generator, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:

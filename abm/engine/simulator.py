@@ -66,6 +66,14 @@ class SeedingConfig(BaseModel):
         default_factory=lambda: {"asymptomatic": 3, "presymptomatic_mild": 2},
         description="number of agents put in each stage on that day (chosen at random)",
     )
+    resample_per_replicate: bool = Field(
+        True,
+        description=(
+            "true: every replicate draws its own infected agents; false: the same agents (drawn once from "
+            "the simulation seed, among agents susceptible in every replicate) in every replicate, as the "
+            "reference code's population file fixes them (specs: epidemic model section 2.7)"
+        ),
+    )
 
     @field_validator("infections")
     @classmethod
@@ -283,6 +291,8 @@ class Simulation:
         self.recorder.transitions(due, old, new)
 
     def _seed(self, day: int) -> None:
+        """Put the seeding's agents into their stages: drawn per replicate, or one draw shared by
+        every replicate (``resample_per_replicate: false``)."""
         gen = generator(self.seed, "seeding", day, self.device)
         counts = [(STAGE_NAMES.index(k), v) for k, v in self.seeding.infections.items() if v > 0]
         per_rep = sum(v for _, v in counts)
@@ -290,12 +300,22 @@ class Simulation:
             return
         if per_rep > self.n:
             raise ValueError(f"seeding asks for {per_rep} infections but there are {self.n} agents")
+        stage_list = torch.cat([torch.full((v,), k, device=self.device) for k, v in counts])
+        susceptible = (self.state.stage == Stage.SUSCEPTIBLE).view(self.replicates, self.n)
         picks, stages = [], []
-        for r in range(self.replicates):
-            susceptible = (self.state.stage[r * self.n : (r + 1) * self.n] == Stage.SUSCEPTIBLE).nonzero().squeeze(1)
-            chosen = susceptible[torch.randperm(susceptible.shape[0], generator=gen, device=self.device)[:per_rep]]
-            picks.append(chosen + r * self.n)
-            stages.append(torch.cat([torch.full((v,), k, device=self.device) for k, v in counts])[: chosen.shape[0]])
+        if not self.seeding.resample_per_replicate:
+            candidates = susceptible.all(0).nonzero().squeeze(1)
+            chosen = candidates[torch.randperm(candidates.shape[0], generator=gen, device=self.device)[:per_rep]]
+            offsets = torch.arange(self.replicates, device=self.device) * self.n
+            picks.append((chosen[None, :] + offsets[:, None]).reshape(-1))
+            stages.append(stage_list[: chosen.shape[0]].repeat(self.replicates))
+        else:
+            for r in range(self.replicates):
+                candidates = susceptible[r].nonzero().squeeze(1)
+                perm = torch.randperm(candidates.shape[0], generator=gen, device=self.device)
+                chosen = candidates[perm[:per_rep]]
+                picks.append(chosen + r * self.n)
+                stages.append(stage_list[: chosen.shape[0]])
         self._infect(torch.cat(picks), torch.cat(stages).long(), day, gen)
 
     # ----------------------------------------------------------------- helpers for hooks

@@ -16,11 +16,10 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.contacts import Edges
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
-from abm.interventions.tracing import bernoulli, notify, unique_pairs
+from abm.interventions.tracing import bernoulli, notify, window_contacts
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
 APP_WEIGHTS = [0.09, 0.80, 0.97, 0.96, 0.94, 0.86, 0.70, 0.48, 0.32]
@@ -88,59 +87,16 @@ class DigitalTracing(InterventionBase):
         self.positive_day = sim.field("positive_day", torch.int16, -1)
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
-        self.log: dict[int, Edges] = {}
 
     def hooks(self) -> dict:
         return {Phase.TRACING: self.trace}
 
-    def phone_log(self, sim: Simulation, day: int) -> Edges:
-        """The community contacts phones logged on ``day`` (both with the app). The day's
-        contacts are re-created from their random stream when first needed, then kept for
-        the window."""
-        if day not in self.log:
-            e = sim.community.edges(day)
-            a_app, b_app = self.has_app.index_select(0, e.src), self.has_app.index_select(0, e.dst)
-            both = ((a_app & b_app) if self.cfg.require_app == "both" else (a_app | b_app)) & (e.src != e.dst)
-            keep = both.nonzero().squeeze(1)
-            self.log[day] = Edges(e.src.index_select(0, keep), e.dst.index_select(0, keep))
-            for old in [d for d in self.log if d < day - self.cfg.window_days]:
-                del self.log[old]
-        return self.log[day]
-
     def contacts(self, sim: Simulation, index: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(index case, contact) over the window, both with the app."""
-        owners, partners = [], []
-        slot = torch.full((sim.total,), -1, dtype=torch.int64, device=sim.device)
-        slot[index] = torch.arange(index.shape[0], device=sim.device)
-        history = sim.fields.get("isolated_history")
+        """(index case, contact) over the window on every layer, the contact with the app."""
         tested = sim.fields.get("last_test_day") if self.cfg.skip_tested_contacts else None
-        for d in range(max(0, day - self.cfg.window_days), day):
-            start = len(owners)
-            # An index case isolated on day d met nobody that day.
-            active = index if history is None else index[((history.index_select(0, index) >> (day - 1 - d)) & 1) == 0]
-            for layer in (sim.household, sim.occupation):
-                o, p = layer.contacts_of(active, d)
-                owners.append(active.index_select(0, o))
-                partners.append(p)
-            # Logged pairs touching an index case, looked up from both ends.
-            log = self.phone_log(sim, d)
-            for a, b in ((log.src, log.dst), (log.dst, log.src)):
-                hit = (slot.index_select(0, a) >= 0).nonzero().squeeze(1)
-                own = a.index_select(0, hit)
-                if history is not None:  # checked on the few hits only
-                    met = (((history.index_select(0, own) >> (day - 1 - d)) & 1) == 0).nonzero().squeeze(1)
-                    own, hit = own.index_select(0, met), hit.index_select(0, met)
-                owners.append(own)
-                partners.append(b.index_select(0, hit))
-            if tested is not None:
-                for i in range(start, len(owners)):
-                    fresh = (tested.index_select(0, partners[i]) < d).nonzero().squeeze(1)
-                    owners[i], partners[i] = owners[i].index_select(0, fresh), partners[i].index_select(0, fresh)
-        if not owners:
-            return index[:0], index[:0]
-        owner, partner = torch.cat(owners), torch.cat(partners)
+        owner, partner = window_contacts(sim, index, day, self.cfg.window_days, sim.layers, tested)
         keep = self.has_app.index_select(0, partner)
-        return unique_pairs(owner[keep], partner[keep], sim.total)
+        return owner[keep], partner[keep]
 
     def trace(self, sim: Simulation, day: int) -> None:
         c = self.cfg

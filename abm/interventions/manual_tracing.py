@@ -22,7 +22,7 @@ from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
-from abm.interventions.tracing import bernoulli, notify, unique_pairs
+from abm.interventions.tracing import bernoulli, notify, window_contacts
 
 
 class ManualTracingConfig(BaseModel):
@@ -99,20 +99,9 @@ class ManualTracing(InterventionBase):
             return
         if c.cost_per_interview > 0:
             sim.book_cost("mct_interview", day, sim.per_replicate(index), c.cost_per_interview)
-        owners, partners = [], []
-        history = sim.fields.get("isolated_history")
         tested = sim.fields.get("last_test_day") if c.skip_tested_contacts else None
-        for d in range(max(0, day - c.window_days), day):
-            # An index case isolated on day d met nobody that day.
-            active = index if history is None else index[((history.index_select(0, index) >> (day - 1 - d)) & 1) == 0]
-            for layer in (sim.household, sim.occupation):
-                o, p = layer.contacts_of(active, d)
-                if tested is not None:
-                    fresh = (tested.index_select(0, p) < d).nonzero().squeeze(1)
-                    o, p = o.index_select(0, fresh), p.index_select(0, fresh)
-                owners.append(active.index_select(0, o))
-                partners.append(p)
-        _owner, partner = unique_pairs(torch.cat(owners), torch.cat(partners), sim.total)
+        layers = (sim.household, sim.occupation)
+        _owner, partner = window_contacts(sim, index, day, c.window_days, layers, tested)
         if c.recall_unit == "pair":  # recall per (index case, contact)
             traced = torch.unique(partner[bernoulli(sim, "mct-recall", day, partner.shape[0], c.recall)])
         else:  # one recall draw per contact
