@@ -153,17 +153,46 @@ def test_unused_pandas_import_guard():
 
 
 def test_pushing_from_the_infectious_equals_summing_over_all_edges(kc_100k):
-    """The occupation layer pushes along static ring contacts plus today's rewired ones; the
-    result must equal the plain sum over the day's full edge list."""
+    """Each layer pushes from the infectious (the ring contacts plus today's rewired ones; the
+    community contacts of today's day of the cycle); the result must equal the plain sum over
+    the day's full edge list."""
     sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=5, replicates=2, seed=8)
     gen = torch.Generator().manual_seed(0)
     src = torch.randperm(sim.total, generator=gen)[:5000]
     x = torch.zeros(sim.total)
     x[src] = torch.rand(5000, generator=gen)
-    for layer in (sim.occupation, sim.household):
+    for layer in (sim.occupation, sim.household, sim.community):
         for day in (1, 2):
             e = layer.edges(day)
             full = torch.zeros(sim.total, dtype=torch.float64)
             full.index_add_(0, e.dst, x[e.src].double())
             full.index_add_(0, e.src, x[e.dst].double())
-            assert torch.allclose(layer.pressure(day, src, x[src], x).double(), full, atol=1e-5)
+            # Compared where it matters, at agents that are not sources (a contact that lands
+            # on its own agent carries nothing, and layers may count it or not).
+            others = torch.ones(sim.total, dtype=torch.bool)
+            others[src] = False
+            got = layer.pressure(day, src, x[src], x).double()
+            assert torch.allclose(got[others], full[others], atol=1e-5)
+            assert full[others].count_nonzero() > 1000
+
+
+def test_community_contacts_are_symmetric_and_recur_on_their_cycle(kc_100k):
+    contacts = quiet_contacts(community={"weight": 1.0, "mean_contacts": (2, 4, 3), "sd_contacts": (2, 4, 3)})
+    sim = Simulation(kc_100k, DiseaseConfig(), contacts, NO_SEEDS, days=30, replicates=2, seed=5)
+    layer, n = sim.community, sim.total
+    everyone = torch.arange(n)
+
+    def pairs(day: int) -> torch.Tensor:
+        owner, partner = layer.contacts_of(everyone, day)
+        return torch.sort(owner * n + partner).values
+
+    e = layer.edges(3)
+    keep = e.src != e.dst
+    both = torch.cat([e.src[keep] * n + e.dst[keep], e.dst[keep] * n + e.src[keep]])
+    # Looked up agent by agent, a day's contacts are exactly the day's edges seen from both ends.
+    assert torch.equal(pairs(3), torch.sort(both).values)
+    assert torch.equal(pairs(3), pairs(3 + contacts.community.cycle_days)), "the cycle repeats"
+    assert not torch.equal(pairs(3), pairs(4))
+    # Over a cycle an agent meets about cycle_days * k_i contacts, most of them different people.
+    week = torch.cat([pairs(d) for d in range(contacts.community.cycle_days)])
+    assert torch.unique(week).shape[0] > 0.9 * week.shape[0]
