@@ -127,9 +127,9 @@ def expand_ranges(begin: torch.Tensor, end: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def expand_rows(ptr: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions of every entry of CSR ``rows`` (given row pointers ``ptr``) and each
-    position's index into ``rows``."""
-    return expand_ranges(ptr.index_select(0, rows), ptr.index_select(0, rows + 1))
+    """Positions of every entry of CSR ``rows`` (given row pointers ``ptr``, int32 or int64)
+    and each position's index into ``rows``."""
+    return expand_ranges(ptr.index_select(0, rows).long(), ptr.index_select(0, rows + 1).long())
 
 
 class PairIndex:
@@ -428,21 +428,26 @@ class PooledCommunityLayer(CommunityLayer):
         gen = generator(seed, "community-cycle", -1, device)
         self.parity = (torch.rand(self.stubs.shape[0], generator=gen, device=device) < 0.5).to(torch.int8)
         partner = []
+        chunk = 1 << 20  # stubs per draw, to bound the memory of building the network
         for start, count in zip(self.starts.tolist(), self.counts.tolist(), strict=True):
-            first = torch.arange(count, device=device).repeat_interleave(h)
-            u = torch.rand(first.shape[0], generator=gen, device=device, dtype=torch.float64)
-            partner.append(self.stubs.index_select(0, self.other_ends(first, count, u) + start).int())
+            for lo in range(0, count, chunk):
+                first = torch.arange(lo, min(lo + chunk, count), device=device).repeat_interleave(h)
+                u = torch.rand(first.shape[0], generator=gen, device=device, dtype=torch.float64)
+                partner.append(self.stubs.index_select(0, self.other_ends(first, count, u) + start).int())
         self.partner = torch.cat(partner) if partner else torch.zeros(0, dtype=torch.int32, device=device)
+        del partner
         # Contacts ending at each agent, by (agent, day of the cycle): rows agent * m + day.
-        e = torch.arange(self.partner.shape[0], device=device)
-        phase = self.parity.index_select(0, e // h).long() + 2 * (e % h)
-        key = self.partner.long() * m + phase
         rows = pop.size * replicates * m
-        if rows < 2**31:
-            key = key.int()
+        wide = torch.int64 if rows >= 2**31 else torch.int32
+        phase = self.parity.to(wide).repeat_interleave(h) + (2 * torch.arange(h, dtype=wide, device=device)).repeat(
+            self.stubs.shape[0]
+        )
+        key = self.partner.to(wide) * m + phase
+        del phase
         self.rev_edge = torch.sort(key, stable=True).indices.int()
         counts = torch.bincount(key, minlength=rows)
-        self.rev_ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+        del key
+        self.rev_ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).to(wide)
 
     def edges(self, day: int) -> Edges:
         """The day's contacts, each once: those started today."""
