@@ -152,6 +152,7 @@ class HouseholdLayer:
     """Complete graph per household, computed as per-household sums (no edges)."""
 
     name = "household"
+    static = True  # the same contacts every day
 
     def __init__(self, pop: Population, cfg: HouseholdContacts, replicates: int, device: torch.device) -> None:
         self.index = tile(pop.household, replicates, pop.num_households, device)
@@ -256,6 +257,7 @@ class OccupationLayer:
         self.categories = list(pop.categories)
         self._base_coef = self.coef
         self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._moved: dict[int, torch.Tensor] = {}
         self._rewired_pairs: dict[int, PairIndex] = {}
 
     def scale_settings(self, scale: dict[str, float]) -> None:
@@ -269,13 +271,9 @@ class OccupationLayer:
 
     def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
-        idx, new = self.rewiring(day)  # idx is sorted
+        idx, new = self.rewiring(day)
         pos, owner = expand_rows(self.inc_ptr, agents)
-        edge = self.inc_edge.index_select(0, pos)
-        if idx.numel():
-            stays = idx.index_select(0, torch.searchsorted(idx, edge).clamp_max(idx.shape[0] - 1)) != edge
-        else:
-            stays = torch.ones_like(edge, dtype=torch.bool)
+        stays = ~self.moved(day).index_select(0, self.inc_edge.index_select(0, pos))
         if day not in self._rewired_pairs:
             if len(self._rewired_pairs) >= 16:
                 self._rewired_pairs.pop(min(self._rewired_pairs))
@@ -316,9 +314,20 @@ class OccupationLayer:
             slot = self.group_start.index_select(0, idx) + (u * size).long().clamp_max(size - 1)
             new = self.members.index_select(0, slot)
         if len(self._rewired_by_day) >= 16:  # keep the last days, for tracing
-            self._rewired_by_day.pop(min(self._rewired_by_day))
+            old = min(self._rewired_by_day)
+            self._rewired_by_day.pop(old)
+            self._moved.pop(old, None)
         self._rewired_by_day[day] = (idx, new)
         return idx, new
+
+    def moved(self, day: int) -> torch.Tensor:
+        """Per ring contact, whether it is rewired on ``day`` (kept with the day's rewiring)."""
+        if day not in self._moved:
+            idx, _ = self.rewiring(day)
+            self._moved[day] = torch.zeros(self.src.shape[0], dtype=torch.bool, device=self.device).index_fill_(
+                0, idx, True
+            )
+        return self._moved[day]
 
     def edges(self, day: int) -> Edges:
         """The day's contacts: the ring lattice with today's rewiring."""
@@ -337,10 +346,8 @@ class OccupationLayer:
             raw.scatter_add_(0, e.src, x.index_select(0, e.dst))
             return raw
         idx, new = self.rewiring(day)
-        moved = torch.zeros(self.src.shape[0], dtype=torch.bool, device=x.device)
-        moved[idx] = True
         pos, owner = expand_rows(self.inc_ptr, src)
-        stays = ~moved.index_select(0, self.inc_edge.index_select(0, pos))
+        stays = ~self.moved(day).index_select(0, self.inc_edge.index_select(0, pos))
         raw.index_add_(0, self.inc_nbr.index_select(0, pos), w.index_select(0, owner) * stays)
         a = self.src.index_select(0, idx)
         raw.index_add_(0, new, x.index_select(0, a))

@@ -144,6 +144,9 @@ class Simulation:
         )
         # Per-agent fields interventions share (written by one, read by others), by name.
         self.fields: dict[str, torch.Tensor] = {}
+        # Values interventions derive and share (e.g. a day's traced contacts), keyed by what
+        # they depend on, the day included.
+        self.memo: dict[tuple, object] = {}
         # Whether an isolated agent is also shielded from infection (intended), or only stops
         # infecting others (the reference code; quarantine's ``blocks`` sets it).
         self.isolation_shields = True

@@ -37,19 +37,57 @@ def window_contacts(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Distinct (index case, contact) pairs on ``layers`` over the days [day - window_days, day).
 
-    Days on which an index case was isolated are skipped (it met nobody then; field
+    ``index`` must be agents whose positive result arrived today (field ``positive_day``): the
+    contacts of all of them are found once per day and layer, and shared by the tracers. Days
+    on which an index case was isolated are skipped (it met nobody then; field
     ``isolated_history``). With ``tested`` (the field ``last_test_day``), a contact of day d who
     has taken a test on day d or later is skipped.
     """
+    found = [_positives_contacts(sim, layer, day, window_days, tested) for layer in layers]
+    owner = torch.cat([index[:0]] + [o for o, _ in found])
+    partner = torch.cat([index[:0]] + [p for _, p in found])
+    member = torch.zeros(sim.total, dtype=torch.bool, device=sim.device)
+    member[index] = True
+    keep = member.index_select(0, owner).nonzero().squeeze(1)
+    return unique_pairs(owner.index_select(0, keep), partner.index_select(0, keep), sim.total)
+
+
+def _positives_contacts(
+    sim: Simulation, layer: object, day: int, window_days: int, tested: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(index case, contact) on one layer over the window, for every agent positive today;
+    kept in ``sim.memo`` for the day."""
+    key = ("tracing", layer.name, day, window_days, tested is not None)
+    if key in sim.memo:
+        return sim.memo[key]
+    for old in [k for k in sim.memo if k[0] == "tracing" and k[2] != day]:
+        del sim.memo[old]
+    index = (sim.field("positive_day", torch.int16, -1) == day).nonzero().squeeze(1)
     history = sim.fields.get("isolated_history")
+    first = max(0, day - window_days)
+    if getattr(layer, "static", False):
+        # The same contacts every day: looked up once, kept when the index case met anyone in
+        # the window and, with ``tested``, the contact had not tested by its last such day.
+        last = torch.full_like(index, -1)
+        bits = None if history is None else history.index_select(0, index)
+        for d in range(first, day):
+            met = torch.ones_like(index, dtype=torch.bool) if bits is None else ((bits >> (day - 1 - d)) & 1) == 0
+            last = torch.where(met, d, last)
+        active = (last >= 0).nonzero().squeeze(1)
+        o, p = layer.contacts_of(index.index_select(0, active), day)
+        if tested is not None:
+            fresh = (tested.index_select(0, p) < last.index_select(0, active.index_select(0, o))).nonzero().squeeze(1)
+            o, p = o.index_select(0, fresh), p.index_select(0, fresh)
+        sim.memo[key] = (index.index_select(0, active.index_select(0, o)), p)
+        return sim.memo[key]
     owners, partners = [index[:0]], [index[:0]]
-    for d in range(max(0, day - window_days), day):
+    for d in range(first, day):
         active = index if history is None else index[((history.index_select(0, index) >> (day - 1 - d)) & 1) == 0]
-        for layer in layers:
-            o, p = layer.contacts_of(active, d)
-            if tested is not None:
-                fresh = (tested.index_select(0, p) < d).nonzero().squeeze(1)
-                o, p = o.index_select(0, fresh), p.index_select(0, fresh)
-            owners.append(active.index_select(0, o))
-            partners.append(p)
-    return unique_pairs(torch.cat(owners), torch.cat(partners), sim.total)
+        o, p = layer.contacts_of(active, d)
+        if tested is not None:
+            fresh = (tested.index_select(0, p) < d).nonzero().squeeze(1)
+            o, p = o.index_select(0, fresh), p.index_select(0, fresh)
+        owners.append(active.index_select(0, o))
+        partners.append(p)
+    sim.memo[key] = (torch.cat(owners), torch.cat(partners))
+    return sim.memo[key]
