@@ -196,3 +196,19 @@ def test_community_contacts_are_symmetric_and_recur_on_their_cycle(kc_100k):
     # Over a cycle an agent meets about cycle_days * k_i contacts, most of them different people.
     week = torch.cat([pairs(d) for d in range(contacts.community.cycle_days)])
     assert torch.unique(week).shape[0] > 0.9 * week.shape[0]
+
+
+def test_occupation_contacts_of_agents_are_the_days_edges_seen_from_them(kc_100k):
+    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=5, replicates=2, seed=3)
+    layer, n = sim.occupation, sim.total
+    agents = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:20_000]
+    mine = torch.zeros(n, dtype=torch.bool)
+    mine[agents] = True
+    for day in (0, 3):
+        owner, partner = layer.contacts_of(agents, day)
+        e = layer.edges(day)
+        keep = e.src != e.dst
+        a, b = torch.cat([e.src[keep], e.dst[keep]]), torch.cat([e.dst[keep], e.src[keep]])
+        assert torch.equal(
+            torch.sort(agents[owner] * n + partner).values, torch.sort(a[mine[a]] * n + b[mine[a]]).values
+        )

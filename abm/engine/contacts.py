@@ -132,22 +132,6 @@ def expand_rows(ptr: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, to
     return expand_ranges(ptr.index_select(0, rows).long(), ptr.index_select(0, rows + 1).long())
 
 
-class PairIndex:
-    """Undirected pairs indexed by either end, for looking up the partners of given agents."""
-
-    def __init__(self, a: torch.Tensor, b: torch.Tensor) -> None:
-        ends, others = torch.cat([a, b]), torch.cat([b, a])
-        order = torch.argsort(ends)
-        self.ends, self.others = ends.index_select(0, order), others.index_select(0, order)
-
-    def partners(self, agents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pairs (position in ``agents``, partner)."""
-        pos, owner = expand_ranges(
-            torch.searchsorted(self.ends, agents), torch.searchsorted(self.ends, agents, right=True)
-        )
-        return owner, self.others.index_select(0, pos)
-
-
 class HouseholdLayer:
     """Complete graph per household, computed as per-household sums (no edges)."""
 
@@ -258,7 +242,7 @@ class OccupationLayer:
         self._base_coef = self.coef
         self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._moved: dict[int, torch.Tensor] = {}
-        self._rewired_pairs: dict[int, PairIndex] = {}
+        self._slot = torch.full((n * replicates,), -1, dtype=torch.int64, device=device)  # lookup scratch
 
     def scale_settings(self, scale: dict[str, float]) -> None:
         """Multiply the weight of contacts in the named settings (e.g. SCHOOL: 0 closes
@@ -271,16 +255,27 @@ class OccupationLayer:
 
     def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
-        idx, new = self.rewiring(day)
+        idx, new = self.rewiring(day)  # idx is sorted
         pos, owner = expand_rows(self.inc_ptr, agents)
-        stays = ~self.moved(day).index_select(0, self.inc_edge.index_select(0, pos))
-        if day not in self._rewired_pairs:
-            if len(self._rewired_pairs) >= 16:
-                self._rewired_pairs.pop(min(self._rewired_pairs))
-            self._rewired_pairs[day] = PairIndex(self.src.index_select(0, idx), new)
-        o, p = self._rewired_pairs[day].partners(agents)
-        owner = torch.cat([owner[stays], o])
-        partner = torch.cat([self.inc_nbr.index_select(0, pos)[stays], p])
+        edge = self.inc_edge.index_select(0, pos)
+        moved = self.moved(day).index_select(0, edge)
+        stays = (~moved).nonzero().squeeze(1)
+        owners, partners = [owner.index_select(0, stays)], [self.inc_nbr.index_select(0, pos.index_select(0, stays))]
+        # A rewired ring contact keeps its first end, who meets the new member instead ...
+        gone = moved.nonzero().squeeze(1)
+        edge, o = edge.index_select(0, gone), owner.index_select(0, gone)
+        first = (self.src.index_select(0, edge) == agents.index_select(0, o)).nonzero().squeeze(1)
+        owners.append(o.index_select(0, first))
+        partners.append(new.index_select(0, torch.searchsorted(idx, edge.index_select(0, first))))
+        # ... and the new member meets that first end.
+        slot = self._slot
+        slot[agents] = torch.arange(agents.shape[0], device=agents.device)
+        at = slot.index_select(0, new)
+        hit = (at >= 0).nonzero().squeeze(1)
+        slot[agents] = -1
+        owners.append(at.index_select(0, hit))
+        partners.append(self.src.index_select(0, idx.index_select(0, hit)))
+        owner, partner = torch.cat(owners), torch.cat(partners)
         keep = partner != agents.index_select(0, owner)
         return owner[keep], partner[keep]
 

@@ -25,12 +25,19 @@ class CostLedger:
         cols = ["item", "day", "replicate", "count", "unit_cost", "cost"]
         if not self._rows:
             return pd.DataFrame(columns=cols)
-        r = np.arange(self.replicates)
-        frames = [
-            pd.DataFrame({"item": item, "day": day, "replicate": r, "count": c, "unit_cost": u, "cost": c * u})
-            for item, day, u, c in self._rows
-        ]
-        out = pd.concat(frames, ignore_index=True)
+        k, r = len(self._rows), self.replicates
+        counts = np.stack([c for *_, c in self._rows])  # (rows, replicates)
+        unit = np.repeat([u for _, _, u, _ in self._rows], r)
+        out = pd.DataFrame(
+            {
+                "item": np.repeat([item for item, *_ in self._rows], r),
+                "day": np.repeat([day for _, day, *_ in self._rows], r),
+                "replicate": np.tile(np.arange(r), k),
+                "count": counts.ravel(),
+                "unit_cost": unit,
+                "cost": counts.ravel() * unit,
+            }
+        )
         return out[out["count"] != 0].reset_index(drop=True)[cols]
 
     def totals(self) -> np.ndarray:
