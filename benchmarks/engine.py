@@ -76,7 +76,12 @@ def main() -> None:
         scaling(args.repeats, args.threads)
         return
     kc = ROOT / "scenarios/king_county"
-    configs = [("no_intervention", 100_000, 1), ("vacc_ct", 100_000, 1), ("no_intervention", 100_000, 10)]
+    configs = [
+        ("no_intervention", 100_000, 1),
+        ("vacc_ct", 100_000, 1),
+        ("no_intervention", 100_000, 10),
+        ("vacc_ct", 100_000, 10),
+    ]
     if not args.skip_1m:
         configs.append(("no_intervention", 1_000_000, 1))
     rows = []
@@ -102,11 +107,12 @@ def main() -> None:
         runs_s = ", ".join(f"{x:.2f}" for x in all_s)
         rate = agents * reps * 180 / engine
         print(f"| {name} | {agents:,} | {reps} | {engine:.2f} | {runs_s} | {setup:.2f} | {rss:,.0f} | {rate:,.0f} |")
-    one = next(r[3] for r in rows if r[0] == "no_intervention" and r[1:3] == (100_000, 1))
-    ten = next(r[3] for r in rows if r[0] == "no_intervention" and r[1:3] == (100_000, 10))
     big = [r for r in rows if r[1] == 1_000_000]
     print()
-    print(f"10 replicates / 1 replicate engine time: {ten / one:.2f}")
+    for scenario in ("no_intervention", "vacc_ct"):
+        one = next(r[3] for r in rows if r[0] == scenario and r[1:3] == (100_000, 1))
+        ten = next(r[3] for r in rows if r[0] == scenario and r[1:3] == (100_000, 10))
+        print(f"{scenario}: 10 replicates / 1 replicate engine time: {ten / one:.2f}")
     if big:
         base = next(r[6] for r in rows if r[0] == "no_intervention" and r[1:3] == (100_000, 1))
         per = (big[0][6] - base) * 1024 * 1024 / 900_000

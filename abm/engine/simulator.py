@@ -342,9 +342,9 @@ class Simulation:
 
 
 def estimate_memory_bytes(agents: int, replicates: int) -> int:
-    """Peak memory of a run: about 700 bytes per agent-replicate measured (BENCHMARKS.md),
+    """Peak memory of a run: about 920-1,030 bytes per agent-replicate measured (BENCHMARKS.md),
     with headroom, plus the interpreter and torch."""
-    return int(900 * agents * replicates + 250e6)
+    return int(1200 * agents * replicates + 250e6)
 
 
 __all__ = [
