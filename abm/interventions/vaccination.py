@@ -91,6 +91,7 @@ class Vaccination(InterventionBase):
         self.dose1_day = torch.full((sim.total,), -10_000, dtype=torch.int32, device=d)
         self.protect_day = torch.full((sim.total,), -1, dtype=torch.int16, device=d)
         self.protect_level = torch.zeros(sim.total, dtype=torch.float32, device=d)
+        self.pending: dict[int, torch.Tensor] = {}  # agents whose protection starts on a day
         gen = generator(sim.seed, "vaccination", -1, d)
         self.returns = torch.rand(sim.total, generator=gen, device=d) >= c.dose2_dropout
         # Priority key: class + a uniform within the class (float64 keeps the order exact).
@@ -171,18 +172,24 @@ class Vaccination(InterventionBase):
         take = level > 0
         if c.dose2_combine == "overwrite" and c.protection == "all_or_nothing":
             take |= ~one  # a dose-2 draw that fails removes the dose-1 protection
-        self.protect_day[idx[take]] = (day + delay[take]).to(torch.int16)
+        starts = (day + delay[take]).to(torch.int16)
+        self.protect_day[idx[take]] = starts
         self.protect_level[idx[take]] = level[take]
+        for d in torch.unique(starts).tolist():
+            due = idx[take][starts == d]
+            self.pending[d] = due if d not in self.pending else torch.cat([self.pending[d], due])
         self.protect(sim, day)
 
     def protect(self, sim: Simulation, day: int) -> None:
         """Protection that starts today takes effect."""
-        start = self.protect_day == day
-        if not bool(start.any()):
+        due = self.pending.pop(day, None)
+        if due is None:
             return
+        due = due[self.protect_day.index_select(0, due) == day]  # a later dose may have moved it
+        level = self.protect_level.index_select(0, due)
         if self.cfg.protection == "all_or_nothing" and self.cfg.dose2_combine == "overwrite":
-            sim.state.immune.copy_(torch.where(start, self.protect_level > 0, sim.state.immune))
+            sim.state.immune[due] = level > 0
         elif self.cfg.protection == "all_or_nothing":
-            sim.state.immune |= start & (self.protect_level > 0)
+            sim.state.immune[due[level > 0]] = True
         else:
-            sim.state.susceptibility_scale[start] = 1 - self.protect_level[start]
+            sim.state.susceptibility_scale[due] = 1 - level
