@@ -192,6 +192,7 @@ class OccupationLayer:
     """
 
     name = "occupation"
+    days_at_once = True  # contacts_of takes one day per agent
 
     def __init__(
         self, pop: Population, cfg: OccupationContacts, replicates: int, device: torch.device, seed: int
@@ -253,28 +254,39 @@ class OccupationLayer:
                 factor[self.categories.index(name)] = value
         self.coef = self._base_coef * factor.index_select(0, self.setting.clamp_min(-1) % (len(self.categories) + 1))
 
-    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
-        idx, new = self.rewiring(day)  # idx is sorted
+    def contacts_of(self, agents: torch.Tensor, day: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day`` (one day,
+        or one day per agent; an agent may appear once per day): their ring contacts not
+        rewired that day, and that day's rewired contacts found from either end."""
+        days = torch.as_tensor(day, device=agents.device).long().expand(agents.shape)
+        first, last = (int(days.min()), int(days.max())) if agents.numel() else (0, -1)
+        span, e = last - first + 1, self.src.shape[0]
+        rel = days - first
         pos, owner = expand_rows(self.inc_ptr, agents)
         edge = self.inc_edge.index_select(0, pos)
-        moved = self.moved(day).index_select(0, edge)
+        key = rel.index_select(0, owner) * e + edge  # (day, ring contact)
+        moved = torch.cat([self.moved(first + k) for k in range(span)] or [edge[:0].bool()]).index_select(0, key)
         stays = (~moved).nonzero().squeeze(1)
         owners, partners = [owner.index_select(0, stays)], [self.inc_nbr.index_select(0, pos.index_select(0, stays))]
         # A rewired ring contact keeps its first end, who meets the new member instead ...
+        rewired = [self.rewiring(first + k) for k in range(span)]
+        idx = torch.cat([i + k * e for k, (i, _) in enumerate(rewired)] or [edge[:0]])  # sorted
         gone = moved.nonzero().squeeze(1)
-        edge, o = edge.index_select(0, gone), owner.index_select(0, gone)
-        first = (self.src.index_select(0, edge) == agents.index_select(0, o)).nonzero().squeeze(1)
-        owners.append(o.index_select(0, first))
-        partners.append(new.index_select(0, torch.searchsorted(idx, edge.index_select(0, first))))
+        o, key = owner.index_select(0, gone), key.index_select(0, gone)
+        mine = (self.src.index_select(0, key % e) == agents.index_select(0, o)).nonzero().squeeze(1)
+        owners.append(o.index_select(0, mine))
+        new = torch.cat([n for _, n in rewired] or [edge[:0]])
+        partners.append(new.index_select(0, torch.searchsorted(idx, key.index_select(0, mine))))
         # ... and the new member meets that first end.
         slot = self._slot
-        slot[agents] = torch.arange(agents.shape[0], device=agents.device)
-        at = slot.index_select(0, new)
-        hit = (at >= 0).nonzero().squeeze(1)
-        slot[agents] = -1
-        owners.append(at.index_select(0, hit))
-        partners.append(self.src.index_select(0, idx.index_select(0, hit)))
+        for k, (i, n) in enumerate(rewired):
+            sel = (rel == k).nonzero().squeeze(1) if span > 1 else torch.arange(agents.shape[0], device=agents.device)
+            slot[agents.index_select(0, sel)] = sel
+            at = slot.index_select(0, n)
+            hit = (at >= 0).nonzero().squeeze(1)
+            slot[agents.index_select(0, sel)] = -1
+            owners.append(at.index_select(0, hit))
+            partners.append(self.src.index_select(0, i.index_select(0, hit)))
         owner, partner = torch.cat(owners), torch.cat(partners)
         keep = partner != agents.index_select(0, owner)
         return owner[keep], partner[keep]
@@ -421,6 +433,8 @@ class PooledCommunityLayer(CommunityLayer):
     looks up index cases, each at the cost of the contacts themselves.
     """
 
+    days_at_once = True  # contacts_of takes one day per agent
+
     def __init__(
         self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int
     ) -> None:
@@ -458,14 +472,16 @@ class PooledCommunityLayer(CommunityLayer):
         e = s * self.per_stub + p // 2
         return Edges(self.stubs.index_select(0, s), self.partner.index_select(0, e).long())
 
-    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``: those they
-        start today and those that end at them today."""
+    def contacts_of(self, agents: torch.Tensor, day: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day`` (one day,
+        or one day per agent): those they start that day and those that end at them."""
         p = day % self.cycle
         pos, own1 = expand_rows(self.stub_ptr, agents)
-        started = (self.parity.index_select(0, pos) == p % 2).nonzero().squeeze(1)
+        pe = p.index_select(0, own1) if torch.is_tensor(p) else p
+        started = (self.parity.index_select(0, pos) == pe % 2).nonzero().squeeze(1)
         own1 = own1.index_select(0, started)
-        to = self.partner.index_select(0, pos.index_select(0, started) * self.per_stub + p // 2).long()
+        pe = pe.index_select(0, started) if torch.is_tensor(pe) else pe
+        to = self.partner.index_select(0, pos.index_select(0, started) * self.per_stub + pe // 2).long()
         pos2, own2 = expand_rows(self.rev_ptr, agents * self.cycle + p)
         frm = self.stubs.index_select(0, self.rev_edge.index_select(0, pos2).long() // self.per_stub)
         owner, partner = torch.cat([own1, own2]), torch.cat([to, frm])

@@ -80,14 +80,28 @@ def _positives_contacts(
             o, p = o.index_select(0, fresh), p.index_select(0, fresh)
         sim.memo[key] = (index.index_select(0, active.index_select(0, o)), p)
         return sim.memo[key]
-    owners, partners = [index[:0]], [index[:0]]
-    for d in range(first, day):
-        active = index if history is None else index[((history.index_select(0, index) >> (day - 1 - d)) & 1) == 0]
-        o, p = layer.contacts_of(active, d)
-        if tested is not None:
-            fresh = (tested.index_select(0, p) < d).nonzero().squeeze(1)
-            o, p = o.index_select(0, fresh), p.index_select(0, fresh)
-        owners.append(active.index_select(0, o))
-        partners.append(p)
-    sim.memo[key] = (torch.cat(owners), torch.cat(partners))
+    # Every (index case, day it met anyone) in the window, looked up in one call where the
+    # layer takes a day per agent.
+    days = torch.arange(first, day, device=sim.device)
+    if history is None:
+        met = torch.ones(days.shape[0], index.shape[0], dtype=torch.bool, device=sim.device)
+    else:
+        met = ((history.index_select(0, index)[None, :] >> (day - 1 - days)[:, None]) & 1) == 0
+    which, who = met.nonzero().unbind(1)
+    agents, when = index.index_select(0, who), days.index_select(0, which)
+    if getattr(layer, "days_at_once", False):
+        o, p = layer.contacts_of(agents, when)
+        found = [(o, p)]
+    else:
+        found = []
+        for d in range(first, day):
+            sel = (when == d).nonzero().squeeze(1)
+            o, p = layer.contacts_of(agents.index_select(0, sel), d)
+            found.append((sel.index_select(0, o), p))
+    o = torch.cat([x for x, _ in found] or [index[:0]])
+    p = torch.cat([y for _, y in found] or [index[:0]])
+    if tested is not None:
+        fresh = (tested.index_select(0, p) < when.index_select(0, o)).nonzero().squeeze(1)
+        o, p = o.index_select(0, fresh), p.index_select(0, fresh)
+    sim.memo[key] = (agents.index_select(0, o), p)
     return sim.memo[key]
