@@ -29,9 +29,9 @@ from abm.learning.partition import (
     split_train_val_test,
 )
 from abm.learning.privacy.aggregation import PlainSum, SumAggregator
-from abm.learning.privacy.dp import DifferentiallyPrivateSum
+from abm.learning.privacy.dp import DifferentiallyPrivateSum, noise_multiplier_for
 from abm.learning.protocols import RunContext, protocol_class
-from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
+from abm.learning.scenario import DPSpec, LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
 from abm.learning.training import TrainConfig
 
 
@@ -135,8 +135,14 @@ def build_participants(scenario: LearningScenario, data: PreparedData, models: l
     return [build_participant(scenario, data, models, k) for k in range(len(data.parts))]
 
 
-def build_aggregator(privacy: PrivacySpec | None, ids: list[int], seed: int) -> SumAggregator:
-    """Plain sum, secure sum, and/or DP around it, as the privacy spec asks."""
+def build_aggregator(
+    privacy: PrivacySpec | None, ids: list[int], seed: int, rounds: int | None = None
+) -> SumAggregator:
+    """Plain sum, secure sum, and/or DP around it, as the privacy spec asks.
+
+    With a target ``dp.epsilon`` the noise multiplier is the accountant's for ``rounds`` releases
+    (one per round), and the DP sum refuses a release beyond them.
+    """
     agg: SumAggregator = PlainSum()
     if privacy is None:
         return agg
@@ -145,10 +151,21 @@ def build_aggregator(privacy: PrivacySpec | None, ids: list[int], seed: int) -> 
 
         agg = SecureSum(ids, seed)
     if privacy.dp is not None:
-        agg = DifferentiallyPrivateSum(
-            agg, privacy.dp.clip, privacy.dp.noise_multiplier, seed + 17, privacy.dp.accountant
-        )
+        sigma, releases = dp_noise_multiplier(privacy.dp, rounds)
+        agg = DifferentiallyPrivateSum(agg, privacy.dp.clip, sigma, seed + 17, privacy.dp.accountant, releases)
     return agg
+
+
+def dp_noise_multiplier(dp: DPSpec, rounds: int | None) -> tuple[float, int | None]:
+    """The noise multiplier of a DP spec and the number of releases it is calibrated for: the
+    given ``noise_multiplier`` (no limit), or the accountant's for a target ``epsilon`` over
+    ``rounds`` releases."""
+    if dp.epsilon is None:
+        assert dp.noise_multiplier is not None
+        return dp.noise_multiplier, None
+    if rounds is None:
+        raise ValueError("a target epsilon needs the number of rounds")
+    return noise_multiplier_for(dp.epsilon, rounds, dp.delta, dp.accountant), rounds
 
 
 def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolSpec) -> ProtocolResult:
@@ -163,7 +180,7 @@ def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolS
         local_epochs=scenario.local_epochs,
         seed=scenario.seed,
         network=Network(),
-        aggregator=build_aggregator(spec.privacy, ids, scenario.seed),
+        aggregator=build_aggregator(spec.privacy, ids, scenario.seed, spec.rounds or scenario.rounds),
         pooled_train=Dataset.concat([p.data.train for p in participants]) if spec.name == "centralized" else None,
         dropouts={r: frozenset(v) for r, v in (spec.privacy.dropouts if spec.privacy else {}).items()},
         groups=data.groups,

@@ -129,12 +129,21 @@ class TrainingSpec(_Strict):
 
 
 class DPSpec(_Strict):
-    """Differential privacy on summed updates."""
+    """Differential privacy on summed updates: give ``noise_multiplier``, or a target ``epsilon``
+    (at ``delta``) from which the accountant sets the multiplier for one release per round
+    (fedavg and fedprox only; :func:`abm.learning.privacy.noise_multiplier_for`)."""
 
     clip: float = Field(gt=0)
-    noise_multiplier: float = Field(gt=0)
+    noise_multiplier: float | None = Field(None, gt=0)
+    epsilon: float | None = Field(None, gt=0, description="target epsilon over the run's rounds")
     delta: float = Field(1e-5, gt=0, lt=1)
     accountant: Literal["rdp", "gdp"] = "rdp"
+
+    @model_validator(mode="after")
+    def _one_noise_setting(self) -> DPSpec:
+        if (self.noise_multiplier is None) == (self.epsilon is None):
+            raise ValueError("give exactly one of noise_multiplier and epsilon (a target for the whole run)")
+        return self
 
 
 class PrivacySpec(_Strict):
@@ -316,6 +325,21 @@ def check_protocols(
                 f"{source}: protocols[{i}].privacy: bad value for runner {runner!r}: the Flower "
                 "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); "
                 "use runner: inprocess"
+            )
+        if (
+            spec.privacy
+            and spec.privacy.dp
+            and spec.privacy.dp.epsilon is not None
+            and spec.name
+            not in (
+                "fedavg",
+                "fedprox",
+            )
+        ):
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy.dp.epsilon: bad value {spec.privacy.dp.epsilon!r} for "
+                f"{spec.name}: a target epsilon is allowed for fedavg and fedprox (one release per round); "
+                "give noise_multiplier instead"
             )
         if private and not cls.uses_aggregator:
             raise LearningScenarioError(

@@ -23,6 +23,7 @@ from abm.learning.data import Dataset
 from abm.learning.messages import Message, Network
 from abm.learning.models import Classifier
 from abm.learning.participant import Participant
+from abm.learning.privacy.aggregation import SumAggregator
 from abm.learning.protocols import RunContext
 from abm.learning.runner import ProtocolResult, build_aggregator, execute_protocol
 from abm.learning.training import TrainConfig, predict
@@ -135,9 +136,16 @@ def protocol_run(
 
 
 def run_protocol(
-    scenario: PrivateCalibrationScenario, institutions: list[Institution], spec: CalibrationProtocolSpec
+    scenario: PrivateCalibrationScenario,
+    institutions: list[Institution],
+    spec: CalibrationProtocolSpec,
+    aggregator: SumAggregator | None = None,
 ) -> ProtocolRun:
-    """Run one protocol from fresh calibrators, round by round, in process."""
+    """Run one protocol from fresh calibrators, round by round, in process.
+
+    ``aggregator`` replaces the sum aggregator that ``spec.privacy`` asks for (benchmarks use it
+    to observe the updates of a run, e.g. their norms for choosing a DP clip).
+    """
     participants = build_participants(scenario, institutions, spec.models or scenario.models)
     ids = [p.pid for p in participants]
     network = AuditNetwork()
@@ -149,7 +157,7 @@ def run_protocol(
         local_epochs=scenario.local_epochs,
         seed=scenario.seed,
         network=network,
-        aggregator=build_aggregator(spec.privacy, ids, scenario.seed),
+        aggregator=aggregator or build_aggregator(spec.privacy, ids, scenario.seed, spec.rounds or scenario.rounds),
         pooled_train=Dataset.concat([p.data.train for p in participants]) if spec.name == "centralized" else None,
         dropouts={r: frozenset(v) for r, v in (spec.privacy.dropouts if spec.privacy else {}).items()},
     )

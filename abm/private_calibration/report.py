@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from abm.learning.runner import dp_noise_multiplier
 from abm.outputs.run_folder import atomic_folder
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
-from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario
+from abm.private_calibration.scenario import CalibrationProtocolSpec, PrivateCalibrationScenario, load_scenario
 
 
 def run_all(
@@ -79,7 +80,31 @@ def run_all(
         "timings_s": {"simulations": t_sim, "protocols": t_learn, "end_to_end": t_eval},
         "protocols": protocol_table(runs, per_protocol, institutions),
     }
+    for spec in calibration_specs(scenario):
+        if spec.privacy is not None and spec.key in report["protocols"]:
+            report["protocols"][spec.key]["privacy"] = privacy_settings(spec, scenario.rounds)
     return report, institutions, _curves(per_protocol)
+
+
+def privacy_settings(spec: CalibrationProtocolSpec, default_rounds: int) -> dict[str, Any]:
+    """A protocol's privacy wrappers as run: secure aggregation, and for DP the clip, delta, the
+    target epsilon (if one was given) and the noise multiplier the accountant set for the rounds."""
+    assert spec.privacy is not None
+    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dp": None}
+    dp = spec.privacy.dp
+    if dp is not None:
+        rounds = spec.rounds or default_rounds
+        sigma, _ = dp_noise_multiplier(dp, rounds)
+        out["dp"] = {
+            "level": "institution (participant-level: one institution's whole contribution)",
+            "clip": dp.clip,
+            "delta": dp.delta,
+            "target_epsilon": dp.epsilon,
+            "noise_multiplier": sigma,
+            "rounds": rounds,
+            "accountant": dp.accountant,
+        }
+    return out
 
 
 def _curves(per_protocol: dict[str, list[dict[str, Any]]]) -> Any:
@@ -108,6 +133,15 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {key} | {r['mean_recovery']:.3f} | {per} | {r['mcg']:+.3f} | {r['cgs']:.3f} | {r['min_gain']:+.3f} "
             f"| {r['mean_nd']:.2f} | {r['bytes_total'] / 1e6:.2f} | {r['wall_time_s']:.1f} |"
         )
+    for key, r in report["protocols"].items():
+        dp = (r.get("privacy") or {}).get("dp")
+        if dp is not None and r.get("epsilon") is not None:
+            lines += [
+                "",
+                f"DP ({key}): epsilon {r['epsilon']:.3g} at delta {r['delta']:g} per institution over "
+                f"{dp['rounds']} rounds ({dp['accountant']} accountant), clip {dp['clip']:g}, noise multiplier "
+                f"{dp['noise_multiplier']:.3g}.",
+            ]
     lines += ["", "Estimates (transmission multiplier, seeding, ascertainment) and ND per institution:", ""]
     lines.append("| protocol | " + " | ".join(names) + " |")
     lines.append("|---|" + "---|" * len(names))

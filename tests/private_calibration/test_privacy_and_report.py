@@ -115,7 +115,7 @@ def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch):
     spec = next(s for s in scenario.protocols if s.name == "codream")
     recorders = []
 
-    def build(privacy, ids, seed):
+    def build(privacy, ids, seed, rounds=None):
         rec = _Recording(SecureSum(ids, seed))
         recorders.append(rec)
         return rec

@@ -6,7 +6,13 @@
 from typing import Any
 
 from abm.learning.privacy.aggregation import PlainSum, SumAggregator
-from abm.learning.privacy.dp import DifferentiallyPrivateSum, DPAccountant, clip_l2
+from abm.learning.privacy.dp import (
+    DifferentiallyPrivateSum,
+    DPAccountant,
+    PrivacyBudgetExceeded,
+    clip_l2,
+    noise_multiplier_for,
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -21,7 +27,9 @@ __all__ = [
     "DPAccountant",
     "DifferentiallyPrivateSum",
     "PlainSum",
+    "PrivacyBudgetExceeded",
     "SecureSum",
     "SumAggregator",
     "clip_l2",
+    "noise_multiplier_for",
 ]

@@ -12,6 +12,15 @@ The accountant composes the Gaussian mechanism over releases in two standard way
 * ``gdp``: exact. T Gaussian releases with noise multiplier sigma are mu-GDP with
   mu = sqrt(T) / sigma, and delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)
   (Dong, Roth, Su 2019; Balle & Wang 2018); epsilon is found by bisection.
+
+Releases may carry different noise multipliers: when participants drop out after adding their
+share of the noise, the sum carries only the survivors' shares, so that release's effective
+multiplier is sigma sqrt(survivors / n), and the accountant composes releases of any multipliers
+(RDP: sum_t alpha / (2 sigma_t^2); GDP: mu = sqrt(sum_t sigma_t^-2)).
+
+:func:`noise_multiplier_for` inverts the accountant: the smallest sigma whose ``steps`` releases
+spend at most a target epsilon. A :class:`DifferentiallyPrivateSum` given ``max_releases`` refuses
+(:class:`PrivacyBudgetExceeded`) a release beyond the budget it was calibrated for.
 """
 
 from __future__ import annotations
@@ -26,6 +35,11 @@ from scipy.stats import norm
 from abm.learning.messages import MessageKind, Network
 from abm.learning.privacy.aggregation import SumAggregator
 
+
+class PrivacyBudgetExceeded(RuntimeError):
+    """A release was asked of a DP aggregator whose planned number of releases is spent."""
+
+
 RDP_ORDERS = tuple([1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512])
 
 
@@ -37,26 +51,40 @@ def clip_l2(vec: torch.Tensor, clip: float) -> torch.Tensor:
 
 def rdp_epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
     """(epsilon, delta)-DP of ``steps`` Gaussian releases via RDP (Balle et al. 2020 conversion)."""
-    if steps == 0:
+    return _rdp_to_dp(steps / noise_multiplier**2, delta)
+
+
+def _rdp_to_dp(inv_var: float, delta: float) -> float:
+    """Epsilon of releases whose summed ``1 / sigma_t^2`` is ``inv_var`` (RDP(alpha) = alpha inv_var / 2)."""
+    if inv_var == 0:
         return 0.0
     best = math.inf
     for a in RDP_ORDERS:
-        rdp = steps * a / (2.0 * noise_multiplier**2)
+        rdp = a * inv_var / 2.0
         eps = rdp + math.log1p(-1.0 / a) - (math.log(delta) + math.log(a)) / (a - 1.0)
         best = min(best, eps)
     return max(best, 0.0)
 
 
 def gdp_delta(eps: float, mu: float) -> float:
-    """delta(eps) of a mu-GDP mechanism."""
-    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+    """delta(eps) of a mu-GDP mechanism.
+
+    The second term e^eps Phi(-eps/mu - mu/2) is evaluated in log space: for large epsilon
+    e^eps overflows a float while the product stays below 1.
+    """
+    second = math.exp(eps + float(norm.logcdf(-eps / mu - mu / 2)))
+    return float(norm.cdf(-eps / mu + mu / 2) - second)
 
 
 def gdp_epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
     """Exact (epsilon, delta) of ``steps`` Gaussian releases (composition is mu-GDP)."""
-    if steps == 0:
+    return _gdp_mu_to_dp(math.sqrt(steps) / noise_multiplier, delta)
+
+
+def _gdp_mu_to_dp(mu: float, delta: float) -> float:
+    """Epsilon of a mu-GDP mechanism at ``delta``."""
+    if mu == 0:
         return 0.0
-    mu = math.sqrt(steps) / noise_multiplier
     if gdp_delta(0.0, mu) <= delta:
         return 0.0
     hi = 1.0
@@ -65,8 +93,28 @@ def gdp_epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
     return float(brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-10))
 
 
+def noise_multiplier_for(epsilon: float, steps: int, delta: float, method: str = "rdp") -> float:
+    """The smallest noise multiplier whose ``steps`` Gaussian releases spend at most ``epsilon``
+    at ``delta`` under the ``method`` accountant (bisection on log sigma, relative tolerance 1e-9)."""
+    if epsilon <= 0 or steps < 1 or not 0 < delta < 1:
+        raise ValueError(f"need epsilon > 0, steps >= 1 and 0 < delta < 1 (got {epsilon}, {steps}, {delta})")
+    if method not in ("rdp", "gdp"):
+        raise ValueError(f"unknown accountant {method!r}; allowed: rdp, gdp")
+    f = rdp_epsilon if method == "rdp" else gdp_epsilon
+    lo, hi = 1e-3, 1.0
+    while f(hi, steps, delta) > epsilon:
+        lo, hi = hi, hi * 2.0
+    if f(lo, steps, delta) <= epsilon:
+        return lo
+    log_sigma = brentq(lambda x: f(math.exp(x), steps, delta) - epsilon, math.log(lo), math.log(hi), rtol=1e-12)
+    sigma = math.exp(log_sigma)
+    while f(sigma, steps, delta) > epsilon:  # land on the safe side of the root
+        sigma *= 1 + 1e-9
+    return sigma
+
+
 class DPAccountant:
-    """Counts Gaussian releases with a fixed noise multiplier and reports epsilon."""
+    """Composes Gaussian releases (each with its own noise multiplier) and reports epsilon."""
 
     def __init__(self, noise_multiplier: float, method: str = "rdp") -> None:
         if method not in ("rdp", "gdp"):
@@ -74,19 +122,29 @@ class DPAccountant:
         self.noise_multiplier = noise_multiplier
         self.method = method
         self.steps = 0
+        self._inv_var = 0.0  # sum over releases of 1 / sigma_t^2
 
-    def step(self, n: int = 1) -> None:
-        """Record ``n`` releases."""
+    def step(self, n: int = 1, noise_multiplier: float | None = None) -> None:
+        """Record ``n`` releases with ``noise_multiplier`` (default: the accountant's)."""
+        sigma = self.noise_multiplier if noise_multiplier is None else noise_multiplier
+        if not sigma > 0:
+            raise ValueError(f"noise multiplier must be positive, got {sigma}")
         self.steps += n
+        self._inv_var += n / sigma**2
 
     def epsilon(self, delta: float) -> float:
         """Epsilon spent so far for the given delta."""
-        f = rdp_epsilon if self.method == "rdp" else gdp_epsilon
-        return f(self.noise_multiplier, self.steps, delta)
+        if self.method == "rdp":
+            return _rdp_to_dp(self._inv_var, delta)
+        return _gdp_mu_to_dp(math.sqrt(self._inv_var), delta)
 
 
 class DifferentiallyPrivateSum(SumAggregator):
-    """Clip + distributed Gaussian noise around any inner sum aggregator."""
+    """Clip + distributed Gaussian noise around any inner sum aggregator.
+
+    ``max_releases``: the number of sums the noise multiplier was calibrated for (``None``: no
+    limit); one more raises :class:`PrivacyBudgetExceeded` before anything is sent.
+    """
 
     adds_noise = True
 
@@ -97,10 +155,12 @@ class DifferentiallyPrivateSum(SumAggregator):
         noise_multiplier: float,
         seed: int,
         accountant: str = "rdp",
+        max_releases: int | None = None,
     ) -> None:
         self.inner = inner
         self.clip = clip
         self.noise_multiplier = noise_multiplier
+        self.max_releases = max_releases
         self.accountant = DPAccountant(noise_multiplier, accountant)
         self._rng = np.random.default_rng(seed)
 
@@ -112,6 +172,11 @@ class DifferentiallyPrivateSum(SumAggregator):
         kind: MessageKind = MessageKind.MODEL_UPDATE,
         dropped: frozenset[int] = frozenset(),
     ) -> torch.Tensor:
+        if self.max_releases is not None and self.accountant.steps >= self.max_releases:
+            raise PrivacyBudgetExceeded(
+                f"release {self.accountant.steps + 1} asked, but the noise was calibrated for {self.max_releases} "
+                "releases (the privacy budget is spent)"
+            )
         n = len(contributions)
         std = self.noise_multiplier * self.clip / math.sqrt(n)
         noisy = {}
@@ -119,8 +184,11 @@ class DifferentiallyPrivateSum(SumAggregator):
             v = clip_l2(contributions[pid].float(), self.clip)
             noise = torch.from_numpy(self._rng.normal(0.0, std, size=v.numel())).float()
             noisy[pid] = v + noise
-        self.accountant.step()
-        return self.inner.aggregate(noisy, round_, network, kind, dropped)
+        total = self.inner.aggregate(noisy, round_, network, kind, dropped)
+        # only the survivors' noise shares reach the sum: sigma_eff = sigma sqrt(survivors / n)
+        survivors = n - len(dropped & set(contributions))
+        self.accountant.step(noise_multiplier=self.noise_multiplier * math.sqrt(survivors / n))
+        return total
 
     def epsilon(self, delta: float) -> float:
         return self.accountant.epsilon(delta)
