@@ -124,3 +124,18 @@ def test_label_flipping_free_rider_ends_with_low_reputation():
     assert rider.mean() < 0.5 * honest.mean()
     shares = np.array(r["summary"]["share_counts"])  # [sender, receiver]
     assert shares[: n - 1, n - 1].max() <= shares[: n - 1, : n - 1].max()
+
+
+def test_cycle_with_zero_trust_reduces_to_local_only():
+    """tau_opt < tau_max < 0 makes h(s) = 0 for every s in [0, 1]: every reputation is 0, so no
+    peer's predictions enter any loss (lambda = r / (N - 1) = 0) and each participant follows
+    exactly its local-only trajectory (same batches, same optimizer): distillation is CYCle's only
+    channel between participants."""
+    sc = _concept_shift()
+    sc["rounds"] = 6
+    sc["protocols"] = [{"name": "cycle", "params": {"tau_opt": -1.0, "tau_max": -0.5}}]
+    r = run_all(load_scenario(sc)[0])["protocols"]
+    assert np.all(np.array(r["cycle"]["summary"]["reputation"])[~np.eye(5, dtype=bool)] == 0.0)
+    a = [p["collaborative"] for p in r["local"]["participants"]]
+    b = [p["collaborative"] for p in r["cycle"]["participants"]]
+    assert a == b

@@ -79,3 +79,46 @@ def test_mapl_learned_graph_puts_weight_on_same_cluster_peers():
     # only prototypes and classifier heads travel
     for p in r["participants"]:
         assert set(p["kinds_sent"]) <= {"prototypes", "classifier_head"}
+
+
+def _record_views(mapl_config):
+    """Run one MAPL local epoch on data whose two features have sd 10 and 0.01; return the
+    differences between the two augmented views of every sample the body saw."""
+    from abm.learning.data import Dataset
+    from abm.learning.models import build_model
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.mapl import MAPL
+    from abm.learning.training import TrainConfig
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 2, generator=gen) * torch.tensor([10.0, 0.01])
+    data = Dataset(x, torch.arange(512) % 2)
+    parts = []
+    for k in range(2):
+        torch.manual_seed(k)
+        model = build_model("mlp", (2,), 2, hidden=[8], batchnorm=False)
+        parts.append(Participant(k, ParticipantData(data, data, data), model, TrainConfig(batch_size=64), k))
+    ctx = RunContext(participants=parts, n_classes=2, input_shape=(2,), rounds=1, local_epochs=1, seed=0)
+    proto = MAPL(mapl_config)
+    proto.setup(ctx)
+    seen = []
+    parts[0].model.body.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach().clone()))
+    proto._local(ctx, 0)
+    diffs = [v[: len(v) // 2] - v[len(v) // 2 :] for v in seen]  # view a minus view b, same samples
+    return torch.cat(diffs)
+
+
+def test_augmentation_jitter_scales_with_each_feature_sd():
+    """mapl.md 5.4: jitter sd = 0.1 x the feature's sd (own training data). The difference of the
+    two views of one sample is N(0, 2 (0.1 sd)^2): sd 1.414 for the sd-10 feature and 0.001414
+    for the sd-0.01 feature (1,024 samples per feature: the sample sd is within 5 % with
+    probability > 0.99). Before the fix the jitter was an absolute 0.1 (sd 0.141 for both)."""
+    d = _record_views(MAPLConfig(mask_fraction=0.0))
+    sd = d.std(0)
+    assert float(sd[0]) == pytest.approx(np.sqrt(2) * 1.0, rel=0.05)
+    assert float(sd[1]) == pytest.approx(np.sqrt(2) * 0.001, rel=0.05)
+    # masking still zeroes about mask_fraction of the entries of each view
+    d = _record_views(MAPLConfig(jitter=0.0, mask_fraction=0.25))
+    assert float((d != 0).float().mean()) == pytest.approx(2 * 0.25 * 0.75, abs=0.03)

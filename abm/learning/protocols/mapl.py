@@ -3,7 +3,8 @@
 Each participant's model is a feature body (any architecture with a common embedding width d_z)
 and a linear head. MAPL adds a projector d_z -> d_p and K learnable class prototypes in R^{d_p}.
 
-Per round: (A) local epochs on two augmented views (Gaussian jitter, feature masking) with
+Per round: (A) local epochs on two augmented views (Gaussian jitter of ``jitter`` times each
+feature's standard deviation in the participant's own training data, then feature masking) with
 L = CE + SupCon (Eq. 3) + sample-to-prototype contrastive (Eq. 4) + prototype uniformity (Eq. 5,
 divided by K(K-1)); (B) after ``warmup_rounds``: participants exchange classifier heads, compute
 s_ij = mean_k cos(Phi_i^k, Phi_j^k), max-normalise (s_ii = 1), and take one step on
@@ -42,7 +43,7 @@ class MAPLConfig(ProtocolConfig):
     use_confidence: bool = True
     learn_graph: bool = True
     aggregate_prototypes: bool = True
-    jitter: float = 0.1
+    jitter: float = 0.1  # noise sd as a fraction of each feature's sd in the own training data (mapl.md 5.4)
     mask_fraction: float = 0.15
     lr: float | None = None  # default: the scenario's training lr
 
@@ -55,6 +56,16 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     rho = np.nonzero(u - css / ind > 0)[0][-1]
     theta = css[rho] / (rho + 1.0)
     return np.maximum(v - theta, 0.0)
+
+
+def augment(
+    x: torch.Tensor, feature_std: torch.Tensor, jitter: float, mask_fraction: float, gen: torch.Generator
+) -> torch.Tensor:
+    """One augmented view (mapl.md 5.4): Gaussian jitter with sd ``jitter * feature_std`` per
+    feature, then each entry zeroed with probability ``mask_fraction``."""
+    noise = torch.randn(x.shape, generator=gen) * (jitter * feature_std)
+    keep = (torch.rand(x.shape, generator=gen) >= mask_fraction).to(x.dtype)
+    return (x + noise) * keep
 
 
 def supcon_loss(z: torch.Tensor, y: torch.Tensor, tau: float) -> torch.Tensor:
@@ -152,6 +163,8 @@ class MAPL(Protocol):
         d_z = dims.pop()
         self.extra = []
         self.opts = []
+        # each participant's own per-feature sd (a local statistic: it scales the jitter, never sent)
+        self.feature_std = [p.data.train.x.std(0, correction=0) for p in ctx.participants]
         for p in ctx.participants:
             torch.manual_seed(p.seed + 555)
             h = _MAPLHeads(d_z, cfg.projector_hidden, cfg.proto_dim, ctx.n_classes)
@@ -172,11 +185,8 @@ class MAPL(Protocol):
         self.within_mass: list[float] = []
         self.active_edges: list[int] = []
 
-    def _augment(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        cfg = self.config
-        noise = torch.randn(x.shape, generator=gen) * cfg.jitter
-        keep = (torch.rand(x.shape, generator=gen) >= cfg.mask_fraction).float()
-        return (x + noise) * keep
+    def _augment(self, x: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+        return augment(x, self.feature_std[k], self.config.jitter, self.config.mask_fraction, gen)
 
     def _local(self, ctx: RunContext, k: int) -> None:
         cfg = self.config
@@ -193,7 +203,7 @@ class MAPL(Protocol):
                 if len(idx) < 2:
                     continue
                 x, y = data.x[idx], data.y[idx]
-                xa = torch.cat([self._augment(x, p.generator), self._augment(x, p.generator)])
+                xa = torch.cat([self._augment(x, k, p.generator), self._augment(x, k, p.generator)])
                 y2 = torch.cat([y, y])
                 z = p.model.features(xa)
                 proj = h.projector(z)
