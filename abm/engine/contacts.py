@@ -132,7 +132,43 @@ def expand_rows(ptr: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, to
     return expand_ranges(ptr.index_select(0, rows).long(), ptr.index_select(0, rows + 1).long())
 
 
-class HouseholdLayer:
+class ContactLayer(ABC):
+    """What every contact layer offers: its contacts of given agents on a day, its whole day's
+    contacts, and the infectiousness its contacts carry from today's infectious agents."""
+
+    name = ""
+    coef: torch.Tensor  # per agent: the layer's weight over the agent's normaliser
+
+    @abstractmethod
+    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
+
+    @abstractmethod
+    def edges(self, day: int) -> Edges:
+        """The day's contacts, each once."""
+
+    @abstractmethod
+    def contributions(
+        self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(agent, infectiousness) pairs, one per contact of today's infectious agents ``src``
+        (infectiousness ``w``; ``x`` is the same as a per-agent vector, zero elsewhere). Summed
+        per agent, in order, they are the agent's raw exposure on this layer; pairs that carry
+        nothing may be left out."""
+
+    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Sum of infectiousness over each agent's contacts today, as a per-agent vector."""
+        target, value = self.contributions(day, src, w, x)
+        return torch.zeros_like(x).index_add_(0, target, value)
+
+
+def nonzero_pairs(target: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pairs whose value is not zero (in order)."""
+    keep = (value != 0).nonzero().squeeze(1)
+    return target.index_select(0, keep), value.index_select(0, keep)
+
+
+class HouseholdLayer(ContactLayer):
     """Complete graph per household, computed as per-household sums (no edges)."""
 
     name = "household"
@@ -159,10 +195,15 @@ class HouseholdLayer:
         keep = pos != agents.index_select(0, owner)
         return owner[keep], pos[keep]
 
-    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Sum of infectiousness over each agent's household members other than itself."""
-        total = torch.zeros(self.num, dtype=x.dtype, device=x.device).index_add_(0, self.index.index_select(0, src), w)
-        return total.index_select(0, self.index) - x
+    def contributions(
+        self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member of a household with infectious members gets the household's total
+        infectiousness less its own."""
+        house, slot = torch.unique(self.index.index_select(0, src), return_inverse=True)
+        total = torch.zeros(house.shape[0], dtype=w.dtype, device=w.device).index_add_(0, slot, w)
+        member, owner = expand_rows(self.ptr, house)
+        return member, total.index_select(0, owner) - x.index_select(0, member)
 
     def edges(self, day: int) -> Edges:
         """Explicit household pairs (the same every day), from the contiguous household ranges."""
@@ -182,7 +223,7 @@ class HouseholdLayer:
         return self._edges
 
 
-class OccupationLayer:
+class OccupationLayer(ContactLayer):
     """Per group, a ring lattice over its members (in home order) with k = min(round(mu),
     n - 1) neighbours, each ring contact rewired daily with probability p to a random member.
 
@@ -343,26 +384,28 @@ class OccupationLayer:
         dst[idx] = new
         return Edges(self.src, dst)
 
-    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Sum of infectiousness over each agent's contacts today: pushed from the infectious
-        when they are few, summed over every contact when pushing would touch more."""
-        raw = torch.zeros_like(x)
+    def contributions(
+        self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pushed from the infectious along their ring contacts not rewired today, plus today's
+        rewired contacts with an infectious end; when the infectious are many, read off every
+        contact of the day instead."""
         if src.shape[0] * self.mean_incident > self.src.shape[0]:
             e = self.edges(day)
-            raw.scatter_add_(0, e.dst, x.index_select(0, e.src))
-            raw.scatter_add_(0, e.src, x.index_select(0, e.dst))
-            return raw
+            return nonzero_pairs(torch.cat([e.dst, e.src]), torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)]))
         idx, new = self.rewiring(day)
         pos, owner = expand_rows(self.inc_ptr, src)
         stays = ~self.moved(day).index_select(0, self.inc_edge.index_select(0, pos))
-        raw.index_add_(0, self.inc_nbr.index_select(0, pos), w.index_select(0, owner) * stays)
         a = self.src.index_select(0, idx)
-        raw.index_add_(0, new, x.index_select(0, a))
-        raw.index_add_(0, a, x.index_select(0, new))
-        return raw
+        t1, v1 = nonzero_pairs(new, x.index_select(0, a))
+        t2, v2 = nonzero_pairs(a, x.index_select(0, new))
+        return (
+            torch.cat([self.inc_nbr.index_select(0, pos), t1, t2]),
+            torch.cat([w.index_select(0, owner) * stays, v1, v2]),
+        )
 
 
-class CommunityLayer(ABC):
+class CommunityLayer(ContactLayer):
     """Random community contacts. Each agent has a fixed daily number of contacts k_i (negative
     binomial by age class), held as k_i "stubs" laid out in home order; what varies is how a
     day's stubs are joined (:class:`PooledCommunityLayer`, or the reference code's
@@ -402,18 +445,12 @@ class CommunityLayer(ABC):
         far = ((u - share) / max(1 - share, 1e-12) * last).floor_()
         return torch.where(local, first.to(u.dtype) + jump, far).clamp_(0, last).long()
 
-    @abstractmethod
-    def edges(self, day: int) -> Edges:
-        """The day's contacts, each once."""
-
-    @abstractmethod
-    def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
-
-    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Sum of infectiousness over each agent's contacts today, pushed from the infectious."""
+    def contributions(
+        self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pushed from the infectious along their contacts of the day."""
         owner, partner = self.contacts_of(src, day)
-        return torch.zeros_like(x).index_add_(0, partner, w.index_select(0, owner))
+        return partner, w.index_select(0, owner)
 
 
 class PooledCommunityLayer(CommunityLayer):

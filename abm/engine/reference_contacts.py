@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from abm.engine.contacts import CommunityContacts, CommunityLayer, Edges, PooledCommunityLayer
+from abm.engine.contacts import CommunityContacts, CommunityLayer, Edges, PooledCommunityLayer, nonzero_pairs
 from abm.engine.rng import generator
 from abm.populations.population import Population
 
@@ -70,13 +70,12 @@ class StubPathCommunityLayer(CommunityLayer):
         keep = partner != agents.index_select(0, owner)
         return owner[keep], partner[keep]
 
-    def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Sum of infectiousness over each agent's contacts today, over the day's whole path."""
+    def contributions(
+        self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Read off the day's whole path, keeping the contacts with an infectious end."""
         e = self.edges(day)
-        raw = torch.zeros_like(x)
-        raw.scatter_add_(0, e.dst, x.index_select(0, e.src))
-        raw.scatter_add_(0, e.src, x.index_select(0, e.dst))
-        return raw
+        return nonzero_pairs(torch.cat([e.dst, e.src]), torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)]))
 
 
 def community_layer(

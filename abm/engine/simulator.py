@@ -155,6 +155,17 @@ class Simulation:
         self.daily_rate: torch.Tensor | None = None
         if self.differentiable:
             self.state.weight = torch.ones(self.total, dtype=torch.float32, device=d)
+        # Lists that keep each day's work proportional to the epidemic, not to the population:
+        # agents infected and not yet recovered or dead (sorted), new ones not merged yet, and
+        # the scheduled transitions (agent, day) not yet due. Rebuilt from the state by
+        # ``rescan`` (at the first step, and after state is written directly).
+        self._infected = torch.zeros(0, dtype=torch.int64, device=d)
+        self._infected_new: list[torch.Tensor] = []
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._scanned = False
+        # Each agent's infectiousness today, zero but for the day's sources while exposure is
+        # computed (reset after), so no per-day vector over all agents is allocated.
+        self._x = torch.zeros(self.total, dtype=torch.float32, device=d)
         self.ledger = CostLedger(r)
         self.recorder = Recorder(self, self.days)
         self.layers = (self.household, self.occupation, self.community)
@@ -180,6 +191,8 @@ class Simulation:
 
     def step(self, day: int) -> None:
         """One day, phase by phase."""
+        if not self._scanned:
+            self.rescan()
         for phase in Phase:
             for hook in self._hooks[phase]:
                 hook(self, day)
@@ -197,47 +210,101 @@ class Simulation:
         return {lay.name: lay for lay in self.layers}[layer].edges(day)
 
     # ----------------------------------------------------------------- engine phases
-    def infectiousness(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Indices of agents able to infect today and their infectiousness."""
+    def rescan(self) -> None:
+        """Rebuild the engine's lists (infected agents, scheduled transitions) from the agent
+        state. Called before the first day; call it again after writing ``state`` directly
+        (tests and custom hooks that set stages or transition days by hand)."""
         s = self.state
-        a = self.disease.infectiousness.index_select(0, s.stage.long())
-        src = ((a > 0) & ~s.isolated).nonzero().squeeze(1)
+        stage = s.stage
+        infected = (stage != Stage.SUSCEPTIBLE) & (stage != ABSORBING[0]) & (stage != ABSORBING[1])
+        self._infected = infected.nonzero().squeeze(1)
+        self._infected_new = []
+        due = (s.next_day != NEVER).nonzero().squeeze(1)
+        self._pending = [(due, s.next_day.index_select(0, due))]
+        self._scanned = True
+
+    def infected(self) -> torch.Tensor:
+        """Agents (flat indices, ascending) infected and not recovered or dead."""
+        if not self._scanned:
+            self.rescan()
+        s = self.state
+        agents = torch.cat([self._infected, *self._infected_new]) if self._infected_new else self._infected
+        if self._infected_new:
+            agents = torch.sort(agents).values
+            self._infected_new = []
+        stage = s.stage.index_select(0, agents)
+        self._infected = agents.index_select(0, ((stage != ABSORBING[0]) & (stage != ABSORBING[1])).nonzero().squeeze(1))
+        return self._infected
+
+    def infectiousness(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indices of agents able to infect today (ascending) and their infectiousness."""
+        s = self.state
+        agents = self.infected()
+        a = self.disease.infectiousness.index_select(0, s.stage.index_select(0, agents).long())
+        able = ((a > 0) & ~s.isolated.index_select(0, agents)).nonzero().squeeze(1)
+        src = agents.index_select(0, able)
         k = (day - s.infected_day.index_select(0, src).long()).clamp(0, self.disease.profile.shape[0] - 1)
-        w = (
-            a.index_select(0, src)
-            * self.disease.profile.index_select(0, k)
-            * s.infectiousness_scale.index_select(0, src)
-        )
+        w = a.index_select(0, able) * self.disease.profile.index_select(0, k) * s.infectiousness_scale.index_select(0, src)
         if s.weight is not None:
             w = w * s.weight.index_select(0, src)
         return src, w
 
-    def force_of_infection(self, day: int) -> torch.Tensor:
-        """Sum over today's contacts of weight * infectiousness / normaliser, per agent."""
+    def exposure(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Agents with a contact of an infectious agent today (ascending, distinct) and the
+        force of infection on each: the sum over their contacts of layer weight *
+        infectiousness / normaliser, layer by layer."""
         src, w = self.infectiousness(day)
-        force = torch.zeros(self.total, dtype=torch.float32, device=self.device)
+        empty = src[:0]
         if src.numel() == 0:
-            return force
-        x = torch.zeros_like(force)
-        x[src] = w
+            return empty, w[:0]
+        if self.differentiable:  # a fresh vector, so gradients flow through it
+            x = torch.zeros(self.total, dtype=w.dtype, device=self.device).index_copy(0, src, w)
+        else:
+            x = self._x.index_copy_(0, src, w)
+        parts = []
         for layer in self.layers:
             scale = self.layer_scale[layer.name]
             if scale > 0:
-                force += layer.pressure(day, src, w, x) * layer.coef * scale
-        return force
+                parts.append((layer, scale, *layer.contributions(day, src, w, x)))
+        if not self.differentiable:
+            self._x.index_fill_(0, src, 0.0)
+        if not parts:
+            return empty, w[:0]
+        entries = sum(t.shape[0] for *_, t, _ in parts)
+        if 4 * entries > self.total:  # many contacts: sum into per-agent vectors
+            force = torch.zeros(self.total, dtype=w.dtype, device=self.device)
+            for layer, scale, t, v in parts:
+                force = force + torch.zeros_like(force).index_add_(0, t, v) * layer.coef * scale
+            target = (force > 0).nonzero().squeeze(1)
+            return target, force.index_select(0, target)
+        target, slot = torch.unique(torch.cat([t for *_, t, _ in parts]), return_inverse=True)
+        force = torch.zeros(target.shape[0], dtype=w.dtype, device=self.device)
+        start = 0
+        for layer, scale, t, v in parts:
+            raw = torch.zeros_like(force).index_add_(0, slot[start : start + t.shape[0]], v)
+            force = force + raw * layer.coef.index_select(0, target) * scale
+            start += t.shape[0]
+        keep = (force > 0).nonzero().squeeze(1)
+        return target.index_select(0, keep), force.index_select(0, keep)
+
+    def force_of_infection(self, day: int) -> torch.Tensor:
+        """The force of infection on every agent today, as a per-agent vector."""
+        target, force = self.exposure(day)
+        return torch.zeros(self.total, dtype=force.dtype, device=self.device).index_copy(0, target, force)
 
     def _transmit(self, day: int) -> None:
-        force = self.force_of_infection(day)
+        target, force = self.exposure(day)
         s = self.state
-        cand = (force > 0).nonzero().squeeze(1)
-        ok = s.stage.index_select(0, cand) == Stage.SUSCEPTIBLE
-        shielded = (s.immune | s.isolated) if self.isolation_shields else s.immune
-        ok &= ~shielded.index_select(0, cand)
-        cand = cand.index_select(0, ok.nonzero().squeeze(1))
+        ok = s.stage.index_select(0, target) == Stage.SUSCEPTIBLE
+        ok &= ~s.immune.index_select(0, target)
+        if self.isolation_shields:
+            ok &= ~s.isolated.index_select(0, target)
+        keep = ok.nonzero().squeeze(1)
+        cand = target.index_select(0, keep)
         lam = self.disease.susceptibility.index_select(0, self.age_group.index_select(0, cand))
         rate = self.disease_cfg.transmission_rate if self.daily_rate is None else self.daily_rate[day]
         lam = lam * (s.susceptibility_scale.index_select(0, cand) * rate)
-        lam = lam * force.index_select(0, cand)
+        lam = lam * force.index_select(0, keep)
         gen = generator(self.seed, "transmission", day, self.device)
         u = torch.rand(cand.shape[0], generator=gen, device=self.device)
         p = -torch.expm1(-lam)
@@ -268,6 +335,7 @@ class Simulation:
             stage = self.disease.next_stage(self.age_group.index_select(0, idx), torch.zeros_like(idx), u)
         s.stage[idx] = stage.to(torch.int8)
         s.infected_day[idx] = day
+        self._infected_new.append(idx)
         self._schedule(idx, stage, day, gen)
         self.recorder.infections(idx)
         self.recorder.transitions(idx, torch.zeros_like(idx), stage.long())
@@ -280,11 +348,25 @@ class Simulation:
         dwell = self.disease.dwell(stage, nxt, u[1])
         absorbing = (stage == ABSORBING[0]) | (stage == ABSORBING[1])
         s.next_stage[idx] = nxt.to(torch.int8)
-        s.next_day[idx] = torch.where(absorbing, NEVER, (day + 1 + dwell).clamp_max(NEVER)).to(torch.int16)
+        when = torch.where(absorbing, NEVER, (day + 1 + dwell).clamp_max(NEVER)).to(torch.int16)
+        s.next_day[idx] = when
+        later = (when != NEVER).nonzero().squeeze(1)
+        self._pending.append((idx.index_select(0, later), when.index_select(0, later)))
+
+    def _due(self, day: int) -> torch.Tensor:
+        """Agents (ascending, distinct) whose scheduled transition is today; the rest stay
+        pending. An entry whose agent was rescheduled since is dropped."""
+        agents = torch.cat([a for a, _ in self._pending])
+        when = torch.cat([w for _, w in self._pending])
+        now = when == day
+        later = (~now).nonzero().squeeze(1)
+        self._pending = [(agents.index_select(0, later), when.index_select(0, later))]
+        due = torch.unique(agents.index_select(0, now.nonzero().squeeze(1)))
+        return due.index_select(0, (self.state.next_day.index_select(0, due) == day).nonzero().squeeze(1))
 
     def _progress(self, day: int) -> None:
         s = self.state
-        due = (s.next_day == day).nonzero().squeeze(1)
+        due = self._due(day)
         if due.numel() == 0:
             return
         old = s.stage.index_select(0, due).long()
