@@ -392,7 +392,9 @@ class OccupationLayer(ContactLayer):
         contact of the day instead."""
         if src.shape[0] * self.mean_incident > self.src.shape[0]:
             e = self.edges(day)
-            return nonzero_pairs(torch.cat([e.dst, e.src]), torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)]))
+            return nonzero_pairs(
+                torch.cat([e.dst, e.src]), torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)])
+            )
         idx, new = self.rewiring(day)
         pos, owner = expand_rows(self.inc_ptr, src)
         stays = ~self.moved(day).index_select(0, self.inc_edge.index_select(0, pos))

@@ -233,7 +233,9 @@ class Simulation:
             agents = torch.sort(agents).values
             self._infected_new = []
         stage = s.stage.index_select(0, agents)
-        self._infected = agents.index_select(0, ((stage != ABSORBING[0]) & (stage != ABSORBING[1])).nonzero().squeeze(1))
+        self._infected = agents.index_select(
+            0, ((stage != ABSORBING[0]) & (stage != ABSORBING[1])).nonzero().squeeze(1)
+        )
         return self._infected
 
     def infectiousness(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -244,7 +246,11 @@ class Simulation:
         able = ((a > 0) & ~s.isolated.index_select(0, agents)).nonzero().squeeze(1)
         src = agents.index_select(0, able)
         k = (day - s.infected_day.index_select(0, src).long()).clamp(0, self.disease.profile.shape[0] - 1)
-        w = a.index_select(0, able) * self.disease.profile.index_select(0, k) * s.infectiousness_scale.index_select(0, src)
+        w = (
+            a.index_select(0, able)
+            * self.disease.profile.index_select(0, k)
+            * s.infectiousness_scale.index_select(0, src)
+        )
         if s.weight is not None:
             w = w * s.weight.index_select(0, src)
         return src, w
