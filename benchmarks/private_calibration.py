@@ -11,6 +11,8 @@ several seeds (each seed draws new populations, simulations, held-out sets and i
 also writes a summary: per protocol the mean and sd over seeds of the mean recovery, the paired
 difference to local-only with a one-sided paired t-test, and per institution the mean and sd of
 the gain, so that "beats local-only" and "no negative gain" are judged against measured noise.
+The summary is written twice: for recovery on held-out simulations over the full parameter range
+(the headline) and on held-out simulations under each institution's own prior (its own range).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from scipy import stats
 from abm.private_calibration.report import markdown, run_private_calibration
 
 ROOT = Path(__file__).resolve().parents[1]
+NOT_COLLABORATIVE = ("local", "centralized", "mapl_local")
+"""Entries that are not collaborations: the baseline, the pooled upper bound and MAPL's W = I control."""
 
 
 def checks(report: dict) -> list[str]:
@@ -35,7 +39,7 @@ def checks(report: dict) -> list[str]:
     local = prots["local"]["mean_recovery"]
     lines = []
     for key, r in prots.items():
-        if key in ("local", "centralized"):
+        if key in NOT_COLLABORATIVE:
             continue
         ok = r["mean_recovery"] > local
         lines.append(
@@ -45,18 +49,33 @@ def checks(report: dict) -> list[str]:
     if "cycle" in prots:
         g = prots["cycle"]["min_gain"]
         lines.append(f"- CYCle: {'no' if g >= 0 else 'an'} institution with a negative gain (min gain {g:+.3f})")
+        g = prots["cycle"].get("min_gain_own", float("nan"))
+        if not np.isnan(g):
+            lines.append(
+                f"- CYCle, own prior: {'no' if g >= 0 else 'an'} institution with a negative gain (min gain {g:+.3f})"
+            )
     return lines
 
 
-def summary(reports: list[dict]) -> list[str]:
-    """Mean and sd over seeds; paired comparisons with local-only judged against the seed-to-seed noise."""
+def summary(reports: list[dict], own: bool = False) -> list[str]:
+    """Mean and sd over seeds; paired comparisons with local-only judged against the seed-to-seed noise.
+
+    ``own``: recovery on held-out simulations under each institution's own prior instead of over
+    the full parameter range.
+    """
     n = len(reports)
     keys = list(reports[0]["protocols"])
     names = [i["name"] for i in reports[0]["institutions"]]
     t_crit = float(stats.t.ppf(0.95, n - 1)) if n > 1 else float("nan")
-    rec = {k: np.array([r["protocols"][k]["mean_recovery"] for r in reports]) for k in keys}
+    sfx = "_own" if own else ""
+    rec = {k: np.array([r["protocols"][k]["mean_recovery" + sfx] for r in reports]) for k in keys}
+    where = (
+        "held-out simulations under each institution's own prior (its own range)"
+        if own
+        else "held-out simulations over the full parameter range"
+    )
     lines = [
-        f"## Summary over {n} seeds",
+        f"## Summary over {n} seeds: recovery on {where}",
         "",
         f"Mean +- sd over seeds. Difference: paired (same seed) mean recovery minus local-only's; t: paired "
         f"t statistic; 'beats local-only' when t > {t_crit:.2f} (one-sided 5%, {n - 1} degrees of freedom). "
@@ -73,7 +92,7 @@ def summary(reports: list[dict]) -> list[str]:
         sd = float(d.std(ddof=1)) if n > 1 else float("nan")
         t = float(d.mean() / (sd / np.sqrt(n))) if n > 1 and sd > 0 else float("nan")
         beats = k != "local" and n > 1 and t > t_crit
-        g = np.array([[row["gain"] for row in r["protocols"][k]["institutions"]] for r in reports])  # [seeds, inst]
+        g = np.array([[row["gain" + sfx] for row in r["protocols"][k]["institutions"]] for r in reports])
         gm, gs = g.mean(0), g.std(0, ddof=1) if n > 1 else np.zeros(g.shape[1])
         neg = [names[i] for i in range(len(names)) if n > 1 and gm[i] + t_crit * gs[i] / np.sqrt(n) < 0]
         gains = " | ".join(f"{gm[i]:+.3f} +- {gs[i]:.3f}" for i in range(len(names)))
@@ -82,13 +101,13 @@ def summary(reports: list[dict]) -> list[str]:
             f"| {k} | {rec[k].mean():.3f} +- {rec[k].std(ddof=1) if n > 1 else 0:.3f} | {d.mean():+.3f} +- {sd:.3f} "
             f"| {t:.1f} | {'yes' if beats else 'no'} | {int((d > 0).sum())}/{n} | {gains} | {negs} |"
         )
-        if k not in ("local", "centralized"):
+        if k not in NOT_COLLABORATIVE:
             verdicts.append(
                 f"- {k}: {'beats' if beats else 'does NOT beat'} local-only beyond noise "
                 f"(difference {d.mean():+.3f} +- {sd:.3f}, t {t:.1f}); institutions with a gain negative beyond "
                 f"noise: {negs}"
             )
-    return [*lines, "", "Checks over seeds:", "", *verdicts, ""]
+    return [*lines, "", f"Checks over seeds ({where}):", "", *verdicts, ""]
 
 
 def main() -> None:
@@ -104,8 +123,9 @@ def main() -> None:
         "# Private calibration results",
         "",
         f"Command: `python benchmarks/private_calibration.py --scenario {args.scenario.relative_to(ROOT)} "
-        f"--seeds {' '.join(map(str, args.seeds))}`. Date: 2026-11-22. Machine: 2-core CPU shared with other "
-        f"jobs ({platform.machine()}, Python {platform.python_version()}), torch CPU, 1 thread.",
+        f"--seeds {' '.join(map(str, args.seeds))}`. Date: {time.strftime('%Y-%m-%d')}. "
+        f"Machine: 2-core CPU shared with other jobs ({platform.machine()}, Python {platform.python_version()}), "
+        "torch CPU, 1 thread.",
         "",
     ]
     reports = []
@@ -132,7 +152,9 @@ def main() -> None:
         print("\n".join(per_seed[-12:]), flush=True)
     if len(reports) > 1:
         lines += summary(reports)
-        print("\n".join(lines[-len(reports[0]["protocols"]) - 12 :]), flush=True)
+        if not np.isnan(reports[0]["protocols"]["local"].get("mean_recovery_own", float("nan"))):
+            lines += summary(reports, own=True)
+        print("\n".join(lines[4:]), flush=True)
     args.results.write_text("\n".join(lines + per_seed) + "\n")
     print(f"results: {args.results}")
 

@@ -49,9 +49,15 @@ class AuditNetwork(Network):
 
 @dataclass
 class CalibratorParticipant(Participant):
-    """A participant scored by parameter recovery (mean over parameters of marginal accuracy)."""
+    """A participant scored by parameter recovery (mean over parameters of marginal accuracy).
+
+    ``score`` is recovery on the held-out simulations over the full parameter range (the
+    headline); ``own_score`` is recovery on held-out simulations under the institution's own
+    prior (its own range; ``nan`` when the scenario draws none).
+    """
 
     grid: BinGrid | None = None
+    own_test: Dataset | None = None
 
     def recovery(self, data: Dataset | None = None) -> dict[str, float]:
         """Per-parameter recovery accuracy on ``data`` (default: the held-out simulations)."""
@@ -64,6 +70,12 @@ class CalibratorParticipant(Participant):
 
     def val_score(self) -> float:
         return float(np.mean(list(self.recovery(self.data.val).values())))
+
+    def own_score(self) -> float:
+        """Mean recovery on held-out simulations under the institution's own prior."""
+        if self.own_test is None:
+            return float("nan")
+        return float(np.mean(list(self.recovery(self.own_test).values())))
 
 
 @dataclass
@@ -108,7 +120,9 @@ def build_participant(
     with _INIT_LOCK:  # Flower clients may build participants in threads of one process
         torch.manual_seed(seed)
         model = calibrator_for(models[k % len(models)], scenario.model.weeks, grid.n_classes)
-    return CalibratorParticipant(k, institution.data, model, cfg, seed, institution.data.test, grid=grid)
+    return CalibratorParticipant(
+        k, institution.data, model, cfg, seed, institution.data.test, grid=grid, own_test=institution.own_test
+    )
 
 
 def build_participants(

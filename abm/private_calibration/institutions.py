@@ -53,6 +53,7 @@ class Institution:
     population: Population
     prior: dict[str, tuple[float, float]]
     data: ParticipantData  # train / val under its own prior; test = held-out over the full range
+    own_test: Dataset | None  # held-out under its own prior (None when own_holdout_simulations is 0)
     observed_daily: pd.DataFrame  # cases, hospital_admissions per 100k residents, by date
     observed_x: torch.Tensor  # [1, 2W] calibrator input of the observed series
     truth: dict[str, float] | None
@@ -191,6 +192,9 @@ def build_institution(scenario: PrivateCalibrationScenario, model: Scenario, cou
     else:
         truth, truth_class = None, None
         obs = observed_kc2020(section, county.figures.population)
+    # drawn last, so that adding it left every other draw of the institution unchanged
+    own_n = ev.own_holdout_simulations
+    own = pairs(grid, pop, model, section, prior, own_n, 1, rng, seed0 + 6, fixed_asc) if own_n else None
     return Institution(
         index=k,
         spec=spec,
@@ -198,9 +202,10 @@ def build_institution(scenario: PrivateCalibrationScenario, model: Scenario, cou
         population=pop,
         prior=prior,
         data=ParticipantData(train, val, test),
+        own_test=own,
         observed_daily=obs,
         observed_x=observed_features(obs, section),
         truth=truth,
         truth_class=truth_class,
-        simulations=spec.budget + ev.val_simulations + ev.holdout_simulations + (truth is not None),
+        simulations=spec.budget + ev.val_simulations + ev.holdout_simulations + own_n + (truth is not None),
     )

@@ -121,6 +121,9 @@ class EvaluationSpec(_Strict):
 
     holdout_simulations: int = Field(96, ge=4, description="per institution, over the full parameter range")
     val_simulations: int = Field(32, ge=2, description="per institution, under its own prior")
+    own_holdout_simulations: int = Field(
+        64, ge=0, description="per institution, under its own prior (recovery on its own range; 0: not measured)"
+    )
     estimate_replicates: int = Field(4, ge=1, description="replicates simulated at each estimate")
 
 

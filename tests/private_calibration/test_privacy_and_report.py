@@ -151,8 +151,11 @@ def test_abm_learn_end_to_end(tmp_path):
             assert set(row["nd"]) == {"cases", "hospital_admissions"} and row["nd_mean"] >= 0
             assert set(row["estimate"]) == {"transmission", "seeding", "ascertainment"}
             assert row["gain"] == pytest.approx(row["recovery"] - row["standalone"])
+            assert 0.0 <= row["recovery_own"] <= 1.0
+            assert row["gain_own"] == pytest.approx(row["recovery_own"] - row["standalone_own"])
         assert r["mcg"] == pytest.approx(np.mean([row["gain"] for row in rows]))
         assert r["cgs"] == pytest.approx(np.std([row["gain"] for row in rows]))
+        assert r["mcg_own"] == pytest.approx(np.mean([row["gain_own"] for row in rows]))
         if key in ("local", "centralized"):
             assert r["bytes_total"] == 0
         else:
@@ -161,8 +164,8 @@ def test_abm_learn_end_to_end(tmp_path):
     assert "masked_vector" in report["protocols"]["fedavg"]["bytes_by_kind"]
     assert "input_gradients" not in report["protocols"]["codream"]["bytes_by_kind"]  # only masked
     md = (out / "report.md").read_text()
-    assert "| codream |" in md and "| truth |" in md
-    for f in ("recovery.png", "gains.png", "nd.png", "fits.png", "curves.png", "regions.png"):
+    assert "| codream |" in md and "| truth |" in md and "mean recovery (own prior)" in md
+    for f in ("recovery.png", "gains.png", "gains_own.png", "nd.png", "fits.png", "curves.png", "regions.png"):
         assert (out / f).stat().st_size > 1000
     assert "codream" in proc.stdout and "report:" in proc.stdout
 
