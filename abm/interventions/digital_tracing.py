@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
+from abm.interventions.testing import positives_today
 from abm.interventions.tracing import bernoulli, notify, window_contacts
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
@@ -100,8 +101,9 @@ class DigitalTracing(InterventionBase):
 
     def trace(self, sim: Simulation, day: int) -> None:
         c = self.cfg
-        positive = self.positive_day == day
-        index = (positive & self.has_app if c.require_app == "both" else positive).nonzero().squeeze(1)
+        index = positives_today(sim, day)
+        if c.require_app == "both":
+            index = index[self.has_app.index_select(0, index)]
         index = index[bernoulli(sim, "dct-notify", day, index.shape[0], c.notify_probability)]
         if index.numel() == 0:
             return

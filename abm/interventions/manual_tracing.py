@@ -22,6 +22,7 @@ from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
+from abm.interventions.testing import positives_today
 from abm.interventions.tracing import bernoulli, notify, window_contacts
 
 
@@ -87,7 +88,7 @@ class ManualTracing(InterventionBase):
 
     def trace(self, sim: Simulation, day: int) -> None:
         c = self.cfg
-        index = (self.positive_day == day).nonzero().squeeze(1)
+        index = positives_today(sim, day)
         index = index[self.reach(sim, "mct-reach-index", day, index)]
         if c.daily_capacity is not None:
             limit = torch.full((sim.replicates,), c.daily_capacity, device=sim.device)

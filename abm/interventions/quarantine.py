@@ -18,6 +18,7 @@ from abm.engine.disease import Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
+from abm.interventions.testing import positives_today
 
 
 class QuarantineConfig(BaseModel):
@@ -60,6 +61,7 @@ class Quarantine(InterventionBase):
         self.until = torch.full((sim.total,), -1, dtype=torch.int16, device=sim.device)
         self.positive_day = sim.field("positive_day", torch.int16, -1)
         self.request = sim.field("quarantine_request", torch.bool, False)
+        self.members: torch.Tensor | None = None  # isolated agents, ascending (from the first step)
 
     def hooks(self) -> dict:
         if self.cfg.persistence == "entry_day":
@@ -72,38 +74,43 @@ class Quarantine(InterventionBase):
         if self.cfg.reset_infectiousness:
             st.infectiousness_scale[st.isolated & (st.stage != Stage.SUSCEPTIBLE)] = 0.0
         st.isolated.zero_()
+        self.members = self.members[:0] if self.members is not None else None
 
     def step(self, sim: Simulation, day: int) -> None:
-        st = sim.state
+        """Quarantines end, positives (and those asked to) enter, some drop out. Works on the
+        agents concerned only: the isolated, today's positives and today's requests."""
+        st, c = sim.state, self.cfg
         gen = generator(sim.seed, "quarantine", day, sim.device)
 
-        def draw(mask: torch.Tensor, p: float) -> torch.Tensor:
-            idx = mask.nonzero().squeeze(1)
-            keep = torch.rand(idx.shape[0], generator=gen, device=sim.device) < p
-            out = torch.zeros_like(mask)
-            out[idx[keep]] = True
-            return out
+        def draw(idx: torch.Tensor, p: float) -> torch.Tensor:
+            return idx[torch.rand(idx.shape[0], generator=gen, device=sim.device) < p]
 
-        ending = st.isolated & (self.until <= day)
-        if self.cfg.reset_infectiousness:
-            st.infectiousness_scale[ending & (st.stage != Stage.SUSCEPTIBLE)] = 0.0
-        st.isolated &= ~ending
-        enter = draw(self.positive_day == day, self.cfg.enter_probability)
-        if self.cfg.household:
-            _, members = sim.household.contacts_of(enter.nonzero().squeeze(1), day)
-            mates = torch.zeros_like(enter)
-            mates[members] = True
-            enter |= draw(mates & ~enter, self.cfg.enter_probability)
-        enter |= self.request
-        enter &= (st.stage != Stage.DEATH) & ~st.isolated
-        st.isolated |= enter
-        self.until[enter] = day + self.cfg.days
-        self.request.zero_()
-        staying = st.isolated if self.cfg.persistence == "entry_day" else st.isolated & ~enter
-        st.isolated &= ~draw(staying, self.cfg.daily_dropout)
-        st.isolated &= st.stage != Stage.DEATH
-        self.history.bitwise_left_shift_(1).bitwise_and_((1 << 30) - 1).bitwise_or_(st.isolated.to(torch.int32))
-        if self.cfg.cost_per_day > 0:
-            sim.book_cost(
-                "quarantine_day", day, sim.per_replicate(st.isolated.nonzero().squeeze(1)), self.cfg.cost_per_day
-            )
+        members = st.isolated.nonzero().squeeze(1) if self.members is None else self.members
+        ends = self.until.index_select(0, members) <= day
+        ending = members[ends]
+        if c.reset_infectiousness:
+            st.infectiousness_scale[ending[st.stage.index_select(0, ending) != Stage.SUSCEPTIBLE]] = 0.0
+        st.isolated[ending] = False
+        members = members[~ends]
+        enter = draw(positives_today(sim, day), c.enter_probability)
+        if c.household:
+            _, mates = sim.household.contacts_of(enter, day)
+            mates = torch.unique(mates)
+            enter = torch.unique(torch.cat([enter, draw(mates[~torch.isin(mates, enter)], c.enter_probability)]))
+        if bool(self.request.any()):
+            enter = torch.unique(torch.cat([enter, self.request.nonzero().squeeze(1)]))
+            self.request.zero_()
+        enter = enter[(st.stage.index_select(0, enter) != Stage.DEATH) & ~st.isolated.index_select(0, enter)]
+        st.isolated[enter] = True
+        self.until[enter] = day + c.days
+        both = torch.unique(torch.cat([members, enter]))
+        leave = draw(both if c.persistence == "entry_day" else members, c.daily_dropout)
+        members = both[~torch.isin(both, leave)]
+        dead = members[st.stage.index_select(0, members) == Stage.DEATH]
+        members = members[st.stage.index_select(0, members) != Stage.DEATH]
+        st.isolated[torch.cat([leave, dead])] = False
+        self.members = members
+        history = self.history.bitwise_left_shift_(1).bitwise_and_((1 << 30) - 1)
+        history.index_copy_(0, members, history.index_select(0, members) | 1)
+        if c.cost_per_day > 0:
+            sim.book_cost("quarantine_day", day, sim.per_replicate(members), c.cost_per_day)

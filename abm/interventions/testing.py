@@ -85,6 +85,22 @@ class TestingConfig(BaseModel):
     )
 
 
+def is_symptomatic(stage: torch.Tensor) -> torch.Tensor:
+    """Whether each stage has symptoms that lead to a test (mild or severe)."""
+    return (stage == Stage.MILD_SYMPTOMS) | (stage == Stage.SEVERE_SYMPTOMS)
+
+
+def positives_today(sim: Simulation, day: int) -> torch.Tensor:
+    """Agents (ascending) whose positive result arrived on ``day`` (field ``positive_day``),
+    found once a day and shared by quarantine and the tracers."""
+    key = ("positives", day)
+    if key not in sim.memo:
+        for old in [k for k in sim.memo if k[0] == "positives"]:
+            del sim.memo[old]
+        sim.memo[key] = (sim.field("positive_day", torch.int16, -1) == day).nonzero().squeeze(1)
+    return sim.memo[key]
+
+
 @register("testing")
 class Testing(InterventionBase):
     """Tests symptomatic agents (and traced contacts who are asked to test)."""
@@ -118,6 +134,7 @@ class Testing(InterventionBase):
             return
         positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
         self.positive_day.index_fill_(0, positive, day)
+        sim.memo.pop(("positives", day), None)  # found again when next asked
         self.last_result_day.index_fill_(0, due, day)
         self.result_day.index_fill_(0, due, -1)
 
@@ -128,9 +145,12 @@ class Testing(InterventionBase):
             return
         st = sim.state
         stage = st.stage
-        symptomatic = (stage == Stage.MILD_SYMPTOMS) | (stage == Stage.SEVERE_SYMPTOMS)
-        # Candidates first (few), then the eligibility checks on them only.
-        cand = (symptomatic | self.request).nonzero().squeeze(1)
+        # Candidates first (few: the symptomatic among the infected, and the requests), then the
+        # eligibility checks on them only.
+        infected = sim.infected()
+        cand = infected[is_symptomatic(stage.index_select(0, infected))]
+        if bool(self.request.any()):
+            cand = torch.unique(torch.cat([cand, self.request.nonzero().squeeze(1)]))
         s = stage.index_select(0, cand)
         valid = self.cfg.validity_days
         waited = (day - self.last_result_day.index_select(0, cand)) > (valid if valid is not None else -1)
@@ -138,7 +158,7 @@ class Testing(InterventionBase):
         if not self.cfg.test_quarantined:
             ok &= ~st.isolated.index_select(0, cand)
         cand = cand.index_select(0, ok.nonzero().squeeze(1))
-        cand_symptomatic = symptomatic.index_select(0, cand)
+        cand_symptomatic = is_symptomatic(stage.index_select(0, cand))
         cand_request = self.request.index_select(0, cand)
         untested = torch.ones_like(cand, dtype=torch.bool)
         gen = generator(sim.seed, "testing", day, sim.device)

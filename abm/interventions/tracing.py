@@ -7,6 +7,7 @@ import torch
 
 from abm.engine.rng import generator
 from abm.engine.simulator import Simulation
+from abm.interventions.testing import positives_today
 
 
 def unique_pairs(owner: torch.Tensor, partner: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,9 +47,7 @@ def window_contacts(
     found = [_positives_contacts(sim, layer, day, window_days, tested) for layer in layers]
     owner = torch.cat([index[:0]] + [o for o, _ in found])
     partner = torch.cat([index[:0]] + [p for _, p in found])
-    member = torch.zeros(sim.total, dtype=torch.bool, device=sim.device)
-    member[index] = True
-    keep = member.index_select(0, owner).nonzero().squeeze(1)
+    keep = torch.isin(owner, index).nonzero().squeeze(1)
     return unique_pairs(owner.index_select(0, keep), partner.index_select(0, keep), sim.total)
 
 
@@ -62,7 +61,7 @@ def _positives_contacts(
         return sim.memo[key]
     for old in [k for k in sim.memo if k[0] == "tracing" and k[2] != day]:
         del sim.memo[old]
-    index = (sim.field("positive_day", torch.int16, -1) == day).nonzero().squeeze(1)
+    index = positives_today(sim, day)
     history = sim.fields.get("isolated_history")
     first = max(0, day - window_days)
     if getattr(layer, "static", False):
