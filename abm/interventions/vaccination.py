@@ -7,6 +7,7 @@ Writes ``immune`` (all-or-nothing) or ``susceptibility_scale`` (leaky) of the ag
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -103,6 +104,19 @@ class Vaccination(InterventionBase):
         second_cls = rank + groups if c.first_doses_first else 2 * rank
         self.first_key = first_cls.double() + u
         self.second_key = second_cls.double() + u
+        # The queue: each replicate's agents in the programme by priority (class, then the
+        # uniform), the order of both keys. Doses go down the queue; ``head`` passes the
+        # entries done with first doses, ``head2`` those done with second doses, and ``front``
+        # bounds the entries that have had any dose (no second dose is due beyond it).
+        r, n = sim.replicates, sim.n
+        key = torch.where(self.in_program, self.first_key, torch.inf).view(r, n)
+        order = torch.argsort(key, dim=1, stable=True)
+        self.queued = int(self.in_program[:n].sum())
+        self.queue = order[:, : self.queued] + torch.arange(r, device=d)[:, None] * n
+        self.head = torch.zeros(r, dtype=torch.int64, device=d)
+        self.head2 = torch.zeros(r, dtype=torch.int64, device=d)
+        self.front = torch.zeros(r, dtype=torch.int64, device=d)
+        self.steps = torch.arange(self.queued, device=d)
         per_day = c.daily_doses if c.daily_doses is not None else round(c.daily_doses_per_100k * sim.n / 1e5)
         self.per_day = int(per_day)
         self.stock = torch.zeros(sim.replicates, c.shelf_life_days + 1, dtype=torch.int64, device=d)
@@ -122,26 +136,66 @@ class Vaccination(InterventionBase):
         available = self.stock.sum(1)
         # Priority classes: (dose to give, age group in priority order); within a class, a
         # random order drawn once per agent. Today's doses go to the eligible agents first in
-        # that order, so a class is served whole before the next while doses last.
-        stage = st.stage
-        can = (stage < Stage.HOSPITALIZED) & ~st.isolated & self.in_program
-        first = can & (self.doses == 0)
+        # that order, so a class is served whole before the next while doses last. The
+        # candidates are read off the queue: the first ``available`` eligible for a first dose
+        # and, unless first doses come first and fill the day, for a second dose.
         returns = self.returns
         if c.dose2_dropout_draw == "daily":
             gen = generator(sim.seed, "vaccination-return", day, sim.device)
             returns = torch.rand(sim.total, generator=gen, device=sim.device) >= c.dose2_dropout
-        second = can & (self.doses == 1) & returns & (day - self.dose1_day >= c.dose2_gap_days)
-        key = torch.where(first, self.first_key, torch.where(second, self.second_key, torch.inf))
         k = min(int(available.max()), sim.n)
-        if k == 0:
+        if k == 0 or self.queued == 0:
             return
-        best, pos = torch.topk(key.view(sim.replicates, sim.n), k, dim=1, largest=False, sorted=True)
+        r = sim.replicates
+
+        def open_to_a_dose(a: torch.Tensor) -> torch.Tensor:
+            return (st.stage.index_select(0, a) < Stage.HOSPITALIZED) & ~st.isolated.index_select(0, a)
+
+        def first_ok(a: torch.Tensor) -> torch.Tensor:
+            return (self.doses.index_select(0, a) == 0) & open_to_a_dose(a)
+
+        def second_ok(a: torch.Tensor) -> torch.Tensor:
+            gap = (day - self.dose1_day.index_select(0, a)) >= c.dose2_gap_days
+            return (self.doses.index_select(0, a) == 1) & returns.index_select(0, a) & gap & open_to_a_dose(a)
+
+        end = torch.full_like(self.head, self.queued)
+        first = self._scan(self.head, end, available, first_ok)
+        parts = [(first, self.first_key)]
+        short = first[2].sum(1) < available
+        second = None
+        if not c.first_doses_first or bool(short.any()):
+            second = self._scan(self.head2, self.front, available, second_ok)
+            parts.append((second, self.second_key))
+        agents = torch.cat([a for (a, _, _), _ in parts], 1)
+        key = torch.cat(
+            [torch.where(t, kk.index_select(0, a.view(-1)).view(r, -1), torch.inf) for (a, _, t), kk in parts], 1
+        )
+        k = min(k, key.shape[1])
+        best, pos = torch.topk(key, k, dim=1, largest=False, sorted=True)
         take = (best < torch.inf) & (torch.arange(k, device=sim.device)[None, :] < available[:, None])
-        offset = torch.arange(sim.replicates, device=sim.device)[:, None] * sim.n
-        chosen = (pos + offset)[take]
+        chosen = agents.gather(1, pos)[take]
+        if chosen.numel() > 0:
+            self.administer(sim, day, chosen)
+        # Move the heads past entries done with a dose for good; extend the front.
+        a1, p1, t1 = first
+        given1 = t1 & (self.doses.index_select(0, a1.view(-1)).view(r, -1) > 0)
+        self.front = torch.maximum(self.front, torch.where(given1, p1 + 1, 0).amax(1))
+
+        def first_done(a: torch.Tensor) -> torch.Tensor:
+            return (self.doses.index_select(0, a) > 0) | (st.stage.index_select(0, a) >= Stage.HOSPITALIZED)
+
+        def second_done(a: torch.Tensor) -> torch.Tensor:
+            doses = self.doses.index_select(0, a)
+            done = (doses >= 2) | (st.stage.index_select(0, a) >= Stage.HOSPITALIZED)
+            if c.dose2_dropout_draw == "once":  # those who do not return never will
+                done |= (doses == 1) & ~self.returns.index_select(0, a)
+            return done
+
+        self.head += self._finished(a1, p1, end, first_done)
+        if second is not None:
+            self.head2 += self._finished(second[0], second[1], self.front, second_done)
         if chosen.numel() == 0:
             return
-        self.administer(sim, day, chosen)
         used = sim.per_replicate(chosen)
         # Use the oldest stock first.
         left = used.clone()
@@ -151,6 +205,33 @@ class Vaccination(InterventionBase):
             left -= take
         self.given += used
         sim.book_cost("vaccine_dose", day, used, c.price_per_dose)
+
+    def _scan(
+        self, head: torch.Tensor, end: torch.Tensor, want: torch.Tensor, ok: Callable[[torch.Tensor], torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per replicate, queue entries from ``head`` (before ``end``) far enough to hold the
+        first ``want`` agents that ``ok`` accepts, or all of them: the agents and their
+        positions ([replicate, entry]) and the mask of those first accepted ones."""
+        width = int(want.max()) + 64
+        limit = int((end - head).max())
+        while True:
+            width = min(width, max(limit, 1))
+            pos = head[:, None] + self.steps[None, :width]
+            inside = pos < end[:, None]
+            agents = self.queue.gather(1, pos.clamp_max(self.queue.shape[1] - 1))
+            good = ok(agents.view(-1)).view(agents.shape) & inside
+            if width >= limit or bool((good.sum(1) >= want).all()):
+                break
+            width *= 2
+        take = good & (good.cumsum(1) <= want[:, None])
+        return agents, pos, take
+
+    def _finished(
+        self, agents: torch.Tensor, pos: torch.Tensor, end: torch.Tensor, done: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """How many leading entries of each replicate's scanned window are ``done`` for good."""
+        mask = done(agents.view(-1)).view(agents.shape) & (pos < end[:, None])
+        return mask.to(torch.int32).cumprod(1).sum(1)
 
     def administer(self, sim: Simulation, day: int, idx: torch.Tensor) -> None:
         """Give the next dose to ``idx`` and draw its protection."""
