@@ -14,6 +14,7 @@ from conftest import make_population, quiet_contacts
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
 from abm.engine.contacts import HouseholdContacts, HouseholdLayer, OccupationLayer
+from abm.engine.disease import DwellTime
 from abm.engine.reference_contacts import StubPathCommunityLayer
 from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConfig
 from abm.interventions.manual_tracing import ManualTracing, ManualTracingConfig
@@ -531,3 +532,50 @@ def test_reference_ni_reproduces_the_published_final_size_and_peak():
     assert abs(m.cumulative - 81_318.1) <= 3_000
     assert abs(m.peak_hospitalized - 174.6) <= 0.15 * 174.6
     assert abs(m.peak_day - 65) <= 5
+
+
+# ----------------------------------------------------------------------------- day order
+def test_day_order_matches_the_reference_step():
+    """Specs sections 2.7, 3.3, 5.1, 5.3 and 6, as the reference code's step() runs them: the
+    initial infections are in their stage from row 0 with infection day 0 and leave it on day
+    1 + D (seen from row 2 + D); a case infected on day t shows from row t + 1 and infects from
+    day t + 1 with g(1) (g(0) = 0: nobody infects on the day of their own infection); rows are
+    the start of each day (our end of day t - 1)."""
+    reps, days = 60, 16
+    pop = make_population([[0, 1]])
+    disease = load_scenario(ROOT / "scenarios/reference/ni.yaml").disease
+    dwell = [d for d in disease.dwell_times if d.from_stage != "asymptomatic"]
+    asymptomatic = {"from": "asymptomatic", "to": "recovered", "distribution": "two_point", "mean": 4.0}  # D = 4
+    disease = disease.model_copy(update={"dwell_times": [*dwell, DwellTime.model_validate(asymptomatic)]})
+    seeding = SeedingConfig(infections={"asymptomatic": 1})
+    sim = Simulation(
+        pop, disease, quiet_contacts(household={"weight": 200.0}), seeding, days=days, replicates=reps, seed=3
+    )
+    g, a = sim.disease.profile, sim.disease.infectiousness
+    ends, weights = [], []  # stage at the end of each day; each agent's infectiousness when transmission runs
+    for day in range(days):
+        src, w = sim.infectiousness(day)
+        weights.append(torch.zeros(2 * reps).index_put_((src,), w))
+        sim.step(day)
+        ends.append(sim.state.stage.clone())
+        if day == 0:
+            first_change = sim.state.next_day.clone()
+    rows = reference_rows(torch.stack(ends).numpy())
+    seeds = np.flatnonzero(rows[0] == Stage.ASYMPTOMATIC)
+    assert seeds.shape[0] == reps and (rows[0] > 0).sum() == reps, "one seed per replicate, in row 0"
+    assert (sim.state.infected_day[seeds] == 0).all()
+    assert (weights[0] == 0).all(), "day 0: nobody infects (the seeds' g(0) = 0)"
+    assert (first_change[seeds] == 1 + 4).all(), "a seed leaves its stage on day 1 + D"
+    assert (rows[:6, seeds] == Stage.ASYMPTOMATIC).all() and (rows[6, seeds] == Stage.RECOVERED).all()
+    for day in range(1, 6):
+        assert torch.allclose(weights[day][seeds], a[Stage.ASYMPTOMATIC] * g[day]), "seeds infect with g(t)"
+    caught = 0
+    for m in [s + 1 if s % 2 == 0 else s - 1 for s in seeds.tolist()]:  # the seed's housemate
+        t = int(sim.state.infected_day[m])
+        if t < 0 or t + 1 >= days:
+            continue
+        caught += 1
+        assert t >= 1 and rows[t, m] == Stage.SUSCEPTIBLE and rows[t + 1, m] != Stage.SUSCEPTIBLE
+        assert weights[t][m] == 0, "not infectious on the day of its own infection"
+        assert float(weights[t + 1][m]) == pytest.approx(float(a[int(rows[t + 1, m])] * g[1]), rel=1e-6)
+    assert caught > reps // 2
