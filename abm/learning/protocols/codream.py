@@ -26,16 +26,19 @@ Every client computation is a client operation (``codream.*`` below) called thro
 ``ctx.clients``, so the protocol runs in process and over Flower alike; each client keeps its own
 copy of the dream buffer and of the server's latest student.
 
-Ablations: ``collaborate: false`` (each client dreams alone on its share of the batch; dreams are
-still pooled and labelled by all), ``w_adv: 0`` (no adversarial term), ``w_feature: 0`` (no
-feature statistics).
+Ablations: ``collaborate: false`` (independent dreams: each client dreams alone on its share of
+the batch and labels its own dreams with its own logits, as in the authors' independent-dreams
+variant ``feddream_fast_independent``; the labelled dreams are still shared with everyone, so
+knowledge travels without any aggregation; ``independent_labels: all`` keeps the earlier variant
+in which the pooled independent dreams are labelled by everyone's averaged logits), ``w_adv: 0``
+(no adversarial term), ``w_feature: 0`` (no feature statistics).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +62,7 @@ class CoDreamConfig(ProtocolConfig):
     w_adv: float = 1.0
     adv_start: int = 2
     collaborate: bool = True
+    independent_labels: Literal["dreamer", "all"] = "dreamer"  # who labels independent dreams (collaborate: false)
     dream_start: int = 1
     kd_temperature: float = 3.0
     kd_weight: float = 1.0
@@ -276,7 +280,8 @@ def _dream_alone(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Pa
         opt.zero_grad()
         x.grad = input_gradient(env.participant.model, x, cfg, student)
         opt.step()
-    return {"x": x.detach()}
+    x = x.detach()
+    return {"x": x, "z": predict(env.participant.model, x)}
 
 
 @client_op("codream.logits")
@@ -353,6 +358,7 @@ class CoDream(Protocol):
         self.gen = torch.Generator().manual_seed(ctx.seed + 104729)
         self.buffer: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.dream_batches = 0
+        self._own_labels: torch.Tensor | None = None
         self._cfg_json = self.config.model_dump(mode="json")
 
     def _weights(self, ctx: RunContext) -> list[float]:
@@ -405,20 +411,33 @@ class CoDream(Protocol):
         return x.detach()
 
     def _dream_independently(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
+        """Each client dreams alone on its share of the batch; the dreams are pooled. With
+        ``independent_labels: dreamer`` each client's logits on its own dreams become their soft
+        labels (kept in ``self._own_labels`` for :meth:`_soft_labels`)."""
         cfg = self.config
         share = max(2, cfg.n_dreams // ctx.n)
         starts = {pid: torch.randn(share, self.dim, generator=self.gen) for pid in ctx.ids}
         replies = ctx.clients.call(
             "codream.dream_alone", {pid: {"x": x0} for pid, x0 in starts.items()}, self._op_config(student)
         )
-        parts = []
+        parts, labels = [], []
         for pid in ctx.ids:
             ctx.network.send(Message(MessageKind.DREAMS, pid, SERVER, {"x": replies[pid]["x"]}, t))
             parts.append(replies[pid]["x"])
+            if cfg.independent_labels == "dreamer":
+                ctx.network.send(Message(MessageKind.LOGITS, pid, SERVER, {"z": replies[pid]["z"]}, t))
+                labels.append(replies[pid]["z"])
+        self._own_labels = torch.cat(labels) if labels else None
         return torch.cat(parts)
 
     # ---- stage 2: acquisition ----------------------------------------------------------------
     def _soft_labels(self, ctx: RunContext, x: torch.Tensor, t: int) -> torch.Tensor:
+        own = self._own_labels
+        if own is not None:  # independent dreams labelled by their dreamers: no aggregation
+            self._own_labels = None
+            for pid in ctx.ids:
+                ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": own}, t))
+            return own
         w = self._weights(ctx)
         replies = ctx.clients.broadcast("codream.logits", {"x": x})
         total = None
