@@ -126,6 +126,14 @@ def expand_ranges(begin: torch.Tensor, end: torch.Tensor) -> tuple[torch.Tensor,
     return torch.arange(owner.shape[0], device=begin.device) + shift, owner
 
 
+def find_sorted(table: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where each of ``values`` is in the ascending ``table``, and whether it is there."""
+    if table.numel() == 0:
+        return torch.zeros_like(values), torch.zeros_like(values, dtype=torch.bool)
+    at = torch.searchsorted(table, values).clamp_max_(table.shape[0] - 1)
+    return at, table.index_select(0, at) == values
+
+
 def expand_rows(ptr: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions of every entry of CSR ``rows`` (given row pointers ``ptr``, int32 or int64)
     and each position's index into ``rows``."""
@@ -282,8 +290,22 @@ class OccupationLayer(ContactLayer):
         self.setting = torch.as_tensor(setting).repeat(replicates).to(device)
         self.categories = list(pop.categories)
         self._base_coef = self.coef
+        # Each agent's group (over all replicates; -1: none) and each group's ring contacts,
+        # a range of contact ids (contacts are laid out group by group).
+        ng = pop.num_groups
+        per_group = sizes * half
+        agent_group = np.where(pop.group >= 0, pop.group, -1)
+        rep = torch.arange(replicates, dtype=torch.int64)[:, None]
+        self.agent_group = (
+            torch.where(
+                torch.as_tensor(agent_group)[None, :] >= 0, torch.as_tensor(agent_group)[None, :] + rep * ng, -1
+            )
+            .flatten()
+            .to(device)
+        )
+        self.group_edges = tile(np.cumsum(per_group) - per_group, replicates, e, device)
+        self.group_edges_end = tile(np.cumsum(per_group), replicates, e, device)
         self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._moved: dict[int, torch.Tensor] = {}
         self._slot = torch.full((n * replicates,), -1, dtype=torch.int64, device=device)  # lookup scratch
 
     def scale_settings(self, scale: dict[str, float]) -> None:
@@ -298,39 +320,49 @@ class OccupationLayer(ContactLayer):
     def contacts_of(self, agents: torch.Tensor, day: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs (position in ``agents``, contact) of the agents' contacts on ``day`` (one day,
         or one day per agent; an agent may appear once per day): their ring contacts not
-        rewired that day, and that day's rewired contacts found from either end."""
+        rewired that day, and that day's rewired contacts with the agent at either end."""
         days = torch.as_tensor(day, device=agents.device).long().expand(agents.shape)
         first, last = (int(days.min()), int(days.max())) if agents.numel() else (0, -1)
-        span, e = last - first + 1, self.src.shape[0]
-        rel = days - first
-        pos, owner = expand_rows(self.inc_ptr, agents)
-        edge = self.inc_edge.index_select(0, pos)
-        key = rel.index_select(0, owner) * e + edge  # (day, ring contact)
-        moved = torch.cat([self.moved(first + k) for k in range(span)] or [edge[:0].bool()]).index_select(0, key)
-        stays = (~moved).nonzero().squeeze(1)
-        owners, partners = [owner.index_select(0, stays)], [self.inc_nbr.index_select(0, pos.index_select(0, stays))]
-        # A rewired ring contact keeps its first end, who meets the new member instead ...
-        rewired = [self.rewiring(first + k) for k in range(span)]
-        idx = torch.cat([i + k * e for k, (i, _) in enumerate(rewired)] or [edge[:0]])  # sorted
-        gone = moved.nonzero().squeeze(1)
-        o, key = owner.index_select(0, gone), key.index_select(0, gone)
-        mine = (self.src.index_select(0, key % e) == agents.index_select(0, o)).nonzero().squeeze(1)
-        owners.append(o.index_select(0, mine))
-        new = torch.cat([n for _, n in rewired] or [edge[:0]])
-        partners.append(new.index_select(0, torch.searchsorted(idx, key.index_select(0, mine))))
-        # ... and the new member meets that first end.
-        slot = self._slot
-        for k, (i, n) in enumerate(rewired):
-            sel = (rel == k).nonzero().squeeze(1) if span > 1 else torch.arange(agents.shape[0], device=agents.device)
-            slot[agents.index_select(0, sel)] = sel
-            at = slot.index_select(0, n)
-            hit = (at >= 0).nonzero().squeeze(1)
-            slot[agents.index_select(0, sel)] = -1
-            owners.append(at.index_select(0, hit))
-            partners.append(self.src.index_select(0, i.index_select(0, hit)))
+        owners, partners = [agents[:0]], [agents[:0]]
+        for d in range(first, last + 1):
+            sel = (
+                (days == d).nonzero().squeeze(1)
+                if last > first
+                else torch.arange(agents.shape[0], device=agents.device)
+            )
+            if sel.numel() == 0:
+                continue
+            who = agents.index_select(0, sel)
+            idx, new = self.rewiring(d)
+            pos, owner = expand_rows(self.inc_ptr, who)
+            _, moved = find_sorted(idx, self.inc_edge.index_select(0, pos))
+            stays = (~moved).nonzero().squeeze(1)
+            owners.append(sel.index_select(0, owner.index_select(0, stays)))
+            partners.append(self.inc_nbr.index_select(0, pos.index_select(0, stays)))
+            # Rewired contacts: the first end meets the new member instead, from either side.
+            j = self.rewired_in_groups(d, who)
+            a, b = self.src.index_select(0, idx.index_select(0, j)), new.index_select(0, j)
+            slot = self._slot
+            slot[who] = sel
+            for one, other in ((a, b), (b, a)):
+                at = slot.index_select(0, one)
+                hit = (at >= 0).nonzero().squeeze(1)
+                owners.append(at.index_select(0, hit))
+                partners.append(other.index_select(0, hit))
+            slot[who] = -1
         owner, partner = torch.cat(owners), torch.cat(partners)
         keep = partner != agents.index_select(0, owner)
         return owner[keep], partner[keep]
+
+    def rewired_in_groups(self, day: int, agents: torch.Tensor) -> torch.Tensor:
+        """Positions (ascending) in the day's rewiring of the contacts rewired in the groups
+        of ``agents``: every rewired contact with one of them at either end is among them."""
+        idx, _ = self.rewiring(day)
+        group = self.agent_group.index_select(0, agents)
+        group = torch.unique(group[group >= 0])
+        lo = torch.searchsorted(idx, self.group_edges.index_select(0, group))
+        hi = torch.searchsorted(idx, self.group_edges_end.index_select(0, group))
+        return expand_ranges(lo, hi)[0]
 
     def rewiring(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Today's rewired ring contacts (sorted distinct edge ids) and their new other ends.
@@ -362,20 +394,9 @@ class OccupationLayer(ContactLayer):
             slot = self.group_start.index_select(0, idx) + (u * size).long().clamp_max(size - 1)
             new = self.members.index_select(0, slot)
         if len(self._rewired_by_day) >= 16:  # keep the last days, for tracing
-            old = min(self._rewired_by_day)
-            self._rewired_by_day.pop(old)
-            self._moved.pop(old, None)
+            self._rewired_by_day.pop(min(self._rewired_by_day))
         self._rewired_by_day[day] = (idx, new)
         return idx, new
-
-    def moved(self, day: int) -> torch.Tensor:
-        """Per ring contact, whether it is rewired on ``day`` (kept with the day's rewiring)."""
-        if day not in self._moved:
-            idx, _ = self.rewiring(day)
-            self._moved[day] = torch.zeros(self.src.shape[0], dtype=torch.bool, device=self.device).index_fill_(
-                0, idx, True
-            )
-        return self._moved[day]
 
     def edges(self, day: int) -> Edges:
         """The day's contacts: the ring lattice with today's rewiring."""
@@ -397,10 +418,11 @@ class OccupationLayer(ContactLayer):
             )
         idx, new = self.rewiring(day)
         pos, owner = expand_rows(self.inc_ptr, src)
-        stays = ~self.moved(day).index_select(0, self.inc_edge.index_select(0, pos))
-        a = self.src.index_select(0, idx)
-        t1, v1 = nonzero_pairs(new, x.index_select(0, a))
-        t2, v2 = nonzero_pairs(a, x.index_select(0, new))
+        stays = ~find_sorted(idx, self.inc_edge.index_select(0, pos))[1]
+        j = self.rewired_in_groups(day, src)
+        a, b = self.src.index_select(0, idx.index_select(0, j)), new.index_select(0, j)
+        t1, v1 = nonzero_pairs(b, x.index_select(0, a))
+        t2, v2 = nonzero_pairs(a, x.index_select(0, b))
         return (
             torch.cat([self.inc_nbr.index_select(0, pos), t1, t2]),
             torch.cat([w.index_select(0, owner) * stays, v1, v2]),

@@ -134,7 +134,9 @@ class Testing(InterventionBase):
             return
         positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
         self.positive_day.index_fill_(0, positive, day)
-        sim.memo.pop(("positives", day), None)  # found again when next asked
+        known = sim.memo.get(("positives", day))
+        if known is not None:  # keep today's list up to date (same-day results arrive later)
+            sim.memo[("positives", day)] = torch.unique(torch.cat([known, positive]))
         self.last_result_day.index_fill_(0, due, day)
         self.result_day.index_fill_(0, due, -1)
 
