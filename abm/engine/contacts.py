@@ -208,7 +208,12 @@ class HouseholdLayer(ContactLayer):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member of a household with infectious members gets the household's total
         infectiousness less its own."""
-        house, slot = torch.unique(self.index.index_select(0, src), return_inverse=True)
+        home = self.index.index_select(0, src)
+        if 8 * src.shape[0] > self.num:  # many households: every agent, from all households' sums
+            total = torch.zeros(self.num, dtype=w.dtype, device=w.device).index_add_(0, home, w)
+            everyone = torch.arange(x.shape[0], device=x.device)
+            return everyone, total.index_select(0, self.index) - x
+        house, slot = torch.unique(home, return_inverse=True)
         total = torch.zeros(house.shape[0], dtype=w.dtype, device=w.device).index_add_(0, slot, w)
         member, owner = expand_rows(self.ptr, house)
         return member, total.index_select(0, owner) - x.index_select(0, member)
@@ -335,7 +340,7 @@ class OccupationLayer(ContactLayer):
             who = agents.index_select(0, sel)
             idx, new = self.rewiring(d)
             pos, owner = expand_rows(self.inc_ptr, who)
-            _, moved = find_sorted(idx, self.inc_edge.index_select(0, pos))
+            moved = self.rewired(d, self.inc_edge.index_select(0, pos))
             stays = (~moved).nonzero().squeeze(1)
             owners.append(sel.index_select(0, owner.index_select(0, stays)))
             partners.append(self.inc_nbr.index_select(0, pos.index_select(0, stays)))
@@ -353,6 +358,15 @@ class OccupationLayer(ContactLayer):
         owner, partner = torch.cat(owners), torch.cat(partners)
         keep = partner != agents.index_select(0, owner)
         return owner[keep], partner[keep]
+
+    def rewired(self, day: int, edges: torch.Tensor) -> torch.Tensor:
+        """Whether each of the ring contacts ``edges`` is rewired on ``day``: by binary search
+        in the day's rewiring when they are few, through a mask over all contacts when many."""
+        idx, _ = self.rewiring(day)
+        if 8 * edges.shape[0] < self.src.shape[0]:
+            return find_sorted(idx, edges)[1]
+        mask = torch.zeros(self.src.shape[0], dtype=torch.bool, device=self.device).index_fill_(0, idx, True)
+        return mask.index_select(0, edges)
 
     def rewired_in_groups(self, day: int, agents: torch.Tensor) -> torch.Tensor:
         """Positions (ascending) in the day's rewiring of the contacts rewired in the groups
@@ -413,14 +427,15 @@ class OccupationLayer(ContactLayer):
         contact of the day instead."""
         if src.shape[0] * self.mean_incident > self.src.shape[0]:
             e = self.edges(day)
-            return nonzero_pairs(
-                torch.cat([e.dst, e.src]), torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)])
-            )
+            return torch.cat([e.dst, e.src]), torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)])
         idx, new = self.rewiring(day)
         pos, owner = expand_rows(self.inc_ptr, src)
-        stays = ~find_sorted(idx, self.inc_edge.index_select(0, pos))[1]
-        j = self.rewired_in_groups(day, src)
-        a, b = self.src.index_select(0, idx.index_select(0, j)), new.index_select(0, j)
+        stays = ~self.rewired(day, self.inc_edge.index_select(0, pos))
+        if pos.shape[0] > idx.shape[0]:  # many infectious: look at every rewired contact
+            a, b = self.src.index_select(0, idx), new
+        else:
+            j = self.rewired_in_groups(day, src)
+            a, b = self.src.index_select(0, idx.index_select(0, j)), new.index_select(0, j)
         t1, v1 = nonzero_pairs(b, x.index_select(0, a))
         t2, v2 = nonzero_pairs(a, x.index_select(0, b))
         return (

@@ -161,7 +161,7 @@ class Simulation:
         # ``rescan`` (at the first step, and after state is written directly).
         self._infected = torch.zeros(0, dtype=torch.int64, device=d)
         self._infected_new: list[torch.Tensor] = []
-        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._pending: dict[int, list[torch.Tensor]] = {}  # day -> agents whose transition is due
         self._scanned = False
         # Each agent's infectiousness today, zero but for the day's sources while exposure is
         # computed (reset after), so no per-day vector over all agents is allocated.
@@ -215,22 +215,40 @@ class Simulation:
         state. Called before the first day; call it again after writing ``state`` directly
         (tests and custom hooks that set stages or transition days by hand)."""
         s = self.state
-        stage = s.stage
-        infected = (stage != Stage.SUSCEPTIBLE) & (stage != ABSORBING[0]) & (stage != ABSORBING[1])
-        self._infected = infected.nonzero().squeeze(1)
+        self._infected = self._scan_infected()
         self._infected_new = []
         due = (s.next_day != NEVER).nonzero().squeeze(1)
-        self._pending = [(due, s.next_day.index_select(0, due))]
+        self._pending = {}
+        self._add_pending(due, s.next_day.index_select(0, due))
         self._scanned = True
+
+    def _scan_infected(self) -> torch.Tensor:
+        stage = self.state.stage
+        return ((stage != Stage.SUSCEPTIBLE) & (stage != ABSORBING[0]) & (stage != ABSORBING[1])).nonzero().squeeze(1)
+
+    def _add_pending(self, agents: torch.Tensor, when: torch.Tensor) -> None:
+        """File agents under the day of their next transition."""
+        if agents.numel() == 0:
+            return
+        when, order = torch.sort(when)
+        days, counts = torch.unique_consecutive(when, return_counts=True)
+        for d, chunk in zip(days.tolist(), agents.index_select(0, order).split(counts.tolist()), strict=True):
+            self._pending.setdefault(d, []).append(chunk)
 
     def infected(self) -> torch.Tensor:
         """Agents (flat indices, ascending) infected and not recovered or dead."""
         if not self._scanned:
             self.rescan()
         s = self.state
-        agents = torch.cat([self._infected, *self._infected_new]) if self._infected_new else self._infected
+        agents = self._infected
         if self._infected_new:
-            agents = torch.sort(agents).values
+            count = agents.shape[0] + sum(a.shape[0] for a in self._infected_new)
+            # Merged in order; when they are many, a scan of all agents is cheaper than a sort.
+            agents = (
+                self._scan_infected()
+                if 16 * count > self.total
+                else torch.sort(torch.cat([agents, *self._infected_new])).values
+            )
             self._infected_new = []
         stage = s.stage.index_select(0, agents)
         self._infected = agents.index_select(
@@ -357,17 +375,15 @@ class Simulation:
         when = torch.where(absorbing, NEVER, (day + 1 + dwell).clamp_max(NEVER)).to(torch.int16)
         s.next_day[idx] = when
         later = (when != NEVER).nonzero().squeeze(1)
-        self._pending.append((idx.index_select(0, later), when.index_select(0, later)))
+        self._add_pending(idx.index_select(0, later), when.index_select(0, later).long())
 
     def _due(self, day: int) -> torch.Tensor:
         """Agents (ascending, distinct) whose scheduled transition is today; the rest stay
         pending. An entry whose agent was rescheduled since is dropped."""
-        agents = torch.cat([a for a, _ in self._pending])
-        when = torch.cat([w for _, w in self._pending])
-        now = when == day
-        later = (~now).nonzero().squeeze(1)
-        self._pending = [(agents.index_select(0, later), when.index_select(0, later))]
-        due = torch.unique(agents.index_select(0, now.nonzero().squeeze(1)))
+        chunks = self._pending.pop(day, None)
+        if chunks is None:
+            return self.state.next_day[:0].long()
+        due = torch.unique(torch.cat(chunks))
         return due.index_select(0, (self.state.next_day.index_select(0, due) == day).nonzero().squeeze(1))
 
     def _progress(self, day: int) -> None:
