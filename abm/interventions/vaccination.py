@@ -117,6 +117,7 @@ class Vaccination(InterventionBase):
         self.head2 = torch.zeros(r, dtype=torch.int64, device=d)
         self.front = torch.zeros(r, dtype=torch.int64, device=d)
         self.steps = torch.arange(self.queued, device=d)
+        self.passed = torch.zeros(0, dtype=torch.int64, device=d)  # passed by the head while isolated
         per_day = c.daily_doses if c.daily_doses is not None else round(c.daily_doses_per_100k * sim.n / 1e5)
         self.per_day = int(per_day)
         self.stock = torch.zeros(sim.replicates, c.shelf_life_days + 1, dtype=torch.int64, device=d)
@@ -160,8 +161,10 @@ class Vaccination(InterventionBase):
 
         end = torch.full_like(self.head, self.queued)
         first = self._scan(self.head, end, available, first_ok)
-        parts = [(first, self.first_key)]
-        short = first[2].sum(1) < available
+        # Agents the head passed while they were isolated are candidates again once out.
+        passed = self._by_replicate(sim, self.passed, first_ok(self.passed))
+        parts = [(first, self.first_key), (passed, self.first_key)]
+        short = first[2].sum(1) + passed[2].sum(1) < available
         second = None
         if not c.first_doses_first or bool(short.any()):
             second = self._scan(self.head2, self.front, available, second_ok)
@@ -191,7 +194,13 @@ class Vaccination(InterventionBase):
                 done |= (doses == 1) & ~self.returns.index_select(0, a)
             return done
 
-        self.head += self._finished(a1, p1, end, first_done)
+        # The head passes entries done for good and isolated ones, which wait in ``passed``.
+        waiting = (self.doses.index_select(0, a1.view(-1)) == 0) & st.isolated.index_select(0, a1.view(-1))
+        lead = self._finished(a1, p1, end, lambda a: first_done(a) | waiting)
+        behind = (self.steps[None, : a1.shape[1]] < lead[:, None]) & waiting.view(a1.shape)
+        self.passed = torch.cat([self.passed, a1[behind]])
+        self.passed = torch.sort(self.passed[~first_done(self.passed)]).values
+        self.head += lead
         if second is not None:
             self.head2 += self._finished(second[0], second[1], self.front, second_done)
         if chosen.numel() == 0:
@@ -225,6 +234,23 @@ class Vaccination(InterventionBase):
             width *= 2
         take = good & (good.cumsum(1) <= want[:, None])
         return agents, pos, take
+
+    def _by_replicate(
+        self, sim: Simulation, agents: torch.Tensor, ok: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Agents (ascending) as rows per replicate, padded: the agents, their column, and the
+        mask of those ``ok``."""
+        rep = agents // sim.n
+        counts = torch.bincount(rep, minlength=sim.replicates)
+        col = torch.arange(agents.shape[0], device=agents.device) - (torch.cumsum(counts, 0) - counts).index_select(
+            0, rep
+        )
+        width = int(counts.max()) if agents.numel() else 0
+        rows = torch.zeros(sim.replicates, width, dtype=torch.int64, device=agents.device)
+        mask = torch.zeros(sim.replicates, width, dtype=torch.bool, device=agents.device)
+        rows[rep, col] = agents
+        mask[rep, col] = ok
+        return rows, col.new_zeros(rows.shape), mask
 
     def _finished(
         self, agents: torch.Tensor, pos: torch.Tensor, end: torch.Tensor, done: Callable[[torch.Tensor], torch.Tensor]
