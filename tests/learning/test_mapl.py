@@ -122,3 +122,22 @@ def test_augmentation_jitter_scales_with_each_feature_sd():
     # masking still zeroes about mask_fraction of the entries of each view
     d = _record_views(MAPLConfig(jitter=0.0, mask_fraction=0.25))
     assert float((d != 0).float().mean()) == pytest.approx(2 * 0.25 * 0.75, abs=0.03)
+
+
+@pytest.mark.slow
+def test_mapl_beats_local_ce_and_recovers_clusters_on_the_spec_experiment():
+    """mapl.md 5.4's scaled-down experiment (`gmm_mapl_scarce`, seed 1): the learned graph puts
+    all of each participant's weight on its own cluster and MAPL beats local-only CE training
+    (benchmarks/learning_results.md, seeds 1-3: 89.7 vs 86.9; seed 1: 83.4 vs 82.0). It does not
+    beat MAPL with W = I (the same losses, nothing exchanged: 89.8), which is why that claim of
+    issue #7 is recorded as not shown; this test covers the part that holds."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "learning" / "gmm_mapl_scarce.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["protocols"] = [p for p in raw["protocols"] if p.get("label") is None]
+    r = run_all(load_scenario({**raw, "seed": 1})[0])["protocols"]
+    assert r["mapl"]["summary"]["within_cluster_mass"] >= 0.8
+    assert r["mapl"]["mean_score"] > r["local"]["mean_score"] + 0.005
