@@ -35,18 +35,23 @@ def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {cfg.optimizer!r}; allowed: sgd, adam")
 
 
-def minibatches(
-    data: Dataset, batch_size: int, generator: torch.Generator
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Shuffled minibatches; a final batch of one sample is merged (BatchNorm needs two)."""
-    n = len(data)
+def minibatch_indices(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Sample indices of shuffled minibatches over ``n`` samples; a final batch of one sample is
+    merged into the previous one (BatchNorm needs two)."""
     perm = torch.randperm(n, generator=generator)
     starts = list(range(0, n, batch_size))
     if len(starts) > 1 and n - starts[-1] < 2:
         starts.pop()
     for i, s in enumerate(starts):
         e = starts[i + 1] if i + 1 < len(starts) else n
-        idx = perm[s:e]
+        yield perm[s:e]
+
+
+def minibatches(
+    data: Dataset, batch_size: int, generator: torch.Generator
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Shuffled minibatches; a final batch of one sample is merged (BatchNorm needs two)."""
+    for idx in minibatch_indices(len(data), batch_size, generator):
         yield data.x[idx], data.y[idx]
 
 

@@ -83,14 +83,19 @@ def _params(run) -> list[torch.Tensor]:
     return [torch.cat([q.detach().reshape(-1) for q in p.model.parameters()]) for p in run.participants]
 
 
-def test_cycle_with_zero_trust_is_local_only_for_mixed_calibrators(setup):
+@pytest.mark.parametrize("batch_size", [16, 31])
+def test_cycle_with_zero_trust_is_local_only_for_mixed_calibrators(setup, batch_size):
     """With every reputation 0 (tau_opt < tau_max < 0, so h(s) = 0 on [0, 1]) no peer's
     predictions enter any loss: each institution's MLP / CNN / GRU calibrator ends with exactly
     its local-only weights (same data, epochs, batches and optimizer), so CYCle's gain is 0. With
-    full trust (VPDL) the weights differ: distillation is the only channel, and it is live."""
+    full trust (VPDL) the weights differ: distillation is the only channel, and it is live.
+    Batch size 31 on 32 training pairs leaves a final batch of one, which local-only merges into
+    the previous batch: CYCle must batch the same way (it used to drop that sample)."""
     scenario, institutions = setup
     data = _tiny()
     data["rounds"] = 5  # warm-up 1 round, then 4 rounds with distillation
+    data["training"]["batch_size"] = batch_size
+    assert len(institutions[0].data.train) % batch_size in (0, 1)
     scenario, _ = load_scenario(data)
     local = run_protocol(scenario, institutions, CalibrationProtocolSpec(name="local"))
     zero = run_protocol(

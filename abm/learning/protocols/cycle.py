@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from abm.learning.messages import Message, MessageKind
 from abm.learning.participant import Participant
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
-from abm.learning.training import predict
+from abm.learning.training import minibatch_indices, predict
 
 
 class CYCleConfig(ProtocolConfig):
@@ -156,13 +156,10 @@ class CYCle(Protocol):
         cfg: CYCleConfig,
     ) -> None:
         data = p.data.train
-        bs = p.train_config.batch_size
-        perm = torch.randperm(len(data), generator=p.generator)
         p.model.train()
-        for s in range(0, len(data), bs):
-            idx = perm[s : s + bs]
-            if len(idx) < 2:
-                continue
+        # the same batches as local-only training (a last batch of one is merged, not dropped), so
+        # that with every reputation 0 a participant follows its local-only trajectory exactly
+        for idx in minibatch_indices(len(data), p.train_config.batch_size, p.generator):
             logits = p.model(data.x[idx])
             loss = F.cross_entropy(logits, data.y[idx])
             for k, lam in peers:
