@@ -241,8 +241,9 @@ class OccupationLayer(ContactLayer):
     n - 1) neighbours, each ring contact rewired daily with probability p to a random member.
 
     Transmission pushes from infectious agents along their static ring contacts (kept as
-    compressed rows per agent), skipping today's rewired ones, plus today's rewired contacts,
-    so a day costs about p * E + (infectious agents x degree), not E.
+    compressed rows per agent), skipping today's rewired ones, plus today's rewired contacts
+    in their groups (contact ids are laid out group by group), so a day costs drawing the
+    rewiring (about p * E) plus the contacts of the infectious, not E.
     """
 
     name = "occupation"
