@@ -3,7 +3,11 @@ re-run the calibrated scenario with more replicates and other seeds (does `abm r
 reproduce the fit within noise?) and print the fit and held-out losses for BENCHMARKS.md.
 
     python benchmarks/calibration_king_county.py [--trials 200] [--method optuna|gradient]
-        [--backend local|ray] [--workers 2] [--check-replicates 10] [--out DIR]
+        [--backend local|ray] [--workers 2] [--check-replicates 10 40] [--out DIR]
+        [--evaluate CALIBRATED_YAML]
+
+``--evaluate`` skips the calibration and only re-runs the given calibrated scenario (seeds 1234
+and 4321, each number of ``--check-replicates``), printing the weekly held-out deaths too.
 
 ``--diagnose`` adds the held-out losses of the calibrated scenario with the mobility multiplier
 frozen at its value on the fit window's last day (a counterfactual that isolates how much of
@@ -21,7 +25,7 @@ from pathlib import Path
 import torch
 
 import abm
-from abm.calibration.observed import load_observed, losses, simulated
+from abm.calibration.observed import load_observed, losses, simulated, weekly
 from abm.calibration.optimize import calibrate
 from abm.interventions.contact_multipliers import ContactMultipliers
 from abm.runs import resolve
@@ -30,11 +34,34 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def check(calibrated: Path, replicates: int, seed: int, sets: list[str] | None = None) -> dict:
-    """Fit and held-out losses of the calibrated scenario run with ``replicates`` and ``seed``."""
+    """Fit and held-out losses of the calibrated scenario run with ``replicates`` and ``seed``,
+    and the held-out weekly series (simulated, observed)."""
     res = abm.run(calibrated, replicates=replicates, seed=seed, sets=sets)
     cfg = res.scenario.calibration
     obs, sim = load_observed(cfg), simulated(res, cfg)
-    return {"fit": losses(sim, obs, cfg.fit_window), "holdout": losses(sim, obs, cfg.holdout_window)}
+    held = {
+        t: [[round(float(a)), round(float(b))] for a, b in zip(s, o, strict=True)]
+        for t, s, o in (
+            (t, weekly(sim, cfg.holdout_window)[t], weekly(obs, cfg.holdout_window)[t]) for t in cfg.targets
+        )
+    }
+    return {
+        "fit": losses(sim, obs, cfg.fit_window),
+        "holdout": losses(sim, obs, cfg.holdout_window),
+        "holdout_weekly_sim_obs": held,
+    }
+
+
+def evaluate(calibrated: Path, replicates: list[int]) -> None:
+    """Print the fit and held-out ND of the calibrated scenario at each number of replicates,
+    seeds 1234 and 4321."""
+    for reps in replicates:
+        for seed in (1234, 4321):
+            t = time.perf_counter()
+            result = check(calibrated, reps, seed)
+            nd = {w: {k: round(v["nd_weekly"], 3) for k, v in result[w].items()} for w in ("fit", "holdout")}
+            print(f"re-run, {reps} replicates, seed {seed} ({time.perf_counter() - t:.0f} s): ND {json.dumps(nd)}")
+            print("  held-out weekly [sim, obs]:", json.dumps(result["holdout_weekly_sim_obs"]))
 
 
 def frozen_mobility_series(calibrated: Path, out: Path) -> list[str]:
@@ -59,12 +86,16 @@ def main() -> None:
     ap.add_argument("--method", default="optuna")
     ap.add_argument("--backend", default="local")
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--check-replicates", type=int, default=10)
+    ap.add_argument("--check-replicates", type=int, nargs="*", default=[10])
+    ap.add_argument("--evaluate", type=Path, default=None, help="only re-run this calibrated scenario")
     ap.add_argument("--diagnose", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("runs/calibrate_2020-calibration"))
     ap.add_argument("--set", dest="sets", action="append", default=[])
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.evaluate is not None:
+        evaluate(args.evaluate, args.check_replicates)
+        return
     t = time.perf_counter()
     summary = calibrate(
         ROOT / "scenarios/king_county/calibrate_2020.yaml",
@@ -78,17 +109,13 @@ def main() -> None:
     print(json.dumps(summary, indent=1))
     print(f"calibration wall time: {time.perf_counter() - t:.0f} s")
     calibrated = args.out / "calibrated.yaml"
-    if args.check_replicates:
-        for seed in (1234, 4321):
-            result = check(calibrated, args.check_replicates, seed)
-            print(f"re-run, {args.check_replicates} replicates, seed {seed}:", json.dumps(result))
+    evaluate(calibrated, args.check_replicates)
+    reps = args.check_replicates[0] if args.check_replicates else 2
     if args.diagnose:
         sets = frozen_mobility_series(calibrated, args.out.parent / f"{args.out.name}-frozen-mobility.csv")
-        result = check(calibrated, args.check_replicates or 2, 1234, sets)
+        result = check(calibrated, reps, 1234, sets)
         print("mobility frozen after the fit window:", json.dumps(result))
-        result = check(
-            calibrated, args.check_replicates or 2, 1234, ["interventions.contact_multipliers.series.recovery=1.0"]
-        )
+        result = check(calibrated, reps, 1234, ["interventions.contact_multipliers.series.recovery=1.0"])
         print("full recovery (recovery = 1):", json.dumps(result))
 
 

@@ -99,3 +99,44 @@ def test_bundled_king_county_series_cover_the_2020_windows():
     assert list(obs.columns) == ["hospital_admissions", "deaths"]
     april = obs.loc["2020-04-01":"2020-04-30"]
     assert april.deaths.sum() > 100 and april.hospital_admissions.sum() > 300
+
+
+def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path):
+    """``rerank_trials``: the best trials are re-run with ``rerank_replicates`` and ranked by
+    their new loss; the calibrated scenario keeps those replicates, so `abm run` on it
+    re-creates the re-ranked fit exactly."""
+    truth = abm.run(synthetic_scenario(tmp_path, 3.0, 99))
+    res = truth.result
+    scale = truth.summary["region_population"] / res.agents
+    dates = pd.date_range("2020-02-01", periods=res.days, freq="D")
+    cases = (res.new_infections.mean(axis=1) * scale * 0.2).tolist()
+    pd.DataFrame({"date": dates.strftime("%Y-%m-%d"), "cases": [0.0] * 7 + cases[:-7]}).to_csv(
+        tmp_path / "obs.csv", index=False
+    )
+    scenario = synthetic_scenario(tmp_path, 5.0, 1234)
+    scenario["calibration"] = {
+        "data": str(tmp_path / "obs.csv"),
+        "targets": ["cases"],
+        "fit_window": ["2020-02-08", "2020-04-10"],
+        "holdout_window": None,
+        "parameters": {"disease.transmission_rate": {"low": 1.0, "high": 6.0}},
+        "trials": 4,
+        "rerank_trials": 3,
+        "rerank_replicates": 3,
+    }
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    summary = calibrate(path, out)
+    ranked = summary["reranked"]
+    trials = pd.read_csv(out / "trials.csv").sort_values("value")
+    assert len(ranked) == 3
+    assert sorted(r["trial"] for r in ranked) == sorted(trials["number"].iloc[:3])
+    assert [r["loss_fit"] for r in ranked] == sorted(r["loss_fit"] for r in ranked)
+    assert all(r["loss_fit"] != r["loss_as_run"] for r in ranked)  # 3 replicates, not the trial's 2
+    assert summary["best_trial"] == ranked[0]["trial"] and summary["loss_fit"] == ranked[0]["loss_fit"]
+    assert summary["best_parameters"] == ranked[0]["values"]
+    rerun = abm.run(out / "calibrated.yaml")
+    assert rerun.scenario.simulation.replicates == 3
+    cfg = rerun.scenario.calibration
+    assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.fit_window) == summary["fit"]

@@ -31,6 +31,20 @@ class Observation(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ascertainment: float = Field(0.2, gt=0, le=1, description="share of infections reported as cases")
     case_delay_days: int = Field(7, ge=0, description="days from infection to a reported case")
+    death_delay_days: float = Field(
+        0.0,
+        ge=0,
+        le=30,
+        description="mean days from a death to its report: each day's deaths are reported over that day and "
+        "the following days with geometric weights (1 - q) q^k, q = mean / (1 + mean); 0: on the day",
+    )
+    death_multiplier: float = Field(
+        1.0,
+        gt=0,
+        le=5,
+        description="severity multiplier on deaths: simulated deaths are multiplied by it (hospitalized and ICU "
+        "agents do not transmit, so this equals scaling the disease table's death branches in expectation)",
+    )
 
 
 class GradientConfig(BaseModel):
@@ -70,6 +84,21 @@ class CalibrationConfig(BaseModel):
         description="scenario key path -> bounds",
     )
     observation: Observation = Observation()
+    profile_observation: bool = Field(
+        True,
+        description="fit the free calibration.observation.* parameters of each Optuna trial by a grid search on "
+        "that trial's simulation (they change no simulation) instead of drawing them with the sampler",
+    )
+    profile_points: int = Field(
+        29, ge=2, le=201, description="grid points per profiled parameter (then 9 around the best, 4 times finer)"
+    )
+    rerank_trials: int = Field(
+        0,
+        ge=0,
+        description="re-run this many best Optuna trials with rerank_replicates and keep the best of those "
+        "(0: keep the best trial as it ran); guards against a trial that won by its replicates' luck",
+    )
+    rerank_replicates: int = Field(10, ge=1, description="replicates of each re-ranked trial")
     trials: int = Field(40, ge=1, description="Optuna trials")
     seed: int = Field(0, ge=0, description="sampler seed")
     band_trials: int = Field(5, ge=1, description="best trials whose curves make the uncertainty band")

@@ -13,6 +13,11 @@ the last multiplier is held after that. The calibrated scenario expresses the mu
 ``interventions.contact_multipliers.changes`` (one per week, multiplying all three layers, which
 is the same as multiplying the transmission rate), so ``abm run`` re-creates the fit with the
 ordinary engine.
+
+The observation model is the Optuna path's (:func:`abm.calibration.observed.observe_arrays`):
+deaths times ``death_multiplier``, reported after the geometric delay ``death_delay_days``
+(:func:`reported`, differentiable in the daily counts), with the scenario's values held fixed:
+the gradient method fits beta and the weekly multipliers only.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import pandas as pd
 import torch
 
 from abm.calibration.config import CalibrationConfig
-from abm.calibration.observed import weekly
+from abm.calibration.observed import delay_weights, weekly
 from abm.engine import Simulation, Stage
 from abm.populations import Population, build_population, load_region
 from abm.scenario import Scenario
@@ -68,14 +73,27 @@ def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> d
     entries of a finished differentiable run; the observation model of
     :func:`abm.calibration.observed.simulated`, kept differentiable."""
     entries = torch.stack(sim.recorder.weighted_entries).mean(dim=1) * scale  # [days, stage]
+    obs_model = cfg.observation
     out = {
         "hospital_admissions": entries[:, Stage.HOSPITALIZED],
-        "deaths": entries[:, Stage.DEATH],
+        "deaths": reported(entries[:, Stage.DEATH], obs_model.death_delay_days) * obs_model.death_multiplier,
     }
     cases = entries[:, list(FIRST_STAGES)].sum(dim=1) * cfg.observation.ascertainment
     delay = cfg.observation.case_delay_days
     out["cases"] = torch.cat([cases.new_zeros(delay), cases])[: sim.days]
     return {t: out[t] for t in cfg.targets}
+
+
+def reported(daily: torch.Tensor, mean: float) -> torch.Tensor:
+    """Counts reported per day after a geometric delay of mean ``mean`` days, differentiable in
+    the daily counts (:func:`abm.calibration.observed.reported`)."""
+    if mean == 0:
+        return daily
+    n = daily.shape[0]
+    w = torch.as_tensor(delay_weights(mean, n), dtype=daily.dtype)
+    lag = torch.arange(n).unsqueeze(1) - torch.arange(n).unsqueeze(0)  # [report day, event day]
+    matrix = torch.where(lag >= 0, w[lag.clamp_min(0)], torch.zeros((), dtype=daily.dtype))
+    return matrix @ daily
 
 
 def weekly_sums(daily: torch.Tensor, cfg: CalibrationConfig, window: tuple[Any, Any]) -> torch.Tensor:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from abm.calibration.config import CalibrationConfig
+from abm.calibration.config import CalibrationConfig, Observation
 from abm.runs import RunResult
 
 BUNDLED = {"king_county_2020": "king_county_2020.csv"}
@@ -58,19 +58,70 @@ def load_observed(cfg: CalibrationConfig) -> pd.DataFrame:
     return frame[cfg.targets].astype(float)
 
 
-def simulated(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
-    """Daily simulated counts (mean over replicates) scaled to the region, by calendar date."""
+def delay_weights(mean: float, days: int) -> np.ndarray:
+    """Weights of a geometric reporting delay with mean ``mean`` days over lags 0..days-1:
+    (1 - q) q^k with q = mean / (1 + mean); [1, 0, 0, ...] for mean 0."""
+    if days <= 0:
+        return np.zeros(0)
+    q = mean / (1.0 + mean)
+    return (1.0 - q) * q ** np.arange(days, dtype=float)
+
+
+def reported(daily: np.ndarray, mean: float) -> np.ndarray:
+    """Counts reported per day when each day's events are reported after a geometric delay of
+    mean ``mean`` days (:func:`delay_weights`); what is reported after the last day is lost."""
+    daily = np.asarray(daily, dtype=float)
+    if mean == 0:
+        return daily.copy()
+    return np.convolve(daily, delay_weights(mean, len(daily)))[: len(daily)]
+
+
+RAW = ("hospital_admissions", "deaths", "infections")
+
+
+def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
+    """Daily simulated admissions, deaths and new infections (mean over replicates) scaled to
+    the region, by calendar date: what the observation model (:func:`observe`) reads."""
     res = result.result
     scale = result.summary["region_population"] / res.agents
     dates = pd.date_range(cfg.start_date, periods=res.days, freq="D")
-    series = {
-        "hospital_admissions": res.admissions.mean(axis=1) * scale,
-        "deaths": res.entries[:, :, 8].mean(axis=1) * scale,
-    }
-    cases = res.new_infections.mean(axis=1) * scale * cfg.observation.ascertainment
-    delay = cfg.observation.case_delay_days
-    series["cases"] = np.concatenate([np.zeros(delay), cases])[: res.days]
-    return pd.DataFrame({t: series[t] for t in cfg.targets}, index=dates)
+    return pd.DataFrame(
+        {
+            "hospital_admissions": res.admissions.mean(axis=1) * scale,
+            "deaths": res.entries[:, :, 8].mean(axis=1) * scale,
+            "infections": res.new_infections.mean(axis=1) * scale,
+        },
+        index=dates,
+    )
+
+
+def observe_arrays(raw: dict[str, np.ndarray], obs: Observation, targets: list[str]) -> dict[str, np.ndarray]:
+    """The observation model on daily arrays: admissions as simulated; deaths times
+    ``death_multiplier``, reported after the geometric delay ``death_delay_days``; cases: new
+    infections times the ascertainment, ``case_delay_days`` later."""
+    out = {}
+    for t in targets:
+        if t == "hospital_admissions":
+            out[t] = np.asarray(raw[t], dtype=float)
+        elif t == "deaths":
+            out[t] = reported(raw["deaths"], obs.death_delay_days) * obs.death_multiplier
+        else:
+            days = len(raw["infections"])
+            cases = np.asarray(raw["infections"], dtype=float) * obs.ascertainment
+            out[t] = np.concatenate([np.zeros(obs.case_delay_days), cases])[:days]
+    return out
+
+
+def observe(raw: pd.DataFrame, cfg: CalibrationConfig) -> pd.DataFrame:
+    """Observed-like daily counts of the targets from :func:`raw_series`."""
+    arrays = observe_arrays({c: raw[c].to_numpy() for c in RAW}, cfg.observation, list(cfg.targets))
+    return pd.DataFrame(arrays, index=raw.index)
+
+
+def simulated(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
+    """Daily simulated counts of the targets (mean over replicates) scaled to the region, by
+    calendar date, through the observation model (:func:`observe_arrays`)."""
+    return observe(raw_series(result, cfg), cfg)
 
 
 def weekly(frame: pd.DataFrame, window: tuple[dt.date, dt.date]) -> pd.DataFrame:

@@ -14,11 +14,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+import numpy as np
 import optuna
 import pandas as pd
 
-from abm.calibration.config import CalibrationConfig
-from abm.calibration.observed import CalibrationError, load_observed, losses, simulated, weekly
+from abm.calibration.config import CalibrationConfig, Observation
+from abm.calibration.observed import (
+    RAW,
+    CalibrationError,
+    load_observed,
+    losses,
+    observe,
+    observe_arrays,
+    raw_series,
+    simulated,
+    weekly,
+)
 from abm.outputs.run_folder import atomic_folder
 from abm.parallel import ray_session
 from abm.runs import run
@@ -47,16 +58,88 @@ BACKENDS = ("local", "ray")
 METHODS = ("optuna", "gradient")
 
 
+OBSERVATION = "calibration.observation."
+
+
 def simulate_values(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
-    """Run the scenario with ``values`` filled in; its simulated targets by date (a Ray task)."""
+    """Run the scenario with ``values`` filled in; its raw simulated series by date (admissions,
+    deaths, infections: :func:`abm.calibration.observed.raw_series`; a Ray task)."""
     sc = validate(with_values(data, values), source)
-    return simulated(run(sc), sc.calibration)
+    assert sc.calibration is not None
+    return raw_series(run(sc), sc.calibration)
+
+
+def profiled_keys(cfg: CalibrationConfig) -> list[str]:
+    """The free observation parameters fitted per trial by :func:`profile` (none when
+    ``profile_observation`` is off: then the sampler draws them like the others)."""
+    if not cfg.profile_observation:
+        return []
+    return [k for k in cfg.parameters if k.startswith(OBSERVATION)]
+
+
+def observation_with(cfg: CalibrationConfig, values: dict[str, float]) -> Observation:
+    """The scenario's observation model with the ``calibration.observation.*`` entries of
+    ``values`` filled in."""
+    update = {k[len(OBSERVATION) :]: v for k, v in values.items() if k.startswith(OBSERVATION)}
+    return Observation.model_validate({**cfg.observation.model_dump(), **update})
+
+
+class FitLoss:
+    """The fit objective on daily arrays, fast enough for a grid search: the mean over targets
+    of the RMSE of log1p weekly counts on the fit window (:func:`fit_value`, without pandas)."""
+
+    def __init__(self, observed: pd.DataFrame, cfg: CalibrationConfig) -> None:
+        self.cfg = cfg
+        self.first = (cfg.fit_window[0] - cfg.start_date).days
+        self.n = ((cfg.fit_window[1] - cfg.fit_window[0]).days + 1) // 7 * 7
+        obs = weekly(observed, cfg.fit_window)
+        self.log_obs = {t: np.log1p(obs[t].to_numpy()) for t in cfg.targets}
+
+    def __call__(self, raw: dict[str, np.ndarray], obs: Observation) -> float:
+        series = observe_arrays(raw, obs, list(self.cfg.targets))
+        parts = []
+        for t in self.cfg.targets:
+            week = series[t][self.first : self.first + self.n].reshape(-1, 7).sum(axis=1)
+            parts.append(np.sqrt(np.mean((np.log1p(week) - self.log_obs[t]) ** 2)))
+        return float(np.mean(parts))
+
+
+def grid(low: float, high: float, points: int, integer: bool) -> np.ndarray:
+    """``points`` values from low to high (whole numbers, each once, when ``integer``)."""
+    values = np.linspace(low, high, points)
+    return np.unique(np.round(values)) if integer else values
+
+
+def profile(raw: pd.DataFrame, cfg: CalibrationConfig, loss: FitLoss) -> dict[str, float]:
+    """The profiled observation parameters that minimise the fit loss of this simulation: the
+    best point of a grid of ``profile_points`` per parameter, then of a grid 4 times finer
+    (9 points per parameter) around it. Costs no simulation."""
+    keys = profiled_keys(cfg)
+    arrays = {c: raw[c].to_numpy() for c in RAW}
+    ranges = [cfg.parameters[k] for k in keys]
+    axes = [grid(r.low, r.high, cfg.profile_points, r.integer) for r in ranges]
+    best: tuple[float, tuple[float, ...]] = (math.inf, ())
+    for _ in range(2):
+        for point in np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(keys), -1).T:
+            values = {k: (int(v) if r.integer else float(v)) for k, v, r in zip(keys, point, ranges, strict=True)}
+            value = loss(arrays, observation_with(cfg, values))
+            if value < best[0]:
+                best = (value, tuple(values.values()))
+        steps = [(r.high - r.low) / (cfg.profile_points - 1) for r in ranges]
+        axes = [
+            grid(max(r.low, b - s), min(r.high, b + s), 9, r.integer)
+            for r, b, s in zip(ranges, best[1], steps, strict=True)
+        ]
+    return dict(zip(keys, best[1], strict=True))
 
 
 def suggest(trial: optuna.Trial, cfg: CalibrationConfig) -> dict[str, float]:
-    """The trial's values of the free parameters."""
+    """The trial's values of the free parameters drawn by the sampler (all but the profiled)."""
     values: dict[str, float] = {}
+    skip = set(profiled_keys(cfg))
     for key, rng in cfg.parameters.items():
+        if key in skip:
+            continue
         if rng.integer:
             values[key] = trial.suggest_int(key, int(rng.low), int(rng.high))
         else:
@@ -70,21 +153,39 @@ def fit_value(sim: pd.DataFrame, observed: pd.DataFrame, cfg: CalibrationConfig)
     return float(sum(v["rmse_log1p_weekly"] for v in fit.values()) / len(fit))
 
 
+Score = Callable[[optuna.Trial, dict[str, float], pd.DataFrame], float]
+
+
+def trial_scorer(observed: pd.DataFrame, cfg: CalibrationConfig, curves: dict[int, pd.DataFrame]) -> Score:
+    """Scores a trial from its raw series: profiles the observation parameters (recorded as the
+    trial's user attributes), keeps the observed-like curves in ``curves``, returns the fit loss."""
+    loss = FitLoss(observed, cfg)
+
+    def score(trial: optuna.Trial, values: dict[str, float], raw: pd.DataFrame) -> float:
+        profiled = profile(raw, cfg, loss) if profiled_keys(cfg) else {}
+        for key, value in profiled.items():
+            trial.set_user_attr(key, value)
+        trial_cfg = cfg.model_copy(update={"observation": observation_with(cfg, {**values, **profiled})})
+        sim = observe(raw, trial_cfg)
+        curves[trial.number] = sim
+        return fit_value(sim, observed, cfg)
+
+    return score
+
+
 def run_trials(
     study: optuna.Study,
     cfg: CalibrationConfig,
     n_trials: int,
     evaluate: Callable[[dict[str, float]], pd.DataFrame],
-    score: Callable[[pd.DataFrame], float],
-    curves: dict[int, pd.DataFrame],
+    score: Score,
     progress: Callable[[int, int, float], None] | None,
 ) -> None:
     """Trials one after the other in this process."""
 
     def objective(trial: optuna.Trial) -> float:
-        sim = evaluate(suggest(trial, cfg))
-        curves[trial.number] = sim
-        loss = score(sim)
+        values = suggest(trial, cfg)
+        loss = score(trial, values, evaluate(values))
         if progress is not None:
             progress(trial.number + 1, n_trials, loss)
         return loss
@@ -98,8 +199,7 @@ def run_trials_ray(
     n_trials: int,
     data: dict[str, Any],
     source: str,
-    score: Callable[[pd.DataFrame], float],
-    curves: dict[int, pd.DataFrame],
+    score: Score,
     progress: Callable[[int, int, float], None] | None,
     workers: int | None,
     address: str | None,
@@ -114,14 +214,44 @@ def run_trials_ray(
         done = 0
         while done < n_trials:
             trials = [study.ask() for _ in range(min(batch, n_trials - done))]
-            refs = [remote.remote(data, suggest(t, cfg), source) for t in trials]
-            for trial, sim in zip(trials, ray.get(refs), strict=True):
-                curves[trial.number] = sim
-                loss = score(sim)
+            values = [suggest(t, cfg) for t in trials]
+            refs = [remote.remote(data, v, source) for v in values]
+            for trial, v, raw in zip(trials, values, ray.get(refs), strict=True):
+                loss = score(trial, v, raw)
                 study.tell(trial, loss)
                 done += 1
                 if progress is not None:
                     progress(done, n_trials, loss)
+
+
+def rerank(
+    top: list[optuna.trial.FrozenTrial],
+    cfg: CalibrationConfig,
+    data: dict[str, Any],
+    source: str,
+    observed: pd.DataFrame,
+    sets: dict[str, float],
+) -> list[dict[str, Any]]:
+    """Re-run the ``top`` trials with ``sets`` (more replicates), profile their observation
+    parameters again on the new curves, and rank them by the new fit loss. Returns the ranking,
+    best first: trial number, loss as it ran, new loss, values (drawn and profiled), new curve."""
+    loss = FitLoss(observed, cfg)
+    rows = []
+    for trial in top:
+        raw = simulate_values(data, {**trial.params, **sets}, source)
+        profiled = profile(raw, cfg, loss) if profiled_keys(cfg) else {}
+        trial_cfg = cfg.model_copy(update={"observation": observation_with(cfg, {**trial.params, **profiled})})
+        sim = observe(raw, trial_cfg)
+        rows.append(
+            {
+                "trial": trial.number,
+                "loss_as_run": trial.value,
+                "loss_fit": fit_value(sim, observed, cfg),
+                "values": {**trial.params, **profiled},
+                "curve": sim,
+            }
+        )
+    return sorted(rows, key=lambda r: r["loss_fit"])
 
 
 def calibrate(
@@ -179,24 +309,40 @@ def calibrate(
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
 
-        def score(frame: pd.DataFrame) -> float:
-            return fit_value(frame, observed, cfg)
-
+        score = trial_scorer(observed, cfg, curves)
         if backend == "ray":
-            run_trials_ray(study, cfg, n_trials, data, str(path), score, curves, progress, workers, ray_address)
+            run_trials_ray(study, cfg, n_trials, data, str(path), score, progress, workers, ray_address)
         else:
-            run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, str(path)), score, curves, progress)
-        best_trial = study.best_trial
-        best = best_trial.params
-        calibrated = validate(with_values(data, best), str(path))
-        sim = curves[best_trial.number]
+            run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, str(path)), score, progress)
         ranked = sorted(
             (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
         )
+        sets: dict[str, float] = {}
+        reranked: list[dict[str, Any]] = []
+        if cfg.rerank_trials > 0:
+            sets = {"simulation.replicates": cfg.rerank_replicates}
+            reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, str(path), observed, sets)
+            best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
+            for r in reranked:
+                del r["curve"]
+        else:
+            best_trial = study.best_trial
+            best_number, drawn = best_trial.number, {**best_trial.params, **best_trial.user_attrs}
+            sim = curves[best_number]
+        best = {k: drawn[k] for k in cfg.parameters}
+        calibrated = validate(with_values(data, {**best, **sets}), str(path))
         band = [curves[t.number] for t in ranked[: cfg.band_trials]]
         table = study.trials_dataframe()
         table_name = "trials.csv"
-        extra = {"trials": n_trials, "backend": backend, "best_trial": best_trial.number, "loss_fit": best_trial.value}
+        extra = {
+            "trials": n_trials,
+            "backend": backend,
+            "best_trial": best_number,
+            "loss_fit": reranked[0]["loss_fit"] if reranked else study.best_value,
+        }
+        if reranked:
+            extra["rerank_replicates"] = cfg.rerank_replicates
+            extra["reranked"] = reranked
     summary = {
         "scenario": sc.name,
         "method": method,

@@ -1,0 +1,162 @@
+"""The observation model of deaths: a geometric reporting delay and a severity multiplier, the
+same in the Optuna path (numpy) and the gradient path (torch), and identifiable by a fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from pydantic import ValidationError
+
+import abm
+from abm.calibration import gradient
+from abm.calibration.config import Observation
+from abm.calibration.observed import delay_weights, load_observed, losses, raw_series, reported, simulated
+from abm.calibration.optimize import FitLoss, calibrate, fit_value
+from abm.populations import build_population, load_region
+from abm.scenario import validate
+
+
+def scenario(seed: int = 5, **observation: float) -> dict:
+    return {
+        "name": "deaths",
+        "population": {"agents": 20_000},
+        "simulation": {"days": 150, "replicates": 2, "seed": seed},
+        "seeding": {"infections": {"asymptomatic": 30}},
+        "disease": {"transmission_rate": 3.0},
+        "calibration": {
+            "targets": ["hospital_admissions", "deaths"],
+            "fit_window": ["2020-02-08", "2020-04-29"],
+            "holdout_window": None,
+            "observation": observation,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def plain_run():
+    return abm.run(scenario())
+
+
+def test_delay_weights_have_the_stated_mean_and_keep_every_death():
+    assert delay_weights(0.0, 5).tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
+    w = delay_weights(4.0, 400)
+    assert w.sum() == pytest.approx(1.0, abs=1e-12)
+    assert (w * np.arange(400)).sum() == pytest.approx(4.0, abs=1e-9)
+    assert np.all(np.diff(w) < 0)  # the day of death is the likeliest day of report
+    daily = np.array([0.0, 10.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0])
+    manual = [sum(daily[j] * w[i - j] for j in range(i + 1)) for i in range(len(daily))]
+    np.testing.assert_allclose(reported(daily, 4.0), manual)
+    np.testing.assert_array_equal(reported(daily, 0.0), daily)
+
+
+def test_observation_bounds_are_enforced():
+    assert Observation().death_delay_days == 0 and Observation().death_multiplier == 1
+    for bad in ({"death_delay_days": -1}, {"death_delay_days": 31}, {"death_multiplier": 0}, {"death_multiplier": 6}):
+        with pytest.raises(ValidationError):
+            Observation(**bad)
+    with pytest.raises(ValidationError):
+        Observation(death_delay=3)  # unknown keys are refused
+
+
+def test_simulated_deaths_are_delayed_and_scaled(plain_run):
+    """Same run, three observation models: admissions do not change; the multiplier scales the
+    deaths exactly; the delay moves reports later (cumulative reports never ahead of deaths)
+    and loses only what is reported after the last day."""
+    deaths = plain_run.result.entries[:, :, 8].mean(axis=1) * (
+        plain_run.summary["region_population"] / plain_run.result.agents
+    )
+    assert deaths.sum() > 100  # enough deaths for the comparison to mean something
+    base = simulated(plain_run, validate(scenario(), "x").calibration)
+    np.testing.assert_allclose(base["deaths"], deaths)
+    cfg = validate(scenario(death_delay_days=6.0, death_multiplier=1.5), "x").calibration
+    obs = simulated(plain_run, cfg)
+    pd.testing.assert_series_equal(obs["hospital_admissions"], base["hospital_admissions"])
+    np.testing.assert_allclose(obs["deaths"], 1.5 * reported(deaths, 6.0))
+    assert np.all(np.cumsum(obs["deaths"] / 1.5) <= np.cumsum(deaths) + 1e-6)
+    centre = lambda s: (np.arange(len(s)) * s).sum() / s.sum()  # noqa: E731
+    assert 3.0 < centre(obs["deaths"].to_numpy()) - centre(deaths) < 6.5
+    assert obs["deaths"].sum() / 1.5 == pytest.approx(deaths.sum(), rel=0.05)
+
+
+def test_gradient_path_reports_deaths_as_the_optuna_path_does(plain_run):
+    """The differentiable run with the same seed follows the ordinary run, and its observation
+    model (torch) gives the same delayed and scaled deaths, with a gradient to the rate."""
+    data = scenario(death_delay_days=6.0, death_multiplier=1.5)
+    sc = validate(data, "x")
+    pop = build_population(load_region(sc.population.region), sc.population.agents, sc.simulation.seed)
+    sim = gradient.simulation(sc, pop, sc.simulation.seed, "score")
+    rate = torch.tensor(3.0, requires_grad=True)
+    sim.daily_rate = rate.expand(sc.simulation.days)
+    sim.run()
+    scale = plain_run.summary["region_population"] / pop.size
+    series = gradient.simulated_series(sim, sc.calibration, scale)
+    expected = simulated(plain_run, sc.calibration)
+    np.testing.assert_allclose(series["deaths"].detach().numpy(), expected["deaths"].to_numpy(), rtol=1e-4, atol=1e-3)
+    series["deaths"].sum().backward()
+    assert rate.grad is not None and float(rate.grad) != 0.0
+
+
+def observed_file(tmp_path, plain_run, **observation: float):
+    """Observed series made by the model's own run (so the simulation is exact) read through
+    the observation model with ``observation``."""
+    truth = simulated(plain_run, validate(scenario(**observation), "x").calibration)
+    days = plain_run.result.days
+    truth.insert(0, "date", pd.date_range("2020-02-01", periods=days, freq="D").strftime("%Y-%m-%d"))
+    truth.to_csv(tmp_path / "obs.csv", index=False)
+    return tmp_path / "obs.csv"
+
+
+def fit_death_observation(tmp_path, plain_run, profile: bool, trials: int) -> dict:
+    data = scenario()
+    data["calibration"].update(
+        {
+            "data": str(observed_file(tmp_path, plain_run, death_delay_days=5.0, death_multiplier=1.5)),
+            "parameters": {
+                "calibration.observation.death_delay_days": {"low": 0.0, "high": 14.0},
+                "calibration.observation.death_multiplier": {"low": 0.5, "high": 2.0},
+            },
+            "trials": trials,
+            "profile_observation": profile,
+        }
+    )
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return calibrate(path, tmp_path / "out")
+
+
+def test_profiled_observation_parameters_are_found_without_extra_simulations(tmp_path, plain_run):
+    """Deaths observed with a 5-day mean delay and multiplier 1.5: the per-trial grid search
+    finds both within a quarter of its coarse step, the calibrated scenario carries them, and
+    `abm run` on it re-creates the fit."""
+    summary = fit_death_observation(tmp_path, plain_run, profile=True, trials=2)
+    best = summary["best_parameters"]
+    assert abs(best["calibration.observation.death_delay_days"] - 5.0) <= 0.125, best
+    assert abs(best["calibration.observation.death_multiplier"] - 1.5) <= 0.02, best
+    assert summary["loss_fit"] < 0.01
+    trials = pd.read_csv(tmp_path / "out" / "trials.csv")
+    assert "user_attrs_calibration.observation.death_multiplier" in trials.columns
+    rerun = abm.run(tmp_path / "out" / "calibrated.yaml")
+    cfg = rerun.scenario.calibration
+    assert cfg.observation.death_delay_days == best["calibration.observation.death_delay_days"]
+    assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.fit_window) == summary["fit"]
+
+
+def test_sampled_observation_parameters_are_found_by_tpe(tmp_path, plain_run):
+    """With profiling off, TPE draws the two observation parameters like any other."""
+    best = fit_death_observation(tmp_path, plain_run, profile=False, trials=24)["best_parameters"]
+    assert abs(best["calibration.observation.death_delay_days"] - 5.0) < 1.5, best
+    assert abs(best["calibration.observation.death_multiplier"] - 1.5) < 0.25, best
+
+
+def test_fast_fit_loss_equals_the_reported_loss(plain_run):
+    """The grid search's numpy loss is the objective of :func:`fit_value`."""
+    data = scenario(death_delay_days=3.0, death_multiplier=0.8)
+    data["calibration"]["fit_window"] = ["2020-02-28", "2020-04-29"]  # King County admissions from 02-28
+    cfg = validate(data, "x").calibration
+    raw = raw_series(plain_run, cfg)
+    observed = load_observed(cfg)
+    fast = FitLoss(observed, cfg)({c: raw[c].to_numpy() for c in raw}, cfg.observation)
+    assert fast == pytest.approx(fit_value(simulated(plain_run, cfg), observed, cfg), rel=1e-12)
