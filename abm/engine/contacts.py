@@ -339,7 +339,7 @@ class OccupationLayer(ContactLayer):
             if sel.numel() == 0:
                 continue
             who = agents.index_select(0, sel)
-            idx, new = self.rewiring(d)
+            idx = self.rewired_ids(d)
             pos, owner = expand_rows(self.inc_ptr, who)
             moved = self.rewired(d, self.inc_edge.index_select(0, pos))
             stays = (~moved).nonzero().squeeze(1)
@@ -347,7 +347,7 @@ class OccupationLayer(ContactLayer):
             partners.append(self.inc_nbr.index_select(0, pos.index_select(0, stays)))
             # Rewired contacts: the first end meets the new member instead, from either side.
             j = self.rewired_in_groups(d, who)
-            a, b = self.src.index_select(0, idx.index_select(0, j)), new.index_select(0, j)
+            a, b = self.src.index_select(0, idx.index_select(0, j)), self.rewired_to(d, j)
             slot = self._slot
             slot[who] = sel
             for one, other in ((a, b), (b, a)):
@@ -363,7 +363,7 @@ class OccupationLayer(ContactLayer):
     def rewired(self, day: int, edges: torch.Tensor) -> torch.Tensor:
         """Whether each of the ring contacts ``edges`` is rewired on ``day``: by binary search
         in the day's rewiring when they are few, through a mask over all contacts when many."""
-        idx, _ = self.rewiring(day)
+        idx = self.rewired_ids(day)
         if 8 * edges.shape[0] < self.src.shape[0]:
             return find_sorted(idx, edges)[1]
         mask = torch.zeros(self.src.shape[0], dtype=torch.bool, device=self.device).index_fill_(0, idx, True)
@@ -372,7 +372,7 @@ class OccupationLayer(ContactLayer):
     def rewired_in_groups(self, day: int, agents: torch.Tensor) -> torch.Tensor:
         """Positions (ascending) in the day's rewiring of the contacts rewired in the groups
         of ``agents``: every rewired contact with one of them at either end is among them."""
-        idx, _ = self.rewiring(day)
+        idx = self.rewired_ids(day)
         group = self.agent_group.index_select(0, agents)
         group = torch.unique(group[group >= 0])
         lo = torch.searchsorted(idx, self.group_edges.index_select(0, group))
@@ -380,15 +380,20 @@ class OccupationLayer(ContactLayer):
         return expand_ranges(lo, hi)[0]
 
     def rewiring(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Today's rewired ring contacts (sorted distinct edge ids) and their new other ends.
+        """Today's rewired ring contacts (sorted distinct edge ids) and their new other ends."""
+        return self.rewired_ids(day), self.rewired_to(day, None)
+
+    def rewired_ids(self, day: int) -> torch.Tensor:
+        """Today's rewired ring contacts, as sorted distinct edge ids.
 
         Each ring contact is rewired with probability p: the ids are drawn as running sums of
-        geometric gaps, which costs about p * E draws instead of E.
+        geometric gaps, which costs about p * E draws instead of E; the uniforms that place
+        their new ends are drawn with them and turned into members only when asked for.
         """
         if day in self._rewired_by_day:
-            return self._rewired_by_day[day]
+            return self._rewired_by_day[day][0]
         e = self.src.shape[0]
-        idx, new = self.src[:0], self.src[:0]
+        idx, u = self.src[:0], torch.zeros(0, device=self.device)
         if e > 0 and self.p > 0:
             gen = generator(self.seed, "occupation", day, self.device)
             if self.p >= 1:
@@ -398,20 +403,28 @@ class OccupationLayer(ContactLayer):
                 chunks, end = [], -1
                 while end < e - 1:
                     want = int(self.p * (e - 1 - end) + 6 * math.sqrt(self.p * e + 1) + 16)
-                    u = torch.rand(want, generator=gen, device=self.device, dtype=torch.float64)
-                    gaps = (torch.log1p(-u) / log_q).floor_().long() + 1
-                    pos = torch.cumsum(gaps, 0) + end
-                    chunks.append(pos[pos < e])
+                    gaps = torch.rand(want, generator=gen, device=self.device, dtype=torch.float64)
+                    gaps = gaps.neg_().log1p_().div_(log_q).floor_().long().add_(1)
+                    pos = torch.cumsum(gaps, 0).add_(end)
                     end = int(pos[-1])
+                    chunks.append(pos[pos < e] if end >= e else pos)
                 idx = torch.cat(chunks)
             u = torch.rand(idx.shape[0], generator=gen, device=self.device)
-            size = self.group_size.index_select(0, idx)
-            slot = self.group_start.index_select(0, idx) + (u * size).long().clamp_max(size - 1)
-            new = self.members.index_select(0, slot)
         if len(self._rewired_by_day) >= 16:  # keep the last days, for tracing
             self._rewired_by_day.pop(min(self._rewired_by_day))
-        self._rewired_by_day[day] = (idx, new)
-        return idx, new
+        self._rewired_by_day[day] = (idx, u)
+        return idx
+
+    def rewired_to(self, day: int, j: torch.Tensor | None) -> torch.Tensor:
+        """The new other ends of the day's rewired contacts at positions ``j`` of
+        :meth:`rewired_ids` (all when ``None``): a member of the contact's group."""
+        idx = self.rewired_ids(day)
+        u = self._rewired_by_day[day][1]
+        if j is not None:
+            idx, u = idx.index_select(0, j), u.index_select(0, j)
+        size = self.group_size.index_select(0, idx)
+        slot = self.group_start.index_select(0, idx) + (u * size).long().clamp_max(size - 1)
+        return self.members.index_select(0, slot)
 
     def edges(self, day: int) -> Edges:
         """The day's contacts: the ring lattice with today's rewiring."""
@@ -429,14 +442,14 @@ class OccupationLayer(ContactLayer):
         if src.shape[0] * self.mean_incident > self.src.shape[0]:
             e = self.edges(day)
             return torch.cat([e.dst, e.src]), torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)])
-        idx, new = self.rewiring(day)
+        idx = self.rewired_ids(day)
         pos, owner = expand_rows(self.inc_ptr, src)
         stays = ~self.rewired(day, self.inc_edge.index_select(0, pos))
         if pos.shape[0] > idx.shape[0]:  # many infectious: look at every rewired contact
-            a, b = self.src.index_select(0, idx), new
+            a, b = self.src.index_select(0, idx), self.rewired_to(day, None)
         else:
             j = self.rewired_in_groups(day, src)
-            a, b = self.src.index_select(0, idx.index_select(0, j)), new.index_select(0, j)
+            a, b = self.src.index_select(0, idx.index_select(0, j)), self.rewired_to(day, j)
         t1, v1 = nonzero_pairs(b, x.index_select(0, a))
         t2, v2 = nonzero_pairs(a, x.index_select(0, b))
         return (

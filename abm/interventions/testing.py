@@ -92,7 +92,7 @@ def is_symptomatic(stage: torch.Tensor) -> torch.Tensor:
 
 def positives_today(sim: Simulation, day: int) -> torch.Tensor:
     """Agents (ascending) whose positive result arrived on ``day`` (field ``positive_day``),
-    found once a day and shared by quarantine and the tracers."""
+    shared by quarantine and the tracers: the list testing keeps, or else found once a day."""
     key = ("positives", day)
     if key not in sim.memo:
         for old in [k for k in sim.memo if k[0] == "positives"]:
@@ -131,12 +131,16 @@ class Testing(InterventionBase):
         """Results due today arrive."""
         due = self.pending.pop(day, None)
         if due is None:
-            return
+            due = self.result_day[:0].long()
         positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
         self.positive_day.index_fill_(0, positive, day)
+        # Today's list of positives: testing writes every result, so it keeps the list (same-day
+        # results join it later) and nobody has to scan all agents for it.
         known = sim.memo.get(("positives", day))
-        if known is not None:  # keep today's list up to date (same-day results arrive later)
-            sim.memo[("positives", day)] = torch.unique(torch.cat([known, positive]))
+        if known is None:
+            for old in [k for k in sim.memo if k[0] == "positives"]:
+                del sim.memo[old]
+        sim.memo[("positives", day)] = torch.unique(positive if known is None else torch.cat([known, positive]))
         self.last_result_day.index_fill_(0, due, day)
         self.result_day.index_fill_(0, due, -1)
 
