@@ -158,16 +158,17 @@ class ContactLayer(ABC):
     @abstractmethod
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """(agent, infectiousness) pairs, one per contact of today's infectious agents ``src``
         (infectiousness ``w``; ``x`` is the same as a per-agent vector, zero elsewhere). Summed
         per agent, in order, they are the agent's raw exposure on this layer; pairs that carry
-        nothing may be left out."""
+        nothing may be left out. A layer may instead give every agent's sum at once, as agent
+        ``None`` and a per-agent vector."""
 
     def pressure(self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Sum of infectiousness over each agent's contacts today, as a per-agent vector."""
         target, value = self.contributions(day, src, w, x)
-        return torch.zeros_like(x).index_add_(0, target, value)
+        return value if target is None else torch.zeros_like(x).index_add_(0, target, value)
 
 
 def nonzero_pairs(target: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,14 +206,13 @@ class HouseholdLayer(ContactLayer):
 
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Every member of a household with infectious members gets the household's total
         infectiousness less its own."""
         home = self.index.index_select(0, src)
         if 8 * src.shape[0] > self.num:  # many households: every agent, from all households' sums
             total = torch.zeros(self.num, dtype=w.dtype, device=w.device).index_add_(0, home, w)
-            everyone = torch.arange(x.shape[0], device=x.device)
-            return everyone, total.index_select(0, self.index) - x
+            return None, total.index_select(0, self.index) - x
         house, slot = torch.unique(home, return_inverse=True)
         total = torch.zeros(house.shape[0], dtype=w.dtype, device=w.device).index_add_(0, slot, w)
         member, owner = expand_rows(self.ptr, house)

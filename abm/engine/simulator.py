@@ -294,11 +294,12 @@ class Simulation:
             self._x.index_fill_(0, src, 0.0)
         if not parts:
             return empty, w[:0]
-        entries = sum(t.shape[0] for *_, t, _ in parts)
+        entries = sum(self.total if t is None else t.shape[0] for *_, t, _ in parts)
         if 4 * entries > self.total:  # many contacts: sum into per-agent vectors
             force = torch.zeros(self.total, dtype=w.dtype, device=self.device)
             for layer, scale, t, v in parts:
-                force = force + torch.zeros_like(force).index_add_(0, t, v) * layer.coef * scale
+                raw = v if t is None else torch.zeros_like(force).index_add_(0, t, v)
+                force = force + raw * layer.coef * scale
             target = (force > 0).nonzero().squeeze(1)
             return target, force.index_select(0, target)
         target, slot = torch.unique(torch.cat([t for *_, t, _ in parts]), return_inverse=True)
