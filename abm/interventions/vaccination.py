@@ -162,9 +162,13 @@ class Vaccination(InterventionBase):
         end = torch.full_like(self.head, self.queued)
         first = self._scan(self.head, end, available, first_ok)
         # Agents the head passed while they were isolated are candidates again once out.
-        passed = self._by_replicate(sim, self.passed, first_ok(self.passed))
-        parts = [(first, self.first_key), (passed, self.first_key)]
-        short = first[2].sum(1) + passed[2].sum(1) < available
+        parts = [(first, self.first_key)]
+        found = first[2].sum(1)
+        if self.passed.numel() > 0:
+            passed = self._by_replicate(sim, self.passed, first_ok(self.passed))
+            parts.append((passed, self.first_key))
+            found = found + passed[2].sum(1)
+        short = found < available
         second = None
         if not c.first_doses_first or bool(short.any()):
             second = self._scan(self.head2, self.front, available, second_ok)
@@ -198,8 +202,9 @@ class Vaccination(InterventionBase):
         waiting = (self.doses.index_select(0, a1.view(-1)) == 0) & st.isolated.index_select(0, a1.view(-1))
         lead = self._finished(a1, p1, end, lambda a: first_done(a) | waiting)
         behind = (self.steps[None, : a1.shape[1]] < lead[:, None]) & waiting.view(a1.shape)
-        self.passed = torch.cat([self.passed, a1[behind]])
-        self.passed = torch.sort(self.passed[~first_done(self.passed)]).values
+        if self.passed.numel() > 0 or bool(behind.any()):
+            self.passed = torch.cat([self.passed, a1[behind]])
+            self.passed = torch.sort(self.passed[~first_done(self.passed)]).values
         self.head += lead
         if second is not None:
             self.head2 += self._finished(second[0], second[1], self.front, second_done)
