@@ -179,6 +179,23 @@ def resolve(
     return validate(data, source)
 
 
+def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simulation:
+    """The engine for a scenario's settings on ``population``; ``changes`` replace any of
+    :class:`Simulation`'s arguments (``replicates``, ``seed``, ``device``, ...)."""
+    args: dict[str, Any] = {
+        "population": population,
+        "disease_cfg": sc.disease,
+        "contact_cfg": sc.contacts,
+        "seeding": sc.seeding,
+        "days": sc.simulation.days,
+        "replicates": sc.simulation.replicates,
+        "seed": sc.simulation.seed,
+        "device": torch.device(sc.simulation.device),
+        "interventions": sc.interventions.build(),
+    }
+    return Simulation(**{**args, **changes})
+
+
 def run(
     scenario: Scenario | str | Path | dict[str, Any],
     *,
@@ -200,17 +217,7 @@ def run(
     else:
         pop = build_population(region, sc.population.agents, sc.simulation.seed)
     t1 = time.perf_counter()
-    sim = Simulation(
-        population=pop,
-        disease_cfg=sc.disease,
-        contact_cfg=sc.contacts,
-        seeding=sc.seeding,
-        days=sc.simulation.days,
-        replicates=sc.simulation.replicates,
-        seed=sc.simulation.seed,
-        device=device,
-        interventions=sc.interventions.build(),
-    )
+    sim = simulation_of(sc, pop, device=device)
     days = sc.simulation.days
     threads = torch.get_num_threads()
     if sc.simulation.threads is not None:

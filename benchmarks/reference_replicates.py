@@ -22,9 +22,9 @@ import torch
 
 from abm.engine.disease import Stage
 from abm.engine.rng import generator
-from abm.engine.simulator import Simulation
 from abm.outputs.reference_results import reference_rows
 from abm.populations.reference import build_reference_population
+from abm.runs import simulation_of
 from abm.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,16 +49,7 @@ def main() -> None:
     torch.set_num_threads(1)
     sc = load_scenario(ROOT / "scenarios/reference" / f"{a.scenario}.yaml")
     pop = build_reference_population(sc.population.agents, a.seed)
-    sim = Simulation(
-        population=pop,
-        disease_cfg=sc.disease,
-        contact_cfg=sc.contacts,
-        seeding=sc.seeding,
-        days=sc.simulation.days,
-        replicates=a.replicates,
-        seed=a.seed,
-        interventions=sc.interventions.build(),
-    )
+    sim = simulation_of(sc, pop, replicates=a.replicates, seed=a.seed)
     if a.set_size > 1:
         stages = torch.cat([torch.full((v,), int(Stage[k.upper()])) for k, v in sc.seeding.infections.items()])
 
