@@ -85,7 +85,7 @@ class DigitalTracing(InterventionBase):
         u = torch.rand(sim.total, generator=generator(sim.seed, "app", -1, sim.device), device=sim.device)
         self.has_app = sim.field("has_app", torch.bool, False)
         self.has_app |= u < p.repeat(sim.replicates)
-        self.positive_day = sim.field("positive_day", torch.int16, -1)
+        sim.field("positive_day", torch.int16, -1)  # read through positives_today; exists from the start
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
 

@@ -69,7 +69,7 @@ class ManualTracing(InterventionBase):
     order = 31
 
     def attach(self, sim: Simulation) -> None:
-        self.positive_day = sim.field("positive_day", torch.int16, -1)
+        sim.field("positive_day", torch.int16, -1)  # read through positives_today; exists from the start
         self.has_app = sim.field("has_app", torch.bool, False)
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)

@@ -59,7 +59,7 @@ class Quarantine(InterventionBase):
         # Bit k: isolated on the k-th latest day this phase ran (bit 0: the latest), for tracing.
         self.history = sim.field("isolated_history", torch.int32, 0)
         self.until = torch.full((sim.total,), -1, dtype=torch.int16, device=sim.device)
-        self.positive_day = sim.field("positive_day", torch.int16, -1)
+        sim.field("positive_day", torch.int16, -1)  # read through positives_today; exists from the start
         self.request = sim.field("quarantine_request", torch.bool, False)
         self.members: torch.Tensor | None = None  # isolated agents, ascending (from the first step)
 

@@ -93,12 +93,18 @@ def is_symptomatic(stage: torch.Tensor) -> torch.Tensor:
 def positives_today(sim: Simulation, day: int) -> torch.Tensor:
     """Agents (ascending) whose positive result arrived on ``day`` (field ``positive_day``),
     shared by quarantine and the tracers: the list testing keeps, or else found once a day."""
-    key = ("positives", day)
-    if key not in sim.memo:
-        for old in [k for k in sim.memo if k[0] == "positives"]:
-            del sim.memo[old]
-        sim.memo[key] = (sim.field("positive_day", torch.int16, -1) == day).nonzero().squeeze(1)
-    return sim.memo[key]
+    known = sim.memo.get(("positives", day))
+    if known is None:
+        known = keep_positives(sim, day, (sim.field("positive_day", torch.int16, -1) == day).nonzero().squeeze(1))
+    return known
+
+
+def keep_positives(sim: Simulation, day: int, agents: torch.Tensor) -> torch.Tensor:
+    """Store ``agents`` (ascending) as the day's positives, dropping earlier days' lists."""
+    for old in [k for k in sim.memo if k[0] == "positives" and k[1] != day]:
+        del sim.memo[old]
+    sim.memo[("positives", day)] = agents
+    return agents
 
 
 @register("testing")
@@ -137,10 +143,7 @@ class Testing(InterventionBase):
         # Today's list of positives: testing writes every result, so it keeps the list (same-day
         # results join it later) and nobody has to scan all agents for it.
         known = sim.memo.get(("positives", day))
-        if known is None:
-            for old in [k for k in sim.memo if k[0] == "positives"]:
-                del sim.memo[old]
-        sim.memo[("positives", day)] = torch.unique(positive if known is None else torch.cat([known, positive]))
+        keep_positives(sim, day, torch.unique(positive if known is None else torch.cat([known, positive])))
         self.last_result_day.index_fill_(0, due, day)
         self.result_day.index_fill_(0, due, -1)
 

@@ -162,20 +162,17 @@ class Vaccination(InterventionBase):
         end = torch.full_like(self.head, self.queued)
         first = self._scan(self.head, end, available, first_ok)
         # Agents the head passed while they were isolated are candidates again once out.
-        parts = [(first, self.first_key)]
-        found = first[2].sum(1)
+        parts = [(first[0], first[2], self.first_key)]  # (agents, candidates, key) per replicate row
         if self.passed.numel() > 0:
-            passed = self._by_replicate(sim, self.passed, first_ok(self.passed))
-            parts.append((passed, self.first_key))
-            found = found + passed[2].sum(1)
-        short = found < available
+            parts.append((*self._by_replicate(sim, self.passed, first_ok(self.passed)), self.first_key))
+        short = sum(t.sum(1) for _, t, _ in parts) < available
         second = None
         if not c.first_doses_first or bool(short.any()):
             second = self._scan(self.head2, self.front, available, second_ok)
-            parts.append((second, self.second_key))
-        agents = torch.cat([a for (a, _, _), _ in parts], 1)
+            parts.append((second[0], second[2], self.second_key))
+        agents = torch.cat([a for a, _, _ in parts], 1)
         key = torch.cat(
-            [torch.where(t, kk.index_select(0, a.view(-1)).view(r, -1), torch.inf) for (a, _, t), kk in parts], 1
+            [torch.where(t, kk.index_select(0, a.view(-1)).view(r, -1), torch.inf) for a, t, kk in parts], 1
         )
         k = min(k, key.shape[1])
         best, pos = torch.topk(key, k, dim=1, largest=False, sorted=True)
@@ -242,9 +239,9 @@ class Vaccination(InterventionBase):
 
     def _by_replicate(
         self, sim: Simulation, agents: torch.Tensor, ok: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Agents (ascending) as rows per replicate, padded: the agents, their column, and the
-        mask of those ``ok``."""
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Agents (ascending) as rows per replicate, padded: the agents and the mask of those
+        ``ok``."""
         rep = agents // sim.n
         counts = torch.bincount(rep, minlength=sim.replicates)
         col = torch.arange(agents.shape[0], device=agents.device) - (torch.cumsum(counts, 0) - counts).index_select(
@@ -255,7 +252,7 @@ class Vaccination(InterventionBase):
         mask = torch.zeros(sim.replicates, width, dtype=torch.bool, device=agents.device)
         rows[rep, col] = agents
         mask[rep, col] = ok
-        return rows, col.new_zeros(rows.shape), mask
+        return rows, mask
 
     def _finished(
         self, agents: torch.Tensor, pos: torch.Tensor, end: torch.Tensor, done: Callable[[torch.Tensor], torch.Tensor]
