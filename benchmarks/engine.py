@@ -2,7 +2,7 @@
 `abm run` command, and peak memory per agent.
 
     python benchmarks/engine.py [--repeats 3] [--threads N] [--skip-1m]
-    python benchmarks/engine.py --scaling [--repeats 1]    # vacc_ct from 10k agents to all of King County
+    python benchmarks/engine.py --scaling [--repeats 1] [--scenario vacc_ct]   # 10k agents to all of King County
 
 Each configuration runs in a fresh subprocess (so peak memory is its own); engine time is the
 simulation's day loop only (population building, setup and writing excluded), median of
@@ -70,10 +70,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--skip-1m", action="store_true")
-    ap.add_argument("--scaling", action="store_true", help="vacc_ct at 10k, 100k, 1M and 2.25M agents")
+    ap.add_argument("--scaling", action="store_true", help="one scenario at 10k, 100k, 1M and 2.25M agents")
+    ap.add_argument("--scenario", default="vacc_ct", help="King County scenario for --scaling (default vacc_ct)")
     args = ap.parse_args()
     if args.scaling:
-        scaling(args.repeats, args.threads)
+        scaling(args.scenario, args.repeats, args.threads)
         return
     kc = ROOT / "scenarios/king_county"
     configs = [
@@ -120,10 +121,10 @@ def main() -> None:
     print(f"whole `abm run` (100k x 180 days, 1 replicate, start to files written), median: {whole:.2f} s")
 
 
-def scaling(repeats: int, threads: int) -> None:
-    """The scaling table: vacc_ct, one replicate, from 10k agents to the whole county."""
-    scenario = ROOT / "scenarios/king_county/vacc_ct.yaml"
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; torch threads: {threads or 'default'}")
+def scaling(name: str, repeats: int, threads: int) -> None:
+    """The scaling table: one scenario, one replicate, from 10k agents to the whole county."""
+    scenario = ROOT / "scenarios/king_county" / f"{name}.yaml"
+    print(f"{name}; machine: {platform.machine()}, {os.cpu_count()} cores; torch threads: {threads or 'default'}")
     print()
     print("| agents | engine s (median) | population + setup s | peak RSS MB | agent-days per s | infected |")
     print("|---:|---:|---:|---:|---:|---:|")
