@@ -71,7 +71,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--skip-1m", action="store_true")
     ap.add_argument("--scaling", action="store_true", help="one scenario at 10k, 100k, 1M and 2.25M agents")
-    ap.add_argument("--scenario", default="vacc_ct", help="King County scenario for --scaling (default vacc_ct)")
+    names = sorted(p.stem for p in (ROOT / "scenarios/king_county").glob("*.yaml"))
+    ap.add_argument("--scenario", default="vacc_ct", choices=names, help="King County scenario for --scaling")
     args = ap.parse_args()
     if args.scaling:
         scaling(args.scenario, args.repeats, args.threads)
