@@ -34,12 +34,44 @@ def validate(
     file: Annotated[Path, typer.Argument(help="scenario YAML file")],
     set_: SetOption = None,
 ) -> None:
-    """Check a scenario file and print its resolved form."""
+    """Check a scenario file: an epidemic scenario (`abm run`), a learning or a private-calibration
+    scenario (`abm learn`)."""
+    from abm.learning.errors import LearningScenarioError
+
+    kind = learning_kind(file)
+    if kind is not None and set_:
+        fail(f"{file}: --set applies to epidemic scenarios only; this is a {kind} scenario")
     try:
-        sc = load_scenario(file, set_)
-    except ScenarioError as exc:
+        if kind == "private calibration":
+            from abm.private_calibration.scenario import load_scenario as load_private_calibration
+
+            name = load_private_calibration(file)[0].name
+        elif kind == "learning":
+            from abm.learning.scenario import load_scenario as load_learning
+
+            name = load_learning(file)[0].name
+        else:
+            name = load_scenario(file, set_).name
+    except (ScenarioError, LearningScenarioError) as exc:
         fail(str(exc))
-    out_console.print(f"[green]ok[/] {file}: scenario {sc.name!r} is valid", highlight=False)
+    label = f"{kind} scenario" if kind else "scenario"
+    out_console.print(f"[green]ok[/] {file}: {label} {name!r} is valid", highlight=False)
+
+
+def learning_kind(file: Path) -> str | None:
+    """'private calibration' or 'learning' when ``file`` is a scenario for `abm learn`, else None
+    (an epidemic scenario, or a file the epidemic loader will report as unreadable)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(file).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("kind") == "private_calibration":
+        return "private calibration"
+    return "learning" if {"protocols", "split", "data"} & data.keys() else None
 
 
 @app.command()

@@ -117,6 +117,7 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/private_calibration_results.md")
     ap.add_argument("--out", type=Path, default=ROOT / "runs/pc_bench")
     args = ap.parse_args()
+    args.scenario = args.scenario.resolve()
     base = yaml.safe_load(args.scenario.read_text())
     base["model"]["scenario"] = str((args.scenario.parent / base["model"]["scenario"]).resolve())
     lines = [

@@ -106,6 +106,22 @@ def test_validate_accepts_the_shipped_scenarios():
         assert result.exit_code == 0, result.output
 
 
+def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
+    for path in Path("scenarios/learning").glob("*.yaml"):
+        result = runner.invoke(app, ["validate", str(path)])
+        assert result.exit_code == 0, result.output
+        kind = "private calibration" if "private_calibration" in path.name else "learning"
+        assert f"{kind} scenario" in " ".join(result.output.split())
+    bad = tmp_path / "bad.yaml"
+    text = Path("scenarios/learning/gmm_mapl.yaml").read_text().replace("rounds:", "roundz:", 1)
+    assert "roundz:" in text
+    bad.write_text(text)
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2 and "roundz: unknown key" in " ".join(result.output.split())
+    result = runner.invoke(app, ["validate", "scenarios/learning/gmm_mapl.yaml", "--set", "rounds=3"])
+    assert result.exit_code == 2 and "--set applies to epidemic scenarios only" in result.output
+
+
 def test_extends_and_set(tmp_path):
     base = tmp_path / "base.yaml"
     base.write_text("name: base\nsimulation: {days: 50, replicates: 3}\ncontacts: {household: {weight: 1.5}}\n")
