@@ -61,13 +61,12 @@ def validate(
 def learning_kind(file: Path) -> str | None:
     """'private calibration' or 'learning' when ``file`` is a scenario for `abm learn`, else None
     (an epidemic scenario, or a file the epidemic loader will report as unreadable)."""
-    import yaml
+    from abm.learning.errors import LearningScenarioError
+    from abm.learning.scenario import read_yaml
 
     try:
-        data = yaml.safe_load(Path(file).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    if not isinstance(data, dict):
+        data = read_yaml(file)
+    except (LearningScenarioError, UnicodeDecodeError):
         return None
     if data.get("kind") == "private_calibration":
         return "private calibration"

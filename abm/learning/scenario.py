@@ -352,6 +352,23 @@ def check_protocols(
 RUNNERS = ("inprocess", "flower-sim", "flower")
 
 
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A learning or private-calibration scenario file's top-level mapping; an unreadable file,
+    invalid YAML or a top level that is not a mapping raise one clear LearningScenarioError."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise LearningScenarioError(f"{source}: <top level>: expected a mapping of keys")
+    return data
+
+
 def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None = None) -> tuple[LearningScenario, str]:
     """Read and validate a scenario; returns it with its source name (file path or '<dict>').
 
@@ -360,17 +377,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
     if isinstance(path_or_dict, dict):
         data, source = path_or_dict, "<dict>"
     else:
-        source = str(path_or_dict)
-        try:
-            text = Path(path_or_dict).read_text()
-        except OSError as e:
-            raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
-        if not isinstance(data, dict):
-            raise LearningScenarioError(f"{source}: <top level>: expected a mapping of keys")
+        data, source = read_yaml(path_or_dict), str(path_or_dict)
     if runner is not None:
         data = {**data, "runner": runner}
     try:

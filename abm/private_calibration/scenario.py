@@ -10,11 +10,10 @@ import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abm.learning.errors import LearningScenarioError
-from abm.learning.scenario import ProtocolSpec, TrainingSpec, check_protocols, describe_loc
+from abm.learning.scenario import ProtocolSpec, TrainingSpec, check_protocols, describe_loc, read_yaml
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 
 KIND = "private_calibration"
@@ -205,22 +204,6 @@ def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
 def is_private_calibration(data: Any) -> bool:
     """Whether parsed YAML ``data`` is a private-calibration scenario (``kind: private_calibration``)."""
     return isinstance(data, dict) and data.get("kind") == KIND
-
-
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A scenario file's top-level mapping."""
-    source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise LearningScenarioError(f"{source}: <top level>: expected a mapping of keys")
-    return data
 
 
 def load_scenario(
