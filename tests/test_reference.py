@@ -164,6 +164,33 @@ def test_stub_path_joins_consecutive_shuffled_stubs():
     assert not torch.equal(layer.edges(8).src, e.src), "another day, another shuffle"
 
 
+def test_stub_path_lookups_equal_scans_of_the_days_edges():
+    """Tracing's contacts_of and transmission's contributions read the path directly; they must
+    give what a scan of the day's edges gives (contributions in the same order, so sums agree)."""
+    n, reps = 400, 2
+    pop = make_population([[i] for i in range(n)], ages=[25] * n)
+    cfg = ContactConfig.model_validate(
+        {"community": {"mean_contacts": (1, 3, 2), "sd_contacts": (1, 3, 2), "construction": "stub_path"}}
+    ).community
+    layer = StubPathCommunityLayer(pop, cfg, reps, torch.device("cpu"), seed=3)
+    gen = torch.Generator().manual_seed(0)
+    for day in (0, 5, 9):
+        e = layer.edges(day)
+        agents = torch.randperm(n * reps, generator=gen)[:150]
+        owner, partner = layer.contacts_of(agents, day)
+        expected = []
+        for a, b in zip(e.src.tolist(), e.dst.tolist(), strict=True):
+            for x, y in ((a, b), (b, a)):
+                if x != y and x in set(agents.tolist()):
+                    expected.append((x, y))
+        assert sorted(zip(agents[owner].tolist(), partner.tolist(), strict=True)) == sorted(expected)
+        x = torch.where(torch.rand(n * reps, generator=gen) < 0.1, torch.rand(n * reps, generator=gen), 0.0)
+        target, value = layer.contributions(day, torch.empty(0, dtype=torch.long), torch.empty(0), x)
+        keep = (torch.cat([x[e.src], x[e.dst]]) != 0).nonzero().squeeze(1)
+        assert torch.equal(target, torch.cat([e.dst, e.src])[keep])
+        assert torch.equal(value, torch.cat([x[e.src], x[e.dst]])[keep])
+
+
 # ----------------------------------------------------------------------------- quarantine switches
 class Probe:
     """Records who is isolated when transmission runs."""
