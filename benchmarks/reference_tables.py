@@ -178,7 +178,7 @@ def write_section(path: Path, section: str) -> None:
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
         tail = rest.split(END, 1)[1].lstrip("\n")
-        text = head + block + tail
+        text = head + block + ("\n" + tail if tail else "")
     else:
         text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text)
