@@ -118,6 +118,13 @@ def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
     bad.write_text(text)
     result = runner.invoke(app, ["validate", str(bad)])
     assert result.exit_code == 2 and "roundz: unknown key" in " ".join(result.output.split())
+    for text, key in (
+        ("name: x\ndata: {source: iris}\n", "split"),
+        ("kind: private_calibration\nname: x\n", "institutions"),
+    ):
+        bad.write_text(text)
+        result = runner.invoke(app, ["validate", str(bad)])
+        assert result.exit_code == 2 and f"{key}: missing; this key is required" in " ".join(result.output.split())
     result = runner.invoke(app, ["validate", "scenarios/learning/gmm_mapl.yaml", "--set", "rounds=3"])
     assert result.exit_code == 2 and "--set applies to epidemic scenarios only" in result.output
 

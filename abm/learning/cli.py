@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from abm.learning.errors import LearningScenarioError
+
+
+def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str | None) -> Any:
+    """The scenario ``load(file, runner)`` returns first; on an invalid one, its message on
+    stderr and exit code 2."""
+    import typer
+
+    try:
+        return load(file, runner)[0]
+    except LearningScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
 
 
 def learn(file: Path, out: Path | None = None, runner: str | None = None) -> None:
@@ -14,19 +28,13 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key. An invalid
     scenario or runner prints one clear message and exits with code 2, writing nothing.
     """
-    import typer
-
     from abm.learning.report import run_scenario
     from abm.learning.scenario import load_scenario
     from abm.private_calibration.cli import dispatch
 
     if dispatch(file, out, runner):  # `kind: private_calibration` scenarios (abm.private_calibration)
         return
-    try:
-        scenario, _ = load_scenario(file, runner)
-    except LearningScenarioError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise typer.Exit(code=2) from None
+    scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
     report = run_scenario(file, target, runner)
     print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")

@@ -284,6 +284,8 @@ def _error_message(source: str, err: ValidationError, data: Any, prefix: tuple =
         allowed = _allowed_keys(loc, data)
         what = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {allowed}" if allowed else "")
         return f"{source}: {path}: {what}"
+    if first["type"] == "missing":
+        return f"{source}: {path}: missing; this key is required"
     return f"{source}: {path}: bad value {value!r}: {first['msg']}"
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from abm.learning.errors import LearningScenarioError
@@ -15,23 +14,18 @@ def dispatch(file: Path, out: Path | None = None, runner: str | None = None) -> 
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
-    import typer
-    import yaml
-
+    from abm.learning.cli import load_or_exit
+    from abm.learning.scenario import read_yaml
     from abm.private_calibration.report import run_private_calibration
     from abm.private_calibration.scenario import is_private_calibration, load_scenario
 
     try:
-        data = yaml.safe_load(Path(file).read_text())
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(file)
+    except LearningScenarioError:
         return False  # the learning loader reports unreadable files
     if not is_private_calibration(data):
         return False
-    try:
-        scenario, _ = load_scenario(file, runner)
-    except LearningScenarioError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise typer.Exit(code=2) from None
+    scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
     report = run_private_calibration(file, target, runner)
     names = [i["name"] for i in report["institutions"]]

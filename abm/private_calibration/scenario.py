@@ -229,6 +229,8 @@ def load_scenario(
             parent = _model_at(loc[:-1])
             allowed = f"; allowed keys: {', '.join(parent.model_fields)}" if parent is not None else ""
             raise LearningScenarioError(f"{source}: {path}: unknown key {loc[-1]!r}{allowed}") from None
+        if first["type"] == "missing":
+            raise LearningScenarioError(f"{source}: {path}: missing; this key is required") from None
         if not loc and first["type"] == "value_error":  # cross-field checks name their own key path
             raise LearningScenarioError(f"{source}: {first['ctx']['error']!s}") from None
         value = first.get("input") if loc else None
