@@ -66,7 +66,7 @@ def learning_kind(file: Path) -> str | None:
 
     try:
         data = read_yaml(file)
-    except (LearningScenarioError, UnicodeDecodeError):
+    except LearningScenarioError:
         return None
     if data.get("kind") == "private_calibration":
         return "private calibration"

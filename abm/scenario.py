@@ -101,6 +101,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text()
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not a text file (a YAML scenario is UTF-8 text)") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -4,10 +4,11 @@ reproduce the fit within noise?) and print the fit and held-out losses for BENCH
 
     python benchmarks/calibration_king_county.py [--trials 200] [--method optuna|gradient]
         [--backend local|ray] [--workers 2] [--check-replicates 10 40] [--out DIR]
-        [--evaluate CALIBRATED_YAML]
+        [--evaluate CALIBRATED_YAML [--seeds 1234 4321]] [--set key.path=value ...]
 
-``--evaluate`` skips the calibration and only re-runs the given calibrated scenario (seeds 1234
-and 4321, each number of ``--check-replicates``), printing the weekly held-out deaths too.
+``--evaluate`` skips the calibration and only re-runs the given calibrated scenario (``--seeds``,
+default 1234 and 4321; each number of ``--check-replicates``; with any ``--set`` overrides),
+printing the weekly held-out series too.
 
 ``--diagnose`` adds the held-out losses of the calibrated scenario with the mobility multiplier
 frozen at its value on the fit window's last day (a counterfactual that isolates how much of
@@ -35,32 +36,36 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def check(calibrated: Path, replicates: int, seed: int, sets: list[str] | None = None) -> dict:
     """Fit and held-out losses of the calibrated scenario run with ``replicates`` and ``seed``,
-    and the held-out weekly series (simulated, observed)."""
+    and the weekly series (simulated, observed) of both windows."""
     res = abm.run(calibrated, replicates=replicates, seed=seed, sets=sets)
     cfg = res.scenario.calibration
+
+    def pairs(window: tuple) -> dict:
+        s, o = weekly(sim, window), weekly(obs, window)
+        return {t: [[round(float(a)), round(float(b))] for a, b in zip(s[t], o[t], strict=True)] for t in cfg.targets}
+
     obs, sim = load_observed(cfg), simulated(res, cfg)
-    held = {
-        t: [[round(float(a)), round(float(b))] for a, b in zip(s, o, strict=True)]
-        for t, s, o in (
-            (t, weekly(sim, cfg.holdout_window)[t], weekly(obs, cfg.holdout_window)[t]) for t in cfg.targets
-        )
-    }
     return {
         "fit": losses(sim, obs, cfg.fit_window),
         "holdout": losses(sim, obs, cfg.holdout_window),
-        "holdout_weekly_sim_obs": held,
+        "fit_weekly_sim_obs": pairs(cfg.fit_window),
+        "holdout_weekly_sim_obs": pairs(cfg.holdout_window),
     }
 
 
-def evaluate(calibrated: Path, replicates: list[int]) -> None:
-    """Print the fit and held-out ND of the calibrated scenario at each number of replicates,
-    seeds 1234 and 4321."""
+def evaluate(
+    calibrated: Path, replicates: list[int], seeds: list[int] | None = None, sets: list[str] | None = None
+) -> None:
+    """Print the fit and held-out ND of the calibrated scenario at each number of replicates and
+    each seed (default 1234 and 4321), with ``sets`` overrides (for example another population
+    size)."""
     for reps in replicates:
-        for seed in (1234, 4321):
+        for seed in seeds or (1234, 4321):
             t = time.perf_counter()
-            result = check(calibrated, reps, seed)
+            result = check(calibrated, reps, seed, sets or None)
             nd = {w: {k: round(v["nd_weekly"], 3) for k, v in result[w].items()} for w in ("fit", "holdout")}
             print(f"re-run, {reps} replicates, seed {seed} ({time.perf_counter() - t:.0f} s): ND {json.dumps(nd)}")
+            print("  fit-window weekly [sim, obs]:", json.dumps(result["fit_weekly_sim_obs"]))
             print("  held-out weekly [sim, obs]:", json.dumps(result["holdout_weekly_sim_obs"]))
 
 
@@ -91,10 +96,11 @@ def main() -> None:
     ap.add_argument("--diagnose", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("runs/calibrate_2020-calibration"))
     ap.add_argument("--set", dest="sets", action="append", default=[])
+    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="--evaluate: seeds (default 1234 4321)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.evaluate is not None:
-        evaluate(args.evaluate, args.check_replicates)
+        evaluate(args.evaluate, args.check_replicates, args.seeds, args.sets)
         return
     t = time.perf_counter()
     summary = calibrate(

@@ -125,6 +125,12 @@ def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
         bad.write_text(text)
         result = runner.invoke(app, ["validate", str(bad)])
         assert result.exit_code == 2 and f"{key}: missing; this key is required" in " ".join(result.output.split())
+    bad.write_bytes(bytes(range(128, 256)))
+    out = ["--out", str(tmp_path / "out")]
+    for args in (["validate", str(bad)], ["run", str(bad), *out], ["learn", str(bad), *out]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and "not a text file" in result.output, args
+    assert not (tmp_path / "out").exists()
     result = runner.invoke(app, ["validate", "scenarios/learning/gmm_mapl.yaml", "--set", "rounds=3"])
     assert result.exit_code == 2 and "--set applies to epidemic scenarios only" in result.output
 

@@ -362,6 +362,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         text = Path(path).read_text()
     except OSError as e:
         raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
+    except UnicodeDecodeError:
+        raise LearningScenarioError(f"{source}: not a text file (a YAML scenario is UTF-8 text)") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
