@@ -89,6 +89,16 @@ class ClientPool(ABC):
         ``config`` (JSON-able) goes to every participant, ``client_config[pid]`` only to ``pid``.
         """
 
+    @staticmethod
+    def config_for(
+        pid: int, config: Mapping[str, Any] | None, client_config: Mapping[int, Mapping[str, Any]] | None
+    ) -> dict[str, Any]:
+        """Participant ``pid``'s configuration: ``config`` updated by ``client_config[pid]``."""
+        cfg = dict(config or {})
+        if client_config is not None and pid in client_config:
+            cfg.update(client_config[pid])
+        return cfg
+
     @abstractmethod
     def model_template(self, pid: int) -> nn.Module:
         """A fresh module with participant ``pid``'s architecture (weights arbitrary)."""
@@ -124,9 +134,7 @@ class InProcessClients(ClientPool):
     ) -> dict[int, Payload]:
         out = {}
         for pid in sorted(payloads):
-            cfg = dict(config or {})
-            if client_config is not None and pid in client_config:
-                cfg.update(client_config[pid])
+            cfg = self.config_for(pid, config, client_config)
             out[pid] = run_client_op(op, self.envs[pid], dict(payloads[pid]), cfg)
         return out
 

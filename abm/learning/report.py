@@ -14,6 +14,24 @@ from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
 
 
+def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> None:
+    """One line per protocol: its ``history`` (the mean score after each round), saved to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, prot in protocols.items():
+        ax.plot(np.arange(1, len(prot["history"]) + 1), prot["history"], label=name)
+    ax.set_xlabel("round")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def _plots(report: dict[str, Any], out: Path) -> list[str]:
     import matplotlib
 
@@ -54,15 +72,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     plt.close(fig)
     files.append("gains.png")
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for k in keys:
-        ax.plot(np.arange(1, len(prots[k]["history"]) + 1), prots[k]["history"], label=k)
-    ax.set_xlabel("round")
-    ax.set_ylabel("mean accuracy")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=100)
-    plt.close(fig)
+    plot_round_curves(prots, "mean accuracy", out / "curves.png")
     files.append("curves.png")
 
     for k in keys:

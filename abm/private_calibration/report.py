@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from abm.learning.report import plot_round_curves
 from abm.learning.runner import dp_noise_multiplier
 from abm.outputs.run_folder import atomic_folder
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
@@ -231,15 +232,7 @@ def _plots(
     plt.close(fig)
     files.append("fits.png")
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for k in keys:
-        ax.plot(np.arange(1, len(prots[k]["history"]) + 1), prots[k]["history"], label=k)
-    ax.set_xlabel("round")
-    ax.set_ylabel("mean recovery accuracy")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=100)
-    plt.close(fig)
+    plot_round_curves(prots, "mean recovery accuracy", out / "curves.png")
     files.append("curves.png")
 
     fig, ax = plt.subplots(figsize=(5, 5))

@@ -75,9 +75,7 @@ class FlowerClients(ClientPool):
     ) -> dict[int, Payload]:
         jobs = {}
         for pid in sorted(payloads):
-            cfg = dict(config or {})
-            if client_config is not None and pid in client_config:
-                cfg.update(client_config[pid])
+            cfg = self.config_for(pid, config, client_config)
             jobs[pid] = self._pool.submit(self._one, pid, op, dict(payloads[pid]), cfg)
         self.requests += len(jobs)
         return {pid: job.result() for pid, job in jobs.items()}
