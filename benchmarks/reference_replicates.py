@@ -8,7 +8,11 @@ row convention) for all replicates and for each consecutive group of 10, the siz
 published runs. ``--set-size 10`` gives every group of 10 replicates one shared set of five
 initially infected agents (the reference fixes its five in the population file; specs section
 2.7), drawn from the seed; ``--set-size 1`` (default) draws them per replicate, as the profile
-does. Torch threads: 1.
+does. ``--reference-design`` runs the replicates as groups of 10, each its own simulation (seed
+``--seed`` + group) in which all 10 share one draw of the daily contacts
+(``contacts.same_in_every_replicate``) and one set of initial infections
+(``seeding.resample_per_replicate: false``): the reference code's 10 runs re-used one population,
+one set of network files and one population file (specs section 1, num_runs). Torch threads: 1.
 """
 
 from __future__ import annotations
@@ -45,10 +49,14 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=40)
     ap.add_argument("--set-size", type=int, default=1, help="replicates sharing one set of initial infections")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--reference-design", action="store_true", help="groups of 10 sharing contacts and seeds")
     a = ap.parse_args()
     torch.set_num_threads(1)
     sc = load_scenario(ROOT / "scenarios/reference" / f"{a.scenario}.yaml")
     pop = build_reference_population(sc.population.agents, a.seed)
+    if a.reference_design:
+        reference_design(a, sc, pop)
+        return
     sim = simulation_of(sc, pop, replicates=a.replicates, seed=a.seed)
     if a.set_size > 1:
         stages = torch.cat([torch.full((v,), int(Stage[k.upper()])) for k, v in sc.seeding.infections.items()])
@@ -71,6 +79,28 @@ def main() -> None:
     print("  all:", summary(hosp, cum))
     for g in range(0, a.replicates - 9, 10):
         print(f"  replicates {g}-{g + 9}:", summary(hosp[:, g : g + 10], cum[:, g : g + 10]))
+
+
+def reference_design(a: argparse.Namespace, sc, pop) -> None:
+    """Groups of 10 replicates, each sharing one draw of contacts and initial infections."""
+    sc = sc.model_copy(
+        update={
+            "contacts": sc.contacts.model_copy(update={"same_in_every_replicate": True}),
+            "seeding": sc.seeding.model_copy(update={"resample_per_replicate": False}),
+        }
+    )
+    t0 = time.perf_counter()
+    hosps, cums = [], []
+    for g in range(a.replicates // 10):
+        res = simulation_of(sc, pop, replicates=10, seed=a.seed + g).run()
+        st = reference_rows(res.stages_by_age.astype(np.float64)).sum(axis=2)
+        hosps.append(st[:, :, Stage.HOSPITALIZED])
+        cums.append(res.agents - st[:, :, Stage.SUSCEPTIBLE])
+    secs = time.perf_counter() - t0
+    print(f"{a.scenario} seeds {a.seed}-{a.seed + len(hosps) - 1}, reference design, 10 replicates each ({secs:.0f} s)")
+    print("  all:", summary(np.concatenate(hosps, axis=1), np.concatenate(cums, axis=1)))
+    for g, (h, c) in enumerate(zip(hosps, cums, strict=True)):
+        print(f"  seed {a.seed + g}:", summary(h, c))
 
 
 if __name__ == "__main__":

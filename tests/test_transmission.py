@@ -7,12 +7,13 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 from conftest import make_population, quiet_contacts
 from scipy.optimize import brentq
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
-from abm.populations import Population
+from abm.populations import Population, build_population
 
 NO_SEEDS = SeedingConfig(infections={})
 
@@ -212,3 +213,49 @@ def test_occupation_contacts_of_agents_are_the_days_edges_seen_from_them(kc_100k
         assert torch.equal(
             torch.sort(agents[owner] * n + partner).values, torch.sort(a[mine[a]] * n + b[mine[a]]).values
         )
+
+
+def replicate_pairs(edges, n: int, r: int) -> torch.Tensor:
+    """Replicate r's contacts of a day as sorted pair codes of agent ids within the replicate."""
+    sel = (edges.src // n) == r
+    a, b = edges.src[sel] - r * n, edges.dst[sel] - r * n
+    assert ((b >= 0) & (b < n)).all(), "contacts never cross replicates"
+    return torch.sort(torch.minimum(a, b) * n + torch.maximum(a, b)).values
+
+
+@pytest.mark.parametrize("construction", ["local_mix", "stub_path"])
+def test_same_in_every_replicate_shares_one_draw_of_the_daily_contacts(king_county, construction):
+    """The reference code re-used one set of daily network files in every run: with
+    ``same_in_every_replicate`` every replicate meets exactly replicate 0's contacts each day;
+    by default each replicate draws its own."""
+    pop = build_population(king_county, 4_000, seed=2)
+    layers = {
+        "occupation": {"weight": 1.0, "rewire_probability": 0.1},
+        "community": {
+            "weight": 1.0,
+            "mean_contacts": (2, 4, 3),
+            "sd_contacts": (2, 4, 3),
+            "construction": construction,
+        },
+    }
+    shared_cfg = quiet_contacts(**layers).model_copy(update={"same_in_every_replicate": True})
+    own_cfg = quiet_contacts(**layers)
+    shared = Simulation(pop, DiseaseConfig(), shared_cfg, NO_SEEDS, days=10, replicates=3, seed=4)
+    own = Simulation(pop, DiseaseConfig(), own_cfg, NO_SEEDS, days=10, replicates=3, seed=4)
+    n = pop.size
+    for day in (0, 6):
+        for layer in ("occupation", "community"):
+            s, o = shared.layer_edges(layer, day), own.layer_edges(layer, day)
+            first = replicate_pairs(s, n, 0)
+            assert first.shape[0] > 1000, "the check needs contacts"
+            for r in (1, 2):
+                assert torch.equal(replicate_pairs(s, n, r), first), f"{layer}, day {day}, replicate {r}"
+            assert not torch.equal(replicate_pairs(o, n, 1), replicate_pairs(o, n, 0)), "default: own draws"
+    # Tracing's per-agent look-ups follow the shared draw too.
+    some = torch.arange(0, n, 7)
+    for layer in (shared.occupation, shared.community):
+        seen = []
+        for r in range(3):
+            owner, partner = layer.contacts_of(some + r * n, 6)
+            seen.append(sorted(zip(owner.tolist(), (partner - r * n).tolist(), strict=True)))
+        assert len(seen[0]) > 100 and seen[0] == seen[1] == seen[2]

@@ -99,6 +99,14 @@ class ContactConfig(BaseModel):
     household: HouseholdContacts = HouseholdContacts()
     occupation: OccupationContacts = OccupationContacts()
     community: CommunityContacts = CommunityContacts()
+    same_in_every_replicate: bool = Field(
+        False,
+        description="false: each replicate draws its own daily contacts (intended: a mean over replicates "
+        "averages over contact networks too); true: one draw shared by every replicate (each agent's daily "
+        "number of community contacts, each day's occupation rewiring and community contacts), as the "
+        "reference code re-used one set of pre-generated daily network files in every run (specs section 1, "
+        "num_runs, and section 2)",
+    )
 
 
 def tile(a: np.ndarray, replicates: int, stride: int, device: torch.device) -> torch.Tensor:
@@ -250,9 +258,16 @@ class OccupationLayer(ContactLayer):
     days_at_once = True  # contacts_of takes one day per agent
 
     def __init__(
-        self, pop: Population, cfg: OccupationContacts, replicates: int, device: torch.device, seed: int
+        self,
+        pop: Population,
+        cfg: OccupationContacts,
+        replicates: int,
+        device: torch.device,
+        seed: int,
+        shared: bool = False,
     ) -> None:
         self.seed, self.p, self.device = seed, cfg.rewire_probability, device
+        self.replicates, self.shared = replicates, shared
         n = pop.size
         missing = [c for c in pop.categories if c not in cfg.degree]
         if missing:
@@ -392,7 +407,8 @@ class OccupationLayer(ContactLayer):
         """
         if day in self._rewired_by_day:
             return self._rewired_by_day[day][0]
-        e = self.src.shape[0]
+        copies = self.replicates if self.shared else 1  # shared: replicate 0's draw, repeated
+        e = self.src.shape[0] // copies
         idx, u = self.src[:0], torch.zeros(0, device=self.device)
         if e > 0 and self.p > 0:
             gen = generator(self.seed, "occupation", day, self.device)
@@ -410,6 +426,9 @@ class OccupationLayer(ContactLayer):
                     chunks.append(pos[pos < e] if end >= e else pos)
                 idx = torch.cat(chunks)
             u = torch.rand(idx.shape[0], generator=gen, device=self.device)
+            if copies > 1:
+                idx = (idx[None, :] + torch.arange(copies, device=self.device)[:, None] * e).flatten()
+                u = u.repeat(copies)
         if len(self._rewired_by_day) >= 16:  # keep the last days, for tracing
             self._rewired_by_day.pop(min(self._rewired_by_day))
         self._rewired_by_day[day] = (idx, u)
@@ -467,15 +486,24 @@ class CommunityLayer(ContactLayer):
     name = "community"
 
     def __init__(
-        self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int
+        self,
+        pop: Population,
+        cfg: CommunityContacts,
+        replicates: int,
+        device: torch.device,
+        seed: int,
+        shared: bool = False,
     ) -> None:
-        self.seed, self.device, self.cfg = seed, device, cfg
+        self.seed, self.device, self.cfg, self.shared = seed, device, cfg, shared
         n = pop.size
         rng = np.random.default_rng([seed, 0xC0])
         cls = np.asarray(AGE_CLASS_OF_GROUP)[pop.age_group]
         mean = np.asarray(cfg.mean_contacts, dtype=np.float64)[cls]
         sd = np.asarray(cfg.sd_contacts, dtype=np.float64)[cls]
-        ks = [negative_binomial(rng, mean, sd) for _ in range(replicates)]
+        if shared:
+            ks = [negative_binomial(rng, mean, sd)] * replicates
+        else:
+            ks = [negative_binomial(rng, mean, sd) for _ in range(replicates)]
         k = torch.as_tensor(np.concatenate(ks), dtype=torch.int64, device=device)
         # stubs[j]: the agent (over all R * N) of stub j; stub_ptr: each agent's stubs (CSR).
         self.stubs = torch.repeat_interleave(torch.arange(n * replicates, device=device), k)
@@ -526,20 +554,31 @@ class PooledCommunityLayer(CommunityLayer):
     days_at_once = True  # contacts_of takes one day per agent
 
     def __init__(
-        self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int
+        self,
+        pop: Population,
+        cfg: CommunityContacts,
+        replicates: int,
+        device: torch.device,
+        seed: int,
+        shared: bool = False,
     ) -> None:
-        super().__init__(pop, cfg, replicates, device, seed)
+        super().__init__(pop, cfg, replicates, device, seed, shared)
         m = self.cycle = cfg.cycle_days
         h = self.per_stub = m // 2
         gen = generator(seed, "community-cycle", -1, device)
-        self.parity = (torch.rand(self.stubs.shape[0], generator=gen, device=device) < 0.5).to(torch.int8)
+        copies = replicates if shared else 1  # shared: replicate 0's network, repeated
+        drawn = self.stubs.shape[0] // copies
+        self.parity = (torch.rand(drawn, generator=gen, device=device) < 0.5).to(torch.int8).repeat(copies)
         partner = []
         chunk = 1 << 20  # stubs per draw, to bound the memory of building the network
-        for start, count in zip(self.starts.tolist(), self.counts.tolist(), strict=True):
+        bounds = list(zip(self.starts.tolist(), self.counts.tolist(), strict=True))
+        for start, count in bounds[: len(bounds) // copies]:
             for lo in range(0, count, chunk):
                 first = torch.arange(lo, min(lo + chunk, count), device=device).repeat_interleave(h)
                 u = torch.rand(first.shape[0], generator=gen, device=device, dtype=torch.float64)
                 partner.append(self.stubs.index_select(0, self.other_ends(first, count, u) + start).int())
+        if copies > 1:
+            partner = [torch.cat(partner) + r * pop.size for r in range(copies)]
         self.partner = torch.cat(partner) if partner else torch.zeros(0, dtype=torch.int32, device=device)
         del partner
         # Contacts ending at each agent, by (agent, day of the cycle): rows agent * m + day.

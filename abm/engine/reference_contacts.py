@@ -32,9 +32,15 @@ class StubPathCommunityLayer(CommunityLayer):
     keep_days = 8  # recent days kept (as int32), for tracing's look-back
 
     def __init__(
-        self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int
+        self,
+        pop: Population,
+        cfg: CommunityContacts,
+        replicates: int,
+        device: torch.device,
+        seed: int,
+        shared: bool = False,
     ) -> None:
-        super().__init__(pop, cfg, replicates, device, seed)
+        super().__init__(pop, cfg, replicates, device, seed, shared)
         self._bounds = [(int(s), int(c)) for s, c in zip(self.starts.tolist(), self.counts.tolist(), strict=True)]
         # A day's path has one position per stub, replicate by replicate (the stubs' own layout):
         # which positions have a neighbour before and after them within their replicate.
@@ -51,12 +57,15 @@ class StubPathCommunityLayer(CommunityLayer):
         is about 16x faster than one batched sort of R rows of random keys."""
         if day not in self._days:
             gen = generator(self.seed, "community", day, self.device)
+            drawn = self._bounds[:1] if self.shared else self._bounds  # shared: replicate 0's, repeated
             order = [
                 torch.randperm(count, generator=gen, device=self.device) + start
                 if count >= 2
                 else torch.arange(start, start + count, device=self.device)
-                for start, count in self._bounds
+                for start, count in drawn
             ]
+            if self.shared:
+                order = [order[0] + start for start, _ in self._bounds] if order else []
             stub_at = torch.cat(order) if order else self.stubs[:0]
             place = torch.empty(stub_at.shape[0], dtype=torch.int32, device=self.device)
             place.index_copy_(0, stub_at, torch.arange(stub_at.shape[0], dtype=torch.int32, device=self.device))
@@ -98,9 +107,10 @@ class StubPathCommunityLayer(CommunityLayer):
 
 
 def community_layer(
-    pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int
+    pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int, shared: bool = False
 ) -> CommunityLayer:
-    """The community layer the configuration asks for (``construction``)."""
+    """The community layer the configuration asks for (``construction``); ``shared``: one draw
+    of the contacts for every replicate."""
     if cfg.construction == "stub_path":
-        return StubPathCommunityLayer(pop, cfg, replicates, device, seed)
-    return PooledCommunityLayer(pop, cfg, replicates, device, seed)
+        return StubPathCommunityLayer(pop, cfg, replicates, device, seed, shared)
+    return PooledCommunityLayer(pop, cfg, replicates, device, seed, shared)
