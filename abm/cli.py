@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from abm.outputs.run_folder import OutputFolderError, check_target
 from abm.scenario import ScenarioError, load_scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Agent-based epidemic simulator.")
@@ -36,6 +37,7 @@ def validate(
 ) -> None:
     """Check a scenario file: an epidemic scenario (`abm run`), a learning or a private-calibration
     scenario (`abm learn`)."""
+    from abm.calibration.observed import CalibrationError
     from abm.learning.errors import LearningScenarioError
 
     kind = learning_kind(file)
@@ -51,11 +53,31 @@ def validate(
 
             name = load_learning(file)[0].name
         else:
-            name = load_scenario(file, set_).name
-    except (ScenarioError, LearningScenarioError) as exc:
+            sc = load_scenario(file, set_)
+            name = sc.name
+            if sc.calibration is not None:
+                check_calibration(file, set_)
+    except (ScenarioError, LearningScenarioError, CalibrationError) as exc:
         fail(str(exc))
     label = f"{kind} scenario" if kind else "scenario"
     out_console.print(f"[green]ok[/] {file}: {label} {name!r} is valid", highlight=False)
+
+
+def check_calibration(file: Path, sets: list[str] | None) -> None:
+    """A calibration section's windows, data and free parameters, checked as ``abm calibrate``
+    checks them before it runs anything."""
+    from abm.calibration.observed import load_observed
+    from abm.calibration.optimize import check_horizon, check_parameters
+    from abm.scenario import apply_set, read_scenario_data, validate
+
+    data = read_scenario_data(file)
+    for item in sets or []:
+        data = apply_set(data, item)
+    sc = validate(data, str(file))
+    assert sc.calibration is not None
+    check_horizon(sc, sc.calibration, str(file))
+    check_parameters(data, sc.calibration, str(file))
+    load_observed(sc.calibration, str(file))
 
 
 def learning_kind(file: Path) -> str | None:
@@ -94,6 +116,10 @@ def run(
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / sc.name
+    try:
+        check_target(target)
+    except OutputFolderError as exc:
+        fail(str(exc))
     err_console.print(
         f"running {sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates} replicates, "
         f"{sc.simulation.days} days -> {target}",
@@ -172,8 +198,12 @@ def calibrate(
             workers=workers,
             ray_address=ray_address,
         )
-    except (ScenarioError, CalibrationError) as exc:
+    except (ScenarioError, CalibrationError, OutputFolderError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        target = out or "runs/<name>-calibration"
+        err_console.print(f"interrupted: no results were written to {target}", highlight=False)
+        raise typer.Exit(130) from None
     out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
 
 
@@ -208,6 +238,10 @@ def sweep(
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / f"{sp.variants[0].name}-sweep"
+    try:
+        check_target(target)
+    except OutputFolderError as exc:
+        fail(str(exc))
     total = len(sp.variants) * sp.replicates
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -260,11 +294,13 @@ def compare(
     from abm.outputs.compare import CompareError
     from abm.outputs.compare import compare as compare_runs
 
-    if out.resolve() in {r.resolve() for r in runs}:
-        fail(f"--out {out} is one of the runs; choose another folder")
+    here = out.resolve()
+    if any(here == r.resolve() or here in r.resolve().parents for r in runs):
+        fail(f"--out {out} is one of the runs or holds one; choose another folder")
     try:
+        check_target(out)
         comp = compare_runs(runs, out)
-    except CompareError as exc:
+    except (CompareError, OutputFolderError) as exc:
         fail(str(exc))
     from abm.outputs.compare import markdown
 

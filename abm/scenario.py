@@ -79,7 +79,7 @@ class Scenario(BaseModel):
     """A complete, validated scenario."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the run folder")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$", description="names the run folder")
     description: str = ""
     population: PopulationConfig = PopulationConfig()
     simulation: SimulationConfig = SimulationConfig()
@@ -201,7 +201,10 @@ def describe_errors(exc: ValidationError, source: str) -> str:
             lines.append(f"{path}: required key is missing")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"{path}: {value!r} is not allowed: {msg}")
+            if isinstance(value, dict):  # a check across the keys of a section: its message names them
+                lines.append(f"{path}: {msg}")
+            else:
+                lines.append(f"{path}: {value!r} is not allowed: {msg}")
     head = f"{source}: invalid scenario"
     return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
 

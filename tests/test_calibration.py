@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ import yaml
 import abm
 from abm.calibration.observed import CalibrationError, load_observed, losses, simulated
 from abm.calibration.optimize import calibrate
+from abm.outputs.run_folder import MARK
 from abm.scenario import validate
 
 
@@ -51,7 +53,7 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     summary = calibrate(path, out)
     assert abs(summary["best_parameters"]["disease.transmission_rate"] - 3.0) < 0.5, summary
     assert summary["fit"]["cases"]["nd_weekly"] < 0.3
-    assert {p.name for p in out.iterdir()} == {"calibrated.yaml", "trials.csv", "calibration.json", "fit.png"}
+    assert {p.name for p in out.iterdir()} == {MARK, "calibrated.yaml", "trials.csv", "calibration.json", "fit.png"}
     calibrated = yaml.safe_load((out / "calibrated.yaml").read_text())
     assert calibrated["disease"]["transmission_rate"] == summary["best_parameters"]["disease.transmission_rate"]
     assert len(pd.read_csv(out / "trials.csv")) == 16
@@ -64,7 +66,8 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
 
 def test_bad_targets_get_clear_messages(tmp_path):
     bad = tmp_path / "bad.csv"
-    bad.write_text("date,deaths\n2020-03-01,1\n2020-03-02,-4\n2020-03-04,2\n")
+    rows = [f"2020-03-{d:02d},{-4 if d == 2 else 1}" for d in range(1, 13) if d != 9]  # no 2020-03-09
+    bad.write_text("date,deaths\n" + "\n".join(rows) + "\n")
 
     def config(**kw):
         base = {
@@ -72,7 +75,7 @@ def test_bad_targets_get_clear_messages(tmp_path):
             "calibration": {
                 "data": str(bad),
                 "targets": ["deaths"],
-                "fit_window": ["2020-03-01", "2020-03-04"],
+                "fit_window": ["2020-03-01", "2020-03-08"],
                 "holdout_window": None,
             },
         }
@@ -80,17 +83,17 @@ def test_bad_targets_get_clear_messages(tmp_path):
         return validate(base, "x.yaml").calibration
 
     with pytest.raises(CalibrationError, match="negative count on 2020-03-02"):
-        load_observed(config(fit_window=["2020-03-01", "2020-03-02"]))
-    with pytest.raises(CalibrationError, match="no value on 2020-03-03"):
-        load_observed(config(fit_window=["2020-03-03", "2020-03-04"]))
+        load_observed(config(fit_window=["2020-03-01", "2020-03-08"]))
+    with pytest.raises(CalibrationError, match="no value on 2020-03-09"):
+        load_observed(config(fit_window=["2020-03-05", "2020-03-12"]))
     with pytest.raises(CalibrationError, match="lies outside the data"):
         load_observed(config(fit_window=["2020-03-01", "2020-04-30"]))
     with pytest.raises(CalibrationError, match="'cases' is not a column"):
         load_observed(config(targets=["cases"]))
     nan = tmp_path / "nan.csv"
-    nan.write_text("date,deaths\n2020-03-01,1\n2020-03-02,\n")
+    nan.write_text("date,deaths\n" + "\n".join(f"2020-03-{d:02d},{'' if d == 2 else 1}" for d in range(1, 9)) + "\n")
     with pytest.raises(CalibrationError, match="no value on 2020-03-02"):
-        load_observed(config(data=str(nan), fit_window=["2020-03-01", "2020-03-02"]))
+        load_observed(config(data=str(nan), fit_window=["2020-03-01", "2020-03-07"]))
 
 
 def test_bundled_king_county_series_cover_the_2020_windows():
@@ -140,3 +143,67 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path):
     assert rerun.scenario.simulation.replicates == 3
     cfg = rerun.scenario.calibration
     assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.fit_window) == summary["fit"]
+
+
+def calibration_cli(tmp_path, change: dict) -> tuple[int, str, object]:
+    """`abm validate` and `abm calibrate` on the King County calibration scenario with one
+    change to its calibration section: (calibrate's exit code, its message, the output path)."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    data = {"extends": str(KC_CALIBRATION), "name": "cal", "calibration": change}
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "out"
+    runner = CliRunner()
+    checked = runner.invoke(app, ["validate", str(path)])
+    result = runner.invoke(app, ["calibrate", str(path), "--trials", "1", "--out", str(out)])
+    assert checked.exit_code == result.exit_code, (checked.output, result.output)
+    return result.exit_code, " ".join(result.output.split()), out
+
+
+KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/calibrate_2020.yaml"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"holdout_window": ["2020-04-01", "2020-05-30"]},
+            "holdout_window starts on 2020-04-01, within or before the fit window",
+        ),
+        ({"fit_window": ["2020-03-01", "2020-03-03"]}, "fit_window 2020-03-01 to 2020-03-03 holds no whole week"),
+        (
+            {"parameters": {"disease.transmision_rate": {"low": 2.0, "high": 8.0}}},
+            "calibration.parameters.disease.transmision_rate: low 2.0 gives an invalid scenario: "
+            "disease.transmision_rate: unknown key",
+        ),
+        (
+            {"parameters": {"calibration.observation.death_delay_days": {"low": 0.0, "high": 40.0}}},
+            "calibration.parameters.calibration.observation.death_delay_days: high 40.0 gives an invalid scenario",
+        ),
+        (
+            {"parameters": {"seeding.day": {"low": 0.5, "high": 1.5, "integer": True}}},
+            "integer: true needs whole-number bounds",
+        ),
+        (
+            {"parameters": {"simulation.days": {"low": 10, "high": 200, "integer": True}}},
+            "calibration.parameters.simulation.days: low 10: simulation.days: 10 is too short",
+        ),
+        ({"data": "nope.csv"}, "cal.yaml: calibration.data: cannot read 'nope.csv'"),
+    ],
+)
+def test_bad_calibration_sections_are_refused_before_anything_runs(tmp_path, change, message):
+    code, output, out = calibration_cli(tmp_path, change)
+    assert code == 2 and message in output, output
+    assert "Traceback" not in output and not out.exists()
+
+
+def test_a_calibration_needs_a_free_parameter():
+    from pydantic import ValidationError
+
+    from abm.calibration.config import CalibrationConfig
+
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        CalibrationConfig(parameters={})

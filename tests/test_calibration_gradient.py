@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 import abm
 from abm.cli import app
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
+from abm.outputs.run_folder import MARK
 from abm.populations import build_population, load_region
 
 INFECTED = [Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.PRESYMPTOMATIC_SEVERE]
@@ -146,4 +147,4 @@ def test_gradient_calibration_moves_beta_to_the_truth(tmp_path):
     assert steps["loss"].iloc[-3:].mean() < 0.5 * steps["loss"].iloc[:2].mean()
     assert summary["fit"]["cases"]["nd_weekly"] < 0.35
     assert yaml.safe_load((out / "calibrated.yaml").read_text())["disease"]["transmission_rate"] == beta
-    assert {p.name for p in out.iterdir()} == {"calibrated.yaml", "steps.csv", "calibration.json", "fit.png"}
+    assert {p.name for p in out.iterdir()} == {MARK, "calibrated.yaml", "steps.csv", "calibration.json", "fit.png"}

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from abm.cli import app
 from abm.engine import STAGE_NAMES
+from abm.outputs.run_folder import MARK
 from abm.scenario import load_scenario
 
 SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
@@ -191,6 +192,7 @@ def test_a_crash_mid_run_leaves_no_half_written_folder_and_keeps_the_old_one(tmp
     out = tmp_path / "run"
     out.mkdir()
     (out / "summary.json").write_text("{}")
+    (out / MARK).write_text("")  # an earlier output of abm (only those may be replaced)
 
     def boom(*_a, **_k):
         raise KeyboardInterrupt
@@ -245,3 +247,40 @@ def test_ctrl_c_leaves_no_run_folder(tmp_path):
     assert proc.returncode == 130, err
     assert "no results were written" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monkeypatch):
+    """`--out` on a folder of the user's, on a file, or on the working folder: one message, exit
+    code 2, before anything runs, and the user's files are untouched."""
+    small = ["--agents", "500", "--days", "5", "--replicates", "1"]
+    mine = tmp_path / "thesis"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("chapter 1")
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(mine)])
+    assert result.exit_code == 2 and "was not written by abm" in " ".join(result.output.split())
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep")
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(notes)])
+    assert result.exit_code == 2 and "is a file" in result.output and notes.read_text() == "keep"
+    monkeypatch.chdir(mine)
+    for out in (".", "..", str(tmp_path)):
+        result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", out])
+        assert result.exit_code == 2, (out, result.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "thesis"]
+    # An abm output (its mark) is replaced; so is an empty folder.
+    runs = tmp_path / "runs"
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(runs / "a")])
+    assert result.exit_code == 0 and (runs / "a" / MARK).is_file()
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(runs / "a")])
+    assert result.exit_code == 0
+    # A comparison may not be written over the folder that holds its runs.
+    result = runner.invoke(app, ["compare", str(runs / "a"), str(runs / "a"), "--out", str(runs)])
+    assert result.exit_code == 2 and (runs / "a" / "summary.json").is_file()
+
+
+def test_a_scenario_name_must_be_a_folder_name(tmp_path):
+    bad = tmp_path / "dot.yaml"
+    bad.write_text(f"extends: {SCENARIO}\nname: '..'\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2 and "name" in result.output

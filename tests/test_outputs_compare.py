@@ -16,6 +16,7 @@ import pytest
 import abm
 from abm.outputs import plots
 from abm.outputs.compare import comparison_table
+from abm.outputs.run_folder import MARK
 
 SCENARIOS = Path("scenarios/king_county").resolve()
 SMALL = ["--agents", "3000", "--days", "40", "--replicates", "2", "--seed", "3"]
@@ -85,7 +86,7 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
     out = tmp_path / "cmp"
     proc = abm_cli("compare", *(str(runs[k]) for k in ("ni", "sq", "vacc", "ct")), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert {p.name for p in out.iterdir()} == {"comparison.csv", "comparison.md", "report.html", "plots"}
+    assert {p.name for p in out.iterdir()} == {MARK, "comparison.csv", "comparison.md", "report.html", "plots"}
     assert {p.name for p in (out / "plots").iterdir()} == set(plots.PLOT_FILES.values())
     table = pd.read_csv(out / "comparison.csv")
     assert list(table.run) == ["ni", "sq", "vacc", "ct"]

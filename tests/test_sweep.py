@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import abm
 from abm.cli import app
+from abm.outputs.run_folder import MARK
 from abm.scenario import ScenarioError
 from abm.sweep import OUTCOMES, parse_axis, plan, run_sweep, split_values
 
@@ -150,7 +151,7 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "6 runs (3 per variant)" in result.output and f"resultsin{out}" in "".join(result.output.split())
-    assert sorted(p.name for p in out.iterdir()) == ["sweep.csv", "sweep.json", "sweep_summary.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [MARK, "sweep.csv", "sweep.json", "sweep_summary.csv"]
     assert [p.name for p in tmp_path.iterdir()] == ["sw"]  # no temporary folder left
     table = pd.read_csv(out / "sweep.csv")
     assert len(table) == 6

@@ -22,6 +22,8 @@ class ParameterRange(BaseModel):
     def _order(self) -> ParameterRange:
         if not self.low < self.high:
             raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.integer and not (float(self.low).is_integer() and float(self.high).is_integer()):
+            raise ValueError(f"integer: true needs whole-number bounds, not low {self.low} and high {self.high}")
         return self
 
 
@@ -75,6 +77,7 @@ class CalibrationConfig(BaseModel):
     fit_window: tuple[dt.date, dt.date] = (dt.date(2020, 2, 28), dt.date(2020, 4, 30))
     holdout_window: tuple[dt.date, dt.date] | None = (dt.date(2020, 5, 1), dt.date(2020, 6, 30))
     parameters: dict[str, ParameterRange] = Field(
+        min_length=1,
         default_factory=lambda: {
             "disease.transmission_rate": ParameterRange(low=1.0, high=8.0),
             "seeding.infections.asymptomatic": ParameterRange(low=1, high=200, integer=True),
@@ -111,4 +114,12 @@ class CalibrationConfig(BaseModel):
                 raise ValueError(f"{name} must run forward: {w[0]} is after {w[1]}")
             if w is not None and w[0] < self.start_date:
                 raise ValueError(f"{name} starts on {w[0]}, before start_date {self.start_date}")
+            if w is not None and (w[1] - w[0]).days + 1 < 7:
+                raise ValueError(f"{name} {w[0]} to {w[1]} holds no whole week; losses are on weekly counts (7 days)")
+        h = self.holdout_window
+        if h is not None and h[0] <= self.fit_window[1]:
+            raise ValueError(
+                f"holdout_window starts on {h[0]}, within or before the fit window ({self.fit_window[0]} to "
+                f"{self.fit_window[1]}); it must start after {self.fit_window[1]}"
+            )
         return self

@@ -19,20 +19,23 @@ class CalibrationError(ValueError):
     """Bad calibration data or windows; the message is meant for the user as is."""
 
 
-def load_observed(cfg: CalibrationConfig) -> pd.DataFrame:
-    """Daily observed counts indexed by date, one column per target, checked over the windows."""
+def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
+    """Daily observed counts indexed by date, one column per target, checked over the windows;
+    errors name the ``scenario`` file when given."""
     source = cfg.data
+    at = f"{scenario}: " if scenario else ""
     path = files("abm.calibration") / "data" / BUNDLED[source] if source in BUNDLED else Path(source)
     try:
         with path.open() as fh:
             frame = pd.read_csv(fh, parse_dates=["date"])
     except (OSError, ValueError) as exc:
-        raise CalibrationError(f"calibration.data: cannot read {source!r} ({exc})") from exc
+        raise CalibrationError(f"{at}calibration.data: cannot read {source!r} ({exc})") from exc
     frame = frame.set_index("date").sort_index()
     for target in cfg.targets:
         if target not in frame.columns:
             raise CalibrationError(
-                f"calibration.targets: {target!r} is not a column of {source!r} (columns: {', '.join(frame.columns)})"
+                f"{at}calibration.targets: {target!r} is not a column of {source!r} "
+                f"(columns: {', '.join(frame.columns)})"
             )
     windows = [("fit_window", cfg.fit_window)] + (
         [("holdout_window", cfg.holdout_window)] if cfg.holdout_window else []
@@ -41,19 +44,19 @@ def load_observed(cfg: CalibrationConfig) -> pd.DataFrame:
         days = pd.date_range(a, b, freq="D")
         if days[0] < frame.index.min() or days[-1] > frame.index.max():
             raise CalibrationError(
-                f"calibration.{name}: {a} to {b} lies outside the data "
+                f"{at}calibration.{name}: {a} to {b} lies outside the data "
                 f"({frame.index.min().date()} to {frame.index.max().date()})"
             )
         part = frame.reindex(days)[cfg.targets]
         missing = part.index[part.isna().any(axis=1)]
         if len(missing):
             raise CalibrationError(
-                f"calibration.{name}: {source!r} has no value on {missing[0].date()} ({len(missing)} days missing)"
+                f"{at}calibration.{name}: {source!r} has no value on {missing[0].date()} ({len(missing)} days missing)"
             )
         negative = part.index[(part < 0).any(axis=1)]
         if len(negative):
             raise CalibrationError(
-                f"calibration.{name}: {source!r} has a negative count on {negative[0].date()}; counts must be >= 0"
+                f"{at}calibration.{name}: {source!r} has a negative count on {negative[0].date()}; counts must be >= 0"
             )
     return frame[cfg.targets].astype(float)
 

@@ -30,10 +30,10 @@ from abm.calibration.observed import (
     simulated,
     weekly,
 )
-from abm.outputs.run_folder import atomic_folder
+from abm.outputs.run_folder import atomic_folder, check_target
 from abm.parallel import ray_session
 from abm.runs import run
-from abm.scenario import Scenario, apply_set, read_scenario_data, validate
+from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate
 
 
 def with_values(data: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
@@ -52,6 +52,25 @@ def check_horizon(sc: Scenario, cfg: CalibrationConfig, source: str) -> None:
             f"{source}: simulation.days: {sc.simulation.days} is too short; "
             f"the windows need {need} days from {cfg.start_date}"
         )
+
+
+def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) -> None:
+    """Each free parameter must name a scenario key whose bounds both give a valid scenario
+    that still covers the windows; checked before anything runs."""
+    for key, bounds in cfg.parameters.items():
+        for which, value in (("low", bounds.low), ("high", bounds.high)):
+            drawn = int(value) if bounds.integer else value
+            where = f"{source}: calibration.parameters.{key}: {which} {drawn!r}"
+            try:
+                sc = validate(with_values(data, {key: drawn}), source)
+            except ScenarioError as exc:
+                reason = str(exc).removeprefix(f"{source}: invalid scenario")
+                raise CalibrationError(f"{where} gives an invalid scenario{reason}") from None
+            assert sc.calibration is not None
+            try:
+                check_horizon(sc, sc.calibration, source)
+            except CalibrationError as exc:
+                raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
 
 
 BACKENDS = ("local", "ray")
@@ -285,8 +304,11 @@ def calibrate(
     if sc.calibration is None:
         raise CalibrationError(f"{path}: calibration: the scenario has no calibration section")
     cfg = sc.calibration
+    target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration")
     check_horizon(sc, cfg, str(path))
-    observed = load_observed(cfg)
+    if method == "optuna":
+        check_parameters(data, cfg, str(path))
+    observed = load_observed(cfg, str(path))
     start = time.perf_counter()
     if method == "gradient":
         from abm.calibration import gradient
@@ -306,7 +328,7 @@ def calibrate(
     else:
         n_trials = trials or cfg.trials
         curves: dict[int, pd.DataFrame] = {}
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial's error is raised
         study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
 
         score = trial_scorer(observed, cfg, curves)
@@ -356,7 +378,6 @@ def calibrate(
         "holdout": losses(sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
         "seconds": time.perf_counter() - start,
     }
-    target = Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration"
     with atomic_folder(target) as tmp:
         (tmp / "calibrated.yaml").write_text(calibrated.resolved_yaml())
         table.to_csv(tmp / table_name, index=False)

@@ -22,6 +22,24 @@ def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str |
         raise typer.Exit(code=2) from None
 
 
+def run_or_exit(work: Callable[[], dict[str, Any]], target: Path) -> dict[str, Any]:
+    """``work()``'s report; a bad output folder gets its message and exit code 2, Ctrl-C a
+    one-line notice and exit code 130 (nothing is written either way)."""
+    import typer
+
+    from abm.outputs.run_folder import OutputFolderError, check_target
+
+    try:
+        check_target(target)
+        return work()
+    except OutputFolderError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
+    except KeyboardInterrupt:
+        print(f"interrupted: no results were written to {target}", file=sys.stderr)
+        raise typer.Exit(code=130) from None
+
+
 def learn(file: Path, out: Path | None = None, runner: str | None = None) -> None:
     """Run a learning scenario; write report.json and plots to OUT (default runs/<name>).
 
@@ -36,7 +54,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
         return
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
-    report = run_scenario(file, target, runner)
+    report = run_or_exit(lambda: run_scenario(file, target, runner), target)
     print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():
         print(

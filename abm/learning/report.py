@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import numpy as np
 
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
+from abm.outputs.run_folder import atomic_folder, check_target
 
 
 def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> None:
@@ -133,22 +132,14 @@ def run_scenario(
     from abm.learning.runner import run_all
 
     scenario, source = load_scenario(path_or_dict, runner)
-    out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        report = run_all(scenario)
-        report["source"] = source
+    out = check_target(out_dir)
+    report = run_all(scenario)
+    report["source"] = source
+    with atomic_folder(out) as tmp:
         report["plots"] = _plots(report, tmp)
         report = _jsonable(report)
         (tmp / "report.json").write_text(json.dumps(report, indent=1))
         (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=1))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return report
 
 

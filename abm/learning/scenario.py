@@ -103,6 +103,15 @@ class SplitSpec(_Strict):
             raise ValueError(f"choose at most one of label_skew, quantity_skew, class_groups; got {chosen}")
         if self.class_groups and len(self.class_groups.assignment) != self.participants:
             raise ValueError("class_groups.assignment needs one group per participant")
+        if self.class_groups and any(not 0 <= g < len(self.class_groups.groups) for g in self.class_groups.assignment):
+            raise ValueError(
+                f"class_groups.assignment names groups 0..{len(self.class_groups.groups) - 1} (one per entry of groups)"
+            )
+        q = self.quantity_skew
+        if q is not None and q.fractions is not None and len(q.fractions) != self.participants:
+            raise ValueError(
+                f"quantity_skew.fractions needs one share per participant ({self.participants}), not {len(q.fractions)}"
+            )
         if self.concept_shift and any(not 0 <= k < self.participants for k in self.concept_shift.participants):
             raise ValueError(f"concept_shift.participants must lie in 0..{self.participants - 1}")
         return self
@@ -193,13 +202,13 @@ class SelectionToySpec(_Strict):
 class LearningScenario(_Strict):
     """A learning scenario: data, split, models, training budget and the protocols to compare."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
     description: str = ""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     data: Annotated[GaussianMixtureSpec | SklearnSpec, Field(discriminator="source")]
     global_test_fraction: float = Field(0.25, gt=0, lt=0.9)
     split: SplitSpec
-    models: list[ModelSpec] = [ModelSpec()]
+    models: list[ModelSpec] = Field([ModelSpec()], min_length=1)
     training: TrainingSpec = TrainingSpec()
     rounds: int = Field(10, ge=1)
     local_epochs: int = Field(1, ge=1)
@@ -286,7 +295,10 @@ def _error_message(source: str, err: ValidationError, data: Any, prefix: tuple =
         return f"{source}: {path}: {what}"
     if first["type"] == "missing":
         return f"{source}: {path}: missing; this key is required"
-    return f"{source}: {path}: bad value {value!r}: {first['msg']}"
+    msg = first["msg"].removeprefix("Value error, ")
+    if isinstance(value, dict):  # a check across the keys of a section: its message names them
+        return f"{source}: {path}: {msg}"
+    return f"{source}: {path}: bad value {value!r}: {msg}"
 
 
 def check_protocols(
@@ -303,7 +315,14 @@ def check_protocols(
     the file and the key path. ``member``: what a participant is called in messages."""
     from abm.learning.protocols import protocol_class
 
+    seen: dict[str, int] = {}
     for i, spec in enumerate(protocols):
+        if spec.key in seen:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}]: {spec.key!r} is already protocols[{seen[spec.key]}]'s name in the "
+                "report; give one of them a different label"
+            )
+        seen[spec.key] = i
         cls = protocol_class(spec.name)
         try:
             cls.Config.model_validate(spec.params)

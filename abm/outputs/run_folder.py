@@ -1,6 +1,9 @@
-"""Writing a run folder atomically: everything goes to a hidden sibling folder that is renamed
-into place at the end, so a failed or interrupted run leaves no half-written results and an
-earlier run of the same name stays intact until the new one is complete."""
+"""Writing an output folder atomically: everything goes to a hidden sibling folder that is
+renamed into place at the end, so a failed or interrupted run leaves no half-written results and
+an earlier output of the same name stays intact until the new one is complete.
+
+Only a folder that abm wrote is ever replaced: :func:`check_target` refuses a file, the working
+folder or one of its parents, and a non-empty folder without abm's mark, before anything runs."""
 
 from __future__ import annotations
 
@@ -10,17 +13,57 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+MARK = ".abm-output"  # written into every output folder
+# Files that identify output folders written before the mark existed.
+OUTPUT_FILES = ("manifest.json", "sweep.json", "comparison.csv", "calibration.json", "report.json")
+
+
+class OutputFolderError(ValueError):
+    """An output path that cannot be written without losing something; the message is for the user."""
+
+
+def is_output_folder(folder: Path) -> bool:
+    """Whether ``folder`` is an output folder abm wrote (its mark, or a run/sweep/comparison/
+    calibration/report file)."""
+    return (folder / MARK).is_file() or any((folder / name).is_file() for name in OUTPUT_FILES)
+
+
+def check_target(target: str | Path) -> Path:
+    """``target`` as a Path if an output can be written there; otherwise :class:`OutputFolderError`
+    naming the path and why. Called before a run starts, and again by :func:`atomic_folder`."""
+    target = Path(target)
+    where = f"output folder {str(target)!r}"
+    if target.name in ("", ".", ".."):
+        raise OutputFolderError(f"{where}: give a folder name, not {target.name or str(target)!r}")
+    resolved, here = target.resolve(), Path.cwd().resolve()
+    if resolved == here or resolved in here.parents:
+        raise OutputFolderError(f"{where}: is the working folder or one of its parents; give a new folder")
+    if target.exists() and not target.is_dir():
+        raise OutputFolderError(f"{where}: is a file; give a folder path (an output is a folder)")
+    if target.is_dir() and any(target.iterdir()) and not is_output_folder(target):
+        raise OutputFolderError(
+            f"{where}: exists and was not written by abm, so it would be replaced with everything in it; "
+            "give a new folder, or remove this one yourself"
+        )
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} (no permission or not a folder)")
+    return target
+
 
 @contextlib.contextmanager
 def atomic_folder(target: Path) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``target``, on any error it is removed."""
-    target = Path(target)
+    target = check_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.partial-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
+        (tmp / MARK).write_text("written by abm; an abm command may replace this folder\n")
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

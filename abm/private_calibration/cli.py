@@ -14,7 +14,7 @@ def dispatch(file: Path, out: Path | None = None, runner: str | None = None) -> 
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.cli import load_or_exit
+    from abm.learning.cli import load_or_exit, run_or_exit
     from abm.learning.scenario import read_yaml
     from abm.private_calibration.report import run_private_calibration
     from abm.private_calibration.scenario import is_private_calibration, load_scenario
@@ -27,7 +27,7 @@ def dispatch(file: Path, out: Path | None = None, runner: str | None = None) -> 
         return False
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
-    report = run_private_calibration(file, target, runner)
+    report = run_or_exit(lambda: run_private_calibration(file, target, runner), target)
     names = [i["name"] for i in report["institutions"]]
     print(
         f"{'protocol':<18}{'recovery':>9}"

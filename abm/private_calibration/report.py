@@ -16,7 +16,7 @@ import torch
 
 from abm.learning.report import plot_round_curves
 from abm.learning.runner import dp_noise_multiplier
-from abm.outputs.run_folder import atomic_folder
+from abm.outputs.run_folder import atomic_folder, check_target
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
@@ -259,10 +259,10 @@ def run_private_calibration(
     (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key.
     """
     scenario, base = load_scenario(path_or_dict, runner)
+    target = check_target(Path(out) if out is not None else Path("runs") / scenario.name)
     start = time.perf_counter()
     report, institutions, curves = run_all(scenario, base)
     report["timings_s"]["total"] = time.perf_counter() - start
-    target = Path(out) if out is not None else Path("runs") / scenario.name
     with atomic_folder(target) as tmp:
         report["plots"] = _plots(report, curves, institutions, tmp)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")

@@ -47,6 +47,11 @@ class ModelSection(_Strict):
             raise ValueError(f"window {a}..{b} must run forward and start on or after start_date {self.start_date}")
         if ((b - a).days + 1) // 7 < 2:
             raise ValueError("window must hold at least two whole weeks")
+        if self.seeding_day >= (a - self.start_date).days:
+            raise ValueError(
+                f"seeding_day {self.seeding_day} must come before the window starts (day "
+                f"{(a - self.start_date).days}, {a})"
+            )
         return self
 
     @property
@@ -130,7 +135,7 @@ class PrivateCalibrationScenario(_Strict):
     """A private-calibration scenario."""
 
     kind: Literal["private_calibration"]
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
     description: str = ""
     seed: int = 0
     mode: Literal["known_truth", "kc2020"] = "known_truth"
@@ -236,7 +241,10 @@ def load_scenario(
         value = first.get("input") if loc else None
         if loc and value is None:
             value = _lookup(data, loc)
-        raise LearningScenarioError(f"{source}: {path}: bad value {value!r}: {first['msg']}") from None
+        msg = first["msg"].removeprefix("Value error, ")
+        if isinstance(value, dict):  # a check across the keys of a section: its message names them
+            raise LearningScenarioError(f"{source}: {path}: {msg}") from None
+        raise LearningScenarioError(f"{source}: {path}: bad value {value!r}: {msg}") from None
     check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data, member="institution")
     for i, spec in enumerate(scenario.protocols):
         if spec.name == "p2p_selection":
@@ -249,7 +257,43 @@ def load_scenario(
         raise LearningScenarioError(
             f"{source}: model.scenario: bad value {scenario.model.scenario!r}: no such file ({model_file})"
         )
+    check_model_and_regions(scenario, base, source)
     return scenario, base
+
+
+def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, source: str) -> None:
+    """What the schema cannot see: the model scenario with its overrides, each institution's
+    tracts, and (kc2020 mode) the data over the window; errors name the file and the key."""
+    from abm.calibration.config import CalibrationConfig
+    from abm.calibration.observed import CalibrationError, load_observed
+    from abm.populations.region import RegionError, load_region
+    from abm.private_calibration.institutions import CHANNELS, model_scenario
+    from abm.private_calibration.regions import institution_region
+    from abm.scenario import ScenarioError
+
+    try:
+        model = model_scenario(scenario, base)
+    except ScenarioError as exc:
+        raise LearningScenarioError(f"{source}: model.set (on {scenario.model.scenario}): {exc}") from None
+    county = load_region(model.population.region)
+    for k, spec in enumerate(scenario.institutions):
+        try:
+            region = institution_region(county, spec.tracts, spec.name)
+        except RegionError as exc:
+            raise LearningScenarioError(f"{source}: institutions[{k}].tracts: {exc}") from None
+        if len(region.tracts) == 0:
+            raise LearningScenarioError(f"{source}: institutions[{k}].tracts: no tract; give at least one GEOID")
+    if scenario.mode == "kc2020":
+        section = scenario.model
+        cfg = CalibrationConfig(
+            start_date=section.start_date, targets=list(CHANNELS), fit_window=section.window, holdout_window=None
+        )
+        try:
+            load_observed(cfg)
+        except CalibrationError as exc:
+            raise LearningScenarioError(
+                f"{source}: model.window: {str(exc).removeprefix('calibration.fit_window: ')}"
+            ) from None
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:

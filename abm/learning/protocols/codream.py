@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from torch import nn
 
 from abm.learning.clients import ClientEnv, Payload, client_op
@@ -54,30 +55,30 @@ from abm.learning.training import kd_loss, minibatches, predict
 class CoDreamConfig(ProtocolConfig):
     """CoDream parameters (defaults scaled down for small tabular data)."""
 
-    n_dreams: int = 128
-    dream_steps: int = 60
-    dream_lr: float = 0.05
-    w_entropy: float = 1.0
-    w_feature: float = 1.0
-    w_adv: float = 1.0
-    adv_start: int = 2
+    n_dreams: int = Field(128, ge=1)
+    dream_steps: int = Field(60, ge=1)
+    dream_lr: float = Field(0.05, gt=0)
+    w_entropy: float = Field(1.0, ge=0)
+    w_feature: float = Field(1.0, ge=0)
+    w_adv: float = Field(1.0, ge=0)
+    adv_start: int = Field(2, ge=0)
     collaborate: bool = True
     independent_labels: Literal["dreamer", "all"] = "dreamer"  # who labels independent dreams (collaborate: false)
-    dream_start: int = 1
-    kd_temperature: float = 3.0
-    kd_weight: float = 1.0
-    kd_epochs: int = 1
-    buffer_batches: int = 10
-    weighting: str = "size"  # size | uniform
+    dream_start: int = Field(1, ge=0)
+    kd_temperature: float = Field(3.0, gt=0)
+    kd_weight: float = Field(1.0, ge=0)
+    kd_epochs: int = Field(1, ge=1)
+    buffer_batches: int = Field(10, ge=1)
+    weighting: Literal["size", "uniform"] = "size"
     freeze_bn_on_dreams: bool = True  # distillation on dreams leaves BatchNorm running statistics alone
     # CoDream-fast
-    local_steps: int = 5
-    fast_batches: int = 2
-    generator_hidden: int = 64
-    noise_dim: int = 16
-    generator_lr: float = 0.005
-    noise_lr: float = 0.01
-    meta_lr: float = 0.5
+    local_steps: int = Field(5, ge=1)
+    fast_batches: int = Field(2, ge=1)
+    generator_hidden: int = Field(64, ge=1)
+    noise_dim: int = Field(16, ge=1)
+    generator_lr: float = Field(0.005, gt=0)
+    noise_lr: float = Field(0.01, gt=0)
+    meta_lr: float = Field(0.5, gt=0)
 
 
 class _FrozenBNStats:

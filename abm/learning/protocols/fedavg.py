@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from abm.learning.clients import ClientEnv, Payload, client_op
@@ -34,9 +35,9 @@ from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 class FedAvgConfig(ProtocolConfig):
     """FedAvg / FedProx parameters."""
 
-    mu: float = 0.0  # proximal coefficient; 0 = FedAvg
-    server_lr: float = 1.0
-    weighting: str = "size"  # size | uniform
+    mu: float = Field(0.0, ge=0)  # proximal coefficient; 0 = FedAvg
+    server_lr: float = Field(1.0, gt=0)
+    weighting: Literal["size", "uniform"] = "size"
     bn_stats: Literal["auto", "shared", "local"] = "auto"  # BatchNorm running statistics: see module doc
 
 
@@ -150,4 +151,4 @@ class FedProx(FedAvg):
     name = "fedprox"
 
     class Config(FedAvgConfig):
-        mu: float = 0.01
+        mu: float = Field(0.01, ge=0)

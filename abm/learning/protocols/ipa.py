@@ -12,9 +12,12 @@ the models are frozen.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
 from abm.learning.messages import Message, MessageKind
 from abm.learning.models import architecture_key, flat_params
@@ -25,14 +28,14 @@ from abm.learning.training import accuracy
 class IPAConfig(ProtocolConfig):
     """IPA parameters (ipa.md section 8)."""
 
-    lam: float = 0.01
-    p: int = 1
-    reduction: str = "sum"  # sum | mean
+    lam: float = Field(0.01, ge=0)
+    p: Literal[1, 2] = 1
+    reduction: Literal["sum", "mean"] = "sum"
     update_others: bool = True
-    lr: float | None = None  # plain SGD; default: the scenario's training lr
-    pair_weights: str = "uniform"  # uniform | size
-    stop_round: int | None = None
-    target_accuracy: float | None = None
+    lr: float | None = Field(None, gt=0)  # plain SGD; default: the scenario's training lr
+    pair_weights: Literal["uniform", "size"] = "uniform"
+    stop_round: int | None = Field(None, ge=1)
+    target_accuracy: float | None = Field(None, ge=0, le=1)
 
 
 def alignment(params_i, params_j, p: int, reduction: str) -> torch.Tensor:

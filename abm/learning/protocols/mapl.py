@@ -17,10 +17,12 @@ Only prototypes (K x d_p) and classifier heads (K x d_z) travel.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from torch import nn
 
 from abm.learning.messages import Message, MessageKind
@@ -30,22 +32,23 @@ from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 class MAPLConfig(ProtocolConfig):
     """MAPL parameters (mapl.md section 2.9, toy-scale recommendations)."""
 
-    proto_dim: int = 32
-    projector_hidden: int = 64
-    tau: float = 0.1
-    mu1: float = 0.5
-    mu2: float = 0.1
-    beta: float = 0.5
-    eps: float = 1e-6
-    graph_lr: float = 0.1
-    graph_step: str = "adam_reset"  # adam_reset | pgd
-    warmup_rounds: int | None = None  # default: a fifth of the rounds
+    proto_dim: int = Field(32, ge=1)
+    projector_hidden: int = Field(64, ge=1)
+    tau: float = Field(0.1, gt=0)
+    mu1: float = Field(0.5, ge=0)
+    mu2: float = Field(0.1, ge=0)
+    beta: float = Field(0.5, ge=0)
+    eps: float = Field(1e-6, gt=0)
+    graph_lr: float = Field(0.1, gt=0)
+    graph_step: Literal["adam_reset", "pgd"] = "adam_reset"
+    warmup_rounds: int | None = Field(None, ge=0)  # default: a fifth of the rounds
     use_confidence: bool = True
     learn_graph: bool = True
     aggregate_prototypes: bool = True
-    jitter: float = 0.1  # noise sd as a fraction of each feature's sd in the own training data (mapl.md 5.4)
-    mask_fraction: float = 0.15
-    lr: float | None = None  # default: the scenario's training lr
+    # noise sd as a fraction of each feature's sd in the own training data (mapl.md 5.4)
+    jitter: float = Field(0.1, ge=0)
+    mask_fraction: float = Field(0.15, ge=0, lt=1)
+    lr: float | None = Field(None, gt=0)  # default: the scenario's training lr
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:

@@ -9,7 +9,10 @@ collaboration record keeps who chose whom each round.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field
 
 from abm.learning.collaboration import CollaborationRecord
 from abm.learning.messages import Message, MessageKind
@@ -22,11 +25,20 @@ from abm.learning.training import predict
 class P2PSelectionConfig(ProtocolConfig):
     """Selection policy and its parameters."""
 
-    policy: str = "random"
-    collaborators: int = 1
-    k: int = 3  # top_k
-    eps: float = 0.5  # eps_greedy
-    temperature: float = 0.1  # sim_sampling
+    policy: Literal[
+        "random",
+        "oracle",
+        "greedy",
+        "eps_greedy",
+        "sim_sampling",
+        "top_k",
+        "consensus_affinity_propagation",
+        "consensus_mean_shift",
+    ] = "random"
+    collaborators: int = Field(1, ge=1)
+    k: int = Field(3, ge=1)  # top_k
+    eps: float = Field(0.5, ge=0, le=1)  # eps_greedy
+    temperature: float = Field(0.1, gt=0)  # sim_sampling
 
 
 class P2PSelection(Protocol):
