@@ -80,6 +80,13 @@ def check_calibration(file: Path, sets: list[str] | None) -> None:
     load_observed(sc.calibration, str(file))
 
 
+def refuse_learning_scenario(file: Path) -> None:
+    """Exit 2 with a pointer to `abm learn` when ``file`` is a learning or private-calibration scenario."""
+    kind = learning_kind(file)
+    if kind is not None:
+        fail(f"{file}: this is a {kind} scenario, not an epidemic one; run it with `abm learn {file}`")
+
+
 def learning_kind(file: Path) -> str | None:
     """'private calibration' or 'learning' when ``file`` is a scenario for `abm learn`, else None
     (an epidemic scenario, or a file the epidemic loader will report as unreadable)."""
@@ -110,6 +117,7 @@ def run(
     from abm.runs import resolve
     from abm.runs import run as run_scenario
 
+    refuse_learning_scenario(file)
     overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
     try:
         sc = resolve(file, overrides, set_)
@@ -232,6 +240,7 @@ def sweep(
         fail("--sweep: give at least one key.path=value1,value2,...")
     if backend not in BACKENDS:
         fail(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    refuse_learning_scenario(file)
     overrides = {"agents": agents, "days": days, "seed": seed, "device": device}
     try:
         sp = plan(file, sweep_, replicates=replicates, sets=set_, **overrides)

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.interventions import InterventionsConfig
 from abm.populations.region import REGIONS_DIR, resolve_region_path
+from abm.yaml_loader import load_yaml
 
 
 class ScenarioError(ValueError):
@@ -90,6 +91,29 @@ class Scenario(BaseModel):
     outputs: OutputConfig = OutputConfig()
     calibration: CalibrationConfig | None = Field(None, description="what `abm calibrate` fits; ignored by `abm run`")
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        total = sum(self.seeding.infections.values())
+        if total > self.population.agents:
+            raise ValueError(
+                f"seeding.infections: {total} infections but population.agents is {self.population.agents}"
+            )
+        settings = self.contacts.occupation.degree
+        multipliers = getattr(self.interventions, "contact_multipliers", None)
+        for i, closure in enumerate(multipliers.closures if multipliers is not None else []):
+            bad = [x for x in closure.settings if x not in settings]
+            if bad:
+                raise ValueError(
+                    f"interventions.contact_multipliers.closures[{i}].settings: unknown settings {bad}; "
+                    f"allowed: the settings of contacts.occupation.degree ({', '.join(settings)})"
+                )
+        if self.seeding.day >= self.simulation.days:
+            raise ValueError(
+                f"seeding.day: {self.seeding.day} is not within the {self.simulation.days} simulated days "
+                f"(0..{self.simulation.days - 1}); nothing would happen"
+            )
+        return self
+
     def resolved_yaml(self) -> str:
         """Every value, defaults included: loading this text gives the same scenario."""
         data = self.model_dump(mode="json", by_alias=True)
@@ -103,15 +127,15 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ScenarioError(f"{path}: cannot read the scenario file ({exc.strerror or exc})") from exc
     except UnicodeDecodeError:
         raise ScenarioError(f"{path}: not a text file (a YAML scenario is UTF-8 text)") from None
+    if not text.strip():
+        raise ScenarioError(f"{path}: the file is empty; a scenario needs at least a name or an `extends:` line")
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ScenarioError(f"{path}: invalid YAML{at}: {problem}") from exc
-    if data is None:
-        data = {}
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario must be a mapping of keys to values, got {type(data).__name__}")
     return data
@@ -201,7 +225,9 @@ def describe_errors(exc: ValidationError, source: str) -> str:
             lines.append(f"{path}: required key is missing")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            if isinstance(value, dict):  # a check across the keys of a section: its message names them
+            if not loc:  # a check across sections: its message names the keys
+                lines.append(msg)
+            elif isinstance(value, dict):  # a check across the keys of a section: its message names them
                 lines.append(f"{path}: {msg}")
             else:
                 lines.append(f"{path}: {value!r} is not allowed: {msg}")

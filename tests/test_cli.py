@@ -284,3 +284,50 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
     bad.write_text(f"extends: {SCENARIO}\nname: '..'\n")
     result = runner.invoke(app, ["validate", str(bad)])
     assert result.exit_code == 2 and "name" in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "sets", "message"),
+    [
+        ("simulation:\n  days: 30\nsimulation:\n  replicates: 3\n", [], "key 'simulation' appears twice"),
+        ("", [], "the file is empty"),
+        ("{}", ["contacts.community.mean_contacts=[-1,4,3]"], "contacts.community.mean_contacts.0"),
+        (
+            "{}",
+            ["seeding.infections.asymptomatic=50000", "population.agents=2000"],
+            "seeding.infections: 50000 infections",
+        ),
+        ("{}", ["seeding.day=90", "simulation.days=60"], "seeding.day: 90 is not within the 60 simulated days"),
+        (
+            "{}",
+            ["interventions.contact_multipliers={closures: [{from_day: 5, settings: [SCHOOLZ]}]}"],
+            "unknown settings ['SCHOOLZ']",
+        ),
+        (
+            "{}",
+            ["interventions.contact_multipliers={changes: [{from_day: 10, until_day: 5, community: 0.5}]}"],
+            "until_day (5) must come after from_day (10)",
+        ),
+    ],
+)
+def test_bad_epidemic_scenarios_are_refused_by_validate_and_run(tmp_path, text, sets, message):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    args = [x for s in sets for x in ("--set", s)]
+    checked = runner.invoke(app, ["validate", str(path), *args])
+    ran = runner.invoke(app, ["run", str(path), *args, "--out", str(tmp_path / "out")])
+    for result in (checked, ran):
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_occupation_degree_keeps_the_other_defaults(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("contacts:\n  occupation:\n    degree: {SCHOOL: 5}\n")
+    degree = load_scenario(path).contacts.occupation.degree
+    assert degree["SCHOOL"] == 5 and degree["HEALTHCARE"] == 19.95
+
+
+def test_a_learning_scenario_given_to_run_points_to_learn():
+    result = runner.invoke(app, ["run", "scenarios/learning/gmm_mapl.yaml"])
+    assert result.exit_code == 2 and "run it with `abm learn" in " ".join(result.output.split())

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from abm.engine.rng import generator
 from abm.populations.population import LONG_TERM_CARE, SCHOOL, Population
@@ -54,10 +54,19 @@ class OccupationContacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(1.0, ge=0, description="relative weight of a school or work contact")
     rewire_probability: float = Field(0.1, ge=0, le=1, description="share of ring contacts rewired daily")
-    degree: dict[str, float] = Field(
+    degree: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=default_degrees,
-        description="mean daily contacts by setting (sector, SCHOOL, LONG_TERM_CARE)",
+        description="mean daily contacts by setting (sector, SCHOOL, LONG_TERM_CARE; CHILD and ELDERLY in the "
+        "reference population; a region's own sectors); settings not given keep their defaults",
     )
+
+    @field_validator("degree")
+    @classmethod
+    def _merge(cls, v: dict[str, float]) -> dict[str, float]:
+        return {**default_degrees(), **v}
+
+
+NonNegative = Annotated[float, Field(ge=0)]
 
 
 class CommunityContacts(BaseModel):
@@ -65,10 +74,10 @@ class CommunityContacts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(0.25, ge=0, description="relative weight of a community contact")
-    mean_contacts: tuple[float, float, float] = Field(
+    mean_contacts: tuple[NonNegative, NonNegative, NonNegative] = Field(
         (2.0, 4.0, 3.0), description="mean daily contacts of children (0-19), adults, elderly (70+)"
     )
-    sd_contacts: tuple[float, float, float] = Field(
+    sd_contacts: tuple[NonNegative, NonNegative, NonNegative] = Field(
         (2.0, 4.0, 3.0), description="sd of daily contacts by age class (negative binomial, sd^2 > mean)"
     )
     local_share: float = Field(0.7, ge=0, le=1, description="share of contacts made near home")

@@ -26,6 +26,17 @@ class Change(BaseModel):
     occupation: float = Field(1.0, ge=0)
     community: float = Field(1.0, ge=0)
 
+    @model_validator(mode="after")
+    def _order(self) -> Change:
+        check_days(self.from_day, self.until_day)
+        return self
+
+
+def check_days(from_day: int, until_day: int | None) -> None:
+    """A period must end after it starts."""
+    if until_day is not None and until_day <= from_day:
+        raise ValueError(f"until_day ({until_day}) must come after from_day ({from_day})")
+
 
 class Series(BaseModel):
     """A daily multiplier series applied to some layers; before its start and after its end the
@@ -65,6 +76,8 @@ class Series(BaseModel):
             raise ValueError(f"unknown layers {bad}; allowed: {', '.join(LAYERS)}")
         if self.source not in BUNDLED_SERIES and not Path(self.source).is_file():
             raise ValueError(f"series {self.source!r} is neither bundled ({', '.join(BUNDLED_SERIES)}) nor a file")
+        if self.source not in BUNDLED_SERIES:
+            self.values()  # a file's column is checked now, not when the run reaches it
         return self
 
     def values(self) -> list[float]:
@@ -95,6 +108,11 @@ class Closure(BaseModel):
     from_day: int = Field(ge=0)
     until_day: int | None = Field(None, ge=0)
     settings: list[str] = Field(["SCHOOL"], description="occupation settings to close (SCHOOL, a sector name)")
+
+    @model_validator(mode="after")
+    def _order(self) -> Closure:
+        check_days(self.from_day, self.until_day)
+        return self
 
 
 class ContactMultipliersConfig(BaseModel):

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abm.learning.errors import LearningScenarioError
+from abm.yaml_loader import load_yaml
 
 PROTOCOL_NAMES = (
     "local",
@@ -384,7 +385,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise LearningScenarioError(f"{source}: not a text file (a YAML scenario is UTF-8 text)") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as e:
         raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
     if not isinstance(data, dict):

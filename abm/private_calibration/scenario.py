@@ -47,10 +47,10 @@ class ModelSection(_Strict):
             raise ValueError(f"window {a}..{b} must run forward and start on or after start_date {self.start_date}")
         if ((b - a).days + 1) // 7 < 2:
             raise ValueError("window must hold at least two whole weeks")
-        if self.seeding_day >= (a - self.start_date).days:
+        if self.seeding_day >= self.days:
             raise ValueError(
-                f"seeding_day {self.seeding_day} must come before the window starts (day "
-                f"{(a - self.start_date).days}, {a})"
+                f"seeding_day {self.seeding_day} must fall within the simulated days, which end with the "
+                f"window (day {self.days - 1}, {b})"
             )
         return self
 

@@ -123,3 +123,31 @@ def test_cli_learn_writes_report(tmp_path, capsys):
     learn(f, tmp_path / "out")
     assert (tmp_path / "out" / "report.json").exists()
     assert "fedavg" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"protocols": [{"name": "fedavg"}, {"name": "fedavg"}]}, "protocols[1]: 'fedavg' is already protocols[0]"),
+        ({"protocols": [{"name": "fedprox", "params": {"mu": -1}}]}, "protocols[0].params.mu: bad value -1"),
+        ({"protocols": [{"name": "codream", "params": {"n_dreams": 0}}]}, "protocols[0].params.n_dreams"),
+        ({"protocols": [{"name": "ipa", "params": {"p": 3}}]}, "protocols[0].params.p: bad value 3"),
+        ({"protocols": [{"name": "ipa", "params": {"reduction": "avg"}}]}, "protocols[0].params.reduction"),
+        ({"protocols": [{"name": "cycle", "params": {"period": 0}}]}, "protocols[0].params.period"),
+        ({"protocols": [{"name": "p2p_selection", "params": {"policy": "bogus"}}]}, "params.policy: bad value"),
+        ({"seed": -1}, "seed: bad value -1"),
+        ({"models": []}, "models: bad value []"),
+        (
+            {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 2]], "assignment": [0, 2]}}},
+            "split: class_groups.assignment names groups 0..1",
+        ),
+        (
+            {"split": {"participants": 4, "quantity_skew": {"fractions": [0.5, 0.5]}}},
+            "quantity_skew.fractions needs one share per participant (4), not 2",
+        ),
+    ],
+)
+def test_bad_learning_values_get_one_message(over, message):
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(**over))
+    assert message in str(e.value), str(e.value)

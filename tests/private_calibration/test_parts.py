@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,35 @@ def test_engine_infect_is_public_and_deterministic(county):
     assert (sim.state.infected_day >= 0).sum() == 3
     _, again = run()
     assert np.array_equal(res.admissions, again.admissions) and np.array_equal(res.new_infections, again.new_infections)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["model"].update(set=["disease.transmision_rate=3"]), "model.set (on "),
+        (lambda d: d["institutions"][0].update(tracts=["53033999999"]), "institutions[0].tracts: "),
+        (lambda d: d["institutions"][1].update(tracts=[]), "institutions[1].tracts: "),
+        (lambda d: d["model"].update(seeding_day=400), "model: seeding_day 400 must fall within the simulated days"),
+        (
+            lambda d: (d.update(mode="kc2020"), d["model"].update(window=["2021-02-27", "2021-04-23"])),
+            "model.window: 2021-02-27 to 2021-04-23 lies outside the data",
+        ),
+    ],
+)
+def test_what_the_schema_cannot_see_is_checked_at_load(tmp_path, change, message):
+    """Bad model overrides, tracts, seeding day and kc2020 windows: one message naming the file
+    and the key when the scenario is read, not a traceback half-way through the run."""
+    import yaml
+
+    from abm.learning.errors import LearningScenarioError
+    from abm.private_calibration.scenario import load_scenario
+
+    here = Path(__file__).parent
+    data = yaml.safe_load((here / "tiny.yaml").read_text())
+    data["model"]["scenario"] = str((here / data["model"]["scenario"]).resolve())
+    change(data)
+    path = tmp_path / "pc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(path)
+    assert str(e.value).startswith(f"{path}: ") and message in str(e.value), str(e.value)

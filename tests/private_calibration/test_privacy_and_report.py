@@ -177,7 +177,12 @@ def test_abm_learn_end_to_end(tmp_path):
         (lambda d: d["institutions"][0]["prior"].update(transmission=[0.1, 1.0]), "institutions"),
         (lambda d: d["institutions"][1].pop("truth"), "truth"),
         (lambda d: d["institutions"][0].update(tracts="west"), "institutions[0].tracts"),
-        (lambda d: d["protocols"].append({"name": "mapl", "privacy": {"secure_aggregation": True}}), "privacy"),
+        (
+            lambda d: d["protocols"].append(
+                {"name": "mapl", "label": "mapl_sa", "privacy": {"secure_aggregation": True}}
+            ),
+            "privacy",
+        ),
     ],
 )
 def test_bad_scenario_exits_2_and_writes_nothing(tmp_path, edit, message):

@@ -1,0 +1,34 @@
+"""YAML reading for scenario files: safe loading that refuses a key given twice in one mapping
+(plain YAML keeps the last silently, so a duplicated section would drop settings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader whose mappings refuse duplicate keys, naming the key and its line."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: merged keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} appears twice in one mapping (lines {seen[key]} and {line}); keep one",
+                    key_node.start_mark,
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML ``text`` safely; a duplicate key raises :class:`yaml.YAMLError`."""
+    return yaml.load(text, Loader=UniqueKeyLoader)
