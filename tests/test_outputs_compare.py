@@ -138,6 +138,11 @@ def test_compare_bad_input_exits_2_and_writes_nothing(runs, tmp_path):
     (tmp_path / "empty").mkdir()
     proc = abm_cli("compare", str(runs["ni"]), str(tmp_path / "empty"), "--out", str(out))
     assert proc.returncode == 2 and "not a run folder" in proc.stderr and not out.exists()
+    short = abm.run(SCENARIOS / "ni.yaml", agents=3000, days=20, replicates=1, seed=3).write(
+        tmp_path / "short", figures=False
+    )
+    proc = abm_cli("compare", str(runs["ni"]), str(short), "--out", str(out))
+    assert proc.returncode == 2 and "different numbers of days" in proc.stderr and not out.exists()
 
 
 def test_python_compare_of_results_and_folders(runs, vacc_result):

@@ -374,6 +374,41 @@ def check_protocols(
 RUNNERS = ("inprocess", "flower-sim", "flower")
 
 
+SKLEARN_CLASSES = {"digits": 10, "wine": 3, "breast_cancer": 2, "iris": 3}
+
+
+def check_indices(source: str, scenario: LearningScenario) -> None:
+    """Class numbers in the split and participant/round numbers in dropouts must exist."""
+    data = scenario.data
+    n_classes = data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
+    split = scenario.split
+    named: list[tuple[str, int]] = []
+    if split.class_groups is not None:
+        named += [
+            (f"split.class_groups.groups[{g}]", c) for g, grp in enumerate(split.class_groups.groups) for c in grp
+        ]
+    if split.concept_shift is not None:
+        named += [
+            (f"split.concept_shift.swaps[{i}]", c) for i, pair in enumerate(split.concept_shift.swaps) for c in pair
+        ]
+    for key, c in named:
+        if not 0 <= c < n_classes:
+            raise LearningScenarioError(f"{source}: {key}: bad value {c}: classes are 0..{n_classes - 1}")
+    for i, spec in enumerate(scenario.protocols):
+        rounds = spec.rounds or scenario.rounds
+        for round_, who in (spec.privacy.dropouts if spec.privacy else {}).items():
+            key = f"{source}: protocols[{i}].privacy.dropouts"
+            if not 0 <= round_ < rounds:
+                raise LearningScenarioError(f"{key}: bad round {round_}: rounds are 0..{rounds - 1}")
+            bad = [k for k in who if not 0 <= k < split.participants]
+            if bad:
+                raise LearningScenarioError(f"{key}[{round_}]: bad participants {bad}: 0..{split.participants - 1}")
+            if split.participants - len(set(who)) < 2:
+                raise LearningScenarioError(
+                    f"{key}[{round_}]: bad value {who}: secure aggregation needs at least two participants left"
+                )
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """A learning or private-calibration scenario file's top-level mapping; an unreadable file,
     invalid YAML or a top level that is not a mapping raise one clear LearningScenarioError."""
@@ -409,6 +444,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
     except ValidationError as e:
         raise LearningScenarioError(_error_message(source, e, data)) from None
     check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data)
+    check_indices(source, scenario)
     for i, m in enumerate(scenario.models):
         if m.kind == "cnn" and scenario.data.source != "digits":
             raise LearningScenarioError(

@@ -216,6 +216,13 @@ def load_runs(items: list[Any]) -> Comparison:
         folders.append(folder)
     if not runs:
         raise CompareError("give at least one run")
+    horizons = {run.days for run in runs}
+    if len(horizons) > 1:
+        listed = ", ".join(f"{f or r.label}: {r.days}" for r, f in zip(runs, folders, strict=True))
+        raise CompareError(
+            f"the runs simulate different numbers of days ({listed}); totals, costs and days over capacity "
+            "compare only over the same horizon: re-run them with the same --days"
+        )
     seen: dict[str, int] = {}
     for run, folder in zip(runs, folders, strict=True):
         if run.label in seen:

@@ -142,6 +142,22 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "split: class_groups.assignment names groups 0..1",
         ),
         (
+            {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 20]], "assignment": [0, 1]}}},
+            "split.class_groups.groups[1]: bad value 20: classes are 0..2",
+        ),
+        (
+            {"split": {"participants": 2, "concept_shift": {"participants": [1], "swaps": [[0, 99]]}}},
+            "split.concept_shift.swaps[0]: bad value 99",
+        ),
+        (
+            {"protocols": [{"name": "fedavg", "privacy": {"secure_aggregation": True, "dropouts": {1: [17]}}}]},
+            "protocols[0].privacy.dropouts[1]: bad participants [17]",
+        ),
+        (
+            {"protocols": [{"name": "fedavg", "privacy": {"secure_aggregation": True, "dropouts": {99: [1]}}}]},
+            "protocols[0].privacy.dropouts: bad round 99: rounds are 0..1",
+        ),
+        (
             {"split": {"participants": 4, "quantity_skew": {"fractions": [0.5, 0.5]}}},
             "quantity_skew.fractions needs one share per participant (4), not 2",
         ),
