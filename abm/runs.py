@@ -27,7 +27,7 @@ from abm.outputs.run_folder import atomic_folder
 from abm.outputs.summary import summarize
 from abm.populations import Population, build_population, load_region
 from abm.populations.reference import build_reference_population
-from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate
+from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate, with_options
 
 OVERRIDE_KEYS = {
     "agents": "population.agents",
@@ -168,15 +168,18 @@ def resolve(
         data, source = dict(scenario), "scenario"
     else:
         data, source = read_scenario_data(scenario), str(scenario)
+    options = []
     for item in sets or []:
         data = apply_set(data, item)
+        options.append(f"--set {item}")
     for key, value in (overrides or {}).items():
         if value is None:
             continue
         if key not in OVERRIDE_KEYS:
             raise ScenarioError(f"override {key!r} is not allowed; allowed: {', '.join(OVERRIDE_KEYS)}")
         data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")
-    return validate(data, source)
+        options.append(f"--{key} {value}")
+    return validate(data, with_options(source, options))
 
 
 def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simulation:

@@ -7,6 +7,7 @@ path, the bad value and what is allowed.
 from __future__ import annotations
 
 import os
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -194,6 +195,12 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
     return out
 
 
+def _model_of(annotation: Any) -> Any:
+    """The model in an annotation such as ``Model | None`` (else the annotation itself)."""
+    models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 else annotation
+
+
 def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
     """The keys the schema allows at ``loc`` (its parent mapping), if it is a model."""
     current: Any = model
@@ -202,7 +209,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
             field = current.model_fields.get(part)
             if field is None:
                 return None
-            current = field.annotation
+            current = _model_of(field.annotation)
         else:
             return None
     if isinstance(current, type) and issubclass(current, BaseModel):
@@ -254,7 +261,13 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     data = read_scenario_data(path)
     for item in overrides or []:
         data = apply_set(data, item)
-    return validate(data, str(path))
+    return validate(data, with_options(str(path), [f"--set {x}" for x in overrides or []]))
+
+
+def with_options(source: str, options: list[str]) -> str:
+    """A scenario's name in messages, with the command-line options that changed it, so that an
+    error an option caused is not blamed on the file alone."""
+    return f"{source} (with {' '.join(options)})" if options else source
 
 
 def validate(data: dict[str, Any], source: str) -> Scenario:

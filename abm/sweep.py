@@ -230,6 +230,7 @@ def plan(
         for name in given:
             if OVERRIDE_KEYS.get(name) == axis.key:
                 raise ScenarioError(f"--sweep {axis.key}: the key is also set by --{name}; give one of them")
+    resolve(scenario, given, list(sets or []))  # the file and its own options first, blamed on themselves
     for axis in axes:  # each value alone first, so that a message names the one at fault
         for value, text in zip(axis.values, axis.texts, strict=True):
             try:

@@ -328,6 +328,20 @@ def test_one_occupation_degree_keeps_the_other_defaults(tmp_path):
     assert degree["SCHOOL"] == 5 and degree["HEALTHCARE"] == 19.95
 
 
+def test_errors_caused_by_options_name_the_options(tmp_path):
+    result = runner.invoke(app, ["validate", str(SCENARIO), "--set", "interventions.vaccination.strat_day=3"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "(with --set interventions.vaccination.strat_day=3)" in text
+    assert "allowed keys: enabled, start_day" in text
+    result = runner.invoke(app, ["run", str(SCENARIO), "--agents", "0", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "(with --agents 0)" in " ".join(result.output.split())
+    result = runner.invoke(
+        app, ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.2,0.4", "--set", "foo.bar=1"]
+    )
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "(with --set foo.bar=1)" in text and "--sweep contacts" not in text
+
+
 def test_a_learning_scenario_given_to_run_points_to_learn():
     result = runner.invoke(app, ["run", "scenarios/learning/gmm_mapl.yaml"])
     assert result.exit_code == 2 and "run it with `abm learn" in " ".join(result.output.split())
