@@ -7,6 +7,7 @@ path, the bad value and what is allowed.
 from __future__ import annotations
 
 import os
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -270,8 +271,40 @@ def with_options(source: str, options: list[str]) -> str:
     return f"{source} (with {' '.join(options)})" if options else source
 
 
+def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -> list[str]:
+    """Keys where YAML's true/false stands for a number or text, or a number for true/false
+    (pydantic would read ``days: true`` as 1 and ``household: 1`` as true)."""
+    if not isinstance(data, dict):
+        return []
+    fields = {f.alias or name: f for name, f in model.model_fields.items()}
+    problems = []
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is None:
+            continue
+        ann, where = field.annotation, ".".join((*path, str(key)))
+        options = typing.get_args(ann) if typing.get_origin(ann) in (typing.Union, types.UnionType) else (ann,)
+        if isinstance(value, bool) and not any(o is bool or o is Any for o in options):
+            problems.append(f"{where}: {str(value).lower()} is not allowed: a number or text is expected here")
+        elif ann is bool and not isinstance(value, bool):
+            problems.append(f"{where}: {value!r} is not allowed: write true or false")
+        sub = _model_of(ann)
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            problems += _bool_mixups(sub, value, (*path, str(key)))
+        elif typing.get_origin(ann) is list and isinstance(value, list):
+            item = _model_of(typing.get_args(ann)[0]) if typing.get_args(ann) else None
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                for i, entry in enumerate(value):
+                    problems += _bool_mixups(item, entry, (*path, f"{key}[{i}]"))
+    return problems
+
+
 def validate(data: dict[str, Any], source: str) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message."""
+    mixups = _bool_mixups(Scenario, data)
+    if mixups:
+        head = f"{source}: invalid scenario"
+        raise ScenarioError(head + (": " + mixups[0] if len(mixups) == 1 else ":\n  " + "\n  ".join(mixups)))
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:

@@ -291,6 +291,12 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
     [
         ("simulation:\n  days: 30\nsimulation:\n  replicates: 3\n", [], "key 'simulation' appears twice"),
         ("", [], "the file is empty"),
+        ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: a number or text is expected here"),
+        (
+            "{}",
+            ["interventions.quarantine={household: 1}"],
+            "quarantine.household: 1 is not allowed: write true or false",
+        ),
         ("{}", ["contacts.community.mean_contacts=[-1,4,3]"], "contacts.community.mean_contacts.0"),
         (
             "{}",
