@@ -1,5 +1,5 @@
 """``python -m abm`` runs the ``abm`` command."""
 
-from abm.cli import main
+from abm.entry import main
 
 main()

@@ -351,3 +351,21 @@ def test_errors_caused_by_options_name_the_options(tmp_path):
 def test_a_learning_scenario_given_to_run_points_to_learn():
     result = runner.invoke(app, ["run", "scenarios/learning/gmm_mapl.yaml"])
     assert result.exit_code == 2 and "run it with `abm learn" in " ".join(result.output.split())
+
+
+def test_ctrl_c_while_starting_ends_with_one_line(tmp_path):
+    """Ctrl-C while the libraries load (or just after): exit code 130, a one-line notice, no traceback."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abm", "run", str(SCENARIO), "--agents", "1000", "--out", str(tmp_path / "o")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
