@@ -128,6 +128,14 @@ def run(
         check_target(target)
     except OutputFolderError as exc:
         fail(str(exc))
+    vaccination = getattr(sc.interventions, "vaccination", None)
+    if agents is not None and vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
+        per_100k = vaccination.daily_doses * 1e5 / sc.population.agents
+        err_console.print(
+            f"note: interventions.vaccination.daily_doses gives {vaccination.daily_doses} doses a day whatever the "
+            f"population: {per_100k:,.0f} per 100,000 with --agents {agents} (daily_doses_per_100k scales instead)",
+            highlight=False,
+        )
     err_console.print(
         f"running {sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates} replicates, "
         f"{sc.simulation.days} days -> {target}",

@@ -370,3 +370,11 @@ def test_ctrl_c_while_starting_ends_with_one_line(tmp_path):
     # 130, or -2 (ended by the signal itself, which a shell also reports as 130)
     assert proc.returncode in (130, -2) and "interrupted" in err and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_agents_with_absolute_doses_gets_a_note(tmp_path):
+    vacc = Path("scenarios/reference/vacc.yaml").resolve()
+    args = ["run", str(vacc), "--agents", "2000", "--days", "3", "--replicates", "1", "--out", str(tmp_path / "v")]
+    result = runner.invoke(app, args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and "300 doses a day whatever the population: 15,000 per 100,000" in text
