@@ -69,6 +69,10 @@ class QuantitySkewSpec(_Strict):
     def _one(self) -> QuantitySkewSpec:
         if (self.alpha is None) == (self.fractions is None):
             raise ValueError("give exactly one of alpha or fractions")
+        if self.fractions is not None and abs(sum(self.fractions) - 1) > 1e-6:
+            raise ValueError(
+                f"fractions are shares of the data and must sum to 1; these sum to {sum(self.fractions):g}"
+            )
         return self
 
 

@@ -158,6 +158,10 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "protocols[0].privacy.dropouts: bad round 99: rounds are 0..1",
         ),
         (
+            {"split": {"participants": 4, "quantity_skew": {"fractions": [0.5, 0.5, 0.5, 0.5]}}},
+            "split.quantity_skew: fractions are shares of the data and must sum to 1; these sum to 2",
+        ),
+        (
             {"split": {"participants": 4, "quantity_skew": {"fractions": [0.5, 0.5]}}},
             "quantity_skew.fractions needs one share per participant (4), not 2",
         ),
