@@ -245,10 +245,12 @@ def describe_errors(exc: ValidationError, source: str) -> str:
 
 def read_scenario_data(path: str | Path) -> dict[str, Any]:
     """A scenario file with its ``extends`` chain merged, its name defaulted to the file name
-    and a relative region path made relative to the file."""
+    (a name is not inherited from the file it extends) and a relative region path made relative
+    to the file."""
     path = Path(path)
     data = load_raw(path)
-    data.setdefault("name", path.stem)
+    if "name" not in _read_yaml(path):
+        data["name"] = path.stem
     pop = data.get("population")
     if isinstance(pop, dict) and isinstance(pop.get("region"), str):
         region = pop["region"]

@@ -378,3 +378,11 @@ def test_agents_with_absolute_doses_gets_a_note(tmp_path):
     result = runner.invoke(app, args)
     text = " ".join(result.output.split())
     assert result.exit_code == 0 and "300 doses a day whatever the population: 15,000 per 100,000" in text
+
+
+def test_a_name_is_not_inherited_from_the_file_extended(tmp_path):
+    base = Path("scenarios/reference/base.yaml").resolve()
+    assert load_scenario(base).name == "reference_base"  # not 'base', as the King County base.yaml is named
+    child = tmp_path / "my_study.yaml"
+    child.write_text(f"extends: {base}\n")
+    assert load_scenario(child).name == "my_study"
