@@ -55,29 +55,14 @@ def validate(
         else:
             sc = load_scenario(file, set_)
             name = sc.name
-            if sc.calibration is not None:
-                check_calibration(file, set_)
+            if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
+                from abm.calibration.optimize import checked_inputs
+
+                checked_inputs(file, set_)
     except (ScenarioError, LearningScenarioError, CalibrationError) as exc:
         fail(str(exc))
     label = f"{kind} scenario" if kind else "scenario"
     out_console.print(f"[green]ok[/] {file}: {label} {name!r} is valid", highlight=False)
-
-
-def check_calibration(file: Path, sets: list[str] | None) -> None:
-    """A calibration section's windows, data and free parameters, checked as ``abm calibrate``
-    checks them before it runs anything."""
-    from abm.calibration.observed import load_observed
-    from abm.calibration.optimize import check_horizon, check_parameters
-    from abm.scenario import apply_set, read_scenario_data, validate
-
-    data = read_scenario_data(file)
-    for item in sets or []:
-        data = apply_set(data, item)
-    sc = validate(data, str(file))
-    assert sc.calibration is not None
-    check_horizon(sc, sc.calibration, str(file))
-    check_parameters(data, sc.calibration, str(file))
-    load_observed(sc.calibration, str(file))
 
 
 def refuse_learning_scenario(file: Path) -> None:

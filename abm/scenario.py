@@ -155,7 +155,8 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read a scenario file and the chain of files it ``extends``, merged, as plain data."""
+    """Read a scenario file and the chain of files it ``extends``, merged, as plain data; a
+    base file's ``name`` is not inherited."""
     path = Path(path)
     resolved = path.resolve()
     if resolved in _seen:
@@ -170,7 +171,9 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     base_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
     if not base_path.is_file():
         raise ScenarioError(f"{path}: extends: {parent!r} not found (looked for {base_path})")
-    return merge(load_raw(base_path, (*_seen, resolved)), data)
+    parent_data = load_raw(base_path, (*_seen, resolved))
+    parent_data.pop("name", None)  # a scenario is named by itself or by its own file, not by its base
+    return merge(parent_data, data)
 
 
 def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> dict[str, Any]:
@@ -239,18 +242,22 @@ def describe_errors(exc: ValidationError, source: str) -> str:
                 lines.append(f"{path}: {msg}")
             else:
                 lines.append(f"{path}: {value!r} is not allowed: {msg}")
+    return invalid_message(source, lines)
+
+
+def invalid_message(source: str, lines: list[str]) -> str:
+    """One message for a scenario's problems: one line, or a list under the file's name."""
     head = f"{source}: invalid scenario"
     return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
 
 
 def read_scenario_data(path: str | Path) -> dict[str, Any]:
     """A scenario file with its ``extends`` chain merged, its name defaulted to the file name
-    (a name is not inherited from the file it extends) and a relative region path made relative
-    to the file."""
+    (a name is not inherited from the file it extends, see :func:`load_raw`) and a relative region
+    path made relative to the file."""
     path = Path(path)
     data = load_raw(path)
-    if "name" not in _read_yaml(path):
-        data["name"] = path.stem
+    data.setdefault("name", path.stem)
     pop = data.get("population")
     if isinstance(pop, dict) and isinstance(pop.get("region"), str):
         region = pop["region"]
@@ -305,8 +312,7 @@ def validate(data: dict[str, Any], source: str) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message."""
     mixups = _bool_mixups(Scenario, data)
     if mixups:
-        head = f"{source}: invalid scenario"
-        raise ScenarioError(head + (": " + mixups[0] if len(mixups) == 1 else ":\n  " + "\n  ".join(mixups)))
+        raise ScenarioError(invalid_message(source, mixups))
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:

@@ -160,6 +160,8 @@ def calibration_cli(tmp_path, change: dict) -> tuple[int, str, object]:
     checked = runner.invoke(app, ["validate", str(path)])
     result = runner.invoke(app, ["calibrate", str(path), "--trials", "1", "--out", str(out)])
     assert checked.exit_code == result.exit_code, (checked.output, result.output)
+    # `abm validate` makes the same checks and says the same thing
+    assert " ".join(checked.output.split()) == " ".join(result.output.split()), (checked.output, result.output)
     return result.exit_code, " ".join(result.output.split()), out
 
 

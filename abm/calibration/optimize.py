@@ -73,6 +73,24 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
                 raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
 
 
+def checked_inputs(
+    path: str | Path, sets: list[str] | None = None, method: str = "optuna"
+) -> tuple[dict[str, Any], Scenario, pd.DataFrame]:
+    """The scenario's data (``--set`` applied), the validated scenario and the observed series,
+    after every check made before anything runs: a calibration section, windows the simulation
+    covers, valid free parameters (``optuna``) and data over the windows. Errors name the file."""
+    data = read_scenario_data(path)
+    for item in sets or []:
+        data = apply_set(data, item)
+    sc = validate(data, str(path))
+    if sc.calibration is None:
+        raise CalibrationError(f"{path}: calibration: the scenario has no calibration section")
+    check_horizon(sc, sc.calibration, str(path))
+    if method == "optuna":
+        check_parameters(data, sc.calibration, str(path))
+    return data, sc, load_observed(sc.calibration, str(path))
+
+
 BACKENDS = ("local", "ray")
 METHODS = ("optuna", "gradient")
 
@@ -297,18 +315,10 @@ def calibrate(
     if method == "gradient" and backend != "local":
         raise CalibrationError(f"--backend: {backend!r} is not allowed with --method gradient; allowed: local")
     path = Path(path)
-    data = read_scenario_data(path)
-    for item in sets or []:
-        data = apply_set(data, item)
-    sc = validate(data, str(path))
-    if sc.calibration is None:
-        raise CalibrationError(f"{path}: calibration: the scenario has no calibration section")
+    data, sc, observed = checked_inputs(path, sets, method)
     cfg = sc.calibration
+    assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration")
-    check_horizon(sc, cfg, str(path))
-    if method == "optuna":
-        check_parameters(data, cfg, str(path))
-    observed = load_observed(cfg, str(path))
     start = time.perf_counter()
     if method == "gradient":
         from abm.calibration import gradient

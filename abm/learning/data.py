@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-SKLEARN_SOURCES = ("digits", "wine", "breast_cancer", "iris")
+# scikit-learn's bundled sets and their numbers of classes (checked against the data in tests)
+SKLEARN_CLASSES = {"digits": 10, "wine": 3, "breast_cancer": 2, "iris": 3}
+SKLEARN_SOURCES = tuple(SKLEARN_CLASSES)
 
 
 @dataclass(frozen=True)

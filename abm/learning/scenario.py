@@ -378,11 +378,10 @@ def check_protocols(
 RUNNERS = ("inprocess", "flower-sim", "flower")
 
 
-SKLEARN_CLASSES = {"digits": 10, "wine": 3, "breast_cancer": 2, "iris": 3}
-
-
 def check_indices(source: str, scenario: LearningScenario) -> None:
     """Class numbers in the split and participant/round numbers in dropouts must exist."""
+    from abm.learning.data import SKLEARN_CLASSES
+
     data = scenario.data
     n_classes = data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
     split = scenario.split

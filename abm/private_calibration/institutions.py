@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from abm.calibration.config import CalibrationConfig
-from abm.calibration.observed import load_observed
+from abm.calibration.observed import CalibrationError, load_observed
 from abm.learning.data import Dataset
 from abm.learning.partition import ParticipantData
 from abm.populations import Population, Region, build_population, load_region
@@ -143,7 +143,10 @@ def observed_kc2020(section: ModelSection, county_population: float) -> pd.DataF
     cfg = CalibrationConfig(
         start_date=section.start_date, targets=list(CHANNELS), fit_window=section.window, holdout_window=None
     )
-    frame = load_observed(cfg)
+    try:
+        frame = load_observed(cfg)
+    except CalibrationError as exc:  # the scenario's key is model.window, not a calibration section's
+        raise CalibrationError(f"model.window: {str(exc).removeprefix('calibration.fit_window: ')}") from None
     days = pd.date_range(section.window[0], section.window[1], freq="D")
     return frame.reindex(days) * (PER / county_population)
 

@@ -264,10 +264,9 @@ def load_scenario(
 def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, source: str) -> None:
     """What the schema cannot see: the model scenario with its overrides, each institution's
     tracts, and (kc2020 mode) the data over the window; errors name the file and the key."""
-    from abm.calibration.config import CalibrationConfig
-    from abm.calibration.observed import CalibrationError, load_observed
+    from abm.calibration.observed import CalibrationError
     from abm.populations.region import RegionError, load_region
-    from abm.private_calibration.institutions import CHANNELS, model_scenario
+    from abm.private_calibration.institutions import model_scenario, observed_kc2020
     from abm.private_calibration.regions import institution_region
     from abm.scenario import ScenarioError
 
@@ -278,22 +277,14 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
     county = load_region(model.population.region)
     for k, spec in enumerate(scenario.institutions):
         try:
-            region = institution_region(county, spec.tracts, spec.name)
+            institution_region(county, spec.tracts, spec.name)
         except RegionError as exc:
             raise LearningScenarioError(f"{source}: institutions[{k}].tracts: {exc}") from None
-        if len(region.tracts) == 0:
-            raise LearningScenarioError(f"{source}: institutions[{k}].tracts: no tract; give at least one GEOID")
     if scenario.mode == "kc2020":
-        section = scenario.model
-        cfg = CalibrationConfig(
-            start_date=section.start_date, targets=list(CHANNELS), fit_window=section.window, holdout_window=None
-        )
         try:
-            load_observed(cfg)
+            observed_kc2020(scenario.model, county.figures.population)
         except CalibrationError as exc:
-            raise LearningScenarioError(
-                f"{source}: model.window: {str(exc).removeprefix('calibration.fit_window: ')}"
-            ) from None
+            raise LearningScenarioError(f"{source}: {exc}") from None
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:

@@ -171,3 +171,10 @@ def test_bad_learning_values_get_one_message(over, message):
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(_tiny(**over))
     assert message in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "iris"])
+def test_the_class_counts_the_checks_use_are_those_of_the_data(name):
+    from abm.learning.data import SKLEARN_CLASSES, sklearn_dataset
+
+    assert sklearn_dataset(name).n_classes == SKLEARN_CLASSES[name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import numpy as np
@@ -163,13 +164,19 @@ def test_engine_infect_is_public_and_deterministic(county):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["model"].update(set=["disease.transmision_rate=3"]), "model.set (on "),
-        (lambda d: d["institutions"][0].update(tracts=["53033999999"]), "institutions[0].tracts: "),
-        (lambda d: d["institutions"][1].update(tracts=[]), "institutions[1].tracts: "),
-        (lambda d: d["model"].update(seeding_day=400), "model: seeding_day 400 must fall within the simulated days"),
+        (
+            lambda d: d["model"].update(set=["disease.transmision_rate=3"]),
+            r"model\.set \(on .*\): .*disease\.transmision_rate: unknown key",
+        ),
+        (
+            lambda d: d["institutions"][0].update(tracts=["53033999999"]),
+            r"institutions\[0\]\.tracts: .*tracts \['53033999999'\] are not in the region",
+        ),
+        (lambda d: d["institutions"][1].update(tracts=[]), r"institutions\[1\]\.tracts: .*needs at least one tract"),
+        (lambda d: d["model"].update(seeding_day=400), r"model: seeding_day 400 must fall within the simulated days"),
         (
             lambda d: (d.update(mode="kc2020"), d["model"].update(window=["2021-02-27", "2021-04-23"])),
-            "model.window: 2021-02-27 to 2021-04-23 lies outside the data",
+            r"model\.window: 2021-02-27 to 2021-04-23 lies outside the data",
         ),
     ],
 )
@@ -189,4 +196,4 @@ def test_what_the_schema_cannot_see_is_checked_at_load(tmp_path, change, message
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(path)
-    assert str(e.value).startswith(f"{path}: ") and message in str(e.value), str(e.value)
+    assert str(e.value).startswith(f"{path}: ") and re.search(message, str(e.value)), str(e.value)
