@@ -147,6 +147,55 @@ def test_testing_capacity_and_specificity():
     assert within(false_pos, 0.1, reps * 100)
 
 
+def _tests_taken(retest: bool, sensitivity: float, enter: float, days: int = 6) -> int:
+    """Tests one symptomatic agent takes over ``days`` days (results after exactly 1 day)."""
+    pop = make_population([[0]])
+    test = {"name": "rt_pcr", "sensitivity": sensitivity, "result_delay_days": [1], "result_delay_probs": [1.0]}
+    testing = Testing(TestingConfig(tests=[test], retest_positives=retest))
+    quarantine = Quarantine(QuarantineConfig(enter_probability=enter, daily_dropout=0.0))
+    sim = sim_of(pop, [testing, quarantine], days=days)
+    sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
+    sim.state.next_day[:] = 10_000
+    for day in range(days):
+        sim.step(day)
+    return int(sim.ledger.table()["count"].sum())
+
+
+def test_a_positive_is_not_tested_again_unless_the_reference_behaviour_is_asked_for():
+    # Intended: one test, positive on day 1, never repeated (in or out of quarantine).
+    assert _tests_taken(retest=False, sensitivity=1.0, enter=1.0) == 1
+    assert _tests_taken(retest=False, sensitivity=1.0, enter=0.0) == 1
+    # Negative results are followed by a new test as soon as they are in (days 0-5).
+    assert _tests_taken(retest=False, sensitivity=0.0, enter=1.0) == 6
+    # Reference (specs 7.1): the positive is tested again on the day its result arrives, before
+    # that day's quarantine; outside quarantine, every day its previous result is in.
+    assert _tests_taken(retest=True, sensitivity=1.0, enter=1.0) == 2
+    assert _tests_taken(retest=True, sensitivity=1.0, enter=0.0) == 6
+
+
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
+def test_a_same_day_positive_is_traced_the_next_day(tracer):
+    pop = tracing_population()
+    contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
+    rapid = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
+    if tracer == "digital":
+        trace = DigitalTracing(DigitalTracingConfig(compliance=1.0))
+    else:
+        trace = ManualTracing(ManualTracingConfig(recall=1.0, reachable=1.0, compliance=1.0, mode="parallel"))
+    sim = sim_of(pop, [Testing(TestingConfig(tests=[rapid])), trace], days=5, contacts=contacts)
+    sim.fields["has_app"][:] = True
+    sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
+    sim.state.next_day[0] = 10_000
+    for day in range(2):  # agent 0 is tested and positive on day 0, after that day's tracing
+        sim.step(day)
+    assert sim.fields["positive_day"].tolist()[0] == 0
+    request = sim.fields["quarantine_request"]
+    assert request.tolist() == [False, True, True, True, True, False], "its household and workmates, traced on day 1"
+    request[:] = False
+    sim.step(2)
+    assert not request.any(), "traced once"
+
+
 # ----------------------------------------------------------------------------- quarantine
 def test_a_quarantined_agent_gets_and_gives_no_infection():
     reps = 2000
@@ -189,6 +238,36 @@ def test_quarantine_lasts_its_days_with_daily_dropout():
             assert within(iso, 0.99 ** (day - 2), reps), (day, iso)
     sim.step(16)
     assert not sim.state.isolated.any()
+
+
+def test_household_quarantine_draws_each_housemate_with_the_entry_probability():
+    reps = 20_000
+    pop = make_population([[0, 1]])
+    q = Quarantine(QuarantineConfig(enter_probability=0.7, household=True, daily_dropout=0.0))
+    sim = sim_of(pop, [q], replicates=reps, days=5)
+    sim.fields["positive_day"].view(reps, 2)[:, 0] = 2
+    for day in range(3):
+        sim.step(day)
+    iso = sim.state.isolated.view(reps, 2).double()
+    assert within(iso[:, 0].mean().item(), 0.7, reps)
+    assert within(iso[:, 1].mean().item(), 0.7, reps), "the housemate decides for itself, not after the index"
+    assert within((iso[:, 0] * iso[:, 1]).mean().item(), 0.49, reps), "independently of the index case"
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_completing_quarantine_resets_infectiousness_unless_switched_off(reset):
+    pop = make_population([[0], [1]])
+    q = Quarantine(QuarantineConfig(days=3, daily_dropout=0.0, reset_infectiousness=reset))
+    sim = sim_of(pop, [q], days=10)
+    sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)  # infected; agent 1 stays susceptible
+    sim.state.next_day[0] = 10_000
+    sim.fields["positive_day"][:] = 1
+    for day in range(4):
+        sim.step(day)
+    assert sim.state.isolated.tolist() == [True, True]
+    sim.step(4)  # entered on day 1 for 3 days: ends on day 4
+    assert sim.state.isolated.tolist() == [False, False]
+    assert sim.state.infectiousness_scale.tolist() == ([0.0, 1.0] if reset else [1.0, 1.0])
 
 
 # ----------------------------------------------------------------------------- tracing

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
-from abm.interventions.testing import positives_today
+from abm.interventions.testing import positives_to_trace
 from abm.interventions.tracing import bernoulli, notify, window_contacts
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
@@ -85,7 +85,7 @@ class DigitalTracing(InterventionBase):
         u = torch.rand(sim.total, generator=generator(sim.seed, "app", -1, sim.device), device=sim.device)
         self.has_app = sim.field("has_app", torch.bool, False)
         self.has_app |= u < p.repeat(sim.replicates)
-        sim.field("positive_day", torch.int16, -1)  # read through positives_today; exists from the start
+        sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
 
@@ -101,7 +101,7 @@ class DigitalTracing(InterventionBase):
 
     def trace(self, sim: Simulation, day: int) -> None:
         c = self.cfg
-        index = positives_today(sim, day)
+        index = positives_to_trace(sim, day)
         if c.require_app == "both":
             index = index[self.has_app.index_select(0, index)]
         index = index[bernoulli(sim, "dct-notify", day, index.shape[0], c.notify_probability)]

@@ -22,7 +22,7 @@ from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
-from abm.interventions.testing import positives_today
+from abm.interventions.testing import positives_to_trace
 from abm.interventions.tracing import bernoulli, notify, window_contacts
 
 
@@ -69,7 +69,7 @@ class ManualTracing(InterventionBase):
     order = 31
 
     def attach(self, sim: Simulation) -> None:
-        sim.field("positive_day", torch.int16, -1)  # read through positives_today; exists from the start
+        sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start
         self.has_app = sim.field("has_app", torch.bool, False)
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
@@ -88,7 +88,7 @@ class ManualTracing(InterventionBase):
 
     def trace(self, sim: Simulation, day: int) -> None:
         c = self.cfg
-        index = positives_today(sim, day)
+        index = positives_to_trace(sim, day)
         index = index[self.reach(sim, "mct-reach-index", day, index)]
         if c.daily_capacity is not None:
             limit = torch.full((sim.replicates,), c.daily_capacity, device=sim.device)

@@ -29,9 +29,13 @@ class QuarantineConfig(BaseModel):
     enter_probability: float = Field(1.0, ge=0, le=1, description="P(quarantine | positive test)")
     days: int = Field(14, ge=1, description="length of a quarantine")
     daily_dropout: float = Field(0.01, ge=0, le=1, description="P(leaving early), each day")
-    household: bool = Field(False, description="household members of a positive quarantine too (same probability)")
+    household: bool = Field(
+        False, description="household members of a positive quarantine too (each with enter_probability)"
+    )
     reset_infectiousness: bool = Field(
-        False, description="an infected agent completing quarantine is no longer infectious"
+        True,
+        description="an infected agent completing quarantine is no longer infectious (thesis; false reproduces the "
+        "reference code, which does not implement it: specs section 11 Q12)",
     )
     cost_per_day: float = Field(0.0, ge=0, description="US$ per agent-day in quarantine")
     persistence: Literal["full", "entry_day"] = Field(
@@ -92,11 +96,13 @@ class Quarantine(InterventionBase):
             st.infectiousness_scale[ending[st.stage.index_select(0, ending) != Stage.SUSCEPTIBLE]] = 0.0
         st.isolated[ending] = False
         members = members[~ends]
-        enter = draw(positives_today(sim, day), c.enter_probability)
-        if c.household:
-            _, mates = sim.household.contacts_of(enter, day)
+        positives = positives_today(sim, day)
+        enter = draw(positives, c.enter_probability)
+        if c.household:  # each housemate of a positive decides for itself, with the same probability
+            _, mates = sim.household.contacts_of(positives, day)
             mates = torch.unique(mates)
-            enter = torch.unique(torch.cat([enter, draw(mates[~torch.isin(mates, enter)], c.enter_probability)]))
+            mates = mates[~torch.isin(mates, positives)]
+            enter = torch.unique(torch.cat([enter, draw(mates, c.enter_probability)]))
         if bool(self.request.any()):
             enter = torch.unique(torch.cat([enter, self.request.nonzero().squeeze(1)]))
             self.request.zero_()

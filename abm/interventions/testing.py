@@ -75,6 +75,12 @@ class TestingConfig(BaseModel):
         None, ge=0, description="days a result stays valid (no retest); none: retest once the result is in"
     )
     test_quarantined: bool = Field(False, description="whether quarantined agents are tested")
+    retest_positives: bool = Field(
+        False,
+        description="false (intended): an agent who has had a positive result is not tested again; true: a "
+        "symptomatic positive is tested again as soon as its result is in, even on the day it arrives, before that "
+        "day's quarantine (reproduces the reference code's repeat tests, specs section 7.1)",
+    )
     never_tested_day: int = Field(
         -1,
         ge=-1,
@@ -97,6 +103,17 @@ def positives_today(sim: Simulation, day: int) -> torch.Tensor:
     if known is None:
         known = keep_positives(sim, day, (sim.field("positive_day", torch.int16, -1) == day).nonzero().squeeze(1))
     return known
+
+
+def positives_to_trace(sim: Simulation, day: int) -> torch.Tensor:
+    """Index cases tracing acts on today (ascending): the agents whose positive result arrived
+    today (``positives_today``), and those whose same-day result (a test with no delay) arrived in
+    yesterday's testing, after yesterday's tracing had run."""
+    today = positives_today(sim, day)
+    late = sim.memo.get(("same_day_positives", day - 1))
+    if late is None or late.numel() == 0:
+        return today
+    return torch.unique(torch.cat([today, late]))
 
 
 def keep_positives(sim: Simulation, day: int, agents: torch.Tensor) -> torch.Tensor:
@@ -133,13 +150,18 @@ class Testing(InterventionBase):
     def hooks(self) -> dict:
         return {Phase.TEST_RESULTS: self.results, Phase.TESTING: self.test}
 
-    def results(self, sim: Simulation, day: int) -> None:
-        """Results due today arrive."""
+    def results(self, sim: Simulation, day: int, same_day: bool = False) -> None:
+        """Results due today arrive (``same_day``: those of today's tests with no delay, which
+        arrive after today's tracing; tracing acts on them tomorrow, ``positives_to_trace``)."""
         due = self.pending.pop(day, None)
         if due is None:
             due = self.result_day[:0].long()
         positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
         self.positive_day.index_fill_(0, positive, day)
+        for old in [k for k in sim.memo if k[0] == "same_day_positives" and k[1] < day - 1]:
+            del sim.memo[old]
+        if same_day:
+            sim.memo[("same_day_positives", day)] = positive
         # Today's list of positives: testing writes every result, so it keeps the list (same-day
         # results join it later) and nobody has to scan all agents for it.
         known = sim.memo.get(("positives", day))
@@ -166,6 +188,8 @@ class Testing(InterventionBase):
         ok = (self.result_day.index_select(0, cand) < 0) & waited & (s != Stage.DEATH) & (s < Stage.HOSPITALIZED)
         if not self.cfg.test_quarantined:
             ok &= ~st.isolated.index_select(0, cand)
+        if not self.cfg.retest_positives:
+            ok &= self.positive_day.index_select(0, cand) < 0
         cand = cand.index_select(0, ok.nonzero().squeeze(1))
         cand_symptomatic = is_symptomatic(stage.index_select(0, cand))
         cand_request = self.request.index_select(0, cand)
@@ -205,4 +229,4 @@ class Testing(InterventionBase):
             sim.book_cost(f"test_{test.name}", day, sim.per_replicate(idx), test.cost)
         self.request.zero_()
         # Same-day results (delay 0) arrive at once.
-        self.results(sim, day)
+        self.results(sim, day, same_day=True)

@@ -7,7 +7,7 @@ import torch
 
 from abm.engine.rng import generator
 from abm.engine.simulator import Simulation
-from abm.interventions.testing import positives_today
+from abm.interventions.testing import positives_to_trace
 
 
 def unique_pairs(owner: torch.Tensor, partner: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,11 +38,11 @@ def window_contacts(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Distinct (index case, contact) pairs on ``layers`` over the days [day - window_days, day).
 
-    ``index`` must be agents whose positive result arrived today (field ``positive_day``): the
-    contacts of all of them are found once per day and layer, and shared by the tracers. Days
-    on which an index case was isolated are skipped (it met nobody then; field
-    ``isolated_history``). With ``tested`` (the field ``last_test_day``), a contact of day d who
-    has taken a test on day d or later is skipped.
+    ``index`` must be among today's index cases (``positives_to_trace``): the contacts of all of
+    them are found once per day and layer, and shared by the tracers. Days on which an index case
+    was isolated are skipped (it met nobody then; field ``isolated_history``). With ``tested``
+    (the field ``last_test_day``), a contact of day d who has taken a test on day d or later is
+    skipped.
     """
     found = [_positives_contacts(sim, layer, day, window_days, tested) for layer in layers]
     owner = torch.cat([index[:0]] + [o for o, _ in found])
@@ -54,14 +54,14 @@ def window_contacts(
 def _positives_contacts(
     sim: Simulation, layer: object, day: int, window_days: int, tested: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(index case, contact) on one layer over the window, for every agent positive today;
-    kept in ``sim.memo`` for the day."""
+    """(index case, contact) on one layer over the window, for every index case of today
+    (``positives_to_trace``); kept in ``sim.memo`` for the day."""
     key = ("tracing", layer.name, day, window_days, tested is not None)
     if key in sim.memo:
         return sim.memo[key]
     for old in [k for k in sim.memo if k[0] == "tracing" and k[2] != day]:
         del sim.memo[old]
-    index = positives_today(sim, day)
+    index = positives_to_trace(sim, day)
     history = sim.fields.get("isolated_history")
     first = max(0, day - window_days)
     if getattr(layer, "static", False):
