@@ -304,9 +304,9 @@ def compare(
         comp = compare_runs(runs, out)
     except (CompareError, OutputFolderError) as exc:
         fail(str(exc))
-    from abm.outputs.compare import markdown
+    from abm.outputs.compare import cost_note, markdown
 
-    out_console.print(markdown(comp.table), highlight=False, soft_wrap=True)
+    out_console.print(markdown(comp.table, cost_note(comp.runs)), highlight=False, soft_wrap=True)
     out_console.print(f"report in {out / 'report.html'}", highlight=False)
 
 
@@ -359,11 +359,11 @@ def print_summary(s: dict, target: Path) -> None:
     ci = s["cumulative_infected"]
     table.add_row("cumulative infected", f"{ms(ci)} ({100 * ci['share']:.1f}%)")
     ph = s["peak_hospitalized"]
-    table.add_row(
-        "peak hospitalized (mean curve)", f"{ph['value']:,.1f} on day {ph['day']} ({ph['per_100k']:,.0f}/100k)"
-    )
+    when = f" on day {ph['day']} ({ph['per_100k']:,.0f}/100k)" if ph["value"] > 0 else " (no one hospitalized)"
+    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when}")
     po = s["peak_hospital_occupancy"]
-    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f} on day {po['day']}")
+    beds_when = f" on day {po['day']}" if po["value"] > 0 else ""
+    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{beds_when}")
     table.add_row("days over capacity", str(s["hospital_capacity"]["days_over_capacity"]))
     table.add_row("deaths", ms(s["deaths"]))
     table.add_row("total cost ($)", ms(s["total_cost"]))

@@ -101,6 +101,27 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     assert pd.read_csv(again / "timeseries.csv").equals(ts)
 
 
+def test_intervention_counts_in_the_timeseries_match_the_costs(tmp_path):
+    out = tmp_path / "vacc_ct"
+    scenario = SCENARIO.parent / "vacc_ct.yaml"
+    args = ["run", str(scenario), "--out", str(out), "--agents", "3000", "--days", "40", "--replicates", "1"]
+    proc = abm_cli(*args, "--set", "seeding.infections={mild_symptoms: 20}")
+    assert proc.returncode == 0, proc.stderr
+    ts = pd.read_csv(out / "timeseries.csv").set_index("day")
+    costs = pd.read_csv(out / "costs.csv")
+    tests = costs[costs["item"] == "test_rt_pcr"].set_index("day")["count"]
+    assert ts["tests"].sum() > 0
+    assert ts["tests"].equals(tests.reindex(ts.index, fill_value=0).astype(ts["tests"].dtype))
+    # 300 doses per 100,000 a day: 9 a day from day 10 for 30 days, every one given.
+    doses = ts["first_doses"] + ts["second_doses"]
+    assert doses.loc[:9].sum() == 0 and (doses.loc[10:] == 9).all()
+    assert costs.loc[costs["item"] == "vaccine_dose", "cost"].sum() == 270 * 20.0
+    # Protection takes 14 days after dose 1; the protected are counted within the susceptible.
+    assert ts["vaccine_protected"].loc[:23].sum() == 0 and ts["vaccine_protected"].loc[39] > 0
+    assert (ts["vaccine_protected"] <= ts["susceptible"]).all()
+    assert (ts["in_quarantine"] > 0).any() and (ts["positive_results"] <= ts["tests"].cumsum()).all()
+
+
 def test_validate_accepts_the_shipped_scenarios():
     for path in Path("scenarios/king_county").glob("*.yaml"):
         result = runner.invoke(app, ["validate", str(path)])

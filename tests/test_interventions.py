@@ -16,6 +16,7 @@ from abm.interventions.manual_tracing import ManualTracing, ManualTracingConfig
 from abm.interventions.quarantine import Quarantine, QuarantineConfig
 from abm.interventions.testing import Testing, TestingConfig
 from abm.interventions.vaccination import Vaccination, VaccinationConfig
+from abm.outputs.tables import timeseries
 from abm.scenario import ScenarioError, validate
 
 NO_SEEDS = SeedingConfig(infections={})
@@ -49,6 +50,37 @@ def test_vaccination_supply_binding_gives_exactly_51000_doses_and_1020000_dollar
     costs = res.costs
     assert set(costs.item) == {"vaccine_dose"} and costs.day.min() == 10 and costs.day.max() == 179
     assert (costs["count"] == 300).all()
+
+
+def test_a_fractional_dose_rate_is_kept_over_time_and_doses_and_protection_are_counted_daily():
+    # 150 agents at 124 per 100,000 a day: 0.186 doses a day (rounding gave 0, no vaccination).
+    n, days = 150, 100
+    pop = make_population([[i] for i in range(n)], ages=[85] * n)
+    cfg = VaccinationConfig(start_day=0, daily_doses_per_100k=124, dose1_efficacy=1.0, shelf_life_days=0)
+    res = sim_of(pop, [Vaccination(cfg)], days=days).run()
+    first = res.activity["first_doses"][:, 0]
+    expected = [math.floor((k + 1) * 0.186 + 1e-9) - math.floor(k * 0.186 + 1e-9) for k in range(days)]
+    assert first.tolist() == expected and first.sum() == 18
+    assert res.activity["second_doses"].sum() == 0, "no one is due a second dose while first doses last"
+    # Protection from 14 days after dose 1 (efficacy 1): the protected on day d got dose 1 by d - 14.
+    protected = res.activity["vaccine_protected"][:, 0]
+    assert protected.tolist() == [0] * 14 + np.cumsum(first)[: days - 14].tolist()
+    # The table carries the counts as columns.
+    table = timeseries(res)
+    assert table["first_doses"].sum() == 18 and table["vaccine_protected"].iloc[-1] == protected[-1]
+
+
+def test_tests_positives_and_quarantine_are_counted_daily():
+    pop = make_population([[0], [1]])
+    test = {"name": "rt_pcr", "sensitivity": 1.0, "result_delay_days": [2], "result_delay_probs": [1.0]}
+    ivs = [Testing(TestingConfig(tests=[test])), Quarantine(QuarantineConfig(days=5, daily_dropout=0.0))]
+    sim = sim_of(pop, ivs, days=10)
+    sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
+    sim.state.next_day[0] = 10_000
+    res = sim.run()
+    assert res.activity["tests"][:, 0].tolist() == [1] + [0] * 9
+    assert res.activity["positive_results"][:, 0].tolist() == [0, 0, 1] + [0] * 7
+    assert res.activity["in_quarantine"][:, 0].tolist() == [0, 0, 1, 1, 1, 1, 1, 0, 0, 0]
 
 
 def test_vaccination_goes_oldest_first_with_first_doses_first():
@@ -194,6 +226,9 @@ def test_a_same_day_positive_is_traced_the_next_day(tracer):
     request[:] = False
     sim.step(2)
     assert not request.any(), "traced once"
+    counts = {"digital": {"app_notifications": 4}, "manual": {"interviews": 1, "manual_notifications": 4}}[tracer]
+    for name, total in counts.items():
+        assert sim.activity[name][:, 0].tolist() == [0, total, 0, 0, 0], name
 
 
 # ----------------------------------------------------------------------------- quarantine

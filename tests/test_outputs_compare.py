@@ -15,7 +15,7 @@ import pytest
 
 import abm
 from abm.outputs import plots
-from abm.outputs.compare import comparison_table
+from abm.outputs.compare import comparison_table, format_cell
 from abm.outputs.run_folder import MARK
 
 SCENARIOS = Path("scenarios/king_county").resolve()
@@ -119,7 +119,14 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
             assert math.isnan(row.cost_per_averted_hospitalization)
     assert math.isnan(table.cost_per_averted_hospitalization.iloc[0])
     md = (out / "comparison.md").read_text()
-    assert md.count("\n") == 6 and "| ct |" in md
+    lines = md.splitlines()
+    assert len(lines) == 8 and lines[0].startswith("| run |") and lines[5].startswith("| ct |")
+    # The costs' note names the items booked (tests and doses here) and what costs nothing.
+    assert "(test_rt_pcr, vaccine_dose)" in lines[7] and "cost_per_interview" in lines[7]
+    assert "(test_rt_pcr, vaccine_dose)" in (out / "report.html").read_text()
+    # A cost per averted hospitalization of a few dollars keeps its cents.
+    assert format_cell("cost_per_averted_hospitalization", 0.2854) == "0.29"
+    assert format_cell("total_cost", 193914.4) == "193,914"
     report = (out / "report.html").read_text()
     for name in runs:
         assert f"{name}" in report

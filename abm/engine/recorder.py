@@ -4,7 +4,7 @@ rather than by recounting every agent."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +36,8 @@ class SimulationResult:
     costs: pd.DataFrame
     cost_totals: np.ndarray
     engine_seconds: float
+    # Interventions' daily counts by name, [day, replicate] (tests, doses, agents in quarantine...).
+    activity: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def days(self) -> int:
@@ -139,4 +141,5 @@ class Recorder:
             costs=ledger.table(),
             cost_totals=ledger.totals(),
             engine_seconds=seconds,
+            activity={name: v.cpu().numpy() for name, v in self.sim.activity.items()},
         )

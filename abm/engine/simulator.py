@@ -169,6 +169,9 @@ class Simulation:
         self._x = torch.zeros(self.total, dtype=torch.float32, device=d)
         self.ledger = CostLedger(r)
         self.recorder = Recorder(self, self.days)
+        # Interventions' daily counts per replicate by name ([day, replicate]), declared when
+        # they attach: timeseries columns (``declare_activity``, ``count_activity``).
+        self.activity: dict[str, torch.Tensor] = {}
         self.layers = (self.household, self.occupation, self.community)
         self._hooks: dict[Phase, list[Callable[[Simulation, int], None]]] = {p: [] for p in Phase}
         for iv in sorted(self.interventions, key=lambda iv: getattr(iv, "order", 0)):
@@ -441,6 +444,15 @@ class Simulation:
     def book_cost(self, item: str, day: int, counts: torch.Tensor, unit_cost: float) -> None:
         """Book ``counts`` (per replicate) units of ``item`` at ``unit_cost`` on ``day``."""
         self.ledger.book(item, day, counts, unit_cost)
+
+    def declare_activity(self, name: str) -> None:
+        """Add a daily count per replicate to the results (a timeseries column), zero until counted."""
+        if name not in self.activity:
+            self.activity[name] = torch.zeros(self.days, self.replicates, dtype=torch.int64, device=self.device)
+
+    def count_activity(self, name: str, day: int, counts: torch.Tensor) -> None:
+        """Add ``counts`` (per replicate) to the declared count ``name`` of ``day``."""
+        self.activity[name][day] += counts.to(torch.int64)
 
     def per_replicate(self, idx: torch.Tensor) -> torch.Tensor:
         """How many of the agents ``idx`` belong to each replicate."""

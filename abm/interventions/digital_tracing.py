@@ -6,7 +6,8 @@ Days on which an index case was isolated are skipped (it met nobody then).
 
 Fields read: ``positive_day`` (testing), ``isolated_history`` (quarantine) and, with
 ``skip_tested_contacts``, ``last_test_day`` (testing). Written: ``has_app``, ``dct_notified_day``,
-``dct_complied_day``, ``quarantine_request`` (and ``test_request`` when asked).
+``dct_complied_day``, ``quarantine_request`` (and ``test_request`` when asked). Daily count
+(timeseries column): ``app_notifications``, the contacts notified.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class DigitalTracing(InterventionBase):
         sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
+        sim.declare_activity("app_notifications")
 
     def hooks(self) -> dict:
         return {Phase.TRACING: self.trace}
@@ -111,6 +113,7 @@ class DigitalTracing(InterventionBase):
         reached = torch.unique(partner)
         reached = reached[~sim.state.isolated.index_select(0, reached)]
         self.notified_day[reached] = day
+        sim.count_activity("app_notifications", day, sim.per_replicate(reached))
         complied = notify(sim, day, reached, c.compliance, "dct-comply", c.test_contacts)
         self.complied_day[reached[complied]] = day
         if c.cost_per_notification > 0:

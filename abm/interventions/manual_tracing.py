@@ -8,7 +8,8 @@ Days on which an index case was isolated are skipped (it met nobody then).
 
 Fields read: ``positive_day``, ``has_app``, ``dct_notified_day``, ``dct_complied_day``,
 ``isolated_history`` (quarantine) and, with ``skip_tested_contacts``, ``last_test_day``.
-Written: ``quarantine_request`` (and ``test_request`` when asked).
+Written: ``quarantine_request`` (and ``test_request`` when asked). Daily counts (timeseries
+columns): ``interviews`` (index cases reached) and ``manual_notifications`` (contacts reached).
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class ManualTracing(InterventionBase):
         if self.cfg.reachability == "per_agent":
             u = torch.rand(sim.total, generator=generator(sim.seed, "mct-reachable", -1, sim.device), device=sim.device)
             self.reachable = u < self.cfg.reachable
+        sim.declare_activity("interviews")
+        sim.declare_activity("manual_notifications")
 
     def reach(self, sim: Simulation, stream: str, day: int, agents: torch.Tensor) -> torch.Tensor:
         """Mask of the ``agents`` tracers reach today."""
@@ -98,6 +101,7 @@ class ManualTracing(InterventionBase):
             index = index[first_per_replicate(sim.replicate.index_select(0, index), key, limit)]
         if index.numel() == 0:
             return
+        sim.count_activity("interviews", day, sim.per_replicate(index))
         if c.cost_per_interview > 0:
             sim.book_cost("mct_interview", day, sim.per_replicate(index), c.cost_per_interview)
         tested = sim.fields.get("last_test_day") if c.skip_tested_contacts else None
@@ -114,4 +118,5 @@ class ManualTracing(InterventionBase):
             has_app = self.has_app.index_select(0, traced)
             heeded = self.complied_day.index_select(0, traced) == day
             traced = traced[~has_app | ~heeded]
+        sim.count_activity("manual_notifications", day, sim.per_replicate(traced))
         notify(sim, day, traced, c.compliance, "mct-comply", c.test_contacts)

@@ -4,7 +4,8 @@ either direction.
 
 Fields read: ``positive_day`` (testing), ``quarantine_request`` (tracing; cleared here).
 Written: ``isolated_history`` (int32 bits: isolated on each of the last 30 days, bit 0 the
-latest), which tracing reads.
+latest), which tracing reads. Daily count (timeseries column): ``in_quarantine``, the agents
+in quarantine that day.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Quarantine(InterventionBase):
         sim.field("positive_day", torch.int16, -1)  # read through positives_today; exists from the start
         self.request = sim.field("quarantine_request", torch.bool, False)
         self.members: torch.Tensor | None = None  # isolated agents, ascending (from the first step)
+        sim.declare_activity("in_quarantine")
 
     def hooks(self) -> dict:
         if self.cfg.persistence == "entry_day":
@@ -116,6 +118,7 @@ class Quarantine(InterventionBase):
         members = members[st.stage.index_select(0, members) != Stage.DEATH]
         st.isolated[torch.cat([leave, dead])] = False
         self.members = members
+        sim.count_activity("in_quarantine", day, sim.per_replicate(members))
         history = self.history.bitwise_left_shift_(1).bitwise_and_((1 << 30) - 1)
         history.index_copy_(0, members, history.index_select(0, members) | 1)
         if c.cost_per_day > 0:

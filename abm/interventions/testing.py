@@ -4,6 +4,7 @@ daily capacity and a price; symptomatic agents (and, optionally, traced contacts
 Fields written: ``positive_day`` (int16, day of the latest positive result, -1 none) and
 ``last_test_day`` (int16, day of the latest test taken; ``never_tested_day`` before any).
 Fields read: ``test_request`` (bool, set by tracing to ask for a test; cleared here).
+Daily counts (timeseries columns): ``tests`` taken, ``positive_results`` received.
 """
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ class Testing(InterventionBase):
         self.last_test_day = sim.field("last_test_day", torch.int16, -1).fill_(self.cfg.never_tested_day)
         self.pending: dict[int, torch.Tensor] = {}  # agents whose result arrives on a day
         self.request = sim.field("test_request", torch.bool, False)
+        sim.declare_activity("tests")
+        sim.declare_activity("positive_results")
         self.delays = [
             (
                 torch.tensor(t.result_delay_days, device=sim.device),
@@ -158,6 +161,7 @@ class Testing(InterventionBase):
             due = self.result_day[:0].long()
         positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
         self.positive_day.index_fill_(0, positive, day)
+        sim.count_activity("positive_results", day, sim.per_replicate(positive))
         for old in [k for k in sim.memo if k[0] == "same_day_positives" and k[1] < day - 1]:
             del sim.memo[old]
         if same_day:
@@ -226,7 +230,9 @@ class Testing(InterventionBase):
                 ready = idx[delay == dd]
                 prev = self.pending.get(day + dd)
                 self.pending[day + dd] = ready if prev is None else torch.cat([prev, ready])
-            sim.book_cost(f"test_{test.name}", day, sim.per_replicate(idx), test.cost)
+            tested = sim.per_replicate(idx)
+            sim.count_activity("tests", day, tested)
+            sim.book_cost(f"test_{test.name}", day, tested, test.cost)
         self.request.zero_()
         # Same-day results (delay 0) arrive at once.
         self.results(sim, day, same_day=True)

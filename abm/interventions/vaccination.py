@@ -3,10 +3,14 @@ second doses, a daily supply with a shelf life, delayed protection with an effic
 a dose-2 gap and a dose-2 dropout drawn once per agent; all-or-nothing or leaky protection.
 
 Writes ``immune`` (all-or-nothing) or ``susceptibility_scale`` (leaky) of the agent state.
+Daily counts (timeseries columns): ``first_doses`` and ``second_doses`` given that day, and
+``vaccine_protected``, the susceptible agents whose protection is in effect (under
+all-or-nothing protection they stay in the susceptible stage for good).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal
 
@@ -118,22 +122,41 @@ class Vaccination(InterventionBase):
         self.front = torch.zeros(r, dtype=torch.int64, device=d)
         self.steps = torch.arange(self.queued, device=d)
         self.passed = torch.zeros(0, dtype=torch.int64, device=d)  # passed by the head while isolated
-        per_day = c.daily_doses if c.daily_doses is not None else round(c.daily_doses_per_100k * sim.n / 1e5)
-        self.per_day = int(per_day)
+        # Doses produced per day; a fractional rate (per 100,000 on another population size)
+        # is kept exactly over time: day k of production makes floor((k+1)x) - floor(kx).
+        self.per_day = float(c.daily_doses if c.daily_doses is not None else c.daily_doses_per_100k * sim.n / 1e5)
+        self.protected = torch.zeros(sim.total, dtype=torch.bool, device=d)
+        self.protected_count = torch.zeros(sim.replicates, dtype=torch.int64, device=d)
+        for name in ("first_doses", "second_doses", "vaccine_protected"):
+            sim.declare_activity(name)
         self.stock = torch.zeros(sim.replicates, c.shelf_life_days + 1, dtype=torch.int64, device=d)
         self.given = torch.zeros(sim.replicates, dtype=torch.int64, device=d)
 
     def hooks(self) -> dict:
         return {Phase.VACCINATION: self.step}
 
+    def production(self, day: int) -> int:
+        """Doses produced on ``day`` (from the start day)."""
+        k = day - self.cfg.start_day
+        if k < 0:
+            return 0
+        return math.floor((k + 1) * self.per_day + 1e-9) - math.floor(k * self.per_day + 1e-9)
+
     def step(self, sim: Simulation, day: int) -> None:
         self.protect(sim, day)
-        if day < self.cfg.start_day:
-            return
+        if day >= self.cfg.start_day:
+            self.allocate(sim, day)
+        if self.cfg.protection == "leaky":  # protected agents can be infected: count again
+            r = sim.replicates
+            self.protected_count = (self.protected & (sim.state.stage == Stage.SUSCEPTIBLE)).view(r, -1).sum(1)
+        sim.count_activity("vaccine_protected", day, self.protected_count)
+
+    def allocate(self, sim: Simulation, day: int) -> None:
+        """Today's doses, by priority class, to the agents eligible."""
         c, st = self.cfg, sim.state
         # Supply: today's production joins the stock; doses older than the shelf life expire.
         self.stock = torch.roll(self.stock, 1, dims=1)
-        self.stock[:, 0] = self.per_day
+        self.stock[:, 0] = self.production(day)
         available = self.stock.sum(1)
         # Priority classes: (dose to give, age group in priority order); within a class, a
         # random order drawn once per agent. Today's doses go to the eligible agents first in
@@ -267,6 +290,8 @@ class Vaccination(InterventionBase):
         dose = self.doses.index_select(0, idx) + 1
         self.doses[idx] = dose
         one = dose == 1
+        sim.count_activity("first_doses", day, sim.per_replicate(idx[one]))
+        sim.count_activity("second_doses", day, sim.per_replicate(idx[~one]))
         self.dose1_day[idx[one]] = day
         gen = generator(sim.seed, "vaccination-effect", day, sim.device)
         u = torch.rand(idx.shape[0], generator=gen, device=sim.device)
@@ -296,9 +321,16 @@ class Vaccination(InterventionBase):
             return
         due = due[self.protect_day.index_select(0, due) == day]  # a later dose may have moved it
         level = self.protect_level.index_select(0, due)
+        before = self.protected.index_select(0, due)
         if self.cfg.protection == "all_or_nothing" and self.cfg.dose2_combine == "overwrite":
             sim.state.immune[due] = level > 0
+            now = level > 0
         elif self.cfg.protection == "all_or_nothing":
             sim.state.immune[due[level > 0]] = True
+            now = before | (level > 0)
         else:
             sim.state.susceptibility_scale[due] = 1 - level
+            now = level > 0
+        now &= sim.state.stage.index_select(0, due) == Stage.SUSCEPTIBLE
+        self.protected[due] = now
+        self.protected_count += sim.per_replicate(due[now & ~before]) - sim.per_replicate(due[before & ~now])

@@ -92,7 +92,8 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
     return table
 
 
-def _fmt(key: str, v: Any) -> str:
+def format_cell(key: str, v: Any) -> str:
+    """A table value as shown in the Markdown and HTML tables (shares in %, money in dollars)."""
     if isinstance(v, str):
         return v
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -102,16 +103,27 @@ def _fmt(key: str, v: Any) -> str:
     if key in ("agents", "replicates", "peak_hospital_day", "days_over_capacity"):
         return f"{int(v):,}"
     if key in ("total_cost", "cost_per_averted_hospitalization"):
-        return f"{v:,.0f}"
+        return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"  # a few dollars must not read as 0
     return f"{v:,.1f}"
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """The table in Markdown, with readable headers and numbers."""
+def cost_note(runs: list[RunTables]) -> str:
+    """What the costs count: the items the runs booked (costs.csv), and that unpriced ones are free."""
+    booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
+    items = ", ".join(booked) if booked else "none"
+    return (
+        f"Costs are the items each run booked in its costs.csv ({items}). An intervention's work without a "
+        "price in the scenario costs nothing: by default tracing notifications, interviews and quarantine days "
+        "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day)."
+    )
+
+
+def markdown(table: pd.DataFrame, note: str = "") -> str:
+    """The table in Markdown, with readable headers and numbers (and ``note`` below it)."""
     head = "| " + " | ".join(COLUMNS[c] for c in table.columns) + " |"
     rule = "|" + "|".join("---" if c == "run" else "---:" for c in table.columns) + "|"
-    body = ["| " + " | ".join(_fmt(c, row[c]) for c in table.columns) + " |" for _, row in table.iterrows()]
-    return "\n".join([head, rule, *body]) + "\n"
+    body = ["| " + " | ".join(format_cell(c, row[c]) for c in table.columns) + " |" for _, row in table.iterrows()]
+    return "\n".join([head, rule, *body]) + "\n" + (f"\n{note}\n" if note else "")
 
 
 def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path | None], out: Path) -> str:
@@ -121,7 +133,7 @@ def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path 
 
     head = "".join(f"<th>{html.escape(COLUMNS[c])}</th>" for c in table.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(c, row[c]))}</td>" for c in table.columns) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(format_cell(c, row[c]))}</td>" for c in table.columns) + "</tr>"
         for _, row in table.iterrows()
     )
     items = []
@@ -155,6 +167,7 @@ figure {{ display: inline-block; margin: 8px; }} img {{ max-width: 720px; border
 <p>Cost per averted hospitalization is against the first run, <b>{base}</b>. Files:
 <a href="comparison.csv">comparison.csv</a>, <a href="comparison.md">comparison.md</a>.</p>
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<p>{html.escape(cost_note(runs))}</p>
 <h2>Runs</h2><ul>{"".join(items)}</ul>
 <h2>Plots</h2>{figures}
 </body></html>
@@ -186,7 +199,7 @@ class Comparison:
         table = self.table
         with atomic_folder(out) as tmp:
             table.to_csv(tmp / "comparison.csv", index=False)
-            (tmp / "comparison.md").write_text(markdown(table))
+            (tmp / "comparison.md").write_text(markdown(table, cost_note(self.runs)))
             write_plots(self.runs, tmp / "plots")
             (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out))
         return out

@@ -31,7 +31,8 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
     Counts are at the end of the day; ``new_infections`` happened that day (the initial
     infections count on their day); ``deaths`` is cumulative; ``hospitalized`` is the
     HOSPITALIZED stage alone and ``hospital_occupancy`` adds ICU and step-down beds;
-    ``new_hospitalizations``, ``new_icu`` and ``new_deaths`` count entries that day.
+    ``new_hospitalizations``, ``new_icu`` and ``new_deaths`` count entries that day. The
+    run's interventions add their daily counts (``SimulationResult.activity``: tests, doses...).
     """
     d, r = res.days, res.replicates
     stages = res.stages
@@ -47,6 +48,8 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
     cols["new_hospitalizations"] = entries[:, :, Stage.HOSPITALIZED].reshape(-1)
     cols["new_icu"] = entries[:, :, Stage.CRITICAL_ICU].reshape(-1)
     cols["new_deaths"] = entries[:, :, Stage.DEATH].reshape(-1)
+    for name, counts in res.activity.items():
+        cols[name] = counts.reshape(-1)
     return pd.DataFrame(cols)
 
 
