@@ -87,6 +87,25 @@ def learning_kind(file: Path) -> str | None:
     return "learning" if {"protocols", "split", "data"} & data.keys() else None
 
 
+def note_switched_on(file: Path, options: list[tuple[str, str]], overrides: dict) -> None:
+    """A note for each intervention that an option (``(option, key=value)``) turns on because
+    ``file`` does not have it: its other settings then take their defaults."""
+    from abm.runs import resolve
+
+    named = {text.split("=", 1)[0].split(".")[1]: (option, text) for option, text in options
+             if text.startswith("interventions.") and text.count(".") >= 1}  # fmt: skip
+    if not named:
+        return
+    base = resolve(file, overrides, None)
+    for name, (option, text) in named.items():
+        if getattr(base.interventions, name, None) is None:
+            err_console.print(
+                f"note: {option} {text} turns {name} on ({file} has no interventions.{name}); "
+                "its other settings take their defaults",
+                highlight=False,
+            )
+
+
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="scenario YAML file")],
@@ -113,6 +132,7 @@ def run(
         check_target(target)
     except OutputFolderError as exc:
         fail(str(exc))
+    note_switched_on(file, [("--set", s) for s in set_ or []], overrides)
     vaccination = getattr(sc.interventions, "vaccination", None)
     if agents is not None and vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
         per_100k = vaccination.daily_doses * 1e5 / sc.population.agents
@@ -244,6 +264,7 @@ def sweep(
         check_target(target)
     except OutputFolderError as exc:
         fail(str(exc))
+    note_switched_on(file, [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_], overrides)
     total = len(sp.variants) * sp.replicates
     with Progress(
         TextColumn("[bold]{task.description}"),

@@ -82,7 +82,10 @@ class Scenario(BaseModel):
     """A complete, validated scenario."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$", description="names the run folder")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
+        description="names the run folder; a file that leaves it out is named after itself",
+    )
     description: str = ""
     population: PopulationConfig = PopulationConfig()
     simulation: SimulationConfig = SimulationConfig()

@@ -122,6 +122,18 @@ def test_intervention_counts_in_the_timeseries_match_the_costs(tmp_path):
     assert (ts["in_quarantine"] > 0).any() and (ts["positive_results"] <= ts["tests"].cumsum()).all()
 
 
+def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
+    base = ["--agents", "2000", "--days", "3", "--replicates", "1", "--set", "interventions.vaccination.start_day=1"]
+    proc = abm_cli("run", str(SCENARIO), "--out", str(tmp_path / "a"), *base)
+    assert proc.returncode == 0, proc.stderr
+    note = " ".join(proc.stderr.split())
+    assert "--set interventions.vaccination.start_day=1 turns vaccination on" in note
+    assert "has no interventions.vaccination" in note
+    vacc = SCENARIO.parent / "vacc.yaml"
+    proc = abm_cli("run", str(vacc), "--out", str(tmp_path / "b"), *base)
+    assert proc.returncode == 0 and "turns vaccination on" not in " ".join(proc.stderr.split())
+
+
 def test_validate_accepts_the_shipped_scenarios():
     for path in Path("scenarios/king_county").glob("*.yaml"):
         result = runner.invoke(app, ["validate", str(path)])

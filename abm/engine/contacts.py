@@ -44,7 +44,7 @@ class HouseholdContacts(BaseModel):
         "size",
         description="what a household contact's force is divided by: size, the household's size (intended); "
         "member_list_string, the length of the text of its member-id list, e.g. 14 for '[12345, 12346]' "
-        "(reproduces the reference code, specs section 11 Q2; needs consecutive member ids)",
+        "(reproduces the reference code, docs/reference.md §11 Q2; needs consecutive member ids)",
     )
 
 
@@ -97,7 +97,7 @@ class CommunityContacts(BaseModel):
         description="local_mix: half the stubs start a contact each day, mostly near home, on a cycle "
         "(degree about k_i, intended; see cycle_days); "
         "stub_path: every agent's k_i stubs shuffled daily and consecutive stubs joined, a path with degree "
-        "about 2 k_i (reproduces the reference code, specs section 11 Q8; local_share is not used)",
+        "about 2 k_i (reproduces the reference code, docs/reference.md §11 Q8; local_share is not used)",
     )
 
 
@@ -113,7 +113,7 @@ class ContactConfig(BaseModel):
         description="false: each replicate draws its own daily contacts (intended: a mean over replicates "
         "averages over contact networks too); true: one draw shared by every replicate (each agent's daily "
         "number of community contacts, each day's occupation rewiring and community contacts), as the "
-        "reference code re-used one set of pre-generated daily network files in every run (specs section 1, "
+        "reference code re-used one set of pre-generated daily network files in every run (docs/reference.md §1, "
         "num_runs, and section 2)",
     )
 

@@ -143,7 +143,10 @@ class DiseaseConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     transmission_rate: float = Field(
-        5.02, ge=0, description="R: multiplies every contact's force of infection (per day)"
+        5.02,
+        ge=0,
+        description="transmission scale (the thesis's R; not the reproduction number): multiplies every "
+        "contact's daily force of infection",
     )
     susceptibility_by_age: list[float] = Field(
         default_factory=lambda: [0.35, 0.69, 1.03, 1.03, 1.03, 1.03, 1.27, 1.52, 1.52],

@@ -49,12 +49,12 @@ class DigitalTracingConfig(BaseModel):
         "both",
         description="both: only an app owner who tests positive notifies, only contacts logged by both phones "
         "(intended); recipient: every positive notifies every contact that owns the app (reproduces the reference "
-        "code, specs section 11 Q4)",
+        "code, docs/reference.md §11 Q4)",
     )
     skip_tested_contacts: bool = Field(
         False,
         description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
-        "the reference code does this (specs section 6 step 2)",
+        "the reference code does this (docs/reference.md §6 step 2)",
     )
 
 

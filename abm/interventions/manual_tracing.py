@@ -58,7 +58,7 @@ class ManualTracingConfig(BaseModel):
     skip_tested_contacts: bool = Field(
         False,
         description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
-        "the reference code does this (specs section 6 step 2)",
+        "the reference code does this (docs/reference.md §6 step 2)",
     )
 
 

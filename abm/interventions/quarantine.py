@@ -36,19 +36,19 @@ class QuarantineConfig(BaseModel):
     reset_infectiousness: bool = Field(
         True,
         description="an infected agent completing quarantine is no longer infectious (thesis; false reproduces the "
-        "reference code, which does not implement it: specs section 11 Q12)",
+        "reference code, which does not implement it: docs/reference.md §11 Q12)",
     )
     cost_per_day: float = Field(0.0, ge=0, description="US$ per agent-day in quarantine")
     persistence: Literal["full", "entry_day"] = Field(
         "full",
         description="full: a quarantine lasts until it ends or the agent drops out (intended); entry_day: it "
         "isolates the agent on the day it starts only, and the daily dropout applies on that day (reproduces the "
-        "reference code, where the day's quarantine flag is never carried to the next day: specs section 11 Q3)",
+        "reference code, where the day's quarantine flag is never carried to the next day: docs/reference.md §11 Q3)",
     )
     blocks: Literal["both", "infector"] = Field(
         "both",
         description="both: a quarantined agent neither infects nor is infected (intended); infector: it only stops "
-        "infecting others (reproduces the reference code, specs section 11 Q5)",
+        "infecting others (reproduces the reference code, docs/reference.md §11 Q5)",
     )
 
 

@@ -80,7 +80,7 @@ class TestingConfig(BaseModel):
         False,
         description="false (intended): an agent who has had a positive result is not tested again; true: a "
         "symptomatic positive is tested again as soon as its result is in, even on the day it arrives, before that "
-        "day's quarantine (reproduces the reference code's repeat tests, specs section 7.1)",
+        "day's quarantine (reproduces the reference code's repeat tests, docs/reference.md §7.1)",
     )
     never_tested_day: int = Field(
         -1,
@@ -88,7 +88,7 @@ class TestingConfig(BaseModel):
         le=0,
         description="the day recorded as last test of an agent never tested (field last_test_day, read by tracing "
         "that skips contacts tested since): -1 (intended); 0 reproduces the reference code, where contacts of day "
-        "0 are then never traced (specs section 11 Q10)",
+        "0 are then never traced (docs/reference.md §11 Q10)",
     )
 
 

@@ -52,12 +52,12 @@ class VaccinationConfig(BaseModel):
         "either",
         description="all-or-nothing protection after dose 2: either, protected if the dose-1 or the dose-2 draw "
         "protects (intended); overwrite, the dose-2 draw replaces the dose-1 draw (reproduces the reference code, "
-        "specs section 11 Q6)",
+        "docs/reference.md §11 Q6)",
     )
     dose2_dropout_draw: Literal["once", "daily"] = Field(
         "once",
         description="once: whether an agent returns for dose 2 is drawn once (intended); daily: redrawn every day "
-        "(reproduces the reference code, specs section 11 Q6)",
+        "(reproduces the reference code, docs/reference.md §11 Q6)",
     )
 
     @field_validator("priority")

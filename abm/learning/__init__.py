@@ -11,14 +11,17 @@ from typing import Any
 from abm.learning.errors import LearningScenarioError, SecureAggregationError
 
 
-def run_scenario(path_or_dict: str | Path | dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
+def run_scenario(
+    path_or_dict: str | Path | dict[str, Any], out_dir: str | Path, runner: str | None = None
+) -> dict[str, Any]:
     """Run a learning scenario; write ``report.json`` and PNG plots into ``out_dir``.
 
-    See :func:`abm.learning.report.run_scenario` (atomic output, validation errors).
+    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's. See
+    :func:`abm.learning.report.run_scenario` (atomic output, validation errors).
     """
     from abm.learning.report import run_scenario as _run
 
-    return _run(path_or_dict, out_dir)
+    return _run(path_or_dict, out_dir, runner)
 
 
 __all__ = ["LearningScenarioError", "SecureAggregationError", "run_scenario"]

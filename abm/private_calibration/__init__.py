@@ -1,4 +1,4 @@
-"""Private calibration of the King County model across institutions (specs/learning.md, task 2).
+"""Private calibration of the King County model across institutions (the learning specification's task 2).
 
 Each institution (a set of King County tracts) builds its own synthetic population, simulates
 (observed window -> parameter bins) training pairs under its own partial prior, and trains an
