@@ -126,7 +126,7 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
     assert "(test_rt_pcr, vaccine_dose)" in (out / "report.html").read_text()
     # A cost per averted hospitalization of a few dollars keeps its cents.
     assert format_cell("cost_per_averted_hospitalization", 0.2854) == "0.29"
-    assert format_cell("total_cost", 193914.4) == "193,914"
+    assert format_cell("total_cost", 193914.4) == "193,914" and format_cell("total_cost", 0.0) == "0"
     report = (out / "report.html").read_text()
     for name in runs:
         assert f"{name}" in report

@@ -103,7 +103,7 @@ def format_cell(key: str, v: Any) -> str:
     if key in ("agents", "replicates", "peak_hospital_day", "days_over_capacity"):
         return f"{int(v):,}"
     if key in ("total_cost", "cost_per_averted_hospitalization"):
-        return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"  # a few dollars must not read as 0
+        return f"{v:,.2f}" if 0 < abs(v) < 100 else f"{v:,.0f}"  # a few dollars must not read as 0
     return f"{v:,.1f}"
 
 
