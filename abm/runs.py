@@ -231,6 +231,8 @@ def run(
         torch.set_num_threads(threads)
     t2 = time.perf_counter()
     beds = sc.outputs.hospital_beds_per_100k or region.figures.hospital_beds_per_100k
+    # The resolved scenario names the capacity used (the region's, where the file left it out).
+    sc = sc.model_copy(update={"outputs": sc.outputs.model_copy(update={"hospital_beds_per_100k": beds})})
     meta = {
         "scenario": sc.name,
         "region": region.name,

@@ -93,6 +93,8 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     resolved = load_scenario(out / "scenario.resolved.yaml")
     assert resolved.population.agents == 3000 and resolved.simulation.seed == 9
     assert resolved.contacts.community.weight == 0.3
+    beds = resolved.outputs.hospital_beds_per_100k
+    assert beds == s["hospital_capacity"]["beds_per_100k"] == pytest.approx(55.0, 0.01)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["seed"] == 9 and "engine_seconds" in manifest["timings"] and "summary.json" in manifest["files"]
     # Re-running the resolved scenario gives identical tables.
