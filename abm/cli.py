@@ -213,7 +213,7 @@ def calibrate(
             out,
             trials,
             set_,
-            progress=lambda i, n, loss: err_console.print(f"{unit} {i}/{n}: loss {loss:.3f}"),
+            progress=lambda i, n, loss: err_console.print(f"{unit} {i} of {n} done: loss {loss:.3f}"),
             method=method,
             backend=backend,
             workers=workers,
@@ -226,6 +226,12 @@ def calibrate(
         err_console.print(f"interrupted: no results were written to {target}", highlight=False)
         raise typer.Exit(130) from None
     out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
+    if summary["at_bounds"]:
+        err_console.print(
+            f"note: fitted at (or within 1% of) a bound: {', '.join(summary['at_bounds'])}; the fit may want a value "
+            "outside calibration.parameters' bounds",
+            highlight=False,
+        )
 
 
 @app.command()

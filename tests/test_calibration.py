@@ -56,8 +56,10 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     assert {p.name for p in out.iterdir()} == {MARK, "calibrated.yaml", "trials.csv", "calibration.json", "fit.png"}
     calibrated = yaml.safe_load((out / "calibrated.yaml").read_text())
     assert calibrated["disease"]["transmission_rate"] == summary["best_parameters"]["disease.transmission_rate"]
-    assert len(pd.read_csv(out / "trials.csv")) == 16
+    table = pd.read_csv(out / "trials.csv")
+    assert len(table) == 16 and table.loc[table["chosen"], "number"].tolist() == [summary["best_trial"]]
     assert json.loads((out / "calibration.json").read_text())["best_trial"] == summary["best_trial"]
+    assert summary["at_bounds"] == []  # 3.0 lies well inside [1, 6]
     # `abm run` on the calibrated scenario re-creates the best fit exactly (same seed).
     rerun = abm.run(out / "calibrated.yaml")
     cfg = rerun.scenario.calibration
@@ -139,6 +141,10 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path):
     assert all(r["loss_fit"] != r["loss_as_run"] for r in ranked)  # 3 replicates, not the trial's 2
     assert summary["best_trial"] == ranked[0]["trial"] and summary["loss_fit"] == ranked[0]["loss_fit"]
     assert summary["best_parameters"] == ranked[0]["values"]
+    # trials.csv shows the re-runs' losses and marks the trial the calibration chose.
+    again = trials.dropna(subset=["rerank_loss_fit"]).set_index("number")["rerank_loss_fit"]
+    assert again.to_dict() == pytest.approx({r["trial"]: r["loss_fit"] for r in ranked})
+    assert trials.loc[trials["chosen"], "number"].tolist() == [ranked[0]["trial"]]
     rerun = abm.run(out / "calibrated.yaml")
     assert rerun.scenario.simulation.replicates == 3
     cfg = rerun.scenario.calibration

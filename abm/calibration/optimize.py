@@ -261,6 +261,17 @@ def run_trials_ray(
                     progress(done, n_trials, loss)
 
 
+def at_bounds(best: dict[str, float], cfg: CalibrationConfig) -> list[str]:
+    """The free parameters whose fitted value lies within 1% of the range from a bound: the fit
+    may want a value outside the bounds."""
+    out = []
+    for key, value in best.items():
+        b = cfg.parameters.get(key)
+        if b is not None and b.high > b.low and min(value - b.low, b.high - value) <= 0.01 * (b.high - b.low):
+            out.append(key)
+    return out
+
+
 def rerank(
     top: list[optuna.trial.FrozenTrial],
     cfg: CalibrationConfig,
@@ -365,6 +376,14 @@ def calibrate(
         calibrated = validate(with_values(data, {**best, **sets}), str(path))
         band = [curves[t.number] for t in ranked[: cfg.band_trials]]
         table = study.trials_dataframe()
+        if reranked:  # the re-runs: their loss and re-profiled observation values, and the winner
+            again = {r["trial"]: r for r in reranked}
+            table["rerank_loss_fit"] = table["number"].map(lambda k: again[k]["loss_fit"] if k in again else math.nan)
+            for key in profiled_keys(cfg):
+                table[f"rerank_{key}"] = table["number"].map(
+                    lambda k, key=key: again.get(k, {}).get("values", {}).get(key, math.nan)
+                )
+        table["chosen"] = table["number"] == best_number
         table_name = "trials.csv"
         extra = {
             "trials": n_trials,
@@ -379,9 +398,11 @@ def calibrate(
         "scenario": sc.name,
         "method": method,
         "targets": cfg.targets,
-        "seed": cfg.seed,
+        # optuna: the sampler's seed; gradient: the simulation seed of step 0 (step k uses seed + k)
+        "seed": cfg.seed if method == "optuna" else sc.simulation.seed,
         **extra,
         "best_parameters": best,
+        "at_bounds": at_bounds(best, cfg),
         "fit_window": [str(d) for d in cfg.fit_window],
         "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
         "fit": losses(sim, observed, cfg.fit_window),
@@ -400,26 +421,34 @@ def plot_fit(
     observed: pd.DataFrame, sim: pd.DataFrame, band: list[pd.DataFrame], cfg: CalibrationConfig, file: Path
 ) -> None:
     """Weekly data, the best fit and the band of the best trials, fit and held-out windows."""
-    span = (cfg.fit_window[0], (cfg.holdout_window or cfg.fit_window)[1])
+    windows = [cfg.fit_window] + ([cfg.holdout_window] if cfg.holdout_window else [])
+
+    def blocks(frame: pd.DataFrame, t: str) -> np.ndarray:  # the weeks the losses score, window by window
+        return np.concatenate([weekly(frame, w)[t].to_numpy() for w in windows])
+
+    weeks = [pd.Timestamp(w[0]) + pd.Timedelta(days=7 * i) for w in windows for i in range(len(weekly(observed, w)))]
     fig, axes = plt.subplots(len(cfg.targets), 1, figsize=(8, 3.2 * len(cfg.targets)), squeeze=False)
-    start = pd.Timestamp(span[0])
     for ax, t in zip(axes[:, 0], cfg.targets, strict=True):
-        o = weekly(observed, span)[t]
-        weeks = [start + pd.Timedelta(days=7 * i) for i in range(len(o))]
-        ax.plot(weeks, o.to_numpy(), "ko", ms=4, label="observed")
-        ax.plot(weeks, weekly(sim, span)[t].to_numpy(), "C0-", label="best fit")
-        if band:
-            stack = pd.concat([weekly(b, span)[t] for b in band], axis=1)
-            ax.fill_between(
-                weeks, stack.min(axis=1), stack.max(axis=1), color="C0", alpha=0.2, label=f"best {len(band)} trials"
-            )
         if cfg.holdout_window:
             ax.axvspan(
-                pd.Timestamp(cfg.holdout_window[0]), pd.Timestamp(cfg.holdout_window[1]), color="0.9", label="held out"
+                pd.Timestamp(cfg.holdout_window[0]),
+                pd.Timestamp(cfg.holdout_window[1]),
+                color="0.92",
+                zorder=0,
+                label="held out",
             )
+        if band:
+            stack = np.stack([blocks(b, t) for b in band])
+            ax.fill_between(
+                weeks, stack.min(axis=0), stack.max(axis=0), color="C0", alpha=0.25, label=f"best {len(band)} trials"
+            )
+        ax.plot(weeks, blocks(observed, t), "ko", ms=4, label="observed")
+        ax.plot(weeks, blocks(sim, t), "C0-", label="best fit")
         ax.set_title(f"{t.replace('_', ' ')} per week (scaled to the region)")
+        ax.set_ylabel("count per week")
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))
         ax.legend(fontsize=8)
+    axes[-1, 0].set_xlabel("week starting (7-day blocks from each window's first day)")
     fig.tight_layout()
     fig.savefig(file, dpi=110)
     plt.close(fig)
