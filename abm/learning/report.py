@@ -105,11 +105,12 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     return files
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
+    """``obj`` with numpy values as Python ones and NaN or infinite floats as None (strict JSON)."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, np.ndarray):
@@ -137,7 +138,7 @@ def run_scenario(
     report["source"] = source
     with atomic_folder(out) as tmp:
         report["plots"] = _plots(report, tmp)
-        report = _jsonable(report)
+        report = jsonable(report)
         (tmp / "report.json").write_text(json.dumps(report, indent=1))
         (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=1))
     return report

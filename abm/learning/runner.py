@@ -60,6 +60,7 @@ class ProtocolResult:
     wall_time_s: float
     epsilon: float | None = None
     delta: float | None = None
+    privacy: dict[str, Any] | None = None  # the privacy wrappers as run (privacy_settings)
     summary: dict[str, Any] = field(default_factory=dict)
     kinds_sent: dict[int, list[str]] = field(default_factory=dict)
 
@@ -168,6 +169,28 @@ def dp_noise_multiplier(dp: DPSpec, rounds: int | None) -> tuple[float, int | No
     return noise_multiplier_for(dp.epsilon, rounds, dp.delta, dp.accountant), rounds
 
 
+def privacy_settings(spec: Any, default_rounds: int) -> dict[str, Any] | None:
+    """A protocol's privacy wrappers as run (None without a privacy block): secure aggregation,
+    and for DP the clip, delta, the target epsilon (if one was given), the noise multiplier the
+    accountant set and the rounds it was set for."""
+    if spec.privacy is None:
+        return None
+    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dp": None}
+    dp = spec.privacy.dp
+    if dp is not None:
+        rounds = spec.rounds or default_rounds
+        sigma, _ = dp_noise_multiplier(dp, rounds)
+        out["dp"] = {
+            "clip": dp.clip,
+            "delta": dp.delta,
+            "target_epsilon": dp.epsilon,
+            "noise_multiplier": sigma,
+            "rounds": rounds,
+            "accountant": dp.accountant,
+        }
+    return out
+
+
 def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolSpec) -> ProtocolResult:
     """Run one protocol from fresh participants in this process; returns scores and accounting."""
     participants = build_participants(scenario, data, spec.models or scenario.models)
@@ -225,6 +248,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         wall_time_s=wall,
         epsilon=ctx.aggregator.epsilon(delta) if delta is not None else None,
         delta=delta,
+        privacy=privacy_settings(spec, ctx.rounds),
         summary=protocol.summary(ctx),
         kinds_sent={i: sorted(net.kinds_sent.get(i, set())) for i in ids},
     )
@@ -309,6 +333,7 @@ def build_report(
             "wall_time_s": r.wall_time_s,
             "epsilon": r.epsilon,
             "delta": r.delta,
+            "privacy": r.privacy,
             "history": r.history,
             "summary": r.summary,
         }

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from abm.learning.report import plot_round_curves
-from abm.learning.runner import dp_noise_multiplier
+from abm.learning.report import jsonable, plot_round_curves
+from abm.learning.runner import privacy_settings
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
@@ -83,28 +83,15 @@ def run_all(
     }
     for spec in calibration_specs(scenario):
         if spec.privacy is not None and spec.key in report["protocols"]:
-            report["protocols"][spec.key]["privacy"] = privacy_settings(spec, scenario.rounds)
+            report["protocols"][spec.key]["privacy"] = institution_privacy(spec, scenario.rounds)
     return report, institutions, _curves(per_protocol)
 
 
-def privacy_settings(spec: CalibrationProtocolSpec, default_rounds: int) -> dict[str, Any]:
-    """A protocol's privacy wrappers as run: secure aggregation, and for DP the clip, delta, the
-    target epsilon (if one was given) and the noise multiplier the accountant set for the rounds."""
-    assert spec.privacy is not None
-    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dp": None}
-    dp = spec.privacy.dp
-    if dp is not None:
-        rounds = spec.rounds or default_rounds
-        sigma, _ = dp_noise_multiplier(dp, rounds)
-        out["dp"] = {
-            "level": "institution (participant-level: one institution's whole contribution)",
-            "clip": dp.clip,
-            "delta": dp.delta,
-            "target_epsilon": dp.epsilon,
-            "noise_multiplier": sigma,
-            "rounds": rounds,
-            "accountant": dp.accountant,
-        }
+def institution_privacy(spec: CalibrationProtocolSpec, default_rounds: int) -> dict[str, Any] | None:
+    """``privacy_settings`` with the DP level named: one institution's whole contribution."""
+    out = privacy_settings(spec, default_rounds)
+    if out is not None and out["dp"] is not None:
+        out["dp"] = {"level": "institution (participant-level: one institution's whole contribution)", **out["dp"]}
     return out
 
 
@@ -265,16 +252,11 @@ def run_private_calibration(
     report["timings_s"]["total"] = time.perf_counter() - start
     with atomic_folder(target) as tmp:
         report["plots"] = _plots(report, curves, institutions, tmp)
-        (tmp / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+        # strict JSON: a figure that cannot be computed (NaN) is written as null
+        (tmp / "report.json").write_text(json.dumps(jsonable(report), indent=2, allow_nan=False) + "\n")
         (tmp / "report.md").write_text(markdown(report))
         (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=2) + "\n")
     return report
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serializable: {type(o)}")
 
 
 __all__ = ["markdown", "run_all", "run_private_calibration"]

@@ -102,6 +102,30 @@ def test_dp_reports_epsilon_through_the_runner():
     assert r.epsilon == rdp_epsilon(1.0, 3, 1e-5)
 
 
+def test_codream_dp_accounts_the_logits_as_well_as_the_dream_gradients():
+    """CoDream's soft labels are a sum of private logits: with DP each round releases them too,
+    so 3 rounds with dreaming from round 1 and 4 dream steps spend 2 x (4 + 1) releases."""
+    s = _scenario(rounds=3)
+    data = prepare_data(s)
+    dp = {"clip": 1.0, "noise_multiplier": 2.0, "delta": 1e-5}
+    spec = ProtocolSpec(name="codream", params={"dream_steps": 4, "n_dreams": 8, "dream_start": 1}, privacy={"dp": dp})
+    r = run_protocol(s, data, spec)
+    from abm.learning.privacy.dp import rdp_epsilon
+
+    assert r.epsilon == rdp_epsilon(2.0, 2 * (4 + 1), 1e-5)
+    assert r.privacy == {
+        "secure_aggregation": False,
+        "dp": {
+            "clip": 1.0,
+            "delta": 1e-5,
+            "target_epsilon": None,
+            "noise_multiplier": 2.0,
+            "rounds": 3,
+            "accountant": "rdp",
+        },
+    }
+
+
 def test_privacy_switched_off_changes_nothing():
     """A privacy block with every wrapper off gives bit-identical results to no block at all, for
     a sum-aggregating protocol (FedAvg) and for CoDream (input-gradient sums)."""

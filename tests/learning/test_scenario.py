@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from abm.learning import LearningScenarioError, run_scenario
@@ -178,3 +179,13 @@ def test_the_class_counts_the_checks_use_are_those_of_the_data(name):
     from abm.learning.data import SKLEARN_CLASSES, sklearn_dataset
 
     assert sklearn_dataset(name).n_classes == SKLEARN_CLASSES[name]
+
+
+def test_reports_write_strict_json():
+    from abm.learning.report import jsonable
+
+    assert jsonable({"a": float("nan"), 1: [np.float32(0.5), float("inf")], "b": np.arange(2)}) == {
+        "a": None,
+        "1": [0.5, None],
+        "b": [0, 1],
+    }

@@ -10,7 +10,7 @@ import yaml
 from abm.learning.privacy.dp import noise_multiplier_for, rdp_epsilon
 from abm.private_calibration.federation import run_protocol
 from abm.private_calibration.institutions import build_institutions
-from abm.private_calibration.report import markdown, privacy_settings
+from abm.private_calibration.report import institution_privacy, markdown
 from abm.private_calibration.scenario import CalibrationProtocolSpec, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,11 +23,12 @@ def test_default_scenario_states_the_dp_budget():
     assert spec.privacy is not None and spec.privacy.secure_aggregation
     dp = spec.privacy.dp
     assert dp is not None and (dp.epsilon, dp.delta, dp.noise_multiplier) == (8.0, 1e-5, None)
-    settings = privacy_settings(spec, scenario.rounds)
+    settings = institution_privacy(spec, scenario.rounds)
     sigma = settings["dp"]["noise_multiplier"]
     assert sigma == noise_multiplier_for(8.0, scenario.rounds, 1e-5)
     assert 8.0 - 1e-6 < rdp_epsilon(sigma, scenario.rounds, 1e-5) <= 8.0
     assert settings["dp"]["target_epsilon"] == 8.0 and settings["dp"]["rounds"] == scenario.rounds == 40
+    assert settings["dp"]["level"].startswith("institution")
 
 
 def test_tiny_federation_spends_exactly_the_target_epsilon():
@@ -62,7 +63,7 @@ def test_tiny_federation_spends_exactly_the_target_epsilon():
         "wall_time_s": 0.0,
         "epsilon": run.epsilon,
         "delta": run.delta,
-        "privacy": privacy_settings(spec, scenario.rounds),
+        "privacy": institution_privacy(spec, scenario.rounds),
     }
     md = markdown(
         {

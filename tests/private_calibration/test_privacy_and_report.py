@@ -76,6 +76,8 @@ def test_what_leaves_an_institution(setup, name):
             assert kinds & WEIGHT_KINDS or MessageKind.MASKED_VECTOR in kinds
         else:
             assert not kinds & WEIGHT_KINDS, f"{name} sent model weights: {kinds}"
+        # MAPL's classifier heads are the one other piece of a model that travels (the last layer)
+        assert (MessageKind.CLASSIFIER_HEAD in kinds) == (name == "mapl")
         for m in msgs:
             if name == "cycle" and m.kind == MessageKind.PREDICTION_REQUEST:
                 # CYCle's request carries the requester's training inputs, which the protocol encrypts
@@ -87,8 +89,9 @@ def test_what_leaves_an_institution(setup, name):
                     assert not (t.numel() == arr.size and np.array_equal(t.reshape(-1).numpy(), arr))
                 for what, x in _private(inst).items():
                     assert not _rows_match(t, x), f"{name}: {inst.name} sent its {what} series in a {m.kind}"
-    if name == "fedavg":
-        # with secure aggregation, updates reach the server only masked
+    if name in ("fedavg", "codream"):
+        # with secure aggregation, updates (fedavg), input gradients and logits (codream) reach the
+        # server only masked
         assert {m.kind for m in run.network.messages if m.receiver == SERVER} <= {
             MessageKind.MASKED_VECTOR,
             MessageKind.PUBLIC_KEY,
@@ -123,7 +126,8 @@ def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch):
     monkeypatch.setattr("abm.private_calibration.federation.build_aggregator", build)
     run_protocol(scenario, institutions, spec)
     calls = recorders[0].calls
-    assert len(calls) == spec.params["dream_steps"] * (scenario.rounds - 1)
+    # every dream step's input gradients, and each round's logits on the dreams (the soft labels)
+    assert len(calls) == (spec.params["dream_steps"] + 1) * (scenario.rounds - 1)
     for contributions, total, masked in calls:
         plain = torch.stack(list(contributions.values())).double().sum(0)
         assert torch.allclose(total.double(), plain, atol=1e-5)
@@ -138,7 +142,11 @@ def test_abm_learn_end_to_end(tmp_path):
         [sys.executable, "-m", "abm", "learn", str(TINY), "--out", str(out)], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    report = json.loads((out / "report.json").read_text())
+
+    def strict(token: str) -> None:
+        raise AssertionError(f"report.json holds {token}, which is not JSON")
+
+    report = json.loads((out / "report.json").read_text(), parse_constant=strict)
     assert report["kind"] == "private_calibration" and report["mode"] == "known_truth"
     assert [i["name"] for i in report["institutions"]] == ["Seattle", "East", "South"]
     expected = ["local", "centralized", "fedavg", "codream", "mapl", "cycle", "ipa"]
@@ -162,7 +170,7 @@ def test_abm_learn_end_to_end(tmp_path):
             assert r["bytes_total"] > 0
     assert report["protocols"]["local"]["mcg"] == 0.0
     assert "masked_vector" in report["protocols"]["fedavg"]["bytes_by_kind"]
-    assert "input_gradients" not in report["protocols"]["codream"]["bytes_by_kind"]  # only masked
+    assert not {"input_gradients", "logits"} & report["protocols"]["codream"]["bytes_by_kind"].keys()  # only masked
     md = (out / "report.md").read_text()
     assert "| codream |" in md and "| truth |" in md and "mean recovery (own prior)" in md
     for f in ("recovery.png", "gains.png", "gains_own.png", "nd.png", "fits.png", "curves.png", "regions.png"):

@@ -18,7 +18,8 @@ Per round (after ``dream_start`` rounds of local training):
    ``local_steps`` Adam steps on (G, z), the server averages both, and a Reptile step moves a
    meta-generator toward the average so later batches start from a good initialisation.
 2. Knowledge acquisition: clients send logits on x; the server averages them (weighted) into soft
-   labels; (x, soft labels) enter a FIFO buffer shared with every client.
+   labels, through the sum aggregator when privacy is on (secure aggregation masks them, DP
+   clips, noises and accounts them); (x, soft labels) enter a FIFO buffer shared with every client.
 3. Distillation: each client trains on KD(buffer) + CE(own data), then ``local_epochs`` of CE;
    the student distils from the buffer too.
 
@@ -48,6 +49,7 @@ from torch import nn
 from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params
+from abm.learning.privacy.aggregation import PlainSum
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 from abm.learning.training import kd_loss, minibatches, predict
 
@@ -441,6 +443,16 @@ class CoDream(Protocol):
             return own
         w = self._weights(ctx)
         replies = ctx.clients.broadcast("codream.logits", {"x": x})
+        if not isinstance(ctx.aggregator, PlainSum):
+            # The soft labels are a weighted sum of private logits: with secure aggregation the
+            # server sees only masked vectors, and with DP each release is clipped, noised and
+            # counted by the accountant, like the dream gradients.
+            shape = replies[ctx.ids[0]]["z"].shape
+            parts = {pid: (replies[pid]["z"] * w[k]).reshape(-1) for k, pid in enumerate(ctx.ids)}
+            total = ctx.aggregator.aggregate(parts, t, ctx.network, MessageKind.LOGITS).reshape(shape)
+            for pid in ctx.ids:
+                ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": total}, t))
+            return total
         total = None
         for k, pid in enumerate(ctx.ids):
             logits = replies[pid]["z"]
