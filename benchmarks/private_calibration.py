@@ -44,7 +44,8 @@ def checks(report: dict) -> list[str]:
         ok = r["mean_recovery"] > local
         lines.append(
             f"- {key}: mean recovery {r['mean_recovery']:.3f} vs local-only {local:.3f}: "
-            f"{'beats' if ok else 'does NOT beat'} local-only; min gain {r['min_gain']:+.3f}"
+            f"{'above' if ok else 'NOT above'} local-only on this seed (the summary's paired test over seeds "
+            f"decides 'beats'); min gain {r['min_gain']:+.3f}"
         )
     if "cycle" in prots:
         g = prots["cycle"]["min_gain"]
