@@ -66,6 +66,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     ax.set_xticklabels(keys, rotation=30, ha="right")
     ax.set_ylabel("gain over local-only")
     ax.set_title("collaboration gain G_n = A_n - B_n")
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(out / "gains.png", dpi=100)
     plt.close(fig)

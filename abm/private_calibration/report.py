@@ -186,7 +186,7 @@ def _plots(
         for i in range(n):
             vals = [prots[k]["institutions"][i][metric] for k in keys]
             ax.bar(np.arange(len(keys)) + i * width, vals, width, label=names[i])
-        if metric == "gain":
+        if metric.startswith("gain"):
             ax.axhline(0, color="k", lw=0.8)
         ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
         ax.set_xticklabels(keys, rotation=30, ha="right")
