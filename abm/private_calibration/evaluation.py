@@ -47,23 +47,22 @@ def end_to_end(
     institutions: list[Institution],
     per_protocol: dict[str, list[dict[str, Any]]],
 ) -> dict[str, list[dict[str, Any]]]:
-    """Simulate each institution at every protocol's estimate (one batched run per institution)
-    and score the fit against its observed series. Adds ``fit`` and ``curve`` to each row."""
+    """Simulate each institution at every protocol's estimate and score the fit against its
+    observed series. Adds ``fit`` and ``curve`` to each row. Every protocol's estimate runs with
+    the same seed (common random numbers), so protocols differ in ND by their estimates, not by
+    simulation noise: equal estimates give equal ND."""
     section = scenario.model
-    keys = list(per_protocol)
     reps = scenario.evaluation.estimate_replicates
     for inst in institutions:
-        ests = [per_protocol[k][inst.index]["estimate"] for k in keys]
-        mult = np.repeat([e["transmission"] for e in ests], reps)
-        seeds = np.repeat([max(0, round(e["seeding"])) for e in ests], reps)
-        asc = np.repeat([e.get("ascertainment", 0.2) for e in ests], reps)
         seed = scenario.seed * 100_003 + inst.index * 1009 + 5
-        series = simulate(inst.population, model, section, mult, seeds, seed)
-        for j, k in enumerate(keys):
-            sl = slice(j * reps, (j + 1) * reps)
-            part = type(series)(series.infections[:, sl], series.admissions[:, sl], series.agents)
-            frame = daily_frame(part, asc[sl], section, None)
-            row = per_protocol[k][inst.index]
+        for rows in per_protocol.values():
+            row = rows[inst.index]
+            e = row["estimate"]
+            mult = np.full(reps, e["transmission"])
+            seeds = np.full(reps, max(0, round(e["seeding"])))
+            asc = np.full(reps, e.get("ascertainment", 0.2))
+            series = simulate(inst.population, model, section, mult, seeds, seed)
+            frame = daily_frame(series, asc, section, None)
             row["fit"] = losses(frame, inst.observed_daily, section.window)
             row["curve"] = frame
     return per_protocol

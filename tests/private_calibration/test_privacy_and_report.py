@@ -136,6 +136,29 @@ def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch):
             assert (masked[pid].double() - vec.double()).abs().max() > 1e3
 
 
+def test_protocols_with_equal_estimates_get_equal_nd():
+    """The end-to-end fits use common random numbers: an estimate's ND depends on the estimate
+    only, not on which protocol gave it or on the other protocols' estimates."""
+    from abm.private_calibration.evaluation import end_to_end
+
+    scenario, base = load_scenario(TINY)
+    institutions, model = build_institutions(scenario, base)
+    same = {"transmission": 1.1, "seeding": 12.0, "ascertainment": 0.2}
+    other = {"transmission": 0.7, "seeding": 40.0, "ascertainment": 0.1}
+
+    def rows(est):
+        return [{"estimate": dict(est)} for _ in institutions]
+
+    a = end_to_end(scenario, model, institutions, {"x": rows(same), "y": rows(other)})
+    b = end_to_end(scenario, model, institutions, {"z": rows(other), "w": rows(same)})
+    def fit(run, key, i):  # as text, so that a NaN (no admissions observed) equals itself
+        return json.dumps(run[key][i]["fit"], sort_keys=True)
+
+    for i in range(len(institutions)):
+        assert fit(a, "x", i) == fit(b, "w", i) and fit(a, "y", i) == fit(b, "z", i)
+        assert fit(a, "x", i) != fit(a, "y", i)
+
+
 def test_abm_learn_end_to_end(tmp_path):
     out = tmp_path / "pc"
     proc = subprocess.run(
