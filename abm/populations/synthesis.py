@@ -184,8 +184,8 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
         tract_out.append(np.full(members.shape[0], t, dtype=np.int32))
         hh_sizes.append(sizes)
 
-    # Long-term care residents come last in each... simpler: after all households, in tract order,
-    # each in a one-person household of their own room.
+    # Long-term care residents come after all households, in tract order, each in a one-person
+    # household of their own room.
     ltc_a = np.concatenate(ltc_ages)
     age = np.concatenate([*ages_out, ltc_a]).astype(np.int16)
     tract = np.concatenate([*tract_out, *ltc_tract]).astype(np.int32)
@@ -244,7 +244,7 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
             continue
         pool = rng.permutation(workers[sector_of == sectors.index(sector_name)])
         need = np.repeat(np.arange(sizes.shape[0]), np.ceil(sizes / ratio).astype(np.int64))
-        need = rng.permutation(need)[: pool.shape[0]]
+        need = rng.permutation(need)[: pool.shape[0]]  # a sector too small leaves places empty (README)
         group[pool[: need.shape[0]]] = first + need
     for s, _ in enumerate(sectors):
         staff = rng.permutation(workers[(sector_of == s) & (group[workers] < 0)])
