@@ -298,13 +298,13 @@ def sweep(
             bar.stop()
             err_console.print(f"interrupted: no results were written to {target}", highlight=False)
             raise typer.Exit(130) from None
-    table = Table(title=f"{total} runs ({sp.replicates} per variant)")
+    table = Table(title=f"{total} runs ({sp.replicates} per variant); means over replicates")
     table.add_column("variant")
-    for name in ("cumulative_infected_share", "peak_hospital_occupancy", "deaths", "total_cost"):
-        table.add_column(f"{name} (mean)", justify="right")
+    for name in ("infected", "peak beds", "deaths", "cost $"):
+        table.add_column(name, justify="right")
     for v, row in result.summary.iterrows():
         table.add_row(
-            sp.label(int(v)),
+            sp.label(int(v), short=True),
             f"{row['cumulative_infected_share_mean']:.1%}",
             f"{row['peak_hospital_occupancy_mean']:,.1f}",
             f"{row['deaths_mean']:,.1f}",

@@ -206,9 +206,22 @@ class SweepPlan:
                 out.append(SweepTask(v, r, seed, data))
         return out
 
-    def label(self, v: int) -> str:
-        """``key=value, ...`` of variant ``v``."""
-        return ", ".join(f"{a.key}={t}" for a, t in zip(self.axes, self.assignments[v]["texts"], strict=True))
+    def label(self, v: int, short: bool = False) -> str:
+        """``key=value, ...`` of variant ``v``; ``short``: each key by its shortest distinct tail
+        (``weight=0.2`` for ``contacts.community.weight=0.2``), for narrow tables."""
+        keys = [a.key for a in self.axes]
+        if short:
+            keys = short_keys(keys)
+        return ", ".join(f"{k}={t}" for k, t in zip(keys, self.assignments[v]["texts"], strict=True))
+
+
+def short_keys(keys: list[str]) -> list[str]:
+    """Each dotted key by its last components, as few as keep the keys distinct."""
+    for n in range(1, max(k.count(".") for k in keys) + 2):
+        tails = [".".join(k.split(".")[-n:]) for k in keys]
+        if len(set(tails)) == len(tails):
+            return tails
+    return keys
 
 
 def plan(

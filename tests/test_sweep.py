@@ -170,3 +170,14 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     sc = info["variants"][1]["scenario"]
     assert sc["contacts"]["household"]["weight"] == 1.5
     assert sc["population"]["agents"] == 1000 and sc["simulation"]["days"] == 10 and sc["simulation"]["seed"] == 40
+
+
+def test_short_keys_keep_keys_distinct():
+    from abm.sweep import short_keys
+
+    assert short_keys(["contacts.community.weight", "interventions.vaccination.start_day"]) == ["weight", "start_day"]
+    assert short_keys(["contacts.community.weight", "contacts.household.weight"]) == [
+        "community.weight",
+        "household.weight",
+    ]
+    assert short_keys(["seed"]) == ["seed"]

@@ -151,6 +151,7 @@ def test_protocols_with_equal_estimates_get_equal_nd():
 
     a = end_to_end(scenario, model, institutions, {"x": rows(same), "y": rows(other)})
     b = end_to_end(scenario, model, institutions, {"z": rows(other), "w": rows(same)})
+
     def fit(run, key, i):  # as text, so that a NaN (no admissions observed) equals itself
         return json.dumps(run[key][i]["fit"], sort_keys=True)
 
