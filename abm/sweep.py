@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import platform
 import sys
 import time
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 import yaml
@@ -266,6 +268,14 @@ def plan(
     return SweepPlan(str(scenario), axes, n_rep, variants, assignments)
 
 
+def outcome(name: str, value: Any) -> int | float | None:
+    """An outcome as stored: days as int, None for a day that does not exist (a peak of a curve
+    that stays at zero), the rest as float."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value) if name in INTEGER_OUTCOMES else float(value)
+
+
 def run_task(task: SweepTask) -> dict[str, Any]:
     """Run one (variant, replicate) and return its outcomes (and its engine seconds, kept
     apart from the table because timings differ from run to run)."""
@@ -280,7 +290,7 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     return {
         "variant": task.variant,
         "replicate": task.replicate,
-        "outcomes": {name: (int if name in INTEGER_OUTCOMES else float)(out[name]) for name in OUTCOMES},
+        "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES},
         "engine_seconds": float(result.manifest["timings"]["engine_seconds"]),
         "population_seconds": float(result.manifest["timings"]["population_seconds"]),
     }
@@ -356,7 +366,9 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
         }
         row["replicates"] = len(group)
         for name in OUTCOMES:
-            stats = mean_sd(group[name].to_numpy(dtype=float))
+            values = group[name].to_numpy(dtype=float)
+            values = values[~np.isnan(values)]  # a peak day over the replicates that have a peak
+            stats = mean_sd(values) if values.size else {"mean": math.nan, "sd": math.nan}
             row[f"{name}_mean"], row[f"{name}_sd"] = stats["mean"], stats["sd"]
         summary_rows.append(row)
     return table, pd.DataFrame(summary_rows)

@@ -63,7 +63,7 @@ def main() -> None:
         f"- tracing delays the peak (ct peak day {peak['ct']['day']} vs ni {peak['ni']['day']}): "
         f"{peak['ct']['day'] > peak['ni']['day']}"
     )
-    late = [n for n in NAMES if peak[n]["day"] >= 100]
+    late = [n for n in NAMES if (peak[n]["day"] or 0) >= 100]
     later = ", ".join(f"{n} day {peak[n]['day']}" for n in late) or "none"
     print(f"- every peak before day 100: {not late} (later: {later})")
     red_old = 1 - age_share["vacc"][0] / age_share["ni"][0]

@@ -181,3 +181,25 @@ def test_short_keys_keep_keys_distinct():
         "household.weight",
     ]
     assert short_keys(["seed"]) == ["seed"]
+
+
+def test_a_curve_that_stays_at_zero_has_no_peak_day():
+    """5 days are too few for anyone to reach hospital: the run's summary, the comparison and the
+    sweep give no peak day for hospital occupancy (not day 0), while the seeded infections of
+    day 0 are the peak of new infections."""
+    import math
+
+    import abm
+    from abm.outputs.compare import comparison_table, format_cell
+    from abm.outputs.plots import RunTables
+
+    run = abm.run(SCENARIO, agents=2000, days=5, replicates=2)
+    occ = run.summary["peak_hospital_occupancy"]
+    assert occ == {"value": 0.0, "day": None, "per_100k": 0.0}
+    assert run.summary["peak_new_infections"]["day"] == 0
+    row = comparison_table([RunTables.from_result(run)]).iloc[0]
+    assert math.isnan(row["peak_hospital_day"]) and format_cell("peak_hospital_day", row["peak_hospital_day"]) == ""
+    result = run_sweep(SCENARIO, ["contacts.community.weight=0.3"], replicates=2, agents=2000, days=5)
+    assert result.table["peak_hospital_day"].isna().all()
+    assert math.isnan(result.summary["peak_hospital_day_mean"].iloc[0])
+    assert (result.table["peak_new_infections_day"] == 0).all()

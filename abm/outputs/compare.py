@@ -70,7 +70,7 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
                 "replicates": run.replicates,
                 "peak_hospital_occupancy": occ["value"],
                 "peak_hospital_occupancy_per_100k": occ["per_100k"],
-                "peak_hospital_day": occ["day"],
+                "peak_hospital_day": math.nan if occ["day"] is None else occ["day"],  # no peak: empty
                 "peak_share_of_capacity": occ["value"] / cap["beds"] if cap["beds"] else math.nan,
                 "days_over_capacity": cap["days_over_capacity"],
                 "share_of_days_over_capacity": cap["days_over_capacity"] / s["days"],

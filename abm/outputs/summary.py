@@ -18,11 +18,13 @@ def mean_sd(values: np.ndarray) -> dict[str, float]:
     return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
-def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float]:
-    """Peak of the mean curve over replicates ([day, replicate]) and its day."""
+def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float | int | None]:
+    """Peak of the mean curve over replicates ([day, replicate]) and its first day; the day is
+    None for a curve that stays at zero (it has no peak)."""
     mean = curve_by_replicate.mean(axis=1)
     day = int(mean.argmax())
-    return {"value": float(mean[day]), "day": day, "per_100k": float(mean[day] * 1e5 / agents)}
+    value = float(mean[day])
+    return {"value": value, "day": day if value > 0 else None, "per_100k": value * 1e5 / agents}
 
 
 def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float) -> dict[str, Any]:
