@@ -87,23 +87,33 @@ def learning_kind(file: Path) -> str | None:
     return "learning" if {"protocols", "split", "data"} & data.keys() else None
 
 
-def note_switched_on(file: Path, options: list[tuple[str, str]], overrides: dict) -> None:
-    """A note for each intervention that an option (``(option, key=value)``) turns on because
-    ``file`` does not have it: its other settings then take their defaults."""
+def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]], overrides: dict) -> None:
+    """A note for each intervention that is on in a ``resolved`` scenario while ``file`` (with
+    ``overrides``, without the options) lacks it: the ``(option, key=value)`` options turned it on,
+    with the defaults for everything they do not set."""
     from abm.runs import resolve
 
-    named = {text.split("=", 1)[0].split(".")[1]: (option, text) for option, text in options
-             if text.startswith("interventions.") and text.count(".") >= 1}  # fmt: skip
-    if not named:
+    try:
+        base = resolve(file, overrides, None)
+    except ScenarioError:  # the file is valid only with its options: nothing to compare with
         return
-    base = resolve(file, overrides, None)
-    for name, (option, text) in named.items():
-        if getattr(base.interventions, name, None) is None:
-            err_console.print(
-                f"note: {option} {text} turns {name} on ({file} has no interventions.{name}); "
-                "its other settings take their defaults",
-                highlight=False,
-            )
+    names = type(base.interventions).model_fields
+    for name in names:
+        if getattr(base.interventions, name, None) is not None:
+            continue
+        if not any(getattr(getattr(sc.interventions, name, None), "enabled", False) for sc in resolved):
+            continue
+        keys = [(opt, text, text.split("=", 1)[0].strip()) for opt, text in options]
+        given = [
+            f"{opt} {text}"
+            for opt, text, key in keys
+            if key == "interventions" or key.startswith(f"interventions.{name}")
+        ]
+        err_console.print(
+            f"note: {', '.join(given) or 'an option'} turns {name} on ({file} has no interventions.{name}); "
+            "its other settings take their defaults",
+            highlight=False,
+        )
 
 
 @app.command()
@@ -132,7 +142,7 @@ def run(
         check_target(target)
     except OutputFolderError as exc:
         fail(str(exc))
-    note_switched_on(file, [("--set", s) for s in set_ or []], overrides)
+    note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
     vaccination = getattr(sc.interventions, "vaccination", None)
     if agents is not None and vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
         per_100k = vaccination.daily_doses * 1e5 / sc.population.agents
@@ -270,7 +280,8 @@ def sweep(
         check_target(target)
     except OutputFolderError as exc:
         fail(str(exc))
-    note_switched_on(file, [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_], overrides)
+    options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
+    note_switched_on(file, sp.variants, options, overrides)
     total = len(sp.variants) * sp.replicates
     with Progress(
         TextColumn("[bold]{task.description}"),

@@ -61,7 +61,7 @@ def main() -> None:
     print(f"- tracing gives the lowest hospital peak of ni/sq/vacc/ct: {lowest == 'ct'} (lowest: {lowest})")
     print(
         f"- tracing delays the peak (ct peak day {peak['ct']['day']} vs ni {peak['ni']['day']}): "
-        f"{peak['ct']['day'] > peak['ni']['day']}"
+        f"{(peak['ct']['day'] or 0) > (peak['ni']['day'] or 0)}"
     )
     late = [n for n in NAMES if (peak[n]["day"] or 0) >= 100]
     later = ", ".join(f"{n} day {peak[n]['day']}" for n in late) or "none"

@@ -215,3 +215,19 @@ def test_a_calibration_needs_a_free_parameter():
 
     with pytest.raises(ValidationError, match="at least 1 item"):
         CalibrationConfig(parameters={})
+
+
+def test_parameters_fitted_at_a_bound_are_listed():
+    from abm.calibration.config import CalibrationConfig
+    from abm.calibration.optimize import at_bounds
+
+    cfg = CalibrationConfig.model_validate(
+        {
+            "targets": ["deaths"],
+            "fit_window": ["2020-03-01", "2020-04-30"],
+            "parameters": {"a": {"low": 0.0, "high": 10.0}, "b": {"low": 0.0, "high": 10.0}},
+        }
+    )
+    assert at_bounds({"a": 9.95, "b": 5.0}, cfg) == ["a"]
+    assert at_bounds({"a": 0.0, "b": 0.2}, cfg) == ["a"]
+    assert at_bounds({"a": 0.11, "b": 9.89}, cfg) == []

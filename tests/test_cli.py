@@ -134,6 +134,10 @@ def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
     vacc = SCENARIO.parent / "vacc.yaml"
     proc = abm_cli("run", str(vacc), "--out", str(tmp_path / "b"), *base)
     assert proc.returncode == 0 and "turns vaccination on" not in " ".join(proc.stderr.split())
+    # An option that leaves the intervention off gets no note.
+    off = [*base[:-1], "interventions.vaccination.enabled=false"]
+    proc = abm_cli("run", str(SCENARIO), "--out", str(tmp_path / "c"), *off)
+    assert proc.returncode == 0 and "note:" not in proc.stderr
 
 
 def test_validate_accepts_the_shipped_scenarios():

@@ -76,7 +76,7 @@ def brute_force_choice(sim: Simulation, vacc, day: int) -> torch.Tensor:
     ``available`` of each replicate (the rule the queue implements)."""
     c, st = vacc.cfg, sim.state
     stock = torch.roll(vacc.stock, 1, dims=1)
-    stock[:, 0] = vacc.per_day
+    stock[:, 0] = vacc.production(day)
     available = stock.sum(1)
     can = (st.stage < Stage.HOSPITALIZED) & ~st.isolated & vacc.in_program
     first = can & (vacc.doses == 0)

@@ -70,6 +70,17 @@ def test_a_fractional_dose_rate_is_kept_over_time_and_doses_and_protection_are_c
     assert table["first_doses"].sum() == 18 and table["vaccine_protected"].iloc[-1] == protected[-1]
 
 
+def test_an_agent_protected_by_both_doses_on_one_day_is_counted_once():
+    # dose 1 on day 0 protects from day 30; dose 2 on day 21 protects from day 21 + 9 = 30 too
+    n = 4
+    pop = make_population([[i] for i in range(n)], ages=[85] * n)
+    cfg = VaccinationConfig(
+        start_day=0, daily_doses=n, dose1_efficacy=1.0, dose1_delay_days=30, dose2_gap_days=21, dose2_delay_days=9
+    )
+    res = sim_of(pop, [Vaccination(cfg)], days=35).run()
+    assert res.activity["vaccine_protected"][:, 0].tolist() == [0] * 30 + [n] * 5
+
+
 def test_tests_positives_and_quarantine_are_counted_daily():
     pop = make_population([[0], [1]])
     test = {"name": "rt_pcr", "sensitivity": 1.0, "result_delay_days": [2], "result_delay_probs": [1.0]}

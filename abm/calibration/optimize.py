@@ -402,7 +402,7 @@ def calibrate(
         "seed": cfg.seed if method == "optuna" else sc.simulation.seed,
         **extra,
         "best_parameters": best,
-        "at_bounds": at_bounds(best, cfg),
+        "at_bounds": at_bounds(best, cfg) if method == "optuna" else [],  # the gradient method has no bounds
         "fit_window": [str(d) for d in cfg.fit_window],
         "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
         "fit": losses(sim, observed, cfg.fit_window),

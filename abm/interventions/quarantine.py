@@ -35,8 +35,9 @@ class QuarantineConfig(BaseModel):
     )
     reset_infectiousness: bool = Field(
         True,
-        description="an infected agent completing quarantine is no longer infectious (thesis; false reproduces the "
-        "reference code, which does not implement it: docs/reference.md §11 Q12)",
+        description="an infected agent completing its quarantine days is no longer infectious (thesis; false "
+        "reproduces the reference code, which does not implement it: docs/reference.md §11 Q12; entry_day "
+        "quarantines never complete)",
     )
     cost_per_day: float = Field(0.0, ge=0, description="US$ per agent-day in quarantine")
     persistence: Literal["full", "entry_day"] = Field(
@@ -76,9 +77,7 @@ class Quarantine(InterventionBase):
 
     def lift(self, sim: Simulation, day: int) -> None:
         """Entry-day persistence: today's quarantines end once the day's contacts are over."""
-        st = sim.state
-        if self.cfg.reset_infectiousness:
-            st.infectiousness_scale[st.isolated & (st.stage != Stage.SUSCEPTIBLE)] = 0.0
+        st = sim.state  # a one-day quarantine is not a completed one: no reset of infectiousness
         st.isolated.zero_()
         self.members = self.members[:0] if self.members is not None else None
 

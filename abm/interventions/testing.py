@@ -78,7 +78,8 @@ class TestingConfig(BaseModel):
     test_quarantined: bool = Field(False, description="whether quarantined agents are tested")
     retest_positives: bool = Field(
         False,
-        description="false (intended): an agent who has had a positive result is not tested again; true: a "
+        description="false (intended): an agent who has had a positive result is not tested again (unless infected "
+        "after a false positive); true: a "
         "symptomatic positive is tested again as soon as its result is in, even on the day it arrives, before that "
         "day's quarantine (reproduces the reference code's repeat tests, docs/reference.md §7.1)",
     )
@@ -192,8 +193,9 @@ class Testing(InterventionBase):
         ok = (self.result_day.index_select(0, cand) < 0) & waited & (s != Stage.DEATH) & (s < Stage.HOSPITALIZED)
         if not self.cfg.test_quarantined:
             ok &= ~st.isolated.index_select(0, cand)
-        if not self.cfg.retest_positives:
-            ok &= self.positive_day.index_select(0, cand) < 0
+        if not self.cfg.retest_positives:  # no retest after a positive, unless infected since
+            pos = self.positive_day.index_select(0, cand)
+            ok &= (pos < 0) | (pos < st.infected_day.index_select(0, cand))
         cand = cand.index_select(0, ok.nonzero().squeeze(1))
         cand_symptomatic = is_symptomatic(stage.index_select(0, cand))
         cand_request = self.request.index_select(0, cand)

@@ -319,6 +319,7 @@ class Vaccination(InterventionBase):
         due = self.pending.pop(day, None)
         if due is None:
             return
+        due = torch.unique(due)  # both doses' protection may start on the same day
         due = due[self.protect_day.index_select(0, due) == day]  # a later dose may have moved it
         level = self.protect_level.index_select(0, due)
         before = self.protected.index_select(0, due)

@@ -112,10 +112,10 @@ def jsonable(obj: Any) -> Any:
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
     if isinstance(obj, np.ndarray):
-        return obj.tolist()
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
     if isinstance(obj, float) and not np.isfinite(obj):
         return None
     return obj

@@ -189,3 +189,4 @@ def test_reports_write_strict_json():
         "1": [0.5, None],
         "b": [0, 1],
     }
+    assert jsonable([np.float64("nan"), np.float32("inf"), np.array([1.5, np.nan])]) == [None, None, [1.5, None]]
