@@ -59,12 +59,14 @@ class FlowerClients(ClientPool):
         with torch.random.fork_rng(devices=[]):
             return model_for(spec, self.input_shape, self.n_classes)
 
-    def _one(self, pid: int, op: str, payload: Payload, config: dict[str, Any]) -> Payload:
+    def _one(self, pid: int, op: str, payload: Payload, config: dict[str, Any]) -> Any:
+        """One client's reply, still encoded (decoded by the caller's thread: numpy's header
+        parser is not safe to run in several threads at once on Python 3.11)."""
         params, cfg = encode_request(op, self.protocol, payload, config)
         res = self.proxies[pid].fit(FitIns(params, cfg), self.timeout, self.protocol)
         if res.status.code != Code.OK:
             raise RuntimeError(f"participant {pid} failed in client operation {op!r}:\n{res.status.message}")
-        return decode_tensors(res.parameters, json.loads(str(res.metrics["names"])))
+        return res
 
     def call(
         self,
@@ -78,7 +80,8 @@ class FlowerClients(ClientPool):
             cfg = self.config_for(pid, config, client_config)
             jobs[pid] = self._pool.submit(self._one, pid, op, dict(payloads[pid]), cfg)
         self.requests += len(jobs)
-        return {pid: job.result() for pid, job in jobs.items()}
+        replies = {pid: job.result() for pid, job in jobs.items()}
+        return {pid: decode_tensors(r.parameters, json.loads(str(r.metrics["names"]))) for pid, r in replies.items()}
 
     def close(self) -> None:
         """Stop the request threads."""
