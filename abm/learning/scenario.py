@@ -373,6 +373,13 @@ def check_protocols(
                 "wrappers apply only to protocols whose aggregation is a sum (fedavg, "
                 "fedprox, codream, codream_fast)"
             )
+        params = spec.params or {}
+        if private and params.get("collaborate") is False and params.get("independent_labels", "dreamer") == "dreamer":
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy: bad value for {spec.name} with collaborate: false: its "
+                "dreams and their labels are shared in the clear, nothing is summed, so no privacy wrapper "
+                "covers it; remove privacy (or use independent_labels: all)"
+            )
 
 
 RUNNERS = ("inprocess", "flower-sim", "flower")

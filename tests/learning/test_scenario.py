@@ -54,6 +54,10 @@ def test_semantic_errors():
         load_scenario(_tiny(models=mixed, protocols=[{"name": "fedavg"}]))
     with pytest.raises(LearningScenarioError, match="whose aggregation is a sum"):
         load_scenario(_tiny(protocols=[{"name": "cycle", "privacy": {"secure_aggregation": True}}]))
+    alone = {"name": "codream", "params": {"collaborate": False}, "privacy": {"secure_aggregation": True}}
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy.*shared in the clear"):
+        load_scenario(_tiny(protocols=[alone]))
+    load_scenario(_tiny(protocols=[{**alone, "params": {"collaborate": False, "independent_labels": "all"}}]))
     with pytest.raises(LearningScenarioError, match="CNN needs image data"):
         load_scenario(_tiny(models=[{"kind": "cnn"}]))
 
