@@ -113,8 +113,9 @@ class DigitalTracing(InterventionBase):
         reached = torch.unique(partner)
         reached = reached[~sim.state.isolated.index_select(0, reached)]
         self.notified_day[reached] = day
-        sim.count_activity("app_notifications", day, sim.per_replicate(reached))
+        counted = sim.per_replicate(reached)
+        sim.count_activity("app_notifications", day, counted)
         complied = notify(sim, day, reached, c.compliance, "dct-comply", c.test_contacts)
         self.complied_day[reached[complied]] = day
         if c.cost_per_notification > 0:
-            sim.book_cost("dct_notification", day, sim.per_replicate(reached), c.cost_per_notification)
+            sim.book_cost("dct_notification", day, counted, c.cost_per_notification)

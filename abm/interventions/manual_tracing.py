@@ -101,9 +101,10 @@ class ManualTracing(InterventionBase):
             index = index[first_per_replicate(sim.replicate.index_select(0, index), key, limit)]
         if index.numel() == 0:
             return
-        sim.count_activity("interviews", day, sim.per_replicate(index))
+        counted = sim.per_replicate(index)
+        sim.count_activity("interviews", day, counted)
         if c.cost_per_interview > 0:
-            sim.book_cost("mct_interview", day, sim.per_replicate(index), c.cost_per_interview)
+            sim.book_cost("mct_interview", day, counted, c.cost_per_interview)
         tested = sim.fields.get("last_test_day") if c.skip_tested_contacts else None
         layers = (sim.household, sim.occupation)
         _owner, partner = window_contacts(sim, index, day, c.window_days, layers, tested)

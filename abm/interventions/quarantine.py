@@ -117,8 +117,9 @@ class Quarantine(InterventionBase):
         members = members[st.stage.index_select(0, members) != Stage.DEATH]
         st.isolated[torch.cat([leave, dead])] = False
         self.members = members
-        sim.count_activity("in_quarantine", day, sim.per_replicate(members))
+        counted = sim.per_replicate(members)
+        sim.count_activity("in_quarantine", day, counted)
         history = self.history.bitwise_left_shift_(1).bitwise_and_((1 << 30) - 1)
         history.index_copy_(0, members, history.index_select(0, members) | 1)
         if c.cost_per_day > 0:
-            sim.book_cost("quarantine_day", day, sim.per_replicate(members), c.cost_per_day)
+            sim.book_cost("quarantine_day", day, counted, c.cost_per_day)
