@@ -6,7 +6,7 @@ project)::
     python tools/derive_king_county_region.py ../shared/data/king_county
 
 It writes ``abm/populations/regions/king_county/tracts.csv``: one row per 2010-vintage census
-tract with people (GEOID, name, centroid, land area, population by 9 age bands, households by
+tract with people (GEOID, name, centroid, land area, population by 18 five-year age bands, households by
 size). Polygons are read only to compute each tract's area-weighted centroid; no polygon is
 written. County-level figures live in ``region.yaml`` next to it, with their sources.
 """
@@ -20,17 +20,10 @@ import math
 import sys
 from pathlib import Path
 
-AGE_BANDS = [
-    "age_0_9",
-    "age_10_19",
-    "age_20_29",
-    "age_30_39",
-    "age_40_49",
-    "age_50_59",
-    "age_60_69",
-    "age_70_79",
-    "age_80_plus",
-]
+# Five-year bands of ACS table B01001 (columns Total_0_4 .. Total_85up of the extract), written
+# as age_0_4 .. age_80_84 and age_85_plus.
+SOURCE_BANDS = [f"Total_{a}_{a + 4}" for a in range(0, 85, 5)] + ["Total_85up"]
+AGE_BANDS = [f"age_{a}_{a + 4}" for a in range(0, 85, 5)] + ["age_85_plus"]
 HH_SIZES = ["hh_size_1", "hh_size_2", "hh_size_3", "hh_size_4", "hh_size_5", "hh_size_6", "hh_size_7up"]
 
 
@@ -88,7 +81,7 @@ def main(src: Path, dst: Path) -> None:
                 "lat": f"{lat:.6f}",
                 "lon": f"{lon:.6f}",
                 "land_km2": f"{props['ALAND'] / 1e6:.4f}",
-                **{b: a[b] for b in AGE_BANDS},
+                **{b: a[src] for b, src in zip(AGE_BANDS, SOURCE_BANDS, strict=True)},
                 "households": h["households_total"],
                 **{k.replace("hh_size_", "hh_"): h[k] for k in HH_SIZES},
             }
@@ -98,7 +91,7 @@ def main(src: Path, dst: Path) -> None:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print(f"wrote {len(rows)} tracts, {sum(int(r['age_0_9']) for r in rows)} aged 0-9, to {dst}")
+    print(f"wrote {len(rows)} tracts, {sum(int(r['age_0_4']) for r in rows)} aged 0-4, to {dst}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ import pandas as pd
 
 SCHOOL = "SCHOOL"
 LONG_TERM_CARE = "LONG_TERM_CARE"
+AGE_GROUPS = 9  # ten-year groups 0-9, 10-19, ..., 70-79, 80+
+
+
+def ten_year_group(age: np.ndarray) -> np.ndarray:
+    """The age group (0..8: 0-9, ..., 70-79, 80+) of ages in years."""
+    return np.minimum(np.asarray(age) // 10, AGE_GROUPS - 1).astype(np.int8)
 
 
 @dataclass

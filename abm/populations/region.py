@@ -64,9 +64,13 @@ class RegionFigures(BaseModel):
 
     @field_validator("age_bands")
     @classmethod
-    def _nine_bands(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
-        if len(v) != 9:
-            raise ValueError(f"the engine uses 9 ten-year age bands, got {len(v)}")
+    def _contiguous_bands(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        bounds = list(v.values())
+        if not bounds or bounds[0][0] != 0:
+            raise ValueError("age bands must start at age 0")
+        for (lo, hi), (next_lo, _) in zip(bounds, [*bounds[1:], (bounds[-1][1] + 1, 0)], strict=True):
+            if hi < lo or next_lo != hi + 1:
+                raise ValueError(f"age bands must be contiguous and in order; got {bounds}")
         return v
 
 
@@ -83,7 +87,7 @@ class Region:
         return self.figures.name
 
     def band_counts(self) -> np.ndarray:
-        """People per tract and age band, shape [tracts, 9]."""
+        """People per tract and age band, shape [tracts, bands]."""
         return self.tracts[list(self.figures.age_bands)].to_numpy(dtype=np.float64)
 
     def household_counts(self) -> np.ndarray:

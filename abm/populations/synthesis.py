@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from abm.populations.population import LONG_TERM_CARE, SCHOOL, Population
+from abm.populations.population import LONG_TERM_CARE, SCHOOL, Population, ten_year_group
 from abm.populations.region import Region, RegionFigures
 
 ADULT_AGE = 18
@@ -173,7 +173,7 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
     ages_out, tract_out, hh_sizes, ltc_ages, ltc_tract = [], [], [], [], []
     for t in range(bands.shape[0]):
         n_band = largest_remainder(bands[t], int(per_tract[t]))
-        band = np.repeat(np.arange(9), n_band)
+        band = np.repeat(np.arange(bands.shape[1]), n_band)
         ages = rng.integers(band_lo[band], band_hi[band] + 1).astype(np.int16)
         in_care = rng.random(ages.shape[0]) < rate_by_age(fig.long_term_care.residence_rate, ages)
         ltc_ages.append(ages[in_care])
@@ -195,7 +195,7 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
     n = age.shape[0]
     long_term_care = np.zeros(n, dtype=bool)
     long_term_care[n - ltc_a.shape[0] :] = True
-    age_group = np.clip(np.searchsorted(band_hi, age, side="left"), 0, 8).astype(np.int8)
+    age_group = ten_year_group(age)
 
     sectors = list(fig.sectors)
     categories = [*sectors, SCHOOL, LONG_TERM_CARE]
@@ -239,12 +239,20 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
         ("EDUCATION", school_first, school_sizes[: school_last - school_first], fig.pupils_per_staff),
         ("HEALTHCARE", ltc_first, ltc_sizes, fig.long_term_care.residents_per_staff),
     ]
+    staff_sectors = [sectors.index(name) for name, *_ in staff_plan if name in sectors]
     for sector_name, first, sizes, ratio in staff_plan:
         if sector_name not in sectors or sizes.shape[0] == 0:
             continue
-        pool = rng.permutation(workers[sector_of == sectors.index(sector_name)])
-        need = np.repeat(np.arange(sizes.shape[0]), np.ceil(sizes / ratio).astype(np.int64))
-        need = rng.permutation(need)[: pool.shape[0]]  # a sector too small leaves places empty (README)
+        s = sectors.index(sector_name)
+        need = rng.permutation(np.repeat(np.arange(sizes.shape[0]), np.ceil(sizes / ratio).astype(np.int64)))
+        short = need.shape[0] - int((sector_of == s).sum())
+        if short > 0:
+            # The sector shares leave too few workers for the places' staff ratios (EDUCATION's
+            # share is 1.9%): the shortfall joins the sector from the other (non-staff) sectors.
+            others = np.flatnonzero(~np.isin(sector_of, staff_sectors))
+            sector_of[rng.choice(others, size=min(short, others.shape[0]), replace=False)] = s
+        pool = rng.permutation(workers[sector_of == s])
+        need = need[: pool.shape[0]]  # no workers left at all: places stay short (README)
         group[pool[: need.shape[0]]] = first + need
     for s, _ in enumerate(sectors):
         staff = rng.permutation(workers[(sector_of == s) & (group[workers] < 0)])
