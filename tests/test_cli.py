@@ -256,6 +256,14 @@ def test_resolved_yaml_round_trips():
     assert yaml.safe_load(sc.resolved_yaml())["disease"]["dwell_times"][0]["from"] == "asymptomatic"
 
 
+def default_sigint() -> None:
+    """In the child: Ctrl-C's default action, whatever the test runner inherited (a shell starts
+    background jobs with SIGINT ignored, and children inherit that)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_leaves_no_run_folder(tmp_path):
     import signal
     import time
@@ -278,6 +286,7 @@ def test_ctrl_c_leaves_no_run_folder(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     # Interrupt once the run has started (it announces itself on stderr), not while importing.
     first = proc.stderr.readline()
@@ -404,6 +413,7 @@ def test_ctrl_c_while_starting_ends_with_one_line(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
