@@ -18,6 +18,7 @@ The summary is written twice: for recovery on held-out simulations over the full
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from pathlib import Path
@@ -126,8 +127,8 @@ def main() -> None:
         "",
         f"Command: `python benchmarks/private_calibration.py --scenario {args.scenario.relative_to(ROOT)} "
         f"--seeds {' '.join(map(str, args.seeds))}`. Date: {time.strftime('%Y-%m-%d')}. "
-        f"Machine: 2-core CPU shared with other jobs ({platform.machine()}, Python {platform.python_version()}), "
-        "torch CPU, 1 thread.",
+        f"Machine: {os.cpu_count()}-core CPU ({platform.machine()}, Python {platform.python_version()}), "
+        f"torch CPU, 1 thread; load average {os.getloadavg()[0]:.1f} at the start.",
         "",
     ]
     reports = []

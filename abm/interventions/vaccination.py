@@ -222,6 +222,9 @@ class Vaccination(InterventionBase):
         waiting = (self.doses.index_select(0, a1.view(-1)) == 0) & st.isolated.index_select(0, a1.view(-1))
         lead = self._finished(a1, p1, end, lambda a: first_done(a) | waiting)
         behind = (self.steps[None, : a1.shape[1]] < lead[:, None]) & waiting.view(a1.shape)
+        # A passed agent may have its first dose later, from ``passed``: the front must cover its
+        # entry, or its second dose would never be scanned (it is past the head for good).
+        self.front = torch.maximum(self.front, torch.where(behind, p1 + 1, 0).amax(1))
         if self.passed.numel() > 0 or bool(behind.any()):
             self.passed = torch.cat([self.passed, a1[behind]])
             self.passed = torch.sort(self.passed[~first_done(self.passed)]).values

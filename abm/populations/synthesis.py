@@ -1,9 +1,10 @@
 """Build a synthetic population from a region's figures, deterministically from a seed.
 
-Steps: agents per tract and age band (largest remainder, so marginals are exact); long-term
-care residents by age; households sampled from each tract's size distribution with a coherent
-composition (children live with adults of parent age, couples of similar age, single adults);
-schools by age near home; workplaces by sector and establishment size; facility staff.
+Steps: agents per tract (largest remainder) and age band (systematic rounding: exact tract
+totals, unbiased band counts); long-term care residents by age; households sampled from each
+tract's size distribution with a coherent composition (children live with adults of parent age,
+couples of similar age, single adults); schools by age near home; workplaces by sector and
+establishment size; facility staff.
 """
 
 from __future__ import annotations
@@ -27,6 +28,27 @@ def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
     short = total - int(base.sum())
     if short > 0:
         base[np.argsort(-(quota - base), kind="stable")[:short]] += 1
+    return base
+
+
+def systematic_round(weights: np.ndarray, total: int, rng: np.random.Generator) -> np.ndarray:
+    """Integers summing exactly to ``total`` whose expectations are proportional to ``weights``:
+    each entry gets the floor of its quota, and the agents left over go to entries drawn by
+    systematic sampling on the quotas' fractional parts (an entry gets one more with probability
+    equal to its fractional part). Unlike :func:`largest_remainder`, small quotas are not
+    starved: with 18 age bands and a dozen agents per tract, largest remainder gave the small
+    old-age bands almost nobody (65+ 8% of 5,000 agents against 12.7%)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if total <= 0 or w.sum() <= 0:
+        return np.zeros(w.shape, dtype=np.int64)
+    quota = w / w.sum() * total
+    base = np.floor(quota).astype(np.int64)
+    short = total - int(base.sum())
+    if short > 0:
+        edges = np.cumsum(quota - base)
+        edges *= short / edges[-1]  # the fractional parts sum to ``short`` up to rounding
+        points = rng.random() + np.arange(short)
+        base += np.bincount(np.searchsorted(edges, points, side="right"), minlength=w.shape[0])[: w.shape[0]]
     return base
 
 
@@ -92,7 +114,7 @@ def build_tract_households(
 
     # Each household needs an adult. Where the tract's figures leave more children than places
     # beside an adult (student areas: the 10-19 band is mostly 18-19 there), the oldest of the
-    # 10-17 year olds are 18-19 instead; the age band counts stay exact.
+    # 10-17 year olds are 18-19 instead (which moves them to another age band).
     excess = int((ages < ADULT_AGE).sum()) - int(np.maximum(sizes - 1, 0).sum())
     if excess > 0:
         teens = np.flatnonzero((ages >= 10) & (ages < ADULT_AGE))
@@ -172,7 +194,7 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
 
     ages_out, tract_out, hh_sizes, ltc_ages, ltc_tract = [], [], [], [], []
     for t in range(bands.shape[0]):
-        n_band = largest_remainder(bands[t], int(per_tract[t]))
+        n_band = systematic_round(bands[t], int(per_tract[t]), rng)
         band = np.repeat(np.arange(bands.shape[1]), n_band)
         ages = rng.integers(band_lo[band], band_hi[band] + 1).astype(np.int16)
         in_care = rng.random(ages.shape[0]) < rate_by_age(fig.long_term_care.residence_rate, ages)
