@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios/king_county/no_intervention.yaml"
 # The benchmark's workload: the King County rate of sessions 3-7, at which NI infects about 77%
 # of agents by day 180 (a full epidemic, like the peers' in peers.py). The scenarios' calibrated
-# rate (3.137 since 2026-11-25) infects 50%, which is less work; `--rate 0` times that.
+# rate (3.137 since 2026-11-25) infects about 47%, which is less work; `--rate 0` times that.
 BENCHMARK_RATE = 4.567
 
 CHILD = r"""

@@ -15,7 +15,7 @@ Settings, comparable rather than identical (each simulator has its own disease m
   infections, no deaths; one-day steps from 2020-01-01.
 
 The transmission rates make the epidemics alike in size and timing (about 80% infected by day
-180, peak around day 60-70 with our NI scenario): each row shows its attack rate and peak day, so
+180, peak around day 80-90 with our NI scenario): each row shows its attack rate and peak day, so
 the match is checked in every run. Each simulator runs in a fresh subprocess with one thread
 (torch threads 1; OMP, MKL, OpenBLAS and Numba threads 1). A subprocess first runs a small
 untimed warm-up (1,000 agents, 10 days) so that Numba compilation and first-call costs are not
@@ -42,7 +42,8 @@ STARSIM_BETA = 0.028  # per contact per day; about 80% infected by day 180 at 10
 COVASIM_BETA = 0.016  # Covasim's default
 # This engine's transmission rate here: the King County rate of sessions 3-7 (4.567), at which
 # NI infects about 77% by day 180, like the peers' epidemics. The scenarios' calibrated rate
-# (3.137 since 2026-11-25) gives a slower, smaller epidemic (50%), less work than the peers do.
+# (3.137 since 2026-11-25) gives a slower, smaller epidemic (about 47%), less work than the
+# peers do.
 OUR_RATE = 4.567
 SEED_INFECTIONS = 5
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
