@@ -147,3 +147,35 @@ def test_seeding_that_is_not_resampled_still_fills_the_lists(king_county):
     sim.seeding = SeedingConfig(infections={"asymptomatic": 4}, resample_per_replicate=False)
     sim.step(0)
     assert sim.infected().numel() == 4 * sim.replicates
+
+
+def test_an_agent_passed_while_isolated_gets_both_doses(king_county):
+    """The last agent of the queue is isolated when the head passes it, gets its first dose from
+    the passed list once out, and must still be scanned for its second dose (the queue's front
+    has to cover its entry)."""
+    sets = [
+        "interventions.vaccination.start_day=0",
+        "interventions.vaccination.priority=[8]",  # 80+ only: a short queue, done on day 0
+        "interventions.vaccination.daily_doses=1000",
+        "interventions.vaccination.dose2_gap_days=3",
+        "interventions.vaccination.dose2_dropout=0",
+    ]
+    sc = resolve("scenarios/king_county/vacc.yaml", {"agents": 2000, "replicates": 1, "days": 12, "seed": 5}, sets)
+    pop = build_population(king_county, 2000, seed=5)
+    sim = Simulation(pop, sc.disease, sc.contacts, sc.seeding, 12, 1, 5, interventions=sc.interventions.build())
+    vacc = next(iv for iv in sim.interventions if iv.name == "vaccination")
+    last = int(vacc.queue[0, -1])
+
+    def isolate(s: Simulation, day: int) -> None:
+        s.state.isolated[last] = day < 2  # isolated on days 0 and 1, out from day 2
+
+    sim._hooks[Phase.VACCINATION].insert(0, isolate)
+    for day in range(12):
+        sim.step(day)
+        if day == 1:
+            assert int(vacc.doses[last]) == 0 and int((vacc.doses > 0).sum()) == vacc.queued - 1
+        if day == 2:
+            assert int(vacc.doses[last]) == 1, "first dose from the passed list once out"
+    assert int(vacc.dose1_day[last]) == 2
+    assert int(vacc.doses[last]) == 2, "second dose after the gap"
+    assert (vacc.doses.index_select(0, vacc.queue[0]) == 2).all()
