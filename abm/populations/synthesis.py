@@ -18,14 +18,20 @@ from abm.populations.region import Region, RegionFigures
 ADULT_AGE = 18
 
 
-def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
-    """Integers proportional to ``weights`` summing exactly to ``total``."""
+def floored_quotas(weights: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The quotas of ``total`` proportional to ``weights``, their floors, and how many the floors
+    leave over (all zero when there is nothing to share)."""
     w = np.asarray(weights, dtype=np.float64)
     if total <= 0 or w.sum() <= 0:
-        return np.zeros(w.shape, dtype=np.int64)
+        return np.zeros(w.shape), np.zeros(w.shape, dtype=np.int64), 0
     quota = w / w.sum() * total
     base = np.floor(quota).astype(np.int64)
-    short = total - int(base.sum())
+    return quota, base, total - int(base.sum())
+
+
+def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
+    """Integers proportional to ``weights`` summing exactly to ``total``."""
+    quota, base, short = floored_quotas(weights, total)
     if short > 0:
         base[np.argsort(-(quota - base), kind="stable")[:short]] += 1
     return base
@@ -38,17 +44,12 @@ def systematic_round(weights: np.ndarray, total: int, rng: np.random.Generator) 
     equal to its fractional part). Unlike :func:`largest_remainder`, small quotas are not
     starved: with 18 age bands and a dozen agents per tract, largest remainder gave the small
     old-age bands almost nobody (65+ 8% of 5,000 agents against 12.7%)."""
-    w = np.asarray(weights, dtype=np.float64)
-    if total <= 0 or w.sum() <= 0:
-        return np.zeros(w.shape, dtype=np.int64)
-    quota = w / w.sum() * total
-    base = np.floor(quota).astype(np.int64)
-    short = total - int(base.sum())
+    quota, base, short = floored_quotas(weights, total)
     if short > 0:
         edges = np.cumsum(quota - base)
         edges *= short / edges[-1]  # the fractional parts sum to ``short`` up to rounding
         points = rng.random() + np.arange(short)
-        base += np.bincount(np.searchsorted(edges, points, side="right"), minlength=w.shape[0])[: w.shape[0]]
+        base += np.bincount(np.searchsorted(edges, points, side="right"), minlength=base.shape[0])[: base.shape[0]]
     return base
 
 
