@@ -2,7 +2,7 @@
 re-run the calibrated scenario with more replicates and other seeds (does `abm run` on it
 reproduce the fit within noise?) and print the fit and held-out losses for BENCHMARKS.md.
 
-    python benchmarks/calibration_king_county.py [--trials 200] [--method optuna|gradient]
+    python benchmarks/calibration_king_county.py [--scenario FILE] [--trials 200] [--method optuna|gradient]
         [--backend local|ray] [--workers 2] [--check-replicates 10 40] [--out DIR]
         [--evaluate CALIBRATED_YAML [--seeds 1234 4321]] [--set key.path=value ...]
 
@@ -64,7 +64,11 @@ def evaluate(
             t = time.perf_counter()
             result = check(calibrated, reps, seed, sets or None)
             nd = {w: {k: round(v["nd_weekly"], 3) for k, v in result[w].items()} for w in ("fit", "holdout")}
-            print(f"re-run, {reps} replicates, seed {seed} ({time.perf_counter() - t:.0f} s): ND {json.dumps(nd)}")
+            loss = sum(v["rmse_log1p_weekly"] for v in result["fit"].values()) / len(result["fit"])
+            print(
+                f"re-run, {reps} replicates, seed {seed} ({time.perf_counter() - t:.0f} s): fit loss {loss:.3f}, "
+                f"ND {json.dumps(nd)}"
+            )
             print("  fit-window weekly [sim, obs]:", json.dumps(result["fit_weekly_sim_obs"]))
             print("  held-out weekly [sim, obs]:", json.dumps(result["holdout_weekly_sim_obs"]))
 
@@ -87,6 +91,7 @@ def frozen_mobility_series(calibrated: Path, out: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", type=Path, default=ROOT / "scenarios/king_county/calibrate_2020.yaml")
     ap.add_argument("--trials", type=int, default=None, help="Optuna trials or gradient steps")
     ap.add_argument("--method", default="optuna")
     ap.add_argument("--backend", default="local")
@@ -104,7 +109,7 @@ def main() -> None:
         return
     t = time.perf_counter()
     summary = calibrate(
-        ROOT / "scenarios/king_county/calibrate_2020.yaml",
+        args.scenario,
         args.out,
         trials=args.trials,
         sets=args.sets,

@@ -1,7 +1,7 @@
 """Seed-replicated comparisons for the learning claims (issue #7): one scenario, several seeds,
 mean and sample SD per protocol, and paired differences against a reference protocol.
 
-    python benchmarks/learning_claims.py scenarios/learning/gmm_codream_spec.yaml --seeds 1 2 3 \
+    python benchmarks/learning_claims.py scenarios/learning/gmm_codream_ablation.yaml --seeds 1 2 3 \
         --reference codream --json /tmp/cd.json
 
 Each seed re-draws the data, the split and every initialisation; all protocols of one seed share

@@ -19,7 +19,7 @@ from abm.populations import build_population, load_region
 from abm.scenario import validate
 
 
-def scenario(seed: int = 5, **observation: float) -> dict:
+def scenario(seed: int = 5, **observation: object) -> dict:
     return {
         "name": "deaths",
         "population": {"agents": 20_000},
@@ -33,6 +33,13 @@ def scenario(seed: int = 5, **observation: float) -> dict:
             "observation": observation,
         },
     }
+
+
+CHANGE = {
+    "death_multiplier": 1.5,
+    "death_multiplier_after": 0.5,
+    "death_multiplier_change": ["2020-03-01", "2020-03-31"],  # days 29 to 59
+}
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +68,27 @@ def test_observation_bounds_are_enforced():
         Observation(death_delay=3)  # unknown keys are refused
 
 
+def test_a_changing_severity_moves_linearly_and_then_holds():
+    """death_multiplier until the change's first day, linear to death_multiplier_after on its
+    last day, held after; both keys or neither, and the period must run forward."""
+    import datetime as dt
+
+    obs = Observation(
+        death_multiplier=2.0, death_multiplier_after=1.0, death_multiplier_change=["2020-02-03", "2020-02-07"]
+    )
+    m = obs.death_multipliers(dt.date(2020, 2, 1), 10)
+    np.testing.assert_allclose(m, [2.0, 2.0, 2.0, 1.75, 1.5, 1.25, 1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(Observation(death_multiplier=1.5).death_multipliers(dt.date(2020, 2, 1), 3), 1.5)
+    for bad in (
+        {"death_multiplier_after": 1.0},
+        {"death_multiplier_change": ["2020-02-03", "2020-02-07"]},
+        {"death_multiplier_after": 1.0, "death_multiplier_change": ["2020-02-07", "2020-02-03"]},
+        {"death_multiplier_after": 0.0, "death_multiplier_change": ["2020-02-03", "2020-02-07"]},
+    ):
+        with pytest.raises(ValidationError):
+            Observation(**bad)
+
+
 def test_simulated_deaths_are_delayed_and_scaled(plain_run):
     """Same run, three observation models: admissions do not change; the multiplier scales the
     deaths exactly; the delay moves reports later (cumulative reports never ahead of deaths)
@@ -79,12 +107,18 @@ def test_simulated_deaths_are_delayed_and_scaled(plain_run):
     centre = lambda s: (np.arange(len(s)) * s).sum() / s.sum()  # noqa: E731
     assert 3.0 < centre(obs["deaths"].to_numpy()) - centre(deaths) < 6.5
     assert obs["deaths"].sum() / 1.5 == pytest.approx(deaths.sum(), rel=0.05)
+    # a severity that falls from 1.5 to 0.5 over March scales each death by its day's value
+    # before the delay (a day's deaths keep the multiplier of the day they happened)
+    falling = validate(scenario(death_delay_days=6.0, **CHANGE), "x").calibration
+    m = np.interp(np.arange(len(deaths)), [29, 59], [1.5, 0.5])
+    np.testing.assert_allclose(simulated(plain_run, falling)["deaths"], reported(deaths * m, 6.0))
 
 
-def test_gradient_path_reports_deaths_as_the_optuna_path_does(plain_run):
+@pytest.mark.parametrize("severity", [{"death_multiplier": 1.5}, CHANGE], ids=["constant", "changing"])
+def test_gradient_path_reports_deaths_as_the_optuna_path_does(plain_run, severity):
     """The differentiable run with the same seed follows the ordinary run, and its observation
     model (torch) gives the same delayed and scaled deaths, with a gradient to the rate."""
-    data = scenario(death_delay_days=6.0, death_multiplier=1.5)
+    data = scenario(death_delay_days=6.0, **severity)
     sc = validate(data, "x")
     pop = build_population(load_region(sc.population.region), sc.population.agents, sc.simulation.seed)
     sim = gradient.simulation(sc, pop, sc.simulation.seed, "score")
@@ -99,7 +133,7 @@ def test_gradient_path_reports_deaths_as_the_optuna_path_does(plain_run):
     assert rate.grad is not None and float(rate.grad) != 0.0
 
 
-def observed_file(tmp_path, plain_run, **observation: float):
+def observed_file(tmp_path, plain_run, **observation: object):
     """Observed series made by the model's own run (so the simulation is exact) read through
     the observation model with ``observation``."""
     truth = simulated(plain_run, validate(scenario(**observation), "x").calibration)
@@ -142,6 +176,36 @@ def test_profiled_observation_parameters_are_found_without_extra_simulations(tmp
     cfg = rerun.scenario.calibration
     assert cfg.observation.death_delay_days == best["calibration.observation.death_delay_days"]
     assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.fit_window) == summary["fit"]
+
+
+def test_a_changing_severity_is_found_by_the_grid_search(tmp_path, plain_run):
+    """Deaths observed with a severity falling from 1.5 to 0.5 over March and a 5-day delay:
+    profiling three observation parameters finds all three (the change's dates are given)."""
+    data = scenario(death_multiplier_change=CHANGE["death_multiplier_change"], death_multiplier_after=1.0)
+    data["calibration"].update(
+        {
+            "data": str(observed_file(tmp_path, plain_run, death_delay_days=5.0, **CHANGE)),
+            "parameters": {
+                "calibration.observation.death_delay_days": {"low": 0.0, "high": 14.0},
+                "calibration.observation.death_multiplier": {"low": 0.5, "high": 2.0},
+                "calibration.observation.death_multiplier_after": {"low": 0.25, "high": 2.0},
+            },
+            "trials": 1,
+            "profile_points": 15,
+        }
+    )
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump(data))
+    summary = calibrate(path, tmp_path / "out")
+    best = summary["best_parameters"]
+    assert abs(best["calibration.observation.death_delay_days"] - 5.0) <= 0.25, best
+    assert abs(best["calibration.observation.death_multiplier"] - 1.5) <= 0.03, best
+    assert abs(best["calibration.observation.death_multiplier_after"] - 0.5) <= 0.03, best
+    assert summary["loss_fit"] < 0.01
+    calibrated = yaml.safe_load((tmp_path / "out" / "calibrated.yaml").read_text())
+    assert calibrated["calibration"]["observation"]["death_multiplier_after"] == pytest.approx(
+        best["calibration.observation.death_multiplier_after"]
+    )
 
 
 def test_sampled_observation_parameters_are_found_by_tpe(tmp_path, plain_run):

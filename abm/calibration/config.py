@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Target = Literal["hospital_admissions", "deaths", "cases"]
@@ -45,8 +46,39 @@ class Observation(BaseModel):
         gt=0,
         le=5,
         description="severity multiplier on deaths: simulated deaths are multiplied by it (hospitalized and ICU "
-        "agents do not transmit, so this equals scaling the disease table's death branches in expectation)",
+        "agents do not transmit, so this equals scaling the disease table's death branches in expectation); "
+        "with death_multiplier_change, the multiplier up to that period's first day",
     )
+    death_multiplier_after: float | None = Field(
+        None,
+        gt=0,
+        le=5,
+        description="the severity multiplier from the last day of death_multiplier_change on (fatality fell "
+        "through 2020); it moves linearly from death_multiplier over that period and is held after it; "
+        "null: one multiplier throughout",
+    )
+    death_multiplier_change: tuple[dt.date, dt.date] | None = Field(
+        None,
+        description="[first, last] dates (by date of death) over which the severity multiplier moves from "
+        "death_multiplier to death_multiplier_after; needed with death_multiplier_after",
+    )
+
+    @model_validator(mode="after")
+    def _change(self) -> Observation:
+        if (self.death_multiplier_after is None) != (self.death_multiplier_change is None):
+            raise ValueError("death_multiplier_after and death_multiplier_change go together: give both or neither")
+        c = self.death_multiplier_change
+        if c is not None and not c[0] <= c[1]:
+            raise ValueError(f"death_multiplier_change must run forward: {c[0]} is after {c[1]}")
+        return self
+
+    def death_multipliers(self, start_date: dt.date, days: int) -> np.ndarray:
+        """The severity multiplier of each simulated day (day 0 is ``start_date``), by date of death."""
+        if self.death_multiplier_change is None or self.death_multiplier_after is None:
+            return np.full(days, self.death_multiplier)
+        first, last = ((d - start_date).days for d in self.death_multiplier_change)
+        share = np.clip((np.arange(days) - first) / max(last - first, 1), 0.0, 1.0)
+        return self.death_multiplier + share * (self.death_multiplier_after - self.death_multiplier)
 
 
 class GradientConfig(BaseModel):

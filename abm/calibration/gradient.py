@@ -15,8 +15,8 @@ is the same as multiplying the transmission rate), so ``abm run`` re-creates the
 ordinary engine.
 
 The observation model is the Optuna path's (:func:`abm.calibration.observed.observe_arrays`):
-deaths times ``death_multiplier``, reported after the geometric delay ``death_delay_days``
-(:func:`reported`, differentiable in the daily counts), with the scenario's values held fixed:
+deaths times the severity multiplier of their day, reported after the geometric delay
+``death_delay_days`` (:func:`reported`, differentiable in the daily counts), with the scenario's values held fixed:
 the gradient method fits beta and the weekly multipliers only.
 """
 
@@ -74,9 +74,10 @@ def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> d
     :func:`abm.calibration.observed.simulated`, kept differentiable."""
     entries = torch.stack(sim.recorder.weighted_entries).mean(dim=1) * scale  # [days, stage]
     obs_model = cfg.observation
+    severity = torch.as_tensor(obs_model.death_multipliers(cfg.start_date, sim.days), dtype=entries.dtype)
     out = {
         "hospital_admissions": entries[:, Stage.HOSPITALIZED],
-        "deaths": reported(entries[:, Stage.DEATH], obs_model.death_delay_days) * obs_model.death_multiplier,
+        "deaths": reported(entries[:, Stage.DEATH] * severity, obs_model.death_delay_days),
     }
     cases = entries[:, list(FIRST_STAGES)].sum(dim=1) * cfg.observation.ascertainment
     delay = cfg.observation.case_delay_days

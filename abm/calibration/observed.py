@@ -98,16 +98,20 @@ def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
     )
 
 
-def observe_arrays(raw: dict[str, np.ndarray], obs: Observation, targets: list[str]) -> dict[str, np.ndarray]:
-    """The observation model on daily arrays: admissions as simulated; deaths times
-    ``death_multiplier``, reported after the geometric delay ``death_delay_days``; cases: new
-    infections times the ascertainment, ``case_delay_days`` later."""
+def observe_arrays(
+    raw: dict[str, np.ndarray], obs: Observation, targets: list[str], start_date: dt.date
+) -> dict[str, np.ndarray]:
+    """The observation model on daily arrays (day 0 is ``start_date``): admissions as simulated;
+    deaths times the severity multiplier of their day (``death_multiplier``, or its change to
+    ``death_multiplier_after``), reported after the geometric delay ``death_delay_days``; cases:
+    new infections times the ascertainment, ``case_delay_days`` later."""
     out = {}
     for t in targets:
         if t == "hospital_admissions":
             out[t] = np.asarray(raw[t], dtype=float)
         elif t == "deaths":
-            out[t] = reported(raw["deaths"], obs.death_delay_days) * obs.death_multiplier
+            deaths = np.asarray(raw["deaths"], dtype=float)
+            out[t] = reported(deaths * obs.death_multipliers(start_date, len(deaths)), obs.death_delay_days)
         else:
             days = len(raw["infections"])
             cases = np.asarray(raw["infections"], dtype=float) * obs.ascertainment
@@ -117,7 +121,7 @@ def observe_arrays(raw: dict[str, np.ndarray], obs: Observation, targets: list[s
 
 def observe(raw: pd.DataFrame, cfg: CalibrationConfig) -> pd.DataFrame:
     """Observed-like daily counts of the targets from :func:`raw_series`."""
-    arrays = observe_arrays({c: raw[c].to_numpy() for c in RAW}, cfg.observation, list(cfg.targets))
+    arrays = observe_arrays({c: raw[c].to_numpy() for c in RAW}, cfg.observation, list(cfg.targets), cfg.start_date)
     return pd.DataFrame(arrays, index=raw.index)
 
 

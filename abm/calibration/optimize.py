@@ -133,7 +133,7 @@ class FitLoss:
         self.log_obs = {t: np.log1p(obs[t].to_numpy()) for t in cfg.targets}
 
     def __call__(self, raw: dict[str, np.ndarray], obs: Observation) -> float:
-        series = observe_arrays(raw, obs, list(self.cfg.targets))
+        series = observe_arrays(raw, obs, list(self.cfg.targets), self.cfg.start_date)
         parts = []
         for t in self.cfg.targets:
             week = series[t][self.first : self.first + self.n].reshape(-1, 7).sum(axis=1)

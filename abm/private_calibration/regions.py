@@ -1,6 +1,6 @@
 """The institutions' regions: King County tracts split into Seattle, North, East and South.
 
-Rule (2020 Census tract codes, the last six digits of the GEOID, and tract centroids):
+Rule (2010-vintage Census tract codes, the last six digits of the GEOID, and tract centroids):
 
 * **Seattle**: tract codes 000100-012199, the City of Seattle's tracts (Census numbers 1-121).
 * **North**: other tracts with centroid latitude >= 47.70 (Shoreline, Lake Forest Park, Kenmore,
