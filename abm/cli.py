@@ -72,6 +72,18 @@ def refuse_learning_scenario(file: Path) -> None:
         fail(f"{file}: this is a {kind} scenario, not an epidemic one; run it with `abm learn {file}`")
 
 
+def is_epidemic_scenario(file: Path) -> bool:
+    """Whether ``file`` reads as an epidemic scenario (it extends one or has its sections)."""
+    from abm.learning.errors import LearningScenarioError
+    from abm.learning.scenario import read_yaml
+
+    try:
+        data = read_yaml(file)
+    except LearningScenarioError:
+        return False
+    return bool({"extends", "population", "simulation", "disease", "interventions", "seeding"} & data.keys())
+
+
 def learning_kind(file: Path) -> str | None:
     """'private calibration' or 'learning' when ``file`` is a scenario for `abm learn`, else None
     (an epidemic scenario, or a file the epidemic loader will report as unreadable)."""
@@ -192,6 +204,8 @@ def learn(
     """Run a decentralized-learning scenario; write report.json and plots."""
     from abm.learning.cli import learn as run_learning
 
+    if learning_kind(file) is None and is_epidemic_scenario(file):
+        fail(f"{file}: this is an epidemic scenario, not a learning one; run it with `abm run {file}`")
     run_learning(file, out, runner)
 
 
@@ -216,6 +230,10 @@ def calibrate(
         fail(f"--trials: {trials} is not allowed; give at least 1")
     if workers is not None and workers < 1:
         fail(f"--workers: {workers} is not allowed; give at least 1")
+    for option, value in (("--workers", workers), ("--ray-address", ray_address)):
+        if value is not None and backend != "ray":
+            fail(f"{option}: only used with --backend ray (trials run one at a time with --backend {backend})")
+    refuse_learning_scenario(file)
     unit = "step" if method == "gradient" else "trial"
     try:
         summary = fit(

@@ -6,6 +6,7 @@ path, the bad value and what is allowed.
 
 from __future__ import annotations
 
+import math
 import os
 import types
 import typing
@@ -70,12 +71,27 @@ class OutputConfig(BaseModel):
     hospital_beds_per_100k: float | None = Field(
         None, gt=0, description="hospital capacity line; default: the region's figure"
     )
-    map_days: list[int] = Field([50, 70, 120], description="days of the map's PNG snapshots")
+    map_days: list[int] | None = Field(
+        None,
+        description="days of the map's PNG snapshots, each within the run; default: 50, 70 and 120, those within "
+        "the run (else its last day)",
+    )
     boundaries: str | None = Field(
         None,
         description="tract boundary file (Census shapefile .zip/.shp or GeoJSON with GEOID); "
         "default: the cache of `abm data boundaries`, else cells from tract centroids",
     )
+
+    @field_validator("boundaries")
+    @classmethod
+    def _boundary_file(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not Path(value).is_file():
+            raise ValueError("no such file; give a tract boundary file (.zip, .shp, .geojson, .json)")
+        if Path(value).suffix.lower() not in (".zip", ".shp", ".geojson", ".json"):
+            raise ValueError("unknown boundary file type; allowed: .zip, .shp, .geojson, .json")
+        return value
 
 
 class Scenario(BaseModel):
@@ -112,6 +128,12 @@ class Scenario(BaseModel):
                     f"interventions.contact_multipliers.closures[{i}].settings: unknown settings {bad}; "
                     f"allowed: the settings of contacts.occupation.degree ({', '.join(settings)})"
                 )
+        late = [d for d in self.outputs.map_days or [] if not 0 <= d < self.simulation.days]
+        if late:
+            raise ValueError(
+                f"outputs.map_days: {late} not allowed; map days must lie within the {self.simulation.days} "
+                f"simulated days (0..{self.simulation.days - 1})"
+            )
         if self.seeding.day >= self.simulation.days:
             raise ValueError(
                 f"seeding.day: {self.seeding.day} is not within the {self.simulation.days} simulated days "
@@ -192,14 +214,32 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{source}: {key}: {text!r} is not a valid value ({exc})") from exc
     out = dict(data)
-    node = out
-    for part in parts[:-1]:
-        child = node.get(part)
-        child = dict(child) if isinstance(child, dict) else {}
+    node: Any = out
+    i = 0
+    while True:
+        if isinstance(node, list):  # a list item by its index: dwell_times.0.shape
+            if not parts[i].isdigit() or int(parts[i]) >= len(node):
+                where = ".".join(parts[:i])
+                raise ScenarioError(
+                    f"{source}: {key}: {where} is a list of {len(node)}; {parts[i]!r} is not allowed, "
+                    f"give an index 0..{len(node) - 1}"
+                )
+            part, i = int(parts[i]), i + 1
+        else:  # the longest run of parts that is a key here (calibration parameters have dots)
+            j = next((j for j in range(len(parts), i + 1, -1) if ".".join(parts[i:j]) in node), i + 1)
+            part, i = ".".join(parts[i:j]), j
+        if i == len(parts):
+            node[part] = value
+            return out
+        child = node[part] if isinstance(node, list) else node.get(part)
+        if child is None and parts[i].isdigit():
+            raise ScenarioError(
+                f"{source}: {key}: {'.'.join(parts[:i])} is not in the file, so --set cannot index into it; "
+                "give the whole list in the file (a run's scenario.resolved.yaml holds the defaults)"
+            )
+        child = dict(child) if isinstance(child, dict) else list(child) if isinstance(child, list) else {}
         node[part] = child
         node = child
-    node[parts[-1]] = value
-    return out
 
 
 def _model_of(annotation: Any) -> Any:
@@ -228,7 +268,7 @@ def describe_errors(exc: ValidationError, source: str) -> str:
     """One message naming, for each problem, the key path, the value and what is allowed."""
     lines = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
+        loc = tuple(p for p in err["loc"] if p not in ("", "[key]"))  # a mapping's key: its own path
         path = ".".join(str(p) for p in loc) or "(top level)"
         value = err.get("input")
         if err["type"] == "extra_forbidden":
@@ -311,9 +351,20 @@ def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) 
     return problems
 
 
+def _not_finite(data: Any, path: tuple[str, ...] = ()) -> list[str]:
+    """Keys whose value is infinite or NaN (YAML's .inf, .nan): no scenario number may be."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return [f"{'.'.join(path)}: {data} is not allowed: a finite number is expected here"]
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in _not_finite(v, (*path, str(k)))]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in _not_finite(v, (*path, str(i)))]
+    return []
+
+
 def validate(data: dict[str, Any], source: str) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message."""
-    mixups = _bool_mixups(Scenario, data)
+    mixups = _bool_mixups(Scenario, data) + _not_finite(data)
     if mixups:
         raise ScenarioError(invalid_message(source, mixups))
     try:

@@ -241,7 +241,10 @@ def plan(
     if replicates is not None and replicates < 1:
         raise ScenarioError(f"--replicates: {replicates} is not allowed; give at least 1")
     given = {k: v for k, v in overrides.items() if v is not None}
+    set_keys = {item.split("=", 1)[0].strip() for item in sets or []}
     for axis in axes:
+        if axis.key in set_keys:
+            raise ScenarioError(f"--sweep {axis.key}: the key is also set by --set; give one of them")
         for name in given:
             if OVERRIDE_KEYS.get(name) == axis.key:
                 raise ScenarioError(f"--sweep {axis.key}: the key is also set by --{name}; give one of them")

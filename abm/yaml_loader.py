@@ -28,6 +28,18 @@ class UniqueKeyLoader(yaml.SafeLoader):
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        """A date such as 2020-02-30 is refused with its line, not a bare ``ValueError``."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is not a calendar date ({exc}); write YYYY-MM-DD", node.start_mark
+            ) from None
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", UniqueKeyLoader.construct_yaml_timestamp)
+
 
 def load_yaml(text: str) -> Any:
     """Parse YAML ``text`` safely; a duplicate key raises :class:`yaml.YAMLError`."""

@@ -199,7 +199,10 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
             {"parameters": {"simulation.days": {"low": 10, "high": 200, "integer": True}}},
             "calibration.parameters.simulation.days: low 10: simulation.days: 10 is too short",
         ),
-        ({"data": "nope.csv"}, "cal.yaml: calibration.data: cannot read 'nope.csv'"),
+        (
+            {"data": "nope.csv"},
+            "cal.yaml: calibration.data: 'nope.csv' is neither a bundled series (king_county_2020) nor a file",
+        ),
     ],
 )
 def test_bad_calibration_sections_are_refused_before_anything_runs(tmp_path, change, message):

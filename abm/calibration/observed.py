@@ -25,11 +25,21 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
     source = cfg.data
     at = f"{scenario}: " if scenario else ""
     path = files("abm.calibration") / "data" / BUNDLED[source] if source in BUNDLED else Path(source)
+    if source not in BUNDLED and not Path(source).is_file():
+        raise CalibrationError(
+            f"{at}calibration.data: {source!r} is neither a bundled series ({', '.join(BUNDLED)}) nor a file"
+        )
     try:
         with path.open() as fh:
             frame = pd.read_csv(fh, parse_dates=["date"])
     except (OSError, ValueError) as exc:
         raise CalibrationError(f"{at}calibration.data: cannot read {source!r} ({exc})") from exc
+    if frame.empty:
+        raise CalibrationError(f"{at}calibration.data: {source!r} has no rows; it needs one row per date")
+    if not pd.api.types.is_datetime64_any_dtype(frame["date"]):
+        bad = pd.to_datetime(frame["date"], errors="coerce").isna()
+        value = frame["date"][bad].iloc[0] if bad.any() else frame["date"].iloc[0]
+        raise CalibrationError(f"{at}calibration.data: {source!r}: date {value!r} is not a date; write YYYY-MM-DD")
     frame = frame.set_index("date").sort_index()
     for target in cfg.targets:
         if target not in frame.columns:
@@ -37,6 +47,14 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
                 f"{at}calibration.targets: {target!r} is not a column of {source!r} "
                 f"(columns: {', '.join(frame.columns)})"
             )
+        numbers = pd.to_numeric(frame[target], errors="coerce")
+        text = numbers.isna() & frame[target].notna()
+        if text.any():
+            raise CalibrationError(
+                f"{at}calibration.data: {source!r}, column {target!r}: {frame[target][text].iloc[0]!r} on "
+                f"{frame.index[text][0].date()} is not a number; counts must be numbers >= 0"
+            )
+        frame[target] = numbers
     windows = [("fit_window", cfg.fit_window)] + (
         [("holdout_window", cfg.holdout_window)] if cfg.holdout_window else []
     )

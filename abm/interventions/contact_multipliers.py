@@ -88,9 +88,17 @@ class Series(BaseModel):
         )
         with path.open() as fh:
             frame = pd.read_csv(fh)
-        if "multiplier" not in frame.columns or frame["multiplier"].isna().any() or (frame["multiplier"] < 0).any():
-            raise ValueError(f"{self.source}: needs a column 'multiplier' of non-negative numbers")
-        return frame["multiplier"].astype(float).tolist()
+        if "multiplier" not in frame.columns or frame.empty:
+            raise ValueError(f"{self.source}: needs a column 'multiplier' with one non-negative number per day")
+        values = pd.to_numeric(frame["multiplier"], errors="coerce")
+        bad = values.isna() | (values < 0)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise ValueError(
+                f"{self.source}: multiplier {str(frame['multiplier'].iloc[row])!r} on line {row + 2} is not allowed; "
+                "each day's multiplier must be a number >= 0"
+            )
+        return values.astype(float).tolist()
 
     def levels(self, values: list[float]) -> list[float]:
         """The values used day by day: each rise above the running minimum scaled by ``recovery``."""

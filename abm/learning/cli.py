@@ -22,9 +22,10 @@ def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str |
         raise typer.Exit(code=2) from None
 
 
-def run_or_exit(work: Callable[[], dict[str, Any]], target: Path) -> dict[str, Any]:
-    """``work()``'s report; a bad output folder gets its message and exit code 2, Ctrl-C a
-    one-line notice and exit code 130 (nothing is written either way)."""
+def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path) -> dict[str, Any]:
+    """``work()``'s report; a bad output folder, or a scenario found unworkable once its data are
+    built (``file`` named), gets its message and exit code 2, Ctrl-C a one-line notice and exit
+    code 130 (nothing is written either way)."""
     import typer
 
     from abm.outputs.run_folder import OutputFolderError, check_target
@@ -34,6 +35,9 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path) -> dict[str, A
         return work()
     except OutputFolderError as e:
         print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
+    except LearningScenarioError as e:
+        print(f"error: {file}: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None
     except KeyboardInterrupt:
         print(f"interrupted: no results were written to {target}", file=sys.stderr)
@@ -54,7 +58,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
         return
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
-    report = run_or_exit(lambda: run_scenario(file, target, runner), target)
+    report = run_or_exit(lambda: run_scenario(file, target, runner), target, file)
     print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():
         print(

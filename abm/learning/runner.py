@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from abm.learning.data import Dataset, DataSource, gaussian_mixture, sklearn_dataset
+from abm.learning.errors import LearningScenarioError
 from abm.learning.messages import Network
 from abm.learning.metrics import cgs, gains, mcg
 from abm.learning.models import build_model
@@ -101,7 +102,23 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
         if sp.concept_shift and k in sp.concept_shift.participants:
             share = permute_labels(share, [tuple(s) for s in sp.concept_shift.swaps])
         parts.append(split_train_val_test(share, sp.val_fraction, sp.test_fraction, rng))
+    check_part_sizes(parts, len(rest))
     return PreparedData(source, parts, global_test, known_groups(scenario))
+
+
+def check_part_sizes(parts: list[ParticipantData], pool: int) -> None:
+    """Every participant needs two training samples (a minibatch for BatchNorm) and a validation
+    and a test sample; otherwise :class:`LearningScenarioError` naming the split."""
+    small = [k for k, p in enumerate(parts) if len(p.train) < 2 or len(p.val) < 1 or len(p.test) < 1]
+    if small:
+        k = small[0]
+        raise LearningScenarioError(
+            f"split: participant {k} gets {len(parts[k].train)} training, {len(parts[k].val)} validation and "
+            f"{len(parts[k].test)} test samples ({len(small)} of {len(parts)} participants are that small; "
+            f"{pool} samples shared); each needs at least 2 training samples and 1 of each other: use more "
+            "samples (data.n_samples), fewer participants (split.participants) or a milder skew (a larger "
+            "alpha, a larger min_size)"
+        )
 
 
 def known_groups(scenario: LearningScenario) -> list[int] | None:

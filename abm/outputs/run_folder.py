@@ -3,7 +3,8 @@ renamed into place at the end, so a failed or interrupted run leaves no half-wri
 an earlier output of the same name stays intact until the new one is complete.
 
 Only a folder that abm wrote is ever replaced: :func:`check_target` refuses a file, the working
-folder or one of its parents, and a non-empty folder without abm's mark, before anything runs."""
+folder or one of its parents, a non-empty folder without abm's mark, and an abm folder to which
+something was added since abm wrote it (the mark lists what abm wrote), before anything runs."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-MARK = ".abm-output"  # written into every output folder
-# Files that identify output folders written before the mark existed.
-OUTPUT_FILES = ("manifest.json", "sweep.json", "comparison.csv", "calibration.json", "report.json")
+MARK = ".abm-output"  # written into every output folder, with the names of what abm wrote there
+MARK_TEXT = "written by abm; an abm command may replace this folder. Its entries:\n"
 
 
 class OutputFolderError(ValueError):
@@ -23,9 +23,18 @@ class OutputFolderError(ValueError):
 
 
 def is_output_folder(folder: Path) -> bool:
-    """Whether ``folder`` is an output folder abm wrote (its mark, or a run/sweep/comparison/
-    calibration/report file)."""
-    return (folder / MARK).is_file() or any((folder / name).is_file() for name in OUTPUT_FILES)
+    """Whether ``folder`` is an output folder abm wrote (it holds abm's mark)."""
+    return (folder / MARK).is_file()
+
+
+def added_entries(folder: Path) -> list[str]:
+    """Entries of an abm output folder that abm did not write there (none when its mark predates
+    the list of entries)."""
+    lines = (folder / MARK).read_text().splitlines()
+    if not lines or lines[0] + "\n" != MARK_TEXT:
+        return []
+    written = {line.strip() for line in lines[1:]}
+    return sorted(p.name for p in folder.iterdir() if p.name != MARK and p.name not in written)
 
 
 def check_target(target: str | Path) -> Path:
@@ -45,6 +54,11 @@ def check_target(target: str | Path) -> Path:
             f"{where}: exists and was not written by abm, so it would be replaced with everything in it; "
             "give a new folder, or remove this one yourself"
         )
+    if target.is_dir() and is_output_folder(target) and added_entries(target):
+        raise OutputFolderError(
+            f"{where}: holds {added_entries(target)}, which abm did not write; replacing the folder would "
+            "lose them: move them out, or give a new folder"
+        )
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
@@ -63,8 +77,10 @@ def atomic_folder(target: Path) -> Iterator[Path]:
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        (tmp / MARK).write_text("written by abm; an abm command may replace this folder\n")
+        (tmp / MARK).write_text(MARK_TEXT)
         yield tmp
+        entries = sorted(p.name for p in tmp.iterdir() if p.name != MARK)
+        (tmp / MARK).write_text(MARK_TEXT + "".join(f"  {name}\n" for name in entries))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,0 +1,187 @@
+"""Bad input found by a review of the command line: each case gets one message naming the file,
+the key and the value, exit code 2, and nothing written or lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from abm.calibration.config import CalibrationConfig
+from abm.calibration.observed import CalibrationError, load_observed
+from abm.cli import app
+from abm.outputs.run_folder import MARK
+from abm.scenario import ScenarioError, apply_set, load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "scenarios/king_county/base.yaml"
+CALIBRATION = ROOT / "scenarios/king_county/calibrate_2020.yaml"
+runner = CliRunner()
+
+
+def text(result) -> str:
+    return " ".join(result.output.split())
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    path = tmp_path / "small.yaml"
+    path.write_text(
+        f"extends: {BASE}\nname: small\npopulation: {{agents: 2000}}\nsimulation: {{days: 6, replicates: 1}}\n"
+    )
+    return path
+
+
+def test_an_impossible_date_is_refused_with_its_line(tmp_path, small):
+    bad = tmp_path / "date.yaml"
+    bad.write_text(f"extends: {small}\ndescription: ok\ncalibration:\n  fit_window: [2020-02-28, 2020-04-31]\n")
+    result = runner.invoke(app, ["run", str(bad), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "date.yaml: invalid YAML at line 4" in text(result) and "'2020-04-31' is not a calendar date" in text(result)
+    assert not (tmp_path / "out").exists()
+
+
+def observed(tmp_path: Path, frame: pd.DataFrame) -> CalibrationConfig:
+    frame.to_csv(tmp_path / "obs.csv", index=False)
+    return CalibrationConfig(
+        data=str(tmp_path / "obs.csv"),
+        targets=["deaths"],
+        fit_window=(dt.date(2020, 3, 1), dt.date(2020, 3, 14)),
+        holdout_window=None,
+    )
+
+
+def test_calibration_data_that_is_empty_text_or_undated_is_refused(tmp_path):
+    days = pd.date_range("2020-03-01", periods=20).strftime("%Y-%m-%d")
+    good = pd.DataFrame({"date": days, "deaths": range(20)})
+    assert load_observed(observed(tmp_path, good))["deaths"].iloc[3] == 3
+    with pytest.raises(CalibrationError, match="has no rows"):
+        load_observed(observed(tmp_path, good.iloc[:0]))
+    words = good.astype({"deaths": object})
+    words.loc[5, "deaths"] = "x"
+    with pytest.raises(CalibrationError, match=r"column 'deaths': 'x' on 2020-03-06 is not a number"):
+        load_observed(observed(tmp_path, words))
+    undated = good.copy()
+    undated.loc[2, "date"] = "2020-13-01"
+    with pytest.raises(CalibrationError, match="date '2020-13-01' is not a date"):
+        load_observed(observed(tmp_path, undated))
+    with pytest.raises(CalibrationError, match="neither a bundled series"):
+        load_observed(CalibrationConfig(data="seattle_2021"))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("multiplier\n0.5\nabc\n", "multiplier 'abc' on line 3 is not allowed"),
+        ("multiplier\n0.5\n-1\n", "multiplier '-1.0' on line 3 is not allowed"),
+        ("multiplier\n", "needs a column 'multiplier'"),
+    ],
+    ids=["text", "negative", "empty"],
+)
+def test_a_bad_contact_series_file_is_refused(tmp_path, content, message):
+    series = tmp_path / "series.csv"
+    series.write_text(content)
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(CALIBRATION, [f"interventions.contact_multipliers.series.source={series}"])
+
+
+def test_bad_outputs_are_refused_before_the_simulation(tmp_path, small):
+    for setting, message in (
+        (f"outputs.boundaries={tmp_path / 'none.zip'}", "outputs.boundaries: " + repr(str(tmp_path / "none.zip"))),
+        ("outputs.map_days=[5, 500]", "outputs.map_days: [500] not allowed"),
+    ):
+        result = runner.invoke(app, ["run", str(small), "--set", setting, "--out", str(tmp_path / "out")])
+        assert result.exit_code == 2 and message in text(result), text(result)
+    garbage = tmp_path / "shapes.zip"
+    garbage.write_text("not a zip file")
+    result = runner.invoke(
+        app, ["run", str(small), "--set", f"outputs.boundaries={garbage}", "--out", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 2 and "outputs.boundaries" in text(result) and "not a readable zip" in text(result)
+    assert not (tmp_path / "out").exists()
+
+
+def test_infinite_numbers_and_unknown_settings_are_refused(tmp_path, small):
+    result = runner.invoke(app, ["validate", str(small), "--set", "disease.transmission_rate=.inf"])
+    assert result.exit_code == 2 and "disease.transmission_rate: inf is not allowed" in text(result)
+    result = runner.invoke(
+        app, ["run", str(small), "--set", "contacts.occupation.degree={HEALTHCARES: 5}", "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2 and "contacts.occupation.degree: ['HEALTHCARES'] not allowed" in text(result)
+    assert "HEALTHCARE," in text(result) and not (tmp_path / "o").exists()
+    (tmp_path / "typo.yaml").write_text(f"extends: {small}\nseeding: {{infections: {{asymptomatc: 3}}}}\n")
+    result = runner.invoke(app, ["validate", str(tmp_path / "typo.yaml")])
+    assert result.exit_code == 2 and "seeding.infections.asymptomatc: 'asymptomatc' is not allowed" in text(result)
+
+
+def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "report.json").write_text("{}")  # a file name abm also writes does not make it abm's
+    (user / "thesis.tex").write_text("precious")
+    result = runner.invoke(app, ["run", str(small), "--out", str(user)])
+    assert result.exit_code == 2 and "was not written by abm" in text(result)
+    assert (user / "thesis.tex").read_text() == "precious"
+    out = tmp_path / "run"
+    assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
+    listed = (out / MARK).read_text().split()
+    assert "summary.json" in listed and "plots" in listed
+    (out / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["run", str(small), "--out", str(out)])
+    assert result.exit_code == 2 and "holds ['notes.txt'], which abm did not write" in text(result)
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
+
+
+def test_a_split_too_small_to_train_is_refused(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(
+        "name: tiny\ndata: {source: gaussian_mixture, n_samples: 20, n_classes: 4, n_features: 4}\n"
+        "split: {participants: 10, label_skew: {alpha: 0.5}}\nprotocols: [{name: fedavg}]\n"
+    )
+    result = runner.invoke(app, ["learn", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "tiny.yaml: split: participant" in text(result) and "at least 2 training samples" in text(result)
+    assert not (tmp_path / "out").exists()
+
+
+def test_options_that_set_the_same_key_twice_are_refused(tmp_path, small):
+    result = runner.invoke(app, ["run", str(small), "--agents", "2000", "--set", "population.agents=3000"])
+    assert result.exit_code == 2 and "--agents and --set population.agents=... both set" in text(result)
+    result = runner.invoke(
+        app,
+        ["sweep", str(small), "--sweep", "disease.transmission_rate=3,4", "--set", "disease.transmission_rate=5"],
+    )
+    assert result.exit_code == 2 and "also set by --set" in text(result)
+    result = runner.invoke(app, ["calibrate", str(CALIBRATION), "--workers", "2", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "--workers: only used with --backend ray" in text(result)
+
+
+def test_each_command_points_to_the_right_one_for_the_file(tmp_path, small):
+    result = runner.invoke(app, ["learn", str(small)])
+    assert result.exit_code == 2 and "is an epidemic scenario" in text(result) and "abm run" in text(result)
+    learning = ROOT / "scenarios/learning/gmm_fedavg_private.yaml"
+    result = runner.invoke(app, ["calibrate", str(learning)])
+    assert result.exit_code == 2 and "is a learning scenario" in text(result) and "abm learn" in text(result)
+
+
+def test_set_reaches_dotted_keys_and_list_items():
+    data = yaml.safe_load(CALIBRATION.read_text())
+    out = apply_set(data, "calibration.parameters.disease.transmission_rate.low=3")
+    assert out["calibration"]["parameters"]["disease.transmission_rate"] == {"low": 3, "high": 8.0}
+    assert data["calibration"]["parameters"]["disease.transmission_rate"]["low"] == 2.0  # the input is untouched
+    listed = {"disease": {"dwell_times": [{"shape": 1.0}, {"shape": 2.0}]}}
+    assert apply_set(listed, "disease.dwell_times.1.shape=5")["disease"]["dwell_times"] == [
+        {"shape": 1.0},
+        {"shape": 5},
+    ]
+    assert listed["disease"]["dwell_times"][1] == {"shape": 2.0}
+    with pytest.raises(ScenarioError, match=r"a list of 2; '7' is not allowed, give an index 0..1"):
+        apply_set(listed, "disease.dwell_times.7.shape=5")
+    with pytest.raises(ScenarioError, match="is not in the file, so --set cannot index into it"):
+        apply_set({"disease": {}}, "disease.dwell_times.0.shape=5")
