@@ -28,7 +28,15 @@ from abm.outputs.run_folder import atomic_folder
 from abm.outputs.summary import summarize
 from abm.populations import Population, build_population, load_region
 from abm.populations.reference import build_reference_population
-from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate, with_options
+from abm.scenario import (
+    Scenario,
+    ScenarioError,
+    apply_set,
+    key_origin,
+    read_scenario_data,
+    validate,
+    with_options,
+)
 
 OVERRIDE_KEYS = {
     "agents": "population.agents",
@@ -163,12 +171,15 @@ def resolve(
     sets: list[str] | None = None,
 ) -> Scenario:
     """A validated scenario from a path, plain data or a Scenario, with overrides applied."""
+    origin = None
     if isinstance(scenario, Scenario):
         data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
     elif isinstance(scenario, dict):
         data, source = dict(scenario), "scenario"
     else:
         data, source = read_scenario_data(scenario), str(scenario)
+        if not sets and not any(v is not None for v in (overrides or {}).values()):
+            origin = key_origin(scenario)  # which file of its extends chain set a bad value
     options = []
     set_keys = {item.split("=", 1)[0].strip() for item in sets or []}
     for item in sets or []:
@@ -185,7 +196,7 @@ def resolve(
             )
         data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")
         options.append(f"--{key} {value}")
-    return validate(data, with_options(source, options))
+    return validate(data, with_options(source, options), origin)
 
 
 def check_settings(sc: Scenario, population: Population) -> None:

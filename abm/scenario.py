@@ -10,6 +10,7 @@ import math
 import os
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -264,8 +265,46 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
     return None
 
 
-def describe_errors(exc: ValidationError, source: str) -> str:
-    """One message naming, for each problem, the key path, the value and what is allowed."""
+def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
+    """For a scenario file, a function from a key path to the file of its ``extends`` chain that
+    sets it (the file itself first), or None where none does (a default)."""
+    chain, current, seen = [], Path(path), set()
+    while current.is_file() and current.resolve() not in seen:
+        seen.add(current.resolve())
+        try:
+            data = load_yaml(current.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            break
+        if not isinstance(data, dict):
+            break
+        chain.append((current, data))
+        parent = data.get("extends")
+        if not isinstance(parent, str):
+            break
+        current = current.parent / parent if not Path(parent).is_absolute() else Path(parent)
+
+    def origin(loc: tuple[Any, ...]) -> Path | None:
+        for file, data in chain:
+            node: Any = data
+            for part in loc:
+                if (isinstance(node, dict) and part in node) or (
+                    isinstance(node, list) and isinstance(part, int) and part < len(node)
+                ):
+                    node = node[part]
+                else:
+                    break
+            else:
+                return file
+        return None
+
+    return origin
+
+
+def describe_errors(
+    exc: ValidationError, source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
+) -> str:
+    """One message naming, for each problem, the key path, the value and what is allowed, and the
+    file of an ``extends`` chain that set it where that is not the file itself (``origin``)."""
     lines = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if p not in ("", "[key]"))  # a mapping's key: its own path
@@ -285,6 +324,9 @@ def describe_errors(exc: ValidationError, source: str) -> str:
                 lines.append(f"{path}: {msg}")
             else:
                 lines.append(f"{path}: {value!r} is not allowed: {msg}")
+        where = origin(loc) if origin is not None and loc else None
+        if where is not None and origin is not None and where != origin(()):
+            lines[-1] += f" (set in {where})"
     return invalid_message(source, lines)
 
 
@@ -314,7 +356,8 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     data = read_scenario_data(path)
     for item in overrides or []:
         data = apply_set(data, item)
-    return validate(data, with_options(str(path), [f"--set {x}" for x in overrides or []]))
+    origin = None if overrides else key_origin(path)  # an option's value is not blamed on a file
+    return validate(data, with_options(str(path), [f"--set {x}" for x in overrides or []]), origin)
 
 
 def with_options(source: str, options: list[str]) -> str:
@@ -362,15 +405,18 @@ def _not_finite(data: Any, path: tuple[str, ...] = ()) -> list[str]:
     return []
 
 
-def validate(data: dict[str, Any], source: str) -> Scenario:
-    """Validate plain data as a scenario, turning pydantic errors into one clear message."""
+def validate(
+    data: dict[str, Any], source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
+) -> Scenario:
+    """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
+    the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`)."""
     mixups = _bool_mixups(Scenario, data) + _not_finite(data)
     if mixups:
         raise ScenarioError(invalid_message(source, mixups))
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(describe_errors(exc, source)) from exc
+        raise ScenarioError(describe_errors(exc, source, origin)) from exc
     check_memory(scenario, source)
     return scenario
 

@@ -185,3 +185,17 @@ def test_set_reaches_dotted_keys_and_list_items():
         apply_set(listed, "disease.dwell_times.7.shape=5")
     with pytest.raises(ScenarioError, match="is not in the file, so --set cannot index into it"):
         apply_set({"disease": {}}, "disease.dwell_times.0.shape=5")
+
+
+def test_a_bad_value_names_the_file_of_the_extends_chain_that_set_it(tmp_path, small):
+    (tmp_path / "parent.yaml").write_text(f"extends: {small}\nname: parent\npopulation: {{agents: -5}}\n")
+    (tmp_path / "child.yaml").write_text("extends: parent.yaml\nname: child\ndescription: mine\n")
+    result = runner.invoke(app, ["validate", str(tmp_path / "child.yaml")])
+    assert result.exit_code == 2
+    assert "population.agents: -5 is not allowed" in text(result) and f"(set in {tmp_path / 'parent.yaml'})" in text(
+        result
+    )
+    result = runner.invoke(app, ["validate", str(tmp_path / "parent.yaml")])
+    assert result.exit_code == 2 and "set in" not in text(result)  # the file itself: no pointer
+    result = runner.invoke(app, ["validate", str(small), "--set", "population.agents=-7"])
+    assert result.exit_code == 2 and "set in" not in text(result) and "--set population.agents=-7" in text(result)
