@@ -234,3 +234,19 @@ def test_parameters_fitted_at_a_bound_are_listed():
     assert at_bounds({"a": 9.95, "b": 5.0}, cfg) == ["a"]
     assert at_bounds({"a": 0.0, "b": 0.2}, cfg) == ["a"]
     assert at_bounds({"a": 0.11, "b": 9.89}, cfg) == []
+
+
+def test_a_trial_averages_its_series_over_population_draws():
+    """population_draws 3: the trial's raw series is the mean of the runs at seeds s, s + 1000 and
+    s + 2000, each its own population; one draw is that first run alone."""
+    from abm.calibration.observed import raw_series
+    from abm.calibration.optimize import simulate_values
+
+    data = synthetic_scenario(None, 3.0, 5)
+    data["simulation"]["days"] = 30
+    data["calibration"] = {"targets": ["hospital_admissions"], "fit_window": ["2020-02-08", "2020-02-28"]}
+    runs = [raw_series(abm.run(data, seed=5 + 1000 * k), validate(data, "x").calibration) for k in range(3)]
+    assert not runs[0].equals(runs[1])  # the draws differ
+    pd.testing.assert_frame_equal(simulate_values(data, {}, "x"), runs[0])
+    data["calibration"]["population_draws"] = 3
+    pd.testing.assert_frame_equal(simulate_values(data, {}, "x"), (runs[0] + runs[1] + runs[2]) / 3)

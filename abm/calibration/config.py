@@ -134,6 +134,13 @@ class CalibrationConfig(BaseModel):
         "(0: keep the best trial as it ran); guards against a trial that won by its replicates' luck",
     )
     rerank_replicates: int = Field(10, ge=1, description="replicates of each re-ranked trial")
+    population_draws: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="population draws each trial (and each re-ranked trial) averages its series over (seeds "
+        "simulation.seed + 1000 k): fitted values then belong to the model rather than to one draw",
+    )
     trials: int = Field(40, ge=1, description="Optuna trials")
     seed: int = Field(0, ge=0, description="sampler seed")
     band_trials: int = Field(5, ge=1, description="best trials whose curves make the uncertainty band")

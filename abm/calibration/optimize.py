@@ -98,12 +98,21 @@ METHODS = ("optuna", "gradient")
 OBSERVATION = "calibration.observation."
 
 
+DRAW_SEED_STEP = 1000  # population draw k of a trial runs with seed + 1000 k (replicate r uses seed + r)
+
+
 def simulate_values(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
     """Run the scenario with ``values`` filled in; its raw simulated series by date (admissions,
-    deaths, infections: :func:`abm.calibration.observed.raw_series`; a Ray task)."""
+    deaths, infections: :func:`abm.calibration.observed.raw_series`), averaged over
+    ``calibration.population_draws`` population draws (a Ray task)."""
     sc = validate(with_values(data, values), source)
-    assert sc.calibration is not None
-    return raw_series(run(sc), sc.calibration)
+    cfg = sc.calibration
+    assert cfg is not None
+    draws = [
+        raw_series(run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k) if k else run(sc), cfg)
+        for k in range(cfg.population_draws)
+    ]
+    return sum(draws[1:], draws[0]) / len(draws)
 
 
 def profiled_keys(cfg: CalibrationConfig) -> list[str]:
