@@ -102,8 +102,16 @@ def test_bundled_king_county_series_cover_the_2020_windows():
     cfg = validate({"name": "x", "calibration": {}}, "x.yaml").calibration
     obs = load_observed(cfg)
     assert list(obs.columns) == ["hospital_admissions", "deaths"]
-    april = obs.loc["2020-04-01":"2020-04-30"]
-    assert april.deaths.sum() > 100 and april.hospital_admissions.sum() > 300
+    # Every day from the first JHU date (2020-01-22) to the end of 2020; both series have a
+    # value (never negative) on every day of the fit and held-out windows.
+    assert list(obs.index) == list(pd.date_range("2020-01-22", "2020-12-31"))
+    windows = obs.loc["2020-02-28":"2020-06-30"]
+    assert windows.notna().all().all() and (windows >= 0).all().all()
+    # The held-out weeks from 2020-05-01 as BENCHMARKS.md quotes them (PHSKC admissions, JHU CSSE
+    # deaths; abm/calibration/data/SOURCES.md).
+    weeks = obs.loc["2020-05-01":"2020-06-25"].groupby(lambda d: (d - pd.Timestamp("2020-05-01")).days // 7).sum()
+    assert weeks.hospital_admissions.tolist() == [70, 65, 45, 45, 31, 31, 24, 44]
+    assert weeks.deaths.tolist() == [33, 39, 20, 23, 12, 9, 18, 10]
 
 
 def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path):

@@ -14,14 +14,13 @@ from abm.calibration.optimize import fit_value, simulate_values
 from abm.cli import app
 from abm.scenario import read_scenario_data, validate
 
-pytest.importorskip("ray")
-
 
 @pytest.mark.slow  # starting a local Ray and its workers takes about 20 s on 2 cores
 def test_ray_trials_are_the_local_runs_of_their_parameters(tmp_path):
     """Four trials in batches of two on a local Ray: trials.csv holds four trials whose losses
     equal the losses of running the same parameters in this process (the engine is
     deterministic), and the best trial's values are in calibrated.yaml."""
+    pytest.importorskip("ray")  # an optional extra; the dev install has it
     scenario = {
         "name": "tiny",
         "population": {"agents": 3000},

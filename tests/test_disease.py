@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from abm.engine.disease import DiseaseConfig, DiseaseModel, Stage
@@ -50,8 +51,14 @@ def test_infectiousness_profile_is_a_gamma_pmf_starting_at_zero():
     assert g[0].item() == 0.0
     assert abs(g.sum().item() - 1.0) < 1e-6
     mean = (torch.arange(g.shape[0], dtype=torch.float64) * g).sum().item()
-    # Mean of ceil(G) for G ~ gamma(mean 5.5): 5.5 + about 0.5.
-    assert 5.8 < mean < 6.2
+    # g(k) = P(k - 1 < G <= k) for G ~ gamma(mean 5.5, sd 2.14): its mean is E[ceil(G)], computed
+    # here independently with scipy's gamma (shape 5.5^2 / 2.14^2, scale 2.14^2 / 5.5).
+    from scipy.stats import gamma
+
+    k = np.arange(200)
+    want = np.diff(gamma.cdf(k, 5.5**2 / 2.14**2, scale=2.14**2 / 5.5), prepend=0.0)
+    assert np.allclose(g.numpy()[:20], want[:20], atol=1e-6)
+    assert mean == pytest.approx((k * want).sum(), abs=1e-4)
 
 
 def test_branching_rows_must_be_probabilities():

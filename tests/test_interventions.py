@@ -361,6 +361,9 @@ def test_manual_tracing_never_reaches_community_contacts():
     sim.fields["positive_day"][:] = 5
     for day in range(6):
         sim.step(day)
+    # Every positive was interviewed (on day 5), and none of its community contacts was traced.
+    assert sim.activity["interviews"][:, 0].tolist() == [0] * 5 + [n] + [0] * 4
+    assert sim.activity["manual_notifications"].sum() == 0
     assert not sim.fields["quarantine_request"].any() and not sim.state.isolated.any()
 
 
@@ -377,10 +380,15 @@ def test_manual_tracing_recall_reach_and_compliance_rates():
     iso = sim.state.isolated.view(reps, 11)
     # Contacts quarantine with P = reach(index) x recall x reach(contact) x comply.
     p = 0.8 * 0.7 * 0.8 * 0.9
-    assert within(iso[:, 1:].double().mean().item(), p, reps * 10, k=6)
-    # Reaching the index case is one draw per case: all-or-none across its contacts.
+    # A replicate's share is R x B / 10, R ~ Bernoulli(0.8) (the index reached), B ~ Bin(10, 0.504):
+    # variance 0.8 x 0.504 x 0.496 / 10 + 0.16 x 0.504^2 = 0.0606 per replicate.
+    share_var = 0.8 * 0.504 * 0.496 / 10 + 0.8 * 0.2 * 0.504**2
+    assert abs(iso[:, 1:].double().mean().item() - p) < 4 * math.sqrt(share_var / reps)
+    # Reaching the index case is one draw per case, all-or-none across its contacts: some contact
+    # quarantines with P = 0.8 x (1 - (1 - 0.504)^10) = 0.799 (a reach drawn per contact would
+    # give 1 - (1 - 0.403)^10 = 0.994).
     any_traced = iso[:, 1:].any(1).double().mean().item()
-    assert any_traced <= 0.8 + 4 * math.sqrt(0.16 / reps)
+    assert within(any_traced, 0.8 * (1 - (1 - 0.504) ** 10), reps)
 
 
 def test_two_step_tracing_skips_contacts_who_heeded_the_app():

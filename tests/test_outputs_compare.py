@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -133,10 +134,12 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
     assert format_cell("cost_per_averted_hospitalization", 0.2854) == "0.29"
     assert format_cell("total_cost", 193914.4) == "193,914" and format_cell("total_cost", 0.0) == "0"
     report = (out / "report.html").read_text()
-    for name in runs:
-        assert f"{name}" in report
-    assert 'href="../' in report or "href=" in report
-    assert "map.html" in report  # the ni run folder has its map, linked from the report
+    for name in runs:  # each run is a row of the table and an item of the run list
+        assert f"<tr><td>{name}</td>" in report and f"<li><b>{name}</b>: " in report
+    # Links are relative to the report's folder; only the ni run folder has its map.
+    rel = os.path.relpath(runs["ni"].resolve(), out.resolve())
+    assert f'<a href="{rel}/map.html">map</a>' in report
+    assert report.count(">map</a>") == 1
     for png in plots.PLOT_FILES.values():
         assert f'src="plots/{png}"' in report
 

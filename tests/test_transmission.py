@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 from conftest import make_population, quiet_contacts
@@ -147,10 +146,6 @@ def test_occupation_layer_is_a_small_world_per_group(kc_100k):
     assert 0.12 < changed < 0.2
     again = sim.occupation.edges(1)
     assert torch.equal(again.dst, b.dst), "a past day is re-created exactly"
-
-
-def test_unused_pandas_import_guard():
-    assert pd.__version__
 
 
 def test_pushing_from_the_infectious_equals_summing_over_all_edges(kc_100k):

@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
 from abm.outputs.run_folder import atomic_folder, check_target
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None:
+    """Lay ``fig`` out, write it at 100 dpi and close it; its file name goes into ``files``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    if files is not None:
+        files.append(path.name)
 
 
 def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> None:
@@ -26,9 +40,7 @@ def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> Non
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _plots(report: dict[str, Any], out: Path) -> list[str]:
@@ -52,10 +64,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     ax.set_ylabel("accuracy")
     ax.set_title(f"{report['scenario']}: score per participant")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "scores.png", dpi=100)
-    plt.close(fig)
-    files.append("scores.png")
+    save_figure(fig, out / "scores.png", files)
 
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys)), 4))
     for i in range(n):
@@ -67,10 +76,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     ax.set_ylabel("gain over local-only")
     ax.set_title("collaboration gain G_n = A_n - B_n")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "gains.png", dpi=100)
-    plt.close(fig)
-    files.append("gains.png")
+    save_figure(fig, out / "gains.png", files)
 
     plot_round_curves(prots, "mean accuracy", out / "curves.png")
     files.append("curves.png")
@@ -86,11 +92,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
                 im = ax.imshow(np.array(summary[field]), vmin=0, vmax=1, cmap="viridis")
                 ax.set_title(f"{k}: {title}", fontsize=9)
                 fig.colorbar(im)
-                fig.tight_layout()
-                name = f"{k}_{field}.png"
-                fig.savefig(out / name, dpi=100)
-                plt.close(fig)
-                files.append(name)
+                save_figure(fig, out / f"{k}_{field}.png", files)
         if summary.get("collaboration"):
             mats = np.array(summary["collaboration"])
             fig, ax = plt.subplots(figsize=(4.5, 4))
@@ -98,11 +100,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
             ax.set_title(f"{k}: choices, last 10 rounds", fontsize=9)
             ax.set_xlabel("chosen")
             ax.set_ylabel("chooser")
-            fig.tight_layout()
-            name = f"{k}_collaboration.png"
-            fig.savefig(out / name, dpi=100)
-            plt.close(fig)
-            files.append(name)
+            save_figure(fig, out / f"{k}_collaboration.png", files)
     return files
 
 

@@ -6,6 +6,7 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -244,8 +245,56 @@ def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
     return cur
 
 
+def key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """A pydantic error location as the user's key path: pydantic also names the member of a
+    union that it tried (``'gaussian_mixture'``, ``"literal['a','b']"``); such a part is not a key
+    of the user's mapping there (a missing key, the last part, stays)."""
+    out: list[Any] = []
+    for i, part in enumerate(loc):
+        here = _lookup(data, tuple(out))
+        index = isinstance(part, int) and isinstance(here, list)
+        key = isinstance(part, str) and isinstance(here, dict) and (part in here or i == len(loc) - 1)
+        if index or key:
+            out.append(part)
+    return tuple(out)
+
+
+def validation_message(
+    source: str,
+    err: ValidationError,
+    data: Any,
+    allowed_keys: Callable[[tuple[Any, ...]], str],
+    prefix: tuple[Any, ...] = (),
+) -> str:
+    """One line for the first problem pydantic found: the file, the key path, the value and what
+    is allowed (``allowed_keys(path)``: the keys allowed beside an unknown key at ``path``).
+    ``prefix``: where ``data``'s part that was validated sits in the file."""
+    errors = err.errors()
+    first = errors[0]
+    loc = key_path(prefix + tuple(first["loc"]), data)
+    path = describe_loc(loc)
+    if first["type"] == "extra_forbidden":
+        allowed = allowed_keys(loc)
+        return f"{source}: {path}: unknown key {loc[-1]!r}" + (f"; allowed keys: {allowed}" if allowed else "")
+    if first["type"] == "missing":
+        return f"{source}: {path}: missing; this key is required"
+    if first["type"] == "union_tag_invalid":  # a section's kind names no known variant
+        ctx = first["ctx"]
+        key = ctx["discriminator"].strip("'")
+        return f"{source}: {describe_loc((*loc, key))}: bad value {ctx['tag']!r}: allowed: {ctx['expected_tags']}"
+    if not loc and first["type"] == "value_error":  # cross-field checks name their own key path
+        return f"{source}: {first['msg'].removeprefix('Value error, ')}"
+    value = _lookup(data, loc) if loc else None
+    # pydantic reports each member of a union it tried: what each allows
+    msgs = [e["msg"].removeprefix("Value error, ") for e in errors if key_path(prefix + tuple(e["loc"]), data) == loc]
+    msg = "; or ".join(dict.fromkeys(msgs))
+    if isinstance(value, dict):  # a check across the keys of a section: its message names them
+        return f"{source}: {path}: {msg}"
+    return f"{source}: {path}: bad value {value!r}: {msg}"
+
+
 def _allowed_keys(loc: tuple[Any, ...], data: Any) -> str:
-    """Keys allowed at the parent of ``loc``, for unknown-key errors."""
+    """Keys allowed at the parent of ``loc`` (a key path), for unknown-key errors."""
     from abm.learning.protocols import protocol_class
 
     model: Any = LearningScenario
@@ -253,16 +302,15 @@ def _allowed_keys(loc: tuple[Any, ...], data: Any) -> str:
     for i, part in enumerate(parent):
         if isinstance(part, int):
             continue
+        if part == "params" and i > 0:  # a protocol's params: its own config
+            spec = _lookup(data, parent[:i])
+            try:
+                model = protocol_class(spec["name"]).Config
+                continue
+            except (KeyError, TypeError, ValueError):
+                return ""
         field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
         if field is None:
-            if part == "params" and i > 0:
-                spec = _lookup(data, parent[:i])
-                try:
-                    model = protocol_class(spec["name"]).Config
-                    continue
-                except (KeyError, TypeError, ValueError):
-                    return ""
-            # union members are named by pydantic in the loc (e.g. 'gaussian_mixture')
             return ""
         ann = field.annotation
         model = _model_in(ann, _lookup(data, parent[: i + 1]))
@@ -287,23 +335,6 @@ def _model_in(ann: Any, value: Any) -> Any:
                     continue
             return m
     return None
-
-
-def _error_message(source: str, err: ValidationError, data: Any, prefix: tuple = ()) -> str:
-    first = err.errors()[0]
-    loc = prefix + tuple(first["loc"])
-    path = describe_loc(loc)
-    value = first.get("input")
-    if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(loc, data)
-        what = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {allowed}" if allowed else "")
-        return f"{source}: {path}: {what}"
-    if first["type"] == "missing":
-        return f"{source}: {path}: missing; this key is required"
-    msg = first["msg"].removeprefix("Value error, ")
-    if isinstance(value, dict):  # a check across the keys of a section: its message names them
-        return f"{source}: {path}: {msg}"
-    return f"{source}: {path}: bad value {value!r}: {msg}"
 
 
 def check_protocols(
@@ -332,7 +363,10 @@ def check_protocols(
         try:
             cls.Config.model_validate(spec.params)
         except ValidationError as e:
-            raise LearningScenarioError(_error_message(source, e, data, ("protocols", i, "params"))) from None
+            where = ("protocols", i, "params")
+            raise LearningScenarioError(
+                validation_message(source, e, data, lambda loc: _allowed_keys(loc, data), where)
+            ) from None
         models = spec.models or default_models
         if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
             raise LearningScenarioError(
@@ -452,7 +486,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
     try:
         scenario = LearningScenario.model_validate(data)
     except ValidationError as e:
-        raise LearningScenarioError(_error_message(source, e, data)) from None
+        raise LearningScenarioError(validation_message(source, e, data, lambda loc: _allowed_keys(loc, data))) from None
     check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data)
     check_indices(source, scenario)
     for i, m in enumerate(scenario.models):

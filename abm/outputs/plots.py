@@ -112,12 +112,15 @@ def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="best")
-    reps = sorted({r.replicates for r in runs})
-    fig.text(
-        0.99, 0.005, f"line: mean; band: lowest to highest of {'/'.join(map(str, reps))} replicates",
-        ha="right", va="bottom", fontsize=7, color="#555555",
-    )  # fmt: skip
+    _band_note(fig, runs, 0.005, "bottom")
     return fig
+
+
+def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str) -> None:
+    """The note that tells what the line and the band are, in the figure's right corner."""
+    reps = "/".join(str(r) for r in sorted({r.replicates for r in runs}))
+    note = f"line: mean; band: lowest to highest of {reps} replicates"
+    fig.text(0.99, y, note, ha="right", va=va, fontsize=7, color="#555555")
 
 
 def hospital_occupancy(runs: list[RunTables]) -> Figure:
@@ -168,11 +171,7 @@ def cumulative_by_age(runs: list[RunTables]) -> Figure:
         ax.set_ylabel("% ever infected")
     axes.flat[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("Cumulative infections by age group", fontsize=11)
-    reps = sorted({r.replicates for r in runs})
-    fig.text(
-        0.99, 0.995, f"line: mean; band: lowest to highest of {'/'.join(map(str, reps))} replicates",
-        ha="right", va="top", fontsize=7, color="#555555",
-    )  # fmt: skip
+    _band_note(fig, runs, 0.995, "top")
     return fig
 
 

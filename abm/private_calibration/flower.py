@@ -29,10 +29,9 @@ from flwr.common import Code, Context, GetPropertiesIns, GetPropertiesRes, Statu
 from abm.learning.flower.client import ParticipantClient
 from abm.learning.flower.client import main as client_main
 from abm.learning.flower.server import FlowerClients
+from abm.learning.messages import Network
 from abm.learning.models import load_flat_params
-from abm.learning.privacy.aggregation import PlainSum
-from abm.learning.protocols import RunContext
-from abm.learning.runner import ProtocolResult, execute_protocol
+from abm.learning.runner import ProtocolResult
 from abm.populations import load_region
 from abm.private_calibration.federation import (
     AuditNetwork,
@@ -139,42 +138,13 @@ Finished = tuple[ProtocolResult, AuditNetwork, dict[int, torch.Tensor]]
 def server_work(scenario: PrivateCalibrationScenario, done: list[Finished], facts: dict[str, Any]):
     """The server's work once every institution's client is connected: every protocol through
     :func:`execute_protocol` over a :class:`CalibratorClients` pool, then the final calibrators."""
+    from abm.learning.flower.run import serve_protocols
 
-    def work(clients: dict[int, tuple[Any, dict]]) -> None:
-        proxies = {pid: proxy for pid, (proxy, _) in clients.items()}
-        sizes = {pid: int(props["n_train"]) for pid, (_, props) in clients.items()}
-        first = clients[min(clients)][1]
-        input_shape = tuple(json.loads(str(first["input_shape"])))
-        n_classes = int(first["n_classes"])
-        facts["requests"] = 0
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for i, spec in enumerate(calibration_specs(scenario)):
-                pool = CalibratorClients(proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes)
-                try:
-                    network = AuditNetwork()
-                    ctx = RunContext(
-                        participants=[],
-                        n_classes=n_classes,
-                        input_shape=input_shape,
-                        rounds=spec.rounds or scenario.rounds,
-                        local_epochs=scenario.local_epochs,
-                        seed=scenario.seed,
-                        network=network,
-                        aggregator=PlainSum(),
-                        clients=pool,
-                    )
-                    result = execute_protocol(scenario, spec, ctx)  # type: ignore[arg-type]
-                    final = {pid: r["w"] for pid, r in pool.broadcast("get_weights").items()}
-                    done.append((result, network, final))
-                finally:
-                    facts["requests"] += pool.requests
-                    pool.close()
-        finally:
-            torch.set_num_threads(threads)
+    def record(result: ProtocolResult, network: Network, pool: FlowerClients) -> None:
+        final = {pid: r["w"] for pid, r in pool.broadcast("get_weights").items()}
+        done.append((result, network, final))  # type: ignore[arg-type]
 
-    return work
+    return serve_protocols(scenario, calibration_specs(scenario), CalibratorClients, record, facts, AuditNetwork)
 
 
 def run_protocols_flower(

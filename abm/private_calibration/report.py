@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from abm.learning.report import jsonable, plot_round_curves
+from abm.learning.report import jsonable, plot_round_curves, save_figure
 from abm.learning.runner import privacy_settings
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
@@ -192,10 +192,7 @@ def _plots(
         ax.set_xticklabels(keys, rotation=30, ha="right")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        fig.savefig(out / fname, dpi=100)
-        plt.close(fig)
-        files.append(fname)
+        save_figure(fig, out / fname, files)
 
     fig, axes = plt.subplots(2, n, figsize=(3.2 * n, 5.5), squeeze=False)
     from abm.calibration.observed import weekly
@@ -214,10 +211,7 @@ def _plots(
             if i == 0:
                 ax.set_ylabel("per 100k per week")
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "fits.png", dpi=100)
-    plt.close(fig)
-    files.append("fits.png")
+    save_figure(fig, out / "fits.png", files)
 
     plot_round_curves(prots, "mean recovery accuracy", out / "curves.png")
     files.append("curves.png")
@@ -230,10 +224,7 @@ def _plots(
     ax.set_ylabel("latitude")
     ax.set_title("institutions' tracts")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "regions.png", dpi=100)
-    plt.close(fig)
-    files.append("regions.png")
+    save_figure(fig, out / "regions.png", files)
     return files
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abm.learning.errors import LearningScenarioError
-from abm.learning.scenario import ProtocolSpec, TrainingSpec, check_protocols, describe_loc, read_yaml
+from abm.learning.scenario import ProtocolSpec, TrainingSpec, check_protocols, read_yaml, validation_message
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 
 KIND = "private_calibration"
@@ -197,15 +197,6 @@ class PrivateCalibrationScenario(_Strict):
         )
 
 
-def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
-
-
 def is_private_calibration(data: Any) -> bool:
     """Whether parsed YAML ``data`` is a private-calibration scenario (``kind: private_calibration``)."""
     return isinstance(data, dict) and data.get("kind") == KIND
@@ -227,24 +218,7 @@ def load_scenario(
     try:
         scenario = PrivateCalibrationScenario.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = tuple(first["loc"])
-        path = describe_loc(loc)
-        if first["type"] == "extra_forbid" or first["type"] == "extra_forbidden":
-            parent = _model_at(loc[:-1])
-            allowed = f"; allowed keys: {', '.join(parent.model_fields)}" if parent is not None else ""
-            raise LearningScenarioError(f"{source}: {path}: unknown key {loc[-1]!r}{allowed}") from None
-        if first["type"] == "missing":
-            raise LearningScenarioError(f"{source}: {path}: missing; this key is required") from None
-        if not loc and first["type"] == "value_error":  # cross-field checks name their own key path
-            raise LearningScenarioError(f"{source}: {first['ctx']['error']!s}") from None
-        value = first.get("input") if loc else None
-        if loc and value is None:
-            value = _lookup(data, loc)
-        msg = first["msg"].removeprefix("Value error, ")
-        if isinstance(value, dict):  # a check across the keys of a section: its message names them
-            raise LearningScenarioError(f"{source}: {path}: {msg}") from None
-        raise LearningScenarioError(f"{source}: {path}: bad value {value!r}: {msg}") from None
+        raise LearningScenarioError(validation_message(source, e, data, _allowed_keys)) from None
     check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data, member="institution")
     for i, spec in enumerate(scenario.protocols):
         if spec.name == "p2p_selection":
@@ -285,6 +259,12 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
             observed_kc2020(scenario.model, county.figures.population)
         except CalibrationError as exc:
             raise LearningScenarioError(f"{source}: {exc}") from None
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> str:
+    """The keys allowed beside the unknown key at ``loc``."""
+    parent = _model_at(loc[:-1])
+    return ", ".join(parent.model_fields) if parent is not None else ""
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:

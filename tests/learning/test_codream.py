@@ -24,11 +24,13 @@ def test_input_gradients_have_the_data_shape_for_any_architecture():
     cfg = CoDreamConfig()
     for kind in ("mlp", "cnn"):
         model = build_model(kind, (1, 8, 8), 10, hidden=[16], channels=[4, 8])
-        before = [p.detach().clone() for p in model.parameters()]
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        assert any("running_mean" in k for k in before), "the model has BatchNorm statistics"
         g = input_gradient(model, x, cfg, student=None)
         assert g.shape == x.shape and torch.isfinite(g).all() and g.abs().sum() > 0
-        # the model is frozen: its weights and BatchNorm statistics do not change
-        assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+        # the model is frozen: its weights and BatchNorm statistics (buffers too) do not change
+        after = model.state_dict()
+        assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
 
 
 def test_codream_beats_local_only_on_label_skew():

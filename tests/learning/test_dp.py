@@ -3,7 +3,6 @@
 import itertools
 import math
 
-import numpy as np
 import pytest
 import torch
 from scipy import integrate
@@ -71,4 +70,13 @@ def test_dp_sum_is_noisy_with_the_right_scale_and_reports_epsilon():
 
 def test_accountant_zero_steps_is_zero():
     assert DPAccountant(1.0).epsilon(1e-5) == 0.0
-    assert np.isfinite(gdp_epsilon(0.5, 3, 1e-6))
+    assert gdp_epsilon(1.0, 0, 1e-5) == 0.0
+
+
+def test_gdp_epsilon_inverts_the_gdp_privacy_curve():
+    """3 releases at noise 0.5 are mu-GDP with mu = sqrt(3) / 0.5; the epsilon returned for delta
+    1e-6 is the one where the exact delta(epsilon) curve of that mu crosses 1e-6."""
+    eps = gdp_epsilon(0.5, 3, 1e-6)
+    mu = math.sqrt(3) / 0.5
+    assert gdp_delta(eps, mu) == pytest.approx(1e-6, rel=1e-6)
+    assert gdp_delta(0.99 * eps, mu) > 1e-6 > gdp_delta(1.01 * eps, mu)

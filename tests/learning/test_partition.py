@@ -28,14 +28,18 @@ def test_dirichlet_label_skew_partitions_every_row_once_and_skews_labels():
 
 
 def test_quantity_skew_and_class_groups():
-    rng = np.random.default_rng(0)
-    parts = quantity_indices(1000, 5, 0.5, rng, min_size=20)
-    assert min(len(p) for p in parts) >= 20
-    assert len(set(np.concatenate(parts).tolist())) == sum(len(p) for p in parts)
+    parts = quantity_indices(1000, 5, 0.5, np.random.default_rng(0), min_size=20)
+    # The sizes are min_size plus the Dirichlet(0.5) shares of the other 900 rows (floored).
+    share = np.random.default_rng(0).dirichlet(np.full(5, 0.5))
+    assert [len(p) for p in parts] == (20 + np.floor(share * 900)).astype(int).tolist()
+    rows = np.concatenate(parts)
+    assert len(set(rows.tolist())) == len(rows) and rows.min() >= 0 and rows.max() < 1000  # disjoint rows
+    assert 1000 - 5 < len(rows) <= 1000  # at most one row per part lost to the floor
     labels = np.repeat(np.arange(4), 10)
-    parts = class_group_indices(labels, [[0, 1], [2, 3]], [0, 0, 1], rng)
-    assert set(labels[parts[2]].tolist()) == {2, 3}
-    assert set(labels[parts[0]].tolist()) <= {0, 1}
+    parts = class_group_indices(labels, [[0, 1], [2, 3]], [0, 0, 1], np.random.default_rng(0))
+    # Participants 0 and 1 split the rows of classes 0 and 1 equally; participant 2 has all of 2 and 3.
+    assert sorted(np.concatenate([parts[0], parts[1]]).tolist()) == list(range(20))
+    assert len(parts[0]) == len(parts[1]) == 10 and parts[2].tolist() == list(range(20, 40))
 
 
 def test_concept_shift_swaps_labels_only():

@@ -125,8 +125,22 @@ def test_cli_learn_writes_report(tmp_path, capsys):
 
     f = tmp_path / "ok.yaml"
     f.write_text(yaml.safe_dump(_tiny(protocols=[{"name": "fedavg"}])))
-    learn(f, tmp_path / "out")
-    assert (tmp_path / "out" / "report.json").exists()
+    out = tmp_path / "out"
+    learn(f, out)
+    assert {"report.json", "scenario.json", "scores.png", "gains.png", "curves.png"} <= {p.name for p in out.iterdir()}
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["protocols"]) == {"local", "fedavg"}
+    fedavg = report["protocols"]["fedavg"]
+    # iris MLP 4-8-3: 67 parameters of 4 bytes. Weights: participant 0's initial model to the
+    # server and its broadcast to 2, then a new global model to each of 2 in each of 2 rounds;
+    # updates: 2 rounds x 2 participants.
+    n = (4 * 8 + 8 + 8 * 3 + 3) * 4
+    assert fedavg["bytes_by_kind"] == {"model_weights": (1 + 2 + 2 * 2) * n, "model_update": 2 * 2 * n}
+    assert fedavg["bytes_total"] == 11 * n
+    gains = [p["collaborative"] - p["standalone"] for p in fedavg["participants"]]
+    assert [p["gain"] for p in fedavg["participants"]] == pytest.approx(gains)
+    assert fedavg["mcg"] == pytest.approx(np.mean(gains)) and fedavg["min_gain"] == pytest.approx(min(gains))
+    assert fedavg["mean_score"] == pytest.approx(np.mean([p["collaborative"] for p in fedavg["participants"]]))
     assert "fedavg" in capsys.readouterr().out
 
 
@@ -169,6 +183,24 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         (
             {"split": {"participants": 4, "quantity_skew": {"fractions": [0.5, 0.5]}}},
             "quantity_skew.fractions needs one share per participant (4), not 2",
+        ),
+        # A section with variants (data by its source): the user's key path, not pydantic's member name.
+        (
+            {"data": {"source": "gaussian_mixture", "n_samples": -5}},
+            "<dict>: data.n_samples: bad value -5: Input should be greater than or equal to 20",
+        ),
+        (
+            {"data": {"source": "gaussian_mixture", "colour": 1}},
+            "data.colour: unknown key 'colour'; allowed keys: source, n_samples, n_classes, n_features, "
+            "modes_per_class, separation",
+        ),
+        (
+            {"data": {"source": "mnist"}},
+            "data.source: bad value 'mnist': allowed: 'gaussian_mixture', 'digits', 'wine', 'breast_cancer', 'iris'",
+        ),
+        (
+            {"protocols": [{"name": "fedavg", "params": {"lr": 1}}]},
+            "protocols[0].params.lr: unknown key 'lr'; allowed keys: mu, server_lr, weighting, bn_stats",
         ),
     ],
 )

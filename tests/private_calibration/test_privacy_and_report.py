@@ -205,15 +205,25 @@ def test_abm_learn_end_to_end(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(colour=1), "colour"),
-        (lambda d: d["institutions"][0]["prior"].update(transmission=[0.1, 1.0]), "institutions"),
-        (lambda d: d["institutions"][1].pop("truth"), "truth"),
-        (lambda d: d["institutions"][0].update(tracts="west"), "institutions[0].tracts"),
+        (lambda d: d.update(colour=1), "colour: unknown key 'colour'; allowed keys: kind, name,"),
+        (
+            lambda d: d["institutions"][0]["prior"].update(transmission=[0.1, 1.0]),
+            "institutions[0].prior.transmission: bad value [0.1, 1.0]: must lie in [0.6, 1.4] with low < high",
+        ),
+        (
+            lambda d: d["institutions"][1].pop("truth"),
+            "institutions[1].truth: missing ['ascertainment', 'seeding', 'transmission']: known_truth mode needs",
+        ),
+        (
+            lambda d: d["institutions"][0].update(tracts="west"),
+            "institutions[0].tracts: bad value 'west': Input should be 'seattle', 'north', 'east' or 'south'; "
+            "or Input should be a valid list",
+        ),
         (
             lambda d: d["protocols"].append(
                 {"name": "mapl", "label": "mapl_sa", "privacy": {"secure_aggregation": True}}
             ),
-            "privacy",
+            "privacy: bad value for mapl: privacy wrappers apply only to protocols whose aggregation is a sum",
         ),
     ],
 )

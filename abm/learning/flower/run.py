@@ -10,8 +10,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,6 +28,9 @@ from abm.learning.runner import (
 )
 from abm.learning.scenario import LearningScenario
 
+if TYPE_CHECKING:
+    from abm.learning.flower.server import FlowerClients
+
 MODES = ("flower-sim", "flower")
 
 
@@ -41,9 +45,19 @@ def _import_flwr() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _work(scenario: LearningScenario, results: list[ProtocolResult], facts: dict[str, Any]):
-    """The server's work once every participant's client is connected: run every protocol."""
-    from abm.learning.flower.server import FlowerClients
+def serve_protocols(
+    scenario: Any,
+    specs: list[Any],
+    pool_class: type[FlowerClients],
+    record: Callable[[ProtocolResult, Network, FlowerClients], None],
+    facts: dict[str, Any],
+    network: Callable[[], Network] = Network,
+    groups: list[int] | None = None,
+):
+    """The server's work once every client is connected: each protocol of ``specs`` runs
+    through a ``pool_class`` pool of the clients, and ``record(result, network, pool)`` keeps
+    what it needs before the pool closes. ``facts`` gets the clients' training-set sizes and the
+    number of requests they answered."""
 
     def work(clients: dict[int, tuple[Any, dict]]) -> None:
         proxies = {pid: proxy for pid, (proxy, _) in clients.items()}
@@ -56,11 +70,10 @@ def _work(scenario: LearningScenario, results: list[ProtocolResult], facts: dict
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            for i, spec in enumerate(protocol_specs(scenario)):
-                pool = FlowerClients(
-                    proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes, timeout=None
-                )
+            for i, spec in enumerate(specs):
+                pool = pool_class(proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes)
                 try:
+                    net = network()
                     ctx = RunContext(
                         participants=[],
                         n_classes=n_classes,
@@ -68,12 +81,12 @@ def _work(scenario: LearningScenario, results: list[ProtocolResult], facts: dict
                         rounds=spec.rounds or scenario.rounds,
                         local_epochs=scenario.local_epochs,
                         seed=scenario.seed,
-                        network=Network(),
+                        network=net,
                         aggregator=PlainSum(),
-                        groups=known_groups(scenario),
+                        groups=groups,
                         clients=pool,
                     )
-                    results.append(execute_protocol(scenario, spec, ctx))
+                    record(execute_protocol(scenario, spec, ctx), net, pool)
                 finally:
                     facts["requests"] += pool.requests
                     pool.close()
@@ -81,6 +94,20 @@ def _work(scenario: LearningScenario, results: list[ProtocolResult], facts: dict
             torch.set_num_threads(threads)
 
     return work
+
+
+def _work(scenario: LearningScenario, results: list[ProtocolResult], facts: dict[str, Any]):
+    """The server's work once every participant's client is connected: run every protocol."""
+    from abm.learning.flower.server import FlowerClients
+
+    return serve_protocols(
+        scenario,
+        protocol_specs(scenario),
+        FlowerClients,
+        lambda result, _network, _pool: results.append(result),
+        facts,
+        groups=known_groups(scenario),
+    )
 
 
 def _free_port() -> int:
