@@ -176,3 +176,15 @@ def test_age_bands_must_be_contiguous_from_zero(king_county, bands):
     data["age_bands"] = bands
     with pytest.raises(ValidationError, match="age bands must"):
         RegionFigures.model_validate(data)
+
+
+def test_agent_table_has_one_row_per_agent_with_its_setting():
+    """Agents 0-2 in one household, 3-4 in another; agents 1 and 3 work in group 0 (OFFICE)."""
+    from conftest import make_population
+
+    table = make_population([[0, 1, 2], [3, 4]], groups=[[1, 3]], ages=[5, 40, 71, 90, 30]).agent_table()
+    assert list(table.columns) == ["age", "age_group", "tract", "household", "long_term_care", "group", "setting"]
+    assert table.age.tolist() == [5, 40, 71, 90, 30] and table.age_group.tolist() == [0, 4, 7, 8, 3]
+    assert table.household.tolist() == [0, 0, 0, 1, 1] and table.tract.tolist() == ["00000000001"] * 5
+    assert table.group.tolist() == [-1, 0, -1, 0, -1]
+    assert table.setting.tolist() == ["", "OFFICE", "", "OFFICE", ""]

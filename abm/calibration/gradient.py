@@ -104,7 +104,9 @@ def weekly_sums(daily: torch.Tensor, cfg: CalibrationConfig, window: tuple[Any, 
     return daily[first : first + n].reshape(-1, 7).sum(dim=1)
 
 
-def fit_loss(series: dict[str, torch.Tensor], observed_weekly: dict[str, torch.Tensor], cfg: CalibrationConfig):
+def fit_loss(
+    series: dict[str, torch.Tensor], observed_weekly: dict[str, torch.Tensor], cfg: CalibrationConfig
+) -> torch.Tensor:
     """Mean over targets of the RMSE of log1p weekly counts on the fit window."""
     parts = []
     for t in cfg.targets:

@@ -81,6 +81,7 @@ class Series(BaseModel):
         return self
 
     def values(self) -> list[float]:
+        """The daily multipliers of the series, read from its bundled or user CSV file."""
         path = (
             files("abm.interventions") / "data" / BUNDLED_SERIES[self.source]
             if self.source in BUNDLED_SERIES
@@ -134,6 +135,7 @@ class ContactMultipliersConfig(BaseModel):
 
 
 def active(from_day: int, until_day: int | None, day: int) -> bool:
+    """Whether ``day`` falls in [from_day, until_day) (no end when ``until_day`` is None)."""
     return day >= from_day and (until_day is None or day < until_day)
 
 
@@ -171,6 +173,7 @@ class ContactMultipliers(InterventionBase):
         return out
 
     def apply(self, sim: Simulation, day: int) -> None:
+        """Set the day's contact multipliers per layer and close the settings closed that day."""
         sim.layer_scale.update(self.multipliers(day))
         closed = tuple(
             sorted({x for c in self.cfg.closures if active(c.from_day, c.until_day, day) for x in c.settings})

@@ -102,6 +102,8 @@ class DigitalTracing(InterventionBase):
         return owner[keep], partner[keep]
 
     def trace(self, sim: Simulation, day: int) -> None:
+        """Notify the recent contacts with the app of today's positives (positives need the app too where
+        ``require_app`` is both)."""
         c = self.cfg
         index = positives_to_trace(sim, day)
         if c.require_app == "both":

@@ -90,6 +90,7 @@ class ManualTracing(InterventionBase):
         return {Phase.TRACING: self.trace}
 
     def trace(self, sim: Simulation, day: int) -> None:
+        """Interview today's reachable positives and notify the household and occupation contacts they recall."""
         c = self.cfg
         index = positives_to_trace(sim, day)
         index = index[self.reach(sim, "mct-reach-index", day, index)]

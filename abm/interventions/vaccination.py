@@ -143,6 +143,7 @@ class Vaccination(InterventionBase):
         return math.floor((k + 1) * self.per_day + 1e-9) - math.floor(k * self.per_day + 1e-9)
 
     def step(self, sim: Simulation, day: int) -> None:
+        """The day's vaccination: protection of earlier doses takes effect, then today's doses."""
         self.protect(sim, day)
         if day >= self.cfg.start_day:
             self.allocate(sim, day)

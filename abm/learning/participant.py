@@ -47,10 +47,6 @@ class Participant:
         """Number of private training samples."""
         return len(self.data.train)
 
-    def reset_optimizer(self) -> None:
-        """Fresh optimizer state (e.g. after the model's weights were replaced)."""
-        self.optimizer = make_optimizer(self.model.parameters(), self.train_config)
-
     def train(self, epochs: int, extra_loss: ExtraLoss | None = None) -> float:
         """Local cross-entropy epochs on private training data."""
         return train_epochs(

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from abm.learning.data import Dataset
 
@@ -114,8 +113,3 @@ def split_train_val_test(
         val=data.subset(np.sort(perm[:n_val])),
         test=data.subset(np.sort(perm[n_val : n_val + n_test])),
     )
-
-
-def label_histogram(data: Dataset, n_classes: int) -> np.ndarray:
-    """Counts per class."""
-    return torch.bincount(data.y, minlength=n_classes).numpy()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import warnings
 from abc import ABC, abstractmethod
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class RandomPolicy(SelectionPolicy):
 
     name = "random"
 
-    def select(self, me, round_, sim, rng, k_max=1):
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         others = _others(me, sim.shape[0])
         return sorted(rng.choice(others, size=min(k_max, len(others)), replace=False).tolist())
 
@@ -60,7 +61,7 @@ class OracleWithinGroupPolicy(SelectionPolicy):
     def __init__(self, groups: list[int]) -> None:
         self.groups = np.asarray(groups)
 
-    def select(self, me, round_, sim, rng, k_max=1):
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         peers = np.array([j for j in np.flatnonzero(self.groups == self.groups[me]) if j != me])
         if len(peers) == 0:
             return RandomPolicy().select(me, round_, sim, rng, k_max)
@@ -77,13 +78,13 @@ class TopKPolicy(SelectionPolicy):
         self.avg_window = avg_window
         self._history: deque[np.ndarray] = deque(maxlen=avg_window)
 
-    def start_round(self, round_, sim):
+    def start_round(self, round_: int, sim: np.ndarray) -> None:
         self._history.append(np.asarray(sim, dtype=float).copy())
 
     def _sim(self, sim: np.ndarray) -> np.ndarray:
         return np.mean(self._history, axis=0) if self._history else sim
 
-    def select(self, me, round_, sim, rng, k_max=1):
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         s = self._sim(sim)[me].astype(float).copy()
         s[me] = -np.inf
         order = np.argsort(-s, kind="stable")
@@ -99,7 +100,7 @@ class GreedyPolicy(TopKPolicy):
     def __init__(self) -> None:
         super().__init__(k=1, avg_window=1)
 
-    def select(self, me, round_, sim, rng, k_max=1):
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         self.k = k_max
         return super().select(me, round_, sim, rng, k_max)
 
@@ -112,7 +113,7 @@ class EpsGreedyPolicy(SelectionPolicy):
     def __init__(self, eps: float = 0.5) -> None:
         self.eps = eps
 
-    def select(self, me, round_, sim, rng, k_max=1):
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         if rng.random() < self.eps:
             return RandomPolicy().select(me, round_, sim, rng, k_max)
         return GreedyPolicy().select(me, round_, sim, rng, k_max)
@@ -126,7 +127,7 @@ class SimilaritySamplingPolicy(SelectionPolicy):
     def __init__(self, temperature: float = 0.1) -> None:
         self.temperature = temperature
 
-    def select(self, me, round_, sim, rng, k_max=1):
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         others = _others(me, sim.shape[0])
         logits = sim[me, others] / self.temperature
         p = np.exp(logits - logits.max())
@@ -200,10 +201,10 @@ class ConsensusClusterPolicy(SelectionPolicy):
         self.labels: np.ndarray | None = None
         self.name = f"consensus_{method}"
 
-    def start_round(self, round_, sim):
+    def start_round(self, round_: int, sim: np.ndarray) -> None:
         self.labels = consensus_clusters(sim, self.method, self.seed)
 
-    def select(self, me, round_, sim, rng, k_max=1):
+    def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         if self.labels is None:
             self.start_round(round_, sim)
         assert self.labels is not None
@@ -213,7 +214,7 @@ class ConsensusClusterPolicy(SelectionPolicy):
         return sorted(rng.choice(peers, size=min(k_max, len(peers)), replace=False).tolist())
 
 
-def build_policy(name: str, groups: list[int] | None = None, **params) -> SelectionPolicy:
+def build_policy(name: str, groups: list[int] | None = None, **params: Any) -> SelectionPolicy:
     """Policy by name: random, oracle, greedy, eps_greedy, sim_sampling, top_k,
     consensus_affinity_propagation, consensus_mean_shift."""
     if name == "random":

@@ -9,13 +9,16 @@ them across domains; consensus clustering recovers the domains.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
 from abm.learning.collaboration import CollaborationRecord
 from abm.learning.selection import ConsensusClusterPolicy, build_policy
+
+if TYPE_CHECKING:
+    from abm.learning.scenario import SelectionToySpec
 
 
 def simulate(
@@ -70,7 +73,7 @@ def simulate(
     return out
 
 
-def run_selection_toy(spec, seed: int) -> dict[str, Any]:
+def run_selection_toy(spec: SelectionToySpec, seed: int) -> dict[str, Any]:
     """Every policy of ``spec`` (a SelectionToySpec); JSON-ready summaries."""
     results = {}
     for name in spec.policies:

@@ -43,18 +43,22 @@ class RunTables:
 
     @property
     def agents(self) -> int:
+        """Agents simulated."""
         return int(self.summary["agents"])
 
     @property
     def days(self) -> int:
+        """Days simulated."""
         return int(self.summary["days"])
 
     @property
     def replicates(self) -> int:
+        """Replicates run."""
         return int(self.summary["replicates"])
 
     @property
     def beds_per_100k(self) -> float:
+        """The region's hospital capacity."""
         return float(self.summary["hospital_capacity"]["beds_per_100k"])
 
     @classmethod

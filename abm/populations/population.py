@@ -40,14 +40,17 @@ class Population:
 
     @property
     def size(self) -> int:
+        """Number of agents."""
         return int(self.age.shape[0])
 
     @property
     def num_households(self) -> int:
+        """Number of households."""
         return int(self.household_size.shape[0])
 
     @property
     def num_groups(self) -> int:
+        """Number of occupation groups (schools, workplaces, facilities)."""
         return int(self.group_category.shape[0])
 
     def agent_table(self) -> pd.DataFrame:

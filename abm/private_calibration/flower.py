@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ class InstitutionClient(ParticipantClient):
         return GetPropertiesRes(status=Status(code=Code.OK, message=""), properties=props)
 
 
-def simulation_client_fn(scenario_json: str):
+def simulation_client_fn(scenario_json: str) -> Callable[[Context], InstitutionClient]:
     """A ``client_fn`` for Flower's simulation engine: the node's partition id is the institution."""
 
     def client_fn(context: Context) -> InstitutionClient:
@@ -135,7 +136,9 @@ class CalibratorClients(FlowerClients):
 Finished = tuple[ProtocolResult, AuditNetwork, dict[int, torch.Tensor]]
 
 
-def server_work(scenario: PrivateCalibrationScenario, done: list[Finished], facts: dict[str, Any]):
+def server_work(
+    scenario: PrivateCalibrationScenario, done: list[Finished], facts: dict[str, Any]
+) -> Callable[[dict[int, tuple[Any, dict]]], None]:
     """The server's work once every institution's client is connected: every protocol through
     :func:`execute_protocol` over a :class:`CalibratorClients` pool, then the final calibrators."""
     from abm.learning.flower.run import serve_protocols

@@ -108,7 +108,9 @@ def simulate(
     return SimulatedSeries(res.new_infections.astype(np.int64), res.admissions.astype(np.int64), population.size)
 
 
-def reported_cases(infections: np.ndarray, ascertainment: np.ndarray, delay: int, rng: np.random.Generator | None):
+def reported_cases(
+    infections: np.ndarray, ascertainment: np.ndarray, delay: int, rng: np.random.Generator | None
+) -> np.ndarray:
     """Daily reported cases [days, n]: infections thinned by ``ascertainment`` [n] and delayed.
 
     With ``rng`` each infection is reported with probability a (Binomial); without, the

@@ -19,6 +19,7 @@ import json
 import logging
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -151,7 +152,7 @@ class ParticipantClient(Client):
         )
 
 
-def simulation_client_fn(scenario_json: str):
+def simulation_client_fn(scenario_json: str) -> Callable[[Context], Client]:
     """A ``client_fn`` for Flower's simulation engine: the node's partition id is the participant id."""
 
     def client_fn(context: Context) -> Client:

@@ -32,7 +32,9 @@ def decode_tensors(parameters: Parameters, names: list[str]) -> dict[str, torch.
     return {n: torch.from_numpy(np.array(a, copy=True)) for n, a in zip(names, arrays, strict=True)}
 
 
-def encode_request(op: str, protocol: int, payload: dict[str, torch.Tensor], config: dict[str, Any]):
+def encode_request(
+    op: str, protocol: int, payload: dict[str, torch.Tensor], config: dict[str, Any]
+) -> tuple[Parameters, dict[str, str]]:
     """(Parameters, config dict) of a request to run client operation ``op``."""
     params, names = encode_tensors(payload)
     header = {"op": op, "protocol": protocol, "names": names, "config": config}

@@ -53,7 +53,7 @@ def serve_protocols(
     facts: dict[str, Any],
     network: Callable[[], Network] = Network,
     groups: list[int] | None = None,
-):
+) -> Callable[[dict[int, tuple[Any, dict]]], None]:
     """The server's work once every client is connected: each protocol of ``specs`` runs
     through a ``pool_class`` pool of the clients, and ``record(result, network, pool)`` keeps
     what it needs before the pool closes. ``facts`` gets the clients' training-set sizes and the
@@ -96,7 +96,9 @@ def serve_protocols(
     return work
 
 
-def _work(scenario: LearningScenario, results: list[ProtocolResult], facts: dict[str, Any]):
+def _work(
+    scenario: LearningScenario, results: list[ProtocolResult], facts: dict[str, Any]
+) -> Callable[[dict[int, tuple[Any, dict]]], None]:
     """The server's work once every participant's client is connected: run every protocol."""
     from abm.learning.flower.server import FlowerClients
 

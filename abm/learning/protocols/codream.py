@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +52,9 @@ from abm.learning.models import flat_params, load_flat_params
 from abm.learning.privacy.aggregation import PlainSum
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 from abm.learning.training import kd_loss, minibatches, predict
+
+if TYPE_CHECKING:
+    from abm.learning.data import Dataset
 
 
 class CoDreamConfig(ProtocolConfig):
@@ -205,7 +208,7 @@ def distill(
     buffer: list[tuple[torch.Tensor, torch.Tensor]],
     cfg: CoDreamConfig,
     gen: torch.Generator,
-    train_data=None,
+    train_data: Dataset | None = None,
     freeze_bn: bool | None = None,
 ) -> None:
     """``kd_epochs`` passes of KD on the dream buffer, each batch joined by a CE batch of ``train_data``.

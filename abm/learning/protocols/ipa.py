@@ -12,6 +12,7 @@ the models are frozen.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 import numpy as np
@@ -38,7 +39,9 @@ class IPAConfig(ProtocolConfig):
     target_accuracy: float | None = Field(None, ge=0, le=1)
 
 
-def alignment(params_i, params_j, p: int, reduction: str) -> torch.Tensor:
+def alignment(
+    params_i: Iterable[torch.Tensor], params_j: Iterable[torch.Tensor], p: int, reduction: str
+) -> torch.Tensor:
     """sum over layers of dist_p(theta_i^l, theta_j^l)."""
     total = 0.0
     for a, b in zip(params_i, params_j, strict=True):
