@@ -99,6 +99,27 @@ def learning_kind(file: Path) -> str | None:
     return "learning" if {"protocols", "split", "data"} & data.keys() else None
 
 
+def note_left_off(file: Path, sets: list[str] | None) -> None:
+    """A note for each intervention whose key is present with no value (``vaccination:``): it is
+    off (a file that extends another turns one off so), while ``{}`` turns it on."""
+    from abm.scenario import apply_set, read_scenario_data
+
+    try:
+        data = read_scenario_data(file)
+        for item in sets or []:
+            data = apply_set(data, item)
+    except ScenarioError:
+        return
+    interventions = data.get("interventions")
+    for name, value in interventions.items() if isinstance(interventions, dict) else []:
+        if value is None:
+            err_console.print(
+                f"note: interventions.{name} has no value, so {name} is off; write `{name}: {{}}` to turn it on "
+                "with its defaults",
+                highlight=False,
+            )
+
+
 def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]], overrides: dict) -> None:
     """A note for each intervention that is on in a ``resolved`` scenario while ``file`` (with
     ``overrides``, without the options) lacks it: the ``(option, key=value)`` options turned it on,
@@ -151,10 +172,11 @@ def run(
         fail(str(exc))
     target = out or Path("runs") / sc.name
     try:
-        check_target(target)
+        check_target(target, "run")
     except OutputFolderError as exc:
         fail(str(exc))
     note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
+    note_left_off(file, set_)
     vaccination = getattr(sc.interventions, "vaccination", None)
     if agents is not None and vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
         per_100k = vaccination.daily_doses * 1e5 / sc.population.agents
@@ -189,7 +211,7 @@ def run(
             bar.stop()
             err_console.print(f"interrupted: no results were written to {target}", highlight=False)
             raise typer.Exit(130) from None
-    print_summary(result.summary, target)
+    print_summary(result.summary, result.manifest["timings"]["engine_seconds"], target)
 
 
 @app.command()
@@ -295,11 +317,12 @@ def sweep(
         fail(str(exc))
     target = out or Path("runs") / f"{sp.variants[0].name}-sweep"
     try:
-        check_target(target)
+        check_target(target, "sweep")
     except OutputFolderError as exc:
         fail(str(exc))
     options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
     note_switched_on(file, sp.variants, options, overrides)
+    note_left_off(file, set_)
     total = len(sp.variants) * sp.replicates
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -356,7 +379,7 @@ def compare(
     if any(here == r.resolve() or here in r.resolve().parents for r in runs):
         fail(f"--out {out} is one of the runs or holds one; choose another folder")
     try:
-        check_target(out)
+        check_target(out, "comparison")
         comp = compare_runs(runs, out)
     except (CompareError, OutputFolderError) as exc:
         fail(str(exc))
@@ -402,7 +425,7 @@ def data_boundaries(
     out_console.print(f"cached {path}: {len(shapes.geometry)} tracts of {reg.name}; {shapes.source}", highlight=False)
 
 
-def print_summary(s: dict, target: Path) -> None:
+def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     """A short table of the main results on stdout."""
     n = s["agents"]
     table = Table(title=f"{s['scenario']}: {n:,} agents, {s['days']} days, {s['replicates']} replicate(s)")
@@ -423,7 +446,7 @@ def print_summary(s: dict, target: Path) -> None:
     table.add_row("days over capacity", str(s["hospital_capacity"]["days_over_capacity"]))
     table.add_row("deaths", ms(s["deaths"]))
     table.add_row("total cost ($)", ms(s["total_cost"]))
-    table.add_row("engine seconds", f"{s['engine_seconds']:.2f}")
+    table.add_row("engine seconds", f"{engine_seconds:.2f}")
     out_console.print(table)
     out_console.print(f"results in {target}", highlight=False)
 

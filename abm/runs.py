@@ -22,7 +22,6 @@ import torch
 
 from abm import __version__
 from abm.engine import Simulation, SimulationResult
-from abm.engine.contacts import default_degrees
 from abm.outputs import tables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.summary import summarize
@@ -149,7 +148,7 @@ class RunResult:
         and (``figures``) ``plots/`` and ``map.html``."""
         out = Path(out)
         start = time.perf_counter()
-        with atomic_folder(out) as tmp:
+        with atomic_folder(out, "run") as tmp:
             (tmp / "scenario.resolved.yaml").write_text(self.scenario.resolved_yaml())
             self.timeseries.to_csv(tmp / "timeseries.csv", index=False)
             self.timeseries.to_parquet(tmp / "timeseries.parquet", index=False)
@@ -190,30 +189,18 @@ def resolve(
             continue
         if key not in OVERRIDE_KEYS:
             raise ScenarioError(f"override {key!r} is not allowed; allowed: {', '.join(OVERRIDE_KEYS)}")
-        if OVERRIDE_KEYS[key] in set_keys:
-            raise ScenarioError(
-                f"{source}: --{key} and --set {OVERRIDE_KEYS[key]}=... both set {OVERRIDE_KEYS[key]}; give one"
-            )
+        path = OVERRIDE_KEYS[key]
+        clash = sorted(k for k in set_keys if k == path or k.startswith(path + ".") or path.startswith(k + "."))
+        if clash:
+            raise ScenarioError(f"{source}: --{key} and --set {clash[0]}=... both set {path}; give one")
         data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")
         options.append(f"--{key} {value}")
     return validate(data, with_options(source, options), origin)
 
 
-def check_settings(sc: Scenario, population: Population) -> None:
-    """Refuse a ``contacts.occupation.degree`` key that names no setting (a misspelt sector would
-    otherwise be kept and never used)."""
-    known = set(default_degrees()) | set(population.categories)
-    unknown = sorted(set(sc.contacts.occupation.degree) - known)
-    if unknown:
-        raise ScenarioError(
-            f"{sc.name}: contacts.occupation.degree: {unknown} not allowed; the settings are {', '.join(sorted(known))}"
-        )
-
-
 def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simulation:
     """The engine for a scenario's settings on ``population``; ``changes`` replace any of
     :class:`Simulation`'s arguments (``replicates``, ``seed``, ``device``, ...)."""
-    check_settings(sc, population)
     args: dict[str, Any] = {
         "population": population,
         "disease_cfg": sc.disease,
@@ -239,22 +226,11 @@ def run(
     t0 = time.perf_counter()
     sc = resolve(scenario, overrides, sets)
     device = torch.device(sc.simulation.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ScenarioError(
-            f"{sc.name}: simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu"
-        )
     region = load_region(sc.population.region)
     if sc.population.kind == "reference":
         pop = build_reference_population(sc.population.agents, sc.simulation.seed)
     else:
         pop = build_population(region, sc.population.agents, sc.simulation.seed)
-    if sc.outputs.boundaries is not None:  # a bad boundary file fails now, not after the simulation
-        from abm.outputs.boundaries import BoundaryError, shapes_from_file
-
-        try:
-            shapes_from_file(pop.tracts, sc.outputs.boundaries)
-        except BoundaryError as exc:
-            raise ScenarioError(f"{sc.name}: outputs.boundaries: {exc}") from None
     t1 = time.perf_counter()
     sim = simulation_of(sc, pop, device=device)
     days = sc.simulation.days

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
+from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
-from abm.populations.region import REGIONS_DIR, resolve_region_path
+from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.yaml_loader import load_yaml
 
 
@@ -211,9 +212,9 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
     if not all(parts):
         raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. simulation.days=90")
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = load_yaml(text) if text.strip() else None
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"{source}: {key}: {text!r} is not a valid value ({exc})") from exc
+        raise ScenarioError(f"{source}: {key}: {text!r} is not a valid value ({yaml_problem(exc)})") from None
     out = dict(data)
     node: Any = out
     i = 0
@@ -379,12 +380,18 @@ def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) 
             continue
         ann, where = field.annotation, ".".join((*path, str(key)))
         options = typing.get_args(ann) if typing.get_origin(ann) in (typing.Union, types.UnionType) else (ann,)
-        if isinstance(value, bool) and not any(o is bool or o is Any for o in options):
+        sub = _model_of(ann)
+        section = isinstance(sub, type) and issubclass(sub, BaseModel)
+        if isinstance(value, bool) and section:
+            problems.append(
+                f"{where}: {str(value).lower()} is not allowed: a section of settings is expected here "
+                f"({{}} for its defaults)"
+            )
+        elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
             problems.append(f"{where}: {str(value).lower()} is not allowed: a number or text is expected here")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {value!r} is not allowed: write true or false")
-        sub = _model_of(ann)
-        if isinstance(sub, type) and issubclass(sub, BaseModel):
+        if section:
             problems += _bool_mixups(sub, value, (*path, str(key)))
         elif typing.get_origin(ann) is list and isinstance(value, list):
             item = _model_of(typing.get_args(ann)[0]) if typing.get_args(ann) else None
@@ -417,8 +424,54 @@ def validate(
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(describe_errors(exc, source, origin)) from exc
+    check_run_inputs(scenario, source)
     check_memory(scenario, source)
     return scenario
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error's problem (without the position in a one-line value), on one line."""
+    return " ".join(str(getattr(exc, "problem", None) or exc).split())
+
+
+def check_run_inputs(scenario: Scenario, source: str) -> None:
+    """What the schema cannot see, checked before anything runs: the region's files can be read;
+    every ``contacts.occupation.degree`` key names a setting of the population (a misspelt sector
+    would otherwise be kept and never used); a boundary file holds the region's tracts; a CUDA
+    device exists where one is asked for."""
+    import torch
+
+    from abm.populations.reference import CATEGORIES
+
+    device = scenario.simulation.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ScenarioError(
+            f"{source}: simulation.device: {device!r} is not allowed here: no CUDA device is available; use cpu"
+        )
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise ScenarioError(
+            f"{source}: simulation.device: {device!r} is not allowed here: this machine has CUDA devices "
+            f"0..{torch.cuda.device_count() - 1}"
+        )
+
+    try:
+        region = load_region(scenario.population.region)
+    except RegionError as exc:
+        raise ScenarioError(f"{source}: population.region: {scenario.population.region!r}: {exc}") from None
+    settings = CATEGORIES if scenario.population.kind == "reference" else region.figures.sectors
+    known = set(default_degrees()) | set(settings)
+    unknown = sorted(set(scenario.contacts.occupation.degree) - known)
+    if unknown:
+        raise ScenarioError(
+            f"{source}: contacts.occupation.degree: {unknown} not allowed; the settings are {', '.join(sorted(known))}"
+        )
+    if scenario.outputs.boundaries is not None:
+        from abm.outputs.boundaries import BoundaryError, shapes_from_file
+
+        try:
+            shapes_from_file(region.tracts, scenario.outputs.boundaries)
+        except BoundaryError as exc:
+            raise ScenarioError(f"{source}: outputs.boundaries: {exc}") from None
 
 
 def available_memory_bytes() -> int:

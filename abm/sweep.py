@@ -41,7 +41,8 @@ from abm.outputs.summary import mean_sd
 from abm.parallel import ray_session
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
-from abm.scenario import Scenario, ScenarioError
+from abm.scenario import Scenario, ScenarioError, yaml_problem
+from abm.yaml_loader import load_yaml
 
 BACKENDS = ("local", "ray")
 
@@ -106,7 +107,7 @@ class SweepResult:
     def write(self, out: str | Path) -> Path:
         """Write ``sweep.csv``, ``sweep_summary.csv`` and ``sweep.json`` into ``out`` (atomically)."""
         out = Path(out)
-        with atomic_folder(out) as tmp:
+        with atomic_folder(out, "sweep") as tmp:
             self.table.to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
             (tmp / "sweep.json").write_text(json.dumps(self.info, indent=2) + "\n")
@@ -150,9 +151,9 @@ def parse_axis(option: str) -> SweepAxis:
     values = []
     for t in texts:
         try:
-            values.append(yaml.safe_load(t))
+            values.append(load_yaml(t))
         except yaml.YAMLError as exc:
-            raise ScenarioError(f"{source}: {key}: {t!r} is not a valid value ({exc})") from exc
+            raise ScenarioError(f"{source}: {key}: {t!r} is not a valid value ({yaml_problem(exc)})") from None
     seen = set()
     for t, v in zip(texts, values, strict=True):
         try:

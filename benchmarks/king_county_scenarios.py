@@ -51,7 +51,7 @@ def main() -> None:
             f"| {name} | {ph['value']:.1f} ({ph['day']}) | {po['value']:.1f} "
             f"| {100 * ci['share']:.1f}% ({100 * ci['sd'] / s['agents']:.1f}) "
             f"| {s['deaths']['mean']:.0f} ({s['deaths']['sd']:.0f}) | {100 * o:.1f}% | {100 * y:.1f}% "
-            f"| {s['total_cost']['mean']:,.0f} | {s['engine_seconds']:.1f} |"
+            f"| {s['total_cost']['mean']:,.0f} | {r.manifest['timings']['engine_seconds']:.1f} |"
         )
     peak = {n: r.summary["peak_hospitalized"] for n, r in results.items()}
     cost = {n: r.summary["total_cost"]["mean"] for n, r in results.items()}

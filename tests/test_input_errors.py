@@ -153,6 +153,10 @@ def test_a_split_too_small_to_train_is_refused(tmp_path):
 def test_options_that_set_the_same_key_twice_are_refused(tmp_path, small):
     result = runner.invoke(app, ["run", str(small), "--agents", "2000", "--set", "population.agents=3000"])
     assert result.exit_code == 2 and "--agents and --set population.agents=... both set" in text(result)
+    # a key below (or above) one an option sets is the same clash
+    for setting in ("population.agents.x=3", "population={agents: 5}"):
+        result = runner.invoke(app, ["run", str(small), "--agents", "2000", "--set", setting])
+        assert result.exit_code == 2 and f"--agents and --set {setting.split('=')[0]}=... both set" in text(result)
     result = runner.invoke(
         app,
         ["sweep", str(small), "--sweep", "disease.transmission_rate=3,4", "--set", "disease.transmission_rate=5"],
@@ -199,3 +203,73 @@ def test_a_bad_value_names_the_file_of_the_extends_chain_that_set_it(tmp_path, s
     assert result.exit_code == 2 and "set in" not in text(result)  # the file itself: no pointer
     result = runner.invoke(app, ["validate", str(small), "--set", "population.agents=-7"])
     assert result.exit_code == 2 and "set in" not in text(result) and "--set population.agents=-7" in text(result)
+
+
+def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, small):
+    region = tmp_path / "region"
+    region.mkdir()
+    bundled = ROOT / "abm/populations/regions/king_county"
+    (region / "region.yaml").write_text((bundled / "region.yaml").read_text())
+    tracts = pd.read_csv(bundled / "tracts.csv", dtype=str)
+    tracts.loc[3, "age_5_9"] = "-50"
+    tracts.to_csv(region / "tracts.csv", index=False)
+    for command in ("validate", "run"):
+        result = runner.invoke(app, [command, str(small), "--set", f"population.region={region}"])
+        assert result.exit_code == 2, result.output
+        assert f"small.yaml (with --set population.region={region}): population.region:" in text(result)
+        geoid = tracts.geoid[3]
+        assert f"tracts.csv: row 5 (tract {geoid}), column age_5_9: -50 is not allowed" in text(result)
+    tracts.loc[3, "age_5_9"] = "many"
+    tracts.to_csv(region / "tracts.csv", index=False)
+    result = runner.invoke(app, ["validate", str(small), "--set", f"population.region={region}"])
+    assert result.exit_code == 2 and "column age_5_9: 'many' is not allowed; figures must be numbers" in text(result)
+
+
+def test_dates_given_on_the_command_line_are_checked(tmp_path, small):
+    result = runner.invoke(app, ["run", str(small), "--set", "description=2020-13-01", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "--set: description: '2020-13-01' is not a valid value ('2020-13-01' is not a calendar date" in text(result)
+    result = runner.invoke(
+        app, ["sweep", str(small), "--sweep", "calibration.fit_window=[2020-02-30,2020-03-01]", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "'2020-02-30' is not a calendar date (day is out of range" in text(result)
+    assert not (tmp_path / "o").exists()
+
+
+def test_settings_and_devices_are_checked_by_validate(small):
+    result = runner.invoke(app, ["validate", str(small), "--set", "contacts.occupation.degree.SCHOL=5"])
+    assert result.exit_code == 2 and "small.yaml (with --set contacts.occupation.degree.SCHOL=5): " in text(result)
+    assert "contacts.occupation.degree: ['SCHOL'] not allowed" in text(result)
+    result = runner.invoke(app, ["validate", str(small), "--set", "simulation.device=cuda:3"])
+    import torch
+
+    if torch.cuda.device_count() <= 3:
+        assert result.exit_code == 2 and "simulation.device: 'cuda:3' is not allowed here" in text(result)
+
+
+def test_a_section_written_as_true_or_left_empty(tmp_path, small):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"extends: {small}\ninterventions: {{vaccination: true}}\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert "interventions.vaccination: true is not allowed: a section of settings is expected here" in text(result)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(f"extends: {small}\ninterventions:\n  vaccination:\n")
+    result = runner.invoke(app, ["run", str(empty), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "note: interventions.vaccination has no value, so vaccination is off" in text(result)
+    assert "first_doses" not in pd.read_csv(tmp_path / "o" / "timeseries.csv").columns
+
+
+def test_one_kind_of_output_is_not_written_over_another(tmp_path, small):
+    runs = tmp_path / "runs"
+    for name in ("a", "b", "c"):
+        assert runner.invoke(app, ["run", str(small), "--out", str(runs / name)]).exit_code == 0
+    before = sorted(p.name for p in (runs / "c").iterdir())
+    result = runner.invoke(app, ["compare", str(runs / "a"), str(runs / "b"), "--out", str(runs / "c")])
+    assert result.exit_code == 2 and "holds a run, which a comparison would replace" in text(result)
+    assert sorted(p.name for p in (runs / "c").iterdir()) == before
+    assert runner.invoke(app, ["compare", str(runs / "a"), str(runs / "b"), "--out", str(runs / "cmp")]).exit_code == 0
+    result = runner.invoke(app, ["run", str(small), "--out", str(runs / "cmp")])
+    assert result.exit_code == 2 and "holds a comparison, which a run would replace" in text(result)
+    assert runner.invoke(app, ["run", str(small), "--out", str(runs / "c")]).exit_code == 0  # a run over a run

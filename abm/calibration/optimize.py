@@ -33,7 +33,7 @@ from abm.calibration.observed import (
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.parallel import ray_session
 from abm.runs import run
-from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate
+from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate, with_options
 
 
 def with_values(data: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
@@ -82,13 +82,14 @@ def checked_inputs(
     data = read_scenario_data(path)
     for item in sets or []:
         data = apply_set(data, item)
-    sc = validate(data, str(path))
+    source = with_options(str(path), [f"--set {item}" for item in sets or []])
+    sc = validate(data, source)
     if sc.calibration is None:
-        raise CalibrationError(f"{path}: calibration: the scenario has no calibration section")
-    check_horizon(sc, sc.calibration, str(path))
+        raise CalibrationError(f"{source}: calibration: the scenario has no calibration section")
+    check_horizon(sc, sc.calibration, source)
     if method == "optuna":
-        check_parameters(data, sc.calibration, str(path))
-    return data, sc, load_observed(sc.calibration, str(path))
+        check_parameters(data, sc.calibration, source)
+    return data, sc, load_observed(sc.calibration, source)
 
 
 BACKENDS = ("local", "ray")
@@ -338,7 +339,7 @@ def calibrate(
     data, sc, observed = checked_inputs(path, sets, method)
     cfg = sc.calibration
     assert cfg is not None
-    target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration")
+    target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
     start = time.perf_counter()
     if method == "gradient":
         from abm.calibration import gradient
@@ -418,7 +419,7 @@ def calibrate(
         "holdout": losses(sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
         "seconds": time.perf_counter() - start,
     }
-    with atomic_folder(target) as tmp:
+    with atomic_folder(target, "calibration") as tmp:
         (tmp / "calibrated.yaml").write_text(calibrated.resolved_yaml())
         table.to_csv(tmp / table_name, index=False)
         (tmp / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -31,7 +31,7 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path) ->
     from abm.outputs.run_folder import OutputFolderError, check_target
 
     try:
-        check_target(target)
+        check_target(target, "learning")
         return work()
     except OutputFolderError as e:
         print(f"error: {e}", file=sys.stderr)

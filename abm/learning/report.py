@@ -132,10 +132,10 @@ def run_scenario(
     from abm.learning.runner import run_all
 
     scenario, source = load_scenario(path_or_dict, runner)
-    out = check_target(out_dir)
+    out = check_target(out_dir, "learning")
     report = run_all(scenario)
     report["source"] = source
-    with atomic_folder(out) as tmp:
+    with atomic_folder(out, "learning") as tmp:
         report["plots"] = _plots(report, tmp)
         report = jsonable(report)
         (tmp / "report.json").write_text(json.dumps(report, indent=1))

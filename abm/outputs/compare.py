@@ -197,7 +197,7 @@ class Comparison:
         """Write comparison.csv, comparison.md, report.html and plots/ (atomically)."""
         out = Path(out)
         table = self.table
-        with atomic_folder(out) as tmp:
+        with atomic_folder(out, "comparison") as tmp:
             table.to_csv(tmp / "comparison.csv", index=False)
             (tmp / "comparison.md").write_text(markdown(table, cost_note(self.runs)))
             write_plots(self.runs, tmp / "plots")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,7 +294,11 @@ def render_html(shapes: TractShapes, data: MapData, tiles: bool = True) -> str:
     script = _JS % {"map": m.get_name(), "data": json.dumps(payload, separators=(",", ":")), "tiles_overlay": tiles_js}
 
     m.add_child(_Script(script))  # rendered after folium's script that creates the map
-    return m.get_root().render()
+    html = m.get_root().render()
+    # folium names its elements with random ids (map_<32 hex digits>): number them in order of
+    # appearance instead, so that the same run writes the same file.
+    ids: dict[str, str] = {}
+    return re.sub(r"(?<=_)[0-9a-f]{32}\b", lambda x: ids.setdefault(x.group(0), f"abm{len(ids)}"), html)
 
 
 def write_map(path: str | Path, shapes: TractShapes, data: MapData, tiles: bool = True) -> Path:

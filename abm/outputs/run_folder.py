@@ -3,8 +3,9 @@ renamed into place at the end, so a failed or interrupted run leaves no half-wri
 an earlier output of the same name stays intact until the new one is complete.
 
 Only a folder that abm wrote is ever replaced: :func:`check_target` refuses a file, the working
-folder or one of its parents, a non-empty folder without abm's mark, and an abm folder to which
-something was added since abm wrote it (the mark lists what abm wrote), before anything runs."""
+folder or one of its parents, a non-empty folder without abm's mark, an abm folder to which
+something was added since abm wrote it (the mark lists what abm wrote), and an abm folder of
+another kind (a comparison is not written over a run), before anything runs."""
 
 from __future__ import annotations
 
@@ -27,19 +28,36 @@ def is_output_folder(folder: Path) -> bool:
     return (folder / MARK).is_file()
 
 
+KINDS = {"run": "a run", "comparison": "a comparison", "sweep": "a sweep", "calibration": "a calibration",
+         "learning": "a learning report"}  # fmt: skip
+
+
+def _mark_lines(folder: Path) -> list[str]:
+    lines = (folder / MARK).read_text().splitlines()
+    return lines if lines and lines[0] + "\n" == MARK_TEXT else []
+
+
 def added_entries(folder: Path) -> list[str]:
     """Entries of an abm output folder that abm did not write there (none when its mark predates
     the list of entries)."""
-    lines = (folder / MARK).read_text().splitlines()
-    if not lines or lines[0] + "\n" != MARK_TEXT:
+    lines = _mark_lines(folder)
+    if not lines:
         return []
-    written = {line.strip() for line in lines[1:]}
+    written = {line.strip() for line in lines[1:] if line.startswith("  ")}
     return sorted(p.name for p in folder.iterdir() if p.name != MARK and p.name not in written)
 
 
-def check_target(target: str | Path) -> Path:
-    """``target`` as a Path if an output can be written there; otherwise :class:`OutputFolderError`
-    naming the path and why. Called before a run starts, and again by :func:`atomic_folder`."""
+def folder_kind(folder: Path) -> str | None:
+    """What an abm output folder holds (``run``, ``comparison``, ...; None for a mark that
+    predates kinds)."""
+    kinds = [line.removeprefix("kind: ") for line in _mark_lines(folder) if line.startswith("kind: ")]
+    return kinds[0] if kinds else None
+
+
+def check_target(target: str | Path, kind: str | None = None) -> Path:
+    """``target`` as a Path if an output of ``kind`` (:data:`KINDS`) can be written there;
+    otherwise :class:`OutputFolderError` naming the path and why. Called before a run starts, and
+    again by :func:`atomic_folder`."""
     target = Path(target)
     where = f"output folder {str(target)!r}"
     if target.name in ("", ".", ".."):
@@ -59,6 +77,12 @@ def check_target(target: str | Path) -> Path:
             f"{where}: holds {added_entries(target)}, which abm did not write; replacing the folder would "
             "lose them: move them out, or give a new folder"
         )
+    old = folder_kind(target) if target.is_dir() and is_output_folder(target) else None
+    if kind is not None and old is not None and old != kind:
+        raise OutputFolderError(
+            f"{where}: holds {KINDS.get(old, old)}, which {KINDS[kind]} would replace; give a new folder, "
+            "or remove this one yourself"
+        )
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
@@ -68,9 +92,10 @@ def check_target(target: str | Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_folder(target: Path) -> Iterator[Path]:
-    """Yield a temporary folder; on success it replaces ``target``, on any error it is removed."""
-    target = check_target(target)
+def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
+    """Yield a temporary folder; on success it replaces ``target``, on any error it is removed.
+    Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it."""
+    target = check_target(target, kind)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.partial-{os.getpid()}"
     if tmp.exists():
@@ -80,7 +105,9 @@ def atomic_folder(target: Path) -> Iterator[Path]:
         (tmp / MARK).write_text(MARK_TEXT)
         yield tmp
         entries = sorted(p.name for p in tmp.iterdir() if p.name != MARK)
-        (tmp / MARK).write_text(MARK_TEXT + "".join(f"  {name}\n" for name in entries))
+        (tmp / MARK).write_text(
+            MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else "")
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -58,6 +58,5 @@ def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float)
         },
         "deaths": mean_sd(final[:, Stage.DEATH]),
         "total_cost": mean_sd(res.cost_totals),
-        "engine_seconds": res.engine_seconds,
     }
     return out

@@ -23,6 +23,8 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from abm.yaml_loader import load_yaml
+
 REGIONS_DIR = Path(__file__).parent / "regions"
 HOUSEHOLD_COLUMNS = ["hh_1", "hh_2", "hh_3", "hh_4", "hh_5", "hh_6", "hh_7up"]
 
@@ -131,17 +133,28 @@ def load_region(region: str | Path) -> Region:
         if not f.is_file():
             raise RegionError(f"{f}: region file not found (a region folder needs region.yaml and tracts.csv)")
     try:
-        figures = RegionFigures.model_validate(yaml.safe_load(fig_file.read_text()))
+        figures = RegionFigures.model_validate(load_yaml(fig_file.read_text()))
     except (yaml.YAMLError, ValidationError) as exc:
         raise RegionError(f"{fig_file}: {exc}") from exc
-    tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
+    try:
+        tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
     needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, "households", *HOUSEHOLD_COLUMNS]
     missing = [c for c in needed if c not in tracts.columns]
     if missing:
         raise RegionError(f"{tract_file}: missing columns {missing}")
-    numeric = tracts[needed[1:]]
-    if numeric.isna().any().any() or (numeric[needed[3:]] < 0).any().any():
-        raise RegionError(f"{tract_file}: figures must be non-negative numbers")
+    numeric = tracts[needed[1:]].apply(pd.to_numeric, errors="coerce")
+    bad = numeric.isna() | (numeric[needed[3:]] < 0).reindex(columns=numeric.columns, fill_value=False)
+    if bad.any().any():
+        row, column = next((r, c) for r in range(len(tracts)) for c in numeric.columns if bad.iloc[r][c])
+        value = tracts[column].iloc[row]
+        raise RegionError(
+            f"{tract_file}: row {row + 2} (tract {tracts['geoid'].iloc[row]}), column {column}: "
+            f"{value.item() if hasattr(value, 'item') else value!r} is not allowed; figures must be numbers"
+            + (", and counts and areas at least 0" if column in needed[3:] else "")
+        )
+    tracts[needed[1:]] = numeric
     tracts = tracts[tracts[list(figures.age_bands)].sum(axis=1) > 0]
     lat, lon = tracts["lat"].to_numpy(), tracts["lon"].to_numpy()
     x = (lon - lon.min()) / max(np.ptp(lon), 1e-9)
