@@ -64,7 +64,7 @@ def extras(reports: list[dict]) -> list[str]:
                     f"{s['within_cluster_mass']:.2f}, active edges {edges}"
                 )
             if "reputation" in s:
-                rep = np.array(s["reputation"])
+                rep = np.array(s["reputation"], dtype=float)
                 n = len(rep)
                 at_peers = [float(np.mean([rep[i, k] for i in range(n) if i != k])) for k in range(n)]
                 out.append(

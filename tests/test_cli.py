@@ -273,7 +273,9 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_leaves_no_run_folder(tmp_path):
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_kill_leaves_no_run_folder(tmp_path, signame):
+    """Ctrl-C (SIGINT) or a termination request (SIGTERM, from kill or a batch scheduler)."""
     import signal
     import time
 
@@ -301,7 +303,7 @@ def test_ctrl_c_leaves_no_run_folder(tmp_path):
     first = proc.stderr.readline()
     assert first.startswith("running "), first
     time.sleep(1.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "no results were written" in err
@@ -446,3 +448,21 @@ def test_a_name_is_not_inherited_from_the_file_extended(tmp_path):
     child = tmp_path / "my_study.yaml"
     child.write_text(f"extends: {base}\n")
     assert load_scenario(child).name == "my_study"
+
+
+def test_a_killed_writers_staging_folder_is_removed_by_the_next_write(tmp_path):
+    """A process killed outright (SIGKILL) leaves its hidden ``.NAME.partial-PID`` folder; the
+    next write of NAME removes it when no process PID exists, and keeps a live one's."""
+    import os
+
+    from abm.outputs.run_folder import atomic_folder
+
+    dead = tmp_path / ".out.partial-999999999"  # above any Linux pid_max: no such process
+    live = tmp_path / f".out.partial-{os.getppid()}"
+    for stale in (dead, live):
+        stale.mkdir()
+        (stale / "timeseries.csv").write_text("half")
+    with atomic_folder(tmp_path / "out", "run") as tmp:
+        (tmp / "summary.json").write_text("{}")
+    assert not dead.exists() and live.exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".abm-output", "summary.json"]

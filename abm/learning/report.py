@@ -88,8 +88,13 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
             ("reputation", "CYCle reputation r[n, k]"),
         ):
             if field in summary:
+                values = np.array(summary[field], dtype=float)  # null (no value) becomes NaN: left blank
                 fig, ax = plt.subplots(figsize=(4.5, 4))
-                im = ax.imshow(np.array(summary[field]), vmin=0, vmax=1, cmap="viridis")
+                im = ax.imshow(np.ma.masked_invalid(values), vmin=0, vmax=1, cmap="viridis")
+                ax.set_xticks(range(len(values)))
+                ax.set_yticks(range(len(values)))
+                ax.set_xlabel("peer k" if field == "reputation" else "peer j")
+                ax.set_ylabel("participant n (who rates)" if field == "reputation" else "participant i")
                 ax.set_title(f"{k}: {title}", fontsize=9)
                 fig.colorbar(im)
                 save_figure(fig, out / f"{k}_{field}.png", files)

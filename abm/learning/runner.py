@@ -186,10 +186,11 @@ def dp_noise_multiplier(dp: DPSpec, rounds: int | None) -> tuple[float, int | No
     return noise_multiplier_for(dp.epsilon, rounds, dp.delta, dp.accountant), rounds
 
 
-def privacy_settings(spec: Any, default_rounds: int) -> dict[str, Any] | None:
+def privacy_settings(spec: Any, default_rounds: int, releases: int | None = None) -> dict[str, Any] | None:
     """A protocol's privacy wrappers as run (None without a privacy block): secure aggregation,
     and for DP the clip, delta, the target epsilon (if one was given), the noise multiplier the
-    accountant set and the rounds it was set for."""
+    accountant set, the rounds it was set for, and ``releases``, the noisy sums the accountant
+    charged (one per round for FedAvg; CoDream releases dream_steps + 1 sums in each round it dreams)."""
     if spec.privacy is None:
         return None
     out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dp": None}
@@ -203,6 +204,7 @@ def privacy_settings(spec: Any, default_rounds: int) -> dict[str, Any] | None:
             "target_epsilon": dp.epsilon,
             "noise_multiplier": sigma,
             "rounds": rounds,
+            "releases": releases,
             "accountant": dp.accountant,
         }
     return out
@@ -265,7 +267,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         wall_time_s=wall,
         epsilon=ctx.aggregator.epsilon(delta) if delta is not None else None,
         delta=delta,
-        privacy=privacy_settings(spec, ctx.rounds),
+        privacy=privacy_settings(spec, ctx.rounds, getattr(getattr(ctx.aggregator, "accountant", None), "steps", None)),
         summary=protocol.summary(ctx),
         kinds_sent={i: sorted(net.kinds_sent.get(i, set())) for i in ids},
     )

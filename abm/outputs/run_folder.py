@@ -91,12 +91,28 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
     return target
 
 
+def _running(pid: str) -> bool:
+    """Whether the process ``pid`` (text) exists; False for text that is not a process id."""
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, run by another user
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``target``, on any error it is removed.
     Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it."""
     target = check_target(target, kind)
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.partial-*"):  # left by a process that was killed
+        if not _running(stale.name.rsplit("-", 1)[-1]):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = target.parent / f".{target.name}.partial-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)

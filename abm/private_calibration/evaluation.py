@@ -4,7 +4,7 @@ End to end, each institution feeds its own observed window to its final calibrat
 marginal posterior means as the estimate, simulates its own population at the estimate
 (``estimate_replicates`` replicates, expected reported cases) and reports, per observed
 channel, the normalized deviation ND = sum |sim - obs| / sum obs and the RMSE of log1p weekly
-counts over the window (:func:`abm.calibration.observed.losses`).
+rates per 100,000 residents over the window (:func:`abm.calibration.observed.losses`).
 """
 
 from __future__ import annotations

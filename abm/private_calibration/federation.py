@@ -91,6 +91,7 @@ class ProtocolRun:
     epsilon: float | None
     delta: float | None
     summary: dict[str, Any]
+    privacy: dict[str, Any] | None = None  # the privacy wrappers as run (learning's privacy_settings)
 
 
 def calibration_specs(scenario: PrivateCalibrationScenario) -> list[CalibrationProtocolSpec]:
@@ -146,6 +147,7 @@ def protocol_run(
         epsilon=result.epsilon,
         delta=result.delta,
         summary=result.summary,
+        privacy=result.privacy,
     )
 
 

@@ -15,12 +15,11 @@ import numpy as np
 import torch
 
 from abm.learning.report import jsonable, plot_round_curves, save_figure
-from abm.learning.runner import privacy_settings
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
-from abm.private_calibration.scenario import CalibrationProtocolSpec, PrivateCalibrationScenario, load_scenario
+from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario
 
 
 def run_all(
@@ -81,15 +80,16 @@ def run_all(
         "timings_s": {"simulations": t_sim, "protocols": t_learn, "end_to_end": t_eval},
         "protocols": protocol_table(runs, per_protocol, institutions),
     }
-    for spec in calibration_specs(scenario):
-        if spec.privacy is not None and spec.key in report["protocols"]:
-            report["protocols"][spec.key]["privacy"] = institution_privacy(spec, scenario.rounds)
+    for run in runs:
+        if run.privacy is not None and run.key in report["protocols"]:
+            report["protocols"][run.key]["privacy"] = institution_privacy(run.privacy)
     return report, institutions, _curves(per_protocol)
 
 
-def institution_privacy(spec: CalibrationProtocolSpec, default_rounds: int) -> dict[str, Any] | None:
-    """``privacy_settings`` with the DP level named: one institution's whole contribution."""
-    out = privacy_settings(spec, default_rounds)
+def institution_privacy(settings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A run's privacy settings (learning's ``privacy_settings``) with the DP level named: one
+    institution's whole contribution."""
+    out = None if settings is None else dict(settings)
     if out is not None and out["dp"] is not None:
         out["dp"] = {"level": "institution (participant-level: one institution's whole contribution)", **out["dp"]}
     return out
@@ -143,8 +143,8 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [
                 "",
                 f"DP ({key}): epsilon {r['epsilon']:.3g} at delta {r['delta']:g} per institution over "
-                f"{dp['rounds']} rounds ({dp['accountant']} accountant), clip {dp['clip']:g}, noise multiplier "
-                f"{dp['noise_multiplier']:.3g}.",
+                f"{dp['releases']} noisy releases in {dp['rounds']} rounds ({dp['accountant']} accountant), clip "
+                f"{dp['clip']:g}, noise multiplier {dp['noise_multiplier']:.3g}.",
             ]
     lines += ["", "Estimates (transmission multiplier, seeding, ascertainment) and ND per institution:", ""]
     lines.append("| protocol | " + " | ".join(names) + " |")
@@ -175,12 +175,15 @@ def _plots(
     names = [i.name for i in institutions]
     n = len(names)
     files = []
+    own = any(not np.isnan(prots[k].get("mean_recovery_own", float("nan"))) for k in keys)
     for metric, ylabel, fname in (
         ("recovery", "recovery accuracy (held-out simulations)", "recovery.png"),
         ("gain", "gain over local-only", "gains.png"),
         ("gain_own", "gain over local-only, own prior", "gains_own.png"),
         ("nd_mean", "ND at the estimate (mean of channels)", "nd.png"),
     ):
+        if metric == "gain_own" and not own:  # no own-prior held-out set (own_holdout_simulations: 0)
+            continue
         fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(keys)), 4))
         width = 0.8 / n
         for i in range(n):

@@ -87,8 +87,9 @@ def test_cycle_gives_no_negative_gain_where_fedavg_does_under_concept_shift():
     assert r["fedavg"]["min_gain"] < -0.05
     assert r["cycle"]["cgs"] < r["fedavg"]["cgs"]
     assert r["cycle"]["cgs"] < r["vpdl"]["cgs"]
-    rep = np.array(r["cycle"]["summary"]["reputation"])
-    assert rep.shape == (5, 5) and np.all((rep >= 0) & (rep <= 1))
+    rep = np.array(r["cycle"]["summary"]["reputation"], dtype=float)
+    off = ~np.eye(5, dtype=bool)  # a participant's view of itself has no value (null)
+    assert rep.shape == (5, 5) and np.all((rep[off] >= 0) & (rep[off] <= 1)) and np.isnan(rep[~off]).all()
     # only predictions travel: no model weights, no raw labels
     for p in r["cycle"]["participants"]:
         assert set(p["kinds_sent"]) <= {"predictions", "prediction_request"}
@@ -116,7 +117,7 @@ def test_label_flipping_free_rider_ends_with_low_reputation():
     sc = yaml.safe_load((ROOT / "scenarios" / "learning" / "gmm_free_rider.yaml").read_text())
     sc["protocols"] = [{"name": "cycle"}]
     r = run_all(load_scenario(sc)[0])["protocols"]["cycle"]
-    rep = np.array(r["summary"]["reputation"])
+    rep = np.array(r["summary"]["reputation"], dtype=float)
     n = rep.shape[0]
     rider = rep[: n - 1, n - 1]
     honest = rep[: n - 1, : n - 1][~np.eye(n - 1, dtype=bool)]
@@ -138,7 +139,18 @@ def test_cycle_with_zero_trust_reduces_to_local_only():
     sc["rounds"] = 6
     sc["protocols"] = [{"name": "cycle", "params": {"tau_opt": -1.0, "tau_max": -0.5}}]
     r = run_all(load_scenario(sc)[0])["protocols"]
-    assert np.all(np.array(r["cycle"]["summary"]["reputation"])[~np.eye(5, dtype=bool)] == 0.0)
+    assert np.all(np.array(r["cycle"]["summary"]["reputation"], dtype=float)[~np.eye(5, dtype=bool)] == 0.0)
     a = [p["collaborative"] for p in r["local"]["participants"]]
     b = [p["collaborative"] for p in r["cycle"]["participants"]]
     assert a == b
+
+
+def test_reputations_without_a_value_are_null_not_full_trust():
+    """With one round nothing passes the warm-up, so no reputation is ever computed: the report
+    says null for every pair (it used to print 1.0, full trust) and no raw history."""
+    sc = _concept_shift()
+    sc["rounds"] = 1
+    sc["protocols"] = [{"name": "cycle"}]
+    summary = run_all(load_scenario(sc)[0])["protocols"]["cycle"]["summary"]
+    assert summary["reputation"] == [[None] * 5 for _ in range(5)]
+    assert summary["raw_reputation_history"] == []

@@ -80,3 +80,29 @@ def test_gdp_epsilon_inverts_the_gdp_privacy_curve():
     mu = math.sqrt(3) / 0.5
     assert gdp_delta(eps, mu) == pytest.approx(1e-6, rel=1e-6)
     assert gdp_delta(0.99 * eps, mu) > 1e-6 > gdp_delta(1.01 * eps, mu)
+
+
+def test_the_report_counts_the_noisy_releases_that_epsilon_is_spent_on():
+    """FedAvg releases one noisy sum a round; CoDream one per dream step and one for the soft
+    labels. The report's epsilon is the accountant's for exactly the releases it lists."""
+    from abm.learning.runner import run_all
+    from abm.learning.scenario import load_scenario
+
+    dp = {"dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}}
+    scenario = {
+        "name": "dp_releases",
+        "seed": 0,
+        "data": {"source": "iris"},
+        "split": {"participants": 2},
+        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": True}],
+        "rounds": 3,
+        "protocols": [
+            {"name": "fedavg", "privacy": dp},
+            {"name": "codream", "params": {"dream_steps": 2, "n_dreams": 16, "dream_start": 0}, "privacy": dp},
+        ],
+    }
+    report = run_all(load_scenario(scenario)[0])["protocols"]
+    for name, releases in (("fedavg", 3), ("codream", 3 * (2 + 1))):
+        settings = report[name]["privacy"]["dp"]
+        assert settings["rounds"] == 3 and settings["releases"] == releases, name
+        assert report[name]["epsilon"] == pytest.approx(rdp_epsilon(1.0, releases, 1e-5)), name

@@ -124,6 +124,7 @@ def test_codream_dp_accounts_the_logits_as_well_as_the_dream_gradients():
             "target_epsilon": None,
             "noise_multiplier": 2.0,
             "rounds": 3,
+            "releases": 2 * (4 + 1),
             "accountant": "rdp",
         },
     }

@@ -8,6 +8,7 @@ import torch
 import yaml
 
 from abm.learning.privacy.dp import noise_multiplier_for, rdp_epsilon
+from abm.learning.runner import privacy_settings
 from abm.private_calibration.federation import run_protocol
 from abm.private_calibration.institutions import build_institutions
 from abm.private_calibration.report import institution_privacy, markdown
@@ -23,12 +24,12 @@ def test_default_scenario_states_the_dp_budget():
     assert spec.privacy is not None and spec.privacy.secure_aggregation
     dp = spec.privacy.dp
     assert dp is not None and (dp.epsilon, dp.delta, dp.noise_multiplier) == (8.0, 1e-5, None)
-    settings = institution_privacy(spec, scenario.rounds)
+    settings = institution_privacy(privacy_settings(spec, scenario.rounds))
     sigma = settings["dp"]["noise_multiplier"]
     assert sigma == noise_multiplier_for(8.0, scenario.rounds, 1e-5)
     assert 8.0 - 1e-6 < rdp_epsilon(sigma, scenario.rounds, 1e-5) <= 8.0
     assert settings["dp"]["target_epsilon"] == 8.0 and settings["dp"]["rounds"] == scenario.rounds == 40
-    assert settings["dp"]["level"].startswith("institution")
+    assert settings["dp"]["level"].startswith("institution") and settings["dp"]["releases"] is None  # not yet run
 
 
 def test_tiny_federation_spends_exactly_the_target_epsilon():
@@ -66,7 +67,7 @@ def test_tiny_federation_spends_exactly_the_target_epsilon():
         "wall_time_s": 0.0,
         "epsilon": run.epsilon,
         "delta": run.delta,
-        "privacy": institution_privacy(spec, scenario.rounds),
+        "privacy": institution_privacy(run.privacy),
     }
     md = markdown(
         {
@@ -79,7 +80,8 @@ def test_tiny_federation_spends_exactly_the_target_epsilon():
         }
     )
     sigma = noise_multiplier_for(2.0, scenario.rounds, 1e-5)
-    assert f"DP (dp): epsilon 2 at delta 1e-05 per institution over {scenario.rounds} rounds" in md
+    assert run.privacy["dp"]["releases"] == scenario.rounds  # FedAvg: one noisy sum a round
+    assert f"DP (dp): epsilon 2 at delta 1e-05 per institution over {scenario.rounds} noisy releases in" in md
     assert f"clip 0.3, noise multiplier {sigma:.3g}." in md
 
 

@@ -104,7 +104,7 @@ def test_cycle_with_zero_trust_is_local_only_for_mixed_calibrators(setup, batch_
         CalibrationProtocolSpec(name="cycle", params={"tau_opt": -1.0, "tau_max": -0.5}),
     )
     vpdl = run_protocol(scenario, institutions, CalibrationProtocolSpec(name="vpdl"))
-    rep = np.array(zero.summary["reputation"])
+    rep = np.array(zero.summary["reputation"], dtype=float)
     assert np.all(rep[~np.eye(len(institutions), dtype=bool)] == 0.0)
     for a, b, c in zip(_params(local), _params(zero), _params(vpdl), strict=True):
         assert torch.equal(a, b)

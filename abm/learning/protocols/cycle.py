@@ -113,7 +113,7 @@ class CYCle(Protocol):
             self.calibrated = True
         else:
             self.reputation = cfg.alpha * self.reputation + (1 - cfg.alpha) * raw
-        self.raw_reputation.append(np.nan_to_num(raw, nan=1.0).tolist())
+        self.raw_reputation.append(_json_matrix(raw))
 
     def _shares(self, ctx: RunContext, t: int, forced: bool) -> np.ndarray:
         """share[k, n]: does k send its predictions on n's inputs to n this round."""
@@ -179,10 +179,16 @@ class CYCle(Protocol):
 
     def summary(self, ctx: RunContext) -> dict:
         return {
-            "reputation": np.nan_to_num(self.reputation, nan=1.0).tolist(),
+            "reputation": _json_matrix(self.reputation),
             "raw_reputation_history": self.raw_reputation,
             "share_counts": self.share_counts.tolist(),
         }
+
+
+def _json_matrix(m: np.ndarray) -> list[list[float | None]]:
+    """A reputation matrix for the report: null where there is no value (a participant's view of
+    itself, and every pair before the first recalibration)."""
+    return [[None if np.isnan(v) else float(v) for v in row] for row in m]
 
 
 class VPDL(CYCle):
