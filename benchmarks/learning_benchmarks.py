@@ -75,7 +75,15 @@ def extras(reports: list[dict]) -> list[str]:
                 out.append(
                     f"- seed {r['seed']}: {k}: within-domain picks {s['within_group_rate']:.2f}, "
                     f"distinct partners (last 10 rounds) {s['distinct_partners_last10']}, "
-                    f"collapse warning {s['collapse']}" + (f", clusters {s['clusters']}" if "clusters" in s else "")
+                    f"collapse warning {s['collapse']}"
+                    + (f", clusters {s['clusters']}" if "clusters" in s else "")
+                    + (
+                        ", cluster purity {purity:.2f}, inverse purity {inverse_purity:.2f}, ARI {ari:.2f}".format(
+                            **s["cluster_recovery"]
+                        )
+                        if "cluster_recovery" in s
+                        else ""
+                    )
                 )
         toy = r.get("selection_toy")
         if toy and seed_i == 0:
@@ -84,17 +92,22 @@ def extras(reports: list[dict]) -> list[str]:
             out.append("")
             out.append(
                 "| policy | within-domain picks (last 10) | distinct partners | SCC cliques "
-                "| collapse | ARI vs domains | distance to own optimum |"
+                "| collapse | cluster purity / inverse purity / ARI vs domains | distance to own optimum |"
             )
             out.append("|---|---|---|---|---|---|---|")
             for name, t in toy.items():
                 out.append(
                     f"| {name} | {t['within_domain_rate_last10']:.2f} "
                     f"| {t['mean_distinct_partners_last10']:.1f} | {t['cliques_last10']} "
-                    f"| {t['collapse']} | {t.get('ari_vs_domains', '-')} "
+                    f"| {t['collapse']} | {_recovery(t)} "
                     f"| {t['mean_distance_to_optimum']:.2f} |"
                 )
     return out
+
+
+def _recovery(summary: dict) -> str:
+    r = summary.get("cluster_recovery")
+    return "-" if r is None else f"{r['purity']:.2f} / {r['inverse_purity']:.2f} / {r['ari']:.2f}"
 
 
 def speed_benchmark(participants: int = 20, rounds: int = 100, runner: str = "inprocess") -> dict:

@@ -1,4 +1,5 @@
-"""Collaboration metrics: gains, MCG, CGS, collaborative fairness (cycle.md section 4)."""
+"""Collaboration metrics: gains, MCG, CGS, collaborative fairness (cycle.md section 4), and how
+well selection clusters recover known domains (purity, adjusted Rand index)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,26 @@ def collaborative_fairness(standalone: list[float], collaborative: list[float]) 
     if b.std() == 0 or a.std() == 0:
         return float("nan")
     return float(np.corrcoef(b, a)[0, 1])
+
+
+def cluster_recovery(clusters: list[int] | np.ndarray, domains: list[int] | np.ndarray) -> dict[str, float | int]:
+    """How well ``clusters`` recover the known ``domains`` of the same users.
+
+    ``purity``: the share of users whose cluster's most common domain is their own (1 when no
+    cluster mixes domains, however finely the domains are split); ``inverse_purity``: the same
+    with the roles swapped (1 when no domain is split over clusters); ``ari``: the adjusted Rand
+    index (1 for exactly the domains, about 0 for chance); ``clusters``: how many there are.
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    c, d = np.asarray(clusters), np.asarray(domains)
+
+    def purity(a: np.ndarray, b: np.ndarray) -> float:
+        return float(sum(np.bincount(b[a == k]).max() for k in np.unique(a)) / len(a))
+
+    return {
+        "purity": purity(c, d),
+        "inverse_purity": purity(d, c),
+        "ari": float(adjusted_rand_score(d, c)),
+        "clusters": len(np.unique(c)),
+    }

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.metrics import adjusted_rand_score
 
 from abm.learning.collaboration import CollaborationRecord
+from abm.learning.metrics import cluster_recovery
 from abm.learning.selection import ConsensusClusterPolicy, build_policy
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def simulate(
     }
     if isinstance(policy, ConsensusClusterPolicy) and policy.labels is not None:
         out["clusters"] = policy.labels.tolist()
-        out["ari_vs_domains"] = float(adjusted_rand_score(groups, policy.labels))
+        out["cluster_recovery"] = cluster_recovery(policy.labels, groups)
     return out
 
 

@@ -93,8 +93,53 @@ def test_greedy_collapses_into_cliques_while_consensus_recovers_domains():
     assert greedy["cliques_last10"] >= 6  # many small cliques, not 3 domains
     for method in ("consensus_affinity_propagation", "consensus_mean_shift"):
         cons = simulate(method, seed=0)
-        assert cons["ari_vs_domains"] == pytest.approx(1.0)
+        assert cons["cluster_recovery"] == {
+            "purity": 1.0,
+            "inverse_purity": 1.0,
+            "ari": pytest.approx(1.0),
+            "clusters": 3,
+        }
         assert not cons["collapse"]
         assert cons["within_domain_rate_last10"] >= 0.9
     rand = simulate("random", seed=0)
     assert rand["within_domain_rate_last10"] < 0.5  # 12 of 38 others share the domain
+
+
+def test_cluster_recovery_scores_purity_splits_and_chance():
+    """Six users in domains 0, 0, 0, 1, 1, 1."""
+    from abm.learning.metrics import cluster_recovery
+
+    domains = [0, 0, 0, 1, 1, 1]
+    exact = cluster_recovery([5, 5, 5, 2, 2, 2], domains)  # labels are names, not numbers
+    assert exact == {"purity": 1.0, "inverse_purity": 1.0, "ari": 1.0, "clusters": 2}
+    split = cluster_recovery([0, 0, 1, 2, 2, 3], domains)  # each domain split in two: still pure
+    assert split["purity"] == 1.0 and split["inverse_purity"] == pytest.approx(4 / 6) and split["clusters"] == 4
+    mixed = cluster_recovery([0, 0, 1, 1, 0, 1], domains)  # every cluster 2 of one domain, 1 of the other
+    assert mixed["purity"] == pytest.approx(4 / 6) and mixed["ari"] < 0.1
+
+
+def test_p2p_consensus_selection_recovers_the_domains_and_beats_random():
+    """gmm_selection cut to 6 rounds: 8 users, users 4-7 with swapped labels (a second domain).
+    Consensus clustering by affinity propagation finds exactly the two domains (purity, inverse
+    purity and ARI 1), every pick stays in the user's domain, and averaging within them beats
+    random selection, whose picks cross domains and mix the label conventions."""
+    from pathlib import Path
+
+    import yaml
+
+    from abm.learning.runner import run_all
+    from abm.learning.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[2]
+    sc = yaml.safe_load((root / "scenarios/learning/gmm_selection.yaml").read_text())
+    sc.pop("selection_toy")
+    sc["rounds"] = 6
+    sc["protocols"] = [p for p in sc["protocols"] if p["label"] in ("p2p_random", "p2p_consensus_ap")]
+    report = run_all(load_scenario(sc)[0])
+    assert report["groups"] == [0, 0, 0, 0, 1, 1, 1, 1]
+    consensus, random = report["protocols"]["p2p_consensus_ap"], report["protocols"]["p2p_random"]
+    recovery = consensus["summary"]["cluster_recovery"]
+    assert recovery == {"purity": 1.0, "inverse_purity": 1.0, "ari": 1.0, "clusters": 2}
+    assert consensus["summary"]["within_group_rate"] == 1.0 and random["summary"]["within_group_rate"] < 0.6
+    assert "cluster_recovery" not in random["summary"]  # random selection forms no clusters
+    assert consensus["mean_score"] > random["mean_score"] + 0.1

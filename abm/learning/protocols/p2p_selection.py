@@ -16,6 +16,7 @@ from pydantic import Field
 
 from abm.learning.collaboration import CollaborationRecord
 from abm.learning.messages import Message, MessageKind
+from abm.learning.metrics import cluster_recovery
 from abm.learning.models import architecture_key, flat_params, load_flat_params
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 from abm.learning.selection import build_policy
@@ -106,4 +107,6 @@ class P2PSelection(Protocol):
         labels = getattr(self.policy, "labels", None)
         if labels is not None:
             out["clusters"] = [int(v) for v in labels]
+            if ctx.groups is not None:  # known domains: how well the clusters recover them
+                out["cluster_recovery"] = cluster_recovery(labels, ctx.groups)
         return out
