@@ -29,7 +29,9 @@ def synthetic_scenario(tmp_path, rate: float, seed: int) -> dict:
 def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     """Data simulated with rate 3.0 (seed 99); calibrating the rate over [1, 6] with another
     seed must land near 3. The loss is smooth in the rate (final size and timing move
-    monotonically), so 16 TPE trials bracket the minimum to within the replicate noise."""
+    monotonically), so 16 TPE trials bracket the minimum to within the replicate noise. The
+    tolerances come from six pairs of data and calibration seeds (99/1234 to 94/1239, measured
+    2026-11-25): estimates 2.92-3.19, sd 0.13, so 0.5 is about 4 sd; fit ND 0.07-0.20."""
     truth = abm.run(synthetic_scenario(tmp_path, 3.0, 99))
     res = truth.result
     scale = truth.summary["region_population"] / res.agents
