@@ -134,17 +134,20 @@ def synthetic(tmp_path, truth: float, start: float) -> tuple:
 
 def test_gradient_calibration_moves_beta_to_the_truth(tmp_path):
     """`abm calibrate --method gradient` on cases simulated with rate 3, from rate 5: ten Adam
-    steps bring the rate within 0.5 of 3 and the fit is far better than the start's."""
+    steps bring the rate near 3 and the fit is far better than the start's. Tolerances from five
+    pairs of data and calibration seeds (99/1234 to 95/1238, measured 2026-11-25): estimates
+    2.89-2.97 (mean 2.92, sd 0.035; ten steps stop a little short), so |rate - 3| < 0.25 is
+    the shortfall plus 4 sd; fit ND 0.03-0.12."""
     path = synthetic(tmp_path, 3.0, 5.0)
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", "--out", str(out)])
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "calibration.json").read_text())
     beta = summary["best_parameters"]["disease.transmission_rate"]
-    assert abs(beta - 3.0) < 0.5, summary
+    assert abs(beta - 3.0) < 0.25, summary
     steps = pd.read_csv(out / "steps.csv")
     assert list(steps.columns) == ["step", "seed", "loss", "beta", "seconds"] and len(steps) == 10
     assert steps["loss"].iloc[-3:].mean() < 0.5 * steps["loss"].iloc[:2].mean()
-    assert summary["fit"]["cases"]["nd_weekly"] < 0.35
+    assert summary["fit"]["cases"]["nd_weekly"] < 0.2
     assert yaml.safe_load((out / "calibrated.yaml").read_text())["disease"]["transmission_rate"] == beta
     assert {p.name for p in out.iterdir()} == {MARK, "calibrated.yaml", "steps.csv", "calibration.json", "fit.png"}
