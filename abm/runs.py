@@ -32,6 +32,7 @@ from abm.scenario import (
     ScenarioError,
     apply_set,
     key_origin,
+    overlaps,
     read_scenario_data,
     validate,
     with_options,
@@ -70,6 +71,13 @@ class RunResult:
         from abm.outputs.maps import DEFAULT_SNAPSHOT_DAYS
 
         if days is not None:
+            if isinstance(days, (int, str)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in days):
+                raise ScenarioError(f"map days: {days!r} is not allowed; give a list of whole days, e.g. [30, 60]")
+            n = self.summary["days"]
+            late = [d for d in days if not 0 <= d < n]
+            if late:
+                raise ScenarioError(f"map days: {late} not allowed; map days must lie within the {n} simulated days "
+                                    f"(0..{n - 1})")  # fmt: skip
             return tuple(days)
         configured = getattr(self.scenario.outputs, "map_days", None)
         return tuple(configured) if configured is not None else DEFAULT_SNAPSHOT_DAYS
@@ -169,7 +177,9 @@ def resolve(
     overrides: dict[str, Any] | None = None,
     sets: list[str] | None = None,
 ) -> Scenario:
-    """A validated scenario from a path, plain data or a Scenario, with overrides applied."""
+    """A validated scenario from a path, plain data or a Scenario, with overrides applied
+    (``sets``: ``key.path=value`` texts; one text alone is taken as a list of one)."""
+    sets = [sets] if isinstance(sets, str) else sets
     origin = None
     if isinstance(scenario, Scenario):
         data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
@@ -190,7 +200,7 @@ def resolve(
         if key not in OVERRIDE_KEYS:
             raise ScenarioError(f"override {key!r} is not allowed; allowed: {', '.join(OVERRIDE_KEYS)}")
         path = OVERRIDE_KEYS[key]
-        clash = sorted(k for k in set_keys if k == path or k.startswith(path + ".") or path.startswith(k + "."))
+        clash = sorted(k for k in set_keys if overlaps(k, path))
         if clash:
             raise ScenarioError(f"{source}: --{key} and --set {clash[0]}=... both set {path}; give one")
         data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")

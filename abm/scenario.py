@@ -203,6 +203,12 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     return merge(parent_data, data)
 
 
+def overlaps(a: str, b: str) -> bool:
+    """Whether key paths ``a`` and ``b`` set the same value: equal, or one holds the other
+    (``seeding`` holds ``seeding.day``)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
 def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> dict[str, Any]:
     """Apply one ``key.path=value`` override; the value is read as YAML (numbers, lists...)."""
     if "=" not in assignment:

@@ -41,7 +41,7 @@ from abm.outputs.summary import mean_sd
 from abm.parallel import ray_session
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
-from abm.scenario import Scenario, ScenarioError, yaml_problem
+from abm.scenario import Scenario, ScenarioError, overlaps, yaml_problem
 from abm.yaml_loader import load_yaml
 
 BACKENDS = ("local", "ray")
@@ -175,9 +175,12 @@ def parse_axes(options: Sequence[str]) -> list[SweepAxis]:
         raise ScenarioError("--sweep: give at least one, e.g. --sweep contacts.community.weight=0.2,0.4")
     axes = [parse_axis(o) for o in options]
     keys = [a.key for a in axes]
-    for key in keys:
+    for i, key in enumerate(keys):
         if keys.count(key) > 1:
             raise ScenarioError(f"--sweep {key}: the key is swept twice; give all its values in one --sweep option")
+        other = next((k for k in keys[i + 1 :] if overlaps(k, key)), None)
+        if other is not None:  # one would silently override the other
+            raise ScenarioError(f"--sweep {key} and --sweep {other} set the same values; sweep one of them")
     return axes
 
 
@@ -238,16 +241,18 @@ def plan(
     """Parse the sweep options and resolve every variant; any bad key or value raises
     :class:`ScenarioError` before anything runs. ``overrides``: ``agents``, ``days``,
     ``seed``, ``device`` as for :func:`abm.run`."""
+    sweeps = [sweeps] if isinstance(sweeps, str) else sweeps
+    sets = [sets] if isinstance(sets, str) else sets
     axes = parse_axes(sweeps)
-    if replicates is not None and replicates < 1:
-        raise ScenarioError(f"--replicates: {replicates} is not allowed; give at least 1")
+    if replicates is not None and (isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1):
+        raise ScenarioError(f"--replicates: {replicates!r} is not allowed; give a whole number, at least 1")
     given = {k: v for k, v in overrides.items() if v is not None}
     set_keys = {item.split("=", 1)[0].strip() for item in sets or []}
     for axis in axes:
-        if axis.key in set_keys:
+        if any(overlaps(k, axis.key) for k in set_keys):
             raise ScenarioError(f"--sweep {axis.key}: the key is also set by --set; give one of them")
         for name in given:
-            if OVERRIDE_KEYS.get(name) == axis.key:
+            if name in OVERRIDE_KEYS and overlaps(OVERRIDE_KEYS[name], axis.key):
                 raise ScenarioError(f"--sweep {axis.key}: the key is also set by --{name}; give one of them")
     resolve(scenario, given, list(sets or []))  # the file and its own options first, blamed on themselves
     for axis in axes:  # each value alone first, so that a message names the one at fault

@@ -55,6 +55,20 @@ def hospitalizations(run: RunTables) -> float:
     return math.nan
 
 
+# What the table and the plots read of a run's summary.json.
+SUMMARY_KEYS = {
+    "scenario",
+    "agents",
+    "days",
+    "replicates",
+    "peak_hospital_occupancy",
+    "hospital_capacity",
+    "cumulative_infected",
+    "deaths",
+    "total_cost",
+}
+
+
 def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
     """One row per run with the measures of :data:`COLUMNS` (machine names)."""
     rows = []
@@ -108,14 +122,25 @@ def format_cell(key: str, v: Any) -> str:
 
 
 def cost_note(runs: list[RunTables]) -> str:
-    """What the costs count: the items the runs booked (costs.csv), and that unpriced ones are free."""
+    """The note under the table: what the costs count (the items the runs booked in costs.csv;
+    unpriced work is free), how to read a negative cost per averted hospitalization, and the
+    regions where the runs differ in region."""
     booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
     items = ", ".join(booked) if booked else "none"
-    return (
+    note = (
         f"Costs are the items each run booked in its costs.csv ({items}). An intervention's work without a "
         "price in the scenario costs nothing: by default tracing notifications, interviews and quarantine days "
-        "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day)."
+        "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day). "
+        "A negative cost per averted hospitalization means fewer hospitalizations for less money than the first run."
     )
+    regions = {run.summary.get("region") for run in runs}
+    if len(regions) > 1:
+        listed = ", ".join(f"{run.label}: {run.summary.get('region')}" for run in runs)
+        note += (
+            f" The runs are of different regions ({listed}): shares and figures per agent or per 100,000 "
+            "compare, capacities and county totals differ."
+        )
+    return note
 
 
 def markdown(table: pd.DataFrame, note: str = "") -> str:
@@ -210,12 +235,18 @@ def load_runs(items: list[Any]) -> Comparison:
     from abm.runs import RunResult
 
     runs, folders = [], []
+    given: dict[Path, Any] = {}
     for item in items:
         if isinstance(item, RunResult):
             runs.append(RunTables.from_result(item))
             folders.append(None)
             continue
+        if not isinstance(item, (str, Path)):
+            raise CompareError(f"{item!r}: not a run; give run folders or results of abm.run")
         folder = Path(item)
+        if folder.resolve() in given:
+            raise CompareError(f"{folder}: given twice (as {given[folder.resolve()]}); give each run once")
+        given[folder.resolve()] = item
         if not folder.is_dir():
             raise CompareError(f"{folder}: no such run folder")
         missing = [n for n in ("summary.json", "by_age.csv", "costs.csv") if not (folder / n).is_file()]
@@ -223,9 +254,15 @@ def load_runs(items: list[Any]) -> Comparison:
             raise CompareError(f"{folder}: not a run folder (missing {', '.join(missing) or 'timeseries'}); "
                                "give folders written by `abm run`")  # fmt: skip
         try:
-            runs.append(RunTables.from_folder(folder))
+            run = RunTables.from_folder(folder)
         except (ValueError, KeyError, OSError) as exc:
             raise CompareError(f"{folder}: cannot read the run ({exc})") from exc
+        lacking = sorted(SUMMARY_KEYS - set(run.summary))
+        if lacking:
+            raise CompareError(
+                f"{folder}: summary.json lacks {lacking}; it was not written by this version of `abm run`: run it again"
+            )
+        runs.append(run)
         folders.append(folder)
     if not runs:
         raise CompareError("give at least one run")
@@ -236,18 +273,27 @@ def load_runs(items: list[Any]) -> Comparison:
             f"the runs simulate different numbers of days ({listed}); totals, costs and days over capacity "
             "compare only over the same horizon: re-run them with the same --days"
         )
-    seen: dict[str, int] = {}
-    for run, folder in zip(runs, folders, strict=True):
-        if run.label in seen:
-            run.label = f"{run.label} ({folder.name if folder else seen[run.label] + 1})"
-        seen[run.label] = seen.get(run.label, 0) + 1
+    used: set[str] = set()
+    folder_names = [f.name for f in folders if f is not None]
+    for run, folder in zip(runs, folders, strict=True):  # a label taken: the folder's name, then its path
+        names = [run.label]
+        if folder is not None:  # the folder's name where it tells this run apart, else its path
+            names += [f"{run.label} ({folder.name})"] if folder_names.count(folder.name) == 1 else []
+            names += [f"{run.label} ({folder})"]
+        label = next((name for name in names if name not in used), None)
+        k = 2
+        while label is None:
+            label = f"{run.label} #{k}" if f"{run.label} #{k}" not in used else None
+            k += 1
+        run.label = label
+        used.add(label)
     return Comparison(runs, folders)
 
 
-def compare(items: list[Any], out: str | Path | None = None) -> Comparison:
+def compare(items: list[Any] | str | Path, out: str | Path | None = None) -> Comparison:
     """Compare runs (:class:`abm.RunResult` objects or run folders); write the report to ``out``
     if given. The first run is the reference for the cost per averted hospitalization."""
-    comp = load_runs(list(items))
+    comp = load_runs([items] if isinstance(items, (str, Path)) else list(items))
     if out is not None:
         comp.write(out)
     return comp

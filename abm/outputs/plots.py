@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from abm.engine.disease import AGE_GROUP_LABELS
 
@@ -100,7 +101,17 @@ def cumulative_cost_table(run: RunTables) -> pd.DataFrame:
 
 def _draw(ax: Any, b: pd.DataFrame, label: str, color: Any) -> None:
     ax.fill_between(b.index, b["low"], b["high"], color=color, alpha=0.2, linewidth=0)
-    ax.plot(b.index, b["mean"], color=color, label=label, linewidth=1.8)
+    single = len(b) == 1  # a one-day run: a line of one point draws nothing, so mark it
+    ax.plot(b.index, b["mean"], color=color, label=label, linewidth=1.8, marker="o" if single else None)
+    if single:
+        ax.errorbar(b.index, b["mean"], yerr=[b["mean"] - b["low"], b["high"] - b["mean"]], color=color, alpha=0.4)
+
+
+def _days_axis(ax: Any) -> None:
+    """Whole days on the x axis, from day 0 (a one-day run still gets a readable axis)."""
+    right = ax.get_xlim()[1]
+    ax.set_xlim(0 if right >= 1 else -0.5, max(right, 1.0))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _colors(n: int) -> list[Any]:
@@ -113,7 +124,7 @@ def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]
     ax.set_xlabel("day")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.set_xlim(left=0)
+    _days_axis(ax)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="best")
     _band_note(fig, runs, 0.005, "bottom")
@@ -122,8 +133,9 @@ def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]
 
 def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str) -> None:
     """The note that tells what the line and the band are, in the figure's right corner."""
-    reps = "/".join(str(r) for r in sorted({r.replicates for r in runs}))
-    note = f"line: mean; band: lowest to highest of {reps} replicates"
+    counts = sorted({r.replicates for r in runs})
+    reps = "/".join(str(r) for r in counts)
+    note = "one replicate: no band" if counts == [1] else f"line: mean; band: lowest to highest of {reps} replicates"
     fig.text(0.99, y, note, ha="right", va=va, fontsize=7, color="#555555")
 
 
@@ -160,15 +172,20 @@ def cumulative_by_age(runs: list[RunTables]) -> Figure:
     top = 0.0
     for ax, group in zip(axes.flat, AGE_GROUP_LABELS, strict=True):
         for run, color in zip(runs, colors, strict=True):
-            table = run.by_age[run.by_age["age_group"].astype(str) == group]
-            agents = float(table["agents"].iloc[0]) if len(table) else 0.0
-            b = band(table, "cumulative_infected", 100 / agents if agents else 0.0)
+            agents = _group_agents(run, group)
+            if agents == 0:  # no one of this age: no line (a 0% line would read as no one infected)
+                ax.plot([], [], color=color, label=run.label)
+                continue
+            b = band(run.by_age[run.by_age["age_group"].astype(str) == group], "cumulative_infected", 100 / agents)
             _draw(ax, b, run.label, color)
             top = max(top, float(b["high"].max()) if len(b) else 0.0)
+        if not any(_group_agents(run, group) for run in runs):
+            ax.text(0.5, 0.5, "no agents of this age", transform=ax.transAxes, ha="center", va="center",
+                    fontsize=8, color="#777777")  # fmt: skip
         ax.set_title(f"age {group}", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.set_xlim(left=0)
-    axes.flat[0].set_ylim(0, max(1.0, min(100.0, top * 1.05)))
+        _days_axis(ax)
+    axes.flat[0].set_ylim(0, max(1.0, min(100.0, top) * 1.05))
     for ax in axes[-1]:
         ax.set_xlabel("day")
     for ax in axes[:, 0]:
@@ -177,6 +194,11 @@ def cumulative_by_age(runs: list[RunTables]) -> Figure:
     fig.suptitle("Cumulative infections by age group", fontsize=11)
     _band_note(fig, runs, 0.995, "top")
     return fig
+
+
+def _group_agents(run: RunTables, group: str) -> float:
+    table = run.by_age[run.by_age["age_group"].astype(str) == group]
+    return float(table["agents"].iloc[0]) if len(table) else 0.0
 
 
 def cumulative_cost(runs: list[RunTables]) -> Figure:

@@ -70,7 +70,8 @@ def by_age(res: SimulationResult) -> pd.DataFrame:
 
 
 def by_tract(res: SimulationResult, tracts: pd.DataFrame) -> pd.DataFrame:
-    """One row per (day, tract) with the mean over replicates, and per 100,000 agents."""
+    """One row per (day, tract) with the mean over replicates, and per 100,000 agents (empty,
+    NaN, for a tract that has no agents: a small run leaves many tracts without any)."""
     d, t = res.days, len(tracts)
     stages = res.stages_by_tract.mean(axis=1)  # [day, tract, stage]
     agents = res.stages_by_tract[0, 0].sum(-1)  # [tract]
@@ -82,6 +83,6 @@ def by_tract(res: SimulationResult, tracts: pd.DataFrame) -> pd.DataFrame:
     }
     for k in ("new_infections", "cumulative_infected", "active", "hospital_occupancy", "deaths"):
         cols[k] = derived[k].reshape(-1)
-    per = np.where(agents > 0, 1e5 / np.maximum(agents, 1), 0.0)
+    per = np.where(agents > 0, 1e5 / np.maximum(agents, 1), np.nan)
     cols["cumulative_per_100k"] = (derived["cumulative_infected"] * per[None]).reshape(-1)
     return pd.DataFrame(cols)

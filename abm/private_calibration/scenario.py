@@ -10,13 +10,23 @@ import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from abm.learning.errors import LearningScenarioError
-from abm.learning.scenario import ProtocolSpec, TrainingSpec, check_protocols, read_yaml, validation_message
+from abm.learning.scenario import (
+    PROTOCOL_NAMES,
+    ProtocolSpec,
+    TrainingSpec,
+    check_protocols,
+    read_yaml,
+    validation_message,
+)
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 
 KIND = "private_calibration"
+# Every protocol of the learning package but peer-to-peer selection (its averaging partners are
+# chosen by model similarity; the institutions' calibrators are compared by the protocols below).
+CALIBRATION_PROTOCOLS = tuple(n for n in PROTOCOL_NAMES if n != "p2p_selection")
 REGION_RULES = ("seattle", "north", "east", "south")
 
 
@@ -47,6 +57,11 @@ class ModelSection(_Strict):
             raise ValueError(f"window {a}..{b} must run forward and start on or after start_date {self.start_date}")
         if ((b - a).days + 1) // 7 < 2:
             raise ValueError("window must hold at least two whole weeks")
+        if ((b - a).days + 1) % 7:
+            raise ValueError(
+                f"window {a}..{b} is {(b - a).days + 1} days; give whole weeks (a multiple of 7 days, e.g. "
+                f"{a}..{a + dt.timedelta(days=7 * (((b - a).days + 1) // 7) - 1)})"
+            )
         if self.seeding_day >= self.days:
             raise ValueError(
                 f"seeding_day {self.seeding_day} must fall within the simulated days, which end with the "
@@ -102,6 +117,15 @@ class InstitutionSpec(_Strict):
     prior: dict[str, tuple[float, float]] = Field({}, description="parameter -> [low, high]; default the full range")
     truth: dict[str, float] = Field({}, description="known-truth mode: parameter -> true value")
 
+    @field_validator("tracts", mode="before")
+    @classmethod
+    def _tract_text(cls, v: Any) -> Any:
+        if isinstance(v, list) and not all(isinstance(g, str) for g in v):
+            raise ValueError("tract GEOIDs are text: quote them, e.g. ['53033000100', '53033000200']")
+        if not isinstance(v, (str, list)):
+            raise ValueError("give a named rule (seattle, north, east or south) or a list of tract GEOIDs")
+        return v
+
 
 class CalibratorSpec(_Strict):
     """A calibrator architecture: ``mlp`` (hidden), ``cnn`` (1-D over weeks: channels), ``gru`` (hidden)."""
@@ -117,7 +141,8 @@ class CalibrationProtocolSpec(ProtocolSpec):
     """One protocol run over calibrators: the learning package's protocol spec with calibrator
     models in place of its classifiers."""
 
-    models: list[CalibratorSpec] | None = None
+    name: Literal[CALIBRATION_PROTOCOLS]  # type: ignore[valid-type]
+    models: list[CalibratorSpec] | None = Field(None, min_length=1)
 
 
 class EvaluationSpec(_Strict):
@@ -143,7 +168,7 @@ class PrivateCalibrationScenario(_Strict):
     parameters: dict[str, ParameterSpec] = Field(default_factory=_default_parameters)
     institutions: list[InstitutionSpec] = Field(min_length=2, max_length=16)
     evaluation: EvaluationSpec = EvaluationSpec()
-    models: list[CalibratorSpec] = [CalibratorSpec()]
+    models: list[CalibratorSpec] = Field([CalibratorSpec()], min_length=1)
     training: TrainingSpec = TrainingSpec(lr=0.005, batch_size=64)
     rounds: int = Field(20, ge=1)
     local_epochs: int = Field(1, ge=1)
@@ -161,11 +186,24 @@ class PrivateCalibrationScenario(_Strict):
         for need in ("transmission", "seeding"):
             if need not in self.parameters:
                 raise ValueError(f"parameters: {need} is required (allowed: {', '.join(PARAMETER_NAMES)})")
+        seeding = self.parameters["seeding"]
+        if seeding.low < 1:
+            raise ValueError(f"parameters.seeding.low: bad value {seeding.low}: seeding counts agents, at least 1")
         names = [i.name for i in self.institutions]
         if len(set(names)) != len(names):
             raise ValueError(f"institutions: bad value {names}: institution names must differ")
         for k, inst in enumerate(self.institutions):
             where = f"institutions[{k}]"
+            if seeding.high > inst.agents:
+                raise ValueError(
+                    f"{where}.agents: bad value {inst.agents}: fewer agents than the seeding range's "
+                    f"{seeding.high:g} initial infections (parameters.seeding.high); give more agents or a lower high"
+                )
+            if self.mode == "kc2020" and inst.truth:
+                raise ValueError(
+                    f"{where}.truth: not used in kc2020 mode (the county's data has no known truth); remove it, "
+                    "or use mode known_truth"
+                )
             for key, (lo, hi) in inst.prior.items():
                 if key not in self.parameters:
                     raise ValueError(f"{where}.prior: unknown key {key!r}; allowed keys: {', '.join(self.parameters)}")
@@ -220,12 +258,6 @@ def load_scenario(
     except ValidationError as e:
         raise LearningScenarioError(validation_message(source, e, data, _allowed_keys)) from None
     check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data, member="institution")
-    for i, spec in enumerate(scenario.protocols):
-        if spec.name == "p2p_selection":
-            raise LearningScenarioError(
-                f"{source}: protocols[{i}].name: bad value 'p2p_selection': not used for private calibration; "
-                "allowed: local, centralized, fedavg, fedprox, codream, codream_fast, mapl, cycle, vpdl, ipa"
-            )
     model_file = base / scenario.model.scenario
     if not model_file.is_file():
         raise LearningScenarioError(
@@ -243,17 +275,38 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
     from abm.private_calibration.institutions import model_scenario, observed_kc2020
     from abm.private_calibration.regions import institution_region
     from abm.scenario import ScenarioError
+    from abm.scenario import load_scenario as load_epidemic
 
+    where = f"{source}: model.scenario: {scenario.model.scenario!r}"
+    try:  # the file alone first, so that its own faults are not blamed on model.set
+        kind = read_yaml(base / scenario.model.scenario).get("kind")
+        if kind is not None:
+            raise LearningScenarioError(f"a {kind} scenario; give an epidemic scenario (as `abm run` takes)")
+        load_epidemic(base / scenario.model.scenario)
+    except (ScenarioError, LearningScenarioError) as exc:
+        raise LearningScenarioError(f"{where}: {' '.join(str(exc).split())}") from None
     try:
         model = model_scenario(scenario, base)
     except ScenarioError as exc:
         raise LearningScenarioError(f"{source}: model.set (on {scenario.model.scenario}): {exc}") from None
     county = load_region(model.population.region)
+    owner: dict[str, int] = {}
     for k, spec in enumerate(scenario.institutions):
+        if isinstance(spec.tracts, list) and len(set(spec.tracts)) < len(spec.tracts):
+            twice = sorted({g for g in spec.tracts if spec.tracts.count(g) > 1})
+            raise LearningScenarioError(f"{source}: institutions[{k}].tracts: {twice} listed twice; list each once")
         try:
-            institution_region(county, spec.tracts, spec.name)
+            region = institution_region(county, spec.tracts, spec.name)
         except RegionError as exc:
             raise LearningScenarioError(f"{source}: institutions[{k}].tracts: {exc}") from None
+        shared = sorted(g for g in region.tracts["geoid"] if g in owner)
+        if shared:
+            j = owner[shared[0]]
+            raise LearningScenarioError(
+                f"{source}: institutions[{k}].tracts: {len(shared)} tracts (e.g. {shared[0]}) also belong to "
+                f"institutions[{j}] ({scenario.institutions[j].name}); institutions hold disjoint tracts"
+            )
+        owner.update(dict.fromkeys(region.tracts["geoid"], k))
     if scenario.mode == "kc2020":
         try:
             observed_kc2020(scenario.model, county.figures.population)

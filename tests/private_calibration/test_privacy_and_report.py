@@ -225,6 +225,42 @@ def test_abm_learn_end_to_end(tmp_path):
             ),
             "privacy: bad value for mapl: privacy wrappers apply only to protocols whose aggregation is a sum",
         ),
+        (
+            lambda d: d["institutions"][1].update(tracts=d["institutions"][0]["tracts"]),
+            "institutions[1].tracts: 132 tracts (e.g. 53033000100) also belong to institutions[0] (Seattle); "
+            "institutions hold disjoint tracts",
+        ),
+        (
+            lambda d: d["institutions"][0].update(tracts=["53033000100", "53033000100"]),
+            "institutions[0].tracts: ['53033000100'] listed twice",
+        ),
+        (
+            lambda d: d["institutions"][0].update(tracts=[53033000100]),
+            "institutions[0].tracts: bad value [53033000100]: tract GEOIDs are text: quote them",
+        ),
+        (
+            lambda d: d["parameters"]["seeding"].update(high=1000),
+            "institutions[0].agents: bad value 600: fewer agents than the seeding range's 1000 initial infections",
+        ),
+        (lambda d: d["parameters"]["seeding"].update(low=0.2), "parameters.seeding.low: bad value 0.2: seeding counts"),
+        (lambda d: d.update(models=[]), "models: bad value []: List should have at least 1 item"),
+        (
+            lambda d: d["model"].update(scenario=str(TINY.resolve())),
+            "a private_calibration scenario; give an epidemic scenario",
+        ),
+        (
+            lambda d: d["protocols"].append({"name": "p2p_selection"}),  # refused, and not listed as allowed
+            "name: bad value 'p2p_selection': Input should be 'local', 'centralized', 'fedavg', 'fedprox', 'codream', "
+            "'codream_fast', 'mapl', 'cycle', 'vpdl' or 'ipa'",
+        ),
+        (
+            lambda d: d["model"].update(window=["2020-02-29", "2020-03-30"]),
+            "window 2020-02-29..2020-03-30 is 31 days; give whole weeks",
+        ),
+        (
+            lambda d: d.update(mode="kc2020"),
+            "institutions[0].truth: not used in kc2020 mode",
+        ),
     ],
 )
 def test_bad_scenario_exits_2_and_writes_nothing(tmp_path, edit, message):

@@ -1,0 +1,112 @@
+"""Edge cases found by a review of sweeps, comparisons and the Python API: tiny and one-day runs,
+the same run given twice, runs of different regions, bare strings where lists are expected."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import abm
+from abm.outputs import plots
+from abm.outputs.compare import CompareError, cost_note, load_runs
+from abm.scenario import ScenarioError
+from abm.sweep import parse_axes, plan
+
+ROOT = Path(__file__).resolve().parents[1]
+NI = ROOT / "scenarios/king_county/ni.yaml"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """A 10-agent, 20-day, 2-replicate run folder: most tracts and some age groups have no agents."""
+    out = tmp_path_factory.mktemp("edge") / "tiny"
+    abm.run(NI, agents=10, days=20, replicates=2).write(out)
+    return out
+
+
+def test_a_key_and_a_key_inside_it_are_not_swept_together():
+    with pytest.raises(ScenarioError, match=r"--sweep seeding.day and --sweep seeding set the same values"):
+        parse_axes(["seeding.day=0,2", "seeding={day: 4}"])
+    with pytest.raises(ScenarioError, match=r"--sweep simulation: the key is also set by --days"):
+        plan(NI, ["simulation={days: 3}"], days=6)
+    with pytest.raises(ScenarioError, match=r"--sweep seeding.day: the key is also set by --set"):
+        plan(NI, ["seeding.day=1,2"], sets=["seeding={day: 4}"])
+
+
+def test_single_strings_are_taken_as_lists_of_one():
+    sp = plan(NI, "disease.transmission_rate=1,2", sets="simulation.days=3")
+    assert [v.disease.transmission_rate for v in sp.variants] == [1.0, 2.0]
+    assert {v.simulation.days for v in sp.variants} == {3}
+    with pytest.raises(ScenarioError, match=r"--replicates: '2' is not allowed; give a whole number"):
+        plan(NI, ["disease.transmission_rate=1,2"], replicates="2")
+
+
+def test_compare_labels_every_run_apart_and_refuses_a_run_given_twice(tiny, tmp_path):
+    other = tmp_path / "other" / "tiny"
+    shutil.copytree(tiny, other)
+    comp = load_runs([tiny, other])
+    assert [r.label for r in comp.runs] == ["ni", f"ni ({other})"]  # both folders are called tiny
+    with pytest.raises(CompareError, match="given twice"):
+        load_runs([tiny, tiny])
+    with pytest.raises(CompareError, match=r"None: not a run; give run folders or results of abm.run"):
+        load_runs([tiny, None])
+    assert [r.label for r in abm.compare(str(tiny)).runs] == ["ni"]  # one path alone is a list of one
+
+
+def test_compare_names_a_summary_it_cannot_read_and_notes_different_regions(tiny, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(tiny, old)
+    summary = json.loads((old / "summary.json").read_text())
+    del summary["hospital_capacity"]
+    (old / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(CompareError, match=r"summary.json lacks \['hospital_capacity'\]"):
+        load_runs([tiny, old])
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(tiny, elsewhere)
+    summary = json.loads((elsewhere / "summary.json").read_text())
+    summary["region"] = "Other County"
+    (elsewhere / "summary.json").write_text(json.dumps(summary))
+    runs = load_runs([tiny, elsewhere]).runs
+    assert "different regions (ni: King County, WA, ni (elsewhere): Other County)" in cost_note(runs)
+    assert "different regions" not in cost_note(load_runs([tiny]).runs)
+
+
+def test_tracts_and_age_groups_without_agents_are_empty_not_zero(tiny):
+    by_tract = pd.read_csv(tiny / "by_tract.csv", dtype={"geoid": str})
+    empty = by_tract.agents == 0
+    assert empty.any() and (~empty).any()
+    assert by_tract.loc[empty, "cumulative_per_100k"].isna().all()
+    assert by_tract.loc[~empty, "cumulative_per_100k"].notna().all()
+    run = plots.RunTables.from_folder(tiny)
+    fig = plots.cumulative_by_age([run])
+    for ax, group in zip(fig.axes, plots.AGE_GROUP_LABELS, strict=True):
+        has_agents = plots._group_agents(run, group) > 0
+        drawn = [line for line in ax.lines if len(line.get_xdata())]
+        assert bool(drawn) == has_agents, group
+        assert ("no agents of this age" in [t.get_text() for t in ax.texts]) == (not has_agents), group
+
+
+def test_a_one_day_run_is_drawn_and_has_no_second_difference(tmp_path):
+    res = abm.run(NI, agents=1000, days=1, replicates=1)
+    assert res.summary["peak_infection_rate_2nd_difference"] is None
+    fig = res.plot("new_infections")
+    line = fig.axes[0].lines[0]
+    assert line.get_marker() == "o" and list(line.get_ydata()) == pytest.approx([500.0])  # 5 seeds per 1,000
+    assert all(float(t).is_integer() for t in fig.axes[0].get_xticks())
+    assert "one replicate: no band" in [t.get_text() for t in fig.texts]
+
+
+def test_map_days_outside_the_run_are_refused_by_the_api():
+    res = abm.run(NI, agents=300, days=5, replicates=1)
+    for days, message in (
+        ([500], r"map days: \[500\] not allowed; map days must lie within the 5 simulated days \(0..4\)"),
+        ([-1], r"map days: \[-1\] not allowed"),
+        ("3", r"map days: '3' is not allowed; give a list of whole days"),
+    ):
+        with pytest.raises(ScenarioError, match=message):
+            res.map(days=days)
+    assert res.map(days=[4]).data.days[-1] == 4
