@@ -273,3 +273,14 @@ def test_one_kind_of_output_is_not_written_over_another(tmp_path, small):
     result = runner.invoke(app, ["run", str(small), "--out", str(runs / "cmp")])
     assert result.exit_code == 2 and "holds a comparison, which a run would replace" in text(result)
     assert runner.invoke(app, ["run", str(small), "--out", str(runs / "c")]).exit_code == 0  # a run over a run
+
+
+def test_population_draws_are_refused_by_the_gradient_method(tmp_path):
+    result = runner.invoke(
+        app,
+        ["calibrate", str(CALIBRATION), "--method", "gradient", "--set", "calibration.population_draws=2",
+         "--out", str(tmp_path / "g")],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "calibration.population_draws: 2 is not used by --method gradient" in text(result)
+    assert not (tmp_path / "g").exists()

@@ -89,6 +89,11 @@ def checked_inputs(
     check_horizon(sc, sc.calibration, source)
     if method == "optuna":
         check_parameters(data, sc.calibration, source)
+    elif sc.calibration.population_draws > 1:
+        raise CalibrationError(
+            f"{source}: calibration.population_draws: {sc.calibration.population_draws} is not used by --method "
+            "gradient, which fits one population; set it to 1, or use --method optuna"
+        )
     return data, sc, load_observed(sc.calibration, source)
 
 
