@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from abm.outputs.run_folder import OutputFolderError, check_target
-from abm.scenario import ScenarioError, load_scenario
+from abm.scenario import ScenarioError, check_device, load_scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Agent-based epidemic simulator.")
 out_console = Console()
@@ -54,6 +54,7 @@ def validate(
             name = load_learning(file)[0].name
         else:
             sc = load_scenario(file, set_)
+            check_device(sc, str(file))
             name = sc.name
             if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
                 from abm.calibration.optimize import checked_inputs
@@ -168,6 +169,7 @@ def run(
     overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
     try:
         sc = resolve(file, overrides, set_)
+        check_device(sc, f"{file} (with --device {device})" if device else str(file))
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / sc.name

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import platform
 import sys
 import time
@@ -31,6 +32,7 @@ from abm.scenario import (
     Scenario,
     ScenarioError,
     apply_set,
+    check_device,
     key_origin,
     overlaps,
     read_scenario_data,
@@ -71,14 +73,19 @@ class RunResult:
         from abm.outputs.maps import DEFAULT_SNAPSHOT_DAYS
 
         if days is not None:
-            if isinstance(days, (int, str)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in days):
+            whole = (
+                all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in days)
+                if not isinstance(days, (numbers.Number, str))
+                else False
+            )
+            if not whole:
                 raise ScenarioError(f"map days: {days!r} is not allowed; give a list of whole days, e.g. [30, 60]")
             n = self.summary["days"]
             late = [d for d in days if not 0 <= d < n]
             if late:
                 raise ScenarioError(f"map days: {late} not allowed; map days must lie within the {n} simulated days "
                                     f"(0..{n - 1})")  # fmt: skip
-            return tuple(days)
+            return tuple(int(d) for d in days)
         configured = getattr(self.scenario.outputs, "map_days", None)
         return tuple(configured) if configured is not None else DEFAULT_SNAPSHOT_DAYS
 
@@ -235,6 +242,7 @@ def run(
     """Run a scenario and return its tables and summary (nothing is written)."""
     t0 = time.perf_counter()
     sc = resolve(scenario, overrides, sets)
+    check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
     if sc.population.kind == "reference":

@@ -443,22 +443,10 @@ def yaml_problem(exc: Exception) -> str:
 def check_run_inputs(scenario: Scenario, source: str) -> None:
     """What the schema cannot see, checked before anything runs: the region's files can be read;
     every ``contacts.occupation.degree`` key names a setting of the population (a misspelt sector
-    would otherwise be kept and never used); a boundary file holds the region's tracts; a CUDA
-    device exists where one is asked for."""
-    import torch
-
-    from abm.populations.reference import CATEGORIES
-
-    device = scenario.simulation.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ScenarioError(
-            f"{source}: simulation.device: {device!r} is not allowed here: no CUDA device is available; use cpu"
-        )
-    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
-        raise ScenarioError(
-            f"{source}: simulation.device: {device!r} is not allowed here: this machine has CUDA devices "
-            f"0..{torch.cuda.device_count() - 1}"
-        )
+    would otherwise be kept and never used); a boundary file holds the population's tracts. (The
+    device is checked where the run happens, :func:`check_device`: a sweep planned here may run
+    on a Ray cluster's GPUs.)"""
+    from abm.populations.reference import CATEGORIES, county_tract
 
     try:
         region = load_region(scenario.population.region)
@@ -474,10 +462,28 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
     if scenario.outputs.boundaries is not None:
         from abm.outputs.boundaries import BoundaryError, shapes_from_file
 
+        reference = scenario.population.kind == "reference"  # one pseudo-tract for the county
+        tracts = county_tract(scenario.population.agents) if reference else region.tracts
         try:
-            shapes_from_file(region.tracts, scenario.outputs.boundaries)
+            shapes_from_file(tracts, scenario.outputs.boundaries)
         except BoundaryError as exc:
             raise ScenarioError(f"{source}: outputs.boundaries: {exc}") from None
+
+
+def check_device(scenario: Scenario, source: str) -> None:
+    """The CUDA device a scenario asks for exists on this machine."""
+    import torch
+
+    device = scenario.simulation.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ScenarioError(
+            f"{source}: simulation.device: {device!r} is not allowed here: no CUDA device is available; use cpu"
+        )
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise ScenarioError(
+            f"{source}: simulation.device: {device!r} is not allowed here: this machine has CUDA devices "
+            f"0..{torch.cuda.device_count() - 1}"
+        )
 
 
 def available_memory_bytes() -> int:

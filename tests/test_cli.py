@@ -451,18 +451,22 @@ def test_a_name_is_not_inherited_from_the_file_extended(tmp_path):
 
 
 def test_a_killed_writers_staging_folder_is_removed_by_the_next_write(tmp_path):
-    """A process killed outright (SIGKILL) leaves its hidden ``.NAME.partial-PID`` folder; the
-    next write of NAME removes it when no process PID exists, and keeps a live one's."""
+    """A process killed outright (SIGKILL) leaves its hidden ``.NAME.partial-HOST-PID`` folder;
+    the next write of NAME on the same machine removes it when no process PID exists, and keeps
+    a live one's and any other machine's (a shared disk: its PIDs mean nothing here)."""
     import os
+    import socket
 
     from abm.outputs.run_folder import atomic_folder
 
-    dead = tmp_path / ".out.partial-999999999"  # above any Linux pid_max: no such process
-    live = tmp_path / f".out.partial-{os.getppid()}"
-    for stale in (dead, live):
+    host = socket.gethostname().replace("-", "_")
+    dead = tmp_path / f".out.partial-{host}-999999999"  # above any Linux pid_max: no such process
+    live = tmp_path / f".out.partial-{host}-{os.getppid()}"
+    elsewhere = tmp_path / ".out.partial-othernode-999999999"
+    for stale in (dead, live, elsewhere):
         stale.mkdir()
         (stale / "timeseries.csv").write_text("half")
     with atomic_folder(tmp_path / "out", "run") as tmp:
         (tmp / "summary.json").write_text("{}")
-    assert not dead.exists() and live.exists()
+    assert not dead.exists() and live.exists() and elsewhere.exists()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".abm-output", "summary.json"]

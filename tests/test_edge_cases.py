@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -110,3 +111,41 @@ def test_map_days_outside_the_run_are_refused_by_the_api():
         with pytest.raises(ScenarioError, match=message):
             res.map(days=days)
     assert res.map(days=[4]).data.days[-1] == 4
+
+
+def test_a_county_boundary_file_serves_the_reference_population(tmp_path):
+    """The reference population has one pseudo-tract for the county (GEOID 53033): a county
+    outline is accepted for it before the run, a file of tracts only is refused, naming the key."""
+    from abm.scenario import load_scenario
+
+    def feature(geoid: str) -> dict:
+        ring = [[-122.5, 47.1], [-121.0, 47.1], [-121.0, 47.8], [-122.5, 47.8], [-122.5, 47.1]]
+        return {
+            "type": "Feature",
+            "properties": {"GEOID": geoid},
+            "geometry": {"type": "Polygon", "coordinates": [ring]},
+        }
+
+    reference = ROOT / "scenarios/reference/base.yaml"
+    county, tracts = tmp_path / "county.geojson", tmp_path / "tracts.geojson"
+    county.write_text(json.dumps({"type": "FeatureCollection", "features": [feature("53033")]}))
+    tracts.write_text(json.dumps({"type": "FeatureCollection", "features": [feature("53033000100")]}))
+    assert load_scenario(reference, [f"outputs.boundaries={county}"]).outputs.boundaries == str(county)
+    with pytest.raises(ScenarioError, match=r"outputs.boundaries: .*none of the region's 1 tract GEOIDs"):
+        load_scenario(reference, [f"outputs.boundaries={tracts}"])
+
+
+def test_a_sweep_may_ask_for_a_gpu_it_will_find_on_the_cluster():
+    """Planning does not check the device (a Ray cluster's GPUs are not the planner's); a run does."""
+    import torch
+
+    sp = plan(NI, ["seeding.day=0,1"], device="cuda")
+    assert {v.simulation.device for v in sp.variants} == {"cuda"}
+    if not torch.cuda.is_available():
+        with pytest.raises(ScenarioError, match=r"simulation.device: 'cuda' is not allowed here"):
+            abm.run(NI, agents=300, days=3, device="cuda")
+
+
+def test_map_days_may_be_numpy_integers():
+    res = abm.run(NI, agents=300, days=5, replicates=1)
+    assert res.map(days=np.array([2, 4])).data.days[-2:] == [2, 4]

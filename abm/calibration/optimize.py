@@ -73,6 +73,11 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
                 raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
 
 
+def source_of(path: str | Path, sets: list[str] | None) -> str:
+    """The calibration's name in messages: its file, with the ``--set`` options that changed it."""
+    return with_options(str(path), [f"--set {item}" for item in sets or []])
+
+
 def checked_inputs(
     path: str | Path, sets: list[str] | None = None, method: str = "optuna"
 ) -> tuple[dict[str, Any], Scenario, pd.DataFrame]:
@@ -82,7 +87,7 @@ def checked_inputs(
     data = read_scenario_data(path)
     for item in sets or []:
         data = apply_set(data, item)
-    source = with_options(str(path), [f"--set {item}" for item in sets or []])
+    source = source_of(path, sets)
     sc = validate(data, source)
     if sc.calibration is None:
         raise CalibrationError(f"{source}: calibration: the scenario has no calibration section")
@@ -342,6 +347,7 @@ def calibrate(
         raise CalibrationError(f"--backend: {backend!r} is not allowed with --method gradient; allowed: local")
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method)
+    source = source_of(path, sets)
     cfg = sc.calibration
     assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
@@ -351,7 +357,7 @@ def calibrate(
 
         beta, weekly_m, steps = gradient.optimize(sc, observed, progress, trials)
         calibrated_data, best = gradient.calibrated_values(data, beta, weekly_m)
-        calibrated = validate(calibrated_data, str(path))
+        calibrated = validate(calibrated_data, source)
         sim = simulated(run(calibrated), cfg)
         band: list[pd.DataFrame] = []
         table = pd.DataFrame([vars(s) for s in steps])
@@ -369,9 +375,9 @@ def calibrate(
 
         score = trial_scorer(observed, cfg, curves)
         if backend == "ray":
-            run_trials_ray(study, cfg, n_trials, data, str(path), score, progress, workers, ray_address)
+            run_trials_ray(study, cfg, n_trials, data, source, score, progress, workers, ray_address)
         else:
-            run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, str(path)), score, progress)
+            run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, source), score, progress)
         ranked = sorted(
             (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
         )
@@ -379,7 +385,7 @@ def calibrate(
         reranked: list[dict[str, Any]] = []
         if cfg.rerank_trials > 0:
             sets = {"simulation.replicates": cfg.rerank_replicates}
-            reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, str(path), observed, sets)
+            reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, source, observed, sets)
             best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
             for r in reranked:
                 del r["curve"]
@@ -388,7 +394,7 @@ def calibrate(
             best_number, drawn = best_trial.number, {**best_trial.params, **best_trial.user_attrs}
             sim = curves[best_number]
         best = {k: drawn[k] for k in cfg.parameters}
-        calibrated = validate(with_values(data, {**best, **sets}), str(path))
+        calibrated = validate(with_values(data, {**best, **sets}), source)
         band = [curves[t.number] for t in ranked[: cfg.band_trials]]
         table = study.trials_dataframe()
         if reranked:  # the re-runs: their loss and re-profiled observation values, and the winner

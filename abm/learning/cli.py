@@ -22,16 +22,16 @@ def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str |
         raise typer.Exit(code=2) from None
 
 
-def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path) -> dict[str, Any]:
-    """``work()``'s report; a bad output folder, or a scenario found unworkable once its data are
-    built (``file`` named), gets its message and exit code 2, Ctrl-C a one-line notice and exit
-    code 130 (nothing is written either way)."""
+def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, kind: str = "learning") -> dict[str, Any]:
+    """``work()``'s report; a bad output folder (for an output of ``kind``), or a scenario found
+    unworkable once its data are built (``file`` named), gets its message and exit code 2, Ctrl-C
+    a one-line notice and exit code 130 (nothing is written either way)."""
     import typer
 
     from abm.outputs.run_folder import OutputFolderError, check_target
 
     try:
-        check_target(target, "learning")
+        check_target(target, kind)
         return work()
     except OutputFolderError as e:
         print(f"error: {e}", file=sys.stderr)

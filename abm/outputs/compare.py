@@ -274,12 +274,13 @@ def load_runs(items: list[Any]) -> Comparison:
             "compare only over the same horizon: re-run them with the same --days"
         )
     used: set[str] = set()
-    folder_names = [f.name for f in folders if f is not None]
+    folder_names = [f.resolve().name for f in folders if f is not None]  # "." has a name too
     for run, folder in zip(runs, folders, strict=True):  # a label taken: the folder's name, then its path
         names = [run.label]
         if folder is not None:  # the folder's name where it tells this run apart, else its path
-            names += [f"{run.label} ({folder.name})"] if folder_names.count(folder.name) == 1 else []
-            names += [f"{run.label} ({folder})"]
+            name = folder.resolve().name
+            names += [f"{run.label} ({name})"] if folder_names.count(name) == 1 else []
+            names += [f"{run.label} ({folder.resolve()})"]
         label = next((name for name in names if name not in used), None)
         k = 2
         while label is None:

@@ -10,8 +10,10 @@ another kind (a comparison is not written over a run), before anything runs."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +31,7 @@ def is_output_folder(folder: Path) -> bool:
 
 
 KINDS = {"run": "a run", "comparison": "a comparison", "sweep": "a sweep", "calibration": "a calibration",
-         "learning": "a learning report"}  # fmt: skip
+         "learning": "a learning report", "private_calibration": "a private-calibration report"}  # fmt: skip
 
 
 def _mark_lines(folder: Path) -> list[str]:
@@ -110,10 +112,11 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it."""
     target = check_target(target, kind)
     target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}.partial-*"):  # left by a process that was killed
-        if not _running(stale.name.rsplit("-", 1)[-1]):
+    host = socket.gethostname().replace("-", "_")
+    for stale in target.parent.glob(f".{glob.escape(target.name)}.partial-{glob.escape(host)}-*"):
+        if not _running(stale.name.rsplit("-", 1)[-1]):  # left by a process of this machine that was killed
             shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.parent / f".{target.name}.partial-{os.getpid()}"
+    tmp = target.parent / f".{target.name}.partial-{host}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()

@@ -15,7 +15,8 @@ Another county needs only another folder; no code changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -126,12 +127,22 @@ def hilbert_index(x: np.ndarray, y: np.ndarray, order: int = 16) -> np.ndarray:
 
 
 def load_region(region: str | Path) -> Region:
-    """Read and check a region folder; tracts come back in space-filling-curve order."""
+    """Read and check a region folder; tracts come back in space-filling-curve order. A folder
+    read before is not read again while its files are unchanged (every scenario validation and
+    every run reads its region); each caller gets its own copy of the tract table."""
     path = resolve_region_path(region)
     fig_file, tract_file = path / "region.yaml", path / "tracts.csv"
     for f in (fig_file, tract_file):
         if not f.is_file():
             raise RegionError(f"{f}: region file not found (a region folder needs region.yaml and tracts.csv)")
+    read = _read_region(path.resolve(), fig_file.stat().st_mtime_ns, tract_file.stat().st_mtime_ns)
+    return replace(read, path=path, tracts=read.tracts.copy())
+
+
+@lru_cache(maxsize=8)
+def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
+    """The region folder's files read and checked (cached by path and modification times)."""
+    fig_file, tract_file = path / "region.yaml", path / "tracts.csv"
     try:
         figures = RegionFigures.model_validate(load_yaml(fig_file.read_text()))
     except (yaml.YAMLError, ValidationError) as exc:

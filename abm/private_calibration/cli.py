@@ -27,7 +27,7 @@ def dispatch(file: Path, out: Path | None = None, runner: str | None = None) -> 
         return False
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
-    report = run_or_exit(lambda: run_private_calibration(file, target, runner), target, file)
+    report = run_or_exit(lambda: run_private_calibration(file, target, runner), target, file, "private_calibration")
     names = [i["name"] for i in report["institutions"]]
     print(
         f"{'protocol':<18}{'recovery':>9}"

@@ -240,11 +240,11 @@ def run_private_calibration(
     (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key.
     """
     scenario, base = load_scenario(path_or_dict, runner)
-    target = check_target(Path(out) if out is not None else Path("runs") / scenario.name, "learning")
+    target = check_target(Path(out) if out is not None else Path("runs") / scenario.name, "private_calibration")
     start = time.perf_counter()
     report, institutions, curves = run_all(scenario, base)
     report["timings_s"]["total"] = time.perf_counter() - start
-    with atomic_folder(target, "learning") as tmp:
+    with atomic_folder(target, "private_calibration") as tmp:
         report["plots"] = _plots(report, curves, institutions, tmp)
         # strict JSON: a figure that cannot be computed (NaN) is written as null
         (tmp / "report.json").write_text(json.dumps(jsonable(report), indent=2, allow_nan=False) + "\n")

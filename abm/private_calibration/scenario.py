@@ -278,16 +278,20 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
     from abm.scenario import load_scenario as load_epidemic
 
     where = f"{source}: model.scenario: {scenario.model.scenario!r}"
-    try:  # the file alone first, so that its own faults are not blamed on model.set
+    try:
         kind = read_yaml(base / scenario.model.scenario).get("kind")
-        if kind is not None:
-            raise LearningScenarioError(f"a {kind} scenario; give an epidemic scenario (as `abm run` takes)")
-        load_epidemic(base / scenario.model.scenario)
-    except (ScenarioError, LearningScenarioError) as exc:
+    except LearningScenarioError as exc:
         raise LearningScenarioError(f"{where}: {' '.join(str(exc).split())}") from None
+    if kind is not None:
+        raise LearningScenarioError(f"{where}: a {kind} scenario; give an epidemic scenario (as `abm run` takes)")
     try:
         model = model_scenario(scenario, base)
     except ScenarioError as exc:
+        try:  # the file's own fault, or one of model.set's?
+            load_epidemic(base / scenario.model.scenario)
+        except ScenarioError as alone:
+            if not scenario.model.set:
+                raise LearningScenarioError(f"{where}: {' '.join(str(alone).split())}") from None
         raise LearningScenarioError(f"{source}: model.set (on {scenario.model.scenario}): {exc}") from None
     county = load_region(model.population.region)
     owner: dict[str, int] = {}
