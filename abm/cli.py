@@ -226,11 +226,16 @@ def learn(
     ] = None,
 ) -> None:
     """Run a decentralized-learning scenario; write report.json and plots."""
-    from abm.learning.cli import learn as run_learning
-
     if learning_kind(file) is None and is_epidemic_scenario(file):
         fail(f"{file}: this is an epidemic scenario, not a learning one; run it with `abm run {file}`")
-    run_learning(file, out, runner)
+    try:
+        from abm.learning.cli import learn as run_learning
+
+        run_learning(file, out, runner)
+    except KeyboardInterrupt:  # while the learning libraries load or the scenario's data are built
+        where = out or "runs/<name>"
+        err_console.print(f"interrupted: no results were written to {where}", highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
 
 
 @app.command()

@@ -470,3 +470,27 @@ def test_a_killed_writers_staging_folder_is_removed_by_the_next_write(tmp_path):
         (tmp / "summary.json").write_text("{}")
     assert not dead.exists() and live.exists() and elsewhere.exists()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".abm-output", "summary.json"]
+
+
+@pytest.mark.parametrize("delay", [1.0, 2.5])
+def test_ctrl_c_at_any_moment_of_abm_learn_says_so(tmp_path, delay):
+    """Ctrl-C while the libraries load, the data are built or the protocols run: one line, exit
+    code 130, no folder."""
+    import signal
+    import time
+
+    scenario = SCENARIO.parents[1] / "learning/gmm_fedavg_private.yaml"
+    out = tmp_path / "learn"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abm", "learn", str(scenario), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.startswith("interrupted") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
