@@ -73,18 +73,15 @@ class RunResult:
         from abm.outputs.maps import DEFAULT_SNAPSHOT_DAYS
 
         if days is not None:
-            whole = (
-                all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in days)
-                if not isinstance(days, (numbers.Number, str))
-                else False
-            )
-            if not whole:
+            listed = not isinstance(days, (numbers.Number, str))
+            if not listed or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in days):
                 raise ScenarioError(f"map days: {days!r} is not allowed; give a list of whole days, e.g. [30, 60]")
             n = self.summary["days"]
-            late = [d for d in days if not 0 <= d < n]
+            late = [int(d) for d in days if not 0 <= d < n]
             if late:
-                raise ScenarioError(f"map days: {late} not allowed; map days must lie within the {n} simulated days "
-                                    f"(0..{n - 1})")  # fmt: skip
+                raise ScenarioError(
+                    f"map days: {late} not allowed; map days must lie within the {n} simulated days (0..{n - 1})"
+                )
             return tuple(int(d) for d in days)
         configured = getattr(self.scenario.outputs, "map_days", None)
         return tuple(configured) if configured is not None else DEFAULT_SNAPSHOT_DAYS

@@ -212,9 +212,10 @@ def test_sampled_observation_parameters_are_found_by_tpe(tmp_path, plain_run):
     """With profiling off, TPE draws the two observation parameters like any other, far less
     precisely than the grid search above. Over sampler seeds 0-5 (measured 2026-11-25) its 24
     trials land 0.04-2.34 days from the delay (RMS 1.1) and 0.01-0.11 from the multiplier (RMS
-    0.07): the bounds, 3 days and 0.25, cover that spread."""
+    0.07). The test's sampler seed (0) lands 0.04 days and 0.03 off; its bounds, 1.5 days and
+    0.25, hold for that seed, not for every seed (seed 5 lands 2.34 days off)."""
     best = fit_death_observation(tmp_path, plain_run, profile=False, trials=24)["best_parameters"]
-    assert abs(best["calibration.observation.death_delay_days"] - 5.0) < 3.0, best
+    assert abs(best["calibration.observation.death_delay_days"] - 5.0) < 1.5, best
     assert abs(best["calibration.observation.death_multiplier"] - 1.5) < 0.25, best
 
 

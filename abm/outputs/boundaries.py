@@ -12,6 +12,7 @@ Real boundaries come from a file the user names (a Census cartographic boundary 
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import json
@@ -214,10 +215,18 @@ def _shapefile_members(path: Path) -> tuple[bytes, bytes]:
 
 
 def read_boundary_file(path: str | Path) -> dict[str, BaseGeometry]:
-    """Tract geometries by GEOID from a shapefile (``.zip``/``.shp``) or GeoJSON file."""
+    """Tract geometries by GEOID from a shapefile (``.zip``/``.shp``) or GeoJSON file. A file read
+    before is not read again while it is unchanged (a scenario's is checked at every validation)."""
     path = Path(path)
     if not path.is_file():
         raise BoundaryError(f"{path}: boundary file not found")
+    return dict(_read_boundary_file(path, path.resolve(), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_boundary_file(path: Path, resolved: Path, mtime: int) -> dict[str, BaseGeometry]:
+    """The file's geometries (cached by its resolved path and modification time; ``path`` as
+    given names it in messages)."""
     suffix = path.suffix.lower()
     try:
         if suffix in (".json", ".geojson"):

@@ -11,6 +11,7 @@ first run and where no hospitalization is averted.
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import os
 from dataclasses import dataclass
@@ -123,8 +124,8 @@ def format_cell(key: str, v: Any) -> str:
 
 def cost_note(runs: list[RunTables]) -> str:
     """The note under the table: what the costs count (the items the runs booked in costs.csv;
-    unpriced work is free), how to read a negative cost per averted hospitalization, and the
-    regions where the runs differ in region."""
+    unpriced work is free), how to read a negative cost per averted hospitalization, and each
+    run's region where they differ."""
     booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
     items = ", ".join(booked) if booked else "none"
     note = (
@@ -281,11 +282,8 @@ def load_runs(items: list[Any]) -> Comparison:
             name = folder.resolve().name
             names += [f"{run.label} ({name})"] if folder_names.count(name) == 1 else []
             names += [f"{run.label} ({folder.resolve()})"]
-        label = next((name for name in names if name not in used), None)
-        k = 2
-        while label is None:
-            label = f"{run.label} #{k}" if f"{run.label} #{k}" not in used else None
-            k += 1
+        numbered = (f"{run.label} #{k}" for k in itertools.count(2))  # results of abm.run with one name
+        label = next(name for name in itertools.chain(names, numbered) if name not in used)
         run.label = label
         used.add(label)
     return Comparison(runs, folders)

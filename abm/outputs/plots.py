@@ -180,8 +180,8 @@ def cumulative_by_age(runs: list[RunTables]) -> Figure:
             _draw(ax, b, run.label, color)
             top = max(top, float(b["high"].max()) if len(b) else 0.0)
         if not any(_group_agents(run, group) for run in runs):
-            ax.text(0.5, 0.5, "no agents of this age", transform=ax.transAxes, ha="center", va="center",
-                    fontsize=8, color="#777777")  # fmt: skip
+            note = "no agents of this age"
+            ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=8, color="#777777")
         ax.set_title(f"age {group}", fontsize=9)
         ax.grid(alpha=0.3)
         _days_axis(ax)

@@ -30,8 +30,14 @@ def is_output_folder(folder: Path) -> bool:
     return (folder / MARK).is_file()
 
 
-KINDS = {"run": "a run", "comparison": "a comparison", "sweep": "a sweep", "calibration": "a calibration",
-         "learning": "a learning report", "private_calibration": "a private-calibration report"}  # fmt: skip
+KINDS = {  # the kinds of output folder, as messages name them
+    "run": "a run",
+    "comparison": "a comparison",
+    "sweep": "a sweep",
+    "calibration": "a calibration",
+    "learning": "a learning report",
+    "private_calibration": "a private-calibration report",
+}
 
 
 def _mark_lines(folder: Path) -> list[str]:
