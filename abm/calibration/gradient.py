@@ -72,7 +72,8 @@ def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> d
     """Daily simulated targets (mean over replicates, scaled to the region) from the weighted
     entries of a finished differentiable run; the observation model of
     :func:`abm.calibration.observed.simulated`, kept differentiable."""
-    entries = torch.stack(sim.recorder.weighted_entries).mean(dim=1) * scale  # [days, stage]
+    # On the CPU, where the parameters and observed series live (a copy keeps the gradient).
+    entries = torch.stack(sim.recorder.weighted_entries).mean(dim=1).cpu() * scale  # [days, stage]
     obs_model = cfg.observation
     severity = torch.as_tensor(obs_model.death_multipliers(cfg.start_date, sim.days), dtype=entries.dtype)
     out = {
@@ -212,7 +213,7 @@ def adam_step(
     t0 = time.perf_counter()
     seed = sc.simulation.seed + step
     sim = simulation(sc, pop, seed, g.estimator)
-    sim.daily_rate = daily_rate(log_beta, theta, sim.days)
+    sim.daily_rate = daily_rate(log_beta, theta, sim.days).to(sim.device)
     sim.run()
     loss = fit_loss(simulated_series(sim, cfg, scale), obs, cfg)
     total = loss
