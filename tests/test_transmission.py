@@ -210,6 +210,34 @@ def test_occupation_contacts_of_agents_are_the_days_edges_seen_from_them(kc_100k
         )
 
 
+def test_occupation_contacts_of_agent_days_are_each_days_edges(kc_100k):
+    """Tracing looks up (agent, day) pairs over a window in one call: each pair gets exactly
+    the contacts of that agent in that day's edges, whatever other days the call holds."""
+    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=12, replicates=2, seed=8)
+    layer, n = sim.occupation, sim.total
+    gen = torch.Generator().manual_seed(1)
+    agents = torch.randperm(n, generator=gen)[:6_000]
+    days = torch.randint(2, 9, (agents.shape[0],), generator=gen)
+    # An agent may appear once per day: add the first 500 agents again on another day.
+    agents = torch.cat([agents, agents[:500]])
+    days = torch.cat([days, days[:500] + 1])
+    owner, partner = layer.contacts_of(agents, days)
+    got = torch.sort(owner.long() * n + partner).values
+    want = []
+    for day in range(2, 10):
+        e = layer.edges(day)
+        keep = e.src != e.dst
+        a, b = torch.cat([e.src[keep], e.dst[keep]]), torch.cat([e.dst[keep], e.src[keep]])
+        at = torch.full((n,), -1, dtype=torch.int64)
+        sel = (days == day).nonzero().squeeze(1)
+        at[agents[sel]] = sel
+        mine = at[a] >= 0
+        want.append(at[a[mine]] * n + b[mine])
+    want = torch.sort(torch.cat(want)).values
+    assert want.shape[0] > 20_000, "the check needs contacts"
+    assert torch.equal(got, want)
+
+
 def replicate_pairs(edges, n: int, r: int) -> torch.Tensor:
     """Replicate r's contacts of a day as sorted pair codes of agent ids within the replicate."""
     sel = (edges.src // n) == r

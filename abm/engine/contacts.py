@@ -336,7 +336,6 @@ class OccupationLayer(ContactLayer):
         self.group_edges = tile(np.cumsum(per_group) - per_group, replicates, e, device)
         self.group_edges_end = tile(np.cumsum(per_group), replicates, e, device)
         self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._slot = torch.full((n * replicates,), -1, dtype=torch.int64, device=device)  # lookup scratch
 
     def scale_settings(self, scale: dict[str, float]) -> None:
         """Multiply the weight of contacts in the named settings (e.g. SCHOOL: 0 closes
@@ -350,39 +349,53 @@ class OccupationLayer(ContactLayer):
     def contacts_of(self, agents: torch.Tensor, day: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs (position in ``agents``, contact) of the agents' contacts on ``day`` (one day,
         or one day per agent; an agent may appear once per day): their ring contacts not
-        rewired that day, and that day's rewired contacts with the agent at either end."""
+        rewired that day, and that day's rewired contacts with the agent at either end.
+
+        All days are looked up at once: the days' rewirings are laid end to end as keys
+        ``(day - first) * E + contact`` (ascending), and each agent-day finds its own in them."""
+        e, total = self.src.shape[0], self.agent_group.shape[0]
         days = torch.as_tensor(day, device=agents.device).long().expand(agents.shape)
-        first, last = (int(days.min()), int(days.max())) if agents.numel() else (0, -1)
-        owners, partners = [agents[:0]], [agents[:0]]
-        for d in range(first, last + 1):
-            sel = (
-                (days == d).nonzero().squeeze(1)
-                if last > first
-                else torch.arange(agents.shape[0], device=agents.device)
-            )
-            if sel.numel() == 0:
-                continue
-            who = agents.index_select(0, sel)
-            idx = self.rewired_ids(d)
-            pos, owner = expand_rows(self.inc_ptr, who)
-            moved = self.rewired(d, self.inc_edge.index_select(0, pos))
-            stays = (~moved).nonzero().squeeze(1)
-            owners.append(sel.index_select(0, owner.index_select(0, stays)))
-            partners.append(self.inc_nbr.index_select(0, pos.index_select(0, stays)))
-            # Rewired contacts: the first end meets the new member instead, from either side.
-            j = self.rewired_in_groups(d, who)
-            a, b = self.src.index_select(0, idx.index_select(0, j)), self.rewired_to(d, j)
-            slot = self._slot
-            slot[who] = sel
-            for one, other in ((a, b), (b, a)):
-                at = slot.index_select(0, one)
-                hit = (at >= 0).nonzero().squeeze(1)
-                owners.append(at.index_select(0, hit))
-                partners.append(other.index_select(0, hit))
-            slot[who] = -1
+        if agents.numel() == 0:
+            return agents[:0], agents[:0]
+        first, last = int(days.min()), int(days.max())
+        rel = days - first
+        ids, us = zip(*(self._rewiring_of(d) for d in range(first, last + 1)), strict=True)
+        offsets = torch.arange(last + 1 - first, device=agents.device).repeat_interleave(
+            torch.tensor([x.shape[0] for x in ids], device=agents.device)
+        )
+        idx, u = torch.cat(ids), torch.cat(us)
+        keys = offsets * e + idx  # ascending: day by day, each day's ids ascending
+        # Ring contacts that stay: the agent's incident contacts not rewired on its day.
+        pos, owner = expand_rows(self.inc_ptr, agents)
+        moved = find_sorted(keys, rel.index_select(0, owner) * e + self.inc_edge.index_select(0, pos))[1]
+        stays = (~moved).nonzero().squeeze(1)
+        owners = [owner.index_select(0, stays)]
+        partners = [self.inc_nbr.index_select(0, pos.index_select(0, stays))]
+        # Rewired contacts in the agents' groups on their days: the first end meets the new
+        # member instead, from either side.
+        group = self.agent_group.index_select(0, agents)
+        member = (group >= 0).nonzero().squeeze(1)
+        cells = torch.unique(rel.index_select(0, member) * total + group.index_select(0, member))
+        cell_day, cell_group = cells // total, cells % total
+        lo = torch.searchsorted(keys, cell_day * e + self.group_edges.index_select(0, cell_group))
+        hi = torch.searchsorted(keys, cell_day * e + self.group_edges_end.index_select(0, cell_group))
+        j = expand_ranges(lo, hi)[0]
+        edge, when = idx.index_select(0, j), offsets.index_select(0, j)
+        a, b = self.src.index_select(0, edge), self.new_ends(edge, u.index_select(0, j))
+        mine, order = torch.sort(rel * total + agents)
+        for one, other in ((a, b), (b, a)):
+            at, hit = find_sorted(mine, when * total + one)
+            hit = hit.nonzero().squeeze(1)
+            owners.append(order.index_select(0, at.index_select(0, hit)))
+            partners.append(other.index_select(0, hit))
         owner, partner = torch.cat(owners), torch.cat(partners)
         keep = partner != agents.index_select(0, owner)
         return owner[keep], partner[keep]
+
+    def _rewiring_of(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The day's rewired contacts (sorted ids) and the uniforms that place their new ends."""
+        self.rewired_ids(day)
+        return self._rewired_by_day[day]
 
     def rewired(self, day: int, edges: torch.Tensor) -> torch.Tensor:
         """Whether each of the ring contacts ``edges`` is rewired on ``day``: by binary search
@@ -446,12 +459,16 @@ class OccupationLayer(ContactLayer):
     def rewired_to(self, day: int, j: torch.Tensor | None) -> torch.Tensor:
         """The new other ends of the day's rewired contacts at positions ``j`` of
         :meth:`rewired_ids` (all when ``None``): a member of the contact's group."""
-        idx = self.rewired_ids(day)
-        u = self._rewired_by_day[day][1]
+        idx, u = self._rewiring_of(day)
         if j is not None:
             idx, u = idx.index_select(0, j), u.index_select(0, j)
-        size = self.group_size.index_select(0, idx)
-        slot = self.group_start.index_select(0, idx) + (u * size).long().clamp_max(size - 1)
+        return self.new_ends(idx, u)
+
+    def new_ends(self, edges: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The new other ends of rewired contacts ``edges`` placed by uniforms ``u``: a member
+        of the contact's group."""
+        size = self.group_size.index_select(0, edges)
+        slot = self.group_start.index_select(0, edges) + (u * size).long().clamp_max(size - 1)
         return self.members.index_select(0, slot)
 
     def edges(self, day: int) -> Edges:
