@@ -1,6 +1,7 @@
 """How much the reference profile's 10-replicate figures move with the draw (issue #4).
 
     python benchmarks/reference_replicates.py [--scenario ni] [--replicates 40] [--set-size 1] [--seed 1234]
+                                              [--device cuda]
 
 Runs one reference scenario with many replicates and prints the published metrics (cumulative
 infected at t = 10..70, final size, HOSPITALIZED peak of the mean curve and its day, reference
@@ -50,6 +51,7 @@ def main() -> None:
     ap.add_argument("--set-size", type=int, default=1, help="replicates sharing one set of initial infections")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--reference-design", action="store_true", help="groups of 10 sharing contacts and seeds")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (one batch of all replicates on a GPU)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     sc = load_scenario(ROOT / "scenarios/reference" / f"{a.scenario}.yaml")
@@ -57,7 +59,7 @@ def main() -> None:
     if a.reference_design:
         reference_design(a, sc, pop)
         return
-    sim = simulation_of(sc, pop, replicates=a.replicates, seed=a.seed)
+    sim = simulation_of(sc, pop, replicates=a.replicates, seed=a.seed, device=torch.device(a.device))
     if a.set_size > 1:
         stages = torch.cat([torch.full((v,), int(Stage[k.upper()])) for k, v in sc.seeding.infections.items()])
 
@@ -77,8 +79,17 @@ def main() -> None:
     secs = time.perf_counter() - t0
     print(f"{a.scenario} seed {a.seed}, {a.replicates} replicates, set size {a.set_size} ({secs:.0f} s)")
     print("  all:", summary(hosp, cum))
+    days, peaks = [], []
     for g in range(0, a.replicates - 9, 10):
         print(f"  replicates {g}-{g + 9}:", summary(hosp[:, g : g + 10], cum[:, g : g + 10]))
+        mean = hosp[:, g : g + 10].mean(axis=1)
+        days.append(int(mean.argmax()))
+        peaks.append(float(mean.max()))
+    if len(days) > 1:
+        print(f"  groups of 10: peak days sorted {sorted(days)}; median {float(np.median(days)):.1f}")
+        print(
+            f"  groups of 10: peaks sorted {[round(p, 1) for p in sorted(peaks)]}; median {float(np.median(peaks)):.1f}"
+        )
 
 
 def reference_design(a: argparse.Namespace, sc, pop) -> None:
@@ -92,7 +103,7 @@ def reference_design(a: argparse.Namespace, sc, pop) -> None:
     t0 = time.perf_counter()
     hosps, cums = [], []
     for g in range(a.replicates // 10):
-        res = simulation_of(sc, pop, replicates=10, seed=a.seed + g).run()
+        res = simulation_of(sc, pop, replicates=10, seed=a.seed + g, device=torch.device(a.device)).run()
         st = reference_rows(res.stages_by_age.astype(np.float64)).sum(axis=2)
         hosps.append(st[:, :, Stage.HOSPITALIZED])
         cums.append(res.agents - st[:, :, Stage.SUSCEPTIBLE])
