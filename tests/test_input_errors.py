@@ -284,3 +284,34 @@ def test_population_draws_are_refused_by_the_gradient_method(tmp_path):
     assert result.exit_code == 2
     assert "calibration.population_draws: 2 is not used by --method gradient" in text(result)
     assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize("method", ["gradient", "optuna"])
+def test_calibrate_checks_the_device_before_anything_runs(tmp_path, method):
+    """Both methods run in this process (Optuna's re-ranked trials and band too), so a CUDA
+    device the machine lacks is refused up front, naming the file and its --set."""
+    import torch
+
+    cuda = f"cuda:{torch.cuda.device_count()}"  # one past the last device, on any machine
+    out = tmp_path / "c"
+    result = runner.invoke(
+        app,
+        [
+            "calibrate",
+            str(CALIBRATION),
+            "--method",
+            method,
+            "--trials",
+            "1",
+            "--set",
+            f"simulation.device={cuda}",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert (
+        f"calibrate_2020.yaml (with --set simulation.device={cuda}): simulation.device: '{cuda}' is not allowed here"
+        in text(result)
+    )
+    assert not out.exists()

@@ -33,7 +33,15 @@ from abm.calibration.observed import (
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.parallel import ray_session
 from abm.runs import run
-from abm.scenario import Scenario, ScenarioError, apply_set, read_scenario_data, validate, with_options
+from abm.scenario import (
+    Scenario,
+    ScenarioError,
+    apply_set,
+    check_device,
+    read_scenario_data,
+    validate,
+    with_options,
+)
 
 
 def with_values(data: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
@@ -260,14 +268,26 @@ def run_trials_ray(
     progress: Callable[[int, int, float], None] | None,
     workers: int | None,
     address: str | None,
+    device: str = "cpu",
 ) -> None:
     """Trials as Ray tasks, in batches of ``workers``: ask a batch, run it, tell the results in
     trial order. With the sampler's seed and the batch size fixed, the trials are the same on
     every run. Uses the Ray instance this process is connected to, else connects to
-    ``address`` (or RAY_ADDRESS) or starts a local one, and shuts a started one down."""
+    ``address`` (or RAY_ADDRESS) or starts a local one, and shuts a started one down. On
+    ``cuda`` a batch's trials share the cluster's GPUs (Ray shows a task no GPU unless it asks
+    for a share)."""
     with ray_session(address, CalibrationError) as ray:
-        batch = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        resources = ray.cluster_resources()
+        batch = workers or max(1, int(resources.get("CPU", 1)))
         remote = ray.remote(num_cpus=1)(simulate_values)
+        if device.startswith("cuda"):
+            gpus = float(resources.get("GPU", 0))
+            if gpus == 0:
+                raise CalibrationError(
+                    f"simulation.device: {device!r} is not allowed with --backend ray here: the Ray cluster has "
+                    "no GPU; use cpu, or --backend local"
+                )
+            remote = remote.options(num_gpus=min(1.0, gpus / batch))
         done = 0
         while done < n_trials:
             trials = [study.ask() for _ in range(min(batch, n_trials - done))]
@@ -348,6 +368,9 @@ def calibrate(
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method)
     source = source_of(path, sets)
+    # The re-ranked trials, the forecast band and the gradient method run in this process, so
+    # the device must be here even when the trials run on a Ray cluster.
+    check_device(sc, source)
     cfg = sc.calibration
     assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
@@ -375,7 +398,9 @@ def calibrate(
 
         score = trial_scorer(observed, cfg, curves)
         if backend == "ray":
-            run_trials_ray(study, cfg, n_trials, data, source, score, progress, workers, ray_address)
+            run_trials_ray(
+                study, cfg, n_trials, data, source, score, progress, workers, ray_address, sc.simulation.device
+            )
         else:
             run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, source), score, progress)
         ranked = sorted(
