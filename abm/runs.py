@@ -247,13 +247,19 @@ def run(
     else:
         pop = build_population(region, sc.population.agents, sc.simulation.seed)
     t1 = time.perf_counter()
-    sim = simulation_of(sc, pop, device=device)
     days = sc.simulation.days
     threads = torch.get_num_threads()
     if sc.simulation.threads is not None:
         torch.set_num_threads(sc.simulation.threads)
     try:
+        sim = simulation_of(sc, pop, device=device)
         res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
+    except torch.OutOfMemoryError:
+        other = ", or simulation.device: cpu" if device.type != "cpu" else ""
+        raise ScenarioError(
+            f"{sc.name}: population.agents: {sc.population.agents} agents x {sc.simulation.replicates} replicates "
+            f"do not fit in the memory of {device}; use fewer agents or replicates{other}"
+        ) from None
     finally:
         torch.set_num_threads(threads)
     t2 = time.perf_counter()

@@ -11,6 +11,8 @@ DIR/gpu_check.json after every step, so a run cut short still reports):
   output folder is listed;
 - calibrate: ``abm calibrate --method gradient`` (2 steps) and ``--method optuna`` (2 trials) with
   ``simulation.device=cuda``;
+- memory: ``abm run`` of 1,000,000 agents x 200 replicates (far beyond the GPU's memory) must end
+  with one message and exit code 2, writing nothing;
 - determinism: the same CUDA run twice (no intervention and vacc_ct, 100,000 agents, 2 replicates,
   180 days), compared array for array;
 - agreement: no intervention, 100,000 agents, 10 replicates, 180 days, on the CPU and on CUDA
@@ -51,7 +53,7 @@ KC = ROOT / "scenarios/king_county"
 REF = ROOT / "scenarios/reference"
 RATE = 4.567
 DEVICE = "cuda"  # --device cpu: a dry run of the script on a machine without a GPU
-PARTS = ("smoke", "calibrate", "determinism", "agreement", "timing")
+PARTS = ("smoke", "calibrate", "memory", "determinism", "agreement", "timing")
 
 
 class Budget:
@@ -194,6 +196,37 @@ def calibrate(report: dict, budget: Budget, out: Path) -> None:
             row = {"method": method, "status": "timeout", "seconds": round(time.perf_counter() - t, 1)}
         rows.append(row)
         log(f"calibrate {method}: {row.get('exit', row.get('status'))} in {row['seconds']} s")
+
+
+def memory(report: dict, budget: Budget, out: Path) -> None:
+    """A run far larger than the GPU's memory gets one message and exit code 2, no folder."""
+    folder = Path("/tmp/abm-cuda-oom")
+    cmd = [
+        sys.executable,
+        "-m",
+        "abm",
+        "run",
+        str(KC / "no_intervention.yaml"),
+        "--agents",
+        "1000000",
+        "--replicates",
+        "200",
+        "--days",
+        "3",
+        "--device",
+        DEVICE,
+        "--out",
+        str(folder),
+    ]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30, min(120, budget.left())))
+    report["memory"] = {
+        "exit": p.returncode,
+        "seconds": round(time.perf_counter() - t, 1),
+        "stderr_tail": p.stderr[-1500:],
+        "folder_exists": folder.exists(),
+    }
+    log(f"memory: exit {p.returncode}: {' '.join(p.stderr.split())[-300:]}")
 
 
 def determinism(report: dict, budget: Budget, out: Path) -> None:

@@ -315,3 +315,26 @@ def test_calibrate_checks_the_device_before_anything_runs(tmp_path, method):
         in text(result)
     )
     assert not out.exists()
+
+
+def test_a_run_that_does_not_fit_the_gpu_gets_one_message(tmp_path, small, monkeypatch):
+    """Out of device memory (here raised where the day loop would raise it) is one message
+    naming the size and what to change, exit code 2, and no output folder."""
+    import torch
+
+    from abm.engine import Simulation
+
+    def out_of_memory(self, progress=None):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(Simulation, "run", out_of_memory)
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["run", str(small), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert (
+        "small: population.agents: 2000 agents x 1 replicates do not fit in the memory of cpu; use fewer agents "
+        "or replicates"
+    ) in text(result)
+    assert "simulation.device: cpu" not in text(result), "the run is on the CPU already"
+    assert "Traceback" not in result.output
+    assert not out.exists()
