@@ -3,6 +3,7 @@
 
     python benchmarks/engine.py [--repeats 3] [--threads N] [--skip-1m] [--rate 4.567]
     python benchmarks/engine.py --scaling [--repeats 1] [--scenario vacc_ct]   # 10k agents to all of King County
+    python benchmarks/engine.py --thread-scaling [--repeats 1]                 # torch threads 1, 2, 4, ... cores
 
 The runs use the transmission rate 4.567 (``--rate``; 0 keeps the scenarios' own), so that the
 workload stays a full epidemic whatever the King County calibration gives.
@@ -81,6 +82,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--skip-1m", action="store_true")
     ap.add_argument("--scaling", action="store_true", help="one scenario at 10k, 100k, 1M and 2.25M agents")
+    ap.add_argument("--thread-scaling", action="store_true", help="no intervention at 1, 2, 4, ... torch threads")
     ap.add_argument(
         "--rate",
         type=float,
@@ -92,6 +94,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.scaling:
         scaling(args.scenario, args.repeats, args.threads, args.rate)
+        return
+    if args.thread_scaling:
+        thread_scaling(args.repeats, args.rate)
         return
     kc = ROOT / "scenarios/king_county"
     configs = [
@@ -158,6 +163,23 @@ def scaling(name: str, repeats: int, threads: int, rate: float) -> None:
             f"| {agents:,} | {engine:.2f} | {setup:.2f} | {rss:,.0f} | {agents * 180 / engine:,.0f} | {infected:.1%} |",
             flush=True,
         )
+
+
+def thread_scaling(repeats: int, rate: float) -> None:
+    """Engine seconds of no intervention at 1, 2, 4, ... torch threads (up to the cores), for
+    100,000 agents x 1 and x 10 replicates and 1,000,000 agents x 1."""
+    cores = os.cpu_count() or 1
+    counts = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= cores]
+    print(f"no_intervention; machine: {platform.machine()}, {cores} cores; transmission rate: {rate or 'the scenario'}")
+    print()
+    print("| agents | replicates | " + " | ".join(f"{t} thread{'s' if t > 1 else ''} s" for t in counts) + " |")
+    print("|---:|---:|" + "---:|" * len(counts))
+    for agents, reps in ((100_000, 1), (100_000, 10), (1_000_000, 1)):
+        secs = [
+            statistics.median(measure(SCENARIO, agents, reps, t, rate)["engine_s"] for _ in range(repeats))
+            for t in counts
+        ]
+        print(f"| {agents:,} | {reps} | " + " | ".join(f"{x:.2f}" for x in secs) + " |", flush=True)
 
 
 if __name__ == "__main__":
