@@ -282,3 +282,24 @@ def test_same_in_every_replicate_shares_one_draw_of_the_daily_contacts(king_coun
             owner, partner = layer.contacts_of(some + r * n, 6)
             seen.append(sorted(zip(owner.tolist(), (partner - r * n).tolist(), strict=True)))
         assert len(seen[0]) > 100 and seen[0] == seen[1] == seen[2]
+
+
+@pytest.mark.parametrize("limit", [None, 0])
+def test_community_contacts_ending_at_an_agent_are_one_stable_sort(king_county, monkeypatch, limit):
+    """The contacts ending at each (agent, day of the cycle) are sorted replicate by replicate
+    (torch sorts at most INT_MAX elements at once); that must equal one stable sort of all of
+    them, and int64 contact ids (beyond 2^31 contacts; forced here) must give the same."""
+    from abm.engine import contacts
+
+    if limit is not None:
+        monkeypatch.setattr(contacts, "INDEX_LIMIT", limit)
+    pop = build_population(king_county, 3_000, seed=4)
+    community = {"weight": 1.0, "mean_contacts": (2, 4, 3), "sd_contacts": (2, 4, 3)}
+    sim = Simulation(pop, DiseaseConfig(), quiet_contacts(community=community), NO_SEEDS, days=3, replicates=3, seed=2)
+    layer = sim.community
+    h, m = layer.per_stub, layer.cycle
+    phase = layer.parity.long().repeat_interleave(h) + (2 * torch.arange(h)).repeat(layer.stubs.shape[0])
+    key = layer.partner.long() * m + phase
+    assert layer.rev_edge.dtype == (torch.int64 if limit == 0 else torch.int32)
+    assert key.shape[0] > 3 * 3_000 * h, "the check needs contacts in every replicate"
+    assert torch.equal(layer.rev_edge.long(), torch.sort(key, stable=True).indices)

@@ -21,6 +21,8 @@ from abm.engine.rng import generator
 from abm.populations.population import LONG_TERM_CARE, SCHOOL, Population
 from abm.populations.reference import member_list_string_length
 
+# Contact ids at or above this need int64 (int32 holds fewer).
+INDEX_LIMIT = 2**31
 AGE_CLASS_OF_GROUP = [0, 0, 1, 1, 1, 1, 1, 2, 2]  # child 0-19, adult 20-69, elderly 70+
 
 
@@ -615,7 +617,14 @@ class PooledCommunityLayer(CommunityLayer):
         )
         key = self.partner.to(wide) * m + phase
         del phase
-        self.rev_edge = torch.sort(key, stable=True).indices.int()
+        # Sorted replicate by replicate: contacts never cross replicates and are laid out
+        # replicate by replicate, so this is the stable sort of all the keys, while no sort is
+        # longer than one replicate's contacts (torch sorts at most INT_MAX elements at once).
+        edges = key.shape[0]
+        self.rev_edge = torch.empty(edges, dtype=torch.int64 if edges >= INDEX_LIMIT else torch.int32, device=device)
+        for start, count in zip(self.starts.tolist(), self.counts.tolist(), strict=True):
+            lo, hi = start * h, (start + count) * h
+            self.rev_edge[lo:hi] = torch.sort(key[lo:hi], stable=True).indices.add_(lo)
         counts = torch.bincount(key, minlength=rows)
         del key
         self.rev_ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).to(wide)
