@@ -320,8 +320,15 @@ def run_ray(tasks: list[SweepTask], done: Callable[[], None], address: str | Non
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
     On a cluster, every node needs this package installed (e.g. the cluster's image)."""
+    on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
+    numbered = [t for t in on_gpu if t.scenario["simulation"]["device"] != "cuda"]
+    if numbered:  # Ray shows a task only the GPU it assigns, as cuda
+        device = numbered[0].scenario["simulation"]["device"]
+        raise ScenarioError(
+            f"{numbered[0].scenario['name']}: simulation.device: {device!r} is not allowed with --backend ray: "
+            "Ray assigns the GPUs; use cuda"
+        )
     with ray_session(address, ScenarioError) as ray:
-        on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
         if on_gpu and not ray.cluster_resources().get("GPU", 0):
             raise ScenarioError(
                 f"{on_gpu[0].scenario['name']}: simulation.device: 'cuda' is not allowed here: "

@@ -1,7 +1,8 @@
 """The engine on a GPU: does every scenario run with ``device: cuda``, is a CUDA run
 reproducible, does it agree with the CPU in distribution, and how fast is it.
 
-    python benchmarks/gpu.py [--out DIR] [--budget SECONDS] [--parts smoke,calibrate,determinism,agreement,timing]
+    python benchmarks/gpu.py [--out DIR] [--budget SECONDS]
+                             [--parts smoke,calibrate,memory,determinism,agreement,timing]
 
 Parts, in this order (each is skipped once the budget is spent; results so far are written to
 DIR/gpu_check.json after every step, so a run cut short still reports):

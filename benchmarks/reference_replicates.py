@@ -62,12 +62,13 @@ def main() -> None:
     sim = simulation_of(sc, pop, replicates=a.replicates, seed=a.seed, device=torch.device(a.device))
     if a.set_size > 1:
         stages = torch.cat([torch.full((v,), int(Stage[k.upper()])) for k, v in sc.seeding.infections.items()])
+        stages = stages.to(sim.device)
 
         def shared_sets(day: int) -> None:
             gen = generator(sim.seed, "seeding-sets", day, sim.device)
             picks = []
             for g in range(0, a.replicates, a.set_size):
-                chosen = torch.randperm(sim.n, generator=gen)[: stages.shape[0]]
+                chosen = torch.randperm(sim.n, generator=gen, device=sim.device)[: stages.shape[0]]
                 picks += [chosen + r * sim.n for r in range(g, min(g + a.set_size, a.replicates))]
             sim._infect(torch.cat(picks), stages.repeat(len(picks)), day, gen)
 

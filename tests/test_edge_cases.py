@@ -146,6 +146,42 @@ def test_a_sweep_may_ask_for_a_gpu_it_will_find_on_the_cluster():
             abm.run(NI, agents=300, days=3, device="cuda")
 
 
+def test_ray_refuses_a_numbered_gpu_before_it_starts():
+    """Ray shows a task only the GPU it assigns (as cuda), so cuda:1 would fail in every task;
+    both Ray paths refuse it up front, before Ray starts."""
+    from abm.calibration.observed import CalibrationError
+    from abm.calibration.optimize import run_trials_ray
+    from abm.sweep import SweepTask, run_ray
+
+    task = SweepTask(0, 0, 1, {"name": "ni", "simulation": {"device": "cuda:1"}})
+    with pytest.raises(ScenarioError, match=r"ni: simulation.device: 'cuda:1' is not allowed with --backend ray"):
+        run_ray([task], lambda: None)
+    with pytest.raises(
+        CalibrationError, match=r"c.yaml: simulation.device: 'cuda:1' is not allowed with --backend ray"
+    ):
+        run_trials_ray(None, None, 1, {}, "c.yaml", None, None, None, None, "cuda:1")
+
+
+def test_out_of_gpu_memory_names_the_size_and_the_cpu(monkeypatch):
+    """A run that does not fit in a GPU's memory (torch.OutOfMemoryError, raised here where
+    building the simulation would raise it) is one ScenarioError naming the size and the way out."""
+    import torch
+
+    from abm import runs
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(runs, "check_device", lambda sc, source: None)
+    monkeypatch.setattr(runs, "simulation_of", out_of_memory)
+    with pytest.raises(ScenarioError) as err:
+        abm.run(NI, agents=300, replicates=7, days=3, device="cuda")
+    assert str(err.value) == (
+        "ni: population.agents: 300 agents x 7 replicates do not fit in the memory of cuda; "
+        "use fewer agents or replicates, or simulation.device: cpu"
+    )
+
+
 def test_map_days_may_be_numpy_integers():
     res = abm.run(NI, agents=300, days=5, replicates=1)
     assert res.map(days=np.array([2, 4])).data.days[-2:] == [2, 4]

@@ -210,21 +210,13 @@ def test_occupation_contacts_of_agents_are_the_days_edges_seen_from_them(kc_100k
         )
 
 
-def test_occupation_contacts_of_agent_days_are_each_days_edges(kc_100k):
-    """Tracing looks up (agent, day) pairs over a window in one call: each pair gets exactly
-    the contacts of that agent in that day's edges, whatever other days the call holds."""
-    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=12, replicates=2, seed=8)
-    layer, n = sim.occupation, sim.total
-    gen = torch.Generator().manual_seed(1)
-    agents = torch.randperm(n, generator=gen)[:6_000]
-    days = torch.randint(2, 9, (agents.shape[0],), generator=gen)
-    # An agent may appear once per day: add the first 500 agents again on another day.
-    agents = torch.cat([agents, agents[:500]])
-    days = torch.cat([days, days[:500] + 1])
+def assert_agent_days_meet_each_days_edges(layer, agents: torch.Tensor, days: torch.Tensor, n: int) -> int:
+    """``contacts_of`` for (agent, day) pairs equals, pair by pair, the agent's contacts in that
+    day's edges; returns the number of contacts compared."""
     owner, partner = layer.contacts_of(agents, days)
     got = torch.sort(owner.long() * n + partner).values
     want = []
-    for day in range(2, 10):
+    for day in range(int(days.min()), int(days.max()) + 1):
         e = layer.edges(day)
         keep = e.src != e.dst
         a, b = torch.cat([e.src[keep], e.dst[keep]]), torch.cat([e.dst[keep], e.src[keep]])
@@ -234,8 +226,40 @@ def test_occupation_contacts_of_agent_days_are_each_days_edges(kc_100k):
         mine = at[a] >= 0
         want.append(at[a[mine]] * n + b[mine])
     want = torch.sort(torch.cat(want)).values
-    assert want.shape[0] > 20_000, "the check needs contacts"
     assert torch.equal(got, want)
+    return int(want.shape[0])
+
+
+def test_occupation_contacts_of_agent_days_are_each_days_edges(kc_100k):
+    """Tracing looks up (agent, day) pairs over a window in one call: each pair gets exactly
+    the contacts of that agent in that day's edges, whatever other days the call holds."""
+    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=12, replicates=2, seed=8)
+    gen = torch.Generator().manual_seed(1)
+    agents = torch.randperm(sim.total, generator=gen)[:6_000]
+    days = torch.randint(2, 9, (agents.shape[0],), generator=gen)
+    # An agent may appear once per day: add the first 500 agents again on another day.
+    agents = torch.cat([agents, agents[:500]])
+    days = torch.cat([days, days[:500] + 1])
+    assert assert_agent_days_meet_each_days_edges(sim.occupation, agents, days, sim.total) > 20_000
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_occupation_contacts_of_a_tiny_population_over_a_long_window(shared):
+    """The reference population has 21 occupation groups whatever its size, so with 20 agents in
+    2 replicates there are more groups than agents; and a window longer than the 16 days of
+    rewiring kept."""
+    from abm.populations.reference import build_reference_population
+    from abm.scenario import load_scenario
+
+    contacts = load_scenario("scenarios/reference/ni.yaml").contacts
+    contacts = contacts.model_copy(update={"same_in_every_replicate": shared})
+    pop = build_reference_population(20, seed=3)
+    sim = Simulation(pop, DiseaseConfig(), contacts, NO_SEEDS, days=30, replicates=2, seed=6)
+    everyone = torch.arange(sim.total)
+    agents = everyone.repeat(25)
+    days = torch.arange(25).repeat_interleave(sim.total)
+    assert sim.occupation.group_edges.shape[0] > sim.total
+    assert assert_agent_days_meet_each_days_edges(sim.occupation, agents, days, sim.total) > 500
 
 
 def replicate_pairs(edges, n: int, r: int) -> torch.Tensor:

@@ -276,17 +276,22 @@ def run_trials_ray(
     ``address`` (or RAY_ADDRESS) or starts a local one, and shuts a started one down. On
     ``cuda`` a batch's trials share the cluster's GPUs (Ray shows a task no GPU unless it asks
     for a share)."""
+    if device.startswith("cuda:"):  # Ray shows a task only the GPU it assigns, as cuda
+        raise CalibrationError(
+            f"{source}: simulation.device: {device!r} is not allowed with --backend ray: Ray assigns the GPUs; use cuda"
+        )
     with ray_session(address, CalibrationError) as ray:
         resources = ray.cluster_resources()
-        batch = workers or max(1, int(resources.get("CPU", 1)))
+        gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
+        if device == "cuda" and gpus == 0:
+            raise CalibrationError(
+                f"{source}: simulation.device: 'cuda' is not allowed with --backend ray here: the Ray cluster "
+                "has no GPU; use cpu, or --backend local"
+            )
+        # On GPUs, one trial per GPU at a time unless --workers asks for more to share them.
+        batch = workers or (max(1, int(gpus)) if gpus else max(1, int(resources.get("CPU", 1))))
         remote = ray.remote(num_cpus=1)(simulate_values)
-        if device.startswith("cuda"):
-            gpus = float(resources.get("GPU", 0))
-            if gpus == 0:
-                raise CalibrationError(
-                    f"simulation.device: {device!r} is not allowed with --backend ray here: the Ray cluster has "
-                    "no GPU; use cpu, or --backend local"
-                )
+        if gpus:
             remote = remote.options(num_gpus=min(1.0, gpus / batch))
         done = 0
         while done < n_trials:

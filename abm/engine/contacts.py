@@ -355,7 +355,7 @@ class OccupationLayer(ContactLayer):
 
         All days are looked up at once: the days' rewirings are laid end to end as keys
         ``(day - first) * E + contact`` (ascending), and each agent-day finds its own in them."""
-        e, total = self.src.shape[0], self.agent_group.shape[0]
+        e, total, groups = self.src.shape[0], self.agent_group.shape[0], self.group_edges.shape[0]
         days = torch.as_tensor(day, device=agents.device).long().expand(agents.shape)
         if agents.numel() == 0:
             return agents[:0], agents[:0]
@@ -377,8 +377,8 @@ class OccupationLayer(ContactLayer):
         # member instead, from either side.
         group = self.agent_group.index_select(0, agents)
         member = (group >= 0).nonzero().squeeze(1)
-        cells = torch.unique(rel.index_select(0, member) * total + group.index_select(0, member))
-        cell_day, cell_group = cells // total, cells % total
+        cells = torch.unique(rel.index_select(0, member) * groups + group.index_select(0, member))
+        cell_day, cell_group = cells // groups, cells % groups
         lo = torch.searchsorted(keys, cell_day * e + self.group_edges.index_select(0, cell_group))
         hi = torch.searchsorted(keys, cell_day * e + self.group_edges_end.index_select(0, cell_group))
         j = expand_ranges(lo, hi)[0]
