@@ -471,11 +471,15 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
 
 
 def check_device(scenario: Scenario, source: str) -> None:
-    """The CUDA device a scenario asks for exists on this machine."""
+    """The CUDA device a scenario asks for exists on this machine, and the run's estimated memory
+    is not beyond all of the device's (a run that fits the estimate but not the device's free
+    memory ends with one message when it runs out, :func:`abm.runs.run`)."""
     import torch
 
     device = scenario.simulation.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    if not device.startswith("cuda"):
+        return
+    if not torch.cuda.is_available():
         raise ScenarioError(
             f"{source}: simulation.device: {device!r} is not allowed here: no CUDA device is available; use cpu"
         )
@@ -483,6 +487,14 @@ def check_device(scenario: Scenario, source: str) -> None:
         raise ScenarioError(
             f"{source}: simulation.device: {device!r} is not allowed here: this machine has CUDA devices "
             f"0..{torch.cuda.device_count() - 1}"
+        )
+    agents, replicates = scenario.population.agents, scenario.simulation.replicates
+    need = estimate_memory_bytes(agents, replicates)
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+    if need > total:
+        raise ScenarioError(
+            f"{source}: population.agents: {agents} agents x {replicates} replicates need about {need / 1e9:.1f} GB, "
+            f"but {device} has {total / 1e9:.1f} GB; use fewer agents or replicates, or simulation.device: cpu"
         )
 
 

@@ -185,3 +185,26 @@ def test_out_of_gpu_memory_names_the_size_and_the_cpu(monkeypatch):
 def test_map_days_may_be_numpy_integers():
     res = abm.run(NI, agents=300, days=5, replicates=1)
     assert res.map(days=np.array([2, 4])).data.days[-2:] == [2, 4]
+
+
+def test_a_run_beyond_all_of_a_gpus_memory_is_refused_before_it_starts(monkeypatch):
+    """On a GPU the estimate (1,200 bytes per agent and replicate plus 250 MB) is checked against
+    the device's whole memory where the run happens; here a 16 GB device is pretended."""
+    import types
+
+    import torch
+
+    from abm.scenario import check_device, load_scenario
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(total_memory=16e9))
+    big = load_scenario(NI, ["simulation.device=cuda", "population.agents=1000000", "simulation.replicates=20"])
+    with pytest.raises(ScenarioError) as err:
+        check_device(big, "ni.yaml")
+    assert str(err.value) == (
+        "ni.yaml: population.agents: 1000000 agents x 20 replicates need about 24.2 GB, but cuda has 16.0 GB; "
+        "use fewer agents or replicates, or simulation.device: cpu"
+    )
+    fits = load_scenario(NI, ["simulation.device=cuda", "population.agents=1000000", "simulation.replicates=10"])
+    check_device(fits, "ni.yaml")  # 12.3 GB: allowed
