@@ -9,18 +9,21 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from abm.outputs.run_folder import OutputFolderError, check_target
 from abm.scenario import ScenarioError, check_device, load_scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Agent-based epidemic simulator.")
-out_console = Console()
-err_console = Console(stderr=True)
+# Messages carry the user's text (paths, values, --set options such as `key=[a, b]`), which rich
+# would read as markup: markup is off, and the few styled words are Text spans.
+out_console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
 
 
 def fail(message: str) -> None:
     """Print a user error on stderr and exit with code 2."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(Text.assemble(("error:", "bold red"), f" {message}"), highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -63,7 +66,7 @@ def validate(
     except (ScenarioError, LearningScenarioError, CalibrationError) as exc:
         fail(str(exc))
     label = f"{kind} scenario" if kind else "scenario"
-    out_console.print(f"[green]ok[/] {file}: {label} {name!r} is valid", highlight=False)
+    out_console.print(Text.assemble(("ok", "green"), f" {file}: {label} {name!r} is valid"), highlight=False)
 
 
 def refuse_learning_scenario(file: Path) -> None:
@@ -193,7 +196,7 @@ def run(
         highlight=False,
     )
     with Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("days"),
@@ -332,7 +335,7 @@ def sweep(
     note_left_off(file, set_)
     total = len(sp.variants) * sp.replicates
     with Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("runs"),
@@ -427,7 +430,7 @@ def data_boundaries(
         path = download_boundaries(state, timeout=timeout, source=from_)
         shapes = shapes_from_file(reg.tracts, path)
     except BoundaryError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(Text.assemble(("error:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)
         raise typer.Exit(1 if from_ is None else 2) from None
     out_console.print(f"cached {path}: {len(shapes.geometry)} tracts of {reg.name}; {shapes.source}", highlight=False)
 

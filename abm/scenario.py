@@ -21,6 +21,7 @@ from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
+from abm.key_paths import key_path
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.yaml_loader import load_yaml
 
@@ -308,15 +309,28 @@ def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
 
 
 def describe_errors(
-    exc: ValidationError, source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
+    exc: ValidationError,
+    source: str,
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+    data: Any = None,
 ) -> str:
     """One message naming, for each problem, the key path, the value and what is allowed, and the
-    file of an ``extends`` chain that set it where that is not the file itself (``origin``)."""
-    lines = []
+    file of an ``extends`` chain that set it where that is not the file itself (``origin``).
+    Given the scenario's ``data``, a key that takes one of several forms gets one line with what
+    each form allows, under the user's key path (not pydantic's names of the forms)."""
+    lines: list[str] = []
+    seen: dict[tuple[Any, ...], int] = {}  # key path -> its line, for the other forms of a union
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if p not in ("", "[key]"))  # a mapping's key: its own path
+        if data is not None:
+            loc = key_path(loc, data)
         path = ".".join(str(p) for p in loc) or "(top level)"
         value = err.get("input")
+        if loc and loc in seen and err["type"] not in ("extra_forbidden", "missing"):
+            msg = err["msg"].removeprefix("Value error, ")
+            if msg not in lines[seen[loc]]:
+                lines[seen[loc]] += f"; or {msg}"
+            continue
         if err["type"] == "extra_forbidden":
             allowed = _allowed_keys(Scenario, loc)
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
@@ -331,6 +345,7 @@ def describe_errors(
                 lines.append(f"{path}: {msg}")
             else:
                 lines.append(f"{path}: {value!r} is not allowed: {msg}")
+            seen[loc] = len(lines) - 1
         where = origin(loc) if origin is not None and loc else None
         if where is not None and origin is not None and where != origin(()):
             lines[-1] += f" (set in {where})"
@@ -429,7 +444,7 @@ def validate(
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(describe_errors(exc, source, origin)) from exc
+        raise ScenarioError(describe_errors(exc, source, origin, data)) from exc
     check_run_inputs(scenario, source)
     check_memory(scenario, source)
     return scenario

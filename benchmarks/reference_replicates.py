@@ -10,10 +10,11 @@ published runs. ``--set-size 10`` gives every group of 10 replicates one shared 
 initially infected agents (the reference fixes its five in the population file; specs section
 2.7), drawn from the seed; ``--set-size 1`` (default) draws them per replicate, as the profile
 does. ``--reference-design`` runs the replicates as groups of 10, each its own simulation (seed
-``--seed`` + group) in which all 10 share one draw of the daily contacts
-(``contacts.same_in_every_replicate``) and one set of initial infections
-(``seeding.resample_per_replicate: false``): the reference code's 10 runs re-used one population,
-one set of network files and one population file (specs section 1, num_runs). Torch threads: 1.
+``--seed`` + group) in which all 10 share one draw of the daily occupation contacts
+(``contacts.same_in_every_replicate: [occupation]``) and one set of initial infections
+(``seeding.resample_per_replicate: false``), each drawing its own community contacts: the
+reference code's 10 runs re-used one population, its occupation network files and its population
+file (specs section 1, num_runs) and built each run's community network afresh. Torch threads: 1.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=40)
     ap.add_argument("--set-size", type=int, default=1, help="replicates sharing one set of initial infections")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--reference-design", action="store_true", help="groups of 10 sharing contacts and seeds")
+    ap.add_argument("--reference-design", action="store_true", help="groups of 10 sharing occupation contacts and seeds")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (one batch of all replicates on a GPU)")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -97,7 +98,7 @@ def reference_design(a: argparse.Namespace, sc, pop) -> None:
     """Groups of 10 replicates, each sharing one draw of contacts and initial infections."""
     sc = sc.model_copy(
         update={
-            "contacts": sc.contacts.model_copy(update={"same_in_every_replicate": True}),
+            "contacts": sc.contacts.model_copy(update={"same_in_every_replicate": ["occupation"]}),
             "seeding": sc.seeding.model_copy(update={"resample_per_replicate": False}),
         }
     )

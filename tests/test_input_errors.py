@@ -338,3 +338,26 @@ def test_a_run_that_does_not_fit_the_gpu_gets_one_message(tmp_path, small, monke
     assert "simulation.device: cpu" not in text(result), "the run is on the CPU already"
     assert "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_a_key_of_several_forms_is_named_by_its_key_path_and_brackets_survive(small):
+    """contacts.same_in_every_replicate is true/false or a list of layers: an error names the
+    user's key path with what each form allows (not pydantic's names of the forms), and a --set
+    value in brackets is printed as given (rich would read `[schools]` as markup)."""
+    result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[schools]"])
+    assert result.exit_code == 2
+    out = text(result)
+    assert "(with --set contacts.same_in_every_replicate=[schools])" in out
+    assert (
+        "contacts.same_in_every_replicate.0: 'schools' is not allowed: Input should be 'occupation' or 'community'"
+        in out
+    )
+    assert ".bool" not in out and "list[literal" not in out
+    result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=maybe"])
+    assert result.exit_code == 2
+    assert (
+        "contacts.same_in_every_replicate: 'maybe' is not allowed: Input should be a valid boolean, unable to "
+        "interpret input; or Input should be a valid list"
+    ) in text(result)
+    result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[occupation]"])
+    assert result.exit_code == 0, result.output

@@ -262,6 +262,26 @@ def test_occupation_contacts_of_a_tiny_population_over_a_long_window(shared):
     assert assert_agent_days_meet_each_days_edges(sim.occupation, agents, days, sim.total) > 500
 
 
+def test_same_in_every_replicate_may_name_the_layers_it_shares(king_county):
+    """The reference code re-used its occupation network files in every run but drew each run's
+    community contacts: ``[occupation]`` shares the occupation rewiring only."""
+    pop = build_population(king_county, 4_000, seed=2)
+    layers = {
+        "occupation": {"weight": 1.0, "rewire_probability": 0.1},
+        "community": {"weight": 1.0, "mean_contacts": (2, 4, 3), "sd_contacts": (2, 4, 3)},
+    }
+    cfg = quiet_contacts(**layers).model_copy(update={"same_in_every_replicate": ["occupation"]})
+    sim = Simulation(pop, DiseaseConfig(), cfg, NO_SEEDS, days=10, replicates=3, seed=4)
+    n = pop.size
+    for day in (0, 6):
+        occupation, community = sim.layer_edges("occupation", day), sim.layer_edges("community", day)
+        first = replicate_pairs(occupation, n, 0)
+        assert first.shape[0] > 1000, "the check needs contacts"
+        for r in (1, 2):
+            assert torch.equal(replicate_pairs(occupation, n, r), first), f"occupation, day {day}, replicate {r}"
+        assert not torch.equal(replicate_pairs(community, n, 1), replicate_pairs(community, n, 0))
+
+
 def replicate_pairs(edges, n: int, r: int) -> torch.Tensor:
     """Replicate r's contacts of a day as sorted pair codes of agent ids within the replicate."""
     sel = (edges.src // n) == r

@@ -110,14 +110,20 @@ class ContactConfig(BaseModel):
     household: HouseholdContacts = HouseholdContacts()
     occupation: OccupationContacts = OccupationContacts()
     community: CommunityContacts = CommunityContacts()
-    same_in_every_replicate: bool = Field(
+    same_in_every_replicate: bool | list[Literal["occupation", "community"]] = Field(
         False,
         description="false: each replicate draws its own daily contacts (intended: a mean over replicates "
-        "averages over contact networks too); true: one draw shared by every replicate (each agent's daily "
-        "number of community contacts, each day's occupation rewiring and community contacts), as the "
-        "reference code re-used one set of pre-generated daily network files in every run (docs/reference.md §1, "
-        "num_runs, and section 2)",
+        "averages over contact networks too); a list of layers: one draw of those layers shared by every "
+        "replicate ([occupation]: each day's occupation rewiring, as the reference code re-used its "
+        "pre-generated occupation network files in every run while drawing each run's community contacts "
+        "afresh, docs/reference.md §1 and section 2; community: each agent's daily number of community "
+        "contacts and the community contacts); true: both",
     )
+
+    def shares(self, layer: str) -> bool:
+        """Whether every replicate meets one draw of ``layer``'s contacts."""
+        shared = self.same_in_every_replicate
+        return shared if isinstance(shared, bool) else layer in shared
 
 
 def tile(a: np.ndarray, replicates: int, stride: int, device: torch.device) -> torch.Tensor:

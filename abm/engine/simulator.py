@@ -128,9 +128,9 @@ class Simulation:
         self.tract = torch.as_tensor(pop.tract, dtype=torch.int64).repeat(r).to(d)
         self.replicate = torch.arange(r, device=d).repeat_interleave(self.n)
         self.household = HouseholdLayer(pop, self.contact_cfg.household, r, d)
-        shared = self.contact_cfg.same_in_every_replicate
-        self.occupation = OccupationLayer(pop, self.contact_cfg.occupation, r, d, self.seed, shared)
-        self.community = community_layer(pop, self.contact_cfg.community, r, d, self.seed, shared)
+        cfg = self.contact_cfg
+        self.occupation = OccupationLayer(pop, cfg.occupation, r, d, self.seed, cfg.shares("occupation"))
+        self.community = community_layer(pop, cfg.community, r, d, self.seed, cfg.shares("community"))
         # Per-day multipliers of each layer's weight (contact reductions set them).
         self.layer_scale = {"household": 1.0, "occupation": 1.0, "community": 1.0}
         self.state = AgentState(
