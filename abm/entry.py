@@ -5,6 +5,8 @@ that an output being written is removed rather than left half-written."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
 import sys
 
@@ -20,5 +22,20 @@ def main() -> None:
         from abm.cli import main as cli_main
     except KeyboardInterrupt:
         sys.stderr.write("interrupted while starting; nothing was run\n")
-        raise SystemExit(130) from None
-    cli_main()
+        sys.stderr.flush()
+        # Not SystemExit: an interrupt that lands in code an extension module runs through
+        # PyRun_* while it loads is marked unhandled by CPython even when caught here, and the
+        # interpreter then ends itself by the signal at exit (-2, not 130). Nothing has started
+        # yet, so there is nothing to clean up.
+        os._exit(130)
+    try:
+        cli_main()
+    except SystemExit as exc:
+        if exc.code != 130:
+            raise
+        # Interrupted, and the command has cleaned up and said so: leave with 130 for the same
+        # reason as above, after the exit handlers a normal exit would run.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        os._exit(130)
