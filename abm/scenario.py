@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -21,7 +22,6 @@ from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
-from abm.key_paths import key_path
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.yaml_loader import load_yaml
 
@@ -308,6 +308,34 @@ def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
     return origin
 
 
+# How pydantic names the member of a union it tried, in an error's location: ``bool``,
+# ``list[int]``, ``literal['a','b']``, ``list[literal['a','b']]``. Such a part is no key of the file.
+UNION_MEMBER = re.compile(r"^(bool|int|float|str|[a-z_]+\[.*\])$")
+
+
+def _without_union_members(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, ...], int | None]:
+    """An error location without the union member pydantic named in it, and the length of the
+    key path of the key that takes several forms (None when the location names no member)."""
+    out: list[Any] = []
+    root = None
+    for part in loc:
+        here = _value_at(data, tuple(out))
+        if isinstance(part, str) and UNION_MEMBER.match(part) and not (isinstance(here, dict) and part in here):
+            root = len(out) if root is None else root
+            continue
+        out.append(part)
+    return tuple(out), root
+
+
+def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
 def describe_errors(
     exc: ValidationError,
     source: str,
@@ -316,40 +344,53 @@ def describe_errors(
 ) -> str:
     """One message naming, for each problem, the key path, the value and what is allowed, and the
     file of an ``extends`` chain that set it where that is not the file itself (``origin``).
-    Given the scenario's ``data``, a key that takes one of several forms gets one line with what
-    each form allows, under the user's key path (not pydantic's names of the forms)."""
-    lines: list[str] = []
-    seen: dict[tuple[Any, ...], int] = {}  # key path -> its line, for the other forms of a union
+
+    A key that takes several forms (true/false or a list, a name or a list) is named by its own
+    key path: what each form allows goes on one line, and where a list was given and an item is
+    at fault, only the item is named."""
+    entries: list[tuple[dict[str, Any], tuple[Any, ...], int | None]] = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if p not in ("", "[key]"))  # a mapping's key: its own path
-        if data is not None:
-            loc = key_path(loc, data)
+        loc, root = _without_union_members(loc, data) if data is not None else (loc, None)
+        entries.append((err, loc, root))
+    # A list (or mapping) given where a key takes several forms, with an item at fault: the item
+    # says what is wrong; the other forms' "should be a boolean" would only mislead.
+    items_at_fault = {loc[:root] for _, loc, root in entries if root is not None and len(loc) > root}
+    lines: list[tuple[tuple[Any, ...], str]] = []
+    merged: dict[tuple[Any, ...], int] = {}  # a key of several forms -> its line
+    for err, loc, root in entries:
+        if root is not None and len(loc) == root and loc in items_at_fault:
+            continue
         path = ".".join(str(p) for p in loc) or "(top level)"
         value = err.get("input")
-        if loc and loc in seen and err["type"] not in ("extra_forbidden", "missing"):
-            msg = err["msg"].removeprefix("Value error, ")
-            if msg not in lines[seen[loc]]:
-                lines[seen[loc]] += f"; or {msg}"
+        msg = err["msg"].removeprefix("Value error, ")
+        if root is not None and loc in merged:
+            at = merged[loc]
+            if msg not in lines[at][1]:
+                lines[at] = (loc, f"{lines[at][1]}; or {msg}")
             continue
         if err["type"] == "extra_forbidden":
             allowed = _allowed_keys(Scenario, loc)
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
-            lines.append(f"{path}: unknown key; {hint}")
+            text = f"{path}: unknown key; {hint}"
         elif err["type"] == "missing":
-            lines.append(f"{path}: required key is missing")
+            text = f"{path}: required key is missing"
+        elif not loc:  # a check across sections: its message names the keys
+            text = msg
+        elif isinstance(value, dict) and root is None:  # a check across a section's keys names them
+            text = f"{path}: {msg}"
         else:
-            msg = err["msg"].removeprefix("Value error, ")
-            if not loc:  # a check across sections: its message names the keys
-                lines.append(msg)
-            elif isinstance(value, dict):  # a check across the keys of a section: its message names them
-                lines.append(f"{path}: {msg}")
-            else:
-                lines.append(f"{path}: {value!r} is not allowed: {msg}")
-            seen[loc] = len(lines) - 1
+            text = f"{path}: {value!r} is not allowed: {msg}"
+        if root is not None:
+            merged[loc] = len(lines)
+        lines.append((loc, text))
+    out = []
+    for loc, text in lines:
         where = origin(loc) if origin is not None and loc else None
         if where is not None and origin is not None and where != origin(()):
-            lines[-1] += f" (set in {where})"
-    return invalid_message(source, lines)
+            text += f" (set in {where})"
+        out.append(text)
+    return invalid_message(source, out)
 
 
 def invalid_message(source: str, lines: list[str]) -> str:
@@ -412,6 +453,8 @@ def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) 
             problems.append(f"{where}: {str(value).lower()} is not allowed: a number or text is expected here")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {value!r} is not allowed: write true or false")
+        elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
+            problems.append(f"{where}: {value!r} is not allowed: write true or false, or a list")
         if section:
             problems += _bool_mixups(sub, value, (*path, str(key)))
         elif typing.get_origin(ann) is list and isinstance(value, list):

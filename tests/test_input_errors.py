@@ -341,23 +341,45 @@ def test_a_run_that_does_not_fit_the_gpu_gets_one_message(tmp_path, small, monke
 
 
 def test_a_key_of_several_forms_is_named_by_its_key_path_and_brackets_survive(small):
-    """contacts.same_in_every_replicate is true/false or a list of layers: an error names the
-    user's key path with what each form allows (not pydantic's names of the forms), and a --set
+    """contacts.same_in_every_replicate is true/false or a list of layers, vaccination.priority a
+    name or a list of age groups: an error names the user's key path (not pydantic's names of the
+    forms), with what each form allows on one line, or only the item at fault in a list; a --set
     value in brackets is printed as given (rich would read `[schools]` as markup)."""
-    result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[schools]"])
-    assert result.exit_code == 2
-    out = text(result)
+
+    def error(setting: str) -> str:
+        result = runner.invoke(app, ["validate", str(small), "--set", setting])
+        assert result.exit_code == 2, result.output
+        return text(result)
+
+    out = error("contacts.same_in_every_replicate=[schools]")
     assert "(with --set contacts.same_in_every_replicate=[schools])" in out
-    assert (
+    assert out.endswith(
         "contacts.same_in_every_replicate.0: 'schools' is not allowed: Input should be 'occupation' or 'community'"
-        in out
     )
-    assert ".bool" not in out and "list[literal" not in out
-    result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=maybe"])
-    assert result.exit_code == 2
-    assert (
-        "contacts.same_in_every_replicate: 'maybe' is not allowed: Input should be a valid boolean, unable to "
-        "interpret input; or Input should be a valid list"
-    ) in text(result)
+    assert "boolean" not in out and ".bool" not in out and "list[literal" not in out
+    assert error("contacts.same_in_every_replicate=1").endswith(
+        "contacts.same_in_every_replicate: 1 is not allowed: write true or false, or a list"
+    )
+    assert error("interventions.vaccination.priority=bogus").endswith(
+        "interventions.vaccination.priority: 'bogus' is not allowed: Input should be 'oldest_first' or "
+        "'youngest_first'; or Input should be a valid list"
+    )
+    assert error("interventions.vaccination.priority=[1, x, 3]").endswith(
+        "interventions.vaccination.priority.1: 'x' is not allowed: Input should be a valid integer, unable to parse "
+        "string as an integer"
+    )
     result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[occupation]"])
     assert result.exit_code == 0, result.output
+
+
+def test_errors_at_one_key_of_a_mapping_are_each_named(small):
+    """A bad key and its bad value, and keys that YAML reads as numbers, are each named."""
+    result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={bogus: -1}"])
+    assert result.exit_code == 2
+    out = text(result)
+    assert "seeding.infections.bogus: 'bogus' is not allowed: Input should be 'susceptible'," in out
+    assert "seeding.infections.bogus: -1 is not allowed: Input should be greater than or equal to 0" in out
+    result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={1: 2, 2: 3}"])
+    assert result.exit_code == 2
+    assert "seeding.infections.1: 1 is not allowed" in text(result)
+    assert "seeding.infections.2: 2 is not allowed" in text(result)
