@@ -51,7 +51,9 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=40)
     ap.add_argument("--set-size", type=int, default=1, help="replicates sharing one set of initial infections")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--reference-design", action="store_true", help="groups of 10 sharing work contacts, seeds")
+    ap.add_argument(
+        "--reference-design", action="store_true", help="groups of 10 sharing occupation contacts and initial agents"
+    )
     ap.add_argument("--device", default="cpu", help="cpu or cuda (one batch of all replicates on a GPU)")
     a = ap.parse_args()
     torch.set_num_threads(1)

@@ -117,7 +117,8 @@ class ContactConfig(BaseModel):
         "replicate ([occupation]: each day's occupation rewiring, as the reference code re-used its "
         "pre-generated occupation network files in every run while drawing each run's community contacts "
         "afresh, docs/reference.md §1 and section 2; community: each agent's daily number of community "
-        "contacts and the community contacts); true: both",
+        "contacts and the community contacts); true: both. It acts among one run's replicates (abm sweep runs "
+        "each replicate on its own)",
     )
 
     def shares(self, layer: str) -> bool:
