@@ -22,6 +22,7 @@ from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
+from abm.key_paths import lookup
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.yaml_loader import load_yaml
 
@@ -319,21 +320,12 @@ def _without_union_members(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, 
     out: list[Any] = []
     root = None
     for part in loc:
-        here = _value_at(data, tuple(out))
+        here = lookup(data, tuple(out))
         if isinstance(part, str) and UNION_MEMBER.match(part) and not (isinstance(here, dict) and part in here):
             root = len(out) if root is None else root
             continue
         out.append(part)
     return tuple(out), root
-
-
-def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
 
 
 def describe_errors(

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from abm.key_paths import lookup
 from abm.learning.errors import LearningScenarioError
 from abm.yaml_loader import load_yaml
 
@@ -235,23 +236,13 @@ def describe_loc(loc: tuple[Any, ...]) -> str:
     return out or "<top level>"
 
 
-def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
-    cur = data
-    for part in loc:
-        try:
-            cur = cur[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return cur
-
-
 def key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """A pydantic error location as the user's key path: pydantic also names the member of a
     union that it tried (``'gaussian_mixture'``, ``"literal['a','b']"``); such a part is not a key
     of the user's mapping there (a missing key, the last part, stays)."""
     out: list[Any] = []
     for i, part in enumerate(loc):
-        here = _lookup(data, tuple(out))
+        here = lookup(data, tuple(out))
         index = isinstance(part, int) and isinstance(here, list)
         key = isinstance(part, str) and isinstance(here, dict) and (part in here or i == len(loc) - 1)
         if index or key:
@@ -284,7 +275,7 @@ def validation_message(
         return f"{source}: {describe_loc((*loc, key))}: bad value {ctx['tag']!r}: allowed: {ctx['expected_tags']}"
     if not loc and first["type"] == "value_error":  # cross-field checks name their own key path
         return f"{source}: {first['msg'].removeprefix('Value error, ')}"
-    value = _lookup(data, loc) if loc else None
+    value = lookup(data, loc) if loc else None
     # pydantic reports each member of a union it tried: what each allows
     msgs = [e["msg"].removeprefix("Value error, ") for e in errors if key_path(prefix + tuple(e["loc"]), data) == loc]
     msg = "; or ".join(dict.fromkeys(msgs))
@@ -303,7 +294,7 @@ def _allowed_keys(loc: tuple[Any, ...], data: Any) -> str:
         if isinstance(part, int):
             continue
         if part == "params" and i > 0:  # a protocol's params: its own config
-            spec = _lookup(data, parent[:i])
+            spec = lookup(data, parent[:i])
             try:
                 model = protocol_class(spec["name"]).Config
                 continue
@@ -313,7 +304,7 @@ def _allowed_keys(loc: tuple[Any, ...], data: Any) -> str:
         if field is None:
             return ""
         ann = field.annotation
-        model = _model_in(ann, _lookup(data, parent[: i + 1]))
+        model = _model_in(ann, lookup(data, parent[: i + 1]))
         if model is None:
             return ""
     if hasattr(model, "model_fields"):
