@@ -383,3 +383,27 @@ def test_errors_at_one_key_of_a_mapping_are_each_named(small):
     assert result.exit_code == 2
     assert "seeding.infections.1: 1 is not allowed" in text(result)
     assert "seeding.infections.2: 2 is not allowed" in text(result)
+
+
+def test_a_gradient_calibration_that_does_not_fit_the_device_gets_one_message(tmp_path, monkeypatch):
+    """The gradient method builds its differentiable runs itself: out of memory there (raised
+    here where the day loop would raise it) is one message, exit code 2, and no folder."""
+    import torch
+
+    from abm.engine import Simulation
+
+    def out_of_memory(self, progress=None):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(Simulation, "run", out_of_memory)
+    out = tmp_path / "g"
+    result = runner.invoke(
+        app, ["calibrate", str(CALIBRATION), "--method", "gradient", "--trials", "1", "--out", str(out)]
+    )
+    assert result.exit_code == 2, result.output
+    assert (
+        "calibrate_2020: population.agents: 100000 agents x 2 replicates of a differentiable run do not fit in the "
+        "memory of cpu"
+    ) in text(result)
+    assert "Traceback" not in result.output
+    assert not out.exists()

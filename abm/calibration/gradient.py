@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from abm.calibration.config import CalibrationConfig
-from abm.calibration.observed import delay_weights, weekly
+from abm.calibration.observed import CalibrationError, delay_weights, weekly
 from abm.engine import Simulation, Stage
 from abm.populations import Population, build_population, load_region
 from abm.scenario import Scenario
@@ -190,6 +190,12 @@ def optimize(
             schedule.step()
             if progress is not None:
                 progress(step + 1, n_steps, history[-1].loss)
+    except torch.OutOfMemoryError:
+        raise CalibrationError(
+            f"{sc.name}: population.agents: {sc.population.agents} agents x {sc.simulation.replicates} replicates "
+            f"of a differentiable run do not fit in the memory of {sc.simulation.device}; use fewer agents or "
+            "replicates"
+        ) from None
     finally:
         torch.set_num_threads(threads)
     weekly_m = multipliers(theta.detach()) if g.weekly_multipliers else None
