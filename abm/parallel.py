@@ -25,3 +25,12 @@ def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleT
     finally:
         if started:
             ray.shutdown()
+
+
+def check_ray_device(device: str, where: str, error: type[Exception]) -> None:
+    """Ray shows a task only the GPU it assigns, as ``cuda``: a numbered device (``cuda:1``)
+    would fail in every task, so it is refused before Ray starts (``where`` names the scenario)."""
+    if device.startswith("cuda:"):
+        raise error(
+            f"{where}: simulation.device: {device!r} is not allowed with --backend ray: Ray assigns the GPUs; use cuda"
+        )

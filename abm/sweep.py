@@ -38,7 +38,7 @@ from abm.outputs.compare import comparison_table
 from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.summary import mean_sd
-from abm.parallel import ray_session
+from abm.parallel import check_ray_device, ray_session
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import Scenario, ScenarioError, overlaps, yaml_problem
@@ -320,14 +320,9 @@ def run_ray(tasks: list[SweepTask], done: Callable[[], None], address: str | Non
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
     On a cluster, every node needs this package installed (e.g. the cluster's image)."""
+    for t in tasks:
+        check_ray_device(t.scenario["simulation"]["device"], t.scenario["name"], ScenarioError)
     on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
-    numbered = [t for t in on_gpu if t.scenario["simulation"]["device"] != "cuda"]
-    if numbered:  # Ray shows a task only the GPU it assigns, as cuda
-        device = numbered[0].scenario["simulation"]["device"]
-        raise ScenarioError(
-            f"{numbered[0].scenario['name']}: simulation.device: {device!r} is not allowed with --backend ray: "
-            "Ray assigns the GPUs; use cuda"
-        )
     with ray_session(address, ScenarioError) as ray:
         if on_gpu and not ray.cluster_resources().get("GPU", 0):
             raise ScenarioError(

@@ -4,6 +4,7 @@
     python benchmarks/engine.py [--repeats 3] [--threads N] [--skip-1m] [--rate 4.567]
     python benchmarks/engine.py --scaling [--repeats 1] [--scenario vacc_ct]   # 10k agents to all of King County
     python benchmarks/engine.py --thread-scaling [--repeats 1]                 # torch threads 1, 2, 4, ... cores
+    python benchmarks/engine.py --side-by-side                                 # two runs at once, 1 and 2 threads
 
 The runs use the transmission rate 4.567 (``--rate``; 0 keeps the scenarios' own), so that the
 workload stays a full epidemic whatever the King County calibration gives.
@@ -57,14 +58,22 @@ print(json.dumps({"population_s": t1 - t0, "setup_s": t2 - t1, "engine_s": res.e
 """
 
 
+def child(scenario: Path, agents: int, replicates: int, threads: int, rate: float) -> subprocess.Popen:
+    """A measuring run in its own process (started, not waited for)."""
+    args = [sys.executable, "-c", CHILD, str(scenario), str(agents), str(replicates), str(threads), str(rate)]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def result(proc: subprocess.Popen) -> dict:
+    """A measuring run's figures, once it has finished."""
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"measuring run failed ({proc.returncode}): {err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def measure(scenario: Path, agents: int, replicates: int, threads: int, rate: float = 0.0) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(scenario), str(agents), str(replicates), str(threads), str(rate)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return result(child(scenario, agents, replicates, threads, rate))
 
 
 def whole_run(rate: float) -> float:
@@ -83,6 +92,7 @@ def main() -> None:
     ap.add_argument("--skip-1m", action="store_true")
     ap.add_argument("--scaling", action="store_true", help="one scenario at 10k, 100k, 1M and 2.25M agents")
     ap.add_argument("--thread-scaling", action="store_true", help="no intervention at 1, 2, 4, ... torch threads")
+    ap.add_argument("--side-by-side", action="store_true", help="two 100k x 10 runs at once, 1 then 2 threads each")
     ap.add_argument(
         "--rate",
         type=float,
@@ -97,6 +107,9 @@ def main() -> None:
         return
     if args.thread_scaling:
         thread_scaling(args.repeats, args.rate)
+        return
+    if args.side_by_side:
+        side_by_side(args.rate)
         return
     kc = ROOT / "scenarios/king_county"
     configs = [
@@ -180,6 +193,20 @@ def thread_scaling(repeats: int, rate: float) -> None:
             for t in counts
         ]
         print(f"| {agents:,} | {reps} | " + " | ".join(f"{x:.2f}" for x in secs) + " |", flush=True)
+
+
+def side_by_side(rate: float) -> None:
+    """Two runs of no intervention (100,000 agents x 10 replicates) started together, with 1 and
+    then 2 torch threads each: what threads cost when runs share the machine's cores."""
+    print(f"no_intervention, 100,000 x 10, two at once; machine: {platform.machine()}, {os.cpu_count()} cores")
+    print()
+    print("| threads each | engine s (run 1) | engine s (run 2) | engine s alone (1 run after) |")
+    print("|---:|---:|---:|---:|")
+    for threads in (1, 2):
+        pair = [child(SCENARIO, 100_000, 10, threads, rate) for _ in range(2)]
+        both = [result(p)["engine_s"] for p in pair]
+        alone = measure(SCENARIO, 100_000, 10, threads, rate)["engine_s"]
+        print(f"| {threads} | {both[0]:.2f} | {both[1]:.2f} | {alone:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

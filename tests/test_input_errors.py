@@ -317,7 +317,7 @@ def test_calibrate_checks_the_device_before_anything_runs(tmp_path, method):
     assert not out.exists()
 
 
-def test_a_run_that_does_not_fit_the_gpu_gets_one_message(tmp_path, small, monkeypatch):
+def test_a_run_that_does_not_fit_the_device_gets_one_message(tmp_path, small, monkeypatch):
     """Out of device memory (here raised where the day loop would raise it) is one message
     naming the size and what to change, exit code 2, and no output folder."""
     import torch

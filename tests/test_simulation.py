@@ -66,6 +66,26 @@ def test_same_seed_same_results_and_different_seeds_differ(small_kc):
     assert not np.array_equal(a.stages[:, 0], a.stages[:, 1])
 
 
+def test_results_do_not_depend_on_the_number_of_threads():
+    """A seed gives the same results whatever simulation.threads is (docs/model.md), with every
+    intervention on and an epidemic large enough for the multi-threaded paths."""
+    runs = [
+        abm.run(
+            "scenarios/king_county/vacc_ct.yaml",
+            agents=20_000,
+            days=80,
+            replicates=2,
+            sets=["disease.transmission_rate=6", f"simulation.threads={t}"],
+        )
+        for t in (1, 2)
+    ]
+    one, two = (r.result for r in runs)
+    assert int(one.entries.sum()) > 2_000, "the check needs an epidemic"
+    assert np.array_equal(one.stages_by_tract, two.stages_by_tract)
+    assert np.array_equal(one.entries, two.entries)
+    assert runs[0].costs.equals(runs[1].costs)
+
+
 def test_run_api_returns_tables_consistent_with_the_summary():
     r = abm.run("scenarios/king_county/no_intervention.yaml", agents=5000, days=40, replicates=3)
     ts = r.timeseries

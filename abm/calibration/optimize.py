@@ -31,7 +31,7 @@ from abm.calibration.observed import (
     weekly,
 )
 from abm.outputs.run_folder import atomic_folder, check_target
-from abm.parallel import ray_session
+from abm.parallel import check_ray_device, ray_session
 from abm.runs import run
 from abm.scenario import (
     Scenario,
@@ -276,10 +276,7 @@ def run_trials_ray(
     ``address`` (or RAY_ADDRESS) or starts a local one, and shuts a started one down. On
     ``cuda`` a batch's trials share the cluster's GPUs (Ray shows a task no GPU unless it asks
     for a share)."""
-    if device.startswith("cuda:"):  # Ray shows a task only the GPU it assigns, as cuda
-        raise CalibrationError(
-            f"{source}: simulation.device: {device!r} is not allowed with --backend ray: Ray assigns the GPUs; use cuda"
-        )
+    check_ray_device(device, source, CalibrationError)
     with ray_session(address, CalibrationError) as ray:
         resources = ray.cluster_resources()
         gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
