@@ -27,6 +27,29 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+# The `learning` extra: module -> the package pip installs it from.
+LEARNING_EXTRA = {"scipy": "scipy", "sklearn": "scikit-learn", "cryptography": "cryptography"}
+
+
+def require_learning_extra(file: Path) -> None:
+    """Exit 2 with the install line when a package of the `learning` extra, which learning and
+    private-calibration scenarios need, is not installed."""
+    from importlib.util import find_spec
+
+    def missing(module: str) -> bool:
+        try:
+            return find_spec(module) is None
+        except ValueError:  # a module entry set to None (blocked)
+            return True
+
+    absent = [package for module, package in LEARNING_EXTRA.items() if missing(module)]
+    if absent:
+        fail(
+            f"{file}: learning and private-calibration scenarios need the `learning` extra "
+            f"({', '.join(absent)} not installed): pip install -e '.[learning]'"
+        )
+
+
 SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", help="override a scenario value: key.path=value (repeatable)"),
@@ -46,6 +69,8 @@ def validate(
     kind = learning_kind(file)
     if kind is not None and set_:
         fail(f"{file}: --set applies to epidemic scenarios only; this is a {kind} scenario")
+    if kind is not None:
+        require_learning_extra(file)
     try:
         if kind == "private calibration":
             from abm.private_calibration.scenario import load_scenario as load_private_calibration
@@ -231,6 +256,7 @@ def learn(
     """Run a decentralized-learning scenario; write report.json and plots."""
     if learning_kind(file) is None and is_epidemic_scenario(file):
         fail(f"{file}: this is an epidemic scenario, not a learning one; run it with `abm run {file}`")
+    require_learning_extra(file)
     try:
         from abm.learning.cli import learn as run_learning
 

@@ -181,6 +181,33 @@ def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
     assert result.exit_code == 2 and "--set applies to epidemic scenarios only" in result.output
 
 
+def test_learning_commands_name_the_missing_learning_extra(tmp_path, monkeypatch):
+    for module in ("scipy", "sklearn"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    out = tmp_path / "out"
+    for args in (
+        ["validate", "scenarios/learning/gmm_mapl.yaml"],
+        ["learn", "scenarios/learning/gmm_mapl.yaml", "--out", str(out)],
+        ["learn", "scenarios/learning/private_calibration.yaml", "--out", str(out)],
+    ):
+        result = runner.invoke(app, args)
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2, (args, result.output)
+        assert "need the `learning` extra (scipy, scikit-learn not installed): pip install -e '.[learning]'" in text
+    assert not out.exists()
+    assert runner.invoke(app, ["validate", str(SCENARIO)]).exit_code == 0  # epidemic scenarios do not need it
+
+
+def test_the_flower_runners_name_the_missing_flower_extra(monkeypatch):
+    from abm.learning.errors import LearningScenarioError
+    from abm.learning.flower.run import _import_flwr
+
+    monkeypatch.setitem(sys.modules, "flwr", None)
+    hint = r"need flwr, which is not installed: pip install -e '\.\[flower\]'"
+    with pytest.raises(LearningScenarioError, match=hint):
+        _import_flwr()
+
+
 def test_extends_and_set(tmp_path):
     base = tmp_path / "base.yaml"
     base.write_text("name: base\nsimulation: {days: 50, replicates: 3}\ncontacts: {household: {weight: 1.5}}\n")

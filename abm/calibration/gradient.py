@@ -1,10 +1,10 @@
 """Gradient calibration: Adam on log beta and a weekly transmission multiplier series through
 the engine's differentiable mode.
 
-In that mode every infection draw is a straight-through Bernoulli draw (forward: exactly the
-ordinary engine's 0/1 outcome for the same seed; backward: through the infection
-probability), and each infected agent carries that draw as a weight that multiplies its
-infectiousness and every count it adds to. So the weekly simulated admissions, deaths and cases
+In that mode every infection draw is the ordinary engine's 0/1 outcome for the same seed, and
+each infected agent carries a weight, 1.0 in value, that multiplies its infectiousness and every
+count it adds to; its gradient is the draw's score, p / stop_gradient(p), by default
+(``calibration.gradient.estimator``; :mod:`abm.engine.relaxed`). So the weekly simulated admissions, deaths and cases
 carry gradients to the daily transmission rate through chains of infection.
 
 The rate on day d is ``beta * m[week(d)]`` with ``m_k = exp(theta_k - mean(theta))`` (so beta

@@ -263,8 +263,9 @@ class HouseholdLayer(ContactLayer):
 
 
 class OccupationLayer(ContactLayer):
-    """Per group, a ring lattice over its members (in home order) with k = min(round(mu),
-    n - 1) neighbours, each ring contact rewired daily with probability p to a random member.
+    """Per group, a ring lattice over its members (in home order) with k = 2 * (min(round(mu),
+    n - 1) // 2) neighbours (k/2 on each side: an odd mu gives one fewer, a group of 2 none),
+    each ring contact rewired daily with probability p to a random member.
 
     Transmission pushes from infectious agents along their static ring contacts (kept as
     compressed rows per agent), skipping today's rewired ones, plus today's rewired contacts

@@ -96,7 +96,7 @@ class AgentState:
     susceptibility_scale: torch.Tensor  # float32: leaky protection multiplies susceptibility
     infectiousness_scale: torch.Tensor  # float32: multiplies an agent's infectiousness
     # Differentiable mode only: float32, 1.0 in the forward pass; carries the gradient of each
-    # infection's straight-through draw into the agent's infectiousness and recorded counts.
+    # infection draw (abm.engine.relaxed) into the agent's infectiousness and recorded counts.
     weight: torch.Tensor | None = None
 
 

@@ -64,7 +64,7 @@ def type_name(annotation: Any) -> str:
 
 
 def bounds(field: FieldInfo) -> str:
-    """The numeric and length bounds of a field, e.g. ">= 0, <= 1"."""
+    """The numeric and length bounds of a field, e.g. ">= 0, <= 1" or ">= 2, even"."""
     parts = []
     for m in field.metadata:
         for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
@@ -75,6 +75,8 @@ def bounds(field: FieldInfo) -> str:
             parts.append(f"length >= {m.min_length}")
         if isinstance(m, at.MaxLen):
             parts.append(f"length <= {m.max_length}")
+        if isinstance(m, at.MultipleOf):
+            parts.append("even" if m.multiple_of == 2 else f"a multiple of {m.multiple_of}")
         pattern = getattr(m, "pattern", None)
         if pattern:
             parts.append(f"matches `{pattern}`")

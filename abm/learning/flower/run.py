@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from abm.learning.errors import LearningScenarioError
 from abm.learning.messages import Network
 from abm.learning.privacy.aggregation import PlainSum
 from abm.learning.protocols.base import RunContext
@@ -35,11 +36,13 @@ MODES = ("flower-sim", "flower")
 
 
 def _import_flwr() -> None:
+    """Import Flower, or raise a scenario error (exit 2) with the install hint."""
     try:
         import flwr  # noqa: F401
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise RuntimeError(
-            "the Flower runners need flwr: pip install 'abm-epidemic[flower]' (flwr[simulation] 1.41)"
+    except ImportError as e:
+        raise LearningScenarioError(
+            "the Flower runners (flower-sim, flower) need flwr, which is not installed: "
+            "pip install -e '.[flower]' (flwr[simulation] 1.41), or run with --runner inprocess"
         ) from e
     for name in ("flwr", "ray"):
         logging.getLogger(name).setLevel(logging.WARNING)
