@@ -178,6 +178,13 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
         )
 
 
+def note_idle(resolved: list) -> None:
+    """A note for each intervention that starts after the last simulated day (in any of the
+    ``resolved`` scenarios: a sweep's variants), since the run then goes without it."""
+    for text in dict.fromkeys(note for sc in resolved for note in sc.interventions.idle(sc.simulation.days)):
+        err_console.print(f"note: {text}", highlight=False)
+
+
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="scenario YAML file")],
@@ -207,6 +214,7 @@ def run(
         fail(str(exc))
     note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
     note_left_off(file, set_)
+    note_idle([sc])
     vaccination = getattr(sc.interventions, "vaccination", None)
     if agents is not None and vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
         per_100k = vaccination.daily_doses * 1e5 / sc.population.agents
@@ -359,6 +367,7 @@ def sweep(
     options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
     note_switched_on(file, sp.variants, options, overrides)
     note_left_off(file, set_)
+    note_idle(sp.variants)
     total = len(sp.variants) * sp.replicates
     with Progress(
         TextColumn("{task.description}", style="bold", markup=False),
@@ -419,9 +428,9 @@ def compare(
         comp = compare_runs(runs, out)
     except (CompareError, OutputFolderError) as exc:
         fail(str(exc))
-    from abm.outputs.compare import cost_note, markdown
+    from abm.outputs.compare import markdown, table_note
 
-    out_console.print(markdown(comp.table, cost_note(comp.runs)), highlight=False, soft_wrap=True)
+    out_console.print(markdown(comp.table, table_note(comp.runs)), highlight=False, soft_wrap=True)
     out_console.print(f"report in {out / 'report.html'}", highlight=False)
 
 
@@ -467,6 +476,11 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     table = Table(title=f"{s['scenario']}: {n:,} agents, {s['days']} days, {s['replicates']} replicate(s)")
     table.add_column("measure")
     table.add_column("value", justify="right")
+    scale = s["region_population"] / n
+    table.caption = (
+        f"counts and costs are for the {n:,} simulated agents; the region has {s['region_population']:,} "
+        f"residents (x {scale:,.1f})"
+    )
 
     def ms(x: dict) -> str:
         return f"{x['mean']:,.0f}" + (f" ± {x['sd']:,.0f}" if s["replicates"] > 1 else "")

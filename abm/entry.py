@@ -1,7 +1,8 @@
 """The ``abm`` console script: imports the command line inside a guard, so that Ctrl-C while
 the libraries load ends with one line and exit code 130 instead of an import traceback. A
 termination request (SIGTERM, as ``kill`` or a batch scheduler sends) is handled as Ctrl-C, so
-that an output being written is removed rather than left half-written."""
+that an output being written is removed rather than left half-written; it exits with 143 (128 +
+SIGTERM), Ctrl-C with 130."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ import os
 import signal
 import sys
 
+_signal_received: list[int] = []
+
 
 def _terminate(signum: int, frame: object) -> None:
+    _signal_received.append(signum)
     raise KeyboardInterrupt
+
+
+def _interrupted_code() -> int:
+    """128 + the signal: 130 after Ctrl-C (SIGINT), 143 after a termination request (SIGTERM)."""
+    return 128 + (_signal_received[0] if _signal_received else signal.SIGINT)
 
 
 def main() -> None:
@@ -27,7 +36,7 @@ def main() -> None:
         # PyRun_* while it loads is marked unhandled by CPython even when caught here, and the
         # interpreter then ends itself by the signal at exit (-2, not 130). Nothing has started
         # yet, so there is nothing to clean up.
-        os._exit(130)
+        os._exit(_interrupted_code())
     try:
         cli_main()
     except SystemExit as exc:
@@ -38,4 +47,4 @@ def main() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         atexit._run_exitfuncs()
-        os._exit(130)
+        os._exit(_interrupted_code())

@@ -65,6 +65,9 @@ OUTCOMES = (
 )
 
 INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "peak_new_infections_day"}
+# Days of a peak: none in a replicate whose curve stays at zero, so the summary also counts the
+# replicates its mean is over (``<outcome>_n``).
+PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
 
 # Keys a sweep may not vary: each (variant, replicate) is its own single-replicate run.
 FORBIDDEN_KEYS = {"simulation.replicates": "give the number of replicates with --replicates"}
@@ -96,7 +99,8 @@ class SweepResult:
 
     ``table``: one row per (variant, replicate) with the swept values, the seed and the
     outcomes of :data:`OUTCOMES`; ``summary``: one row per variant with the mean and sd over
-    replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``); ``info``: what
+    replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a peak day also
+    ``<outcome>_n``, the replicates that have a peak); ``info``: what
     ``sweep.json`` holds (the axes, the variants' resolved scenarios, timings).
     """
 
@@ -381,6 +385,8 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             values = values[~np.isnan(values)]  # a peak day over the replicates that have a peak
             stats = mean_sd(values) if values.size else {"mean": math.nan, "sd": math.nan}
             row[f"{name}_mean"], row[f"{name}_sd"] = stats["mean"], stats["sd"]
+            if name in PEAK_DAYS:
+                row[f"{name}_n"] = int(values.size)
         summary_rows.append(row)
     return table, pd.DataFrame(summary_rows)
 

@@ -116,7 +116,7 @@ def test_bundled_king_county_series_cover_the_2020_windows():
     assert weeks.deaths.tolist() == [33, 39, 20, 23, 12, 9, 18, 10]
 
 
-def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path):
+def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatch):
     """``rerank_trials``: the best trials are re-run with ``rerank_replicates`` and ranked by
     their new loss; the calibrated scenario keeps those replicates, so `abm run` on it
     re-creates the re-ranked fit exactly."""
@@ -142,8 +142,20 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path):
     path = tmp_path / "cal.yaml"
     path.write_text(yaml.safe_dump(scenario))
     out = tmp_path / "out"
+    plotted = {}
+    import abm.calibration.optimize as optimize
+
+    def keep(observed, sim, band, cfg, file):
+        plotted.update(sim=sim, band=band)
+        plot_fit(observed, sim, band, cfg, file)
+
+    plot_fit = optimize.plot_fit
+    monkeypatch.setattr(optimize, "plot_fit", keep)
     summary = calibrate(path, out)
     ranked = summary["reranked"]
+    # The fit plot's band is drawn from the re-run curves, the best fit first: it holds the line.
+    assert len(plotted["band"]) == 3 and plotted["band"][0] is plotted["sim"]
+    assert all("curve" not in r for r in ranked)
     trials = pd.read_csv(out / "trials.csv").sort_values("value")
     assert len(ranked) == 3
     assert sorted(r["trial"] for r in ranked) == sorted(trials["number"].iloc[:3])

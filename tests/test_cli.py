@@ -332,9 +332,18 @@ def test_ctrl_c_or_kill_leaves_no_run_folder(tmp_path, signame):
     time.sleep(1.5)
     proc.send_signal(getattr(signal, signame))
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + getattr(signal, signame), err  # 130 or 143
     assert "no results were written" in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_an_output_folder_where_nothing_can_be_written_is_refused_before_the_run():
+    """/proc passes the permission bits for root but takes no folder: abm tries, and refuses."""
+    result = runner.invoke(app, ["run", str(SCENARIO), "--agents", "500", "--days", "5", "--out", "/proc/abm-out"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "output folder '/proc/abm-out': cannot write in '/proc'" in text, text
+    assert "running" not in text
 
 
 def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monkeypatch):
@@ -467,6 +476,27 @@ def test_agents_with_absolute_doses_gets_a_note(tmp_path):
     result = runner.invoke(app, args)
     text = " ".join(result.output.split())
     assert result.exit_code == 0 and "300 doses a day whatever the population: 15,000 per 100,000" in text
+    # Vaccination starts on day 10, after the 3 days run: the run goes without it, and says so.
+    assert "note: interventions.vaccination starts on day 10, after the 3 simulated days (0..2)" in text
+    assert (tmp_path / "v" / "summary.json").is_file()
+
+
+def test_interventions_that_could_never_act_are_named(tmp_path):
+    """Tracing and quarantine act on positive tests: with testing off they are refused (exit 2,
+    nothing written); contact changes that all start after the last day get a note."""
+    ct = Path("scenarios/king_county/vacc_ct.yaml").resolve()
+    out = ["--agents", "1000", "--days", "20", "--replicates", "1", "--out", str(tmp_path / "ct")]
+    result = runner.invoke(app, ["run", str(ct), *out, "--set", "interventions.testing=null"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "acts on the results of testing, which is off; nothing would happen" in text
+    assert not (tmp_path / "ct").exists()
+    late = "interventions.contact_multipliers.changes=[{from_day: 25, household: 0.5}, {from_day: 40}]"
+    result = runner.invoke(app, ["run", str(SCENARIO), *out, "--set", late])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and "interventions.contact_multipliers starts on day 25, after the 20" in text
+    early = "interventions.contact_multipliers.changes=[{from_day: 19, household: 0.5}, {from_day: 40}]"
+    result = runner.invoke(app, ["run", str(SCENARIO), *out, "--set", early])
+    assert result.exit_code == 0 and "contact_multipliers starts" not in result.output
 
 
 def test_a_name_is_not_inherited_from_the_file_extended(tmp_path):

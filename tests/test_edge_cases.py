@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 import abm
 from abm.outputs import plots
-from abm.outputs.compare import CompareError, cost_note, load_runs
+from abm.outputs.compare import CompareError, load_runs, scenario_differences, table_note
 from abm.scenario import ScenarioError
 from abm.sweep import parse_axes, plan
 
@@ -72,8 +73,30 @@ def test_compare_names_a_summary_it_cannot_read_and_notes_different_regions(tiny
     summary["region"] = "Other County"
     (elsewhere / "summary.json").write_text(json.dumps(summary))
     runs = load_runs([tiny, elsewhere]).runs
-    assert "different regions (ni: King County, WA, ni (elsewhere): Other County)" in cost_note(runs)
-    assert "different regions" not in cost_note(load_runs([tiny]).runs)
+    assert "different regions (ni: King County, WA, ni (elsewhere): Other County)" in table_note(runs)
+    assert "different regions" not in table_note(load_runs([tiny]).runs)
+
+
+def test_compare_notes_scenario_values_that_differ_besides_interventions(tiny, tmp_path):
+    """Runs that differ in their epidemic (a rate) are named in the note; runs that differ only
+    in interventions, replicates or device are not."""
+    other = tmp_path / "other"
+    shutil.copytree(tiny, other)
+    resolved = yaml.safe_load((other / "scenario.resolved.yaml").read_text())
+    resolved["disease"]["transmission_rate"] = 9.5
+    resolved["simulation"]["replicates"] = 7
+    resolved["interventions"]["vaccination"] = {"start_day": 3}
+    (other / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved))
+    runs = load_runs([tiny, other]).runs
+    rate = runs[0].scenario["disease"]["transmission_rate"]
+    assert scenario_differences(runs) == {"disease.transmission_rate": [rate, 9.5]}
+    assert f"differ in more than their interventions: disease.transmission_rate (ni: {rate}, ni (other): 9.5)" in (
+        table_note(runs)
+    )
+    resolved["disease"]["transmission_rate"] = rate
+    (other / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved))
+    assert scenario_differences(load_runs([tiny, other]).runs) == {}
+    assert "differ in more" not in table_note(load_runs([tiny, other]).runs)
 
 
 def test_tracts_and_age_groups_without_agents_are_empty_not_zero(tiny):

@@ -377,7 +377,7 @@ def test_errors_at_one_key_of_a_mapping_are_each_named(small):
     result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={bogus: -1}"])
     assert result.exit_code == 2
     out = text(result)
-    assert "seeding.infections.bogus: 'bogus' is not allowed: Input should be 'susceptible'," in out
+    assert "seeding.infections.bogus: 'bogus' is not allowed: Input should be 'asymptomatic'," in out
     assert "seeding.infections.bogus: -1 is not allowed: Input should be greater than or equal to 0" in out
     result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={1: 2, 2: 3}"])
     assert result.exit_code == 2

@@ -143,7 +143,12 @@ class CalibrationConfig(BaseModel):
     )
     trials: int = Field(40, ge=1, description="Optuna trials")
     seed: int = Field(0, ge=0, description="sampler seed")
-    band_trials: int = Field(5, ge=1, description="best trials whose curves make the uncertainty band")
+    band_trials: int = Field(
+        5,
+        ge=1,
+        description="best trials whose curves make the fit plot's band (with rerank_trials: the best re-run "
+        "trials' curves, the best fit among them)",
+    )
     gradient: GradientConfig = GradientConfig()
 
     @model_validator(mode="after")

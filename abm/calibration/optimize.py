@@ -51,14 +51,13 @@ def with_values(data: dict[str, Any], values: dict[str, float]) -> dict[str, Any
     return data
 
 
-def check_horizon(sc: Scenario, cfg: CalibrationConfig, source: str) -> None:
-    """The simulation must cover every window."""
+def check_horizon(days: int, cfg: CalibrationConfig, source: str) -> None:
+    """The simulation's ``days`` must cover every window."""
     last = max(w[1] for w in (cfg.fit_window, cfg.holdout_window) if w is not None)
     need = (last - cfg.start_date).days + 1
-    if sc.simulation.days < need:
+    if days < need:
         raise CalibrationError(
-            f"{source}: simulation.days: {sc.simulation.days} is too short; "
-            f"the windows need {need} days from {cfg.start_date}"
+            f"{source}: simulation.days: {days} is too short; the windows need {need} days from {cfg.start_date}"
         )
 
 
@@ -70,13 +69,14 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
             drawn = int(value) if bounds.integer else value
             where = f"{source}: calibration.parameters.{key}: {which} {drawn!r}"
             try:
+                if key == "simulation.days":  # the windows' need first: it says why, before other checks
+                    check_horizon(int(drawn), cfg, source)
                 sc = validate(with_values(data, {key: drawn}), source)
+                assert sc.calibration is not None
+                check_horizon(sc.simulation.days, sc.calibration, source)
             except ScenarioError as exc:
                 reason = str(exc).removeprefix(f"{source}: invalid scenario")
                 raise CalibrationError(f"{where} gives an invalid scenario{reason}") from None
-            assert sc.calibration is not None
-            try:
-                check_horizon(sc, sc.calibration, source)
             except CalibrationError as exc:
                 raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
 
@@ -99,7 +99,7 @@ def checked_inputs(
     sc = validate(data, source)
     if sc.calibration is None:
         raise CalibrationError(f"{source}: calibration: the scenario has no calibration section")
-    check_horizon(sc, sc.calibration, source)
+    check_horizon(sc.simulation.days, sc.calibration, source)
     if method == "optuna":
         check_parameters(data, sc.calibration, source)
     elif sc.calibration.population_draws > 1:
@@ -414,15 +414,15 @@ def calibrate(
             sets = {"simulation.replicates": cfg.rerank_replicates}
             reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, source, observed, sets)
             best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
-            for r in reranked:
-                del r["curve"]
+            # the band from the re-run curves too, so that it holds the best fit drawn from them
+            band = [r.pop("curve") for r in reranked][: cfg.band_trials]
         else:
             best_trial = study.best_trial
             best_number, drawn = best_trial.number, {**best_trial.params, **best_trial.user_attrs}
             sim = curves[best_number]
+            band = [curves[t.number] for t in ranked[: cfg.band_trials]]
         best = {k: drawn[k] for k in cfg.parameters}
         calibrated = validate(with_values(data, {**best, **sets}), source)
-        band = [curves[t.number] for t in ranked[: cfg.band_trials]]
         table = study.trials_dataframe()
         if reranked:  # the re-runs: their loss and re-profiled observation values, and the winner
             again = {r["trial"]: r for r in reranked}

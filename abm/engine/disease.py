@@ -83,6 +83,11 @@ StageName = Literal[
     "mild_symptoms", "severe_symptoms", "hospitalized", "critical_icu", "death",
     "hospitalized_recovering", "recovered",
 ]  # fmt: skip
+# The stages of an ongoing infection: those an initial infection can be put in.
+InfectedStageName = Literal[
+    "asymptomatic", "presymptomatic_mild", "presymptomatic_severe", "mild_symptoms", "severe_symptoms",
+    "hospitalized", "critical_icu", "hospitalized_recovering",
+]  # fmt: skip
 
 
 class DwellTime(BaseModel):

@@ -38,6 +38,9 @@ class SimulationResult:
     engine_seconds: float
     # Interventions' daily counts by name, [day, replicate] (tests, doses, agents in quarantine...).
     activity: dict[str, np.ndarray] = field(default_factory=dict)
+    # [day, replicate] infections put in by seeding (or a hook's ``Simulation.infect``), not by
+    # transmission; they are part of ``new_infections``.
+    introduced: np.ndarray | None = None
 
     @property
     def days(self) -> int:
@@ -58,6 +61,12 @@ class SimulationResult:
         """[day, replicate] infections that day (initial infections count on their day)."""
         return self.new_by_age.sum(axis=2)
 
+    @property
+    def transmitted(self) -> np.ndarray:
+        """[day, replicate] infections by transmission that day (initial infections left out)."""
+        new = self.new_infections
+        return new if self.introduced is None else new - self.introduced
+
 
 class Recorder:
     """Keeps [replicate, tract, stage] and [replicate, age, stage] counts and daily snapshots."""
@@ -76,6 +85,8 @@ class Recorder:
         self.by_age[:, :, Stage.SUSCEPTIBLE] = torch.as_tensor(age_counts, device=dev)
         self.new_tract = torch.zeros(r * t, dtype=torch.int32, device=dev)
         self.new_age = torch.zeros(r * NUM_AGE_GROUPS, dtype=torch.int32, device=dev)
+        self.introduced = torch.zeros(r, dtype=torch.int32, device=dev)
+        self.hist_introduced = torch.zeros(d, r, dtype=torch.int32, device=dev)
         self.hist_tract = torch.zeros(d, r, t, NUM_STAGES, dtype=torch.int32, device=dev)
         self.hist_age = torch.zeros(d, r, NUM_AGE_GROUPS, NUM_STAGES, dtype=torch.int32, device=dev)
         self.hist_new_tract = torch.zeros(d, r, t, dtype=torch.int32, device=dev)
@@ -91,12 +102,14 @@ class Recorder:
         rep = self.sim.replicate[idx]
         return rep * self.num_tracts + self.sim.tract[idx], rep * NUM_AGE_GROUPS + self.sim.age_group[idx]
 
-    def infections(self, idx: torch.Tensor) -> None:
-        """Count infections of agents ``idx`` today."""
+    def infections(self, idx: torch.Tensor, introduced: bool = False) -> None:
+        """Count infections of agents ``idx`` today; ``introduced``: put in (seeding), not transmitted."""
         kt, ka = self._keys(idx)
         one = torch.ones_like(kt, dtype=torch.int32)
         self.new_tract.index_add_(0, kt, one)
         self.new_age.index_add_(0, ka, one)
+        if introduced:
+            self.introduced.index_add_(0, self.sim.replicate.index_select(0, idx), one)
 
     def transitions(self, idx: torch.Tensor, old: torch.Tensor, new: torch.Tensor) -> None:
         """Move agents ``idx`` from stage ``old`` to ``new`` in the counts."""
@@ -121,6 +134,8 @@ class Recorder:
         self.hist_new_tract[day] = self.new_tract.view(r, -1)
         self.hist_new_age[day] = self.new_age.view(r, -1)
         self.hist_entries[day] = self.entered.view(r, -1)
+        self.hist_introduced[day] = self.introduced
+        self.introduced.zero_()
         self.new_tract.zero_()
         self.new_age.zero_()
         self.entered.zero_()
@@ -142,4 +157,5 @@ class Recorder:
             cost_totals=ledger.totals(),
             engine_seconds=seconds,
             activity={name: v.cpu().numpy() for name, v in self.sim.activity.items()},
+            introduced=self.hist_introduced.cpu().numpy(),
         )

@@ -10,7 +10,7 @@ from enum import IntEnum
 from typing import Annotated, Protocol
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from abm.engine.contacts import ContactConfig, Edges, HouseholdLayer, OccupationLayer
 from abm.engine.disease import (
@@ -21,8 +21,8 @@ from abm.engine.disease import (
     STAGE_NAMES,
     DiseaseConfig,
     DiseaseModel,
+    InfectedStageName,
     Stage,
-    StageName,
 )
 from abm.engine.ledger import CostLedger
 from abm.engine.recorder import Recorder, SimulationResult
@@ -62,7 +62,7 @@ class SeedingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     day: int = Field(0, ge=0, description="day the initial infections happen")
-    infections: dict[StageName, Annotated[int, Field(ge=0)]] = Field(
+    infections: dict[InfectedStageName, Annotated[int, Field(ge=0)]] = Field(
         default_factory=lambda: {"asymptomatic": 3, "presymptomatic_mild": 2},
         description="number of agents put in each stage on that day (chosen at random)",
     )
@@ -74,13 +74,6 @@ class SeedingConfig(BaseModel):
             "reference code's population file fixes them (specs: epidemic model section 2.7)"
         ),
     )
-
-    @field_validator("infections")
-    @classmethod
-    def _infected_stages(cls, v: dict[str, int]) -> dict[str, int]:
-        if "susceptible" in v:
-            raise ValueError("seeding stages must be infected stages, not susceptible")
-        return v
 
 
 @dataclass
@@ -340,7 +333,7 @@ class Simulation:
         hit = u < p
         if s.weight is not None:
             s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator)
-        self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen)
+        self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen, introduced=False)
 
     def infect(
         self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator | None = None
@@ -356,8 +349,11 @@ class Simulation:
             gen = generator(self.seed, "infect", day, self.device)
         self._infect(idx, stage, day, gen)
 
-    def _infect(self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator) -> None:
-        """Infect ``idx`` today; their first stage is ``stage`` or drawn by age."""
+    def _infect(
+        self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator, introduced: bool = True
+    ) -> None:
+        """Infect ``idx`` today; their first stage is ``stage`` or drawn by age. ``introduced``:
+        put in from outside (seeding, a hook), not by today's transmission."""
         s = self.state
         if stage is None:
             u = torch.rand(idx.shape[0], generator=gen, device=self.device)
@@ -366,7 +362,7 @@ class Simulation:
         s.infected_day[idx] = day
         self._infected_new.append(idx)
         self._schedule(idx, stage, day, gen)
-        self.recorder.infections(idx)
+        self.recorder.infections(idx, introduced)
         self.recorder.transitions(idx, torch.zeros_like(idx), stage.long())
 
     def _schedule(self, idx: torch.Tensor, stage: torch.Tensor, day: int, gen: torch.Generator) -> None:

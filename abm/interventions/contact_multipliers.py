@@ -152,6 +152,14 @@ class ContactMultipliers(InterventionBase):
         self.levels = cfg.series.levels(self.series) if cfg.series else []
         self._closed: tuple[str, ...] = ()
 
+    @classmethod
+    def first_day(cls, cfg: ContactMultipliersConfig) -> int | None:
+        """The first day of its earliest change, closure or series (None when it has none)."""
+        days = [c.from_day for c in [*cfg.changes, *cfg.closures]]
+        if cfg.series is not None:
+            days.append(cfg.series.start_day)
+        return min(days, default=None)
+
     def hooks(self) -> dict:
         return {Phase.TRANSMISSION: self.apply}
 

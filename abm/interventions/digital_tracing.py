@@ -77,6 +77,7 @@ class DigitalTracing(InterventionBase):
     """Notifies app-owning contacts of app owners who test positive."""
 
     config_model = DigitalTracingConfig
+    needs = ("testing",)
     order = 30
 
     def attach(self, sim: Simulation) -> None:

@@ -67,6 +67,7 @@ class ManualTracing(InterventionBase):
     """Tracers follow household and school/work contacts of positives."""
 
     config_model = ManualTracingConfig
+    needs = ("testing",)
     order = 31
 
     def attach(self, sim: Simulation) -> None:

@@ -58,6 +58,7 @@ class Quarantine(InterventionBase):
     """Sets ``isolated`` on the agents in quarantine."""
 
     config_model = QuarantineConfig
+    needs = ("testing",)
     order = 10
 
     def attach(self, sim: Simulation) -> None:

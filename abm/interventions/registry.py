@@ -41,9 +41,16 @@ class InterventionBase:
     name = ""
     order = 0
     config_model: type[BaseModel]
+    needs: tuple[str, ...] = ()  # interventions whose results it acts on (without them it does nothing)
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
+
+    @classmethod
+    def first_day(cls, cfg: Any) -> int | None:
+        """The first simulation day on which it can act (``cfg.start_day``, else 0); None when it
+        never acts."""
+        return getattr(cfg, "start_day", 0)
 
     def attach(self, sim: Any) -> None:
         """Create the state the intervention keeps; called once before day 0."""
@@ -58,15 +65,47 @@ class InterventionsBase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    def build(self) -> list[Any]:
-        """The enabled interventions."""
-        known = registered()
-        out = []
+    def enabled(self) -> dict[str, Any]:
+        """The settings of the enabled interventions, by name."""
+        out = {}
         for name in type(self).model_fields:
             cfg = getattr(self, name)
             if cfg is not None and getattr(cfg, "enabled", True):
-                out.append(known[name](cfg))
+                out[name] = cfg
         return out
+
+    def idle(self, days: int) -> list[str]:
+        """A note for each enabled intervention that starts after the last of ``days`` days, and
+        so does nothing in the run."""
+        known = registered()
+        notes = []
+        for name, cfg in self.enabled().items():
+            first = known[name].first_day(cfg)
+            if first is not None and first >= days:
+                notes.append(
+                    f"interventions.{name} starts on day {first}, after the {days} simulated days (0..{days - 1}): "
+                    "it does nothing in this run"
+                )
+        return notes
+
+    def check(self) -> None:
+        """Refuse (ValueError) an enabled intervention that acts on the results of another that is
+        off, and so would do nothing."""
+        known = registered()
+        on = self.enabled()
+        for name in on:
+            missing = [need for need in known[name].needs if need not in on]
+            if missing:
+                raise ValueError(
+                    f"interventions.{name}: acts on the results of {' and '.join(missing)}, which "
+                    f"{'is' if len(missing) == 1 else 'are'} off; nothing would happen (turn "
+                    f"{' and '.join(missing)} on, or leave {name} out)"
+                )
+
+    def build(self) -> list[Any]:
+        """The enabled interventions."""
+        known = registered()
+        return [known[name](cfg) for name, cfg in self.enabled().items()]
 
 
 def interventions_model() -> type[InterventionsBase]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -122,10 +123,42 @@ def format_cell(key: str, v: Any) -> str:
     return f"{v:,.1f}"
 
 
-def cost_note(runs: list[RunTables]) -> str:
+# Scenario keys that may differ between compared runs without a word: what a comparison is of
+# (interventions), names, outputs, and settings that change no result's meaning.
+EXPECTED_DIFFERENCES = ("name", "description", "interventions", "outputs", "calibration", "simulation.device",
+                        "simulation.threads", "simulation.replicates")  # fmt: skip
+
+
+def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as {dotted key path: leaf value} (lists are leaves)."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def scenario_differences(runs: list[RunTables]) -> dict[str, list[Any]]:
+    """The scenario values, run by run, of each key that differs between the runs outside
+    :data:`EXPECTED_DIFFERENCES` (runs whose scenario is not known are left out)."""
+    known = [flat(run.scenario) for run in runs if run.scenario is not None]
+    keys = sorted({k for f in known for k in f})
+    expected = tuple(f"{e}." for e in EXPECTED_DIFFERENCES)
+    return {
+        k: [f.get(k) for f in known]
+        for k in keys
+        if k not in EXPECTED_DIFFERENCES
+        and not k.startswith(expected)
+        and len({json.dumps(f.get(k), sort_keys=True) for f in known}) > 1
+    }
+
+
+def table_note(runs: list[RunTables]) -> str:
     """The note under the table: what the costs count (the items the runs booked in costs.csv;
-    unpriced work is free), how to read a negative cost per averted hospitalization, and each
-    run's region where they differ."""
+    unpriced work is free), how to read a negative cost per averted hospitalization, each run's
+    region where they differ, and the scenario values other than interventions that differ
+    (a different epidemic, not only a different intervention)."""
     booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
     items = ", ".join(booked) if booked else "none"
     note = (
@@ -140,6 +173,18 @@ def cost_note(runs: list[RunTables]) -> str:
         note += (
             f" The runs are of different regions ({listed}): shares and figures per agent or per 100,000 "
             "compare, capacities and county totals differ."
+        )
+    differ = scenario_differences(runs)
+    if differ:
+        labels = [run.label for run in runs if run.scenario is not None]
+        shown = [
+            f"{key} ({', '.join(f'{label}: {json.dumps(v)}' for label, v in zip(labels, values, strict=True))})"
+            for key, values in list(differ.items())[:5]
+        ]
+        more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
+        note += (
+            f" The runs differ in more than their interventions: {'; '.join(shown)}{more}; their differences "
+            "are not the interventions' effect alone."
         )
     return note
 
@@ -193,7 +238,7 @@ figure {{ display: inline-block; margin: 8px; }} img {{ max-width: 720px; border
 <p>Cost per averted hospitalization is against the first run, <b>{base}</b>. Files:
 <a href="comparison.csv">comparison.csv</a>, <a href="comparison.md">comparison.md</a>.</p>
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
-<p>{html.escape(cost_note(runs))}</p>
+<p>{html.escape(table_note(runs))}</p>
 <h2>Runs</h2><ul>{"".join(items)}</ul>
 <h2>Plots</h2>{figures}
 </body></html>
@@ -225,7 +270,7 @@ class Comparison:
         table = self.table
         with atomic_folder(out, "comparison") as tmp:
             table.to_csv(tmp / "comparison.csv", index=False)
-            (tmp / "comparison.md").write_text(markdown(table, cost_note(self.runs)))
+            (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs)))
             write_plots(self.runs, tmp / "plots")
             (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out))
         return out

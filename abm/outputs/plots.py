@@ -18,6 +18,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import yaml
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -41,6 +42,7 @@ class RunTables:
     by_age: pd.DataFrame
     costs: pd.DataFrame
     summary: dict[str, Any]
+    scenario: dict[str, Any] | None = None  # the resolved scenario, where known
 
     @property
     def agents(self) -> int:
@@ -65,7 +67,14 @@ class RunTables:
     @classmethod
     def from_result(cls, result: Any, label: str | None = None) -> RunTables:
         """From a :class:`abm.RunResult`."""
-        return cls(label or result.summary["scenario"], result.timeseries, result.by_age, result.costs, result.summary)
+        return cls(
+            label or result.summary["scenario"],
+            result.timeseries,
+            result.by_age,
+            result.costs,
+            result.summary,
+            result.scenario.model_dump(mode="json", by_alias=True),
+        )
 
     @classmethod
     def from_folder(cls, folder: str | Path, label: str | None = None) -> RunTables:
@@ -76,7 +85,9 @@ class RunTables:
         ts = pd.read_parquet(ts_path) if ts_path.is_file() else pd.read_csv(folder / "timeseries.csv")
         by_age = pd.read_csv(folder / "by_age.csv", dtype={"age_group": str})
         costs = pd.read_csv(folder / "costs.csv")
-        return cls(label or summary["scenario"], ts, by_age, costs, summary)
+        resolved = folder / "scenario.resolved.yaml"
+        scenario = yaml.safe_load(resolved.read_text()) if resolved.is_file() else None
+        return cls(label or summary["scenario"], ts, by_age, costs, summary, scenario)
 
 
 def band(table: pd.DataFrame, column: str, scale: float = 1.0, by: str = "day") -> pd.DataFrame:

@@ -14,6 +14,7 @@ import glob
 import os
 import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,6 +97,10 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} (no permission or not a folder)")
+    try:  # permissions do not tell everything (a read-only mount, /proc, a full disk): try it
+        os.rmdir(tempfile.mkdtemp(prefix=".abm-probe-", dir=parent))
+    except OSError as exc:
+        raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} ({exc.strerror or exc})") from None
     return target
 
 

@@ -47,7 +47,8 @@ def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float)
         "peak_hospitalized": peak(hosp, n),
         "peak_hospital_occupancy": peak(occupancy, n),
         "peak_icu": peak(st[:, :, Stage.CRITICAL_ICU], n),
-        "peak_new_infections": peak(res.new_infections.astype(np.float64), n),
+        # Infections by transmission: the initial (seeded) infections are not an epidemic's peak.
+        "peak_new_infections": peak(res.transmitted.astype(np.float64), n),
         # The thesis's "peak daily infection rate": max second difference of the mean
         # cumulative-infected curve (none for a run of 1 or 2 days).
         "peak_infection_rate_2nd_difference": float(np.diff(cum_mean, n=2).max()) if res.days > 2 else None,
