@@ -83,6 +83,7 @@ def validate(
         else:
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
+            note_idle([sc])
             name = sc.name
             if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
                 from abm.calibration.optimize import checked_inputs

@@ -494,6 +494,8 @@ def test_interventions_that_could_never_act_are_named(tmp_path):
     result = runner.invoke(app, ["run", str(SCENARIO), *out, "--set", late])
     text = " ".join(result.output.split())
     assert result.exit_code == 0 and "interventions.contact_multipliers starts on day 25, after the 20" in text
+    result = runner.invoke(app, ["validate", str(SCENARIO), "--set", "simulation.days=20", "--set", late])
+    assert result.exit_code == 0 and "contact_multipliers starts on day 25" in " ".join(result.output.split())
     early = "interventions.contact_multipliers.changes=[{from_day: 19, household: 0.5}, {from_day: 40}]"
     result = runner.invoke(app, ["run", str(SCENARIO), *out, "--set", early])
     assert result.exit_code == 0 and "contact_multipliers starts" not in result.output
