@@ -242,6 +242,30 @@ def test_a_same_day_positive_is_traced_the_next_day(tracer):
         assert sim.activity[name][:, 0].tolist() == [0, total, 0, 0, 0], name
 
 
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
+@pytest.mark.parametrize("shields", [True, False])
+def test_a_contact_isolated_on_the_day_it_would_have_met_the_case_is_not_traced(tracer, shields):
+    """Agent 1 was isolated on day 0, the only day of agent 0's window: where isolation shields
+    both ends (quarantine.blocks: both) they did not meet and agent 1 is not traced; where only
+    the infector's isolation counts (the reference code) it is."""
+    pop = tracing_population()
+    contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
+    rapid = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
+    if tracer == "digital":
+        trace = DigitalTracing(DigitalTracingConfig(compliance=1.0))
+    else:
+        trace = ManualTracing(ManualTracingConfig(recall=1.0, reachable=1.0, compliance=1.0, mode="parallel"))
+    sim = sim_of(pop, [Testing(TestingConfig(tests=[rapid])), trace], days=5, contacts=contacts)
+    sim.fields["has_app"][:] = True
+    sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
+    sim.state.next_day[0] = 10_000
+    sim.step(0)
+    sim.field("isolated_history", torch.int32, 0)[1] = 1  # bit 0 on day 1: isolated on day 0
+    sim.isolation_shields = shields
+    sim.step(1)
+    assert sim.fields["quarantine_request"].tolist() == [False, not shields, True, True, True, False]
+
+
 # ----------------------------------------------------------------------------- quarantine
 def test_a_quarantined_agent_gets_and_gives_no_infection():
     reps = 2000

@@ -40,9 +40,10 @@ def window_contacts(
 
     ``index`` must be among today's index cases (``positives_to_trace``): the contacts of all of
     them are found once per day and layer, and shared by the tracers. Days on which an index case
-    was isolated are skipped (it met nobody then; field ``isolated_history``). With ``tested``
-    (the field ``last_test_day``), a contact of day d who has taken a test on day d or later is
-    skipped.
+    was isolated are skipped (it met nobody then; field ``isolated_history``), and so are days on
+    which the contact was, where isolation shields both ends (``quarantine.blocks: both``; the
+    reference code checks the index case only). With ``tested`` (the field ``last_test_day``), a
+    contact of day d who has taken a test on day d or later is skipped.
     """
     found = [_positives_contacts(sim, layer, day, window_days, tested) for layer in layers]
     owner = torch.cat([index[:0]] + [o for o, _ in found])
@@ -63,20 +64,25 @@ def _positives_contacts(
         del sim.memo[old]
     index = positives_to_trace(sim, day)
     history = sim.fields.get("isolated_history")
+    both_ends = history is not None and sim.isolation_shields  # an isolated contact met nobody either
     first = max(0, day - window_days)
     if getattr(layer, "static", False):
-        # The same contacts every day: looked up once, kept when the index case met anyone in
-        # the window and, with ``tested``, the contact had not tested by its last such day.
-        last = torch.full_like(index, -1)
+        # The same contacts every day: looked up once, kept when the two met on a day of the
+        # window and, with ``tested``, the contact had not tested by the last such day.
         bits = None if history is None else history.index_select(0, index)
-        for d in range(first, day):
-            met = torch.ones_like(index, dtype=torch.bool) if bits is None else ((bits >> (day - 1 - d)) & 1) == 0
-            last = torch.where(met, d, last)
+        last = last_free_day(bits, first, day, index)
         active = (last >= 0).nonzero().squeeze(1)
         o, p = layer.contacts_of(index.index_select(0, active), day)
+        last = last.index_select(0, active.index_select(0, o))
+        if both_ends:
+            last = last_free_day(
+                bits.index_select(0, active.index_select(0, o)) | history.index_select(0, p), first, day, p
+            )
+        keep = last >= 0
         if tested is not None:
-            fresh = (tested.index_select(0, p) < last.index_select(0, active.index_select(0, o))).nonzero().squeeze(1)
-            o, p = o.index_select(0, fresh), p.index_select(0, fresh)
+            keep &= tested.index_select(0, p) < last
+        keep = keep.nonzero().squeeze(1)
+        o, p = o.index_select(0, keep), p.index_select(0, keep)
         sim.memo[key] = (index.index_select(0, active.index_select(0, o)), p)
         return sim.memo[key]
     # Every (index case, day it met anyone) in the window, looked up in one call where the
@@ -99,8 +105,24 @@ def _positives_contacts(
             found.append((sel.index_select(0, o), p))
     o = torch.cat([x for x, _ in found] or [index[:0]])
     p = torch.cat([y for _, y in found] or [index[:0]])
+    on = when.index_select(0, o)
+    keep = torch.ones_like(p, dtype=torch.bool)
+    if both_ends:
+        keep &= ((history.index_select(0, p) >> (day - 1 - on)) & 1) == 0
     if tested is not None:
-        fresh = (tested.index_select(0, p) < when.index_select(0, o)).nonzero().squeeze(1)
-        o, p = o.index_select(0, fresh), p.index_select(0, fresh)
+        keep &= tested.index_select(0, p) < on
+    keep = keep.nonzero().squeeze(1)
+    o, p = o.index_select(0, keep), p.index_select(0, keep)
     sim.memo[key] = (agents.index_select(0, o), p)
     return sim.memo[key]
+
+
+def last_free_day(bits: torch.Tensor | None, first: int, day: int, like: torch.Tensor) -> torch.Tensor:
+    """Per agent (or pair), the last day in [first, day) whose bit in the isolation history
+    ``bits`` (bit k: isolated on day ``day - 1 - k``) is clear, -1 when none (all days when
+    ``bits`` is None); shaped like ``like``."""
+    last = torch.full_like(like, -1)
+    for d in range(first, day):
+        free = torch.ones_like(like, dtype=torch.bool) if bits is None else ((bits >> (day - 1 - d)) & 1) == 0
+        last = torch.where(free, d, last)
+    return last
