@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from abm.entry import results_written
 from abm.outputs.run_folder import OutputFolderError, check_target
 from abm.scenario import ScenarioError, check_device, load_scenario
 
@@ -116,7 +117,8 @@ def is_epidemic_scenario(file: Path) -> bool:
 
 def learning_kind(file: Path) -> str | None:
     """'private calibration' or 'learning' when ``file`` is a scenario for `abm learn`, else None
-    (an epidemic scenario, or a file the epidemic loader will report as unreadable)."""
+    (an epidemic scenario, or a file the epidemic loader will report as unreadable); exits 2 on a
+    ``kind`` other than private_calibration."""
     from abm.learning.errors import LearningScenarioError
     from abm.learning.scenario import read_yaml
 
@@ -124,6 +126,11 @@ def learning_kind(file: Path) -> str | None:
         data = read_yaml(file)
     except LearningScenarioError:
         return None
+    if "kind" in data and data["kind"] != "private_calibration":
+        fail(
+            f"{file}: kind: bad value {data['kind']!r}: allowed: private_calibration (leave kind out for a learning "
+            "or an epidemic scenario)"
+        )
     if data.get("kind") == "private_calibration":
         return "private calibration"
     return "learning" if {"protocols", "split", "data"} & data.keys() else None
@@ -244,6 +251,7 @@ def run(
         try:
             result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
             result.write(target)
+            results_written()
         except ScenarioError as exc:
             fail(str(exc))
         except KeyboardInterrupt:
@@ -314,6 +322,7 @@ def calibrate(
             workers=workers,
             ray_address=ray_address,
         )
+        results_written()
     except (ScenarioError, CalibrationError, OutputFolderError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -390,6 +399,7 @@ def sweep(
                 sweep_plan=sp,
             )
             result.write(target)
+            results_written()
         except ScenarioError as exc:
             fail(str(exc))
         except KeyboardInterrupt:
@@ -427,6 +437,7 @@ def compare(
     try:
         check_target(out, "comparison")
         comp = compare_runs(runs, out)
+        results_written()
     except (CompareError, OutputFolderError) as exc:
         fail(str(exc))
     from abm.outputs.compare import markdown, table_note

@@ -2,7 +2,8 @@
 the libraries load ends with one line and exit code 130 instead of an import traceback. A
 termination request (SIGTERM, as ``kill`` or a batch scheduler sends) is handled as Ctrl-C, so
 that an output being written is removed rather than left half-written; it exits with 143 (128 +
-SIGTERM), Ctrl-C with 130."""
+SIGTERM), Ctrl-C with 130. Once a command has written all its output (:func:`results_written`),
+both are ignored: what remains is printing, and the results are complete."""
 
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ import signal
 import sys
 
 _signal_received: list[int] = []
+_done: list[bool] = []
 
 
-def _terminate(signum: int, frame: object) -> None:
+def results_written() -> None:
+    """A command has written all its output: from now on Ctrl-C and SIGTERM are ignored (in the
+    ``abm`` console script; elsewhere this does nothing)."""
+    _done.append(True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    if _done:
+        return
     _signal_received.append(signum)
     raise KeyboardInterrupt
 
@@ -26,7 +36,9 @@ def _interrupted_code() -> int:
 
 def main() -> None:
     """Run the ``abm`` command."""
-    signal.signal(signal.SIGTERM, _terminate)
+    _done.clear()
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         from abm.cli import main as cli_main
     except KeyboardInterrupt:

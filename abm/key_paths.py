@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -14,3 +15,16 @@ def lookup(data: Any, loc: tuple[Any, ...]) -> Any:
         except (KeyError, IndexError, TypeError):
             return None
     return data
+
+
+def not_finite(data: Any, path: tuple[str, ...] = ()) -> list[str]:
+    """A message for each key whose value is infinite or NaN (YAML's .inf, .nan): no scenario
+    number may be (epidemic, learning and private-calibration scenarios alike)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return [f"{'.'.join(path)}: {data} is not allowed: a finite number is expected here"]
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in not_finite(v, (*path, str(k)))]
+    if isinstance(data, list):
+        head, last = path[:-1], path[-1] if path else ""
+        return [p for i, v in enumerate(data) for p in not_finite(v, (*head, f"{last}[{i}]"))]
+    return []

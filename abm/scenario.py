@@ -6,7 +6,6 @@ path, the bad value and what is allowed.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import types
@@ -22,7 +21,7 @@ from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
-from abm.key_paths import lookup
+from abm.key_paths import lookup, not_finite
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.yaml_loader import load_yaml
 
@@ -458,23 +457,12 @@ def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) 
     return problems
 
 
-def _not_finite(data: Any, path: tuple[str, ...] = ()) -> list[str]:
-    """Keys whose value is infinite or NaN (YAML's .inf, .nan): no scenario number may be."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return [f"{'.'.join(path)}: {data} is not allowed: a finite number is expected here"]
-    if isinstance(data, dict):
-        return [p for k, v in data.items() for p in _not_finite(v, (*path, str(k)))]
-    if isinstance(data, list):
-        return [p for i, v in enumerate(data) for p in _not_finite(v, (*path, str(i)))]
-    return []
-
-
 def validate(
     data: dict[str, Any], source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
 ) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
     the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`)."""
-    mixups = _bool_mixups(Scenario, data) + _not_finite(data)
+    mixups = _bool_mixups(Scenario, data) + not_finite(data)
     if mixups:
         raise ScenarioError(invalid_message(source, mixups))
     try:

@@ -346,6 +346,22 @@ def test_an_output_folder_where_nothing_can_be_written_is_refused_before_the_run
     assert "running" not in text
 
 
+def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
+    """Ctrl-C or SIGTERM while a command prints, its output complete: no exit code 130 that
+    would tell a script the results were not written."""
+    import signal
+
+    from abm import entry
+
+    monkeypatch.setattr(entry, "_done", [])
+    monkeypatch.setattr(entry, "_signal_received", [])
+    with pytest.raises(KeyboardInterrupt):
+        entry._interrupt(signal.SIGTERM, None)
+    assert entry._interrupted_code() == 143
+    entry.results_written()
+    assert entry._interrupt(signal.SIGINT, None) is None and entry._signal_received == [signal.SIGTERM]
+
+
 def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monkeypatch):
     """`--out` on a folder of the user's, on a file, or on the working folder: one message, exit
     code 2, before anything runs, and the user's files are untouched."""

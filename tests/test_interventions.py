@@ -216,8 +216,9 @@ def test_a_positive_is_not_tested_again_unless_the_reference_behaviour_is_asked_
     assert _tests_taken(retest=True, sensitivity=1.0, enter=0.0) == 6
 
 
-@pytest.mark.parametrize("tracer", ["digital", "manual"])
-def test_a_same_day_positive_is_traced_the_next_day(tracer):
+def same_day_case(tracer: str) -> Simulation:
+    """Agent 0 symptomatic, a rapid test (result the same day), every tracer certain, everyone
+    with the app: its household and workmates are agents 1-4."""
     pop = tracing_population()
     contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
     rapid = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
@@ -229,6 +230,12 @@ def test_a_same_day_positive_is_traced_the_next_day(tracer):
     sim.fields["has_app"][:] = True
     sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[0] = 10_000
+    return sim
+
+
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
+def test_a_same_day_positive_is_traced_the_next_day(tracer):
+    sim = same_day_case(tracer)
     for day in range(2):  # agent 0 is tested and positive on day 0, after that day's tracing
         sim.step(day)
     assert sim.fields["positive_day"].tolist()[0] == 0
@@ -248,17 +255,7 @@ def test_a_contact_isolated_on_the_day_it_would_have_met_the_case_is_not_traced(
     """Agent 1 was isolated on day 0, the only day of agent 0's window: where isolation shields
     both ends (quarantine.blocks: both) they did not meet and agent 1 is not traced; where only
     the infector's isolation counts (the reference code) it is."""
-    pop = tracing_population()
-    contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
-    rapid = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
-    if tracer == "digital":
-        trace = DigitalTracing(DigitalTracingConfig(compliance=1.0))
-    else:
-        trace = ManualTracing(ManualTracingConfig(recall=1.0, reachable=1.0, compliance=1.0, mode="parallel"))
-    sim = sim_of(pop, [Testing(TestingConfig(tests=[rapid])), trace], days=5, contacts=contacts)
-    sim.fields["has_app"][:] = True
-    sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
-    sim.state.next_day[0] = 10_000
+    sim = same_day_case(tracer)
     sim.step(0)
     sim.field("isolated_history", torch.int32, 0)[1] = 1  # bit 0 on day 1: isolated on day 0
     sim.isolation_shields = shields

@@ -28,11 +28,14 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
     a one-line notice and exit code 130 (nothing is written either way)."""
     import typer
 
+    from abm.entry import results_written
     from abm.outputs.run_folder import OutputFolderError, check_target
 
     try:
         check_target(target, kind)
-        return work()
+        report = work()
+        results_written()
+        return report
     except OutputFolderError as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None

@@ -27,6 +27,12 @@ def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None
         files.append(path.name)
 
 
+def line_style(k: int) -> dict[str, str]:
+    """The k-th line's colour and dash: ten colours, then the same with another dash, so that
+    every protocol's line differs however many there are (up to 40)."""
+    return {"color": f"C{k % 10}", "linestyle": ("-", "--", ":", "-.")[(k // 10) % 4]}
+
+
 def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> None:
     """One line per protocol: its ``history`` (the mean score after each round), saved to ``path``."""
     import matplotlib
@@ -35,8 +41,8 @@ def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> Non
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name, prot in protocols.items():
-        ax.plot(np.arange(1, len(prot["history"]) + 1), prot["history"], label=name)
+    for k, (name, prot) in enumerate(protocols.items()):
+        ax.plot(np.arange(1, len(prot["history"]) + 1), prot["history"], label=name, **line_style(k))
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)

@@ -32,7 +32,7 @@ from abm.learning.partition import (
 from abm.learning.privacy.aggregation import PlainSum, SumAggregator
 from abm.learning.privacy.dp import DifferentiallyPrivateSum, noise_multiplier_for
 from abm.learning.protocols import RunContext, protocol_class
-from abm.learning.scenario import DPSpec, LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
+from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
 from abm.learning.training import TrainConfig
 
 
@@ -169,24 +169,31 @@ def build_aggregator(
 
         agg = SecureSum(ids, seed)
     if privacy.dp is not None:
-        sigma, releases = dp_noise_multiplier(privacy.dp, rounds)
+        sigma, releases = dp_noise_multiplier(privacy, rounds, len(ids))
         agg = DifferentiallyPrivateSum(agg, privacy.dp.clip, sigma, seed + 17, privacy.dp.accountant, releases)
     return agg
 
 
-def dp_noise_multiplier(dp: DPSpec, rounds: int | None) -> tuple[float, int | None]:
-    """The noise multiplier of a DP spec and the number of releases it is calibrated for: the
-    given ``noise_multiplier`` (no limit), or the accountant's for a target ``epsilon`` over
-    ``rounds`` releases."""
+def dp_noise_multiplier(privacy: PrivacySpec, rounds: int | None, participants: int) -> tuple[float, int | None]:
+    """The noise multiplier of a privacy spec's DP and the number of releases it is calibrated
+    for: the given ``noise_multiplier`` (no limit), or the accountant's for a target ``epsilon``
+    over ``rounds`` releases, one a round. A round in which some of the ``participants`` drop out
+    (``privacy.dropouts``) adds only the survivors' noise shares, sigma sqrt(survivors / n), so it
+    costs n / survivors releases' worth of the budget."""
+    dp = privacy.dp
+    assert dp is not None
     if dp.epsilon is None:
         assert dp.noise_multiplier is not None
         return dp.noise_multiplier, None
     if rounds is None:
         raise ValueError("a target epsilon needs the number of rounds")
-    return noise_multiplier_for(dp.epsilon, rounds, dp.delta, dp.accountant), rounds
+    cost = sum(participants / (participants - len(set(privacy.dropouts.get(t, [])))) for t in range(rounds))
+    return noise_multiplier_for(dp.epsilon, cost, dp.delta, dp.accountant), rounds
 
 
-def privacy_settings(spec: Any, default_rounds: int, releases: int | None = None) -> dict[str, Any] | None:
+def privacy_settings(
+    spec: Any, default_rounds: int, participants: int, releases: int | None = None
+) -> dict[str, Any] | None:
     """A protocol's privacy wrappers as run (None without a privacy block): secure aggregation,
     and for DP the clip, delta, the target epsilon (if one was given), the noise multiplier the
     accountant set, the rounds it was set for, and ``releases``, the noisy sums the accountant
@@ -197,7 +204,7 @@ def privacy_settings(spec: Any, default_rounds: int, releases: int | None = None
     dp = spec.privacy.dp
     if dp is not None:
         rounds = spec.rounds or default_rounds
-        sigma, _ = dp_noise_multiplier(dp, rounds)
+        sigma, _ = dp_noise_multiplier(spec.privacy, rounds, participants)
         out["dp"] = {
             "clip": dp.clip,
             "delta": dp.delta,
@@ -267,7 +274,9 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         wall_time_s=wall,
         epsilon=ctx.aggregator.epsilon(delta) if delta is not None else None,
         delta=delta,
-        privacy=privacy_settings(spec, ctx.rounds, getattr(getattr(ctx.aggregator, "accountant", None), "steps", None)),
+        privacy=privacy_settings(
+            spec, ctx.rounds, len(ids), getattr(getattr(ctx.aggregator, "accountant", None), "steps", None)
+        ),
         summary=protocol.summary(ctx),
         kinds_sent={i: sorted(net.kinds_sent.get(i, set())) for i in ids},
     )

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from abm.key_paths import lookup
+from abm.key_paths import lookup, not_finite
 from abm.learning.errors import LearningScenarioError
 from abm.yaml_loader import load_yaml
 
@@ -109,18 +109,30 @@ class SplitSpec(_Strict):
         if len(chosen) > 1:
             raise ValueError(f"choose at most one of label_skew, quantity_skew, class_groups; got {chosen}")
         if self.class_groups and len(self.class_groups.assignment) != self.participants:
-            raise ValueError("class_groups.assignment needs one group per participant")
-        if self.class_groups and any(not 0 <= g < len(self.class_groups.groups) for g in self.class_groups.assignment):
             raise ValueError(
-                f"class_groups.assignment names groups 0..{len(self.class_groups.groups) - 1} (one per entry of groups)"
+                f"class_groups.assignment: bad value {self.class_groups.assignment}: needs one group per participant "
+                f"({self.participants})"
+            )
+        bad = [
+            g
+            for g in (self.class_groups.assignment if self.class_groups else [])
+            if not 0 <= g < len(self.class_groups.groups)
+        ]
+        if bad:
+            raise ValueError(
+                f"class_groups.assignment: bad groups {bad}: groups are 0..{len(self.class_groups.groups) - 1} "
+                "(one per entry of groups)"
             )
         q = self.quantity_skew
         if q is not None and q.fractions is not None and len(q.fractions) != self.participants:
             raise ValueError(
                 f"quantity_skew.fractions needs one share per participant ({self.participants}), not {len(q.fractions)}"
             )
-        if self.concept_shift and any(not 0 <= k < self.participants for k in self.concept_shift.participants):
-            raise ValueError(f"concept_shift.participants must lie in 0..{self.participants - 1}")
+        bad = [
+            k for k in (self.concept_shift.participants if self.concept_shift else []) if not 0 <= k < self.participants
+        ]
+        if bad:
+            raise ValueError(f"concept_shift.participants: bad participants {bad}: they are 0..{self.participants - 1}")
         return self
 
 
@@ -250,6 +262,13 @@ def key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def refuse_not_finite(source: str, data: Any) -> None:
+    """Refuse an infinite or NaN number anywhere in the scenario (the first one is named)."""
+    bad = not_finite(data)
+    if bad:
+        raise LearningScenarioError(f"{source}: {bad[0]}")
+
+
 def validation_message(
     source: str,
     err: ValidationError,
@@ -334,12 +353,14 @@ def check_protocols(
     default_models: list[Any],
     runner: str,
     data: Any,
+    participants: int,
     member: str = "participant",
 ) -> None:
     """Checks of each protocol run that the schema cannot express: its params against the
     protocol's own config, one architecture where the protocol needs it, what the Flower runners
-    carry, and privacy wrappers only on summing protocols. Raises LearningScenarioError naming
-    the file and the key path. ``member``: what a participant is called in messages."""
+    carry, privacy wrappers only on summing protocols, and a DP delta below 1 / ``participants``
+    (the guarantee is per participant). Raises LearningScenarioError naming the file and the key
+    path. ``member``: what a participant is called in messages."""
     from abm.learning.protocols import protocol_class
 
     seen: dict[str, int] = {}
@@ -370,6 +391,12 @@ def check_protocols(
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {runner!r}: "
                 f"the Flower runners carry only {allowed}; use runner: inprocess"
+            )
+        dp = spec.privacy.dp if spec.privacy else None
+        if dp is not None and dp.delta >= 1 / participants:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy.dp.delta: bad value {dp.delta!r}: the guarantee is per {member}, "
+                f"so delta must be below 1 / {participants} (usually far below: 1e-5, say)"
             )
         if runner != "inprocess" and spec.privacy is not None:
             raise LearningScenarioError(
@@ -474,11 +501,12 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
         data, source = read_yaml(path_or_dict), str(path_or_dict)
     if runner is not None:
         data = {**data, "runner": runner}
+    refuse_not_finite(source, data)
     try:
         scenario = LearningScenario.model_validate(data)
     except ValidationError as e:
         raise LearningScenarioError(validation_message(source, e, data, lambda loc: _allowed_keys(loc, data))) from None
-    check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data)
+    check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data, scenario.split.participants)
     check_indices(source, scenario)
     for i, m in enumerate(scenario.models):
         if m.kind == "cnn" and scenario.data.source != "digits":

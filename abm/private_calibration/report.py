@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from abm.learning.report import jsonable, plot_round_curves, save_figure
+from abm.learning.report import jsonable, line_style, plot_round_curves, save_figure
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
@@ -112,7 +112,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"({report['joint_classes']} joint classes). ND: normalized deviation of the simulated weekly series "
         "at the estimate against the observed series, mean of cases and admissions.",
         "",
-        "| protocol | mean recovery | " + " | ".join(names) + " | MCG | CGS | min gain | mean ND | MB sent | wall s |",
+        "| protocol | mean recovery | "
+        + " | ".join(names)
+        + " | MCG | CGS | min gain | mean ND | MB communicated | wall s |",
         "|---|---:|" + "---:|" * len(names) + "---:|---:|---:|---:|---:|---:|",
     ]
     for key, r in report["protocols"].items():
@@ -201,14 +203,14 @@ def _plots(
     from abm.calibration.observed import weekly
 
     window = tuple(np.datetime64(d) for d in report["window"])
-    show = [k for k in ("local", "centralized", "fedavg", "codream", "cycle") if k in curves] or keys[:3]
+    show = [k for k in keys if k in curves]
     for i, inst in enumerate(institutions):
         obs = weekly(inst.observed_daily, window)
         for c, channel in enumerate(("cases", "hospital_admissions")):
             ax = axes[c, i]
             ax.plot(obs[channel].to_numpy(), "ko", ms=4, label="observed")
-            for k in show:
-                ax.plot(weekly(curves[k][i], window)[channel].to_numpy(), label=k)
+            for j, k in enumerate(show):
+                ax.plot(weekly(curves[k][i], window)[channel].to_numpy(), label=k, lw=1, **line_style(j))
             ax.set_title(f"{inst.name}: {channel.replace('_', ' ')}", fontsize=9)
             ax.set_xlabel("week of window")
             if i == 0:

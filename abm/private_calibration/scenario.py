@@ -19,6 +19,7 @@ from abm.learning.scenario import (
     TrainingSpec,
     check_protocols,
     read_yaml,
+    refuse_not_finite,
     validation_message,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
@@ -189,6 +190,11 @@ class PrivateCalibrationScenario(_Strict):
         seeding = self.parameters["seeding"]
         if seeding.low < 1:
             raise ValueError(f"parameters.seeding.low: bad value {seeding.low}: seeding counts agents, at least 1")
+        share = self.parameters.get("ascertainment")
+        if share is not None and share.high > 1:
+            raise ValueError(
+                f"parameters.ascertainment.high: bad value {share.high}: ascertainment is a share, at most 1"
+            )
         names = [i.name for i in self.institutions]
         if len(set(names)) != len(names):
             raise ValueError(f"institutions: bad value {names}: institution names must differ")
@@ -253,11 +259,14 @@ def load_scenario(
         data, source, base = read_yaml(path_or_dict), str(path_or_dict), Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}
+    refuse_not_finite(source, data)
     try:
         scenario = PrivateCalibrationScenario.model_validate(data)
     except ValidationError as e:
         raise LearningScenarioError(validation_message(source, e, data, _allowed_keys)) from None
-    check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data, member="institution")
+    check_protocols(
+        source, scenario.protocols, scenario.models, scenario.runner, data, len(scenario.institutions), "institution"
+    )
     model_file = base / scenario.model.scenario
     if not model_file.is_file():
         raise LearningScenarioError(

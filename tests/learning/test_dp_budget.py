@@ -102,6 +102,17 @@ def test_target_epsilon_sets_sigma_and_the_run_spends_exactly_it():
     assert agg.noise_multiplier == sigma and agg.max_releases == 6 and agg.clip == 0.5
 
 
+def test_a_target_epsilon_holds_when_participants_drop_out():
+    """A round with dropouts adds only the survivors' noise (sigma sqrt(2/3) with one of three
+    gone), which spends more: sigma is set for that, so the run still spends the target."""
+    s = _scenario()
+    privacy = {"secure_aggregation": True, "dp": {"clip": 0.5, "epsilon": 3.0, "delta": 1e-5}, "dropouts": {1: [0]}}
+    r = run_protocol(s, prepare_data(s), ProtocolSpec(name="fedavg", rounds=6, privacy=privacy))
+    sigma = noise_multiplier_for(3.0, 5 + 3 / 2, 1e-5)  # 5 full rounds, and one that costs 3/2 of one
+    assert r.privacy["dp"]["noise_multiplier"] == sigma > noise_multiplier_for(3.0, 6, 1e-5)
+    assert 3.0 - 1e-6 < r.epsilon <= 3.0
+
+
 @pytest.mark.parametrize(
     ("dp", "name", "message"),
     [

@@ -158,7 +158,7 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         ({"models": []}, "models: bad value []"),
         (
             {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 2]], "assignment": [0, 2]}}},
-            "split: class_groups.assignment names groups 0..1",
+            "split: class_groups.assignment: bad groups [2]: groups are 0..1",
         ),
         (
             {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 20]], "assignment": [0, 1]}}},

@@ -24,7 +24,7 @@ def test_default_scenario_states_the_dp_budget():
     assert spec.privacy is not None and spec.privacy.secure_aggregation
     dp = spec.privacy.dp
     assert dp is not None and (dp.epsilon, dp.delta, dp.noise_multiplier) == (8.0, 1e-5, None)
-    settings = institution_privacy(privacy_settings(spec, scenario.rounds))
+    settings = institution_privacy(privacy_settings(spec, scenario.rounds, len(scenario.institutions)))
     sigma = settings["dp"]["noise_multiplier"]
     assert sigma == noise_multiplier_for(8.0, scenario.rounds, 1e-5)
     assert 8.0 - 1e-6 < rdp_epsilon(sigma, scenario.rounds, 1e-5) <= 8.0

@@ -49,7 +49,7 @@ def clip_l2(vec: torch.Tensor, clip: float) -> torch.Tensor:
     return vec * min(1.0, clip / n) if n > 0 else vec
 
 
-def rdp_epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
+def rdp_epsilon(noise_multiplier: float, steps: float, delta: float) -> float:
     """(epsilon, delta)-DP of ``steps`` Gaussian releases via RDP (Balle et al. 2020 conversion)."""
     return _rdp_to_dp(steps / noise_multiplier**2, delta)
 
@@ -76,7 +76,7 @@ def gdp_delta(eps: float, mu: float) -> float:
     return float(norm.cdf(-eps / mu + mu / 2) - second)
 
 
-def gdp_epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
+def gdp_epsilon(noise_multiplier: float, steps: float, delta: float) -> float:
     """Exact (epsilon, delta) of ``steps`` Gaussian releases (composition is mu-GDP)."""
     return _gdp_mu_to_dp(math.sqrt(steps) / noise_multiplier, delta)
 
@@ -93,9 +93,10 @@ def _gdp_mu_to_dp(mu: float, delta: float) -> float:
     return float(brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-10))
 
 
-def noise_multiplier_for(epsilon: float, steps: int, delta: float, method: str = "rdp") -> float:
+def noise_multiplier_for(epsilon: float, steps: float, delta: float, method: str = "rdp") -> float:
     """The smallest noise multiplier whose ``steps`` Gaussian releases spend at most ``epsilon``
-    at ``delta`` under the ``method`` accountant (bisection on log sigma, relative tolerance 1e-9)."""
+    at ``delta`` under the ``method`` accountant (bisection on log sigma, relative tolerance 1e-9).
+    ``steps`` may be fractional: releases at sigma / sqrt(c) cost c releases at sigma."""
     if epsilon <= 0 or steps < 1 or not 0 < delta < 1:
         raise ValueError(f"need epsilon > 0, steps >= 1 and 0 < delta < 1 (got {epsilon}, {steps}, {delta})")
     if method not in ("rdp", "gdp"):
