@@ -407,6 +407,11 @@ def sweep(
             err_console.print(f"interrupted: no results were written to {target}", highlight=False)
             raise typer.Exit(130) from None
     table = Table(title=f"{total} runs ({sp.replicates} per variant); means over replicates")
+    people, agents = result.info["region_population"], result.info["agents"]
+    table.caption = (
+        f"deaths, beds and costs are for the {' or '.join(f'{a:,}' for a in agents)} simulated agents of a run; "
+        f"the region has {people:,} residents"
+    )
     table.add_column("variant")
     for name in ("infected", "peak beds", "deaths", "cost $"):
         table.add_column(name, justify="right")
@@ -500,10 +505,11 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     ci = s["cumulative_infected"]
     table.add_row("cumulative infected", f"{ms(ci)} ({100 * ci['share']:.1f}%)")
     ph = s["peak_hospitalized"]
+    rising = " (last day: still rising?)"
     when = f" on day {ph['day']} ({ph['per_100k']:,.0f}/100k)" if ph["value"] > 0 else " (no one hospitalized)"
-    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when}")
+    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when}{rising if ph['at_end'] else ''}")
     po = s["peak_hospital_occupancy"]
-    beds_when = f" on day {po['day']}" if po["value"] > 0 else ""
+    beds_when = f" on day {po['day']}{rising if po['at_end'] else ''}" if po["value"] > 0 else ""
     table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{beds_when}")
     table.add_row("days over capacity", str(s["hospital_capacity"]["days_over_capacity"]))
     table.add_row("deaths", ms(s["deaths"]))

@@ -289,6 +289,15 @@ def outcome(name: str, value: Any) -> int | float | None:
     return int(value) if name in INTEGER_OUTCOMES else float(value)
 
 
+def as_run(sc: Scenario, beds_per_100k: float) -> dict[str, Any]:
+    """A variant's scenario as each of its replicates ran: one replicate (with seed
+    ``simulation.seed + r``), and the hospital capacity it used (the region's if unset)."""
+    data = sc.model_dump(mode="json", by_alias=True)
+    data["simulation"]["replicates"] = 1
+    data["outputs"]["hospital_beds_per_100k"] = beds_per_100k
+    return data
+
+
 def run_task(task: SweepTask) -> dict[str, Any]:
     """Run one (variant, replicate) and return its outcomes (and its engine seconds, kept
     apart from the table because timings differ from run to run)."""
@@ -304,6 +313,8 @@ def run_task(task: SweepTask) -> dict[str, Any]:
         "variant": task.variant,
         "replicate": task.replicate,
         "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES},
+        "beds_per_100k": float(s["hospital_capacity"]["beds_per_100k"]),
+        "region_population": int(s["region_population"]),
         "engine_seconds": float(result.manifest["timings"]["engine_seconds"]),
         "population_seconds": float(result.manifest["timings"]["population_seconds"]),
     }
@@ -368,6 +379,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
                 **swept,
                 "replicate": res["replicate"],
                 "seed": sweep_plan.variants[v].simulation.seed + res["replicate"],
+                "agents": sweep_plan.variants[v].population.agents,  # the counts are these agents'
                 **res["outcomes"],
             }
         )
@@ -380,6 +392,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             **{a.key: _column_value(x) for a, x in zip(sweep_plan.axes, values, strict=True)},
         }
         row["replicates"] = len(group)
+        row["agents"] = sweep_plan.variants[int(v)].population.agents
         for name in OUTCOMES:
             values = group[name].to_numpy(dtype=float)
             values = values[~np.isnan(values)]  # a peak day over the replicates that have a peak
@@ -431,6 +444,8 @@ def run_sweep(
         "source": sp.source,
         "sweeps": {a.key: list(a.values) for a in sp.axes},
         "replicates": sp.replicates,
+        "agents": sorted({sc.population.agents for sc in sp.variants}),
+        "region_population": results[0]["region_population"],
         "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
         "backend": backend,
         "torch": torch.__version__,
@@ -446,7 +461,7 @@ def run_sweep(
                 "variant": v,
                 "label": sp.label(v),
                 "sweep": {a.key: x for a, x in zip(sp.axes, sp.assignments[v]["values"], strict=True)},
-                "scenario": sc.model_dump(mode="json", by_alias=True),
+                "scenario": as_run(sc, next(r["beds_per_100k"] for r in results if r["variant"] == v)),
             }
             for v, sc in enumerate(sp.variants)
         ],

@@ -51,7 +51,11 @@ def test_compare_labels_every_run_apart_and_refuses_a_run_given_twice(tiny, tmp_
     other = tmp_path / "other" / "tiny"
     shutil.copytree(tiny, other)
     comp = load_runs([tiny, other])
-    assert [r.label for r in comp.runs] == ["ni", f"ni ({other})"]  # both folders are called tiny
+    # both are ni in folders called tiny: each is labelled with its path
+    assert [r.label for r in comp.runs] == [f"ni ({tiny.resolve()})", f"ni ({other.resolve()})"]
+    third = tmp_path / "ni_seed7"
+    shutil.copytree(tiny, third)
+    assert [r.label for r in load_runs([tiny, third]).runs] == ["ni (tiny)", "ni (ni_seed7)"]
     with pytest.raises(CompareError, match="given twice"):
         load_runs([tiny, tiny])
     with pytest.raises(CompareError, match=r"None: not a run; give run folders or results of abm.run"):
@@ -73,7 +77,7 @@ def test_compare_names_a_summary_it_cannot_read_and_notes_different_regions(tiny
     summary["region"] = "Other County"
     (elsewhere / "summary.json").write_text(json.dumps(summary))
     runs = load_runs([tiny, elsewhere]).runs
-    assert "different regions (ni: King County, WA, ni (elsewhere): Other County)" in table_note(runs)
+    assert "different regions (ni (tiny): King County, WA, ni (elsewhere): Other County)" in table_note(runs)
     assert "different regions" not in table_note(load_runs([tiny]).runs)
 
 
@@ -90,8 +94,9 @@ def test_compare_notes_scenario_values_that_differ_besides_interventions(tiny, t
     runs = load_runs([tiny, other]).runs
     rate = runs[0].scenario["disease"]["transmission_rate"]
     assert scenario_differences(runs) == {"disease.transmission_rate": [rate, 9.5]}
-    assert f"differ in more than their interventions: disease.transmission_rate (ni: {rate}, ni (other): 9.5)" in (
-        table_note(runs)
+    assert (
+        f"differ in more than their interventions: disease.transmission_rate (ni (tiny): {rate}, ni (other): 9.5)"
+        in (table_note(runs))
     )
     resolved["disease"]["transmission_rate"] = rate
     (other / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved))

@@ -133,6 +133,12 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
     # A cost per averted hospitalization of a few dollars keeps its cents.
     assert format_cell("cost_per_averted_hospitalization", 0.2854) == "0.29"
     assert format_cell("total_cost", 193914.4) == "193,914" and format_cell("total_cost", 0.0) == "0"
+    # Small shares and counts keep two digits: 0.04% of the agents is hundreds of residents.
+    assert format_cell("cumulative_infected_share", 0.0004) == "0.04%" and format_cell("deaths", 0.04) == "0.04"
+    assert format_cell("cumulative_infected_share", 0.0) == "0.0%" and format_cell("deaths", 12.34) == "12.3"
+    # The note says the counts are the agents', with the factor to the county's.
+    agents = table["agents"].iloc[0]
+    assert f"2,252,782 residents / {agents:,} agents = x {2252782 / agents:,.1f}" in lines[7]
     report = (out / "report.html").read_text()
     for name in runs:  # each run is a row of the table and an item of the run list
         assert f"<tr><td>{name}</td>" in report and f"<li><b>{name}</b>: " in report

@@ -50,7 +50,11 @@ def test_rows_are_ordered_and_seeded_by_variant_and_replicate(local_sweep):
     assert list(t["contacts.community.weight"]) == [0.3, 0.3, 0.6, 0.6]
     # Replicate r runs with the scenario's seed + r, the same in every variant.
     assert list(t["seed"]) == [1234, 1235, 1234, 1235]
-    assert list(t.columns[4:]) == list(OUTCOMES)
+    assert list(t.columns[4:]) == ["agents", *OUTCOMES] and (t["agents"] == TINY["agents"]).all()
+    # sweep.json records each variant as its replicates ran: one replicate, the capacity used.
+    ran = local_sweep.info["variants"][1]["scenario"]
+    assert ran["simulation"]["replicates"] == 1 and ran["outputs"]["hospital_beds_per_100k"] == pytest.approx(55, 0.01)
+    assert local_sweep.info["agents"] == [TINY["agents"]] and local_sweep.info["region_population"] == 2_252_782
 
 
 def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):
@@ -196,7 +200,7 @@ def test_a_curve_that_stays_at_zero_has_no_peak_day():
 
     run = abm.run(SCENARIO, agents=2000, days=5, replicates=2)
     occ = run.summary["peak_hospital_occupancy"]
-    assert occ == {"value": 0.0, "day": None, "per_100k": 0.0}
+    assert occ == {"value": 0.0, "day": None, "per_100k": 0.0, "at_end": False}
     new, transmitted = run.result.new_infections, run.result.transmitted
     assert (new[0] == 5).all() and (transmitted[0] == 0).all() and (new[1:] == transmitted[1:]).all()
     assert run.summary["peak_new_infections"]["value"] == transmitted.mean(axis=1).max() > 0

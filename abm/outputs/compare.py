@@ -28,16 +28,16 @@ COLUMNS = {
     "run": "run",
     "agents": "agents",
     "replicates": "replicates",
-    "peak_hospital_occupancy": "peak hospital beds in use (mean curve)",
+    "peak_hospital_occupancy": "peak hospital beds in use (mean curve, of the agents)",
     "peak_hospital_occupancy_per_100k": "peak beds per 100k",
     "peak_hospital_day": "day of peak",
     "peak_share_of_capacity": "peak / capacity",
     "days_over_capacity": "days over capacity",
     "share_of_days_over_capacity": "share of days over capacity",
     "cumulative_infected_share": "cumulative infected share",
-    "deaths": "deaths (mean)",
-    "hospitalizations": "hospitalizations (mean)",
-    "total_cost": "total cost $ (mean)",
+    "deaths": "deaths (mean, of the agents)",
+    "hospitalizations": "hospitalizations (mean, of the agents)",
+    "total_cost": "total cost $ (mean, for the agents)",
     "cost_per_averted_hospitalization": "cost per averted hospitalization $ (vs first run)",
 }
 
@@ -115,12 +115,12 @@ def format_cell(key: str, v: Any) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if key in ("peak_share_of_capacity", "share_of_days_over_capacity", "cumulative_infected_share"):
-        return f"{100 * v:.1f}%"
+        return f"{100 * v:.2g}%" if 0 < abs(v) < 0.001 else f"{100 * v:.1f}%"  # 0.04% must not read as 0.0%
     if key in ("agents", "replicates", "peak_hospital_day", "days_over_capacity"):
         return f"{int(v):,}"
     if key in ("total_cost", "cost_per_averted_hospitalization"):
         return f"{v:,.2f}" if 0 < abs(v) < 100 else f"{v:,.0f}"  # a few dollars must not read as 0
-    return f"{v:,.1f}"
+    return f"{v:.2g}" if 0 < abs(v) < 0.1 else f"{v:,.1f}"  # nor 0.04 deaths as 0.0
 
 
 # Scenario keys that may differ between compared runs without a word: what a comparison is of
@@ -161,12 +161,28 @@ def table_note(runs: list[RunTables]) -> str:
     (a different epidemic, not only a different intervention)."""
     booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
     items = ", ".join(booked) if booked else "none"
+    scales = {
+        (run.agents, run.summary.get("region_population")) for run in runs if run.summary.get("region_population")
+    }
+    county = "; ".join(
+        f"{people:,} residents / {agents:,} agents = x {people / agents:,.1f}" for agents, people in scales
+    )
     note = (
+        "Beds, deaths, hospitalizations and costs are of each run's simulated agents (the agents column), not of "
+        f"the region: multiply by its residents over the agents for the region's figures ({county or 'unknown'}); "
+        "shares and figures per 100,000 compare as they are. "
         f"Costs are the items each run booked in its costs.csv ({items}). An intervention's work without a "
         "price in the scenario costs nothing: by default tracing notifications, interviews and quarantine days "
         "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day). "
-        "A negative cost per averted hospitalization means fewer hospitalizations for less money than the first run."
+        "A negative cost per averted hospitalization means fewer hospitalizations for less money than the first run; "
+        "it is blank for the first run and for a run that averts none."
     )
+    late = [run.label for run in runs if run.summary["peak_hospital_occupancy"].get("day") == run.days - 1]
+    if late:
+        note += (
+            f" The hospital peak of {', '.join(late)} is on the last simulated day: the curve may still be rising, "
+            "so the peak and its day are lower bounds; run more days."
+        )
     regions = {run.summary.get("region") for run in runs}
     if len(regions) > 1:
         listed = ", ".join(f"{run.label}: {run.summary.get('region')}" for run in runs)
@@ -277,7 +293,8 @@ class Comparison:
 
 
 def load_runs(items: list[Any]) -> Comparison:
-    """Runs from run folders and/or :class:`abm.RunResult` objects; labels made unique."""
+    """Runs from run folders and/or :class:`abm.RunResult` objects; labels made unique: runs of
+    one scenario name are each labelled with their folder's name (or path)."""
     from abm.runs import RunResult
 
     runs, folders = [], []
@@ -321,8 +338,9 @@ def load_runs(items: list[Any]) -> Comparison:
         )
     used: set[str] = set()
     folder_names = [f.resolve().name for f in folders if f is not None]  # "." has a name too
-    for run, folder in zip(runs, folders, strict=True):  # a label taken: the folder's name, then its path
-        names = [run.label]
+    shared = {label for label in (r.label for r in runs) if [r.label for r in runs].count(label) > 1}
+    for run, folder in zip(runs, folders, strict=True):  # a shared name: the folder's name, then its path
+        names = [] if run.label in shared and folder is not None else [run.label]
         if folder is not None:  # the folder's name where it tells this run apart, else its path
             name = folder.resolve().name
             names += [f"{run.label} ({name})"] if folder_names.count(name) == 1 else []

@@ -18,13 +18,19 @@ def mean_sd(values: np.ndarray) -> dict[str, float]:
     return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
-def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float | int | None]:
+def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float | int | bool | None]:
     """Peak of the mean curve over replicates ([day, replicate]) and its first day; the day is
-    None for a curve that stays at zero (it has no peak)."""
+    None for a curve that stays at zero (it has no peak). ``at_end``: the peak is on the last
+    day, so the curve may still be rising and the peak is a lower bound."""
     mean = curve_by_replicate.mean(axis=1)
     day = int(mean.argmax())
     value = float(mean[day])
-    return {"value": value, "day": day if value > 0 else None, "per_100k": value * 1e5 / agents}
+    return {
+        "value": value,
+        "day": day if value > 0 else None,
+        "per_100k": value * 1e5 / agents,
+        "at_end": bool(value > 0 and day == mean.shape[0] - 1),
+    }
 
 
 def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float) -> dict[str, Any]:
