@@ -25,6 +25,7 @@ from abm import __version__
 from abm.engine import Simulation, SimulationResult
 from abm.outputs import tables
 from abm.outputs.run_folder import atomic_folder
+from abm.outputs.strict_json import dumps
 from abm.outputs.summary import summarize
 from abm.populations import Population, build_population, load_region
 from abm.populations.reference import build_reference_population
@@ -167,12 +168,12 @@ class RunResult:
             self.by_age.to_csv(tmp / "by_age.csv", index=False)
             self.by_tract.to_csv(tmp / "by_tract.csv", index=False)
             self.costs.to_csv(tmp / "costs.csv", index=False)
-            (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
+            (tmp / "summary.json").write_text(dumps(self.summary))
             if figures:
                 self.manifest["timings"].update(self.write_figures(tmp, boundaries=boundaries, map_days=map_days))
             self.manifest["timings"]["output_seconds"] = time.perf_counter() - start
             self.manifest["files"] = [*sorted(p.name for p in tmp.iterdir()), "manifest.json"]
-            (tmp / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
+            (tmp / "manifest.json").write_text(dumps(self.manifest))
         return out
 
 

@@ -146,8 +146,10 @@ class Scenario(BaseModel):
         return self
 
     def resolved_yaml(self) -> str:
-        """Every value, defaults included: loading this text gives the same scenario."""
+        """Every value, defaults included: loading this text gives the same scenario. An
+        intervention that is off by absence is left out (as absent, it stays off)."""
         data = self.model_dump(mode="json", by_alias=True)
+        data["interventions"] = {k: v for k, v in data["interventions"].items() if v is not None}
         return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
 
 
@@ -391,10 +393,15 @@ def invalid_message(source: str, lines: list[str]) -> str:
     return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
 
 
+# Keys that name a data file: a relative path is read from the scenario file's folder when the
+# file is there (else, as before, from the working folder).
+DATA_FILE_KEYS = (("calibration", "data"), ("interventions", "contact_multipliers", "series", "source"))
+
+
 def read_scenario_data(path: str | Path) -> dict[str, Any]:
     """A scenario file with its ``extends`` chain merged, its name defaulted to the file name
-    (a name is not inherited from the file it extends, see :func:`load_raw`) and a relative region
-    path made relative to the file."""
+    (a name is not inherited from the file it extends, see :func:`load_raw`), and a relative
+    region path, observed-data file or multiplier series file made relative to the file."""
     path = Path(path)
     data = load_raw(path)
     data.setdefault("name", path.stem)
@@ -403,6 +410,13 @@ def read_scenario_data(path: str | Path) -> dict[str, Any]:
         region = pop["region"]
         if not (REGIONS_DIR / region).is_dir() and not Path(region).is_absolute():
             data["population"] = {**pop, "region": str((path.parent / region).resolve())}
+    for keys in DATA_FILE_KEYS:
+        value = lookup(data, keys)
+        if isinstance(value, str) and not Path(value).is_absolute() and (path.parent / value).is_file():
+            node = data
+            for key in keys[:-1]:
+                node = node[key]
+            node[keys[-1]] = str((path.parent / value).resolve())
     return data
 
 

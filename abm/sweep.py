@@ -37,6 +37,7 @@ from abm import __version__
 from abm.outputs.compare import comparison_table
 from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
+from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
 from abm.parallel import check_ray_device, ray_session
 from abm.runs import OVERRIDE_KEYS, resolve
@@ -114,7 +115,7 @@ class SweepResult:
         with atomic_folder(out, "sweep") as tmp:
             self.table.to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
-            (tmp / "sweep.json").write_text(json.dumps(self.info, indent=2) + "\n")
+            (tmp / "sweep.json").write_text(dumps(self.info))
         return out
 
 

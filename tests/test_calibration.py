@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -90,7 +92,7 @@ def test_bad_targets_get_clear_messages(tmp_path):
         load_observed(config(fit_window=["2020-03-01", "2020-03-08"]))
     with pytest.raises(CalibrationError, match="no value on 2020-03-09"):
         load_observed(config(fit_window=["2020-03-05", "2020-03-12"]))
-    with pytest.raises(CalibrationError, match="lies outside the data"):
+    with pytest.raises(CalibrationError, match=f"lies outside the data of '{bad}'"):
         load_observed(config(fit_window=["2020-03-01", "2020-04-30"]))
     with pytest.raises(CalibrationError, match="'cases' is not a column"):
         load_observed(config(targets=["cases"]))
@@ -98,6 +100,14 @@ def test_bad_targets_get_clear_messages(tmp_path):
     nan.write_text("date,deaths\n" + "\n".join(f"2020-03-{d:02d},{'' if d == 2 else 1}" for d in range(1, 9)) + "\n")
     with pytest.raises(CalibrationError, match="no value on 2020-03-02"):
         load_observed(config(data=str(nan), fit_window=["2020-03-01", "2020-03-07"]))
+    endless = tmp_path / "inf.csv"
+    endless.write_text("date,deaths\n" + "\n".join(f"2020-03-{d:02d},{'inf' if d == 4 else 1}" for d in range(1, 9)))
+    with pytest.raises(CalibrationError, match="has an infinite count on 2020-03-04; counts must be finite"):
+        load_observed(config(data=str(endless), fit_window=["2020-03-01", "2020-03-07"]))
+    twice = tmp_path / "twice.csv"
+    twice.write_text("date,deaths\n" + "\n".join(f"2020-03-{d:02d},1" for d in [*range(1, 9), 5]))
+    with pytest.raises(CalibrationError, match="date 2020-03-05 appears more than once; give one row per date"):
+        load_observed(config(data=str(twice), fit_window=["2020-03-01", "2020-03-07"]))
 
 
 def test_bundled_king_county_series_cover_the_2020_windows():
@@ -225,12 +235,48 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
             {"data": "nope.csv"},
             "cal.yaml: calibration.data: 'nope.csv' is neither a bundled series (king_county_2020) nor a file",
         ),
+        (
+            {"parameters": {"interventions.vaccination.start_day": {"low": 0, "high": 30, "integer": True}}},
+            "calibration.parameters.interventions.vaccination.start_day: the scenario has no interventions.vaccination",
+        ),
+        (
+            {"parameters": {"seeding.infections.presymptomatic_mild": {"low": 1, "high": 10}}},
+            "calibration.parameters.seeding.infections.presymptomatic_mild: takes whole numbers; add integer: true",
+        ),
+        (
+            {"targets": ["hospital_admissions"]},
+            "parameters.calibration.observation.death_delay_days acts on deaths, which is not among targets",
+        ),
     ],
 )
 def test_bad_calibration_sections_are_refused_before_anything_runs(tmp_path, change, message):
     code, output, out = calibration_cli(tmp_path, change)
     assert code == 2 and message in output, output
     assert "Traceback" not in output and not out.exists()
+
+
+def test_a_relative_data_file_is_read_beside_the_scenario(tmp_path, monkeypatch):
+    """calibration.data: obs.csv next to the scenario file is found from any working folder,
+    and the calibrated scenario names it by its full path."""
+    from abm.calibration.optimize import checked_inputs
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    bundled = Path(__file__).resolve().parents[1] / "abm/calibration/data/king_county_2020.csv"
+    shutil.copy(bundled, folder / "obs.csv")
+    path = folder / "cal.yaml"
+    path.write_text(yaml.safe_dump({"extends": str(KC_CALIBRATION), "calibration": {"data": "obs.csv"}}))
+    monkeypatch.chdir(tmp_path)
+    _, sc, observed = checked_inputs(path)
+    assert sc.calibration.data == str(folder / "obs.csv") and len(observed) > 100
+
+
+def test_output_json_is_strict():
+    """A loss with no data to score (NaN) is written as null, not as a bare NaN."""
+    from abm.outputs.strict_json import dumps
+
+    text = dumps({"nd": float("nan"), "rmse": np.float64(np.inf), "n": np.int64(3), "xs": (1.5, np.nan)})
+    assert json.loads(text) == {"nd": None, "rmse": None, "n": 3, "xs": [1.5, None]} and "NaN" not in text
 
 
 def test_a_calibration_needs_a_free_parameter():

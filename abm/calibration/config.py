@@ -160,6 +160,14 @@ class CalibrationConfig(BaseModel):
                 raise ValueError(f"{name} starts on {w[0]}, before start_date {self.start_date}")
             if w is not None and (w[1] - w[0]).days + 1 < 7:
                 raise ValueError(f"{name} {w[0]} to {w[1]} holds no whole week; losses are on weekly counts (7 days)")
+        for key in self.parameters:  # an observation value fitted to no target would only drift
+            field = key.removeprefix("calibration.observation.")
+            target = "cases" if field in ("ascertainment", "case_delay_days") else "deaths"
+            if field != key and target not in self.targets:
+                raise ValueError(
+                    f"parameters.{key} acts on {target}, which is not among targets ({', '.join(self.targets)}); "
+                    "no data would fit it: leave it out"
+                )
         h = self.holdout_window
         if h is not None and h[0] <= self.fit_window[1]:
             raise ValueError(

@@ -40,6 +40,12 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
         bad = pd.to_datetime(frame["date"], errors="coerce").isna()
         value = frame["date"][bad].iloc[0] if bad.any() else frame["date"].iloc[0]
         raise CalibrationError(f"{at}calibration.data: {source!r}: date {value!r} is not a date; write YYYY-MM-DD")
+    twice = frame["date"][frame["date"].duplicated()]
+    if len(twice):
+        raise CalibrationError(
+            f"{at}calibration.data: {source!r}: date {twice.iloc[0].date()} appears more than once; "
+            "give one row per date"
+        )
     frame = frame.set_index("date").sort_index()
     for target in cfg.targets:
         if target not in frame.columns:
@@ -62,7 +68,7 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
         days = pd.date_range(a, b, freq="D")
         if days[0] < frame.index.min() or days[-1] > frame.index.max():
             raise CalibrationError(
-                f"{at}calibration.{name}: {a} to {b} lies outside the data "
+                f"{at}calibration.{name}: {a} to {b} lies outside the data of {source!r} "
                 f"({frame.index.min().date()} to {frame.index.max().date()})"
             )
         part = frame.reindex(days)[cfg.targets]
@@ -75,6 +81,12 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
         if len(negative):
             raise CalibrationError(
                 f"{at}calibration.{name}: {source!r} has a negative count on {negative[0].date()}; counts must be >= 0"
+            )
+        endless = part.index[np.isinf(part.to_numpy()).any(axis=1)]
+        if len(endless):
+            raise CalibrationError(
+                f"{at}calibration.{name}: {source!r} has an infinite count on {endless[0].date()}; counts must be "
+                "finite numbers >= 0"
             )
     return frame[cfg.targets].astype(float)
 

@@ -30,7 +30,9 @@ from abm.calibration.observed import (
     simulated,
     weekly,
 )
+from abm.key_paths import lookup
 from abm.outputs.run_folder import atomic_folder, check_target
+from abm.outputs.strict_json import dumps
 from abm.parallel import check_ray_device, ray_session
 from abm.runs import run
 from abm.scenario import (
@@ -65,6 +67,25 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
     """Each free parameter must name a scenario key whose bounds both give a valid scenario
     that still covers the windows; checked before anything runs."""
     for key, bounds in cfg.parameters.items():
+        parts = key.split(".")
+        if parts[0] == "interventions" and len(parts) > 2 and lookup(data, ("interventions", parts[1])) is None:
+            raise CalibrationError(
+                f"{source}: calibration.parameters.{key}: the scenario has no interventions.{parts[1]}, and "
+                "varying one of its values would turn it on with its defaults; add it to the scenario first"
+            )
+        if not bounds.integer:  # a value between the bounds, as the sampler draws it
+            inside = bounds.low + 0.382 * (bounds.high - bounds.low)
+            try:
+                validate(with_values(data, {key: inside}), source)
+            except ScenarioError:
+                try:
+                    validate(with_values(data, {key: round(inside)}), source)
+                except ScenarioError:
+                    pass  # another fault: the bounds' checks below name it
+                else:
+                    raise CalibrationError(
+                        f"{source}: calibration.parameters.{key}: takes whole numbers; add integer: true"
+                    ) from None
         for which, value in (("low", bounds.low), ("high", bounds.high)):
             drawn = int(value) if bounds.integer else value
             where = f"{source}: calibration.parameters.{key}: {which} {drawn!r}"
@@ -460,7 +481,7 @@ def calibrate(
     with atomic_folder(target, "calibration") as tmp:
         (tmp / "calibrated.yaml").write_text(calibrated.resolved_yaml())
         table.to_csv(tmp / table_name, index=False)
-        (tmp / "calibration.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (tmp / "calibration.json").write_text(dumps(summary))
         plot_fit(observed, sim, band, cfg, tmp / "fit.png")
     return summary
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ import numpy as np
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
 from abm.outputs.run_folder import atomic_folder, check_target
+from abm.outputs.strict_json import dumps, jsonable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -115,21 +115,6 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     return files
 
 
-def jsonable(obj: Any) -> Any:
-    """``obj`` with numpy values as Python ones and NaN or infinite floats as None (strict JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
-
-
 def run_scenario(
     path_or_dict: str | Path | dict[str, Any], out_dir: str | Path, runner: str | None = None
 ) -> dict[str, Any]:
@@ -149,7 +134,7 @@ def run_scenario(
     with atomic_folder(out, "learning") as tmp:
         report["plots"] = _plots(report, tmp)
         report = jsonable(report)
-        (tmp / "report.json").write_text(json.dumps(report, indent=1))
+        (tmp / "report.json").write_text(dumps(report, indent=1))
         (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=1))
     return report
 

@@ -6,7 +6,6 @@ Everything is written into a temporary sibling folder that is renamed at the end
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from abm.learning.report import jsonable, line_style, plot_round_curves, save_figure
+from abm.learning.report import line_style, plot_round_curves, save_figure
 from abm.outputs.run_folder import atomic_folder, check_target
+from abm.outputs.strict_json import dumps
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
@@ -249,7 +249,7 @@ def run_private_calibration(
     with atomic_folder(target, "private_calibration") as tmp:
         report["plots"] = _plots(report, curves, institutions, tmp)
         # strict JSON: a figure that cannot be computed (NaN) is written as null
-        (tmp / "report.json").write_text(json.dumps(jsonable(report), indent=2, allow_nan=False) + "\n")
+        (tmp / "report.json").write_text(dumps(report))
         (tmp / "report.md").write_text(markdown(report))
         (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=2) + "\n")
     return report

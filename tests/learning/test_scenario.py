@@ -218,7 +218,7 @@ def test_the_class_counts_the_checks_use_are_those_of_the_data(name):
 
 
 def test_reports_write_strict_json():
-    from abm.learning.report import jsonable
+    from abm.outputs.strict_json import jsonable
 
     assert jsonable({"a": float("nan"), 1: [np.float32(0.5), float("inf")], "b": np.arange(2)}) == {
         "a": None,
