@@ -239,6 +239,9 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
             part, i = int(parts[i]), i + 1
         else:  # the longest run of parts that is a key here (calibration parameters have dots)
             j = next((j for j in range(len(parts), i + 1, -1) if ".".join(parts[i:j]) in node), i + 1)
+            if parts[:i] == ["calibration", "parameters"] and ".".join(parts[i:j]) not in node:
+                # a new free parameter: the rest of the path is its key, but for a bound at the end
+                j = len(parts) - 1 if parts[-1] in ("low", "high", "integer") and len(parts) - i > 1 else len(parts)
             part, i = ".".join(parts[i:j]), j
         if i == len(parts):
             node[part] = value

@@ -271,6 +271,24 @@ def test_a_relative_data_file_is_read_beside_the_scenario(tmp_path, monkeypatch)
     assert sc.calibration.data == str(folder / "obs.csv") and len(observed) > 100
 
 
+def test_set_reaches_free_parameters_whose_keys_have_dots():
+    """--set on calibration.parameters: an existing parameter's bound, or a new parameter whole
+    or bound by bound (its key path is the rest of the option's path)."""
+    from abm.scenario import load_scenario
+
+    def params(*sets: str) -> dict:
+        return load_scenario(KC_CALIBRATION, list(sets)).calibration.parameters
+
+    assert params("calibration.parameters.disease.transmission_rate.low=2.5")["disease.transmission_rate"].low == 2.5
+    new = params("calibration.parameters.contacts.community.weight={low: 0.1, high: 0.5}")
+    assert (new["contacts.community.weight"].low, new["contacts.community.weight"].high) == (0.1, 0.5)
+    new = params(
+        "calibration.parameters.contacts.community.weight.low=0.2",
+        "calibration.parameters.contacts.community.weight.high=0.4",
+    )
+    assert (new["contacts.community.weight"].low, new["contacts.community.weight"].high) == (0.2, 0.4)
+
+
 def test_output_json_is_strict():
     """A loss with no data to score (NaN) is written as null, not as a bare NaN."""
     from abm.outputs.strict_json import dumps
