@@ -29,6 +29,7 @@ from abm.outputs.strict_json import dumps
 from abm.outputs.summary import summarize
 from abm.populations import Population, build_population, load_region
 from abm.populations.reference import build_reference_population
+from abm.populations.region import Region
 from abm.scenario import (
     Scenario,
     ScenarioError,
@@ -40,6 +41,7 @@ from abm.scenario import (
     validate,
     with_options,
 )
+from abm.threads import torch_threads
 
 OVERRIDE_KEYS = {
     "agents": "population.agents",
@@ -213,6 +215,15 @@ def resolve(
     return validate(data, with_options(source, options), origin)
 
 
+def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Population:
+    """The scenario's population (``population.kind``: the region's synthetic population, or the
+    thesis's reference population) drawn from ``seed`` (default ``simulation.seed``)."""
+    seed = sc.simulation.seed if seed is None else seed
+    if sc.population.kind == "reference":
+        return build_reference_population(sc.population.agents, seed)
+    return build_population(region, sc.population.agents, seed)
+
+
 def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simulation:
     """The engine for a scenario's settings on ``population``; ``changes`` replace any of
     :class:`Simulation`'s arguments (``replicates``, ``seed``, ``device``, ...)."""
@@ -243,26 +254,19 @@ def run(
     check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
-    if sc.population.kind == "reference":
-        pop = build_reference_population(sc.population.agents, sc.simulation.seed)
-    else:
-        pop = build_population(region, sc.population.agents, sc.simulation.seed)
+    pop = population_of(sc, region)
     t1 = time.perf_counter()
     days = sc.simulation.days
-    threads = torch.get_num_threads()
-    if sc.simulation.threads is not None:
-        torch.set_num_threads(sc.simulation.threads)
     try:
-        sim = simulation_of(sc, pop, device=device)
-        res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
+        with torch_threads(sc.simulation.threads):
+            sim = simulation_of(sc, pop, device=device)
+            res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
     except torch.OutOfMemoryError:
         other = ", or simulation.device: cpu" if device.type != "cpu" else ""
         raise ScenarioError(
             f"{sc.name}: population.agents: {sc.population.agents} agents x {sc.simulation.replicates} replicates "
             f"do not fit in the memory of {device}; use fewer agents or replicates{other}"
         ) from None
-    finally:
-        torch.set_num_threads(threads)
     t2 = time.perf_counter()
     beds = sc.outputs.hospital_beds_per_100k or region.figures.hospital_beds_per_100k
     # The resolved scenario names the capacity used (the region's, where the file left it out).

@@ -151,3 +151,29 @@ def test_gradient_calibration_moves_beta_to_the_truth(tmp_path):
     assert summary["fit"]["cases"]["nd_weekly"] < 0.2
     assert yaml.safe_load((out / "calibrated.yaml").read_text())["disease"]["transmission_rate"] == beta
     assert {p.name for p in out.iterdir()} == {MARK, "calibrated.yaml", "steps.csv", "calibration.json", "fit.png"}
+
+
+def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path, monkeypatch):
+    """`population.kind: reference` is the thesis's reference population in the gradient method
+    too (one pseudo-tract, ages drawn independently), as `abm run` builds it."""
+    import abm.calibration.gradient as gradient
+    from abm.calibration.observed import load_observed
+    from abm.populations.reference import build_reference_population
+    from abm.scenario import load_scenario
+
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["population"]["kind"] = "reference"
+    path.write_text(yaml.safe_dump(data))
+    sc = load_scenario(path)
+    seen = []
+
+    def first_step(sc, cfg, pop, *rest):
+        seen.append(pop)
+        raise KeyboardInterrupt  # one look is enough
+
+    monkeypatch.setattr(gradient, "adam_step", first_step)
+    with pytest.raises(KeyboardInterrupt):
+        gradient.optimize(sc, load_observed(sc.calibration), None, 1)
+    expected = build_reference_population(5000, sc.simulation.seed)
+    assert len(seen[0].tracts) == 1 and (seen[0].age_group == expected.age_group).all()

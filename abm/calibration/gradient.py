@@ -34,8 +34,10 @@ import torch
 from abm.calibration.config import CalibrationConfig
 from abm.calibration.observed import CalibrationError, delay_weights, weekly
 from abm.engine import Simulation, Stage
-from abm.populations import Population, build_population, load_region
+from abm.populations import Population, load_region
+from abm.runs import population_of, simulation_of
 from abm.scenario import Scenario
+from abm.threads import torch_threads
 
 FIRST_STAGES = (Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.PRESYMPTOMATIC_SEVERE)
 
@@ -53,19 +55,7 @@ class GradientStep:
 
 def simulation(sc: Scenario, pop: Population, seed: int, estimator: str) -> Simulation:
     """A differentiable simulation of the scenario with run seed ``seed``."""
-    return Simulation(
-        population=pop,
-        disease_cfg=sc.disease,
-        contact_cfg=sc.contacts,
-        seeding=sc.seeding,
-        days=sc.simulation.days,
-        replicates=sc.simulation.replicates,
-        seed=seed,
-        device=torch.device(sc.simulation.device),
-        interventions=sc.interventions.build(),
-        differentiable=True,
-        gradient_estimator=estimator,
-    )
+    return simulation_of(sc, pop, seed=seed, differentiable=True, gradient_estimator=estimator)
 
 
 def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> dict[str, torch.Tensor]:
@@ -116,7 +106,7 @@ def fit_loss(
     return torch.stack(parts).mean()
 
 
-def weeks_to_fit(sc: Scenario, cfg: CalibrationConfig) -> int:
+def weeks_to_fit(cfg: CalibrationConfig) -> int:
     """Number of weekly multipliers: weeks from day 0 through the fit window's last day."""
     return (cfg.fit_window[1] - cfg.start_date).days // 7 + 1
 
@@ -170,34 +160,30 @@ def optimize(
     g = cfg.gradient
     n_steps = steps or g.steps
     region = load_region(sc.population.region)
-    pop = build_population(region, sc.population.agents, sc.simulation.seed)
+    pop = population_of(sc, region)
     scale = region.figures.population / pop.size
     obs = {t: torch.tensor(weekly(observed, cfg.fit_window)[t].to_numpy(), dtype=torch.float32) for t in cfg.targets}
     log_beta = torch.tensor(math.log(max(sc.disease.transmission_rate, 1e-6)), requires_grad=True)
-    theta = torch.zeros(weeks_to_fit(sc, cfg) if g.weekly_multipliers else 1, requires_grad=True)
+    theta = torch.zeros(weeks_to_fit(cfg) if g.weekly_multipliers else 1, requires_grad=True)
     params = [log_beta, theta] if g.weekly_multipliers else [log_beta]
     adam = torch.optim.Adam(params, lr=g.learning_rate)
     # The step size falls to 0 along a cosine: the simulated losses are noisy (a new seed per
     # step), so late steps must be small for the parameters to settle.
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(adam, T_max=n_steps)
     history = []
-    threads = torch.get_num_threads()
-    if sc.simulation.threads is not None:
-        torch.set_num_threads(sc.simulation.threads)
     try:
-        for step in range(n_steps):
-            history.append(adam_step(sc, cfg, pop, scale, obs, log_beta, theta, adam, step))
-            schedule.step()
-            if progress is not None:
-                progress(step + 1, n_steps, history[-1].loss)
+        with torch_threads(sc.simulation.threads):
+            for step in range(n_steps):
+                history.append(adam_step(sc, cfg, pop, scale, obs, log_beta, theta, adam, step))
+                schedule.step()
+                if progress is not None:
+                    progress(step + 1, n_steps, history[-1].loss)
     except torch.OutOfMemoryError:
         raise CalibrationError(
             f"{sc.name}: population.agents: {sc.population.agents} agents x {sc.simulation.replicates} replicates "
             f"of a differentiable run do not fit in the memory of {sc.simulation.device}; use fewer agents or "
             "replicates"
         ) from None
-    finally:
-        torch.set_num_threads(threads)
     weekly_m = multipliers(theta.detach()) if g.weekly_multipliers else None
     return math.exp(log_beta.item()), weekly_m, history
 

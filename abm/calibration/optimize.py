@@ -429,11 +429,11 @@ def calibrate(
         ranked = sorted(
             (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
         )
-        sets: dict[str, float] = {}
+        rerun: dict[str, float] = {}  # what the re-ranked runs changed (their replicates)
         reranked: list[dict[str, Any]] = []
         if cfg.rerank_trials > 0:
-            sets = {"simulation.replicates": cfg.rerank_replicates}
-            reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, source, observed, sets)
+            rerun = {"simulation.replicates": cfg.rerank_replicates}
+            reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, source, observed, rerun)
             best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
             # the band from the re-run curves too, so that it holds the best fit drawn from them
             band = [r.pop("curve") for r in reranked][: cfg.band_trials]
@@ -443,7 +443,7 @@ def calibrate(
             sim = curves[best_number]
             band = [curves[t.number] for t in ranked[: cfg.band_trials]]
         best = {k: drawn[k] for k in cfg.parameters}
-        calibrated = validate(with_values(data, {**best, **sets}), source)
+        calibrated = validate(with_values(data, {**best, **rerun}), source)
         table = study.trials_dataframe()
         if reranked:  # the re-runs: their loss and re-profiled observation values, and the winner
             again = {r["trial"]: r for r in reranked}

@@ -17,7 +17,6 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.testing import positives_to_trace
@@ -84,7 +83,7 @@ class DigitalTracing(InterventionBase):
         c = self.cfg
         w = torch.tensor(c.age_weights if c.age_stratified else [1.0] * 9, device=sim.device)
         p = ownership_probabilities(w.index_select(0, sim.age_group[: sim.n]).float(), c.app_adoption)
-        u = torch.rand(sim.total, generator=generator(sim.seed, "app", -1, sim.device), device=sim.device)
+        u = sim.rand("app", -1, sim.total)
         self.has_app = sim.field("has_app", torch.bool, False)
         self.has_app |= u < p.repeat(sim.replicates)
         sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start

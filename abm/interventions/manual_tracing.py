@@ -19,7 +19,6 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
@@ -76,7 +75,7 @@ class ManualTracing(InterventionBase):
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
         if self.cfg.reachability == "per_agent":
-            u = torch.rand(sim.total, generator=generator(sim.seed, "mct-reachable", -1, sim.device), device=sim.device)
+            u = sim.rand("mct-reachable", -1, sim.total)
             self.reachable = u < self.cfg.reachable
         sim.declare_activity("interviews")
         sim.declare_activity("manual_notifications")
@@ -97,9 +96,7 @@ class ManualTracing(InterventionBase):
         index = index[self.reach(sim, "mct-reach-index", day, index)]
         if c.daily_capacity is not None:
             limit = torch.full((sim.replicates,), c.daily_capacity, device=sim.device)
-            key = torch.rand(
-                index.shape[0], device=sim.device, generator=generator(sim.seed, "mct-capacity", day, sim.device)
-            )
+            key = sim.rand("mct-capacity", day, index.shape[0])
             index = index[first_per_replicate(sim.replicate.index_select(0, index), key, limit)]
         if index.numel() == 0:
             return

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from abm.engine.rng import generator
 from abm.engine.simulator import Simulation
 from abm.interventions.testing import positives_to_trace
 
@@ -17,8 +16,8 @@ def unique_pairs(owner: torch.Tensor, partner: torch.Tensor, total: int) -> tupl
 
 
 def bernoulli(sim: Simulation, stream: str, day: int, n: int, p: float) -> torch.Tensor:
-    """``n`` independent draws with probability ``p``."""
-    return torch.rand(n, generator=generator(sim.seed, stream, day, sim.device), device=sim.device) < p
+    """``n`` independent draws with probability ``p`` from the stream (seed, stream, day)."""
+    return sim.rand(stream, day, n) < p
 
 
 def notify(

@@ -6,6 +6,8 @@ the participant lives and sees only its :class:`ClientEnv`: its own data, model,
 random streams, plus whatever it chose to keep between rounds in ``store``. The in-process pool
 calls the operation directly; the Flower runner (:mod:`abm.learning.flower`) carries the same
 call over Flower to a client process, so both runners execute the same code on the same state.
+A protocol's operations are named ``<protocol>.<operation>`` (``fedavg.fit``), so that a client
+process imports the protocol's module, which registers them, when first asked for one.
 """
 
 from __future__ import annotations
@@ -57,17 +59,14 @@ def client_op(name: str) -> Callable[[ClientOp], ClientOp]:
 
 def run_client_op(name: str, env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
     """Run the registered operation ``name`` on ``env``."""
-    if name not in _OPS:
-        _import_protocol_ops()
+    if name not in _OPS and "." in name:  # a protocol's operation: its module registers it on import
+        from abm.learning.protocols import protocol_class, protocol_names
+
+        if name.split(".")[0] in protocol_names():
+            protocol_class(name.split(".")[0])
     if name not in _OPS:
         raise KeyError(f"unknown client operation {name!r}; known: {', '.join(sorted(_OPS))}")
     return _OPS[name](env, payload, config)
-
-
-def _import_protocol_ops() -> None:
-    # Protocol modules register their client operations on import.
-    import abm.learning.protocols.codream
-    import abm.learning.protocols.fedavg  # noqa: F401
 
 
 class ClientPool(ABC):

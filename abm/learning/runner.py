@@ -34,6 +34,7 @@ from abm.learning.privacy.dp import DifferentiallyPrivateSum, noise_multiplier_f
 from abm.learning.protocols import RunContext, protocol_class
 from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
 from abm.learning.training import TrainConfig
+from abm.threads import torch_threads
 
 
 @dataclass
@@ -295,12 +296,8 @@ def run_all(scenario: LearningScenario, runner: str | None = None) -> dict[str, 
         from abm.learning.flower import run_all_flower
 
         return run_all_flower(scenario, runner)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         return _run_all(scenario)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def protocol_specs(scenario: LearningScenario) -> list[ProtocolSpec]:

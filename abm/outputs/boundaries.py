@@ -73,17 +73,18 @@ class TractShapes:
 
 
 # ----------------------------------------------------------------------------- projection
-def _projection(lat0: float, lon0: float) -> tuple[float, float]:
+def _projection(lat0: float) -> tuple[float, float]:
+    """Kilometres per degree of longitude and of latitude near latitude ``lat0``."""
     return KM_PER_DEG_LON_EQUATOR * math.cos(math.radians(lat0)), KM_PER_DEG_LAT
 
 
 def _to_km(lon: np.ndarray, lat: np.ndarray, lat0: float, lon0: float) -> np.ndarray:
-    kx, ky = _projection(lat0, lon0)
+    kx, ky = _projection(lat0)
     return np.column_stack([(lon - lon0) * kx, (lat - lat0) * ky])
 
 
 def _to_lonlat(geom: BaseGeometry, lat0: float, lon0: float) -> BaseGeometry:
-    kx, ky = _projection(lat0, lon0)
+    kx, ky = _projection(lat0)
     return shapely.transform(geom, lambda xy: np.column_stack([xy[:, 0] / kx + lon0, xy[:, 1] / ky + lat0]))
 
 

@@ -47,6 +47,7 @@ from abm.private_calibration.federation import (
 from abm.private_calibration.institutions import Institution, build_institution, model_scenario
 from abm.private_calibration.scenario import CalibratorSpec, PrivateCalibrationScenario
 from abm.private_calibration.simulate import CHANNELS
+from abm.threads import torch_threads
 
 _INSTITUTIONS: dict[str, dict[int, Institution]] = {}  # per scenario JSON, per process
 _LOCK = threading.Lock()
@@ -65,13 +66,9 @@ def _institution(scenario_json: str, scenario: PrivateCalibrationScenario, k: in
             _INSTITUTIONS[scenario_json] = {}
         built = _INSTITUTIONS[scenario_json]
     if k not in built:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with torch_threads(1):
             model = model_scenario(scenario, Path("."))
             built[k] = build_institution(scenario, model, load_region(model.population.region), k)
-        finally:
-            torch.set_num_threads(threads)
     return built[k]
 
 

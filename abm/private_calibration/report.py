@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from abm.learning.report import line_style, plot_round_curves, save_figure
 from abm.outputs.run_folder import atomic_folder, check_target
@@ -20,6 +19,7 @@ from abm.private_calibration.evaluation import end_to_end, estimates, protocol_t
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
 from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario
+from abm.threads import torch_threads
 
 
 def run_all(
@@ -30,9 +30,7 @@ def run_all(
 
     Runs with one torch thread (tiny models; simulations are batched) and restores the setting.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         t0 = time.perf_counter()
         institutions, model = build_institutions(scenario, base)
         t_sim = time.perf_counter() - t0
@@ -48,8 +46,6 @@ def run_all(
         per_protocol = {r.key: estimates(r, institutions, grid) for r in runs}
         end_to_end(scenario, model, institutions, per_protocol)
         t_eval = time.perf_counter() - t0 - t_sim - t_learn
-    finally:
-        torch.set_num_threads(threads)
     report: dict[str, Any] = {
         "scenario": scenario.name,
         "kind": "private_calibration",

@@ -162,3 +162,25 @@ def test_cli_rejects_an_unknown_runner(tmp_path):
     assert str(f) in proc.stderr and "runner" in proc.stderr and "'grpc'" in proc.stderr
     assert "flower-sim" in proc.stderr
     assert not out.exists()
+
+
+def test_a_client_process_finds_a_protocols_operations_by_their_name():
+    """A fresh process that has imported no protocol runs ``codream_fast.step``: the name's
+    protocol module is imported and registers it; an unknown name is one clear error."""
+    code = (
+        "import sys\n"
+        "from abm.learning import clients\n"
+        "assert 'abm.learning.protocols.codream' not in sys.modules\n"
+        "try:\n"
+        "    clients.run_client_op('codream_fast.step', None, {}, {})\n"
+        "except Exception as e:  # no participant or config here: the operation was found and ran into that\n"
+        "    assert 'unknown client operation' not in str(e), e\n"
+        "assert 'codream_fast.step' in clients._OPS and 'codream.grad' in clients._OPS\n"
+        "try:\n"
+        "    clients.run_client_op('nope.step', None, {}, {})\n"
+        "except KeyError as e:\n"
+        "    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "unknown client operation 'nope.step'" in proc.stdout

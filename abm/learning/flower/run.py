@@ -14,8 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from abm.learning.errors import LearningScenarioError
 from abm.learning.messages import Network
 from abm.learning.privacy.aggregation import PlainSum
@@ -28,6 +26,7 @@ from abm.learning.runner import (
     protocol_specs,
 )
 from abm.learning.scenario import LearningScenario
+from abm.threads import torch_threads
 
 if TYPE_CHECKING:
     from abm.learning.flower.server import FlowerClients
@@ -70,9 +69,7 @@ def serve_protocols(
         n_classes = int(first["n_classes"])
         facts["train_sizes"] = [sizes[pid] for pid in sorted(sizes)]
         facts["requests"] = 0
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with torch_threads(1):
             for i, spec in enumerate(specs):
                 pool = pool_class(proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes)
                 try:
@@ -93,8 +90,6 @@ def serve_protocols(
                 finally:
                     facts["requests"] += pool.requests
                     pool.close()
-        finally:
-            torch.set_num_threads(threads)
 
     return work
 

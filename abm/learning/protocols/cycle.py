@@ -79,7 +79,7 @@ class CYCle(Protocol):
         self.calibrated = False
         self.warmup = self.config.warmup_rounds if self.config.warmup_rounds is not None else max(1, ctx.rounds // 4)
 
-    def _teacher_logits(self, ctx: RunContext, t: int) -> dict[tuple[int, int], torch.Tensor]:
+    def _teacher_logits(self, ctx: RunContext) -> dict[tuple[int, int], torch.Tensor]:
         """Logits of every peer k on every participant n's training inputs (start of round)."""
         out = {}
         for n in ctx.participants:
@@ -115,7 +115,7 @@ class CYCle(Protocol):
             self.reputation = cfg.alpha * self.reputation + (1 - cfg.alpha) * raw
         self.raw_reputation.append(_json_matrix(raw))
 
-    def _shares(self, ctx: RunContext, t: int, forced: bool) -> np.ndarray:
+    def _shares(self, ctx: RunContext, forced: bool) -> np.ndarray:
         """share[k, n]: does k send its predictions on n's inputs to n this round."""
         share = ~np.eye(ctx.n, dtype=bool)
         if forced or not self.adaptive:
@@ -140,10 +140,10 @@ class CYCle(Protocol):
             return
         c = t - self.warmup
         forced = c % cfg.period == 0
-        teacher = self._teacher_logits(ctx, t)
+        teacher = self._teacher_logits(ctx)
         if self.adaptive and forced:
             self._calibrate(ctx, teacher)
-        share = self._shares(ctx, t, forced)
+        share = self._shares(ctx, forced)
         self.share_counts += share
         for (n, k), logits in teacher.items():
             if share[k, n]:
