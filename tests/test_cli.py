@@ -201,12 +201,12 @@ def test_learning_commands_name_the_missing_learning_extra(tmp_path, monkeypatch
 
 def test_the_flower_runners_name_the_missing_flower_extra(monkeypatch):
     from abm.learning.errors import LearningScenarioError
-    from abm.learning.flower.run import _import_flwr
+    from abm.learning.flower.run import import_flwr
 
     monkeypatch.setitem(sys.modules, "flwr", None)
     hint = r"need flwr, which is not installed: pip install -e '\.\[flower\]'"
     with pytest.raises(LearningScenarioError, match=hint):
-        _import_flwr()
+        import_flwr()
 
 
 def test_extends_and_set(tmp_path):

@@ -404,26 +404,18 @@ def check_protocols(
                 "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); "
                 "use runner: inprocess"
             )
-        if (
-            spec.privacy
-            and spec.privacy.dp
-            and spec.privacy.dp.epsilon is not None
-            and spec.name
-            not in (
-                "fedavg",
-                "fedprox",
-            )
-        ):
+        if dp is not None and dp.epsilon is not None and not cls.one_release_per_round:
+            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).one_release_per_round)
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy.dp.epsilon: bad value {spec.privacy.dp.epsilon!r} for "
-                f"{spec.name}: a target epsilon is allowed for fedavg and fedprox (one release per round); "
+                f"{source}: protocols[{i}].privacy.dp.epsilon: bad value {dp.epsilon!r} for "
+                f"{spec.name}: a target epsilon is allowed for {allowed} (one release per round); "
                 "give noise_multiplier instead"
             )
         if private and not cls.uses_aggregator:
+            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).uses_aggregator)
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy "
-                "wrappers apply only to protocols whose aggregation is a sum (fedavg, "
-                "fedprox, codream, codream_fast)"
+                f"wrappers apply only to protocols whose aggregation is a sum ({allowed})"
             )
         params = spec.params or {}
         if private and params.get("collaborate") is False and params.get("independent_labels", "dreamer") == "dreamer":

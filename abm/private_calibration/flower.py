@@ -161,21 +161,21 @@ def run_protocols_flower(
     ``mode`` is ``flower-sim`` (Flower's simulation engine) or ``flower`` (one client process per
     institution on 127.0.0.1).
     """
-    from abm.learning.flower.run import MODES, _import_flwr, _run_processes, _run_simulation
+    from abm.learning.flower.run import MODES, import_flwr, run_processes, run_simulation
     from abm.learning.flower.server import ProtocolServer
 
     if mode not in MODES:
         raise ValueError(f"unknown Flower mode {mode!r}; allowed: {', '.join(MODES)}")
-    _import_flwr()
+    import_flwr()
     job = portable(scenario, base)
     done: list[Finished] = []
     facts: dict[str, Any] = {}
     n = len(scenario.institutions)
     server = ProtocolServer(n, server_work(job, done, facts), connect_timeout)
     if mode == "flower-sim":
-        _run_simulation(job, server, client_fn=simulation_client_fn(job.model_dump_json()), n=n)
+        run_simulation(job, server, client_fn=simulation_client_fn(job.model_dump_json()), n=n)
     else:
-        _run_processes(job, server, connect_timeout, client_module="abm.private_calibration.flower", n=n)
+        run_processes(job, server, connect_timeout, client_module="abm.private_calibration.flower", n=n)
     if server.error is not None:
         raise server.error
     runs = []

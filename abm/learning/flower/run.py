@@ -29,12 +29,17 @@ from abm.learning.scenario import LearningScenario
 from abm.threads import torch_threads
 
 if TYPE_CHECKING:
+    from flwr.client import Client
+    from flwr.common import Context
+    from flwr.server import Server
+    from pydantic import BaseModel
+
     from abm.learning.flower.server import FlowerClients
 
 MODES = ("flower-sim", "flower")
 
 
-def _import_flwr() -> None:
+def import_flwr() -> None:
     """Import Flower, or raise a scenario error (exit 2) with the install hint."""
     try:
         import flwr  # noqa: F401
@@ -116,16 +121,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_simulation(scenario: LearningScenario, server, client_fn=None, n: int | None = None) -> None:
-    """Flower's simulation engine; ``client_fn`` and ``n`` default to the learning scenario's
-    participants (other tasks, such as private calibration, pass their own)."""
+def run_simulation(
+    scenario: BaseModel, server: Server, client_fn: Callable[[Context], Client] | None = None, n: int | None = None
+) -> None:
+    """Run ``server`` on Flower's simulation engine. ``scenario`` is a learning scenario, whose
+    participants ``client_fn`` and ``n`` default to, or another task's (private calibration),
+    which passes its own."""
     import ray
     from flwr.server import ServerConfig
     from flwr.simulation import start_simulation
 
     from abm.learning.flower.client import simulation_client_fn
 
-    n = scenario.split.participants if n is None else n
+    if n is None:
+        assert isinstance(scenario, LearningScenario), "give n for a scenario of another task"
+        n = scenario.split.participants
     cpus = max(1, min(n, os.cpu_count() or 1))
     try:
         start_simulation(
@@ -146,18 +156,21 @@ def _run_simulation(scenario: LearningScenario, server, client_fn=None, n: int |
         ray.shutdown()
 
 
-def _run_processes(
-    scenario: LearningScenario,
-    server,
+def run_processes(
+    scenario: BaseModel,
+    server: Server,
     connect_timeout: float,
     client_module: str = "abm.learning.flower.client",
     n: int | None = None,
 ) -> None:
-    """A server here and ``n`` client processes (``python -m client_module``) on loopback; each gets
-    ``--address``, ``--pid``, ``--scenario`` (the scenario's JSON) and ``--max-wait``."""
+    """Run ``server`` here and ``n`` client processes (``python -m client_module``) on loopback;
+    each gets ``--address``, ``--pid``, ``--scenario`` (the scenario's JSON) and ``--max-wait``.
+    ``n`` defaults to a learning scenario's participants."""
     from flwr.server import ServerConfig, start_server
 
-    n = scenario.split.participants if n is None else n
+    if n is None:
+        assert isinstance(scenario, LearningScenario), "give n for a scenario of another task"
+        n = scenario.split.participants
     port = _free_port()
     address = f"127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="abm-flower-") as tmp:
@@ -229,16 +242,16 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
     """
     if mode not in MODES:
         raise ValueError(f"unknown Flower mode {mode!r}; allowed: {', '.join(MODES)}")
-    _import_flwr()
+    import_flwr()
     from abm.learning.flower.server import ProtocolServer
 
     results: list[ProtocolResult] = []
     facts: dict[str, Any] = {}
     server = ProtocolServer(scenario.split.participants, _work(scenario, results, facts), connect_timeout)
     if mode == "flower-sim":
-        _run_simulation(scenario, server)
+        run_simulation(scenario, server)
     else:
-        _run_processes(scenario, server, connect_timeout)
+        run_processes(scenario, server, connect_timeout)
     if server.error is not None:
         raise server.error
     report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), mode)

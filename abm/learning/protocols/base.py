@@ -76,6 +76,7 @@ class Protocol(ABC):
     same_architecture: ClassVar[bool] = False
     uses_aggregator: ClassVar[bool] = False
     runs_on_clients: ClassVar[bool] = False  # touches participants only through ``ctx.clients``
+    one_release_per_round: ClassVar[bool] = False  # one noisy sum a round: a target DP epsilon can be set
 
     def __init__(self, config: ProtocolConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()

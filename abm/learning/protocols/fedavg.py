@@ -93,6 +93,7 @@ class FedAvg(Protocol):
     same_architecture = True
     uses_aggregator = True
     runs_on_clients = True
+    one_release_per_round = True
 
     def setup(self, ctx: RunContext) -> None:
         keys = {architecture_key(ctx.clients.model_template(pid)) for pid in ctx.ids}
