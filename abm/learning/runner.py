@@ -300,11 +300,12 @@ def run_all(scenario: LearningScenario, runner: str | None = None) -> dict[str, 
         return _run_all(scenario)
 
 
-def protocol_specs(scenario: LearningScenario) -> list[ProtocolSpec]:
-    """The scenario's protocols, with local-only (the baseline) first unless listed."""
+def protocol_specs(scenario: Any, spec_class: type = ProtocolSpec) -> list[Any]:
+    """The scenario's protocols, with local-only (the standalone baseline) first unless listed
+    (as a ``spec_class``: the learning scenario's, or another task's such as private calibration)."""
     specs = list(scenario.protocols)
     if not any(s.name == "local" and s.label is None for s in specs):
-        specs.insert(0, ProtocolSpec(name="local"))
+        specs.insert(0, spec_class(name="local"))
     return specs
 
 

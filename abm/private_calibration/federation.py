@@ -25,7 +25,7 @@ from abm.learning.models import Classifier
 from abm.learning.participant import Participant
 from abm.learning.privacy.aggregation import SumAggregator
 from abm.learning.protocols import RunContext
-from abm.learning.runner import ProtocolResult, build_aggregator, execute_protocol
+from abm.learning.runner import ProtocolResult, build_aggregator, execute_protocol, protocol_specs
 from abm.learning.training import TrainConfig, predict
 from abm.private_calibration.institutions import Institution
 from abm.private_calibration.models import build_calibrator
@@ -96,10 +96,7 @@ class ProtocolRun:
 
 def calibration_specs(scenario: PrivateCalibrationScenario) -> list[CalibrationProtocolSpec]:
     """The scenario's protocols, with local-only (the standalone baseline) first unless listed."""
-    specs = list(scenario.protocols)
-    if not any(s.name == "local" and s.label is None for s in specs):
-        specs.insert(0, CalibrationProtocolSpec(name="local"))
-    return specs
+    return protocol_specs(scenario, CalibrationProtocolSpec)
 
 
 def calibrator_for(spec: CalibratorSpec, weeks: int, n_classes: int) -> Classifier:
