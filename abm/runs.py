@@ -120,7 +120,12 @@ class RunResult:
         from abm.outputs.boundaries import tract_shapes
 
         shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips)
-        data = maps.map_data(self.by_tract, self.population.tracts, self._map_days(days), maps.map_title(self.summary))
+        data = maps.map_data(
+            self.by_tract,
+            self.population.tracts,
+            self._map_days(days),
+            maps.map_title(self.summary, len(self.population.tracts)),
+        )
         page = maps.MapPage(maps.render_html(shapes, data, tiles), shapes, data)
         if path is not None:
             page.save(path)
@@ -144,7 +149,9 @@ class RunResult:
         t1 = time.perf_counter()
         shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips)
         days = self._map_days(map_days)
-        data = maps.map_data(self.by_tract, self.population.tracts, days, maps.map_title(self.summary))
+        data = maps.map_data(
+            self.by_tract, self.population.tracts, days, maps.map_title(self.summary, len(self.population.tracts))
+        )
         maps.write_map(folder / "map.html", shapes, data)
         t2 = time.perf_counter()
         maps.write_snapshots(folder / "plots", shapes, data, days)

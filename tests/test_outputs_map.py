@@ -282,3 +282,13 @@ def test_download_says_clearly_when_offline(tmp_path, monkeypatch):
 
 def test_load_region_fixture_is_king_county(king_county):
     assert len(pd.DataFrame(king_county.tracts)) == 397 and load_region("king_county").figures.fips == "53033"
+
+
+def test_the_map_title_warns_when_tracts_hold_few_agents():
+    from abm.outputs.maps import map_title
+
+    summary = {"scenario": "ni", "agents": 20_000, "replicates": 3}
+    assert map_title(summary) == "ni: 20,000 agents, mean of 3 replicate(s)"
+    few = map_title(summary, 397)
+    assert few.endswith("; about 50 agents a tract, so one tract's figure per 100,000 is noisy")
+    assert "noisy" not in map_title({**summary, "agents": 2_252_782}, 397)

@@ -380,10 +380,15 @@ def write_snapshots(
     return out
 
 
-def map_title(summary: dict[str, Any]) -> str:
-    """A map title from a run summary: scenario, agents, replicates."""
+def map_title(summary: dict[str, Any], tracts: int | None = None) -> str:
+    """A map title from a run summary: scenario, agents, replicates; with the number of
+    ``tracts``, a warning where a tract holds few agents (one agent is then hundreds per 100,000)."""
     reps = summary.get("replicates", 1)
-    return f"{summary.get('scenario', '')}: {summary.get('agents', 0):,} agents, mean of {reps} replicate(s)"
+    agents = summary.get("agents", 0)
+    title = f"{summary.get('scenario', '')}: {agents:,} agents, mean of {reps} replicate(s)"
+    if tracts and agents / tracts < 1000:
+        title += f"; about {agents / tracts:,.0f} agents a tract, so one tract's figure per 100,000 is noisy"
+    return title
 
 
 class MapPage:
