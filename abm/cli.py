@@ -47,7 +47,8 @@ def require_learning_extra(file: Path) -> None:
     if absent:
         fail(
             f"{file}: learning and private-calibration scenarios need the `learning` extra "
-            f"({', '.join(absent)} not installed): pip install -e '.[learning]'"
+            f"({', '.join(absent)} not installed): pip install -e '.[learning]' in a checkout of abm, or pip install "
+            "'abm-epidemic[learning]'"
         )
 
 
@@ -410,7 +411,7 @@ def sweep(
     people, agents = result.info["region_population"], result.info["agents"]
     table.caption = (
         f"deaths, beds and costs are for the {' or '.join(f'{a:,}' for a in agents)} simulated agents of a run; "
-        f"the region has {people:,} residents"
+        f"the region has {' or '.join(f'{p:,}' for p in people)} residents"
     )
     table.add_column("variant")
     for name in ("infected", "peak beds", "deaths", "cost $"):

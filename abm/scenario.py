@@ -137,7 +137,6 @@ class Scenario(BaseModel):
                 f"outputs.map_days: {late} not allowed; map days must lie within the {self.simulation.days} "
                 f"simulated days (0..{self.simulation.days - 1})"
             )
-        self.interventions.check()
         if self.seeding.day >= self.simulation.days:
             raise ValueError(
                 f"seeding.day: {self.seeding.day} is not within the {self.simulation.days} simulated days "

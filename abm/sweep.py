@@ -446,7 +446,7 @@ def run_sweep(
         "sweeps": {a.key: list(a.values) for a in sp.axes},
         "replicates": sp.replicates,
         "agents": sorted({sc.population.agents for sc in sp.variants}),
-        "region_population": results[0]["region_population"],
+        "region_population": sorted({r["region_population"] for r in results}),
         "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
         "backend": backend,
         "torch": torch.__version__,

@@ -54,7 +54,7 @@ def test_rows_are_ordered_and_seeded_by_variant_and_replicate(local_sweep):
     # sweep.json records each variant as its replicates ran: one replicate, the capacity used.
     ran = local_sweep.info["variants"][1]["scenario"]
     assert ran["simulation"]["replicates"] == 1 and ran["outputs"]["hospital_beds_per_100k"] == pytest.approx(55, 0.01)
-    assert local_sweep.info["agents"] == [TINY["agents"]] and local_sweep.info["region_population"] == 2_252_782
+    assert local_sweep.info["agents"] == [TINY["agents"]] and local_sweep.info["region_population"] == [2_252_782]
 
 
 def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):

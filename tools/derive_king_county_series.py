@@ -79,13 +79,16 @@ def main() -> None:
     check = "--check" in args
     source = Path(next(a for a in args if a != "--check"))
     outputs = {OBSERVED: observed_text(source), MOBILITY: mobility_text(source)}
+    differ = False
     for path, text in outputs.items():
         if check:
             same = path.read_text() == text
+            differ |= not same
             print(f"{path.relative_to(ROOT)}: {'as derived' if same else 'DIFFERS from the extracts'}")
         else:
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")
+    sys.exit(1 if differ else 0)
 
 
 if __name__ == "__main__":

@@ -77,15 +77,11 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
             inside = bounds.low + 0.382 * (bounds.high - bounds.low)
             try:
                 validate(with_values(data, {key: inside}), source)
-            except ScenarioError:
-                try:
-                    validate(with_values(data, {key: round(inside)}), source)
-                except ScenarioError:
-                    pass  # another fault: the bounds' checks below name it
-                else:
+            except ScenarioError as exc:
+                if "fractional part" in str(exc):  # pydantic's word for a whole-number field
                     raise CalibrationError(
                         f"{source}: calibration.parameters.{key}: takes whole numbers; add integer: true"
-                    ) from None
+                    ) from None  # any other fault: the bounds' checks below name it
         for which, value in (("low", bounds.low), ("high", bounds.high)):
             drawn = int(value) if bounds.integer else value
             where = f"{source}: calibration.parameters.{key}: {which} {drawn!r}"

@@ -75,32 +75,26 @@ class InterventionsBase(BaseModel):
         return out
 
     def idle(self, days: int) -> list[str]:
-        """A note for each enabled intervention that starts after the last of ``days`` days, and
-        so does nothing in the run."""
+        """A note for each enabled intervention that does nothing in a run of ``days`` days: one
+        that starts after the last day, or one that acts on the results of another that is off
+        (a valid scenario, e.g. a sweep's variant without testing, but worth saying)."""
         known = registered()
+        on = self.enabled()
         notes = []
-        for name, cfg in self.enabled().items():
+        for name, cfg in on.items():
             first = known[name].first_day(cfg)
+            missing = [need for need in known[name].needs if need not in on]
             if first is not None and first >= days:
                 notes.append(
                     f"interventions.{name} starts on day {first}, after the {days} simulated days (0..{days - 1}): "
                     "it does nothing in this run"
                 )
-        return notes
-
-    def check(self) -> None:
-        """Refuse (ValueError) an enabled intervention that acts on the results of another that is
-        off, and so would do nothing."""
-        known = registered()
-        on = self.enabled()
-        for name in on:
-            missing = [need for need in known[name].needs if need not in on]
-            if missing:
-                raise ValueError(
-                    f"interventions.{name}: acts on the results of {' and '.join(missing)}, which "
-                    f"{'is' if len(missing) == 1 else 'are'} off; nothing would happen (turn "
-                    f"{' and '.join(missing)} on, or leave {name} out)"
+            elif missing:
+                notes.append(
+                    f"interventions.{name} acts on the results of {' and '.join(missing)}, which "
+                    f"{'is' if len(missing) == 1 else 'are'} off: it does nothing in this run"
                 )
+        return notes
 
     def build(self) -> list[Any]:
         """The enabled interventions."""

@@ -354,13 +354,15 @@ def check_protocols(
     runner: str,
     data: Any,
     participants: int,
+    rounds: int,
     member: str = "participant",
 ) -> None:
     """Checks of each protocol run that the schema cannot express: its params against the
     protocol's own config, one architecture where the protocol needs it, what the Flower runners
     carry, privacy wrappers only on summing protocols, and a DP delta below 1 / ``participants``
-    (the guarantee is per participant). Raises LearningScenarioError naming the file and the key
-    path. ``member``: what a participant is called in messages."""
+    (the guarantee is per participant), and dropouts of existing ``participants`` in existing
+    rounds (``rounds``: the scenario's default) that leave two. Raises LearningScenarioError
+    naming the file and the key path. ``member``: what a participant is called in messages."""
     from abm.learning.protocols import protocol_class
 
     seen: dict[str, int] = {}
@@ -392,6 +394,17 @@ def check_protocols(
                 f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {runner!r}: "
                 f"the Flower runners carry only {allowed}; use runner: inprocess"
             )
+        for round_, who in (spec.privacy.dropouts if spec.privacy else {}).items():
+            key, last = f"{source}: protocols[{i}].privacy.dropouts", (spec.rounds or rounds) - 1
+            if not 0 <= round_ <= last:
+                raise LearningScenarioError(f"{key}: bad round {round_}: rounds are 0..{last}")
+            bad = [k for k in who if not 0 <= k < participants]
+            if bad:
+                raise LearningScenarioError(f"{key}[{round_}]: bad {member}s {bad}: 0..{participants - 1}")
+            if participants - len(set(who)) < 2:
+                raise LearningScenarioError(
+                    f"{key}[{round_}]: bad value {who}: secure aggregation needs at least two {member}s left"
+                )
         dp = spec.privacy.dp if spec.privacy else None
         if dp is not None and dp.delta >= 1 / participants:
             raise LearningScenarioError(
@@ -448,19 +461,6 @@ def check_indices(source: str, scenario: LearningScenario) -> None:
     for key, c in named:
         if not 0 <= c < n_classes:
             raise LearningScenarioError(f"{source}: {key}: bad value {c}: classes are 0..{n_classes - 1}")
-    for i, spec in enumerate(scenario.protocols):
-        rounds = spec.rounds or scenario.rounds
-        for round_, who in (spec.privacy.dropouts if spec.privacy else {}).items():
-            key = f"{source}: protocols[{i}].privacy.dropouts"
-            if not 0 <= round_ < rounds:
-                raise LearningScenarioError(f"{key}: bad round {round_}: rounds are 0..{rounds - 1}")
-            bad = [k for k in who if not 0 <= k < split.participants]
-            if bad:
-                raise LearningScenarioError(f"{key}[{round_}]: bad participants {bad}: 0..{split.participants - 1}")
-            if split.participants - len(set(who)) < 2:
-                raise LearningScenarioError(
-                    f"{key}[{round_}]: bad value {who}: secure aggregation needs at least two participants left"
-                )
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -498,7 +498,9 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
         scenario = LearningScenario.model_validate(data)
     except ValidationError as e:
         raise LearningScenarioError(validation_message(source, e, data, lambda loc: _allowed_keys(loc, data))) from None
-    check_protocols(source, scenario.protocols, scenario.models, scenario.runner, data, scenario.split.participants)
+    check_protocols(
+        source, scenario.protocols, scenario.models, scenario.runner, data, scenario.split.participants, scenario.rounds
+    )
     check_indices(source, scenario)
     for i, m in enumerate(scenario.models):
         if m.kind == "cnn" and scenario.data.source != "digits":

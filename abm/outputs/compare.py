@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
 from abm.outputs.run_folder import atomic_folder
@@ -318,7 +319,7 @@ def load_runs(items: list[Any]) -> Comparison:
                                "give folders written by `abm run`")  # fmt: skip
         try:
             run = RunTables.from_folder(folder)
-        except (ValueError, KeyError, OSError) as exc:
+        except (ValueError, KeyError, OSError, yaml.YAMLError) as exc:
             raise CompareError(f"{folder}: cannot read the run ({exc})") from exc
         lacking = sorted(SUMMARY_KEYS - set(run.summary))
         if lacking:

@@ -265,7 +265,14 @@ def load_scenario(
     except ValidationError as e:
         raise LearningScenarioError(validation_message(source, e, data, _allowed_keys)) from None
     check_protocols(
-        source, scenario.protocols, scenario.models, scenario.runner, data, len(scenario.institutions), "institution"
+        source,
+        scenario.protocols,
+        scenario.models,
+        scenario.runner,
+        data,
+        len(scenario.institutions),
+        scenario.rounds,
+        "institution",
     )
     model_file = base / scenario.model.scenario
     if not model_file.is_file():

@@ -261,6 +261,32 @@ def test_abm_learn_end_to_end(tmp_path):
             lambda d: d.update(mode="kc2020"),
             "institutions[0].truth: not used in kc2020 mode",
         ),
+        (
+            lambda d: d["protocols"].append(
+                {
+                    "name": "fedavg",
+                    "label": "x",
+                    "models": d["protocols"][1]["models"],
+                    "privacy": {"dropouts": {0: [7]}},
+                },
+            ),
+            "privacy.dropouts[0]: bad institutions [7]: 0..2",
+        ),
+        (
+            lambda d: d["protocols"].append(
+                {
+                    "name": "fedavg",
+                    "label": "x",
+                    "models": d["protocols"][1]["models"],
+                    "privacy": {"secure_aggregation": True, "dropouts": {0: [0, 1]}},
+                }
+            ),
+            "privacy.dropouts[0]: bad value [0, 1]: secure aggregation needs at least two institutions left",
+        ),
+        (
+            lambda d: d["parameters"]["ascertainment"].update(high=1.5),
+            "parameters.ascertainment.high: bad value 1.5: ascertainment is a share, at most 1",
+        ),
     ],
 )
 def test_bad_scenario_exits_2_and_writes_nothing(tmp_path, edit, message):

@@ -46,7 +46,8 @@ def import_flwr() -> None:
     except ImportError as e:
         raise LearningScenarioError(
             "the Flower runners (flower-sim, flower) need flwr, which is not installed: "
-            "pip install -e '.[flower]' (flwr[simulation] 1.41), or run with --runner inprocess"
+            "pip install -e '.[flower]' in a checkout of abm, or pip install 'abm-epidemic[flower]' (flwr[simulation] "
+            "1.41); or run with --runner inprocess"
         ) from e
     for name in ("flwr", "ray"):
         logging.getLogger(name).setLevel(logging.WARNING)
