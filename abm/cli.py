@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from abm.entry import results_written
+from abm.interrupts import results_written
 from abm.outputs.run_folder import OutputFolderError, check_target
 from abm.scenario import ScenarioError, check_device, load_scenario
 

@@ -2,7 +2,7 @@
 the libraries load ends with one line and exit code 130 instead of an import traceback. A
 termination request (SIGTERM, as ``kill`` or a batch scheduler sends) is handled as Ctrl-C, so
 that an output being written is removed rather than left half-written; it exits with 143 (128 +
-SIGTERM), Ctrl-C with 130. Once a command has written all its output (:func:`results_written`),
+SIGTERM), Ctrl-C with 130. Once a command has written all its output (:func:`abm.interrupts.results_written`),
 both are ignored: what remains is printing, and the results are complete."""
 
 from __future__ import annotations
@@ -12,18 +12,13 @@ import os
 import signal
 import sys
 
+from abm import interrupts
+
 _signal_received: list[int] = []
-_done: list[bool] = []
-
-
-def results_written() -> None:
-    """A command has written all its output: from now on Ctrl-C and SIGTERM are ignored (in the
-    ``abm`` console script; elsewhere this does nothing)."""
-    _done.append(True)
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    if _done:
+    if interrupts.output_complete():
         return
     _signal_received.append(signum)
     raise KeyboardInterrupt
@@ -36,7 +31,7 @@ def _interrupted_code() -> int:
 
 def main() -> None:
     """Run the ``abm`` command."""
-    _done.clear()
+    interrupts.reset()
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:

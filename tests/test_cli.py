@@ -352,14 +352,14 @@ def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
     would tell a script the results were not written."""
     import signal
 
-    from abm import entry
+    from abm import entry, interrupts
 
-    monkeypatch.setattr(entry, "_done", [])
+    monkeypatch.setattr(interrupts, "_written", [])
     monkeypatch.setattr(entry, "_signal_received", [])
     with pytest.raises(KeyboardInterrupt):
         entry._interrupt(signal.SIGTERM, None)
     assert entry._interrupted_code() == 143
-    entry.results_written()
+    interrupts.results_written()
     assert entry._interrupt(signal.SIGINT, None) is None and entry._signal_received == [signal.SIGTERM]
 
 

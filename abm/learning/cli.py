@@ -28,7 +28,7 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
     a one-line notice and exit code 130 (nothing is written either way)."""
     import typer
 
-    from abm.entry import results_written
+    from abm.interrupts import results_written
     from abm.outputs.run_folder import OutputFolderError, check_target
 
     try:
