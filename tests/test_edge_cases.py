@@ -236,3 +236,14 @@ def test_a_run_beyond_all_of_a_gpus_memory_is_refused_before_it_starts(monkeypat
     )
     fits = load_scenario(NI, ["simulation.device=cuda", "population.agents=1000000", "simulation.replicates=15"])
     check_device(fits, "ni.yaml")  # 15.0 GB: allowed
+
+
+def test_the_summary_counts_replicates_that_went_over_capacity():
+    """Days over capacity are of the mean curve; the summary also counts the replicates whose own
+    occupancy crossed the line on some day (the mean can stay under it)."""
+    sets = ["disease.transmission_rate=5", "outputs.hospital_beds_per_100k=40"]
+    run = abm.run(NI, agents=3000, days=60, replicates=4, sets=sets)
+    cap = run.summary["hospital_capacity"]
+    peaks = run.timeseries.groupby("replicate")["hospital_occupancy"].max()
+    assert cap["replicates_over_capacity"] == int((peaks > cap["beds"]).sum())
+    assert 0 < cap["replicates_over_capacity"] <= 4

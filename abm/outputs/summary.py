@@ -62,6 +62,8 @@ def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float)
             "beds_per_100k": beds_per_100k,
             "beds": capacity,
             "days_over_capacity": int((mean_occ > capacity).sum()),
+            # the mean curve can stay under a line that some replicates cross
+            "replicates_over_capacity": int((occupancy > capacity).any(axis=0).sum()),
         },
         "deaths": mean_sd(final[:, Stage.DEATH]),
         "total_cost": mean_sd(res.cost_totals),
