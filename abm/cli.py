@@ -272,11 +272,15 @@ def learn(
     ] = None,
 ) -> None:
     """Run a decentralized-learning scenario; write report.json and plots."""
-    if learning_kind(file) is None and is_epidemic_scenario(file):
+    kind = learning_kind(file)
+    if kind is None and is_epidemic_scenario(file):
         fail(f"{file}: this is an epidemic scenario, not a learning one; run it with `abm run {file}`")
     require_learning_extra(file)
     try:
-        from abm.learning.cli import learn as run_learning
+        if kind == "private calibration":
+            from abm.private_calibration.cli import learn as run_learning
+        else:
+            from abm.learning.cli import learn as run_learning
 
         run_learning(file, out, runner)
     except KeyboardInterrupt:  # while the learning libraries load or the scenario's data are built

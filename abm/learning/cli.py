@@ -55,10 +55,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     """
     from abm.learning.report import run_scenario
     from abm.learning.scenario import load_scenario
-    from abm.private_calibration.cli import dispatch
 
-    if dispatch(file, out, runner):  # `kind: private_calibration` scenarios (abm.private_calibration)
-        return
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
     report = run_or_exit(lambda: run_scenario(file, target, runner), target, file)

@@ -4,27 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from abm.learning.errors import LearningScenarioError
 
-
-def dispatch(file: Path, out: Path | None = None, runner: str | None = None) -> bool:
-    """Run ``file`` if it is a private-calibration scenario (returns True), else return False.
+def learn(file: Path, out: Path | None = None, runner: str | None = None) -> None:
+    """Run the private-calibration scenario ``file``; write its report to OUT (default
+    runs/<name>) and print a table.
 
     ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key.
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
     from abm.learning.cli import load_or_exit, run_or_exit
-    from abm.learning.scenario import read_yaml
     from abm.private_calibration.report import run_private_calibration
-    from abm.private_calibration.scenario import is_private_calibration, load_scenario
+    from abm.private_calibration.scenario import load_scenario
 
-    try:
-        data = read_yaml(file)
-    except LearningScenarioError:
-        return False  # the learning loader reports unreadable files
-    if not is_private_calibration(data):
-        return False
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
     report = run_or_exit(lambda: run_private_calibration(file, target, runner), target, file, "private_calibration")
@@ -42,4 +34,3 @@ def dispatch(file: Path, out: Path | None = None, runner: str | None = None) -> 
         )
     print("recovery: held-out simulations over the full range; own: under each institution's own prior")
     print(f"report: {target / 'report.json'}")
-    return True
