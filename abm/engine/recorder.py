@@ -85,7 +85,6 @@ class Recorder:
         self.by_age[:, :, Stage.SUSCEPTIBLE] = torch.as_tensor(age_counts, device=dev)
         self.new_tract = torch.zeros(r * t, dtype=torch.int32, device=dev)
         self.new_age = torch.zeros(r * NUM_AGE_GROUPS, dtype=torch.int32, device=dev)
-        self.introduced = torch.zeros(r, dtype=torch.int32, device=dev)
         self.hist_introduced = torch.zeros(d, r, dtype=torch.int32, device=dev)
         self.hist_tract = torch.zeros(d, r, t, NUM_STAGES, dtype=torch.int32, device=dev)
         self.hist_age = torch.zeros(d, r, NUM_AGE_GROUPS, NUM_STAGES, dtype=torch.int32, device=dev)
@@ -102,14 +101,15 @@ class Recorder:
         rep = self.sim.replicate[idx]
         return rep * self.num_tracts + self.sim.tract[idx], rep * NUM_AGE_GROUPS + self.sim.age_group[idx]
 
-    def infections(self, idx: torch.Tensor, introduced: bool = False) -> None:
-        """Count infections of agents ``idx`` today; ``introduced``: put in (seeding), not transmitted."""
+    def infections(self, idx: torch.Tensor, introduced_on: int | None = None) -> None:
+        """Count infections of agents ``idx`` today; ``introduced_on``: the day, for infections
+        put in (seeding), not transmitted."""
         kt, ka = self._keys(idx)
         one = torch.ones_like(kt, dtype=torch.int32)
         self.new_tract.index_add_(0, kt, one)
         self.new_age.index_add_(0, ka, one)
-        if introduced:
-            self.introduced.index_add_(0, self.sim.replicate.index_select(0, idx), one)
+        if introduced_on is not None:  # rare (seeding days): counted straight into the history
+            self.hist_introduced[introduced_on].index_add_(0, self.sim.replicate.index_select(0, idx), one)
 
     def transitions(self, idx: torch.Tensor, old: torch.Tensor, new: torch.Tensor) -> None:
         """Move agents ``idx`` from stage ``old`` to ``new`` in the counts."""
@@ -134,8 +134,6 @@ class Recorder:
         self.hist_new_tract[day] = self.new_tract.view(r, -1)
         self.hist_new_age[day] = self.new_age.view(r, -1)
         self.hist_entries[day] = self.entered.view(r, -1)
-        self.hist_introduced[day] = self.introduced
-        self.introduced.zero_()
         self.new_tract.zero_()
         self.new_age.zero_()
         self.entered.zero_()

@@ -362,7 +362,7 @@ class Simulation:
         s.infected_day[idx] = day
         self._infected_new.append(idx)
         self._schedule(idx, stage, day, gen)
-        self.recorder.infections(idx, introduced)
+        self.recorder.infections(idx, day if introduced else None)
         self.recorder.transitions(idx, torch.zeros_like(idx), stage.long())
 
     def _schedule(self, idx: torch.Tensor, stage: torch.Tensor, day: int, gen: torch.Generator) -> None:
