@@ -7,14 +7,14 @@ of each tract's land area). No polygons from elsewhere are carried.
 
 Real boundaries come from a file the user names (a Census cartographic boundary shapefile, as
 ``.zip`` or ``.shp``, or a GeoJSON file with a ``GEOID`` property), or from the cache that
-``abm data boundaries`` fills by downloading the Census file for the region's state.
+``abm data boundaries`` fills by downloading the Census file for the region's state. Shapefiles
+are read with pyshp (``shapefile``), GeoJSON with the standard library; shapely makes the geometries.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-import itertools
 import json
 import math
 import os
@@ -22,13 +22,16 @@ import shutil
 import struct
 import urllib.error
 import urllib.request
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import shapefile
 import shapely
+import shapely.geometry
 from shapely.geometry import MultiPolygon, Point, Polygon
 from shapely.geometry.base import BaseGeometry
 
@@ -143,58 +146,49 @@ def _largest_parts(geom: BaseGeometry) -> BaseGeometry:
 
 
 # ----------------------------------------------------------------------------- boundary files
-def _read_dbf(data: bytes) -> list[dict[str, str]]:
-    """Records of a dBase III table as strings (enough for Census shapefiles)."""
-    count, header_len, record_len = struct.unpack("<IHH", data[4:12])
-    fields, pos = [], 32
-    while data[pos] != 0x0D:
-        name = data[pos : pos + 11].split(b"\0")[0].decode("ascii")
-        fields.append((name, data[pos + 16]))
-        pos += 32
-    rows = []
-    for r in range(count):
-        start = header_len + r * record_len
-        rec, off, row = data[start : start + record_len], 1, {}
-        for name, length in fields:
-            row[name] = rec[off : off + length].decode("latin-1").strip()
-            off += length
-        rows.append(row)
-    return rows
+POLYGON_TYPES = (shapefile.POLYGON, shapefile.POLYGONZ, shapefile.POLYGONM)
+GEOID_FIELDS = ("GEOID", "GEOID10", "GEOID20")
+# What pyshp raises on a file it cannot parse (a truncated or garbled file fails while unpacking).
+_PARSE_ERRORS = (shapefile.ShapefileException, struct.error, ValueError, KeyError, IndexError, TypeError)
 
 
-def _ring_area(xy: np.ndarray) -> float:
-    x, y = xy[:, 0], xy[:, 1]
-    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
-
-
-def _read_shp(data: bytes) -> list[BaseGeometry | None]:
-    """Polygon records of an ESRI shapefile (shape types 5, 15, 25); None for null shapes.
-    Outer rings run clockwise and holes counter-clockwise, per the format."""
-    shapes: list[BaseGeometry | None] = []
-    pos = 100
-    while pos + 8 <= len(data):
-        length = struct.unpack(">i", data[pos + 4 : pos + 8])[0] * 2
-        content = data[pos + 8 : pos + 8 + length]
-        pos += 8 + length
-        shape_type = struct.unpack("<i", content[:4])[0]
-        if shape_type == 0:
-            shapes.append(None)
+def _read_shapefile(path: Path, shp: bytes, dbf: bytes) -> dict[str, BaseGeometry]:
+    """Polygon geometries by GEOID from a shapefile's ``.shp`` and ``.dbf`` contents, read with
+    pyshp (``path`` names the file in messages). Null shapes are skipped; outer rings and holes
+    are told apart by their orientation (pyshp's ``__geo_interface__``); Z and M values are dropped."""
+    with warnings.catch_warnings():
+        # pyshp warns of header sizes that disagree with the data; a file that cannot be read
+        # fails below with a message naming it, and one that can is used as before.
+        warnings.simplefilter("ignore")
+        try:
+            table = shapefile.Reader(dbf=io.BytesIO(dbf), encoding="utf-8", encodingErrors="replace")
+            names = [field[0] for field in table.fields[1:]]  # fields[0] is the deletion flag
+            key = next((k for k in GEOID_FIELDS if k in names), None)
+            records = table.records() if key is not None else []
+        except _PARSE_ERRORS as exc:
+            raise BoundaryError(f"{path}: the attribute table (.dbf) is corrupt or truncated ({exc})") from exc
+        if key is None:
+            raise BoundaryError(f"{path}: the attribute table has no GEOID field (its fields: {', '.join(names)})")
+        geoids = [str(record[key]).strip() for record in records]
+        try:
+            shapes = shapefile.Reader(shp=io.BytesIO(shp)).shapes()
+        except _PARSE_ERRORS as exc:
+            raise BoundaryError(f"{path}: the shapes (.shp) are corrupt or truncated ({exc})") from exc
+    if len(shapes) != len(geoids):
+        raise BoundaryError(
+            f"{path}: the .shp file holds {len(shapes)} shapes but the .dbf table {len(geoids)} records; "
+            "one of them is truncated, or they are not from the same shapefile"
+        )
+    out: dict[str, BaseGeometry] = {}
+    for shape, geoid in zip(shapes, geoids, strict=True):
+        if shape.shapeType == shapefile.NULL:
             continue
-        if shape_type not in (5, 15, 25):
-            raise BoundaryError(f"shape type {shape_type} is not a polygon; tract boundaries must be polygons")
-        nparts, npoints = struct.unpack("<ii", content[36:44])
-        parts = [*np.frombuffer(content[44 : 44 + 4 * nparts], dtype="<i4").tolist(), npoints]
-        pts = np.frombuffer(content[44 + 4 * nparts : 44 + 4 * nparts + 16 * npoints], dtype="<f8").reshape(-1, 2)
-        polys: list[list[np.ndarray]] = []
-        for a, b in itertools.pairwise(parts):
-            ring = pts[a:b]
-            if _ring_area(ring) <= 0 or not polys:  # clockwise: an outer ring
-                polys.append([ring])
-            else:
-                polys[-1].append(ring)
-        made = [Polygon(p[0], p[1:]) for p in polys]
-        shapes.append(made[0] if len(made) == 1 else MultiPolygon(made))
-    return shapes
+        if shape.shapeType not in POLYGON_TYPES:
+            raise BoundaryError(
+                f"{path}: shape type {shape.shapeTypeName} is not a polygon; tract boundaries must be polygons"
+            )
+        out[geoid] = shapely.force_2d(shapely.geometry.shape(shape.__geo_interface__))
+    return out
 
 
 def _shapefile_members(path: Path) -> tuple[bytes, bytes]:
@@ -240,15 +234,10 @@ def _read_boundary_file(path: Path, resolved: Path, mtime: int) -> dict[str, Bas
                     out[str(geoid)] = shapely.from_geojson(json.dumps(f["geometry"]))
             return out
         if suffix in (".zip", ".shp"):
-            shp, dbf = _shapefile_members(path)
-            rows, shapes = _read_dbf(dbf), _read_shp(shp)
-            key = next((k for k in ("GEOID", "GEOID10", "GEOID20") if rows and k in rows[0]), None)
-            if key is None:
-                raise BoundaryError(f"{path}: the attribute table has no GEOID field")
-            return {r[key]: s for r, s in zip(rows, shapes, strict=False) if s is not None}
+            return _read_shapefile(path, *_shapefile_members(path))
     except BoundaryError:
         raise
-    except (ValueError, KeyError, struct.error, OSError, shapely.errors.ShapelyError) as exc:
+    except (ValueError, KeyError, OSError, shapely.errors.ShapelyError) as exc:
         raise BoundaryError(f"{path}: cannot read the boundary file ({exc})") from exc
     raise BoundaryError(f"{path}: unknown boundary file type {suffix!r}; use .zip, .shp, .geojson or .json")
 

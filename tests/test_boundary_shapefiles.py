@@ -1,0 +1,155 @@
+"""Census-style tract boundary shapefiles (``.shp`` with its ``.dbf``, or the three files zipped)
+read for the map: written here with pyshp's Writer, then read back through the public functions.
+Checks GEOID matching, holes, multi-part tracts, ring order, the cache and the refusals."""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+import shapefile
+from shapely.geometry import MultiPolygon, Point, Polygon
+
+from abm.outputs.boundaries import (
+    BoundaryError,
+    centroid_cells,
+    read_boundary_file,
+    shapes_from_file,
+    tract_shapes,
+)
+
+Ring = list[tuple[float, float]]
+
+
+def box(lon: float, lat: float, half: float, clockwise: bool = True) -> Ring:
+    """A closed square ring around (lon, lat); clockwise for an outer ring, as shapefiles have it."""
+    ring = [(lon - half, lat - half), (lon - half, lat + half), (lon + half, lat + half), (lon + half, lat - half)]
+    ring = ring if clockwise else ring[::-1]
+    return [*ring, ring[0]]
+
+
+def write_shapefile(base: Path, records: list[tuple[str, list[Ring] | None]], field: str = "GEOID") -> Path:
+    """``base``.shp/.shx/.dbf with one polygon record per (GEOID, rings); rings None is a null shape."""
+    with shapefile.Writer(str(base), shapeType=shapefile.POLYGON) as w:
+        w.field(field, "C", size=11)
+        w.field("ALAND", "N", size=14)
+        for geoid, rings in records:
+            if rings is None:
+                w.null()
+            else:
+                w.poly(rings)
+            w.record(geoid, 1000)
+    return base.with_suffix(".shp")
+
+
+def zip_shapefile(shp: Path, target: Path, members: tuple[str, ...] = (".shp", ".shx", ".dbf")) -> Path:
+    with zipfile.ZipFile(target, "w") as z:
+        for ext in members:
+            z.write(shp.with_suffix(ext), f"cb_2019_53_tract_500k{ext}")
+    return target
+
+
+@pytest.fixture
+def tract_file(king_county, tmp_path) -> tuple[Path, list[str]]:
+    """A shapefile of the King County tracts as small boxes: tract 0 has a hole, tract 1 two parts,
+    tract 2 an island listed before the hole of its main part, tract 5 is left out; a null shape
+    and a tract of another county come along."""
+    records: list[tuple[str, list[Ring] | None]] = []
+    geoids = [str(g) for g in king_county.tracts["geoid"]]
+    for i, row in enumerate(king_county.tracts.itertuples(index=False)):
+        lon, lat = float(row.lon), float(row.lat)
+        if i == 5:
+            continue
+        if i == 0:
+            rings = [box(lon, lat, 0.01), box(lon, lat, 0.004, clockwise=False)]
+        elif i == 1:
+            rings = [box(lon, lat, 0.005), box(lon + 0.03, lat, 0.005)]
+        elif i == 2:
+            rings = [box(lon + 0.05, lat, 0.005), box(lon, lat, 0.004, clockwise=False), box(lon, lat, 0.01)]
+        else:
+            rings = [box(lon, lat, 0.005)]
+        records.append((geoids[i], rings))
+    records += [("53033999999", None), ("53053000100", [box(-122.4, 47.2, 0.01)])]
+    return write_shapefile(tmp_path / "tracts", records), geoids
+
+
+def test_a_shapefile_gives_each_tract_its_polygon_by_geoid(king_county, tract_file, tmp_path):
+    shp, geoids = tract_file
+    for path in (shp, zip_shapefile(shp, tmp_path / "tracts.zip")):
+        found = read_boundary_file(path)
+        assert set(found) == (set(geoids) - {geoids[5]}) | {"53053000100"}  # the null shape is skipped
+        holed = found[geoids[0]]
+        assert isinstance(holed, Polygon) and len(holed.interiors) == 1
+        assert holed.area == pytest.approx(0.02**2 - 0.008**2, rel=1e-9)
+        assert not holed.contains(Point(king_county.tracts["lon"].iloc[0], king_county.tracts["lat"].iloc[0]))
+        two = found[geoids[1]]
+        assert isinstance(two, MultiPolygon) and len(two.geoms) == 2 and two.area == pytest.approx(2e-4, rel=1e-9)
+        # The hole belongs to the part that surrounds it, not to the ring listed before it.
+        island = found[geoids[2]]
+        assert isinstance(island, MultiPolygon) and island.is_valid
+        parts = sorted((len(p.interiors), p.area) for p in island.geoms)
+        assert [n for n, _ in parts] == [0, 1]
+        assert [a for _, a in parts] == pytest.approx([1e-4, 0.02**2 - 0.008**2], rel=1e-9)
+        assert found[geoids[3]].area == pytest.approx(1e-4, rel=1e-9)
+
+    shapes = shapes_from_file(king_county.tracts, path)
+    assert shapes.geoid == geoids and len(shapes.geometry[0].interiors) == 1
+    assert shapes.geometry[5].area == pytest.approx(centroid_cells(king_county.tracts).geometry[5].area, rel=0.05)
+    assert shapes.source == f"{path} (1 tracts not in the file drawn as centroid cells)"
+    assert tract_shapes(king_county.tracts, path).source == shapes.source
+
+
+def test_a_changed_shapefile_is_read_again(king_county, tract_file, tmp_path):
+    shp, geoids = tract_file
+    path = zip_shapefile(shp, tmp_path / "tracts.zip")
+    assert geoids[0] in read_boundary_file(path)
+    write_shapefile(tmp_path / "fewer", [(geoids[1], [box(-122.3, 47.6, 0.01)])])
+    zip_shapefile(tmp_path / "fewer.shp", path)
+    later = path.stat().st_mtime + 5
+    os.utime(path, (later, later))
+    assert set(read_boundary_file(path)) == {geoids[1]}
+
+
+def test_a_bad_shapefile_is_refused_naming_it(king_county, tract_file, tmp_path):
+    shp, geoids = tract_file
+
+    def refused(path: Path, message: str) -> None:
+        with pytest.raises(BoundaryError, match=re.escape(str(path)) + ": " + message):
+            shapes_from_file(king_county.tracts, path)
+
+    data, table = shp.read_bytes(), shp.with_suffix(".dbf").read_bytes()
+    cut = tmp_path / "cut.shp"
+    cut.write_bytes(data[: len(data) // 2])
+    cut.with_suffix(".dbf").write_bytes(table)
+    refused(cut, r"the shapes \(\.shp\) are corrupt or truncated")
+
+    garbled = tmp_path / "garbled.shp"
+    garbled.write_bytes(data)
+    garbled.with_suffix(".dbf").write_bytes(b"not a dBase table")
+    refused(garbled, r"the attribute table \(\.dbf\) is corrupt or truncated")
+
+    other = write_shapefile(tmp_path / "other", [(geoids[0], [box(-122.3, 47.6, 0.01)])])
+    mixed = tmp_path / "mixed.shp"
+    mixed.write_bytes(data)
+    mixed.with_suffix(".dbf").write_bytes(other.with_suffix(".dbf").read_bytes())
+    refused(mixed, r"the \.shp file holds 398 shapes but the \.dbf table 1 records; .*not from the same shapefile")
+
+    no_geoid = write_shapefile(tmp_path / "no_geoid", [(geoids[0], [box(-122.3, 47.6, 0.01)])], field="TRACTCE")
+    refused(no_geoid, "the attribute table has no GEOID field .*TRACTCE")
+
+    with shapefile.Writer(str(tmp_path / "points"), shapeType=shapefile.POINT) as w:
+        w.field("GEOID", "C", size=11)
+        w.point(-122.3, 47.6)
+        w.record(geoids[0])
+    refused(tmp_path / "points.shp", "shape type POINT is not a polygon")
+
+    alone = tmp_path / "alone.shp"
+    alone.write_bytes(data)
+    refused(alone, "no alone.dbf next to it")
+    refused(zip_shapefile(shp, tmp_path / "no_table.zip", (".shp", ".shx")), "the zip file holds no .shp and .dbf pair")
+
+    elsewhere = write_shapefile(tmp_path / "elsewhere", [("53053000100", [box(-122.4, 47.2, 0.01)])])
+    refused(elsewhere, "none of the region's 397 tract GEOIDs .*right state and census vintage")
