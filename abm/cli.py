@@ -484,7 +484,7 @@ def data_boundaries(
     if from_ is None:
         err_console.print(f"downloading {census_url(state)} ...", highlight=False)
     try:
-        path = download_boundaries(state, timeout=timeout, source=from_)
+        path = download_boundaries(state, timeout=timeout, source=from_, tracts=reg.tracts)
         shapes = shapes_from_file(reg.tracts, path)
     except BoundaryError as exc:
         err_console.print(Text.assemble(("error:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)

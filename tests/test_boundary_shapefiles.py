@@ -153,3 +153,36 @@ def test_a_bad_shapefile_is_refused_naming_it(king_county, tract_file, tmp_path)
 
     elsewhere = write_shapefile(tmp_path / "elsewhere", [("53053000100", [box(-122.4, 47.2, 0.01)])])
     refused(elsewhere, "none of the region's 397 tract GEOIDs .*right state and census vintage")
+
+
+def test_caching_a_bad_file_keeps_the_cached_one(king_county, tract_file, tmp_path, monkeypatch):
+    """`abm data boundaries --from FILE` reads FILE in full before it replaces the cache: a zip
+    whose shapefile is corrupt, or that holds another county's tracts, is refused naming FILE
+    (exit code 2), and the good file cached before stays, byte for byte."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    monkeypatch.setenv("ABM_CACHE_DIR", str(tmp_path / "cache"))
+    shp, _ = tract_file
+    good = zip_shapefile(shp, tmp_path / "good.zip")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["data", "boundaries", "--from", str(good)])
+    assert ok.exit_code == 0, ok.output
+    cached = next((tmp_path / "cache").rglob("*.zip"))
+    before = cached.read_bytes()
+
+    cut = tmp_path / "cut"
+    cut.with_suffix(".shp").write_bytes(shp.read_bytes()[:300])
+    for ext in (".shx", ".dbf"):
+        cut.with_suffix(ext).write_bytes(shp.with_suffix(ext).read_bytes())
+    elsewhere = write_shapefile(tmp_path / "elsewhere", [("53053000100", [box(-122.4, 47.2, 0.01)])])
+    for bad, message in (
+        (zip_shapefile(cut.with_suffix(".shp"), tmp_path / "cut.zip"), "are corrupt or truncated"),
+        (zip_shapefile(elsewhere, tmp_path / "elsewhere.zip"), "none of the region's 397 tract GEOIDs"),
+    ):
+        res = runner.invoke(app, ["data", "boundaries", "--from", str(bad)])
+        assert res.exit_code == 2
+        assert f"{bad}: " in " ".join(res.output.split()) and message in " ".join(res.output.split())
+        assert cached.read_bytes() == before
+        assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == [cached]  # no part file left

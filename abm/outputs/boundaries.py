@@ -289,42 +289,49 @@ def cached_boundary_file(state_fips: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def download_boundaries(state_fips: str, timeout: float = 30.0, source: str | Path | None = None) -> Path:
+def download_boundaries(
+    state_fips: str,
+    timeout: float = 30.0,
+    source: str | Path | None = None,
+    tracts: pd.DataFrame | None = None,
+) -> Path:
     """Download (or copy from ``source``) the Census tract boundary file into the cache and
-    return its path. Raises :class:`BoundaryError` with a clear message when offline."""
+    return its path. The file is read in full first (and, given the region's ``tracts``, must
+    hold some of them); one that cannot be used raises :class:`BoundaryError` naming it, and the
+    cached file stays as it was. Offline, the error says how to get the file."""
     target = cache_dir() / census_file_name(state_fips)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".part")
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.part.zip")
+    label = str(source) if source is not None else census_url(state_fips)
     if source is not None:
         src = Path(source)
         if not src.is_file():
             raise BoundaryError(f"{src}: file not found")
         shutil.copyfile(src, tmp)
     else:
-        url = census_url(state_fips)
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
+            with urllib.request.urlopen(label, timeout=timeout) as resp:
                 data = resp.read()
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise BoundaryError(
-                f"cannot download {url}: {reason}. This machine looks offline. Maps keep using tract cells "
+                f"cannot download {label}: {reason}. This machine looks offline. Maps keep using tract cells "
                 f"built from the centroids. To use real boundaries, download that file on a machine that is "
                 f"online and run `abm data boundaries --from FILE`, or give its path to the map."
             ) from exc
         tmp.write_bytes(data)
     try:
-        with zipfile.ZipFile(io.BytesIO(tmp.read_bytes())) as z:
-            if not any(n.lower().endswith(".shp") for n in z.namelist()):
-                raise BoundaryError(f"{source or census_url(state_fips)}: the zip file holds no shapefile")
-    except zipfile.BadZipFile as exc:
+        if tracts is None:
+            read_boundary_file(tmp)
+        else:
+            shapes_from_file(tracts, tmp)
+    except BoundaryError as exc:
+        raise BoundaryError(str(exc).replace(str(tmp), label)) from exc
+    else:
+        tmp.replace(target)
+        return target
+    finally:
         tmp.unlink(missing_ok=True)
-        raise BoundaryError(f"{source or census_url(state_fips)}: not a zip file ({exc})") from exc
-    except BoundaryError:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(target)
-    return target
 
 
 def tract_shapes(tracts: pd.DataFrame, boundaries: str | Path | None = None, state_fips: str = "") -> TractShapes:
