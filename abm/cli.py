@@ -15,11 +15,35 @@ from abm.interrupts import results_written
 from abm.outputs.run_folder import OutputFolderError, check_target
 from abm.scenario import ScenarioError, check_device, load_scenario
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Agent-based epidemic simulator.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Agent-based epidemic simulator for King County, WA: run scenarios, compare interventions, calibrate "
+    "to observed data, calibrate across institutions without pooling data.",
+)
 # Messages carry the user's text (paths, values, --set options such as `key=[a, b]`), which rich
 # would read as markup: markup is off, and the few styled words are Text spans.
 out_console = Console(markup=False)
 err_console = Console(stderr=True, markup=False)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        import torch
+
+        out_console.print(f"abm {version('abm-epidemic')} (torch {torch.__version__})", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Options of the `abm` command itself."""
 
 
 def fail(message: str) -> None:
@@ -63,8 +87,10 @@ def validate(
     file: Annotated[Path, typer.Argument(help="scenario YAML file")],
     set_: SetOption = None,
 ) -> None:
-    """Check a scenario file: an epidemic scenario (`abm run`), a learning or a private-calibration
-    scenario (`abm learn`)."""
+    """Check a scenario file without running it.
+
+    Reads an epidemic scenario (for `abm run`, `abm sweep` or `abm calibrate`) or a learning or
+    private-calibration scenario (for `abm learn`) and says what is wrong, or that it is valid."""
     from abm.calibration.observed import CalibrationError
     from abm.learning.errors import LearningScenarioError
 
@@ -360,8 +386,9 @@ def sweep(
     device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
     set_: SetOption = None,
 ) -> None:
-    """Run variants (the cartesian product of --sweep options) and replicates, locally or on Ray,
-    and write one combined table (sweep.csv), a mean/sd table per variant and sweep.json."""
+    """Run every combination of --sweep values, with replicates, locally or on Ray.
+
+    Writes one combined table (sweep.csv), a mean/sd table per variant and sweep.json."""
     from abm.sweep import BACKENDS, plan, run_sweep
 
     if not sweep_:
@@ -468,8 +495,9 @@ def data_boundaries(
     ] = None,
     timeout: Annotated[float, typer.Option(help="download timeout in seconds")] = 30.0,
 ) -> None:
-    """Download and cache the Census cartographic tract boundary file for the region's state;
-    maps then draw real tract boundaries instead of cells built from centroids."""
+    """Download and cache the Census tract boundary file for the region's state.
+
+    Maps then draw real tract boundaries instead of cells built from the tract centroids."""
     from abm.outputs.boundaries import BoundaryError, census_url, download_boundaries, shapes_from_file
     from abm.populations import load_region
     from abm.populations.region import RegionError

@@ -579,3 +579,13 @@ def test_ctrl_c_at_any_moment_of_abm_learn_says_so(tmp_path, delay):
     assert proc.returncode == 130, err
     assert err.startswith("interrupted") and err.count("\n") == 1, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_version_names_the_installed_package_and_torch():
+    from importlib.metadata import version
+
+    import torch
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0
+    assert res.output.strip() == f"abm {version('abm-epidemic')} (torch {torch.__version__})"
