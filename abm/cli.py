@@ -27,6 +27,19 @@ out_console = Console(markup=False)
 err_console = Console(stderr=True, markup=False)
 
 
+def progress_bar(unit: str) -> Progress:
+    """A progress bar on stderr that counts ``unit`` (days, runs) and disappears when done."""
+    return Progress(
+        TextColumn("{task.description}", style="bold", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
 def _print_version(value: bool) -> None:
     if value:
         from importlib.metadata import version
@@ -263,15 +276,7 @@ def run(
         f"{sc.simulation.days} days -> {target}",
         highlight=False,
     )
-    with Progress(
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("days"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
+    with progress_bar("days") as bar:
         task = bar.add_task(
             f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}", total=sc.simulation.days
         )
@@ -411,15 +416,7 @@ def sweep(
     note_left_off(file, set_)
     note_idle(sp.variants)
     total = len(sp.variants) * sp.replicates
-    with Progress(
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("runs"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
+    with progress_bar("runs") as bar:
         task = bar.add_task(f"{sp.variants[0].name}: {len(sp.variants)} variants x {sp.replicates}", total=total)
         try:
             result = run_sweep(
