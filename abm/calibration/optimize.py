@@ -6,6 +6,7 @@ import json
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -361,6 +362,146 @@ def rerank(
     return sorted(rows, key=lambda r: r["loss_fit"])
 
 
+@dataclass
+class _Fit:
+    """What a calibration method found: the calibrated scenario, its best parameters, the best
+    fit's curve, the curves of the fit plot's band, the table of trials or steps (and its file
+    name), and the method's own summary entries."""
+
+    calibrated: Scenario
+    best: dict[str, Any]
+    sim: pd.DataFrame
+    band: list[pd.DataFrame]
+    table: pd.DataFrame
+    table_name: str
+    extra: dict[str, Any]
+
+
+def _check_method(method: str, backend: str) -> None:
+    """Refuse an unknown method or backend, and a backend other than local for the gradient."""
+    if method not in METHODS:
+        raise CalibrationError(f"--method: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
+    if backend not in BACKENDS:
+        raise CalibrationError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    if method == "gradient" and backend != "local":
+        raise CalibrationError(f"--backend: {backend!r} is not allowed with --method gradient; allowed: local")
+
+
+def _fit_by_gradient(
+    sc: Scenario,
+    data: dict[str, Any],
+    source: str,
+    observed: pd.DataFrame,
+    progress: Callable[[int, int, float], None] | None,
+    steps: int | None,
+) -> _Fit:
+    """Adam on the transmission rate (and weekly multipliers); the calibrated scenario is run
+    once for the best fit's curve (no band)."""
+    from abm.calibration import gradient
+
+    cfg = sc.calibration
+    assert cfg is not None
+    beta, weekly_m, done = gradient.optimize(sc, observed, progress, steps)
+    calibrated_data, best = gradient.calibrated_values(data, beta, weekly_m)
+    calibrated = validate(calibrated_data, source)
+    sim = simulated(run(calibrated), cfg)
+    table = pd.DataFrame([vars(s) for s in done])
+    extra = {
+        "steps": len(done),
+        "seconds_per_step_median": float(table["seconds"].median()),
+        "loss_fit": fit_value(sim, observed, cfg),
+    }
+    return _Fit(calibrated, best, sim, [], table, "steps.csv", extra)
+
+
+def _run_study(
+    sc: Scenario,
+    data: dict[str, Any],
+    source: str,
+    observed: pd.DataFrame,
+    n_trials: int,
+    progress: Callable[[int, int, float], None] | None,
+    backend: str,
+    workers: int | None,
+    ray_address: str | None,
+) -> tuple[optuna.Study, dict[int, pd.DataFrame]]:
+    """The seeded TPE study after ``n_trials`` trials (here or on Ray), and each trial's
+    observed-like curve by trial number."""
+    cfg = sc.calibration
+    assert cfg is not None
+    curves: dict[int, pd.DataFrame] = {}
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial's error is raised
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
+    score = trial_scorer(observed, cfg, curves)
+    if backend == "ray":
+        run_trials_ray(study, cfg, n_trials, data, source, score, progress, workers, ray_address, sc.simulation.device)
+    else:
+        run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, source), score, progress)
+    return study, curves
+
+
+def _trials_table(
+    study: optuna.Study, reranked: list[dict[str, Any]], best_number: int, cfg: CalibrationConfig
+) -> pd.DataFrame:
+    """Optuna's table of trials, with the re-runs' loss and re-profiled observation values (where
+    trials were re-ranked) and which trial was chosen."""
+    table = study.trials_dataframe()
+    if reranked:
+        again = {r["trial"]: r for r in reranked}
+        table["rerank_loss_fit"] = table["number"].map(lambda k: again[k]["loss_fit"] if k in again else math.nan)
+        for key in profiled_keys(cfg):
+            table[f"rerank_{key}"] = table["number"].map(
+                lambda k, key=key: again.get(k, {}).get("values", {}).get(key, math.nan)
+            )
+    table["chosen"] = table["number"] == best_number
+    return table
+
+
+def _fit_by_optuna(
+    sc: Scenario,
+    data: dict[str, Any],
+    source: str,
+    observed: pd.DataFrame,
+    trials: int | None,
+    progress: Callable[[int, int, float], None] | None,
+    backend: str,
+    workers: int | None,
+    ray_address: str | None,
+) -> _Fit:
+    """The study's trials, then the best: the best of the top trials re-run with more replicates
+    (``rerank_trials``), or else the study's best trial; the band from the best curves."""
+    cfg = sc.calibration
+    assert cfg is not None
+    n_trials = trials or cfg.trials
+    study, curves = _run_study(sc, data, source, observed, n_trials, progress, backend, workers, ray_address)
+    ranked = sorted((t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value)
+    rerun: dict[str, float] = {}  # what the re-ranked runs changed (their replicates)
+    reranked: list[dict[str, Any]] = []
+    if cfg.rerank_trials > 0:
+        rerun = {"simulation.replicates": cfg.rerank_replicates}
+        reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, source, observed, rerun)
+        best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
+        # the band from the re-run curves too, so that it holds the best fit drawn from them
+        band = [r.pop("curve") for r in reranked][: cfg.band_trials]
+    else:
+        best_trial = study.best_trial
+        best_number, drawn = best_trial.number, {**best_trial.params, **best_trial.user_attrs}
+        sim = curves[best_number]
+        band = [curves[t.number] for t in ranked[: cfg.band_trials]]
+    best = {k: drawn[k] for k in cfg.parameters}
+    calibrated = validate(with_values(data, {**best, **rerun}), source)
+    extra: dict[str, Any] = {
+        "trials": n_trials,
+        "backend": backend,
+        "best_trial": best_number,
+        "loss_fit": reranked[0]["loss_fit"] if reranked else study.best_value,
+    }
+    if reranked:
+        extra["rerank_replicates"] = cfg.rerank_replicates
+        extra["reranked"] = reranked
+    return _Fit(calibrated, best, sim, band, _trials_table(study, reranked, best_number, cfg), "trials.csv", extra)
+
+
 def calibrate(
     path: str | Path,
     out: str | Path | None = None,
@@ -378,12 +519,7 @@ def calibrate(
     gradient steps), a fit plot and ``calibration.json`` to ``out``; return the summary.
     ``backend``: where Optuna trials run, this process (``local``) or Ray tasks (``ray``, in
     batches of ``workers``)."""
-    if method not in METHODS:
-        raise CalibrationError(f"--method: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
-    if backend not in BACKENDS:
-        raise CalibrationError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
-    if method == "gradient" and backend != "local":
-        raise CalibrationError(f"--backend: {backend!r} is not allowed with --method gradient; allowed: local")
+    _check_method(method, backend)
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method)
     source = source_of(path, sets)
@@ -395,90 +531,29 @@ def calibrate(
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
     start = time.perf_counter()
     if method == "gradient":
-        from abm.calibration import gradient
-
-        beta, weekly_m, steps = gradient.optimize(sc, observed, progress, trials)
-        calibrated_data, best = gradient.calibrated_values(data, beta, weekly_m)
-        calibrated = validate(calibrated_data, source)
-        sim = simulated(run(calibrated), cfg)
-        band: list[pd.DataFrame] = []
-        table = pd.DataFrame([vars(s) for s in steps])
-        table_name = "steps.csv"
-        extra = {
-            "steps": len(steps),
-            "seconds_per_step_median": float(table["seconds"].median()),
-            "loss_fit": fit_value(sim, observed, cfg),
-        }
+        fit = _fit_by_gradient(sc, data, source, observed, progress, trials)
     else:
-        n_trials = trials or cfg.trials
-        curves: dict[int, pd.DataFrame] = {}
-        optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial's error is raised
-        study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
-
-        score = trial_scorer(observed, cfg, curves)
-        if backend == "ray":
-            run_trials_ray(
-                study, cfg, n_trials, data, source, score, progress, workers, ray_address, sc.simulation.device
-            )
-        else:
-            run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, source), score, progress)
-        ranked = sorted(
-            (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
-        )
-        rerun: dict[str, float] = {}  # what the re-ranked runs changed (their replicates)
-        reranked: list[dict[str, Any]] = []
-        if cfg.rerank_trials > 0:
-            rerun = {"simulation.replicates": cfg.rerank_replicates}
-            reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, source, observed, rerun)
-            best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
-            # the band from the re-run curves too, so that it holds the best fit drawn from them
-            band = [r.pop("curve") for r in reranked][: cfg.band_trials]
-        else:
-            best_trial = study.best_trial
-            best_number, drawn = best_trial.number, {**best_trial.params, **best_trial.user_attrs}
-            sim = curves[best_number]
-            band = [curves[t.number] for t in ranked[: cfg.band_trials]]
-        best = {k: drawn[k] for k in cfg.parameters}
-        calibrated = validate(with_values(data, {**best, **rerun}), source)
-        table = study.trials_dataframe()
-        if reranked:  # the re-runs: their loss and re-profiled observation values, and the winner
-            again = {r["trial"]: r for r in reranked}
-            table["rerank_loss_fit"] = table["number"].map(lambda k: again[k]["loss_fit"] if k in again else math.nan)
-            for key in profiled_keys(cfg):
-                table[f"rerank_{key}"] = table["number"].map(
-                    lambda k, key=key: again.get(k, {}).get("values", {}).get(key, math.nan)
-                )
-        table["chosen"] = table["number"] == best_number
-        table_name = "trials.csv"
-        extra = {
-            "trials": n_trials,
-            "backend": backend,
-            "best_trial": best_number,
-            "loss_fit": reranked[0]["loss_fit"] if reranked else study.best_value,
-        }
-        if reranked:
-            extra["rerank_replicates"] = cfg.rerank_replicates
-            extra["reranked"] = reranked
+        fit = _fit_by_optuna(sc, data, source, observed, trials, progress, backend, workers, ray_address)
     summary = {
         "scenario": sc.name,
         "method": method,
         "targets": cfg.targets,
         # optuna: the sampler's seed; gradient: the simulation seed of step 0 (step k uses seed + k)
         "seed": cfg.seed if method == "optuna" else sc.simulation.seed,
-        **extra,
-        "best_parameters": best,
-        "at_bounds": at_bounds(best, cfg) if method == "optuna" else [],  # the gradient method has no bounds
+        **fit.extra,
+        "best_parameters": fit.best,
+        "at_bounds": at_bounds(fit.best, cfg) if method == "optuna" else [],  # the gradient method has no bounds
         "fit_window": [str(d) for d in cfg.fit_window],
         "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
-        "fit": losses(sim, observed, cfg.fit_window),
-        "holdout": losses(sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
+        "fit": losses(fit.sim, observed, cfg.fit_window),
+        "holdout": losses(fit.sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
         "seconds": time.perf_counter() - start,
     }
     with atomic_folder(target, "calibration") as tmp:
-        (tmp / "calibrated.yaml").write_text(calibrated.resolved_yaml())
-        table.to_csv(tmp / table_name, index=False)
+        (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml())
+        fit.table.to_csv(tmp / fit.table_name, index=False)
         (tmp / "calibration.json").write_text(dumps(summary))
-        plot_fit(observed, sim, band, cfg, tmp / "fit.png")
+        plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
     return summary
 
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.engine.disease import Stage
 from abm.engine.rng import generator
-from abm.engine.simulator import Phase, Simulation
+from abm.engine.simulator import AgentState, Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 
 
@@ -72,6 +73,55 @@ class VaccinationConfig(BaseModel):
         if self.daily_doses is None and self.daily_doses_per_100k is None:
             raise ValueError("give daily_doses or daily_doses_per_100k")
         return self
+
+
+class _Scan(NamedTuple):
+    """A window of each replicate's queue: the agents, their queue positions ([replicate,
+    entry]) and the mask of the candidates taken from it."""
+
+    agents: torch.Tensor
+    pos: torch.Tensor
+    take: torch.Tensor
+
+
+@dataclass
+class _DoseRules:
+    """One day's tests on agents (flat indices), read off the programme's dose records as they
+    stand when called: who may have a dose today, and whose queue entry is done with for good."""
+
+    vacc: Vaccination
+    state: AgentState
+    day: int
+    returns: torch.Tensor  # bool per agent: comes back for dose 2 (today's draw under "daily")
+
+    def open_to_a_dose(self, a: torch.Tensor) -> torch.Tensor:
+        """Neither in hospital (or beyond) nor isolated."""
+        st = self.state
+        return (st.stage.index_select(0, a) < Stage.HOSPITALIZED) & ~st.isolated.index_select(0, a)
+
+    def first_ok(self, a: torch.Tensor) -> torch.Tensor:
+        """Eligible for a first dose today."""
+        return (self.vacc.doses.index_select(0, a) == 0) & self.open_to_a_dose(a)
+
+    def second_ok(self, a: torch.Tensor) -> torch.Tensor:
+        """Eligible for a second dose today: one dose so far, returning, the gap since dose 1 past."""
+        v = self.vacc
+        gap = (self.day - v.dose1_day.index_select(0, a)) >= v.cfg.dose2_gap_days
+        return (v.doses.index_select(0, a) == 1) & self.returns.index_select(0, a) & gap & self.open_to_a_dose(a)
+
+    def first_done(self, a: torch.Tensor) -> torch.Tensor:
+        """Done with for good by the first-dose queue: dosed, or in hospital or beyond."""
+        return (self.vacc.doses.index_select(0, a) > 0) | (self.state.stage.index_select(0, a) >= Stage.HOSPITALIZED)
+
+    def second_done(self, a: torch.Tensor) -> torch.Tensor:
+        """Done with for good by the second-dose queue: two doses, in hospital or beyond, or (a
+        return drawn once) not coming back."""
+        v = self.vacc
+        doses = v.doses.index_select(0, a)
+        done = (doses >= 2) | (self.state.stage.index_select(0, a) >= Stage.HOSPITALIZED)
+        if v.cfg.dose2_dropout_draw == "once":  # those who do not return never will
+            done |= (doses == 1) & ~v.returns.index_select(0, a)
+        return done
 
 
 @register("vaccination")
@@ -153,100 +203,112 @@ class Vaccination(InterventionBase):
         sim.count_activity("vaccine_protected", day, self.protected_count)
 
     def allocate(self, sim: Simulation, day: int) -> None:
-        """Today's doses, by priority class, to the agents eligible."""
-        c, st = self.cfg, sim.state
-        # Supply: today's production joins the stock; doses older than the shelf life expire.
-        self.stock = torch.roll(self.stock, 1, dims=1)
-        self.stock[:, 0] = self.production(day)
-        available = self.stock.sum(1)
-        # Priority classes: (dose to give, age group in priority order); within a class, a
-        # random order drawn once per agent. Today's doses go to the eligible agents first in
-        # that order, so a class is served whole before the next while doses last. The
-        # candidates are read off the queue: the first ``available`` eligible for a first dose
-        # and, unless first doses come first and fill the day, for a second dose.
-        returns = self.returns
-        if c.dose2_dropout_draw == "daily":
-            gen = generator(sim.seed, "vaccination-return", day, sim.device)
-            returns = torch.rand(sim.total, generator=gen, device=sim.device) >= c.dose2_dropout
+        """Today's doses, by priority class, to the agents eligible.
+
+        Priority classes: (dose to give, age group in priority order); within a class, a random
+        order drawn once per agent. Today's doses go to the eligible agents first in that order,
+        so a class is served whole before the next while doses last. Steps: restock; read the
+        candidates off the queue; give the doses to the first of them; move the queue past the
+        entries done with for good; take the doses given out of the stock.
+        """
+        available = self._restock(day)
+        rules = _DoseRules(self, sim.state, day, self._returns_today(sim, day))
         k = min(int(available.max()), sim.n)
         if k == 0 or self.queued == 0:
             return
-        r = sim.replicates
-
-        def open_to_a_dose(a: torch.Tensor) -> torch.Tensor:
-            return (st.stage.index_select(0, a) < Stage.HOSPITALIZED) & ~st.isolated.index_select(0, a)
-
-        def first_ok(a: torch.Tensor) -> torch.Tensor:
-            return (self.doses.index_select(0, a) == 0) & open_to_a_dose(a)
-
-        def second_ok(a: torch.Tensor) -> torch.Tensor:
-            gap = (day - self.dose1_day.index_select(0, a)) >= c.dose2_gap_days
-            return (self.doses.index_select(0, a) == 1) & returns.index_select(0, a) & gap & open_to_a_dose(a)
-
         end = torch.full_like(self.head, self.queued)
-        first = self._scan(self.head, end, available, first_ok)
-        # Agents the head passed while they were isolated are candidates again once out.
-        parts = [(first[0], first[2], self.first_key)]  # (agents, candidates, key) per replicate row
+        first, second, agents, key = self._candidates(sim, end, available, rules)
+        chosen = self._choose(sim, agents, key, k, available)
+        if chosen.numel() > 0:
+            self.administer(sim, day, chosen)
+        self._advance_first_doses(first, end, rules)
+        if second is not None:  # the second-dose head passes the entries done with for good
+            self.head2 += self._finished(second.agents, second.pos, self.front, rules.second_done)
+        if chosen.numel() > 0:
+            self._use_stock(sim, day, chosen)
+
+    def _restock(self, day: int) -> torch.Tensor:
+        """Today's production joins the stock and doses older than the shelf life expire; the
+        doses available per replicate."""
+        self.stock = torch.roll(self.stock, 1, dims=1)
+        self.stock[:, 0] = self.production(day)
+        return self.stock.sum(1)
+
+    def _returns_today(self, sim: Simulation, day: int) -> torch.Tensor:
+        """Whether each agent comes back for dose 2 today: the draw made once per agent, or
+        (``dose2_dropout_draw: daily``) a draw of the day."""
+        if self.cfg.dose2_dropout_draw == "daily":
+            gen = generator(sim.seed, "vaccination-return", day, sim.device)
+            return torch.rand(sim.total, generator=gen, device=sim.device) >= self.cfg.dose2_dropout
+        return self.returns
+
+    def _candidates(
+        self, sim: Simulation, end: torch.Tensor, available: torch.Tensor, rules: _DoseRules
+    ) -> tuple[_Scan, _Scan | None, torch.Tensor, torch.Tensor]:
+        """Today's candidates read off the queue: the first ``available`` eligible for a first
+        dose from the head on, the agents the head passed while isolated who are eligible again,
+        and, unless first doses come first and fill the day, the first ``available`` eligible for
+        a second dose. Returns the first-dose scan, the second-dose scan (None when not made),
+        and the candidates as rows per replicate with their priority keys (inf for padding)."""
+        first = self._scan(self.head, end, available, rules.first_ok)
+        parts = [(first.agents, first.take, self.first_key)]  # (agents, candidates, key) per replicate row
         if self.passed.numel() > 0:
-            parts.append((*self._by_replicate(sim, self.passed, first_ok(self.passed)), self.first_key))
+            parts.append((*self._by_replicate(sim, self.passed, rules.first_ok(self.passed)), self.first_key))
         short = sum(t.sum(1) for _, t, _ in parts) < available
         second = None
-        if not c.first_doses_first or bool(short.any()):
-            second = self._scan(self.head2, self.front, available, second_ok)
-            parts.append((second[0], second[2], self.second_key))
+        if not self.cfg.first_doses_first or bool(short.any()):
+            second = self._scan(self.head2, self.front, available, rules.second_ok)
+            parts.append((second.agents, second.take, self.second_key))
+        r = sim.replicates
         agents = torch.cat([a for a, _, _ in parts], 1)
         key = torch.cat(
             [torch.where(t, kk.index_select(0, a.view(-1)).view(r, -1), torch.inf) for a, t, kk in parts], 1
         )
+        return first, second, agents, key
+
+    def _choose(
+        self, sim: Simulation, agents: torch.Tensor, key: torch.Tensor, k: int, available: torch.Tensor
+    ) -> torch.Tensor:
+        """The agents (flat indices) given a dose today: per replicate, the candidates with the
+        smallest keys, as many as the doses available (at most ``k``)."""
         k = min(k, key.shape[1])
         best, pos = torch.topk(key, k, dim=1, largest=False, sorted=True)
         take = (best < torch.inf) & (torch.arange(k, device=sim.device)[None, :] < available[:, None])
-        chosen = agents.gather(1, pos)[take]
-        if chosen.numel() > 0:
-            self.administer(sim, day, chosen)
-        # Move the heads past entries done with a dose for good; extend the front.
-        a1, p1, t1 = first
-        given1 = t1 & (self.doses.index_select(0, a1.view(-1)).view(r, -1) > 0)
+        return agents.gather(1, pos)[take]
+
+    def _advance_first_doses(self, first: _Scan, end: torch.Tensor, rules: _DoseRules) -> None:
+        """After today's doses: extend the front past the entries that had a first dose, and
+        move the head past the entries done with for good and the isolated ones, which wait in
+        ``passed``."""
+        a1, p1 = first.agents, first.pos
+        flat = a1.view(-1)
+        given1 = first.take & (self.doses.index_select(0, flat).view(a1.shape) > 0)
         self.front = torch.maximum(self.front, torch.where(given1, p1 + 1, 0).amax(1))
-
-        def first_done(a: torch.Tensor) -> torch.Tensor:
-            return (self.doses.index_select(0, a) > 0) | (st.stage.index_select(0, a) >= Stage.HOSPITALIZED)
-
-        def second_done(a: torch.Tensor) -> torch.Tensor:
-            doses = self.doses.index_select(0, a)
-            done = (doses >= 2) | (st.stage.index_select(0, a) >= Stage.HOSPITALIZED)
-            if c.dose2_dropout_draw == "once":  # those who do not return never will
-                done |= (doses == 1) & ~self.returns.index_select(0, a)
-            return done
-
-        # The head passes entries done for good and isolated ones, which wait in ``passed``.
-        waiting = (self.doses.index_select(0, a1.view(-1)) == 0) & st.isolated.index_select(0, a1.view(-1))
-        lead = self._finished(a1, p1, end, lambda a: first_done(a) | waiting)
+        waiting = (self.doses.index_select(0, flat) == 0) & rules.state.isolated.index_select(0, flat)
+        lead = self._finished(a1, p1, end, lambda a: rules.first_done(a) | waiting)
         behind = (self.steps[None, : a1.shape[1]] < lead[:, None]) & waiting.view(a1.shape)
         # A passed agent may have its first dose later, from ``passed``: the front must cover its
         # entry, or its second dose would never be scanned (it is past the head for good).
         self.front = torch.maximum(self.front, torch.where(behind, p1 + 1, 0).amax(1))
         if self.passed.numel() > 0 or bool(behind.any()):
             self.passed = torch.cat([self.passed, a1[behind]])
-            self.passed = torch.sort(self.passed[~first_done(self.passed)]).values
+            self.passed = torch.sort(self.passed[~rules.first_done(self.passed)]).values
         self.head += lead
-        if second is not None:
-            self.head2 += self._finished(second[0], second[1], self.front, second_done)
-        if chosen.numel() == 0:
-            return
+
+    def _use_stock(self, sim: Simulation, day: int, chosen: torch.Tensor) -> None:
+        """Take the doses given to ``chosen`` out of the stock, the oldest first, and book them."""
         used = sim.per_replicate(chosen)
-        # Use the oldest stock first.
         left = used.clone()
         for j in range(self.stock.shape[1] - 1, -1, -1):
             take = torch.minimum(left, self.stock[:, j])
             self.stock[:, j] -= take
             left -= take
         self.given += used
-        sim.book_cost("vaccine_dose", day, used, c.price_per_dose)
+        sim.book_cost("vaccine_dose", day, used, self.cfg.price_per_dose)
 
     def _scan(
         self, head: torch.Tensor, end: torch.Tensor, want: torch.Tensor, ok: Callable[[torch.Tensor], torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> _Scan:
         """Per replicate, queue entries from ``head`` (before ``end``) far enough to hold the
         first ``want`` agents that ``ok`` accepts, or all of them: the agents and their
         positions ([replicate, entry]) and the mask of those first accepted ones."""
@@ -262,7 +324,7 @@ class Vaccination(InterventionBase):
                 break
             width *= 2
         take = good & (good.cumsum(1) <= want[:, None])
-        return agents, pos, take
+        return _Scan(agents, pos, take)
 
     def _by_replicate(
         self, sim: Simulation, agents: torch.Tensor, ok: torch.Tensor

@@ -21,6 +21,7 @@ import pandas as pd
 
 from abm.populations.population import Population
 from abm.populations.region import load_region
+from abm.populations.synthesis import cut_to_total
 
 # Census counts of the nine age groups 0-9 .. 80+ (sampling weights).
 AGE_GROUP_COUNTS = (278_073, 258_328, 317_005, 359_688, 323_457, 307_938, 229_274, 109_487, 69_534)
@@ -50,11 +51,7 @@ def household_sizes(rng: np.random.Generator, agents: int) -> np.ndarray:
     sizes = rng.choice(6, size=int(agents / mean * 1.2) + 16, p=p) + 1
     while sizes.sum() < agents:
         sizes = np.concatenate([sizes, rng.choice(6, size=64, p=p) + 1])
-    end = np.cumsum(sizes)
-    h = int(np.searchsorted(end, agents)) + 1
-    sizes = sizes[:h].copy()
-    sizes[-1] -= int(end[h - 1]) - agents
-    return sizes
+    return cut_to_total(sizes, agents)
 
 
 def member_list_string_length(household_start: np.ndarray, household_size: np.ndarray) -> np.ndarray:

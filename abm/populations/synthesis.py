@@ -9,6 +9,8 @@ establishment size; facility staff.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
@@ -61,6 +63,15 @@ def rate_by_age(table: list[tuple[int, int, float]], ages: np.ndarray) -> np.nda
     return out
 
 
+def cut_to_total(sizes: np.ndarray, total: int) -> np.ndarray:
+    """The leading ``sizes`` that reach ``total`` (they must), the last one cut to fit exactly."""
+    end = np.cumsum(sizes)
+    n = int(np.searchsorted(end, total)) + 1
+    sizes = sizes[:n].copy()
+    sizes[-1] -= int(end[n - 1]) - total
+    return sizes
+
+
 def draw_sizes(rng: np.random.Generator, brackets: list[tuple[int, int, float]], total: int) -> np.ndarray:
     """Group sizes drawn from ``[first, last, weight]`` brackets until they hold ``total``
     people; the last group takes the remainder."""
@@ -78,12 +89,7 @@ def draw_sizes(rng: np.random.Generator, brackets: list[tuple[int, int, float]],
         s = rng.integers(lo[b], hi[b] + 1)
         sizes.append(s)
         held += int(s.sum())
-    sizes_all = np.concatenate(sizes)
-    end = np.cumsum(sizes_all)
-    n = int(np.searchsorted(end, total)) + 1
-    sizes_all = sizes_all[:n].copy()
-    sizes_all[-1] -= int(end[n - 1]) - total
-    return sizes_all
+    return cut_to_total(np.concatenate(sizes), total)
 
 
 def fill_in_order(capacity: np.ndarray, amount: int) -> np.ndarray:
@@ -92,57 +98,75 @@ def fill_in_order(capacity: np.ndarray, amount: int) -> np.ndarray:
     return np.clip(amount - before, 0, capacity)
 
 
-def build_tract_households(
-    rng: np.random.Generator, ages: np.ndarray, hh_weights: np.ndarray, size_7up: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Arrange one tract's non-institutional residents into households.
-
-    Returns the members' ages in household order and the household sizes.
-    """
-    m = ages.shape[0]
-    if m == 0:
-        return ages, np.zeros(0, dtype=np.int64)
+def _draw_household_sizes(rng: np.random.Generator, people: int, hh_weights: np.ndarray, size_7up: int) -> np.ndarray:
+    """Household sizes (1..6, and ``size_7up`` for 7 or more) drawn from a tract's household
+    counts until they hold ``people``; the last household is cut to fit."""
     size_values = np.array([1, 2, 3, 4, 5, 6, size_7up])
     w = hh_weights / hh_weights.sum()
     mean = float((w * size_values).sum())
-    sizes = size_values[rng.choice(7, size=int(m / mean * 1.3) + 16, p=w)]
-    while sizes.sum() < m:
+    sizes = size_values[rng.choice(7, size=int(people / mean * 1.3) + 16, p=w)]
+    while sizes.sum() < people:
         sizes = np.concatenate([sizes, size_values[rng.choice(7, size=16, p=w)]])
-    end = np.cumsum(sizes)
-    h = int(np.searchsorted(end, m)) + 1
-    sizes = sizes[:h].copy()
-    sizes[-1] -= int(end[h - 1]) - m
+    return cut_to_total(sizes, people)
 
-    # Each household needs an adult. Where the tract's figures leave more children than places
-    # beside an adult (student areas: the 10-19 band is mostly 18-19 there), the oldest of the
-    # 10-17 year olds are 18-19 instead (which moves them to another age band).
+
+def _adults_for_every_household(rng: np.random.Generator, ages: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """``ages`` with an adult for every household: where the tract's figures leave more children
+    than places beside an adult (student areas: the 10-19 band is mostly 18-19 there), the
+    oldest of the 10-17 year olds are 18-19 instead (which moves them to another age band)."""
     excess = int((ages < ADULT_AGE).sum()) - int(np.maximum(sizes - 1, 0).sum())
-    if excess > 0:
-        teens = np.flatnonzero((ages >= 10) & (ages < ADULT_AGE))
-        older = teens[np.argsort(-ages[teens], kind="stable")][:excess]
-        ages = ages.copy()
-        ages[older] = rng.integers(ADULT_AGE, 20, older.shape[0])
-    is_child = ages < ADULT_AGE
-    children = rng.permutation(ages[is_child])
-    adults = ages[~is_child]
-    n_child = children.shape[0]
-    # Child places: two adults and the rest children first; then single parents.
+    if excess <= 0:
+        return ages
+    teens = np.flatnonzero((ages >= 10) & (ages < ADULT_AGE))
+    older = teens[np.argsort(-ages[teens], kind="stable")][:excess]
+    ages = ages.copy()
+    ages[older] = rng.integers(ADULT_AGE, 20, older.shape[0])
+    return ages
+
+
+def _child_places(rng: np.random.Generator, sizes: np.ndarray, n_child: int) -> np.ndarray:
+    """How many of ``n_child`` children each household takes, households in a random order: first
+    the places beside two adults, then those beside a single parent (each household keeps at
+    least one adult); fewer than ``n_child`` in all where the places run out."""
     pref = np.maximum(sizes - 2, 0)
     most = np.maximum(sizes - 1, 0)
-    order = rng.permutation(h)
-    kids = np.zeros(h, dtype=np.int64)
+    order = rng.permutation(sizes.shape[0])
+    kids = np.zeros(sizes.shape[0], dtype=np.int64)
     kids[order] = fill_in_order(pref[order], n_child)
     extra = n_child - int(kids.sum())
     if extra > 0:
         kids[order] += fill_in_order((most - pref)[order], extra)
-    left = n_child - int(kids.sum())
-    if left > 0:  # more children under 10 than places beside an adult: the oldest take adult places
+    return kids
+
+
+def _split_children(
+    rng: np.random.Generator, ages: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The children (in a random order) and the adults of one tract, and how many children each
+    household takes. Children beyond the places beside an adult (more under 10 than places) take
+    adult places, the oldest of them first."""
+    is_child = ages < ADULT_AGE
+    children = rng.permutation(ages[is_child])
+    adults = ages[~is_child]
+    kids = _child_places(rng, sizes, children.shape[0])
+    left = children.shape[0] - int(kids.sum())
+    if left > 0:
         children = np.sort(children)
         adults = np.concatenate([adults, children[-left:]])
         children = rng.permutation(children[:-left])
+    return children, adults, kids
+
+
+def _place_adults(
+    rng: np.random.Generator, adults: np.ndarray, children: np.ndarray, sizes: np.ndarray, kids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Adults' ages in adult-place order (households in order, ``sizes - kids`` places each) and
+    each place's rank within its household. A target age per place (the head: parent age of the
+    oldest child, or a random adult's age; a partner near the head; others young adults beside
+    children, or random adults' ages), then the real adult ages rank-matched to the targets, so
+    the age marginals stay exact while household members get coherent ages."""
+    h = sizes.shape[0]
     n_adult_slots = sizes - kids
-    # Target ages for adult places, then rank-match real adult ages to targets so that the
-    # age marginals stay exact while household members get coherent ages.
     kid_owner = np.repeat(np.arange(h), kids)
     oldest = np.full(h, -1, dtype=np.int64)
     np.maximum.at(oldest, kid_owner, children.astype(np.int64))
@@ -167,11 +191,28 @@ def build_tract_households(
     target += rng.uniform(0, 1e-3, target.shape)
     placed = np.empty_like(adults)
     placed[np.argsort(target, kind="stable")] = np.sort(adults, kind="stable")
-    # Members in household order: adults then children.
+    return placed, rank
+
+
+def build_tract_households(
+    rng: np.random.Generator, ages: np.ndarray, hh_weights: np.ndarray, size_7up: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Arrange one tract's non-institutional residents into households.
+
+    Returns the members' ages in household order (each household's adults, then its children)
+    and the household sizes.
+    """
+    m = ages.shape[0]
+    if m == 0:
+        return ages, np.zeros(0, dtype=np.int64)
+    sizes = _draw_household_sizes(rng, m, hh_weights, size_7up)
+    ages = _adults_for_every_household(rng, ages, sizes)
+    children, adults, kids = _split_children(rng, ages, sizes)
+    placed, rank = _place_adults(rng, adults, children, sizes, kids)
+    n_adult_slots = sizes - kids
     out = np.empty(m, dtype=ages.dtype)
     start = np.cumsum(sizes) - sizes
-    adult_pos = np.repeat(start, n_adult_slots) + rank
-    out[adult_pos] = placed
+    out[np.repeat(start, n_adult_slots) + rank] = placed
     kid_rank = np.arange(children.shape[0]) - np.repeat(np.cumsum(kids) - kids, kids)
     out[np.repeat(start + n_adult_slots, kids) + kid_rank] = children
     return out, sizes
@@ -182,22 +223,76 @@ def chunk_groups(members: np.ndarray, sizes: np.ndarray, first_id: int) -> np.nd
     return first_id + np.repeat(np.arange(sizes.shape[0]), sizes)[: members.shape[0]]
 
 
-def build_population(region: Region, agents: int, seed: int) -> Population:
-    """Build ``agents`` agents for ``region``; the same seed gives the same population."""
-    fig: RegionFigures = region.figures
-    rng = np.random.default_rng([seed, 0x504F50])
-    bands = region.band_counts()
+@dataclass
+class _Residents:
+    """Where every agent lives, in agent order: each tract's households in tract order, then the
+    long-term care residents (in tract order), each in a one-person household of their own room."""
+
+    age: np.ndarray  # int16 years
+    tract: np.ndarray  # int32
+    household: np.ndarray  # int32 household index per agent
+    household_start: np.ndarray  # first agent of each household
+    household_size: np.ndarray  # int32 per household
+    long_term_care: np.ndarray  # bool per agent
+
+    @property
+    def size(self) -> int:
+        """Number of agents."""
+        return int(self.age.shape[0])
+
+
+@dataclass
+class _Groups:
+    """Occupation groups as they are added: each agent's group id (-1 for none) and each group's
+    category; ids are handed out consecutively."""
+
+    group: np.ndarray  # int32 per agent
+    category: list[np.ndarray] = field(default_factory=list)  # int16 per group, one array per add
+    next_id: int = 0
+
+    def add(self, members: np.ndarray, sizes: np.ndarray, category: int) -> int:
+        """Cut ``members`` into consecutive groups of ``sizes`` of ``category``; the first new id."""
+        first = self.next_id
+        self.group[members] = chunk_groups(members, sizes, first)
+        self.category.append(np.full(sizes.shape[0], category, dtype=np.int16))
+        self.next_id += sizes.shape[0]
+        return first
+
+
+@dataclass
+class _StaffedPlaces:
+    """Places that take staff from a sector: the sector, the places' first group id, their
+    sizes and how many members one staff member serves."""
+
+    sector: str
+    first: int
+    sizes: np.ndarray
+    members_per_staff: float
+
+
+def _draw_tract_ages(
+    rng: np.random.Generator, band_counts: np.ndarray, agents: int, band_lo: np.ndarray, band_hi: np.ndarray
+) -> np.ndarray:
+    """One tract's ``agents`` ages: counts per age band by systematic rounding of the band's
+    residents, then a uniform single-year age within each agent's band."""
+    n_band = systematic_round(band_counts, agents, rng)
+    band = np.repeat(np.arange(band_counts.shape[0]), n_band)
+    return rng.integers(band_lo[band], band_hi[band] + 1).astype(np.int16)
+
+
+def _draw_residents(region: Region, bands: np.ndarray, agents: int, rng: np.random.Generator) -> _Residents:
+    """Agents per tract (largest remainder), their ages, who lives in long-term care (by age),
+    and the households of everyone else (each tract's household sizes, or the county's where the
+    tract has none)."""
+    fig = region.figures
     per_tract = largest_remainder(bands.sum(axis=1), agents)
     band_lo = np.array([b[0] for b in fig.age_bands.values()])
     band_hi = np.array([b[1] for b in fig.age_bands.values()])
     hh_counts = region.household_counts()
     county_hh = hh_counts.sum(axis=0)
-
     ages_out, tract_out, hh_sizes, ltc_ages, ltc_tract = [], [], [], [], []
     for t in range(bands.shape[0]):
-        n_band = systematic_round(bands[t], int(per_tract[t]), rng)
-        band = np.repeat(np.arange(bands.shape[1]), n_band)
-        ages = rng.integers(band_lo[band], band_hi[band] + 1).astype(np.int16)
+        ages = _draw_tract_ages(rng, bands[t], int(per_tract[t]), band_lo, band_hi)
         in_care = rng.random(ages.shape[0]) < rate_by_age(fig.long_term_care.residence_rate, ages)
         ltc_ages.append(ages[in_care])
         ltc_tract.append(np.full(int(in_care.sum()), t, dtype=np.int32))
@@ -206,68 +301,86 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
         ages_out.append(members)
         tract_out.append(np.full(members.shape[0], t, dtype=np.int32))
         hh_sizes.append(sizes)
-
-    # Long-term care residents come after all households, in tract order, each in a one-person
-    # household of their own room.
     ltc_a = np.concatenate(ltc_ages)
     age = np.concatenate([*ages_out, ltc_a]).astype(np.int16)
-    tract = np.concatenate([*tract_out, *ltc_tract]).astype(np.int32)
     household_size = np.concatenate([*hh_sizes, np.ones(ltc_a.shape[0], dtype=np.int64)]).astype(np.int32)
-    household_start = np.cumsum(household_size) - household_size
-    household = np.repeat(np.arange(household_size.shape[0], dtype=np.int32), household_size)
-    n = age.shape[0]
-    long_term_care = np.zeros(n, dtype=bool)
-    long_term_care[n - ltc_a.shape[0] :] = True
-    age_group = ten_year_group(age)
+    long_term_care = np.zeros(age.shape[0], dtype=bool)
+    long_term_care[age.shape[0] - ltc_a.shape[0] :] = True
+    return _Residents(
+        age=age,
+        tract=np.concatenate([*tract_out, *ltc_tract]).astype(np.int32),
+        household=np.repeat(np.arange(household_size.shape[0], dtype=np.int32), household_size),
+        household_start=np.cumsum(household_size) - household_size,
+        household_size=household_size,
+        long_term_care=long_term_care,
+    )
 
-    sectors = list(fig.sectors)
-    categories = [*sectors, SCHOOL, LONG_TERM_CARE]
-    school_cat, ltc_cat = len(sectors), len(sectors) + 1
-    group = np.full(n, -1, dtype=np.int32)
-    group_category: list[np.ndarray] = []
-    next_id = 0
 
-    def add_groups(members: np.ndarray, sizes: np.ndarray, category: int) -> np.ndarray:
-        nonlocal next_id
-        ids = chunk_groups(members, sizes, next_id)
-        group[members] = ids
-        group_category.append(np.full(sizes.shape[0], category, dtype=np.int16))
-        next_id += sizes.shape[0]
-        return sizes
+def _add_care_facilities(
+    rng: np.random.Generator, fig: RegionFigures, residents: _Residents, groups: _Groups, category: int
+) -> _StaffedPlaces:
+    """Long-term care facilities of drawn sizes, filled with the residents in agent order (tract
+    order, so facilities are local); staffed from HEALTHCARE."""
+    members = np.flatnonzero(residents.long_term_care)
+    sizes = draw_sizes(rng, fig.long_term_care.sizes, members.shape[0])
+    first = groups.add(members, sizes, category)
+    return _StaffedPlaces("HEALTHCARE", first, sizes, fig.long_term_care.residents_per_staff)
 
-    # Long-term care facilities (residents are in tract order, so facilities are local).
-    ltc_members = np.flatnonzero(long_term_care)
-    ltc_sizes = draw_sizes(rng, fig.long_term_care.sizes, ltc_members.shape[0])
-    ltc_first = next_id
-    add_groups(ltc_members, ltc_sizes, ltc_cat)
 
-    # Schools by type, pupils in agent order (tract order along the curve, so schools are local).
-    enrolled = (rng.random(n) < rate_by_age(fig.school_enrollment, age)) & ~long_term_care
+def _add_schools(
+    rng: np.random.Generator, fig: RegionFigures, residents: _Residents, groups: _Groups, category: int
+) -> _StaffedPlaces:
+    """Enrolment by age (not in long-term care), then schools by type: the type's pupils in agent
+    order (tract order along the curve, so schools are local) cut into schools of sizes drawn
+    from the type's size shares; staffed from EDUCATION."""
+    age, group = residents.age, groups.group
+    enrolled = (rng.random(residents.size) < rate_by_age(fig.school_enrollment, age)) & ~residents.long_term_care
     brackets = fig.school_size_brackets
-    school_first = next_id
+    first = groups.next_id
     for kind, (lo, hi) in fig.school_types.items():
         pupils = np.flatnonzero(enrolled & (age >= lo) & (age <= hi) & (group < 0))
         shares = fig.school_size_shares[kind]
         table = [(a, b, s) for (a, b), s in zip(brackets, shares, strict=True) if s > 0]
-        add_groups(pupils, draw_sizes(rng, table, pupils.shape[0]), school_cat)
-    school_last = next_id
-    school_sizes = np.bincount(group[group >= school_first] - school_first, minlength=school_last - school_first)
+        groups.add(pupils, draw_sizes(rng, table, pupils.shape[0]), category)
+    count = groups.next_id - first
+    sizes = np.bincount(group[group >= first] - first, minlength=count)
+    return _StaffedPlaces("EDUCATION", first, sizes[:count], fig.pupils_per_staff)
 
-    # Workers by age, then sector; schools and facilities take their staff first.
-    employed = (rng.random(n) < rate_by_age(fig.employment_rate, age)) & (group < 0) & ~long_term_care
+
+def _draw_workers(
+    rng: np.random.Generator, fig: RegionFigures, residents: _Residents, groups: _Groups
+) -> tuple[np.ndarray, np.ndarray]:
+    """The employed (by age, among agents in no group yet and not in long-term care) and the
+    index of each one's sector, drawn from the sector shares."""
+    employed = (
+        (rng.random(residents.size) < rate_by_age(fig.employment_rate, residents.age))
+        & (groups.group < 0)
+        & ~residents.long_term_care
+    )
     sector_w = np.array(list(fig.sectors.values()), dtype=np.float64)
     workers = np.flatnonzero(employed)
-    sector_of = rng.choice(len(sectors), size=workers.shape[0], p=sector_w / sector_w.sum())
-    staff_plan = [
-        ("EDUCATION", school_first, school_sizes[: school_last - school_first], fig.pupils_per_staff),
-        ("HEALTHCARE", ltc_first, ltc_sizes, fig.long_term_care.residents_per_staff),
-    ]
-    staff_sectors = [sectors.index(name) for name, *_ in staff_plan if name in sectors]
-    for sector_name, first, sizes, ratio in staff_plan:
-        if sector_name not in sectors or sizes.shape[0] == 0:
+    sector_of = rng.choice(len(fig.sectors), size=workers.shape[0], p=sector_w / sector_w.sum())
+    return workers, sector_of
+
+
+def _hire_staff(
+    rng: np.random.Generator,
+    sectors: list[str],
+    workers: np.ndarray,
+    sector_of: np.ndarray,
+    plan: list[_StaffedPlaces],
+    groups: _Groups,
+) -> None:
+    """Staff for each place in ``plan``, ceil(members / ratio) a place, from the workers of its
+    sector (in ``sector_of``, which gains workers from the non-staff sectors where the sector is
+    short); a place's staff join its group."""
+    staff_sectors = [sectors.index(p.sector) for p in plan if p.sector in sectors]
+    for places in plan:
+        if places.sector not in sectors or places.sizes.shape[0] == 0:
             continue
-        s = sectors.index(sector_name)
-        need = rng.permutation(np.repeat(np.arange(sizes.shape[0]), np.ceil(sizes / ratio).astype(np.int64)))
+        s = sectors.index(places.sector)
+        per_place = np.ceil(places.sizes / places.members_per_staff).astype(np.int64)
+        need = rng.permutation(np.repeat(np.arange(places.sizes.shape[0]), per_place))
         short = need.shape[0] - int((sector_of == s).sum())
         if short > 0:
             # The sector shares leave too few workers for the places' staff ratios (EDUCATION's
@@ -276,25 +389,57 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
             sector_of[rng.choice(others, size=min(short, others.shape[0]), replace=False)] = s
         pool = rng.permutation(workers[sector_of == s])
         need = need[: pool.shape[0]]  # no workers left at all: places stay short (README)
-        group[pool[: need.shape[0]]] = first + need
-    for s, _ in enumerate(sectors):
-        staff = rng.permutation(workers[(sector_of == s) & (group[workers] < 0)])
-        add_groups(staff, draw_sizes(rng, fig.workplace_sizes, staff.shape[0]), s)
+        groups.group[pool[: need.shape[0]]] = places.first + need
 
+
+def _add_workplaces(
+    rng: np.random.Generator, fig: RegionFigures, workers: np.ndarray, sector_of: np.ndarray, groups: _Groups
+) -> None:
+    """Each sector's workers not yet on a staff, in a random order, cut into establishments of
+    sizes drawn from the workplace size brackets."""
+    for s, _ in enumerate(fig.sectors):
+        staff = rng.permutation(workers[(sector_of == s) & (groups.group[workers] < 0)])
+        groups.add(staff, draw_sizes(rng, fig.workplace_sizes, staff.shape[0]), s)
+
+
+def _tract_table(region: Region, bands: np.ndarray, tract: np.ndarray) -> pd.DataFrame:
+    """The tracts' geography with their census residents and their agents."""
     tracts = region.tracts[["geoid", "name", "lat", "lon", "land_km2"]].copy()
     tracts["residents"] = bands.sum(axis=1)
     tracts["agents"] = np.bincount(tract, minlength=len(tracts))
+    return pd.DataFrame(tracts).reset_index(drop=True)
+
+
+def build_population(region: Region, agents: int, seed: int) -> Population:
+    """Build ``agents`` agents for ``region``; the same seed gives the same population.
+
+    The steps draw from one generator in this order: residents and households tract by tract,
+    long-term care facilities, schools, workers and their sectors, the staff of schools and
+    facilities, then the other workplaces.
+    """
+    fig: RegionFigures = region.figures
+    rng = np.random.default_rng([seed, 0x504F50])
+    bands = region.band_counts()
+    residents = _draw_residents(region, bands, agents, rng)
+    sectors = list(fig.sectors)
+    school_cat, ltc_cat = len(sectors), len(sectors) + 1
+    groups = _Groups(group=np.full(residents.size, -1, dtype=np.int32))
+    facilities = _add_care_facilities(rng, fig, residents, groups, ltc_cat)
+    schools = _add_schools(rng, fig, residents, groups, school_cat)
+    workers, sector_of = _draw_workers(rng, fig, residents, groups)
+    _hire_staff(rng, sectors, workers, sector_of, [schools, facilities], groups)
+    _add_workplaces(rng, fig, workers, sector_of, groups)
     return Population(
-        age=age,
-        age_group=age_group,
-        tract=tract,
-        household=household,
-        household_start=household_start.astype(np.int64),
-        household_size=household_size,
-        long_term_care=long_term_care,
-        group=group,
-        group_category=np.concatenate(group_category) if group_category else np.zeros(0, np.int16),
-        categories=categories,
-        tracts=pd.DataFrame(tracts).reset_index(drop=True),
+        age=residents.age,
+        age_group=ten_year_group(residents.age),
+        tract=residents.tract,
+        household=residents.household,
+        household_start=residents.household_start.astype(np.int64),
+        household_size=residents.household_size,
+        long_term_care=residents.long_term_care,
+        group=groups.group,
+        group_category=np.concatenate(groups.category) if groups.category else np.zeros(0, np.int16),
+        categories=[*sectors, SCHOOL, LONG_TERM_CARE],
+        tracts=_tract_table(region, bands, residents.tract),
         region_name=fig.name,
     )
