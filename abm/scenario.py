@@ -7,8 +7,6 @@ path, the bad value and what is allowed.
 from __future__ import annotations
 
 import os
-import re
-import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +21,7 @@ from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
 from abm.key_paths import lookup, not_finite
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
+from abm.validation_errors import describe_errors, invalid_message, union_members
 from abm.yaml_loader import load_yaml
 
 
@@ -262,22 +261,6 @@ def _model_of(annotation: Any) -> Any:
     return models[0] if len(models) == 1 else annotation
 
 
-def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
-    """The keys the schema allows at ``loc`` (its parent mapping), if it is a model."""
-    current: Any = model
-    for part in loc[:-1]:
-        if isinstance(current, type) and issubclass(current, BaseModel) and isinstance(part, str):
-            field = current.model_fields.get(part)
-            if field is None:
-                return None
-            current = _model_of(field.annotation)
-        else:
-            return None
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return [f.alias or name for name, f in current.model_fields.items()]
-    return None
-
-
 def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
     """For a scenario file, a function from a key path to the file of its ``extends`` chain that
     sets it (the file itself first), or None where none does (a default)."""
@@ -311,88 +294,6 @@ def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
         return None
 
     return origin
-
-
-# How pydantic names the member of a union it tried, in an error's location: ``bool``,
-# ``list[int]``, ``literal['a','b']``, ``list[literal['a','b']]``. Such a part is no key of the file.
-UNION_MEMBER = re.compile(r"^(bool|int|float|str|[a-z_]+\[.*\])$")
-
-
-def _without_union_members(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, ...], int | None]:
-    """An error location without the union member pydantic named in it, and the length of the
-    key path of the key that takes several forms (None when the location names no member)."""
-    out: list[Any] = []
-    root = None
-    for part in loc:
-        here = lookup(data, tuple(out))
-        if isinstance(part, str) and UNION_MEMBER.match(part) and not (isinstance(here, dict) and part in here):
-            root = len(out) if root is None else root
-            continue
-        out.append(part)
-    return tuple(out), root
-
-
-def describe_errors(
-    exc: ValidationError,
-    source: str,
-    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
-    data: Any = None,
-) -> str:
-    """One message naming, for each problem, the key path, the value and what is allowed, and the
-    file of an ``extends`` chain that set it where that is not the file itself (``origin``).
-
-    A key that takes several forms (true/false or a list, a name or a list) is named by its own
-    key path: what each form allows goes on one line, and where a list was given and an item is
-    at fault, only the item is named."""
-    entries: list[tuple[dict[str, Any], tuple[Any, ...], int | None]] = []
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if p not in ("", "[key]"))  # a mapping's key: its own path
-        loc, root = _without_union_members(loc, data) if data is not None else (loc, None)
-        entries.append((err, loc, root))
-    # A list (or mapping) given where a key takes several forms, with an item at fault: the item
-    # says what is wrong; the other forms' "should be a boolean" would only mislead.
-    items_at_fault = {loc[:root] for _, loc, root in entries if root is not None and len(loc) > root}
-    lines: list[tuple[tuple[Any, ...], str]] = []
-    merged: dict[tuple[Any, ...], int] = {}  # a key of several forms -> its line
-    for err, loc, root in entries:
-        if root is not None and len(loc) == root and loc in items_at_fault:
-            continue
-        path = ".".join(str(p) for p in loc) or "(top level)"
-        value = err.get("input")
-        msg = err["msg"].removeprefix("Value error, ")
-        if root is not None and loc in merged:
-            at = merged[loc]
-            if msg not in lines[at][1]:
-                lines[at] = (loc, f"{lines[at][1]}; or {msg}")
-            continue
-        if err["type"] == "extra_forbidden":
-            allowed = _allowed_keys(Scenario, loc)
-            hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
-            text = f"{path}: unknown key; {hint}"
-        elif err["type"] == "missing":
-            text = f"{path}: required key is missing"
-        elif not loc:  # a check across sections: its message names the keys
-            text = msg
-        elif isinstance(value, dict) and root is None:  # a check across a section's keys names them
-            text = f"{path}: {msg}"
-        else:
-            text = f"{path}: {value!r} is not allowed: {msg}"
-        if root is not None:
-            merged[loc] = len(lines)
-        lines.append((loc, text))
-    out = []
-    for loc, text in lines:
-        where = origin(loc) if origin is not None and loc else None
-        if where is not None and origin is not None and where != origin(()):
-            text += f" (set in {where})"
-        out.append(text)
-    return invalid_message(source, out)
-
-
-def invalid_message(source: str, lines: list[str]) -> str:
-    """One message for a scenario's problems: one line, or a list under the file's name."""
-    head = f"{source}: invalid scenario"
-    return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
 
 
 # Keys that name a data file: a relative path is read from the scenario file's folder when the
@@ -449,7 +350,7 @@ def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) 
         if field is None:
             continue
         ann, where = field.annotation, ".".join((*path, str(key)))
-        options = typing.get_args(ann) if typing.get_origin(ann) in (typing.Union, types.UnionType) else (ann,)
+        options = union_members(ann)
         sub = _model_of(ann)
         section = isinstance(sub, type) and issubclass(sub, BaseModel)
         if isinstance(value, bool) and section:
@@ -484,7 +385,7 @@ def validate(
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(describe_errors(exc, source, origin, data)) from exc
+        raise ScenarioError(describe_errors(exc, source, Scenario, data, origin=origin)) from exc
     check_run_inputs(scenario, source)
     check_memory(scenario, source)
     return scenario

@@ -171,7 +171,9 @@ def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
     ):
         bad.write_text(text)
         result = runner.invoke(app, ["validate", str(bad)])
-        assert result.exit_code == 2 and f"{key}: missing; this key is required" in " ".join(result.output.split())
+        assert result.exit_code == 2 and f"invalid scenario: {key}: required key is missing" in " ".join(
+            result.output.split()
+        )
     bad.write_bytes(bytes(range(128, 256)))
     out = ["--out", str(tmp_path / "out")]
     for args in (["validate", str(bad)], ["run", str(bad), *out], ["learn", str(bad), *out]):
@@ -411,7 +413,7 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
             ["interventions.quarantine={household: 1}"],
             "quarantine.household: 1 is not allowed: write true or false",
         ),
-        ("{}", ["contacts.community.mean_contacts=[-1,4,3]"], "contacts.community.mean_contacts.0"),
+        ("{}", ["contacts.community.mean_contacts=[-1,4,3]"], "contacts.community.mean_contacts[0]: -1 is not allowed"),
         (
             "{}",
             ["seeding.infections.asymptomatic=50000", "population.agents=2000"],

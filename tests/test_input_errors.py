@@ -354,7 +354,7 @@ def test_a_key_of_several_forms_is_named_by_its_key_path_and_brackets_survive(sm
     out = error("contacts.same_in_every_replicate=[schools]")
     assert "(with --set contacts.same_in_every_replicate=[schools])" in out
     assert out.endswith(
-        "contacts.same_in_every_replicate.0: 'schools' is not allowed: Input should be 'occupation' or 'community'"
+        "contacts.same_in_every_replicate[0]: 'schools' is not allowed: Input should be 'occupation' or 'community'"
     )
     assert "boolean" not in out and ".bool" not in out and "list[literal" not in out
     assert error("contacts.same_in_every_replicate=1").endswith(
@@ -365,7 +365,7 @@ def test_a_key_of_several_forms_is_named_by_its_key_path_and_brackets_survive(sm
         "'youngest_first'; or Input should be a valid list"
     )
     assert error("interventions.vaccination.priority=[1, x, 3]").endswith(
-        "interventions.vaccination.priority.1: 'x' is not allowed: Input should be a valid integer, unable to parse "
+        "interventions.vaccination.priority[1]: 'x' is not allowed: Input should be a valid integer, unable to parse "
         "string as an integer"
     )
     result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[occupation]"])
@@ -383,6 +383,25 @@ def test_errors_at_one_key_of_a_mapping_are_each_named(small):
     assert result.exit_code == 2
     assert "seeding.infections.1: 1 is not allowed" in text(result)
     assert "seeding.infections.2: 2 is not allowed" in text(result)
+
+
+def test_an_unknown_key_in_a_list_item_or_a_named_entry_gets_the_keys_allowed_there(small):
+    """The keys allowed beside an unknown key are found through a list of sections (by its item)
+    and a mapping of sections (by its entry's name), not only through sections."""
+    result = runner.invoke(
+        app, ["validate", str(small), "--set", "interventions.contact_multipliers.changes=[{from_day: 3, bogus: 1}]"]
+    )
+    assert result.exit_code == 2
+    assert (
+        "interventions.contact_multipliers.changes[0].bogus: unknown key; allowed keys: from_day, until_day, "
+        "household, occupation, community"
+    ) in text(result)
+    bounds = "calibration.parameters={disease.transmission_rate: {low: 1, high: 2, bogus: 3}}"
+    result = runner.invoke(app, ["validate", str(small), "--set", bounds])
+    assert result.exit_code == 2
+    assert (
+        "calibration.parameters.disease.transmission_rate.bogus: unknown key; allowed keys: low, high, integer"
+    ) in text(result)
 
 
 def test_a_gradient_calibration_that_does_not_fit_the_device_gets_one_message(tmp_path, monkeypatch):

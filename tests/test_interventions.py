@@ -501,7 +501,7 @@ def test_out_of_range_intervention_parameters_are_rejected():
                     "tests": [{"name": "x", "sensitivity": 2, "result_delay_days": [1], "result_delay_probs": [1]}]
                 }
             },
-            "interventions.testing.tests.0.sensitivity: 2",
+            "interventions.testing.tests[0].sensitivity: 2 is not allowed",
         ),
         (
             {
@@ -520,7 +520,7 @@ def test_out_of_range_intervention_parameters_are_rejected():
         ({"manual_tracing": {"mode": "sequential"}}, "interventions.manual_tracing.mode: 'sequential' is not allowed"),
         (
             {"contact_multipliers": {"changes": [{"from_day": -2}]}},
-            "interventions.contact_multipliers.changes.0.from_day: -2",
+            "interventions.contact_multipliers.changes[0].from_day: -2 is not allowed",
         ),
         ({"lockdown": {}}, "interventions.lockdown: unknown key; allowed keys: contact_multipliers, digital_tracing"),
     ]

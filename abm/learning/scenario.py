@@ -6,15 +6,15 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from abm.key_paths import lookup, not_finite
+from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
+from abm.validation_errors import TOP_LEVEL, describe_errors, invalid_message
 from abm.yaml_loader import load_yaml
 
 PROTOCOL_NAMES = (
@@ -237,114 +237,11 @@ class LearningScenario(_Strict):
     runner: Literal["inprocess", "flower-sim", "flower"] = "inprocess"
 
 
-def describe_loc(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as a key path: ``protocols[0].params.lr``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "<top level>"
-
-
-def key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
-    """A pydantic error location as the user's key path: pydantic also names the member of a
-    union that it tried (``'gaussian_mixture'``, ``"literal['a','b']"``); such a part is not a key
-    of the user's mapping there (a missing key, the last part, stays)."""
-    out: list[Any] = []
-    for i, part in enumerate(loc):
-        here = lookup(data, tuple(out))
-        index = isinstance(part, int) and isinstance(here, list)
-        key = isinstance(part, str) and isinstance(here, dict) and (part in here or i == len(loc) - 1)
-        if index or key:
-            out.append(part)
-    return tuple(out)
-
-
 def refuse_not_finite(source: str, data: Any) -> None:
-    """Refuse an infinite or NaN number anywhere in the scenario (the first one is named)."""
+    """Refuse an infinite or NaN number anywhere in the scenario (each one is named)."""
     bad = not_finite(data)
     if bad:
-        raise LearningScenarioError(f"{source}: {bad[0]}")
-
-
-def validation_message(
-    source: str,
-    err: ValidationError,
-    data: Any,
-    allowed_keys: Callable[[tuple[Any, ...]], str],
-    prefix: tuple[Any, ...] = (),
-) -> str:
-    """One line for the first problem pydantic found: the file, the key path, the value and what
-    is allowed (``allowed_keys(path)``: the keys allowed beside an unknown key at ``path``).
-    ``prefix``: where ``data``'s part that was validated sits in the file."""
-    errors = err.errors()
-    first = errors[0]
-    loc = key_path(prefix + tuple(first["loc"]), data)
-    path = describe_loc(loc)
-    if first["type"] == "extra_forbidden":
-        allowed = allowed_keys(loc)
-        return f"{source}: {path}: unknown key {loc[-1]!r}" + (f"; allowed keys: {allowed}" if allowed else "")
-    if first["type"] == "missing":
-        return f"{source}: {path}: missing; this key is required"
-    if first["type"] == "union_tag_invalid":  # a section's kind names no known variant
-        ctx = first["ctx"]
-        key = ctx["discriminator"].strip("'")
-        return f"{source}: {describe_loc((*loc, key))}: bad value {ctx['tag']!r}: allowed: {ctx['expected_tags']}"
-    if not loc and first["type"] == "value_error":  # cross-field checks name their own key path
-        return f"{source}: {first['msg'].removeprefix('Value error, ')}"
-    value = lookup(data, loc) if loc else None
-    # pydantic reports each member of a union it tried: what each allows
-    msgs = [e["msg"].removeprefix("Value error, ") for e in errors if key_path(prefix + tuple(e["loc"]), data) == loc]
-    msg = "; or ".join(dict.fromkeys(msgs))
-    if isinstance(value, dict):  # a check across the keys of a section: its message names them
-        return f"{source}: {path}: {msg}"
-    return f"{source}: {path}: bad value {value!r}: {msg}"
-
-
-def _allowed_keys(loc: tuple[Any, ...], data: Any) -> str:
-    """Keys allowed at the parent of ``loc`` (a key path), for unknown-key errors."""
-    from abm.learning.protocols import protocol_class
-
-    model: Any = LearningScenario
-    parent = loc[:-1]
-    for i, part in enumerate(parent):
-        if isinstance(part, int):
-            continue
-        if part == "params" and i > 0:  # a protocol's params: its own config
-            spec = lookup(data, parent[:i])
-            try:
-                model = protocol_class(spec["name"]).Config
-                continue
-            except (KeyError, TypeError, ValueError):
-                return ""
-        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
-        if field is None:
-            return ""
-        ann = field.annotation
-        model = _model_in(ann, lookup(data, parent[: i + 1]))
-        if model is None:
-            return ""
-    if hasattr(model, "model_fields"):
-        return ", ".join(model.model_fields)
-    return ""
-
-
-def _model_in(ann: Any, value: Any) -> Any:
-    import typing
-
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return ann
-    for arg in typing.get_args(ann):
-        m = _model_in(arg, value)
-        if m is not None:
-            if isinstance(value, dict) and "source" in value and "source" in m.model_fields:
-                lit = typing.get_args(m.model_fields["source"].annotation)
-                if value["source"] not in lit:
-                    continue
-            return m
-    return None
+        raise LearningScenarioError(invalid_message(source, bad))
 
 
 def check_protocols(
@@ -378,9 +275,7 @@ def check_protocols(
             cls.Config.model_validate(spec.params)
         except ValidationError as e:
             where = ("protocols", i, "params")
-            raise LearningScenarioError(
-                validation_message(source, e, data, lambda loc: _allowed_keys(loc, data), where)
-            ) from None
+            raise LearningScenarioError(describe_errors(e, source, cls.Config, data, where)) from None
         models = spec.models or default_models
         if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
             raise LearningScenarioError(
@@ -478,7 +373,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
     if not isinstance(data, dict):
-        raise LearningScenarioError(f"{source}: <top level>: expected a mapping of keys")
+        raise LearningScenarioError(f"{source}: {TOP_LEVEL}: expected a mapping of keys")
     return data
 
 
@@ -497,7 +392,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
     try:
         scenario = LearningScenario.model_validate(data)
     except ValidationError as e:
-        raise LearningScenarioError(validation_message(source, e, data, lambda loc: _allowed_keys(loc, data))) from None
+        raise LearningScenarioError(describe_errors(e, source, LearningScenario, data)) from None
     check_protocols(
         source, scenario.protocols, scenario.models, scenario.runner, data, scenario.split.participants, scenario.rounds
     )

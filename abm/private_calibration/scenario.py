@@ -20,9 +20,9 @@ from abm.learning.scenario import (
     check_protocols,
     read_yaml,
     refuse_not_finite,
-    validation_message,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
+from abm.validation_errors import describe_errors
 
 KIND = "private_calibration"
 # Every protocol of the learning package but peer-to-peer selection (its averaging partners are
@@ -263,7 +263,7 @@ def load_scenario(
     try:
         scenario = PrivateCalibrationScenario.model_validate(data)
     except ValidationError as e:
-        raise LearningScenarioError(validation_message(source, e, data, _allowed_keys)) from None
+        raise LearningScenarioError(describe_errors(e, source, PrivateCalibrationScenario, data)) from None
     check_protocols(
         source,
         scenario.protocols,
@@ -332,32 +332,3 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
             observed_kc2020(scenario.model, county.figures.population)
         except CalibrationError as exc:
             raise LearningScenarioError(f"{source}: {exc}") from None
-
-
-def _allowed_keys(loc: tuple[Any, ...]) -> str:
-    """The keys allowed beside the unknown key at ``loc``."""
-    parent = _model_at(loc[:-1])
-    return ", ".join(parent.model_fields) if parent is not None else ""
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The schema model at a key path (for the allowed keys of an unknown-key error)."""
-    import typing
-
-    model: Any = PrivateCalibrationScenario
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part)
-        if field is None:
-            return None
-        ann = field.annotation
-        found = None
-        for cand in (ann, *typing.get_args(ann), *(a for x in typing.get_args(ann) for a in typing.get_args(x))):
-            if isinstance(cand, type) and issubclass(cand, BaseModel):
-                found = cand
-                break
-        if found is None:
-            return None
-        model = found
-    return model

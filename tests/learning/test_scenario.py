@@ -48,6 +48,26 @@ def test_bad_value_names_path_value_and_what_is_allowed():
         load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"mu": "x"}}]))
 
 
+def test_every_problem_is_named_on_its_own_line():
+    """Like an epidemic scenario's, a learning scenario's message names every problem pydantic
+    found (a protocol's params too), each with its key path, its value and what is allowed; a
+    section with variants and no tag names the tag as the missing key."""
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(seed=-1, rounds=0, colour=2))
+    lines = str(e.value).splitlines()
+    assert lines[0] == "<dict>: invalid scenario:"
+    assert "  seed: -1 is not allowed: Input should be greater than or equal to 0" in lines
+    assert "  rounds: 0 is not allowed: Input should be greater than or equal to 1" in lines
+    assert any(line.startswith("  colour: unknown key; allowed keys: name, description, seed,") for line in lines)
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"mu": -1, "muu": 2}}]))
+    lines = str(e.value).splitlines()
+    assert "  protocols[0].params.mu: -1 is not allowed: Input should be greater than or equal to 0" in lines
+    assert "  protocols[0].params.muu: unknown key; allowed keys: mu, server_lr, weighting, bn_stats" in lines
+    with pytest.raises(LearningScenarioError, match=r"<dict>: invalid scenario: data\.source: required key is missing"):
+        load_scenario(_tiny(data={"n_samples": 30}))
+
+
 def test_semantic_errors():
     mixed = [{"kind": "mlp", "hidden": [8]}, {"kind": "mlp", "hidden": [16]}]
     with pytest.raises(LearningScenarioError, match="one architecture"):
@@ -148,14 +168,23 @@ def test_cli_learn_writes_report(tmp_path, capsys):
     ("over", "message"),
     [
         ({"protocols": [{"name": "fedavg"}, {"name": "fedavg"}]}, "protocols[1]: 'fedavg' is already protocols[0]"),
-        ({"protocols": [{"name": "fedprox", "params": {"mu": -1}}]}, "protocols[0].params.mu: bad value -1"),
+        (
+            {"protocols": [{"name": "fedprox", "params": {"mu": -1}}]},
+            "protocols[0].params.mu: -1 is not allowed: Input should be greater than or equal to 0",
+        ),
         ({"protocols": [{"name": "codream", "params": {"n_dreams": 0}}]}, "protocols[0].params.n_dreams"),
-        ({"protocols": [{"name": "ipa", "params": {"p": 3}}]}, "protocols[0].params.p: bad value 3"),
+        (
+            {"protocols": [{"name": "ipa", "params": {"p": 3}}]},
+            "protocols[0].params.p: 3 is not allowed: Input should be 1 or 2",
+        ),
         ({"protocols": [{"name": "ipa", "params": {"reduction": "avg"}}]}, "protocols[0].params.reduction"),
         ({"protocols": [{"name": "cycle", "params": {"period": 0}}]}, "protocols[0].params.period"),
-        ({"protocols": [{"name": "p2p_selection", "params": {"policy": "bogus"}}]}, "params.policy: bad value"),
-        ({"seed": -1}, "seed: bad value -1"),
-        ({"models": []}, "models: bad value []"),
+        (
+            {"protocols": [{"name": "p2p_selection", "params": {"policy": "bogus"}}]},
+            "params.policy: 'bogus' is not allowed: Input should be 'random'",
+        ),
+        ({"seed": -1}, "seed: -1 is not allowed: Input should be greater than or equal to 0"),
+        ({"models": []}, "models: [] is not allowed: List should have at least 1 item"),
         (
             {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 2]], "assignment": [0, 2]}}},
             "split: class_groups.assignment: bad groups [2]: groups are 0..1",
@@ -187,20 +216,21 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         # A section with variants (data by its source): the user's key path, not pydantic's member name.
         (
             {"data": {"source": "gaussian_mixture", "n_samples": -5}},
-            "<dict>: data.n_samples: bad value -5: Input should be greater than or equal to 20",
+            "<dict>: invalid scenario: data.n_samples: -5 is not allowed: Input should be greater than or equal to 20",
         ),
         (
             {"data": {"source": "gaussian_mixture", "colour": 1}},
-            "data.colour: unknown key 'colour'; allowed keys: source, n_samples, n_classes, n_features, "
+            "data.colour: unknown key; allowed keys: source, n_samples, n_classes, n_features, "
             "modes_per_class, separation",
         ),
         (
             {"data": {"source": "mnist"}},
-            "data.source: bad value 'mnist': allowed: 'gaussian_mixture', 'digits', 'wine', 'breast_cancer', 'iris'",
+            "data.source: 'mnist' is not allowed: Input should be one of 'gaussian_mixture', 'digits', 'wine', "
+            "'breast_cancer', 'iris'",
         ),
         (
             {"protocols": [{"name": "fedavg", "params": {"lr": 1}}]},
-            "protocols[0].params.lr: unknown key 'lr'; allowed keys: mu, server_lr, weighting, bn_stats",
+            "protocols[0].params.lr: unknown key; allowed keys: mu, server_lr, weighting, bn_stats",
         ),
     ],
 )

@@ -1,0 +1,187 @@
+"""pydantic's validation errors as one message for the user, for every kind of scenario
+(epidemic, learning, private calibration): the file, and for each problem the key path the user
+wrote, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from abm.key_paths import lookup
+
+TOP_LEVEL = "(top level)"
+
+# How pydantic names the member of a union it tried, in an error's location: ``bool``,
+# ``list[int]``, ``literal['a','b']``, ``list[literal['a','b']]`` (a tagged union's member: its
+# tag). Such a part is no key of the file; where it ends the location, this tells it from a
+# missing key.
+UNION_MEMBER = re.compile(r"^(bool|int|float|str|[a-z_]+\[.*\])$")
+
+
+def user_key_path(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, ...], int | None]:
+    """An error location as the key path the user wrote in ``data``, and the length of the key
+    path of the key that takes several forms (None when the location names no union member).
+
+    pydantic also names the union member it tried and marks a mapping key's own error
+    (``[key]``: the key itself is at fault); a part that is no key of ``data`` there is such a
+    name, but for a last part that names a missing key."""
+    parts = [p for p in loc if p not in ("", "[key]")]
+    out: list[Any] = []
+    root = None
+    for i, part in enumerate(parts):
+        here = lookup(data, tuple(out))
+        present = (isinstance(here, dict) and part in here) or (isinstance(here, list) and isinstance(part, int))
+        missing = i == len(parts) - 1 and not (isinstance(part, str) and UNION_MEMBER.match(part))
+        if present or missing:
+            out.append(part)
+        elif root is None:
+            root = len(out)
+    return tuple(out), root
+
+
+def format_key_path(loc: tuple[Any, ...], data: Any) -> str:
+    """A key path as written in messages: ``protocols[0].params.lr`` (a list item by its index in
+    brackets; a mapping key that YAML read as a number stays a key: ``seeding.infections.1``)."""
+    out = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int) and isinstance(lookup(data, loc[:i]), list):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or TOP_LEVEL
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _keys(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's keys as the user writes them (a field's alias, else its name) and their fields."""
+    return {f.alias or name: f for name, f in model.model_fields.items()}
+
+
+def union_members(annotation: Any) -> list[Any]:
+    """The members of a union annotation (``A | B | None``, ``Annotated[A | B, ...]``) but None,
+    or the annotation itself."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return union_members(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(annotation) for m in union_members(a)]
+    return [] if annotation is type(None) else [annotation]
+
+
+def _fits(member: Any, value: Any) -> bool:
+    """Whether ``value`` can be of union member ``member``: a mapping for a model or a mapping
+    type, whose literal keys (a tagged union's tag) hold what the model allows; a list for a list."""
+    if _is_model(member):
+        return isinstance(value, dict) and all(
+            value[k] in typing.get_args(f.annotation)
+            for k, f in _keys(member).items()
+            if k in value and typing.get_origin(f.annotation) is typing.Literal
+        )
+    origin = typing.get_origin(member)
+    return isinstance(value, dict) if origin is dict else isinstance(value, list) and origin is list
+
+
+def _member_for(annotation: Any, value: Any) -> Any:
+    """The member of ``annotation`` that ``value`` is written for (None where that is not one)."""
+    members = union_members(annotation)
+    if len(members) > 1:
+        members = [m for m in members if _fits(m, value)]
+    return members[0] if len(members) == 1 else None
+
+
+def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> list[str] | None:
+    """The keys the schema ``model`` allows in the mapping that holds the last key of key path
+    ``loc`` (None where that is not a section of settings). ``data``: what the user wrote, from
+    ``model``'s top; it picks the member of a union (a tagged union by its tag)."""
+    annotation: Any = model
+    for i, part in enumerate(loc[:-1]):
+        current = _member_for(annotation, lookup(data, loc[:i]))
+        origin = typing.get_origin(current)
+        if _is_model(current) and part in _keys(current):
+            annotation = _keys(current)[part].annotation
+        elif origin is list and isinstance(part, int) and typing.get_args(current):
+            annotation = typing.get_args(current)[0]
+        elif origin is dict and len(typing.get_args(current)) == 2:
+            annotation = typing.get_args(current)[1]
+        else:
+            return None
+    current = _member_for(annotation, lookup(data, loc[:-1]))
+    return list(_keys(current)) if _is_model(current) else None
+
+
+def describe_errors(
+    exc: ValidationError,
+    source: str,
+    model: type[BaseModel],
+    data: Any,
+    prefix: tuple[Any, ...] = (),
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+) -> str:
+    """One message naming, for each problem, the key path, the value and what is allowed, and
+    the file of an ``extends`` chain that set it where that is not the file itself (``origin``,
+    a function from a key path to that file).
+
+    ``model`` is what was validated, ``data`` the whole file as the user wrote it and ``prefix``
+    the key path in it of what was validated (a protocol's ``params``, validated against the
+    protocol's own config). A key that takes several forms (true/false or a list, a name or a
+    list) is named by its own key path: what each form allows goes on one line, and where a list
+    was given and an item is at fault, only the item is named."""
+    entries = [(err, *user_key_path(prefix + tuple(err["loc"]), data)) for err in exc.errors()]
+    # A list (or mapping) given where a key takes several forms, with an item at fault: the item
+    # says what is wrong; the other forms' "should be a boolean" would only mislead.
+    items_at_fault = {loc[:root] for _, loc, root in entries if root is not None and len(loc) > root}
+    lines: list[tuple[tuple[Any, ...], str]] = []
+    merged: dict[tuple[Any, ...], int] = {}  # a key of several forms -> its line
+    for err, loc, root in entries:
+        if root is not None and len(loc) == root and loc in items_at_fault:
+            continue
+        kind, value, msg = err["type"], err.get("input"), err["msg"].removeprefix("Value error, ")
+        if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
+            ctx = err["ctx"]
+            loc = (*loc, ctx["discriminator"].strip("'"))
+            kind = "missing" if kind == "union_tag_not_found" else kind
+            value, msg = ctx.get("tag"), f"Input should be one of {ctx.get('expected_tags')}"
+        if root is not None and loc in merged:
+            at = merged[loc]
+            if msg not in lines[at][1]:
+                lines[at] = (loc, f"{lines[at][1]}; or {msg}")
+            continue
+        path = format_key_path(loc, data)
+        if kind == "extra_forbidden":
+            allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
+            hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
+            text = f"{path}: unknown key; {hint}"
+        elif kind == "missing":
+            text = f"{path}: required key is missing"
+        elif not loc:  # a check across sections: its message names the keys
+            text = msg
+        elif isinstance(value, dict) and root is None:  # a check across a section's keys names them
+            text = f"{path}: {msg}"
+        else:
+            text = f"{path}: {value!r} is not allowed: {msg}"
+        if root is not None:
+            merged[loc] = len(lines)
+        lines.append((loc, text))
+    out = []
+    for loc, text in lines:
+        where = origin(loc) if origin is not None and loc else None
+        if where is not None and origin is not None and where != origin(()):
+            text += f" (set in {where})"
+        out.append(text)
+    return invalid_message(source, out)
+
+
+def invalid_message(source: str, lines: list[str]) -> str:
+    """One message for a scenario's problems: one line, or a list under the file's name."""
+    head = f"{source}: invalid scenario"
+    return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
