@@ -7,6 +7,7 @@ path, the bad value and what is allowed.
 from __future__ import annotations
 
 import os
+import re
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -216,7 +217,8 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
     if "=" not in assignment:
         raise ScenarioError(f"{source}: {assignment!r} is not allowed; write key.path=value")
     key, _, text = assignment.partition("=")
-    parts = key.strip().split(".")
+    # A list item by its index, as messages name it (dwell_times[0].shape) or dotted (dwell_times.0.shape).
+    parts = re.sub(r"\[(\d+)\]", r".\1", key.strip()).split(".")
     if not all(parts):
         raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. simulation.days=90")
     try:

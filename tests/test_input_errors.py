@@ -185,6 +185,11 @@ def test_set_reaches_dotted_keys_and_list_items():
         {"shape": 5},
     ]
     assert listed["disease"]["dwell_times"][1] == {"shape": 2.0}
+    # the index as error messages print it
+    assert apply_set(listed, "disease.dwell_times[0].shape=4")["disease"]["dwell_times"] == [
+        {"shape": 4},
+        {"shape": 2.0},
+    ]
     with pytest.raises(ScenarioError, match=r"a list of 2; '7' is not allowed, give an index 0..1"):
         apply_set(listed, "disease.dwell_times.7.shape=5")
     with pytest.raises(ScenarioError, match="is not in the file, so --set cannot index into it"):
