@@ -258,8 +258,9 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
 
 
 def _model_of(annotation: Any) -> Any:
-    """The model in an annotation such as ``Model | None`` (else the annotation itself)."""
-    models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    """The model of a section's annotation, ``Model`` or ``Model | None`` (else the annotation
+    itself: a list of sections is no section)."""
+    models = [a for a in union_members(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
     return models[0] if len(models) == 1 else annotation
 
 
@@ -361,7 +362,8 @@ def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) 
                 f"({{}} for its defaults)"
             )
         elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
-            problems.append(f"{where}: {str(value).lower()} is not allowed: a number or text is expected here")
+            expected = "a list" if typing.get_origin(ann) is list else "a number or text"
+            problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {value!r} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list

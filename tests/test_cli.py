@@ -408,6 +408,13 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
         ("simulation:\n  days: 30\nsimulation:\n  replicates: 3\n", [], "key 'simulation' appears twice"),
         ("", [], "the file is empty"),
         ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: a number or text is expected here"),
+        ("{}", ["disease.dwell_times=true"], "disease.dwell_times: true is not allowed: a list is expected here"),
+        (
+            "disease:\n  dwell_times:\n    - {from: asymptomatic, to: recovered, distribution: gamma, shape: 2, "
+            "scale: 1}\n",
+            ["disease.dwell_times[0].shape=true"],
+            "disease.dwell_times[0].shape: true is not allowed: a number or text is expected here",
+        ),
         (
             "{}",
             ["interventions.quarantine={household: 1}"],
