@@ -168,8 +168,8 @@ def learning_kind(file: Path) -> str | None:
         return None
     if "kind" in data and data["kind"] != "private_calibration":
         fail(
-            f"{file}: kind: bad value {data['kind']!r}: allowed: private_calibration (leave kind out for a learning "
-            "or an epidemic scenario)"
+            f"{file}: kind: {data['kind']!r} is not allowed: write private_calibration (or leave kind out "
+            "for a learning or an epidemic scenario)"
         )
     if data.get("kind") == "private_calibration":
         return "private calibration"

@@ -110,8 +110,8 @@ class SplitSpec(_Strict):
             raise ValueError(f"choose at most one of label_skew, quantity_skew, class_groups; got {chosen}")
         if self.class_groups and len(self.class_groups.assignment) != self.participants:
             raise ValueError(
-                f"class_groups.assignment: bad value {self.class_groups.assignment}: needs one group per participant "
-                f"({self.participants})"
+                f"class_groups.assignment: {self.class_groups.assignment} is not allowed: needs one group per "
+                f"participant ({self.participants})"
             )
         bad = [
             g
@@ -279,14 +279,14 @@ def check_protocols(
         models = spec.models or default_models
         if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].models: bad value: {spec.name} needs one architecture "
+                f"{source}: protocols[{i}].models: not allowed: {spec.name} needs one architecture "
                 f"for every {member}; give a single model under protocols[i].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
         if runner != "inprocess" and not cls.runs_on_clients:
             allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].name: bad value {spec.name!r} for runner {runner!r}: "
+                f"{source}: protocols[{i}].name: {spec.name!r} is not allowed for runner {runner!r}: "
                 f"the Flower runners carry only {allowed}; use runner: inprocess"
             )
         for round_, who in (spec.privacy.dropouts if spec.privacy else {}).items():
@@ -298,37 +298,37 @@ def check_protocols(
                 raise LearningScenarioError(f"{key}[{round_}]: bad {member}s {bad}: 0..{participants - 1}")
             if participants - len(set(who)) < 2:
                 raise LearningScenarioError(
-                    f"{key}[{round_}]: bad value {who}: secure aggregation needs at least two {member}s left"
+                    f"{key}[{round_}]: {who} is not allowed: secure aggregation needs at least two {member}s left"
                 )
         dp = spec.privacy.dp if spec.privacy else None
         if dp is not None and dp.delta >= 1 / participants:
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy.dp.delta: bad value {dp.delta!r}: the guarantee is per {member}, "
-                f"so delta must be below 1 / {participants} (usually far below: 1e-5, say)"
+                f"{source}: protocols[{i}].privacy.dp.delta: {dp.delta!r} is not allowed: the guarantee is per "
+                f"{member}, so delta must be below 1 / {participants} (usually far below: 1e-5, say)"
             )
         if runner != "inprocess" and spec.privacy is not None:
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy: bad value for runner {runner!r}: the Flower "
+                f"{source}: protocols[{i}].privacy: not allowed for runner {runner!r}: the Flower "
                 "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); "
                 "use runner: inprocess"
             )
         if dp is not None and dp.epsilon is not None and not cls.one_release_per_round:
             allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).one_release_per_round)
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy.dp.epsilon: bad value {dp.epsilon!r} for "
+                f"{source}: protocols[{i}].privacy.dp.epsilon: {dp.epsilon!r} is not allowed for "
                 f"{spec.name}: a target epsilon is allowed for {allowed} (one release per round); "
                 "give noise_multiplier instead"
             )
         if private and not cls.uses_aggregator:
             allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).uses_aggregator)
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy: bad value for {spec.name}: privacy "
+                f"{source}: protocols[{i}].privacy: not allowed for {spec.name}: privacy "
                 f"wrappers apply only to protocols whose aggregation is a sum ({allowed})"
             )
         params = spec.params or {}
         if private and params.get("collaborate") is False and params.get("independent_labels", "dreamer") == "dreamer":
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].privacy: bad value for {spec.name} with collaborate: false: its "
+                f"{source}: protocols[{i}].privacy: not allowed for {spec.name} with collaborate: false: its "
                 "dreams and their labels are shared in the clear, nothing is summed, so no privacy wrapper "
                 "covers it; remove privacy (or use independent_labels: all)"
             )
@@ -355,7 +355,7 @@ def check_indices(source: str, scenario: LearningScenario) -> None:
         ]
     for key, c in named:
         if not 0 <= c < n_classes:
-            raise LearningScenarioError(f"{source}: {key}: bad value {c}: classes are 0..{n_classes - 1}")
+            raise LearningScenarioError(f"{source}: {key}: {c} is not allowed: classes are 0..{n_classes - 1}")
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -400,6 +400,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
     for i, m in enumerate(scenario.models):
         if m.kind == "cnn" and scenario.data.source != "digits":
             raise LearningScenarioError(
-                f"{source}: models[{i}].kind: bad value 'cnn': a CNN needs image data (data.source: digits); use mlp"
+                f"{source}: models[{i}].kind: 'cnn' is not allowed: a CNN needs image data (data.source: digits); "
+                "use mlp"
             )
     return scenario, source

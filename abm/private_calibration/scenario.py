@@ -189,20 +189,20 @@ class PrivateCalibrationScenario(_Strict):
                 raise ValueError(f"parameters: {need} is required (allowed: {', '.join(PARAMETER_NAMES)})")
         seeding = self.parameters["seeding"]
         if seeding.low < 1:
-            raise ValueError(f"parameters.seeding.low: bad value {seeding.low}: seeding counts agents, at least 1")
+            raise ValueError(f"parameters.seeding.low: {seeding.low} is not allowed: seeding counts agents, at least 1")
         share = self.parameters.get("ascertainment")
         if share is not None and share.high > 1:
             raise ValueError(
-                f"parameters.ascertainment.high: bad value {share.high}: ascertainment is a share, at most 1"
+                f"parameters.ascertainment.high: {share.high} is not allowed: ascertainment is a share, at most 1"
             )
         names = [i.name for i in self.institutions]
         if len(set(names)) != len(names):
-            raise ValueError(f"institutions: bad value {names}: institution names must differ")
+            raise ValueError(f"institutions: {names} is not allowed: institution names must differ")
         for k, inst in enumerate(self.institutions):
             where = f"institutions[{k}]"
             if seeding.high > inst.agents:
                 raise ValueError(
-                    f"{where}.agents: bad value {inst.agents}: fewer agents than the seeding range's "
+                    f"{where}.agents: {inst.agents} is not allowed: fewer agents than the seeding range's "
                     f"{seeding.high:g} initial infections (parameters.seeding.high); give more agents or a lower high"
                 )
             if self.mode == "kc2020" and inst.truth:
@@ -216,7 +216,8 @@ class PrivateCalibrationScenario(_Strict):
                 p = self.parameters[key]
                 if not p.low <= lo < hi <= p.high:
                     raise ValueError(
-                        f"{where}.prior.{key}: bad value {[lo, hi]}: must lie in [{p.low}, {p.high}] with low < high"
+                        f"{where}.prior.{key}: {[lo, hi]} is not allowed: must lie in [{p.low}, {p.high}] "
+                        "with low < high"
                     )
             if self.mode == "known_truth":
                 missing = sorted(set(self.parameters) - set(inst.truth))
@@ -227,7 +228,7 @@ class PrivateCalibrationScenario(_Strict):
                     raise ValueError(f"{where}.truth: unknown key {key!r}; allowed keys: {', '.join(self.parameters)}")
                 p = self.parameters[key]
                 if not p.low <= v <= p.high:
-                    raise ValueError(f"{where}.truth.{key}: bad value {v}: must lie in [{p.low}, {p.high}]")
+                    raise ValueError(f"{where}.truth.{key}: {v} is not allowed: must lie in [{p.low}, {p.high}]")
         return self
 
     def grid(self) -> BinGrid:
@@ -277,7 +278,7 @@ def load_scenario(
     model_file = base / scenario.model.scenario
     if not model_file.is_file():
         raise LearningScenarioError(
-            f"{source}: model.scenario: bad value {scenario.model.scenario!r}: no such file ({model_file})"
+            f"{source}: model.scenario: {scenario.model.scenario!r} is not allowed: no such file ({model_file})"
         )
     check_model_and_regions(scenario, base, source)
     return scenario, base

@@ -118,7 +118,7 @@ def test_a_target_epsilon_holds_when_participants_drop_out():
     [
         ({"clip": 1.0}, "fedavg", "exactly one of noise_multiplier and epsilon"),
         ({"clip": 1.0, "noise_multiplier": 1.0, "epsilon": 8.0}, "fedavg", "exactly one of noise_multiplier"),
-        ({"clip": 1.0, "epsilon": 8.0}, "codream", "protocols[0].privacy.dp.epsilon: bad value 8.0 for codream"),
+        ({"clip": 1.0, "epsilon": 8.0}, "codream", "protocols[0].privacy.dp.epsilon: 8.0 is not allowed for codream"),
     ],
 )
 def test_bad_dp_settings_are_refused_with_the_key(dp, name, message):

@@ -136,7 +136,7 @@ def test_flower_processes_on_loopback_agree_with_inprocess(inprocess_report):
 
 def test_flower_runner_refuses_what_it_does_not_carry():
     bad = {**TINY, "runner": "flower", "protocols": [{"name": "mapl"}]}
-    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: bad value 'mapl' for runner 'flower'"):
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: 'mapl' is not allowed for runner 'flower'"):
         load_scenario(bad)
     private = {
         **TINY,

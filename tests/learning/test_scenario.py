@@ -191,11 +191,11 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         ),
         (
             {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 20]], "assignment": [0, 1]}}},
-            "split.class_groups.groups[1]: bad value 20: classes are 0..2",
+            "split.class_groups.groups[1]: 20 is not allowed: classes are 0..2",
         ),
         (
             {"split": {"participants": 2, "concept_shift": {"participants": [1], "swaps": [[0, 99]]}}},
-            "split.concept_shift.swaps[0]: bad value 99",
+            "split.concept_shift.swaps[0]: 99 is not allowed",
         ),
         (
             {"protocols": [{"name": "fedavg", "privacy": {"secure_aggregation": True, "dropouts": {1: [17]}}}]},

@@ -208,7 +208,7 @@ def test_abm_learn_end_to_end(tmp_path):
         (lambda d: d.update(colour=1), "colour: unknown key; allowed keys: kind, name,"),
         (
             lambda d: d["institutions"][0]["prior"].update(transmission=[0.1, 1.0]),
-            "institutions[0].prior.transmission: bad value [0.1, 1.0]: must lie in [0.6, 1.4] with low < high",
+            "institutions[0].prior.transmission: [0.1, 1.0] is not allowed: must lie in [0.6, 1.4] with low < high",
         ),
         (
             lambda d: d["institutions"][1].pop("truth"),
@@ -223,7 +223,7 @@ def test_abm_learn_end_to_end(tmp_path):
             lambda d: d["protocols"].append(
                 {"name": "mapl", "label": "mapl_sa", "privacy": {"secure_aggregation": True}}
             ),
-            "privacy: bad value for mapl: privacy wrappers apply only to protocols whose aggregation is a sum",
+            "privacy: not allowed for mapl: privacy wrappers apply only to protocols whose aggregation is a sum",
         ),
         (
             lambda d: d["institutions"][1].update(tracts=d["institutions"][0]["tracts"]),
@@ -240,9 +240,12 @@ def test_abm_learn_end_to_end(tmp_path):
         ),
         (
             lambda d: d["parameters"]["seeding"].update(high=1000),
-            "institutions[0].agents: bad value 600: fewer agents than the seeding range's 1000 initial infections",
+            "institutions[0].agents: 600 is not allowed: fewer agents than the seeding range's 1000 initial infections",
         ),
-        (lambda d: d["parameters"]["seeding"].update(low=0.2), "parameters.seeding.low: bad value 0.2: seeding counts"),
+        (
+            lambda d: d["parameters"]["seeding"].update(low=0.2),
+            "parameters.seeding.low: 0.2 is not allowed: seeding counts",
+        ),
         (lambda d: d.update(models=[]), "models: [] is not allowed: List should have at least 1 item"),
         (
             lambda d: d["model"].update(scenario=str(TINY.resolve())),
@@ -281,11 +284,11 @@ def test_abm_learn_end_to_end(tmp_path):
                     "privacy": {"secure_aggregation": True, "dropouts": {0: [0, 1]}},
                 }
             ),
-            "privacy.dropouts[0]: bad value [0, 1]: secure aggregation needs at least two institutions left",
+            "privacy.dropouts[0]: [0, 1] is not allowed: secure aggregation needs at least two institutions left",
         ),
         (
             lambda d: d["parameters"]["ascertainment"].update(high=1.5),
-            "parameters.ascertainment.high: bad value 1.5: ascertainment is a share, at most 1",
+            "parameters.ascertainment.high: 1.5 is not allowed: ascertainment is a share, at most 1",
         ),
     ],
 )

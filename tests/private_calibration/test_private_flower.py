@@ -120,10 +120,12 @@ def test_flower_simulation_report_equals_inprocess(tmp_path, inprocess):
 
 def test_flower_runner_refuses_what_it_does_not_carry():
     data = _flower_tiny()
-    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: bad value 'cycle' for runner 'flower-sim'"):
+    with pytest.raises(
+        LearningScenarioError, match=r"protocols\[0\]\.name: 'cycle' is not allowed for runner 'flower-sim'"
+    ):
         load_scenario({**data, "protocols": [{"name": "cycle"}]}, runner="flower-sim")
     private = [{"name": "fedavg", "models": [MLP], "privacy": {"secure_aggregation": True}}]
-    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy: bad value for runner 'flower'"):
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy: not allowed for runner 'flower'"):
         load_scenario({**data, "protocols": private, "runner": "flower"})
     with pytest.raises(LearningScenarioError, match=r"runner: 'grpc' is not allowed: Input should be 'inprocess'"):
         load_scenario(data, runner="grpc")
