@@ -13,7 +13,8 @@ from pydantic import ValidationError
 import abm
 from abm.calibration import gradient
 from abm.calibration.config import Observation
-from abm.calibration.observed import delay_weights, load_observed, losses, raw_series, reported, simulated
+from abm.calibration.observation import RAW, delay_weights, observe_arrays, reported, severity_multipliers, shifted
+from abm.calibration.observed import load_observed, losses, raw_series, simulated
 from abm.calibration.optimize import FitLoss, calibrate, fit_value
 from abm.populations import build_population, load_region
 from abm.scenario import validate
@@ -59,6 +60,33 @@ def test_delay_weights_have_the_stated_mean_and_keep_every_death():
     np.testing.assert_array_equal(reported(daily, 0.0), daily)
 
 
+def test_one_observation_model_reads_arrays_and_tensors():
+    """The same code reads numpy arrays (the Optuna path) and tensors (the gradient path): equal
+    series, and gradients through the severity multiplier and both delays."""
+    import datetime as dt
+
+    rng = np.random.default_rng(0)
+    raw = {c: rng.random(60) * 100 for c in RAW}
+    obs = Observation(ascertainment=0.3, case_delay_days=5, death_delay_days=4.0, **CHANGE)
+    targets = ["hospital_admissions", "deaths", "cases"]
+    start = dt.date(2020, 2, 10)
+    arrays = observe_arrays(raw, obs, targets, start)
+    leaves = {c: torch.tensor(v, requires_grad=True) for c, v in raw.items()}
+    tensors = observe_arrays(leaves, obs, targets, start)
+    for t in targets:
+        np.testing.assert_allclose(tensors[t].detach().numpy(), arrays[t], rtol=1e-13, atol=1e-12)
+    np.testing.assert_array_equal(arrays["cases"], np.concatenate([np.zeros(5), 0.3 * raw["infections"][:55]]))
+    sum(s.sum() for s in tensors.values()).backward()
+    np.testing.assert_array_equal(leaves["infections"].grad.numpy(), [0.3] * 55 + [0.0] * 5)
+    m = severity_multipliers(obs, start, 60)
+    kept = reported(np.ones(60), 4.0)[::-1]  # share of day j's deaths reported by the last day
+    np.testing.assert_allclose(leaves["deaths"].grad.numpy(), m * kept, rtol=1e-12)
+    # [days, n] series move along the days, exactly; a delay past the last day leaves zeros
+    wide = np.arange(12.0).reshape(6, 2)
+    np.testing.assert_array_equal(shifted(wide, 2), np.vstack([np.zeros((2, 2)), wide[:4]]))
+    np.testing.assert_array_equal(shifted(torch.tensor(wide), 9).numpy(), np.zeros((6, 2)))
+
+
 def test_observation_bounds_are_enforced():
     assert Observation().death_delay_days == 0 and Observation().death_multiplier == 1
     for bad in ({"death_delay_days": -1}, {"death_delay_days": 31}, {"death_multiplier": 0}, {"death_multiplier": 6}):
@@ -76,9 +104,10 @@ def test_a_changing_severity_moves_linearly_and_then_holds():
     obs = Observation(
         death_multiplier=2.0, death_multiplier_after=1.0, death_multiplier_change=["2020-02-03", "2020-02-07"]
     )
-    m = obs.death_multipliers(dt.date(2020, 2, 1), 10)
+    m = severity_multipliers(obs, dt.date(2020, 2, 1), 10)
     np.testing.assert_allclose(m, [2.0, 2.0, 2.0, 1.75, 1.5, 1.25, 1.0, 1.0, 1.0, 1.0])
-    np.testing.assert_array_equal(Observation(death_multiplier=1.5).death_multipliers(dt.date(2020, 2, 1), 3), 1.5)
+    constant = severity_multipliers(Observation(death_multiplier=1.5), dt.date(2020, 2, 1), 3)
+    np.testing.assert_array_equal(constant, 1.5)
     for bad in (
         {"death_multiplier_after": 1.0},
         {"death_multiplier_change": ["2020-02-03", "2020-02-07"]},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Target = Literal["hospital_admissions", "deaths", "cases"]
@@ -71,14 +70,6 @@ class Observation(BaseModel):
         if c is not None and not c[0] <= c[1]:
             raise ValueError(f"death_multiplier_change must run forward: {c[0]} is after {c[1]}")
         return self
-
-    def death_multipliers(self, start_date: dt.date, days: int) -> np.ndarray:
-        """The severity multiplier of each simulated day (day 0 is ``start_date``), by date of death."""
-        if self.death_multiplier_change is None or self.death_multiplier_after is None:
-            return np.full(days, self.death_multiplier)
-        first, last = ((d - start_date).days for d in self.death_multiplier_change)
-        share = np.clip((np.arange(days) - first) / max(last - first, 1), 0.0, 1.0)
-        return self.death_multiplier + share * (self.death_multiplier_after - self.death_multiplier)
 
 
 class GradientConfig(BaseModel):

@@ -14,10 +14,9 @@ the last multiplier is held after that. The calibrated scenario expresses the mu
 is the same as multiplying the transmission rate), so ``abm run`` re-creates the fit with the
 ordinary engine.
 
-The observation model is the Optuna path's (:func:`abm.calibration.observed.observe_arrays`):
-deaths times the severity multiplier of their day, reported after the geometric delay
-``death_delay_days`` (:func:`reported`, differentiable in the daily counts), with the scenario's values held fixed:
-the gradient method fits beta and the weekly multipliers only.
+The observation model is the Optuna path's, the same code on tensors
+(:func:`abm.calibration.observation.observe_arrays`, differentiable in the daily counts), with
+the scenario's values held fixed: the gradient method fits beta and the weekly multipliers only.
 """
 
 from __future__ import annotations
@@ -32,7 +31,8 @@ import pandas as pd
 import torch
 
 from abm.calibration.config import CalibrationConfig
-from abm.calibration.observed import CalibrationError, delay_weights, weekly
+from abm.calibration.observation import observe_arrays
+from abm.calibration.observed import CalibrationError, fit_loss, weekly
 from abm.engine import Simulation, Stage
 from abm.populations import Population, load_region
 from abm.runs import population_of, simulation_of
@@ -60,50 +60,16 @@ def simulation(sc: Scenario, pop: Population, seed: int, estimator: str) -> Simu
 
 def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> dict[str, torch.Tensor]:
     """Daily simulated targets (mean over replicates, scaled to the region) from the weighted
-    entries of a finished differentiable run; the observation model of
-    :func:`abm.calibration.observed.simulated`, kept differentiable."""
+    entries of a finished differentiable run, through the observation model
+    (:func:`abm.calibration.observation.observe_arrays`), differentiable."""
     # On the CPU, where the parameters and observed series live (a copy keeps the gradient).
     entries = torch.stack(sim.recorder.weighted_entries).mean(dim=1).cpu() * scale  # [days, stage]
-    obs_model = cfg.observation
-    severity = torch.as_tensor(obs_model.death_multipliers(cfg.start_date, sim.days), dtype=entries.dtype)
-    out = {
+    raw = {
         "hospital_admissions": entries[:, Stage.HOSPITALIZED],
-        "deaths": reported(entries[:, Stage.DEATH] * severity, obs_model.death_delay_days),
+        "deaths": entries[:, Stage.DEATH],
+        "infections": entries[:, list(FIRST_STAGES)].sum(dim=1),
     }
-    cases = entries[:, list(FIRST_STAGES)].sum(dim=1) * cfg.observation.ascertainment
-    delay = cfg.observation.case_delay_days
-    out["cases"] = torch.cat([cases.new_zeros(delay), cases])[: sim.days]
-    return {t: out[t] for t in cfg.targets}
-
-
-def reported(daily: torch.Tensor, mean: float) -> torch.Tensor:
-    """Counts reported per day after a geometric delay of mean ``mean`` days, differentiable in
-    the daily counts (:func:`abm.calibration.observed.reported`)."""
-    if mean == 0:
-        return daily
-    n = daily.shape[0]
-    w = torch.as_tensor(delay_weights(mean, n), dtype=daily.dtype)
-    lag = torch.arange(n).unsqueeze(1) - torch.arange(n).unsqueeze(0)  # [report day, event day]
-    matrix = torch.where(lag >= 0, w[lag.clamp_min(0)], torch.zeros((), dtype=daily.dtype))
-    return matrix @ daily
-
-
-def weekly_sums(daily: torch.Tensor, cfg: CalibrationConfig, window: tuple[Any, Any]) -> torch.Tensor:
-    """Sums over 7-day blocks of the window (as :func:`abm.calibration.observed.weekly`)."""
-    first = (window[0] - cfg.start_date).days
-    n = ((window[1] - window[0]).days + 1) // 7 * 7
-    return daily[first : first + n].reshape(-1, 7).sum(dim=1)
-
-
-def fit_loss(
-    series: dict[str, torch.Tensor], observed_weekly: dict[str, torch.Tensor], cfg: CalibrationConfig
-) -> torch.Tensor:
-    """Mean over targets of the RMSE of log1p weekly counts on the fit window."""
-    parts = []
-    for t in cfg.targets:
-        diff = torch.log1p(weekly_sums(series[t], cfg, cfg.fit_window)) - torch.log1p(observed_weekly[t])
-        parts.append(torch.sqrt((diff**2).mean()))
-    return torch.stack(parts).mean()
+    return observe_arrays(raw, cfg.observation, cfg.targets, cfg.start_date)
 
 
 def weeks_to_fit(cfg: CalibrationConfig) -> int:

@@ -1,15 +1,18 @@
-"""Observed series, the observation model from simulated to observed counts, and the losses."""
+"""Observed series, simulated series read through the observation model
+(:mod:`abm.calibration.observation`) as frames by date, weekly sums and the losses."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from abm.calibration.config import CalibrationConfig, Observation
+from abm.calibration.config import CalibrationConfig
+from abm.calibration.observation import RAW, Series, array_module, observe_arrays, weekly_sums
 from abm.runs import RunResult
 
 BUNDLED = {"king_county_2020": "king_county_2020.csv"}
@@ -91,27 +94,6 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
     return frame[cfg.targets].astype(float)
 
 
-def delay_weights(mean: float, days: int) -> np.ndarray:
-    """Weights of a geometric reporting delay with mean ``mean`` days over lags 0..days-1:
-    (1 - q) q^k with q = mean / (1 + mean); [1, 0, 0, ...] for mean 0."""
-    if days <= 0:
-        return np.zeros(0)
-    q = mean / (1.0 + mean)
-    return (1.0 - q) * q ** np.arange(days, dtype=float)
-
-
-def reported(daily: np.ndarray, mean: float) -> np.ndarray:
-    """Counts reported per day when each day's events are reported after a geometric delay of
-    mean ``mean`` days (:func:`delay_weights`); what is reported after the last day is lost."""
-    daily = np.asarray(daily, dtype=float)
-    if mean == 0:
-        return daily.copy()
-    return np.convolve(daily, delay_weights(mean, len(daily)))[: len(daily)]
-
-
-RAW = ("hospital_admissions", "deaths", "infections")
-
-
 def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
     """Daily simulated admissions, deaths and new infections (mean over replicates) scaled to
     the region, by calendar date: what the observation model (:func:`observe`) reads."""
@@ -128,48 +110,41 @@ def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
     )
 
 
-def observe_arrays(
-    raw: dict[str, np.ndarray], obs: Observation, targets: list[str], start_date: dt.date
-) -> dict[str, np.ndarray]:
-    """The observation model on daily arrays (day 0 is ``start_date``): admissions as simulated;
-    deaths times the severity multiplier of their day (``death_multiplier``, or its change to
-    ``death_multiplier_after``), reported after the geometric delay ``death_delay_days``; cases:
-    new infections times the ascertainment, ``case_delay_days`` later."""
-    out = {}
-    for t in targets:
-        if t == "hospital_admissions":
-            out[t] = np.asarray(raw[t], dtype=float)
-        elif t == "deaths":
-            deaths = np.asarray(raw["deaths"], dtype=float)
-            out[t] = reported(deaths * obs.death_multipliers(start_date, len(deaths)), obs.death_delay_days)
-        else:
-            days = len(raw["infections"])
-            cases = np.asarray(raw["infections"], dtype=float) * obs.ascertainment
-            out[t] = np.concatenate([np.zeros(obs.case_delay_days), cases])[:days]
-    return out
-
-
 def observe(raw: pd.DataFrame, cfg: CalibrationConfig) -> pd.DataFrame:
-    """Observed-like daily counts of the targets from :func:`raw_series`."""
+    """Observed-like daily counts of the targets from :func:`raw_series`
+    (:func:`abm.calibration.observation.observe_arrays`)."""
     arrays = observe_arrays({c: raw[c].to_numpy() for c in RAW}, cfg.observation, list(cfg.targets), cfg.start_date)
     return pd.DataFrame(arrays, index=raw.index)
 
 
 def simulated(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
     """Daily simulated counts of the targets (mean over replicates) scaled to the region, by
-    calendar date, through the observation model (:func:`observe_arrays`)."""
+    calendar date, through the observation model (:func:`observe`)."""
     return observe(raw_series(result, cfg), cfg)
 
 
 def weekly(frame: pd.DataFrame, window: tuple[dt.date, dt.date]) -> pd.DataFrame:
-    """Sums over consecutive 7-day blocks of the window (a last partial block is dropped)."""
+    """Sums over consecutive 7-day blocks of the window (a last partial block is dropped; days
+    the frame lacks count 0), one row per block (:func:`abm.calibration.observation.weekly_sums`)."""
     days = pd.date_range(window[0], window[1], freq="D")
     part = frame.reindex(days).fillna(0.0)
-    n = len(days) // 7 * 7
-    if n == 0:
-        return part.iloc[:0]
-    block = np.repeat(np.arange(n // 7), 7)
-    return part.iloc[:n].groupby(block).sum()
+    return pd.DataFrame(weekly_sums(part.to_numpy(dtype=float), days[0], (days[0], days[-1])), columns=part.columns)
+
+
+def rmse_log1p(sim: Series, obs: Series) -> Series:
+    """Root mean squared difference of log1p counts (numpy arrays or tensors, differentiable in
+    a tensor ``sim``)."""
+    xp = array_module(sim)
+    return xp.sqrt(((xp.log1p(sim) - xp.log1p(obs)) ** 2).mean())
+
+
+def fit_loss(series: Mapping[str, Series], observed_weekly: Mapping[str, Series], cfg: CalibrationConfig) -> Series:
+    """The fit objective: the mean over targets of the RMSE of log1p weekly counts on the fit
+    window, from daily simulated series (day 0 is ``start_date``) and the observed weekly sums
+    (numpy arrays or tensors, differentiable in tensor series)."""
+    weeks = {t: weekly_sums(series[t], cfg.start_date, cfg.fit_window) for t in cfg.targets}
+    parts = [rmse_log1p(weeks[t], observed_weekly[t]) for t in cfg.targets]
+    return array_module(parts[0]).stack(parts).mean()
 
 
 def losses(sim: pd.DataFrame, obs: pd.DataFrame, window: tuple[dt.date, dt.date]) -> dict[str, dict[str, float]]:
@@ -177,10 +152,10 @@ def losses(sim: pd.DataFrame, obs: pd.DataFrame, window: tuple[dt.date, dt.date]
     s, o = weekly(sim, window), weekly(obs, window)
     out = {}
     for t in obs.columns:
-        diff = np.log1p(s[t].to_numpy()) - np.log1p(o[t].to_numpy())
+        rmse = rmse_log1p(s[t].to_numpy(), o[t].to_numpy()) if len(s) else float("nan")
         total = float(o[t].sum())
         out[t] = {
-            "rmse_log1p_weekly": float(np.sqrt(np.mean(diff**2))) if len(diff) else float("nan"),
+            "rmse_log1p_weekly": float(rmse),
             "nd_weekly": float(np.abs(s[t] - o[t]).sum() / total) if total > 0 else float("nan"),
         }
     return out

@@ -20,13 +20,13 @@ import optuna
 import pandas as pd
 
 from abm.calibration.config import CalibrationConfig, Observation
+from abm.calibration.observation import RAW, observe_arrays
 from abm.calibration.observed import (
-    RAW,
     CalibrationError,
+    fit_loss,
     load_observed,
     losses,
     observe,
-    observe_arrays,
     raw_series,
     simulated,
     weekly,
@@ -168,23 +168,18 @@ def observation_with(cfg: CalibrationConfig, values: dict[str, float]) -> Observ
 
 
 class FitLoss:
-    """The fit objective on daily arrays, fast enough for a grid search: the mean over targets
-    of the RMSE of log1p weekly counts on the fit window (:func:`fit_value`, without pandas)."""
+    """The fit objective of :func:`fit_value` on daily arrays, without pandas, fast enough for
+    the grid search: :func:`abm.calibration.observed.fit_loss` of the observation model's series."""
 
     def __init__(self, observed: pd.DataFrame, cfg: CalibrationConfig) -> None:
         self.cfg = cfg
-        self.first = (cfg.fit_window[0] - cfg.start_date).days
-        self.n = ((cfg.fit_window[1] - cfg.fit_window[0]).days + 1) // 7 * 7
         obs = weekly(observed, cfg.fit_window)
-        self.log_obs = {t: np.log1p(obs[t].to_numpy()) for t in cfg.targets}
+        self.observed_weekly = {t: obs[t].to_numpy() for t in cfg.targets}
 
     def __call__(self, raw: dict[str, np.ndarray], obs: Observation) -> float:
-        series = observe_arrays(raw, obs, list(self.cfg.targets), self.cfg.start_date)
-        parts = []
-        for t in self.cfg.targets:
-            week = series[t][self.first : self.first + self.n].reshape(-1, 7).sum(axis=1)
-            parts.append(np.sqrt(np.mean((np.log1p(week) - self.log_obs[t]) ** 2)))
-        return float(np.mean(parts))
+        """The loss of the daily :data:`abm.calibration.observation.RAW` series read with ``obs``."""
+        series = observe_arrays(raw, obs, self.cfg.targets, self.cfg.start_date)
+        return float(fit_loss(series, self.observed_weekly, self.cfg))
 
 
 def grid(low: float, high: float, points: int, integer: bool) -> np.ndarray:

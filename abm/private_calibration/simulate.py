@@ -11,10 +11,10 @@ per-replicate settings are applied by a hook object passed with the scenario's i
 
 Everything else (disease, contacts, the 2020 mobility multipliers) is the model scenario's,
 resolved with :func:`abm.runs.resolve` as ``abm run`` would. Observations follow
-:mod:`abm.calibration.observed`: admissions are new hospitalisations; reported cases are new
-infections thinned by the ascertainment (Binomial) and delayed ``case_delay_days``; both are
-summed over the window's weeks with :func:`abm.calibration.observed.weekly` and expressed per
-100,000 residents.
+:mod:`abm.calibration.observation`: admissions are new hospitalisations; reported cases are new
+infections thinned by the ascertainment (Binomial) and delayed ``case_delay_days``
+(:func:`abm.calibration.observation.shifted`); both are summed over the window's weeks with
+:func:`abm.calibration.observed.weekly` and expressed per 100,000 residents.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from abm.calibration.observation import shifted
 from abm.calibration.observed import weekly
 from abm.engine import Simulation
 from abm.engine.rng import generator
@@ -117,10 +118,7 @@ def reported_cases(
     expectation a x infections.
     """
     rep = infections * ascertainment[None, :] if rng is None else rng.binomial(infections, ascertainment[None, :])
-    out = np.zeros(infections.shape, dtype=float)
-    if delay < infections.shape[0]:
-        out[delay:] = rep[: infections.shape[0] - delay]
-    return out
+    return shifted(rep.astype(float), delay)
 
 
 def weekly_rates(daily: np.ndarray, section: ModelSection, population: float) -> np.ndarray:
