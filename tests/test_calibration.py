@@ -142,8 +142,8 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
     scenario["calibration"] = {
         "data": str(tmp_path / "obs.csv"),
         "targets": ["cases"],
-        "fit_window": ["2020-02-08", "2020-04-10"],
-        "holdout_window": None,
+        "fit_window": ["2020-02-08", "2020-03-27"],
+        "holdout_window": ["2020-03-28", "2020-04-10"],
         "parameters": {"disease.transmission_rate": {"low": 1.0, "high": 6.0}},
         "trials": 4,
         "rerank_trials": 3,
@@ -181,6 +181,23 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
     assert rerun.scenario.simulation.replicates == 3
     cfg = rerun.scenario.calibration
     assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.fit_window) == summary["fit"]
+    # The held-out losses are those of the same curve on the held-out window (2 weeks).
+    assert summary["holdout"] is not None and summary["holdout"]["cases"]["nd_weekly"] > 0
+    assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.holdout_window) == summary["holdout"]
+    assert json.loads((out / "calibration.json").read_text())["holdout"] == summary["holdout"]
+
+
+def test_losses_are_weekly_rmse_of_log1p_and_normalized_deviation():
+    """By hand: 2020-03-01 to 03-15 holds two whole weeks (the 15th, a partial week, is dropped).
+    Observed: 1 a day, then 3 a day (weeks 7, 21; the 15th's 100 is dropped). Simulated: 2 a
+    day, the 7th missing (counts 0), then 3 a day (weeks 12, 21). ND = (|12 - 7| + 0) / 28;
+    RMSE = sqrt(((log 13 - log 8)^2 + 0) / 2)."""
+    days = pd.date_range("2020-03-01", "2020-03-15")
+    obs = pd.DataFrame({"cases": [1.0] * 7 + [3.0] * 7 + [100.0]}, index=days)
+    sim = pd.DataFrame({"cases": [2.0] * 7 + [3.0] * 7 + [0.0]}, index=days).drop(pd.Timestamp("2020-03-07"))
+    out = losses(sim, obs, (days[0].date(), days[-1].date()))
+    assert out["cases"]["nd_weekly"] == pytest.approx(5 / 28, rel=1e-12)
+    assert out["cases"]["rmse_log1p_weekly"] == pytest.approx(np.log(13 / 8) / np.sqrt(2), rel=1e-12)
 
 
 def calibration_cli(tmp_path, change: dict) -> tuple[int, str, object]:
