@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 from conftest import make_population, quiet_contacts
 
@@ -131,6 +132,97 @@ def test_second_doses_follow_the_gap_for_those_who_return():
     assert within(immune.mean(), p, reps)
 
 
+def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_protected_count():
+    """Leaky protection sets a vaccinated agent's susceptibility_scale to 1 - e (vaccination.py,
+    ``protect``), which multiplies its daily hazard λ_t (simulator ``_transmit``). Over a run its
+    risk is 1 - exp(-(1 - e) Λ) = 1 - (1 - p_u)^(1 - e), p_u = 1 - exp(-Λ) the risk of an
+    unvaccinated agent with the same contacts (all-or-nothing would give (1 - e) p_u instead)."""
+    reps, days, e, w = 2000, 16, 0.7, 1.0
+    # Households {0, 1} and {2, 3}: index cases 0 and 2 (age 30), kept in mild symptoms from day 0;
+    # agent 1 (age 50, age group 5) is the only one in the programme (priority [5]) and has its
+    # dose on day 0 with no delay; agent 3 (age 40) is the unvaccinated control. Both have S = 1.03.
+    pop = make_population([[0, 1], [2, 3]], ages=[30, 50, 30, 40])
+    cfg = VaccinationConfig(
+        start_day=0,
+        daily_doses=1,
+        priority=[5],
+        protection="leaky",
+        dose1_efficacy=e,
+        dose1_delay_days=0,
+        dose2_dropout=1.0,  # no second dose
+    )
+    sim = sim_of(pop, [Vaccination(cfg)], replicates=reps, days=days, contacts=quiet_contacts(household={"weight": w}))
+    for field, value in ((sim.state.stage, int(Stage.MILD_SYMPTOMS)), (sim.state.infected_day, 0)):
+        field.view(reps, 4)[:, [0, 2]] = value
+    sim.state.next_day.view(reps, 4)[:, [0, 2]] = 10_000
+    res = sim.run()
+    assert (sim.state.susceptibility_scale.view(reps, 4)[:, 1] == torch.tensor(1 - e)).all()
+    assert not sim.state.immune.any(), "leaky protection does not make anyone immune"
+    # Λ = Σ_t β S A_mild (w / 2) g(t) over days 0..15 (docs/model.md: household normaliser the
+    # household size, g(k) = F(k) - F(k - 1) with F the gamma CDF of mean 5.5 and sd 2.14), so
+    # Σ_t g(t) = F(15).
+    d = DiseaseConfig()
+    shape, scale = (5.5 / 2.14) ** 2, 2.14**2 / 5.5
+    big_lambda = d.transmission_rate * 1.03 * 0.72 * (w / 2) * scipy.stats.gamma(shape, scale=scale).cdf(days - 1)
+    p_u = 1 - math.exp(-big_lambda)
+    p_v = 1 - (1 - p_u) ** (1 - e)
+    infected_day = sim.state.infected_day.view(reps, 4).numpy()
+    assert within((infected_day[:, 3] >= 0).mean(), p_u, reps), "the control"
+    assert within((infected_day[:, 1] >= 0).mean(), p_v, reps), "the vaccinated contact"
+    # vaccine_protected counts, at the day's vaccination (before its transmission), the protected
+    # agents still susceptible: agent 1 until the day it is infected, that day included.
+    inf1 = infected_day[:, 1]
+    want = (inf1[None, :] < 0) | (inf1[None, :] >= np.arange(days)[:, None])
+    assert np.array_equal(res.activity["vaccine_protected"], want.astype(np.int64))
+    assert res.activity["vaccine_protected"][0].sum() == reps > res.activity["vaccine_protected"][-1].sum()
+
+
+@pytest.mark.parametrize(
+    ("shelf_life", "expected"),
+    [
+        (3, [0] * 6 + [5, 5, 2, 2]),
+        (0, [0] * 6 + [2, 2, 2, 2]),
+        (10, [0] * 6 + [5, 11, 2, 2]),
+    ],
+)
+def test_unused_doses_wait_up_to_their_shelf_life_and_the_oldest_are_used_first(shelf_life, expected):
+    """Two doses a day from day 0; every agent isolated (no dose) on days 0-5, agents 0-4 free
+    from day 6, the other 15 from day 7. A dose made on day d can be given on days d..d +
+    shelf_life (vaccination.py ``_restock``), and the oldest stock is used first.
+    Shelf life 3: day 6 has the doses of days 3-6 (8), gives 5 and keeps 1 of day 5 and 2 of day
+    6; day 7 has those 3 and its own 2: 5 doses (had the newest been used first, 1 of day 4 would
+    be left and day 7 would have 3). Shelf life 0: only the day's 2. Shelf life 10: nothing
+    expires, day 7 has 14 - 5 + 2 = 11."""
+    n, reps = 20, 3
+    pop = make_population([[i] for i in range(n)], ages=[85] * n)
+    vacc = Vaccination(VaccinationConfig(start_day=0, daily_doses=2, shelf_life_days=shelf_life))
+    sim = sim_of(pop, [vacc], replicates=reps, days=10)
+    isolated = sim.state.isolated.view(reps, n)
+    isolated[:] = True
+    for day in range(10):
+        if day == 6:
+            isolated[:, :5] = False
+        if day == 7:
+            isolated[:] = False
+        sim.step(day)
+    for r in range(reps):
+        assert sim.activity["first_doses"][:, r].tolist() == expected
+    assert vacc.given.tolist() == [sum(expected)] * reps
+
+
+def test_youngest_first_vaccinates_whole_age_groups_from_the_youngest():
+    n = 1000
+    ages = [i % 95 for i in range(n)]  # ages 0-49 eleven times, 50-94 ten times
+    pop = make_population([[i] for i in range(n)], ages=ages)
+    vacc = Vaccination(VaccinationConfig(daily_doses=20, start_day=0, priority="youngest_first"))
+    sim_of(pop, [vacc], days=20).run()
+    doses = vacc.doses.numpy()
+    assert doses.sum() == 400 and doses.max() == 1  # 20 a day for 20 days, before any dose 2 is due
+    per_group = np.bincount(pop.age_group, weights=doses, minlength=9).astype(int)
+    # groups 0-2 (110 each) whole, then 70 of group 3
+    assert per_group.tolist() == [110, 110, 110, 70, 0, 0, 0, 0, 0]
+
+
 def test_vaccination_parameters_are_checked():
     with pytest.raises(ScenarioError, match=r"interventions\.vaccination\.dose1_efficacy: 1\.2 is not allowed"):
         validate({"name": "x", "interventions": {"vaccination": {"dose1_efficacy": 1.2}}}, "x.yaml")
@@ -188,6 +280,41 @@ def test_testing_capacity_and_specificity():
     sim2.step(0)
     false_pos = (sim2.fields["positive_day"] == 0).double().mean().item()
     assert within(false_pos, 0.1, reps * 100)
+
+
+def _days_tested(days: int, isolate_first: bool = False, **testing) -> tuple[list[int], list[int]]:
+    """Tests a day for two symptomatic agents whose results are always negative and arrive after
+    exactly 1 day (agent 0 isolated throughout when ``isolate_first``): the sum over agents of
+    the ``tests`` count, and each agent's ``last_test_day``."""
+    pop = make_population([[0], [1]])
+    test = {"name": "rt_pcr", "sensitivity": 0.0, "result_delay_days": [1], "result_delay_probs": [1.0]}
+    sim = sim_of(pop, [Testing(TestingConfig(tests=[test], **testing))], days=days)
+    sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
+    sim.state.next_day[:] = 10_000
+    sim.state.isolated[0] = isolate_first  # no quarantine intervention: it stays so
+    res = sim.run()
+    return res.activity["tests"][:, 0].tolist(), sim.fields["last_test_day"].tolist()
+
+
+def test_a_negative_result_is_valid_for_validity_days():
+    # Without validity_days a negative is tested again on the day its result is in: every day.
+    assert _days_tested(12)[0] == [2] * 12
+    # validity_days 2: tested on day 0, result on day 1; no retest on the result day nor on the 2
+    # days after it (testing.py: retest once day - result day > validity_days): again on day 4, 8.
+    # (So validity_days 0 retests the day after the result, not on its day as None does.)
+    assert _days_tested(12, validity_days=2)[0] == [2, 0, 0, 0] * 3
+
+
+@pytest.mark.parametrize("test_quarantined", [False, True])
+def test_quarantined_agents_are_tested_only_when_asked(test_quarantined):
+    tests, last = _days_tested(4, isolate_first=True, test_quarantined=test_quarantined)
+    assert tests == [2 if test_quarantined else 1] * 4
+    assert last == [3 if test_quarantined else -1, 3]
+
+
+def test_testing_starts_on_its_start_day():
+    tests, last = _days_tested(6, start_day=3)
+    assert tests == [0, 0, 0, 2, 2, 2] and last == [5, 5]
 
 
 def _tests_taken(retest: bool, sensitivity: float, enter: float, days: int = 6) -> int:
@@ -426,6 +553,150 @@ def test_two_step_tracing_skips_contacts_who_heeded_the_app():
     # 1 and 3 heeded the app; manual tracing adds 2 and 4 (no app); 5 is no contact.
     assert sim.state.isolated.tolist() == [True, True, True, True, True, False]
     assert sim.fields["dct_complied_day"].tolist() == [-1, 4, -1, 4, -1, -1]
+
+
+def test_manual_tracing_interviews_at_most_its_daily_capacity():
+    """Capacity 3 with 10 positives on each of days 5, 6 and 7: exactly 3 interviews per replicate
+    on each of those days, the 3 chosen at random among the 10 (selection.py: a uniform key)."""
+    reps = 1000
+    # Households {2i, 2i + 1}: index case 2i and a housemate; 10 index cases a day.
+    pop = make_population([[2 * i, 2 * i + 1] for i in range(30)])
+    cfg = ManualTracingConfig(
+        recall=1.0, reachable=1.0, compliance=1.0, mode="parallel", daily_capacity=3, cost_per_interview=10.0
+    )
+    sim = sim_of(pop, [ManualTracing(cfg)], replicates=reps, days=9, contacts=quiet_contacts(household={"weight": 1.0}))
+    positive = sim.fields["positive_day"].view(reps, 60)
+    for k, day in enumerate((5, 6, 7)):
+        positive[:, 20 * k : 20 * (k + 1) : 2] = day
+    res = sim.run()
+    want = np.array([0] * 5 + [3, 3, 3] + [0])[:, None]
+    assert np.array_equal(res.activity["interviews"], np.repeat(want, reps, 1))
+    assert np.array_equal(res.activity["manual_notifications"], np.repeat(want, reps, 1)), "one housemate each"
+    assert res.cost_totals.tolist() == [90.0] * reps  # 9 interviews at $10
+    traced = sim.fields["quarantine_request"].view(reps, 60)
+    assert not traced[:, 0::2].any()
+    for mate in range(1, 60, 2):  # each housemate traced when its index case is one of the 3 of 10
+        assert within(traced[:, mate].double().mean().item(), 0.3, reps), mate
+
+
+@pytest.mark.parametrize("tracer", ["manual", "digital"])
+@pytest.mark.parametrize("test_contacts", [True, False])
+def test_traced_contacts_who_comply_ask_for_a_test_when_test_contacts(tracer, test_contacts):
+    """Index case 0, symptomatic and kept non-infectious, tested on day 0 and positive on day 3,
+    with 10 household contacts; compliance 0.6; a same-day test for the traced. With
+    test_contacts, the contacts who comply (asked to quarantine) also ask for a test (tracing.py
+    ``notify``) and take it that day (testing comes after tracing); those who do not comply, or
+    everyone without test_contacts, are not tested."""
+    reps = 400
+    pop = make_population([list(range(11))])
+    pcr = {"name": "rt_pcr", "sensitivity": 1.0, "result_delay_days": [3], "result_delay_probs": [1.0]}
+    rapid = {
+        "name": "rapid",
+        "sensitivity": 1.0,
+        "result_delay_days": [0],
+        "result_delay_probs": [1.0],
+        "given_to": ["traced"],
+    }
+    if tracer == "manual":
+        cfg = ManualTracingConfig(recall=1.0, reachable=1.0, compliance=0.6, test_contacts=test_contacts)
+        trace = ManualTracing(cfg)
+    else:
+        trace = DigitalTracing(DigitalTracingConfig(compliance=0.6, test_contacts=test_contacts))
+    sim = sim_of(
+        pop,
+        [Testing(TestingConfig(tests=[pcr, rapid])), trace],
+        replicates=reps,
+        days=5,
+        contacts=quiet_contacts(household={"weight": 1.0}),
+    )
+    sim.fields["has_app"][:] = True
+    index = torch.arange(reps) * 11
+    sim.state.stage[index] = int(Stage.MILD_SYMPTOMS)
+    sim.state.next_day[index] = 10_000
+    sim.state.infectiousness_scale[index] = 0.0  # its contacts stay susceptible (and untested)
+    res = sim.run()
+    assert (sim.fields["positive_day"][index] == 3).all()
+    complied = sim.fields["quarantine_request"].view(reps, 11)
+    assert not complied[:, 0].any()
+    assert within(complied[:, 1:].double().mean().item(), 0.6, reps * 10)
+    tested = sim.fields["last_test_day"].view(reps, 11)[:, 1:] == 3
+    tests = res.activity["tests"]
+    assert tests[0].tolist() == [1] * reps, "the index case"
+    if test_contacts:
+        assert torch.equal(tested, complied[:, 1:])
+        assert tests[3].tolist() == complied.sum(1).tolist()
+        assert tests.sum() == reps + complied.sum()
+    else:
+        assert tests.sum() == reps and not tested.any()
+
+
+def dct_household(reps: int, **cfg) -> Simulation:
+    """Index case 0 (with the app) positive on day 3, 10 household contacts with the app; digital
+    tracing run to day 3."""
+    pop = make_population([list(range(11))])
+    sim = sim_of(
+        pop,
+        [DigitalTracing(DigitalTracingConfig(**cfg))],
+        replicates=reps,
+        days=4,
+        contacts=quiet_contacts(household={"weight": 1.0}),
+    )
+    sim.fields["has_app"][:] = True
+    sim.fields["positive_day"].view(reps, 11)[:, 0] = 3
+    for day in range(4):
+        sim.step(day)
+    return sim
+
+
+def test_digital_tracing_notified_contacts_comply_with_the_compliance_probability():
+    reps = 500
+    sim = dct_household(reps, compliance=0.6)
+    notified = sim.fields["dct_notified_day"].view(reps, 11)[:, 1:] == 3
+    assert notified.all(), "notify_probability 1: every contact is notified"
+    assert sim.activity["app_notifications"][3].tolist() == [10] * reps
+    complied = sim.fields["dct_complied_day"].view(reps, 11) == 3
+    assert torch.equal(complied, sim.fields["quarantine_request"].view(reps, 11))
+    # one independent draw per notified contact: Bin(5000, 0.6)
+    assert not complied[:, 0].any() and within(complied[:, 1:].double().mean().item(), 0.6, reps * 10)
+
+
+def test_digital_tracing_sends_the_notice_with_notify_probability():
+    """One draw per positive app owner (digital_tracing.py ``trace``): all of its contacts are
+    notified, or none."""
+    reps = 2000
+    sim = dct_household(reps, compliance=1.0, notify_probability=0.5)
+    notified = sim.fields["dct_notified_day"].view(reps, 11)[:, 1:] == 3
+    sent = notified[:, 0]
+    assert torch.equal(notified, sent[:, None].expand(-1, 10)), "all of the index case's contacts, or none"
+    assert within(sent.double().mean().item(), 0.5, reps)
+    assert sim.activity["app_notifications"][3].tolist() == (10 * sent.long()).tolist()
+
+
+APP_W = [0.09, 0.80, 0.97, 0.96, 0.94, 0.86, 0.70, 0.48, 0.32]  # the default age weights
+C_90 = 1.1 / 0.41  # adoption 0.9: groups 1-7 capped at 1, 7 + C (0.09 + 0.32) = 9 x 0.9
+
+
+@pytest.mark.parametrize(
+    ("adoption", "stratified", "expected"),
+    [
+        # p_g = min(1, c w_g) with mean 0.4 over equal groups (digital_tracing.py
+        # ownership_probabilities); c = 0.4 / mean(w) = 0.4 / (6.12 / 9), c w_g <= 0.571: no cap
+        (0.4, True, [0.4 * w / 0.68 for w in APP_W]),
+        (0.4, False, [0.4] * 9),
+        # 0.32 C = 0.859 < 1 <= 0.48 C = 1.29: exactly groups 1-7 capped
+        (0.9, True, [0.09 * C_90] + [1.0] * 7 + [0.32 * C_90]),
+    ],
+)
+def test_app_ownership_is_drawn_by_age_group(adoption, stratified, expected):
+    per_group, reps = 200, 10
+    pop = make_population([[i] for i in range(9 * per_group)], ages=[10 * g + 5 for g in range(9)] * per_group)
+    cfg = DigitalTracingConfig(app_adoption=adoption, age_stratified=stratified)
+    sim = sim_of(pop, [DigitalTracing(cfg)], replicates=reps, days=1)
+    has_app = sim.fields["has_app"].view(reps, -1).numpy()
+    assert sum(expected) / 9 == pytest.approx(adoption)
+    for g, p in enumerate(expected):
+        share = has_app[:, pop.age_group == g].mean()
+        assert within(share, p, reps * per_group), (g, share, p)  # p = 1: every agent
 
 
 # ----------------------------------------------------------------------------- contact changes
