@@ -73,7 +73,10 @@ class TestingConfig(BaseModel):
         default_factory=lambda: [rt_pcr()], min_length=1, description="test types, tried in order"
     )
     validity_days: int | None = Field(
-        None, ge=0, description="days a result stays valid (no retest); none: retest once the result is in"
+        None,
+        ge=0,
+        description="days after the day a result arrives during which it stays valid (no retest; 0: retest from "
+        "the next day); none: retest on the day the result arrives",
     )
     test_quarantined: bool = Field(False, description="whether quarantined agents are tested")
     retest_positives: bool = Field(
