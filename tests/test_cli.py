@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
+from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -18,7 +22,9 @@ from abm.engine import STAGE_NAMES
 from abm.outputs.run_folder import MARK
 from abm.scenario import load_scenario
 
-SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+SCENARIO = SCENARIOS / "king_county/no_intervention.yaml"
 runner = CliRunner()
 
 
@@ -26,9 +32,24 @@ def abm_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "abm", *args], capture_output=True, text=True, check=False)
 
 
+def peak_of(curve: pd.Series, agents: int) -> dict:
+    """The summary's peak of a mean curve (indexed by day), computed here from the table."""
+    value, day = float(curve.max()), int(curve.idxmax())
+    return {
+        "value": pytest.approx(value),
+        "day": day if value > 0 else None,
+        "per_100k": pytest.approx(value / agents * 1e5),
+        "at_end": value > 0 and day == curve.index.max(),  # the last day: the curve may still be rising
+    }
+
+
 def test_run_writes_a_complete_run_folder(tmp_path):
     out = tmp_path / "ni"
-    proc = abm_cli(
+    # 60 agents seeded with severe symptoms: hospital admissions from day 6, deaths, ICU, and
+    # occupancy over the 1.65 beds of 3,000 agents on most (not all) of the 30 days; and two in
+    # step-down care (HOSPITALIZED_RECOVERING), so that every hospital stage has someone and the
+    # first days are over capacity with no one in the HOSPITALIZED stage.
+    args = (
         "run",
         str(SCENARIO),
         "--out",
@@ -43,11 +64,15 @@ def test_run_writes_a_complete_run_folder(tmp_path):
         "9",
         "--set",
         "contacts.community.weight=0.3",
+        "--set",
+        "seeding.infections={severe_symptoms: 60, hospitalized_recovering: 2}",
     )
+    proc = abm_cli(*args)
     assert proc.returncode == 0, proc.stderr
     assert "cumulative infected" in proc.stdout
     names = {p.name for p in out.iterdir()}
-    assert {
+    assert names == {
+        MARK,
         "scenario.resolved.yaml",
         "manifest.json",
         "timeseries.csv",
@@ -56,48 +81,119 @@ def test_run_writes_a_complete_run_folder(tmp_path):
         "by_tract.csv",
         "summary.json",
         "costs.csv",
-    } <= names
+        "map.html",
+        "plots",
+    }
+    # The mark lists every entry abm wrote, and the kind of output.
+    assert (out / MARK).read_text().splitlines()[1:] == [*(f"  {n}" for n in sorted(names - {MARK})), "kind: run"]
     ts = pd.read_csv(out / "timeseries.csv")
     assert len(ts) == 30 * 2 and set(ts.replicate) == {0, 1} and ts.day.max() == 29
-    for col in [
-        "day",
-        "replicate",
-        *STAGE_NAMES,
-        "new_infections",
-        "cumulative_infected",
-        "hospitalized",
-        "icu",
-        "deaths",
-    ]:
-        assert col in ts.columns
+    derived = ["new_infections", "cumulative_infected", "active", "hospitalized", "icu", "hospital_occupancy"]
+    entries = ["new_hospitalizations", "new_icu", "new_deaths"]
+    # No intervention: no intervention columns. ("hospitalized" is a stage and a derived column.)
+    stage_derived = ["new_infections", "cumulative_infected", "active", "icu", "hospital_occupancy", "deaths"]
+    assert list(ts.columns) == ["day", "replicate", *STAGE_NAMES, *stage_derived, *entries]
     assert (ts[STAGE_NAMES].sum(axis=1) == 3000).all()
     assert ts.equals(pd.read_parquet(out / "timeseries.parquet"))
+    # Derived columns, from the stage counts of the same row.
+    assert ts.hospital_occupancy.equals(ts.hospitalized + ts.critical_icu + ts.hospitalized_recovering)
+    assert ts.icu.equals(ts.critical_icu) and ts.deaths.equals(ts.death)
+    assert ts.cumulative_infected.equals(3000 - ts.susceptible)
+    assert ts.active.equals(3000 - ts.susceptible - ts.recovered - ts.death)
+    # ... and over the days of each replicate: new infections are the cumulative curve's steps
+    # (the 62 seeded ones on day 0), new deaths the deaths' steps (death is for good).
+    assert (ts[["hospitalized", "critical_icu", "hospitalized_recovering", "death"]].max() > 0).all()
+    for _, rep in ts.groupby("replicate"):
+        rep = rep.set_index("day")
+        prev = rep.shift(1, fill_value=0)  # the day before (nothing before day 0)
+        assert rep.new_infections.equals(rep.cumulative_infected - prev.cumulative_infected)
+        assert rep.new_infections.loc[0] == 62
+        assert rep.new_deaths.equals(rep.deaths - prev.deaths)
+        # Every stage lasts at least a day: an agent who enters a stage is in it at the day's end,
+        # and one who leaves it was in it the day before. Admissions come from severe symptoms,
+        # ICU entries from HOSPITALIZED; deaths leave the hospital, recoveries too (unknown here).
+        assert (rep.new_hospitalizations <= rep.hospitalized).all() and (rep.new_icu <= rep.critical_icu).all()
+        assert (rep.new_hospitalizations <= prev.severe_symptoms).all() and (rep.new_icu <= prev.hospitalized).all()
+        assert (rep.hospitalized - prev.hospitalized + rep.new_icu <= rep.new_hospitalizations).all()
+        assert (rep.critical_icu - prev.critical_icu <= rep.new_icu).all()
+        # Into the hospital: admissions, and the two seeded in step-down care on day 0.
+        arrived = rep.new_hospitalizations + 2 * (rep.index == 0)
+        assert (rep.hospital_occupancy - prev.hospital_occupancy + rep.new_deaths <= arrived).all()
+        # Everyone in hospital or dead arrived there on some day.
+        assert (rep.hospital_occupancy + rep.deaths <= arrived.cumsum()).all() and arrived.sum() > 2
+        assert (rep.critical_icu + rep.hospitalized_recovering <= rep.new_icu.cumsum() + 2).all()
     s = json.loads((out / "summary.json").read_text())
     assert (s["agents"], s["days"], s["replicates"], s["seed"]) == (3000, 30, 2, 9)
+    assert (s["scenario"], s["region"], s["region_population"], s["device"]) == (
+        "no_intervention",
+        "King County, WA",
+        2252782,
+        "cpu",
+    )
     final = ts[ts.day == 29]
     assert s["cumulative_infected"]["mean"] == pytest.approx(final.cumulative_infected.mean())
     assert s["cumulative_infected"]["sd"] == pytest.approx(final.cumulative_infected.std(ddof=1))
-    curve = ts.groupby("day").hospitalized.mean()
-    assert s["peak_hospitalized"] == {
-        "value": pytest.approx(curve.max()),
-        "day": int(curve.idxmax()),
-        "per_100k": pytest.approx(curve.max() / 3000 * 1e5),
-        "at_end": int(curve.idxmax()) == 29,  # the last day: the curve may still be rising
-    }
-    assert s["deaths"]["mean"] == pytest.approx(final.deaths.mean())
+    assert s["cumulative_infected"]["share"] == pytest.approx(final.cumulative_infected.mean() / 3000)
+    by_day = ts.groupby("day").mean()
+    assert s["peak_hospitalized"] == peak_of(by_day.hospitalized, 3000)
+    assert s["peak_hospital_occupancy"] == peak_of(by_day.hospital_occupancy, 3000)
+    assert s["peak_icu"] == peak_of(by_day.icu, 3000)
+    # Infections by transmission: without the 62 seeded on day 0.
+    assert s["peak_new_infections"] == peak_of(by_day.new_infections - 62 * (by_day.index == 0), 3000)
+    cumulative = by_day.cumulative_infected
+    assert s["peak_infection_rate_2nd_difference"] == pytest.approx(cumulative.diff().diff().max())
+    assert s["deaths"] == {"mean": pytest.approx(final.deaths.mean()), "sd": pytest.approx(final.deaths.std(ddof=1))}
     assert s["total_cost"] == {"mean": 0.0, "sd": 0.0}
+    # Capacity: 55 beds per 100,000 of the 3,000 agents; days over it are the mean curve's.
+    beds = 55.0 * 3000 / 1e5
+    capacity = s["hospital_capacity"]
+    assert capacity["beds"] == pytest.approx(beds)
+    assert capacity["days_over_capacity"] == int((by_day.hospital_occupancy > beds).sum())
+    assert 0 < capacity["days_over_capacity"] < 30
+    # Capacity is for the whole occupancy: on the first days it is over with no one HOSPITALIZED.
+    assert ((by_day.hospitalized <= beds) & (by_day.hospital_occupancy > beds)).any()
+    per_replicate = ts.groupby("replicate").hospital_occupancy.max()
+    assert capacity["replicates_over_capacity"] == int((per_replicate > beds).sum())
+    # by_tract: means over replicates per tract, which add up to the timeseries' means.
     by_tract = pd.read_csv(out / "by_tract.csv", dtype={"geoid": str})
     assert by_tract.geoid.str.startswith("53033").all() and by_tract.day.nunique() == 30
+    assert (by_tract.groupby("day").agents.sum() == 3000).all()
+    assert (by_tract.groupby("geoid").agents.nunique() == 1).all()
+    sums = by_tract.groupby("day")[["new_infections", "cumulative_infected", "active", "hospital_occupancy", "deaths"]]
+    pd.testing.assert_frame_equal(sums.sum(), by_day[sums.sum().columns], check_dtype=False)
+    has_agents = by_tract.agents > 0
+    assert has_agents.any() and by_tract.cumulative_infected.max() > 0
+    per_100k = by_tract.cumulative_infected / by_tract.agents * 1e5
+    assert by_tract.cumulative_per_100k[has_agents].to_numpy() == pytest.approx(per_100k[has_agents].to_numpy())
+    assert by_tract.cumulative_per_100k[~has_agents].isna().all()
+    # by_age: per day and replicate, the age groups add up to the timeseries' row.
     by_age = pd.read_csv(out / "by_age.csv")
     assert set(by_age.age_group) == {"0-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "70-79", "80+"}
+    age_sums = by_age.groupby(["day", "replicate"])[["agents", *derived, "deaths"]].sum()
+    assert (age_sums.agents == 3000).all()
+    pd.testing.assert_frame_equal(
+        age_sums[[*derived, "deaths"]], ts.set_index(["day", "replicate"])[[*derived, "deaths"]]
+    )
     # The resolved scenario re-creates the run: same scenario with the overrides applied.
     resolved = load_scenario(out / "scenario.resolved.yaml")
     assert resolved.population.agents == 3000 and resolved.simulation.seed == 9
-    assert resolved.contacts.community.weight == 0.3
-    beds = resolved.outputs.hospital_beds_per_100k
-    assert beds == s["hospital_capacity"]["beds_per_100k"] == pytest.approx(55.0, 0.01)
+    assert resolved.contacts.community.weight == 0.3 and resolved.seeding.infections == {
+        "severe_symptoms": 60,
+        "hospitalized_recovering": 2,
+    }
+    assert resolved.outputs.hospital_beds_per_100k == capacity["beds_per_100k"] == pytest.approx(55.0, 0.01)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["seed"] == 9 and manifest["timings"]["engine_seconds"] > 0 and "summary.json" in manifest["files"]
+    assert manifest["abm_version"] == version("abm-epidemic") and manifest["torch"] == torch.__version__
+    assert manifest["python"] == platform.python_version()
+    assert (manifest["scenario"], manifest["seed"], manifest["device"]) == ("no_intervention", 9, "cpu")
+    assert (manifest["agents"], manifest["replicates"], manifest["days"]) == (3000, 2, 30)
+    # The command line as given (`python -m abm` records abm/__main__.py as the program).
+    assert Path(manifest["command"][0]).parts[-2:] == ("abm", "__main__.py")
+    assert manifest["command"][1:] == list(args)
+    created = datetime.fromisoformat(manifest["created_utc"])
+    assert timedelta(0) <= datetime.now(UTC) - created < timedelta(minutes=10)
+    assert manifest["timings"]["engine_seconds"] > 0 and min(manifest["timings"].values()) >= 0
+    assert manifest["files"] == [*sorted(names - {"manifest.json"}), "manifest.json"]
     # Re-running the resolved scenario writes the same files byte for byte (map and plots too);
     # only the manifest's timings differ.
     again = tmp_path / "again"
@@ -108,27 +204,70 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     assert [f for f in files if (out / f).read_bytes() != (again / f).read_bytes()] == []
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_device_cuda_without_a_gpu_is_refused_before_anything_runs(tmp_path):
+    out = tmp_path / "gpu"
+    args = ["run", str(SCENARIO), "--agents", "500", "--days", "5", "--device", "cuda", "--out", str(out)]
+    result = runner.invoke(app, args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu" in text
+    assert "(with --device cuda)" in text and "running" not in text
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_intervention_counts_in_the_timeseries_match_the_costs(tmp_path):
+    """Every priced count is booked in costs.csv, day by day and replicate by replicate, at its
+    price; the summary's total cost is the sum of the bookings. Quarantine and tracing cost
+    nothing by default: here they get prices, so that their items are booked too."""
     out = tmp_path / "vacc_ct"
     scenario = SCENARIO.parent / "vacc_ct.yaml"
-    args = ["run", str(scenario), "--out", str(out), "--agents", "3000", "--days", "40", "--replicates", "1"]
-    proc = abm_cli(*args, "--set", "seeding.infections={mild_symptoms: 20}")
+    args = ["run", str(scenario), "--out", str(out), "--agents", "3000", "--days", "40", "--replicates", "2"]
+    prices = {
+        "interventions.quarantine.cost_per_day": 7,
+        "interventions.digital_tracing.cost_per_notification": 3,
+        "interventions.manual_tracing.cost_per_interview": 11,
+    }
+    sets = ["seeding.infections={mild_symptoms: 20}", *(f"{key}={price}" for key, price in prices.items())]
+    proc = abm_cli(*args, *(x for s in sets for x in ("--set", s)))
     assert proc.returncode == 0, proc.stderr
-    ts = pd.read_csv(out / "timeseries.csv").set_index("day")
+    ts = pd.read_csv(out / "timeseries.csv").set_index(["day", "replicate"]).sort_index()
     costs = pd.read_csv(out / "costs.csv")
-    tests = costs[costs["item"] == "test_rt_pcr"].set_index("day")["count"]
-    assert ts["tests"].sum() > 0
-    assert ts["tests"].equals(tests.reindex(ts.index, fill_value=0).astype(ts["tests"].dtype))
-    # 300 doses per 100,000 a day: 9 a day from day 10 for 30 days, every one given.
-    doses = ts["first_doses"] + ts["second_doses"]
-    assert doses.loc[:9].sum() == 0 and (doses.loc[10:] == 9).all()
-    assert costs.loc[costs["item"] == "vaccine_dose", "cost"].sum() == 270 * 20.0
-    # Protection takes 14 days after dose 1; the protected are counted within the susceptible.
-    assert ts["vaccine_protected"].loc[:23].sum() == 0 and ts["vaccine_protected"].loc[39] > 0
-    assert (ts["vaccine_protected"] <= ts["susceptible"]).all()
-    # RT-PCR results come 1-3 days after the test: by each day, no more results than tests the day before
+    # item: (the timeseries' count, its price); RT-PCR tests cost $5 and doses $20 by default.
+    ts["doses"] = ts["first_doses"] + ts["second_doses"]
+    items = {
+        "test_rt_pcr": ("tests", 5.0),
+        "quarantine_day": ("in_quarantine", 7.0),
+        "dct_notification": ("app_notifications", 3.0),
+        "mct_interview": ("interviews", 11.0),
+        "vaccine_dose": ("doses", 20.0),
+    }
+    assert set(costs["item"]) == set(items)
+    assert costs.duplicated(["item", "day", "replicate"]).sum() == 0 and (costs["count"] > 0).all()
+    for item, (column, price) in items.items():
+        booked = costs[costs["item"] == item].set_index(["day", "replicate"])
+        assert (booked["unit_cost"] == price).all(), item
+        assert (booked["cost"] == booked["count"] * price).all(), item
+        counts = booked["count"].reindex(ts.index, fill_value=0)
+        assert (ts[column] > 0).any() and (counts == ts[column]).all(), item
+    # The total cost per replicate is what costs.csv books for it.
+    totals = costs.groupby("replicate")["cost"].sum().reindex([0, 1], fill_value=0)
+    priced = sum(ts[column].groupby("replicate").sum() * price for column, price in items.values())
+    assert totals.to_numpy() == pytest.approx(priced.to_numpy())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total_cost"] == {"mean": pytest.approx(totals.mean()), "sd": pytest.approx(totals.std(ddof=1))}
+    ts = ts.reset_index()
+    for _, rep in ts.groupby("replicate"):
+        rep = rep.set_index("day")
+        # 300 doses per 100,000 a day: 9 a day from day 10 for 30 days, every one given.
+        assert rep["doses"].loc[:9].sum() == 0 and (rep["doses"].loc[10:] == 9).all()
+        # Protection takes 14 days after dose 1; the protected are counted within the susceptible.
+        assert rep["vaccine_protected"].loc[:23].sum() == 0 and rep["vaccine_protected"].loc[39] > 0
+        assert (rep["vaccine_protected"] <= rep["susceptible"]).all()
+        # RT-PCR results come 1-3 days after the test: by each day, no more results than tests the day before
+        assert (rep["positive_results"].cumsum() <= rep["tests"].cumsum().shift(1, fill_value=0)).all()
+    assert costs.loc[costs["item"] == "vaccine_dose", "cost"].sum() == 2 * 270 * 20.0
     assert (ts["in_quarantine"] > 0).any() and ts["positive_results"].sum() > 0
-    assert (ts["positive_results"].cumsum() <= ts["tests"].cumsum().shift(1, fill_value=0)).all()
 
 
 def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
@@ -148,19 +287,30 @@ def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
 
 
 def test_validate_accepts_the_shipped_scenarios():
-    for path in Path("scenarios/king_county").glob("*.yaml"):
+    """Every epidemic scenario shipped (King County's and the reference set), each named as valid."""
+    king_county = sorted((SCENARIOS / "king_county").glob("*.yaml"))
+    reference = sorted((SCENARIOS / "reference").glob("*.yaml"))
+    # those the README lists, the base they extend and the calibration scenarios
+    listed = {"ni", "no_intervention", "sq", "vacc", "ct", "vacc_ct", "vacc_budget"}
+    listed |= {"vacc_t30", "vacc_t60", "vacc_t30_ct", "vacc_t60_ct"}
+    assert {p.stem for p in king_county} >= listed | {"base", "calibrate_2020", "calibrate_2020_severity"}
+    assert {p.stem for p in reference} >= (listed - {"no_intervention"}) | {"base"}
+    for path in king_county + reference:
         result = runner.invoke(app, ["validate", str(path)])
         assert result.exit_code == 0, result.output
+        # every scenario is named in its file: the reference set's with a prefix
+        name = f"reference_{path.stem}" if path.parent.name == "reference" else path.stem
+        assert "".join(f"ok {path}: scenario {name!r} is valid".split()) in "".join(result.output.split())
 
 
 def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
-    for path in Path("scenarios/learning").glob("*.yaml"):
+    for path in (SCENARIOS / "learning").glob("*.yaml"):
         result = runner.invoke(app, ["validate", str(path)])
         assert result.exit_code == 0, result.output
         kind = "private calibration" if "private_calibration" in path.name else "learning"
         assert f"{kind} scenario" in " ".join(result.output.split())
     bad = tmp_path / "bad.yaml"
-    text = Path("scenarios/learning/gmm_mapl.yaml").read_text().replace("rounds:", "roundz:", 1)
+    text = (SCENARIOS / "learning/gmm_mapl.yaml").read_text().replace("rounds:", "roundz:", 1)
     assert "roundz:" in text
     bad.write_text(text)
     result = runner.invoke(app, ["validate", str(bad)])
@@ -180,7 +330,7 @@ def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
         result = runner.invoke(app, args)
         assert result.exit_code == 2 and "not a text file" in result.output, args
     assert not (tmp_path / "out").exists()
-    result = runner.invoke(app, ["validate", "scenarios/learning/gmm_mapl.yaml", "--set", "rounds=3"])
+    result = runner.invoke(app, ["validate", str(SCENARIOS / "learning/gmm_mapl.yaml"), "--set", "rounds=3"])
     assert result.exit_code == 2 and "--set applies to epidemic scenarios only" in result.output
 
 
@@ -189,9 +339,9 @@ def test_learning_commands_name_the_missing_learning_extra(tmp_path, monkeypatch
         monkeypatch.setitem(sys.modules, module, None)  # as if not installed
     out = tmp_path / "out"
     for args in (
-        ["validate", "scenarios/learning/gmm_mapl.yaml"],
-        ["learn", "scenarios/learning/gmm_mapl.yaml", "--out", str(out)],
-        ["learn", "scenarios/learning/private_calibration.yaml", "--out", str(out)],
+        ["validate", str(SCENARIOS / "learning/gmm_mapl.yaml")],
+        ["learn", str(SCENARIOS / "learning/gmm_mapl.yaml"), "--out", str(out)],
+        ["learn", str(SCENARIOS / "learning/private_calibration.yaml"), "--out", str(out)],
     ):
         result = runner.invoke(app, args)
         text = " ".join(result.output.split())
@@ -367,32 +517,55 @@ def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
 
 def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monkeypatch):
     """`--out` on a folder of the user's, on a file, or on the working folder: one message, exit
-    code 2, before anything runs, and the user's files are untouched."""
+    code 2, before anything runs, and the user's files are untouched. An empty folder, and a
+    folder abm wrote, are replaced by the new run."""
     small = ["--agents", "500", "--days", "5", "--replicates", "1"]
     mine = tmp_path / "thesis"
     mine.mkdir()
     (mine / "thesis.tex").write_text("chapter 1")
     result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(mine)])
     assert result.exit_code == 2 and "was not written by abm" in " ".join(result.output.split())
-    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+    assert "running" not in result.output
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"] and (mine / "thesis.tex").read_text() == "chapter 1"
     notes = tmp_path / "notes.txt"
     notes.write_text("keep")
     result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(notes)])
     assert result.exit_code == 2 and "is a file" in result.output and notes.read_text() == "keep"
+    assert "running" not in result.output
     monkeypatch.chdir(mine)
-    for out in (".", "..", str(tmp_path)):
+    for out, why in (
+        (".", "give a folder name, not '.'"),
+        ("..", "give a folder name, not '..'"),
+        (str(tmp_path), "is the working folder or one of its parents"),
+    ):
         result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", out])
-        assert result.exit_code == 2, (out, result.output)
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2 and why in text and "running" not in text, (out, result.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "thesis"]
-    # An abm output (its mark) is replaced; so is an empty folder.
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+    # An empty folder is written into ...
     runs = tmp_path / "runs"
-    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(runs / "a")])
-    assert result.exit_code == 0 and (runs / "a" / MARK).is_file()
-    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(runs / "a")])
-    assert result.exit_code == 0
+    (runs / "a").mkdir(parents=True)
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "1", "--out", str(runs / "a")])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in (runs / "a").iterdir())
+    assert {MARK, "summary.json", "manifest.json", "timeseries.csv", "map.html", "plots"} <= set(written)
+    mark = (runs / "a" / MARK).read_text()
+    assert mark.splitlines()[1:] == [*(f"  {name}" for name in written if name != MARK), "kind: run"]
+    first = (runs / "a" / "timeseries.csv").read_text()
+    # ... and an abm output (its mark) is replaced: by this run's files, not added to the old ones.
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "2", "--out", str(runs / "a")])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (runs / "a").iterdir()) == written and (runs / "a" / MARK).read_text() == mark
+    assert json.loads((runs / "a" / "summary.json").read_text())["seed"] == 2
+    assert json.loads((runs / "a" / "manifest.json").read_text())["seed"] == 2
+    assert load_scenario(runs / "a" / "scenario.resolved.yaml").simulation.seed == 2
+    assert (runs / "a" / "timeseries.csv").read_text() != first  # another seed, another epidemic
+    assert sorted(p.name for p in runs.iterdir()) == ["a"]  # no staging or old folder left behind
     # A comparison may not be written over the folder that holds its runs.
     result = runner.invoke(app, ["compare", str(runs / "a"), str(runs / "a"), "--out", str(runs)])
-    assert result.exit_code == 2 and (runs / "a" / "summary.json").is_file()
+    assert result.exit_code == 2 and "is one of the runs or holds one" in " ".join(result.output.split())
+    assert sorted(p.name for p in (runs / "a").iterdir()) == written
 
 
 def test_a_scenario_name_must_be_a_folder_name(tmp_path):
@@ -472,7 +645,7 @@ def test_errors_caused_by_options_name_the_options(tmp_path):
 
 
 def test_a_learning_scenario_given_to_run_points_to_learn():
-    result = runner.invoke(app, ["run", "scenarios/learning/gmm_mapl.yaml"])
+    result = runner.invoke(app, ["run", str(SCENARIOS / "learning/gmm_mapl.yaml")])
     assert result.exit_code == 2 and "run it with `abm learn" in " ".join(result.output.split())
 
 
@@ -497,7 +670,7 @@ def test_ctrl_c_while_starting_ends_with_one_line(tmp_path):
 
 
 def test_agents_with_absolute_doses_gets_a_note(tmp_path):
-    vacc = Path("scenarios/reference/vacc.yaml").resolve()
+    vacc = SCENARIOS / "reference/vacc.yaml"
     args = ["run", str(vacc), "--agents", "2000", "--days", "3", "--replicates", "1", "--out", str(tmp_path / "v")]
     result = runner.invoke(app, args)
     text = " ".join(result.output.split())
@@ -511,7 +684,7 @@ def test_interventions_that_could_never_act_are_named(tmp_path):
     """Tracing and quarantine act on positive tests: with testing off they do nothing, and a run
     says so (as a sweep's variant without testing may well be meant); contact changes that all
     start after the last day get a note."""
-    ct = Path("scenarios/king_county/vacc_ct.yaml").resolve()
+    ct = SCENARIOS / "king_county/vacc_ct.yaml"
     out = ["--agents", "1000", "--days", "20", "--replicates", "1", "--out", str(tmp_path / "ct")]
     result = runner.invoke(app, ["run", str(ct), *out, "--set", "interventions.testing=null"])
     text = " ".join(result.output.split())
@@ -520,7 +693,7 @@ def test_interventions_that_could_never_act_are_named(tmp_path):
         assert f"interventions.{name} acts on the results of testing, which is off: it does nothing" in text
     from abm.sweep import plan
 
-    sq = Path("scenarios/king_county/sq.yaml").resolve()
+    sq = SCENARIOS / "king_county/sq.yaml"
     assert len(plan(sq, ["interventions.testing.enabled=true,false"]).variants) == 2  # a sweep may turn it off
     late = "interventions.contact_multipliers.changes=[{from_day: 25, household: 0.5}, {from_day: 40}]"
     result = runner.invoke(app, ["run", str(SCENARIO), *out, "--set", late])
@@ -534,7 +707,7 @@ def test_interventions_that_could_never_act_are_named(tmp_path):
 
 
 def test_a_name_is_not_inherited_from_the_file_extended(tmp_path):
-    base = Path("scenarios/reference/base.yaml").resolve()
+    base = SCENARIOS / "reference/base.yaml"
     assert load_scenario(base).name == "reference_base"  # not 'base', as the King County base.yaml is named
     child = tmp_path / "my_study.yaml"
     child.write_text(f"extends: {base}\n")
@@ -591,10 +764,6 @@ def test_ctrl_c_at_any_moment_of_abm_learn_says_so(tmp_path, delay):
 
 
 def test_version_names_the_installed_package_and_torch():
-    from importlib.metadata import version
-
-    import torch
-
     res = runner.invoke(app, ["--version"])
     assert res.exit_code == 0
     assert res.output.strip() == f"abm {version('abm-epidemic')} (torch {torch.__version__})"

@@ -4,6 +4,7 @@ the key and the value, exit code 2, and nothing written or lost."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -128,14 +129,21 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     assert (user / "thesis.tex").read_text() == "precious"
     out = tmp_path / "run"
     assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
-    listed = (out / MARK).read_text().split()
-    assert "summary.json" in listed and "plots" in listed
+    written = sorted(p.name for p in out.iterdir() if p.name != MARK)
+    assert {"summary.json", "plots", "manifest.json"} <= set(written)
+    mark = (out / MARK).read_text()
+    assert mark.splitlines()[1:] == [*(f"  {name}" for name in written), "kind: run"]  # what abm wrote
     (out / "notes.txt").write_text("mine")
-    result = runner.invoke(app, ["run", str(small), "--out", str(out)])
+    result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"])
     assert result.exit_code == 2 and "holds ['notes.txt'], which abm did not write" in text(result)
-    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "notes.txt").read_text() == "mine" and "running" not in text(result)
+    assert json.loads((out / "summary.json").read_text())["seed"] != 5  # the old run, untouched
     (out / "notes.txt").unlink()
-    assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
+    # Without the addition the folder is abm's again: the new run replaces it.
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"]).exit_code == 0
+    assert sorted(p.name for p in out.iterdir() if p.name != MARK) == written and (out / MARK).read_text() == mark
+    assert json.loads((out / "summary.json").read_text())["seed"] == 5
+    assert json.loads((out / "manifest.json").read_text())["seed"] == 5
 
 
 def test_a_split_too_small_to_train_is_refused(tmp_path):
@@ -275,9 +283,18 @@ def test_one_kind_of_output_is_not_written_over_another(tmp_path, small):
     assert result.exit_code == 2 and "holds a run, which a comparison would replace" in text(result)
     assert sorted(p.name for p in (runs / "c").iterdir()) == before
     assert runner.invoke(app, ["compare", str(runs / "a"), str(runs / "b"), "--out", str(runs / "cmp")]).exit_code == 0
+    comparison = {p.name: p.read_bytes() for p in (runs / "cmp").iterdir() if p.is_file()}
+    assert {MARK, "comparison.csv", "comparison.md", "report.html"} <= comparison.keys()
+    assert "kind: comparison" in comparison[MARK].decode()
     result = runner.invoke(app, ["run", str(small), "--out", str(runs / "cmp")])
     assert result.exit_code == 2 and "holds a comparison, which a run would replace" in text(result)
-    assert runner.invoke(app, ["run", str(small), "--out", str(runs / "c")]).exit_code == 0  # a run over a run
+    assert {p.name: p.read_bytes() for p in (runs / "cmp").iterdir() if p.is_file()} == comparison
+    # A run over a run: the new one replaces it (another seed here), with the same entries.
+    assert json.loads((runs / "c" / "summary.json").read_text())["seed"] != 8
+    assert runner.invoke(app, ["run", str(small), "--out", str(runs / "c"), "--seed", "8"]).exit_code == 0
+    assert sorted(p.name for p in (runs / "c").iterdir()) == before
+    assert json.loads((runs / "c" / "summary.json").read_text())["seed"] == 8
+    assert (runs / "c" / MARK).read_text().endswith("kind: run\n")
 
 
 def test_population_draws_are_refused_by_the_gradient_method(tmp_path):
