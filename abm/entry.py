@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from abm import interrupts
+from abm import interrupts, invocation
 
 _signal_received: list[int] = []
 
@@ -32,6 +32,7 @@ def _interrupted_code() -> int:
 def main() -> None:
     """Run the ``abm`` command."""
     interrupts.reset()
+    invocation.set_command(["abm", *sys.argv[1:]])
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import numbers
 import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from abm import __version__
+from abm import __version__, invocation
 from abm.engine import Simulation, SimulationResult
 from abm.outputs import tables
 from abm.outputs.run_folder import atomic_folder
@@ -290,7 +289,7 @@ def run(
     manifest = {
         "abm_version": __version__,
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": sys.argv,
+        "command": invocation.command(),
         "scenario": sc.name,
         "seed": sc.simulation.seed,
         "device": str(device),

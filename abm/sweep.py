@@ -20,7 +20,6 @@ import itertools
 import json
 import math
 import platform
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ import pandas as pd
 import torch
 import yaml
 
-from abm import __version__
+from abm import __version__, invocation
 from abm.outputs.compare import comparison_table
 from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
@@ -440,7 +439,7 @@ def run_sweep(
     info = {
         "abm_version": __version__,
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": sys.argv,
+        "command": invocation.command(),
         "scenario": sp.variants[0].name,
         "source": sp.source,
         "sweeps": {a.key: list(a.values) for a in sp.axes},

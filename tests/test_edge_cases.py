@@ -247,3 +247,10 @@ def test_the_summary_counts_replicates_that_went_over_capacity():
     peaks = run.timeseries.groupby("replicate")["hospital_occupancy"].max()
     assert cap["replicates_over_capacity"] == int((peaks > cap["beds"]).sum())
     assert 0 < cap["replicates_over_capacity"] <= 4
+
+
+def test_a_run_written_from_python_records_no_command_line(tiny):
+    """The manifest's command is the `abm` command line; a run made with abm.run(...).write()
+    has none (the host program's arguments, pytest's here, say nothing about the run)."""
+    manifest = json.loads((tiny / "manifest.json").read_text())
+    assert manifest["command"] is None and manifest["agents"] == 10
