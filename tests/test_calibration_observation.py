@@ -4,14 +4,16 @@ same in the Optuna path (numpy) and the gradient path (torch), and identifiable 
 from __future__ import annotations
 
 import numpy as np
+import optuna
 import pandas as pd
 import pytest
 import torch
 import yaml
 from pydantic import ValidationError
+from scipy import stats
 
 import abm
-from abm.calibration import gradient
+from abm.calibration import gradient, optimize
 from abm.calibration.config import Observation
 from abm.calibration.observation import RAW, delay_weights, observe_arrays, reported, severity_multipliers, shifted
 from abm.calibration.observed import load_observed, losses, raw_series, simulated
@@ -237,15 +239,57 @@ def test_a_changing_severity_is_found_by_the_grid_search(tmp_path, plain_run):
     )
 
 
-def test_sampled_observation_parameters_are_found_by_tpe(tmp_path, plain_run):
+def test_sampled_observation_parameters_are_found_by_tpe(tmp_path, plain_run, monkeypatch):
     """With profiling off, TPE draws the two observation parameters like any other, far less
-    precisely than the grid search above. Over sampler seeds 0-5 (measured 2026-11-25) its 24
-    trials land 0.04-2.34 days from the delay (RMS 1.1) and 0.01-0.11 from the multiplier (RMS
-    0.07). The test's sampler seed (0) lands 0.04 days and 0.03 off; its bounds, 1.5 days and
-    0.25, hold for that seed, not for every seed (seed 5 lands 2.34 days off)."""
-    best = fit_death_observation(tmp_path, plain_run, profile=False, trials=24)["best_parameters"]
-    assert abs(best["calibration.observation.death_delay_days"] - 5.0) < 1.5, best
-    assert abs(best["calibration.observation.death_multiplier"] - 1.5) < 0.25, best
+    precisely than the grid search above. What it guarantees run by run: the chosen trial is the
+    argmin of trials.csv, and its values are the calibrated ones.
+
+    That TPE's best beats a random sampler's best at the same 24 trials and seed is not reliable
+    run by run: measured over sampler seeds 0-79 (2026-11-26), TPE was better for 60, tied for 6
+    (the best was among the 10 startup trials, which TPE draws as the random sampler does) and
+    worse for 14. The paired log(TPE best / random best) had mean -0.63 and sd 0.79 per seed, so
+    over 40 seeds its mean lies about 0.63 / (0.79 / sqrt(40)) = 5 se below 0: asserted beyond
+    t(0.999, 39) = 3.31 se (seeds 0-39 and 40-79 gave 4.8 and 5.3 se). The observation
+    parameters change no simulation, so each study runs the scenario once (cached)."""
+    raws: dict[str, pd.DataFrame] = {}
+    real = optimize.simulate_values
+
+    def once(data: dict, values: dict[str, float], source: str) -> pd.DataFrame:
+        assert all(k.startswith("calibration.observation.") for k in values)
+        if "raw" not in raws:
+            raws["raw"] = real(data, values, source)
+        return raws["raw"]
+
+    monkeypatch.setattr(optimize, "simulate_values", once)
+    summary = fit_death_observation(tmp_path, plain_run, profile=False, trials=24)
+    trials = pd.read_csv(tmp_path / "out" / "trials.csv")
+    assert len(trials) == 24 and trials["chosen"].sum() == 1
+    chosen = trials.loc[trials["chosen"]].iloc[0]
+    assert chosen["value"] == trials["value"].min() == summary["loss_fit"]
+    assert summary["best_trial"] == chosen["number"]
+    for key, value in summary["best_parameters"].items():
+        assert chosen[f"params_{key}"] == value
+    calibrated = yaml.safe_load((tmp_path / "out" / "calibrated.yaml").read_text())
+    assert calibrated["calibration"]["observation"]["death_delay_days"] == pytest.approx(
+        summary["best_parameters"]["calibration.observation.death_delay_days"]
+    )
+
+    data = yaml.safe_load((tmp_path / "cal.yaml").read_text())
+    source = str(tmp_path / "cal.yaml")
+
+    def best_loss(seed: int) -> float:
+        data["calibration"]["seed"] = seed
+        sc = validate(data, source)
+        observed = load_observed(sc.calibration)
+        study, _ = optimize._run_study(sc, data, source, observed, 24, None, "local", None, None)
+        return study.best_value
+
+    tpe = np.array([best_loss(seed) for seed in range(40)])
+    monkeypatch.setattr(optuna.samplers, "TPESampler", lambda seed, **_: optuna.samplers.RandomSampler(seed=seed))
+    rand = np.array([best_loss(seed) for seed in range(40)])
+    log_ratio = np.log(tpe / rand)
+    se = log_ratio.std(ddof=1) / np.sqrt(len(log_ratio))
+    assert log_ratio.mean() < -stats.t.ppf(0.999, len(log_ratio) - 1) * se, (log_ratio.mean(), se)
 
 
 def test_fast_fit_loss_equals_the_reported_loss(plain_run):

@@ -1,6 +1,7 @@
 """Partitions and messages."""
 
 import numpy as np
+import pytest
 import torch
 
 from abm.learning.data import Dataset, sklearn_dataset
@@ -62,8 +63,35 @@ def test_message_bytes_and_ledger():
     assert net.sent[0] == net.received[1] == 152 and net.total_bytes() == 152
 
 
+def _circulant(n: int, offsets: set[int]) -> np.ndarray:
+    """a[i, j] exactly when j - i (mod n) is one of ``offsets``."""
+    d = (np.arange(n)[None, :] - np.arange(n)[:, None]) % n
+    return np.isin(d, list(offsets))
+
+
 def test_topologies():
-    assert build_topology("ring", 5).sum(1).tolist() == [2] * 5
-    assert build_topology("k_regular", 6, 4).sum(1).tolist() == [4] * 6
-    assert build_topology("fully_connected", 4).sum() == 12
-    assert build_topology("star", 4).sum() == 0
+    ring5 = np.array(
+        [
+            [0, 1, 0, 0, 1],
+            [1, 0, 1, 0, 0],
+            [0, 1, 0, 1, 0],
+            [0, 0, 1, 0, 1],
+            [1, 0, 0, 1, 0],
+        ],
+        dtype=bool,
+    )
+    np.testing.assert_array_equal(build_topology("ring", 5), ring5)
+    for n in (2, 3, 7):  # neighbours i +- 1; for n = 2 both are the one other participant
+        np.testing.assert_array_equal(build_topology("ring", n), _circulant(n, {1, n - 1}))
+    np.testing.assert_array_equal(build_topology("ring", 1), np.zeros((1, 1), dtype=bool))
+    for n, k in ((6, 4), (7, 2), (9, 6), (10, 8)):  # offsets 1..k/2 either way
+        half = k // 2
+        want = _circulant(n, {*range(1, half + 1), *range(n - half, n)})
+        got = build_topology("k_regular", n, k)
+        np.testing.assert_array_equal(got, want)
+        assert not got.diagonal().any() and (got == got.T).all() and (got.sum(1) == k).all()
+    for n, k in ((6, 3), (6, 6)):
+        with pytest.raises(ValueError, match="k must be even and below n"):
+            build_topology("k_regular", n, k)
+    np.testing.assert_array_equal(build_topology("fully_connected", 4), ~np.eye(4, dtype=bool))
+    np.testing.assert_array_equal(build_topology("star", 4), np.zeros((4, 4), dtype=bool))

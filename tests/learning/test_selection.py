@@ -44,6 +44,49 @@ def test_every_policy_returns_k_distinct_others(name):
             assert all(0 <= j < 12 for j in chosen)
 
 
+def _frequencies(policy, me: int, sim: np.ndarray, draws: int, seed: int = 0) -> np.ndarray:
+    """How often ``policy`` picks each user as ``me``'s single collaborator over ``draws`` draws."""
+    rng = np.random.default_rng(seed)
+    picks = [policy.select(me, 0, sim, rng, 1)[0] for _ in range(draws)]
+    return np.bincount(picks, minlength=sim.shape[0]) / draws
+
+
+def _assert_within_4_binomial_sd(freq: np.ndarray, p: np.ndarray, draws: int) -> None:
+    sd = np.sqrt(p * (1 - p) / draws)
+    assert np.all(np.abs(freq - p) <= 4 * sd + 1e-12), np.c_[freq, p, sd]
+
+
+@pytest.mark.parametrize("eps", [0.2, 0.5])
+def test_eps_greedy_picks_the_most_similar_with_probability_1_minus_eps_plus_eps_over_n_minus_1(eps):
+    """With probability eps a uniform draw among the n - 1 others (the most similar included),
+    else the most similar: P(most similar) = 1 - eps + eps / (n - 1), P(any other) = eps / (n - 1);
+    each frequency over 20,000 draws within 4 binomial sd, sqrt(p (1 - p) / draws)."""
+    sim, _ = _block_sim()
+    n, draws = sim.shape[0], 20_000
+    for me in (0, 7):
+        s = sim[me].copy()
+        s[me] = -np.inf
+        p = np.full(n, eps / (n - 1))
+        p[me] = 0.0
+        p[int(np.argmax(s))] += 1 - eps
+        freq = _frequencies(build_policy("eps_greedy", eps=eps), me, sim, draws)
+        _assert_within_4_binomial_sd(freq, p, draws)
+
+
+@pytest.mark.parametrize("temperature", [0.3])
+def test_sim_sampling_picks_with_softmax_of_similarity_over_temperature(temperature):
+    """P(j) = exp(sim[me, j] / T) / sum over the others k != me of exp(sim[me, k] / T), never me;
+    each frequency over 20,000 draws within 4 binomial sd."""
+    sim, _ = _block_sim()
+    n, draws = sim.shape[0], 20_000
+    for me in (0, 7):
+        others = np.arange(n) != me
+        w = np.where(others, np.exp(sim[me] / temperature), 0.0)
+        p = w / w.sum()
+        freq = _frequencies(build_policy("sim_sampling", temperature=temperature), me, sim, draws)
+        _assert_within_4_binomial_sd(freq, p, draws)
+
+
 def test_greedy_and_top_k_follow_similarity():
     sim, g = _block_sim()
     rng = np.random.default_rng(0)
