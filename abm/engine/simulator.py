@@ -91,6 +91,9 @@ class AgentState:
     # Differentiable mode only: float32, 1.0 in the forward pass; carries the gradient of each
     # infection draw (abm.engine.relaxed) into the agent's infectiousness and recorded counts.
     weight: torch.Tensor | None = None
+    # Differentiable mode only: float32, 0.0 in the forward pass; the sum of log(1 - p) over the
+    # agent's infection draws that did not fire, with its gradient (abm.engine.relaxed).
+    survival: torch.Tensor | None = None
 
 
 @dataclass
@@ -149,6 +152,7 @@ class Simulation:
         self.daily_rate: torch.Tensor | None = None
         if self.differentiable:
             self.state.weight = torch.ones(self.total, dtype=torch.float32, device=d)
+            self.state.survival = torch.zeros(self.total, dtype=torch.float32, device=d)
         # Lists that keep each day's work proportional to the epidemic, not to the population:
         # agents infected and not yet recovered or dead (sorted), new ones not merged yet, and
         # the scheduled transitions (agent, day) not yet due. Rebuilt from the state by
@@ -331,8 +335,10 @@ class Simulation:
         u = torch.rand(cand.shape[0], generator=gen, device=self.device)
         p = -torch.expm1(-lam)
         hit = u < p
-        if s.weight is not None:
-            s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator)
+        if s.weight is not None and s.survival is not None:
+            s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator, s.survival[cand[hit]])
+            missed = ~hit
+            s.survival = s.survival.index_add(0, cand[missed], -lam[missed])  # log(1 - p) = -lam
         self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen, introduced=False)
 
     def infect(
