@@ -130,7 +130,7 @@ def test_gradient_over_an_epidemic_is_positive_and_straight_through_misses_it(po
     central finite difference (h = 0.5, common random numbers) of infections per replicate are
     both positive beyond t(0.999, 39) standard errors, and the identity straight-through
     estimator on the fired draws alone gives a few percent of it (it misses the draws that did
-    not fire). Whether the score weight is unbiased here is the slow test below: it is not."""
+    not fire). How close the score weight comes to the finite difference is the slow test below."""
     rate, reps = 2.0, 40
     score, fd = paired_gradients(population, rate, 0.5, 0, reps)
     t = stats.t.ppf(0.999, reps - 1)
