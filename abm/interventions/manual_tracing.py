@@ -36,7 +36,10 @@ class ManualTracingConfig(BaseModel):
     reachable: float = Field(0.8, ge=0, le=1, description="P(tracers reach an index case; and, separately, a contact)")
     compliance: float = Field(0.9, ge=0, le=1, description="P(a traced contact quarantines)")
     daily_capacity: int | None = Field(
-        None, ge=0, description="index cases interviewed per day per replicate; none: unlimited"
+        None,
+        ge=0,
+        description="index cases interviewed per day per replicate, drawn at random among the day's reachable "
+        "positives (those beyond it are not interviewed later); none: unlimited",
     )
     cost_per_interview: float = Field(0.0, ge=0, description="US$ per index case interviewed")
     mode: Literal["parallel", "two_step"] = Field(
