@@ -22,7 +22,7 @@ from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
 from abm.key_paths import lookup, not_finite
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
-from abm.validation_errors import describe_errors, invalid_message, union_members
+from abm.validation_errors import error_lines, invalid_message, union_members
 from abm.yaml_loader import load_yaml
 
 
@@ -384,12 +384,17 @@ def validate(
     """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
     the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`)."""
     mixups = _bool_mixups(Scenario, data) + not_finite(data)
-    if mixups:
-        raise ScenarioError(invalid_message(source, mixups))
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(describe_errors(exc, source, Scenario, data, origin=origin)) from exc
+        # Every problem, the schema's too; a key named for a true/false mixup is named once.
+        named = {line.split(": ", 1)[0] for line in mixups}
+        lines = [
+            line for line in error_lines(exc, Scenario, data, origin=origin) if line.split(": ", 1)[0] not in named
+        ]
+        raise ScenarioError(invalid_message(source, mixups + lines)) from exc
+    if mixups:
+        raise ScenarioError(invalid_message(source, mixups))
     check_run_inputs(scenario, source)
     check_memory(scenario, source)
     return scenario

@@ -127,9 +127,20 @@ def describe_errors(
     prefix: tuple[Any, ...] = (),
     origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
 ) -> str:
-    """One message naming, for each problem, the key path, the value and what is allowed, and
-    the file of an ``extends`` chain that set it where that is not the file itself (``origin``,
-    a function from a key path to that file).
+    """One message for ``source`` with a line for each problem (:func:`error_lines`)."""
+    return invalid_message(source, error_lines(exc, model, data, prefix, origin))
+
+
+def error_lines(
+    exc: ValidationError,
+    model: type[BaseModel],
+    data: Any,
+    prefix: tuple[Any, ...] = (),
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+) -> list[str]:
+    """A line for each problem naming the key path, the value and what is allowed, and the file
+    of an ``extends`` chain that set it where that is not the file itself (``origin``, a
+    function from a key path to that file).
 
     ``model`` is what was validated, ``data`` the whole file as the user wrote it and ``prefix``
     the key path in it of what was validated (a protocol's ``params``, validated against the
@@ -178,7 +189,7 @@ def describe_errors(
         if where is not None and origin is not None and where != origin(()):
             text += f" (set in {where})"
         out.append(text)
-    return invalid_message(source, out)
+    return out
 
 
 def invalid_message(source: str, lines: list[str]) -> str:

@@ -581,6 +581,13 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
         ("", [], "the file is empty"),
         ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: a number or text is expected here"),
         ("{}", ["disease.dwell_times=true"], "disease.dwell_times: true is not allowed: a list is expected here"),
+        (  # a true/false mixup and the schema's problems, each named once
+            "simulation: {days: -3, replicatez: 2}\ndisease: {dwell_times: true}\n",
+            [],
+            "invalid scenario: disease.dwell_times: true is not allowed: a list is expected here "
+            "simulation.days: -3 is not allowed: Input should be greater than or equal to 1 "
+            "simulation.replicatez: unknown key; allowed keys: days, replicates, seed, device, threads",
+        ),
         (
             "disease:\n  dwell_times:\n    - {from: asymptomatic, to: recovered, distribution: gamma, shape: 2, "
             "scale: 1}\n",
