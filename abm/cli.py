@@ -42,11 +42,11 @@ def progress_bar(unit: str) -> Progress:
 
 def _print_version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
-
         import torch
 
-        out_console.print(f"abm {version('abm-epidemic')} (torch {torch.__version__})", highlight=False)
+        from abm import __version__
+
+        out_console.print(f"abm {__version__} (torch {torch.__version__})", highlight=False)
         raise typer.Exit()
 
 

@@ -206,9 +206,16 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     return merge(parent_data, data)
 
 
+def dotted(key: str) -> str:
+    """A key path with its list indices dotted, as messages print them or not: ``a[0].b`` and
+    ``a.0.b`` are both ``a.0.b``."""
+    return re.sub(r"\[(\d+)\]", r".\1", key.strip())
+
+
 def overlaps(a: str, b: str) -> bool:
     """Whether key paths ``a`` and ``b`` set the same value: equal, or one holds the other
-    (``seeding`` holds ``seeding.day``)."""
+    (``seeding`` holds ``seeding.day``; ``changes[0]`` holds ``changes.0.household``)."""
+    a, b = dotted(a), dotted(b)
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
@@ -217,8 +224,7 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
     if "=" not in assignment:
         raise ScenarioError(f"{source}: {assignment!r} is not allowed; write key.path=value")
     key, _, text = assignment.partition("=")
-    # A list item by its index, as messages name it (dwell_times[0].shape) or dotted (dwell_times.0.shape).
-    parts = re.sub(r"\[(\d+)\]", r".\1", key.strip()).split(".")
+    parts = dotted(key).split(".")  # a list item by its index: dwell_times[0].shape or dwell_times.0.shape
     if not all(parts):
         raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. simulation.days=90")
     try:
@@ -362,7 +368,8 @@ def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) 
                 f"({{}} for its defaults)"
             )
         elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
-            expected = "a list" if typing.get_origin(ann) is list else "a number or text"
+            container = {list: "a list", tuple: "a list", dict: "a mapping"}
+            expected = container.get(typing.get_origin(ann), "a number or text")
             problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {value!r} is not allowed: write true or false")

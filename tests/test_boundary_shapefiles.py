@@ -186,3 +186,21 @@ def test_caching_a_bad_file_keeps_the_cached_one(king_county, tract_file, tmp_pa
         assert f"{bad}: " in " ".join(res.output.split()) and message in " ".join(res.output.split())
         assert cached.read_bytes() == before
         assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == [cached]  # no part file left
+
+
+def test_a_degenerate_ring_is_refused_and_reversed_rings_are_read_quietly(king_county, tmp_path, capsys, caplog):
+    """A one-point ring cannot be a polygon: the file is refused naming it and the shape. Rings
+    written counter-clockwise (holes, in a shapefile) with no outer ring are read as outer rings,
+    without pyshp's warning for every shape."""
+    geoids = [str(g) for g in king_county.tracts["geoid"]]
+    lon, lat = float(king_county.tracts["lon"].iloc[0]), float(king_county.tracts["lat"].iloc[0])
+    point = write_shapefile(tmp_path / "point", [(geoids[0], [[(lon, lat)]])])
+    with pytest.raises(BoundaryError, match=re.escape(f"{point}: shape 0 (GEOID {geoids[0]}) is not a valid polygon")):
+        read_boundary_file(point)
+    reversed_rings = write_shapefile(
+        tmp_path / "ccw", [(g, [box(lon + 0.03 * i, lat, 0.01, clockwise=False)]) for i, g in enumerate(geoids[:5])]
+    )
+    with caplog.at_level("WARNING"):
+        found = read_boundary_file(reversed_rings)
+    assert set(found) == set(geoids[:5]) and all(g.area == pytest.approx(4e-4, rel=1e-9) for g in found.values())
+    assert not [r for r in caplog.records if r.name == "shapefile"] and capsys.readouterr().err == ""

@@ -140,7 +140,6 @@ def test_gradient_over_an_epidemic_is_positive_and_straight_through_misses_it(po
     assert straight < 0.1 * fd.mean(), (straight, fd.mean())
 
 
-@pytest.mark.slow
 def test_gradient_matches_finite_differences_with_common_random_numbers(population):
     """The score-weight gradient of the mean infections over 21 days against the central finite
     difference with the same seeds, paired per batch of 100 replicates over 12 batches. The

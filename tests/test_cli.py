@@ -581,6 +581,7 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
         ("", [], "the file is empty"),
         ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: a number or text is expected here"),
         ("{}", ["disease.dwell_times=true"], "disease.dwell_times: true is not allowed: a list is expected here"),
+        ("calibration: {parameters: true}\n", [], "calibration.parameters: true is not allowed: a mapping is expected"),
         (  # a true/false mixup and the schema's problems, each named once
             "simulation: {days: -3, replicatez: 2}\ndisease: {dwell_times: true}\n",
             [],

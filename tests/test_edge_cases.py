@@ -37,6 +37,12 @@ def test_a_key_and_a_key_inside_it_are_not_swept_together():
         plan(NI, ["simulation={days: 3}"], days=6)
     with pytest.raises(ScenarioError, match=r"--sweep seeding.day: the key is also set by --set"):
         plan(NI, ["seeding.day=1,2"], sets=["seeding={day: 4}"])
+    # A list item's index, dotted or bracketed, is the same key.
+    changes = "interventions.contact_multipliers.changes"
+    with pytest.raises(ScenarioError, match=r"set the same values"):
+        parse_axes([f"{changes}.0.household=0.9,0.8", f"{changes}[0].household=0.2,0.3"])
+    with pytest.raises(ScenarioError, match=r"the key is also set by --set"):
+        plan(NI, [f"{changes}[0].household=0.2,0.3"], sets=[f"{changes}.0.household=0.9"])
 
 
 def test_single_strings_are_taken_as_lists_of_one():

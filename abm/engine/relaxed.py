@@ -11,15 +11,15 @@ the forward pass with a gradient that depends on the estimator:
   weights' effect on later infectiousness it carries that derivative down chains of infection.
   An agent that stays uninfected does not carry its survival to the contacts it would have
   infected, which leaves a small bias: -6% against finite differences over 21 days on 2,000
-  agents (the per-draw ratio p / stop_gradient(p) alone gave +11%; docs/calibration.md). The
+  agents (the per-draw ratio p / stop_gradient(p) alone gave +13%; docs/calibration.md). The
   exact likelihood-ratio estimator (each replicate's whole score times its count, with a
   baseline) is unbiased there but has 7 times the standard deviation.
 - ``"straight_through"``: the relaxed Bernoulli with the identity straight-through gradient,
   hard + p - stop_gradient(p), taken on the draws that fired. An agent enters later counts
   only if its draw fired, so this misses the gradient of every draw that did not: on 2,000
-  agents over 21 days it gives 1.2 where finite differences give 39.4 and the score weight 44.0
-  (d infections / d beta; docs/calibration.md, tests/test_calibration_gradient.py). Kept to
-  compare against.
+  agents over 21 days it gives about 1.2 where finite differences give 38.8 and the score
+  weight 36.4 (d infections / d beta; docs/calibration.md, tests/test_calibration_gradient.py).
+  Kept to compare against.
 """
 
 from __future__ import annotations

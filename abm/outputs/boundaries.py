@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -180,14 +181,23 @@ def _read_shapefile(path: Path, shp: bytes, dbf: bytes) -> dict[str, BaseGeometr
             "one of them is truncated, or they are not from the same shapefile"
         )
     out: dict[str, BaseGeometry] = {}
-    for shape, geoid in zip(shapes, geoids, strict=True):
-        if shape.shapeType == shapefile.NULL:
-            continue
-        if shape.shapeType not in POLYGON_TYPES:
-            raise BoundaryError(
-                f"{path}: shape type {shape.shapeTypeName} is not a polygon; tract boundaries must be polygons"
-            )
-        out[geoid] = shapely.force_2d(shapely.geometry.shape(shape.__geo_interface__))
+    log = logging.getLogger("shapefile")
+    level = log.level
+    log.setLevel(logging.ERROR)  # pyshp logs a warning a shape for rings it reads as outer ones
+    try:
+        for i, (shape, geoid) in enumerate(zip(shapes, geoids, strict=True)):
+            if shape.shapeType == shapefile.NULL:
+                continue
+            if shape.shapeType not in POLYGON_TYPES:
+                raise BoundaryError(
+                    f"{path}: shape type {shape.shapeTypeName} is not a polygon; tract boundaries must be polygons"
+                )
+            try:
+                out[geoid] = shapely.force_2d(shapely.geometry.shape(shape.__geo_interface__))
+            except (*_PARSE_ERRORS, shapely.errors.ShapelyError, shapefile.GeoJSON_Error) as exc:
+                raise BoundaryError(f"{path}: shape {i} (GEOID {geoid}) is not a valid polygon ({exc})") from exc
+    finally:
+        log.setLevel(level)
     return out
 
 
