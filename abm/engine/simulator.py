@@ -337,8 +337,9 @@ class Simulation:
         hit = u < p
         if s.weight is not None and s.survival is not None:
             s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator, s.survival[cand[hit]])
-            missed = ~hit
-            s.survival = s.survival.index_add(0, cand[missed], -lam[missed])  # log(1 - p) = -lam
+            if self.gradient_estimator == "score":  # the only estimator that reads it
+                missed = ~hit
+                s.survival = s.survival.index_add(0, cand[missed], -lam[missed])  # log(1 - p) = -lam
         self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen, introduced=False)
 
     def infect(
