@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import os
 import re
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.interventions import InterventionsConfig
-from abm.key_paths import lookup, not_finite
+from abm.key_paths import lookup
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
-from abm.validation_errors import error_lines, invalid_message, union_members
+from abm.validation_errors import validated
 from abm.yaml_loader import load_yaml
 
 
@@ -263,13 +262,6 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
         node = child
 
 
-def _model_of(annotation: Any) -> Any:
-    """The model of a section's annotation, ``Model`` or ``Model | None`` (else the annotation
-    itself: a list of sections is no section)."""
-    models = [a for a in union_members(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
-    return models[0] if len(models) == 1 else annotation
-
-
 def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
     """For a scenario file, a function from a key path to the file of its ``extends`` chain that
     sets it (the file itself first), or None where none does (a default)."""
@@ -347,61 +339,12 @@ def with_options(source: str, options: list[str]) -> str:
     return f"{source} (with {' '.join(options)})" if options else source
 
 
-def _bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -> list[str]:
-    """Keys where YAML's true/false stands for a number or text, or a number for true/false
-    (pydantic would read ``days: true`` as 1 and ``household: 1`` as true)."""
-    if not isinstance(data, dict):
-        return []
-    fields = {f.alias or name: f for name, f in model.model_fields.items()}
-    problems = []
-    for key, value in data.items():
-        field = fields.get(key)
-        if field is None:
-            continue
-        ann, where = field.annotation, ".".join((*path, str(key)))
-        options = union_members(ann)
-        sub = _model_of(ann)
-        section = isinstance(sub, type) and issubclass(sub, BaseModel)
-        if isinstance(value, bool) and section:
-            problems.append(
-                f"{where}: {str(value).lower()} is not allowed: a section of settings is expected here "
-                f"({{}} for its defaults)"
-            )
-        elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
-            container = {list: "a list", tuple: "a list", dict: "a mapping"}
-            expected = container.get(typing.get_origin(ann), "a number or text")
-            problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
-        elif ann is bool and not isinstance(value, bool):
-            problems.append(f"{where}: {value!r} is not allowed: write true or false")
-        elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
-            problems.append(f"{where}: {value!r} is not allowed: write true or false, or a list")
-        if section:
-            problems += _bool_mixups(sub, value, (*path, str(key)))
-        elif typing.get_origin(ann) is list and isinstance(value, list):
-            item = _model_of(typing.get_args(ann)[0]) if typing.get_args(ann) else None
-            if isinstance(item, type) and issubclass(item, BaseModel):
-                for i, entry in enumerate(value):
-                    problems += _bool_mixups(item, entry, (*path, f"{key}[{i}]"))
-    return problems
-
-
 def validate(
     data: dict[str, Any], source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
 ) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
     the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`)."""
-    mixups = _bool_mixups(Scenario, data) + not_finite(data)
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        # Every problem, the schema's too; a key named for a true/false mixup is named once.
-        named = {line.split(": ", 1)[0] for line in mixups}
-        lines = [
-            line for line in error_lines(exc, Scenario, data, origin=origin) if line.split(": ", 1)[0] not in named
-        ]
-        raise ScenarioError(invalid_message(source, mixups + lines)) from exc
-    if mixups:
-        raise ScenarioError(invalid_message(source, mixups))
+    scenario = validated(Scenario, data, source, ScenarioError, origin)
     check_run_inputs(scenario, source)
     check_memory(scenario, source)
     return scenario

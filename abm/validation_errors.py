@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from abm.key_paths import lookup
+from abm.key_paths import lookup, not_finite
 
 TOP_LEVEL = "(top level)"
 
@@ -196,3 +196,73 @@ def invalid_message(source: str, lines: list[str]) -> str:
     """One message for a scenario's problems: one line, or a list under the file's name."""
     head = f"{source}: invalid scenario"
     return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
+
+
+def _section_model(annotation: Any) -> Any:
+    """The model of a section's annotation, ``Model`` or ``Model | None`` (else the annotation
+    itself: a list of sections is no section)."""
+    models = [a for a in union_members(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 else annotation
+
+
+def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -> list[str]:
+    """Keys where YAML's true/false stands for a number or text, or a number for true/false
+    (pydantic would read ``days: true`` as 1 and ``household: 1`` as true)."""
+    if not isinstance(data, dict):
+        return []
+    fields = {f.alias or name: f for name, f in model.model_fields.items()}
+    problems = []
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is None:
+            continue
+        ann, where = field.annotation, ".".join((*path, str(key)))
+        options = union_members(ann)
+        sub = _section_model(ann)
+        section = isinstance(sub, type) and issubclass(sub, BaseModel)
+        if isinstance(value, bool) and section:
+            problems.append(
+                f"{where}: {str(value).lower()} is not allowed: a section of settings is expected here "
+                f"({{}} for its defaults)"
+            )
+        elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
+            container = {list: "a list", tuple: "a list", dict: "a mapping"}
+            expected = container.get(typing.get_origin(ann), "a number or text")
+            problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
+        elif ann is bool and not isinstance(value, bool):
+            problems.append(f"{where}: {value!r} is not allowed: write true or false")
+        elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
+            problems.append(f"{where}: {value!r} is not allowed: write true or false, or a list")
+        if section:
+            problems += bool_mixups(sub, value, (*path, str(key)))
+        elif typing.get_origin(ann) is list and isinstance(value, list):
+            item = _section_model(typing.get_args(ann)[0]) if typing.get_args(ann) else None
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                for i, entry in enumerate(value):
+                    problems += bool_mixups(item, entry, (*path, f"{key}[{i}]"))
+    return problems
+
+
+M = typing.TypeVar("M", bound=BaseModel)
+
+
+def validated(
+    model: type[M],
+    data: Any,
+    source: str,
+    error: type[Exception],
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+) -> M:
+    """``data`` validated as ``model``, or ``error`` with one message for ``source`` naming every
+    problem: true/false written for a number or a section (:func:`bool_mixups`), infinite or NaN
+    numbers, and what the schema refuses (:func:`error_lines`; a key already named is named once)."""
+    mixups = bool_mixups(model, data) + not_finite(data)
+    try:
+        result = model.model_validate(data)
+    except ValidationError as exc:
+        named = {line.split(": ", 1)[0] for line in mixups}
+        schema = error_lines(exc, model, data, origin=origin)
+        raise error(invalid_message(source, mixups + [x for x in schema if x.split(": ", 1)[0] not in named])) from None
+    if mixups:
+        raise error(invalid_message(source, mixups))
+    return result

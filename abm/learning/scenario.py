@@ -12,9 +12,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
-from abm.validation_errors import TOP_LEVEL, describe_errors, invalid_message
+from abm.validation_errors import TOP_LEVEL, describe_errors, validated
 from abm.yaml_loader import load_yaml
 
 PROTOCOL_NAMES = (
@@ -237,13 +236,6 @@ class LearningScenario(_Strict):
     runner: Literal["inprocess", "flower-sim", "flower"] = "inprocess"
 
 
-def refuse_not_finite(source: str, data: Any) -> None:
-    """Refuse an infinite or NaN number anywhere in the scenario (each one is named)."""
-    bad = not_finite(data)
-    if bad:
-        raise LearningScenarioError(invalid_message(source, bad))
-
-
 def check_protocols(
     source: str,
     protocols: list[ProtocolSpec],
@@ -388,11 +380,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
         data, source = read_yaml(path_or_dict), str(path_or_dict)
     if runner is not None:
         data = {**data, "runner": runner}
-    refuse_not_finite(source, data)
-    try:
-        scenario = LearningScenario.model_validate(data)
-    except ValidationError as e:
-        raise LearningScenarioError(describe_errors(e, source, LearningScenario, data)) from None
+    scenario = validated(LearningScenario, data, source, LearningScenarioError)
     check_protocols(
         source, scenario.protocols, scenario.models, scenario.runner, data, scenario.split.participants, scenario.rounds
     )

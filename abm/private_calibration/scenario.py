@@ -10,7 +10,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import (
@@ -19,10 +19,9 @@ from abm.learning.scenario import (
     TrainingSpec,
     check_protocols,
     read_yaml,
-    refuse_not_finite,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
-from abm.validation_errors import describe_errors
+from abm.validation_errors import validated
 
 KIND = "private_calibration"
 # Every protocol of the learning package but peer-to-peer selection (its averaging partners are
@@ -260,11 +259,7 @@ def load_scenario(
         data, source, base = read_yaml(path_or_dict), str(path_or_dict), Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}
-    refuse_not_finite(source, data)
-    try:
-        scenario = PrivateCalibrationScenario.model_validate(data)
-    except ValidationError as e:
-        raise LearningScenarioError(describe_errors(e, source, PrivateCalibrationScenario, data)) from None
+    scenario = validated(PrivateCalibrationScenario, data, source, LearningScenarioError)
     check_protocols(
         source,
         scenario.protocols,
