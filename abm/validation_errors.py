@@ -119,18 +119,6 @@ def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> lis
     return list(_keys(current)) if _is_model(current) else None
 
 
-def describe_errors(
-    exc: ValidationError,
-    source: str,
-    model: type[BaseModel],
-    data: Any,
-    prefix: tuple[Any, ...] = (),
-    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
-) -> str:
-    """One message for ``source`` with a line for each problem (:func:`error_lines`)."""
-    return invalid_message(source, error_lines(exc, model, data, prefix, origin))
-
-
 def error_lines(
     exc: ValidationError,
     model: type[BaseModel],
@@ -252,11 +240,13 @@ def validated(
     source: str,
     error: type[Exception],
     origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+    extra: list[str] | None = None,
 ) -> M:
     """``data`` validated as ``model``, or ``error`` with one message for ``source`` naming every
     problem: true/false written for a number or a section (:func:`bool_mixups`), infinite or NaN
-    numbers, and what the schema refuses (:func:`error_lines`; a key already named is named once)."""
-    mixups = bool_mixups(model, data) + not_finite(data)
+    numbers, ``extra`` problems the caller found (parts validated on their own), and what the
+    schema refuses (:func:`error_lines`; a key already named is named once)."""
+    mixups = bool_mixups(model, data) + not_finite(data) + list(extra or [])
     try:
         result = model.model_validate(data)
     except ValidationError as exc:

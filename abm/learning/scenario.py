@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from abm.learning.errors import LearningScenarioError
-from abm.validation_errors import TOP_LEVEL, describe_errors, validated
+from abm.validation_errors import TOP_LEVEL, error_lines, validated
 from abm.yaml_loader import load_yaml
 
 PROTOCOL_NAMES = (
@@ -236,6 +236,28 @@ class LearningScenario(_Strict):
     runner: Literal["inprocess", "flower-sim", "flower"] = "inprocess"
 
 
+def protocol_param_problems(data: Any) -> list[str]:
+    """A line for each problem in the protocols' ``params``, each validated against its protocol's
+    own config (protocols of the file with a known name; the schema names the others)."""
+    from abm.learning.protocols import protocol_class
+
+    protocols = data.get("protocols") if isinstance(data, dict) else None
+    lines: list[str] = []
+    for i, spec in enumerate(protocols if isinstance(protocols, list) else []):
+        params = spec.get("params") if isinstance(spec, dict) else None
+        if not isinstance(params, dict):
+            continue
+        try:
+            config = protocol_class(spec.get("name")).Config
+        except (KeyError, TypeError):
+            continue
+        try:
+            config.model_validate(params)
+        except ValidationError as e:
+            lines += error_lines(e, config, data, ("protocols", i, "params"))
+    return lines
+
+
 def check_protocols(
     source: str,
     protocols: list[ProtocolSpec],
@@ -246,8 +268,8 @@ def check_protocols(
     rounds: int,
     member: str = "participant",
 ) -> None:
-    """Checks of each protocol run that the schema cannot express: its params against the
-    protocol's own config, one architecture where the protocol needs it, what the Flower runners
+    """Checks of each protocol run that the schema cannot express (its params are checked with
+    the schema, :func:`protocol_param_problems`): one architecture where the protocol needs it, what the Flower runners
     carry, privacy wrappers only on summing protocols, and a DP delta below 1 / ``participants``
     (the guarantee is per participant), and dropouts of existing ``participants`` in existing
     rounds (``rounds``: the scenario's default) that leave two. Raises LearningScenarioError
@@ -263,11 +285,6 @@ def check_protocols(
             )
         seen[spec.key] = i
         cls = protocol_class(spec.name)
-        try:
-            cls.Config.model_validate(spec.params)
-        except ValidationError as e:
-            where = ("protocols", i, "params")
-            raise LearningScenarioError(describe_errors(e, source, cls.Config, data, where)) from None
         models = spec.models or default_models
         if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
             raise LearningScenarioError(
@@ -380,7 +397,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
         data, source = read_yaml(path_or_dict), str(path_or_dict)
     if runner is not None:
         data = {**data, "runner": runner}
-    scenario = validated(LearningScenario, data, source, LearningScenarioError)
+    scenario = validated(LearningScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data))
     check_protocols(
         source, scenario.protocols, scenario.models, scenario.runner, data, scenario.split.participants, scenario.rounds
     )

@@ -18,6 +18,7 @@ from abm.learning.scenario import (
     ProtocolSpec,
     TrainingSpec,
     check_protocols,
+    protocol_param_problems,
     read_yaml,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
@@ -259,7 +260,9 @@ def load_scenario(
         data, source, base = read_yaml(path_or_dict), str(path_or_dict), Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}
-    scenario = validated(PrivateCalibrationScenario, data, source, LearningScenarioError)
+    scenario = validated(
+        PrivateCalibrationScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data)
+    )
     check_protocols(
         source,
         scenario.protocols,

@@ -66,6 +66,12 @@ def test_every_problem_is_named_on_its_own_line():
     assert "  protocols[0].params.muu: unknown key; allowed keys: mu, server_lr, weighting, bn_stats" in lines
     with pytest.raises(LearningScenarioError, match=r"<dict>: invalid scenario: data\.source: required key is missing"):
         load_scenario(_tiny(data={"n_samples": 30}))
+    # a protocol's params are named with the rest of the file's problems
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(seed=-1, protocols=[{"name": "fedprox", "params": {"mu": -1}}]))
+    lines = str(e.value).splitlines()
+    assert "  seed: -1 is not allowed: Input should be greater than or equal to 0" in lines
+    assert "  protocols[0].params.mu: -1 is not allowed: Input should be greater than or equal to 0" in lines
     # true/false for a number (YAML's true would be read as 1) is named with the schema's problems
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(_tiny(rounds=True, seed=-1))
