@@ -215,7 +215,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             )
         elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
             container = {list: "a list", tuple: "a list", dict: "a mapping"}
-            expected = container.get(typing.get_origin(ann), "a number or text")
+            scalar = "a number" if all(o in (int, float) for o in options) else "text" if options == [str] else None
+            expected = container.get(typing.get_origin(ann), scalar or "a number or text")
             problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {value!r} is not allowed: write true or false")

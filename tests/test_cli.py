@@ -579,7 +579,8 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
     [
         ("simulation:\n  days: 30\nsimulation:\n  replicates: 3\n", [], "key 'simulation' appears twice"),
         ("", [], "the file is empty"),
-        ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: a number or text is expected here"),
+        ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: a number is expected here"),
+        ("name: true\n", [], "name: true is not allowed: text is expected here"),
         ("{}", ["disease.dwell_times=true"], "disease.dwell_times: true is not allowed: a list is expected here"),
         ("calibration: {parameters: true}\n", [], "calibration.parameters: true is not allowed: a mapping is expected"),
         (  # a true/false mixup and the schema's problems, each named once
@@ -593,7 +594,7 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
             "disease:\n  dwell_times:\n    - {from: asymptomatic, to: recovered, distribution: gamma, shape: 2, "
             "scale: 1}\n",
             ["disease.dwell_times[0].shape=true"],
-            "disease.dwell_times[0].shape: true is not allowed: a number or text is expected here",
+            "disease.dwell_times[0].shape: true is not allowed: a number is expected here",
         ),
         (
             "{}",

@@ -77,7 +77,7 @@ def test_every_problem_is_named_on_its_own_line():
         load_scenario(_tiny(rounds=True, seed=-1))
     lines = str(e.value).splitlines()
     assert lines[1:] == [
-        "  rounds: true is not allowed: a number or text is expected here",
+        "  rounds: true is not allowed: a number is expected here",
         "  seed: -1 is not allowed: Input should be greater than or equal to 0",
     ]
 
