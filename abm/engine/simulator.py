@@ -336,8 +336,10 @@ class Simulation:
         p = -torch.expm1(-lam)
         hit = u < p
         if s.weight is not None and s.survival is not None:
-            s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator, s.survival[cand[hit]])
-            if self.gradient_estimator == "score":  # the only estimator that reads it
+            score = self.gradient_estimator == "score"  # the only estimator that reads the survival sums
+            survival = s.survival[cand[hit]] if score else None
+            s.weight[cand[hit]] = infection_weight(p, u, hit, self.gradient_estimator, survival)
+            if score:
                 missed = ~hit
                 s.survival = s.survival.index_add(0, cand[missed], -lam[missed])  # log(1 - p) = -lam
         self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen, introduced=False)
