@@ -775,3 +775,22 @@ def test_version_names_the_installed_package_and_torch():
     res = runner.invoke(app, ["--version"])
     assert res.exit_code == 0
     assert res.output.strip() == f"abm {version('abm-epidemic')} (torch {torch.__version__})"
+
+
+def test_contact_tests_that_no_test_type_takes_get_a_note():
+    """``test_contacts`` asks traced contacts to test, but the default RT-PCR is given to the
+    symptomatic only: without a test given to traced contacts the requests go untaken, and
+    validate says so for each tracing; a test given to them silences the note."""
+    ct = str(SCENARIOS / "king_county/ct.yaml")
+    asks = ["--set", "interventions.digital_tracing.test_contacts=true"]
+    asks += ["--set", "interventions.manual_tracing.test_contacts=true"]
+    result = runner.invoke(app, ["validate", ct, *asks])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0
+    for name in ("digital_tracing", "manual_tracing"):
+        assert f"interventions.{name}.test_contacts is true, but no test in interventions.testing.tests" in text
+    traced = "interventions.testing.tests=[{name: rt_pcr, sensitivity: 0.99, result_delay_days: [1], "
+    traced += "result_delay_probs: [1], given_to: [symptomatic, traced]}]"
+    result = runner.invoke(app, ["validate", ct, *asks, "--set", traced])
+    assert result.exit_code == 0 and "test_contacts is true" not in result.output
+    assert "test_contacts is true" not in runner.invoke(app, ["validate", ct]).output

@@ -12,7 +12,7 @@ Fields read: ``positive_day`` (testing), ``isolated_history`` (quarantine) and, 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, notify, window_contacts
+from abm.interventions.tracing import bernoulli, contact_test_notes, notify, window_contacts
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
 APP_WEIGHTS = [0.09, 0.80, 0.97, 0.96, 0.94, 0.86, 0.70, 0.48, 0.32]
@@ -42,7 +42,9 @@ class DigitalTracingConfig(BaseModel):
     window_days: int = Field(7, ge=1, description="days of contacts the app keeps")
     notify_probability: float = Field(1.0, ge=0, le=1, description="P(a positive app owner sends the notice)")
     compliance: float = Field(0.8, ge=0, le=1, description="P(a notified contact quarantines)")
-    test_contacts: bool = Field(False, description="notified contacts who comply also ask for a test")
+    test_contacts: bool = Field(
+        False, description="notified contacts who comply also ask for a test (taken by a test type given to traced)"
+    )
     cost_per_notification: float = Field(0.0, ge=0, description="US$ per contact notified")
     require_app: Literal["both", "recipient"] = Field(
         "both",
@@ -78,6 +80,11 @@ class DigitalTracing(InterventionBase):
     config_model = DigitalTracingConfig
     needs = ("testing",)
     order = 30
+
+    @classmethod
+    def unused_settings(cls, cfg: Any, on: dict[str, Any]) -> list[str]:
+        """A note when ``test_contacts`` asks for tests that no test type is given for."""
+        return contact_test_notes(cls.name, cfg, on)
 
     def attach(self, sim: Simulation) -> None:
         c = self.cfg

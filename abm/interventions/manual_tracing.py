@@ -14,7 +14,7 @@ columns): ``interviews`` (index cases reached) and ``manual_notifications`` (con
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,7 +23,7 @@ from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, notify, window_contacts
+from abm.interventions.tracing import bernoulli, contact_test_notes, notify, window_contacts
 
 
 class ManualTracingConfig(BaseModel):
@@ -45,7 +45,9 @@ class ManualTracingConfig(BaseModel):
     mode: Literal["parallel", "two_step"] = Field(
         "two_step", description="how manual tracing combines with digital tracing"
     )
-    test_contacts: bool = Field(False, description="traced contacts who comply also ask for a test")
+    test_contacts: bool = Field(
+        False, description="traced contacts who comply also ask for a test (taken by a test type given to traced)"
+    )
     recall_unit: Literal["pair", "contact"] = Field(
         "pair",
         description="pair: an index case recalls each of its contacts independently (intended); contact: one recall "
@@ -71,6 +73,11 @@ class ManualTracing(InterventionBase):
     config_model = ManualTracingConfig
     needs = ("testing",)
     order = 31
+
+    @classmethod
+    def unused_settings(cls, cfg: Any, on: dict[str, Any]) -> list[str]:
+        """A note when ``test_contacts`` asks for tests that no test type is given for."""
+        return contact_test_notes(cls.name, cfg, on)
 
     def attach(self, sim: Simulation) -> None:
         sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start

@@ -52,6 +52,12 @@ class InterventionBase:
         never acts."""
         return getattr(cfg, "start_day", 0)
 
+    @classmethod
+    def unused_settings(cls, cfg: Any, on: dict[str, Any]) -> list[str]:
+        """Notes on settings of ``cfg`` that have no effect given the enabled interventions
+        ``on`` (name -> settings); none by default."""
+        return []
+
     def attach(self, sim: Any) -> None:
         """Create the state the intervention keeps; called once before day 0."""
 
@@ -77,7 +83,8 @@ class InterventionsBase(BaseModel):
     def idle(self, days: int) -> list[str]:
         """A note for each enabled intervention that does nothing in a run of ``days`` days: one
         that starts after the last day, or one that acts on the results of another that is off
-        (a valid scenario, e.g. a sweep's variant without testing, but worth saying)."""
+        (a valid scenario, e.g. a sweep's variant without testing, but worth saying); and for each
+        setting that has no effect (``unused_settings``)."""
         known = registered()
         on = self.enabled()
         notes = []
@@ -94,6 +101,8 @@ class InterventionsBase(BaseModel):
                     f"interventions.{name} acts on the results of {' and '.join(missing)}, which "
                     f"{'is' if len(missing) == 1 else 'are'} off: it does nothing in this run"
                 )
+            else:
+                notes += known[name].unused_settings(cfg, on)
         return notes
 
     def build(self) -> list[Any]:

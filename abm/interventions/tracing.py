@@ -3,10 +3,26 @@ look-back window, and asking the traced to quarantine (and optionally to test)."
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from abm.engine.simulator import Simulation
 from abm.interventions.testing import positives_to_trace
+
+
+def contact_test_notes(name: str, cfg: Any, on: dict[str, Any]) -> list[str]:
+    """A note when tracing ``name`` asks its contacts to test (``test_contacts``) but no test
+    type of the enabled testing is given to traced contacts: the requests would go untaken."""
+    testing = on.get("testing")
+    if not getattr(cfg, "test_contacts", False) or testing is None:
+        return []
+    if any("traced" in test.given_to for test in testing.tests):
+        return []
+    return [
+        f"interventions.{name}.test_contacts is true, but no test in interventions.testing.tests is given "
+        "to traced contacts (add 'traced' to a test's given_to): traced contacts are not tested in this run"
+    ]
 
 
 def unique_pairs(owner: torch.Tensor, partner: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
