@@ -343,9 +343,9 @@ def test_a_positive_is_not_tested_again_unless_the_reference_behaviour_is_asked_
     assert _tests_taken(retest=True, sensitivity=1.0, enter=0.0) == 6
 
 
-def same_day_case(tracer: str) -> Simulation:
+def same_day_case(tracer: str, cuts: ContactMultipliersConfig | None = None) -> Simulation:
     """Agent 0 symptomatic, a rapid test (result the same day), every tracer certain, everyone
-    with the app: its household and workmates are agents 1-4."""
+    with the app: its household and workmates are agents 1-4 (``cuts``: contact reductions)."""
     pop = tracing_population()
     contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
     rapid = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
@@ -353,7 +353,8 @@ def same_day_case(tracer: str) -> Simulation:
         trace = DigitalTracing(DigitalTracingConfig(compliance=1.0))
     else:
         trace = ManualTracing(ManualTracingConfig(recall=1.0, reachable=1.0, compliance=1.0, mode="parallel"))
-    sim = sim_of(pop, [Testing(TestingConfig(tests=[rapid])), trace], days=5, contacts=contacts)
+    extra = [] if cuts is None else [ContactMultipliers(cuts)]
+    sim = sim_of(pop, [Testing(TestingConfig(tests=[rapid])), trace, *extra], days=5, contacts=contacts)
     sim.fields["has_app"][:] = True
     sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[0] = 10_000
@@ -388,6 +389,28 @@ def test_a_contact_isolated_on_the_day_it_would_have_met_the_case_is_not_traced(
     sim.isolation_shields = shields
     sim.step(1)
     assert sim.fields["quarantine_request"].tolist() == [False, not shields, True, True, True, False]
+
+
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
+def test_contacts_that_a_closure_or_a_zero_multiplier_removed_are_not_traced(tracer):
+    """Day 0 is agent 0's whole window. With its workplace (an OFFICE) closed that day, its
+    workmates 3 and 4 did not meet it and are not traced; with the household multiplier at 0,
+    its housemates 1 and 2 are not; a multiplier between 0 and 1 keeps the contacts; a closure
+    from day 1 on leaves day 0's contacts traced."""
+    cases = {
+        "closed office": ({"closures": [{"from_day": 0, "settings": ["OFFICE"]}]}, [1, 2]),
+        "closed school": ({"closures": [{"from_day": 0, "settings": ["SCHOOL"]}]}, [1, 2, 3, 4]),
+        "closed later": ({"closures": [{"from_day": 1, "settings": ["OFFICE"]}]}, [1, 2, 3, 4]),
+        "no household": ({"changes": [{"from_day": 0, "household": 0.0}]}, [3, 4]),
+        "half household": ({"changes": [{"from_day": 0, "household": 0.5}]}, [1, 2, 3, 4]),
+        "no occupation": ({"changes": [{"from_day": 0, "until_day": 1, "occupation": 0.0}]}, [1, 2]),
+    }
+    for name, (cuts, traced) in cases.items():
+        sim = same_day_case(tracer, ContactMultipliersConfig(**cuts))
+        sim.step(0)
+        sim.step(1)
+        got = sim.fields["quarantine_request"].nonzero().squeeze(1).tolist()
+        assert got == traced, name
 
 
 # ----------------------------------------------------------------------------- quarantine

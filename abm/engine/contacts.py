@@ -356,6 +356,11 @@ class OccupationLayer(ContactLayer):
                 factor[self.categories.index(name)] = value
         self.coef = self._base_coef * factor.index_select(0, self.setting.clamp_min(-1) % (len(self.categories) + 1))
 
+    def in_settings(self, agents: torch.Tensor, names: tuple[str, ...]) -> torch.Tensor:
+        """Whether each of ``agents`` belongs to a group of one of the named settings."""
+        codes = torch.tensor([self.categories.index(x) for x in names if x in self.categories], dtype=torch.int64)
+        return torch.isin(self.setting.index_select(0, agents), codes.to(self.setting.device))
+
     def contacts_of(self, agents: torch.Tensor, day: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs (position in ``agents``, contact) of the agents' contacts on ``day`` (one day,
         or one day per agent; an agent may appear once per day): their ring contacts not

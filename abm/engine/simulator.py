@@ -129,6 +129,9 @@ class Simulation:
         self.community = community_layer(pop, cfg.community, r, d, self.seed, cfg.shares("community"))
         # Per-day multipliers of each layer's weight (contact reductions set them).
         self.layer_scale = {"household": 1.0, "occupation": 1.0, "community": 1.0}
+        # The days on which some contacts did not happen, for tracing to skip: day -> (layers
+        # whose multiplier was 0, occupation settings closed); set by contact reductions.
+        self.closed: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self.state = AgentState(
             stage=torch.zeros(self.total, dtype=torch.int8, device=d),
             next_stage=torch.zeros(self.total, dtype=torch.int8, device=d),

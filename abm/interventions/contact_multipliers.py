@@ -181,11 +181,16 @@ class ContactMultipliers(InterventionBase):
         return out
 
     def apply(self, sim: Simulation, day: int) -> None:
-        """Set the day's contact multipliers per layer and close the settings closed that day."""
-        sim.layer_scale.update(self.multipliers(day))
+        """Set the day's contact multipliers per layer and close the settings closed that day;
+        record the day's closed layers and settings for tracing (``sim.closed``)."""
+        scale = self.multipliers(day)
+        sim.layer_scale.update(scale)
         closed = tuple(
             sorted({x for c in self.cfg.closures if active(c.from_day, c.until_day, day) for x in c.settings})
         )
         if closed != self._closed:
             sim.occupation.scale_settings(dict.fromkeys(closed, 0.0))
             self._closed = closed
+        layers = tuple(name for name, value in scale.items() if value == 0)
+        if layers or closed:
+            sim.closed[day] = (layers, closed)

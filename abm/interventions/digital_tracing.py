@@ -39,7 +39,9 @@ class DigitalTracingConfig(BaseModel):
         max_length=9,
         description="relative ownership by age group",
     )
-    window_days: int = Field(7, ge=1, description="days of contacts the app keeps")
+    window_days: int = Field(
+        7, ge=1, le=30, description="days of contacts the app keeps (quarantine keeps 30 days of isolation history)"
+    )
     notify_probability: float = Field(1.0, ge=0, le=1, description="P(a positive app owner sends the notice)")
     compliance: float = Field(0.8, ge=0, le=1, description="P(a notified contact quarantines)")
     test_contacts: bool = Field(

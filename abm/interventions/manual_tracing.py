@@ -31,7 +31,9 @@ class ManualTracingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
-    window_days: int = Field(7, ge=1, description="days of contacts traced back")
+    window_days: int = Field(
+        7, ge=1, le=30, description="days of contacts traced back (quarantine keeps 30 days of isolation history)"
+    )
     recall: float = Field(0.7, ge=0, le=1, description="P(an index case recalls a given contact)")
     reachable: float = Field(0.8, ge=0, le=1, description="P(tracers reach an index case; and, separately, a contact)")
     compliance: float = Field(0.9, ge=0, le=1, description="P(a traced contact quarantines)")

@@ -57,8 +57,11 @@ def window_contacts(
     them are found once per day and layer, and shared by the tracers. Days on which an index case
     was isolated are skipped (it met nobody then; field ``isolated_history``), and so are days on
     which the contact was, where isolation shields both ends (``quarantine.blocks: both``; the
-    reference code checks the index case only). With ``tested`` (the field ``last_test_day``), a
-    contact of day d who has taken a test on day d or later is skipped.
+    reference code checks the index case only). Contacts that did not happen are skipped too: on
+    a layer whose multiplier was 0 that day, or in an occupation setting closed that day
+    (``sim.closed``; a multiplier between 0 and 1 weakens contacts but keeps them). With
+    ``tested`` (the field ``last_test_day``), a contact of day d who has taken a test on day d or
+    later is skipped.
     """
     found = [_positives_contacts(sim, layer, day, window_days, tested) for layer in layers]
     owner = torch.cat([index[:0]] + [o for o, _ in found])
@@ -81,10 +84,15 @@ def _positives_contacts(
     history = sim.fields.get("isolated_history")
     both_ends = history is not None and sim.isolation_shields  # an isolated contact met nobody either
     first = max(0, day - window_days)
+    shut = [d for d in range(first, day) if layer.name in sim.closed.get(d, ((), ()))[0]]
     if getattr(layer, "static", False):
         # The same contacts every day: looked up once, kept when the two met on a day of the
-        # window and, with ``tested``, the contact had not tested by the last such day.
+        # window (not isolated, the layer not shut) and, with ``tested``, the contact had not
+        # tested by the last such day.
         bits = None if history is None else history.index_select(0, index)
+        if shut:  # a day the layer was shut counts as a day isolated
+            mask = sum(1 << (day - 1 - d) for d in shut)
+            bits = (torch.zeros_like(index, dtype=torch.int32) if bits is None else bits) | mask
         last = last_free_day(bits, first, day, index)
         active = (last >= 0).nonzero().squeeze(1)
         o, p = layer.contacts_of(index.index_select(0, active), day)
@@ -107,6 +115,8 @@ def _positives_contacts(
         met = torch.ones(days.shape[0], index.shape[0], dtype=torch.bool, device=sim.device)
     else:
         met = ((history.index_select(0, index)[None, :] >> (day - 1 - days)[:, None]) & 1) == 0
+    if shut:
+        met[torch.tensor(shut, device=sim.device) - first] = False
     which, who = met.nonzero().unbind(1)
     agents, when = index.index_select(0, who), days.index_select(0, which)
     if getattr(layer, "days_at_once", False):
@@ -126,6 +136,11 @@ def _positives_contacts(
         keep &= ((history.index_select(0, p) >> (day - 1 - on)) & 1) == 0
     if tested is not None:
         keep &= tested.index_select(0, p) < on
+    if hasattr(layer, "in_settings"):  # a closed setting's members met nobody there that day
+        for d in range(first, day):
+            settings = sim.closed.get(d, ((), ()))[1]
+            if settings:
+                keep &= ~((on == d) & layer.in_settings(agents.index_select(0, o), settings))
     keep = keep.nonzero().squeeze(1)
     o, p = o.index_select(0, keep), p.index_select(0, keep)
     sim.memo[key] = (agents.index_select(0, o), p)
