@@ -45,7 +45,8 @@ class Observation(BaseModel):
         gt=0,
         le=5,
         description="severity multiplier on deaths: simulated deaths are multiplied by it (hospitalized and ICU "
-        "agents do not transmit, so this equals scaling the disease table's death branches in expectation); "
+        "agents do not transmit, so this equals scaling the disease table's death branches in expectation, "
+        "while no branch would pass 1); it changes the calibration's reading only, not abm run's deaths; "
         "with death_multiplier_change, the multiplier up to that period's first day",
     )
     death_multiplier_after: float | None = Field(

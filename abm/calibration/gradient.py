@@ -3,7 +3,8 @@ the engine's differentiable mode.
 
 In that mode every infection draw is the ordinary engine's 0/1 outcome for the same seed, and
 each infected agent carries a weight, 1.0 in value, that multiplies its infectiousness and every
-count it adds to; its gradient is the draw's score, p / stop_gradient(p), by default
+count it adds to; by default its gradient is the score of the agent's infection history: the
+likelihood ratio of the infecting draw and of the earlier draws that did not infect it
 (``calibration.gradient.estimator``; :mod:`abm.engine.relaxed`). So the weekly simulated admissions, deaths and cases
 carry gradients to the daily transmission rate through chains of infection.
 

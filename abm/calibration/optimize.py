@@ -135,7 +135,7 @@ METHODS = ("optuna", "gradient")
 OBSERVATION = "calibration.observation."
 
 
-DRAW_SEED_STEP = 1000  # population draw k of a trial runs with seed + 1000 k (replicate r uses seed + r)
+DRAW_SEED_STEP = 1000  # population draw k of a trial runs with seed + 1000 k (its replicates are one batch)
 
 
 def simulate_values(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
