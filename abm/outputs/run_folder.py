@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from abm.interrupts import interrupted
+
 MARK = ".abm-output"  # written into every output folder, with the names of what abm wrote there
 MARK_TEXT = "written by abm; an abm command may replace this folder. Its entries:\n"
 
@@ -134,6 +136,8 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     try:
         (tmp / MARK).write_text(MARK_TEXT)
         yield tmp
+        if interrupted() is not None:  # an interrupt that a library swallowed: the folder is not complete
+            raise KeyboardInterrupt
         entries = sorted(p.name for p in tmp.iterdir() if p.name != MARK)
         (tmp / MARK).write_text(
             MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else "")
