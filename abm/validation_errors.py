@@ -119,6 +119,20 @@ def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> lis
     return list(_keys(current)) if _is_model(current) else None
 
 
+# pydantic's error types for a mapping (a section) or a date given something else, whose own
+# messages name Python types ("a valid dictionary or instance of SimulationConfig").
+SECTION_EXPECTED = ("model_type", "model_attributes_type", "dict_type")
+DATE_EXPECTED = ("date_type", "date_parsing", "date_from_datetime_parsing", "date_from_datetime_inexact")
+
+
+def section_expected(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str:
+    """What to write where a section of settings (a mapping) is expected at key path ``loc`` of
+    ``data``, with the keys it allows where the schema names them."""
+    keys = allowed_keys(model, (*loc, None), data)
+    allowed = f" (allowed keys: {', '.join(keys)})" if keys else ""
+    return f"a section of settings is expected here, written as key: value lines under it{allowed}"
+
+
 def error_lines(
     exc: ValidationError,
     model: type[BaseModel],
@@ -156,7 +170,13 @@ def error_lines(
                 lines[at] = (loc, f"{lines[at][1]}; or {msg}")
             continue
         path = format_key_path(loc, data)
-        if kind == "extra_forbidden":
+        if kind in SECTION_EXPECTED:
+            msg = section_expected(model, loc[len(prefix) :], lookup(data, prefix))
+        elif kind in DATE_EXPECTED:
+            msg = "a date is expected here, written YYYY-MM-DD (e.g. 2020-02-01)"
+        if kind in SECTION_EXPECTED and value is None:
+            text = f"{path}: has no value; {msg}, or leave the key out for the defaults"
+        elif kind == "extra_forbidden":
             allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
             text = f"{path}: unknown key; {hint}"
@@ -164,7 +184,7 @@ def error_lines(
             text = f"{path}: required key is missing"
         elif not loc:  # a check across sections: its message names the keys
             text = msg
-        elif isinstance(value, dict) and root is None:  # a check across a section's keys names them
+        elif isinstance(value, dict) and root is None and kind == "value_error":  # a check across a section's keys
             text = f"{path}: {msg}"
         else:
             text = f"{path}: {value!r} is not allowed: {msg}"

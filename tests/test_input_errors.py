@@ -448,3 +448,40 @@ def test_a_gradient_calibration_that_does_not_fit_the_device_gets_one_message(tm
     ) in text(result)
     assert "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_a_section_written_as_a_list_a_number_or_nothing_is_named_with_its_keys(tmp_path, small):
+    """pydantic's "a valid dictionary or instance of SimulationConfig" becomes what to write; an
+    option that goes into such a section (--days) does not take the blame for the file."""
+    keys = "(allowed keys: days, replicates, seed, device, threads)"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"extends: {small}\nsimulation:\n  - days: 10\ninterventions: {{testing: 5}}\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert (
+        f"bad.yaml: invalid scenario: simulation: [{{'days': 10}}] is not allowed: a section of settings is expected "
+        f"here, written as key: value lines under it {keys}"
+    ) in text(result)
+    assert "interventions.testing: 5 is not allowed: a section of settings is expected here" in text(result)
+    assert "instance of" not in text(result)
+    result = runner.invoke(app, ["run", str(bad), "--days", "5", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and text(result).startswith(f"error: {bad}: invalid scenario: simulation: [")
+    assert "--days" not in text(result) and not (tmp_path / "o").exists()
+    bad.write_text(f"extends: {small}\nsimulation:\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2 and (
+        f"bad.yaml: invalid scenario: simulation: has no value; a section of settings is expected here, written as "
+        f"key: value lines under it {keys}, or leave the key out for the defaults"
+    ) in text(result)
+
+
+def test_a_date_in_another_format_and_a_mapping_for_a_list_name_what_to_write(tmp_path, small):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"extends: {small}\ncalibration: {{start_date: 02/01/2020}}\ndisease: {{dwell_times: {{a: 1}}}}\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert (
+        "calibration.start_date: '02/01/2020' is not allowed: a date is expected here, written YYYY-MM-DD "
+        "(e.g. 2020-02-01)"
+    ) in text(result)
+    assert "disease.dwell_times: {'a': 1} is not allowed: Input should be a valid list" in text(result)
