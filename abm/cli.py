@@ -112,7 +112,12 @@ def require_learning_extra(file: Path) -> None:
 
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="override a scenario value: key.path=value (repeatable)"),
+    typer.Option(
+        "--set",
+        help="override a scenario value: key.path=value, the value read as YAML (simulation.days=90, "
+        "seeding.infections={asymptomatic: 10}; a list item by its index: disease.dwell_times[0].shape=2); "
+        "repeatable",
+    ),
 ]
 
 
@@ -123,8 +128,11 @@ def validate(
 ) -> None:
     """Check a scenario file without running it.
 
-    Reads an epidemic scenario (for `abm run`, `abm sweep` or `abm calibrate`) or a learning or
-    private-calibration scenario (for `abm learn`) and says what is wrong, or that it is valid."""
+    FILE is an epidemic scenario (for `abm run`, `abm sweep` or `abm calibrate`)
+    or a learning or private-calibration scenario (for `abm learn`). Says what
+    is wrong (file, key, value and what is allowed), or that it is valid.
+
+    Exit code 0 when it is valid, 2 when it is not."""
     from abm.calibration.observed import CalibrationError
     from abm.learning.errors import LearningScenarioError
 
@@ -262,10 +270,18 @@ def run(
     days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
     replicates: Annotated[int | None, typer.Option(help="replicates, run as one batch")] = None,
     seed: Annotated[int | None, typer.Option(help="random seed")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N")] = None,
     set_: SetOption = None,
 ) -> None:
-    """Run a scenario and write its results to a run folder."""
+    """Run a scenario and write its results to a run folder.
+
+    FILE is a scenario YAML file (`abm validate FILE` checks it without running).
+    The options change its values for this run; the run folder's
+    scenario.resolved.yaml holds every value used. The folder is written at the
+    end, all at once; an earlier one is replaced only if abm wrote it.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier run is kept)."""
     from abm.runs import resolve
     from abm.runs import run as run_scenario
 
