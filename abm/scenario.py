@@ -226,6 +226,12 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
     parts = dotted(key).split(".")  # a list item by its index: dwell_times[0].shape or dwell_times.0.shape
     if not all(parts):
         raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. simulation.days=90")
+    bracketed = [part for part in parts if "[" in part or "]" in part]  # what dotted() left: no whole number
+    if bracketed:
+        raise ScenarioError(
+            f"{source}: {key.strip()}: {bracketed[0]!r} is not allowed; a list item is given by its index, a whole "
+            "number from 0, in brackets: e.g. disease.dwell_times[0].shape"
+        )
     try:
         value = load_yaml(text) if text.strip() else None
     except yaml.YAMLError as exc:

@@ -485,3 +485,15 @@ def test_a_date_in_another_format_and_a_mapping_for_a_list_name_what_to_write(tm
         "(e.g. 2020-02-01)"
     ) in text(result)
     assert "disease.dwell_times: {'a': 1} is not allowed: Input should be a valid list" in text(result)
+
+
+@pytest.mark.parametrize("index", ["x", "-1", "first"])
+def test_a_list_index_that_is_no_whole_number_is_named_as_such(small, index):
+    """It was taken as a key of the section ("disease.dwell_times[x]: unknown key; allowed keys:
+    transmission_rate, ..."), which hid that the index was at fault."""
+    result = runner.invoke(app, ["validate", str(small), "--set", f"disease.dwell_times[{index}].shape=2"])
+    assert result.exit_code == 2
+    assert text(result) == (
+        f"error: --set: disease.dwell_times[{index}].shape: 'dwell_times[{index}]' is not allowed; a list item is "
+        "given by its index, a whole number from 0, in brackets: e.g. disease.dwell_times[0].shape"
+    )
