@@ -99,10 +99,10 @@ def _member_for(annotation: Any, value: Any) -> Any:
     return members[0] if len(members) == 1 else None
 
 
-def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> list[str] | None:
-    """The keys the schema ``model`` allows in the mapping that holds the last key of key path
-    ``loc`` (None where that is not a section of settings). ``data``: what the user wrote, from
-    ``model``'s top; it picks the member of a union (a tagged union by its tag)."""
+def _section_at(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
+    """The model of the section that holds the last key of key path ``loc`` (None where that is
+    not a section of settings). ``data``: what the user wrote, from ``model``'s top; it picks the
+    member of a union (a tagged union by its tag)."""
     annotation: Any = model
     for i, part in enumerate(loc[:-1]):
         current = _member_for(annotation, lookup(data, loc[:i]))
@@ -116,7 +116,23 @@ def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> lis
         else:
             return None
     current = _member_for(annotation, lookup(data, loc[:-1]))
-    return list(_keys(current)) if _is_model(current) else None
+    return current if _is_model(current) else None
+
+
+def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> list[str] | None:
+    """The keys the schema ``model`` allows in the mapping that holds the last key of key path
+    ``loc`` (None where that is not a section of settings); ``data`` as for :func:`_section_at`."""
+    section = _section_at(model, loc, data)
+    return list(_keys(section)) if section is not None else None
+
+
+def pattern_words(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str | None:
+    """What a text key at key path ``loc`` allows, in words: its field's ``json_schema_extra``
+    ``{"allowed": ...}`` (a pattern such as ``^(cpu|cuda(:\\d+)?)$`` says it to few readers)."""
+    section = _section_at(model, loc, data)
+    field = _keys(section).get(loc[-1]) if section is not None and loc else None
+    extra = field.json_schema_extra if field is not None else None
+    return extra.get("allowed") if isinstance(extra, dict) else None
 
 
 # pydantic's error types for a mapping (a section) or a date given something else, whose own
@@ -174,6 +190,9 @@ def error_lines(
             msg = section_expected(model, loc[len(prefix) :], lookup(data, prefix))
         elif kind in DATE_EXPECTED:
             msg = "a date is expected here, written YYYY-MM-DD (e.g. 2020-02-01)"
+        elif kind == "string_pattern_mismatch":
+            words = pattern_words(model, loc[len(prefix) :], lookup(data, prefix))
+            msg = f"write {words}" if words else msg
         if kind in SECTION_EXPECTED and value is None:
             text = f"{path}: has no value; {msg}, or leave the key out for the defaults"
         elif kind == "extra_forbidden":

@@ -497,3 +497,21 @@ def test_a_list_index_that_is_no_whole_number_is_named_as_such(small, index):
         f"error: --set: disease.dwell_times[{index}].shape: 'dwell_times[{index}]' is not allowed; a list item is "
         "given by its index, a whole number from 0, in brackets: e.g. disease.dwell_times[0].shape"
     )
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("simulation.device=gpu", "simulation.device: 'gpu' is not allowed: write cpu, cuda or cuda:N"),
+        ("name=my run", "name: 'my run' is not allowed: write a folder name: letters, digits, _, - and . (not first)"),
+        (
+            "interventions.testing.tests=[{name: RT-PCR, sensitivity: 0.9, result_delay_days: [1], "
+            "result_delay_probs: [1]}]",
+            "interventions.testing.tests[0].name: 'RT-PCR' is not allowed: write lower-case letters, digits and _",
+        ),
+    ],
+)
+def test_a_text_that_does_not_match_its_pattern_is_told_what_to_write(small, option, message):
+    """Not "String should match pattern '^(cpu|cuda(:\\d+)?)$'"."""
+    result = runner.invoke(app, ["validate", str(small), "--set", option])
+    assert result.exit_code == 2 and message in text(result) and "pattern" not in text(result), text(result)
