@@ -5,6 +5,7 @@ wrote, the value and what is allowed.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import types
 import typing
@@ -44,6 +45,16 @@ def user_key_path(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, ...], int
         elif root is None:
             root = len(out)
     return tuple(out), root
+
+
+def shown(value: Any) -> str:
+    """A value as messages show it: Python's repr, but for a date (YAML reads 2020-02-28 as one),
+    which is shown as written, also within a list."""
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return repr(value)
 
 
 def format_key_path(loc: tuple[Any, ...], data: Any) -> str:
@@ -190,6 +201,8 @@ def error_lines(
             msg = section_expected(model, loc[len(prefix) :], lookup(data, prefix))
         elif kind in DATE_EXPECTED:
             msg = "a date is expected here, written YYYY-MM-DD (e.g. 2020-02-01)"
+        elif kind == "tuple_type":  # pydantic's "a valid tuple": YAML has lists
+            msg = "a list is expected here"
         elif kind == "string_pattern_mismatch":
             words = pattern_words(model, loc[len(prefix) :], lookup(data, prefix))
             msg = f"write {words}" if words else msg
@@ -206,7 +219,7 @@ def error_lines(
         elif isinstance(value, dict) and root is None and kind == "value_error":  # a check across a section's keys
             text = f"{path}: {msg}"
         else:
-            text = f"{path}: {value!r} is not allowed: {msg}"
+            text = f"{path}: {shown(value)} is not allowed: {msg}"
         if root is not None:
             merged[loc] = len(lines)
         lines.append((loc, text))
@@ -258,9 +271,9 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             expected = container.get(typing.get_origin(ann), scalar or "a number or text")
             problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
         elif ann is bool and not isinstance(value, bool):
-            problems.append(f"{where}: {value!r} is not allowed: write true or false")
+            problems.append(f"{where}: {shown(value)} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
-            problems.append(f"{where}: {value!r} is not allowed: write true or false, or a list")
+            problems.append(f"{where}: {shown(value)} is not allowed: write true or false, or a list")
         if section:
             problems += bool_mixups(sub, value, (*path, str(key)))
         elif typing.get_origin(ann) is list and isinstance(value, list):

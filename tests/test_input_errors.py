@@ -515,3 +515,13 @@ def test_a_text_that_does_not_match_its_pattern_is_told_what_to_write(small, opt
     """Not "String should match pattern '^(cpu|cuda(:\\d+)?)$'"."""
     result = runner.invoke(app, ["validate", str(small), "--set", option])
     assert result.exit_code == 2 and message in text(result) and "pattern" not in text(result), text(result)
+
+
+def test_a_date_where_a_window_is_expected_is_shown_as_written(small):
+    """Not "calibration.fit_window: datetime.date(2020, 2, 28) is not allowed: Input should be a
+    valid tuple"."""
+    result = runner.invoke(app, ["validate", str(small), "--set", "calibration.fit_window=2020-02-28"])
+    assert result.exit_code == 2
+    assert "calibration.fit_window: 2020-02-28 is not allowed: a list is expected here" in text(result)
+    result = runner.invoke(app, ["validate", str(small), "--set", "calibration.fit_window=[2020-02-28, 3, x]"])
+    assert result.exit_code == 2 and "[2020-02-28, 3, 'x'] is not allowed" in text(result)
