@@ -108,7 +108,10 @@ class Scenario(BaseModel):
     name: str = Field(
         pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
         description="names the run folder; a file that leaves it out is named after itself",
-        json_schema_extra={"allowed": "a folder name: letters, digits, _, - and . (not first), no spaces or /"},
+        json_schema_extra={
+            "allowed": "a folder name: letters, digits, _, - and . (not first), no spaces or / (a file without a "
+            "name: line is named after its file name)"
+        },
     )
     description: str = ""
     population: PopulationConfig = PopulationConfig()

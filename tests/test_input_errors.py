@@ -517,6 +517,15 @@ def test_a_text_that_does_not_match_its_pattern_is_told_what_to_write(small, opt
     assert result.exit_code == 2 and message in text(result) and "pattern" not in text(result), text(result)
 
 
+def test_a_file_name_that_cannot_name_the_run_says_where_the_name_came_from(tmp_path, small):
+    spaced = tmp_path / "my study.yaml"
+    spaced.write_text(f"extends: {small}\n")
+    result = runner.invoke(app, ["run", str(spaced), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and not (tmp_path / "o").exists()
+    assert "name: 'my study' is not allowed: write a folder name" in text(result)
+    assert "(a file without a name: line is named after its file name)" in text(result)
+
+
 def test_a_date_where_a_window_is_expected_is_shown_as_written(small):
     """Not "calibration.fit_window: datetime.date(2020, 2, 28) is not allowed: Input should be a
     valid tuple"."""
