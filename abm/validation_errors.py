@@ -185,7 +185,8 @@ def error_lines(
     for err, loc, root in entries:
         if root is not None and len(loc) == root and loc in items_at_fault:
             continue
-        kind, value, msg = err["type"], err.get("input"), err["msg"].removeprefix("Value error, ")
+        msg = err["msg"].removeprefix("Value error, ").replace(" after validation", "")  # a list's length
+        kind, value = err["type"], err.get("input")
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))

@@ -534,3 +534,11 @@ def test_a_date_where_a_window_is_expected_is_shown_as_written(small):
     assert "calibration.fit_window: 2020-02-28 is not allowed: a list is expected here" in text(result)
     result = runner.invoke(app, ["validate", str(small), "--set", "calibration.fit_window=[2020-02-28, 3, x]"])
     assert result.exit_code == 2 and "[2020-02-28, 3, 'x'] is not allowed" in text(result)
+
+
+def test_a_list_of_the_wrong_length_is_named_with_its_length(small):
+    result = runner.invoke(app, ["validate", str(small), "--set", "disease.susceptibility_by_age=[1, 1, 1]"])
+    assert result.exit_code == 2
+    assert text(result).endswith(
+        "disease.susceptibility_by_age: [1, 1, 1] is not allowed: List should have at least 9 items, not 3"
+    )
