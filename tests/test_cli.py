@@ -854,3 +854,53 @@ def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes
     validate_help = " ".join(runner.invoke(app, ["validate", "--help"]).output.replace("│", " ").split())
     assert "FILE is an epidemic scenario" in validate_help
     assert "Exit code 0 when it is valid, 2 when it is not." in validate_help
+
+
+def test_an_interrupt_while_a_run_folder_replaces_an_earlier_one_leaves_one_or_the_other(tmp_path, monkeypatch):
+    """Between the two renames (the earlier folder moved aside, the new one not yet in place) the
+    earlier one is put back; while the earlier one is removed, the new one stays and the command
+    goes on (it once said "no results were written" with the new results in place, and left a
+    hidden .NAME.old-PID folder that nothing removed)."""
+    import socket
+
+    from abm.outputs import run_folder
+    from abm.outputs.run_folder import atomic_folder
+
+    def write(content: str) -> None:
+        with atomic_folder(tmp_path / "out", "run") as tmp:
+            (tmp / "summary.json").write_text(content)
+
+    write("earlier")
+    renames = []
+    real_rename = Path.rename
+
+    def interrupted_second_rename(self, target):
+        renames.append(self.name)
+        if len(renames) == 2:
+            raise KeyboardInterrupt
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", interrupted_second_rename)
+    with pytest.raises(KeyboardInterrupt):
+        write("new")
+    monkeypatch.setattr(Path, "rename", real_rename)
+    assert (tmp_path / "out" / "summary.json").read_text() == "earlier"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+    real_rmtree = run_folder.shutil.rmtree
+
+    def interrupted_removal(path, *args, **kwargs):
+        if str(path).endswith("-old"):
+            raise KeyboardInterrupt
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(run_folder.shutil, "rmtree", interrupted_removal)
+    write("new")  # no KeyboardInterrupt: the output is complete
+    monkeypatch.setattr(run_folder.shutil, "rmtree", real_rmtree)
+    assert (tmp_path / "out" / "summary.json").read_text() == "new"
+    host = socket.gethostname().replace("-", "_")
+    left = tmp_path / f".out.partial-{host}-{os.getpid()}-old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [left.name, "out"]
+    left.rename(tmp_path / f".out.partial-{host}-999999999-old")  # its process has ended
+    write("third")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
