@@ -160,6 +160,19 @@ def section_expected(model: type[BaseModel], loc: tuple[Any, ...], data: Any) ->
     return f"a section of settings is expected here, written as key: value lines under it{allowed}"
 
 
+def plain_message(kind: str, msg: str, model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str:
+    """pydantic's message ``msg`` for an error of type ``kind`` at key path ``loc`` of ``data``
+    (validated as ``model``), in the user's terms where pydantic's names Python types or a pattern."""
+    if kind in SECTION_EXPECTED:
+        return section_expected(model, loc, data)
+    if kind in DATE_EXPECTED:
+        return "a date is expected here, written YYYY-MM-DD (e.g. 2020-02-01)"
+    if kind == "tuple_type":  # "a valid tuple": YAML has lists
+        return "a list is expected here"
+    words = pattern_words(model, loc, data) if kind == "string_pattern_mismatch" else None
+    return f"write {words}" if words else msg
+
+
 def error_lines(
     exc: ValidationError,
     model: type[BaseModel],
@@ -198,15 +211,7 @@ def error_lines(
                 lines[at] = (loc, f"{lines[at][1]}; or {msg}")
             continue
         path = format_key_path(loc, data)
-        if kind in SECTION_EXPECTED:
-            msg = section_expected(model, loc[len(prefix) :], lookup(data, prefix))
-        elif kind in DATE_EXPECTED:
-            msg = "a date is expected here, written YYYY-MM-DD (e.g. 2020-02-01)"
-        elif kind == "tuple_type":  # pydantic's "a valid tuple": YAML has lists
-            msg = "a list is expected here"
-        elif kind == "string_pattern_mismatch":
-            words = pattern_words(model, loc[len(prefix) :], lookup(data, prefix))
-            msg = f"write {words}" if words else msg
+        msg = plain_message(kind, msg, model, loc[len(prefix) :], lookup(data, prefix))
         if kind in SECTION_EXPECTED and value is None:
             text = f"{path}: has no value; {msg}, or leave the key out for the defaults"
         elif kind == "extra_forbidden":
