@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from abm.interrupts import results_written
+from abm.interrupts import interrupted, results_written
 from abm.outputs.run_folder import OutputFolderError, check_target
 from abm.scenario import ScenarioError, check_device, load_scenario
 
@@ -65,6 +67,25 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+@contextlib.contextmanager
+def stop_on_interrupt(target: str | Path, bar: Progress | None = None) -> Iterator[None]:
+    """End the command with one line and exit code 130 (143 after SIGTERM, :mod:`abm.entry`) on
+    Ctrl-C or SIGTERM, the output having been removed by :func:`abm.outputs.run_folder.atomic_folder`;
+    also when the interrupt reaches here as another error, which a library's compiled code made
+    of it (:mod:`abm.interrupts`). ``bar`` is stopped first, so that the line stays."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except (KeyboardInterrupt, Exception) as exc:
+        if not isinstance(exc, KeyboardInterrupt) and interrupted() is None:
+            raise
+        if bar is not None:
+            bar.stop()
+        err_console.print(f"interrupted: no results were written to {target}", highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
+
+
 # The `learning` extra: module -> the package pip installs it from.
 LEARNING_EXTRA = {"scipy": "scipy", "sklearn": "scikit-learn", "cryptography": "cryptography"}
 
@@ -91,7 +112,12 @@ def require_learning_extra(file: Path) -> None:
 
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="override a scenario value: key.path=value (repeatable)"),
+    typer.Option(
+        "--set",
+        help="override a scenario value: key.path=value, the value read as YAML (simulation.days=90, "
+        "seeding.infections={asymptomatic: 10}; a list item by its index: disease.dwell_times[0].shape=2); "
+        "repeatable",
+    ),
 ]
 
 
@@ -102,8 +128,11 @@ def validate(
 ) -> None:
     """Check a scenario file without running it.
 
-    Reads an epidemic scenario (for `abm run`, `abm sweep` or `abm calibrate`) or a learning or
-    private-calibration scenario (for `abm learn`) and says what is wrong, or that it is valid."""
+    FILE is an epidemic scenario (for `abm run`, `abm sweep` or `abm calibrate`)
+    or a learning or private-calibration scenario (for `abm learn`). Says what
+    is wrong (file, key, value and what is allowed), or that it is valid.
+
+    Exit code 0 when it is valid, 2 when it is not."""
     from abm.calibration.observed import CalibrationError
     from abm.learning.errors import LearningScenarioError
 
@@ -241,10 +270,18 @@ def run(
     days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
     replicates: Annotated[int | None, typer.Option(help="replicates, run as one batch")] = None,
     seed: Annotated[int | None, typer.Option(help="random seed")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N")] = None,
     set_: SetOption = None,
 ) -> None:
-    """Run a scenario and write its results to a run folder."""
+    """Run a scenario and write its results to a run folder.
+
+    FILE is a scenario YAML file (`abm validate FILE` checks it without running).
+    The options change its values for this run; the run folder's
+    scenario.resolved.yaml holds every value used. The folder is written at the
+    end, all at once; an earlier one is replaced only if abm wrote it.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier run is kept)."""
     from abm.runs import resolve
     from abm.runs import run as run_scenario
 
@@ -280,16 +317,13 @@ def run(
         task = bar.add_task(
             f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}", total=sc.simulation.days
         )
-        try:
-            result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
-            result.write(target)
-            results_written()
-        except ScenarioError as exc:
-            fail(str(exc))
-        except KeyboardInterrupt:
-            bar.stop()
-            err_console.print(f"interrupted: no results were written to {target}", highlight=False)
-            raise typer.Exit(130) from None
+        with stop_on_interrupt(target, bar):
+            try:
+                result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
+                result.write(target)
+                results_written()
+            except ScenarioError as exc:
+                fail(str(exc))
     print_summary(result.summary, result.manifest["timings"]["engine_seconds"], target)
 
 
@@ -307,17 +341,13 @@ def learn(
     if kind is None and is_epidemic_scenario(file):
         fail(f"{file}: this is an epidemic scenario, not a learning one; run it with `abm run {file}`")
     require_learning_extra(file)
-    try:
+    with stop_on_interrupt(out or "runs/<name>"):  # while the learning libraries load or the data are built
         if kind == "private calibration":
             from abm.private_calibration.cli import learn as run_learning
         else:
             from abm.learning.cli import learn as run_learning
 
         run_learning(file, out, runner)
-    except KeyboardInterrupt:  # while the learning libraries load or the scenario's data are built
-        where = out or "runs/<name>"
-        err_console.print(f"interrupted: no results were written to {where}", highlight=False, soft_wrap=True)
-        raise typer.Exit(130) from None
 
 
 @app.command()
@@ -346,25 +376,22 @@ def calibrate(
             fail(f"{option}: only used with --backend ray (trials run one at a time with --backend {backend})")
     refuse_learning_scenario(file)
     unit = "step" if method == "gradient" else "trial"
-    try:
-        summary = fit(
-            file,
-            out,
-            trials,
-            set_,
-            progress=lambda i, n, loss: err_console.print(f"{unit} {i} of {n} done: loss {loss:.3f}"),
-            method=method,
-            backend=backend,
-            workers=workers,
-            ray_address=ray_address,
-        )
-        results_written()
-    except (ScenarioError, CalibrationError, OutputFolderError) as exc:
-        fail(str(exc))
-    except KeyboardInterrupt:
-        target = out or "runs/<name>-calibration"
-        err_console.print(f"interrupted: no results were written to {target}", highlight=False)
-        raise typer.Exit(130) from None
+    with stop_on_interrupt(out or "runs/<name>-calibration"):
+        try:
+            summary = fit(
+                file,
+                out,
+                trials,
+                set_,
+                progress=lambda i, n, loss: err_console.print(f"{unit} {i} of {n} done: loss {loss:.3f}"),
+                method=method,
+                backend=backend,
+                workers=workers,
+                ray_address=ray_address,
+            )
+            results_written()
+        except (ScenarioError, CalibrationError, OutputFolderError) as exc:
+            fail(str(exc))
     out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
     if summary["at_bounds"]:
         err_console.print(
@@ -418,23 +445,20 @@ def sweep(
     total = len(sp.variants) * sp.replicates
     with progress_bar("runs") as bar:
         task = bar.add_task(f"{sp.variants[0].name}: {len(sp.variants)} variants x {sp.replicates}", total=total)
-        try:
-            result = run_sweep(
-                file,
-                sweep_,
-                backend=backend,
-                ray_address=ray_address,
-                progress=lambda done, n: bar.update(task, completed=done),
-                sweep_plan=sp,
-            )
-            result.write(target)
-            results_written()
-        except ScenarioError as exc:
-            fail(str(exc))
-        except KeyboardInterrupt:
-            bar.stop()
-            err_console.print(f"interrupted: no results were written to {target}", highlight=False)
-            raise typer.Exit(130) from None
+        with stop_on_interrupt(target, bar):
+            try:
+                result = run_sweep(
+                    file,
+                    sweep_,
+                    backend=backend,
+                    ray_address=ray_address,
+                    progress=lambda done, n: bar.update(task, completed=done),
+                    sweep_plan=sp,
+                )
+                result.write(target)
+                results_written()
+            except ScenarioError as exc:
+                fail(str(exc))
     table = Table(title=f"{total} runs ({sp.replicates} per variant); means over replicates")
     people, agents = result.info["region_population"], result.info["agents"]
     table.caption = (

@@ -3,7 +3,9 @@ the libraries load ends with one line and exit code 130 instead of an import tra
 termination request (SIGTERM, as ``kill`` or a batch scheduler sends) is handled as Ctrl-C, so
 that an output being written is removed rather than left half-written; it exits with 143 (128 +
 SIGTERM), Ctrl-C with 130. Once a command has written all its output (:func:`abm.interrupts.results_written`),
-both are ignored: what remains is printing, and the results are complete."""
+both are ignored: what remains is printing, and the results are complete. An error raised while
+an interrupt was pending is taken as the interrupt: a library's compiled code that the
+KeyboardInterrupt lands in may turn it into another exception (:mod:`abm.interrupts`)."""
 
 from __future__ import annotations
 
@@ -14,19 +16,17 @@ import sys
 
 from abm import interrupts, invocation
 
-_signal_received: list[int] = []
-
 
 def _interrupt(signum: int, frame: object) -> None:
     if interrupts.output_complete():
         return
-    _signal_received.append(signum)
+    interrupts.note_signal(signum)
     raise KeyboardInterrupt
 
 
 def _interrupted_code() -> int:
     """128 + the signal: 130 after Ctrl-C (SIGINT), 143 after a termination request (SIGTERM)."""
-    return 128 + (_signal_received[0] if _signal_received else signal.SIGINT)
+    return 128 + (interrupts.interrupted() or signal.SIGINT)
 
 
 def main() -> None:
@@ -37,7 +37,9 @@ def main() -> None:
     signal.signal(signal.SIGINT, _interrupt)
     try:
         from abm.cli import main as cli_main
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not isinstance(exc, KeyboardInterrupt) and interrupts.interrupted() is None:
+            raise
         sys.stderr.write("interrupted while starting; nothing was run\n")
         sys.stderr.flush()
         # Not SystemExit: an interrupt that lands in code an extension module runs through

@@ -1,9 +1,14 @@
 """Whether a command's output is complete: after that, the ``abm`` console script
-(:mod:`abm.entry`) ignores Ctrl-C and SIGTERM, since what remains is printing."""
+(:mod:`abm.entry`) ignores Ctrl-C and SIGTERM, since what remains is printing. And whether such
+an interrupt was received before: the KeyboardInterrupt it raises may be turned into another
+error, or swallowed, by a library's compiled code it lands in (matplotlib's renderer reports it
+as "Invalid affine transformation matrix"), so the command asks here rather than trusting the
+exception."""
 
 from __future__ import annotations
 
 _written: list[bool] = []
+_received: list[int] = []
 
 
 def results_written() -> None:
@@ -17,6 +22,17 @@ def output_complete() -> bool:
     return bool(_written)
 
 
+def note_signal(signum: int) -> None:
+    """The console script received ``signum`` (SIGINT or SIGTERM) before the output was complete."""
+    _received.append(signum)
+
+
+def interrupted() -> int | None:
+    """The first interrupting signal received since :func:`reset`, or None."""
+    return _received[0] if _received else None
+
+
 def reset() -> None:
-    """A new command starts: its output is not written yet."""
+    """A new command starts: its output is not written yet, and nothing interrupted it."""
     _written.clear()
+    _received.clear()

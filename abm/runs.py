@@ -216,7 +216,11 @@ def resolve(
         clash = sorted(k for k in set_keys if overlaps(k, path))
         if clash:
             raise ScenarioError(f"{source}: --{key} and --set {clash[0]}=... both set {path}; give one")
-        data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")
+        try:
+            data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")
+        except ScenarioError:  # the file has no section there (a list, say): the file is what is wrong
+            validate(data, with_options(source, options), origin)
+            raise
         options.append(f"--{key} {value}")
     return validate(data, with_options(source, options), origin)
 

@@ -60,7 +60,12 @@ class SimulationConfig(BaseModel):
     days: int = Field(180, ge=1, le=10_000, description="days simulated")
     replicates: int = Field(1, ge=1, le=1000, description="independent runs, batched together")
     seed: int = Field(1234, ge=0, description="random seed of the population and of the runs")
-    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?)$", description="cpu or cuda")
+    device: str = Field(
+        "cpu",
+        pattern=r"^(cpu|cuda(:\d+)?)$",
+        description="cpu or cuda",
+        json_schema_extra={"allowed": "cpu, cuda or cuda:N (N: a GPU's number, from 0)"},
+    )
     threads: int | None = Field(
         1, ge=1, le=512, description="CPU threads for torch; none: torch's default (1 was fastest at 100k on 2 cores)"
     )
@@ -103,6 +108,10 @@ class Scenario(BaseModel):
     name: str = Field(
         pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
         description="names the run folder; a file that leaves it out is named after itself",
+        json_schema_extra={
+            "allowed": "a folder name: letters, digits, _, - and . (not first), no spaces or / (a file without a "
+            "name: line is named after its file name)"
+        },
     )
     description: str = ""
     population: PopulationConfig = PopulationConfig()
@@ -226,6 +235,12 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
     parts = dotted(key).split(".")  # a list item by its index: dwell_times[0].shape or dwell_times.0.shape
     if not all(parts):
         raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. simulation.days=90")
+    bracketed = [part for part in parts if "[" in part or "]" in part]  # what dotted() left: no whole number
+    if bracketed:
+        raise ScenarioError(
+            f"{source}: {key.strip()}: {bracketed[0]!r} is not allowed; a list item is given by its index, a whole "
+            "number from 0, in brackets: e.g. disease.dwell_times[0].shape"
+        )
     try:
         value = load_yaml(text) if text.strip() else None
     except yaml.YAMLError as exc:

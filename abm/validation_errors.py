@@ -5,6 +5,7 @@ wrote, the value and what is allowed.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import types
 import typing
@@ -44,6 +45,16 @@ def user_key_path(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, ...], int
         elif root is None:
             root = len(out)
     return tuple(out), root
+
+
+def shown(value: Any) -> str:
+    """A value as messages show it: Python's repr, but for a date (YAML reads 2020-02-28 as one),
+    which is shown as written, also within a list."""
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return repr(value)
 
 
 def format_key_path(loc: tuple[Any, ...], data: Any) -> str:
@@ -99,10 +110,10 @@ def _member_for(annotation: Any, value: Any) -> Any:
     return members[0] if len(members) == 1 else None
 
 
-def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> list[str] | None:
-    """The keys the schema ``model`` allows in the mapping that holds the last key of key path
-    ``loc`` (None where that is not a section of settings). ``data``: what the user wrote, from
-    ``model``'s top; it picks the member of a union (a tagged union by its tag)."""
+def _section_at(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> type[BaseModel] | None:
+    """The model of the section that holds the last key of key path ``loc`` (None where that is
+    not a section of settings). ``data``: what the user wrote, from ``model``'s top; it picks the
+    member of a union (a tagged union by its tag)."""
     annotation: Any = model
     for i, part in enumerate(loc[:-1]):
         current = _member_for(annotation, lookup(data, loc[:i]))
@@ -116,7 +127,50 @@ def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> lis
         else:
             return None
     current = _member_for(annotation, lookup(data, loc[:-1]))
-    return list(_keys(current)) if _is_model(current) else None
+    return current if _is_model(current) else None
+
+
+def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> list[str] | None:
+    """The keys the schema ``model`` allows in the mapping that holds the last key of key path
+    ``loc`` (None where that is not a section of settings); ``data`` as for :func:`_section_at`."""
+    section = _section_at(model, loc, data)
+    return list(_keys(section)) if section is not None else None
+
+
+def pattern_words(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str | None:
+    """What a text key at key path ``loc`` allows, in words: its field's ``json_schema_extra``
+    ``{"allowed": ...}`` (a pattern such as ``^(cpu|cuda(:\\d+)?)$`` says it to few readers)."""
+    section = _section_at(model, loc, data)
+    field = _keys(section).get(loc[-1]) if section is not None and loc else None
+    extra = field.json_schema_extra if field is not None else None
+    return extra.get("allowed") if isinstance(extra, dict) else None
+
+
+# pydantic's error types for a mapping (a section) or a date given something else, whose own
+# messages name Python types ("a valid dictionary or instance of SimulationConfig").
+SECTION_EXPECTED = ("model_type", "model_attributes_type", "dict_type")
+DATE_EXPECTED = ("date_type", "date_parsing", "date_from_datetime_parsing", "date_from_datetime_inexact")
+
+
+def section_expected(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str:
+    """What to write where a section of settings (a mapping) is expected at key path ``loc`` of
+    ``data``, with the keys it allows where the schema names them."""
+    keys = allowed_keys(model, (*loc, None), data)
+    allowed = f" (allowed keys: {', '.join(keys)})" if keys else ""
+    return f"a section of settings is expected here, written as key: value lines under it{allowed}"
+
+
+def plain_message(kind: str, msg: str, model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str:
+    """pydantic's message ``msg`` for an error of type ``kind`` at key path ``loc`` of ``data``
+    (validated as ``model``), in the user's terms where pydantic's names Python types or a pattern."""
+    if kind in SECTION_EXPECTED:
+        return section_expected(model, loc, data)
+    if kind in DATE_EXPECTED:
+        return "a date is expected here, written YYYY-MM-DD (e.g. 2020-02-01)"
+    if kind == "tuple_type":  # "a valid tuple": YAML has lists
+        return "a list is expected here"
+    words = pattern_words(model, loc, data) if kind == "string_pattern_mismatch" else None
+    return f"write {words}" if words else msg
 
 
 def error_lines(
@@ -144,7 +198,8 @@ def error_lines(
     for err, loc, root in entries:
         if root is not None and len(loc) == root and loc in items_at_fault:
             continue
-        kind, value, msg = err["type"], err.get("input"), err["msg"].removeprefix("Value error, ")
+        msg = err["msg"].removeprefix("Value error, ").replace(" after validation", "")  # a list's length
+        kind, value = err["type"], err.get("input")
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))
@@ -156,7 +211,10 @@ def error_lines(
                 lines[at] = (loc, f"{lines[at][1]}; or {msg}")
             continue
         path = format_key_path(loc, data)
-        if kind == "extra_forbidden":
+        msg = plain_message(kind, msg, model, loc[len(prefix) :], lookup(data, prefix))
+        if kind in SECTION_EXPECTED and value is None:
+            text = f"{path}: has no value; {msg}, or leave the key out for the defaults"
+        elif kind == "extra_forbidden":
             allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
             text = f"{path}: unknown key; {hint}"
@@ -164,10 +222,10 @@ def error_lines(
             text = f"{path}: required key is missing"
         elif not loc:  # a check across sections: its message names the keys
             text = msg
-        elif isinstance(value, dict) and root is None:  # a check across a section's keys names them
+        elif isinstance(value, dict) and root is None and kind == "value_error":  # a check across a section's keys
             text = f"{path}: {msg}"
         else:
-            text = f"{path}: {value!r} is not allowed: {msg}"
+            text = f"{path}: {shown(value)} is not allowed: {msg}"
         if root is not None:
             merged[loc] = len(lines)
         lines.append((loc, text))
@@ -219,9 +277,9 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             expected = container.get(typing.get_origin(ann), scalar or "a number or text")
             problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
         elif ann is bool and not isinstance(value, bool):
-            problems.append(f"{where}: {value!r} is not allowed: write true or false")
+            problems.append(f"{where}: {shown(value)} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
-            problems.append(f"{where}: {value!r} is not allowed: write true or false, or a list")
+            problems.append(f"{where}: {shown(value)} is not allowed: write true or false, or a list")
         if section:
             problems += bool_mixups(sub, value, (*path, str(key)))
         elif typing.get_origin(ann) is list and isinstance(value, list):

@@ -489,6 +489,71 @@ def test_ctrl_c_or_kill_leaves_no_run_folder(tmp_path, signame):
     assert list(tmp_path.iterdir()) == []
 
 
+# A Ctrl-C (or SIGTERM) that lands in compiled code: the console script's handler raises
+# KeyboardInterrupt there, and the library turns it into another error (matplotlib's Agg renderer,
+# interrupted while a plot was saved, reported "ValueError: Invalid affine transformation matrix";
+# torch, while importing, a RuntimeError) or swallows it (Python prints "Exception ignored").
+INTERRUPTED_IN_COMPILED_CODE = """
+import os, signal, sys, types
+
+from abm import entry
+from abm.outputs import plots
+
+mode, signame = sys.argv[1], sys.argv[2]
+
+
+def hit_by_interrupt(*args, **kwargs):
+    try:
+        os.kill(os.getpid(), getattr(signal, signame))
+    except KeyboardInterrupt:
+        if mode == "converted":
+            raise ValueError("Invalid affine transformation matrix") from None
+        if mode == "importing":
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from None
+
+
+class Importing(types.ModuleType):
+    def __getattr__(self, name):
+        hit_by_interrupt()
+
+
+if mode == "importing":
+    sys.modules["abm.cli"] = Importing("abm.cli")
+plots.write_plots = hit_by_interrupt
+sys.argv = ["abm", *sys.argv[3:]]
+entry.main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "signame"), [("converted", "SIGINT"), ("swallowed", "SIGINT"), ("converted", "SIGTERM")]
+)
+def test_an_interrupt_that_a_library_turns_into_another_error_still_stops_the_run(tmp_path, mode, signame):
+    """One line, exit code 130 (143 for SIGTERM), no traceback, and the earlier run of the same
+    name is kept as it was: the interrupt counts, whatever the library made of it (it once ended
+    with a ValueError traceback and exit code 1, or with exit code 0 and the new run in place)."""
+    import signal
+
+    out = tmp_path / "out"
+    small = ["--agents", "500", "--days", "5", "--replicates", "1", "--out", str(out)]
+    assert runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "1"]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    script = [sys.executable, "-c", INTERRUPTED_IN_COMPILED_CODE, mode, signame]
+    proc = subprocess.run([*script, "run", str(SCENARIO), *small, "--seed", "2"], capture_output=True, text=True)
+    assert proc.returncode == 128 + getattr(signal, signame), proc.stderr
+    assert f"interrupted: no results were written to {out}" in proc.stderr
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_an_interrupt_turned_into_another_error_while_starting_ends_with_one_line(tmp_path):
+    script = [sys.executable, "-c", INTERRUPTED_IN_COMPILED_CODE, "importing", "SIGINT"]
+    proc = subprocess.run([*script, "run", str(SCENARIO), "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert proc.returncode == 130 and proc.stderr == "interrupted while starting; nothing was run\n", proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
 def test_an_output_folder_where_nothing_can_be_written_is_refused_before_the_run():
     """/proc passes the permission bits for root but takes no folder: abm tries, and refuses."""
@@ -506,12 +571,12 @@ def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
     from abm import entry, interrupts
 
     monkeypatch.setattr(interrupts, "_written", [])
-    monkeypatch.setattr(entry, "_signal_received", [])
+    monkeypatch.setattr(interrupts, "_received", [])
     with pytest.raises(KeyboardInterrupt):
         entry._interrupt(signal.SIGTERM, None)
     assert entry._interrupted_code() == 143
     interrupts.results_written()
-    assert entry._interrupt(signal.SIGINT, None) is None and entry._signal_received == [signal.SIGTERM]
+    assert entry._interrupt(signal.SIGINT, None) is None and interrupts._received == [signal.SIGTERM]
 
 
 def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monkeypatch):
@@ -794,3 +859,67 @@ def test_contact_tests_that_no_test_type_takes_get_a_note():
     result = runner.invoke(app, ["validate", ct, *asks, "--set", traced])
     assert result.exit_code == 0 and "test_contacts is true" not in result.output
     assert "test_contacts is true" not in runner.invoke(app, ["validate", ct]).output
+
+
+def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes():
+    """The FILE argument's own help text is not shown by typer 0.20 with click 8.5 (click's
+    Parameter sets help after typer does), so the commands' texts say what FILE is."""
+    run_help = " ".join(runner.invoke(app, ["run", "--help"]).output.replace("│", " ").split())
+    assert "FILE is a scenario YAML file" in run_help
+    assert "the value read as YAML" in run_help and "disease.dwell_times[0].shape=2" in run_help
+    codes = "Exit code 0 when done; 2 for bad input (nothing is written); 130 after Ctrl-C, 143 after SIGTERM"
+    assert codes in run_help
+    assert "cpu, cuda or cuda:N" in run_help
+    validate_help = " ".join(runner.invoke(app, ["validate", "--help"]).output.replace("│", " ").split())
+    assert "FILE is an epidemic scenario" in validate_help
+    assert "Exit code 0 when it is valid, 2 when it is not." in validate_help
+
+
+def test_an_interrupt_while_a_run_folder_replaces_an_earlier_one_leaves_one_or_the_other(tmp_path, monkeypatch):
+    """Between the two renames (the earlier folder moved aside, the new one not yet in place) the
+    earlier one is put back; while the earlier one is removed, the new one stays and the command
+    goes on (it once said "no results were written" with the new results in place, and left a
+    hidden .NAME.old-PID folder that nothing removed)."""
+    import socket
+
+    from abm.outputs import run_folder
+    from abm.outputs.run_folder import atomic_folder
+
+    def write(content: str) -> None:
+        with atomic_folder(tmp_path / "out", "run") as tmp:
+            (tmp / "summary.json").write_text(content)
+
+    write("earlier")
+    renames = []
+    real_rename = Path.rename
+
+    def interrupted_second_rename(self, target):
+        renames.append(self.name)
+        if len(renames) == 2:
+            raise KeyboardInterrupt
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", interrupted_second_rename)
+    with pytest.raises(KeyboardInterrupt):
+        write("new")
+    monkeypatch.setattr(Path, "rename", real_rename)
+    assert (tmp_path / "out" / "summary.json").read_text() == "earlier"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+    real_rmtree = run_folder.shutil.rmtree
+
+    def interrupted_removal(path, *args, **kwargs):
+        if str(path).endswith("-old"):
+            raise KeyboardInterrupt
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(run_folder.shutil, "rmtree", interrupted_removal)
+    write("new")  # no KeyboardInterrupt: the output is complete
+    monkeypatch.setattr(run_folder.shutil, "rmtree", real_rmtree)
+    assert (tmp_path / "out" / "summary.json").read_text() == "new"
+    host = socket.gethostname().replace("-", "_")
+    left = tmp_path / f".out.partial-{host}-{os.getpid()}-old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [left.name, "out"]
+    left.rename(tmp_path / f".out.partial-{host}-999999999-old")  # its process has ended
+    write("third")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -448,3 +448,97 @@ def test_a_gradient_calibration_that_does_not_fit_the_device_gets_one_message(tm
     ) in text(result)
     assert "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_a_section_written_as_a_list_a_number_or_nothing_is_named_with_its_keys(tmp_path, small):
+    """pydantic's "a valid dictionary or instance of SimulationConfig" becomes what to write; an
+    option that goes into such a section (--days) does not take the blame for the file."""
+    keys = "(allowed keys: days, replicates, seed, device, threads)"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"extends: {small}\nsimulation:\n  - days: 10\ninterventions: {{testing: 5}}\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert (
+        f"bad.yaml: invalid scenario: simulation: [{{'days': 10}}] is not allowed: a section of settings is expected "
+        f"here, written as key: value lines under it {keys}"
+    ) in text(result)
+    assert "interventions.testing: 5 is not allowed: a section of settings is expected here" in text(result)
+    assert "instance of" not in text(result)
+    result = runner.invoke(app, ["run", str(bad), "--days", "5", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and text(result).startswith(f"error: {bad}: invalid scenario: simulation: [")
+    assert "--days" not in text(result) and not (tmp_path / "o").exists()
+    bad.write_text(f"extends: {small}\nsimulation:\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2 and (
+        f"bad.yaml: invalid scenario: simulation: has no value; a section of settings is expected here, written as "
+        f"key: value lines under it {keys}, or leave the key out for the defaults"
+    ) in text(result)
+
+
+def test_a_date_in_another_format_and_a_mapping_for_a_list_name_what_to_write(tmp_path, small):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"extends: {small}\ncalibration: {{start_date: 02/01/2020}}\ndisease: {{dwell_times: {{a: 1}}}}\n")
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert (
+        "calibration.start_date: '02/01/2020' is not allowed: a date is expected here, written YYYY-MM-DD "
+        "(e.g. 2020-02-01)"
+    ) in text(result)
+    assert "disease.dwell_times: {'a': 1} is not allowed: Input should be a valid list" in text(result)
+
+
+@pytest.mark.parametrize("index", ["x", "-1", "first"])
+def test_a_list_index_that_is_no_whole_number_is_named_as_such(small, index):
+    """It was taken as a key of the section ("disease.dwell_times[x]: unknown key; allowed keys:
+    transmission_rate, ..."), which hid that the index was at fault."""
+    result = runner.invoke(app, ["validate", str(small), "--set", f"disease.dwell_times[{index}].shape=2"])
+    assert result.exit_code == 2
+    assert text(result) == (
+        f"error: --set: disease.dwell_times[{index}].shape: 'dwell_times[{index}]' is not allowed; a list item is "
+        "given by its index, a whole number from 0, in brackets: e.g. disease.dwell_times[0].shape"
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("simulation.device=gpu", "simulation.device: 'gpu' is not allowed: write cpu, cuda or cuda:N"),
+        ("name=my run", "name: 'my run' is not allowed: write a folder name: letters, digits, _, - and . (not first)"),
+        (
+            "interventions.testing.tests=[{name: RT-PCR, sensitivity: 0.9, result_delay_days: [1], "
+            "result_delay_probs: [1]}]",
+            "interventions.testing.tests[0].name: 'RT-PCR' is not allowed: write lower-case letters, digits and _",
+        ),
+    ],
+)
+def test_a_text_that_does_not_match_its_pattern_is_told_what_to_write(small, option, message):
+    """Not "String should match pattern '^(cpu|cuda(:\\d+)?)$'"."""
+    result = runner.invoke(app, ["validate", str(small), "--set", option])
+    assert result.exit_code == 2 and message in text(result) and "pattern" not in text(result), text(result)
+
+
+def test_a_file_name_that_cannot_name_the_run_says_where_the_name_came_from(tmp_path, small):
+    spaced = tmp_path / "my study.yaml"
+    spaced.write_text(f"extends: {small}\n")
+    result = runner.invoke(app, ["run", str(spaced), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and not (tmp_path / "o").exists()
+    assert "name: 'my study' is not allowed: write a folder name" in text(result)
+    assert "(a file without a name: line is named after its file name)" in text(result)
+
+
+def test_a_date_where_a_window_is_expected_is_shown_as_written(small):
+    """Not "calibration.fit_window: datetime.date(2020, 2, 28) is not allowed: Input should be a
+    valid tuple"."""
+    result = runner.invoke(app, ["validate", str(small), "--set", "calibration.fit_window=2020-02-28"])
+    assert result.exit_code == 2
+    assert "calibration.fit_window: 2020-02-28 is not allowed: a list is expected here" in text(result)
+    result = runner.invoke(app, ["validate", str(small), "--set", "calibration.fit_window=[2020-02-28, 3, x]"])
+    assert result.exit_code == 2 and "[2020-02-28, 3, 'x'] is not allowed" in text(result)
+
+
+def test_a_list_of_the_wrong_length_is_named_with_its_length(small):
+    result = runner.invoke(app, ["validate", str(small), "--set", "disease.susceptibility_by_age=[1, 1, 1]"])
+    assert result.exit_code == 2
+    assert text(result).endswith(
+        "disease.susceptibility_by_age: [1, 1, 1] is not allowed: List should have at least 9 items, not 3"
+    )

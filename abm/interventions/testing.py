@@ -28,7 +28,11 @@ class TestType(BaseModel):
 
     __test__ = False  # not a pytest test class
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[a-z0-9_]+$", description="names the cost item: test_<name>")
+    name: str = Field(
+        pattern=r"^[a-z0-9_]+$",
+        description="names the cost item: test_<name>",
+        json_schema_extra={"allowed": "lower-case letters, digits and _ (e.g. rt_pcr)"},
+    )
     sensitivity: float = Field(ge=0, le=1, description="P(positive | infected)")
     specificity: float = Field(1.0, ge=0, le=1, description="P(negative | not infected)")
     result_delay_days: list[int] = Field(description="possible days until the result", min_length=1)

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from abm.interrupts import interrupted
+
 MARK = ".abm-output"  # written into every output folder, with the names of what abm wrote there
 MARK_TEXT = "written by abm; an abm command may replace this folder. Its entries:\n"
 
@@ -125,7 +127,8 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     host = socket.gethostname().replace("-", "_")
     for stale in target.parent.glob(f".{glob.escape(target.name)}.partial-{glob.escape(host)}-*"):
-        if not _running(stale.name.rsplit("-", 1)[-1]):  # left by a process of this machine that was killed
+        pid = stale.name.removesuffix("-old").rsplit("-", 1)[-1]
+        if not _running(pid):  # left by a process of this machine that was killed
             shutil.rmtree(stale, ignore_errors=True)
     tmp = target.parent / f".{target.name}.partial-{host}-{os.getpid()}"
     if tmp.exists():
@@ -134,6 +137,8 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     try:
         (tmp / MARK).write_text(MARK_TEXT)
         yield tmp
+        if interrupted() is not None:  # an interrupt that a library swallowed: the folder is not complete
+            raise KeyboardInterrupt
         entries = sorted(p.name for p in tmp.iterdir() if p.name != MARK)
         (tmp / MARK).write_text(
             MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else "")
@@ -141,9 +146,24 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = target.parent / f".{target.name}.old-{os.getpid()}"
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    if old.exists():
+    _swap(tmp, target, target.parent / f"{tmp.name}-old")
+
+
+def _swap(new: Path, target: Path, old: Path) -> None:
+    """Put folder ``new`` in place of ``target``, whose earlier content goes to ``old`` and is then
+    removed. An interrupt (or error) before ``new`` is in place puts the earlier folder back and
+    removes ``new``; one while ``old`` is removed is let go, as the output is then complete (what is
+    left of ``old``, named like a staging folder, is removed by the next write once this process
+    has ended)."""
+    try:
+        if target.exists():
+            target.rename(old)
+        new.rename(target)
+    except BaseException:
+        if new.exists():  # not in place
+            if old.exists() and not target.exists():
+                old.rename(target)
+            shutil.rmtree(new, ignore_errors=True)
+            raise
+    with contextlib.suppress(KeyboardInterrupt):
         shutil.rmtree(old, ignore_errors=True)
