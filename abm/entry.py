@@ -45,7 +45,7 @@ def main() -> None:
     try:
         from abm.cli import main as cli_main
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted while starting; nothing was run\n")
+        sys.stderr.write(interrupts.STARTING + "\n")
         sys.stderr.flush()
         # Not SystemExit: an interrupt that lands in code an extension module runs through
         # PyRun_* while it loads is marked unhandled by CPython even when caught here, and the

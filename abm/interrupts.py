@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 _written: list[bool] = []
+STARTING = "interrupted while starting; nothing was run"  # Ctrl-C while the libraries load
 
 
 def results_written() -> None:

@@ -1,5 +1,5 @@
-"""How the ``abm`` console script ends: its exit (exit handlers, output, threads) once it skips
-the interpreter's teardown of modules."""
+"""How the ``abm`` console script starts and ends: what it loads for quick commands, and its exit
+(exit handlers, output, threads) once it skips the interpreter's teardown of modules."""
 
 from __future__ import annotations
 
@@ -64,3 +64,13 @@ def test_the_exit_skips_the_teardown_of_modules_unless_a_tracer_or_a_thread_need
     waited = console_script(["--version"], thread)
     assert waited.returncode == 0 and late.read_text() == "done" and waited.stdout.splitlines()[-1] == "normal exit"
 
+
+def test_version_help_and_compare_do_not_load_torch():
+    """Loading torch takes a second or more: `abm --version` and `abm --help` read no scenario, and
+    `abm compare` reads run folders."""
+    report = 'import atexit; atexit.register(lambda: print("torch loaded:", "torch" in sys.modules))\n'
+    for args in (["--version"], ["--help"], ["run", "--help"]):
+        done = console_script(args, report)
+        assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: False", (args, done.stdout)
+    code = 'import sys, abm.outputs.compare; print("torch" in sys.modules)'
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
