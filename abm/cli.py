@@ -13,9 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from abm.interrupts import interrupted, results_written
+from abm.interrupts import STARTING, interrupted, results_written
 from abm.outputs.run_folder import OutputFolderError, check_target
-from abm.scenario import ScenarioError, check_device, load_scenario
 
 app = typer.Typer(
     add_completion=False,
@@ -44,12 +43,22 @@ def progress_bar(unit: str) -> Progress:
 
 def _print_version(value: bool) -> None:
     if value:
-        import torch
-
         from abm import __version__
 
-        out_console.print(f"abm {__version__} (torch {torch.__version__})", highlight=False)
+        out_console.print(f"abm {__version__} (torch {_torch_version()})", highlight=False)
         raise typer.Exit()
+
+
+def _torch_version() -> str:
+    """torch's version, read from its package metadata: importing torch takes a second or more."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:  # not installed as a package (a source tree on the path)
+        import torch
+
+        return torch.__version__
 
 
 @app.callback()
@@ -59,6 +68,21 @@ def _options(
     ] = False,
 ) -> None:
     """Options of the `abm` command itself."""
+
+
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """Around a command's imports of the engine's libraries (torch, pandas: a second or more, which
+    `abm --version` and `abm --help` do without): Ctrl-C there ends with one line and exit code 130,
+    as while `abm` starts (also when the interrupt reaches here as another error, as in
+    :func:`stop_on_interrupt`)."""
+    try:
+        yield
+    except (KeyboardInterrupt, Exception) as exc:
+        if not isinstance(exc, KeyboardInterrupt) and interrupted() is None:
+            raise
+        err_console.print(STARTING, highlight=False)
+        raise typer.Exit(130) from None
 
 
 def fail(message: str) -> None:
@@ -133,8 +157,10 @@ def validate(
     is wrong (file, key, value and what is allowed), or that it is valid.
 
     Exit code 0 when it is valid, 2 when it is not."""
-    from abm.calibration.observed import CalibrationError
-    from abm.learning.errors import LearningScenarioError
+    with loading():
+        from abm.calibration.observed import CalibrationError
+        from abm.learning.errors import LearningScenarioError
+        from abm.scenario import ScenarioError, check_device, load_scenario
 
     kind = learning_kind(file)
     if kind is not None and set_:
@@ -208,7 +234,7 @@ def learning_kind(file: Path) -> str | None:
 def note_left_off(file: Path, sets: list[str] | None) -> None:
     """A note for each intervention whose key is present with no value (``vaccination:``): it is
     off (a file that extends another turns one off so), while ``{}`` turns it on."""
-    from abm.scenario import apply_set, read_scenario_data
+    from abm.scenario import ScenarioError, apply_set, read_scenario_data
 
     try:
         data = read_scenario_data(file)
@@ -231,6 +257,7 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
     ``overrides``, without the options) lacks it: the ``(option, key=value)`` options turned it on,
     with the defaults for everything they do not set."""
     from abm.runs import resolve
+    from abm.scenario import ScenarioError
 
     try:
         base = resolve(file, overrides, None)
@@ -282,8 +309,10 @@ def run(
 
     Exit code 0 when done; 2 for bad input (nothing is written); 130 after
     Ctrl-C, 143 after SIGTERM (nothing is written, an earlier run is kept)."""
-    from abm.runs import resolve
-    from abm.runs import run as run_scenario
+    with loading():
+        from abm.runs import resolve
+        from abm.runs import run as run_scenario
+        from abm.scenario import ScenarioError, check_device
 
     refuse_learning_scenario(file)
     overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
@@ -364,8 +393,10 @@ def calibrate(
     set_: SetOption = None,
 ) -> None:
     """Fit a scenario's free parameters to observed data."""
-    from abm.calibration.observed import CalibrationError
-    from abm.calibration.optimize import calibrate as fit
+    with loading():
+        from abm.calibration.observed import CalibrationError
+        from abm.calibration.optimize import calibrate as fit
+        from abm.scenario import ScenarioError
 
     if trials is not None and trials < 1:
         fail(f"--trials: {trials} is not allowed; give at least 1")
@@ -421,7 +452,9 @@ def sweep(
     """Run every combination of --sweep values, with replicates, locally or on Ray.
 
     Writes one combined table (sweep.csv), a mean/sd table per variant and sweep.json."""
-    from abm.sweep import BACKENDS, plan, run_sweep
+    with loading():
+        from abm.scenario import ScenarioError
+        from abm.sweep import BACKENDS, plan, run_sweep
 
     if not sweep_:
         fail("--sweep: give at least one key.path=value1,value2,...")

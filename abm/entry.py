@@ -5,7 +5,12 @@ that an output being written is removed rather than left half-written; it exits 
 SIGTERM), Ctrl-C with 130. Once a command has written all its output (:func:`abm.interrupts.results_written`),
 both are ignored: what remains is printing, and the results are complete. An error raised while
 an interrupt was pending is taken as the interrupt: a library's compiled code that the
-KeyboardInterrupt lands in may turn it into another exception (:mod:`abm.interrupts`)."""
+KeyboardInterrupt lands in may turn it into another exception (:mod:`abm.interrupts`).
+
+A command that ends leaves without the interpreter's teardown of every module, which takes
+0.5-1 s once torch is loaded and only frees memory: the exit handlers run and the output is
+flushed as in a normal exit (:func:`_leave`). Where a thread that is not a daemon still runs, or a
+profiler or tracer is active (cProfile, coverage, a debugger), the exit is the normal one."""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ import atexit
 import os
 import signal
 import sys
+import threading
+from typing import NoReturn
 
 from abm import interrupts, invocation
 
@@ -40,7 +47,7 @@ def main() -> None:
     except BaseException as exc:
         if not isinstance(exc, KeyboardInterrupt) and interrupts.interrupted() is None:
             raise
-        sys.stderr.write("interrupted while starting; nothing was run\n")
+        sys.stderr.write(interrupts.STARTING + "\n")
         sys.stderr.flush()
         # Not SystemExit: an interrupt that lands in code an extension module runs through
         # PyRun_* while it loads is marked unhandled by CPython even when caught here, and the
@@ -50,11 +57,34 @@ def main() -> None:
     try:
         cli_main()
     except SystemExit as exc:
-        if exc.code != 130:
+        if exc.code == 130:
+            # Interrupted, and the command has cleaned up and said so: leave with 130 for the
+            # same reason as above, after the exit handlers a normal exit would run.
+            _leave(_interrupted_code())
+        if not isinstance(exc.code, int | None) or _teardown_needed():
             raise
-        # Interrupted, and the command has cleaned up and said so: leave with 130 for the same
-        # reason as above, after the exit handlers a normal exit would run.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        atexit._run_exitfuncs()
-        os._exit(_interrupted_code())
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed pipe, say: the interpreter's exit reports it
+            raise exc from None
+        _leave(exc.code or 0)
+
+
+def _teardown_needed() -> bool:
+    """Whether the exit must be the interpreter's own: a thread that is not a daemon still runs
+    (the interpreter waits for it), or a profiler or tracer writes its report at the end."""
+    main_thread = threading.main_thread()
+    running = [t for t in threading.enumerate() if t is not main_thread and not t.daemon]
+    return bool(running) or sys.getprofile() is not None or sys.gettrace() is not None
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit with ``code`` after the exit handlers, with stdout and stderr flushed, and without the
+    interpreter's teardown of modules."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 _written: list[bool] = []
 _received: list[int] = []
+STARTING = "interrupted while starting; nothing was run"  # Ctrl-C while the libraries load
 
 
 def results_written() -> None:

@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from abm.populations.population import AGE_GROUP_LABELS as AGE_GROUP_LABELS  # kept here for the engine's users
 from abm.populations.population import AGE_GROUPS
 
 
@@ -36,7 +37,6 @@ class Stage(IntEnum):
 STAGE_NAMES = [s.name.lower() for s in Stage]
 NUM_STAGES = len(Stage)
 NUM_AGE_GROUPS = AGE_GROUPS  # ten-year groups 0-9 .. 80+ (abm.populations.population)
-AGE_GROUP_LABELS = ["0-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "70-79", "80+"]
 ABSORBING = (Stage.DEATH, Stage.RECOVERED)
 NEVER = 32767  # "no scheduled transition" in the int16 day field
 

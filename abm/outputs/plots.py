@@ -22,7 +22,7 @@ import yaml
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from abm.engine.disease import AGE_GROUP_LABELS
+from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: that loads torch
 
 PLOT_FILES = {
     "hospital_occupancy": "hospital_occupancy.png",

@@ -10,6 +10,7 @@ import pandas as pd
 SCHOOL = "SCHOOL"
 LONG_TERM_CARE = "LONG_TERM_CARE"
 AGE_GROUPS = 9  # ten-year groups 0-9, 10-19, ..., 70-79, 80+
+AGE_GROUP_LABELS = ["0-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "70-79", "80+"]
 
 
 def ten_year_group(age: np.ndarray) -> np.ndarray:

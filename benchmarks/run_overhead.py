@@ -1,0 +1,148 @@
+"""The whole `abm` command as a user runs it: fresh processes, from start to exit.
+
+    python benchmarks/run_overhead.py [--repeats 5] [--tree DIR ...] [--skip-10]
+
+Each tree (a checkout of abm, put first on PYTHONPATH; default: this one) runs, ``--repeats``
+times and alternating between trees so that all of them see the same load on the machine:
+
+- ``abm --version`` and ``abm validate scenarios/king_county/no_intervention.yaml``;
+- ``abm run scenarios/king_county/no_intervention.yaml`` with 1 and 10 (the scenario's)
+  replicates, into a fresh folder, with a breakdown from the run's ``manifest.json`` timings:
+  population, engine setup, day loop, tables and summary, writing the tables (resolved scenario,
+  CSV, Parquet, summary), plots, map, map snapshots, the exit (from the last line printed to the
+  process's end); start-up is what remains of the wall time (interpreter, imports, checks, and
+  printing the summary).
+
+With two trees or more, the last runs' folders are compared with the first tree's: every file but
+``manifest.json`` must be byte-identical (a PNG whose bytes differ is compared pixel by pixel).
+Prints a Markdown table of medians for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import filecmp
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = "scenarios/king_county/no_intervention.yaml"
+PHASES = {  # breakdown row: manifest timing
+    "population": "population_seconds",
+    "engine setup": "setup_seconds",
+    "day loop": "engine_seconds",
+    "tables and summary": "tables_seconds",
+    "plots": "plots_seconds",
+    "map": "map_seconds",
+    "map snapshots": "map_snapshots_seconds",
+}
+
+
+def timed(tree: Path, args: list[str]) -> tuple[float, float]:
+    """Seconds that ``python -m abm ARGS`` takes with ``tree`` first on PYTHONPATH (run in ``tree``),
+    and of those the seconds from its last line of output to its end (the exit)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, "-m", "abm", *args]
+    start = time.perf_counter()
+    with subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        last = start
+        for _ in proc.stdout:  # type: ignore[union-attr]
+            last = time.perf_counter()
+    end = time.perf_counter()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} in {tree} failed with exit code {proc.returncode}")
+    return end - start, end - last
+
+
+def whole_run(tree: Path, replicates: int, out: Path) -> dict[str, float]:
+    """One `abm run` into ``out`` (written fresh): its wall time and the manifest's breakdown."""
+    shutil.rmtree(out, ignore_errors=True)
+    wall, exit_seconds = timed(tree, ["run", SCENARIO, "--replicates", str(replicates), "--out", str(out)])
+    t = json.loads((out / "manifest.json").read_text())["timings"]
+    row = {"total": wall, **{name: t[key] for name, key in PHASES.items()}}
+    figures = t["plots_seconds"] + t["map_seconds"] + t["map_snapshots_seconds"]
+    row["writing tables"] = t["output_seconds"] - figures
+    row["exit (after the last line printed)"] = exit_seconds
+    run_seconds = sum(t[k] for k in ("population_seconds", "setup_seconds", "engine_seconds", "tables_seconds"))
+    row["start-up (the rest)"] = wall - run_seconds - t["output_seconds"] - exit_seconds
+    return row
+
+
+def same_outputs(a: Path, b: Path) -> list[str]:
+    """Files of run folder ``b`` that differ from ``a`` (manifest.json aside; PNGs by pixels)."""
+    names = sorted(
+        {p.relative_to(a) for p in a.rglob("*") if p.is_file()}
+        | {p.relative_to(b) for p in b.rglob("*") if p.is_file()}
+    )
+    differ = []
+    for name in names:
+        if name.name == "manifest.json":
+            continue
+        fa, fb = a / name, b / name
+        if not (fa.is_file() and fb.is_file()):
+            differ.append(f"{name} (only in one)")
+        elif not filecmp.cmp(fa, fb, shallow=False) and not (name.suffix == ".png" and same_pixels(fa, fb)):
+            differ.append(str(name))
+    return differ
+
+
+def same_pixels(a: Path, b: Path) -> bool:
+    """Whether two PNG files hold the same image."""
+    from PIL import Image
+
+    with Image.open(a) as ia, Image.open(b) as ib:
+        return ia.size == ib.size and ia.mode == ib.mode and ia.tobytes() == ib.tobytes()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--tree", type=Path, action="append", help="a checkout of abm (repeatable; default: this one)")
+    ap.add_argument("--skip-10", action="store_true", help="leave out the run of 10 replicates")
+    args = ap.parse_args()
+    trees = [t.resolve() for t in args.tree or [ROOT]]
+    reps = [1] if args.skip_10 else [1, 10]
+    work = Path(tempfile.mkdtemp(prefix="abm-run-overhead-"))
+    times: dict[tuple[int, str], list[float]] = {}
+    try:
+        for k in range(args.repeats):
+            for i, tree in enumerate(trees):
+                times.setdefault((i, "abm --version"), []).append(timed(tree, ["--version"])[0])
+                times.setdefault((i, "abm validate"), []).append(timed(tree, ["validate", SCENARIO])[0])
+                for r in reps:
+                    for name, value in whole_run(tree, r, work / f"tree{i}-r{r}").items():
+                        times.setdefault((i, f"abm run, {r} replicate(s): {name}"), []).append(value)
+            print(f"# repeat {k + 1} of {args.repeats} done", file=sys.stderr, flush=True)
+        differ = {
+            (i, r): same_outputs(work / f"tree0-r{r}", work / f"tree{i}-r{r}")
+            for i in range(1, len(trees))
+            for r in reps
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"{dt.date.today()}; machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
+        f"Python {platform.python_version()}; {args.repeats} runs of each, medians in seconds"
+    )
+    print()
+    print("| measure | " + " | ".join(str(t) for t in trees) + " |")
+    print("|---|" + "---:|" * len(trees))
+    for measure in dict.fromkeys(m for _, m in times):
+        cells = [f"{statistics.median(times[i, measure]):.2f}" for i in range(len(trees))]
+        print(f"| {measure} | " + " | ".join(cells) + " |")
+    for (i, r), names in differ.items():
+        verdict = "identical outputs" if not names else f"DIFFERENT: {', '.join(names)}"
+        print(f"\n{trees[i]} against {trees[0]}, {r} replicate(s): {verdict} (manifest.json aside)")
+
+
+if __name__ == "__main__":
+    main()

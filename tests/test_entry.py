@@ -1,0 +1,76 @@
+"""How the ``abm`` console script starts and ends: what it loads for quick commands, and its exit
+(exit handlers, output, threads) once it skips the interpreter's teardown of modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+# A child that runs the console script with ARGS after SETUP, as `abm ARGS` would; it says so
+# when the script returns to it (the interpreter's own exit) instead of leaving at once.
+CHILD = """
+import sys
+{setup}
+sys.argv = ["abm", *{args!r}]
+from abm.entry import main
+try:
+    main()
+finally:
+    print("normal exit")
+"""
+
+
+def console_script(args: list[str], setup: str = "") -> subprocess.CompletedProcess:
+    code = CHILD.format(setup=textwrap.dedent(setup), args=args)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_the_exit_runs_the_exit_handlers_after_the_output_and_keeps_the_exit_code():
+    setup = """
+    import atexit
+    atexit.register(lambda: print("exit handler ran"))  # buffered: lost unless flushed after it
+    print("before the command")
+    """
+    done = console_script(["--version"], setup)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "before the command" and lines[1].startswith("abm ") and lines[2] == "exit handler ran"
+    usage = console_script(["run"], setup)  # no scenario file: a usage error
+    assert usage.returncode == 2 and usage.stdout.splitlines()[-1] == "exit handler ran"
+    assert "Missing argument 'FILE'" in usage.stderr
+
+
+def test_the_exit_skips_the_teardown_of_modules_unless_a_tracer_or_a_thread_needs_it(tmp_path):
+    # An object of the main module is finalized by the interpreter's teardown (its __del__ writes).
+    setup = """
+    import os
+    class Finalized:
+        def __del__(self):
+            os.write(1, b"torn down\\n")
+    kept = Finalized()
+    """
+    plain = subprocess.run([sys.executable, "-c", textwrap.dedent(setup)], capture_output=True, text=True)
+    assert plain.stdout == "torn down\n"  # a script's normal exit
+    quick = console_script(["--version"], setup)
+    assert quick.returncode == 0 and quick.stdout.startswith("abm ") and quick.stdout.count("\n") == 1
+    traced = console_script(["--version"], "sys.settrace(lambda *a: None)\n")  # coverage, a debugger
+    assert traced.returncode == 0 and traced.stdout.splitlines()[-1] == "normal exit"
+    late = tmp_path / "late.txt"
+    thread = f"""
+    import threading, time
+    threading.Thread(target=lambda: (time.sleep(0.5), open({str(late)!r}, "w").write("done"))).start()
+    """
+    waited = console_script(["--version"], thread)
+    assert waited.returncode == 0 and late.read_text() == "done" and waited.stdout.splitlines()[-1] == "normal exit"
+
+
+def test_version_help_and_compare_do_not_load_torch():
+    """Loading torch takes a second or more: `abm --version` and `abm --help` read no scenario, and
+    `abm compare` reads run folders."""
+    report = 'import atexit; atexit.register(lambda: print("torch loaded:", "torch" in sys.modules))\n'
+    for args in (["--version"], ["--help"], ["run", "--help"]):
+        done = console_script(args, report)
+        assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: False", (args, done.stdout)
+    code = 'import sys, abm.outputs.compare; print("torch" in sys.modules)'
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
