@@ -231,6 +231,11 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
             "holdout_window starts on 2020-04-01, within or before the fit window",
         ),
         ({"fit_window": ["2020-03-01", "2020-03-03"]}, "fit_window 2020-03-01 to 2020-03-03 holds no whole week"),
+        (  # a window beyond the data is named as such, not as too few simulation.days for it
+            {"fit_window": ["2020-02-28", "2021-01-31"], "holdout_window": None},
+            "cal.yaml: calibration.fit_window: 2020-02-28 to 2021-01-31 lies outside the data of 'king_county_2020' "
+            "(2020-01-22 to 2020-12-31)",
+        ),
         (
             {"parameters": {"disease.transmision_rate": {"low": 2.0, "high": 8.0}}},
             "calibration.parameters.disease.transmision_rate: low 2.0 gives an invalid scenario: "
