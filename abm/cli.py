@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -499,6 +500,8 @@ def data_boundaries(
     from abm.populations import load_region
     from abm.populations.region import RegionError
 
+    if not math.isfinite(timeout) or timeout <= 0:
+        fail(f"--timeout: {timeout:g} is not allowed; give a number of seconds above 0")
     try:
         reg = load_region(region)
     except (RegionError, OSError) as exc:
