@@ -304,6 +304,10 @@ def learn(
     ] = None,
 ) -> None:
     """Run a decentralized-learning scenario; write report.json and plots."""
+    from abm.learning.scenario import RUNNERS
+
+    if runner is not None and runner not in RUNNERS:  # the option, not the file's runner key, is at fault
+        fail(f"--runner: {runner!r} is not allowed; allowed: {', '.join(RUNNERS)}")
     kind = learning_kind(file)
     if kind is None and is_epidemic_scenario(file):
         fail(f"{file}: this is an epidemic scenario, not a learning one; run it with `abm run {file}`")

@@ -140,6 +140,23 @@ def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("scenario", ["gmm_fedavg_private.yaml", "private_calibration.yaml"])
+def test_cli_learn_names_a_bad_runner_option_as_the_option(scenario, tmp_path):
+    """`abm learn --runner grpc`: the option is at fault, not the file's ``runner`` key; exit
+    code 2 and nothing written, for both kinds of learning scenario."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["learn", str(SCENARIOS / scenario), "--runner", "grpc", "--out", str(out)])
+    assert res.exit_code == 2
+    assert " ".join(res.output.split()) == (
+        "error: --runner: 'grpc' is not allowed; allowed: inprocess, flower-sim, flower"
+    )
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_shipped_scenarios_validate(path):
     import yaml
