@@ -119,6 +119,57 @@ def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> lis
     return list(_keys(current)) if _is_model(current) else None
 
 
+# pydantic's error types, in the words of the people who write scenarios ("Input should be
+# greater than or equal to 1" is the schema library speaking); a type not here keeps pydantic's
+# message, its "Input should be" said as "must be".
+PLAIN = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be greater than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "multiple_of": "must be a multiple of {multiple_of}",
+    "literal_error": "must be {expected}",
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number, without a fractional part",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "write true or false",
+    "bool_type": "write true or false",
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "set_type": "must be a list",
+    "dict_type": "must be a mapping (key: value)",
+    "model_type": "must be a section of settings (key: value)",
+    "model_attributes_type": "must be a section of settings (key: value)",
+    "date_type": "must be a date, written YYYY-MM-DD",
+    "date_parsing": "must be a date, written YYYY-MM-DD",
+    "date_from_datetime_parsing": "must be a date, written YYYY-MM-DD",
+    "date_from_datetime_inexact": "must be a date, written YYYY-MM-DD",
+}
+
+
+def plain_message(kind: str, msg: str, ctx: dict[str, Any] | None) -> str:
+    """What is allowed, for a pydantic error of type ``kind`` with message ``msg`` and context
+    ``ctx``, in plain words (:data:`PLAIN`)."""
+    shown = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in (ctx or {}).items()}
+    try:
+        return PLAIN[kind].format(**shown)
+    except (KeyError, IndexError):
+        return re.sub(r"^Input should be\b", "must be", msg)
+
+
+def size_problem(ctx: dict[str, Any], value: Any) -> str:
+    """A list or mapping with too few or too many entries: how many it has and how many it may."""
+    n = len(value) if hasattr(value, "__len__") else ctx.get("actual_length", 0)
+    noun = ("entry", "entries") if isinstance(value, dict) else ("item", "items")
+    has = f"has {n} {noun[n != 1]}"
+    if "min_length" in ctx:
+        return f"{has}; give at least {ctx['min_length']}"
+    return f"{has}; give at most {ctx['max_length']}"
+
+
 def error_lines(
     exc: ValidationError,
     model: type[BaseModel],
@@ -144,12 +195,13 @@ def error_lines(
     for err, loc, root in entries:
         if root is not None and len(loc) == root and loc in items_at_fault:
             continue
-        kind, value, msg = err["type"], err.get("input"), err["msg"].removeprefix("Value error, ")
+        kind, value = err["type"], err.get("input")
+        msg = plain_message(kind, err["msg"].removeprefix("Value error, "), err.get("ctx"))
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))
             kind = "missing" if kind == "union_tag_not_found" else kind
-            value, msg = ctx.get("tag"), f"Input should be one of {ctx.get('expected_tags')}"
+            value, msg = ctx.get("tag"), f"must be one of {ctx.get('expected_tags')}"
         if root is not None and loc in merged:
             at = merged[loc]
             if msg not in lines[at][1]:
@@ -164,6 +216,8 @@ def error_lines(
             text = f"{path}: required key is missing"
         elif not loc:  # a check across sections: its message names the keys
             text = msg
+        elif kind in ("too_short", "too_long"):  # a list or mapping: how many entries, not all of them
+            text = f"{path}: {size_problem(err.get('ctx', {}), value)}"
         elif isinstance(value, dict) and root is None:  # a check across a section's keys names them
             text = f"{path}: {msg}"
         else:

@@ -376,10 +376,10 @@ BAD = [
     ("simulation: {days: ten}", "simulation.days: 'ten' is not allowed"),
     (
         "contacts: {occupation: {rewire_probability: 1.5}}",
-        "contacts.occupation.rewire_probability: 1.5 is not allowed: Input should be less than or equal to 1",
+        "contacts.occupation.rewire_probability: 1.5 is not allowed: must be at most 1",
     ),
     ("seeding: {infections: {asymptomatic: -3}}", "seeding.infections.asymptomatic: -3 is not allowed"),
-    ("seeding: {day: -1}", "seeding.day: -1 is not allowed: Input should be greater than or equal to 0"),
+    ("seeding: {day: -1}", "seeding.day: -1 is not allowed: must be at least 0"),
     ("population: {agents: 900000000000}", "population.agents: 900000000000 agents x 1 replicates need about"),
     ("simulation: [1, 2", "invalid YAML"),
     (
@@ -587,7 +587,7 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
             "simulation: {days: -3, replicatez: 2}\ndisease: {dwell_times: true}\n",
             [],
             "invalid scenario: disease.dwell_times: true is not allowed: a list is expected here "
-            "simulation.days: -3 is not allowed: Input should be greater than or equal to 1 "
+            "simulation.days: -3 is not allowed: must be at least 1 "
             "simulation.replicatez: unknown key; allowed keys: days, replicates, seed, device, threads",
         ),
         (

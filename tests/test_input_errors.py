@@ -376,19 +376,18 @@ def test_a_key_of_several_forms_is_named_by_its_key_path_and_brackets_survive(sm
     out = error("contacts.same_in_every_replicate=[schools]")
     assert "(with --set contacts.same_in_every_replicate=[schools])" in out
     assert out.endswith(
-        "contacts.same_in_every_replicate[0]: 'schools' is not allowed: Input should be 'occupation' or 'community'"
+        "contacts.same_in_every_replicate[0]: 'schools' is not allowed: must be 'occupation' or 'community'"
     )
     assert "boolean" not in out and ".bool" not in out and "list[literal" not in out
     assert error("contacts.same_in_every_replicate=1").endswith(
         "contacts.same_in_every_replicate: 1 is not allowed: write true or false, or a list"
     )
     assert error("interventions.vaccination.priority=bogus").endswith(
-        "interventions.vaccination.priority: 'bogus' is not allowed: Input should be 'oldest_first' or "
-        "'youngest_first'; or Input should be a valid list"
+        "interventions.vaccination.priority: 'bogus' is not allowed: must be 'oldest_first' or "
+        "'youngest_first'; or must be a list"
     )
     assert error("interventions.vaccination.priority=[1, x, 3]").endswith(
-        "interventions.vaccination.priority[1]: 'x' is not allowed: Input should be a valid integer, unable to parse "
-        "string as an integer"
+        "interventions.vaccination.priority[1]: 'x' is not allowed: must be a whole number"
     )
     result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[occupation]"])
     assert result.exit_code == 0, result.output
@@ -399,8 +398,8 @@ def test_errors_at_one_key_of_a_mapping_are_each_named(small):
     result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={bogus: -1}"])
     assert result.exit_code == 2
     out = text(result)
-    assert "seeding.infections.bogus: 'bogus' is not allowed: Input should be 'asymptomatic'," in out
-    assert "seeding.infections.bogus: -1 is not allowed: Input should be greater than or equal to 0" in out
+    assert "seeding.infections.bogus: 'bogus' is not allowed: must be 'asymptomatic'," in out
+    assert "seeding.infections.bogus: -1 is not allowed: must be at least 0" in out
     result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={1: 2, 2: 3}"])
     assert result.exit_code == 2
     assert "seeding.infections.1: 1 is not allowed" in text(result)
@@ -448,3 +447,37 @@ def test_a_gradient_calibration_that_does_not_fit_the_device_gets_one_message(tm
     ) in text(result)
     assert "Traceback" not in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("simulation.days=abc", "simulation.days: 'abc' is not allowed: must be a whole number"),
+        (
+            "simulation.days=2.5",
+            "simulation.days: 2.5 is not allowed: must be a whole number, without a fractional part",
+        ),
+        ("contacts.occupation.rewire_probability=1.5", "rewire_probability: 1.5 is not allowed: must be at most 1"),
+        ("disease.transmission_rate=x", "disease.transmission_rate: 'x' is not allowed: must be a number"),
+        (
+            "calibration.start_date=soon",
+            "calibration.start_date: 'soon' is not allowed: must be a date, written YYYY-MM-DD",
+        ),
+        ("calibration.targets=[]", "calibration.targets: has 0 items; give at least 1"),
+        ("calibration.parameters={}", "calibration.parameters: has 0 entries; give at least 1"),
+        (
+            "calibration.targets=[deaths, x]",
+            "calibration.targets[1]: 'x' is not allowed: must be 'hospital_admissions', ",
+        ),
+    ],
+)
+def test_schema_errors_are_said_in_plain_words(small, setting, message):
+    """What the schema refuses is said in the words of a scenario's author ("must be at least 1",
+    "has 0 items; give at least 1"), not in pydantic's ("Input should be greater than or equal
+    to 1", "List should have at least 1 item after validation, not 0"); a list is counted, not
+    printed back whole."""
+    result = CliRunner().invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    out = text(result)
+    assert out.startswith(f"error: {small} (with --set {setting}): invalid scenario: ") and message in out, out
+    assert "Input should" not in out and "after validation" not in out

@@ -79,7 +79,7 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
             try:
                 validate(with_values(data, {key: inside}), source)
             except ScenarioError as exc:
-                if "fractional part" in str(exc):  # pydantic's word for a whole-number field
+                if "fractional part" in str(exc):  # validation_errors.PLAIN["int_from_float"]: a whole-number field
                     raise CalibrationError(
                         f"{source}: calibration.parameters.{key}: takes whole numbers; add integer: true"
                     ) from None  # any other fault: the bounds' checks below name it
