@@ -29,6 +29,16 @@ def _interrupted_code() -> int:
     return 128 + (_signal_received[0] if _signal_received else signal.SIGINT)
 
 
+def _ignore_late_signals() -> None:
+    """Once the output is complete, ignore Ctrl-C and SIGTERM through the interpreter's shutdown
+    as well: CPython puts a signal that has a Python handler back to its default action when it
+    shuts down (one set to be ignored stays so), and a signal then would end the process with
+    130 or 143 after it wrote complete results."""
+    if interrupts.output_complete():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def main() -> None:
     """Run the ``abm`` command."""
     interrupts.reset()
@@ -49,6 +59,7 @@ def main() -> None:
         cli_main()
     except SystemExit as exc:
         if exc.code != 130:
+            _ignore_late_signals()
             raise
         # Interrupted, and the command has cleaned up and said so: leave with 130 for the same
         # reason as above, after the exit handlers a normal exit would run.
@@ -56,3 +67,4 @@ def main() -> None:
         sys.stderr.flush()
         atexit._run_exitfuncs()
         os._exit(_interrupted_code())
+    _ignore_late_signals()

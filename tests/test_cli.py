@@ -514,6 +514,39 @@ def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
     assert entry._interrupt(signal.SIGINT, None) is None and entry._signal_received == [signal.SIGTERM]
 
 
+@pytest.mark.parametrize(("written", "code"), [(True, 0), (False, 2)])
+def test_the_signals_stay_ignored_through_shutdown_once_the_results_are_written(monkeypatch, written, code):
+    """After a command that wrote its output, the console script leaves Ctrl-C and SIGTERM
+    ignored (SIG_IGN), not to its Python handler: CPython puts such a handler back to the
+    default action while the interpreter shuts down, and a signal then ended a complete
+    `abm learn` with 130 (2 of about 10 tries with `timeout -s INT` near its end). A command
+    that wrote nothing keeps the handler."""
+    import signal
+
+    import abm.cli
+    from abm import entry, interrupts, invocation
+
+    def command() -> None:
+        if written:
+            interrupts.results_written()
+        raise SystemExit(code)
+
+    monkeypatch.setattr(abm.cli, "main", command)
+    monkeypatch.setattr(sys, "argv", ["abm", "learn", "x.yaml"])
+    monkeypatch.setattr(invocation, "_command", [])  # entry.main records its command line there
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            entry.main()
+        handlers = {signal.getsignal(s) for s in saved}
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        interrupts.reset()
+    assert exit_.value.code == code
+    assert handlers == ({signal.SIG_IGN} if written else {entry._interrupt})
+
+
 def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monkeypatch):
     """`--out` on a folder of the user's, on a file, or on the working folder: one message, exit
     code 2, before anything runs, and the user's files are untouched. An empty folder, and a
