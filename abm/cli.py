@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -366,6 +367,10 @@ def learn(
     ] = None,
 ) -> None:
     """Run a decentralized-learning scenario; write report.json and plots."""
+    from abm.learning.scenario import RUNNERS
+
+    if runner is not None and runner not in RUNNERS:  # the option, not the file's runner key, is at fault
+        fail(f"--runner: {runner!r} is not allowed; allowed: {', '.join(RUNNERS)}")
     kind = learning_kind(file)
     if kind is None and is_epidemic_scenario(file):
         fail(f"{file}: this is an epidemic scenario, not a learning one; run it with `abm run {file}`")
@@ -556,6 +561,8 @@ def data_boundaries(
     from abm.populations import load_region
     from abm.populations.region import RegionError
 
+    if not math.isfinite(timeout) or timeout <= 0:
+        fail(f"--timeout: {timeout:g} is not allowed; give a number of seconds above 0")
     try:
         reg = load_region(region)
     except (RegionError, OSError) as exc:

@@ -36,8 +36,19 @@ def _interrupted_code() -> int:
     return 128 + (interrupts.interrupted() or signal.SIGINT)
 
 
-def main() -> None:
-    """Run the ``abm`` command."""
+def _ignore_late_signals() -> None:
+    """Once the output is complete, ignore Ctrl-C and SIGTERM through the interpreter's shutdown
+    as well: CPython puts a signal that has a Python handler back to its default action when it
+    shuts down (one set to be ignored stays so), and a signal then would end the process with
+    130 or 143 after it wrote complete results."""
+    if interrupts.output_complete():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def command() -> int | str | None:
+    """Run the ``abm`` command in this process and return its exit code (what its SystemExit
+    carried); the process goes on. Only Ctrl-C while the libraries load ends it (below)."""
     interrupts.reset()
     invocation.set_command(["abm", *sys.argv[1:]])
     signal.signal(signal.SIGTERM, _interrupt)
@@ -57,18 +68,29 @@ def main() -> None:
     try:
         cli_main()
     except SystemExit as exc:
-        if exc.code == 130:
-            # Interrupted, and the command has cleaned up and said so: leave with 130 for the
-            # same reason as above, after the exit handlers a normal exit would run.
-            _leave(_interrupted_code())
-        if not isinstance(exc.code, int | None) or _teardown_needed():
-            raise
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except (OSError, ValueError):  # a closed pipe, say: the interpreter's exit reports it
-            raise exc from None
-        _leave(exc.code or 0)
+        if exc.code != 130:
+            _ignore_late_signals()
+        return exc.code
+    _ignore_late_signals()
+    return 0
+
+
+def main() -> None:
+    """The ``abm`` console script (and ``python -m abm``): run the command, then end the process
+    with its exit code. For a command inside another program, :func:`command`."""
+    code = command()
+    if code == 130:
+        # Interrupted, and the command has cleaned up and said so: leave with 130 for the same
+        # reason as above, after the exit handlers a normal exit would run.
+        _leave(_interrupted_code())
+    if not isinstance(code, int | None) or _teardown_needed():
+        raise SystemExit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe, say: the interpreter's exit reports it
+        raise SystemExit(code) from None
+    _leave(code or 0)
 
 
 def _teardown_needed() -> bool:

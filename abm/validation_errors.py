@@ -146,10 +146,9 @@ def pattern_words(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> st
     return extra.get("allowed") if isinstance(extra, dict) else None
 
 
-# pydantic's error types for a mapping (a section) or a date given something else, whose own
-# messages name Python types ("a valid dictionary or instance of SimulationConfig").
+# pydantic's error types for a mapping (a section) given something else, whose own messages
+# name Python types ("a valid dictionary or instance of SimulationConfig").
 SECTION_EXPECTED = ("model_type", "model_attributes_type", "dict_type")
-DATE_EXPECTED = ("date_type", "date_parsing", "date_from_datetime_parsing", "date_from_datetime_inexact")
 
 
 def section_expected(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str:
@@ -160,17 +159,61 @@ def section_expected(model: type[BaseModel], loc: tuple[Any, ...], data: Any) ->
     return f"a section of settings is expected here, written as key: value lines under it{allowed}"
 
 
-def plain_message(kind: str, msg: str, model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str:
-    """pydantic's message ``msg`` for an error of type ``kind`` at key path ``loc`` of ``data``
-    (validated as ``model``), in the user's terms where pydantic's names Python types or a pattern."""
+# pydantic's error types, in the words of the people who write scenarios ("Input should be
+# greater than or equal to 1" is the schema library speaking); a type not here keeps pydantic's
+# message, its "Input should be" said as "must be".
+PLAIN = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be greater than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "multiple_of": "must be a multiple of {multiple_of}",
+    "literal_error": "must be {expected}",
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number, without a fractional part",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "write true or false",
+    "bool_type": "write true or false",
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "set_type": "must be a list",
+    "date_type": "must be a date, written YYYY-MM-DD (e.g. 2020-02-01)",
+    "date_parsing": "must be a date, written YYYY-MM-DD (e.g. 2020-02-01)",
+    "date_from_datetime_parsing": "must be a date, written YYYY-MM-DD (e.g. 2020-02-01)",
+    "date_from_datetime_inexact": "must be a date, written YYYY-MM-DD (e.g. 2020-02-01)",
+}
+
+
+def plain_message(
+    kind: str, msg: str, ctx: dict[str, Any] | None, model: type[BaseModel], loc: tuple[Any, ...], data: Any
+) -> str:
+    """What is allowed, for a pydantic error of type ``kind`` with message ``msg`` and context
+    ``ctx`` at key path ``loc`` of ``data`` (validated as ``model``), in plain words: a section
+    expected names the keys it allows, a text key its allowed form (a pattern says it to few
+    readers), the others :data:`PLAIN`."""
     if kind in SECTION_EXPECTED:
         return section_expected(model, loc, data)
-    if kind in DATE_EXPECTED:
-        return "a date is expected here, written YYYY-MM-DD (e.g. 2020-02-01)"
-    if kind == "tuple_type":  # "a valid tuple": YAML has lists
-        return "a list is expected here"
     words = pattern_words(model, loc, data) if kind == "string_pattern_mismatch" else None
-    return f"write {words}" if words else msg
+    if words:
+        return f"write {words}"
+    shown = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in (ctx or {}).items()}
+    try:
+        return PLAIN[kind].format(**shown)
+    except (KeyError, IndexError):
+        return re.sub(r"^Input should be\b", "must be", msg).replace(" after validation", "")
+
+
+def size_problem(ctx: dict[str, Any], value: Any) -> str:
+    """A list or mapping with too few or too many entries: how many it has and how many it may."""
+    n = len(value) if hasattr(value, "__len__") else ctx.get("actual_length", 0)
+    noun = ("entry", "entries") if isinstance(value, dict) else ("item", "items")
+    has = f"has {n} {noun[n != 1]}"
+    if "min_length" in ctx:
+        return f"{has}; give at least {ctx['min_length']}"
+    return f"{has}; give at most {ctx['max_length']}"
 
 
 def error_lines(
@@ -198,20 +241,20 @@ def error_lines(
     for err, loc, root in entries:
         if root is not None and len(loc) == root and loc in items_at_fault:
             continue
-        msg = err["msg"].removeprefix("Value error, ").replace(" after validation", "")  # a list's length
         kind, value = err["type"], err.get("input")
+        raw = err["msg"].removeprefix("Value error, ")
+        msg = plain_message(kind, raw, err.get("ctx"), model, loc[len(prefix) :], lookup(data, prefix))
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))
             kind = "missing" if kind == "union_tag_not_found" else kind
-            value, msg = ctx.get("tag"), f"Input should be one of {ctx.get('expected_tags')}"
+            value, msg = ctx.get("tag"), f"must be one of {ctx.get('expected_tags')}"
         if root is not None and loc in merged:
             at = merged[loc]
             if msg not in lines[at][1]:
                 lines[at] = (loc, f"{lines[at][1]}; or {msg}")
             continue
         path = format_key_path(loc, data)
-        msg = plain_message(kind, msg, model, loc[len(prefix) :], lookup(data, prefix))
         if kind in SECTION_EXPECTED and value is None:
             text = f"{path}: has no value; {msg}, or leave the key out for the defaults"
         elif kind == "extra_forbidden":
@@ -222,6 +265,8 @@ def error_lines(
             text = f"{path}: required key is missing"
         elif not loc:  # a check across sections: its message names the keys
             text = msg
+        elif kind in ("too_short", "too_long"):  # a list or mapping: how many entries, not all of them
+            text = f"{path}: {size_problem(err.get('ctx', {}), value)}"
         elif isinstance(value, dict) and root is None and kind == "value_error":  # a check across a section's keys
             text = f"{path}: {msg}"
         else:
@@ -275,7 +320,7 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             container = {list: "a list", tuple: "a list", dict: "a mapping"}
             scalar = "a number" if all(o in (int, float) for o in options) else "text" if options == [str] else None
             expected = container.get(typing.get_origin(ann), scalar or "a number or text")
-            problems.append(f"{where}: {str(value).lower()} is not allowed: {expected} is expected here")
+            problems.append(f"{where}: {str(value).lower()} is not allowed: must be {expected}")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {shown(value)} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list

@@ -204,3 +204,19 @@ def test_a_degenerate_ring_is_refused_and_reversed_rings_are_read_quietly(king_c
         found = read_boundary_file(reversed_rings)
     assert set(found) == set(geoids[:5]) and all(g.area == pytest.approx(4e-4, rel=1e-9) for g in found.values())
     assert not [r for r in caplog.records if r.name == "shapefile"] and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("timeout", ["-1", "0", "nan"])
+def test_a_download_timeout_that_is_no_positive_number_is_refused(timeout, tmp_path, monkeypatch):
+    """`abm data boundaries --timeout` takes seconds above 0: anything else is refused with exit
+    code 2 before any download is tried."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    monkeypatch.setenv("ABM_CACHE_DIR", str(tmp_path / "cache"))
+    res = CliRunner().invoke(app, ["data", "boundaries", "--timeout", timeout])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert f"--timeout: {float(timeout):g} is not allowed; give a number of seconds above 0" in text
+    assert "downloading" not in text and not (tmp_path / "cache").exists()

@@ -108,6 +108,18 @@ def test_bad_targets_get_clear_messages(tmp_path):
     twice.write_text("date,deaths\n" + "\n".join(f"2020-03-{d:02d},1" for d in [*range(1, 9), 5]))
     with pytest.raises(CalibrationError, match="date 2020-03-05 appears more than once; give one row per date"):
         load_observed(config(data=str(twice), fit_window=["2020-03-01", "2020-03-07"]))
+    undated = tmp_path / "undated.csv"
+    undated.write_text("day,deaths\n2020-03-01,1\n")
+    with pytest.raises(CalibrationError) as info:
+        load_observed(config(data=str(undated)))
+    assert str(info.value) == (
+        f"calibration.data: '{undated}' has no 'date' column (columns: day, deaths); it needs a date column "
+        "(YYYY-MM-DD) and a column per target"
+    )
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(CalibrationError, match=f"calibration.data: '{empty}' is empty; it needs a header line"):
+        load_observed(config(data=str(empty)))
 
 
 def test_bundled_king_county_series_cover_the_2020_windows():
@@ -231,6 +243,11 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
             "holdout_window starts on 2020-04-01, within or before the fit window",
         ),
         ({"fit_window": ["2020-03-01", "2020-03-03"]}, "fit_window 2020-03-01 to 2020-03-03 holds no whole week"),
+        (  # a window beyond the data is named as such, not as too few simulation.days for it
+            {"fit_window": ["2020-02-28", "2021-01-31"], "holdout_window": None},
+            "cal.yaml: calibration.fit_window: 2020-02-28 to 2021-01-31 lies outside the data of 'king_county_2020' "
+            "(2020-01-22 to 2020-12-31)",
+        ),
         (
             {"parameters": {"disease.transmision_rate": {"low": 2.0, "high": 8.0}}},
             "calibration.parameters.disease.transmision_rate: low 2.0 gives an invalid scenario: "

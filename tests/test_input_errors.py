@@ -376,19 +376,18 @@ def test_a_key_of_several_forms_is_named_by_its_key_path_and_brackets_survive(sm
     out = error("contacts.same_in_every_replicate=[schools]")
     assert "(with --set contacts.same_in_every_replicate=[schools])" in out
     assert out.endswith(
-        "contacts.same_in_every_replicate[0]: 'schools' is not allowed: Input should be 'occupation' or 'community'"
+        "contacts.same_in_every_replicate[0]: 'schools' is not allowed: must be 'occupation' or 'community'"
     )
     assert "boolean" not in out and ".bool" not in out and "list[literal" not in out
     assert error("contacts.same_in_every_replicate=1").endswith(
         "contacts.same_in_every_replicate: 1 is not allowed: write true or false, or a list"
     )
     assert error("interventions.vaccination.priority=bogus").endswith(
-        "interventions.vaccination.priority: 'bogus' is not allowed: Input should be 'oldest_first' or "
-        "'youngest_first'; or Input should be a valid list"
+        "interventions.vaccination.priority: 'bogus' is not allowed: must be 'oldest_first' or "
+        "'youngest_first'; or must be a list"
     )
     assert error("interventions.vaccination.priority=[1, x, 3]").endswith(
-        "interventions.vaccination.priority[1]: 'x' is not allowed: Input should be a valid integer, unable to parse "
-        "string as an integer"
+        "interventions.vaccination.priority[1]: 'x' is not allowed: must be a whole number"
     )
     result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[occupation]"])
     assert result.exit_code == 0, result.output
@@ -399,8 +398,8 @@ def test_errors_at_one_key_of_a_mapping_are_each_named(small):
     result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={bogus: -1}"])
     assert result.exit_code == 2
     out = text(result)
-    assert "seeding.infections.bogus: 'bogus' is not allowed: Input should be 'asymptomatic'," in out
-    assert "seeding.infections.bogus: -1 is not allowed: Input should be greater than or equal to 0" in out
+    assert "seeding.infections.bogus: 'bogus' is not allowed: must be 'asymptomatic'," in out
+    assert "seeding.infections.bogus: -1 is not allowed: must be at least 0" in out
     result = runner.invoke(app, ["validate", str(small), "--set", "seeding.infections={1: 2, 2: 3}"])
     assert result.exit_code == 2
     assert "seeding.infections.1: 1 is not allowed" in text(result)
@@ -481,10 +480,9 @@ def test_a_date_in_another_format_and_a_mapping_for_a_list_name_what_to_write(tm
     result = runner.invoke(app, ["validate", str(bad)])
     assert result.exit_code == 2
     assert (
-        "calibration.start_date: '02/01/2020' is not allowed: a date is expected here, written YYYY-MM-DD "
-        "(e.g. 2020-02-01)"
+        "calibration.start_date: '02/01/2020' is not allowed: must be a date, written YYYY-MM-DD (e.g. 2020-02-01)"
     ) in text(result)
-    assert "disease.dwell_times: {'a': 1} is not allowed: Input should be a valid list" in text(result)
+    assert "disease.dwell_times: {'a': 1} is not allowed: must be a list" in text(result)
 
 
 @pytest.mark.parametrize("index", ["x", "-1", "first"])
@@ -531,14 +529,46 @@ def test_a_date_where_a_window_is_expected_is_shown_as_written(small):
     valid tuple"."""
     result = runner.invoke(app, ["validate", str(small), "--set", "calibration.fit_window=2020-02-28"])
     assert result.exit_code == 2
-    assert "calibration.fit_window: 2020-02-28 is not allowed: a list is expected here" in text(result)
+    assert "calibration.fit_window: 2020-02-28 is not allowed: must be a list" in text(result)
     result = runner.invoke(app, ["validate", str(small), "--set", "calibration.fit_window=[2020-02-28, 3, x]"])
-    assert result.exit_code == 2 and "[2020-02-28, 3, 'x'] is not allowed" in text(result)
+    assert result.exit_code == 2 and "calibration.fit_window: has 3 items; give at most 2" in text(result)
 
 
 def test_a_list_of_the_wrong_length_is_named_with_its_length(small):
     result = runner.invoke(app, ["validate", str(small), "--set", "disease.susceptibility_by_age=[1, 1, 1]"])
     assert result.exit_code == 2
-    assert text(result).endswith(
-        "disease.susceptibility_by_age: [1, 1, 1] is not allowed: List should have at least 9 items, not 3"
-    )
+    assert text(result).endswith("disease.susceptibility_by_age: has 3 items; give at least 9")
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("simulation.days=abc", "simulation.days: 'abc' is not allowed: must be a whole number"),
+        (
+            "simulation.days=2.5",
+            "simulation.days: 2.5 is not allowed: must be a whole number, without a fractional part",
+        ),
+        ("contacts.occupation.rewire_probability=1.5", "rewire_probability: 1.5 is not allowed: must be at most 1"),
+        ("disease.transmission_rate=x", "disease.transmission_rate: 'x' is not allowed: must be a number"),
+        (
+            "calibration.start_date=soon",
+            "calibration.start_date: 'soon' is not allowed: must be a date, written YYYY-MM-DD",
+        ),
+        ("calibration.targets=[]", "calibration.targets: has 0 items; give at least 1"),
+        ("calibration.parameters={}", "calibration.parameters: has 0 entries; give at least 1"),
+        (
+            "calibration.targets=[deaths, x]",
+            "calibration.targets[1]: 'x' is not allowed: must be 'hospital_admissions', ",
+        ),
+    ],
+)
+def test_schema_errors_are_said_in_plain_words(small, setting, message):
+    """What the schema refuses is said in the words of a scenario's author ("must be at least 1",
+    "has 0 items; give at least 1"), not in pydantic's ("Input should be greater than or equal
+    to 1", "List should have at least 1 item after validation, not 0"); a list is counted, not
+    printed back whole."""
+    result = CliRunner().invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    out = text(result)
+    assert out.startswith(f"error: {small} (with --set {setting}): invalid scenario: ") and message in out, out
+    assert "Input should" not in out and "after validation" not in out

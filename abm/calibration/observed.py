@@ -22,11 +22,9 @@ class CalibrationError(ValueError):
     """Bad calibration data or windows; the message is meant for the user as is."""
 
 
-def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
-    """Daily observed counts indexed by date, one column per target, checked over the windows;
-    errors name the ``scenario`` file when given."""
-    source = cfg.data
-    at = f"{scenario}: " if scenario else ""
+def read_dated_table(source: str, at: str = "") -> pd.DataFrame:
+    """The series file ``source`` (a bundled series' name or a CSV path) with its ``date``
+    column read as dates; errors name ``calibration.data`` after ``at`` (the scenario's name)."""
     path = files("abm.calibration") / "data" / BUNDLED[source] if source in BUNDLED else Path(source)
     if source not in BUNDLED and not Path(source).is_file():
         raise CalibrationError(
@@ -34,15 +32,38 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
         )
     try:
         with path.open() as fh:
-            frame = pd.read_csv(fh, parse_dates=["date"])
+            frame = pd.read_csv(fh, dtype={"date": str})
+    except pd.errors.EmptyDataError:
+        raise CalibrationError(
+            f"{at}calibration.data: {source!r} is empty; it needs a header line (date and a column per target) "
+            "and one row per date"
+        ) from None
     except (OSError, ValueError) as exc:
         raise CalibrationError(f"{at}calibration.data: cannot read {source!r} ({exc})") from exc
+    if "date" not in frame.columns:
+        raise CalibrationError(
+            f"{at}calibration.data: {source!r} has no 'date' column (columns: {', '.join(map(str, frame.columns))}); "
+            "it needs a date column (YYYY-MM-DD) and a column per target"
+        )
     if frame.empty:
         raise CalibrationError(f"{at}calibration.data: {source!r} has no rows; it needs one row per date")
-    if not pd.api.types.is_datetime64_any_dtype(frame["date"]):
-        bad = pd.to_datetime(frame["date"], errors="coerce").isna()
+    try:
+        frame["date"] = pd.to_datetime(frame["date"])
+    except (ValueError, TypeError):
+        bad = pd.to_datetime(frame["date"], errors="coerce").isna() & frame["date"].notna()
         value = frame["date"][bad].iloc[0] if bad.any() else frame["date"].iloc[0]
-        raise CalibrationError(f"{at}calibration.data: {source!r}: date {value!r} is not a date; write YYYY-MM-DD")
+        raise CalibrationError(
+            f"{at}calibration.data: {source!r}: date {value!r} is not a date; write YYYY-MM-DD"
+        ) from None
+    return frame
+
+
+def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
+    """Daily observed counts indexed by date, one column per target, checked over the windows;
+    errors name the ``scenario`` file when given."""
+    source = cfg.data
+    at = f"{scenario}: " if scenario else ""
+    frame = read_dated_table(source, at)
     twice = frame["date"][frame["date"].duplicated()]
     if len(twice):
         raise CalibrationError(

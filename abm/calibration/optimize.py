@@ -79,7 +79,7 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
             try:
                 validate(with_values(data, {key: inside}), source)
             except ScenarioError as exc:
-                if "fractional part" in str(exc):  # pydantic's word for a whole-number field
+                if "fractional part" in str(exc):  # validation_errors.PLAIN["int_from_float"]: a whole-number field
                     raise CalibrationError(
                         f"{source}: calibration.parameters.{key}: takes whole numbers; add integer: true"
                     ) from None  # any other fault: the bounds' checks below name it
@@ -109,7 +109,9 @@ def checked_inputs(
 ) -> tuple[dict[str, Any], Scenario, pd.DataFrame]:
     """The scenario's data (``--set`` applied), the validated scenario and the observed series,
     after every check made before anything runs: a calibration section, windows the simulation
-    covers, valid free parameters (``optuna``) and data over the windows. Errors name the file."""
+    covers, valid free parameters (``optuna``) and data over the windows. Errors name the file.
+    The data are checked before the windows' length: a window outside the data is named as such,
+    not as a simulation too short for it."""
     data = read_scenario_data(path)
     for item in sets or []:
         data = apply_set(data, item)
@@ -117,6 +119,7 @@ def checked_inputs(
     sc = validate(data, source)
     if sc.calibration is None:
         raise CalibrationError(f"{source}: calibration: the scenario has no calibration section")
+    observed = load_observed(sc.calibration, source)
     check_horizon(sc.simulation.days, sc.calibration, source)
     if method == "optuna":
         check_parameters(data, sc.calibration, source)
@@ -125,7 +128,7 @@ def checked_inputs(
             f"{source}: calibration.population_draws: {sc.calibration.population_draws} is not used by --method "
             "gradient, which fits one population; set it to 1, or use --method optuna"
         )
-    return data, sc, load_observed(sc.calibration, source)
+    return data, sc, observed
 
 
 BACKENDS = ("local", "ray")

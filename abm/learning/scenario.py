@@ -6,6 +6,7 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -15,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from abm.learning.errors import LearningScenarioError
 from abm.validation_errors import TOP_LEVEL, error_lines, validated
 from abm.yaml_loader import load_yaml
+
+Runner = Literal["inprocess", "flower-sim", "flower"]
+RUNNERS: tuple[str, ...] = typing.get_args(Runner)  # where the protocols run (docs/learning.md, "Runners")
 
 PROTOCOL_NAMES = (
     "local",
@@ -233,7 +237,7 @@ class LearningScenario(_Strict):
     evaluate_on: Literal["own", "global"] = "own"
     protocols: list[ProtocolSpec] = []
     selection_toy: SelectionToySpec | None = None
-    runner: Literal["inprocess", "flower-sim", "flower"] = "inprocess"
+    runner: Runner = "inprocess"
 
 
 def protocol_param_problems(data: Any) -> list[str]:

@@ -16,6 +16,7 @@ from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import (
     PROTOCOL_NAMES,
     ProtocolSpec,
+    Runner,
     TrainingSpec,
     check_protocols,
     protocol_param_problems,
@@ -174,9 +175,7 @@ class PrivateCalibrationScenario(_Strict):
     rounds: int = Field(20, ge=1)
     local_epochs: int = Field(1, ge=1)
     protocols: list[CalibrationProtocolSpec] = []
-    runner: Literal["inprocess", "flower-sim", "flower"] = Field(
-        "inprocess", description="where the institutions' computations run (abm.learning's runners)"
-    )
+    runner: Runner = Field("inprocess", description="where the institutions' computations run (abm.learning's runners)")
 
     @model_validator(mode="after")
     def _consistent(self) -> PrivateCalibrationScenario:

@@ -56,13 +56,13 @@ def test_every_problem_is_named_on_its_own_line():
         load_scenario(_tiny(seed=-1, rounds=0, colour=2))
     lines = str(e.value).splitlines()
     assert lines[0] == "<dict>: invalid scenario:"
-    assert "  seed: -1 is not allowed: Input should be greater than or equal to 0" in lines
-    assert "  rounds: 0 is not allowed: Input should be greater than or equal to 1" in lines
+    assert "  seed: -1 is not allowed: must be at least 0" in lines
+    assert "  rounds: 0 is not allowed: must be at least 1" in lines
     assert any(line.startswith("  colour: unknown key; allowed keys: name, description, seed,") for line in lines)
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"mu": -1, "muu": 2}}]))
     lines = str(e.value).splitlines()
-    assert "  protocols[0].params.mu: -1 is not allowed: Input should be greater than or equal to 0" in lines
+    assert "  protocols[0].params.mu: -1 is not allowed: must be at least 0" in lines
     assert "  protocols[0].params.muu: unknown key; allowed keys: mu, server_lr, weighting, bn_stats" in lines
     with pytest.raises(LearningScenarioError, match=r"<dict>: invalid scenario: data\.source: required key is missing"):
         load_scenario(_tiny(data={"n_samples": 30}))
@@ -70,15 +70,15 @@ def test_every_problem_is_named_on_its_own_line():
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(_tiny(seed=-1, protocols=[{"name": "fedprox", "params": {"mu": -1}}]))
     lines = str(e.value).splitlines()
-    assert "  seed: -1 is not allowed: Input should be greater than or equal to 0" in lines
-    assert "  protocols[0].params.mu: -1 is not allowed: Input should be greater than or equal to 0" in lines
+    assert "  seed: -1 is not allowed: must be at least 0" in lines
+    assert "  protocols[0].params.mu: -1 is not allowed: must be at least 0" in lines
     # true/false for a number (YAML's true would be read as 1) is named with the schema's problems
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(_tiny(rounds=True, seed=-1))
     lines = str(e.value).splitlines()
     assert lines[1:] == [
-        "  rounds: true is not allowed: a number is expected here",
-        "  seed: -1 is not allowed: Input should be greater than or equal to 0",
+        "  rounds: true is not allowed: must be a number",
+        "  seed: -1 is not allowed: must be at least 0",
     ]
 
 
@@ -140,6 +140,23 @@ def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("scenario", ["gmm_fedavg_private.yaml", "private_calibration.yaml"])
+def test_cli_learn_names_a_bad_runner_option_as_the_option(scenario, tmp_path):
+    """`abm learn --runner grpc`: the option is at fault, not the file's ``runner`` key; exit
+    code 2 and nothing written, for both kinds of learning scenario."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["learn", str(SCENARIOS / scenario), "--runner", "grpc", "--out", str(out)])
+    assert res.exit_code == 2
+    assert " ".join(res.output.split()) == (
+        "error: --runner: 'grpc' is not allowed; allowed: inprocess, flower-sim, flower"
+    )
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_shipped_scenarios_validate(path):
     import yaml
@@ -184,21 +201,21 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         ({"protocols": [{"name": "fedavg"}, {"name": "fedavg"}]}, "protocols[1]: 'fedavg' is already protocols[0]"),
         (
             {"protocols": [{"name": "fedprox", "params": {"mu": -1}}]},
-            "protocols[0].params.mu: -1 is not allowed: Input should be greater than or equal to 0",
+            "protocols[0].params.mu: -1 is not allowed: must be at least 0",
         ),
         ({"protocols": [{"name": "codream", "params": {"n_dreams": 0}}]}, "protocols[0].params.n_dreams"),
         (
             {"protocols": [{"name": "ipa", "params": {"p": 3}}]},
-            "protocols[0].params.p: 3 is not allowed: Input should be 1 or 2",
+            "protocols[0].params.p: 3 is not allowed: must be 1 or 2",
         ),
         ({"protocols": [{"name": "ipa", "params": {"reduction": "avg"}}]}, "protocols[0].params.reduction"),
         ({"protocols": [{"name": "cycle", "params": {"period": 0}}]}, "protocols[0].params.period"),
         (
             {"protocols": [{"name": "p2p_selection", "params": {"policy": "bogus"}}]},
-            "params.policy: 'bogus' is not allowed: Input should be 'random'",
+            "params.policy: 'bogus' is not allowed: must be 'random'",
         ),
-        ({"seed": -1}, "seed: -1 is not allowed: Input should be greater than or equal to 0"),
-        ({"models": []}, "models: [] is not allowed: List should have at least 1 item"),
+        ({"seed": -1}, "seed: -1 is not allowed: must be at least 0"),
+        ({"models": []}, "models: has 0 items; give at least 1"),
         (
             {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 2]], "assignment": [0, 2]}}},
             "split: class_groups.assignment: bad groups [2]: groups are 0..1",
@@ -230,7 +247,7 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         # A section with variants (data by its source): the user's key path, not pydantic's member name.
         (
             {"data": {"source": "gaussian_mixture", "n_samples": -5}},
-            "<dict>: invalid scenario: data.n_samples: -5 is not allowed: Input should be greater than or equal to 20",
+            "<dict>: invalid scenario: data.n_samples: -5 is not allowed: must be at least 20",
         ),
         (
             {"data": {"source": "gaussian_mixture", "colour": 1}},
@@ -239,7 +256,7 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         ),
         (
             {"data": {"source": "mnist"}},
-            "data.source: 'mnist' is not allowed: Input should be one of 'gaussian_mixture', 'digits', 'wine', "
+            "data.source: 'mnist' is not allowed: must be one of 'gaussian_mixture', 'digits', 'wine', "
             "'breast_cancer', 'iris'",
         ),
         (

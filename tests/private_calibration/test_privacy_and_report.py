@@ -216,8 +216,8 @@ def test_abm_learn_end_to_end(tmp_path):
         ),
         (
             lambda d: d["institutions"][0].update(tracts="west"),
-            "institutions[0].tracts: 'west' is not allowed: Input should be 'seattle', 'north', 'east' or 'south'; "
-            "or Input should be a valid list",
+            "institutions[0].tracts: 'west' is not allowed: must be 'seattle', 'north', 'east' or 'south'; "
+            "or must be a list",
         ),
         (
             lambda d: d["protocols"].append(
@@ -246,14 +246,15 @@ def test_abm_learn_end_to_end(tmp_path):
             lambda d: d["parameters"]["seeding"].update(low=0.2),
             "parameters.seeding.low: 0.2 is not allowed: seeding counts",
         ),
-        (lambda d: d.update(models=[]), "models: [] is not allowed: List should have at least 1 item"),
+        (lambda d: d.update(models=[]), "models: has 0 items; give at least 1"),
+        (lambda d: d.update(institutions=d["institutions"][:1]), "institutions: has 1 item; give at least 2"),
         (
             lambda d: d["model"].update(scenario=str(TINY.resolve())),
             "a private_calibration scenario; give an epidemic scenario",
         ),
         (
             lambda d: d["protocols"].append({"name": "p2p_selection"}),  # refused, and not listed as allowed
-            "name: 'p2p_selection' is not allowed: Input should be 'local', 'centralized', 'fedavg', 'fedprox', "
+            "name: 'p2p_selection' is not allowed: must be 'local', 'centralized', 'fedavg', 'fedprox', "
             "'codream', 'codream_fast', 'mapl', 'cycle', 'vpdl' or 'ipa'",
         ),
         (

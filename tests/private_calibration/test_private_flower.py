@@ -127,5 +127,5 @@ def test_flower_runner_refuses_what_it_does_not_carry():
     private = [{"name": "fedavg", "models": [MLP], "privacy": {"secure_aggregation": True}}]
     with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy: not allowed for runner 'flower'"):
         load_scenario({**data, "protocols": private, "runner": "flower"})
-    with pytest.raises(LearningScenarioError, match=r"runner: 'grpc' is not allowed: Input should be 'inprocess'"):
+    with pytest.raises(LearningScenarioError, match=r"runner: 'grpc' is not allowed: must be 'inprocess'"):
         load_scenario(data, runner="grpc")
