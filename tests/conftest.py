@@ -71,3 +71,16 @@ def king_county():
 @pytest.fixture(scope="session")
 def kc_100k(king_county):
     return build_population(king_county, 100_000, seed=7)
+
+
+@pytest.fixture(autouse=True)
+def _no_fast_exit(monkeypatch):
+    """abm's console script ends its process without the interpreter's teardown (abm.entry):
+    a test that ran it in the test process would end pytest, with exit code 0 and tests unrun.
+    Here that exit raises SystemExit instead, as a normal exit would."""
+    import abm.entry
+
+    def leave(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(abm.entry, "_leave", leave)
