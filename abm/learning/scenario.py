@@ -274,8 +274,9 @@ def check_protocols(
 ) -> None:
     """Checks of each protocol run that the schema cannot express (its params are checked with
     the schema, :func:`protocol_param_problems`): one architecture where the protocol needs it, what the Flower runners
-    carry, privacy wrappers only on summing protocols, and a DP delta below 1 / ``participants``
-    (the guarantee is per participant), and dropouts of existing ``participants`` in existing
+    carry, privacy wrappers only on summing protocols, DP only under secure aggregation and on
+    summed updates, and a DP delta below 1 / ``participants`` (the guarantee is per participant),
+    and dropouts only where the protocol simulates them, of existing ``participants`` in existing
     rounds (``rounds``: the scenario's default) that leave two. Raises LearningScenarioError
     naming the file and the key path. ``member``: what a participant is called in messages."""
     from abm.learning.protocols import protocol_class
@@ -301,6 +302,12 @@ def check_protocols(
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].name: {spec.name!r} is not allowed for runner {runner!r}: "
                 f"the Flower runners carry only {allowed}; use runner: inprocess"
+            )
+        if spec.privacy and spec.privacy.dropouts and not cls.simulates_dropouts:
+            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).simulates_dropouts)
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy.dropouts: not allowed for {spec.name}: dropouts are "
+                f"simulated for {allowed}"
             )
         for round_, who in (spec.privacy.dropouts if spec.privacy else {}).items():
             key, last = f"{source}: protocols[{i}].privacy.dropouts", (spec.rounds or rounds) - 1
@@ -337,6 +344,18 @@ def check_protocols(
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: not allowed for {spec.name}: privacy "
                 f"wrappers apply only to protocols whose aggregation is a sum ({allowed})"
+            )
+        if dp is not None and not spec.privacy.secure_aggregation:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy.dp: not allowed without secure_aggregation: true: each "
+                f"{member} adds a 1/sqrt(n) share of the noise, which hides its vector only inside the masked "
+                "sum; add secure_aggregation: true"
+            )
+        if dp is not None and not cls.sums_updates:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].privacy.dp: not allowed for {spec.name}: it sums the generator's "
+                "weights, BatchNorm statistics and latents, not updates, and clipping and noise on them break "
+                "the generator; use secure_aggregation alone, or codream"
             )
         params = spec.params or {}
         if private and params.get("collaborate") is False and params.get("independent_labels", "dreamer") == "dreamer":

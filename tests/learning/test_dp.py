@@ -123,7 +123,7 @@ def test_the_report_counts_the_noisy_releases_that_epsilon_is_spent_on():
     from abm.learning.runner import run_all
     from abm.learning.scenario import load_scenario
 
-    dp = {"dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}}
+    dp = {"secure_aggregation": True, "dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}}
     scenario = {
         "name": "dp_releases",
         "seed": 0,

@@ -236,6 +236,27 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             {"protocols": [{"name": "fedavg", "privacy": {"secure_aggregation": True, "dropouts": {99: [1]}}}]},
             "protocols[0].privacy.dropouts: bad round 99: rounds are 0..1",
         ),
+        # DP noise is split into shares that only the masked sum hides; codream_fast sums weights,
+        # not updates; only fedavg and fedprox simulate dropouts.
+        (
+            {"protocols": [{"name": "fedavg", "privacy": {"dp": {"clip": 1.0, "noise_multiplier": 1.0}}}]},
+            "protocols[0].privacy.dp: not allowed without secure_aggregation: true",
+        ),
+        (
+            {
+                "protocols": [
+                    {
+                        "name": "codream_fast",
+                        "privacy": {"secure_aggregation": True, "dp": {"clip": 1.0, "noise_multiplier": 1.0}},
+                    }
+                ]
+            },
+            "protocols[0].privacy.dp: not allowed for codream_fast: it sums the generator's weights",
+        ),
+        (
+            {"protocols": [{"name": "codream", "privacy": {"secure_aggregation": True, "dropouts": {1: [0]}}}]},
+            "protocols[0].privacy.dropouts: not allowed for codream: dropouts are simulated for fedavg, fedprox",
+        ),
         (
             {"split": {"participants": 4, "quantity_skew": {"fractions": [0.5, 0.5, 0.5, 0.5]}}},
             "split.quantity_skew: fractions are shares of the data and must sum to 1; these sum to 2",

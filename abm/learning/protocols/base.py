@@ -77,6 +77,8 @@ class Protocol(ABC):
     uses_aggregator: ClassVar[bool] = False
     runs_on_clients: ClassVar[bool] = False  # touches participants only through ``ctx.clients``
     one_release_per_round: ClassVar[bool] = False  # one noisy sum a round: a target DP epsilon can be set
+    simulates_dropouts: ClassVar[bool] = False  # reads ``ctx.dropouts`` (privacy.dropouts)
+    sums_updates: ClassVar[bool] = True  # what it sums are updates (DP noise may go on them)
 
     def __init__(self, config: ProtocolConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()

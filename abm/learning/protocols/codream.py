@@ -502,6 +502,7 @@ class CoDreamFast(CoDream):
     """CoDream-fast: one aggregation round of ``local_steps`` client steps on a shared generator."""
 
     name = "codream_fast"
+    sums_updates = False  # the generator's weights and BatchNorm statistics, and the latents
 
     def setup(self, ctx: RunContext) -> None:
         super().setup(ctx)

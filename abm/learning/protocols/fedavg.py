@@ -94,6 +94,7 @@ class FedAvg(Protocol):
     uses_aggregator = True
     runs_on_clients = True
     one_release_per_round = True
+    simulates_dropouts = True
 
     def setup(self, ctx: RunContext) -> None:
         keys = {architecture_key(ctx.clients.model_template(pid)) for pid in ctx.ids}
