@@ -120,6 +120,15 @@ def test_bad_targets_get_clear_messages(tmp_path):
     empty.write_text("")
     with pytest.raises(CalibrationError, match=f"calibration.data: '{empty}' is empty; it needs a header line"):
         load_observed(config(data=str(empty)))
+    # Counts are per day: a time zone or a time of day would move them between days.
+    for stamp in ("2020-03-01T00:00:00Z", "2020-03-01 13:00"):
+        timed = tmp_path / "timed.csv"
+        timed.write_text(f"date,deaths\n{stamp},1\n{stamp.replace('03-01', '03-02')},2\n")
+        with pytest.raises(CalibrationError) as info:
+            load_observed(config(data=str(timed)))
+        assert str(info.value).endswith(
+            f"date {stamp!r} has a time or a time zone; the counts are per day, so write plain dates (YYYY-MM-DD)"
+        ), str(info.value)
 
 
 def test_bundled_king_county_series_cover_the_2020_windows():

@@ -47,6 +47,7 @@ def read_dated_table(source: str, at: str = "") -> pd.DataFrame:
         )
     if frame.empty:
         raise CalibrationError(f"{at}calibration.data: {source!r} has no rows; it needs one row per date")
+    raw = frame["date"]
     try:
         frame["date"] = pd.to_datetime(frame["date"])
     except (ValueError, TypeError):
@@ -55,6 +56,13 @@ def read_dated_table(source: str, at: str = "") -> pd.DataFrame:
         raise CalibrationError(
             f"{at}calibration.data: {source!r}: date {value!r} is not a date; write YYYY-MM-DD"
         ) from None
+    dates = frame["date"]
+    timed = (dates != dates.dt.normalize()) | (dates.dt.tz is not None)
+    if timed.any():  # counts are per day: a time or a time zone would shift them between days
+        raise CalibrationError(
+            f"{at}calibration.data: {source!r}: date {raw[timed].iloc[0]!r} has a time or a time zone; "
+            "the counts are per day, so write plain dates (YYYY-MM-DD)"
+        )
     return frame
 
 
