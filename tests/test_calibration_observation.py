@@ -301,3 +301,14 @@ def test_fast_fit_loss_equals_the_reported_loss(plain_run):
     observed = load_observed(cfg)
     fast = FitLoss(observed, cfg)({c: raw[c].to_numpy() for c in raw}, cfg.observation)
     assert fast == pytest.approx(fit_value(simulated(plain_run, cfg), observed, cfg), rel=1e-12)
+    # target_weights: the weighted mean of the targets' RMSEs, by hand from the reported losses.
+    rmse = {t: v["rmse_log1p_weekly"] for t, v in losses(simulated(plain_run, cfg), observed, cfg.fit_window).items()}
+    assert fast == pytest.approx((rmse["hospital_admissions"] + rmse["deaths"]) / 2, rel=1e-12)
+    data["calibration"]["target_weights"] = {"deaths": 0.25}
+    weighted = validate(data, "x").calibration
+    by_hand = (rmse["hospital_admissions"] + 0.25 * rmse["deaths"]) / 1.25
+    assert FitLoss(observed, weighted)({c: raw[c].to_numpy() for c in raw}, cfg.observation) == pytest.approx(
+        by_hand, rel=1e-12
+    )
+    assert fit_value(simulated(plain_run, weighted), observed, weighted) == pytest.approx(by_hand, rel=1e-12)
+    assert abs(by_hand - fast) > 1e-3  # the weights matter here

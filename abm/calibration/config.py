@@ -98,6 +98,11 @@ class CalibrationConfig(BaseModel):
     data: str = Field("king_county_2020", description="a bundled series name or a CSV file (date plus target columns)")
     start_date: dt.date = Field(dt.date(2020, 2, 1), description="the calendar date of simulation day 0")
     targets: list[Target] = Field(["hospital_admissions", "deaths"], min_length=1)
+    target_weights: dict[Target, float] = Field(
+        {},
+        description="weight of each target's RMSE in the fit loss, which is their weighted mean (a target not "
+        "named: 1); lower it for a noisier series",
+    )
     fit_window: tuple[dt.date, dt.date] = (dt.date(2020, 2, 28), dt.date(2020, 4, 30))
     holdout_window: tuple[dt.date, dt.date] | None = (dt.date(2020, 5, 1), dt.date(2020, 6, 30))
     parameters: dict[str, ParameterRange] = Field(
@@ -152,6 +157,14 @@ class CalibrationConfig(BaseModel):
                 raise ValueError(f"{name} starts on {w[0]}, before start_date {self.start_date}")
             if w is not None and (w[1] - w[0]).days + 1 < 7:
                 raise ValueError(f"{name} {w[0]} to {w[1]} holds no whole week; losses are on weekly counts (7 days)")
+        for target, weight in self.target_weights.items():
+            if target not in self.targets:
+                raise ValueError(
+                    f"target_weights.{target}: {target} is not among targets ({', '.join(self.targets)}); "
+                    "weigh only the series fitted"
+                )
+            if not weight > 0 or weight == float("inf"):
+                raise ValueError(f"target_weights.{target}: {weight} is not allowed: must be a number above 0")
         for key in self.parameters:  # an observation value fitted to no target would only drift
             field = key.removeprefix("calibration.observation.")
             target = "cases" if field in ("ascertainment", "case_delay_days") else "deaths"

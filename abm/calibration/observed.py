@@ -168,12 +168,13 @@ def rmse_log1p(sim: Series, obs: Series) -> Series:
 
 
 def fit_loss(series: Mapping[str, Series], observed_weekly: Mapping[str, Series], cfg: CalibrationConfig) -> Series:
-    """The fit objective: the mean over targets of the RMSE of log1p weekly counts on the fit
-    window, from daily simulated series (day 0 is ``start_date``) and the observed weekly sums
-    (numpy arrays or tensors, differentiable in tensor series)."""
+    """The fit objective: the mean over targets, weighted by ``target_weights``, of the RMSE of
+    log1p weekly counts on the fit window, from daily simulated series (day 0 is ``start_date``)
+    and the observed weekly sums (numpy arrays or tensors, differentiable in tensor series)."""
     weeks = {t: weekly_sums(series[t], cfg.start_date, cfg.fit_window) for t in cfg.targets}
-    parts = [rmse_log1p(weeks[t], observed_weekly[t]) for t in cfg.targets]
-    return array_module(parts[0]).stack(parts).mean()
+    weights = [cfg.target_weights.get(t, 1.0) for t in cfg.targets]
+    parts = [w * rmse_log1p(weeks[t], observed_weekly[t]) for t, w in zip(cfg.targets, weights, strict=True)]
+    return array_module(parts[0]).stack(parts).sum() / sum(weights)
 
 
 def losses(sim: pd.DataFrame, obs: pd.DataFrame, window: tuple[dt.date, dt.date]) -> dict[str, dict[str, float]]:

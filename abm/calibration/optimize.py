@@ -229,9 +229,11 @@ def suggest(trial: optuna.Trial, cfg: CalibrationConfig) -> dict[str, float]:
 
 
 def fit_value(sim: pd.DataFrame, observed: pd.DataFrame, cfg: CalibrationConfig) -> float:
-    """The objective: mean over targets of the RMSE of log1p weekly counts on the fit window."""
+    """The objective: mean over targets, weighted by ``target_weights``, of the RMSE of log1p
+    weekly counts on the fit window."""
     fit = losses(sim, observed, cfg.fit_window)
-    return float(sum(v["rmse_log1p_weekly"] for v in fit.values()) / len(fit))
+    weights = {t: cfg.target_weights.get(t, 1.0) for t in fit}
+    return float(sum(weights[t] * v["rmse_log1p_weekly"] for t, v in fit.items()) / sum(weights.values()))
 
 
 Score = Callable[[optuna.Trial, dict[str, float], pd.DataFrame], float]
