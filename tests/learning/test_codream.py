@@ -31,6 +31,11 @@ def test_input_gradients_have_the_data_shape_for_any_architecture():
         # the model is frozen: its weights and BatchNorm statistics (buffers too) do not change
         after = model.state_dict()
         assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    # Each parameter's requires_grad comes back as it was: one frozen on purpose stays frozen.
+    first = next(model.parameters())
+    first.requires_grad_(False)
+    input_gradient(model, x, cfg, student=None)
+    assert [q.requires_grad for q in model.parameters()][:2] == [False, True]
 
 
 def test_codream_beats_local_only_on_label_skew():

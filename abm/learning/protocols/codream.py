@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
@@ -174,16 +176,27 @@ def input_gradient(model: nn.Module, x: torch.Tensor, cfg: CoDreamConfig, studen
     """Gradient of :func:`dream_loss` with respect to the dreams."""
     was = model.training
     model.eval()
-    for q in model.parameters():
-        q.requires_grad_(False)
     xv = x.detach().clone().requires_grad_(True)
     try:
-        (g,) = torch.autograd.grad(dream_loss(model, xv, cfg, student), xv)
+        with frozen(model):
+            (g,) = torch.autograd.grad(dream_loss(model, xv, cfg, student), xv)
     finally:
-        for q in model.parameters():
-            q.requires_grad_(True)
         model.train(was)
     return g
+
+
+@contextmanager
+def frozen(model: nn.Module) -> Iterator[None]:
+    """The model's parameters without gradients inside, each as it was after (a parameter frozen
+    on purpose stays frozen)."""
+    flags = [q.requires_grad for q in model.parameters()]
+    for q in model.parameters():
+        q.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for q, flag in zip(model.parameters(), flags, strict=True):
+            q.requires_grad_(flag)
 
 
 class Generator(nn.Module):
@@ -329,17 +342,14 @@ def _fast_step(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payl
         betas=(0.5, 0.999),
     )
     p.model.eval()
-    for q in p.model.parameters():
-        q.requires_grad_(False)
     gk.train()
     try:
-        for _s in range(cfg.local_steps):
-            opt.zero_grad()
-            dream_loss(p.model, gk(zk), cfg, student).backward()
-            opt.step()
+        with frozen(p.model):
+            for _s in range(cfg.local_steps):
+                opt.zero_grad()
+                dream_loss(p.model, gk(zk), cfg, student).backward()
+                opt.step()
     finally:
-        for q in p.model.parameters():
-            q.requires_grad_(True)
         p.model.train()
     w = float(config["weight"])
     return {"g": flat_params(gk) * w, "z": zk.detach().reshape(-1) * w}
