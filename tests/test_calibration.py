@@ -62,7 +62,11 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     assert calibrated["disease"]["transmission_rate"] == summary["best_parameters"]["disease.transmission_rate"]
     table = pd.read_csv(out / "trials.csv")
     assert len(table) == 16 and table.loc[table["chosen"], "number"].tolist() == [summary["best_trial"]]
-    assert json.loads((out / "calibration.json").read_text())["best_trial"] == summary["best_trial"]
+    report = json.loads((out / "calibration.json").read_text())
+    assert report["best_trial"] == summary["best_trial"]
+    # The fit plot's band: the 5 trials of lowest loss (band_trials), the best first.
+    assert report["band_trials"] == table.sort_values("value", kind="stable")["number"].iloc[:5].tolist()
+    assert report["band_trials"][0] == summary["best_trial"]
     assert summary["at_bounds"] == []  # 3.0 lies well inside [1, 6]
     # `abm run` on the calibrated scenario re-creates the best fit exactly (same seed).
     rerun = abm.run(out / "calibrated.yaml")
@@ -193,6 +197,7 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
     assert [r["loss_fit"] for r in ranked] == sorted(r["loss_fit"] for r in ranked)
     assert all(r["loss_fit"] != r["loss_as_run"] for r in ranked)  # 3 replicates, not the trial's 2
     assert summary["best_trial"] == ranked[0]["trial"] and summary["loss_fit"] == ranked[0]["loss_fit"]
+    assert summary["band_trials"] == [r["trial"] for r in ranked]  # band_trials 5 > the 3 re-run
     assert summary["best_parameters"] == ranked[0]["values"]
     # trials.csv shows the re-runs' losses and marks the trial the calibration chose.
     again = trials.dropna(subset=["rerank_loss_fit"]).set_index("number")["rerank_loss_fit"]

@@ -483,11 +483,13 @@ def _fit_by_optuna(
         best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
         # the band from the re-run curves too, so that it holds the best fit drawn from them
         band = [r.pop("curve") for r in reranked][: cfg.band_trials]
+        band_numbers = [r["trial"] for r in reranked][: cfg.band_trials]
     else:
         best_trial = study.best_trial
         best_number, drawn = best_trial.number, {**best_trial.params, **best_trial.user_attrs}
         sim = curves[best_number]
         band = [curves[t.number] for t in ranked[: cfg.band_trials]]
+        band_numbers = [t.number for t in ranked[: cfg.band_trials]]
     best = {k: drawn[k] for k in cfg.parameters}
     calibrated = validate(with_values(data, {**best, **rerun}), source)
     extra: dict[str, Any] = {
@@ -495,6 +497,7 @@ def _fit_by_optuna(
         "backend": backend,
         "best_trial": best_number,
         "loss_fit": reranked[0]["loss_fit"] if reranked else study.best_value,
+        "band_trials": band_numbers,  # the trials whose curves make the fit plot's band
     }
     if reranked:
         extra["rerank_replicates"] = cfg.rerank_replicates
