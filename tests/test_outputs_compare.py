@@ -181,3 +181,15 @@ def test_result_map_api(vacc_result, tmp_path):
     assert 20 in page.data.days and "<iframe" in page._repr_html_()
     fig = page.snapshot(20)
     assert "day 20" in fig.axes[0].get_title()
+
+
+def test_compare_out_inside_a_run_folder_is_refused(runs):
+    """A report inside a run folder would add an entry abm did not write to the run, which
+    abm then never replaces: refused, and the run folder keeps exactly what it had."""
+    before = sorted(p.name for p in runs["ni"].iterdir())
+    out = runs["ni"] / "cmp"
+    proc = abm_cli("compare", str(runs["ni"]), str(runs["sq"]), "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert f"lies inside '{runs['ni'].resolve()}', which holds a run" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert sorted(p.name for p in runs["ni"].iterdir()) == before

@@ -4,8 +4,9 @@ an earlier output of the same name stays intact until the new one is complete.
 
 Only a folder that abm wrote is ever replaced: :func:`check_target` refuses a file, the working
 folder or one of its parents, a non-empty folder without abm's mark, an abm folder to which
-something was added since abm wrote it (the mark lists what abm wrote), and an abm folder of
-another kind (a comparison is not written over a run), before anything runs."""
+something was added since abm wrote it (the mark lists what abm wrote), a folder inside an abm
+folder (it would be such an addition), and an abm folder of another kind (a comparison is not
+written over a run), before anything runs."""
 
 from __future__ import annotations
 
@@ -78,6 +79,13 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
         raise OutputFolderError(f"{where}: is the working folder or one of its parents; give a new folder")
     if target.exists() and not target.is_dir():
         raise OutputFolderError(f"{where}: is a file; give a folder path (an output is a folder)")
+    holder = next((p for p in resolved.parents if is_output_folder(p)), None)
+    if holder is not None:
+        raise OutputFolderError(
+            f"{where}: lies inside {str(holder)!r}, which holds {KINDS.get(folder_kind(holder) or '', 'an output')} "
+            "abm wrote (an abm folder is replaced whole, and one with added entries is never replaced); "
+            "give a folder outside it"
+        )
     if target.is_dir() and any(target.iterdir()) and not is_output_folder(target):
         raise OutputFolderError(
             f"{where}: exists and was not written by abm, so it would be replaced with everything in it; "
