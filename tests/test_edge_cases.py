@@ -75,7 +75,11 @@ def test_compare_names_a_summary_it_cannot_read_and_notes_different_regions(tiny
     summary = json.loads((old / "summary.json").read_text())
     del summary["hospital_capacity"]
     (old / "summary.json").write_text(json.dumps(summary))
-    with pytest.raises(CompareError, match=r"summary.json lacks \['hospital_capacity'\]"):
+    with pytest.raises(
+        CompareError,
+        match=r"summary.json lacks the numbers hospital_capacity.beds, hospital_capacity.beds_per_100k, "
+        "hospital_capacity.days_over_capacity;",
+    ):
         load_runs([tiny, old])
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(tiny, elsewhere)

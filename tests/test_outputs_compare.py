@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 
 import abm
 from abm.outputs import plots
-from abm.outputs.compare import comparison_table, format_cell
+from abm.outputs.compare import CompareError, comparison_table, format_cell
 from abm.outputs.run_folder import MARK
 
 SCENARIOS = Path("scenarios/king_county").resolve()
@@ -193,3 +195,43 @@ def test_compare_out_inside_a_run_folder_is_refused(runs):
     assert f"lies inside '{runs['ni'].resolve()}', which holds a run" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert sorted(p.name for p in runs["ni"].iterdir()) == before
+
+
+def _edited_copy(run: Path, dest: Path, summary: object = None, drop: tuple[str, ...] = ()) -> Path:
+    """A copy of a run folder with summary.json replaced and timeseries columns dropped."""
+    shutil.copytree(run, dest)
+    if summary is not None:
+        (dest / "summary.json").write_text(summary if isinstance(summary, str) else json.dumps(summary))
+    if drop:
+        (dest / "timeseries.parquet").unlink()
+        ts = pd.read_csv(dest / "timeseries.csv")
+        ts.drop(columns=list(drop)).to_csv(dest / "timeseries.csv", index=False)
+    return dest
+
+
+def test_compare_of_an_edited_run_says_what_it_lacks(runs, tmp_path):
+    """A summary.json or table that was edited gets one message naming the folder, the file and
+    the entries (it was a traceback and exit code 1), and nothing is written."""
+    good = json.loads((runs["sq"] / "summary.json").read_text())
+    odd = {**good, "peak_hospital_occupancy": 5, "deaths": {"mean": "x"}, "days": 0}
+    cases = {
+        "list": ([], "summary.json holds a JSON list, not an object"),
+        "odd": (
+            odd,
+            "summary.json lacks the numbers days (above 0), peak_hospital_occupancy.value, "
+            "peak_hospital_occupancy.day, peak_hospital_occupancy.per_100k, deaths.mean",
+        ),
+        "broken": ("{", "cannot read the run (summary.json: Expecting property name"),
+    }
+    out = tmp_path / "cmp"
+    for name, (summary, message) in cases.items():
+        bad = _edited_copy(runs["sq"], tmp_path / name, summary=summary)
+        proc = abm_cli("compare", str(runs["ni"]), str(bad), "--out", str(out))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"{bad}: " in proc.stderr and message in " ".join(proc.stderr.split()), proc.stderr
+        assert not out.exists()
+    bad = _edited_copy(runs["sq"], tmp_path / "columns", drop=("hospital_occupancy", "new_infections"))
+    message = "timeseries.parquet (or .csv) lacks the columns hospital_occupancy, new_infections; it was not"
+    with pytest.raises(CompareError, match=re.escape(message)):
+        abm.compare([runs["ni"], bad], out=out)
+    assert not out.exists()

@@ -58,18 +58,48 @@ def hospitalizations(run: RunTables) -> float:
     return math.nan
 
 
-# What the table and the plots read of a run's summary.json.
-SUMMARY_KEYS = {
-    "scenario",
-    "agents",
-    "days",
-    "replicates",
-    "peak_hospital_occupancy",
-    "hospital_capacity",
-    "cumulative_infected",
-    "deaths",
-    "total_cost",
+# What the table and the plots read of a run's summary.json: top-level numbers, and the numbers
+# read inside its sections (a peak's day may be null: a curve that stays at zero).
+SUMMARY_NUMBERS = ("agents", "days", "replicates")
+SUMMARY_SECTIONS = {
+    "peak_hospital_occupancy": ("value", "day", "per_100k"),
+    "hospital_capacity": ("beds", "beds_per_100k", "days_over_capacity"),
+    "cumulative_infected": ("share",),
+    "deaths": ("mean",),
+    "total_cost": ("mean",),
 }
+# The columns the plots read of a run's tables.
+TIMESERIES = "timeseries.parquet (or .csv)"
+TABLE_COLUMNS = {
+    TIMESERIES: ("day", "replicate", "hospital_occupancy", "new_infections", "cumulative_infected"),
+    "by_age.csv": ("day", "replicate", "age_group", "agents", "cumulative_infected"),
+    "costs.csv": ("item", "day", "replicate", "count", "unit_cost"),
+}
+
+
+def _is_number(v: Any) -> bool:
+    """Whether a JSON value is a number (true and false are not)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def run_problems(run: RunTables) -> list[str]:
+    """What a run read from a folder lacks for the table and the plots (summary.json entries
+    missing or not numbers, table columns missing); empty when it can be compared."""
+    s = run.summary
+    if not isinstance(s, dict):
+        return [f"summary.json holds a JSON {type(s).__name__}, not an object"]
+    problems = [] if isinstance(s.get("scenario"), str) else ["summary.json lacks the scenario's name (scenario)"]
+    lacking = [f"{k} (above 0)" for k in SUMMARY_NUMBERS if not _is_number(s.get(k)) or s[k] <= 0]
+    for section, keys in SUMMARY_SECTIONS.items():
+        entries = s.get(section) if isinstance(s.get(section), dict) else {}
+        no_peak = {"day"} if "day" in entries and entries["day"] is None else set()
+        lacking += [f"{section}.{k}" for k in keys if k not in no_peak and not _is_number(entries.get(k))]
+    problems += [f"summary.json lacks the numbers {', '.join(lacking)}"] if lacking else []
+    tables = {TIMESERIES: run.timeseries, "by_age.csv": run.by_age, "costs.csv": run.costs}
+    for name, columns in TABLE_COLUMNS.items():
+        missing = [c for c in columns if c not in tables[name]]
+        problems += [f"{name} lacks the columns {', '.join(missing)}"] if missing else []
+    return problems
 
 
 def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
@@ -321,10 +351,11 @@ def load_runs(items: list[Any]) -> Comparison:
             run = RunTables.from_folder(folder)
         except (ValueError, KeyError, OSError, yaml.YAMLError) as exc:
             raise CompareError(f"{folder}: cannot read the run ({exc})") from exc
-        lacking = sorted(SUMMARY_KEYS - set(run.summary))
-        if lacking:
+        problems = run_problems(run)
+        if problems:
             raise CompareError(
-                f"{folder}: summary.json lacks {lacking}; it was not written by this version of `abm run`: run it again"
+                f"{folder}: cannot be compared: {'; '.join(problems)}; it was not written by this version of "
+                "`abm run`, or was edited since: run it again"
             )
         runs.append(run)
         folders.append(folder)

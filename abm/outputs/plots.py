@@ -80,14 +80,22 @@ class RunTables:
     def from_folder(cls, folder: str | Path, label: str | None = None) -> RunTables:
         """From a run folder written by ``abm run``."""
         folder = Path(folder)
-        summary = json.loads((folder / "summary.json").read_text())
-        ts_path = folder / "timeseries.parquet"
-        ts = pd.read_parquet(ts_path) if ts_path.is_file() else pd.read_csv(folder / "timeseries.csv")
-        by_age = pd.read_csv(folder / "by_age.csv", dtype={"age_group": str})
-        costs = pd.read_csv(folder / "costs.csv")
+
+        def read(name: str, reader: Any) -> Any:  # a read error names the file
+            try:
+                return reader(folder / name)
+            except (ValueError, OSError, yaml.YAMLError) as exc:
+                raise ValueError(f"{name}: {exc}") from exc
+
+        summary = read("summary.json", lambda p: json.loads(p.read_text()))
+        parquet = (folder / "timeseries.parquet").is_file()
+        ts = read("timeseries.parquet", pd.read_parquet) if parquet else read("timeseries.csv", pd.read_csv)
+        by_age = read("by_age.csv", lambda p: pd.read_csv(p, dtype={"age_group": str}))
+        costs = read("costs.csv", pd.read_csv)
         resolved = folder / "scenario.resolved.yaml"
-        scenario = yaml.safe_load(resolved.read_text()) if resolved.is_file() else None
-        return cls(label or summary["scenario"], ts, by_age, costs, summary, scenario)
+        scenario = read(resolved.name, lambda p: yaml.safe_load(p.read_text())) if resolved.is_file() else None
+        name = summary.get("scenario") if isinstance(summary, dict) else None  # compare checks the summary
+        return cls(label or str(name or folder.name), ts, by_age, costs, summary, scenario)
 
 
 def band(table: pd.DataFrame, column: str, scale: float = 1.0, by: str = "day") -> pd.DataFrame:
