@@ -158,6 +158,8 @@ def test_compare_bad_input_exits_2_and_writes_nothing(runs, tmp_path):
     assert proc.returncode == 2
     assert "missing: no such run folder" in proc.stderr
     assert not out.exists()
+    proc = abm_cli("compare", str(runs["ni"]), str(runs["sq"] / "summary.json"), "--out", str(out))
+    assert proc.returncode == 2 and "summary.json: is a file, not a run folder" in proc.stderr and not out.exists()
     (tmp_path / "empty").mkdir()
     proc = abm_cli("compare", str(runs["ni"]), str(tmp_path / "empty"), "--out", str(out))
     assert proc.returncode == 2 and "not a run folder" in proc.stderr and not out.exists()

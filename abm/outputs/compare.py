@@ -341,6 +341,8 @@ def load_runs(items: list[Any]) -> Comparison:
         if folder.resolve() in given:
             raise CompareError(f"{folder}: given twice (as {given[folder.resolve()]}); give each run once")
         given[folder.resolve()] = item
+        if folder.is_file():
+            raise CompareError(f"{folder}: is a file, not a run folder; give the folder written by `abm run`")
         if not folder.is_dir():
             raise CompareError(f"{folder}: no such run folder")
         missing = [n for n in ("summary.json", "by_age.csv", "costs.csv") if not (folder / n).is_file()]
