@@ -523,7 +523,16 @@ def compare(
     runs: Annotated[list[Path], typer.Argument(help="run folders written by `abm run`; the first is the reference")],
     out: Annotated[Path, typer.Option(help="report folder")] = Path("runs/comparison"),
 ) -> None:
-    """Overlay runs in the same plots and write a comparison table (CSV, Markdown) and an HTML report."""
+    """Overlay runs in the same plots and write a comparison table (CSV, Markdown) and an HTML report.
+
+    RUNS are run folders written by `abm run`, of the same number of days; the
+    first is the reference for the cost per averted hospitalization. The report
+    folder (--out) holds comparison.csv, comparison.md, report.html and plots/;
+    it is written at the end, all at once, and replaces only a comparison abm
+    wrote.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept)."""
     from abm.outputs.compare import CompareError
     from abm.outputs.compare import compare as compare_runs
 

@@ -237,3 +237,14 @@ def test_compare_of_an_edited_run_says_what_it_lacks(runs, tmp_path):
     with pytest.raises(CompareError, match=re.escape(message)):
         abm.compare([runs["ni"], bad], out=out)
     assert not out.exists()
+
+
+def test_compare_help_says_what_runs_are_and_the_exit_codes():
+    """typer 0.20 with click 8.5 drops the RUNS argument's own help, so the command's text says it."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    text = " ".join(CliRunner().invoke(app, ["compare", "--help"]).output.replace("│", " ").split())
+    assert "RUNS are run folders written by `abm run`, of the same number of days; the first is the reference" in text
+    assert "Exit code 0 when done; 2 for bad input (nothing is written); 130 after Ctrl-C, 143 after SIGTERM" in text
