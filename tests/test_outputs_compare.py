@@ -171,6 +171,8 @@ def test_compare_bad_input_exits_2_and_writes_nothing(runs, tmp_path):
 
 
 def test_python_compare_of_results_and_folders(runs, vacc_result):
+    with pytest.raises(CompareError, match="the result of 'vacc' is given twice; give each run once"):
+        abm.compare([vacc_result, runs["ni"], vacc_result])  # as a folder given twice is refused
     comp = abm.compare([runs["ni"], vacc_result])
     assert list(comp.table.run) == ["ni", "vacc"]
     direct = comparison_table([plots.RunTables.from_folder(runs["ni"]), plots.RunTables.from_result(vacc_result)])

@@ -332,6 +332,8 @@ def load_runs(items: list[Any]) -> Comparison:
     given: dict[Path, Any] = {}
     for item in items:
         if isinstance(item, RunResult):
+            if sum(other is item for other in items) > 1:
+                raise CompareError(f"the result of {item.summary['scenario']!r} is given twice; give each run once")
             runs.append(RunTables.from_result(item))
             folders.append(None)
             continue
