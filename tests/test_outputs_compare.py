@@ -250,3 +250,16 @@ def test_compare_help_says_what_runs_are_and_the_exit_codes():
     text = " ".join(CliRunner().invoke(app, ["compare", "--help"]).output.replace("│", " ").split())
     assert "RUNS are run folders written by `abm run`, of the same number of days; the first is the reference" in text
     assert "Exit code 0 when done; 2 for bad input (nothing is written); 130 after Ctrl-C, 143 after SIGTERM" in text
+
+
+@pytest.mark.parametrize("n", [4, 11, 23])
+def test_overlaid_runs_each_get_their_own_colour(runs, n):
+    """Eleven runs (the ten thesis scenarios and one more) had two lines of one colour."""
+    import dataclasses
+
+    one = plots.RunTables.from_folder(runs["ni"])
+    many = [dataclasses.replace(one, label=f"run {k}") for k in range(n)]
+    fig = plots.hospital_occupancy(many)
+    colours = {line.get_color() if isinstance(line.get_color(), str) else tuple(line.get_color())
+               for line in fig.axes[0].lines if line.get_label().startswith("run ")}  # fmt: skip
+    assert len(colours) == n

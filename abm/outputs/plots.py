@@ -134,8 +134,12 @@ def _days_axis(ax: Any) -> None:
 
 
 def _colors(n: int) -> list[Any]:
-    cmap = plt.get_cmap("tab10")
-    return [cmap(k % 10) for k in range(n)]
+    """``n`` distinct colours: tab10's up to 10 runs, tab20's up to 20, then spread over turbo
+    (tab10 repeated itself from the 11th run: the thesis's ten scenarios and one more shared a colour)."""
+    if n > 20:
+        return [plt.get_cmap("turbo")(x) for x in np.linspace(0.05, 0.95, n)]
+    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
+    return [cmap(k) for k in range(n)]
 
 
 def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]) -> Figure:
