@@ -263,3 +263,16 @@ def test_overlaid_runs_each_get_their_own_colour(runs, n):
     colours = {line.get_color() if isinstance(line.get_color(), str) else tuple(line.get_color())
                for line in fig.axes[0].lines if line.get_label().startswith("run ")}  # fmt: skip
     assert len(colours) == n
+
+
+def test_comparison_csv_writes_the_peak_day_as_a_day(runs, tmp_path):
+    """A run without a hospital peak made the column float: comparison.csv read "day 54.0"."""
+    flat = _edited_copy(runs["sq"], tmp_path / "flat")
+    summary = json.loads((flat / "summary.json").read_text())
+    summary["peak_hospital_occupancy"] = {"value": 0.0, "day": None, "per_100k": 0.0, "at_end": False}
+    (flat / "summary.json").write_text(json.dumps(summary))
+    comp = abm.compare([runs["ni"], flat], out=tmp_path / "cmp")
+    day = json.loads((runs["ni"] / "summary.json").read_text())["peak_hospital_occupancy"]["day"]
+    rows = (tmp_path / "cmp" / "comparison.csv").read_text().splitlines()
+    assert rows[1].split(",")[5] == str(day) and rows[2].split(",")[5] == ""
+    assert comp.table["peak_hospital_day"].iloc[0] == day and math.isnan(comp.table["peak_hospital_day"].iloc[1])

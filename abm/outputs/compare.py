@@ -316,7 +316,8 @@ class Comparison:
         out = Path(out)
         table = self.table
         with atomic_folder(out, "comparison") as tmp:
-            table.to_csv(tmp / "comparison.csv", index=False)
+            days = table.astype({"peak_hospital_day": "Int64"})  # a day reads 54, not 54.0 (NaN: no peak)
+            days.to_csv(tmp / "comparison.csv", index=False)
             (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs)))
             write_plots(self.runs, tmp / "plots")
             (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out))
