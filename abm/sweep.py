@@ -112,7 +112,8 @@ class SweepResult:
         """Write ``sweep.csv``, ``sweep_summary.csv`` and ``sweep.json`` into ``out`` (atomically)."""
         out = Path(out)
         with atomic_folder(out, "sweep") as tmp:
-            self.table.to_csv(tmp / "sweep.csv", index=False)
+            days = {c: "Int64" for c in INTEGER_OUTCOMES if c in self.table}  # 54, not 54.0 (empty: no peak)
+            self.table.astype(days).to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
             (tmp / "sweep.json").write_text(dumps(self.info))
         return out

@@ -213,3 +213,15 @@ def test_a_curve_that_stays_at_zero_has_no_peak_day():
     first = result.summary.iloc[0]
     assert first["peak_hospital_day_n"] == 0 and first["peak_new_infections_day_n"] == 2
     assert (result.table["peak_new_infections_day"] > 0).all()
+
+
+def test_sweep_csv_writes_days_as_days_when_some_replicate_has_no_peak(tmp_path):
+    """A day column with a missing peak becomes float in pandas; sweep.csv still writes 54, not
+    54.0, and nothing where there is no peak."""
+    from abm.sweep import SweepResult
+
+    table = pd.DataFrame({"seed": [1, 2], "peak_hospital_day": [54, None], "deaths": [1.5, 0.0]})
+    assert table["peak_hospital_day"].dtype == float  # what pandas makes of the missing peak
+    SweepResult(table, pd.DataFrame({"v": [1]})).write(tmp_path / "s")
+    lines = (tmp_path / "s" / "sweep.csv").read_text().splitlines()
+    assert lines == ["seed,peak_hospital_day,deaths", "1,54,1.5", "2,,0.0"]
