@@ -71,19 +71,11 @@ def _options(
     """Options of the `abm` command itself."""
 
 
-@contextlib.contextmanager
-def loading() -> Iterator[None]:
+def loading() -> contextlib.AbstractContextManager[None]:
     """Around a command's imports of the engine's libraries (torch, pandas: a second or more, which
     `abm --version` and `abm --help` do without): Ctrl-C there ends with one line and exit code 130,
-    as while `abm` starts (also when the interrupt reaches here as another error, as in
-    :func:`stop_on_interrupt`)."""
-    try:
-        yield
-    except (KeyboardInterrupt, Exception) as exc:
-        if not isinstance(exc, KeyboardInterrupt) and interrupted() is None:
-            raise
-        err_console.print(STARTING, highlight=False)
-        raise typer.Exit(130) from None
+    as while `abm` starts."""
+    return on_interrupt(STARTING)
 
 
 def fail(message: str) -> None:
@@ -92,12 +84,18 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-@contextlib.contextmanager
-def stop_on_interrupt(target: str | Path, bar: Progress | None = None) -> Iterator[None]:
+def stop_on_interrupt(target: str | Path, bar: Progress | None = None) -> contextlib.AbstractContextManager[None]:
     """End the command with one line and exit code 130 (143 after SIGTERM, :mod:`abm.entry`) on
-    Ctrl-C or SIGTERM, the output having been removed by :func:`abm.outputs.run_folder.atomic_folder`;
-    also when the interrupt reaches here as another error, which a library's compiled code made
-    of it (:mod:`abm.interrupts`). ``bar`` is stopped first, so that the line stays."""
+    Ctrl-C or SIGTERM, the output having been removed by :func:`abm.outputs.run_folder.atomic_folder`.
+    ``bar`` is stopped first, so that the line stays."""
+    return on_interrupt(f"interrupted: no results were written to {target}", bar)
+
+
+@contextlib.contextmanager
+def on_interrupt(message: str, bar: Progress | None = None) -> Iterator[None]:
+    """Print ``message`` and exit with code 130 on Ctrl-C or SIGTERM, also when the interrupt
+    reaches here as another error, which a library's compiled code made of it
+    (:mod:`abm.interrupts`); ``bar`` is stopped first."""
     try:
         yield
     except typer.Exit:
@@ -107,7 +105,7 @@ def stop_on_interrupt(target: str | Path, bar: Progress | None = None) -> Iterat
             raise
         if bar is not None:
             bar.stop()
-        err_console.print(f"interrupted: no results were written to {target}", highlight=False, soft_wrap=True)
+        err_console.print(message, highlight=False, soft_wrap=True)
         raise typer.Exit(130) from None
 
 
