@@ -487,6 +487,53 @@ def test_completing_quarantine_resets_infectiousness_unless_switched_off(reset):
     assert sim.state.infectiousness_scale.tolist() == ([0.0, 1.0] if reset else [1.0, 1.0])
 
 
+def test_a_positive_result_during_quarantine_starts_its_days_again():
+    """Agents 0 and 1 are asked to quarantine (tracing) on day 1 for 4 days. Agent 0's positive
+    result arrives on day 3: its quarantine now ends on day 7. Agent 1 is asked again on day 3
+    and keeps its end, day 5 (its contact came before its quarantine)."""
+    pop = make_population([[0], [1]])
+    q = Quarantine(QuarantineConfig(days=4, daily_dropout=0.0, reset_infectiousness=False))
+    sim = sim_of(pop, [q], days=10)
+    request = sim.field("quarantine_request", torch.bool, False)
+    isolated = []
+    for day in range(9):
+        if day in (1, 3):
+            request[:] = True
+        if day == 3:
+            sim.fields["positive_day"][0] = 3
+        sim.step(day)
+        isolated.append(sim.state.isolated.tolist())
+    assert [a for a, _ in isolated] == [False] + [True] * 6 + [False] * 2
+    assert [b for _, b in isolated] == [False] + [True] * 4 + [False] * 4
+
+
+@pytest.mark.parametrize("persistence", ["full", "entry_day"])
+def test_agents_in_hospital_are_not_in_quarantine_and_meet_nobody(persistence):
+    """A positive in hospital does not enter quarantine, a quarantined agent leaves it on
+    admission, and neither is counted in ``in_quarantine``; their days in hospital are days
+    isolated, for tracing. The reference code (``entry_day``) quarantines them like anyone."""
+    pop = make_population([[0], [1], [2]])
+    q = Quarantine(QuarantineConfig(days=10, daily_dropout=0.0, persistence=persistence))
+    sim = sim_of(pop, [q], days=10)
+    sim.state.stage[:] = torch.tensor([int(Stage.HOSPITALIZED), int(Stage.SEVERE_SYMPTOMS), int(Stage.RECOVERED)])
+    sim.state.next_day[:] = 10_000
+    sim.fields["positive_day"][:] = 1  # all three positive on day 1
+    sim.step(0)
+    sim.step(1)
+    full = persistence == "full"
+    if full:
+        assert sim.state.isolated.tolist() == [False, True, True]
+    sim.state.stage[1] = int(Stage.CRITICAL_ICU)  # agent 1 is admitted
+    sim.step(2)
+    if full:
+        assert sim.state.isolated.tolist() == [False, False, True]
+        assert sim.activity["in_quarantine"][:3, 0].tolist() == [0, 2, 1]
+        history = sim.fields["isolated_history"].tolist()
+        assert history == [0b111, 0b11, 0b11]  # agent 0 in hospital on days 0-2, agent 1 admitted day 2
+    else:  # one-day quarantines: each day's positives only, whatever their stage
+        assert sim.activity["in_quarantine"][:3, 0].tolist() == [0, 3, 0]
+
+
 # ----------------------------------------------------------------------------- tracing
 def tracing_population():
     # Household {0, 1, 2}; workplace {0, 3, 4} (a triangle); 5 alone.

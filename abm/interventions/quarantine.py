@@ -2,6 +2,13 @@
 stays home for a number of days with a daily dropout; a quarantined agent has no contacts in
 either direction.
 
+A positive result that arrives during a quarantine starts its days again. With ``persistence:
+full`` an agent in hospital (HOSPITALIZED, CRITICAL_ICU, HOSPITALIZED_RECOVERING) is isolated
+there, not in quarantine: it does not enter, leaves on admission, and is neither counted nor
+billed; its days in hospital count as isolated in ``isolated_history``, so tracing finds no
+contacts on them. (``entry_day`` reproduces the reference code, which quarantines positives
+whatever their stage.)
+
 Fields read: ``positive_day`` (testing), ``quarantine_request`` (tracing; cleared here).
 Written: ``isolated_history`` (int32 bits: isolated on each of the last 30 days, bit 0 the
 latest), which tracing reads. Daily count (timeseries column): ``in_quarantine``, the agents
@@ -76,6 +83,15 @@ class Quarantine(InterventionBase):
             return {Phase.QUARANTINE: self.step, Phase.CONTACT_LOGGING: self.lift}
         return {Phase.QUARANTINE: self.step}
 
+    def _away(self, stage: torch.Tensor) -> torch.Tensor:
+        """Agents not in quarantine because they are dead or, with ``persistence: full``, in
+        hospital (a mask over ``stage``)."""
+        gone = stage == Stage.DEATH
+        if self.cfg.persistence == "full":
+            gone |= (stage == Stage.HOSPITALIZED) | (stage == Stage.CRITICAL_ICU)
+            gone |= stage == Stage.HOSPITALIZED_RECOVERING
+        return gone
+
     def lift(self, sim: Simulation, day: int) -> None:
         """Entry-day persistence: today's quarantines end once the day's contacts are over."""
         st = sim.state  # a one-day quarantine is not a completed one: no reset of infectiousness
@@ -100,6 +116,9 @@ class Quarantine(InterventionBase):
         members = members[~ends]
         positives = positives_today(sim, day)
         enter = draw(positives, c.enter_probability)
+        # A positive already in quarantine starts its days again; a traced agent or housemate
+        # already in quarantine keeps its end (its contact happened before it began, or at home).
+        restart = enter[st.isolated.index_select(0, enter)]
         if c.household:  # each housemate of a positive decides for itself, with the same probability
             _, mates = sim.household.contacts_of(positives, day)
             mates = torch.unique(mates)
@@ -108,19 +127,22 @@ class Quarantine(InterventionBase):
         if bool(self.request.any()):
             enter = torch.unique(torch.cat([enter, self.request.nonzero().squeeze(1)]))
             self.request.zero_()
-        enter = enter[(st.stage.index_select(0, enter) != Stage.DEATH) & ~st.isolated.index_select(0, enter)]
+        enter = enter[~self._away(st.stage.index_select(0, enter)) & ~st.isolated.index_select(0, enter)]
         st.isolated[enter] = True
-        self.until[enter] = day + c.days
+        self.until[torch.cat([enter, restart])] = day + c.days
         both = torch.unique(torch.cat([members, enter]))
         leave = draw(both if c.persistence == "entry_day" else members, c.daily_dropout)
         members = both[~torch.isin(both, leave)]
-        dead = members[st.stage.index_select(0, members) == Stage.DEATH]
-        members = members[st.stage.index_select(0, members) != Stage.DEATH]
-        st.isolated[torch.cat([leave, dead])] = False
+        away = self._away(st.stage.index_select(0, members))
+        st.isolated[torch.cat([leave, members[away]])] = False
+        members = members[~away]
         self.members = members
         counted = sim.per_replicate(members)
         sim.count_activity("in_quarantine", day, counted)
         history = self.history.bitwise_left_shift_(1).bitwise_and_((1 << 30) - 1)
         history.index_copy_(0, members, history.index_select(0, members) | 1)
+        if c.persistence == "full":  # a day in hospital is a day isolated, for tracing
+            hospital = self._away(st.stage).nonzero().squeeze(1)
+            history.index_copy_(0, hospital, history.index_select(0, hospital) | 1)
         if c.cost_per_day > 0:
             sim.book_cost("quarantine_day", day, counted, c.cost_per_day)
