@@ -38,8 +38,8 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     res = truth.result
     scale = truth.summary["region_population"] / res.agents
     dates = pd.date_range("2020-02-01", periods=res.days, freq="D")
-    obs = pd.DataFrame({"date": dates.strftime("%Y-%m-%d"), "cases": res.new_infections.mean(axis=1) * scale * 0.2})
-    obs["cases"] = [0.0] * 7 + obs["cases"].tolist()[:-7]  # the default 7-day reporting delay
+    obs = pd.DataFrame({"date": dates.strftime("%Y-%m-%d"), "cases": res.symptomatic_onsets.mean(axis=1) * scale * 0.2})
+    obs["cases"] = [0.0] * 2 + obs["cases"].tolist()[:-2]  # the default 2-day reporting delay
     data_file = tmp_path / "obs.csv"
     obs.to_csv(data_file, index=False)
     scenario = synthetic_scenario(tmp_path, 5.0, 1234)
@@ -159,8 +159,8 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
     res = truth.result
     scale = truth.summary["region_population"] / res.agents
     dates = pd.date_range("2020-02-01", periods=res.days, freq="D")
-    cases = (res.new_infections.mean(axis=1) * scale * 0.2).tolist()
-    pd.DataFrame({"date": dates.strftime("%Y-%m-%d"), "cases": [0.0] * 7 + cases[:-7]}).to_csv(
+    cases = (res.symptomatic_onsets.mean(axis=1) * scale * 0.2).tolist()
+    pd.DataFrame({"date": dates.strftime("%Y-%m-%d"), "cases": [0.0] * 2 + cases[:-2]}).to_csv(
         tmp_path / "obs.csv", index=False
     )
     scenario = synthetic_scenario(tmp_path, 5.0, 1234)

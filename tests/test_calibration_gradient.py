@@ -176,8 +176,8 @@ def synthetic(tmp_path, truth: float, start: float) -> tuple:
     r = res.result
     scale = res.summary["region_population"] / r.agents
     dates = pd.date_range("2020-02-01", periods=r.days, freq="D")
-    cases = (r.new_infections.mean(axis=1) * scale * 0.2).tolist()
-    obs = pd.DataFrame({"date": dates.strftime("%Y-%m-%d"), "cases": [0.0] * 7 + cases[:-7]})
+    cases = (r.symptomatic_onsets.mean(axis=1) * scale * 0.2).tolist()
+    obs = pd.DataFrame({"date": dates.strftime("%Y-%m-%d"), "cases": [0.0] * 2 + cases[:-2]})
     obs.to_csv(tmp_path / "obs.csv", index=False)
     sc = scenario(start, 1234)
     sc["calibration"] = {

@@ -77,9 +77,9 @@ def test_one_observation_model_reads_arrays_and_tensors():
     tensors = observe_arrays(leaves, obs, targets, start)
     for t in targets:
         np.testing.assert_allclose(tensors[t].detach().numpy(), arrays[t], rtol=1e-13, atol=1e-12)
-    np.testing.assert_array_equal(arrays["cases"], np.concatenate([np.zeros(5), 0.3 * raw["infections"][:55]]))
+    np.testing.assert_array_equal(arrays["cases"], np.concatenate([np.zeros(5), 0.3 * raw["symptomatic_onsets"][:55]]))
     sum(s.sum() for s in tensors.values()).backward()
-    np.testing.assert_array_equal(leaves["infections"].grad.numpy(), [0.3] * 55 + [0.0] * 5)
+    np.testing.assert_array_equal(leaves["symptomatic_onsets"].grad.numpy(), [0.3] * 55 + [0.0] * 5)
     m = severity_multipliers(obs, start, 60)
     kept = reported(np.ones(60), 4.0)[::-1]  # share of day j's deaths reported by the last day
     np.testing.assert_allclose(leaves["deaths"].grad.numpy(), m * kept, rtol=1e-12)
@@ -143,6 +143,35 @@ def test_simulated_deaths_are_delayed_and_scaled(plain_run):
     falling = validate(scenario(death_delay_days=6.0, **CHANGE), "x").calibration
     m = np.interp(np.arange(len(deaths)), [29, 59], [1.5, 0.5])
     np.testing.assert_allclose(simulated(plain_run, falling)["deaths"], reported(deaths * m, 6.0))
+
+
+def test_reported_cases_count_onsets_of_symptoms_only():
+    """No transmission, 30 initial infections a replicate: 20 asymptomatic (never reported), 7
+    presymptomatic (reported once their symptoms start) and 3 already symptomatic (on day 0).
+    Cases are 0.2 of the onsets, 2 days later (the default delay), scaled to the region."""
+    sc = {
+        "name": "onsets",
+        "population": {"agents": 500},
+        "simulation": {"days": 40, "replicates": 2, "seed": 3},
+        "seeding": {"infections": {"asymptomatic": 20, "presymptomatic_mild": 7, "mild_symptoms": 3}},
+        "disease": {"transmission_rate": 0.0},
+        "calibration": {
+            "targets": ["cases"],
+            "fit_window": ["2020-02-01", "2020-03-06"],
+            "holdout_window": None,
+            "observation": {"ascertainment": 0.2},
+        },
+    }
+    run = abm.run(sc)
+    res = run.result
+    assert res.new_infections.sum(axis=0).tolist() == [30, 30]
+    onsets = res.symptomatic_onsets
+    assert onsets[0].tolist() == [3, 3]
+    assert onsets.sum(axis=0).tolist() == [10, 10]  # each presymptomatic seed once, within 40 days
+    cases = simulated(run, validate(sc, "x").calibration)["cases"].to_numpy()
+    scale = run.summary["region_population"] / res.agents
+    expected = np.concatenate([[0.0, 0.0], 0.2 * onsets.mean(axis=1)[:-2]]) * scale
+    np.testing.assert_allclose(cases, expected)
 
 
 @pytest.mark.parametrize("severity", [{"death_multiplier": 1.5}, CHANGE], ids=["constant", "changing"])

@@ -31,8 +31,13 @@ class Observation(BaseModel):
     """How simulated quantities become observed counts."""
 
     model_config = ConfigDict(extra="forbid")
-    ascertainment: float = Field(0.2, gt=0, le=1, description="share of infections reported as cases")
-    case_delay_days: int = Field(7, ge=0, description="days from infection to a reported case")
+    ascertainment: float = Field(0.2, gt=0, le=1, description="share of symptomatic infections reported as cases")
+    case_delay_days: int = Field(
+        2,
+        ge=0,
+        description="days from the onset of symptoms to a reported case (default: the RT-PCR result delay of the "
+        "model's testing, 1-3 days, mean 2)",
+    )
     death_delay_days: float = Field(
         0.0,
         ge=0,

@@ -35,12 +35,11 @@ from abm.calibration.config import CalibrationConfig
 from abm.calibration.observation import observe_arrays
 from abm.calibration.observed import CalibrationError, fit_loss, weekly
 from abm.engine import Simulation, Stage
+from abm.engine.disease import SYMPTOMATIC
 from abm.populations import Population, load_region
 from abm.runs import population_of, simulation_of
 from abm.scenario import Scenario
 from abm.threads import torch_threads
-
-FIRST_STAGES = (Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.PRESYMPTOMATIC_SEVERE)
 
 
 @dataclass
@@ -68,7 +67,7 @@ def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> d
     raw = {
         "hospital_admissions": entries[:, Stage.HOSPITALIZED],
         "deaths": entries[:, Stage.DEATH],
-        "infections": entries[:, list(FIRST_STAGES)].sum(dim=1),
+        "symptomatic_onsets": entries[:, list(SYMPTOMATIC)].sum(dim=1),
     }
     return observe_arrays(raw, cfg.observation, cfg.targets, cfg.start_date)
 

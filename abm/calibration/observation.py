@@ -6,14 +6,15 @@ the per-trial grid search) and the gradient path on the weighted entries of a di
 (float32 tensors, differentiable in the counts); private calibration delays its own (Binomially
 thinned) cases with :func:`shifted`.
 
-Inputs (:data:`RAW`) are daily hospital admissions, deaths and new infections, day 0 being the
+Inputs (:data:`RAW`) are daily hospital admissions, deaths and onsets of symptoms, day 0 being the
 calibration's ``start_date``; each operation works along the first (day) dimension of a
 ``[days]`` or ``[days, n]`` series (:func:`observe_arrays`):
 
 * admissions are observed as simulated;
 * deaths are multiplied by the severity multiplier of their day (:func:`severity_multipliers`),
   then reported after a geometric delay of mean ``death_delay_days`` (:func:`reported`);
-* cases are new infections times the ascertainment, ``case_delay_days`` later (:func:`shifted`).
+* cases are onsets of symptoms times the ascertainment, ``case_delay_days`` later (:func:`shifted`):
+  calibration.md's "new symptomatic infections times an ascertainment rate with a reporting delay".
 
 Both delays are one operation, :func:`delayed`: the product with a lower-triangular Toeplitz
 matrix of weights over lags (geometric for deaths, all at one lag for cases, which moves each
@@ -35,7 +36,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from abm.calibration.config import Observation
 
-RAW = ("hospital_admissions", "deaths", "infections")
+RAW = ("hospital_admissions", "deaths", "symptomatic_onsets")
 
 Series = TypeVar("Series", np.ndarray, torch.Tensor)
 
@@ -129,7 +130,7 @@ def observe_arrays(
             m = _like(severity_multipliers(obs, start_date, deaths.shape[0]), deaths)
             out[t] = reported(deaths * m.reshape(-1, *[1] * (deaths.ndim - 1)), obs.death_delay_days)
         elif t == "cases":
-            out[t] = shifted(raw["infections"] * obs.ascertainment, obs.case_delay_days)
+            out[t] = shifted(raw["symptomatic_onsets"] * obs.ascertainment, obs.case_delay_days)
         else:
             raise ValueError(f"unknown target {t!r}")
     return out

@@ -124,7 +124,7 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
 
 
 def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
-    """Daily simulated admissions, deaths and new infections (mean over replicates) scaled to
+    """Daily simulated admissions, deaths and onsets of symptoms (mean over replicates) scaled to
     the region, by calendar date: what the observation model (:func:`observe`) reads."""
     res = result.result
     scale = result.summary["region_population"] / res.agents
@@ -133,7 +133,7 @@ def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
         {
             "hospital_admissions": res.admissions.mean(axis=1) * scale,
             "deaths": res.entries[:, :, 8].mean(axis=1) * scale,
-            "infections": res.new_infections.mean(axis=1) * scale,
+            "symptomatic_onsets": res.symptomatic_onsets.mean(axis=1) * scale,
         },
         index=dates,
     )

@@ -143,7 +143,7 @@ DRAW_SEED_STEP = 1000  # population draw k of a trial runs with seed + 1000 k (i
 
 def simulate_values(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
     """Run the scenario with ``values`` filled in; its raw simulated series by date (admissions,
-    deaths, infections: :func:`abm.calibration.observed.raw_series`), averaged over
+    deaths, onsets of symptoms: :func:`abm.calibration.observed.raw_series`), averaged over
     ``calibration.population_draws`` population draws (a Ray task)."""
     sc = validate(with_values(data, values), source)
     cfg = sc.calibration

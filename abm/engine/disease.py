@@ -38,6 +38,7 @@ STAGE_NAMES = [s.name.lower() for s in Stage]
 NUM_STAGES = len(Stage)
 NUM_AGE_GROUPS = AGE_GROUPS  # ten-year groups 0-9 .. 80+ (abm.populations.population)
 ABSORBING = (Stage.DEATH, Stage.RECOVERED)
+SYMPTOMATIC = (Stage.MILD_SYMPTOMS, Stage.SEVERE_SYMPTOMS)  # entering one is the onset of symptoms
 NEVER = 32767  # "no scheduled transition" in the int16 day field
 
 # Branching by age group (rows 0-9 .. 80+): probabilities of the next stage.

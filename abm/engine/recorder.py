@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from abm.engine.disease import NUM_AGE_GROUPS, NUM_STAGES, Stage
+from abm.engine.disease import NUM_AGE_GROUPS, NUM_STAGES, SYMPTOMATIC, Stage
 from abm.engine.ledger import CostLedger
 
 if TYPE_CHECKING:
@@ -55,6 +55,12 @@ class SimulationResult:
     def admissions(self) -> np.ndarray:
         """[day, replicate] hospital admissions (entries into the HOSPITALIZED stage)."""
         return self.entries[:, :, Stage.HOSPITALIZED]
+
+    @property
+    def symptomatic_onsets(self) -> np.ndarray:
+        """[day, replicate] onsets of symptoms (entries into MILD_SYMPTOMS or SEVERE_SYMPTOMS;
+        an initial infection put in a symptomatic stage counts on its day)."""
+        return self.entries[:, :, list(SYMPTOMATIC)].sum(axis=2)
 
     @property
     def new_infections(self) -> np.ndarray:

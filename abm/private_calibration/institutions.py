@@ -131,9 +131,9 @@ def daily_frame(
 ) -> pd.DataFrame:
     """Daily cases and admissions per 100k residents, averaged over the replicates of ``series``
     (``ascertainment`` [R]; ``rng`` None = expected reported cases)."""
-    cases = reported_cases(series.infections, ascertainment, section.case_delay_days, rng).mean(axis=1)
+    cases = reported_cases(series.onsets, ascertainment, section.case_delay_days, rng).mean(axis=1)
     adm = series.admissions.mean(axis=1)
-    dates = pd.date_range(section.start_date, periods=series.infections.shape[0], freq="D")
+    dates = pd.date_range(section.start_date, periods=series.onsets.shape[0], freq="D")
     scale = PER / series.agents
     return pd.DataFrame({"cases": cases * scale, "hospital_admissions": adm * scale}, index=dates)
 

@@ -16,7 +16,8 @@ import torch
 
 PARAMETER_NAMES = ("transmission", "seeding", "ascertainment")
 """transmission: multiplier of the model scenario's transmission rate; seeding: initial infections
-(agents) on the seeding day; ascertainment: share of infections reported as cases."""
+(agents) on the seeding day; ascertainment: share of symptomatic infections reported as
+cases."""
 
 
 @dataclass(frozen=True)

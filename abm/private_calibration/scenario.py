@@ -48,7 +48,12 @@ class ModelSection(_Strict):
     window: tuple[dt.date, dt.date] = Field(
         (dt.date(2020, 2, 29), dt.date(2020, 4, 24)), description="observed window (whole weeks)"
     )
-    case_delay_days: int = Field(7, ge=0, description="days from infection to a reported case")
+    case_delay_days: int = Field(
+        2,
+        ge=0,
+        description="days from the onset of symptoms to a reported case (default: the RT-PCR result delay of the "
+        "model's testing, 1-3 days, mean 2)",
+    )
     feature_center: float = Field(3.0, description="features are (log1p(weekly per 100k) - center) / scale")
     feature_scale: float = Field(2.0, gt=0)
 

@@ -11,8 +11,8 @@ per-replicate settings are applied by a hook object passed with the scenario's i
 
 Everything else (disease, contacts, the 2020 mobility multipliers) is the model scenario's,
 resolved with :func:`abm.runs.resolve` as ``abm run`` would. Observations follow
-:mod:`abm.calibration.observation`: admissions are new hospitalisations; reported cases are new
-infections thinned by the ascertainment (Binomial) and delayed ``case_delay_days``
+:mod:`abm.calibration.observation`: admissions are new hospitalisations; reported cases are onsets
+of symptoms thinned by the ascertainment (Binomial) and delayed ``case_delay_days``
 (:func:`abm.calibration.observation.shifted`); both are summed over the window's weeks with
 :func:`abm.calibration.observed.weekly` and expressed per 100,000 residents.
 """
@@ -79,9 +79,9 @@ class ReplicateParameters:
 
 @dataclass
 class SimulatedSeries:
-    """Daily new infections and admissions [days, R] of R replicates of ``agents`` agents."""
+    """Daily onsets of symptoms and admissions [days, R] of R replicates of ``agents`` agents."""
 
-    infections: np.ndarray
+    onsets: np.ndarray
     admissions: np.ndarray
     agents: int
 
@@ -106,18 +106,19 @@ def simulate(
         interventions=[*model.interventions.build(), ReplicateParameters(multipliers, seeds, section.seeding_day)],
     )
     res = sim.run()
-    return SimulatedSeries(res.new_infections.astype(np.int64), res.admissions.astype(np.int64), population.size)
+    return SimulatedSeries(res.symptomatic_onsets.astype(np.int64), res.admissions.astype(np.int64), population.size)
 
 
 def reported_cases(
-    infections: np.ndarray, ascertainment: np.ndarray, delay: int, rng: np.random.Generator | None
+    onsets: np.ndarray, ascertainment: np.ndarray, delay: int, rng: np.random.Generator | None
 ) -> np.ndarray:
-    """Daily reported cases [days, n]: infections thinned by ``ascertainment`` [n] and delayed.
+    """Daily reported cases [days, n]: onsets of symptoms thinned by ``ascertainment`` [n] and
+    delayed.
 
-    With ``rng`` each infection is reported with probability a (Binomial); without, the
-    expectation a x infections.
+    With ``rng`` each onset is reported with probability a (Binomial); without, the
+    expectation a x onsets.
     """
-    rep = infections * ascertainment[None, :] if rng is None else rng.binomial(infections, ascertainment[None, :])
+    rep = onsets * ascertainment[None, :] if rng is None else rng.binomial(onsets, ascertainment[None, :])
     return shifted(rep.astype(float), delay)
 
 
@@ -147,9 +148,9 @@ def observe(
     rows, reps = [], []
     adm = weekly_rates(series.admissions, section, series.agents)
     for d in range(draws):
-        cases = reported_cases(series.infections, ascertainment[:, d], section.case_delay_days, rng)
+        cases = reported_cases(series.onsets, ascertainment[:, d], section.case_delay_days, rng)
         rows.append(features(weekly_rates(cases, section, series.agents), adm, section))
-        reps.append(np.arange(series.infections.shape[1]))
+        reps.append(np.arange(series.onsets.shape[1]))
     x = np.stack(rows, axis=1).reshape(-1, rows[0].shape[1])
     rep = np.stack(reps, axis=1).reshape(-1)
     return x, rep
