@@ -142,7 +142,8 @@ class Quarantine(InterventionBase):
         history = self.history.bitwise_left_shift_(1).bitwise_and_((1 << 30) - 1)
         history.index_copy_(0, members, history.index_select(0, members) | 1)
         if c.persistence == "full":  # a day in hospital is a day isolated, for tracing
-            hospital = self._away(st.stage).nonzero().squeeze(1)
+            ill = sim.infected()
+            hospital = ill[self._away(st.stage.index_select(0, ill))]
             history.index_copy_(0, hospital, history.index_select(0, hospital) | 1)
         if c.cost_per_day > 0:
             sim.book_cost("quarantine_day", day, counted, c.cost_per_day)
