@@ -402,7 +402,8 @@ def calibrate(
         int | None,
         typer.Option(
             help="Optuna trials run at once, each with the scenario's simulation.threads: local worker processes "
-            "(default: calibration.parallel_trials or the usable CPUs, whichever is fewer; 1: in this process) or "
+            "(default: calibration.parallel_trials or the usable CPUs, whichever is fewer, and 1 on cuda; 1: in this "
+            "process) or "
             "Ray tasks (default: parallel_trials or the cluster's CPUs); the trials do not depend on it"
         ),
     ] = None,

@@ -33,10 +33,9 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     seed must land near 3. The loss is smooth in the rate (final size and timing move
     monotonically), so 16 TPE trials bracket the minimum to within the replicate noise. The
     tolerances come from six pairs of data and calibration seeds (99/1234 to 94/1239, measured
-    2026-11-25 and again 2026-11-27): estimates 2.92-3.19, sd 0.13, so 0.5 is about 4 sd; fit ND
-    0.07-0.20. That is for trials asked one at a time (parallel_trials 1, as here); in batches of
-    4 (the default) the six pairs gave 2.92-3.64, sd 0.27, and ND 0.07-0.32: 16 trials leave
-    TPE two batches after its 10 random ones."""
+    2026-11-27 on cases as symptom onsets, with trials in batches of 4, the default): estimates
+    2.92-3.19, sd 0.14, so 0.5 is about 4 sd; fit ND 0.07-0.20 (asked one at a time, the same
+    range, sd 0.13)."""
     truth = abm.run(synthetic_scenario(tmp_path, 3.0, 99))
     res = truth.result
     scale = truth.summary["region_population"] / res.agents
@@ -53,7 +52,6 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
         "holdout_window": None,
         "parameters": {"disease.transmission_rate": {"low": 1.0, "high": 6.0}},
         "trials": 16,
-        "parallel_trials": 1,
     }
     path = tmp_path / "cal.yaml"
     path.write_text(yaml.safe_dump(scenario))

@@ -285,7 +285,7 @@ def trial_runner(
     """Where trials run, and how many at once (``workers``; the default in brackets, where
     "batch" is ``parallel_trials``, or ``trials`` when fewer):
 
-    - ``local``, 1 worker: one after the other in this process;
+    - ``local``, 1 worker: one after the other in this process (the default on ``cuda``);
     - ``local``, N workers: in N worker processes of this machine (min(batch, the usable CPUs));
     - ``ray``: as Ray tasks of one CPU, N at once (min(batch, the cluster's CPUs)), on the Ray
       instance this process is connected to, else on ``address`` (or RAY_ADDRESS) or a local
@@ -296,11 +296,7 @@ def trial_runner(
     runner and the number of workers; leaving the block (after an error or an interrupt too)
     stops the workers."""
 
-    def calls(values: list[dict[str, float]]) -> list[tuple[Any, ...]]:
-        return [(data, v, source) for v in values]
-
     batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
-
     if backend == "ray":
         check_ray_device(device, source, CalibrationError)
         with ray_session(address, CalibrationError) as ray:
@@ -316,15 +312,21 @@ def trial_runner(
             remote = ray.remote(num_cpus=1)(simulate_values)
             if gpus:
                 remote = remote.options(num_gpus=min(1.0, gpus / n))
-            errors = (CalibrationError, ScenarioError)
-            yield (lambda values: in_order(ray_finished(ray, [(remote, c) for c in calls(values)], n, errors))), n
+
+            def on_ray(values: list[dict[str, float]]) -> Iterator[pd.DataFrame]:
+                calls = [(remote, (data, v, source)) for v in values]
+                return in_order(ray_finished(ray, calls, n, (CalibrationError, ScenarioError)))
+
+            yield on_ray, n
     else:
-        n = workers or min(batch, usable_cpus())
+        # On a GPU, trials share it only when --workers asks for that (not measured: no GPU machine
+        # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
+        n = workers or (1 if device.startswith("cuda") else min(batch, usable_cpus()))
         if n == 1:
             yield (lambda values: (simulate_values(data, v, source) for v in values)), 1
         else:
             with ProcessPool(n, CalibrationError) as pool:
-                yield (lambda values: in_order(pool.finished(simulate_values, calls(values)))), n
+                yield (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))), n
 
 
 def run_trials(
