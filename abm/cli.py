@@ -364,7 +364,12 @@ def learn(
         typer.Option(help="inprocess, flower-sim or flower (default: the scenario's runner key)"),
     ] = None,
 ) -> None:
-    """Run a decentralized-learning scenario; write report.json and plots."""
+    """Run a decentralized-learning scenario; write report.json and plots.
+
+    FILE is a learning scenario (data, split and protocols: docs/learning.md)
+    or a private-calibration scenario (kind: private_calibration:
+    docs/private_calibration.md); both need the `learning` extra (README,
+    "Decentralized learning"). `abm validate FILE` checks it without running."""
     from abm.learning.scenario import RUNNERS
 
     if runner is not None and runner not in RUNNERS:  # the option, not the file's runner key, is at fault
@@ -390,12 +395,32 @@ def calibrate(
         int | None, typer.Option(help="Optuna trials, or gradient steps (default: the scenario's)")
     ] = None,
     method: Annotated[str, typer.Option(help="optuna (TPE over the free parameters) or gradient")] = "optuna",
-    backend: Annotated[str, typer.Option(help="where Optuna trials run: local or ray")] = "local",
-    workers: Annotated[int | None, typer.Option(help="Ray: trials run at once (default: the CPUs)")] = None,
+    backend: Annotated[
+        str, typer.Option(help="where Optuna trials run: local (worker processes here) or ray")
+    ] = "local",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Optuna trials run at once, each with the scenario's simulation.threads: local worker processes "
+            "(default: calibration.parallel_trials or the usable CPUs, whichever is fewer, and 1 on cuda; 1: in this "
+            "process) or "
+            "Ray tasks (default: parallel_trials or the cluster's CPUs); the trials do not depend on it"
+        ),
+    ] = None,
     ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
     set_: SetOption = None,
 ) -> None:
-    """Fit a scenario's free parameters to observed data."""
+    """Fit a scenario's free parameters to observed data.
+
+    FILE is a scenario YAML file with a calibration section (docs/calibration.md;
+    `abm validate FILE` checks it without running). Optuna draws
+    calibration.parallel_trials trials at a time and --workers of them run at
+    once, so the trials are the same for any --workers. The output folder holds
+    calibrated.yaml, trials.csv (or steps.csv), fit.png and calibration.json; it
+    is written at the end, all at once, and replaces only a calibration abm wrote.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Ctrl-C, 143 after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
         from abm.calibration.observed import CalibrationError
         from abm.calibration.optimize import calibrate as fit
@@ -403,11 +428,8 @@ def calibrate(
 
     if trials is not None and trials < 1:
         fail(f"--trials: {trials} is not allowed; give at least 1")
-    if workers is not None and workers < 1:
-        fail(f"--workers: {workers} is not allowed; give at least 1")
-    for option, value in (("--workers", workers), ("--ray-address", ray_address)):
-        if value is not None and backend != "ray":
-            fail(f"{option}: only used with --backend ray (trials run one at a time with --backend {backend})")
+    if ray_address is not None and backend != "ray":
+        fail(f"--ray-address: only used with --backend ray, not with --backend {backend}")
     refuse_learning_scenario(file)
     unit = "step" if method == "gradient" else "trial"
     with stop_on_interrupt(out or "runs/<name>-calibration"):
@@ -444,6 +466,14 @@ def sweep(
     ] = None,
     replicates: Annotated[int | None, typer.Option(help="replicates per variant (default: the scenario's)")] = None,
     backend: Annotated[str, typer.Option(help="local or ray")] = "local",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="runs at once: local worker processes (default 1; each run holds its population in memory, about "
+            "2.5 GB for all of King County, so N at once need N times that) or Ray tasks (default: as many as the "
+            "cluster takes); the tables do not depend on it"
+        ),
+    ] = None,
     ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
     out: Annotated[Path | None, typer.Option(help="output folder (default runs/<name>-sweep)")] = None,
     agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
@@ -454,8 +484,16 @@ def sweep(
 ) -> None:
     """Run every combination of --sweep values, with replicates, locally or on Ray.
 
-    Writes one combined table (sweep.csv), a mean/sd table per variant and sweep.json."""
+    FILE is a scenario YAML file (`abm validate FILE` checks it without
+    running); --set, --agents, --days, --seed and --device change it for every
+    variant. Writes one combined table (sweep.csv), a mean/sd table per variant
+    and sweep.json, at the end, all at once; the tables do not depend on the
+    backend or on --workers.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Ctrl-C, 143 after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
+        from abm.parallel import check_workers
         from abm.scenario import ScenarioError
         from abm.sweep import BACKENDS, plan, run_sweep
 
@@ -463,6 +501,10 @@ def sweep(
         fail("--sweep: give at least one key.path=value1,value2,...")
     if backend not in BACKENDS:
         fail(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    try:
+        check_workers(workers, ScenarioError)
+    except ScenarioError as exc:
+        fail(str(exc))
     refuse_learning_scenario(file)
     overrides = {"agents": agents, "days": days, "seed": seed, "device": device}
     try:
@@ -487,6 +529,7 @@ def sweep(
                     file,
                     sweep_,
                     backend=backend,
+                    workers=workers,
                     ray_address=ray_address,
                     progress=lambda done, n: bar.update(task, completed=done),
                     sweep_plan=sp,

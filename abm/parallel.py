@@ -1,11 +1,140 @@
-"""Running tasks on Ray: one way to connect for every command that offers ``--backend ray``."""
+"""Running independent tasks side by side: in worker processes on this machine, or on Ray. One
+place for every command that offers ``--workers`` (``abm calibrate``, ``abm sweep``) or
+``--backend ray``.
+
+Both give their results by task index, as the tasks finish (:func:`in_order` puts them back in
+order), so callers can report progress as runs complete while their results stay independent of
+which worker ran what and when.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from types import ModuleType
+from types import ModuleType, TracebackType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system tells it, else all)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def check_workers(workers: int | None, error: type[Exception]) -> None:
+    """``--workers`` must be a whole number, at least 1 (None: the command's default)."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise error(f"--workers: {workers!r} is not allowed; give a whole number, at least 1")
+
+
+def in_order(finished: Iterable[tuple[int, T]]) -> Iterator[T]:
+    """The results of ``(index, result)`` pairs that arrive in any order, in index order (0, 1,
+    ...), each as soon as it and all before it have arrived."""
+    waiting: dict[int, T] = {}
+    following = 0
+    for index, result in finished:
+        waiting[index] = result
+        while following in waiting:
+            yield waiting.pop(following)
+            following += 1
+
+
+def _ignore_interrupts() -> None:
+    """A worker process ignores Ctrl-C: the terminal sends it to the whole process group, and
+    the parent, which handles it, ends the workers itself. SIGINT came blocked from the parent
+    (:meth:`ProcessPool.finished`), so one sent while the worker started is dropped here."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread, so that a process started here starts with it blocked
+    (a Ctrl-C then cannot end it with a traceback before :func:`_ignore_interrupts`; without
+    the block, Ctrl-C 0.05-0.1 s after a worker started printed one). This process loses no
+    SIGINT meanwhile: another of its threads takes it, or it waits until the block ends, and
+    Python runs the handler in the main thread as usual."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+class ProcessPool:
+    """``workers`` worker processes on this machine, started with the "spawn" method (a fresh
+    interpreter each: no copy of the parent's torch threads or open files), for use as a context
+    manager. Workers ignore Ctrl-C; leaving the block on an error or an interrupt stops the
+    workers at once, so no process outlives it and no task goes on. A worker that dies (killed,
+    out of memory) raises ``error`` with a message naming ``--workers``.
+
+    Each worker imports the main module of the program, as "spawn" does: a script that uses a
+    pool must do so under ``if __name__ == "__main__":``."""
+
+    def __init__(self, workers: int, error: type[Exception]) -> None:
+        self.workers = workers
+        self.error = error
+        self._executor: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> ProcessPool:
+        self._executor = ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_ignore_interrupts,
+        )
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        if kind is not None:
+            # Stop the running tasks rather than wait for them: an interrupted or failed command
+            # ends now. The executor then finds its workers gone and fails the tasks left (none
+            # is cancelled before: Python 3.11's executor cannot fail a cancelled task). The
+            # processes are the executor's _processes (terminate_workers() is Python 3.14's).
+            processes = list((getattr(executor, "_processes", None) or {}).values())
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.join()
+        executor.shutdown(wait=True)
+
+    def finished(self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, T]]:
+        """Run ``fn(*args)`` for each ``args`` of ``calls`` in the workers; yield ``(index,
+        result)`` as each finishes. An error in ``fn`` is raised here as it was raised there
+        (the same type and message); leaving the pool's block with it stops the other tasks."""
+        assert self._executor is not None, "use ProcessPool as a context manager"
+        with _sigint_blocked():
+            futures = [self._executor.submit(fn, *args) for args in calls]
+        index: dict[Future[T], int] = {f: i for i, f in enumerate(futures)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=index.__getitem__):
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    raise self.error(
+                        f"--workers {self.workers}: a worker process ended before its run did (killed, out of memory, "
+                        "or it could not start: a Python script that calls abm with several workers must make the "
+                        "call under `if __name__ == '__main__':`, since each worker imports the script); give fewer "
+                        "--workers"
+                    ) from None
+                yield index[future], result
 
 
 @contextmanager
@@ -25,6 +154,41 @@ def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleT
     finally:
         if started:
             ray.shutdown()
+
+
+def ray_finished(
+    ray: ModuleType,
+    calls: Sequence[tuple[Any, tuple[Any, ...]]],
+    workers: int | None,
+    errors: tuple[type[Exception], ...],
+) -> Iterator[tuple[int, Any]]:
+    """Run each ``(remote, args)`` of ``calls`` (a Ray remote function and its arguments) as a
+    Ray task, at most ``workers`` at once (None: all submitted, and Ray schedules them by the
+    resources they ask for); yield ``(index, result)`` as each finishes. A task's error of one
+    of the ``errors`` types is raised here as it was raised in the task."""
+    queue = iter(enumerate(calls))
+    running: dict[Any, int] = {}
+
+    def submit() -> None:
+        for index, (remote, args) in queue:
+            running[remote.remote(*args)] = index
+            if workers is not None and len(running) >= workers:
+                return
+
+    submit()
+    while running:
+        ready, _ = ray.wait(list(running), num_returns=1)
+        for ref in ready:
+            index = running.pop(ref)
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, errors):
+                    raise type(cause)(str(cause)) from exc
+                raise
+            yield index, result
+        submit()
 
 
 def check_ray_device(device: str, where: str, error: type[Exception]) -> None:

@@ -21,7 +21,7 @@ import json
 import math
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +38,7 @@ from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
-from abm.parallel import check_ray_device, ray_session
+from abm.parallel import ProcessPool, check_ray_device, check_workers, ray_finished, ray_session
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import Scenario, ScenarioError, overlaps, yaml_problem
@@ -321,17 +321,34 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     }
 
 
-def run_local(tasks: list[SweepTask], done: Callable[[], None]) -> list[dict[str, Any]]:
-    """Run the tasks one after the other in this process."""
-    results = []
-    for task in tasks:
-        results.append(run_task(task))
+def run_local(tasks: list[SweepTask], done: Callable[[], None], workers: int = 1) -> list[dict[str, Any]]:
+    """Run the tasks on this machine: one after the other in this process (1 worker), or in
+    ``workers`` worker processes (:class:`abm.parallel.ProcessPool`); ``done`` is called as each
+    finishes. Returns the results in task order."""
+    if workers == 1:
+        results = []
+        for task in tasks:
+            results.append(run_task(task))
+            done()
+        return results
+    with ProcessPool(workers, ScenarioError) as pool:
+        return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done)
+
+
+def _collect(finished: Iterator[tuple[int, dict[str, Any]]], n: int, done: Callable[[], None]) -> list[dict[str, Any]]:
+    """The results of ``n`` tasks that finish in any order, in task order; ``done`` after each."""
+    results: list[dict[str, Any] | None] = [None] * n
+    for index, result in finished:
+        results[index] = result
         done()
-    return results
+    return [r for r in results if r is not None]
 
 
-def run_ray(tasks: list[SweepTask], done: Callable[[], None], address: str | None = None) -> list[dict[str, Any]]:
-    """Run the tasks as Ray tasks (one CPU each) and return the results in task order.
+def run_ray(
+    tasks: list[SweepTask], done: Callable[[], None], address: str | None = None, workers: int | None = None
+) -> list[dict[str, Any]]:
+    """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
+    the cluster takes) and return the results in task order.
 
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
@@ -347,22 +364,8 @@ def run_ray(tasks: list[SweepTask], done: Callable[[], None], address: str | Non
             )
         remote = ray.remote(num_cpus=1)(run_task)
         gpu = remote.options(num_gpus=1)  # a run on cuda gets a GPU of the cluster to itself
-        refs = [(gpu if t.scenario["simulation"]["device"].startswith("cuda") else remote).remote(t) for t in tasks]
-        position = {ref: i for i, ref in enumerate(refs)}
-        results: list[dict[str, Any] | None] = [None] * len(tasks)
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                try:
-                    results[position[ref]] = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    cause = getattr(exc, "cause", None)
-                    if isinstance(cause, ScenarioError):
-                        raise ScenarioError(str(cause)) from exc
-                    raise
-                done()
-        return [r for r in results if r is not None]
+        calls = [(gpu if t.scenario["simulation"]["device"].startswith("cuda") else remote, (t,)) for t in tasks]
+        return _collect(ray_finished(ray, calls, workers, (ScenarioError,)), len(tasks), done)
 
 
 def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -411,6 +414,7 @@ def run_sweep(
     *,
     replicates: int | None = None,
     backend: str = "local",
+    workers: int | None = None,
     ray_address: str | None = None,
     sets: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -420,9 +424,13 @@ def run_sweep(
     """Run every variant of ``sweeps`` (``key.path=v1,v2,...`` each; their cartesian product)
     with ``replicates`` replicates (default: the scenario's) on ``backend`` (``local`` or
     ``ray``) and return the combined tables (nothing is written; see :meth:`SweepResult.write`).
-    ``progress(done, total)`` is called after each finished run."""
+    ``workers``: runs at once; ``local``: worker processes (default 1: every run holds its
+    population, and N runs at once need N times the memory), ``ray``: tasks (default: as many as
+    the cluster takes). The tables do not depend on it. ``progress(done, total)`` is called
+    after each finished run."""
     if backend not in BACKENDS:
         raise ScenarioError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    check_workers(workers, ScenarioError)
     sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, **overrides)
     tasks = sp.tasks
     count = 0
@@ -434,7 +442,8 @@ def run_sweep(
             progress(count, len(tasks))
 
     t0 = time.perf_counter()
-    results = run_local(tasks, done) if backend == "local" else run_ray(tasks, done, ray_address)
+    local = backend == "local"
+    results = run_local(tasks, done, workers or 1) if local else run_ray(tasks, done, ray_address, workers)
     wall = time.perf_counter() - t0
     table, summary = combine(sp, results)
     info = {
@@ -449,6 +458,7 @@ def run_sweep(
         "region_population": sorted({r["region_population"] for r in results}),
         "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
         "backend": backend,
+        "workers": workers or 1 if local else workers,  # runs at once (Ray: null, as many as it takes)
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),

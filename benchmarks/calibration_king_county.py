@@ -5,6 +5,11 @@ reproduce the fit within noise?) and print the fit and held-out losses for BENCH
     python benchmarks/calibration_king_county.py [--scenario FILE] [--trials 200] [--method optuna|gradient]
         [--backend local|ray] [--workers 2] [--check-replicates 10 40] [--out DIR]
         [--evaluate CALIBRATED_YAML [--seeds 1234 4321]] [--set key.path=value ...]
+        [--time-workers 1 2 [--rounds 3]]
+
+``--workers``: trials run at once; the trials do not depend on it (the scenario's
+``calibration.parallel_trials`` is the sampler's batch: 2 in calibrate_2020.yaml, as the Ray
+``--workers 2`` runs that found its values asked them).
 
 ``--evaluate`` skips the calibration and only re-runs the given calibrated scenario (``--seeds``,
 default 1234 and 4321; each number of ``--check-replicates``; with any ``--set`` overrides),
@@ -14,15 +19,26 @@ printing the weekly held-out series too.
 frozen at its value on the fit window's last day (a counterfactual that isolates how much of
 the May-June error comes from the mobility series' recovery), and with the series' recovery
 share set to 1 (contacts follow the mobility series' recovery in full).
+
+``--time-workers 1 2`` skips the checks and times the same calibration (``--trials``, ``--set``)
+with each number of workers, ``--rounds`` times in alternating order, prints each wall time
+(the whole calibration: worker start-up, trials, re-ranked trials, outputs), the medians and
+their ratio, and checks that every run gave the same trials (Optuna's timing columns aside):
+
+    python benchmarks/calibration_king_county.py --time-workers 1 2 --rounds 3 --trials 16 \
+        --set population.agents=20000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 import abm
@@ -89,6 +105,36 @@ def frozen_mobility_series(calibrated: Path, out: Path) -> list[str]:
     ]
 
 
+def time_workers(scenario: Path, workers: list[int], rounds: int, trials: int | None, sets: list[str]) -> None:
+    """Wall time of the same calibration with each number of ``workers``, ``rounds`` times (the
+    order reversed every other round, so that neither always runs first), with the medians and
+    their ratio (first over each other); exits with an error if two runs gave different trials."""
+    seconds: dict[int, list[float]] = {w: [] for w in workers}
+    first = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for w in workers if r % 2 == 0 else workers[::-1]:
+                out = Path(tmp) / f"workers{w}-round{r}"
+                t = time.perf_counter()
+                summary = calibrate(scenario, out, trials=trials, sets=sets, workers=w)
+                seconds[w].append(time.perf_counter() - t)
+                timings = ["datetime_start", "datetime_complete", "duration"]
+                table = pd.read_csv(out / "trials.csv").drop(columns=timings).to_csv(index=False)
+                first = first or table
+                print(
+                    f"round {r + 1}, --workers {w}: {seconds[w][-1]:.1f} s (parallel_trials "
+                    f"{summary['parallel_trials']}, best trial {summary['best_trial']}, loss {summary['loss_fit']:.4f})"
+                )
+                if table != first:
+                    raise SystemExit(f"--workers {w} gave other trials than the first run")
+    medians = {w: statistics.median(s) for w, s in seconds.items()}
+    print(f"medians of {rounds}: " + ", ".join(f"--workers {w} {m:.1f} s" for w, m in medians.items()))
+    base = workers[0]
+    for w in workers[1:]:
+        print(f"--workers {base} / --workers {w}: {medians[base] / medians[w]:.2f}")
+    print("every run gave the same trials")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", type=Path, default=ROOT / "scenarios/king_county/calibrate_2020.yaml")
@@ -102,8 +148,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/calibrate_2020-calibration"))
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="--evaluate: seeds (default 1234 4321)")
+    ap.add_argument("--time-workers", type=int, nargs="+", default=None, help="time the calibration with these")
+    ap.add_argument("--rounds", type=int, default=3, help="--time-workers: runs of each")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.time_workers is not None:
+        time_workers(args.scenario, args.time_workers, args.rounds, args.trials, args.sets)
+        return
     if args.evaluate is not None:
         evaluate(args.evaluate, args.check_replicates, args.seeds, args.sets)
         return

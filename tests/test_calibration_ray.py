@@ -17,7 +17,7 @@ from abm.scenario import read_scenario_data, validate
 
 @pytest.mark.slow  # starting a local Ray and its workers takes about 20 s on 2 cores
 def test_ray_trials_are_the_local_runs_of_their_parameters(tmp_path):
-    """Four trials in batches of two on a local Ray: trials.csv holds four trials whose losses
+    """Four trials, two at a time, on a local Ray: trials.csv holds four trials whose losses
     equal the losses of running the same parameters in this process (the engine is
     deterministic), and the best trial's values are in calibrated.yaml."""
     pytest.importorskip("ray")  # an optional extra; the dev install has it
@@ -53,6 +53,13 @@ def test_ray_trials_are_the_local_runs_of_their_parameters(tmp_path):
         )
     summary = json.loads((out / "calibration.json").read_text())
     assert summary["backend"] == "ray" and summary["trials"] == 4
+    assert (summary["parallel_trials"], summary["workers"]) == (4, 2)  # a batch of 4, 2 at a time
+    # The same trials as in this process (Optuna's timing columns aside).
+    local = tmp_path / "local"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--workers", "1", "--out", str(local)])
+    assert result.exit_code == 0, result.output
+    timings = ["datetime_start", "datetime_complete", "duration"]
+    assert pd.read_csv(local / "trials.csv").drop(columns=timings).equals(trials.drop(columns=timings))
     best = trials.loc[trials["value"].idxmin()]
     calibrated = yaml.safe_load((out / "calibrated.yaml").read_text())
     assert calibrated["disease"]["transmission_rate"] == best["params_disease.transmission_rate"]

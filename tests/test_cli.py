@@ -907,6 +907,25 @@ def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes
     assert "Exit code 0 when it is valid, 2 when it is not." in validate_help
 
 
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("sweep", ["FILE is a scenario YAML file", "runs at once", "the tables do not depend on it"]),
+        (
+            "calibrate",
+            ["FILE is a scenario YAML file with a calibration section", "the trials do not depend on it"],
+        ),
+        ("learn", ["FILE is a learning scenario", "or a private-calibration scenario"]),
+    ],
+)
+def test_sweep_calibrate_and_learn_help_say_what_file_is(command, says):
+    """As for `abm run`, the text says what FILE is (typer shows only PATH [required]); --workers
+    says that the results do not depend on it."""
+    text = " ".join(runner.invoke(app, [command, "--help"]).output.replace("│", " ").split())
+    for words in says:
+        assert words in text, words
+
+
 def test_an_interrupt_while_a_run_folder_replaces_an_earlier_one_leaves_one_or_the_other(tmp_path, monkeypatch):
     """Between the two renames (the earlier folder moved aside, the new one not yet in place) the
     earlier one is put back; while the earlier one is removed, the new one stays and the command

@@ -187,17 +187,20 @@ def test_a_sweep_may_ask_for_a_gpu_it_will_find_on_the_cluster():
 def test_ray_refuses_a_numbered_gpu_before_it_starts():
     """Ray shows a task only the GPU it assigns (as cuda), so cuda:1 would fail in every task;
     both Ray paths refuse it up front, before Ray starts."""
+    from abm.calibration.config import CalibrationConfig
     from abm.calibration.observed import CalibrationError
-    from abm.calibration.optimize import run_trials_ray
+    from abm.calibration.optimize import trial_runner
     from abm.sweep import SweepTask, run_ray
 
     task = SweepTask(0, 0, 1, {"name": "ni", "simulation": {"device": "cuda:1"}})
     with pytest.raises(ScenarioError, match=r"ni: simulation.device: 'cuda:1' is not allowed with --backend ray"):
         run_ray([task], lambda: None)
-    with pytest.raises(
-        CalibrationError, match=r"c.yaml: simulation.device: 'cuda:1' is not allowed with --backend ray"
+    refused = r"c.yaml: simulation.device: 'cuda:1' is not allowed with --backend ray"
+    with (
+        pytest.raises(CalibrationError, match=refused),
+        trial_runner(CalibrationConfig(), {}, "c.yaml", "ray", None, None, "cuda:1"),
     ):
-        run_trials_ray(None, None, 1, {}, "c.yaml", None, None, None, None, "cuda:1")
+        pass
 
 
 def test_out_of_gpu_memory_names_the_size_and_the_cpu(monkeypatch):

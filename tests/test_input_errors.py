@@ -170,8 +170,10 @@ def test_options_that_set_the_same_key_twice_are_refused(tmp_path, small):
         ["sweep", str(small), "--sweep", "disease.transmission_rate=3,4", "--set", "disease.transmission_rate=5"],
     )
     assert result.exit_code == 2 and "also set by --set" in text(result)
-    result = runner.invoke(app, ["calibrate", str(CALIBRATION), "--workers", "2", "--out", str(tmp_path / "c")])
-    assert result.exit_code == 2 and "--workers: only used with --backend ray" in text(result)
+    result = runner.invoke(app, ["calibrate", str(CALIBRATION), "--ray-address", "x", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "--ray-address: only used with --backend ray, not with --backend local" in text(
+        result
+    )
 
 
 def test_each_command_points_to_the_right_one_for_the_file(tmp_path, small):
@@ -310,8 +312,9 @@ def test_population_draws_are_refused_by_the_gradient_method(tmp_path):
 
 @pytest.mark.parametrize("method", ["gradient", "optuna"])
 def test_calibrate_checks_the_device_before_anything_runs(tmp_path, method):
-    """Both methods run in this process (Optuna's re-ranked trials and band too), so a CUDA
-    device the machine lacks is refused up front, naming the file and its --set."""
+    """Both methods run on this machine (Optuna's trials and re-ranked trials in this process or
+    its worker processes), so a CUDA device the machine lacks is refused up front, naming the file
+    and its --set."""
     import torch
 
     cuda = f"cuda:{torch.cuda.device_count()}"  # one past the last device, on any machine

@@ -176,6 +176,28 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     assert sc["population"]["agents"] == 1000 and sc["simulation"]["days"] == 10 and sc["simulation"]["seed"] == 40
 
 
+def test_worker_processes_write_the_same_tables(tmp_path):
+    """--workers 2 runs the 4 runs in two worker processes, which finish in any order: sweep.csv
+    and sweep_summary.csv are the same bytes as with --workers 1 (one after the other here), and
+    sweep.json differs only in when and how it ran."""
+    texts, infos = [], []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}"
+        args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "2",
+                "--agents", "1500", "--days", "15", "--workers", workers, "--out", str(out)]  # fmt: skip
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        texts.append([(out / name).read_text() for name in ("sweep.csv", "sweep_summary.csv")])
+        infos.append(json.loads((out / "sweep.json").read_text()))
+    assert texts[0] == texts[1]
+    assert pd.read_csv(tmp_path / "w1" / "sweep.csv")["cumulative_infected"].nunique() > 1  # runs differ
+    assert (infos[0]["workers"], infos[1]["workers"]) == (1, 2)
+    for info in infos:
+        for key in ("created_utc", "command", "timings", "workers"):
+            del info[key]
+    assert infos[0] == infos[1]
+
+
 def test_short_keys_keep_keys_distinct():
     from abm.sweep import short_keys
 

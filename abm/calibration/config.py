@@ -144,6 +144,14 @@ class CalibrationConfig(BaseModel):
         "simulation.seed + 1000 k): fitted values then belong to the model rather than to one draw",
     )
     trials: int = Field(40, ge=1, description="Optuna trials")
+    parallel_trials: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="trials the sampler draws together, as a batch, before it learns their losses (told in trial "
+        "order); the trials depend on it, not on how many run at once (--workers), so a calibration gives the "
+        "same trials on any machine",
+    )
     seed: int = Field(0, ge=0, description="sampler seed")
     band_trials: int = Field(
         5,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,15 @@ from abm.calibration.observed import (
 from abm.key_paths import lookup
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
-from abm.parallel import check_ray_device, ray_session
+from abm.parallel import (
+    ProcessPool,
+    check_ray_device,
+    check_workers,
+    in_order,
+    ray_finished,
+    ray_session,
+    usable_cpus,
+)
 from abm.runs import run
 from abm.scenario import (
     Scenario,
@@ -237,6 +246,7 @@ def fit_value(sim: pd.DataFrame, observed: pd.DataFrame, cfg: CalibrationConfig)
 
 
 Score = Callable[[optuna.Trial, dict[str, float], pd.DataFrame], float]
+Progress = Callable[[int, int, float], None] | None  # (trials or steps done, of how many, the last loss)
 
 
 def trial_scorer(observed: pd.DataFrame, cfg: CalibrationConfig, curves: dict[int, pd.DataFrame]) -> Score:
@@ -256,69 +266,90 @@ def trial_scorer(observed: pd.DataFrame, cfg: CalibrationConfig, curves: dict[in
     return score
 
 
+# Runs a batch of trials' values and gives their raw series (:func:`simulate_values`) in the
+# order of the values, each as soon as it and those before it are done.
+RunBatch = Callable[[list[dict[str, float]]], Iterator[pd.DataFrame]]
+
+
+@contextmanager
+def trial_runner(
+    cfg: CalibrationConfig,
+    data: dict[str, Any],
+    source: str,
+    backend: str,
+    workers: int | None,
+    address: str | None = None,
+    device: str = "cpu",
+    trials: int | None = None,
+) -> Iterator[tuple[RunBatch, int]]:
+    """Where trials run, and how many at once (``workers``; the default in brackets, where
+    "batch" is ``parallel_trials``, or ``trials`` when fewer):
+
+    - ``local``, 1 worker: one after the other in this process (the default on ``cuda``);
+    - ``local``, N workers: in N worker processes of this machine (min(batch, the usable CPUs));
+    - ``ray``: as Ray tasks of one CPU, N at once (min(batch, the cluster's CPUs)), on the Ray
+      instance this process is connected to, else on ``address`` (or RAY_ADDRESS) or a local
+      one started and shut down here. On ``cuda`` (min(batch, the cluster's GPUs)) each task
+      asks Ray for the GPUs divided by N, at most one.
+
+    Each worker runs its simulations with the scenario's ``simulation.threads``. Gives the batch
+    runner and the number of workers; leaving the block (after an error or an interrupt too)
+    stops the workers."""
+
+    batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
+    if backend == "ray":
+        check_ray_device(device, source, CalibrationError)
+        with ray_session(address, CalibrationError) as ray:
+            resources = ray.cluster_resources()
+            gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
+            if device == "cuda" and gpus == 0:
+                raise CalibrationError(
+                    f"{source}: simulation.device: 'cuda' is not allowed with --backend ray here: the Ray cluster "
+                    "has no GPU; use cpu, or --backend local"
+                )
+            slots = max(1, int(gpus)) if gpus else max(1, int(resources.get("CPU", 1)))
+            n = workers or min(batch, slots)
+            remote = ray.remote(num_cpus=1)(simulate_values)
+            if gpus:
+                remote = remote.options(num_gpus=min(1.0, gpus / n))
+
+            def on_ray(values: list[dict[str, float]]) -> Iterator[pd.DataFrame]:
+                calls = [(remote, (data, v, source)) for v in values]
+                return in_order(ray_finished(ray, calls, n, (CalibrationError, ScenarioError)))
+
+            yield on_ray, n
+    else:
+        # On a GPU, trials share it only when --workers asks for that (not measured: no GPU machine
+        # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
+        n = workers or (1 if device.startswith("cuda") else min(batch, usable_cpus()))
+        if n == 1:
+            yield (lambda values: (simulate_values(data, v, source) for v in values)), 1
+        else:
+            with ProcessPool(n, CalibrationError) as pool:
+                yield (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))), n
+
+
 def run_trials(
     study: optuna.Study,
     cfg: CalibrationConfig,
     n_trials: int,
-    evaluate: Callable[[dict[str, float]], pd.DataFrame],
+    run_batch: RunBatch,
     score: Score,
-    progress: Callable[[int, int, float], None] | None,
+    progress: Progress,
 ) -> None:
-    """Trials one after the other in this process."""
-
-    def objective(trial: optuna.Trial) -> float:
-        values = suggest(trial, cfg)
-        loss = score(trial, values, evaluate(values))
-        if progress is not None:
-            progress(trial.number + 1, n_trials, loss)
-        return loss
-
-    study.optimize(objective, n_trials=n_trials)
-
-
-def run_trials_ray(
-    study: optuna.Study,
-    cfg: CalibrationConfig,
-    n_trials: int,
-    data: dict[str, Any],
-    source: str,
-    score: Score,
-    progress: Callable[[int, int, float], None] | None,
-    workers: int | None,
-    address: str | None,
-    device: str = "cpu",
-) -> None:
-    """Trials as Ray tasks, in batches of ``workers``: ask a batch, run it, tell the results in
-    trial order. With the sampler's seed and the batch size fixed, the trials are the same on
-    every run. Uses the Ray instance this process is connected to, else connects to
-    ``address`` (or RAY_ADDRESS) or starts a local one, and shuts a started one down. On
-    ``cuda`` a batch's trials share the cluster's GPUs (Ray shows a task no GPU unless it asks
-    for a share)."""
-    check_ray_device(device, source, CalibrationError)
-    with ray_session(address, CalibrationError) as ray:
-        resources = ray.cluster_resources()
-        gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
-        if device == "cuda" and gpus == 0:
-            raise CalibrationError(
-                f"{source}: simulation.device: 'cuda' is not allowed with --backend ray here: the Ray cluster "
-                "has no GPU; use cpu, or --backend local"
-            )
-        # On GPUs, one trial per GPU at a time unless --workers asks for more to share them.
-        batch = workers or (max(1, int(gpus)) if gpus else max(1, int(resources.get("CPU", 1))))
-        remote = ray.remote(num_cpus=1)(simulate_values)
-        if gpus:
-            remote = remote.options(num_gpus=min(1.0, gpus / batch))
-        done = 0
-        while done < n_trials:
-            trials = [study.ask() for _ in range(min(batch, n_trials - done))]
-            values = [suggest(t, cfg) for t in trials]
-            refs = [remote.remote(data, v, source) for v in values]
-            for trial, v, raw in zip(trials, values, ray.get(refs), strict=True):
-                loss = score(trial, v, raw)
-                study.tell(trial, loss)
-                done += 1
-                if progress is not None:
-                    progress(done, n_trials, loss)
+    """Trials in batches of ``calibration.parallel_trials``: ask the sampler for a batch, run it
+    with ``run_batch``, tell the results in trial order. With the sampler's seed and the batch
+    size fixed, the trials are the same however many of a batch run at once, and wherever."""
+    done = 0
+    while done < n_trials:
+        trials = [study.ask() for _ in range(min(cfg.parallel_trials, n_trials - done))]
+        values = [suggest(t, cfg) for t in trials]
+        for trial, v, raw in zip(trials, values, run_batch(values), strict=True):
+            loss = score(trial, v, raw)
+            study.tell(trial, loss)
+            done += 1
+            if progress is not None:
+                progress(done, n_trials, loss)
 
 
 def at_bounds(best: dict[str, float], cfg: CalibrationConfig) -> list[str]:
@@ -335,18 +366,17 @@ def at_bounds(best: dict[str, float], cfg: CalibrationConfig) -> list[str]:
 def rerank(
     top: list[optuna.trial.FrozenTrial],
     cfg: CalibrationConfig,
-    data: dict[str, Any],
-    source: str,
+    run_batch: RunBatch,
     observed: pd.DataFrame,
     sets: dict[str, float],
 ) -> list[dict[str, Any]]:
-    """Re-run the ``top`` trials with ``sets`` (more replicates), profile their observation
-    parameters again on the new curves, and rank them by the new fit loss. Returns the ranking,
-    best first: trial number, loss as it ran, new loss, values (drawn and profiled), new curve."""
+    """Re-run the ``top`` trials with ``sets`` (more replicates) where the trials ran, profile
+    their observation parameters again on the new curves, and rank them by the new fit loss.
+    Returns the ranking, best first: trial number, loss as it ran, new loss, values (drawn and
+    profiled), new curve."""
     loss = FitLoss(observed, cfg)
     rows = []
-    for trial in top:
-        raw = simulate_values(data, {**trial.params, **sets}, source)
+    for trial, raw in zip(top, run_batch([{**t.params, **sets} for t in top]), strict=True):
         profiled = profile(raw, cfg, loss) if profiled_keys(cfg) else {}
         trial_cfg = cfg.model_copy(update={"observation": observation_with(cfg, {**trial.params, **profiled})})
         sim = observe(raw, trial_cfg)
@@ -377,14 +407,21 @@ class _Fit:
     extra: dict[str, Any]
 
 
-def _check_method(method: str, backend: str) -> None:
-    """Refuse an unknown method or backend, and a backend other than local for the gradient."""
+def _check_options(method: str, backend: str, workers: int | None) -> None:
+    """Refuse an unknown method or backend, a bad number of workers, and a backend other than
+    local or any --workers for the gradient, whose steps run one after the other."""
     if method not in METHODS:
         raise CalibrationError(f"--method: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
     if backend not in BACKENDS:
         raise CalibrationError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    check_workers(workers, CalibrationError)
     if method == "gradient" and backend != "local":
         raise CalibrationError(f"--backend: {backend!r} is not allowed with --method gradient; allowed: local")
+    if method == "gradient" and workers is not None:
+        raise CalibrationError(
+            f"--workers: {workers} is not allowed with --method gradient, whose steps run one after the other in "
+            "this process; leave --workers out, or use --method optuna"
+        )
 
 
 def _fit_by_gradient(
@@ -392,7 +429,7 @@ def _fit_by_gradient(
     data: dict[str, Any],
     source: str,
     observed: pd.DataFrame,
-    progress: Callable[[int, int, float], None] | None,
+    progress: Progress,
     steps: int | None,
 ) -> _Fit:
     """Adam on the transmission rate (and weekly multipliers); the calibrated scenario is run
@@ -415,28 +452,14 @@ def _fit_by_gradient(
 
 
 def _run_study(
-    sc: Scenario,
-    data: dict[str, Any],
-    source: str,
-    observed: pd.DataFrame,
-    n_trials: int,
-    progress: Callable[[int, int, float], None] | None,
-    backend: str,
-    workers: int | None,
-    ray_address: str | None,
+    cfg: CalibrationConfig, observed: pd.DataFrame, n_trials: int, run_batch: RunBatch, progress: Progress
 ) -> tuple[optuna.Study, dict[int, pd.DataFrame]]:
-    """The seeded TPE study after ``n_trials`` trials (here or on Ray), and each trial's
+    """The seeded TPE study after ``n_trials`` trials run by ``run_batch``, and each trial's
     observed-like curve by trial number."""
-    cfg = sc.calibration
-    assert cfg is not None
     curves: dict[int, pd.DataFrame] = {}
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial's error is raised
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
-    score = trial_scorer(observed, cfg, curves)
-    if backend == "ray":
-        run_trials_ray(study, cfg, n_trials, data, source, score, progress, workers, ray_address, sc.simulation.device)
-    else:
-        run_trials(study, cfg, n_trials, lambda v: simulate_values(data, v, source), score, progress)
+    run_trials(study, cfg, n_trials, run_batch, trial_scorer(observed, cfg, curves), progress)
     return study, curves
 
 
@@ -463,23 +486,29 @@ def _fit_by_optuna(
     source: str,
     observed: pd.DataFrame,
     trials: int | None,
-    progress: Callable[[int, int, float], None] | None,
+    progress: Progress,
     backend: str,
     workers: int | None,
     ray_address: str | None,
 ) -> _Fit:
     """The study's trials, then the best: the best of the top trials re-run with more replicates
-    (``rerank_trials``), or else the study's best trial; the band from the best curves."""
+    (``rerank_trials``, on the trials' workers), or else the study's best trial; the band from
+    the best curves."""
     cfg = sc.calibration
     assert cfg is not None
     n_trials = trials or cfg.trials
-    study, curves = _run_study(sc, data, source, observed, n_trials, progress, backend, workers, ray_address)
-    ranked = sorted((t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value)
     rerun: dict[str, float] = {}  # what the re-ranked runs changed (their replicates)
     reranked: list[dict[str, Any]] = []
-    if cfg.rerank_trials > 0:
-        rerun = {"simulation.replicates": cfg.rerank_replicates}
-        reranked = rerank(ranked[: cfg.rerank_trials], cfg, data, source, observed, rerun)
+    runner = trial_runner(cfg, data, source, backend, workers, ray_address, sc.simulation.device, n_trials)
+    with runner as (run_batch, used):
+        study, curves = _run_study(cfg, observed, n_trials, run_batch, progress)
+        ranked = sorted(
+            (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
+        )
+        if cfg.rerank_trials > 0:
+            rerun = {"simulation.replicates": cfg.rerank_replicates}
+            reranked = rerank(ranked[: cfg.rerank_trials], cfg, run_batch, observed, rerun)
+    if reranked:
         best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
         # the band from the re-run curves too, so that it holds the best fit drawn from them
         band = [r.pop("curve") for r in reranked][: cfg.band_trials]
@@ -495,6 +524,8 @@ def _fit_by_optuna(
     extra: dict[str, Any] = {
         "trials": n_trials,
         "backend": backend,
+        "parallel_trials": cfg.parallel_trials,  # the sampler's batch: the trials depend on it
+        "workers": used,  # how many of a batch ran at once: the trials do not depend on it
         "best_trial": best_number,
         "loss_fit": reranked[0]["loss_fit"] if reranked else study.best_value,
         "band_trials": band_numbers,  # the trials whose curves make the fit plot's band
@@ -510,7 +541,7 @@ def calibrate(
     out: str | Path | None = None,
     trials: int | None = None,
     sets: list[str] | None = None,
-    progress: Callable[[int, int, float], None] | None = None,
+    progress: Progress = None,
     *,
     method: str = "optuna",
     backend: str = "local",
@@ -520,9 +551,11 @@ def calibrate(
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
     gradient steps), a fit plot and ``calibration.json`` to ``out``; return the summary.
-    ``backend``: where Optuna trials run, this process (``local``) or Ray tasks (``ray``, in
-    batches of ``workers``)."""
-    _check_method(method, backend)
+    ``backend``: where Optuna trials run, on this machine (``local``) or as Ray tasks (``ray``);
+    ``workers``: how many run at once (:func:`trial_runner`). The sampler asks for
+    ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
+    ``workers``."""
+    _check_options(method, backend, workers)
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method)
     source = source_of(path, sets)

@@ -1,0 +1,173 @@
+"""Trials and sweep runs in worker processes (``--workers``): the same results as one at a time,
+errors that read as in this process, and no worker left behind after an error or Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from abm.calibration.observed import CalibrationError
+from abm.calibration.optimize import trial_runner
+from abm.cli import app
+from abm.parallel import ProcessPool, in_order
+from abm.scenario import ScenarioError, validate
+from abm.sweep import SweepTask, run_local
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+TIMINGS = ["datetime_start", "datetime_complete", "duration"]  # Optuna's columns of when a trial ran
+
+
+def tiny_calibration(tmp_path: Path, trials: int = 14, agents: int = 3000) -> Path:
+    """One free parameter, 60 days of 3,000 agents: a trial takes a fraction of a second."""
+    scenario = {
+        "name": "tiny",
+        "population": {"agents": agents},
+        "simulation": {"days": 60, "replicates": 1, "seed": 5},
+        "seeding": {"day": 3, "infections": {"asymptomatic": 30}},
+        "calibration": {
+            "targets": ["hospital_admissions"],
+            "fit_window": ["2020-03-01", "2020-03-31"],
+            "holdout_window": None,
+            "parameters": {"disease.transmission_rate": {"low": 2.0, "high": 6.0}},
+            "trials": trials,
+            "rerank_trials": 2,
+            "rerank_replicates": 2,
+            "seed": 3,
+        },
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def calibrate_cli(path: Path, out: Path, *options: str) -> tuple[pd.DataFrame, dict]:
+    result = runner.invoke(app, ["calibrate", str(path), "--out", str(out), *options])
+    assert result.exit_code == 0, result.output
+    return pd.read_csv(out / "trials.csv"), json.loads((out / "calibration.json").read_text())
+
+
+def test_results_come_back_in_index_order():
+    assert list(in_order([(2, "c"), (0, "a"), (3, "d"), (1, "b")])) == ["a", "b", "c", "d"]
+
+
+def test_calibration_trials_do_not_depend_on_the_number_of_workers(tmp_path):
+    """14 trials in batches of 4 (parallel_trials' default), run in this process (--workers 1)
+    and in 2 worker processes: the same trials, losses, re-ranking and calibrated scenario, up to
+    when they ran. The batch itself does matter: asked one at a time, TPE's trials after its 10
+    random ones are others."""
+    path = tiny_calibration(tmp_path)
+    one, one_summary = calibrate_cli(path, tmp_path / "w1", "--workers", "1")
+    two, two_summary = calibrate_cli(path, tmp_path / "w2", "--workers", "2")
+    assert one.drop(columns=TIMINGS).to_csv(index=False) == two.drop(columns=TIMINGS).to_csv(index=False)
+    assert len(one) == 14 and one["rerank_loss_fit"].notna().sum() == 2
+    assert (tmp_path / "w1" / "calibrated.yaml").read_bytes() == (tmp_path / "w2" / "calibrated.yaml").read_bytes()
+    assert (one_summary["parallel_trials"], one_summary["workers"]) == (4, 1)
+    assert (two_summary["parallel_trials"], two_summary["workers"]) == (4, 2)
+    for summary in (one_summary, two_summary):
+        del summary["seconds"], summary["workers"]
+    assert one_summary == two_summary
+    single, _ = calibrate_cli(path, tmp_path / "p1", "--workers", "1", "--set", "calibration.parallel_trials=1")
+    rate = "params_disease.transmission_rate"
+    assert single[rate].iloc[:10].tolist() == one[rate].iloc[:10].tolist()
+    assert (single[rate].iloc[10:].to_numpy() != one[rate].iloc[10:].to_numpy()).all()
+
+
+def failing_sweep_run(workers: int) -> None:
+    bad = {"name": "bad", "population": {"agents": 500}, "simulation": {"days": 5, "seed": 1, "replicates": 1}}
+    bad["disease"] = {"transmission_rate": -1.0}
+    run_local([SweepTask(0, 0, 1, bad)], lambda: None, workers)
+
+
+def failing_trial(workers: int) -> None:
+    data = {"name": "bad", "population": {"agents": 500}, "simulation": {"days": 40}}
+    data["calibration"] = {"targets": ["hospital_admissions"], "fit_window": ["2020-02-08", "2020-02-28"]}
+    cfg = validate(data, "bad.yaml").calibration
+    with trial_runner(cfg, data, "bad.yaml", "local", workers) as (run_batch, used):
+        assert used == workers
+        list(run_batch([{"disease.transmission_rate": 3.0}, {"disease.transmission_rate": -1.0}]))
+
+
+@pytest.mark.parametrize("fail", [failing_sweep_run, failing_trial])
+def test_an_error_in_a_worker_reads_as_in_this_process_and_stops_the_workers(fail):
+    """A run that fails in a worker process raises the same error, with the same message, as the
+    run in this process; the workers are gone when the call returns."""
+    with pytest.raises(ScenarioError) as here:
+        fail(1)
+    with pytest.raises(ScenarioError) as there:
+        fail(2)
+    assert type(there.value) is type(here.value) and str(there.value) == str(here.value)
+    assert "disease.transmission_rate: -1.0 is not allowed" in str(here.value)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_worker_that_dies_is_named_with_the_option():
+    with pytest.raises(CalibrationError) as info, ProcessPool(2, CalibrationError) as pool:
+        list(pool.finished(os._exit, [(3,)]))
+    assert str(info.value).startswith("--workers 2: a worker process ended before its run did (killed, out of memory")
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["calibrate", "--workers", "0"], "--workers: 0 is not allowed; give a whole number, at least 1"),
+        (
+            ["calibrate", "--method", "gradient", "--workers", "2"],
+            "--workers: 2 is not allowed with --method gradient, whose steps run one after the other in this "
+            "process; leave --workers out, or use --method optuna",
+        ),
+        (["sweep", "--sweep", "seeding.day=1,2", "--workers", "-1"], "--workers: -1 is not allowed; give a whole"),
+    ],
+)
+def test_bad_workers_are_refused_before_anything_runs(tmp_path, args, message):
+    scenario = ROOT / "scenarios/king_county/calibrate_2020.yaml"
+    out = tmp_path / "out"
+    result = runner.invoke(app, [args[0], str(scenario), *args[1:], "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert not out.exists()
+
+
+def test_ctrl_c_ends_the_workers_and_writes_nothing(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while trials run in 2
+    workers: `abm calibrate` says so and exits 130, writes no folder, and leaves no process of
+    its group behind (the workers ignore SIGINT; the command ends them)."""
+    path = tiny_calibration(tmp_path, trials=40, agents=20_000)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "abm", "calibrate", str(path), "--workers", "2", "--out", str(out)]
+    child = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+                             start_new_session=True)  # fmt: skip
+    try:
+        assert child.stderr is not None
+        for line in child.stderr:  # trial 1 is told once the workers run
+            if line.startswith("trial 1 of 40 done"):
+                break
+        os.killpg(child.pid, signal.SIGINT)
+        rest = child.stderr.read()
+        assert child.wait(timeout=30) == 130, rest
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}"
+    assert "Traceback" not in rest and not out.exists()
+    deadline = time.monotonic() + 10  # multiprocessing's resource tracker leaves once the command has
+    while True:
+        try:
+            os.killpg(child.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of the command's group is still running"
+        time.sleep(0.1)
