@@ -78,10 +78,11 @@ def loading() -> contextlib.AbstractContextManager[None]:
     return on_interrupt(STARTING)
 
 
-def fail(message: str) -> None:
-    """Print a user error on stderr and exit with code 2."""
+def fail(message: str, code: int = 2) -> None:
+    """Print an error on stderr and exit with ``code``: 2 for bad input, 1 for a run that failed
+    for another reason (a lost worker process)."""
     err_console.print(Text.assemble(("error:", "bold red"), f" {message}"), highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+    raise typer.Exit(code)
 
 
 def stop_on_interrupt(target: str | Path, bar: Progress | None = None) -> contextlib.AbstractContextManager[None]:
@@ -419,11 +420,13 @@ def calibrate(
     calibrated.yaml, trials.csv (or steps.csv), fit.png and calibration.json; it
     is written at the end, all at once, and replaces only a calibration abm wrote.
 
-    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
+    process is lost (killed, out of memory; nothing is written); 130 after
     Ctrl-C, 143 after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
         from abm.calibration.observed import CalibrationError
         from abm.calibration.optimize import calibrate as fit
+        from abm.parallel import WorkerLost
         from abm.scenario import ScenarioError
 
     if trials is not None and trials < 1:
@@ -448,6 +451,8 @@ def calibrate(
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:
             fail(str(exc))
+        except WorkerLost as exc:
+            fail(str(exc), code=1)
     out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
     if summary["at_bounds"]:
         err_console.print(
@@ -490,10 +495,11 @@ def sweep(
     and sweep.json, at the end, all at once; the tables do not depend on the
     backend or on --workers.
 
-    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
+    process is lost (killed, out of memory; nothing is written); 130 after
     Ctrl-C, 143 after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
-        from abm.parallel import check_workers
+        from abm.parallel import WorkerLost, check_workers
         from abm.scenario import ScenarioError
         from abm.sweep import BACKENDS, plan, run_sweep
 
@@ -538,6 +544,8 @@ def sweep(
                 results_written()
             except ScenarioError as exc:
                 fail(str(exc))
+            except WorkerLost as exc:
+                fail(str(exc), code=1)
     table = Table(title=f"{total} runs ({sp.replicates} per variant); means over replicates")
     people, agents = result.info["region_population"], result.info["agents"]
     table.caption = (

@@ -38,7 +38,14 @@ from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
-from abm.parallel import ProcessPool, check_ray_device, check_workers, ray_finished, ray_session
+from abm.parallel import (
+    ProcessPool,
+    check_ray_device,
+    check_workers,
+    ray_finished,
+    ray_session,
+    release_free_memory,
+)
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import Scenario, ScenarioError, overlaps, yaml_problem
@@ -329,9 +336,10 @@ def run_local(tasks: list[SweepTask], done: Callable[[], None], workers: int = 1
         results = []
         for task in tasks:
             results.append(run_task(task))
+            release_free_memory()  # as the workers do: a long sweep would otherwise grow
             done()
         return results
-    with ProcessPool(workers, ScenarioError) as pool:
+    with ProcessPool(workers) as pool:
         return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done)
 
 

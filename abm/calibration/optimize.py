@@ -42,6 +42,7 @@ from abm.parallel import (
     in_order,
     ray_finished,
     ray_session,
+    release_free_memory,
     usable_cpus,
 )
 from abm.runs import run
@@ -271,6 +272,15 @@ def trial_scorer(observed: pd.DataFrame, cfg: CalibrationConfig, curves: dict[in
 RunBatch = Callable[[list[dict[str, float]]], Iterator[pd.DataFrame]]
 
 
+def _simulated_here(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
+    """:func:`simulate_values` in this process, then its free memory back to the system, as
+    the workers do (:func:`abm.parallel.release_free_memory`)."""
+    try:
+        return simulate_values(data, values, source)
+    finally:
+        release_free_memory()
+
+
 @contextmanager
 def trial_runner(
     cfg: CalibrationConfig,
@@ -323,9 +333,9 @@ def trial_runner(
         # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
         n = workers or (1 if device.startswith("cuda") else min(batch, usable_cpus()))
         if n == 1:
-            yield (lambda values: (simulate_values(data, v, source) for v in values)), 1
+            yield (lambda values: (_simulated_here(data, v, source) for v in values)), 1
         else:
-            with ProcessPool(n, CalibrationError) as pool:
+            with ProcessPool(n) as pool:
                 yield (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))), n
 
 
@@ -559,9 +569,10 @@ def calibrate(
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method)
     source = source_of(path, sets)
-    # The re-ranked trials, the forecast band and the gradient method run in this process, so
-    # the device must be here even when the trials run on a Ray cluster.
-    check_device(sc, source)
+    # The gradient method and local trials (in this process or its workers) run on this machine;
+    # on Ray every simulation (trials and re-ranked trials) runs on the cluster.
+    if method == "gradient" or backend == "local":
+        check_device(sc, source)
     cfg = sc.calibration
     assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")

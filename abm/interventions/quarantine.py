@@ -6,8 +6,9 @@ A positive result that arrives during a quarantine starts its days again. With `
 full`` an agent in hospital (HOSPITALIZED, CRITICAL_ICU, HOSPITALIZED_RECOVERING) is isolated
 there, not in quarantine: it does not enter, leaves on admission, and is neither counted nor
 billed; its days in hospital count as isolated in ``isolated_history``, so tracing finds no
-contacts on them. (``entry_day`` reproduces the reference code, which quarantines positives
-whatever their stage.)
+contacts on them, as on days in quarantine (with ``blocks: infector``, as the index case's
+only). (``entry_day`` reproduces the reference code, which quarantines positives whatever their
+stage.)
 
 Fields read: ``positive_day`` (testing), ``quarantine_request`` (tracing; cleared here).
 Written: ``isolated_history`` (int32 bits: isolated on each of the last 30 days, bit 0 the
