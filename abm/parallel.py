@@ -56,12 +56,9 @@ class WorkerLost(RuntimeError):
 
 
 def release_free_memory() -> None:
-    """Give the memory that the C allocator keeps after a run back to the system (glibc's
-    ``malloc_trim``; nothing elsewhere). A run's tensors are freed when it ends, but glibc keeps
-    much of that memory for reuse, so a process that runs many simulations grows: a worker that
-    ran 40 calibration trials of 100,000 agents and 10 re-ranked ones held 3.2 GB, against 1.2 GB
-    for the largest of those runs alone; trimmed after each run it stayed at 367 MB between runs
-    (2026-11-27)."""
+    """After a run, give the memory it freed back to the system: glibc keeps freed memory for
+    reuse, and ``malloc_trim`` returns it (nothing is done elsewhere than Linux with glibc). A
+    worker process then holds between runs what it held before them (tests/test_parallel.py)."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 

@@ -102,3 +102,26 @@ def test_run_api_returns_tables_consistent_with_the_summary():
     assert np.array_equal(ba.to_numpy(), tsi.to_numpy())
     bt = r.by_tract.groupby("day")["cumulative_infected"].sum()
     assert np.allclose(bt.to_numpy(), ts.groupby("day")["cumulative_infected"].mean().to_numpy())
+
+
+@pytest.mark.parametrize("scenario", ["sq", "vacc_ct"])
+def test_a_finished_simulation_is_freed_without_the_cyclic_collector(scenario):
+    """Nothing of a run refers back to its simulation in a cycle, so its tensors are freed as
+    soon as the last reference goes; a process running many simulations (calibration trials,
+    sweep runs) does not hold the finished ones until Python's cyclic collector runs."""
+    import gc
+    import weakref
+
+    from abm.populations import load_region
+    from abm.runs import population_of, resolve, simulation_of
+
+    sc = resolve(f"scenarios/king_county/{scenario}.yaml", {"agents": 3000, "days": 40}, None)
+    sim = simulation_of(sc, population_of(sc, load_region(sc.population.region)))
+    gc.disable()
+    try:
+        sim.run(None)
+        ref = weakref.ref(sim)
+        del sim
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -4,6 +4,7 @@ rather than by recounting every agent."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -78,7 +79,7 @@ class Recorder:
     """Keeps [replicate, tract, stage] and [replicate, age, stage] counts and daily snapshots."""
 
     def __init__(self, sim: Simulation, days: int) -> None:
-        self.sim = sim
+        self.sim = weakref.proxy(sim)  # no reference cycle: a finished simulation is freed at once
         r, d, dev = sim.replicates, days, sim.device
         self.num_tracts = len(sim.population.tracts)
         t = self.num_tracts
