@@ -94,8 +94,10 @@ def _start_worker(parent: int) -> None:
         os._exit(1)
 
 
-def _run(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in a worker, then the memory it leaves free goes back to the system."""
+def run_and_release(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` (a run), then the memory it left free goes back to the system
+    (:func:`release_free_memory`): what every worker does with each task, and what the commands
+    do with each run when they run them one after the other in their own process."""
     try:
         return fn(*args)
     finally:
@@ -166,7 +168,7 @@ class ProcessPool:
         (the same type and message); leaving the pool's block with it stops the other tasks."""
         assert self._executor is not None, "use ProcessPool as a context manager"
         with _sigint_blocked():
-            futures = [self._executor.submit(_run, fn, *args) for args in calls]
+            futures = [self._executor.submit(run_and_release, fn, *args) for args in calls]
         index: dict[Future[T], int] = {f: i for i, f in enumerate(futures)}
         pending = set(futures)
         while pending:

@@ -44,7 +44,7 @@ from abm.parallel import (
     check_workers,
     ray_finished,
     ray_session,
-    release_free_memory,
+    run_and_release,
 )
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
@@ -335,8 +335,7 @@ def run_local(tasks: list[SweepTask], done: Callable[[], None], workers: int = 1
     if workers == 1:
         results = []
         for task in tasks:
-            results.append(run_task(task))
-            release_free_memory()  # as the workers do: a long sweep would otherwise grow
+            results.append(run_and_release(run_task, task))
             done()
         return results
     with ProcessPool(workers) as pool:

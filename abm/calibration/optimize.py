@@ -42,7 +42,7 @@ from abm.parallel import (
     in_order,
     ray_finished,
     ray_session,
-    release_free_memory,
+    run_and_release,
     usable_cpus,
 )
 from abm.runs import run
@@ -272,15 +272,6 @@ def trial_scorer(observed: pd.DataFrame, cfg: CalibrationConfig, curves: dict[in
 RunBatch = Callable[[list[dict[str, float]]], Iterator[pd.DataFrame]]
 
 
-def _simulated_here(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
-    """:func:`simulate_values` in this process, then its free memory back to the system, as
-    the workers do (:func:`abm.parallel.release_free_memory`)."""
-    try:
-        return simulate_values(data, values, source)
-    finally:
-        release_free_memory()
-
-
 @contextmanager
 def trial_runner(
     cfg: CalibrationConfig,
@@ -333,7 +324,7 @@ def trial_runner(
         # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
         n = workers or (1 if device.startswith("cuda") else min(batch, usable_cpus()))
         if n == 1:
-            yield (lambda values: (_simulated_here(data, v, source) for v in values)), 1
+            yield (lambda values: (run_and_release(simulate_values, data, v, source) for v in values)), 1
         else:
             with ProcessPool(n) as pool:
                 yield (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))), n
