@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from abm.engine import ContactConfig
 from abm.engine.contacts import default_degrees
@@ -49,6 +52,32 @@ def make_population(
         ),
         region_name="test",
     )
+
+
+def tiny_calibration(tmp_path: Path, trials: int = 14, agents: int = 3000, rerank_trials: int = 2) -> Path:
+    """A calibration scenario file with one free parameter (the transmission rate), fitted to
+    the shipped King County admissions over 60 days of 3,000 agents: a trial takes a fraction of
+    a second. ``rerank_trials`` best trials are re-run with 2 replicates."""
+    calibration = {
+        "targets": ["hospital_admissions"],
+        "fit_window": ["2020-03-01", "2020-03-31"],
+        "holdout_window": None,
+        "parameters": {"disease.transmission_rate": {"low": 2.0, "high": 6.0}},
+        "trials": trials,
+        "seed": 3,
+    }
+    if rerank_trials:
+        calibration.update(rerank_trials=rerank_trials, rerank_replicates=2)
+    scenario = {
+        "name": "tiny",
+        "population": {"agents": agents},
+        "simulation": {"days": 60, "replicates": 1, "seed": 5},
+        "seeding": {"day": 3, "infections": {"asymptomatic": 30}},
+        "calibration": calibration,
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
 
 
 def quiet_contacts(**layers: dict) -> ContactConfig:

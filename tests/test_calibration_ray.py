@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 import yaml
+from conftest import tiny_calibration
 from typer.testing import CliRunner
 
 from abm.calibration.observed import load_observed
@@ -21,22 +22,7 @@ def test_ray_trials_are_the_local_runs_of_their_parameters(tmp_path):
     equal the losses of running the same parameters in this process (the engine is
     deterministic), and the best trial's values are in calibrated.yaml."""
     pytest.importorskip("ray")  # an optional extra; the dev install has it
-    scenario = {
-        "name": "tiny",
-        "population": {"agents": 3000},
-        "simulation": {"days": 60, "replicates": 1, "seed": 5},
-        "seeding": {"day": 3, "infections": {"asymptomatic": 30}},
-        "calibration": {
-            "targets": ["hospital_admissions"],
-            "fit_window": ["2020-03-01", "2020-03-31"],
-            "holdout_window": None,
-            "parameters": {"disease.transmission_rate": {"low": 2.0, "high": 6.0}},
-            "trials": 4,
-            "seed": 3,
-        },
-    }
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(scenario))
+    path = tiny_calibration(tmp_path, trials=4, rerank_trials=0)
     out = tmp_path / "out"
     args = ["calibrate", str(path), "--backend", "ray", "--workers", "2", "--out", str(out)]
     result = CliRunner().invoke(app, args)

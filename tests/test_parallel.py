@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
+from conftest import tiny_calibration
 from typer.testing import CliRunner
 
 from abm.calibration.optimize import trial_runner
@@ -26,29 +26,6 @@ from abm.sweep import SweepTask, run_local
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 TIMINGS = ["datetime_start", "datetime_complete", "duration"]  # Optuna's columns of when a trial ran
-
-
-def tiny_calibration(tmp_path: Path, trials: int = 14, agents: int = 3000) -> Path:
-    """One free parameter, 60 days of 3,000 agents: a trial takes a fraction of a second."""
-    scenario = {
-        "name": "tiny",
-        "population": {"agents": agents},
-        "simulation": {"days": 60, "replicates": 1, "seed": 5},
-        "seeding": {"day": 3, "infections": {"asymptomatic": 30}},
-        "calibration": {
-            "targets": ["hospital_admissions"],
-            "fit_window": ["2020-03-01", "2020-03-31"],
-            "holdout_window": None,
-            "parameters": {"disease.transmission_rate": {"low": 2.0, "high": 6.0}},
-            "trials": trials,
-            "rerank_trials": 2,
-            "rerank_replicates": 2,
-            "seed": 3,
-        },
-    }
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    return path
 
 
 def calibrate_cli(path: Path, out: Path, *options: str) -> tuple[pd.DataFrame, dict]:
