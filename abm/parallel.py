@@ -64,6 +64,7 @@ def release_free_memory() -> None:
 
 
 def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc on Linux (it has ``malloc_trim`` and ``prctl``), else None."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -89,7 +90,7 @@ def _start_worker(parent: int) -> None:
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
     if os.getppid() != parent:
         os._exit(1)
 

@@ -465,7 +465,7 @@ def run_sweep(
         "region_population": sorted({r["region_population"] for r in results}),
         "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
         "backend": backend,
-        "workers": workers or 1 if local else workers,  # runs at once (Ray: null, as many as it takes)
+        "workers": (workers or 1) if local else workers,  # runs at once (Ray: null, as many as it takes)
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
