@@ -19,7 +19,8 @@ import os
 import signal
 import sys
 import threading
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from abm import interrupts, invocation
 
@@ -29,6 +30,22 @@ def _interrupt(signum: int, frame: object) -> None:
         return
     interrupts.note_signal(signum)
     raise KeyboardInterrupt
+
+
+def _quiet_unraisable(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+    """An unraisable-exception hook that says nothing of a KeyboardInterrupt raised where Python
+    cannot raise it (a weakref callback, as in the import system's module locks, or a
+    finalizer) once the interrupt is noted: the command still ends on it (:mod:`abm.interrupts`),
+    and Python would print "Exception ignored in ..." and a traceback. Anything else goes to
+    ``previous``."""
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and interrupts.interrupted() is not None:
+            return
+        previous(unraisable)
+
+    hook.abm_quiet = True  # type: ignore[attr-defined]  # installed once, however many commands run
+    return hook
 
 
 def _interrupted_code() -> int:
@@ -51,6 +68,8 @@ def command() -> int | str | None:
     carried); the process goes on. Only Ctrl-C while the libraries load ends it (below)."""
     interrupts.reset()
     invocation.set_command(["abm", *sys.argv[1:]])
+    if not getattr(sys.unraisablehook, "abm_quiet", False):
+        sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:

@@ -74,3 +74,45 @@ def test_version_help_and_compare_do_not_load_torch():
         assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: False", (args, done.stdout)
     code = 'import sys, abm.outputs.compare; print("torch" in sys.modules)'
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+def test_an_interrupt_python_cannot_raise_is_not_printed_once_noted():
+    """Ctrl-C that lands in a weakref callback (as in the import system's module locks while the
+    libraries load) cannot be raised there; Python prints "Exception ignored in" and a traceback.
+    Once the interrupt is noted the command ends on it anyway, so the console script's hook says
+    nothing of it; another error in a callback is still printed."""
+    code = textwrap.dedent(
+        """
+        import sys, weakref
+        from abm import entry, interrupts
+        if sys.argv[1] == "hook":
+            sys.unraisablehook = entry._quiet_unraisable(sys.unraisablehook)
+        interrupts.note_signal(2)
+        class A: pass
+        def interrupt(_): raise KeyboardInterrupt
+        def fail(_): raise ValueError("a real error")
+        a, b = A(), A()
+        ra, rb = weakref.ref(a, interrupt), weakref.ref(b, fail)
+        del a
+        print("--", file=sys.stderr)
+        del b
+        """
+    )
+
+    def stderr(mode: str) -> tuple[str, str]:
+        done = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        before, after = done.stderr.split("--\n")
+        return before, after
+
+    quiet, real = stderr("hook")
+    assert quiet == "" and "ValueError: a real error" in real
+    loud, _ = stderr("plain")  # what Python prints without the hook
+    assert "Exception ignored in" in loud and "KeyboardInterrupt" in loud
+    # ... and the console script installs it, once however many commands run in the process
+    installs = (
+        "import sys; from abm import entry; sys.argv = ['abm', '--version']; entry.command();"
+        " first = sys.unraisablehook; entry.command(); print(first.abm_quiet, sys.unraisablehook is first)"
+    )
+    done = subprocess.run([sys.executable, "-c", installs], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split()[-2:] == ["True", "True"], done.stdout + done.stderr
