@@ -596,7 +596,8 @@ def compare(
         fail(str(exc))
     from abm.outputs.compare import markdown, table_note
 
-    out_console.print(markdown(comp.table, table_note(comp.runs)), highlight=False, soft_wrap=True)
+    table = comp.table
+    out_console.print(markdown(table, table_note(comp.runs, table)), highlight=False, soft_wrap=True)
     out_console.print(f"report in {out / 'report.html'}", highlight=False)
 
 

@@ -5,7 +5,9 @@ capacity, days (and share of days) over capacity, cumulative infected share, dea
 hospitalizations (admissions), total cost, and the cost per averted hospitalization against
 the first run: (cost - cost of the first run) / (hospitalizations of the first run -
 hospitalizations), both per agent, so runs of different sizes compare. It is empty for the
-first run and where no hospitalization is averted.
+first run and where no hospitalization is averted. And the hospitalizations and deaths averted
+per 100,000 against the first run, with their 95% intervals over replicates
+(:mod:`abm.outputs.differences`), so that a reader sees which differences are beyond noise.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from abm.outputs import differences
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
 from abm.outputs.run_folder import atomic_folder
 
@@ -40,7 +43,16 @@ COLUMNS = {
     "hospitalizations": "hospitalizations (mean, of the agents)",
     "total_cost": "total cost $ (mean, for the agents)",
     "cost_per_averted_hospitalization": "cost per averted hospitalization $ (vs first run)",
+    "hospitalizations_averted_per_100k": "hospitalizations averted per 100k (95% interval)",
+    "hospitalizations_averted_low": "low end of that interval",
+    "hospitalizations_averted_high": "high end of that interval",
+    "deaths_averted_per_100k": "deaths averted per 100k (95% interval)",
+    "deaths_averted_low": "low end of that interval",
+    "deaths_averted_high": "high end of that interval",
+    "averted_by": "averted by",
 }
+# Shown in the Markdown and HTML tables as one cell "mean (low to high)".
+INTERVALS = {f"{m}_averted_per_100k": (f"{m}_averted_low", f"{m}_averted_high") for m in ("hospitalizations", "deaths")}
 
 
 class CompareError(ValueError):
@@ -136,7 +148,7 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
     cpa = (extra / averted).where(averted > 0)
     cpa.iloc[0] = math.nan
     table["cost_per_averted_hospitalization"] = cpa
-    return table
+    return pd.concat([table, pd.DataFrame(differences.averted(runs))], axis=1)
 
 
 def format_cell(key: str, v: Any) -> str:
@@ -154,10 +166,27 @@ def format_cell(key: str, v: Any) -> str:
     return f"{v:.2g}" if 0 < abs(v) < 0.1 else f"{v:,.1f}"  # nor 0.04 deaths as 0.0
 
 
+def shown(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The table as the Markdown and HTML reports show it: its columns (an interval's ends folded
+    into its mean's cell, "mean (low to high)") and each row's cells as text."""
+    ends = {end for pair in INTERVALS.values() for end in pair}
+    keys = [c for c in table.columns if c not in ends]
+
+    def cell(row: pd.Series, key: str) -> str:
+        text = format_cell(key, row[key])
+        if key in INTERVALS and text:
+            low, high = (format_cell(key, row[end]) for end in INTERVALS[key])
+            text += f" ({low} to {high})" if low and high else " (one replicate: no interval)"
+        return text
+
+    return keys, [[cell(row, k) for k in keys] for _, row in table.iterrows()]
+
+
 # Scenario keys that may differ between compared runs without a word: what a comparison is of
-# (interventions), names, outputs, and settings that change no result's meaning.
+# (interventions), names, outputs, and settings that change no result's meaning (a seed changes
+# the draws, whose noise the averted counts' intervals show).
 EXPECTED_DIFFERENCES = ("name", "description", "interventions", "outputs", "calibration", "simulation.device",
-                        "simulation.threads", "simulation.replicates")  # fmt: skip
+                        "simulation.threads", "simulation.replicates", "simulation.seed")  # fmt: skip
 
 
 def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -185,9 +214,11 @@ def scenario_differences(runs: list[RunTables]) -> dict[str, list[Any]]:
     }
 
 
-def table_note(runs: list[RunTables]) -> str:
-    """The note under the table: what the costs count (the items the runs booked in costs.csv;
-    unpriced work is free), how to read a negative cost per averted hospitalization, each run's
+def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
+    """The note under the table (``table``: theirs, made here when not given): what the costs
+    count (the items the runs booked in costs.csv; unpriced work is free), how to read a negative
+    cost per averted hospitalization and the averted counts' intervals (naming the runs whose
+    cost per averted hospitalization rests on a difference within noise), each run's
     region where they differ, and the scenario values other than interventions that differ
     (a different epidemic, not only a different intervention)."""
     booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
@@ -208,6 +239,24 @@ def table_note(runs: list[RunTables]) -> str:
         "A negative cost per averted hospitalization means fewer hospitalizations for less money than the first run; "
         "it is blank for the first run and for a run that averts none."
     )
+    note += (
+        " Hospitalizations and deaths averted are per 100,000 agents against the first run, with 95% intervals "
+        "over replicates: taken replicate by replicate where a run shares the first run's seed, agents and number "
+        "of replicates (common random numbers), else as independent runs (Welch); an interval that includes 0 "
+        "is a difference within the replicates' noise."
+    )
+    table = comparison_table(runs) if table is None else table
+    noisy = [
+        str(row.run)
+        for _, row in table.iloc[1:].iterrows()
+        if not math.isnan(row.cost_per_averted_hospitalization)
+        and not (row.hospitalizations_averted_low > 0)  # NaN (one replicate) is not beyond noise either
+    ]
+    if noisy:
+        note += (
+            f" The hospitalizations averted by {', '.join(noisy)} are not beyond noise, so their cost per averted "
+            "hospitalization is not reliable: run more replicates."
+        )
     late = [run.label for run in runs if run.summary["peak_hospital_occupancy"].get("day") == run.days - 1]
     if late:
         note += (
@@ -238,9 +287,10 @@ def table_note(runs: list[RunTables]) -> str:
 
 def markdown(table: pd.DataFrame, note: str = "") -> str:
     """The table in Markdown, with readable headers and numbers (and ``note`` below it)."""
-    head = "| " + " | ".join(COLUMNS[c] for c in table.columns) + " |"
-    rule = "|" + "|".join("---" if c == "run" else "---:" for c in table.columns) + "|"
-    body = ["| " + " | ".join(format_cell(c, row[c]) for c in table.columns) + " |" for _, row in table.iterrows()]
+    keys, rows = shown(table)
+    head = "| " + " | ".join(COLUMNS[c] for c in keys) + " |"
+    rule = "|" + "|".join("---" if c in ("run", "averted_by") else "---:" for c in keys) + "|"
+    body = ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join([head, rule, *body]) + "\n" + (f"\n{note}\n" if note else "")
 
 
@@ -249,11 +299,9 @@ def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path 
         rel = os.path.relpath(target.resolve(), out.resolve())
         return f'<a href="{html.escape(rel)}">{html.escape(text)}</a>'
 
-    head = "".join(f"<th>{html.escape(COLUMNS[c])}</th>" for c in table.columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(format_cell(c, row[c]))}</td>" for c in table.columns) + "</tr>"
-        for _, row in table.iterrows()
-    )
+    keys, rows = shown(table)
+    head = "".join(f"<th>{html.escape(COLUMNS[c])}</th>" for c in keys)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     items = []
     for run, folder in zip(runs, folders, strict=True):
         if folder is None:
@@ -285,7 +333,7 @@ figure {{ display: inline-block; margin: 8px; }} img {{ max-width: 720px; border
 <p>Cost per averted hospitalization is against the first run, <b>{base}</b>. Files:
 <a href="comparison.csv">comparison.csv</a>, <a href="comparison.md">comparison.md</a>.</p>
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
-<p>{html.escape(table_note(runs))}</p>
+<p>{html.escape(table_note(runs, table))}</p>
 <h2>Runs</h2><ul>{"".join(items)}</ul>
 <h2>Plots</h2>{figures}
 </body></html>
@@ -318,7 +366,7 @@ class Comparison:
         with atomic_folder(out, "comparison") as tmp:
             days = table.astype({"peak_hospital_day": "Int64"})  # a day reads 54, not 54.0 (NaN: no peak)
             days.to_csv(tmp / "comparison.csv", index=False)
-            (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs)))
+            (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs, table)))
             write_plots(self.runs, tmp / "plots")
             (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out))
         return out

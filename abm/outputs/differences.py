@@ -1,0 +1,125 @@
+"""How sure a comparison is: hospitalizations and deaths averted against the first run, with
+95% intervals over replicates.
+
+Each replicate of a run is one draw of its epidemic, so the mean over replicates is an estimate
+with an error, and a difference between two runs may be noise. Per replicate, the totals over
+the run (admissions, deaths by the last day) are taken per 100,000 agents, so that runs of
+different sizes compare; the averted count of a run is the first run's mean minus its own.
+
+Runs with the same seed, agents and number of replicates share their population and their random
+streams (keyed by seed, stream and day): replicate r of one meets the same draws as replicate r
+of the other until their interventions make them differ. Their difference is then taken
+replicate by replicate (common random numbers), with a paired t interval, which removes the noise
+the two runs share. Other runs are independent draws, compared with Welch's t interval. Either
+interval is over the replicates of the runs' population draw(s): the population itself is not
+redrawn between replicates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from abm.outputs.plots import RunTables
+
+LEVEL = 0.95
+MEASURES = ("hospitalizations", "deaths")
+
+
+def replicate_totals(run: RunTables) -> dict[str, np.ndarray]:
+    """Per replicate (in replicate order), per 100,000 agents: hospital admissions over the run
+    (the sum of ``new_hospitalizations``) and deaths by its last day."""
+    ts = run.timeseries.sort_values(["replicate", "day"])
+    by_rep = ts.groupby("replicate")
+    scale = 1e5 / run.agents
+    return {
+        "hospitalizations": by_rep["new_hospitalizations"].sum().to_numpy(dtype=float) * scale,
+        "deaths": by_rep["deaths"].last().to_numpy(dtype=float) * scale,
+    }
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean difference and its two-sided interval (NaN bounds where there is none: fewer
+    than two replicates)."""
+
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def beyond_noise(self) -> bool:
+        """Whether the interval excludes 0 (False where there is no interval)."""
+        return self.low > 0 or self.high < 0
+
+
+def paired_interval(base: np.ndarray, other: np.ndarray, level: float = LEVEL) -> Interval:
+    """Mean of ``base - other`` over paired replicates with a t interval (n - 1 degrees of
+    freedom)."""
+    d = np.asarray(base, dtype=float) - np.asarray(other, dtype=float)
+    mean = float(d.mean())
+    if len(d) < 2:
+        return Interval(mean, math.nan, math.nan)
+    half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    return Interval(mean, mean - half, mean + half)
+
+
+def welch_interval(base: np.ndarray, other: np.ndarray, level: float = LEVEL) -> Interval:
+    """Difference of the means of two independent samples with Welch's t interval
+    (Welch-Satterthwaite degrees of freedom)."""
+    a, b = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
+    mean = float(a.mean() - b.mean())
+    if len(a) < 2 or len(b) < 2:
+        return Interval(mean, math.nan, math.nan)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Interval(mean, mean, mean)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    return Interval(mean, mean - half, mean + half)
+
+
+def _seed(run: RunTables) -> Any:
+    sim = (run.scenario or {}).get("simulation")
+    return sim.get("seed") if isinstance(sim, dict) else None
+
+
+def paired(base: RunTables, other: RunTables) -> bool:
+    """Whether two runs share their draws replicate by replicate: the same seed (known), agents
+    and number of replicates."""
+    return (
+        _seed(base) is not None
+        and _seed(base) == _seed(other)
+        and base.agents == other.agents
+        and base.replicates == other.replicates
+    )
+
+
+def averted(runs: list[RunTables], level: float = LEVEL) -> list[dict[str, Any]]:
+    """Per run: hospitalizations and deaths averted per 100,000 against the first run, each a
+    mean with its interval (``{measure}_averted_per_100k``, ``_low``, ``_high``), and how the
+    difference was taken (``averted_by``: ``paired replicates`` or ``independent runs``; empty for
+    the first run)."""
+    first = replicate_totals(runs[0])
+    rows: list[dict[str, Any]] = []
+    for i, run in enumerate(runs):
+        row: dict[str, Any] = {}
+        if i == 0:
+            for m in MEASURES:
+                row |= {f"{m}_averted_per_100k": math.nan, f"{m}_averted_low": math.nan, f"{m}_averted_high": math.nan}
+            rows.append(row | {"averted_by": ""})
+            continue
+        same = paired(runs[0], run)
+        interval = paired_interval if same else welch_interval
+        totals = replicate_totals(run)
+        for m in MEASURES:
+            iv = interval(first[m], totals[m], level)
+            row |= {f"{m}_averted_per_100k": iv.mean, f"{m}_averted_low": iv.low, f"{m}_averted_high": iv.high}
+        row["averted_by"] = "paired replicates" if same else "independent runs"
+        rows.append(row)
+    return rows

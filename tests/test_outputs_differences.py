@@ -1,0 +1,116 @@
+"""The comparison's averted counts and their intervals over replicates (abm/outputs/differences.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import abm
+from abm.outputs.compare import hospitalizations, markdown, table_note
+from abm.outputs.differences import paired_interval, replicate_totals, welch_interval
+from abm.outputs.plots import RunTables
+
+SCENARIOS = Path("scenarios/king_county").resolve()
+FAST = ["disease.transmission_rate=5.02"]  # the thesis's rate: 40 days at 3,000 agents fill hospitals
+
+
+def test_paired_interval_by_hand():
+    # d = 1, 2, 3, 4: mean 2.5, sd sqrt(5/3); t(0.975, 3) = 3.18245 (tables)
+    iv = paired_interval(np.array([11.0, 12, 13, 14]), np.array([10.0, 10, 10, 10]))
+    half = 3.182446305 * math.sqrt(5 / 3) / 2
+    assert iv.mean == pytest.approx(2.5)
+    assert (iv.low, iv.high) == pytest.approx((2.5 - half, 2.5 + half))
+    assert iv.beyond_noise
+    one = paired_interval(np.array([3.0]), np.array([1.0]))
+    assert one.mean == 2.0 and math.isnan(one.low) and math.isnan(one.high) and not one.beyond_noise
+
+
+def test_welch_interval_equals_scipys():
+    a, b = np.array([1.0, 2.0, 3.5]), np.array([4.0, 6.5, 8.0, 10.0, 9.0])
+    ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    iv = welch_interval(a, b)
+    assert iv.mean == pytest.approx(a.mean() - b.mean())
+    assert (iv.low, iv.high) == pytest.approx((ci.low, ci.high))
+    same = welch_interval(np.array([2.0, 2.0]), np.array([1.0, 1.0]))
+    assert (same.mean, same.low, same.high) == (1.0, 1.0, 1.0)
+
+
+def test_paired_interval_covers_the_true_difference_95_percent_of_the_time():
+    # Correlated pairs of 4 replicates with a true difference of 3: the t interval is exact for
+    # normal differences, so its coverage over 4,000 draws is 0.95 within 3 binomial sds (0.010).
+    rng = np.random.default_rng(7)
+    n, draws = 4, 4000
+    shared = rng.normal(0, 10, (draws, n))
+    base = 50 + shared + rng.normal(0, 2, (draws, n))
+    other = 47 + shared + rng.normal(0, 2, (draws, n))
+    covered = [(iv.low <= 3 <= iv.high) for iv in (paired_interval(b, o) for b, o in zip(base, other, strict=True))]
+    assert abs(np.mean(covered) - 0.95) < 3 * math.sqrt(0.95 * 0.05 / draws)
+
+
+@pytest.fixture(scope="module")
+def results():
+    def run(name: str, seed: int, replicates: int = 4):
+        return abm.run(SCENARIOS / f"{name}.yaml", agents=3000, days=40, replicates=replicates, seed=seed, sets=FAST)
+
+    return {"ni": run("ni", 3), "ni again": run("ni", 3), "sq": run("sq", 3), "sq seed 4": run("sq", 4)}
+
+
+def test_replicate_totals_are_each_replicates_admissions_and_deaths_per_100k(results):
+    r = results["sq"]
+    totals = replicate_totals(RunTables.from_result(r))
+    ts = r.timeseries
+    for rep in range(4):
+        one = ts[ts.replicate == rep].sort_values("day")
+        assert totals["hospitalizations"][rep] == pytest.approx(one.new_hospitalizations.sum() * 1e5 / 3000)
+        assert totals["deaths"][rep] == pytest.approx(one.deaths.iloc[-1] * 1e5 / 3000)
+    assert totals["deaths"].mean() * 3000 / 1e5 == pytest.approx(r.summary["deaths"]["mean"])
+    assert totals["hospitalizations"].mean() * 3000 / 1e5 == pytest.approx(hospitalizations(RunTables.from_result(r)))
+
+
+def test_comparison_pairs_runs_that_share_their_draws(results):
+    table = abm.compare([results["ni"], results["ni again"], results["sq"], results["sq seed 4"]]).table
+    assert list(table.averted_by) == ["", "paired replicates", "paired replicates", "independent runs"]
+    # The same scenario and seed: every replicate is the same epidemic, so nothing is averted, exactly.
+    same = table.iloc[1]
+    assert (same.hospitalizations_averted_per_100k, same.hospitalizations_averted_low) == (0.0, 0.0)
+    assert (same.deaths_averted_per_100k, same.deaths_averted_high) == (0.0, 0.0)
+    assert table.iloc[0][["hospitalizations_averted_per_100k", "deaths_averted_low"]].isna().all()
+    base = replicate_totals(RunTables.from_result(results["ni"]))
+    for i, name, interval in ((2, "sq", paired_interval), (3, "sq seed 4", welch_interval)):
+        other = replicate_totals(RunTables.from_result(results[name]))
+        for m in ("hospitalizations", "deaths"):
+            iv = interval(base[m], other[m])
+            row = table.iloc[i]
+            assert (row[f"{m}_averted_per_100k"], row[f"{m}_averted_low"], row[f"{m}_averted_high"]) == pytest.approx(
+                (iv.mean, iv.low, iv.high)
+            )
+    # Hospitalizations averted per 100k are the difference of the table's means, per agent.
+    row = table.iloc[2]
+    assert row.hospitalizations_averted_per_100k == pytest.approx(
+        (table.hospitalizations.iloc[0] - row.hospitalizations) * 1e5 / 3000
+    )
+
+
+def test_report_shows_intervals_and_names_costs_resting_on_noise(results):
+    comp = abm.compare([results["ni"], results["sq"]])
+    table = comp.table
+    row = table.iloc[1]
+    md = markdown(table, table_note(comp.runs, table))
+    cell = f"{row.hospitalizations_averted_per_100k:,.1f} ({row.hospitalizations_averted_low:,.1f} to "
+    assert cell in md and "hospitalizations averted per 100k (95% interval)" in md
+    assert "low end" not in md  # the ends are folded into the mean's cell
+    noisy = "The hospitalizations averted by sq are not beyond noise"
+    assert (noisy in md) == (row.hospitalizations_averted_low <= 0)
+    # One replicate each: no interval, said in the cell, and the cost per averted hospitalization is flagged.
+    one = [
+        abm.run(SCENARIOS / f"{n}.yaml", agents=3000, days=40, replicates=1, seed=4, sets=FAST) for n in ("ni", "sq")
+    ]
+    comp = abm.compare(one)
+    md = markdown(comp.table, table_note(comp.runs, comp.table))
+    assert "(one replicate: no interval)" in md
+    assert comp.table.cost_per_averted_hospitalization.iloc[1] > 0  # seed 4: sq averts 2 of 4, at a cost
+    assert "The hospitalizations averted by sq are not beyond noise" in md
