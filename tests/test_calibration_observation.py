@@ -19,7 +19,7 @@ from abm.calibration.observation import RAW, delay_weights, observe_arrays, repo
 from abm.calibration.observed import load_observed, losses, raw_series, simulated
 from abm.calibration.optimize import FitLoss, calibrate, fit_value
 from abm.populations import build_population, load_region
-from abm.scenario import validate
+from abm.scenario import ScenarioError, validate
 
 
 def scenario(seed: int = 5, **observation: object) -> dict:
@@ -344,3 +344,58 @@ def test_fast_fit_loss_equals_the_reported_loss(plain_run):
     )
     assert fit_value(simulated(plain_run, weighted), observed, weighted) == pytest.approx(by_hand, rel=1e-12)
     assert abs(by_hand - fast) > 1e-3  # the weights matter here
+
+
+def positives_scenario(**observation: object) -> dict:
+    """No transmission; 7 presymptomatic and 3 symptomatic seeds a replicate, tested on symptoms."""
+    return {
+        "name": "positives",
+        "population": {"agents": 500},
+        "simulation": {"days": 40, "replicates": 2, "seed": 3},
+        "seeding": {"infections": {"asymptomatic": 20, "presymptomatic_mild": 7, "mild_symptoms": 3}},
+        "disease": {"transmission_rate": 0.0},
+        "interventions": {"testing": {}},
+        "calibration": {
+            "targets": ["cases"],
+            "fit_window": ["2020-02-01", "2020-03-06"],
+            "holdout_window": None,
+            "observation": {"cases": "positive_tests", **observation},
+        },
+    }
+
+
+def test_reported_cases_can_be_the_positive_tests():
+    """cases: positive_tests reads the testing intervention's positive results, scaled to the
+    region, on the day of the result by default and case_delay_days later when set; the
+    ascertainment plays no part."""
+    sc = positives_scenario(ascertainment=0.2)
+    run = abm.run(sc)
+    positives = run.result.activity["positive_results"]
+    assert positives.sum(axis=0).min() > 0 and positives.sum(axis=0).max() <= 10  # only the symptomatic seeds
+    assert (run.timeseries.groupby("day").positive_results.mean().to_numpy() == positives.mean(axis=1)).all()
+    scale = run.summary["region_population"] / run.result.agents
+    cfg = validate(sc, "x").calibration
+    assert cfg.observation.case_delay_days == 0
+    np.testing.assert_allclose(simulated(run, cfg)["cases"].to_numpy(), positives.mean(axis=1) * scale)
+    later = validate(positives_scenario(case_delay_days=3), "x").calibration
+    assert later.observation.case_delay_days == 3
+    expected = np.concatenate([np.zeros(3), positives.mean(axis=1)[:-3]]) * scale
+    np.testing.assert_allclose(simulated(run, later)["cases"].to_numpy(), expected)
+    onsets = validate({**sc, "calibration": {**sc["calibration"], "observation": {}}}, "x").calibration
+    assert onsets.observation.cases == "onsets" and onsets.observation.case_delay_days == 2
+    assert not np.allclose(simulated(run, onsets)["cases"].to_numpy(), simulated(run, cfg)["cases"].to_numpy())
+
+
+def test_positive_tests_need_testing_and_the_optuna_method(tmp_path):
+    no_testing = positives_scenario()
+    del no_testing["interventions"]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(no_testing))
+    with pytest.raises(optimize.CalibrationError, match=r"positive_tests needs interventions.testing"):
+        optimize.checked_inputs(tmp_path / "s.yaml")
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump(positives_scenario()))
+    with pytest.raises(optimize.CalibrationError, match=r"not read by --method gradient"):
+        optimize.checked_inputs(tmp_path / "g.yaml", method="gradient")
+    fitted = positives_scenario()
+    fitted["calibration"]["parameters"] = {"calibration.observation.ascertainment": {"low": 0.1, "high": 0.5}}
+    with pytest.raises(ScenarioError, match=r"parameters.calibration.observation.ascertainment acts on cases from "):
+        validate(fitted, "x")

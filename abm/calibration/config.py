@@ -31,12 +31,21 @@ class Observation(BaseModel):
     """How simulated quantities become observed counts."""
 
     model_config = ConfigDict(extra="forbid")
-    ascertainment: float = Field(0.2, gt=0, le=1, description="share of symptomatic infections reported as cases")
+    cases: Literal["onsets", "positive_tests"] = Field(
+        "onsets",
+        description="what reported cases are: onsets (new symptomatic infections times the ascertainment, "
+        "case_delay_days after onset) or positive_tests (the positive results of interventions.testing, which "
+        "the scenario must enable, case_delay_days after the result)",
+    )
+    ascertainment: float = Field(
+        0.2, gt=0, le=1, description="share of symptomatic infections reported as cases (cases: onsets)"
+    )
     case_delay_days: int = Field(
         2,
         ge=0,
-        description="days from the onset of symptoms to a reported case (default: the RT-PCR result delay of the "
-        "model's testing, 1-3 days, mean 2)",
+        description="days from the onset of symptoms (cases: onsets; default 2, the RT-PCR result delay of the "
+        "model's testing, 1-3 days, mean 2) or from a positive result (cases: positive_tests; default 0, "
+        "reported on the day of the result) to a reported case",
     )
     death_delay_days: float = Field(
         0.0,
@@ -70,6 +79,8 @@ class Observation(BaseModel):
 
     @model_validator(mode="after")
     def _change(self) -> Observation:
+        if self.cases == "positive_tests" and "case_delay_days" not in self.model_fields_set:
+            self.case_delay_days = 0  # the testing intervention's results already carry the test delay
         if (self.death_multiplier_after is None) != (self.death_multiplier_change is None):
             raise ValueError("death_multiplier_after and death_multiplier_change go together: give both or neither")
         c = self.death_multiplier_change
@@ -185,6 +196,11 @@ class CalibrationConfig(BaseModel):
                 raise ValueError(
                     f"parameters.{key} acts on {target}, which is not among targets ({', '.join(self.targets)}); "
                     "no data would fit it: leave it out"
+                )
+            if field == "ascertainment" and self.observation.cases == "positive_tests":
+                raise ValueError(
+                    f"parameters.{key} acts on cases from onsets, but observation.cases is positive_tests (the "
+                    "testing intervention decides who is found): leave it out, or fit the testing settings instead"
                 )
         h = self.holdout_window
         if h is not None and h[0] <= self.fit_window[1]:

@@ -6,15 +6,18 @@ the per-trial grid search) and the gradient path on the weighted entries of a di
 (float32 tensors, differentiable in the counts); private calibration delays its own (Binomially
 thinned) cases with :func:`shifted`.
 
-Inputs (:data:`RAW`) are daily hospital admissions, deaths and onsets of symptoms, day 0 being the
-calibration's ``start_date``; each operation works along the first (day) dimension of a
+Inputs (:data:`RAW`) are daily hospital admissions, deaths, onsets of symptoms and positive test
+results (of the testing intervention; zeros without it), day 0 being the calibration's
+``start_date``; each operation works along the first (day) dimension of a
 ``[days]`` or ``[days, n]`` series (:func:`observe_arrays`):
 
 * admissions are observed as simulated;
 * deaths are multiplied by the severity multiplier of their day (:func:`severity_multipliers`),
   then reported after a geometric delay of mean ``death_delay_days`` (:func:`reported`);
 * cases are onsets of symptoms times the ascertainment, ``case_delay_days`` later (:func:`shifted`):
-  calibration.md's "new symptomatic infections times an ascertainment rate with a reporting delay".
+  calibration.md's "new symptomatic infections times an ascertainment rate with a reporting delay";
+  or, with ``cases: positive_tests``, the positive results, ``case_delay_days`` later
+  (calibration.md's "new positive tests").
 
 Both delays are one operation, :func:`delayed`: the product with a lower-triangular Toeplitz
 matrix of weights over lags (geometric for deaths, all at one lag for cases, which moves each
@@ -36,7 +39,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from abm.calibration.config import Observation
 
-RAW = ("hospital_admissions", "deaths", "symptomatic_onsets")
+RAW = ("hospital_admissions", "deaths", "symptomatic_onsets", "positive_tests")
 
 Series = TypeVar("Series", np.ndarray, torch.Tensor)
 
@@ -129,6 +132,8 @@ def observe_arrays(
             deaths = raw["deaths"]
             m = _like(severity_multipliers(obs, start_date, deaths.shape[0]), deaths)
             out[t] = reported(deaths * m.reshape(-1, *[1] * (deaths.ndim - 1)), obs.death_delay_days)
+        elif t == "cases" and obs.cases == "positive_tests":
+            out[t] = shifted(raw["positive_tests"], obs.case_delay_days)
         elif t == "cases":
             out[t] = shifted(raw["symptomatic_onsets"] * obs.ascertainment, obs.case_delay_days)
         else:

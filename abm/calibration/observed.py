@@ -124,16 +124,19 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
 
 
 def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
-    """Daily simulated admissions, deaths and onsets of symptoms (mean over replicates) scaled to
-    the region, by calendar date: what the observation model (:func:`observe`) reads."""
+    """Daily simulated admissions, deaths, onsets of symptoms and positive test results (zeros
+    without testing) (mean over replicates) scaled to the region, by calendar date: what the
+    observation model (:func:`observe`) reads."""
     res = result.result
     scale = result.summary["region_population"] / res.agents
     dates = pd.date_range(cfg.start_date, periods=res.days, freq="D")
+    positives = res.activity.get("positive_results", np.zeros((res.days, res.replicates)))
     return pd.DataFrame(
         {
             "hospital_admissions": res.admissions.mean(axis=1) * scale,
             "deaths": res.entries[:, :, 8].mean(axis=1) * scale,
             "symptomatic_onsets": res.symptomatic_onsets.mean(axis=1) * scale,
+            "positive_tests": positives.mean(axis=1) * scale,
         },
         index=dates,
     )

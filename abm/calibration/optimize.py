@@ -129,6 +129,18 @@ def checked_inputs(
     sc = validate(data, source)
     if sc.calibration is None:
         raise CalibrationError(f"{source}: calibration: the scenario has no calibration section")
+    if "cases" in sc.calibration.targets and sc.calibration.observation.cases == "positive_tests":
+        if "testing" not in sc.interventions.enabled():
+            raise CalibrationError(
+                f"{source}: calibration.observation.cases: positive_tests needs interventions.testing, which the "
+                "scenario leaves off (no one is tested, so there are no positive results); enable testing, or "
+                "use cases: onsets"
+            )
+        if method == "gradient":
+            raise CalibrationError(
+                f"{source}: calibration.observation.cases: positive_tests is not read by --method gradient (its "
+                "differentiable run has no testing); use --method optuna, or cases: onsets"
+            )
     observed = load_observed(sc.calibration, source)
     check_horizon(sc.simulation.days, sc.calibration, source)
     if method == "optuna":
