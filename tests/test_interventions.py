@@ -392,6 +392,21 @@ def test_a_contact_isolated_on_the_day_it_would_have_met_the_case_is_not_traced(
 
 
 @pytest.mark.parametrize("tracer", ["digital", "manual"])
+def test_a_contact_who_has_died_is_neither_notified_nor_counted(tracer):
+    """Agent 0 (positive on day 0, traced on day 1) met housemates 1 and 2 and workmates 3 and
+    4 on day 0; housemate 1 died before day 1's tracing. The dead get no notice: they are not
+    asked to quarantine nor counted in app_notifications / manual_notifications."""
+    sim = same_day_case(tracer)
+    sim.step(0)
+    sim.state.stage[1] = int(Stage.DEATH)
+    sim.state.next_day[1] = 10_000
+    sim.step(1)
+    assert sim.fields["quarantine_request"].tolist() == [False, False, True, True, True, False]
+    name = "app_notifications" if tracer == "digital" else "manual_notifications"
+    assert sim.activity[name][:2, 0].tolist() == [0, 3]
+
+
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
 def test_contacts_that_a_closure_or_a_zero_multiplier_removed_are_not_traced(tracer):
     """Day 0 is agent 0's whole window. With its workplace (an OFFICE) closed that day, its
     workmates 3 and 4 did not meet it and are not traced; with the household multiplier at 0,
