@@ -132,6 +132,27 @@ def test_second_doses_follow_the_gap_for_those_who_return():
     assert within(immune.mean(), p, reps)
 
 
+@pytest.mark.parametrize(
+    ("gap", "dose2", "protected_from"),
+    [
+        (7, {"dose2_efficacy": 0.0}, 14),  # a dose 2 that does not protect leaves dose 1's day
+        (10, {"dose2_delay_days": 10}, 14),  # dose 2's later protection does not delay dose 1's
+        (10, {"dose2_delay_days": 2}, 12),  # dose 2 protecting sooner brings it forward
+    ],
+)
+def test_a_second_dose_before_the_first_protects_keeps_the_earlier_protection(gap, dose2, protected_from):
+    """Dose 1 on day 0 protects (efficacy 1) from day 14; dose 2 comes after a gap shorter than
+    that. All-or-nothing, either dose's draw: protected from the first day a protecting draw
+    takes effect."""
+    pop = make_population([[0]], ages=[85])
+    cfg = VaccinationConfig(
+        start_day=0, daily_doses=1, dose1_efficacy=1.0, dose1_delay_days=14, dose2_gap_days=gap, dose2_dropout=0.0
+    )
+    res = sim_of(pop, [Vaccination(cfg.model_copy(update=dose2))], days=25).run()
+    assert res.activity["second_doses"][:, 0].tolist() == [0] * gap + [1] + [0] * (24 - gap)
+    assert res.activity["vaccine_protected"][:, 0].tolist() == [0] * protected_from + [1] * (25 - protected_from)
+
+
 def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_protected_count():
     """Leaky protection sets a vaccinated agent's susceptibility_scale to 1 - e (vaccination.py,
     ``protect``), which multiplies its daily hazard λ_t (simulator ``_transmit``). Over a run its
