@@ -894,6 +894,10 @@ def test_out_of_range_intervention_parameters_are_rejected():
             {"digital_tracing": {"app_adoption": -0.1}},
             "interventions.digital_tracing.app_adoption: -0.1 is not allowed",
         ),
+        (
+            {"digital_tracing": {"age_weights": [0.1, -0.5, 1, 1, 1, 1, 1, 1, 1]}},
+            "interventions.digital_tracing.age_weights[1]: -0.5 is not allowed",
+        ),
         ({"manual_tracing": {"mode": "sequential"}}, "interventions.manual_tracing.mode: 'sequential' is not allowed"),
         (
             {"contact_multipliers": {"changes": [{"from_day": -2}]}},

@@ -12,7 +12,7 @@ Fields read: ``positive_day`` (testing), ``isolated_history`` (quarantine) and, 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,7 +33,7 @@ class DigitalTracingConfig(BaseModel):
     enabled: bool = True
     app_adoption: float = Field(0.4, ge=0, le=1, description="average share of agents with the app")
     age_stratified: bool = Field(True, description="ownership follows age weights (else uniform)")
-    age_weights: list[float] = Field(
+    age_weights: list[Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: list(APP_WEIGHTS),
         min_length=9,
         max_length=9,
