@@ -132,6 +132,27 @@ def test_second_doses_follow_the_gap_for_those_who_return():
     assert within(immune.mean(), p, reps)
 
 
+@pytest.mark.parametrize(
+    ("gap", "dose2", "protected_from"),
+    [
+        (7, {"dose2_efficacy": 0.0}, 14),  # a dose 2 that does not protect leaves dose 1's day
+        (10, {"dose2_delay_days": 10}, 14),  # dose 2's later protection does not delay dose 1's
+        (10, {"dose2_delay_days": 2}, 12),  # dose 2 protecting sooner brings it forward
+    ],
+)
+def test_a_second_dose_before_the_first_protects_keeps_the_earlier_protection(gap, dose2, protected_from):
+    """Dose 1 on day 0 protects (efficacy 1) from day 14; dose 2 comes after a gap shorter than
+    that. All-or-nothing, either dose's draw: protected from the first day a protecting draw
+    takes effect."""
+    pop = make_population([[0]], ages=[85])
+    cfg = VaccinationConfig(
+        start_day=0, daily_doses=1, dose1_efficacy=1.0, dose1_delay_days=14, dose2_gap_days=gap, dose2_dropout=0.0
+    )
+    res = sim_of(pop, [Vaccination(cfg.model_copy(update=dose2))], days=25).run()
+    assert res.activity["second_doses"][:, 0].tolist() == [0] * gap + [1] + [0] * (24 - gap)
+    assert res.activity["vaccine_protected"][:, 0].tolist() == [0] * protected_from + [1] * (25 - protected_from)
+
+
 def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_protected_count():
     """Leaky protection sets a vaccinated agent's susceptibility_scale to 1 - e (vaccination.py,
     ``protect``), which multiplies its daily hazard λ_t (simulator ``_transmit``). Over a run its
@@ -389,6 +410,21 @@ def test_a_contact_isolated_on_the_day_it_would_have_met_the_case_is_not_traced(
     sim.isolation_shields = shields
     sim.step(1)
     assert sim.fields["quarantine_request"].tolist() == [False, not shields, True, True, True, False]
+
+
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
+def test_a_contact_who_has_died_is_neither_notified_nor_counted(tracer):
+    """Agent 0 (positive on day 0, traced on day 1) met housemates 1 and 2 and workmates 3 and
+    4 on day 0; housemate 1 died before day 1's tracing. The dead get no notice: they are not
+    asked to quarantine nor counted in app_notifications / manual_notifications."""
+    sim = same_day_case(tracer)
+    sim.step(0)
+    sim.state.stage[1] = int(Stage.DEATH)
+    sim.state.next_day[1] = 10_000
+    sim.step(1)
+    assert sim.fields["quarantine_request"].tolist() == [False, False, True, True, True, False]
+    name = "app_notifications" if tracer == "digital" else "manual_notifications"
+    assert sim.activity[name][:2, 0].tolist() == [0, 3]
 
 
 @pytest.mark.parametrize("tracer", ["digital", "manual"])
@@ -857,6 +893,10 @@ def test_out_of_range_intervention_parameters_are_rejected():
         (
             {"digital_tracing": {"app_adoption": -0.1}},
             "interventions.digital_tracing.app_adoption: -0.1 is not allowed",
+        ),
+        (
+            {"digital_tracing": {"age_weights": [0.1, -0.5, 1, 1, 1, 1, 1, 1, 1]}},
+            "interventions.digital_tracing.age_weights[1]: -0.5 is not allowed",
         ),
         ({"manual_tracing": {"mode": "sequential"}}, "interventions.manual_tracing.mode: 'sequential' is not allowed"),
         (

@@ -12,7 +12,7 @@ Fields read: ``positive_day`` (testing), ``isolated_history`` (quarantine) and, 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, contact_test_notes, notify, window_contacts
+from abm.interventions.tracing import bernoulli, can_be_asked, contact_test_notes, notify, window_contacts
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
 APP_WEIGHTS = [0.09, 0.80, 0.97, 0.96, 0.94, 0.86, 0.70, 0.48, 0.32]
@@ -33,7 +33,7 @@ class DigitalTracingConfig(BaseModel):
     enabled: bool = True
     app_adoption: float = Field(0.4, ge=0, le=1, description="average share of agents with the app")
     age_stratified: bool = Field(True, description="ownership follows age weights (else uniform)")
-    age_weights: list[float] = Field(
+    age_weights: list[Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: list(APP_WEIGHTS),
         min_length=9,
         max_length=9,
@@ -122,7 +122,7 @@ class DigitalTracing(InterventionBase):
             return
         _, partner = self.contacts(sim, index, day)
         reached = torch.unique(partner)
-        reached = reached[~sim.state.isolated.index_select(0, reached)]
+        reached = can_be_asked(sim, reached)
         self.notified_day[reached] = day
         counted = sim.per_replicate(reached)
         sim.count_activity("app_notifications", day, counted)

@@ -23,7 +23,7 @@ from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, contact_test_notes, notify, window_contacts
+from abm.interventions.tracing import bernoulli, can_be_asked, contact_test_notes, notify, window_contacts
 
 
 class ManualTracingConfig(BaseModel):
@@ -125,7 +125,7 @@ class ManualTracing(InterventionBase):
             traced = torch.unique(partner)
             traced = traced[bernoulli(sim, "mct-recall", day, traced.shape[0], c.recall)]
         traced = traced[self.reach(sim, "mct-reach-contact", day, traced)]
-        traced = traced[~sim.state.isolated.index_select(0, traced)]
+        traced = can_be_asked(sim, traced)
         if c.mode == "two_step":
             has_app = self.has_app.index_select(0, traced)
             heeded = self.complied_day.index_select(0, traced) == day

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from abm.engine.disease import Stage
 from abm.engine.simulator import Simulation
 from abm.interventions.testing import positives_to_trace
 
@@ -34,6 +35,13 @@ def unique_pairs(owner: torch.Tensor, partner: torch.Tensor, total: int) -> tupl
 def bernoulli(sim: Simulation, stream: str, day: int, n: int, p: float) -> torch.Tensor:
     """``n`` independent draws with probability ``p`` from the stream (seed, stream, day)."""
     return sim.rand(stream, day, n) < p
+
+
+def can_be_asked(sim: Simulation, contacts: torch.Tensor) -> torch.Tensor:
+    """The traced ``contacts`` a tracer can ask to quarantine: not isolated already (in
+    quarantine, they keep their end) and alive."""
+    st = sim.state
+    return contacts[~st.isolated.index_select(0, contacts) & (st.stage.index_select(0, contacts) != Stage.DEATH)]
 
 
 def notify(

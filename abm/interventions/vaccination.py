@@ -372,7 +372,13 @@ class Vaccination(InterventionBase):
         take = level > 0
         if c.dose2_combine == "overwrite" and c.protection == "all_or_nothing":
             take |= ~one  # a dose-2 draw that fails removes the dose-1 protection
-        starts = (day + delay[take]).to(torch.int16)
+        start = day + delay
+        if c.protection == "all_or_nothing" and c.dose2_combine == "either":
+            # A dose-1 protection still to come keeps its day unless dose 2's draw protects sooner.
+            first = self.protect_day.index_select(0, idx).long()
+            pending = ~one & (self.protect_level.index_select(0, idx) > 0) & (first > day)
+            start = torch.where(pending & ((u >= eff) | (first < start)), first, start)
+        starts = start[take].to(torch.int16)
         self.protect_day[idx[take]] = starts
         self.protect_level[idx[take]] = level[take]
         for d in torch.unique(starts).tolist():
