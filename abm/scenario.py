@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from abm.calibration.config import CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
+from abm.engine.disease import MAX_DAYS
 from abm.interventions import InterventionsConfig
 from abm.key_paths import lookup
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
@@ -57,7 +58,7 @@ class SimulationConfig(BaseModel):
     """How long, how many replicates, which random seed and which device."""
 
     model_config = ConfigDict(extra="forbid")
-    days: int = Field(180, ge=1, le=10_000, description="days simulated")
+    days: int = Field(180, ge=1, le=MAX_DAYS, description="days simulated")
     replicates: int = Field(1, ge=1, le=1000, description="independent runs, batched together")
     seed: int = Field(1234, ge=0, description="random seed of the population and of the runs")
     device: str = Field(

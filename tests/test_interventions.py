@@ -904,6 +904,23 @@ def test_out_of_range_intervention_parameters_are_rejected():
             "interventions.contact_multipliers.changes[0].from_day: -2 is not allowed",
         ),
         ({"lockdown": {}}, "interventions.lockdown: unknown key; allowed keys: contact_multipliers, digital_tracing"),
+        # Days past the longest simulation would overflow the int16 day fields (a crash, or a
+        # protection that silently starts 65,536 days early).
+        ({"quarantine": {"days": 40000}}, "interventions.quarantine.days: 40000 is not allowed: must be at most 10000"),
+        (
+            {"vaccination": {"dose1_delay_days": 65541}},
+            "interventions.vaccination.dose1_delay_days: 65541 is not allowed: must be at most 10000",
+        ),
+        (
+            {
+                "testing": {
+                    "tests": [
+                        {"name": "x", "sensitivity": 0.9, "result_delay_days": [40000], "result_delay_probs": [1]}
+                    ]
+                }
+            },
+            "result delays must be 0 to 10000 days",
+        ),
     ]
     for interventions, message in bad:
         with pytest.raises(ScenarioError) as err:

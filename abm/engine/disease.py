@@ -40,6 +40,9 @@ NUM_AGE_GROUPS = AGE_GROUPS  # ten-year groups 0-9 .. 80+ (abm.populations.popul
 ABSORBING = (Stage.DEATH, Stage.RECOVERED)
 SYMPTOMATIC = (Stage.MILD_SYMPTOMS, Stage.SEVERE_SYMPTOMS)  # entering one is the onset of symptoms
 NEVER = 32767  # "no scheduled transition" in the int16 day field
+# The longest simulation, and the longest delay or duration a setting may give (a result's delay,
+# a quarantine, a dose's protection): a day plus such a delay stays below NEVER in an int16 field.
+MAX_DAYS = 10_000
 
 # Branching by age group (rows 0-9 .. 80+): probabilities of the next stage.
 _S_TO = [  # S -> (ASYMPTOMATIC, PRESYMPTOMATIC_MILD, PRESYMPTOMATIC_SEVERE)

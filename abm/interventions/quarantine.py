@@ -23,7 +23,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.disease import Stage
+from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
@@ -36,7 +36,7 @@ class QuarantineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
     enter_probability: float = Field(1.0, ge=0, le=1, description="P(quarantine | positive test)")
-    days: int = Field(14, ge=1, description="length of a quarantine")
+    days: int = Field(14, ge=1, le=MAX_DAYS, description="length of a quarantine")
     daily_dropout: float = Field(0.01, ge=0, le=1, description="P(leaving early), each day")
     household: bool = Field(
         False, description="household members of a positive quarantine too (each with enter_probability)"

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from abm.engine.disease import Stage
+from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
@@ -47,8 +47,8 @@ class TestType(BaseModel):
     def _delays(self) -> TestType:
         if len(self.result_delay_days) != len(self.result_delay_probs):
             raise ValueError("result_delay_days and result_delay_probs must have the same length")
-        if any(d < 0 for d in self.result_delay_days):
-            raise ValueError("result delays must be >= 0 days")
+        if any(not 0 <= d <= MAX_DAYS for d in self.result_delay_days):
+            raise ValueError(f"result delays must be 0 to {MAX_DAYS} days")
         if any(p < 0 for p in self.result_delay_probs) or abs(sum(self.result_delay_probs) - 1) > 1e-6:
             raise ValueError("result_delay_probs must be probabilities summing to 1")
         return self
@@ -79,6 +79,7 @@ class TestingConfig(BaseModel):
     validity_days: int | None = Field(
         None,
         ge=0,
+        le=MAX_DAYS,
         description="days after the day a result arrives during which it stays valid (no retest; 0: retest from "
         "the next day); none: retest on the day the result arrives",
     )

@@ -18,7 +18,7 @@ from typing import Literal, NamedTuple
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from abm.engine.disease import Stage
+from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import AgentState, Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
@@ -43,9 +43,9 @@ class VaccinationConfig(BaseModel):
         0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)"
     )
     dose2_efficacy: float = Field(0.95, ge=0, le=1, description="P(protected) after dose 2")
-    dose1_delay_days: int = Field(14, ge=0, description="days from dose 1 to protection")
-    dose2_delay_days: int = Field(0, ge=0, description="days from dose 2 to protection")
-    dose2_gap_days: int = Field(21, ge=0, description="minimum days between doses")
+    dose1_delay_days: int = Field(14, ge=0, le=MAX_DAYS, description="days from dose 1 to protection")
+    dose2_delay_days: int = Field(0, ge=0, le=MAX_DAYS, description="days from dose 2 to protection")
+    dose2_gap_days: int = Field(21, ge=0, le=MAX_DAYS, description="minimum days between doses")
     dose2_dropout: float = Field(0.3, ge=0, le=1, description="P(not returning for dose 2) (see dose2_dropout_draw)")
     protection: Literal["all_or_nothing", "leaky"] = "all_or_nothing"
     price_per_dose: float = Field(20.0, ge=0, description="US$ per dose administered")
