@@ -974,3 +974,20 @@ def test_an_interrupt_while_a_run_folder_replaces_an_earlier_one_leaves_one_or_t
     left.rename(tmp_path / f".out.partial-{host}-999999999-old")  # its process has ended
     write("third")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_tracing_without_quarantine_gets_a_note():
+    """Tracing's notices ask contacts to quarantine: with quarantine off they change nothing
+    (unless they lead to tests), and validate says so for each tracing."""
+    ct = str(SCENARIOS / "king_county/ct.yaml")
+    off = ["--set", "interventions.quarantine.enabled=false"]
+    text = " ".join(runner.invoke(app, ["validate", ct, *off]).output.split())
+    for name in ("digital_tracing", "manual_tracing"):
+        assert f"interventions.{name} notifies contacts to quarantine, but interventions.quarantine is off" in text
+    assert "interventions.quarantine is off" not in runner.invoke(app, ["validate", ct]).output
+    # Notices that lead to a test given to traced contacts still do something.
+    traced = "interventions.testing.tests=[{name: rt_pcr, sensitivity: 0.99, result_delay_days: [1], "
+    traced += "result_delay_probs: [1], given_to: [symptomatic, traced]}]"
+    asks = ["--set", "interventions.digital_tracing.test_contacts=true", "--set", traced]
+    text = " ".join(runner.invoke(app, ["validate", ct, *off, *asks]).output.split())
+    assert "interventions.digital_tracing notifies" not in text and "interventions.manual_tracing notifies" in text

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, can_be_asked, contact_test_notes, notify, window_contacts
+from abm.interventions.tracing import bernoulli, can_be_asked, notify, tracing_notes, window_contacts
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
 APP_WEIGHTS = [0.09, 0.80, 0.97, 0.96, 0.94, 0.86, 0.70, 0.48, 0.32]
@@ -85,8 +85,8 @@ class DigitalTracing(InterventionBase):
 
     @classmethod
     def unused_settings(cls, cfg: Any, on: dict[str, Any]) -> list[str]:
-        """A note when ``test_contacts`` asks for tests that no test type is given for."""
-        return contact_test_notes(cls.name, cfg, on)
+        """Notes when its notices would do less than asked (:func:`tracing_notes`)."""
+        return tracing_notes(cls.name, cfg, on)
 
     def attach(self, sim: Simulation) -> None:
         c = self.cfg

@@ -23,7 +23,7 @@ from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, can_be_asked, contact_test_notes, notify, window_contacts
+from abm.interventions.tracing import bernoulli, can_be_asked, notify, tracing_notes, window_contacts
 
 
 class ManualTracingConfig(BaseModel):
@@ -78,8 +78,8 @@ class ManualTracing(InterventionBase):
 
     @classmethod
     def unused_settings(cls, cfg: Any, on: dict[str, Any]) -> list[str]:
-        """A note when ``test_contacts`` asks for tests that no test type is given for."""
-        return contact_test_notes(cls.name, cfg, on)
+        """Notes when its notices would do less than asked (:func:`tracing_notes`)."""
+        return tracing_notes(cls.name, cfg, on)
 
     def attach(self, sim: Simulation) -> None:
         sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start
