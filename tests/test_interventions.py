@@ -921,6 +921,7 @@ def test_out_of_range_intervention_parameters_are_rejected():
             },
             "result delays must be 0 to 10000 days",
         ),
+        ({"vaccination": {"priority": []}}, "a priority list holds one or more distinct age groups 0..8"),
     ]
     for interventions, message in bad:
         with pytest.raises(ScenarioError) as err:

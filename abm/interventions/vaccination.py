@@ -64,8 +64,10 @@ class VaccinationConfig(BaseModel):
     @field_validator("priority")
     @classmethod
     def _groups(cls, v: object) -> object:
-        if isinstance(v, list) and (sorted(set(v)) != sorted(v) or not all(0 <= g <= 8 for g in v)):
-            raise ValueError("a priority list holds distinct age groups 0..8")
+        if isinstance(v, list) and (not v or sorted(set(v)) != sorted(v) or not all(0 <= g <= 8 for g in v)):
+            raise ValueError(
+                "a priority list holds one or more distinct age groups 0..8 (an empty one vaccinates no one)"
+            )
         return v
 
     @model_validator(mode="after")
