@@ -10,6 +10,7 @@ import scipy.stats
 import torch
 from conftest import make_population, quiet_contacts
 
+import abm
 from abm.engine import DiseaseConfig, SeedingConfig, Simulation, Stage
 from abm.interventions.contact_multipliers import ContactMultipliers, ContactMultipliersConfig
 from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConfig, ownership_probabilities
@@ -604,6 +605,19 @@ def test_app_ownership_hits_the_target_mean():
     for target in (0.2, 0.4, 0.7, 0.95):
         p = ownership_probabilities(w, target)
         assert abs(float(p.mean()) - target) < 1e-6 and float(p.max()) <= 1
+
+
+def test_an_adoption_the_age_weights_cannot_reach_is_refused():
+    """With weight 0 for ages 0-9 (about 11% of King County's agents), at most 89% can own the
+    app: 0.95 is refused with the reachable share (the solver gave a lower adoption silently);
+    0.85 runs."""
+    weights = [0.0, 1, 1, 1, 1, 1, 1, 1, 1]
+    sc = {"name": "apps", "population": {"agents": 5000}, "simulation": {"days": 2, "replicates": 1}}
+    sc["interventions"] = {"testing": {}, "digital_tracing": {"age_weights": weights, "app_adoption": 0.95}}
+    with pytest.raises(ScenarioError, match=r"app_adoption: 0.95 cannot be reached .* at most 8\d\.\d% can own"):
+        abm.run(sc)
+    sc["interventions"]["digital_tracing"]["app_adoption"] = 0.85
+    abm.run(sc)  # reachable: not refused
 
 
 def test_manual_tracing_never_reaches_community_contacts():

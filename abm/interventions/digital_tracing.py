@@ -91,7 +91,17 @@ class DigitalTracing(InterventionBase):
     def attach(self, sim: Simulation) -> None:
         c = self.cfg
         w = torch.tensor(c.age_weights if c.age_stratified else [1.0] * 9, device=sim.device)
-        p = ownership_probabilities(w.index_select(0, sim.age_group[: sim.n]).float(), c.app_adoption)
+        weights = w.index_select(0, sim.age_group[: sim.n]).float()
+        reachable = float((weights > 0).float().mean())
+        if c.app_adoption > reachable + 1e-9:
+            from abm.scenario import ScenarioError  # the scenario module imports the interventions
+
+            raise ScenarioError(
+                f"interventions.digital_tracing.app_adoption: {c.app_adoption} cannot be reached with these "
+                f"age_weights: the age groups of weight 0 hold {1 - reachable:.1%} of the agents, so at most "
+                f"{reachable:.1%} can own the app; lower app_adoption or give those groups a weight above 0"
+            )
+        p = ownership_probabilities(weights, c.app_adoption)
         u = sim.rand("app", -1, sim.total)
         self.has_app = sim.field("has_app", torch.bool, False)
         self.has_app |= u < p.repeat(sim.replicates)
