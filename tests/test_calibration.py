@@ -326,6 +326,29 @@ def test_a_relative_data_file_is_read_beside_the_scenario(tmp_path, monkeypatch)
     assert sc.calibration.data == str(folder / "obs.csv") and len(observed) > 100
 
 
+@pytest.mark.parametrize("how", ["set", "file"])
+def test_a_data_file_read_from_the_working_folder_is_named_by_its_full_path(tmp_path, monkeypatch, how):
+    """calibration.data relative to the working folder (given by --set, or in a file but not
+    beside it) is read from there, and the calibrated scenario names it by its full path, so
+    that calibrated.yaml validates from any folder (before the fix it kept 'obs.csv', and
+    `abm validate` on it elsewhere failed: neither a bundled series nor a file)."""
+    from abm.calibration.optimize import checked_inputs
+
+    work, study = tmp_path / "work", tmp_path / "study"
+    work.mkdir()
+    study.mkdir()
+    bundled = Path(__file__).resolve().parents[1] / "abm/calibration/data/king_county_2020.csv"
+    shutil.copy(bundled, work / "obs.csv")
+    path = study / "cal.yaml"
+    data = {"extends": str(KC_CALIBRATION)} | ({} if how == "set" else {"calibration": {"data": "obs.csv"}})
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(work)
+    raw, sc, _ = checked_inputs(path, ["calibration.data=obs.csv"] if how == "set" else [])
+    assert sc.calibration.data == str(work / "obs.csv") == raw["calibration"]["data"]
+    monkeypatch.chdir(tmp_path)
+    assert validate(raw, "calibrated").calibration.data == str(work / "obs.csv")
+
+
 def test_set_reaches_free_parameters_whose_keys_have_dots():
     """--set on calibration.parameters: an existing parameter's bound, or a new parameter whole
     or bound by bound (its key path is the rest of the option's path)."""
