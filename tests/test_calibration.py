@@ -110,6 +110,28 @@ def test_bad_targets_get_clear_messages(tmp_path):
     endless.write_text("date,deaths\n" + "\n".join(f"2020-03-{d:02d},{'inf' if d == 4 else 1}" for d in range(1, 9)))
     with pytest.raises(CalibrationError, match="has an infinite count on 2020-03-04; counts must be finite"):
         load_observed(config(data=str(endless), fit_window=["2020-03-01", "2020-03-07"]))
+    # With several targets the message names the column and the value (before: only the date).
+    two = tmp_path / "two.csv"
+    lines = [f"2020-03-{d:02d},1,{'' if d == 3 else -2 if d == 5 else 1}" for d in range(1, 10) if d != 8]
+    two.write_text("date,deaths,cases\n" + "\n".join(lines) + "\n")
+    both = {"data": str(two), "targets": ["deaths", "cases"]}
+    messages = {
+        ("2020-03-01", "2020-03-07"): "'cases', has no value on 2020-03-03 (empty or NaN); counts must be numbers >= 0",
+        ("2020-03-02", "2020-03-08"): "has no value on 2020-03-08: the date has no row (1 of the window's dates "
+        "missing); give one row per date, with a count >= 0 per target",
+        ("2020-03-04", "2020-03-12"): "lies outside the data",
+    }
+    for window, message in messages.items():
+        with pytest.raises(CalibrationError) as info:
+            load_observed(config(**both, fit_window=list(window)))
+        assert message in str(info.value), str(info.value)
+    rows = [f"2020-03-{d:02d},1,{-2 if d == 5 else 1}" for d in range(1, 9)]
+    two.write_text("date,deaths,cases\n" + "\n".join(rows) + "\n")
+    with pytest.raises(CalibrationError) as info:
+        load_observed(config(**both, fit_window=["2020-03-01", "2020-03-07"]))
+    assert str(info.value) == (
+        f"calibration.fit_window: '{two}', column 'cases', has a negative count on 2020-03-05 (-2); counts must be >= 0"
+    )
     twice = tmp_path / "twice.csv"
     twice.write_text("date,deaths\n" + "\n".join(f"2020-03-{d:02d},1" for d in [*range(1, 9), 5]))
     with pytest.raises(CalibrationError, match="date 2020-03-05 appears more than once; give one row per date"):
@@ -324,6 +346,29 @@ def test_a_relative_data_file_is_read_beside_the_scenario(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     _, sc, observed = checked_inputs(path)
     assert sc.calibration.data == str(folder / "obs.csv") and len(observed) > 100
+
+
+@pytest.mark.parametrize("how", ["set", "file"])
+def test_a_data_file_read_from_the_working_folder_is_named_by_its_full_path(tmp_path, monkeypatch, how):
+    """calibration.data relative to the working folder (given by --set, or in a file but not
+    beside it) is read from there, and the calibrated scenario names it by its full path, so
+    that calibrated.yaml validates from any folder (before the fix it kept 'obs.csv', and
+    `abm validate` on it elsewhere failed: neither a bundled series nor a file)."""
+    from abm.calibration.optimize import checked_inputs
+
+    work, study = tmp_path / "work", tmp_path / "study"
+    work.mkdir()
+    study.mkdir()
+    bundled = Path(__file__).resolve().parents[1] / "abm/calibration/data/king_county_2020.csv"
+    shutil.copy(bundled, work / "obs.csv")
+    path = study / "cal.yaml"
+    data = {"extends": str(KC_CALIBRATION)} | ({} if how == "set" else {"calibration": {"data": "obs.csv"}})
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(work)
+    raw, sc, _ = checked_inputs(path, ["calibration.data=obs.csv"] if how == "set" else [])
+    assert sc.calibration.data == str(work / "obs.csv") == raw["calibration"]["data"]
+    monkeypatch.chdir(tmp_path)
+    assert validate(raw, "calibrated").calibration.data == str(work / "obs.csv")
 
 
 def test_set_reaches_free_parameters_whose_keys_have_dots():

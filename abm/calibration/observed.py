@@ -103,24 +103,33 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
                 f"{at}calibration.{name}: {a} to {b} lies outside the data of {source!r} "
                 f"({frame.index.min().date()} to {frame.index.max().date()})"
             )
+        absent = days[~days.isin(frame.index)]
+        if len(absent):
+            raise CalibrationError(
+                f"{at}calibration.{name}: {source!r} has no value on {absent[0].date()}: the date has no row "
+                f"({len(absent)} of the window's dates missing); give one row per date, with a count >= 0 per target"
+            )
         part = frame.reindex(days)[cfg.targets]
-        missing = part.index[part.isna().any(axis=1)]
-        if len(missing):
-            raise CalibrationError(
-                f"{at}calibration.{name}: {source!r} has no value on {missing[0].date()} ({len(missing)} days missing)"
-            )
-        negative = part.index[(part < 0).any(axis=1)]
-        if len(negative):
-            raise CalibrationError(
-                f"{at}calibration.{name}: {source!r} has a negative count on {negative[0].date()}; counts must be >= 0"
-            )
-        endless = part.index[np.isinf(part.to_numpy()).any(axis=1)]
-        if len(endless):
-            raise CalibrationError(
-                f"{at}calibration.{name}: {source!r} has an infinite count on {endless[0].date()}; counts must be "
-                "finite numbers >= 0"
-            )
+        for bad, problem, allowed in (
+            (part.isna(), "has no value", "counts must be numbers >= 0"),
+            (part < 0, "has a negative count", "counts must be >= 0"),
+            (np.isinf(part), "has an infinite count", "counts must be finite numbers >= 0"),
+        ):
+            if bad.to_numpy().any():
+                day, column = first_cell(bad)
+                value = float(part.at[day, column])
+                shown = " (empty or NaN)" if np.isnan(value) else "" if np.isinf(value) else f" ({value:g})"
+                raise CalibrationError(
+                    f"{at}calibration.{name}: {source!r}, column {column!r}, {problem} on {day.date()}{shown}; "
+                    f"{allowed}"
+                )
     return frame[cfg.targets].astype(float)
+
+
+def first_cell(flags: pd.DataFrame) -> tuple[pd.Timestamp, str]:
+    """The date and column of the first True of ``flags`` (by date, then by column)."""
+    row = int(np.flatnonzero(flags.to_numpy().any(axis=1))[0])
+    return flags.index[row], str(flags.columns[int(np.flatnonzero(flags.iloc[row].to_numpy())[0])])
 
 
 def raw_series(result: RunResult, cfg: CalibrationConfig) -> pd.DataFrame:
