@@ -38,6 +38,7 @@ from abm.scenario import (
     overlaps,
     read_scenario_data,
     validate,
+    with_full_data_paths,
     with_options,
 )
 from abm.threads import torch_threads
@@ -222,7 +223,7 @@ def resolve(
             validate(data, with_options(source, options), origin)
             raise
         options.append(f"--{key} {value}")
-    return validate(data, with_options(source, options), origin)
+    return validate(with_full_data_paths(data), with_options(source, options), origin)
 
 
 def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Population:

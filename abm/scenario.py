@@ -6,6 +6,7 @@ path, the bad value and what is allowed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -15,11 +16,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from abm.calibration.config import CalibrationConfig
+from abm.calibration.config import BUNDLED, CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.engine.disease import MAX_DAYS
 from abm.interventions import InterventionsConfig
+from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.validation_errors import validated
@@ -337,6 +339,27 @@ def read_scenario_data(path: str | Path) -> dict[str, Any]:
             for key in keys[:-1]:
                 node = node[key]
             node[keys[-1]] = str((path.parent / value).resolve())
+    return data
+
+
+def with_full_data_paths(data: dict[str, Any]) -> dict[str, Any]:
+    """Scenario data in which a data file (:data:`DATA_FILE_KEYS`) named by a path
+    relative to the working folder (from ``--set``, or from a file that does not hold it beside
+    itself) is named by its full path, so that a run's resolved scenario and a calibrated one
+    read the same file from any folder; bundled names and full paths are left as they are."""
+    bundled = {
+        ("calibration", "data"): BUNDLED,
+        ("interventions", "contact_multipliers", "series", "source"): BUNDLED_SERIES,
+    }
+    for keys in DATA_FILE_KEYS:
+        value = lookup(data, keys)
+        if (
+            isinstance(value, str)
+            and value not in bundled[keys]
+            and not Path(value).is_absolute()
+            and Path(value).is_file()
+        ):
+            data = apply_set(data, f"{'.'.join(keys)}={json.dumps(str(Path(value).resolve()))}")
     return data
 
 

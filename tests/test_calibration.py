@@ -476,3 +476,19 @@ def test_calibration_to_positive_tests_recovers_a_known_transmission_rate(tmp_pa
     assert summary["fit"]["cases"]["nd_weekly"] < 0.35
     calibrated = yaml.safe_load((tmp_path / "out" / "calibrated.yaml").read_text())
     assert calibrated["calibration"]["observation"]["cases"] == "positive_tests"
+
+
+def test_a_run_names_a_series_file_from_the_working_folder_by_its_full_path(tmp_path, monkeypatch):
+    """`abm run --set interventions.contact_multipliers.series.source=ser.csv` reads ser.csv from
+    the working folder; the run's resolved scenario names it by its full path, so that re-running
+    it from another folder reads the same file (it kept 'ser.csv')."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ser.csv").write_text("multiplier\n1.0\n0.5\n0.25\n")
+    monkeypatch.chdir(work)
+    sc = {"name": "s", "population": {"agents": 2000}, "simulation": {"days": 5, "replicates": 1}}
+    result = abm.run(sc, sets=["interventions.contact_multipliers.series.source=ser.csv"])
+    assert result.scenario.interventions.contact_multipliers.series.source == str(work / "ser.csv")
+    monkeypatch.chdir(tmp_path)
+    again = abm.run(yaml.safe_load(result.scenario.resolved_yaml()))
+    assert again.scenario.interventions.contact_multipliers.series.source == str(work / "ser.csv")

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Target = Literal["hospital_admissions", "deaths", "cases"]
+# Observed series shipped with the package (abm/calibration/data/), by the name calibration.data takes.
+BUNDLED = {"king_county_2020": "king_county_2020.csv"}
 
 
 class ParameterRange(BaseModel):

@@ -11,11 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from abm.calibration.config import CalibrationConfig
+from abm.calibration.config import BUNDLED, CalibrationConfig
 from abm.calibration.observation import RAW, Series, array_module, observe_arrays, weekly_sums
 from abm.runs import RunResult
-
-BUNDLED = {"king_county_2020": "king_county_2020.csv"}
 
 
 class CalibrationError(ValueError):

@@ -23,7 +23,6 @@ import pandas as pd
 from abm.calibration.config import CalibrationConfig, Observation
 from abm.calibration.observation import RAW, observe_arrays
 from abm.calibration.observed import (
-    BUNDLED,
     CalibrationError,
     fit_loss,
     load_observed,
@@ -33,7 +32,6 @@ from abm.calibration.observed import (
     simulated,
     weekly,
 )
-from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
@@ -49,13 +47,13 @@ from abm.parallel import (
 )
 from abm.runs import run
 from abm.scenario import (
-    DATA_FILE_KEYS,
     Scenario,
     ScenarioError,
     apply_set,
     check_device,
     read_scenario_data,
     validate,
+    with_full_data_paths,
     with_options,
 )
 
@@ -110,27 +108,6 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
                 raise CalibrationError(f"{where} gives an invalid scenario{reason}") from None
             except CalibrationError as exc:
                 raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
-
-
-def with_full_data_paths(data: dict[str, Any]) -> dict[str, Any]:
-    """Scenario data in which a data file (:data:`abm.scenario.DATA_FILE_KEYS`) named by a path
-    relative to the working folder (from ``--set``, or from a file that does not hold it beside
-    itself) is named by its full path, so that the calibrated scenario reads the same file from
-    any folder; bundled names and full paths are left as they are."""
-    bundled = {
-        ("calibration", "data"): BUNDLED,
-        ("interventions", "contact_multipliers", "series", "source"): BUNDLED_SERIES,
-    }
-    for keys in DATA_FILE_KEYS:
-        value = lookup(data, keys)
-        if (
-            isinstance(value, str)
-            and value not in bundled[keys]
-            and not Path(value).is_absolute()
-            and Path(value).is_file()
-        ):
-            data = apply_set(data, f"{'.'.join(keys)}={json.dumps(str(Path(value).resolve()))}")
-    return data
 
 
 def source_of(path: str | Path, sets: list[str] | None) -> str:
