@@ -33,7 +33,8 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     seed must land near 3. The loss is smooth in the rate (final size and timing move
     monotonically), so 16 TPE trials bracket the minimum to within the replicate noise. The
     tolerances come from six pairs of data and calibration seeds (99/1234 to 94/1239, measured
-    2026-11-27 on cases as symptom onsets, with trials in batches of 4, the default): estimates
+    2026-11-27 on cases as symptom onsets, with trials in batches of 4, the default, by
+    `python benchmarks/calibration_recovery.py --cases onsets`): estimates
     2.92-3.19, sd 0.14, so 0.5 is about 4 sd; fit ND 0.07-0.20 (asked one at a time, the same
     range, sd 0.13)."""
     truth = abm.run(synthetic_scenario(tmp_path, 3.0, 99))
@@ -442,8 +443,9 @@ def test_calibration_to_positive_tests_recovers_a_known_transmission_rate(tmp_pa
     """Reported cases as the testing intervention's positive results (observation.cases:
     positive_tests): data simulated with rate 3.0 and testing of the symptomatic (seed 99),
     calibrated with another seed over [1, 6]. Six pairs of data and calibration seeds (99/1234 to
-    94/1239, measured 2026-11-27, 10,000 agents, 16 trials) gave estimates 2.92-3.19 (sd 0.11, so
-    0.5 is about 4.5 sd) and fit ND 0.06-0.26 (mean 0.13, sd 0.07)."""
+    94/1239, measured 2026-11-27, 10,000 agents, 16 trials, by `python
+    benchmarks/calibration_recovery.py --cases positive_tests --agents 10000`) gave estimates
+    2.92-3.19 (sd 0.11, so 0.5 is about 4.5 sd) and fit ND 0.06-0.26 (mean 0.13, sd 0.07)."""
     scenario = {
         "name": "synthetic",
         "population": {"agents": 10_000},
