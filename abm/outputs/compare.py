@@ -208,7 +208,13 @@ def table_note(runs: list[RunTables]) -> str:
         "A negative cost per averted hospitalization means fewer hospitalizations for less money than the first run; "
         "it is blank for the first run and for a run that averts none."
     )
-    late = [run.label for run in runs if run.summary["peak_hospital_occupancy"].get("day") == run.days - 1]
+    # at_end: at its peak on the last day, also a peak first reached earlier (a summary without the key:
+    # the peak day is the last)
+    late = [
+        run.label
+        for run in runs
+        if (occ := run.summary["peak_hospital_occupancy"]).get("at_end", occ.get("day") == run.days - 1)
+    ]
     if late:
         note += (
             f" The hospital peak of {', '.join(late)} is on the last simulated day: the curve may still be rising, "
