@@ -500,7 +500,7 @@ def sweep(
     Ctrl-C, 143 after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
         from abm.parallel import WorkerLost, check_workers
-        from abm.scenario import ScenarioError
+        from abm.scenario import ScenarioError, check_device
         from abm.sweep import BACKENDS, plan, run_sweep
 
     if not sweep_:
@@ -515,6 +515,9 @@ def sweep(
     overrides = {"agents": agents, "days": days, "seed": seed, "device": device}
     try:
         sp = plan(file, sweep_, replicates=replicates, sets=set_, **overrides)
+        if backend == "local":  # the runs' device is this machine's (Ray's tasks check their cluster's)
+            for sc in sp.variants:
+                check_device(sc, f"{file} (with --device {device})" if device else str(file))
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / f"{sp.variants[0].name}-sweep"

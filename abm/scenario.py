@@ -11,10 +11,10 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from abm.calibration.config import BUNDLED, CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
@@ -230,6 +230,29 @@ def overlaps(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
+def schema_default(parts: list[str]) -> Any:
+    """The schema's default at a key path of sections and keys (``disease.dwell_times``), as plain
+    data a file would hold; None where there is none (a key path through a list or a mapping of
+    entries, an unknown key, or a section whose class needs values)."""
+    model: Any = Scenario
+    for k, part in enumerate(parts):
+        fields = {field.alias or name: field for name, field in getattr(model, "model_fields", {}).items()}
+        if part not in fields:
+            return None
+        field = fields[part]
+        value = field.get_default(call_default_factory=True)
+        if value is None:  # an optional section that is off by default (interventions.testing): its defaults
+            classes = [c for c in get_args(field.annotation) if isinstance(c, type) and issubclass(c, BaseModel)]
+            try:
+                value = classes[0]() if len(classes) == 1 else None
+            except ValidationError:
+                return None
+        if k == len(parts) - 1:
+            return TypeAdapter(Any).dump_python(value, mode="json", by_alias=True)
+        model = type(value)
+    return None
+
+
 def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> dict[str, Any]:
     """Apply one ``key.path=value`` override; the value is read as YAML (numbers, lists...)."""
     if "=" not in assignment:
@@ -255,6 +278,11 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
         if isinstance(node, list):  # a list item by its index: dwell_times.0.shape
             if not parts[i].isdigit() or int(parts[i]) >= len(node):
                 where = ".".join(parts[:i])
+                if not node:
+                    raise ScenarioError(
+                        f"{source}: {key}: {where} is an empty list, so --set cannot index into it; give the "
+                        f"whole list: {where}=[...]"
+                    )
                 raise ScenarioError(
                     f"{source}: {key}: {where} is a list of {len(node)}; {parts[i]!r} is not allowed, "
                     f"give an index 0..{len(node) - 1}"
@@ -270,6 +298,8 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
             node[part] = value
             return out
         child = node[part] if isinstance(node, list) else node.get(part)
+        if child is None and parts[i].isdigit():  # a list the file leaves to its default: index into that
+            child = schema_default(parts[:i])
         if child is None and parts[i].isdigit():
             raise ScenarioError(
                 f"{source}: {key}: {'.'.join(parts[:i])} is not in the file, so --set cannot index into it; "

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -39,8 +40,20 @@ def peak_of(curve: pd.Series, agents: int) -> dict:
         "value": pytest.approx(value),
         "day": day if value > 0 else None,
         "per_100k": pytest.approx(value / agents * 1e5),
-        "at_end": value > 0 and day == curve.index.max(),  # the last day: the curve may still be rising
+        "at_end": value > 0 and curve.iloc[-1] == value,  # at its peak on the last day: it may still be rising
     }
+
+
+def test_a_peak_still_held_on_the_last_day_is_at_end():
+    # The mean curve reaches its peak on day 1 and holds it to the last day: the peak's day is the
+    # first day at the peak, and the curve may still be rising after the run (at_end).
+    from abm.outputs.summary import peak
+
+    plateau = np.array([[0, 1], [2, 2], [1, 3], [3, 1]], dtype=np.float64)  # [day, replicate]: 0.5, 2, 2, 2
+    assert peak(plateau, 100) == {"value": 2.0, "day": 1, "per_100k": 2000.0, "at_end": True}
+    falling = plateau[:3].copy()
+    falling[2] = [1, 1]  # 0.5, 2, 1
+    assert peak(falling, 100)["at_end"] is False
 
 
 def test_run_writes_a_complete_run_folder(tmp_path):

@@ -71,3 +71,20 @@ def test_branching_rows_must_be_probabilities():
     else:
         raise AssertionError("a row summing to more than 1 was accepted")
     assert np.isclose(sum(DiseaseConfig().branching[3][5]), 1.0)
+
+
+def test_a_bad_branching_row_is_named_in_the_message():
+    from abm.scenario import ScenarioError, validate
+
+    rows = DiseaseConfig().branching
+    rows[2][5][6] += 0.1  # 20-29, severe_symptoms: 0.115 to hospitalized + 0.985 to recovered
+    with pytest.raises(
+        ScenarioError, match=r"branching\[2\]\[5\] \(age group 20-29, from severe_symptoms\) sums to 1\.1$"
+    ):
+        validate({"name": "x", "disease": {"branching": rows}}, "x.yaml")
+    rows = DiseaseConfig().branching
+    rows[4][7][8] = 1.5
+    with pytest.raises(
+        ScenarioError, match=r"branching\[4\]\[7\]\[8\] \(age group 40-49, critical_icu to death\) is 1\.5$"
+    ):
+        validate({"name": "x", "disease": {"branching": rows}}, "x.yaml")

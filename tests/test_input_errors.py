@@ -16,7 +16,7 @@ from abm.calibration.config import CalibrationConfig
 from abm.calibration.observed import CalibrationError, load_observed
 from abm.cli import app
 from abm.outputs.run_folder import MARK
-from abm.scenario import ScenarioError, apply_set, load_scenario
+from abm.scenario import Scenario, ScenarioError, apply_set, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "scenarios/king_county/base.yaml"
@@ -202,8 +202,26 @@ def test_set_reaches_dotted_keys_and_list_items():
     ]
     with pytest.raises(ScenarioError, match=r"a list of 2; '7' is not allowed, give an index 0..1"):
         apply_set(listed, "disease.dwell_times.7.shape=5")
+    # a list the file leaves to its default (as every King County scenario does dwell_times, the
+    # README's example): the item of the default list, the rest of that list kept
+    defaults = Scenario(name="x").model_dump(mode="json", by_alias=True)
+    out = apply_set({"disease": {}}, "disease.dwell_times.0.shape=5")["disease"]["dwell_times"]
+    assert out == [{**defaults["disease"]["dwell_times"][0], "shape": 5}, *defaults["disease"]["dwell_times"][1:]]
+    tests = apply_set({"interventions": {"testing": {}}}, "interventions.testing.tests[0].cost=7")
+    assert tests["interventions"]["testing"]["tests"] == [{**defaults_testing()["tests"][0], "cost": 7}]
+    ni = ROOT / "scenarios/king_county/ni.yaml"
+    assert load_scenario(ni, ["disease.dwell_times[0].shape=2"]).disease.dwell_times[0].shape == 2
+    assert runner.invoke(app, ["validate", str(ni), "--set", "disease.dwell_times[0].shape=2"]).exit_code == 0
     with pytest.raises(ScenarioError, match="is not in the file, so --set cannot index into it"):
-        apply_set({"disease": {}}, "disease.dwell_times.0.shape=5")
+        apply_set({}, "outputs.map_days.0=5")  # no default list (none: the default days)
+    with pytest.raises(ScenarioError, match=r"changes is an empty list, so --set cannot index into it; give the whole"):
+        apply_set({}, "interventions.contact_multipliers.changes[0].community=0.5")
+
+
+def defaults_testing() -> dict:
+    """The testing intervention's settings with every default, as a file would write them."""
+    data = {"name": "x", "interventions": {"testing": {}}}
+    return Scenario.model_validate(data).model_dump(mode="json", by_alias=True)["interventions"]["testing"]
 
 
 def test_a_bad_value_names_the_file_of_the_extends_chain_that_set_it(tmp_path, small):

@@ -902,7 +902,7 @@ def test_out_of_range_intervention_parameters_are_rejected():
                     ]
                 }
             },
-            "summing to 1",
+            "result_delay_probs [0.5, 0.6] must be probabilities summing to 1 (they sum to 1.1)",
         ),
         (
             {"digital_tracing": {"app_adoption": -0.1}},

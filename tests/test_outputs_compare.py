@@ -276,3 +276,15 @@ def test_comparison_csv_writes_the_peak_day_as_a_day(runs, tmp_path):
     rows = (tmp_path / "cmp" / "comparison.csv").read_text().splitlines()
     assert rows[1].split(",")[5] == str(day) and rows[2].split(",")[5] == ""
     assert comp.table["peak_hospital_day"].iloc[0] == day and math.isnan(comp.table["peak_hospital_day"].iloc[1])
+
+
+def test_compare_notes_a_hospital_peak_held_to_the_last_day(runs, tmp_path):
+    """A peak first reached before the last day and held to it (at_end) may still be rising."""
+    held = _edited_copy(runs["sq"], tmp_path / "held")
+    summary = json.loads((held / "summary.json").read_text())
+    summary["peak_hospital_occupancy"] = {"value": 2.5, "day": 30, "per_100k": 83.3, "at_end": True}
+    (held / "summary.json").write_text(json.dumps(summary))
+    abm.compare([runs["ni"], held], out=tmp_path / "cmp")
+    note = (tmp_path / "cmp" / "comparison.md").read_text()
+    late = re.search(r"The hospital peak of (.*?) is on the last simulated day", note)
+    assert late is not None and "sq" in late.group(1).split(", ")  # the copy keeps its label, sq

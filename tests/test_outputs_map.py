@@ -292,3 +292,17 @@ def test_the_map_title_warns_when_tracts_hold_few_agents():
     few = map_title(summary, 397)
     assert few.endswith("; about 50 agents a tract, so one tract's figure per 100,000 is noisy")
     assert "noisy" not in map_title({**summary, "agents": 2_252_782}, 397)
+
+
+def test_map_snapshot_title_fits_the_figure_and_shows_the_day(small_run):
+    # A run of fewer than 1,000 agents a tract (the default 100,000 agents) has a long title; the
+    # snapshot's title must stay inside the PNG, day included, or two days' snapshots look alike.
+    title = maps.map_title(small_run.summary, len(small_run.population.tracts))
+    assert "noisy" in title
+    data = maps.map_data(small_run.by_tract, small_run.population.tracts, snapshot_days=(33,), title=title)
+    fig = maps.snapshot_figure(centroid_cells(small_run.population.tracts), data, 33)
+    fig.canvas.draw()
+    text = fig.axes[0].title
+    box = text.get_window_extent(fig.canvas.get_renderer())
+    assert "day 33" in text.get_text()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height

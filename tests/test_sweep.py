@@ -126,6 +126,10 @@ def test_values_split_at_top_level_commas_only():
             "--backend: 'dask' is not allowed; allowed: local, ray",
         ),
         ([], "--sweep: give at least one"),
+        (  # named by the file and option, as abm run does, not by the scenario's name
+            ["--sweep", "simulation.days=5,6", "--device", "cuda:99"],
+            f"error: {SCENARIO} (with --device cuda:99): simulation.device: 'cuda:99' is not allowed here",
+        ),
     ],
 )
 def test_bad_input_gets_one_message_exit_2_and_writes_nothing(tmp_path, args, message):

@@ -206,10 +206,20 @@ class DiseaseConfig(BaseModel):
         if t.shape != (NUM_AGE_GROUPS, NUM_STAGES, NUM_STAGES):
             raise ValueError(f"branching must be a 9 x 11 x 11 table, got {tuple(t.shape)}")
         if (t < 0).any() or (t > 1).any():
-            raise ValueError("branching probabilities must lie in [0, 1]")
+            a, s, to = (int(i) for i in ((t < 0) | (t > 1)).nonzero()[0])
+            raise ValueError(
+                f"branching probabilities must lie in [0, 1]; branching[{a}][{s}][{to}] (age group "
+                f"{AGE_GROUP_LABELS[a]}, {STAGE_NAMES[s]} to {STAGE_NAMES[to]}) is {float(t[a, s, to]):g}"
+            )
         sums = t.sum(-1)
-        if not torch.all(((sums - 1).abs() < 1e-6) | (sums == 0)):
-            raise ValueError("each branching row must sum to 1 (or be all 0 for absorbing stages)")
+        bad = ~(((sums - 1).abs() < 1e-6) | (sums == 0))
+        if bad.any():
+            a, s = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(
+                "each branching row must sum to 1 (or be all 0 for absorbing stages); "
+                f"branching[{a}][{s}] (age group {AGE_GROUP_LABELS[a]}, from {STAGE_NAMES[s]}) sums to "
+                f"{float(sums[a, s]):g}"
+            )
         return v
 
     @model_validator(mode="after")

@@ -46,11 +46,17 @@ class TestType(BaseModel):
     @model_validator(mode="after")
     def _delays(self) -> TestType:
         if len(self.result_delay_days) != len(self.result_delay_probs):
-            raise ValueError("result_delay_days and result_delay_probs must have the same length")
+            raise ValueError(
+                f"result_delay_days {self.result_delay_days} and result_delay_probs {self.result_delay_probs} "
+                "must have the same length"
+            )
         if any(not 0 <= d <= MAX_DAYS for d in self.result_delay_days):
-            raise ValueError(f"result delays must be 0 to {MAX_DAYS} days")
+            raise ValueError(f"result delays must be 0 to {MAX_DAYS} days, not {self.result_delay_days}")
         if any(p < 0 for p in self.result_delay_probs) or abs(sum(self.result_delay_probs) - 1) > 1e-6:
-            raise ValueError("result_delay_probs must be probabilities summing to 1")
+            raise ValueError(
+                f"result_delay_probs {self.result_delay_probs} must be probabilities summing to 1 "
+                f"(they sum to {sum(self.result_delay_probs):g})"
+            )
         return self
 
 

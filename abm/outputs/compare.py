@@ -257,7 +257,13 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
             f" The hospitalizations averted by {', '.join(noisy)} are not beyond noise, so their cost per averted "
             "hospitalization is not reliable: run more replicates."
         )
-    late = [run.label for run in runs if run.summary["peak_hospital_occupancy"].get("day") == run.days - 1]
+    # at_end: at its peak on the last day, also a peak first reached earlier (a summary without the key:
+    # the peak day is the last)
+    late = [
+        run.label
+        for run in runs
+        if (occ := run.summary["peak_hospital_occupancy"]).get("at_end", occ.get("day") == run.days - 1)
+    ]
     if late:
         note += (
             f" The hospital peak of {', '.join(late)} is on the last simulated day: the curve may still be rising, "

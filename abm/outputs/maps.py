@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -338,7 +339,9 @@ def snapshot_figure(shapes: TractShapes, data: MapData, day: int, measure: str =
     ax.set_aspect(1 / math.cos(math.radians((south + north) / 2)))
     ax.set_xlabel("longitude")
     ax.set_ylabel("latitude")
-    ax.set_title(f"{data.title + ': ' if data.title else ''}{label}, day {day}", fontsize=11)
+    # What and which day first; the run's title (long for a run of few agents a tract) wrapped
+    # under it, so that the title stays inside the figure.
+    ax.set_title("\n".join([f"{label}, day {day}", *textwrap.wrap(data.title, 100)]), fontsize=11)
     lo, handles = 0.0, []
     for edge, color in zip(data.bins[measure], data.colors[measure], strict=True):
         handles.append(Patch(facecolor=color, edgecolor="#999999", label=f"{lo:,.0f} – {edge:,.0f}"))

@@ -20,8 +20,9 @@ def mean_sd(values: np.ndarray) -> dict[str, float]:
 
 def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float | int | bool | None]:
     """Peak of the mean curve over replicates ([day, replicate]) and its first day; the day is
-    None for a curve that stays at zero (it has no peak). ``at_end``: the peak is on the last
-    day, so the curve may still be rising and the peak is a lower bound."""
+    None for a curve that stays at zero (it has no peak). ``at_end``: the curve is at its peak on
+    the last day (the peak's first day or a later one), so it may still be rising and the peak is
+    a lower bound."""
     mean = curve_by_replicate.mean(axis=1)
     day = int(mean.argmax())
     value = float(mean[day])
@@ -29,7 +30,7 @@ def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float | int |
         "value": value,
         "day": day if value > 0 else None,
         "per_100k": value * 1e5 / agents,
-        "at_end": bool(value > 0 and day == mean.shape[0] - 1),
+        "at_end": bool(value > 0 and mean[-1] == value),
     }
 
 
