@@ -178,6 +178,52 @@ def test_age_bands_must_be_contiguous_from_zero(king_county, bands):
         RegionFigures.model_validate(data)
 
 
+def _with(data: dict, path: str, value: object) -> dict:
+    """``data`` with the entry at the dotted ``path`` replaced by ``value``."""
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [
+        ("employment_rate", [[20, 24, 6.93]], r"row \[20, 24, 6\.93\].*share between 0 and 1"),
+        ("school_enrollment", [[10, 5, 0.5]], r"row \[10, 5, 0\.5\].*first age <= last age"),
+        ("long_term_care.residence_rate", [[85, 100, -0.1]], r"row \[85, 100, -0\.1\]"),
+        ("workplace_sizes", [[9, 5, 10.0]], r"row \[9, 5, 10\.0\].*1 <= fewest <= most"),
+        ("workplace_sizes", [[0, 4, 10.0]], r"row \[0, 4, 10\.0\]"),
+        ("long_term_care.sizes", [[20, 39, 0.0]], r"weights must add up to more than 0"),
+        ("sectors", {"EDUCATION": 10.0, "MINING": -1.0}, r"\{'MINING': -1\.0\} is not allowed"),
+        ("school_size_brackets", [[50, 20]], r"bracket \[50, 20\]"),
+        ("school_size_shares.middle", [0.5, 0.5], r"school_size_shares\.middle: \[0\.5, 0\.5\].*needs 14 shares"),
+        ("school_size_shares.high", [0.0] * 14, r"school_size_shares\.high: .*adding up to more than 0"),
+        ("school_size_shares", {"preschool": [1.0] + [0.0] * 13}, r"no entry for school type 'elementary'"),
+    ],
+)
+def test_bad_region_figures_are_rejected_on_loading(king_county, path, value, match):
+    """Figures the synthesis cannot use are refused when the region is read, naming the key and the
+    value (they used to pass ``abm validate`` and crash ``abm run`` with a numpy traceback)."""
+    data = _with(king_county.figures.model_dump(), path, value)
+    with pytest.raises(ValidationError, match=match):
+        RegionFigures.model_validate(data)
+
+
+def test_bad_region_yaml_is_reported_with_its_file(tmp_path):
+    folder = tmp_path / "county"
+    folder.mkdir()
+    source = load_region("king_county").path
+    (folder / "tracts.csv").write_text((source / "tracts.csv").read_text())
+    text = (source / "region.yaml").read_text()
+    assert "  - [20, 24, 0.693]" in text
+    (folder / "region.yaml").write_text(text.replace("  - [20, 24, 0.693]", "  - [20, 24, 6.93]"))
+    with pytest.raises(RegionError, match=r"(?s)region\.yaml: .*\nemployment_rate\n.*row \[20, 24, 6\.93\]"):
+        load_region(folder)
+
+
 def test_agent_table_has_one_row_per_agent_with_its_setting():
     """Agents 0-2 in one household, 3-4 in another; agents 1 and 3 work in group 0 (OFFICE)."""
     from conftest import make_population

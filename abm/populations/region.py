@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from abm.yaml_loader import load_yaml
 
@@ -34,6 +34,32 @@ class RegionError(ValueError):
     """A region folder is missing, unreadable or inconsistent."""
 
 
+def check_age_rates(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+    """``[first age, last age, share]`` rows: ages from 0 with the first at most the last, and
+    shares between 0 and 1 (a share outside would be drawn as 0 or 1 without a word)."""
+    for lo, hi, share in rows:
+        if not (0 <= lo <= hi and 0 <= share <= 1):
+            raise ValueError(
+                f"row [{lo}, {hi}, {share}] is not allowed; a row is [first age, last age, share] with "
+                "0 <= first age <= last age and the share between 0 and 1"
+            )
+    return rows
+
+
+def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+    """``[fewest, most, weight]`` size brackets: 1 <= fewest <= most, weights at least 0, and some
+    weight above 0 (sizes are drawn from these brackets)."""
+    for lo, hi, weight in rows:
+        if not (1 <= lo <= hi and weight >= 0):
+            raise ValueError(
+                f"row [{lo}, {hi}, {weight}] is not allowed; a row is [fewest, most, weight] with "
+                "1 <= fewest <= most and the weight at least 0"
+            )
+    if sum(w for _, _, w in rows) <= 0:
+        raise ValueError(f"{rows} is not allowed; the weights must add up to more than 0")
+    return rows
+
+
 class LongTermCare(BaseModel):
     """Who lives in long-term care facilities, and how large the facilities are."""
 
@@ -43,6 +69,9 @@ class LongTermCare(BaseModel):
     )
     sizes: list[tuple[int, int, float]] = Field(description="[fewest residents, most residents, share of facilities]")
     residents_per_staff: float = Field(gt=0)
+
+    _rates = field_validator("residence_rate")(check_age_rates)
+    _sizes = field_validator("sizes")(check_size_weights)
 
 
 class RegionFigures(BaseModel):
@@ -75,6 +104,47 @@ class RegionFigures(BaseModel):
             if hi < lo or next_lo != hi + 1:
                 raise ValueError(f"age bands must be contiguous and in order; got {bounds}")
         return v
+
+    _rates = field_validator("school_enrollment", "employment_rate")(check_age_rates)
+    _sizes = field_validator("workplace_sizes")(check_size_weights)
+
+    @field_validator("school_size_brackets")
+    @classmethod
+    def _school_brackets(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        for lo, hi in v:
+            if not 1 <= lo <= hi:
+                raise ValueError(
+                    f"bracket [{lo}, {hi}] is not allowed; a bracket is [fewest, most] with 1 <= fewest <= most"
+                )
+        return v
+
+    @field_validator("sectors")
+    @classmethod
+    def _sector_weights(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: w for k, w in v.items() if w < 0}
+        if bad or sum(v.values()) <= 0:
+            raise ValueError(
+                f"{bad or v} is not allowed; workers by sector must be at least 0 and add up to more than 0"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _school_shares_per_type(self) -> RegionFigures:
+        """Every school type has one share per size bracket (at least 0, adding up to more than 0)."""
+        n = len(self.school_size_brackets)
+        for kind in self.school_types:
+            shares = self.school_size_shares.get(kind)
+            if shares is None:
+                raise ValueError(
+                    f"school_size_shares: no entry for school type {kind!r}; "
+                    f"every type of school_types needs one ({', '.join(self.school_types)})"
+                )
+            if len(shares) != n or min(shares, default=0) < 0 or sum(shares) <= 0:
+                raise ValueError(
+                    f"school_size_shares.{kind}: {shares} is not allowed; it needs {n} shares (one per "
+                    "school_size_brackets entry), each at least 0, adding up to more than 0"
+                )
+        return self
 
 
 @dataclass(frozen=True)
