@@ -28,7 +28,7 @@ def test_region_rules_partition_the_county(county):
     masks = region_masks(county.tracts)
     stack = np.stack(list(masks.values()))
     assert (stack.sum(axis=0) == 1).all()  # disjoint and covering
-    assert int(masks["seattle"].sum()) == 132  # Seattle city tracts 0001-0121 (2020 Census)
+    assert int(masks["seattle"].sum()) == 132  # Seattle city tracts 0001-0121 (2010-vintage tracts; 2020 has 177)
     north = county.tracts[masks["north"]]
     assert (north["lat"] >= 47.70).all()
     east = county.tracts[masks["east"]]
