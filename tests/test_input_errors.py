@@ -258,6 +258,25 @@ def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, smal
     assert result.exit_code == 2 and "column age_5_9: 'many' is not allowed; figures must be numbers" in text(result)
 
 
+def test_a_bad_region_figure_is_refused_by_validate_and_run(tmp_path, small):
+    """An employment share above 1 in region.yaml: exit 2 naming the file, key and row, nothing
+    written (it used to pass validate and be drawn as 1; a bad size row crashed the run)."""
+    region = tmp_path / "region"
+    region.mkdir()
+    bundled = ROOT / "abm/populations/regions/king_county"
+    (region / "tracts.csv").write_text((bundled / "tracts.csv").read_text())
+    figures = (bundled / "region.yaml").read_text()
+    assert "  - [20, 24, 0.693]" in figures
+    (region / "region.yaml").write_text(figures.replace("  - [20, 24, 0.693]", "  - [20, 24, 6.93]"))
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert f"{region / 'region.yaml'}: " in text(result) and "employment_rate" in text(result)
+        assert "row [20, 24, 6.93] is not allowed" in text(result) and "the share between 0 and 1" in text(result)
+    assert not out.exists()
+
+
 def test_dates_given_on_the_command_line_are_checked(tmp_path, small):
     result = runner.invoke(app, ["run", str(small), "--set", "description=2020-13-01", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
