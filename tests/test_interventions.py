@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.stats
 import torch
@@ -19,9 +21,10 @@ from abm.interventions.quarantine import Quarantine, QuarantineConfig
 from abm.interventions.testing import Testing, TestingConfig
 from abm.interventions.vaccination import Vaccination, VaccinationConfig
 from abm.outputs.tables import timeseries
-from abm.scenario import ScenarioError, validate
+from abm.scenario import ScenarioError, load_scenario, validate
 
 NO_SEEDS = SeedingConfig(infections={})
+KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/calibrate_2020.yaml"
 
 
 def sim_of(pop, interventions, replicates=1, days=30, contacts=None, seed=1) -> Simulation:
@@ -836,6 +839,43 @@ def test_series_recovery_scales_rises_above_the_running_minimum(tmp_path):
     assert levels[0.0] == pytest.approx([1, 1, 1.0, 0.5, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3])
     with pytest.raises(ValueError, match="recovery"):
         ContactMultipliersConfig(series={"source": str(src), "recovery": 1.5})
+
+
+def test_a_series_file_with_dates_must_run_day_by_day(tmp_path):
+    """The multipliers are used one a day from start_day in file order; a 'date' column that
+    skips, repeats or reorders a day would move every later value to another day, so it is
+    refused (before the check, the gap below was accepted and 2020-03-04's 0.5 used on 03-03)."""
+    src = tmp_path / "m.csv"
+    src.write_text("date,multiplier\n2020-03-01,1.0\n2020-03-02,0.9\n2020-03-04,0.5\n")
+    with pytest.raises(ValueError) as info:
+        ContactMultipliersConfig(series={"source": str(src)})
+    assert f"{src}: date '2020-03-04' on line 4 is not allowed; expected 2020-03-03" in str(info.value)
+    src.write_text("date,multiplier\n2020-03-02,0.9\n2020-03-01,1.0\n")
+    with pytest.raises(ValueError, match="date '2020-03-01' on line 3 is not allowed; expected 2020-03-03"):
+        ContactMultipliersConfig(series={"source": str(src)})
+    src.write_text("date,multiplier\n2020-03-01,1.0\n2020-03-02,0.9\n2020-03-03,0.5\n")
+    cm = ContactMultipliers(ContactMultipliersConfig(series={"source": str(src), "start_day": 1}))
+    assert [cm.multipliers(d)["community"] for d in range(6)] == [1.0, 1.0, 0.9, 0.5, 0.5, 0.5]
+
+
+def test_the_bundled_mobility_series_falls_on_its_dates_in_the_2020_calibration():
+    """calibrate_2020.yaml (day 0 = 2020-02-01) starts the series on day 29, 2020-03-01 (2020 is
+    a leap year): each day uses the value the bundled file dates to that day, and after its last
+    date (2020-07-10, day 160) the last value is held."""
+    sc = load_scenario(KC_CALIBRATION)
+    cfg = sc.interventions.contact_multipliers
+    cm = ContactMultipliers(cfg)
+    table = pd.read_csv(Path(abm.__file__).parent / "interventions/data/king_county_mobility_2020.csv")
+    day0 = pd.Timestamp(sc.calibration.start_date)
+    strength = cfg.series.strength
+    for date, value in zip(pd.to_datetime(table["date"]), table["multiplier"], strict=True):
+        day = (date - day0).days
+        assert cm.multipliers(day)["community"] == pytest.approx(1 - strength * (1 - value))
+    assert (pd.Timestamp("2020-03-01") - day0).days == cfg.series.start_day == 29
+    assert cm.multipliers(28)["community"] == 1.0
+    last = 1 - strength * (1 - table["multiplier"].iloc[-1])
+    assert (pd.Timestamp(table["date"].iloc[-1]) - day0).days == 160
+    assert cm.multipliers(161)["community"] == cm.multipliers(400)["community"] == pytest.approx(last)
 
 
 def test_series_household_share_and_floor(tmp_path):

@@ -29,3 +29,17 @@ def test_docs_scenarios_md_is_up_to_date():
     assert doc.read_text() == scenario_reference(), (
         "docs/scenarios.md is stale: run `python -m abm.outputs.schema_doc > docs/scenarios.md`"
     )
+
+
+def test_readme_names_every_data_sources_file():
+    """Every SOURCES.md shipped in the package (sources, licences and attributions, e.g. the
+    CC BY 4.0 attribution of the JHU CSSE series) is named where the README points readers for
+    data sources and licences (before, it named only the region's)."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    notes = sorted(str(p.relative_to(root)) for p in (root / "abm").rglob("SOURCES.md"))
+    assert len(notes) >= 4
+    start = readme.index("Data sources and licences:")
+    end = readme.find("\n\n", start)
+    section = readme[start : end if end >= 0 else len(readme)]
+    assert [n for n in notes if f"`{n}`" not in section] == []

@@ -44,7 +44,9 @@ class Series(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     source: str = Field(
-        "king_county_mobility_2020", description="a bundled series name or a CSV file with a column 'multiplier'"
+        "king_county_mobility_2020",
+        description="a bundled series name or a CSV file with a column 'multiplier', one row a day from start_day "
+        "(a 'date' column, if any, must give consecutive days)",
     )
     start_day: int = Field(0, ge=0, description="simulation day of the series' first value")
     strength: float = Field(
@@ -91,6 +93,8 @@ class Series(BaseModel):
             frame = pd.read_csv(fh)
         if "multiplier" not in frame.columns or frame.empty:
             raise ValueError(f"{self.source}: needs a column 'multiplier' with one non-negative number per day")
+        if "date" in frame.columns:
+            check_consecutive_dates(frame["date"], self.source)
         values = pd.to_numeric(frame["multiplier"], errors="coerce")
         bad = values.isna() | (values < 0)
         if bad.any():
@@ -108,6 +112,23 @@ class Series(BaseModel):
             low = min(low, v)
             out.append(low + self.recovery * (v - low))
         return out
+
+
+def check_consecutive_dates(dates: pd.Series, source: str) -> None:
+    """A series file's ``date`` column must give consecutive days in order: the multipliers are
+    used one a day from ``start_day`` in file order, whatever the dates say, so a missing,
+    repeated or misordered date would silently move every later value to another day."""
+    parsed = pd.to_datetime(dates.astype(str), errors="coerce")
+    for row in range(len(parsed)):
+        day = parsed.iloc[row]
+        expected = None if row == 0 else parsed.iloc[row - 1] + pd.Timedelta(days=1)
+        if pd.isna(day) or (expected is not None and day != expected):
+            allowed = "a date (YYYY-MM-DD)" if expected is None or pd.isna(expected) else f"{expected.date()}"
+            raise ValueError(
+                f"{source}: date {str(dates.iloc[row])!r} on line {row + 2} is not allowed; expected {allowed}: "
+                "the multipliers are used one a day from start_day in file order, so the 'date' column must give "
+                "consecutive days in order (or leave the column out)"
+            )
 
 
 class Closure(BaseModel):
