@@ -280,6 +280,11 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "data.source: 'mnist' is not allowed: must be one of 'gaussian_mixture', 'digits', 'wine', "
             "'breast_cancer', 'iris'",
         ),
+        # The baseline's name: a protocol so labelled replaced local-only's row in the report.
+        (
+            {"protocols": [{"name": "fedprox", "label": "local"}]},
+            "<dict>: protocols[0].label: 'local' is not allowed for fedprox: it is the name of the local-only baseline",
+        ),
         (
             {"protocols": [{"name": "fedavg", "params": {"lr": 1}}]},
             "protocols[0].params.lr: unknown key; allowed keys: mu, server_lr, weighting, bn_stats",
