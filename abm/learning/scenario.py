@@ -57,7 +57,8 @@ class SklearnSpec(_Strict):
 
 
 class LabelSkewSpec(_Strict):
-    """Dirichlet(alpha) label skew: per class, shares over participants ~ Dir(alpha)."""
+    """Dirichlet(alpha) label skew: per class, shares over participants ~ Dir(alpha), redrawn
+    until every participant's share holds ``min_size`` samples (a split that cannot is refused)."""
 
     alpha: float = Field(gt=0)
     min_size: int = Field(10, ge=1)
