@@ -147,6 +147,24 @@ def test_flower_runner_refuses_what_it_does_not_carry():
         load_scenario(private)
 
 
+@pytest.mark.parametrize("mode", ["flower-sim", "flower"])
+def test_flower_runner_refuses_an_unworkable_split_before_starting_flower(mode, monkeypatch):
+    """A split too small to train is found once the data are built: refused with the in-process
+    runner's message, before Flower starts (it was raised in every client, buried in Flower's and
+    Ray's tracebacks, exit code 1)."""
+    import abm.learning.flower.run as flower_run
+
+    def no_flower(*args: object) -> None:
+        raise AssertionError("Flower started")
+
+    monkeypatch.setattr(flower_run, "run_simulation", no_flower)
+    monkeypatch.setattr(flower_run, "run_processes", no_flower)
+    small = {**TINY, "data": {**TINY["data"], "n_samples": 40}, "split": {"participants": 30}}
+    small["protocols"] = [{"name": "fedavg", "models": [{"kind": "mlp", "hidden": [16]}]}]
+    with pytest.raises(LearningScenarioError, match=r"^split: participant 0 gets 0 training"):
+        run_all(load_scenario(small)[0], mode)
+
+
 def test_cli_rejects_an_unknown_runner(tmp_path):
     import yaml
 

@@ -23,6 +23,7 @@ from abm.learning.runner import (
     build_report,
     execute_protocol,
     known_groups,
+    prepare_data,
     protocol_specs,
 )
 from abm.learning.scenario import LearningScenario
@@ -243,6 +244,9 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
     """
     if mode not in MODES:
         raise ValueError(f"unknown Flower mode {mode!r}; allowed: {', '.join(MODES)}")
+    # A split found unworkable once the data are built is refused here, as in process, and not
+    # inside every client, where Flower would bury the message in its tracebacks.
+    prepare_data(scenario)
     import_flwr()
     from abm.learning.flower.server import ProtocolServer
 
