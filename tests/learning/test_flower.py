@@ -134,6 +134,38 @@ def test_flower_processes_on_loopback_agree_with_inprocess(inprocess_report):
     assert _essence(report) == _essence(inprocess_report)
 
 
+@pytest.mark.slow
+def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path):
+    """Ctrl-C while Flower's server runs (``--runner flower``): Flower's own signal handlers ended
+    the command with exit code 0 and no word. About 15 s."""
+    import signal
+    import time
+
+    import yaml
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**TINY, "protocols": TINY["protocols"][:1]}))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out), "--runner", "flower"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = ""
+    while "start_server" not in seen:  # Flower's deprecation warning: its server is starting
+        line = proc.stderr.readline()
+        assert line, f"ended before Flower's server started: {seen}"
+        seen += line
+    time.sleep(1)  # the server waits for the client processes, which take seconds to start
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, seen + rest
+    assert f"interrupted: no results were written to {out}" in rest
+    assert not out.exists()
+
+
 def test_flower_runner_refuses_what_it_does_not_carry():
     bad = {**TINY, "runner": "flower", "protocols": [{"name": "mapl"}]}
     with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: 'mapl' is not allowed for runner 'flower'"):
