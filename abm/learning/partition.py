@@ -24,6 +24,9 @@ def iid_indices(n: int, n_parts: int, rng: np.random.Generator) -> list[np.ndarr
     return [np.sort(p) for p in np.array_split(rng.permutation(n), n_parts)]
 
 
+DIRICHLET_TRIES = 100  # draws of label shares before dirichlet_label_indices gives up on min_size
+
+
 def dirichlet_label_indices(
     labels: np.ndarray,
     n_parts: int,
@@ -33,9 +36,10 @@ def dirichlet_label_indices(
 ) -> list[np.ndarray]:
     """Per class c draw q ~ Dir_N(alpha) and split that class's samples in proportion to q.
 
-    Redraws (up to 100 times) until every part holds at least ``min_size`` samples.
+    Redraws (up to :data:`DIRICHLET_TRIES` times) until every part holds at least ``min_size``
+    samples; if none does, the last draw is returned, and the caller must check the sizes.
     """
-    for _ in range(100):
+    for _ in range(DIRICHLET_TRIES):
         parts: list[list[int]] = [[] for _ in range(n_parts)]
         for c in np.unique(labels):
             idx = rng.permutation(np.flatnonzero(labels == c))

@@ -20,6 +20,7 @@ from abm.learning.metrics import cgs, gains, mcg
 from abm.learning.models import build_model
 from abm.learning.participant import Participant
 from abm.learning.partition import (
+    DIRICHLET_TRIES,
     ParticipantData,
     class_group_indices,
     dirichlet_label_indices,
@@ -32,7 +33,7 @@ from abm.learning.partition import (
 from abm.learning.privacy.aggregation import PlainSum, SumAggregator
 from abm.learning.privacy.dp import DifferentiallyPrivateSum, noise_multiplier_for
 from abm.learning.protocols import RunContext, protocol_class
-from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
+from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec, SplitSpec
 from abm.learning.training import TrainConfig
 from abm.threads import torch_threads
 
@@ -92,6 +93,7 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
     elif sp.quantity_skew and sp.quantity_skew.fractions:
         idx = fixed_fraction_indices(len(rest), sp.quantity_skew.fractions, rng)
     elif sp.quantity_skew:
+        check_quantity_min_size(sp, len(rest))
         idx = quantity_indices(len(rest), n, sp.quantity_skew.alpha or 1.0, rng, sp.quantity_skew.min_size)
     elif sp.class_groups:
         idx = class_group_indices(labels, sp.class_groups.groups, sp.class_groups.assignment, rng)
@@ -104,7 +106,40 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
             share = permute_labels(share, [tuple(s) for s in sp.concept_shift.swaps])
         parts.append(split_train_val_test(share, sp.val_fraction, sp.test_fraction, rng))
     check_part_sizes(parts, len(rest))
+    if sp.label_skew:
+        check_label_skew_min_size(sp, [len(i) for i in idx], len(rest))
     return PreparedData(source, parts, global_test, known_groups(scenario))
+
+
+def check_quantity_min_size(split: SplitSpec, pool: int) -> None:
+    """Quantity skew gives every participant ``min_size`` samples before the Dirichlet shares, so
+    it needs ``participants x min_size`` of the ``pool`` samples shared; otherwise
+    :class:`LearningScenarioError` naming the key."""
+    assert split.quantity_skew is not None
+    need = split.participants * split.quantity_skew.min_size
+    if need > pool:
+        raise LearningScenarioError(
+            f"split.quantity_skew.min_size: {split.quantity_skew.min_size} is not allowed: {split.participants} "
+            f"participants x {split.quantity_skew.min_size} samples each is {need}, more than the {pool} samples "
+            "shared (the data less the global test set); give a smaller min_size, fewer participants "
+            "(split.participants) or more samples (data.n_samples)"
+        )
+
+
+def check_label_skew_min_size(split: SplitSpec, sizes: list[int], pool: int) -> None:
+    """Dirichlet label skew redraws until every participant's share (``sizes``) holds
+    ``min_size`` samples; when no draw did, :class:`LearningScenarioError` naming the key (the
+    partition would otherwise go on with the smaller shares without a word)."""
+    skew = split.label_skew
+    assert skew is not None
+    k = int(np.argmin(sizes))
+    if sizes[k] < skew.min_size:
+        raise LearningScenarioError(
+            f"split.label_skew.min_size: {skew.min_size} is not allowed here: in {DIRICHLET_TRIES} draws of "
+            f"Dirichlet({skew.alpha:g}) label shares none gave each of the {split.participants} participants at "
+            f"least {skew.min_size} of the {pool} samples shared (participant {k} got {sizes[k]}); give a smaller "
+            "min_size, a larger alpha, fewer participants (split.participants) or more samples (data.n_samples)"
+        )
 
 
 def check_part_sizes(parts: list[ParticipantData], pool: int) -> None:

@@ -57,7 +57,8 @@ class SklearnSpec(_Strict):
 
 
 class LabelSkewSpec(_Strict):
-    """Dirichlet(alpha) label skew: per class, shares over participants ~ Dir(alpha)."""
+    """Dirichlet(alpha) label skew: per class, shares over participants ~ Dir(alpha), redrawn
+    until every participant's share holds ``min_size`` samples (a split that cannot is refused)."""
 
     alpha: float = Field(gt=0)
     min_size: int = Field(10, ge=1)
@@ -289,6 +290,12 @@ def check_protocols(
                 "report; give one of them a different label"
             )
         seen[spec.key] = i
+        if spec.key == "local" and spec.name != "local":
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].label: 'local' is not allowed for {spec.name}: it is the name of the "
+                "local-only baseline (always run, the standalone score of every gain) in the report; give "
+                "another label"
+            )
         cls = protocol_class(spec.name)
         models = spec.models or default_models
         if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:

@@ -134,6 +134,38 @@ def test_flower_processes_on_loopback_agree_with_inprocess(inprocess_report):
     assert _essence(report) == _essence(inprocess_report)
 
 
+@pytest.mark.slow
+def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path):
+    """Ctrl-C while Flower's server runs (``--runner flower``): Flower's own signal handlers ended
+    the command with exit code 0 and no word. About 15 s."""
+    import signal
+    import time
+
+    import yaml
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**TINY, "protocols": TINY["protocols"][:1]}))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out), "--runner", "flower"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = ""
+    while "start_server" not in seen:  # Flower's deprecation warning: its server is starting
+        line = proc.stderr.readline()
+        assert line, f"ended before Flower's server started: {seen}"
+        seen += line
+    time.sleep(1)  # the server waits for the client processes, which take seconds to start
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, seen + rest
+    assert f"interrupted: no results were written to {out}" in rest
+    assert not out.exists()
+
+
 def test_flower_runner_refuses_what_it_does_not_carry():
     bad = {**TINY, "runner": "flower", "protocols": [{"name": "mapl"}]}
     with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: 'mapl' is not allowed for runner 'flower'"):
@@ -145,6 +177,24 @@ def test_flower_runner_refuses_what_it_does_not_carry():
     }
     with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy"):
         load_scenario(private)
+
+
+@pytest.mark.parametrize("mode", ["flower-sim", "flower"])
+def test_flower_runner_refuses_an_unworkable_split_before_starting_flower(mode, monkeypatch):
+    """A split too small to train is found once the data are built: refused with the in-process
+    runner's message, before Flower starts (it was raised in every client, buried in Flower's and
+    Ray's tracebacks, exit code 1)."""
+    import abm.learning.flower.run as flower_run
+
+    def no_flower(*args: object) -> None:
+        raise AssertionError("Flower started")
+
+    monkeypatch.setattr(flower_run, "run_simulation", no_flower)
+    monkeypatch.setattr(flower_run, "run_processes", no_flower)
+    small = {**TINY, "data": {**TINY["data"], "n_samples": 40}, "split": {"participants": 30}}
+    small["protocols"] = [{"name": "fedavg", "models": [{"kind": "mlp", "hidden": [16]}]}]
+    with pytest.raises(LearningScenarioError, match=r"^split: participant 0 gets 0 training"):
+        run_all(load_scenario(small)[0], mode)
 
 
 def test_cli_rejects_an_unknown_runner(tmp_path):

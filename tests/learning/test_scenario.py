@@ -126,6 +126,34 @@ def test_failed_run_leaves_nothing(tmp_path, monkeypatch):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(
+    ("split", "message"),
+    [
+        # min_size for each of 40 participants needs 400 of the 300 samples shared: a ValueError's
+        # traceback and exit code 1 before.
+        (
+            {"participants": 40, "quantity_skew": {"alpha": 1.0}},
+            "split.quantity_skew.min_size: 10 is not allowed: 40 participants x 10 samples each is 400, more "
+            "than the 300 samples shared",
+        ),
+        # No Dirichlet(0.3) draw gives each of 4 participants 70 of the 300 samples: the run went on
+        # with the last draw (a participant of about 20 samples) without a word.
+        (
+            {"participants": 4, "label_skew": {"alpha": 0.3, "min_size": 70}},
+            "split.label_skew.min_size: 70 is not allowed here: in 100 draws of Dirichlet(0.3) label shares "
+            "none gave each of the 4 participants at least 70 of the 300 samples shared (participant 1 got 16)",
+        ),
+    ],
+)
+def test_a_min_size_the_split_cannot_give_is_refused(tmp_path, split, message):
+    data = {"source": "gaussian_mixture", "n_samples": 400, "n_classes": 4, "n_features": 5}
+    out = tmp_path / "out"
+    with pytest.raises(LearningScenarioError) as e:
+        run_scenario(_tiny(data=data, split=split, protocols=[{"name": "fedavg"}]), out)
+    assert message in str(e.value), str(e.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
     import typer
 
@@ -279,6 +307,11 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             {"data": {"source": "mnist"}},
             "data.source: 'mnist' is not allowed: must be one of 'gaussian_mixture', 'digits', 'wine', "
             "'breast_cancer', 'iris'",
+        ),
+        # The baseline's name: a protocol so labelled replaced local-only's row in the report.
+        (
+            {"protocols": [{"name": "fedprox", "label": "local"}]},
+            "<dict>: protocols[0].label: 'local' is not allowed for fedprox: it is the name of the local-only baseline",
         ),
         (
             {"protocols": [{"name": "fedavg", "params": {"lr": 1}}]},

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,7 @@ from abm.learning.runner import (
     build_report,
     execute_protocol,
     known_groups,
+    prepare_data,
     protocol_specs,
 )
 from abm.learning.scenario import LearningScenario
@@ -157,6 +160,32 @@ def run_simulation(
         ray.shutdown()
 
 
+@contextlib.contextmanager
+def abm_signal_handlers() -> Iterator[None]:
+    """Keep this process's own SIGINT / SIGTERM / SIGQUIT handlers while Flower's server runs.
+
+    ``start_server`` installs Flower's handlers, which end the process with ``sys.exit(0)``: a
+    Ctrl-C then ended ``abm learn --runner flower`` with exit code 0 and no word (nothing was
+    written). Here Flower's registration does nothing, so the interrupt is a KeyboardInterrupt
+    as everywhere else (exit code 130, the client processes stopped), and the handlers are as
+    they were afterwards.
+    """
+    import flwr.compat.server.app as server_app
+
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGQUIT", None)) if s is not None]
+    before = {s: signal.getsignal(s) for s in signals}
+    register = getattr(server_app, "register_signal_handlers", None)
+    server_app.register_signal_handlers = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        if register is not None:
+            server_app.register_signal_handlers = register
+        for s, handler in before.items():
+            if handler is not None:
+                signal.signal(s, handler)
+
+
 def run_processes(
     scenario: BaseModel,
     server: Server,
@@ -200,7 +229,8 @@ def run_processes(
             for k in range(n)
         ]
         try:
-            start_server(server_address=address, server=server, config=ServerConfig(num_rounds=1))
+            with abm_signal_handlers():
+                start_server(server_address=address, server=server, config=ServerConfig(num_rounds=1))
             deadline = time.monotonic() + 30
             for p in procs:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -243,6 +273,9 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
     """
     if mode not in MODES:
         raise ValueError(f"unknown Flower mode {mode!r}; allowed: {', '.join(MODES)}")
+    # A split found unworkable once the data are built is refused here, as in process, and not
+    # inside every client, where Flower would bury the message in its tracebacks.
+    prepare_data(scenario)
     import_flwr()
     from abm.learning.flower.server import ProtocolServer
 
