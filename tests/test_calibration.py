@@ -407,6 +407,26 @@ def test_a_calibration_needs_a_free_parameter():
         CalibrationConfig(parameters={})
 
 
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("simulation.seed", "would pick the luckiest draw"),
+        ("calibration.seed", "calibration's own settings are not model parameters"),
+        ("population.agents", "samples the population"),
+    ],
+)
+def test_keys_that_are_no_model_parameter_are_not_fitted(key, why):
+    """Fitting a seed picks the luckiest draw, and the calibration's own settings or the number of
+    agents are not the model's: refused before anything runs (calibration.observation.* stay
+    allowed, as the shipped calibration fits two of them)."""
+    from abm.calibration.optimize import checked_inputs
+
+    bound = f"calibration.parameters.{key}={{low: 1, high: 100, integer: true}}"
+    with pytest.raises(CalibrationError, match=rf"calibration.parameters.{key}: not allowed; .*{why}"):
+        checked_inputs(KC_CALIBRATION, [bound])
+    checked_inputs(KC_CALIBRATION)  # fits calibration.observation.death_delay_days and death_multiplier
+
+
 def test_parameters_fitted_at_a_bound_are_listed():
     from abm.calibration.config import CalibrationConfig
     from abm.calibration.optimize import at_bounds

@@ -51,6 +51,7 @@ from abm.scenario import (
     ScenarioError,
     apply_set,
     check_device,
+    overlaps,
     read_scenario_data,
     validate,
     with_full_data_paths,
@@ -75,10 +76,29 @@ def check_horizon(days: int, cfg: CalibrationConfig, source: str) -> None:
         )
 
 
+# Scenario keys that are no model parameter, with why fitting one is refused.
+NOT_FITTED = {
+    "simulation.seed": "a random seed is not a model parameter: fitting it would pick the luckiest draw",
+    "simulation.replicates": "the number of replicates sets the noise of a trial, not the model",
+    "simulation.device": "the device runs the model, it is not part of it",
+    "simulation.threads": "threads run the model, they are not part of it",
+    "population.agents": "the number of agents samples the population, it is not a model parameter",
+    "calibration": "the calibration's own settings are not model parameters (calibration.observation.* are)",
+    "outputs": "outputs change no simulated value",
+}
+
+
 def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) -> None:
-    """Each free parameter must name a scenario key whose bounds both give a valid scenario
-    that still covers the windows; checked before anything runs."""
+    """Each free parameter must name a scenario key of the model (not :data:`NOT_FITTED`) whose
+    bounds both give a valid scenario that still covers the windows; checked before anything
+    runs."""
     for key, bounds in cfg.parameters.items():
+        refused = next(
+            (why for prefix, why in NOT_FITTED.items() if overlaps(key, prefix) and not key.startswith(OBSERVATION)),
+            None,
+        )
+        if refused:
+            raise CalibrationError(f"{source}: calibration.parameters.{key}: not allowed; {refused}")
         parts = key.split(".")
         if parts[0] == "interventions" and len(parts) > 2 and lookup(data, ("interventions", parts[1])) is None:
             raise CalibrationError(
