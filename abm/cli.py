@@ -370,7 +370,11 @@ def learn(
     FILE is a learning scenario (data, split and protocols: docs/learning.md)
     or a private-calibration scenario (kind: private_calibration:
     docs/private_calibration.md); both need the `learning` extra (README,
-    "Decentralized learning"). `abm validate FILE` checks it without running."""
+    "Decentralized learning"). `abm validate FILE` checks it without running.
+    The report folder is written at the end, all at once.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept)."""
     from abm.learning.scenario import RUNNERS
 
     if runner is not None and runner not in RUNNERS:  # the option, not the file's runner key, is at fault

@@ -918,6 +918,8 @@ def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes
     validate_help = " ".join(runner.invoke(app, ["validate", "--help"]).output.replace("│", " ").split())
     assert "FILE is an epidemic scenario" in validate_help
     assert "Exit code 0 when it is valid, 2 when it is not." in validate_help
+    learn_help = " ".join(runner.invoke(app, ["learn", "--help"]).output.replace("│", " ").split())
+    assert codes + " (nothing is written, an earlier report is kept)" in learn_help
 
 
 @pytest.mark.parametrize(
