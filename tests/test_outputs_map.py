@@ -277,7 +277,10 @@ def test_download_says_clearly_when_offline(tmp_path, monkeypatch):
     monkeypatch.setattr("abm.outputs.boundaries.CENSUS_URL", "http://127.0.0.1:9/cb_{year}_{state}_tract_500k.zip")
     with pytest.raises(BoundaryError, match="looks offline"):
         download_boundaries("53", timeout=5)
-    assert not any(tmp_path.rglob("*.zip"))
+    assert list(tmp_path.iterdir()) == []  # no file, and no empty cache folder either
+    with pytest.raises(BoundaryError, match="file not found"):
+        download_boundaries("53", source=tmp_path / "missing.zip")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_load_region_fixture_is_king_county(king_county):

@@ -310,13 +310,13 @@ def download_boundaries(
     hold some of them); one that cannot be used raises :class:`BoundaryError` naming it, and the
     cached file stays as it was. Offline, the error says how to get the file."""
     target = cache_dir() / census_file_name(state_fips)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.part.zip")
     label = str(source) if source is not None else census_url(state_fips)
     if source is not None:
         src = Path(source)
         if not src.is_file():
             raise BoundaryError(f"{src}: file not found")
+        target.parent.mkdir(parents=True, exist_ok=True)  # only once there is a file to keep
         shutil.copyfile(src, tmp)
     else:
         try:
@@ -329,6 +329,7 @@ def download_boundaries(
                 f"built from the centroids. To use real boundaries, download that file on a machine that is "
                 f"online and run `abm data boundaries --from FILE`, or give its path to the map."
             ) from exc
+        target.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(data)
     try:
         if tracts is None:
