@@ -70,6 +70,10 @@ def test_calibration_data_that_is_empty_text_or_undated_is_refused(tmp_path):
     undated.loc[2, "date"] = "2020-13-01"
     with pytest.raises(CalibrationError, match="date '2020-13-01' is not a date"):
         load_observed(observed(tmp_path, undated))
+    # Day-first and month-first dates cannot be told apart (03/01/2020): ISO dates only.
+    us = good.assign(date=pd.date_range("2020-03-01", periods=20).strftime("%m/%d/%Y"))
+    with pytest.raises(CalibrationError, match=r"date '03/01/2020' is not a date written YYYY-MM-DD"):
+        load_observed(observed(tmp_path, us))
     with pytest.raises(CalibrationError, match="neither a bundled series"):
         load_observed(CalibrationConfig(data="seattle_2021"))
 

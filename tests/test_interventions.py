@@ -853,6 +853,9 @@ def test_a_series_file_with_dates_must_run_day_by_day(tmp_path):
     src.write_text("date,multiplier\n2020-03-02,0.9\n2020-03-01,1.0\n")
     with pytest.raises(ValueError, match="date '2020-03-01' on line 3 is not allowed; expected 2020-03-03"):
         ContactMultipliersConfig(series={"source": str(src)})
+    src.write_text("date,multiplier\n03/01/2020,1.0\n03/02/2020,0.9\n")  # 1 March or 3 January?
+    with pytest.raises(ValueError, match="date '03/01/2020' on line 2 is not allowed; expected a date"):
+        ContactMultipliersConfig(series={"source": str(src)})
     src.write_text("date,multiplier\n2020-03-01,1.0\n2020-03-02,0.9\n2020-03-03,0.5\n")
     cm = ContactMultipliers(ContactMultipliersConfig(series={"source": str(src), "start_day": 1}))
     assert [cm.multipliers(d)["community"] for d in range(6)] == [1.0, 1.0, 0.9, 0.5, 0.5, 0.5]

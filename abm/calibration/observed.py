@@ -46,13 +46,14 @@ def read_dated_table(source: str, at: str = "") -> pd.DataFrame:
     if frame.empty:
         raise CalibrationError(f"{at}calibration.data: {source!r} has no rows; it needs one row per date")
     raw = frame["date"]
-    try:
-        frame["date"] = pd.to_datetime(frame["date"])
+    try:  # ISO dates only: 03/01/2020 is 1 March to some and 3 January to others
+        frame["date"] = pd.to_datetime(frame["date"], format="ISO8601")
     except (ValueError, TypeError):
-        bad = pd.to_datetime(frame["date"], errors="coerce").isna() & frame["date"].notna()
+        bad = pd.to_datetime(frame["date"], format="ISO8601", errors="coerce").isna() & frame["date"].notna()
         value = frame["date"][bad].iloc[0] if bad.any() else frame["date"].iloc[0]
         raise CalibrationError(
-            f"{at}calibration.data: {source!r}: date {value!r} is not a date; write YYYY-MM-DD"
+            f"{at}calibration.data: {source!r}: date {value!r} is not a date written YYYY-MM-DD; write "
+            "YYYY-MM-DD (day-first and month-first dates cannot be told apart)"
         ) from None
     dates = frame["date"]
     timed = (dates != dates.dt.normalize()) | (dates.dt.tz is not None)

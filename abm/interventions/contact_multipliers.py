@@ -118,7 +118,7 @@ def check_consecutive_dates(dates: pd.Series, source: str) -> None:
     """A series file's ``date`` column must give consecutive days in order: the multipliers are
     used one a day from ``start_day`` in file order, whatever the dates say, so a missing,
     repeated or misordered date would silently move every later value to another day."""
-    parsed = pd.to_datetime(dates.astype(str), errors="coerce")
+    parsed = pd.to_datetime(dates.astype(str), format="ISO8601", errors="coerce")  # not 03/01/2020
     for row in range(len(parsed)):
         day = parsed.iloc[row]
         expected = None if row == 0 else parsed.iloc[row - 1] + pd.Timedelta(days=1)
