@@ -34,6 +34,7 @@ import yaml
 
 from abm import __version__, invocation
 from abm.outputs.compare import comparison_table
+from abm.outputs.differences import paired_interval
 from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
@@ -75,6 +76,9 @@ INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "peak_new_infecti
 # Days of a peak: none in a replicate whose curve stays at zero, so the summary also counts the
 # replicates its mean is over (``<outcome>_n``).
 PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
+# Outcomes whose change against the first variant the summary gives with a 95% interval, per
+# 100,000 agents, replicate by replicate (replicate r of every variant runs with the same seed).
+CHANGES = ("hospitalizations", "deaths", "total_cost")
 
 # Keys a sweep may not vary: each (variant, replicate) is its own single-replicate run.
 FORBIDDEN_KEYS = {"simulation.replicates": "give the number of replicates with --replicates"}
@@ -107,7 +111,10 @@ class SweepResult:
     ``table``: one row per (variant, replicate) with the swept values, the seed and the
     outcomes of :data:`OUTCOMES`; ``summary``: one row per variant with the mean and sd over
     replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a peak day also
-    ``<outcome>_n``, the replicates that have a peak); ``info``: what
+    ``<outcome>_n``, the replicates that have a peak), and for each outcome of :data:`CHANGES`
+    its change against the first variant per 100,000 agents with a 95% interval, paired by
+    replicate (``<outcome>_change_per_100k``, ``_change_low``, ``_change_high``; empty for the
+    first variant); ``info``: what
     ``sweep.json`` holds (the axes, the variants' resolved scenarios, timings).
     """
 
@@ -377,7 +384,7 @@ def run_ray(
 
 def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The combined table (one row per variant and replicate, sorted) and the per-variant
-    mean/sd table."""
+    table: means and sds, and the changes of :data:`CHANGES` against the first variant."""
     rows = []
     for res in sorted(results, key=lambda r: (r["variant"], r["replicate"])):
         v = res["variant"]
@@ -411,8 +418,25 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             row[f"{name}_mean"], row[f"{name}_sd"] = stats["mean"], stats["sd"]
             if name in PEAK_DAYS:
                 row[f"{name}_n"] = int(values.size)
-        summary_rows.append(row)
+        summary_rows.append(row | changes_from_first(table, int(v)))
     return table, pd.DataFrame(summary_rows)
+
+
+def changes_from_first(table: pd.DataFrame, variant: int) -> dict[str, float]:
+    """The change of each outcome of :data:`CHANGES` from the first variant to ``variant``, per
+    100,000 agents, with a paired 95% interval over replicates (replicate r of every variant runs
+    with the same seed: common random numbers); NaN for the first variant."""
+    out: dict[str, float] = {}
+    first, this = (table[table.variant == v].sort_values("replicate") for v in (0, variant))
+    for name in CHANGES:
+        keys = (f"{name}_change_per_100k", f"{name}_change_low", f"{name}_change_high")
+        if variant == 0:
+            out |= dict.fromkeys(keys, math.nan)
+            continue
+        per_100k = [(t[name] / t["agents"] * 1e5).to_numpy(dtype=float) for t in (this, first)]
+        iv = paired_interval(*per_100k)
+        out |= dict(zip(keys, (iv.mean, iv.low, iv.high), strict=True))
+    return out
 
 
 def run_sweep(

@@ -16,7 +16,7 @@ import abm
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import ScenarioError
-from abm.sweep import OUTCOMES, parse_axis, plan, run_sweep, split_values
+from abm.sweep import OUTCOMES, changes_from_first, parse_axis, plan, run_sweep, split_values
 
 SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
 TINY = {"agents": 1500, "days": 15}
@@ -74,6 +74,29 @@ def test_summary_is_mean_and_sample_sd_per_variant(local_sweep):
         x = t.loc[t.variant == v, "cumulative_infected"].to_numpy()
         assert s.loc[v, "cumulative_infected_mean"] == pytest.approx((x[0] + x[1]) / 2)
         assert s.loc[v, "cumulative_infected_sd"] == pytest.approx(abs(x[0] - x[1]) / np.sqrt(2))
+
+
+def test_summary_gives_changes_from_the_first_variant_paired_by_replicate(local_sweep):
+    """Replicate r of every variant runs with seed 1234 + r: a variant's change is the mean of
+    its replicates' differences from the first variant's, per 100,000 agents, with a t
+    interval (3 replicates: 2 degrees of freedom, t 0.975 = 4.302653)."""
+    assert local_sweep.summary.filter(like="_change_").iloc[0].isna().all()  # the first variant
+    table = pd.DataFrame(
+        {
+            "variant": [0, 0, 0, 1, 1, 1],
+            "replicate": [2, 0, 1, 0, 1, 2],  # paired by replicate, not by row order
+            "agents": [2000] * 6,
+            "hospitalizations": [10.0, 12.0, 8.0, 7.0, 9.0, 4.0],
+            "deaths": [1.0, 2.0, 1.0, 1.0, 1.0, 1.0],
+            "total_cost": [0.0] * 3 + [100.0, 160.0, 130.0],
+        }
+    )
+    changes = changes_from_first(table, 1)
+    for name, d in (("hospitalizations", [-5, 1, -6]), ("deaths", [-1, 0, 0]), ("total_cost", [100, 160, 130])):
+        d = np.array(d, dtype=float) * 1e5 / 2000
+        half = 4.302653 * d.std(ddof=1) / np.sqrt(3)
+        got = [changes[f"{name}_change_per_100k"], changes[f"{name}_change_low"], changes[f"{name}_change_high"]]
+        assert got == pytest.approx([d.mean(), d.mean() - half, d.mean() + half])
 
 
 def test_several_sweeps_run_the_cartesian_product():
