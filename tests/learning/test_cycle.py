@@ -154,3 +154,58 @@ def test_reputations_without_a_value_are_null_not_full_trust():
     summary = run_all(load_scenario(sc)[0])["protocols"]["cycle"]["summary"]
     assert summary["reputation"] == [[None] * 5 for _ in range(5)]
     assert summary["raw_reputation_history"] == []
+
+
+def test_reputation_is_the_ema_of_the_clipped_gradient_misalignment():
+    """Three participants with linear models: on each recalibration r~_(n,k) = h((1 - cos(grad CE_n,
+    grad KL(p_n || p_k)))/2) over n's parameters (T = 5, teacher = k's start-of-round model), first
+    r = r~, then r = alpha r + (1 - alpha) r~ (alpha = 0.5), each computed here by hand."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.cycle import CYCle, CYCleConfig
+    from abm.learning.training import TrainConfig
+
+    def data(n: int, seed: int) -> Dataset:
+        g = torch.Generator().manual_seed(seed)
+        return Dataset(torch.randn(n, 3, generator=g), torch.randint(0, 3, (n,), generator=g))
+
+    ps = []
+    for k in range(3):
+        torch.manual_seed(100 + k)
+        part = ParticipantData(data(8, k), data(3, 10 + k), data(3, 20 + k))
+        ps.append(Participant(k, part, nn.Linear(3, 3), TrainConfig("sgd", 0.1, 0.0, 0.0, 64), seed=k))
+
+    def by_hand() -> np.ndarray:
+        raw = np.full((3, 3), np.nan)
+        for n in ps:
+            w = [q.detach().clone().requires_grad_(True) for q in n.model.parameters()]
+            z = n.data.train.x @ w[0].T + w[1]
+            g_ce = torch.cat([g.reshape(-1) for g in torch.autograd.grad(F.cross_entropy(z, n.data.train.y), w)])
+            for k in ps:
+                if k is n:
+                    continue
+                z = n.data.train.x @ w[0].T + w[1]
+                with torch.no_grad():
+                    z_k = k.model(n.data.train.x)
+                p_n, p_k = F.softmax(z / 5, 1), F.softmax(z_k / 5, 1)
+                kl = (p_n * (p_n.log() - p_k.log())).sum(1).mean()
+                g_dl = torch.cat([g.reshape(-1) for g in torch.autograd.grad(kl, w)])
+                cos = float(g_ce @ g_dl / (g_ce.norm() * g_dl.norm()))
+                raw[n.pid, k.pid] = min(1.0, max(0.0, ((1 - cos) / 2 - 0.75) / (0.25 - 0.75)))
+        return raw
+
+    ctx = RunContext(participants=ps, n_classes=3, input_shape=(3,), rounds=2, local_epochs=1, seed=0)
+    protocol = CYCle(CYCleConfig(warmup_rounds=0, period=1))
+    protocol.setup(ctx)
+    r0 = by_hand()
+    protocol.run_round(ctx, 0)
+    np.testing.assert_allclose(protocol.reputation, r0, atol=1e-5)
+    r1 = by_hand()
+    protocol.run_round(ctx, 1)
+    np.testing.assert_allclose(protocol.reputation, 0.5 * r0 + 0.5 * r1, atol=1e-5)
+    assert not np.allclose(r0[~np.eye(3, dtype=bool)], r1[~np.eye(3, dtype=bool)], atol=1e-3)  # the EMA is seen

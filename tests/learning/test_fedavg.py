@@ -150,3 +150,55 @@ def test_privacy_switched_off_changes_nothing():
         b = [p["collaborative"] for p in r[f"{name}_off"]["participants"]]
         assert a == b
         assert r[f"{name}_off"]["epsilon"] is None
+
+
+def _linear_participants(sizes: list[int]):
+    """Participants with a linear model, one full batch per epoch and plain SGD (lr 0.1)."""
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.training import TrainConfig
+
+    def data(n: int, seed: int) -> Dataset:
+        g = torch.Generator().manual_seed(seed)
+        return Dataset(torch.randn(n, 3, generator=g), torch.randint(0, 2, (n,), generator=g))
+
+    out = []
+    for k, n in enumerate(sizes):
+        torch.manual_seed(100 + k)
+        part = ParticipantData(data(n, k), data(2, 10 + k), data(2, 20 + k))
+        out.append(Participant(k, part, nn.Linear(3, 2), TrainConfig("sgd", 0.1, 0.0, 0.0, 64), seed=k))
+    return out
+
+
+def test_one_fedprox_round_matches_the_update_computed_by_hand():
+    """Two participants (4 and 10 samples), a linear model, two local SGD epochs: every
+    participant starts from participant 0's weights w_g, descends CE + (mu/2)||w - w_g||^2, and the
+    new global model is w_g + sum_k |D_k|/sum_j |D_j| (w_k - w_g); mu = 0 is FedAvg."""
+    import torch.nn.functional as F
+
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
+
+    for mu in (0.0, 0.5):
+        ps = _linear_participants([4, 10])
+        w_g = [q.detach().clone() for q in ps[0].model.parameters()]
+        expected = [torch.zeros_like(q) for q in w_g]
+        for p in ps:
+            w = [q.clone().requires_grad_(True) for q in w_g]
+            for _ in range(2):
+                loss = F.cross_entropy(p.data.train.x @ w[0].T + w[1], p.data.train.y)
+                loss = loss + 0.5 * mu * sum(((a - b) ** 2).sum() for a, b in zip(w, w_g, strict=True))
+                grads = torch.autograd.grad(loss, w)
+                w = [(a - 0.1 * g).detach().requires_grad_(True) for a, g in zip(w, grads, strict=True)]
+            for e, a, b in zip(expected, w, w_g, strict=True):
+                e += p.n_train / 14 * (a.detach() - b)
+        ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=1, local_epochs=2, seed=0)
+        protocol = FedAvg(FedAvgConfig(mu=mu))
+        protocol.setup(ctx)
+        protocol.run_round(ctx, 0)
+        for p in ps:
+            for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
+                assert torch.allclose(q.detach(), b + e, atol=1e-6)

@@ -544,6 +544,8 @@ class CoDreamFast(CoDream):
         g_avg_model = copy.deepcopy(self.meta)
         load_flat_params(g_avg_model, g_avg)
         load_flat_params(self.meta, g0 + cfg.meta_lr * (g_avg - g0))  # Reptile step
-        g_avg_model.eval()
+        # Batch statistics, as the clients evaluated G(z) while optimising it (and the authors'
+        # server generates): the running statistics have barely left their initial values.
+        g_avg_model.train()
         with torch.no_grad():
             return g_avg_model(z_avg.reshape(cfg.n_dreams, cfg.noise_dim))
