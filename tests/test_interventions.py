@@ -157,6 +157,41 @@ def test_a_second_dose_before_the_first_protects_keeps_the_earlier_protection(ga
     assert res.activity["vaccine_protected"][:, 0].tolist() == [0] * protected_from + [1] * (25 - protected_from)
 
 
+@pytest.mark.parametrize(
+    ("dose2", "scale"),
+    [
+        ({"dose2_delay_days": 14}, [1.0] * 14 + [0.4] * 7 + [0.1] * 9),  # dose 1's protection, then dose 2's
+        ({"dose2_delay_days": 2}, [1.0] * 9 + [0.1] * 21),  # dose 2 protects sooner; dose 1's start changes nothing
+        ({"dose2_delay_days": 14, "dose2_efficacy": 0.0}, [1.0] * 14 + [0.4] * 16),  # dose 2 adds nothing
+    ],
+)
+def test_leaky_protection_of_dose_1_is_kept_when_dose_2_comes_before_it_starts(dose2, scale):
+    """Leaky protection, dose 1 (efficacy 0.6) on day 0 protects from day 14; dose 2 (efficacy
+    0.9) comes on day 7, before that. Each dose's protection multiplies susceptibility by 1 - e
+    from its own start: dose 1's from day 14, until dose 2's takes over (a dose-2 start later
+    than day 14 left the agent unprotected from day 14 until then)."""
+    days = 30
+    pop = make_population([[0]], ages=[85])
+    cfg = VaccinationConfig(
+        start_day=0,
+        daily_doses=1,
+        protection="leaky",
+        dose1_efficacy=0.6,
+        dose2_efficacy=0.9,
+        dose1_delay_days=14,
+        dose2_gap_days=7,
+        dose2_dropout=0.0,
+    )
+    sim = sim_of(pop, [Vaccination(cfg.model_copy(update=dose2))], days=days)
+    got = []
+    for day in range(days):
+        sim.step(day)
+        got.append(float(sim.state.susceptibility_scale[0]))
+    assert sim.activity["second_doses"][:, 0].tolist() == [0] * 7 + [1] + [0] * (days - 8)
+    assert np.allclose(got, scale, rtol=0, atol=1e-6), got
+    assert sim.activity["vaccine_protected"][:, 0].tolist() == [int(x < 1) for x in scale]
+
+
 def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_protected_count():
     """Leaky protection sets a vaccinated agent's susceptibility_scale to 1 - e (vaccination.py,
     ``protect``), which multiplies its daily hazard λ_t (simulator ``_transmit``). Over a run its
