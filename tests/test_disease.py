@@ -88,3 +88,20 @@ def test_a_bad_branching_row_is_named_in_the_message():
         ScenarioError, match=r"branching\[4\]\[7\]\[8\] \(age group 40-49, critical_icu to death\) is 1\.5$"
     ):
         validate({"name": "x", "disease": {"branching": rows}}, "x.yaml")
+
+
+def test_infectiousness_of_a_stage_that_never_infects_is_refused():
+    """Only infected agents (not susceptible, recovered or dead) infect others: a value for those
+    stages would be ignored, so it is refused, naming the stage and value; 0 is accepted."""
+    from abm.scenario import ScenarioError, validate
+
+    with pytest.raises(
+        ScenarioError,
+        match=r"disease\.infectiousness_by_stage: death is 0\.5: only the stages of an ongoing infection can be "
+        r"infectious \(susceptible, death and recovered must be 0 or left out\)$",
+    ):
+        validate({"name": "x", "disease": {"infectiousness_by_stage": {"death": 0.5, "mild_symptoms": 1}}}, "x.yaml")
+    ok = validate(
+        {"name": "x", "disease": {"infectiousness_by_stage": {"recovered": 0, "hospitalized": 0.1}}}, "x.yaml"
+    )
+    assert DiseaseModel(ok.disease, horizon=5, device=torch.device("cpu")).infectiousness[Stage.HOSPITALIZED] > 0

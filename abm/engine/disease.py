@@ -197,6 +197,13 @@ class DiseaseConfig(BaseModel):
     def _non_negative_stage(cls, v: dict[str, float]) -> dict[str, float]:
         if any(x < 0 for x in v.values()):
             raise ValueError("infectiousness must be >= 0")
+        # Only agents of an ongoing infection infect: a value for another stage would be ignored.
+        idle = [f"{k} is {x:g}" for k, x in v.items() if x != 0 and k in ("susceptible", "death", "recovered")]
+        if idle:
+            raise ValueError(
+                f"{', '.join(idle)}: only the stages of an ongoing infection can be infectious "
+                "(susceptible, death and recovered must be 0 or left out)"
+            )
         return v
 
     @field_validator("branching")
