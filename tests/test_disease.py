@@ -131,5 +131,7 @@ def test_branching_rows_the_engine_cannot_follow_are_refused(cells, message):
     rows = DiseaseConfig().branching
     for (a, frm, to), value in cells.items():
         rows[a][frm][to] = value
-    with pytest.raises(ScenarioError, match=message):
+    with pytest.raises(ScenarioError, match=message) as exc:
         validate({"name": "x", "disease": {"branching": rows}}, "x.yaml")
+    # One line that names the entry, without the 9 x 11 x 11 table (about 20,000 characters).
+    assert str(exc.value).startswith("x.yaml: invalid scenario: disease.branching: ") and len(str(exc.value)) < 300
