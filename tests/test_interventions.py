@@ -237,6 +237,35 @@ def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_prote
     assert res.activity["vaccine_protected"][0].sum() == reps > res.activity["vaccine_protected"][-1].sum()
 
 
+def test_all_or_nothing_protection_makes_a_share_e_immune_who_are_never_infected():
+    """All-or-nothing protection with efficacy e: a share e of the vaccinated is immune and never
+    infected, the others carry the full risk, so the vaccinated contact's risk is (1 - e) p_u
+    (leaky protection gives 1 - (1 - p_u)^(1 - e), the test above). Same households as there."""
+    reps, days, e = 4000, 16, 0.7
+    pop = make_population([[0, 1], [2, 3]], ages=[30, 50, 30, 40])
+    cfg = VaccinationConfig(
+        start_day=0, daily_doses=1, priority=[5], dose1_efficacy=e, dose1_delay_days=0, dose2_dropout=1.0
+    )
+    sim = sim_of(
+        pop, [Vaccination(cfg)], replicates=reps, days=days, contacts=quiet_contacts(household={"weight": 1.0})
+    )
+    for field, value in ((sim.state.stage, int(Stage.MILD_SYMPTOMS)), (sim.state.infected_day, 0)):
+        field.view(reps, 4)[:, [0, 2]] = value
+    sim.state.next_day.view(reps, 4)[:, [0, 2]] = 10_000
+    sim.run()
+    d = DiseaseConfig()
+    shape, scale = (5.5 / 2.14) ** 2, 2.14**2 / 5.5
+    big_lambda = d.transmission_rate * 1.03 * 0.72 * 0.5 * scipy.stats.gamma(shape, scale=scale).cdf(days - 1)
+    p_u = 1 - math.exp(-big_lambda)
+    infected = sim.state.infected_day.view(reps, 4).numpy() >= 0
+    immune = sim.state.immune.view(reps, 4).numpy()
+    assert within(immune[:, 1].mean(), e, reps) and not immune[:, 3].any()
+    assert not (infected & immune).any(), "an immune agent is never infected"
+    assert within(infected[:, 3].mean(), p_u, reps), "the control"
+    assert within(infected[:, 1].mean(), (1 - e) * p_u, reps), "the vaccinated contact"
+    assert (sim.state.susceptibility_scale == 1).all(), "all-or-nothing leaves susceptibility as it is"
+
+
 @pytest.mark.parametrize(
     ("shelf_life", "expected"),
     [
