@@ -47,6 +47,10 @@ def user_key_path(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, ...], int
     return tuple(out), root
 
 
+# A value longer than this (a table, e.g. disease.branching's 9 x 11 x 11) is not repeated in a message.
+LONGEST_SHOWN = 300
+
+
 def shown(value: Any) -> str:
     """A value as messages show it: Python's repr, but for a date (YAML reads 2020-02-28 as one),
     which is shown as written, also within a list."""
@@ -267,7 +271,10 @@ def error_lines(
             text = msg
         elif kind in ("too_short", "too_long"):  # a list or mapping: how many entries, not all of them
             text = f"{path}: {size_problem(err.get('ctx', {}), value)}"
-        elif isinstance(value, dict) and root is None and kind == "value_error":  # a check across a section's keys
+        elif kind == "value_error" and (
+            (isinstance(value, dict) and root is None)  # a check across a section's keys
+            or len(shown(value)) > LONGEST_SHOWN  # a table: its message names the entry
+        ):
             text = f"{path}: {msg}"
         else:
             text = f"{path}: {shown(value)} is not allowed: {msg}"

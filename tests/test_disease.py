@@ -88,3 +88,50 @@ def test_a_bad_branching_row_is_named_in_the_message():
         ScenarioError, match=r"branching\[4\]\[7\]\[8\] \(age group 40-49, critical_icu to death\) is 1\.5$"
     ):
         validate({"name": "x", "disease": {"branching": rows}}, "x.yaml")
+
+
+def test_infectiousness_of_a_stage_that_never_infects_is_refused():
+    """Only infected agents (not susceptible, recovered or dead) infect others: a value for those
+    stages would be ignored, so it is refused, naming the stage and value; 0 is accepted."""
+    from abm.scenario import ScenarioError, validate
+
+    with pytest.raises(
+        ScenarioError,
+        match=r"disease\.infectiousness_by_stage: death is 0\.5: only the stages of an ongoing infection can be "
+        r"infectious \(susceptible, death and recovered must be 0 or left out\)$",
+    ):
+        validate({"name": "x", "disease": {"infectiousness_by_stage": {"death": 0.5, "mild_symptoms": 1}}}, "x.yaml")
+    ok = validate(
+        {"name": "x", "disease": {"infectiousness_by_stage": {"recovered": 0, "hospitalized": 0.1}}}, "x.yaml"
+    )
+    assert DiseaseModel(ok.disease, horizon=5, device=torch.device("cpu")).infectiousness[Stage.HOSPITALIZED] > 0
+
+
+@pytest.mark.parametrize(
+    ("cells", "message"),
+    [
+        # A row for a final stage: no one leaves death or recovered, so it would be ignored.
+        ({(3, 10, 4): 1.0}, r"branching\[3\]\[10\] \(age group 30-39, from recovered\) sums to 1$"),
+        # An all-0 row for a stage of an infection: its agents went on to recovered, after the
+        # dwell time of another pair.
+        ({(3, 2, 4): 0.0}, r"branching\[3\]\[2\] \(age group 30-39, from presymptomatic_mild\) sums to 0$"),
+        # Back to susceptible: an infection that leaves the agent susceptible, or waning immunity.
+        (
+            {(3, 1, 0): 0.2, (3, 1, 10): 0.8},
+            r"branching\[3\]\[1\]\[0\] \(age group 30-39, asymptomatic to susceptible\) is 0\.2$",
+        ),
+    ],
+)
+def test_branching_rows_the_engine_cannot_follow_are_refused(cells, message):
+    """Rows must sum to 1, except the final stages' (death, recovered), which must be all 0, and
+    no stage leads to susceptible: the engine moves no one out of a final stage and sends an
+    agent whose row is all 0 to recovered, so such tables were accepted and not followed."""
+    from abm.scenario import ScenarioError, validate
+
+    rows = DiseaseConfig().branching
+    for (a, frm, to), value in cells.items():
+        rows[a][frm][to] = value
+    with pytest.raises(ScenarioError, match=message) as exc:
+        validate({"name": "x", "disease": {"branching": rows}}, "x.yaml")
+    # One line that names the entry, without the 9 x 11 x 11 table (about 20,000 characters).
+    assert str(exc.value).startswith("x.yaml: invalid scenario: disease.branching: ") and len(str(exc.value)) < 300

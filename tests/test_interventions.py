@@ -157,6 +157,41 @@ def test_a_second_dose_before_the_first_protects_keeps_the_earlier_protection(ga
     assert res.activity["vaccine_protected"][:, 0].tolist() == [0] * protected_from + [1] * (25 - protected_from)
 
 
+@pytest.mark.parametrize(
+    ("dose2", "scale"),
+    [
+        ({"dose2_delay_days": 14}, [1.0] * 14 + [0.4] * 7 + [0.1] * 9),  # dose 1's protection, then dose 2's
+        ({"dose2_delay_days": 2}, [1.0] * 9 + [0.1] * 21),  # dose 2 protects sooner; dose 1's start changes nothing
+        ({"dose2_delay_days": 14, "dose2_efficacy": 0.0}, [1.0] * 14 + [0.4] * 16),  # dose 2 adds nothing
+    ],
+)
+def test_leaky_protection_of_dose_1_is_kept_when_dose_2_comes_before_it_starts(dose2, scale):
+    """Leaky protection, dose 1 (efficacy 0.6) on day 0 protects from day 14; dose 2 (efficacy
+    0.9) comes on day 7, before that. Each dose's protection multiplies susceptibility by 1 - e
+    from its own start: dose 1's from day 14, until dose 2's takes over (a dose-2 start later
+    than day 14 left the agent unprotected from day 14 until then)."""
+    days = 30
+    pop = make_population([[0]], ages=[85])
+    cfg = VaccinationConfig(
+        start_day=0,
+        daily_doses=1,
+        protection="leaky",
+        dose1_efficacy=0.6,
+        dose2_efficacy=0.9,
+        dose1_delay_days=14,
+        dose2_gap_days=7,
+        dose2_dropout=0.0,
+    )
+    sim = sim_of(pop, [Vaccination(cfg.model_copy(update=dose2))], days=days)
+    got = []
+    for day in range(days):
+        sim.step(day)
+        got.append(float(sim.state.susceptibility_scale[0]))
+    assert sim.activity["second_doses"][:, 0].tolist() == [0] * 7 + [1] + [0] * (days - 8)
+    assert np.allclose(got, scale, rtol=0, atol=1e-6), got
+    assert sim.activity["vaccine_protected"][:, 0].tolist() == [int(x < 1) for x in scale]
+
+
 def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_protected_count():
     """Leaky protection sets a vaccinated agent's susceptibility_scale to 1 - e (vaccination.py,
     ``protect``), which multiplies its daily hazard λ_t (simulator ``_transmit``). Over a run its
@@ -200,6 +235,35 @@ def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_prote
     want = (inf1[None, :] < 0) | (inf1[None, :] >= np.arange(days)[:, None])
     assert np.array_equal(res.activity["vaccine_protected"], want.astype(np.int64))
     assert res.activity["vaccine_protected"][0].sum() == reps > res.activity["vaccine_protected"][-1].sum()
+
+
+def test_all_or_nothing_protection_makes_a_share_e_immune_who_are_never_infected():
+    """All-or-nothing protection with efficacy e: a share e of the vaccinated is immune and never
+    infected, the others carry the full risk, so the vaccinated contact's risk is (1 - e) p_u
+    (leaky protection gives 1 - (1 - p_u)^(1 - e), the test above). Same households as there."""
+    reps, days, e = 4000, 16, 0.7
+    pop = make_population([[0, 1], [2, 3]], ages=[30, 50, 30, 40])
+    cfg = VaccinationConfig(
+        start_day=0, daily_doses=1, priority=[5], dose1_efficacy=e, dose1_delay_days=0, dose2_dropout=1.0
+    )
+    sim = sim_of(
+        pop, [Vaccination(cfg)], replicates=reps, days=days, contacts=quiet_contacts(household={"weight": 1.0})
+    )
+    for field, value in ((sim.state.stage, int(Stage.MILD_SYMPTOMS)), (sim.state.infected_day, 0)):
+        field.view(reps, 4)[:, [0, 2]] = value
+    sim.state.next_day.view(reps, 4)[:, [0, 2]] = 10_000
+    sim.run()
+    d = DiseaseConfig()
+    shape, scale = (5.5 / 2.14) ** 2, 2.14**2 / 5.5
+    big_lambda = d.transmission_rate * 1.03 * 0.72 * 0.5 * scipy.stats.gamma(shape, scale=scale).cdf(days - 1)
+    p_u = 1 - math.exp(-big_lambda)
+    infected = sim.state.infected_day.view(reps, 4).numpy() >= 0
+    immune = sim.state.immune.view(reps, 4).numpy()
+    assert within(immune[:, 1].mean(), e, reps) and not immune[:, 3].any()
+    assert not (infected & immune).any(), "an immune agent is never infected"
+    assert within(infected[:, 3].mean(), p_u, reps), "the control"
+    assert within(infected[:, 1].mean(), (1 - e) * p_u, reps), "the vaccinated contact"
+    assert (sim.state.susceptibility_scale == 1).all(), "all-or-nothing leaves susceptibility as it is"
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ the final size of a fully mixed epidemic against theory."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -361,3 +362,63 @@ def test_community_contacts_ending_at_an_agent_are_one_stable_sort(king_county, 
     assert layer.rev_edge.dtype == (torch.int64 if limit == 0 else torch.int32)
     assert key.shape[0] > 3 * 3_000 * h, "the check needs contacts in every replicate"
     assert torch.equal(layer.rev_edge.long(), torch.sort(key, stable=True).indices)
+
+
+@pytest.mark.parametrize(("households", "sources"), [(40, 60), (800, 10)])  # many sources / few: both sums
+def test_force_with_every_layer_uses_each_targets_normalisers(households, sources):
+    """Default layers (weights 2 / 1 / 0.25) on a small population of mixed ages, household sizes
+    and settings: the force on each agent is sum_layers w_layer * sum_contacts A g / norm(target),
+    the normaliser of the agent receiving it: household size, mu of its setting, mean community
+    contacts of its age class (2 / 4 / 3), read off the day's explicit contacts (docs/model.md,
+    "Transmission")."""
+    from abm.engine.contacts import default_degrees
+
+    rng = np.random.default_rng(households)
+    sizes = rng.integers(1, 6, households)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    n = int(bounds[-1])
+    ages = rng.integers(0, 95, n)
+    perm = rng.permutation(n)
+    groups = [sorted(perm[i : i + 25].tolist()) for i in range(0, n // 2, 25)]
+    pop = make_population([list(range(a, b)) for a, b in itertools.pairwise(bounds)], groups, ages.tolist())
+    pop.categories = ["HEALTHCARE", "SCHOOL", "LONG_TERM_CARE", "WHOLESALETRADE"]
+    pop.group_category = (np.arange(len(groups)) % 4).astype(np.int16)
+    sim = Simulation(pop, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=30, replicates=2, seed=3)
+    day = 12
+    src = rng.choice(sim.total, sources, replace=False)
+    stage = rng.choice([1, 2, 3, 4, 5, 6], sources)
+    when = rng.integers(0, day + 1, sources)
+    sim.state.stage[src] = torch.as_tensor(stage, dtype=torch.int8)
+    sim.state.infected_day[src] = torch.as_tensor(when, dtype=torch.int16)
+    sim.state.next_day[src] = 10_000
+    sim.rescan()
+    a_stage = {1: 0.33, 2: 0.05, 3: 0.05, 4: 0.72, 5: 1.0, 6: 0.0}
+    g = sim.disease.profile.double().numpy()
+    x = np.zeros(sim.total)
+    x[src] = [a_stage[int(s)] * g[day - t] for s, t in zip(stage, when, strict=True)]
+    age_class = np.array([0, 0, 1, 1, 1, 1, 1, 2, 2])[np.minimum(ages // 10, 8)]
+    degree = default_degrees()
+    mu = np.ones(n)
+    member = pop.group >= 0
+    mu[member] = [degree[pop.categories[c]] for c in pop.group_category[pop.group[member]]]
+    norms = {
+        "household": (2.0, pop.household_size[pop.household]),
+        "occupation": (1.0, mu),
+        "community": (0.25, np.array([2.0, 4.0, 3.0])[age_class]),
+    }
+    want = np.zeros(sim.total)
+    for layer, (weight, norm) in norms.items():
+        e = sim.layer_edges(layer, day)
+        a, b = e.src.numpy(), e.dst.numpy()
+        raw = np.zeros(sim.total)
+        np.add.at(raw, b, x[a])
+        np.add.at(raw, a, x[b])
+        want += weight * raw / np.tile(norm, 2)
+        # The layer reaches agents of every normaliser class here (else the test would not tell).
+        if layer == "community":
+            assert len(set(np.tile(age_class, 2)[(raw > 0)].tolist())) == 3
+    others = np.ones(sim.total, dtype=bool)
+    others[src] = False  # an infected agent's own force does not matter
+    got = sim.force_of_infection(day).double().numpy()
+    assert np.allclose(got[others], want[others], rtol=1e-5, atol=1e-9)
+    assert (want[others] > 0).sum() > 40

@@ -197,6 +197,13 @@ class DiseaseConfig(BaseModel):
     def _non_negative_stage(cls, v: dict[str, float]) -> dict[str, float]:
         if any(x < 0 for x in v.values()):
             raise ValueError("infectiousness must be >= 0")
+        # Only agents of an ongoing infection infect: a value for another stage would be ignored.
+        idle = [f"{k} is {x:g}" for k, x in v.items() if x != 0 and k in ("susceptible", "death", "recovered")]
+        if idle:
+            raise ValueError(
+                f"{', '.join(idle)}: only the stages of an ongoing infection can be infectious "
+                "(susceptible, death and recovered must be 0 or left out)"
+            )
         return v
 
     @field_validator("branching")
@@ -212,13 +219,24 @@ class DiseaseConfig(BaseModel):
                 f"{AGE_GROUP_LABELS[a]}, {STAGE_NAMES[s]} to {STAGE_NAMES[to]}) is {float(t[a, s, to]):g}"
             )
         sums = t.sum(-1)
-        bad = ~(((sums - 1).abs() < 1e-6) | (sums == 0))
+        final = torch.zeros(NUM_STAGES, dtype=torch.bool)
+        final[list(ABSORBING)] = True
+        # The engine moves no one out of a final stage, and sends an agent whose row is all 0 on
+        # to recovered: rows must be all 0 exactly for the final stages.
+        bad = torch.where(final, sums != 0, (sums - 1).abs() >= 1e-6)
         if bad.any():
             a, s = (int(i) for i in bad.nonzero()[0])
             raise ValueError(
-                "each branching row must sum to 1 (or be all 0 for absorbing stages); "
+                "each branching row must sum to 1 (and be all 0 for death and recovered, the final stages); "
                 f"branching[{a}][{s}] (age group {AGE_GROUP_LABELS[a]}, from {STAGE_NAMES[s]}) sums to "
                 f"{float(sums[a, s]):g}"
+            )
+        if (t[:, :, Stage.SUSCEPTIBLE] > 0).any():
+            a, s = (int(i) for i in (t[:, :, Stage.SUSCEPTIBLE] > 0).nonzero()[0])
+            raise ValueError(
+                f"no stage leads to susceptible (an infection starts in an infected stage, and immunity does not "
+                f"wane); branching[{a}][{s}][0] (age group {AGE_GROUP_LABELS[a]}, {STAGE_NAMES[s]} to susceptible) "
+                f"is {float(t[a, s, 0]):g}"
             )
         return v
 

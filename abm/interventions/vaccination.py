@@ -148,6 +148,10 @@ class Vaccination(InterventionBase):
         self.dose1_day = torch.full((sim.total,), -10_000, dtype=torch.int32, device=d)
         self.protect_day = torch.full((sim.total,), -1, dtype=torch.int16, device=d)
         self.protect_level = torch.zeros(sim.total, dtype=torch.float32, device=d)
+        # Leaky protection: a dose-2 protection that starts after a dose-1 protection still to
+        # come waits here (day, level) until that one has started (-1: none waiting).
+        self.next_protect_day = torch.full((sim.total,), -1, dtype=torch.int16, device=d)
+        self.next_protect_level = torch.zeros(sim.total, dtype=torch.float32, device=d)
         self.pending: dict[int, torch.Tensor] = {}  # agents whose protection starts on a day
         gen = generator(sim.seed, "vaccination", -1, d)
         self.returns = torch.rand(sim.total, generator=gen, device=d) >= c.dose2_dropout
@@ -380,6 +384,17 @@ class Vaccination(InterventionBase):
             first = self.protect_day.index_select(0, idx).long()
             pending = ~one & (self.protect_level.index_select(0, idx) > 0) & (first > day)
             start = torch.where(pending & ((u >= eff) | (first < start)), first, start)
+        if c.protection == "leaky":
+            # A dose-1 protection still to come keeps its day; a later dose-2 protection follows it.
+            first = self.protect_day.index_select(0, idx).long()
+            pending = ~one & take & (self.protect_level.index_select(0, idx) > 0) & (day < first) & (first < start)
+            follow = idx[pending]
+            self.next_protect_day[follow] = start[pending].to(torch.int16)
+            self.next_protect_level[follow] = level[pending]
+            take &= ~pending
+            for d in torch.unique(start[pending]).tolist():
+                due = idx[pending][start[pending] == d]
+                self.pending[d] = due if d not in self.pending else torch.cat([self.pending[d], due])
         starts = start[take].to(torch.int16)
         self.protect_day[idx[take]] = starts
         self.protect_level[idx[take]] = level[take]
@@ -394,6 +409,11 @@ class Vaccination(InterventionBase):
         if due is None:
             return
         due = torch.unique(due)  # both doses' protection may start on the same day
+        follow = due[self.next_protect_day.index_select(0, due) == day]  # leaky dose 2 after dose 1
+        if follow.numel() > 0:
+            self.protect_day[follow] = day
+            self.protect_level[follow] = self.next_protect_level.index_select(0, follow)
+            self.next_protect_day[follow] = -1
         due = due[self.protect_day.index_select(0, due) == day]  # a later dose may have moved it
         level = self.protect_level.index_select(0, due)
         before = self.protected.index_select(0, due)
