@@ -65,3 +65,32 @@ def test_without_dropout_nothing_is_recovered():
     # public keys: 3 uploads + 3 x 2 relays of 32 bytes; masked vectors 3 x 10 x 8 bytes
     assert net.per_kind[MessageKind.PUBLIC_KEY.value] == 9 * 32
     assert net.per_kind[MessageKind.MASKED_VECTOR.value] == 3 * 10 * 8
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 2.0**37])
+def test_values_the_fixed_point_sum_cannot_hold_fail_the_round(bad):
+    """A non-finite value, or one so large that the sum of the members' fixed-point vectors wraps
+    modulo 2^64, used to come back as a finite wrong sum (NaN and inf as -2^39); the round must fail
+    loudly instead, before any masked vector is sent. 2^37 is the limit for 4 members at 24 bits."""
+    c = _vectors(n=4, d=6)
+    c[2][3] = bad
+    net = Network()
+    with pytest.raises(SecureAggregationError, match=r"participant 2's vector has value .* at index 3"):
+        SecureSum(list(c), seed=1).aggregate(c, 0, net)
+    assert net.per_kind.get(MessageKind.MASKED_VECTOR.value, 0) == 0
+
+
+def test_values_just_inside_the_fixed_point_range_sum_exactly():
+    """Four vectors at just under the per-member limit 2^37 sum to just under 2^39 without wrapping."""
+    big = 2.0**37 - 1.0
+    c = {i: torch.tensor([big, -big, 0.5], dtype=torch.float64) for i in range(4)}
+    total = SecureSum(list(c), seed=1).aggregate(c, 0, Network())
+    assert total.tolist() == [float(torch.tensor(4 * big).float()), float(torch.tensor(-4 * big).float()), 2.0]
+
+
+def test_a_dropped_participants_bad_vector_is_never_encoded():
+    """Only the survivors' vectors are encoded: a dropped participant's NaN does not fail the round."""
+    c = _vectors(n=4, d=6)
+    c[1][0] = float("nan")
+    total = SecureSum(list(c), seed=1).aggregate(c, 0, Network(), dropped=frozenset({1}))
+    assert torch.allclose(total, c[0] + c[2] + c[3], atol=1e-5, rtol=0)
