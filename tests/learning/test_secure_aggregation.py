@@ -6,7 +6,7 @@ import torch
 
 from abm.learning.errors import SecureAggregationError
 from abm.learning.messages import MessageKind, Network
-from abm.learning.privacy.secure_aggregation import SecureSum, _private_key, pair_seed
+from abm.learning.privacy.secure_aggregation import SecureSum, _private_key, mask_from_seed, pair_seed
 
 
 def _vectors(n=5, d=2000, seed=0):
@@ -65,3 +65,69 @@ def test_without_dropout_nothing_is_recovered():
     # public keys: 3 uploads + 3 x 2 relays of 32 bytes; masked vectors 3 x 10 x 8 bytes
     assert net.per_kind[MessageKind.PUBLIC_KEY.value] == 9 * 32
     assert net.per_kind[MessageKind.MASKED_VECTOR.value] == 3 * 10 * 8
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 2.0**37])
+def test_values_the_fixed_point_sum_cannot_hold_fail_the_round(bad):
+    """A non-finite value, or one so large that the sum of the members' fixed-point vectors wraps
+    modulo 2^64, used to come back as a finite wrong sum (NaN and inf as -2^39); the round must fail
+    loudly instead, before any masked vector is sent. 2^37 is the limit for 4 members at 24 bits."""
+    c = _vectors(n=4, d=6)
+    c[2][3] = bad
+    net = Network()
+    with pytest.raises(SecureAggregationError, match=r"participant 2's vector has value .* at index 3"):
+        SecureSum(list(c), seed=1).aggregate(c, 0, net)
+    assert net.per_kind.get(MessageKind.MASKED_VECTOR.value, 0) == 0
+
+
+def test_values_just_inside_the_fixed_point_range_sum_exactly():
+    """Four vectors at just under the per-member limit 2^37 sum to just under 2^39 without wrapping."""
+    big = 2.0**37 - 1.0
+    c = {i: torch.tensor([big, -big, 0.5], dtype=torch.float64) for i in range(4)}
+    total = SecureSum(list(c), seed=1).aggregate(c, 0, Network())
+    assert total.tolist() == [float(torch.tensor(4 * big).float()), float(torch.tensor(-4 * big).float()), 2.0]
+
+
+def test_a_dropped_participants_bad_vector_is_never_encoded():
+    """Only the survivors' vectors are encoded: a dropped participant's NaN does not fail the round."""
+    c = _vectors(n=4, d=6)
+    c[1][0] = float("nan")
+    total = SecureSum(list(c), seed=1).aggregate(c, 0, Network(), dropped=frozenset({1}))
+    assert torch.allclose(total, c[0] + c[2] + c[3], atol=1e-5, rtol=0)
+
+
+def _byte_uniformity_pvalue(y: np.ndarray) -> float:
+    """Chi-square p-value (255 degrees of freedom) that the bytes of ``y`` are uniform."""
+    from scipy.stats import chisquare
+
+    return float(chisquare(np.bincount(y.view(np.uint8), minlength=256)).pvalue)
+
+
+def test_the_server_view_is_uniform_even_after_a_dropout_recovery():
+    """What the server receives from a survivor is uniform over Z_2^64 however structured the
+    input (here all zeros but one spike), also after it removed every mask it can compute from
+    the seeds revealed for the dropped participant: the survivors' masks among themselves remain.
+    12,000 bytes per vector against 256 cells: p-values below 1e-6 would mean non-uniform
+    (8 tests at that level: a false alarm has probability below 1e-5)."""
+    d = 1500
+    c = {i: torch.zeros(d) for i in range(4)}
+    c[1][7] = 1000.0
+    net = Network()
+    received = []
+    send = net.send
+    net.send = lambda m: (received.append(m), send(m))[1]
+    agg = SecureSum(list(c), seed=2)
+    agg.aggregate(c, 0, net, dropped=frozenset({3}))
+    masked = {m.sender: m.payload["y"].numpy().view(np.uint64) for m in received if m.kind == MessageKind.MASKED_VECTOR}
+    seeds = [bytes(m.payload["seed"].numpy().tobytes()) for m in received if m.kind == MessageKind.MASK_SEED]
+    assert sorted(masked) == [0, 1, 2] and len(seeds) == 3
+    assert {m.kind for m in received} == {MessageKind.PUBLIC_KEY, MessageKind.MASKED_VECTOR, MessageKind.MASK_SEED}
+    for pid, y in masked.items():
+        assert _byte_uniformity_pvalue(y) > 1e-6, pid
+        # the server's best unmasking of pid: remove the masks of pid's pair with the dropped participant
+        own = pair_seed(agg._keys[pid], agg._public[3], pid, 3, 0)
+        assert own in seeds
+        with np.errstate(over="ignore"):
+            peeled = y - mask_from_seed(own, d)  # 3 > pid: pid added this mask
+        assert _byte_uniformity_pvalue(peeled) > 1e-6, pid
+        assert not np.array_equal(peeled, agg.encode(c[pid]))

@@ -3,7 +3,10 @@
 Each participant clips its vector to L2 norm ``clip`` and adds N(0, (sigma * clip)^2 / n) noise,
 so the sum of n contributions carries N(0, (sigma * clip)^2) noise in total; this works under
 secure aggregation because no one sees an individual vector. The guarantee is participant-level
-(add/remove one participant's contribution changes the sum by at most ``clip``).
+for "zero-out" neighbours (Kairouz et al. 2021): one participant's contribution set to zero while it
+still adds its noise share changes the sum by at most ``clip`` against the full noise. (Were the
+participant absent altogether, its noise share would be missing too and the same sigma would give a
+weaker guarantee.)
 
 The accountant composes the Gaussian mechanism over releases in two standard ways:
 

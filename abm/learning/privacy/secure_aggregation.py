@@ -13,6 +13,10 @@
   (or fewer than ``threshold`` survivors remain), :class:`SecureAggregationError` is raised: the
   round fails loudly rather than returning a wrong sum. A dropped participant's late vector is
   refused (this simplified scheme has no self-masks, so it must not be accepted after recovery).
+* Range: a vector with a non-finite value, or a value too large for the sum of all members' vectors
+  to fit the signed 64-bit fixed point (|x| < 2^(63 - frac_bits) / members), raises
+  :class:`SecureAggregationError` before any masked vector is sent: the modular sum would wrap
+  (NaN and infinity would become -2^(63 - frac_bits)) and differ from the plain sum.
 """
 
 from __future__ import annotations
@@ -103,6 +107,20 @@ class SecureSum(SumAggregator):
         """Inverse of :meth:`encode` for a sum."""
         return torch.from_numpy(total.view(np.int64).astype(np.float64) / (1 << self.frac_bits)).float()
 
+    def check_range(self, pid: int, vec: torch.Tensor, members: int, r: int) -> None:
+        """Raise :class:`SecureAggregationError` unless every value of ``vec`` is finite and small
+        enough that the fixed-point sum of ``members`` such vectors cannot wrap modulo 2^64."""
+        x = vec.detach().double().reshape(-1)
+        limit = 2.0 ** (63 - self.frac_bits) / members
+        bad = ~torch.isfinite(x) | (x.abs() >= limit)
+        if bool(bad.any()):
+            k = int(bad.nonzero()[0])
+            raise SecureAggregationError(
+                f"round {r}: participant {pid}'s vector has value {float(x[k])} at index {k}; secure aggregation "
+                f"sums finite values below {limit:g} in magnitude ({members} participants, {self.frac_bits} "
+                "fractional bits), so the round fails rather than return a wrong sum (did training diverge?)"
+            )
+
     def _pair_mask(self, i: int, j: int, r: int, size: int) -> np.ndarray:
         return mask_from_seed(pair_seed(self._keys[i], self._public[j], i, j, r), size)
 
@@ -138,6 +156,8 @@ class SecureSum(SumAggregator):
             raise SecureAggregationError(
                 f"round {round_}: {len(survivors)} survivors, below the threshold {self.threshold}"
             )
+        for pid in survivors:
+            self.check_range(pid, contributions[pid], len(members), round_)
         size = int(next(iter(contributions.values())).numel())
         total = np.zeros(size, dtype=np.uint64)
         self.last_masked = {}
