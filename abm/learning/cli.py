@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from abm.learning.errors import LearningScenarioError
+from abm.learning.errors import LearningScenarioError, SecureAggregationError
 
 
 def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str | None) -> Any:
@@ -24,8 +24,9 @@ def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str |
 
 def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, kind: str = "learning") -> dict[str, Any]:
     """``work()``'s report; a bad output folder (for an output of ``kind``), or a scenario found
-    unworkable once its data are built (``file`` named), gets its message and exit code 2, Ctrl-C
-    a one-line notice and exit code 130 (nothing is written either way)."""
+    unworkable once its data are built (``file`` named), gets its message and exit code 2; a
+    secure-aggregation round that cannot be summed (a diverged update) one line and exit code 1;
+    Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these)."""
     import typer
 
     from abm.interrupts import results_written
@@ -42,6 +43,9 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
     except LearningScenarioError as e:
         print(f"error: {file}: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None
+    except SecureAggregationError as e:  # a round that cannot be summed (a diverged update): the run failed
+        print(f"error: {file}: {e}; no results were written to {target}", file=sys.stderr)
+        raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
         print(f"interrupted: no results were written to {target}", file=sys.stderr)
         raise typer.Exit(code=130) from None

@@ -131,3 +131,38 @@ def test_the_server_view_is_uniform_even_after_a_dropout_recovery():
             peeled = y - mask_from_seed(own, d)  # 3 > pid: pid added this mask
         assert _byte_uniformity_pvalue(peeled) > 1e-6, pid
         assert not np.array_equal(peeled, agg.encode(c[pid]))
+
+
+def test_abm_learn_stops_with_one_line_when_a_secure_round_cannot_be_summed(tmp_path):
+    """SGD at lr 1e4 diverges: an update turns infinite or NaN, which the fixed-point sum cannot
+    hold. `abm learn` says so in one line (no traceback), exits 1 (the run failed; the input is
+    valid) and writes nothing."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    scenario = {
+        "name": "div",
+        "seed": 0,
+        "data": {"source": "gaussian_mixture", "n_samples": 400, "n_classes": 3, "n_features": 5},
+        "split": {"participants": 3},
+        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
+        "training": {"optimizer": "sgd", "lr": 1e4, "momentum": 0.0},
+        "rounds": 3,
+        "evaluate_on": "global",
+        "protocols": [{"name": "fedavg", "label": "sec", "privacy": {"secure_aggregation": True}}],
+    }
+    (tmp_path / "div.yaml").write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "abm", "learn", str(tmp_path / "div.yaml"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / 'div.yaml'}: "), proc.stderr
+    assert "no results were written" in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists()
