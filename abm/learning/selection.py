@@ -69,7 +69,8 @@ class OracleWithinGroupPolicy(SelectionPolicy):
 
 
 class TopKPolicy(SelectionPolicy):
-    """Uniform among the ``k`` most similar users (on similarity averaged over a window)."""
+    """Uniform among the ``k`` most similar users (on similarity averaged over a window); users
+    tied at equal similarity are ranked in a random order, not by their number."""
 
     name = "top_k"
 
@@ -87,7 +88,8 @@ class TopKPolicy(SelectionPolicy):
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         s = self._sim(sim)[me].astype(float).copy()
         s[me] = -np.inf
-        order = np.argsort(-s, kind="stable")
+        shuffled = rng.permutation(len(s))  # ties (similarity from a small validation set) broken at random
+        order = shuffled[np.argsort(-s[shuffled], kind="stable")]
         top = order[: min(self.k, len(order) - 1)]
         return sorted(rng.choice(top, size=min(k_max, len(top)), replace=False).tolist())
 

@@ -186,3 +186,17 @@ def test_p2p_consensus_selection_recovers_the_domains_and_beats_random():
     assert consensus["summary"]["within_group_rate"] == 1.0 and random["summary"]["within_group_rate"] < 0.6
     assert "cluster_recovery" not in random["summary"]  # random selection forms no clusters
     assert consensus["mean_score"] > random["mean_score"] + 0.1
+
+
+def test_greedy_breaks_ties_at_random_not_by_number():
+    """Similarities come from accuracy on a small validation set, so ties are common: the three
+    users tied at the top are each picked a third of the time (3,000 rounds: 3 binomial sds are
+    0.026), not always the lowest-numbered one."""
+    from abm.learning.selection import GreedyPolicy
+
+    sim = np.array([[1.0, 0.5, 0.9, 0.9, 0.9, 0.1]] * 6)
+    rng = np.random.default_rng(3)
+    picks = [GreedyPolicy().select(0, r, sim, rng)[0] for r in range(3000)]
+    shares = np.bincount(picks, minlength=6) / 3000
+    assert shares[[0, 1, 5]].sum() == 0
+    assert np.abs(shares[2:5] - 1 / 3).max() < 3 * np.sqrt(1 / 3 * 2 / 3 / 3000)
