@@ -47,7 +47,12 @@ class VaccinationConfig(BaseModel):
     dose2_delay_days: int = Field(0, ge=0, le=MAX_DAYS, description="days from dose 2 to protection")
     dose2_gap_days: int = Field(21, ge=0, le=MAX_DAYS, description="minimum days between doses")
     dose2_dropout: float = Field(0.3, ge=0, le=1, description="P(not returning for dose 2) (see dose2_dropout_draw)")
-    protection: Literal["all_or_nothing", "leaky"] = "all_or_nothing"
+    protection: Literal["all_or_nothing", "leaky"] = Field(
+        "all_or_nothing",
+        description="all_or_nothing: a dose makes the agent immune with probability equal to its efficacy (see "
+        "dose2_combine); leaky: from a dose's protection day the agent's susceptibility is multiplied by 1 - "
+        "efficacy of the latest dose in effect (so a dose 2 less effective than dose 1 lowers the protection)",
+    )
     price_per_dose: float = Field(20.0, ge=0, description="US$ per dose administered")
     dose2_combine: Literal["either", "overwrite"] = Field(
         "either",
