@@ -1048,3 +1048,21 @@ def test_out_of_range_intervention_parameters_are_rejected():
         with pytest.raises(ScenarioError) as err:
             validate({"name": "x", "interventions": interventions}, "x.yaml")
         assert message in str(err.value), str(err.value)
+
+
+def test_seeding_after_vaccination_does_not_infect_the_immune():
+    """Every agent vaccinated on day 0 with efficacy 1 and protection the same day: a seeding on
+    day 4 finds no one it can infect (it infected 30 immune agents a replicate)."""
+    sc = {
+        "name": "immune",
+        "population": {"agents": 400},
+        "simulation": {"days": 8, "replicates": 2, "seed": 3},
+        "seeding": {"day": 4, "infections": {"asymptomatic": 30}},
+        "interventions": {
+            "vaccination": {"start_day": 0, "daily_doses": 100_000, "dose1_efficacy": 1.0, "dose1_delay_days": 0}
+        },
+    }
+    result = abm.run(sc)
+    assert result.timeseries.groupby("replicate").first_doses.sum().tolist() == [400, 400]
+    assert result.result.introduced.sum(axis=0).tolist() == [0, 0]
+    assert (result.timeseries.susceptible == 400).all()

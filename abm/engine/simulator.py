@@ -421,7 +421,8 @@ class Simulation:
         if per_rep > self.n:
             raise ValueError(f"seeding asks for {per_rep} infections but there are {self.n} agents")
         stage_list = torch.cat([torch.full((v,), k, device=self.device) for k, v in counts])
-        susceptible = (self.state.stage == Stage.SUSCEPTIBLE).view(self.replicates, self.n)
+        # Not an agent whom a vaccine made immune (a seeding day after vaccination has begun).
+        susceptible = ((self.state.stage == Stage.SUSCEPTIBLE) & ~self.state.immune).view(self.replicates, self.n)
         picks, stages = [], []
         if not self.seeding.resample_per_replicate:
             candidates = susceptible.all(0).nonzero().squeeze(1)
