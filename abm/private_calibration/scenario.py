@@ -312,6 +312,15 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
             if not scenario.model.set:
                 raise LearningScenarioError(f"{where}: {' '.join(str(alone).split())}") from None
         raise LearningScenarioError(f"{source}: model.set (on {scenario.model.scenario}): {exc}") from None
+    vaccination = model.interventions.enabled().get("vaccination")
+    if vaccination is not None and vaccination.protection == "leaky" and vaccination.start_day < scenario.model.days:
+        # the per-replicate transmission multiplier lives in susceptibility_scale, which leaky
+        # protection overwrites (1 - level) for every vaccinated agent
+        raise LearningScenarioError(
+            f"{where}: interventions.vaccination.protection: 'leaky' is not allowed: leaky protection overwrites "
+            "each vaccinated agent's susceptibility_scale, which carries the per-replicate transmission multiplier "
+            "(the multiplier would be lost for vaccinated agents); use protection: all_or_nothing"
+        )
     county = load_region(model.population.region)
     owner: dict[str, int] = {}
     for k, spec in enumerate(scenario.institutions):

@@ -179,6 +179,11 @@ def test_engine_infect_is_public_and_deterministic(county):
         (lambda d: d["institutions"][1].update(tracts=[]), r"institutions\[1\]\.tracts: .*needs at least one tract"),
         (lambda d: d["model"].update(seeding_day=400), r"model: seeding_day 400 must fall within the simulated days"),
         (
+            # leaky protection overwrites susceptibility_scale, the carrier of the transmission multiplier
+            lambda d: d["model"].update(set=[*d["model"]["set"], "interventions.vaccination.protection=leaky"]),
+            r"model\.scenario: .*interventions\.vaccination\.protection: 'leaky' is not allowed",
+        ),
+        (
             lambda d: d.update(protocols=[{"name": "cycle", "label": "local"}]),
             r"protocols\[0\]\.label: 'local' is not allowed for cycle: it is the name of the local-only baseline",
         ),

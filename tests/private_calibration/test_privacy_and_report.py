@@ -50,6 +50,7 @@ def _private(inst) -> dict[str, torch.Tensor]:
         "train": d.train.x,
         "val": d.val.x,
         "test": d.test.x,
+        "own_test": inst.own_test.x,
     }
 
 
@@ -58,7 +59,7 @@ def _population_arrays(inst) -> list[np.ndarray]:
     return [p.age, p.tract, p.household, p.group]
 
 
-@pytest.mark.parametrize("name", ["local", "centralized", "fedavg", "codream", "mapl", "cycle", "ipa"])
+@pytest.mark.parametrize("name", ["local", "centralized", "fedavg", "codream", "mapl", "cycle", "vpdl", "ipa"])
 def test_what_leaves_an_institution(setup, name):
     scenario, institutions = setup
     spec = next((s for s in scenario.protocols if s.name == name), CalibrationProtocolSpec(name=name))
@@ -79,9 +80,10 @@ def test_what_leaves_an_institution(setup, name):
         # MAPL's classifier heads are the one other piece of a model that travels (the last layer)
         assert (MessageKind.CLASSIFIER_HEAD in kinds) == (name == "mapl")
         for m in msgs:
-            if name == "cycle" and m.kind == MessageKind.PREDICTION_REQUEST:
-                # CYCle's request carries the requester's training inputs, which the protocol encrypts
-                # (HE); this in-process implementation only accounts their size. It is the one exception.
+            if name in ("cycle", "vpdl") and m.kind == MessageKind.PREDICTION_REQUEST:
+                # CYCle's request (and its VPDL baseline's) carries the requester's training inputs, which
+                # the protocol encrypts (HE); this in-process implementation only accounts their size. It
+                # is the one exception.
                 assert torch.equal(m.payload["x"], inst.data.train.x)
                 continue
             for t in m.payload.values():
