@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -122,6 +123,35 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back until the block ends, then handled as they would have been:
+    the pool starts its worker processes in this thread as tasks are submitted, and an interrupt
+    that lands between the start of a worker and the sending of its start-up data leaves that
+    worker unknown to the pool, to print an ``EOFError`` traceback once this process has gone
+    (tests/test_parallel.py). Only the main thread can set handlers; elsewhere nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    handlers = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if received:
+            handler = handlers[received[0]]
+            if callable(handler):
+                handler(received[0], None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(received[0])
+
+
 class ProcessPool:
     """``workers`` worker processes on this machine, started with the "spawn" method (a fresh
     interpreter each: no copy of the parent's torch threads or open files), for use as a context
@@ -168,7 +198,7 @@ class ProcessPool:
         result)`` as each finishes. An error in ``fn`` is raised here as it was raised there
         (the same type and message); leaving the pool's block with it stops the other tasks."""
         assert self._executor is not None, "use ProcessPool as a context manager"
-        with _sigint_blocked():
+        with _interrupts_deferred(), _sigint_blocked():
             futures = [self._executor.submit(run_and_release, fn, *args) for args in calls]
         index: dict[Future[T], int] = {f: i for i, f in enumerate(futures)}
         pending = set(futures)

@@ -129,6 +129,44 @@ def test_workers_die_with_their_parent(tmp_path):
             parent.kill()
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("nth", [1, 2])
+def test_an_interrupt_while_a_worker_starts_leaves_no_traceback(tmp_path, sig, nth):
+    """SIGTERM or Ctrl-C (sent to the command alone, as `kill` does) just after the pool started
+    its ``nth`` worker process, before it sent the worker its start-up data: the pool is left with
+    KeyboardInterrupt, and no worker prints a traceback (before the fix, the worker the pool had
+    not yet recorded read an empty pipe once the parent was gone: "EOFError: Ran out of input")."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, signal\n"
+        "from multiprocessing import util\n"
+        "from abm.parallel import ProcessPool\n"
+        "def interrupt(signum, frame):  # as the console script does (abm.entry)\n"
+        "    raise KeyboardInterrupt\n"
+        "if __name__ == '__main__':\n"
+        "    signal.signal(signal.SIGTERM, interrupt)\n"
+        "    spawn, started = util.spawnv_passfds, []\n"
+        "    def spawn_then_signal(path, args, fds):\n"
+        "        pid = spawn(path, args, fds)\n"
+        "        if any('spawn_main' in str(a) for a in args):\n"
+        "            started.append(pid)\n"
+        f"            if len(started) == {nth}:\n"
+        f"                os.kill(os.getpid(), {int(sig)})\n"
+        "        return pid\n"
+        "    util.spawnv_passfds = spawn_then_signal\n"
+        "    try:\n"
+        "        with ProcessPool(2) as pool:\n"
+        "            list(pool.finished(abs, [(-1,), (-2,), (-3,)]))\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('interrupted', flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    # stderr is a pipe that every worker inherits: run() returns once the last of them has ended
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout == "interrupted\n", done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
     try:
