@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -228,7 +229,14 @@ def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleT
         raise error("--backend ray: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        # Ray's processes start with SIGINT blocked (they inherit the mask): a Ctrl-C at the
+        # terminal, which reaches the whole process group, then leaves them to ray.shutdown()
+        # below instead of killing Ray's main process first and orphaning two of its agents
+        # (they lingered for about 70 s).
+        with _sigint_blocked(), warnings.catch_warnings():
+            # Ray's own tip about a future default (accelerator env vars), printed on every start.
+            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     try:
         yield ray
     finally:
