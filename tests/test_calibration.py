@@ -514,3 +514,33 @@ def test_a_run_names_a_series_file_from_the_working_folder_by_its_full_path(tmp_
     monkeypatch.chdir(tmp_path)
     again = abm.run(yaml.safe_load(result.scenario.resolved_yaml()))
     assert again.scenario.interventions.contact_multipliers.series.source == str(work / "ser.csv")
+
+
+def test_trial_values_that_are_invalid_together_are_named_as_a_trials(tmp_path):
+    """Each bound alone makes a valid scenario, but two seeding counts drawn together can exceed
+    the agents: the message says a calibration trial drew them, and which values."""
+    from abm.scenario import ScenarioError
+
+    scenario = {
+        "name": "combo",
+        "population": {"agents": 3000},
+        "simulation": {"days": 60, "replicates": 1, "seed": 5},
+        "seeding": {"day": 3, "infections": {"asymptomatic": 30, "presymptomatic_mild": 1}},
+        "calibration": {
+            "targets": ["hospital_admissions"],
+            "fit_window": ["2020-03-01", "2020-03-31"],
+            "holdout_window": None,
+            "parameters": {
+                "seeding.infections.asymptomatic": {"low": 1, "high": 2900, "integer": True},
+                "seeding.infections.presymptomatic_mild": {"low": 1, "high": 2900, "integer": True},
+            },
+            "trials": 8,
+            "seed": 3,
+        },
+    }
+    path = tmp_path / "combo.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    pattern = r"combo.yaml \(a calibration trial's values: seeding.infections.asymptomatic=\d+, .*\): invalid scenario"
+    with pytest.raises(ScenarioError, match=pattern):
+        calibrate(path, tmp_path / "out", workers=1)
+    assert not (tmp_path / "out").exists()

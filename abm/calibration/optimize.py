@@ -188,8 +188,10 @@ DRAW_SEED_STEP = 1000  # population draw k of a trial runs with seed + 1000 k (i
 def simulate_values(data: dict[str, Any], values: dict[str, float], source: str) -> pd.DataFrame:
     """Run the scenario with ``values`` filled in; its raw simulated series by date (admissions,
     deaths, onsets of symptoms: :func:`abm.calibration.observed.raw_series`), averaged over
-    ``calibration.population_draws`` population draws (a Ray task)."""
-    sc = validate(with_values(data, values), source)
+    ``calibration.population_draws`` population draws (a Ray task). Values that make an invalid
+    scenario together (each bound alone was checked before the trials) are named as a trial's."""
+    drawn = ", ".join(f"{k}={v:g}" for k, v in values.items())
+    sc = validate(with_values(data, values), f"{source} (a calibration trial's values: {drawn})")
     cfg = sc.calibration
     assert cfg is not None
     draws = [
