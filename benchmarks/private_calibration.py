@@ -34,6 +34,13 @@ NOT_COLLABORATIVE = ("local", "centralized", "mapl_local")
 """Entries that are not collaborations: the baseline, the pooled upper bound and MAPL's W = I control."""
 
 
+def shown_path(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (as the command was given from
+    there), else in full."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
+
+
 def checks(report: dict) -> list[str]:
     """The issue's claims, evaluated on one report."""
     prots = report["protocols"]
@@ -125,7 +132,7 @@ def main() -> None:
     lines = [
         "# Private calibration results",
         "",
-        f"Command: `python benchmarks/private_calibration.py --scenario {args.scenario.relative_to(ROOT)} "
+        f"Command: `python benchmarks/private_calibration.py --scenario {shown_path(args.scenario)} "
         f"--seeds {' '.join(map(str, args.seeds))}`. Date: {time.strftime('%Y-%m-%d')}. "
         f"Machine: {os.cpu_count()}-core CPU ({platform.machine()}, Python {platform.python_version()}), "
         f"torch CPU, 1 thread; load average {os.getloadavg()[0]:.1f} at the start.",
