@@ -114,3 +114,39 @@ def test_report_shows_intervals_and_names_costs_resting_on_noise(results):
     assert "(one replicate: no interval)" in md
     assert comp.table.cost_per_averted_hospitalization.iloc[1] > 0  # seed 4: sq averts 2 of 4, at a cost
     assert "The hospitalizations averted by sq are not beyond noise" in md
+
+
+def test_fieller_interval_is_the_set_of_ratios_a_paired_t_test_keeps():
+    """For paired replicates, Fieller's interval for mean(extra cost) / mean(averted) is the set of
+    ratios R for which the paired t statistic of extra - R averted stays within t(0.975, n - 1):
+    at its ends it equals that quantile; unbounded when the averted count is within noise."""
+    from abm.outputs.differences import ratio_interval
+
+    extra = np.array([120.0, 150.0, 90.0, 140.0, 110.0])
+    averted = np.array([10.0, 14.0, 7.0, 12.0, 9.0])
+    pairs = np.stack([extra, averted])
+    iv = ratio_interval(pairs.mean(axis=1), np.cov(pairs) / 5, 4)
+    assert iv.mean == pytest.approx(extra.mean() / averted.mean())
+    t_crit = stats.t.ppf(0.975, 4)
+
+    def t_of(r: float) -> float:
+        d = extra - r * averted
+        return abs(d.mean()) / (d.std(ddof=1) / np.sqrt(5))
+
+    assert t_of(iv.low) == pytest.approx(t_crit) and t_of(iv.high) == pytest.approx(t_crit)
+    assert iv.low < iv.mean < iv.high and t_of(iv.mean) < t_crit and t_of(iv.high * 1.05) > t_crit
+    noisy = np.stack([extra, np.array([10.0, -12.0, 7.0, -9.0, 5.0])])
+    unbounded = ratio_interval(noisy.mean(axis=1), np.cov(noisy) / 5, 4)
+    assert (unbounded.low, unbounded.high) == (-np.inf, np.inf)
+
+
+def test_comparison_gives_the_cost_per_averted_hospitalization_an_interval(results):
+    table = abm.compare([results["ni"], results["sq"], results["sq seed 4"]]).table
+    assert table.iloc[0][["cost_per_averted_low", "cost_per_averted_high"]].isna().all()
+    for i in (1, 2):
+        row = table.iloc[i]
+        if np.isnan(row.cost_per_averted_hospitalization):  # nothing averted: no ratio, no interval
+            assert np.isnan(row.cost_per_averted_low) and np.isnan(row.cost_per_averted_high)
+        else:
+            assert row.cost_per_averted_low <= row.cost_per_averted_hospitalization <= row.cost_per_averted_high
+    assert not np.isnan(table.iloc[1].cost_per_averted_hospitalization)  # sq averts some on seed 3

@@ -49,10 +49,13 @@ COLUMNS = {
     "deaths_averted_per_100k": "deaths averted per 100k (95% interval)",
     "deaths_averted_low": "low end of that interval",
     "deaths_averted_high": "high end of that interval",
+    "cost_per_averted_low": "low end of the cost per averted hospitalization's interval",
+    "cost_per_averted_high": "high end of the cost per averted hospitalization's interval",
     "averted_by": "averted by",
 }
 # Shown in the Markdown and HTML tables as one cell "mean (low to high)".
 INTERVALS = {f"{m}_averted_per_100k": (f"{m}_averted_low", f"{m}_averted_high") for m in ("hospitalizations", "deaths")}
+INTERVALS["cost_per_averted_hospitalization"] = ("cost_per_averted_low", "cost_per_averted_high")
 
 
 class CompareError(ValueError):
@@ -148,7 +151,10 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
     cpa = (extra / averted).where(averted > 0)
     cpa.iloc[0] = math.nan
     table["cost_per_averted_hospitalization"] = cpa
-    return pd.concat([table, pd.DataFrame(differences.averted(runs))], axis=1)
+    table = pd.concat([table, pd.DataFrame(differences.averted(runs))], axis=1)
+    none = table["cost_per_averted_hospitalization"].isna()  # no ratio (nothing averted): no interval either
+    table.loc[none, ["cost_per_averted_low", "cost_per_averted_high"]] = math.nan
+    return table
 
 
 def format_cell(key: str, v: Any) -> str:
@@ -175,8 +181,12 @@ def shown(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     def cell(row: pd.Series, key: str) -> str:
         text = format_cell(key, row[key])
         if key in INTERVALS and text:
-            low, high = (format_cell(key, row[end]) for end in INTERVALS[key])
-            text += f" ({low} to {high})" if low and high else " (one replicate: no interval)"
+            ends = [row[end] for end in INTERVALS[key]]
+            low, high = (format_cell(key, v) for v in ends)
+            if all(math.isinf(v) for v in ends):
+                text += " (unbounded)"
+            else:
+                text += f" ({low} to {high})" if low and high else " (one replicate: no interval)"
         return text
 
     return keys, [[cell(row, k) for k in keys] for _, row in table.iterrows()]
@@ -243,7 +253,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         " Hospitalizations and deaths averted are per 100,000 agents against the first run, with 95% intervals "
         "over replicates: taken replicate by replicate where a run shares the first run's seed, agents and number "
         "of replicates (common random numbers), else as independent runs (Welch); an interval that includes 0 "
-        "is a difference within the replicates' noise."
+        "is a difference within the replicates' noise. The cost per averted hospitalization's 95% interval is "
+        "Fieller's for a ratio of means; it is unbounded when the hospitalizations averted are within noise."
     )
     table = comparison_table(runs) if table is None else table
     noisy = [

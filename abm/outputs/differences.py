@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from abm.outputs.plots import RunTables
@@ -84,6 +85,57 @@ def welch_interval(base: np.ndarray, other: np.ndarray, level: float = LEVEL) ->
     return Interval(mean, mean - half, mean + half)
 
 
+def replicate_costs(run: RunTables) -> np.ndarray:
+    """Per replicate (in replicate order): the run's total cost (count x unit cost of every
+    booked item; 0 for a replicate that booked nothing)."""
+    c = run.costs
+    by_rep = (c["count"] * c["unit_cost"]).groupby(c["replicate"]).sum() if len(c) else pd.Series(dtype=float)
+    return by_rep.reindex(range(run.replicates), fill_value=0.0).to_numpy(dtype=float)
+
+
+def ratio_interval(means: np.ndarray, cov: np.ndarray, df: float, level: float = LEVEL) -> Interval:
+    """Fieller's interval for the ratio of two means, ``means[0] / means[1]``, given the 2 x 2
+    covariance of those means and the t degrees of freedom: the ratios R for which
+    ``means[0] - R means[1]`` is within t sds of 0. Unbounded (-inf, inf) when the denominator is
+    not beyond noise (the set is then no interval); NaN ends with no degrees of freedom."""
+    (mc, mh), t = means, float(stats.t.ppf(0.5 + level / 2, df)) if df > 0 else math.nan
+    ratio = mc / mh if mh != 0 else math.nan
+    if math.isnan(t):
+        return Interval(ratio, math.nan, math.nan)
+    a = mh**2 - t**2 * cov[1, 1]
+    b = -2 * (mc * mh - t**2 * cov[0, 1])
+    c = mc**2 - t**2 * cov[0, 0]
+    disc = b**2 - 4 * a * c
+    if a <= 0 or disc < 0:
+        return Interval(ratio, -math.inf, math.inf)
+    roots = sorted(((-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a)))
+    return Interval(ratio, roots[0], roots[1])
+
+
+def cost_per_averted(base: RunTables, other: RunTables, same: bool, level: float = LEVEL) -> Interval:
+    """The extra cost per averted hospitalization of ``other`` against ``base`` (per agent, so
+    runs of different sizes compare) with Fieller's interval: from replicate-by-replicate
+    differences when ``same`` (paired), else from the two runs' own (co)variances (t on the
+    smaller run's degrees of freedom)."""
+    cost = [replicate_costs(r) / r.agents for r in (base, other)]
+    hosp = [replicate_totals(r)["hospitalizations"] / 1e5 for r in (base, other)]
+    if same:
+        pairs = np.stack([cost[1] - cost[0], hosp[0] - hosp[1]])  # extra cost, averted
+        n = pairs.shape[1]
+        cov = np.cov(pairs) / n if n > 1 else np.full((2, 2), math.nan)
+        return ratio_interval(pairs.mean(axis=1), cov, n - 1, level)
+    means = np.array([cost[1].mean() - cost[0].mean(), hosp[0].mean() - hosp[1].mean()])
+    cov = np.zeros((2, 2))
+    for c, h in zip(cost, hosp, strict=True):
+        # extra cost = C(other) - C(base) and averted = H(base) - H(other): within either run, cost
+        # and hospitalizations enter with opposite signs, so their covariance enters negated.
+        if len(c) < 2:
+            return ratio_interval(means, cov, 0, level)
+        m = np.cov(np.stack([c, h])) / len(c)
+        cov += np.array([[m[0, 0], -m[0, 1]], [-m[0, 1], m[1, 1]]])
+    return ratio_interval(means, cov, min(len(cost[0]), len(cost[1])) - 1, level)
+
+
 def _seed(run: RunTables) -> Any:
     sim = (run.scenario or {}).get("simulation")
     return sim.get("seed") if isinstance(sim, dict) else None
@@ -112,7 +164,7 @@ def averted(runs: list[RunTables], level: float = LEVEL) -> list[dict[str, Any]]
         if i == 0:
             for m in MEASURES:
                 row |= {f"{m}_averted_per_100k": math.nan, f"{m}_averted_low": math.nan, f"{m}_averted_high": math.nan}
-            rows.append(row | {"averted_by": ""})
+            rows.append(row | {"cost_per_averted_low": math.nan, "cost_per_averted_high": math.nan, "averted_by": ""})
             continue
         same = paired(runs[0], run)
         interval = paired_interval if same else welch_interval
@@ -120,6 +172,8 @@ def averted(runs: list[RunTables], level: float = LEVEL) -> list[dict[str, Any]]
         for m in MEASURES:
             iv = interval(first[m], totals[m], level)
             row |= {f"{m}_averted_per_100k": iv.mean, f"{m}_averted_low": iv.low, f"{m}_averted_high": iv.high}
+        cpa = cost_per_averted(runs[0], run, same, level)
+        row |= {"cost_per_averted_low": cpa.low, "cost_per_averted_high": cpa.high}
         row["averted_by"] = "paired replicates" if same else "independent runs"
         rows.append(row)
     return rows
