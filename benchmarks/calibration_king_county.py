@@ -20,6 +20,10 @@ frozen at its value on the fit window's last day (a counterfactual that isolates
 the May-June error comes from the mobility series' recovery), and with the series' recovery
 share set to 1 (contacts follow the mobility series' recovery in full).
 
+``--care-homes CALIBRATED_YAML`` only counts the deaths of long-term-care residents against
+everyone's, up to the fit window's end and over the run (``--check-replicates``' first number of
+replicates, each of ``--seeds``, default 1234).
+
 ``--time-workers 1 2`` skips the checks and times the same calibration (``--trials``, ``--set``)
 with each number of workers, ``--rounds`` times in alternating order, prints each wall time
 (the whole calibration: worker start-up, trials, re-ranked trials, outputs), the medians and
@@ -44,8 +48,10 @@ import torch
 import abm
 from abm.calibration.observed import load_observed, losses, simulated, weekly
 from abm.calibration.optimize import calibrate
+from abm.engine.disease import Stage
 from abm.interventions.contact_multipliers import ContactMultipliers
-from abm.runs import resolve
+from abm.populations.region import load_region
+from abm.runs import population_of, resolve, simulation_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,6 +93,31 @@ def evaluate(
             )
             print("  fit-window weekly [sim, obs]:", json.dumps(result["fit_weekly_sim_obs"]))
             print("  held-out weekly [sim, obs]:", json.dumps(result["holdout_weekly_sim_obs"]))
+
+
+def care_home_deaths(calibrated: Path, replicates: int, seed: int) -> None:
+    """Deaths of long-term-care residents and of everyone else, up to the fit window's last day
+    and over the whole run, summed over ``replicates`` (``--care-homes``). Death days are not
+    recorded per agent, so the run is made twice with the same seed: to the fit window's last day
+    and in full (the random streams are keyed by day, so the two agree up to that day)."""
+    sc = resolve(calibrated, {"replicates": replicates, "seed": seed})
+    cfg = sc.calibration
+    pop = population_of(sc, load_region(sc.population.region))
+    care = torch.as_tensor(pop.long_term_care)
+    last = (cfg.fit_window[1] - cfg.start_date).days + 1
+    for days, label in ((last, f"to {cfg.fit_window[1]}"), (sc.simulation.days, "whole run")):
+        run_sc = sc.model_copy(update={"simulation": sc.simulation.model_copy(update={"days": days})})
+        sim = simulation_of(run_sc, pop, device=torch.device("cpu"))
+        sim.run(None)
+        dead = (sim.state.stage == Stage.DEATH).reshape(replicates, -1)
+        infected = (sim.state.stage != Stage.SUSCEPTIBLE).reshape(replicates, -1)
+        in_care = int((dead & care).sum())
+        print(
+            f"{label} ({days} days, {replicates} replicates, seed {seed}): deaths {int(dead.sum())}, of them "
+            f"{in_care} long-term-care residents ({in_care / max(int(dead.sum()), 1):.0%}); infected "
+            f"{int(infected.sum())}, of them {int((infected & care).sum())} residents; residents "
+            f"{int(care.sum())} of {pop.size} agents"
+        )
 
 
 def frozen_mobility_series(calibrated: Path, out: Path) -> list[str]:
@@ -150,6 +181,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="--evaluate: seeds (default 1234 4321)")
     ap.add_argument("--time-workers", type=int, nargs="+", default=None, help="time the calibration with these")
     ap.add_argument("--rounds", type=int, default=3, help="--time-workers: runs of each")
+    ap.add_argument(
+        "--care-homes", type=Path, default=None, help="deaths of long-term-care residents in this calibrated scenario"
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.time_workers is not None:
@@ -157,6 +191,10 @@ def main() -> None:
         return
     if args.evaluate is not None:
         evaluate(args.evaluate, args.check_replicates, args.seeds, args.sets)
+        return
+    if args.care_homes is not None:
+        for seed in args.seeds or (1234,):
+            care_home_deaths(args.care_homes, args.check_replicates[0] if args.check_replicates else 10, seed)
         return
     t = time.perf_counter()
     summary = calibrate(
