@@ -351,8 +351,8 @@ def run(
                 result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
                 result.write(target)
                 results_written()
-            except ScenarioError as exc:
-                fail(str(exc))
+            except ScenarioError as exc:  # found once the run has its population: named by the file
+                fail(f"{file}: {str(exc).removeprefix(sc.name + ': ')}")
     print_summary(result.summary, result.manifest["timings"]["engine_seconds"], target)
 
 

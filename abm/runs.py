@@ -273,7 +273,8 @@ def run(
             sim = simulation_of(sc, pop, device=device)
             res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
     except ScenarioError as exc:  # a setting the population makes impossible (an intervention's attach)
-        raise ScenarioError(f"{sc.name}: {exc}") from None
+        where = str(scenario) if isinstance(scenario, (str, Path)) else sc.name
+        raise ScenarioError(f"{where}: {exc}") from None
     except torch.OutOfMemoryError:
         other = ", or simulation.device: cpu" if device.type != "cpu" else ""
         raise ScenarioError(

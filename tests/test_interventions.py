@@ -674,15 +674,26 @@ def test_app_ownership_hits_the_target_mean():
         assert abs(float(p.mean()) - target) < 1e-6 and float(p.max()) <= 1
 
 
-def test_an_adoption_the_age_weights_cannot_reach_is_refused():
+def test_an_adoption_the_age_weights_cannot_reach_is_refused(tmp_path):
     """With weight 0 for ages 0-9 (about 11% of King County's agents), at most 89% can own the
-    app: 0.95 is refused with the reachable share (the solver gave a lower adoption silently);
-    0.85 runs."""
+    app: 0.95 is refused with the reachable share (the solver gave a lower adoption silently),
+    by `abm run` with the file named, exit code 2 and nothing written; 0.85 runs."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
     weights = [0.0, 1, 1, 1, 1, 1, 1, 1, 1]
     sc = {"name": "apps", "population": {"agents": 5000}, "simulation": {"days": 2, "replicates": 1}}
     sc["interventions"] = {"testing": {}, "digital_tracing": {"age_weights": weights, "app_adoption": 0.95}}
     with pytest.raises(ScenarioError, match=r"app_adoption: 0.95 cannot be reached .* at most 8\d\.\d% can own"):
         abm.run(sc)
+    path, out = tmp_path / "apps.yaml", tmp_path / "out"
+    path.write_text(yaml.safe_dump(sc))
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(out)])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"error: {path}: interventions.digital_tracing.app_adoption: 0.95" in message
+    assert "Traceback" not in result.output and not out.exists()
     sc["interventions"]["digital_tracing"]["app_adoption"] = 0.85
     abm.run(sc)  # reachable: not refused
 

@@ -112,13 +112,16 @@ def ratio_interval(means: np.ndarray, cov: np.ndarray, df: float, level: float =
     return Interval(ratio, roots[0], roots[1])
 
 
-def cost_per_averted(base: RunTables, other: RunTables, same: bool, level: float = LEVEL) -> Interval:
+def cost_per_averted(
+    base: RunTables, other: RunTables, hospitalizations: tuple[np.ndarray, np.ndarray], same: bool, level: float = LEVEL
+) -> Interval:
     """The extra cost per averted hospitalization of ``other`` against ``base`` (per agent, so
     runs of different sizes compare) with Fieller's interval: from replicate-by-replicate
     differences when ``same`` (paired), else from the two runs' own (co)variances (t on the
-    smaller run's degrees of freedom)."""
+    smaller run's degrees of freedom). ``hospitalizations``: the two runs' per replicate, per
+    100,000 agents (:func:`replicate_totals`)."""
     cost = [replicate_costs(r) / r.agents for r in (base, other)]
-    hosp = [replicate_totals(r)["hospitalizations"] / 1e5 for r in (base, other)]
+    hosp = [h / 1e5 for h in hospitalizations]
     if same:
         pairs = np.stack([cost[1] - cost[0], hosp[0] - hosp[1]])  # extra cost, averted
         n = pairs.shape[1]
@@ -172,7 +175,7 @@ def averted(runs: list[RunTables], level: float = LEVEL) -> list[dict[str, Any]]
         for m in MEASURES:
             iv = interval(first[m], totals[m], level)
             row |= {f"{m}_averted_per_100k": iv.mean, f"{m}_averted_low": iv.low, f"{m}_averted_high": iv.high}
-        cpa = cost_per_averted(runs[0], run, same, level)
+        cpa = cost_per_averted(runs[0], run, (first["hospitalizations"], totals["hospitalizations"]), same, level)
         row |= {"cost_per_averted_low": cpa.low, "cost_per_averted_high": cpa.high}
         row["averted_by"] = "paired replicates" if same else "independent runs"
         rows.append(row)
