@@ -365,6 +365,13 @@ def check_protocols(
                 "the generator; use secure_aggregation alone, or codream"
             )
         params = spec.params or {}
+        if spec.name == "codream_fast" and params.get("collaborate") is False:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.collaborate: false is not allowed for codream_fast: it has no "
+                "independent-dreams ablation (its clients always optimise one shared generator and latents "
+                "together, so the run would be the collaborative method under an ablation's label); use "
+                "name: codream with collaborate: false"
+            )
         if private and params.get("collaborate") is False and params.get("independent_labels", "dreamer") == "dreamer":
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: not allowed for {spec.name} with collaborate: false: its "

@@ -92,6 +92,14 @@ def test_semantic_errors():
     with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.privacy.*shared in the clear"):
         load_scenario(_tiny(protocols=[alone]))
     load_scenario(_tiny(protocols=[{**alone, "params": {"collaborate": False, "independent_labels": "all"}}]))
+    # CoDream-fast has no independent-dreams variant: collaborate: false would run the collaborative
+    # method (same scores, same bytes) under an ablation's label
+    fast_alone = {"name": "codream_fast", "label": "fast_no_collaboration", "params": {"collaborate": False}}
+    with pytest.raises(
+        LearningScenarioError, match=r"protocols\[0\]\.params\.collaborate: false is not allowed for codream_fast"
+    ):
+        load_scenario(_tiny(protocols=[fast_alone]))
+    load_scenario(_tiny(protocols=[{"name": "codream_fast", "params": {"collaborate": True}}]))
     with pytest.raises(LearningScenarioError, match="CNN needs image data"):
         load_scenario(_tiny(models=[{"kind": "cnn"}]))
 
