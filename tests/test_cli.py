@@ -56,6 +56,23 @@ def test_a_peak_still_held_on_the_last_day_is_at_end():
     assert peak(falling, 100)["at_end"] is False
 
 
+def test_one_replicate_has_no_sd(tmp_path):
+    """One replicate has no spread to measure: summary.json wrote an sd of 0, which reads as no
+    variation at all. It is null, and the console shows the mean alone."""
+    import abm
+
+    result = abm.run(SCENARIO, agents=500, days=3, replicates=1, sets=["interventions.vaccination.start_day=0"])
+    out = result.write(tmp_path / "one", figures=False)
+    s = json.loads((out / "summary.json").read_text())
+    assert result.summary["total_cost"]["mean"] > 0  # something to spread: doses were booked
+    for key in ("cumulative_infected", "deaths", "total_cost"):
+        assert s[key]["sd"] is None, key
+    two = abm.run(SCENARIO, agents=500, days=3, replicates=2)
+    assert two.summary["cumulative_infected"]["sd"] == pytest.approx(
+        two.timeseries[two.timeseries.day == 2].cumulative_infected.std(ddof=1)
+    )
+
+
 def test_run_writes_a_complete_run_folder(tmp_path):
     out = tmp_path / "ni"
     # 60 agents seeded with severe symptoms: hospital admissions from day 6, deaths, ICU, and
