@@ -659,8 +659,11 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
         f"residents (x {scale:,.1f})"
     )
 
+    def count(v: float) -> str:  # 0.3 deaths must not read as 0: two digits under 10
+        return f"{v:,.0f}" if v == 0 or abs(v) >= 10 else f"{v:.2g}"
+
     def ms(x: dict) -> str:
-        return f"{x['mean']:,.0f}" + (f" ± {x['sd']:,.0f}" if s["replicates"] > 1 else "")
+        return count(x["mean"]) + (f" ± {count(x['sd'])}" if s["replicates"] > 1 else "")
 
     ci = s["cumulative_infected"]
     table.add_row("cumulative infected", f"{ms(ci)} ({100 * ci['share']:.1f}%)")

@@ -56,6 +56,23 @@ def test_a_peak_still_held_on_the_last_day_is_at_end():
     assert peak(falling, 100)["at_end"] is False
 
 
+def test_one_replicate_has_no_sd(tmp_path):
+    """One replicate has no spread to measure: summary.json wrote an sd of 0, which reads as no
+    variation at all. It is null, and the console shows the mean alone."""
+    import abm
+
+    result = abm.run(SCENARIO, agents=500, days=3, replicates=1, sets=["interventions.vaccination.start_day=0"])
+    out = result.write(tmp_path / "one", figures=False)
+    s = json.loads((out / "summary.json").read_text())
+    assert result.summary["total_cost"]["mean"] > 0  # something to spread: doses were booked
+    for key in ("cumulative_infected", "deaths", "total_cost"):
+        assert s[key]["sd"] is None, key
+    two = abm.run(SCENARIO, agents=500, days=3, replicates=2)
+    assert two.summary["cumulative_infected"]["sd"] == pytest.approx(
+        two.timeseries[two.timeseries.day == 2].cumulative_infected.std(ddof=1)
+    )
+
+
 def test_run_writes_a_complete_run_folder(tmp_path):
     out = tmp_path / "ni"
     # 60 agents seeded with severe symptoms: hospital admissions from day 6, deaths, ICU, and
@@ -1006,3 +1023,36 @@ def test_tracing_without_quarantine_gets_a_note():
     asks = ["--set", "interventions.digital_tracing.test_contacts=true", "--set", traced]
     text = " ".join(runner.invoke(app, ["validate", ct, *off, *asks]).output.split())
     assert "interventions.digital_tracing notifies" not in text and "interventions.manual_tracing notifies" in text
+
+
+def test_the_console_summary_keeps_small_means(monkeypatch, tmp_path):
+    """A mean of 0.33 deaths over 3 replicates printed as "0 ± 1", which reads as no deaths."""
+    import io
+
+    from rich.console import Console
+
+    from abm import cli
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
+    peak = {"value": 0.0, "day": None, "per_100k": 0.0, "at_end": False}
+    summary = {
+        "scenario": "sq", "agents": 10_000, "days": 120, "replicates": 3, "region_population": 2_252_782,
+        "cumulative_infected": {"mean": 138.0, "sd": 111.2, "share": 0.0138},
+        "peak_hospitalized": peak, "peak_hospital_occupancy": peak,
+        "hospital_capacity": {"beds_per_100k": 55.0, "beds": 5.5, "days_over_capacity": 0},
+        "deaths": {"mean": 1 / 3, "sd": 0.5774}, "total_cost": {"mean": 458.3, "sd": 378.9},
+    }  # fmt: skip
+
+    def rows() -> dict[str, str]:
+        cli.print_summary(summary, 0.3, tmp_path)
+        lines = buffer.getvalue().splitlines()
+        buffer.seek(0)
+        buffer.truncate()
+        return {line.split("│")[1].strip(): line.split("│")[2].strip() for line in lines if line.count("│") == 3}
+
+    shown = rows()
+    assert shown["deaths"] == "0.33 ± 0.58"
+    assert shown["total cost ($)"] == "458 ± 379" and shown["cumulative infected"] == "138 ± 111 (1.4%)"
+    summary["deaths"] = {"mean": 0.0, "sd": 0.0}
+    assert rows()["deaths"] == "0 ± 0"

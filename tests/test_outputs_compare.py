@@ -288,3 +288,28 @@ def test_compare_notes_a_hospital_peak_held_to_the_last_day(runs, tmp_path):
     note = (tmp_path / "cmp" / "comparison.md").read_text()
     late = re.search(r"The hospital peak of (.*?) is on the last simulated day", note)
     assert late is not None and "sq" in late.group(1).split(", ")  # the copy keeps its label, sq
+
+
+def test_report_says_what_each_run_simulated(runs, vacc_result, tmp_path):
+    """report.html named each run and linked its files, but said nothing of what was simulated:
+    no description, horizon, seed or link to the resolved scenario. Each run's item now gives them."""
+    out = tmp_path / "cmp"
+    comp = abm.compare([runs["ni"], runs["sq"], vacc_result], out=out)
+    assert [r.label for r in comp.runs] == ["ni", "sq", "vacc"]
+    report = (out / "report.html").read_text()
+    items = dict(re.findall(r"<li><b>(.*?)</b>: (.*?)</li>", report))
+    for label in ("ni", "sq"):
+        resolved = (runs[label] / "scenario.resolved.yaml").read_text()
+        description = re.search(r"^description: (.*)$", resolved, re.M).group(1).rstrip(".")
+        facts = (
+            f"{description}; 40 days (day 0 to 39), 3,000 agents (x 750.9 for the region&#x27;s 2,252,782 "
+            "residents), 2 replicate(s), seed 3. "
+        )
+        assert items[label].startswith(facts), items[label]
+        rel = os.path.relpath((runs[label] / "scenario.resolved.yaml").resolve(), out.resolve())
+        assert f'<a href="{rel}">scenario</a>' in items[label]
+    # A result of abm.run has no folder to link to, but says what it simulated.
+    assert items["vacc"] == (
+        "Two-dose vaccination from day 10; 40 days (day 0 to 39), 3,000 agents (x 750.9 for the region&#x27;s "
+        "2,252,782 residents), 3 replicate(s), seed 4"
+    )

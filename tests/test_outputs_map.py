@@ -309,3 +309,33 @@ def test_map_snapshot_title_fits_the_figure_and_shows_the_day(small_run):
     box = text.get_window_extent(fig.canvas.get_renderer())
     assert "day 33" in text.get_text()
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
+
+
+def test_legend_classes_of_small_values_have_distinct_whole_edges():
+    """The map's values are whole numbers per 100,000. Where the largest was under 10 (a small
+    epidemic in a large run: one agent in a tract of 5,700 over 10 replicates is 2 per 100,000),
+    the classes were 0.2 wide and the legend read "0 - 0", "1 - 1": classes without a value, and
+    labels that repeat. Classes are now at least 1 wide."""
+    tracts = pd.DataFrame({"geoid": ["1", "2", "3"], "name": ["a", "b", "c"], "residents": [5, 5, 5]})
+    by_tract = pd.DataFrame(
+        {
+            "day": [0, 0, 0],
+            "geoid": ["1", "2", "3"],
+            "agents": [100_000] * 3,  # 1 agent is 1 per 100,000
+            "cumulative_infected": [0.0, 1.0, 2.0],
+            "active": [0.0, 1.0, 2.0],
+            "hospital_occupancy": [0.0, 0.0, 2.0],
+        }
+    )
+    data = maps.map_data(by_tract, tracts, snapshot_days=())
+    for key in ("cumulative", "active", "hospital"):
+        edges = data.bins[key]
+        assert edges == [1.0, 2.0]
+        labels = [f"{lo:,.0f} – {hi:,.0f}" for lo, hi in zip([0.0, *edges[:-1]], edges, strict=True)]
+        assert labels == ["0 – 1", "1 – 2"]
+    # Each value falls in the class whose label holds it, and the largest gets the darkest colour.
+    assert [data.color_of("cumulative", v) for v in (0.0, 1.0, 2.0)] == [
+        *data.colors["cumulative"][:1] * 2,
+        data.colors["cumulative"][1],
+    ]
+    assert maps.nice_bins(100) == [10.0 * k for k in range(1, 11)] and maps.nice_bins(0) == [1.0]

@@ -549,6 +549,20 @@ def test_population_kind_reference_runs_on_the_reference_population():
     assert "CHILD" not in kc.population.categories
 
 
+def test_the_reference_map_tract_has_the_county_residents():
+    """The reference population's one pseudo-tract gave its residents as the agents, so the map's
+    tooltip read "Residents: 3,000 (3,000 agents)" for a population that stands for King County."""
+    import abm
+    from abm.outputs import maps
+
+    res = abm.run(ROOT / "scenarios/reference/ni.yaml", agents=3000, replicates=1, days=2)
+    tract = res.population.tracts.iloc[0]
+    assert len(res.population.tracts) == 1 and tract.agents == 3000
+    assert tract.residents == res.summary["region_population"] == 2_252_782
+    data = maps.map_data(res.by_tract, res.population.tracts, snapshot_days=())
+    assert data.tracts.residents.tolist() == [2_252_782] and data.tracts.agents.tolist() == [3000]
+
+
 def test_reference_rows_shift_the_records_to_the_start_of_each_day():
     stages = np.arange(5)[:, None] * np.ones((1, 2))
     assert reference_rows(stages)[:, 0].tolist() == [0, 0, 1, 2, 3]

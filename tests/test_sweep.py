@@ -117,6 +117,9 @@ def test_several_sweeps_run_the_cartesian_product():
     assert variants[4]["label"] == "contacts.community.weight=0.5, seeding.infections.asymptomatic=4"
     # Seeding 9 asymptomatic + 2 presymptomatic agents: at least that many are ever infected.
     assert (t.loc[t["seeding.infections.asymptomatic"] == 9, "cumulative_infected"] >= 11).all()
+    # One replicate a variant has no sd (it was written as 0, which reads as no variation).
+    sds = result.summary.filter(regex="_sd$")
+    assert len(sds.columns) == len(OUTCOMES) and sds.isna().all().all()
 
 
 def test_values_split_at_top_level_commas_only():

@@ -311,6 +311,22 @@ def markdown(table: pd.DataFrame, note: str = "") -> str:
     return "\n".join([head, rule, *body]) + "\n" + (f"\n{note}\n" if note else "")
 
 
+def run_facts(run: RunTables) -> str:
+    """What a run simulated, in words, for the report: its scenario's description, days,
+    agents (with the factor to the region's residents), replicates and seed."""
+    s = run.summary
+    description = (run.scenario or {}).get("description")
+    agents = f"{run.agents:,} agents"
+    people = s.get("region_population")
+    if _is_number(people) and people > 0:
+        agents += f" (x {people / run.agents:,.1f} for the region's {int(people):,} residents)"
+    facts = [f"{run.days:,} days (day 0 to {run.days - 1})", agents, f"{run.replicates:,} replicate(s)"]
+    if _is_number(s.get("seed")):
+        facts.append(f"seed {s['seed']}")
+    text = ", ".join(facts)
+    return f"{description.rstrip('.')}; {text}" if isinstance(description, str) and description else text
+
+
 def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path | None], out: Path) -> str:
     def link(target: Path, text: str) -> str:
         rel = os.path.relpath(target.resolve(), out.resolve())
@@ -321,17 +337,23 @@ def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path 
     body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     items = []
     for run, folder in zip(runs, folders, strict=True):
+        facts = html.escape(run_facts(run))
         if folder is None:
-            items.append(f"<li>{html.escape(run.label)}</li>")
+            items.append(f"<li><b>{html.escape(run.label)}</b>: {facts}</li>")
             continue
         links = [link(folder, "folder")]
-        for name, text in (("map.html", "map"), ("summary.json", "summary"), ("timeseries.csv", "timeseries")):
+        for name, text in (
+            ("scenario.resolved.yaml", "scenario"),
+            ("map.html", "map"),
+            ("summary.json", "summary"),
+            ("timeseries.csv", "timeseries"),
+        ):
             if (folder / name).exists():
                 links.append(link(folder / name, text))
         plots = folder / "plots"
         if plots.is_dir():
             links += [link(p, p.stem) for p in sorted(plots.glob("*.png"))]
-        items.append(f"<li><b>{html.escape(run.label)}</b>: {', '.join(links)}</li>")
+        items.append(f"<li><b>{html.escape(run.label)}</b>: {facts}. {', '.join(links)}</li>")
     figures = "".join(
         f'<figure><img src="plots/{name}" alt="{key}"><figcaption>{key.replace("_", " ")}</figcaption></figure>'
         for key, name in PLOT_FILES.items()

@@ -60,12 +60,14 @@ class MapData:
 
 
 def nice_bins(vmax: float, classes: int = 10) -> list[float]:
-    """Upper edges of at most ``classes`` equal colour classes from 0 to a round number >= vmax."""
+    """Upper edges of at most ``classes`` equal colour classes from 0 to a round number >= vmax,
+    at least 1 apart: the map's values are whole numbers per 100,000, so narrower classes would
+    hold no value and their edges, shown as whole numbers, would repeat ("1 - 1")."""
     if not np.isfinite(vmax) or vmax <= 0:
         return [1.0]
     raw = vmax / classes
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    step = max(1.0, next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw))
     n = max(1, math.ceil(vmax / step - 1e-9))
     return [round(step * (k + 1), 6) for k in range(n)]
 

@@ -3,6 +3,7 @@ replicates."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -13,9 +14,10 @@ from abm.outputs.tables import HOSPITAL_STAGES
 
 
 def mean_sd(values: np.ndarray) -> dict[str, float]:
-    """Mean and sample sd (0 for a single replicate)."""
+    """Mean and sample sd; the sd is NaN (null in summary.json, empty in a CSV) for a single
+    replicate, which has no spread to measure (an sd of 0 would read as no variation)."""
     v = np.asarray(values, dtype=np.float64)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else math.nan}
 
 
 def peak(curve_by_replicate: np.ndarray, agents: int) -> dict[str, float | int | bool | None]:

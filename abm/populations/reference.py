@@ -72,7 +72,8 @@ def member_list_string_length(household_start: np.ndarray, household_size: np.nd
 
 def county_tract(agents: int) -> pd.DataFrame:
     """One pseudo-tract for the whole county: the bundled King County tracts' resident-weighted
-    centroid and their total land area (only maps use it)."""
+    centroid, their total land area and the county's residents (only maps use it: a tract's
+    tooltip gives its residents and agents)."""
     region = load_region("king_county")
     t = region.tracts
     w = region.band_counts().sum(axis=1)
@@ -82,7 +83,7 @@ def county_tract(agents: int) -> pd.DataFrame:
         "lat": float(np.average(t["lat"], weights=w)),
         "lon": float(np.average(t["lon"], weights=w)),
         "land_km2": float(t["land_km2"].sum()),
-        "residents": agents,
+        "residents": int(region.figures.population),  # the county's, which the agents stand for
         "agents": agents,
     }
     return pd.DataFrame([row])
