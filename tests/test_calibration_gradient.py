@@ -237,3 +237,26 @@ def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path,
         gradient.optimize(sc, load_observed(sc.calibration), None, 1)
     expected = build_reference_population(5000, sc.simulation.seed)
     assert len(seen[0].tracts) == 1 and (seen[0].age_group == expected.age_group).all()
+
+
+def test_calibrated_scenario_turns_on_the_multipliers_of_a_disabled_block():
+    """A scenario whose contact_multipliers block is disabled ran the fit without it, so the
+    calibrated scenario holds the fitted weekly multipliers, enabled, and none of the disabled
+    block's own changes: `abm run` applies exactly the fitted factors."""
+    from abm.calibration.gradient import calibrated_values
+    from abm.interventions.contact_multipliers import ContactMultipliers
+    from abm.scenario import validate
+
+    half = {"from_day": 0, "household": 0.5, "occupation": 0.5, "community": 0.5}
+    data = {
+        "name": "disabled",
+        "population": {"agents": 1000},
+        "interventions": {"contact_multipliers": {"enabled": False, "changes": [half]}},
+    }
+    out, values = calibrated_values(data, 2.5, [0.8, 1.25])
+    sc = validate(out, "disabled.yaml")
+    cm = sc.interventions.enabled()["contact_multipliers"]
+    m = ContactMultipliers(cm).multipliers
+    assert m(0) == m(6) == dict.fromkeys(("household", "occupation", "community"), 0.8)
+    assert m(7) == m(100) == dict.fromkeys(("household", "occupation", "community"), 1.25)
+    assert values["weekly_transmission_multipliers"] == [0.8, 1.25]

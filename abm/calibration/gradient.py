@@ -92,7 +92,9 @@ def calibrated_values(
     data: dict[str, Any], beta: float, weekly: list[float] | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Scenario data with the fitted rate and weekly multipliers (as contact changes on every
-    layer, appended to the scenario's own changes), and the fitted values for the summary."""
+    layer, appended to the scenario's own changes), and the fitted values for the summary. A
+    ``contact_multipliers`` block the scenario disables played no part in the fit, so it is replaced
+    by one that holds the fitted changes only (kept disabled, they would be ignored by ``abm run``)."""
     out = dict(data)
     disease = dict(out.get("disease") or {})
     disease["transmission_rate"] = round(beta, 6)
@@ -101,6 +103,8 @@ def calibrated_values(
     if weekly:
         interventions = dict(out.get("interventions") or {})
         cm = dict(interventions.get("contact_multipliers") or {})
+        if cm.get("enabled") is False:
+            cm = {}
         changes = list(cm.get("changes") or [])
         for k, m in enumerate(weekly):
             v = round(m, 6)
