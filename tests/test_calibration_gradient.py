@@ -273,6 +273,22 @@ def test_gradient_refuses_bounds_on_the_rate_that_give_no_valid_scenario(tmp_pat
     assert "step 1" not in message and not out.exists()
 
 
+def test_gradient_names_the_learning_rate_when_the_fit_diverges(tmp_path):
+    """A learning rate so large that the weekly multipliers overflow (exp of +-100s) ends with one
+    message naming calibration.gradient.learning_rate (exit 2, nothing written), not with the
+    calibrated scenario's non-finite values."""
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["gradient"] = {"steps": 2, "learning_rate": 100.0, "weekly_multipliers": True}
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert f"{path}: calibration.gradient.learning_rate: 100.0: the fit diverged" in message, message
+    assert not out.exists()
+
+
 def test_calibrated_scenario_turns_on_the_multipliers_of_a_disabled_block():
     """A scenario whose contact_multipliers block is disabled ran the fit without it, so the
     calibrated scenario holds the fitted weekly multipliers, enabled, and none of the disabled

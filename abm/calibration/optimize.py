@@ -481,6 +481,11 @@ def _fit_by_gradient(
     cfg = sc.calibration
     assert cfg is not None
     beta, weekly_m, done = gradient.optimize(sc, observed, progress, steps)
+    if not all(math.isfinite(v) for v in [beta, *(weekly_m or [])]):
+        raise CalibrationError(
+            f"{source}: calibration.gradient.learning_rate: {cfg.gradient.learning_rate}: the fit diverged (beta or "
+            "a weekly multiplier is no longer a finite number); use a smaller learning rate (default 0.05)"
+        )
     calibrated_data, best = gradient.calibrated_values(data, beta, weekly_m)
     calibrated = validate(calibrated_data, source)
     sim = simulated(run(calibrated), cfg)
