@@ -237,3 +237,76 @@ def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path,
         gradient.optimize(sc, load_observed(sc.calibration), None, 1)
     expected = build_reference_population(5000, sc.simulation.seed)
     assert len(seen[0].tracts) == 1 and (seen[0].age_group == expected.age_group).all()
+
+
+def test_gradient_keeps_the_rate_within_the_scenarios_bounds(tmp_path):
+    """`calibration.parameters` bounds on the transmission rate hold for the gradient method as for
+    Optuna: data simulated at rate 3, a start at 5 and bounds 4-8. Unbounded, six steps reach
+    about 3.7 (the log rate moves about 0.3); projected onto the bounds, the rate ends exactly at
+    the low bound, no step runs below it, and calibration.json notes the bound."""
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["parameters"] = {"disease.transmission_rate": {"low": 4.0, "high": 8.0}}
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    args = ["calibrate", str(path), "--method", "gradient", "--trials", "6", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "calibration.json").read_text())
+    assert summary["best_parameters"]["disease.transmission_rate"] == 4.0, summary
+    assert summary["at_bounds"] == ["disease.transmission_rate"]
+    assert (pd.read_csv(out / "steps.csv")["beta"] >= 4.0 - 1e-6).all()
+
+
+def test_gradient_refuses_bounds_on_the_rate_that_give_no_valid_scenario(tmp_path):
+    """A negative low bound on the transmission rate is refused before anything runs, naming the
+    file, the key and the value (exit 2, nothing written), as for Optuna."""
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["parameters"] = {"disease.transmission_rate": {"low": -1.0, "high": 8.0}}
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert f"{path}: calibration.parameters.disease.transmission_rate: low -1.0" in message, message
+    assert "step 1" not in message and not out.exists()
+
+
+def test_gradient_names_the_learning_rate_when_the_fit_diverges(tmp_path):
+    """A learning rate so large that the weekly multipliers overflow (exp of +-100s) ends with one
+    message naming calibration.gradient.learning_rate (exit 2, nothing written), not with the
+    calibrated scenario's non-finite values."""
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["gradient"] = {"steps": 2, "learning_rate": 100.0, "weekly_multipliers": True}
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert f"{path}: calibration.gradient.learning_rate: 100.0: the fit diverged" in message, message
+    assert not out.exists()
+
+
+def test_calibrated_scenario_turns_on_the_multipliers_of_a_disabled_block():
+    """A scenario whose contact_multipliers block is disabled ran the fit without it, so the
+    calibrated scenario holds the fitted weekly multipliers, enabled, and none of the disabled
+    block's own changes: `abm run` applies exactly the fitted factors."""
+    from abm.calibration.gradient import calibrated_values
+    from abm.interventions.contact_multipliers import ContactMultipliers
+    from abm.scenario import validate
+
+    half = {"from_day": 0, "household": 0.5, "occupation": 0.5, "community": 0.5}
+    data = {
+        "name": "disabled",
+        "population": {"agents": 1000},
+        "interventions": {"contact_multipliers": {"enabled": False, "changes": [half]}},
+    }
+    out, values = calibrated_values(data, 2.5, [0.8, 1.25])
+    sc = validate(out, "disabled.yaml")
+    cm = sc.interventions.enabled()["contact_multipliers"]
+    m = ContactMultipliers(cm).multipliers
+    assert m(0) == m(6) == dict.fromkeys(("household", "occupation", "community"), 0.8)
+    assert m(7) == m(100) == dict.fromkeys(("household", "occupation", "community"), 1.25)
+    assert values["weekly_transmission_multipliers"] == [0.8, 1.25]

@@ -10,7 +10,9 @@ carry gradients to the daily transmission rate through chains of infection.
 
 The rate on day d is ``beta * m[week(d)]`` with ``m_k = exp(theta_k - mean(theta))`` (so beta
 is the geometric-mean level), one week per 7 days from day 0 up to the end of the fit window;
-the last multiplier is held after that. The calibrated scenario expresses the multipliers as
+the last multiplier is held after that. Where ``calibration.parameters`` bounds
+``disease.transmission_rate``, log beta is projected onto the logs of those bounds after every
+step. The calibrated scenario expresses the multipliers as
 ``interventions.contact_multipliers.changes`` (one per week, multiplying all three layers, which
 is the same as multiplying the transmission rate), so ``abm run`` re-creates the fit with the
 ordinary engine.
@@ -83,6 +85,15 @@ def daily_rate(log_beta: torch.Tensor, theta: torch.Tensor, days: int) -> torch.
     return torch.exp(log_beta + (theta - theta.mean()).index_select(0, week))
 
 
+def log_bounds(cfg: CalibrationConfig) -> tuple[float, float]:
+    """Bounds on log beta: the logs of ``calibration.parameters``' bounds on
+    ``disease.transmission_rate`` where it is listed, else none (-inf, inf)."""
+    b = cfg.parameters.get("disease.transmission_rate")
+    if b is None:
+        return -math.inf, math.inf
+    return (math.log(b.low) if b.low > 0 else -math.inf), math.log(b.high)
+
+
 def multipliers(theta: torch.Tensor) -> list[float]:
     """The weekly multipliers m_k = exp(theta_k - mean(theta))."""
     return torch.exp(theta - theta.mean()).tolist()
@@ -92,7 +103,9 @@ def calibrated_values(
     data: dict[str, Any], beta: float, weekly: list[float] | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Scenario data with the fitted rate and weekly multipliers (as contact changes on every
-    layer, appended to the scenario's own changes), and the fitted values for the summary."""
+    layer, appended to the scenario's own changes), and the fitted values for the summary. A
+    ``contact_multipliers`` block the scenario disables played no part in the fit, so it is replaced
+    by one that holds the fitted changes only (kept disabled, they would be ignored by ``abm run``)."""
     out = dict(data)
     disease = dict(out.get("disease") or {})
     disease["transmission_rate"] = round(beta, 6)
@@ -101,6 +114,8 @@ def calibrated_values(
     if weekly:
         interventions = dict(out.get("interventions") or {})
         cm = dict(interventions.get("contact_multipliers") or {})
+        if cm.get("enabled") is False:
+            cm = {}
         changes = list(cm.get("changes") or [])
         for k, m in enumerate(weekly):
             v = round(m, 6)
@@ -130,6 +145,9 @@ def optimize(
     scale = region.figures.population / pop.size
     obs = {t: torch.tensor(weekly(observed, cfg.fit_window)[t].to_numpy(), dtype=torch.float32) for t in cfg.targets}
     log_beta = torch.tensor(math.log(max(sc.disease.transmission_rate, 1e-6)), requires_grad=True)
+    low, high = log_bounds(cfg)
+    with torch.no_grad():
+        log_beta.clamp_(low, high)
     theta = torch.zeros(weeks_to_fit(cfg) if g.weekly_multipliers else 1, requires_grad=True)
     params = [log_beta, theta] if g.weekly_multipliers else [log_beta]
     adam = torch.optim.Adam(params, lr=g.learning_rate)
@@ -141,6 +159,8 @@ def optimize(
         with torch_threads(sc.simulation.threads):
             for step in range(n_steps):
                 history.append(adam_step(sc, cfg, pop, scale, obs, log_beta, theta, adam, step))
+                with torch.no_grad():  # projected onto the scenario's bounds, as Optuna draws within them
+                    log_beta.clamp_(low, high)
                 schedule.step()
                 if progress is not None:
                     progress(step + 1, n_steps, history[-1].loss)
@@ -151,7 +171,9 @@ def optimize(
             "replicates"
         ) from None
     weekly_m = multipliers(theta.detach()) if g.weekly_multipliers else None
-    return math.exp(log_beta.item()), weekly_m, history
+    # exactly within the bounds (exp of the float32 log of a bound can pass it by a rounding)
+    beta = min(max(math.exp(log_beta.item()), math.exp(low)), math.exp(high))
+    return beta, weekly_m, history
 
 
 def adam_step(

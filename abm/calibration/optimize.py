@@ -167,7 +167,11 @@ def checked_inputs(
     check_horizon(sc.simulation.days, sc.calibration, source)
     if method == "optuna":
         check_parameters(data, sc.calibration, source)
-    elif sc.calibration.population_draws > 1:
+    elif RATE in sc.calibration.parameters:  # the gradient method keeps the rate within its bounds
+        check_parameters(
+            data, sc.calibration.model_copy(update={"parameters": {RATE: sc.calibration.parameters[RATE]}}), source
+        )
+    if method == "gradient" and sc.calibration.population_draws > 1:
         raise CalibrationError(
             f"{source}: calibration.population_draws: {sc.calibration.population_draws} is not used by --method "
             "gradient, which fits one population; set it to 1, or use --method optuna"
@@ -175,6 +179,7 @@ def checked_inputs(
     return data, sc, observed
 
 
+RATE = "disease.transmission_rate"  # the one key of calibration.parameters the gradient method fits
 BACKENDS = ("local", "ray")
 METHODS = ("optuna", "gradient")
 
@@ -476,6 +481,11 @@ def _fit_by_gradient(
     cfg = sc.calibration
     assert cfg is not None
     beta, weekly_m, done = gradient.optimize(sc, observed, progress, steps)
+    if not all(math.isfinite(v) for v in [beta, *(weekly_m or [])]):
+        raise CalibrationError(
+            f"{source}: calibration.gradient.learning_rate: {cfg.gradient.learning_rate}: the fit diverged (beta or "
+            "a weekly multiplier is no longer a finite number); use a smaller learning rate (default 0.05)"
+        )
     calibrated_data, best = gradient.calibrated_values(data, beta, weekly_m)
     calibrated = validate(calibrated_data, source)
     sim = simulated(run(calibrated), cfg)
@@ -616,7 +626,7 @@ def calibrate(
         "seed": cfg.seed if method == "optuna" else sc.simulation.seed,
         **fit.extra,
         "best_parameters": fit.best,
-        "at_bounds": at_bounds(fit.best, cfg) if method == "optuna" else [],  # the gradient method has no bounds
+        "at_bounds": at_bounds(fit.best, cfg),  # gradient: the rate's bounds, where calibration.parameters has them
         "fit_window": [str(d) for d in cfg.fit_window],
         "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
         "fit": losses(fit.sim, observed, cfg.fit_window),
