@@ -364,6 +364,9 @@ def validated(
         named = {line.split(": ", 1)[0] for line in mixups}
         schema = error_lines(exc, model, data, origin=origin)
         raise error(invalid_message(source, mixups + [x for x in schema if x.split(": ", 1)[0] not in named])) from None
+    # A number written as text ("inf", "nan", "-Infinity") passes the check above as a string
+    # and becomes a float only in validation: look again at what validation made of it.
+    mixups += not_finite(result.model_dump(mode="python", by_alias=True))
     if mixups:
         raise error(invalid_message(source, mixups))
     return result

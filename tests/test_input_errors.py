@@ -113,6 +113,14 @@ def test_bad_outputs_are_refused_before_the_simulation(tmp_path, small):
 def test_infinite_numbers_and_unknown_settings_are_refused(tmp_path, small):
     result = runner.invoke(app, ["validate", str(small), "--set", "disease.transmission_rate=.inf"])
     assert result.exit_code == 2 and "disease.transmission_rate: inf is not allowed" in text(result)
+    # written as text, which YAML reads as a string and validation would turn into a float
+    for written in ("inf", "'+Infinity'"):
+        result = runner.invoke(app, ["validate", str(small), "--set", f"disease.transmission_rate={written}"])
+        assert result.exit_code == 2, (written, text(result))
+        assert "disease.transmission_rate: inf is not allowed: a finite number is expected here" in text(result)
+    (tmp_path / "quoted.yaml").write_text(f'extends: {small}\ncontacts: {{occupation: {{degree: {{FOOD: "inf"}}}}}}\n')
+    result = runner.invoke(app, ["validate", str(tmp_path / "quoted.yaml")])
+    assert result.exit_code == 2 and "contacts.occupation.degree.FOOD: inf is not allowed" in text(result), text(result)
     result = runner.invoke(
         app, ["run", str(small), "--set", "contacts.occupation.degree={HEALTHCARES: 5}", "--out", str(tmp_path / "o")]
     )
