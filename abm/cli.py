@@ -458,6 +458,12 @@ def calibrate(
         except WorkerLost as exc:
             fail(str(exc), code=1)
     out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
+    if summary["held_fixed"]:
+        err_console.print(
+            f"note: --method gradient fits the transmission rate and weekly multipliers only; "
+            f"{', '.join(summary['held_fixed'])} (in calibration.parameters) kept the scenario's values",
+            highlight=False,
+        )
     if summary["at_bounds"]:
         err_console.print(
             f"note: fitted at (or within 1% of) a bound: {', '.join(summary['at_bounds'])}; the fit may want a value "

@@ -243,10 +243,14 @@ def test_gradient_keeps_the_rate_within_the_scenarios_bounds(tmp_path):
     """`calibration.parameters` bounds on the transmission rate hold for the gradient method as for
     Optuna: data simulated at rate 3, a start at 5 and bounds 4-8. Unbounded, six steps reach
     about 3.7 (the log rate moves about 0.3); projected onto the bounds, the rate ends exactly at
-    the low bound, no step runs below it, and calibration.json notes the bound."""
+    the low bound, no step runs below it, and calibration.json notes the bound. Another listed
+    parameter, which the method does not fit, is named as held at the scenario's value."""
     path = synthetic(tmp_path, 3.0, 5.0)
     data = yaml.safe_load(path.read_text())
-    data["calibration"]["parameters"] = {"disease.transmission_rate": {"low": 4.0, "high": 8.0}}
+    data["calibration"]["parameters"] = {
+        "disease.transmission_rate": {"low": 4.0, "high": 8.0},
+        "seeding.day": {"low": 0, "high": 5, "integer": True},
+    }
     path.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
     args = ["calibrate", str(path), "--method", "gradient", "--trials", "6", "--out", str(out)]
@@ -256,6 +260,9 @@ def test_gradient_keeps_the_rate_within_the_scenarios_bounds(tmp_path):
     assert summary["best_parameters"]["disease.transmission_rate"] == 4.0, summary
     assert summary["at_bounds"] == ["disease.transmission_rate"]
     assert (pd.read_csv(out / "steps.csv")["beta"] >= 4.0 - 1e-6).all()
+    assert summary["held_fixed"] == ["seeding.day"]
+    assert "seeding.day (in calibration.parameters) kept the scenario's values" in " ".join(result.output.split())
+    assert yaml.safe_load((out / "calibrated.yaml").read_text())["seeding"]["day"] == data["seeding"].get("day", 0)
 
 
 def test_gradient_refuses_bounds_on_the_rate_that_give_no_valid_scenario(tmp_path):

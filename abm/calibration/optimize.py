@@ -627,6 +627,8 @@ def calibrate(
         **fit.extra,
         "best_parameters": fit.best,
         "at_bounds": at_bounds(fit.best, cfg),  # gradient: the rate's bounds, where calibration.parameters has them
+        # gradient: the free parameters it does not fit, held at the scenario's values
+        "held_fixed": [k for k in cfg.parameters if k != RATE] if method == "gradient" else [],
         "fit_window": [str(d) for d in cfg.fit_window],
         "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
         "fit": losses(fit.sim, observed, cfg.fit_window),
