@@ -173,11 +173,13 @@ def hospital_occupancy(runs: list[RunTables]) -> Figure:
 
 
 def new_infections(runs: list[RunTables]) -> Figure:
-    """Daily new infections per 100,000."""
+    """Daily new infections per 100,000, the seeded ones on their seeding day (summary.json's
+    ``peak_new_infections`` counts infections by transmission only, so the title says so)."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
     for run, color in zip(runs, _colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "new_infections", 1e5 / run.agents), run.label, color)
-    return _finish(fig, ax, "Daily new infections", "new infections per 100,000", runs)
+    title = "Daily new infections (seeded ones on their seeding day)"
+    return _finish(fig, ax, title, "new infections per 100,000", runs)
 
 
 def cumulative_infections(runs: list[RunTables]) -> Figure:
