@@ -452,6 +452,24 @@ def test_seeding_with_resampling_draws_other_agents_in_each_replicate():
     assert SeedingConfig().resample_per_replicate is True
 
 
+def test_reference_design_shares_every_contact_layer_and_the_initial_agents():
+    """The reference's 10 runs re-use its population file and all its pre-generated daily network
+    files, community ones included (specs section 1 num_runs, section 2; its model.py reads
+    ``Random/<t>.csv`` each step): the benchmark's ``--reference-design`` shares them all."""
+    import importlib.util
+
+    path = ROOT / "benchmarks" / "reference_replicates.py"
+    spec = importlib.util.spec_from_file_location("reference_replicates", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sc = load_scenario(ROOT / "scenarios/reference/ct_app70.yaml")
+    assert not sc.contacts.shares("occupation") and not sc.contacts.shares("community")
+    design = module.reference_design_scenario(sc)
+    assert design.contacts.shares("occupation") and design.contacts.shares("community")
+    assert design.seeding.resample_per_replicate is False
+    assert design.interventions == sc.interventions and design.disease == sc.disease
+
+
 def test_reference_scenarios_draw_their_initial_infections_per_replicate():
     """The reference's own 5 fixed agents are unknown, so the profile averages over draws."""
     from abm.runs import resolve
