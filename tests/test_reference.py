@@ -344,6 +344,59 @@ def test_tracing_skips_the_days_an_index_case_was_isolated():
         sim.fields["quarantine_request"].zero_()
 
 
+@pytest.mark.parametrize("channel", ["digital", "manual"])
+def test_ct_app70_traces_whom_the_reference_step_traces(channel):
+    """ct_app70's tracing, day by day, against the reference code's step redone by brute force
+    from the days' edges (specs section 7.4): the contacts on days t-7..t-1 (every layer for the
+    app, household and occupation for manual tracing) of today's positives not isolated that day,
+    whose last test was before that day; for the app, those who own it (any positive notifies).
+    Compliance, recall and reachability set to 1 so that the sets are exact."""
+    from abm.engine.simulator import Phase
+    from abm.runs import population_of, resolve, simulation_of
+
+    off = "manual_tracing" if channel == "digital" else "digital_tracing"
+    sets = ["population.agents=2000", "simulation.replicates=2", "simulation.days=45", "simulation.seed=7"]
+    sets += [f"interventions.{off}.enabled=false", f"interventions.{channel}_tracing.compliance=1.0"]
+    if channel == "manual":
+        sets += ["interventions.manual_tracing.recall=1.0", "interventions.manual_tracing.reachable=1.0"]
+    sc = resolve(ROOT / "scenarios/reference/ct_app70.yaml", sets=sets)
+    sim = simulation_of(sc, population_of(sc, None))
+    isolated, last_test, edges, checked = {}, {}, {}, []
+
+    def before(s: Simulation, day: int) -> None:
+        last_test[day] = s.fields["last_test_day"].clone()
+        s.fields["quarantine_request"].zero_()
+
+    def after(s: Simulation, day: int) -> None:
+        positive = s.fields["positive_day"] == day
+        want = torch.zeros(s.total, dtype=torch.bool)
+        layers = [x.name for x in s.layers] if channel == "digital" else ["household", "occupation"]
+        for d in range(max(0, day - 7), day):
+            index = positive & ~isolated[d]
+            for name in layers:
+                if (name, d) not in edges:
+                    edges[name, d] = s.layer_edges(name, d)
+                e = edges[name, d]
+                for a, b in ((e.src, e.dst), (e.dst, e.src)):
+                    want[b[index[a] & (last_test[day][b] < d) & (a != b)]] = True
+        if channel == "digital":
+            want &= s.fields["has_app"]
+            got = s.fields["dct_notified_day"] == day
+        else:
+            got = s.fields["quarantine_request"]
+        want &= s.state.stage != Stage.DEATH
+        assert torch.equal(got, want), f"day {day}"
+        checked.append(int(want.sum()))
+
+    sim._hooks[Phase.TRACING].insert(0, before)
+    sim._hooks[Phase.TRACING].append(after)
+    sim._hooks[Phase.VACCINATION].insert(0, lambda s, day: isolated.__setitem__(day, s.state.isolated.clone()))
+    for day in range(sc.simulation.days):
+        sim.step(day)
+    assert sum(checked) > 5000  # thousands of notices compared, on most days
+    assert sum(n > 0 for n in checked) > 25
+
+
 def test_manual_tracing_per_agent_reachability_reaches_the_same_agents_every_time():
     n = 400  # households of two
     pop = make_population([[i, i + 1] for i in range(0, n, 2)])
