@@ -10,11 +10,12 @@ published runs. ``--set-size 10`` gives every group of 10 replicates one shared 
 initially infected agents (the reference fixes its five in the population file; specs section
 2.7), drawn from the seed; ``--set-size 1`` (default) draws them per replicate, as the profile
 does. ``--reference-design`` runs the replicates as groups of 10, each its own simulation (seed
-``--seed`` + group) in which all 10 share one draw of the daily occupation contacts
-(``contacts.same_in_every_replicate: [occupation]``) and one set of initial infections
-(``seeding.resample_per_replicate: false``), each drawing its own community contacts: the
-reference code's 10 runs re-used one population, its occupation network files and its population
-file (specs section 1, num_runs) and built each run's community network afresh. Torch threads: 1.
+``--seed`` + group) in which all 10 share one draw of every day's contacts
+(``contacts.same_in_every_replicate: true``: occupation and community) and one set of initial
+infections (``seeding.resample_per_replicate: false``): the reference code's 10 runs re-used one
+population file and all its pre-generated daily network files, occupation and random (specs
+section 1, num_runs, and section 2; its ``model.py`` reads ``Random/<t>.csv`` every step).
+Torch threads: 1.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import torch
 from abm.engine.disease import Stage
 from abm.engine.rng import generator
 from abm.outputs.reference_results import reference_rows
+from abm.populations.population import Population
 from abm.populations.reference import build_reference_population
 from abm.runs import simulation_of
-from abm.scenario import load_scenario
+from abm.scenario import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +54,7 @@ def main() -> None:
     ap.add_argument("--set-size", type=int, default=1, help="replicates sharing one set of initial infections")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument(
-        "--reference-design", action="store_true", help="groups of 10 sharing occupation contacts and initial agents"
+        "--reference-design", action="store_true", help="groups of 10 sharing all contacts and initial agents"
     )
     ap.add_argument("--device", default="cpu", help="cpu or cuda (one batch of all replicates on a GPU)")
     a = ap.parse_args()
@@ -96,14 +98,21 @@ def main() -> None:
         )
 
 
-def reference_design(a: argparse.Namespace, sc, pop) -> None:
-    """Groups of 10 replicates, each sharing one draw of contacts and initial infections."""
-    sc = sc.model_copy(
+def reference_design_scenario(sc: Scenario) -> Scenario:
+    """``sc`` with the design of the reference code's 10 runs: every replicate meets one draw of
+    each day's contacts on every layer (the reference re-used its pre-generated occupation and
+    random network files in every run) and the same initial agents (its population file)."""
+    return sc.model_copy(
         update={
-            "contacts": sc.contacts.model_copy(update={"same_in_every_replicate": ["occupation"]}),
+            "contacts": sc.contacts.model_copy(update={"same_in_every_replicate": True}),
             "seeding": sc.seeding.model_copy(update={"resample_per_replicate": False}),
         }
     )
+
+
+def reference_design(a: argparse.Namespace, sc: Scenario, pop: Population) -> None:
+    """Groups of 10 replicates, each sharing one draw of contacts and initial infections."""
+    sc = reference_design_scenario(sc)
     t0 = time.perf_counter()
     hosps, cums = [], []
     for g in range(a.replicates // 10):

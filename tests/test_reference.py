@@ -344,6 +344,59 @@ def test_tracing_skips_the_days_an_index_case_was_isolated():
         sim.fields["quarantine_request"].zero_()
 
 
+@pytest.mark.parametrize("channel", ["digital", "manual"])
+def test_ct_app70_traces_whom_the_reference_step_traces(channel):
+    """ct_app70's tracing, day by day, against the reference code's step redone by brute force
+    from the days' edges (specs section 7.4): the contacts on days t-7..t-1 (every layer for the
+    app, household and occupation for manual tracing) of today's positives not isolated that day,
+    whose last test was before that day; for the app, those who own it (any positive notifies).
+    Compliance, recall and reachability set to 1 so that the sets are exact."""
+    from abm.engine.simulator import Phase
+    from abm.runs import population_of, resolve, simulation_of
+
+    off = "manual_tracing" if channel == "digital" else "digital_tracing"
+    sets = ["population.agents=2000", "simulation.replicates=2", "simulation.days=45", "simulation.seed=7"]
+    sets += [f"interventions.{off}.enabled=false", f"interventions.{channel}_tracing.compliance=1.0"]
+    if channel == "manual":
+        sets += ["interventions.manual_tracing.recall=1.0", "interventions.manual_tracing.reachable=1.0"]
+    sc = resolve(ROOT / "scenarios/reference/ct_app70.yaml", sets=sets)
+    sim = simulation_of(sc, population_of(sc, None))
+    isolated, last_test, edges, checked = {}, {}, {}, []
+
+    def before(s: Simulation, day: int) -> None:
+        last_test[day] = s.fields["last_test_day"].clone()
+        s.fields["quarantine_request"].zero_()
+
+    def after(s: Simulation, day: int) -> None:
+        positive = s.fields["positive_day"] == day
+        want = torch.zeros(s.total, dtype=torch.bool)
+        layers = [x.name for x in s.layers] if channel == "digital" else ["household", "occupation"]
+        for d in range(max(0, day - 7), day):
+            index = positive & ~isolated[d]
+            for name in layers:
+                if (name, d) not in edges:
+                    edges[name, d] = s.layer_edges(name, d)
+                e = edges[name, d]
+                for a, b in ((e.src, e.dst), (e.dst, e.src)):
+                    want[b[index[a] & (last_test[day][b] < d) & (a != b)]] = True
+        if channel == "digital":
+            want &= s.fields["has_app"]
+            got = s.fields["dct_notified_day"] == day
+        else:
+            got = s.fields["quarantine_request"]
+        want &= s.state.stage != Stage.DEATH
+        assert torch.equal(got, want), f"day {day}"
+        checked.append(int(want.sum()))
+
+    sim._hooks[Phase.TRACING].insert(0, before)
+    sim._hooks[Phase.TRACING].append(after)
+    sim._hooks[Phase.VACCINATION].insert(0, lambda s, day: isolated.__setitem__(day, s.state.isolated.clone()))
+    for day in range(sc.simulation.days):
+        sim.step(day)
+    assert sum(checked) > 5000  # thousands of notices compared, on most days
+    assert sum(n > 0 for n in checked) > 25
+
+
 def test_manual_tracing_per_agent_reachability_reaches_the_same_agents_every_time():
     n = 400  # households of two
     pop = make_population([[i, i + 1] for i in range(0, n, 2)])
@@ -450,6 +503,24 @@ def test_seeding_with_resampling_draws_other_agents_in_each_replicate():
     assert len({tuple(row) for row in ids}) == 4
     assert all(sorted(row.tolist()) == [Stage.ASYMPTOMATIC] * 3 + [Stage.PRESYMPTOMATIC_MILD] * 2 for row in stages)
     assert SeedingConfig().resample_per_replicate is True
+
+
+def test_reference_design_shares_every_contact_layer_and_the_initial_agents():
+    """The reference's 10 runs re-use its population file and all its pre-generated daily network
+    files, community ones included (specs section 1 num_runs, section 2; its model.py reads
+    ``Random/<t>.csv`` each step): the benchmark's ``--reference-design`` shares them all."""
+    import importlib.util
+
+    path = ROOT / "benchmarks" / "reference_replicates.py"
+    spec = importlib.util.spec_from_file_location("reference_replicates", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sc = load_scenario(ROOT / "scenarios/reference/ct_app70.yaml")
+    assert not sc.contacts.shares("occupation") and not sc.contacts.shares("community")
+    design = module.reference_design_scenario(sc)
+    assert design.contacts.shares("occupation") and design.contacts.shares("community")
+    assert design.seeding.resample_per_replicate is False
+    assert design.interventions == sc.interventions and design.disease == sc.disease
 
 
 def test_reference_scenarios_draw_their_initial_infections_per_replicate():

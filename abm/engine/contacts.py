@@ -114,11 +114,10 @@ class ContactConfig(BaseModel):
         False,
         description="false: each replicate draws its own daily contacts (intended: a mean over replicates "
         "averages over contact networks too); a list of layers: one draw of those layers shared by every "
-        "replicate ([occupation]: each day's occupation rewiring, as the reference code re-used its "
-        "pre-generated occupation network files in every run while drawing each run's community contacts "
-        "afresh, docs/reference.md §1 and section 2; community: each agent's daily number of community "
-        "contacts and the community contacts); true: both. It acts among one run's replicates (abm sweep runs "
-        "each replicate on its own)",
+        "replicate ([occupation]: each day's occupation rewiring; community: each agent's daily number of "
+        "community contacts and the community contacts); true: both, as the reference code re-used its "
+        "pre-generated occupation and random network files in every run (docs/reference.md §1 and section 2). "
+        "It acts among one run's replicates (abm sweep runs each replicate on its own)",
     )
 
     def shares(self, layer: str) -> bool:
