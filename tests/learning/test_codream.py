@@ -1,6 +1,7 @@
 """CoDream: losses, model-agnostic input gradients, and a gain over local-only."""
 
 import copy
+import math
 
 import pytest
 import torch
@@ -290,3 +291,123 @@ def test_codream_fast_releases_the_dreams_the_clients_optimised():
     with torch.no_grad():
         optimised = client_gen(reply["z"].reshape(16, 4))
     assert torch.allclose(dreams, optimised, atol=1e-5)
+
+
+def _probs(logits: list[float], temperature: float) -> list[float]:
+    """softmax(logits / temperature), written out."""
+    e = [math.exp(v / temperature) for v in logits]
+    return [v / sum(e) for v in e]
+
+
+def _entropy(p: list[float]) -> float:
+    return -sum(v * math.log(v) for v in p)
+
+
+def test_soft_label_quality_of_two_teachers_with_known_logits():
+    """Two teachers (linear maps, no bias) on one-hot dreams: teacher k's logits on dream i are row
+    i of Z_k, and the uniform soft labels (Z_A + Z_B) / 2 are rows [ln 2, 0, 0], [0, ln 3, 0],
+    [ln 4, 0, 0], [0, 0, ln 2] (probabilities 1/2, 3/5, 2/3, 1/2 on classes 0, 1, 0, 2). The
+    teachers' argmax: A 0, 1, 0, 0; B 1, 1, 0, 2: all agree on dreams 1 and 2 (1/2), and 1, 2, 2, 1
+    of the two back the label's class (support 3/4). Float32 logits: values to 1e-6."""
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.codream import CoDream
+    from abm.learning.training import TrainConfig
+
+    ln2, ln3, ln4 = math.log(2), math.log(3), math.log(4)
+    za = [[2 * ln2, -1, 0], [1, 2 * ln3 - 0.5, 1], [ln4, 0, 0], [1, 0, 0]]
+    zb = [[0, 1, 0], [-1, 0.5, -1], [ln4, 0, 0], [-1, 0, 2 * ln2]]
+    labels = [[ln2, 0, 0], [0, ln3, 0], [ln4, 0, 0], [0, 0, ln2]]
+    participants = []
+    for k, z in enumerate((za, zb)):
+        teacher = nn.Linear(4, 3, bias=False)
+        with torch.no_grad():
+            teacher.weight.copy_(torch.tensor(z).T)
+        data = ParticipantData(*(Dataset(torch.randn(6, 4), torch.arange(6) % 3) for _ in range(3)))
+        participants.append(Participant(k, data, teacher, TrainConfig(), seed=k))
+    ctx = RunContext(participants=participants, n_classes=3, input_shape=(4,), rounds=1, local_epochs=1, seed=0)
+    protocol = CoDream(CoDreamConfig(weighting="uniform", w_adv=0.0, dream_start=0, kd_temperature=2.0))
+    protocol.setup(ctx)
+    protocol._new_dreams = lambda ctx, t, student: [torch.eye(4)]  # type: ignore[method-assign]
+    protocol.run_round(ctx, 0)
+    assert torch.allclose(protocol.buffer[0][1], torch.tensor(labels), atol=1e-6)
+
+    quality = protocol.summary(ctx)["soft_labels"]
+    assert quality["classes"] == 3 and quality["max_entropy"] == pytest.approx(math.log(3), abs=1e-15)
+    assert quality["kd_temperature"] == 2.0 and "teacher_columns_null" not in quality
+    (row,) = quality["rounds"]
+    for suffix, temperature in (("", 1.0), ("_kd", 2.0)):
+        ps = [_probs(y, temperature) for y in labels]
+        assert row[f"top_prob{suffix}"] == pytest.approx(sum(max(p) for p in ps) / 4, abs=1e-6)
+        assert row[f"entropy{suffix}"] == pytest.approx(sum(_entropy(p) for p in ps) / 4, abs=1e-6)
+    assert row["top_prob"] == pytest.approx((1 / 2 + 3 / 5 + 2 / 3 + 1 / 2) / 4, abs=1e-6)
+    assert row["teacher_agreement"] == 0.5 and row["label_support"] == 0.75
+    assert row["round"] == 0 and row["dreams"] == 4
+    assert row["min_class_share"] == 0.25 and row["classes_without_dreams"] == 0
+    assert "dreams_per_class" not in row
+    assert quality["final"] == {**row, "dreams_per_class": [2, 1, 1]}
+
+
+def test_soft_label_quality_of_flat_and_one_sided_labels():
+    """Flat labels read exactly 1 / C and ln C at any temperature; classes no label points to count
+    as empty; without the teachers' logits their columns are null."""
+    from abm.learning.protocols.codream import soft_label_quality
+
+    flat = soft_label_quality(torch.zeros(5, 4), 3.0)
+    for suffix in ("", "_kd"):
+        assert flat[f"top_prob{suffix}"] == pytest.approx(0.25, abs=1e-15)
+        assert flat[f"entropy{suffix}"] == pytest.approx(math.log(4), abs=1e-15)
+    assert flat["teacher_agreement"] is None and flat["label_support"] is None
+    # ties go to the lowest class: every flat label counts for class 0
+    assert flat["dreams_per_class"] == [5, 0, 0, 0] and flat["classes_without_dreams"] == 3
+    sided = soft_label_quality(torch.tensor([[5.0, 0, 0, 0], [0, 5.0, 0, 0], [3.0, 0, 0, 0]]), 1.0)
+    assert sided["dreams_per_class"] == [2, 1, 0, 0] and sided["min_class_share"] == 0.0
+    assert sided["classes_without_dreams"] == 2
+    top = [math.exp(5) / (math.exp(5) + 3)] * 2 + [math.exp(3) / (math.exp(3) + 3)]
+    assert sided["top_prob"] == pytest.approx(sum(top) / 3, rel=1e-12)
+    assert sided["top_prob_kd"] == sided["top_prob"]
+
+
+def test_report_carries_the_soft_label_quality(tmp_path):
+    """report.json has, for every CoDream variant, a row per dreaming round and the final round in
+    full; the teachers' columns are null, with the reason, where the server never sees one
+    teacher's logits (secure aggregation; independent dreams labelled by their dreamer)."""
+    import json
+
+    from abm.learning.report import run_scenario
+
+    small = {"dream_steps": 3, "n_dreams": 16}
+    sc = _tiny_label_skew(
+        [
+            {"name": "codream", "params": small},
+            {"name": "codream_fast", "params": {"n_dreams": 16, "fast_batches": 2}},
+            {"name": "codream", "label": "alone", "params": {**small, "collaborate": False}},
+            {"name": "codream", "label": "secure", "params": small, "privacy": {"secure_aggregation": True}},
+        ]
+    )
+    run_scenario(sc, tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())["protocols"]
+    dreams = {"codream": 16, "codream_fast": 32, "alone": 15, "secure": 16}  # alone: 3 clients x 16 // 3
+    for key, n in dreams.items():
+        quality = report[key]["summary"]["soft_labels"]
+        assert quality["classes"] == 4 and quality["max_entropy"] == pytest.approx(math.log(4))
+        rows = quality["rounds"]
+        assert [r["round"] for r in rows] == [1, 2]  # dream_start 1 of 3 rounds
+        assert all(r["dreams"] == n for r in rows)
+        assert all(0.25 - 1e-9 <= r["top_prob_kd"] <= r["top_prob"] <= 1 for r in rows)
+        assert all(r["entropy"] <= r["entropy_kd"] <= math.log(4) + 1e-9 for r in rows)
+        final = quality["final"]
+        assert final == {**rows[-1], "dreams_per_class": final["dreams_per_class"]}
+        assert sum(final["dreams_per_class"]) == n
+        assert final["classes_without_dreams"] == final["dreams_per_class"].count(0)
+        assert final["min_class_share"] == min(final["dreams_per_class"]) / n
+        seen = key in ("codream", "codream_fast")
+        assert all((r["teacher_agreement"] is not None) == seen for r in rows)
+        assert all((r["label_support"] is not None) == seen for r in rows)
+        assert ("teacher_columns_null" in quality) == (not seen)
+    assert "sum of the teachers' logits" in report["secure"]["summary"]["soft_labels"]["teacher_columns_null"]
+    assert "dreamer" in report["alone"]["summary"]["soft_labels"]["teacher_columns_null"]

@@ -49,8 +49,16 @@ TINY = {
 
 
 def _essence(report: dict) -> dict:
+    """What every runner must reproduce: scores, bytes, and the protocols' summaries (CoDream's
+    soft-label quality is computed by the server from what it receives)."""
     return {
-        k: (v["history"], [p["collaborative"] for p in v["participants"]], v["bytes_total"], v["bytes_by_kind"])
+        k: (
+            v["history"],
+            [p["collaborative"] for p in v["participants"]],
+            v["bytes_total"],
+            v["bytes_by_kind"],
+            v["summary"],
+        )
         for k, v in report["protocols"].items()
     }
 
@@ -103,6 +111,7 @@ def test_flower_client_state_and_codec_reproduce_inprocess(inprocess_report, mon
     report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), "direct")
     assert inprocess_report["runner"] == "inprocess"
     assert _essence(report) == _essence(inprocess_report)
+    assert len(report["protocols"]["codream"]["summary"]["soft_labels"]["rounds"]) == 2  # compared, not empty
     assert facts["train_sizes"] == inprocess_report["train_sizes"]
     # every client operation of the in-process run went through the Flower clients, one request each
     import abm.learning.clients as clients

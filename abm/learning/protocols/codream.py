@@ -23,6 +23,9 @@ Per round (after ``dream_start`` rounds of local training):
 3. Distillation: each client trains on KD(buffer) + CE(own data), then ``local_epochs`` of CE;
    the student distils from the buffer too.
 
+The server describes each round's new soft labels for the report (:func:`soft_label_quality`:
+flatness, teacher agreement, class coverage) from what it already receives.
+
 Every client computation is a client operation (``codream.*`` below) called through
 ``ctx.clients``, so the protocol runs in process and over Flower alike; each client keeps its own
 copy of the dream buffer and of the server's latest student.
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -261,6 +264,47 @@ def distill(
             opt.step()
 
 
+def soft_label_quality(
+    labels: torch.Tensor, temperature: float, teacher_logits: Sequence[torch.Tensor] | None = None
+) -> dict[str, Any]:
+    """How informative soft labels (averaged logits, one row a dream) are, for the report.
+
+    ``top_prob`` / ``entropy`` are the mean top probability and mean entropy (nats) of
+    softmax(labels) over the dreams, ``top_prob_kd`` / ``entropy_kd`` the same at ``temperature``
+    (what distillation uses): 1 / C and ln C mean flat labels that teach nothing.
+    ``teacher_agreement`` is the share of dreams on which every teacher's argmax is the same class,
+    ``label_support`` the mean share of teachers whose argmax is the label's argmax class (both
+    None without ``teacher_logits``; while no class is known to every teacher, as on class-group
+    splits before the teachers learn their missing classes from dreams, the agreement is 0 and
+    the support says more). Class coverage counts the dreams per class of the
+    labels' argmax (ties go to the lowest class): ``dreams_per_class``, the smallest share of any
+    class (``min_class_share``) and the number of classes with no dream. Computed in float64 on
+    detached copies: nothing that trains is touched.
+    """
+    with torch.no_grad():
+        y = labels.detach().to(torch.float64)
+        n, c = y.shape
+        out: dict[str, Any] = {"dreams": int(n)}
+        for suffix, temp in (("", 1.0), ("_kd", float(temperature))):
+            logp = F.log_softmax(y / temp, dim=1)
+            p = logp.exp()
+            out[f"top_prob{suffix}"] = float(p.max(1).values.mean())
+            out[f"entropy{suffix}"] = float(-(p * logp).sum(1).mean())
+        label = y.argmax(1)
+        agreement = support = None
+        if teacher_logits:
+            votes = torch.stack([z.detach().argmax(1) for z in teacher_logits])
+            agreement = float((votes == votes[0]).all(0).double().mean())
+            support = float((votes == label).double().mean())
+        out["teacher_agreement"] = agreement
+        out["label_support"] = support
+        counts = torch.bincount(label, minlength=c)
+        out["dreams_per_class"] = [int(v) for v in counts]
+        out["min_class_share"] = float(counts.min()) / n
+        out["classes_without_dreams"] = int((counts == 0).sum())
+    return out
+
+
 # ---- client operations -----------------------------------------------------------------------
 def _cfg(config: dict[str, Any]) -> CoDreamConfig:
     return CoDreamConfig.model_validate(config["cfg"])
@@ -376,6 +420,11 @@ class CoDream(Protocol):
         self.dream_batches = 0
         self._own_labels: torch.Tensor | None = None
         self._cfg_json = self.config.model_dump(mode="json")
+        # Soft-label quality (report only): this round's labels with each teacher's logits where the
+        # server receives them one by one, and a row per dreaming round.
+        self._round_labels: list[tuple[torch.Tensor, list[torch.Tensor] | None]] = []
+        self.label_quality: list[dict[str, Any]] = []
+        self._agreement_note: str | None = None
 
     def _weights(self, ctx: RunContext) -> list[float]:
         if self.config.weighting == "uniform":
@@ -453,6 +502,8 @@ class CoDream(Protocol):
             self._own_labels = None
             for pid in ctx.ids:
                 ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": own}, t))
+            self._round_labels.append((own, None))
+            self._agreement_note = "each dream is labelled by its dreamer alone: there is one teacher a dream"
             return own
         w = self._weights(ctx)
         replies = ctx.clients.broadcast("codream.logits", {"x": x})
@@ -465,6 +516,8 @@ class CoDream(Protocol):
             total = ctx.aggregator.aggregate(parts, t, ctx.network, MessageKind.LOGITS).reshape(shape)
             for pid in ctx.ids:
                 ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": total}, t))
+            self._round_labels.append((total, None))
+            self._agreement_note = "the server sees only the sum of the teachers' logits (secure aggregation)"
             return total
         total = None
         for k, pid in enumerate(ctx.ids):
@@ -474,7 +527,18 @@ class CoDream(Protocol):
         assert total is not None
         for pid in ctx.ids:
             ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": total}, t))
+        self._round_labels.append((total, [replies[pid]["z"] for pid in ctx.ids]))
         return total
+
+    def _record_label_quality(self, t: int) -> None:
+        """One row of :func:`soft_label_quality` on all of round ``t``'s new soft labels."""
+        labels = torch.cat([y for y, _ in self._round_labels])
+        teachers = None
+        if all(zs is not None for _, zs in self._round_labels):
+            per_batch = [zs for _, zs in self._round_labels if zs is not None]
+            teachers = [torch.cat(zk) for zk in zip(*per_batch, strict=True)]
+        self._round_labels = []
+        self.label_quality.append({"round": t, **soft_label_quality(labels, self.config.kd_temperature, teachers)})
 
     # ---- stage 3: distillation ----------------------------------------------------------------
     def _new_dreams(self, ctx: RunContext, t: int, student: nn.Module | None) -> list[torch.Tensor]:
@@ -491,6 +555,7 @@ class CoDream(Protocol):
                 new[f"x{i}"], new[f"y{i}"] = x, y
                 self.buffer.append((x, y))
                 self.buffer = self.buffer[-cfg.buffer_batches :]
+            self._record_label_quality(t)
         # Clients add the new (dreams, soft labels) to their buffers, distil, then train locally;
         # the server's student distils from its own copy of the buffer.
         ctx.clients.broadcast(
@@ -502,9 +567,22 @@ class CoDream(Protocol):
             distill(self.student, self.student_opt, self.buffer, cfg, self.gen, freeze_bn=False)
 
     def summary(self, ctx: RunContext) -> dict:
+        """The dream buffer's size, and the soft labels' quality: a row per dreaming round (without
+        the per-class counts) and the final round's in full (docs/learning.md, "Reading CoDream's
+        soft-label diagnostics")."""
+        quality: dict[str, Any] = {
+            "classes": ctx.n_classes,
+            "max_entropy": math.log(ctx.n_classes),
+            "kd_temperature": self.config.kd_temperature,
+            "rounds": [{k: v for k, v in row.items() if k != "dreams_per_class"} for row in self.label_quality],
+            "final": self.label_quality[-1] if self.label_quality else None,
+        }
+        if self._agreement_note is not None:
+            quality["teacher_columns_null"] = self._agreement_note
         return {
             "dream_batches": len(self.buffer),
             "buffer_size": sum(len(b[0]) for b in self.buffer),
+            "soft_labels": quality,
         }
 
 
