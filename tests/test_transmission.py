@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 import torch
 from conftest import make_population, quiet_contacts
 from scipy.optimize import brentq
+from torch.overrides import TorchFunctionMode
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
 from abm.populations import Population, build_population
@@ -256,6 +258,39 @@ def test_occupation_contacts_of_agent_days_are_each_days_edges(kc_100k):
     agents = torch.cat([agents, agents[:500]])
     days = torch.cat([days, days[:500] + 1])
     assert assert_agent_days_meet_each_days_edges(sim.occupation, agents, days, sim.total) > 20_000
+
+
+class LargestTensor(TorchFunctionMode):
+    """Records the most elements of any tensor that a torch function returns while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> object:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def test_occupation_contacts_of_a_few_agents_does_not_touch_the_whole_window(kc_100k):
+    """Tracing looks up a few index cases over a 7-day window: the look-up works on their
+    groups' rewired contacts, not on the window's whole rewiring (laying every day's rewiring
+    end to end made each look-up cost 7 days of rewiring of all replicates, which made tracing
+    the larger part of a 10-replicate vacc_ct run)."""
+    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=10, replicates=2, seed=4)
+    layer = sim.occupation
+    day_size = min(layer.rewired_ids(d).shape[0] for d in range(1, 8))  # drawn (and kept) beforehand
+    gen = torch.Generator().manual_seed(2)
+    members = (layer.agent_group >= 0).nonzero().squeeze(1)
+    agents = members[torch.randperm(members.shape[0], generator=gen)[:40]]
+    days = torch.randint(1, 8, (agents.shape[0],), generator=gen)
+    with LargestTensor() as mode:
+        layer.contacts_of(agents, days)
+    assert mode.largest < day_size / 4, (mode.largest, day_size)
+    assert assert_agent_days_meet_each_days_edges(layer, agents, days, sim.total) > 100
 
 
 @pytest.mark.parametrize("shared", [False, True])
