@@ -378,6 +378,31 @@ def test_same_in_every_replicate_shares_one_draw_of_the_daily_contacts(king_coun
         assert len(seen[0]) > 100 and seen[0] == seen[1] == seen[2]
 
 
+@pytest.mark.parametrize("share", [0.0, 0.7, 1.0])
+def test_community_other_ends_follow_the_formula(kc_100k, share):
+    """A community contact's other end, for the stub at position f of a replicate of c stubs
+    and its uniform u: f + round((u / s - 0.5) * 2 sqrt(3) spread) when u < s (local share s),
+    else floor((u - s) / (1 - s) * (c - 1)), clamped to the stubs [0, c - 1]."""
+    from abm.engine.contacts import CommunityContacts, PooledCommunityLayer
+
+    cfg = CommunityContacts(local_share=share)
+    layer = PooledCommunityLayer(kc_100k, cfg, 1, torch.device("cpu"), 3)
+    count = int(layer.counts[0])
+    gen = torch.Generator().manual_seed(5)
+    first = torch.randint(0, count, (20_000,), generator=gen)
+    first[:4] = torch.tensor([0, 1, count - 2, count - 1])  # near both ends: clamped
+    u = torch.rand(first.shape[0], generator=gen, dtype=torch.float64)
+    got = layer.other_ends(first, count, u)
+    want = []
+    for f, x in zip(first.tolist(), u.tolist(), strict=True):
+        if x < share:
+            end = f + round((x / share - 0.5) * (2 * math.sqrt(3) * layer.spread))
+        else:
+            end = math.floor((x - share) / max(1 - share, 1e-12) * (count - 1))
+        want.append(min(max(end, 0), count - 1))
+    assert got.tolist() == want
+
+
 @pytest.mark.parametrize("limit", [None, 0])
 def test_community_contacts_ending_at_an_agent_are_one_stable_sort(king_county, monkeypatch, limit):
     """The contacts ending at each (agent, day of the cycle) are sorted replicate by replicate

@@ -577,9 +577,15 @@ class CommunityLayer(ContactLayer):
         otherwise any stub."""
         share, last = self.cfg.local_share, float(count - 1)
         local = u < share
-        jump = ((u / share - 0.5) * (2 * math.sqrt(3) * self.spread)).round_() if share > 0 else torch.zeros_like(u)
-        far = ((u - share) / max(1 - share, 1e-12) * last).floor_()
-        return torch.where(local, first.to(u.dtype) + jump, far).clamp_(0, last).long()
+        # first + round((u / share - 0.5) * width) where local, else floor((u - share) / (1 -
+        # share) * last); computed in place (the same operations in the same order), as the
+        # network of a whole county is built from tens of millions of these.
+        if share > 0:
+            near = u.div(share).sub_(0.5).mul_(2 * math.sqrt(3) * self.spread).round_().add_(first)
+        else:
+            near = first.to(u.dtype)
+        far = u.sub(share).div_(max(1 - share, 1e-12)).mul_(last).floor_()
+        return near.where(local, far).clamp_(0, last).long()
 
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
