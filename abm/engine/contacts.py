@@ -275,6 +275,7 @@ class OccupationLayer(ContactLayer):
 
     name = "occupation"
     days_at_once = True  # contacts_of takes one day per agent
+    keep_days = 16  # days of rewiring kept, for tracing (a tracer with a longer window raises it)
 
     def __init__(
         self,
@@ -480,7 +481,7 @@ class OccupationLayer(ContactLayer):
             if copies > 1:
                 idx = (idx[None, :] + torch.arange(copies, device=self.device)[:, None] * e).flatten()
                 u = u.repeat(copies)
-        if len(self._rewired_by_day) >= 16:  # keep the last days, for tracing
+        if len(self._rewired_by_day) >= self.keep_days:  # keep the last days, for tracing
             self._rewired_by_day.pop(min(self._rewired_by_day))
         self._rewired_by_day[day] = (idx, u)
         return idx
