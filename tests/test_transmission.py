@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 import torch
 from conftest import make_population, quiet_contacts
 from scipy.optimize import brentq
+from torch.overrides import TorchFunctionMode
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
 from abm.populations import Population, build_population
@@ -258,6 +260,39 @@ def test_occupation_contacts_of_agent_days_are_each_days_edges(kc_100k):
     assert assert_agent_days_meet_each_days_edges(sim.occupation, agents, days, sim.total) > 20_000
 
 
+class LargestTensor(TorchFunctionMode):
+    """Records the most elements of any tensor that a torch function returns while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None) -> object:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def test_occupation_contacts_of_a_few_agents_does_not_touch_the_whole_window(kc_100k):
+    """Tracing looks up a few index cases over a 7-day window: the look-up works on their
+    groups' rewired contacts, not on the window's whole rewiring (laying every day's rewiring
+    end to end made each look-up cost 7 days of rewiring of all replicates, which made tracing
+    the larger part of a 10-replicate vacc_ct run)."""
+    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=10, replicates=2, seed=4)
+    layer = sim.occupation
+    day_size = min(layer.rewired_ids(d).shape[0] for d in range(1, 8))  # drawn (and kept) beforehand
+    gen = torch.Generator().manual_seed(2)
+    members = (layer.agent_group >= 0).nonzero().squeeze(1)
+    agents = members[torch.randperm(members.shape[0], generator=gen)[:40]]
+    days = torch.randint(1, 8, (agents.shape[0],), generator=gen)
+    with LargestTensor() as mode:
+        layer.contacts_of(agents, days)
+    assert mode.largest < day_size / 4, (mode.largest, day_size)
+    assert assert_agent_days_meet_each_days_edges(layer, agents, days, sim.total) > 100
+
+
 @pytest.mark.parametrize("shared", [False, True])
 def test_occupation_contacts_of_a_tiny_population_over_a_long_window(shared):
     """The reference population has 21 occupation groups whatever its size, so with 20 agents in
@@ -341,6 +376,31 @@ def test_same_in_every_replicate_shares_one_draw_of_the_daily_contacts(king_coun
             owner, partner = layer.contacts_of(some + r * n, 6)
             seen.append(sorted(zip(owner.tolist(), (partner - r * n).tolist(), strict=True)))
         assert len(seen[0]) > 100 and seen[0] == seen[1] == seen[2]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.7, 1.0])
+def test_community_other_ends_follow_the_formula(kc_100k, share):
+    """A community contact's other end, for the stub at position f of a replicate of c stubs
+    and its uniform u: f + round((u / s - 0.5) * 2 sqrt(3) spread) when u < s (local share s),
+    else floor((u - s) / (1 - s) * (c - 1)), clamped to the stubs [0, c - 1]."""
+    from abm.engine.contacts import CommunityContacts, PooledCommunityLayer
+
+    cfg = CommunityContacts(local_share=share)
+    layer = PooledCommunityLayer(kc_100k, cfg, 1, torch.device("cpu"), 3)
+    count = int(layer.counts[0])
+    gen = torch.Generator().manual_seed(5)
+    first = torch.randint(0, count, (20_000,), generator=gen)
+    first[:4] = torch.tensor([0, 1, count - 2, count - 1])  # near both ends: clamped
+    u = torch.rand(first.shape[0], generator=gen, dtype=torch.float64)
+    got = layer.other_ends(first, count, u)
+    want = []
+    for f, x in zip(first.tolist(), u.tolist(), strict=True):
+        if x < share:
+            end = f + round((x / share - 0.5) * (2 * math.sqrt(3) * layer.spread))
+        else:
+            end = math.floor((x - share) / max(1 - share, 1e-12) * (count - 1))
+        want.append(min(max(end, 0), count - 1))
+    assert got.tolist() == want
 
 
 @pytest.mark.parametrize("limit", [None, 0])

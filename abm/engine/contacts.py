@@ -274,6 +274,7 @@ class OccupationLayer(ContactLayer):
 
     name = "occupation"
     days_at_once = True  # contacts_of takes one day per agent
+    keep_days = 16  # days of rewiring kept, for tracing (a tracer with a longer window raises it)
 
     def __init__(
         self,
@@ -365,37 +366,51 @@ class OccupationLayer(ContactLayer):
         or one day per agent; an agent may appear once per day): their ring contacts not
         rewired that day, and that day's rewired contacts with the agent at either end.
 
-        All days are looked up at once: the days' rewirings are laid end to end as keys
-        ``(day - first) * E + contact`` (ascending), and each agent-day finds its own in them."""
+        All days are looked up at once: each day's rewired contacts within the agents' groups
+        (binary searches in that day's rewiring; the rest of it is not touched) are laid end to
+        end as keys ``(day - first) * E + contact`` (ascending), and each agent-day finds its own
+        in them."""
         e, total, groups = self.src.shape[0], self.agent_group.shape[0], self.group_edges.shape[0]
         days = torch.as_tensor(day, device=agents.device).long().expand(agents.shape)
         if agents.numel() == 0:
             return agents[:0], agents[:0]
         first, last = int(days.min()), int(days.max())
         rel = days - first
-        ids, us = zip(*(self._rewiring_of(d) for d in range(first, last + 1)), strict=True)
-        offsets = torch.arange(last + 1 - first, device=agents.device).repeat_interleave(
-            torch.tensor([x.shape[0] for x in ids], device=agents.device)
+        # The agents' (day, group) cells: an agent's ring contacts and the rewired contacts
+        # that can reach it are all in its group's range of contact ids.
+        group = self.agent_group.index_select(0, agents)
+        member = (group >= 0).nonzero().squeeze(1)
+        cells = torch.unique(rel.index_select(0, member) * groups + group.index_select(0, member))
+        cell_day, cell_group = cells // groups, cells % groups
+        begin = self.group_edges.index_select(0, cell_group)
+        end = self.group_edges_end.index_select(0, cell_group)
+        # The rewired contacts in the agents' groups on their days, day by day.
+        edges, uniforms, sizes, done = [self.src[:0]], [torch.zeros(0, device=agents.device)], [], 0
+        for offset, count in enumerate(torch.bincount(cell_day, minlength=last + 1 - first).tolist()):
+            if count == 0:
+                sizes.append(0)
+                continue
+            ids, us = self._rewiring_of(first + offset)
+            lo = torch.searchsorted(ids, begin[done : done + count])
+            hi = torch.searchsorted(ids, end[done : done + count])
+            j = expand_ranges(lo, hi)[0]
+            edges.append(ids.index_select(0, j))
+            uniforms.append(us.index_select(0, j))
+            sizes.append(j.shape[0])
+            done += count
+        edge, u = torch.cat(edges), torch.cat(uniforms)
+        when = torch.arange(last + 1 - first, device=agents.device).repeat_interleave(
+            torch.tensor(sizes, device=agents.device)
         )
-        idx, u = torch.cat(ids), torch.cat(us)
-        keys = offsets * e + idx  # ascending: day by day, each day's ids ascending
+        keys = when * e + edge  # ascending: day by day, each day's ids ascending
         # Ring contacts that stay: the agent's incident contacts not rewired on its day.
         pos, owner = expand_rows(self.inc_ptr, agents)
         moved = find_sorted(keys, rel.index_select(0, owner) * e + self.inc_edge.index_select(0, pos))[1]
         stays = (~moved).nonzero().squeeze(1)
         owners = [owner.index_select(0, stays)]
         partners = [self.inc_nbr.index_select(0, pos.index_select(0, stays))]
-        # Rewired contacts in the agents' groups on their days: the first end meets the new
-        # member instead, from either side.
-        group = self.agent_group.index_select(0, agents)
-        member = (group >= 0).nonzero().squeeze(1)
-        cells = torch.unique(rel.index_select(0, member) * groups + group.index_select(0, member))
-        cell_day, cell_group = cells // groups, cells % groups
-        lo = torch.searchsorted(keys, cell_day * e + self.group_edges.index_select(0, cell_group))
-        hi = torch.searchsorted(keys, cell_day * e + self.group_edges_end.index_select(0, cell_group))
-        j = expand_ranges(lo, hi)[0]
-        edge, when = idx.index_select(0, j), offsets.index_select(0, j)
-        a, b = self.src.index_select(0, edge), self.new_ends(edge, u.index_select(0, j))
+        # Rewired contacts: the first end meets the new member instead, from either side.
+        a, b = self.src.index_select(0, edge), self.new_ends(edge, u)
         mine, order = torch.sort(rel * total + agents)
         for one, other in ((a, b), (b, a)):
             at, hit = find_sorted(mine, when * total + one)
@@ -465,7 +480,7 @@ class OccupationLayer(ContactLayer):
             if copies > 1:
                 idx = (idx[None, :] + torch.arange(copies, device=self.device)[:, None] * e).flatten()
                 u = u.repeat(copies)
-        if len(self._rewired_by_day) >= 16:  # keep the last days, for tracing
+        if len(self._rewired_by_day) >= self.keep_days:  # keep the last days, for tracing
             self._rewired_by_day.pop(min(self._rewired_by_day))
         self._rewired_by_day[day] = (idx, u)
         return idx
@@ -562,9 +577,15 @@ class CommunityLayer(ContactLayer):
         otherwise any stub."""
         share, last = self.cfg.local_share, float(count - 1)
         local = u < share
-        jump = ((u / share - 0.5) * (2 * math.sqrt(3) * self.spread)).round_() if share > 0 else torch.zeros_like(u)
-        far = ((u - share) / max(1 - share, 1e-12) * last).floor_()
-        return torch.where(local, first.to(u.dtype) + jump, far).clamp_(0, last).long()
+        # first + round((u / share - 0.5) * width) where local, else floor((u - share) / (1 -
+        # share) * last); computed in place (the same operations in the same order), as the
+        # network of a whole county is built from tens of millions of these.
+        if share > 0:
+            near = u.div(share).sub_(0.5).mul_(2 * math.sqrt(3) * self.spread).round_().add_(first)
+        else:
+            near = first.to(u.dtype)
+        far = u.sub(share).div_(max(1 - share, 1e-12)).mul_(last).floor_()
+        return near.where(local, far).clamp_(0, last).long()
 
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor

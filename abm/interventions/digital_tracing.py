@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, can_be_asked, notify, tracing_notes, window_contacts
+from abm.interventions.tracing import bernoulli, can_be_asked, keep_window, notify, tracing_notes, window_contacts
 
 # Relative app ownership by age group (smartphone-style propensities of the thesis model).
 APP_WEIGHTS = [0.09, 0.80, 0.97, 0.96, 0.94, 0.86, 0.70, 0.48, 0.32]
@@ -108,6 +108,7 @@ class DigitalTracing(InterventionBase):
         sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start
         self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
+        keep_window(sim, self.cfg.window_days)
         sim.declare_activity("app_notifications")
 
     def hooks(self) -> dict:

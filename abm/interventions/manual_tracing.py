@@ -23,7 +23,7 @@ from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, can_be_asked, notify, tracing_notes, window_contacts
+from abm.interventions.tracing import bernoulli, can_be_asked, keep_window, notify, tracing_notes, window_contacts
 
 
 class ManualTracingConfig(BaseModel):
@@ -89,6 +89,7 @@ class ManualTracing(InterventionBase):
         if self.cfg.reachability == "per_agent":
             u = sim.rand("mct-reachable", -1, sim.total)
             self.reachable = u < self.cfg.reachable
+        keep_window(sim, self.cfg.window_days)
         sim.declare_activity("interviews")
         sim.declare_activity("manual_notifications")
 

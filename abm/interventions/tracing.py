@@ -34,6 +34,13 @@ def tracing_notes(name: str, cfg: Any, on: dict[str, Any]) -> list[str]:
     return notes
 
 
+def keep_window(sim: Simulation, window_days: int) -> None:
+    """Have the occupation layer keep the rewiring of a tracing window's days and of today, so
+    that each day's rewiring is drawn once: a window longer than the days kept drew most of
+    its days again every day (the same contacts, at several times the cost)."""
+    sim.occupation.keep_days = max(sim.occupation.keep_days, window_days + 1)
+
+
 def unique_pairs(owner: torch.Tensor, partner: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Distinct (owner, partner) pairs."""
     key = torch.unique(owner * total + partner)
