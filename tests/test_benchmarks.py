@@ -39,3 +39,28 @@ def test_learning_benchmarks_header_records_the_run_date_cores_and_command(
     assert "Command: `python benchmarks/learning_benchmarks.py --seeds 5 --only no_such_scenario`" in text
     assert f"Date: {date.today().isoformat()}." in text
     assert f"Machine: {os.cpu_count()}-core CPU" in text
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_reference_tables_writes_benchmarks_md_only_with_every_scenario(
+    complete: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only ni`` (no cache of the others) must not replace BENCHMARKS.md's recorded table of
+    eleven scenarios by a table of one; with every scenario the section is written."""
+    module = benchmark("reference_tables")
+    names = module.NAMES if complete else ["ni"]
+    monkeypatch.setattr(module, "ROOT", tmp_path)
+    monkeypatch.setattr(module, "run_all", lambda *a: {n: {} for n in names})
+    monkeypatch.setattr(module, "markdown", lambda rows, reps: f"new table of {len(rows)}\n")
+    recorded = f"# Benchmarks\n\n{module.BEGIN}\nrecorded table of 11\n{module.END}\n"
+    (tmp_path / "BENCHMARKS.md").write_text(recorded)
+    only = [] if complete else ["--only", "ni"]
+    monkeypatch.setattr(sys, "argv", ["reference_tables.py", *only, "--cache", str(tmp_path / "cache.json")])
+    module.main()
+    text = (tmp_path / "BENCHMARKS.md").read_text()
+    if complete:
+        assert text == f"# Benchmarks\n\n{module.BEGIN}\nnew table of 11\n{module.END}\n"
+    else:
+        assert text == recorded
+        err = capsys.readouterr().err
+        assert "BENCHMARKS.md left as it is" in err and "sq" in err and "vacc_budget" in err
