@@ -64,3 +64,15 @@ def test_reference_tables_writes_benchmarks_md_only_with_every_scenario(
         assert text == recorded
         err = capsys.readouterr().err
         assert "BENCHMARKS.md left as it is" in err and "sq" in err and "vacc_budget" in err
+
+
+def test_gradient_step_finds_its_default_scenario_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Like the other scripts, gradient_step.py reads its default scenario from the repository, not
+    from the folder it is started in (it stopped with 'cannot read the scenario file')."""
+    module = benchmark("gradient_step")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["gradient_step.py", "--seeds", "1"])
+    module.main()
+    assert capsys.readouterr().out.startswith("calibrate_2020: 100,000 agents x 1 replicate x 151 days")
