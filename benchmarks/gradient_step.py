@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -19,11 +20,13 @@ from abm.populations.region import load_region
 from abm.runs import population_of, simulation_of
 from abm.scenario import load_scenario
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def main() -> None:
     """Time forward and backward passes, one seed each."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", default="scenarios/king_county/calibrate_2020.yaml")
+    parser.add_argument("--scenario", default=str(ROOT / "scenarios/king_county/calibrate_2020.yaml"))
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -7,9 +7,11 @@ write benchmarks/learning_results.md.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -163,9 +165,12 @@ def main() -> None:
     lines = [
         "# Learning benchmarks",
         "",
-        "Command: `python benchmarks/learning_benchmarks.py --seeds " + " ".join(map(str, args.seeds)) + "`",
+        "Command: `python benchmarks/learning_benchmarks.py --seeds "
+        + " ".join(map(str, args.seeds))
+        + (" --only " + " ".join(args.only) if args.only else "")
+        + "`",
         "",
-        f"Date: 2026-11-22. Machine: 2-core CPU ({platform.machine()}, "
+        f"Date: {date.today().isoformat()}. Machine: {os.cpu_count()}-core CPU ({platform.machine()}, "
         f"{platform.python_implementation()} {platform.python_version()}), torch CPU, 1 thread. "
         "Accuracies in percent; gains, MCG and CGS in percentage points against local-only "
         "(the standalone score B_n of each participant, same rounds and optimizer). "

@@ -6,7 +6,9 @@ Runs every reference scenario (100,000 agents, 180 days, seed 1234), computes th
 metrics (abm.outputs.reference_results), compares them with the thesis's numbers and the
 authors' raw notes within the published tolerances, checks the qualitative claims Q-1 to Q-8,
 prints the Markdown and writes it into BENCHMARKS.md (the section between the markers
-``<!-- reference-tables:begin -->`` and ``<!-- reference-tables:end -->``, appended if absent).
+``<!-- reference-tables:begin -->`` and ``<!-- reference-tables:end -->``, appended if absent)
+when it holds every scenario: a run of ``--only`` some of them writes only with ``--reuse`` and a
+cache that holds the others, so that a partial run never replaces the recorded table.
 Each scenario's metrics are cached in runs/reference_tables.json as they finish, so a rerun
 with ``--reuse`` only runs what is missing.
 """
@@ -198,8 +200,17 @@ def main() -> None:
     rows = {k: rows[k] for k in NAMES if k in rows}
     section = markdown(rows, args.replicates)
     print(section)
-    if not args.no_write:
-        write_section(ROOT / "BENCHMARKS.md", section)
+    if args.no_write:
+        return
+    missing = [n for n in NAMES if n not in rows]
+    if missing:
+        print(
+            f"BENCHMARKS.md left as it is: its section needs every scenario, and {', '.join(missing)} "
+            "did not run (run them too, or add --reuse with a cache that holds them)",
+            file=sys.stderr,
+        )
+        return
+    write_section(ROOT / "BENCHMARKS.md", section)
 
 
 if __name__ == "__main__":
