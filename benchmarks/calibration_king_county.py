@@ -95,12 +95,12 @@ def evaluate(
             print("  held-out weekly [sim, obs]:", json.dumps(result["holdout_weekly_sim_obs"]))
 
 
-def care_home_deaths(calibrated: Path, replicates: int, seed: int) -> None:
+def care_home_deaths(calibrated: Path, replicates: int, seed: int, sets: list[str] | None = None) -> None:
     """Deaths of long-term-care residents and of everyone else, up to the fit window's last day
     and over the whole run, summed over ``replicates`` (``--care-homes``). Death days are not
     recorded per agent, so the run is made twice with the same seed: to the fit window's last day
     and in full (the random streams are keyed by day, so the two agree up to that day)."""
-    sc = resolve(calibrated, {"replicates": replicates, "seed": seed})
+    sc = resolve(calibrated, {"replicates": replicates, "seed": seed}, sets=sets)
     cfg = sc.calibration
     pop = population_of(sc, load_region(sc.population.region))
     care = torch.as_tensor(pop.long_term_care)
@@ -194,7 +194,8 @@ def main() -> None:
         return
     if args.care_homes is not None:
         for seed in args.seeds or (1234,):
-            care_home_deaths(args.care_homes, args.check_replicates[0] if args.check_replicates else 10, seed)
+            reps = args.check_replicates[0] if args.check_replicates else 10
+            care_home_deaths(args.care_homes, reps, seed, args.sets)
         return
     t = time.perf_counter()
     summary = calibrate(

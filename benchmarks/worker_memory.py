@@ -51,7 +51,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--set", dest="sets", action="append", default=[])
     args = ap.parse_args()
-    out = Path(tempfile.mkdtemp()) / "calibration"
+    scratch = tempfile.TemporaryDirectory()  # the calibration's output, removed at exit
+    out = Path(scratch.name) / "calibration"
     command = [sys.executable, "-m", "abm", "calibrate", str(ROOT / "scenarios/king_county/calibrate_2020.yaml")]
     command += ["--trials", str(args.trials), "--workers", str(args.workers), "--out", str(out)]
     for s in args.sets:
