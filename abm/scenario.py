@@ -427,7 +427,8 @@ def yaml_problem(exc: Exception) -> str:
 def check_run_inputs(scenario: Scenario, source: str) -> None:
     """What the schema cannot see, checked before anything runs: the region's files can be read;
     every ``contacts.occupation.degree`` key names a setting of the population (a misspelt sector
-    would otherwise be kept and never used); a boundary file holds the population's tracts. (The
+    would otherwise be kept and never used) and every sector of the region has one (the run would
+    fail without it); a boundary file holds the population's tracts. (The
     device is checked where the run happens, :func:`check_device`: a sweep planned here may run
     on a Ray cluster's GPUs.)"""
     from abm.populations.reference import CATEGORIES, county_tract
@@ -442,6 +443,13 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
     if unknown:
         raise ScenarioError(
             f"{source}: contacts.occupation.degree: {unknown} not allowed; the settings are {', '.join(sorted(known))}"
+        )
+    lacking = [s for s in settings if s not in scenario.contacts.occupation.degree]
+    if lacking:
+        raise ScenarioError(
+            f"{source}: contacts.occupation.degree: no entry for the sectors {lacking} of "
+            f"{region.path / 'region.yaml'}; give each sector of the region its mean daily contacts "
+            f"(e.g. contacts.occupation.degree: {{{lacking[0]}: 5}})"
         )
     if scenario.outputs.boundaries is not None:
         from abm.outputs.boundaries import BoundaryError, shapes_from_file
