@@ -259,7 +259,18 @@ def run(
     progress: Callable[[int, int], None] | None = None,
     **overrides: Any,
 ) -> RunResult:
-    """Run a scenario and return its tables and summary (nothing is written)."""
+    """Run a scenario and return its tables and summary; nothing is written (``write`` on the
+    result writes the run folder).
+
+    ``scenario``: a scenario file's path, plain data as a file holds it, or a :class:`Scenario`.
+    ``sets``: ``key.path=value`` texts, as ``abm run --set`` takes them. ``overrides``: any of
+    ``agents``, ``days``, ``replicates``, ``seed`` and ``device``, as the options of ``abm run``
+    (None leaves the scenario's value). ``progress(day, days)`` is called after each simulated day.
+    The same scenario and seed give the tables and summary ``abm run`` writes.
+
+    Raises :class:`abm.scenario.ScenarioError` (a ``ValueError``) with the message ``abm run``
+    prints for a bad scenario, override, region folder or device; it neither prints nor exits.
+    """
     t0 = time.perf_counter()
     sc = resolve(scenario, overrides, sets)
     check_device(sc, sc.name)

@@ -36,7 +36,11 @@ class PopulationConfig(BaseModel):
     """Who is simulated."""
 
     model_config = ConfigDict(extra="forbid")
-    region: str = Field("king_county", description="a bundled region name or a path to a region folder")
+    region: str = Field(
+        "king_county",
+        description="a bundled region name or a path to a region folder (a relative path is read from the folder of "
+        "the scenario file that names it)",
+    )
 
     @field_validator("region")
     @classmethod
@@ -203,7 +207,7 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if resolved in _seen:
         chain = " -> ".join(str(p) for p in (*_seen, resolved))
         raise ScenarioError(f"{path}: extends: circular chain {chain}")
-    data = _read_yaml(path)
+    data = paths_beside(_read_yaml(path), path)
     parent = data.pop("extends", None)
     if parent is None:
         return data
@@ -353,10 +357,19 @@ DATA_FILE_KEYS = (("calibration", "data"), ("interventions", "contact_multiplier
 def read_scenario_data(path: str | Path) -> dict[str, Any]:
     """A scenario file with its ``extends`` chain merged, its name defaulted to the file name
     (a name is not inherited from the file it extends, see :func:`load_raw`), and a relative
-    region path, observed-data file or multiplier series file made relative to the file."""
+    region path, observed-data file or multiplier series file made relative to the file of the
+    chain that names it (:func:`paths_beside`)."""
     path = Path(path)
     data = load_raw(path)
     data.setdefault("name", path.stem)
+    return paths_beside(data, path)  # a data file a base names, found beside this file (as before)
+
+
+def paths_beside(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """One scenario file's own data with a relative region path made relative to the file's
+    folder, and a relative observed-data or multiplier series file too where the file is there
+    (else it stays relative to the working folder). Each file of an ``extends`` chain is read
+    this way, so a base file in another folder names its region and data beside itself."""
     pop = data.get("population")
     if isinstance(pop, dict) and isinstance(pop.get("region"), str):
         region = pop["region"]
@@ -427,7 +440,8 @@ def yaml_problem(exc: Exception) -> str:
 def check_run_inputs(scenario: Scenario, source: str) -> None:
     """What the schema cannot see, checked before anything runs: the region's files can be read;
     every ``contacts.occupation.degree`` key names a setting of the population (a misspelt sector
-    would otherwise be kept and never used); a boundary file holds the population's tracts. (The
+    would otherwise be kept and never used) and every sector of the region has one (the run would
+    fail without it); a boundary file holds the population's tracts. (The
     device is checked where the run happens, :func:`check_device`: a sweep planned here may run
     on a Ray cluster's GPUs.)"""
     from abm.populations.reference import CATEGORIES, county_tract
@@ -442,6 +456,13 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
     if unknown:
         raise ScenarioError(
             f"{source}: contacts.occupation.degree: {unknown} not allowed; the settings are {', '.join(sorted(known))}"
+        )
+    lacking = [s for s in settings if s not in scenario.contacts.occupation.degree]
+    if lacking:
+        raise ScenarioError(
+            f"{source}: contacts.occupation.degree: no entry for the sectors {lacking} of "
+            f"{region.path / 'region.yaml'}; give each sector of the region its mean daily contacts "
+            f"(e.g. contacts.occupation.degree: {{{lacking[0]}: 5}})"
         )
     if scenario.outputs.boundaries is not None:
         from abm.outputs.boundaries import BoundaryError, shapes_from_file

@@ -349,6 +349,31 @@ def test_a_relative_data_file_is_read_beside_the_scenario(tmp_path, monkeypatch)
     assert sc.calibration.data == str(folder / "obs.csv") and len(observed) > 100
 
 
+def test_the_bundled_king_county_series_is_refused_for_another_countys_region(tmp_path):
+    """A region of another county (its fips) with calibration.data left out was fitted to King
+    County's 2020 counts without a word; it is refused naming the key, and the county's own
+    series (or a copy of King County's figures, fips 53033) is accepted."""
+    from abm.calibration.optimize import checked_inputs
+
+    bundled = Path(__file__).resolve().parents[1] / "abm/populations/regions/king_county"
+    for name, fips in (("other", "99001"), ("kc_copy", "53033")):
+        shutil.copytree(bundled, tmp_path / name)
+        figures = (tmp_path / name / "region.yaml").read_text()
+        (tmp_path / name / "region.yaml").write_text(figures.replace('fips: "53033"', f'fips: "{fips}"'))
+    cal = {"parameters": {"disease.transmission_rate": {"low": 2.0, "high": 6.0}}}
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump({"population": {"region": "other", "agents": 500}, "calibration": cal}))
+    with pytest.raises(CalibrationError, match=r"calibration\.data: 'king_county_2020' \(the default\) is not allowed"):
+        checked_inputs(path)
+    shutil.copy(bundled.parents[2] / "calibration/data/king_county_2020.csv", tmp_path / "ours.csv")
+    path.write_text(
+        yaml.safe_dump({"population": {"region": "other", "agents": 500}, "calibration": {**cal, "data": "ours.csv"}})
+    )
+    assert checked_inputs(path)[1].calibration.data == str(tmp_path / "ours.csv")
+    path.write_text(yaml.safe_dump({"population": {"region": "kc_copy", "agents": 500}, "calibration": cal}))
+    assert checked_inputs(path)[1].calibration.data == "king_county_2020"
+
+
 @pytest.mark.parametrize("how", ["set", "file"])
 def test_a_data_file_read_from_the_working_folder_is_named_by_its_full_path(tmp_path, monkeypatch, how):
     """calibration.data relative to the working folder (given by --set, or in a file but not

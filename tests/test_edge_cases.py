@@ -267,3 +267,24 @@ def test_a_run_written_from_python_records_no_command_line(tiny):
     has none (the host program's arguments, pytest's here, say nothing about the run)."""
     manifest = json.loads((tiny / "manifest.json").read_text())
     assert manifest["command"] is None and manifest["agents"] == 10
+
+
+def test_the_python_api_raises_its_documented_error_without_printing_or_writing(tmp_path, monkeypatch, capsys):
+    """abm.run on bad input raises ScenarioError (a ValueError) with the message the command line
+    prints, and neither prints, exits nor writes; its docstring says so and names its options."""
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        ((tmp_path / "missing.yaml",), {}, r"missing\.yaml: cannot read the scenario file"),
+        ((NI,), {"agents": 0}, r"ni\.yaml \(with --agents 0\): invalid scenario: population\.agents: 0"),
+        ((NI,), {"sets": ["simulation.dayz=3"]}, r"simulation\.dayz: unknown key"),
+        ((NI,), {"speed": 2}, r"override 'speed' is not allowed; allowed: agents, days, replicates, seed, device"),
+    ]
+    for args, kwargs, message in cases:
+        with pytest.raises(ScenarioError, match=message) as caught:
+            abm.run(*args, **kwargs)
+        assert isinstance(caught.value, ValueError)
+    assert capsys.readouterr() == ("", "") and list(tmp_path.iterdir()) == []
+    doc = abm.run.__doc__ or ""
+    for word in ("agents", "days", "replicates", "seed", "device", "sets", "progress", "ScenarioError"):
+        assert word in doc, word
+    assert "CompareError" in (abm.compare.__doc__ or "")

@@ -289,6 +289,56 @@ def test_a_bad_region_figure_is_refused_by_validate_and_run(tmp_path, small):
     assert not out.exists()
 
 
+def test_a_region_sector_without_contacts_is_refused_by_validate_and_run(tmp_path, small):
+    """A region of one's own whose sectors are not all in contacts.occupation.degree: exit 2
+    naming the key and the sectors, nothing written (validate said ok and the run ended in a
+    ValueError traceback, exit 1)."""
+    region = tmp_path / "region"
+    region.mkdir()
+    bundled = ROOT / "abm/populations/regions/king_county"
+    (region / "tracts.csv").write_text((bundled / "tracts.csv").read_text())
+    figures = (bundled / "region.yaml").read_text()
+    assert "  AGRICULTURE: 7952\n" in figures
+    (region / "region.yaml").write_text(figures.replace("  AGRICULTURE: 7952\n", "  FARMING: 7952\n"))
+    out = tmp_path / "out"
+    for command in (
+        ["validate"],
+        ["run", "--out", str(out)],
+        ["sweep", "--sweep", "seeding.day=0,1", "--out", str(out)],
+    ):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert "contacts.occupation.degree: no entry for the sectors ['FARMING'] of" in text(result)
+        assert str(region / "region.yaml") in text(result) and "Traceback" not in result.output
+    assert not out.exists()
+    given = ["--set", f"population.region={region}", "--set", "contacts.occupation.degree.FARMING=14"]
+    assert runner.invoke(app, ["validate", str(small), *given]).exit_code == 0
+
+
+def test_relative_paths_of_an_extended_file_are_read_beside_that_file(tmp_path, monkeypatch):
+    """A base scenario in its own folder names its region folder and its observed series
+    relative to itself; a scenario in another folder that extends it reads them there (the
+    region used to be looked for beside the extending file: refused, or another folder of that
+    name used)."""
+    import shutil
+
+    study, runs = tmp_path / "study", tmp_path / "study" / "variants"
+    runs.mkdir(parents=True)
+    shutil.copytree(ROOT / "abm/populations/regions/king_county", study / "county")
+    shutil.copy(ROOT / "abm/calibration/data/king_county_2020.csv", study / "obs.csv")
+    (study / "base.yaml").write_text(
+        f"extends: {BASE}\nname: base\npopulation: {{region: county, agents: 2000}}\n"
+        "calibration: {data: obs.csv, parameters: {disease.transmission_rate: {low: 1, high: 8}}}\n"
+    )
+    (runs / "late.yaml").write_text("extends: ../base.yaml\nseeding: {day: 5}\n")
+    monkeypatch.chdir(tmp_path)
+    sc = load_scenario(runs / "late.yaml")
+    assert sc.population.region == str(study / "county")
+    assert sc.calibration is not None and sc.calibration.data == str(study / "obs.csv")
+    result = runner.invoke(app, ["validate", str(runs / "late.yaml")])
+    assert result.exit_code == 0, result.output
+
+
 def test_dates_given_on_the_command_line_are_checked(tmp_path, small):
     result = runner.invoke(app, ["run", str(small), "--set", "description=2020-13-01", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2

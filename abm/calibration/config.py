@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Target = Literal["hospital_admissions", "deaths", "cases"]
 # Observed series shipped with the package (abm/calibration/data/), by the name calibration.data takes.
 BUNDLED = {"king_county_2020": "king_county_2020.csv"}
+# The county (FIPS code, as a region.yaml's ``fips``) whose counts each bundled series holds.
+BUNDLED_FIPS = {"king_county_2020": "53033"}
 
 
 class ParameterRange(BaseModel):

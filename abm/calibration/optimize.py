@@ -20,7 +20,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from abm.calibration.config import CalibrationConfig, Observation
+from abm.calibration.config import BUNDLED_FIPS, CalibrationConfig, Observation
 from abm.calibration.observation import RAW, observe_arrays
 from abm.calibration.observed import (
     CalibrationError,
@@ -45,6 +45,7 @@ from abm.parallel import (
     run_and_release,
     usable_cpus,
 )
+from abm.populations import load_region
 from abm.runs import run
 from abm.scenario import (
     Scenario,
@@ -130,6 +131,25 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
                 raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
 
 
+def check_series_region(sc: Scenario, source: str) -> None:
+    """A bundled observed series belongs to its county: a region of another county (its
+    ``fips`` differs) would be fitted to that county's counts, scaled to its own population,
+    without a word (``calibration.data`` defaults to King County's series)."""
+    assert sc.calibration is not None
+    county = BUNDLED_FIPS.get(sc.calibration.data)
+    if county is None or sc.population.kind != "region":
+        return
+    region = load_region(sc.population.region)
+    if region.figures.fips != county:
+        default = "" if "data" in sc.calibration.model_fields_set else " (the default)"
+        raise CalibrationError(
+            f"{source}: calibration.data: {sc.calibration.data!r}{default} is not allowed with population.region "
+            f"{sc.population.region!r}: it is the observed series of FIPS {county}, and the region is "
+            f"{region.name!r} (fips {region.figures.fips!r}); give your region's series as a CSV file with a "
+            "date column and one column per target (docs/calibration.md, Data)"
+        )
+
+
 def source_of(path: str | Path, sets: list[str] | None) -> str:
     """The calibration's name in messages: its file, with the ``--set`` options that changed it."""
     return with_options(str(path), [f"--set {item}" for item in sets or []])
@@ -163,6 +183,7 @@ def checked_inputs(
                 f"{source}: calibration.observation.cases: positive_tests is not read by --method gradient (its "
                 "differentiable run has no testing); use --method optuna, or cases: onsets"
             )
+    check_series_region(sc, source)
     observed = load_observed(sc.calibration, source)
     check_horizon(sc.simulation.days, sc.calibration, source)
     if method == "optuna":

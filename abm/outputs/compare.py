@@ -478,7 +478,11 @@ def load_runs(items: list[Any]) -> Comparison:
 
 def compare(items: list[Any] | str | Path, out: str | Path | None = None) -> Comparison:
     """Compare runs (:class:`abm.RunResult` objects or run folders); write the report to ``out``
-    if given. The first run is the reference for the cost per averted hospitalization."""
+    if given. The first run is the reference for the cost per averted hospitalization.
+
+    Raises :class:`CompareError` (a ``ValueError``) for runs that cannot be compared, and
+    :class:`abm.outputs.run_folder.OutputFolderError` (a ``ValueError``) for an ``out`` that
+    cannot be written without losing something; nothing is written then."""
     comp = load_runs([items] if isinstance(items, (str, Path)) else list(items))
     if out is not None:
         comp.write(out)

@@ -24,6 +24,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from abm.validation_errors import error_lines
 from abm.yaml_loader import load_yaml
 
 REGIONS_DIR = Path(__file__).parent / "regions"
@@ -213,16 +214,13 @@ def load_region(region: str | Path) -> Region:
 def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
     """The region folder's files read and checked (cached by path and modification times)."""
     fig_file, tract_file = path / "region.yaml", path / "tracts.csv"
-    try:
-        figures = RegionFigures.model_validate(load_yaml(fig_file.read_text()))
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise RegionError(f"{fig_file}: {exc}") from exc
+    figures = _read_figures(fig_file)
     try:
         tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
     except (ValueError, pd.errors.ParserError) as exc:
         raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
     needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, "households", *HOUSEHOLD_COLUMNS]
-    missing = [c for c in needed if c not in tracts.columns]
+    missing = [c for c in [*needed[:1], "name", *needed[1:]] if c not in tracts.columns]
     if missing:
         raise RegionError(f"{tract_file}: missing columns {missing}")
     numeric = tracts[needed[1:]].apply(pd.to_numeric, errors="coerce")
@@ -236,13 +234,58 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
             + (", and counts and areas at least 0" if column in needed[3:] else "")
         )
     tracts[needed[1:]] = numeric
+    _check_tract_places(tracts, tract_file)
     tracts = tracts[tracts[list(figures.age_bands)].sum(axis=1) > 0]
+    if tracts.empty:
+        raise RegionError(
+            f"{tract_file}: no tract has residents (the age band columns {list(figures.age_bands)} are 0 or "
+            "there are no rows); a region needs at least one tract with people"
+        )
     lat, lon = tracts["lat"].to_numpy(), tracts["lon"].to_numpy()
     x = (lon - lon.min()) / max(np.ptp(lon), 1e-9)
     y = (lat - lat.min()) / max(np.ptp(lat), 1e-9)
     order = np.argsort(hilbert_index(x, y), kind="stable")
     tracts = tracts.iloc[order].reset_index(drop=True)
     return Region(path=path, figures=figures, tracts=tracts)
+
+
+def _read_figures(fig_file: Path) -> RegionFigures:
+    """``region.yaml`` read and checked; a problem raises :class:`RegionError` with one message
+    naming the file and, for each problem, the key, the value and what is allowed."""
+    try:
+        data = load_yaml(fig_file.read_text())
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise RegionError(f"{fig_file}: invalid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+    try:
+        return RegionFigures.model_validate(data)
+    except ValidationError as exc:
+        lines = error_lines(exc, RegionFigures, data)
+        raise RegionError(f"{fig_file}: " + (lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines))) from None
+
+
+def _check_tract_places(tracts: pd.DataFrame, tract_file: Path) -> None:
+    """Every tract has its own geoid and a centroid on the globe (latitude -90..90, longitude
+    -180..180, decimal degrees): tables and maps key tracts by geoid and draw them by centroid."""
+    geoid = tracts["geoid"]
+    empty = geoid.isna() | (geoid.astype(str).str.strip() == "")
+    if empty.any():
+        row = int(np.flatnonzero(empty.to_numpy())[0])
+        raise RegionError(f"{tract_file}: row {row + 2}, column geoid: is empty; every tract needs a geoid")
+    repeated = geoid.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        rows = [int(r) + 2 for r in np.flatnonzero(repeated)]
+        value = geoid.iloc[rows[0] - 2]
+        raise RegionError(f"{tract_file}: column geoid: {value!r} is on rows {rows}; every tract needs its own geoid")
+    for column, limit in (("lat", 90), ("lon", 180)):
+        outside = (tracts[column].abs() > limit).to_numpy()
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            raise RegionError(
+                f"{tract_file}: row {row + 2} (tract {geoid.iloc[row]}), column {column}: {tracts[column].iloc[row]} "
+                f"is not allowed; {column} is in decimal degrees, from -{limit} to {limit}"
+            )
 
 
 def subset_region(region: Region, geoids: list[str] | np.ndarray, name: str) -> Region:
