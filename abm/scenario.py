@@ -459,10 +459,14 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
         )
     lacking = [s for s in settings if s not in scenario.contacts.occupation.degree]
     if lacking:
+        whose = (
+            "the reference population (population.kind: reference)"
+            if scenario.population.kind == "reference"
+            else region.path / "region.yaml"
+        )
         raise ScenarioError(
-            f"{source}: contacts.occupation.degree: no entry for the sectors {lacking} of "
-            f"{region.path / 'region.yaml'}; give each sector of the region its mean daily contacts "
-            f"(e.g. contacts.occupation.degree: {{{lacking[0]}: 5}})"
+            f"{source}: contacts.occupation.degree: no entry for the sectors {lacking} of {whose}; give each "
+            f"sector its mean daily contacts (e.g. contacts.occupation.degree: {{{lacking[0]}: 5}})"
         )
     if scenario.outputs.boundaries is not None:
         from abm.outputs.boundaries import BoundaryError, shapes_from_file

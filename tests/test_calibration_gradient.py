@@ -224,6 +224,7 @@ def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path,
     path = synthetic(tmp_path, 3.0, 5.0)
     data = yaml.safe_load(path.read_text())
     data["population"]["kind"] = "reference"
+    data.setdefault("contacts", {}).setdefault("occupation", {})["degree"] = {"CHILD": 10, "ELDERLY": 3}
     path.write_text(yaml.safe_dump(data))
     sc = load_scenario(path)
     seen = []

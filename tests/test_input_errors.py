@@ -313,6 +313,11 @@ def test_a_region_sector_without_contacts_is_refused_by_validate_and_run(tmp_pat
     assert not out.exists()
     given = ["--set", f"population.region={region}", "--set", "contacts.occupation.degree.FARMING=14"]
     assert runner.invoke(app, ["validate", str(small), *given]).exit_code == 0
+    # the reference population's groups are CHILD and ELDERLY, whatever the region
+    result = runner.invoke(app, ["validate", str(small), "--set", "population.kind=reference"])
+    assert result.exit_code == 2 and "no entry for the sectors ['CHILD', 'ELDERLY'] of the reference population" in (
+        text(result)
+    )
 
 
 def test_relative_paths_of_an_extended_file_are_read_beside_that_file(tmp_path, monkeypatch):
