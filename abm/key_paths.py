@@ -24,7 +24,7 @@ def not_finite(data: Any, path: tuple[str, ...] = ()) -> list[str]:
         return [f"{'.'.join(path)}: {data} is not allowed: a finite number is expected here"]
     if isinstance(data, dict):
         return [p for k, v in data.items() for p in not_finite(v, (*path, str(k)))]
-    if isinstance(data, list):
+    if isinstance(data, (list, tuple)):  # a validated scenario holds tuples (e.g. mean_contacts)
         head, last = path[:-1], path[-1] if path else ""
         return [p for i, v in enumerate(data) for p in not_finite(v, (*head, f"{last}[{i}]"))]
     return []

@@ -121,6 +121,10 @@ def test_infinite_numbers_and_unknown_settings_are_refused(tmp_path, small):
     (tmp_path / "quoted.yaml").write_text(f'extends: {small}\ncontacts: {{occupation: {{degree: {{FOOD: "inf"}}}}}}\n')
     result = runner.invoke(app, ["validate", str(tmp_path / "quoted.yaml")])
     assert result.exit_code == 2 and "contacts.occupation.degree.FOOD: inf is not allowed" in text(result), text(result)
+    # a list that validation makes a tuple (three age classes) is looked at again too
+    result = runner.invoke(app, ["validate", str(small), "--set", 'contacts.community.mean_contacts=["inf", 1, 1]'])
+    assert result.exit_code == 2, text(result)
+    assert "contacts.community.mean_contacts[0]: inf is not allowed: a finite number is expected here" in text(result)
     result = runner.invoke(
         app, ["run", str(small), "--set", "contacts.occupation.degree={HEALTHCARES: 5}", "--out", str(tmp_path / "o")]
     )
