@@ -357,7 +357,8 @@ def validated(
     problem: true/false written for a number or a section (:func:`bool_mixups`), infinite or NaN
     numbers, ``extra`` problems the caller found (parts validated on their own), and what the
     schema refuses (:func:`error_lines`; a key already named is named once)."""
-    mixups = bool_mixups(model, data) + not_finite(data) + list(extra or [])
+    # a problem found twice (a YAML .inf in a protocol's params is also in ``extra``) is named once
+    mixups = list(dict.fromkeys(bool_mixups(model, data) + not_finite(data) + list(extra or [])))
     try:
         result = model.model_validate(data)
     except ValidationError as exc:
@@ -366,7 +367,8 @@ def validated(
         raise error(invalid_message(source, mixups + [x for x in schema if x.split(": ", 1)[0] not in named])) from None
     # A number written as text ("inf", "nan", "-Infinity") passes the check above as a string
     # and becomes a float only in validation: look again at what validation made of it.
-    mixups += not_finite(result.model_dump(mode="python", by_alias=True))
+    # (A value found before validation, as a YAML .inf is, is named once.)
+    mixups = list(dict.fromkeys(mixups + not_finite(result.model_dump(mode="python", by_alias=True))))
     if mixups:
         raise error(invalid_message(source, mixups))
     return result

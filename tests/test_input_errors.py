@@ -112,7 +112,7 @@ def test_bad_outputs_are_refused_before_the_simulation(tmp_path, small):
 
 def test_infinite_numbers_and_unknown_settings_are_refused(tmp_path, small):
     result = runner.invoke(app, ["validate", str(small), "--set", "disease.transmission_rate=.inf"])
-    assert result.exit_code == 2 and "disease.transmission_rate: inf is not allowed" in text(result)
+    assert result.exit_code == 2 and text(result).count("disease.transmission_rate: inf is not allowed") == 1
     # written as text, which YAML reads as a string and validation would turn into a float
     for written in ("inf", "'+Infinity'"):
         result = runner.invoke(app, ["validate", str(small), "--set", f"disease.transmission_rate={written}"])

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
 from abm.validation_errors import TOP_LEVEL, error_lines, validated
 from abm.yaml_loader import load_yaml
@@ -257,9 +258,13 @@ def protocol_param_problems(data: Any) -> list[str]:
         except (KeyError, TypeError):
             continue
         try:
-            config.model_validate(params)
+            values = config.model_validate(params)
         except ValidationError as e:
             lines += error_lines(e, config, data, ("protocols", i, "params"))
+            continue
+        # params is a plain mapping in the scenario's schema: a number written as text ("inf") is
+        # a float only in the protocol's config, so it is looked at here
+        lines += not_finite(values.model_dump(mode="python", by_alias=True), (f"protocols[{i}]", "params"))
     return lines
 
 

@@ -333,6 +333,17 @@ def test_bad_learning_values_get_one_message(over, message):
     assert message in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("written", ["inf", "+Infinity", float("inf")])
+def test_a_protocol_param_that_is_not_a_finite_number_is_named_once(written):
+    """A protocol's params are a plain mapping in the scenario's schema and a number only in the
+    protocol's config: "inf" written as text passed (FedProx's mu became infinity), and YAML's
+    .inf was named twice."""
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"mu": written}}]))
+    line = "protocols[0].params.mu: inf is not allowed: a finite number is expected here"
+    assert str(e.value).count(line) == 1, str(e.value)
+
+
 @pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "iris"])
 def test_the_class_counts_the_checks_use_are_those_of_the_data(name):
     from abm.learning.data import SKLEARN_CLASSES, sklearn_dataset
