@@ -388,8 +388,19 @@ def paths_beside(data: dict[str, Any], path: Path) -> dict[str, Any]:
 def with_full_data_paths(data: dict[str, Any]) -> dict[str, Any]:
     """Scenario data in which a data file (:data:`DATA_FILE_KEYS`) named by a path
     relative to the working folder (from ``--set``, or from a file that does not hold it beside
-    itself) is named by its full path, so that a run's resolved scenario and a calibrated one
-    read the same file from any folder; bundled names and full paths are left as they are."""
+    itself), or a region folder so named (from ``--set``), is named by its full path, so that a
+    run's resolved scenario and a calibrated one read the same files from any folder (a relative
+    region there would be looked for beside the resolved file); bundled names and full paths are
+    left as they are."""
+    pop = data.get("population")
+    region = pop.get("region") if isinstance(pop, dict) else None
+    if (
+        isinstance(region, str)
+        and not (REGIONS_DIR / region).is_dir()
+        and not Path(region).is_absolute()
+        and Path(region).is_dir()
+    ):
+        data = apply_set(data, f"population.region={json.dumps(str(Path(region).resolve()))}")
     bundled = {
         ("calibration", "data"): BUNDLED,
         ("interventions", "contact_multipliers", "series", "source"): BUNDLED_SERIES,

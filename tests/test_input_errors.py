@@ -348,6 +348,24 @@ def test_relative_paths_of_an_extended_file_are_read_beside_that_file(tmp_path, 
     assert result.exit_code == 0, result.output
 
 
+def test_a_relative_region_given_with_set_is_kept_in_full_in_the_resolved_scenario(tmp_path, monkeypatch):
+    """--set population.region=county reads the folder from the working folder; the resolved
+    scenario (which README says re-creates the run) kept 'county', which a later run of it looked
+    for beside the resolved file, refused or another folder of that name used."""
+    import shutil
+
+    from abm.runs import resolve
+
+    shutil.copytree(ROOT / "abm/populations/regions/king_county", tmp_path / "county")
+    monkeypatch.chdir(tmp_path)
+    sc = resolve(BASE, {}, ["population.region=county"])
+    assert sc.population.region == str(tmp_path / "county")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "scenario.resolved.yaml").write_text(sc.resolved_yaml())
+    assert load_scenario(tmp_path / "run" / "scenario.resolved.yaml") == sc
+    assert resolve(BASE, {}, ["population.region=king_county"]).population.region == "king_county"
+
+
 def test_dates_given_on_the_command_line_are_checked(tmp_path, small):
     result = runner.invoke(app, ["run", str(small), "--set", "description=2020-13-01", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
