@@ -202,6 +202,24 @@ def _with(data: dict, path: str, value: object) -> dict:
         ("school_size_shares.middle", [0.5, 0.5], r"school_size_shares\.middle: \[0\.5, 0\.5\].*needs 14 shares"),
         ("school_size_shares.high", [0.0] * 14, r"school_size_shares\.high: .*adding up to more than 0"),
         ("school_size_shares", {"preschool": [1.0] + [0.0] * 13}, r"no entry for school type 'elementary'"),
+        # an age in two rows: the later row used to replace the earlier one's share without a word
+        (
+            "employment_rate",
+            [[20, 25, 0.693], [25, 29, 0.861]],
+            r"rows \[20, 25, 0\.693\] and \[25, 29, 0\.861\] both cover age 25; each age may be in one row only",
+        ),
+        ("school_enrollment", [[5, 9, 0.95], [35, 50, 0.027], [40, 40, 0.5]], r"\[40, 40, 0\.5\] both cover age 40;"),
+        (
+            "long_term_care.residence_rate",
+            [[65, 80, 0.01], [75, 84, 0.032]],
+            r"rows \[65, 80, 0\.01\] and \[75, 84, 0\.032\] both cover ages 75-80",
+        ),
+        (
+            "school_types",
+            {"preschool": [3, 5], "elementary": [5, 10], "middle": [11, 13], "high": [14, 17], "university": [18, 100]},
+            r"school types 'preschool' \[3, 5\] and 'elementary' \[5, 10\] both cover age 5; .*earlier type only",
+        ),
+        ("school_types.middle", [13, 11], r"middle: \[13, 11\] is not allowed; .*0 <= first age <= last age"),
     ],
 )
 def test_bad_region_figures_are_rejected_on_loading(king_county, path, value, match):

@@ -36,15 +36,32 @@ class RegionError(ValueError):
 
 
 def check_age_rates(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-    """``[first age, last age, share]`` rows: ages from 0 with the first at most the last, and
-    shares between 0 and 1 (a share outside would be drawn as 0 or 1 without a word)."""
+    """``[first age, last age, share]`` rows: ages from 0 with the first at most the last, shares
+    between 0 and 1 (a share outside would be drawn as 0 or 1 without a word), and no age in two
+    rows (the later row would replace the earlier one's share without a word)."""
     for lo, hi, share in rows:
         if not (0 <= lo <= hi and 0 <= share <= 1):
             raise ValueError(
                 f"row [{lo}, {hi}, {share}] is not allowed; a row is [first age, last age, share] with "
                 "0 <= first age <= last age and the share between 0 and 1"
             )
+    why = "the later row would replace the earlier one's share there"
+    check_no_overlap([(lo, hi) for lo, hi, _ in rows], [list(r) for r in rows], "row", why)
     return rows
+
+
+def check_no_overlap(spans: list[tuple[int, int]], shown: list[object], what: str, why: str) -> None:
+    """No age in two of ``spans`` (``[first age, last age]``, in the order given). ``shown`` is
+    how each entry is named in the message (its row, or its name), ``what`` what an entry is, and
+    ``why`` what an overlap would do."""
+    for j, (lo, hi) in enumerate(spans):
+        for i in range(j):
+            first, last = max(lo, spans[i][0]), min(hi, spans[i][1])
+            if first <= last:
+                ages = f"age {first}" if first == last else f"ages {first}-{last}"
+                raise ValueError(
+                    f"{what}s {shown[i]} and {shown[j]} both cover {ages}; each age may be in one {what} only ({why})"
+                )
 
 
 def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
@@ -108,6 +125,20 @@ class RegionFigures(BaseModel):
 
     _rates = field_validator("school_enrollment", "employment_rate")(check_age_rates)
     _sizes = field_validator("workplace_sizes")(check_size_weights)
+
+    @field_validator("school_types")
+    @classmethod
+    def _school_ages(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        """Pupil ages ``[first, last]`` with 0 <= first <= last, no age in two types."""
+        for kind, (lo, hi) in v.items():
+            if not 0 <= lo <= hi:
+                raise ValueError(
+                    f"{kind}: [{lo}, {hi}] is not allowed; a school type's ages are [first age, last age] with "
+                    "0 <= first age <= last age"
+                )
+        why = "a pupil of that age would go to the earlier type only"
+        check_no_overlap(list(v.values()), [f"{k!r} {list(a)}" for k, a in v.items()], "school type", why)
+        return v
 
     @field_validator("school_size_brackets")
     @classmethod
