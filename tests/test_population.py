@@ -220,6 +220,14 @@ def _with(data: dict, path: str, value: object) -> dict:
             r"school types 'preschool' \[3, 5\] and 'elementary' \[5, 10\] both cover age 5; .*earlier type only",
         ),
         ("school_types.middle", [13, 11], r"middle: \[13, 11\] is not allowed; .*0 <= first age <= last age"),
+        # an enrolled age without a school type: its pupils used to be left out of school without a word
+        (
+            "school_types.university",
+            [20, 100],
+            r"school_enrollment: row \[18, 19, 0\.793\] enrols ages 18-19, which no school_types range covers \(.*"
+            r"university: \[20, 100\]\); those pupils would be left out of school",
+        ),
+        ("school_types.preschool", [4, 5], r"row \[3, 4, 0\.529\] enrols age 3, which no school_types range covers"),
     ],
 )
 def test_bad_region_figures_are_rejected_on_loading(king_county, path, value, match):
@@ -227,6 +235,18 @@ def test_bad_region_figures_are_rejected_on_loading(king_county, path, value, ma
     value (they used to pass ``abm validate`` and crash ``abm run`` with a numpy traceback)."""
     data = _with(king_county.figures.model_dump(), path, value)
     with pytest.raises(ValidationError, match=match):
+        RegionFigures.model_validate(data)
+
+
+def test_enrolment_needs_school_types_only_where_someone_is_enrolled(king_county):
+    """Ages enrolled with a share of 0, or older than the last age band, need no school type."""
+    data = king_county.figures.model_dump()
+    data["school_enrollment"] = [*data["school_enrollment"][:-1], (35, 50, 0.0), (95, 120, 0.5)]
+    data["school_types"]["university"] = (18, 34)
+    figures = RegionFigures.model_validate(data)
+    assert figures.school_types["university"] == (18, 34)
+    data["school_enrollment"][-1] = (94, 120, 0.5)  # 94 is the last age band's last age
+    with pytest.raises(ValidationError, match=r"row \[94, 120, 0\.5\] enrols age 94, which no school_types"):
         RegionFigures.model_validate(data)
 
 

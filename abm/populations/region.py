@@ -64,6 +64,18 @@ def check_no_overlap(spans: list[tuple[int, int]], shown: list[object], what: st
                 )
 
 
+def age_spans(ages: list[int]) -> str:
+    """Ascending ages as text: ``age 5``, ``ages 18-19``, ``ages 3, 18-19``."""
+    spans: list[list[int]] = []
+    for a in ages:
+        if spans and a == spans[-1][1] + 1:
+            spans[-1][1] = a
+        else:
+            spans.append([a, a])
+    text = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in spans)
+    return ("age " if len(ages) == 1 else "ages ") + text
+
+
 def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
     """``[fewest, most, weight]`` size brackets: 1 <= fewest <= most, weights at least 0, and some
     weight above 0 (sizes are drawn from these brackets)."""
@@ -159,6 +171,24 @@ class RegionFigures(BaseModel):
                 f"{bad or v} is not allowed; workers by sector must be at least 0 and add up to more than 0"
             )
         return v
+
+    @model_validator(mode="after")
+    def _enrolled_ages_have_schools(self) -> RegionFigures:
+        """Every age that ``school_enrollment`` enrols (a share above 0, up to the last age band's
+        last age) is in a ``school_types`` range: pupils of an age without one were left out of
+        school without a word."""
+        oldest = max((hi for _, hi in self.age_bands.values()), default=0)
+        covered = {a for lo, hi in self.school_types.values() for a in range(lo, hi + 1)}
+        for lo, hi, share in self.school_enrollment:
+            left_out = [a for a in range(lo, min(hi, oldest) + 1) if a not in covered]
+            if share > 0 and left_out:
+                raise ValueError(
+                    f"school_enrollment: row [{lo}, {hi}, {share}] enrols {age_spans(left_out)}, which no school_types "
+                    f"range covers ({', '.join(f'{k}: {list(a)}' for k, a in self.school_types.items())}); "
+                    "those pupils would be left out of school. Give every enrolled age a school type, or "
+                    "enrol nobody of that age (a share of 0)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _school_shares_per_type(self) -> RegionFigures:
