@@ -344,6 +344,28 @@ def test_a_tiny_region_of_ones_own_is_read(tmp_path):
     assert region.tracts["geoid"].tolist() == ["99001000100"]  # the tract without people is left out
 
 
+def test_the_households_column_is_optional_and_unused(tmp_path):
+    """Households are drawn from hh_1 .. hh_7up: a table without the households column is read
+    (it used to be refused as missing) and gives the same population as one with it, whatever
+    total the column holds; a column that is there must hold numbers of at least 0."""
+    import pandas as pd
+
+    rows = [{**TRACT, "age_5_9": 40, "hh_1": 120, "hh_2": 200, "hh_4": 90, "households": 1}]
+    _tiny_region(tmp_path / "with", rows)
+    without = tmp_path / "without"
+    without.mkdir()
+    (without / "region.yaml").write_text((tmp_path / "with" / "region.yaml").read_text())
+    table = pd.read_csv(tmp_path / "with" / "tracts.csv", dtype={"geoid": str})
+    table.drop(columns=["households"]).to_csv(without / "tracts.csv", index=False)
+    a, b = build_population(load_region(tmp_path / "with"), 300, 5), build_population(load_region(without), 300, 5)
+    assert np.array_equal(a.household_size, b.household_size) and np.array_equal(a.age, b.age)
+    assert a.household_size.max() == 4  # from hh_* (sizes 1, 2, 4; the last household cut to fit)
+    table.loc[0, "households"] = -3
+    table.to_csv(without / "tracts.csv", index=False)
+    with pytest.raises(RegionError, match=r"row 2 \(tract 99001000100\), column households: -3 is not allowed"):
+        load_region(without)
+
+
 def test_agent_table_has_one_row_per_agent_with_its_setting():
     """Agents 0-2 in one household, 3-4 in another; agents 1 and 3 work in group 0 (OFFICE)."""
     from conftest import make_population

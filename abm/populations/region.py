@@ -7,8 +7,8 @@ A region folder holds two files:
     enrolment and sizes, employment by age and by sector, workplace sizes, long-term care.
 ``tracts.csv``
     One row per census tract: ``geoid, name, lat, lon, land_km2``, one column per age band
-    named in ``region.yaml`` (people), ``households`` and ``hh_1 .. hh_6, hh_7up``
-    (households by size).
+    named in ``region.yaml`` (people) and ``hh_1 .. hh_6, hh_7up`` (households by size); a
+    ``households`` column (the total) may be there, but households are drawn from ``hh_*``.
 
 Another county needs only another folder; no code changes.
 """
@@ -280,10 +280,12 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
     except (ValueError, pd.errors.ParserError) as exc:
         raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
-    needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, "households", *HOUSEHOLD_COLUMNS]
+    needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, *HOUSEHOLD_COLUMNS]
     missing = [c for c in [*needed[:1], "name", *needed[1:]] if c not in tracts.columns]
     if missing:
         raise RegionError(f"{tract_file}: missing columns {missing}")
+    if "households" in tracts.columns:  # optional and not used (households come from hh_*), but checked
+        needed.append("households")
     numeric = tracts[needed[1:]].apply(pd.to_numeric, errors="coerce")
     bad = numeric.isna() | (numeric[needed[3:]] < 0).reindex(columns=numeric.columns, fill_value=False)
     if bad.any().any():
