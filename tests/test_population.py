@@ -344,6 +344,18 @@ def test_a_tiny_region_of_ones_own_is_read(tmp_path):
     assert region.tracts["geoid"].tolist() == ["99001000100"]  # the tract without people is left out
 
 
+def test_fractional_counts_are_read_as_weights(tmp_path):
+    """Band and household counts may be fractional (estimates, or figures interpolated onto other
+    tracts, README): agents go to tracts in proportion to their residents, 10.5 : 31.5 here."""
+    second = {**TRACT, "geoid": "99001000101", "lat": 44.1, "age_30_34": 31.5, "hh_2": 0.4, "hh_3": 9.6}
+    _tiny_region(tmp_path / "county", [{**TRACT, "age_30_34": 10.5, "hh_1": 2.5}, second])
+    region = load_region(tmp_path / "county")
+    pop = build_population(region, 40, 3)
+    assert region.tracts["age_30_34"].sum() == 42.0
+    by_geoid = dict(zip(pop.tracts["geoid"], pop.tracts["agents"], strict=True))
+    assert by_geoid == {"99001000100": 10, "99001000101": 30}
+
+
 def test_the_households_column_is_optional_and_unused(tmp_path):
     """Households are drawn from hh_1 .. hh_7up: a table without the households column is read
     (it used to be refused as missing) and gives the same population as one with it, whatever
