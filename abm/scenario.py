@@ -51,7 +51,12 @@ class PopulationConfig(BaseModel):
             raise ValueError(f"no region folder with region.yaml and tracts.csv there; bundled regions: {bundled}")
         return v
 
-    agents: int = Field(100_000, ge=1, description="number of agents (the full county: 2252782)")
+    agents: int = Field(
+        100_000,
+        ge=1,
+        description="number of agents (the whole region at one agent per resident: its population, `population` in "
+        "region.yaml)",
+    )
     kind: Literal["region", "reference"] = Field(
         "region",
         description="region: built from the region's tract figures; reference: the thesis model's published-results "
