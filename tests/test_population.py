@@ -299,7 +299,15 @@ def _tiny_region(folder, rows: list[dict]) -> None:
     pd.DataFrame([{**base, **row} for row in rows], columns=columns).to_csv(folder / "tracts.csv", index=False)
 
 
-TRACT = {"geoid": "99001000100", "name": "1", "lat": 44.0, "lon": -100.0, "land_km2": 5.0, "age_30_34": 900}
+TRACT = {
+    "geoid": "99001000100",
+    "name": "1",
+    "lat": 44.0,
+    "lon": -100.0,
+    "land_km2": 5.0,
+    "age_30_34": 900,
+    "hh_2": 450,
+}
 
 
 @pytest.mark.parametrize(
@@ -319,6 +327,12 @@ TRACT = {"geoid": "99001000100", "name": "1", "lat": 44.0, "lon": -100.0, "land_
         ([{**TRACT, "age_30_34": 0}], None, r"no tract has residents"),
         ([], None, r"no tract has residents"),
         ([TRACT], "name", r"missing columns \['name'\]"),
+        # no households by size anywhere: the run used to end in a NaN traceback
+        (
+            [{**TRACT, "hh_2": 0}, {**TRACT, "geoid": "99001000101", "age_30_34": 0, "hh_3": 7}],
+            None,
+            r"columns \['hh_1', .*'hh_7up'\] are 0 in every tract with residents, which is not allowed",
+        ),
     ],
 )
 def test_bad_tract_tables_are_refused_when_read(tmp_path, rows, drop, match):

@@ -304,6 +304,12 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
             f"{tract_file}: no tract has residents (the age band columns {list(figures.age_bands)} are 0 or "
             "there are no rows); a region needs at least one tract with people"
         )
+    if tracts[HOUSEHOLD_COLUMNS].to_numpy().sum() <= 0:
+        raise RegionError(
+            f"{tract_file}: columns {HOUSEHOLD_COLUMNS} are 0 in every tract with residents, which is not allowed; "
+            "a region needs households by size in at least one tract (a tract without them takes the sizes of "
+            "the region's households)"
+        )
     lat, lon = tracts["lat"].to_numpy(), tracts["lon"].to_numpy()
     x = (lon - lon.min()) / max(np.ptp(lon), 1e-9)
     y = (lat - lat.min()) / max(np.ptp(lat), 1e-9)
