@@ -629,7 +629,7 @@ def data_boundaries(
     """Download and cache the Census tract boundary file for the region's state.
 
     Maps then draw real tract boundaries instead of cells built from the tract centroids."""
-    from abm.outputs.boundaries import BoundaryError, census_url, download_boundaries, shapes_from_file
+    from abm.outputs.boundaries import BoundaryError, census_url, download_boundaries, shapes_from_file, vintage_note
     from abm.populations import load_region
     from abm.populations.region import RegionError
 
@@ -651,6 +651,13 @@ def data_boundaries(
         err_console.print(Text.assemble(("error:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)
         raise typer.Exit(1 if from_ is None else 2) from None
     out_console.print(f"cached {path}: {len(shapes.geometry)} tracts of {reg.name}; {shapes.source}", highlight=False)
+    if shapes.missing:
+        err_console.print(
+            f"note: {shapes.missing} of the region's {len(shapes.geoid)} tracts are not in the file. "
+            f"{vintage_note(state)}.",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def print_summary(s: dict, engine_seconds: float, target: Path) -> None:

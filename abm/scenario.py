@@ -51,12 +51,17 @@ class PopulationConfig(BaseModel):
             raise ValueError(f"no region folder with region.yaml and tracts.csv there; bundled regions: {bundled}")
         return v
 
-    agents: int = Field(100_000, ge=1, description="number of agents (the full county: 2252782)")
+    agents: int = Field(
+        100_000,
+        ge=1,
+        description="number of agents (the whole region at one agent per resident: its population, `population` in "
+        "region.yaml)",
+    )
     kind: Literal["region", "reference"] = Field(
         "region",
         description="region: built from the region's tract figures; reference: the thesis model's published-results "
-        "population (ages drawn independently, households by consecutive ids, one work group per industry; "
-        "abm/populations/reference.py), which ignores the region's figures",
+        "population of King County (ages drawn independently, households by consecutive ids, one work group per "
+        "industry; abm/populations/reference.py), so population.region must be king_county",
     )
 
 
@@ -461,6 +466,16 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
         region = load_region(scenario.population.region)
     except RegionError as exc:
         raise ScenarioError(f"{source}: population.region: {scenario.population.region!r}: {exc}") from None
+    if scenario.population.kind == "reference" and region.path.resolve() != (REGIONS_DIR / "king_county").resolve():
+        # The reference population is King County's; the run would scale it to this region's residents
+        # and draw this region's hospital beds beside it.
+        raise ScenarioError(
+            f"{source}: population.region: {scenario.population.region!r} is not allowed with population.kind: "
+            f"reference; the reference population is King County's (the thesis's figures), and the run would "
+            f"report it as {region.name} ({region.figures.population:,} residents, "
+            f"{region.figures.hospital_beds_per_100k:g} hospital beds per 100,000); leave population.region at "
+            "king_county, or use population.kind: region to build that region's population"
+        )
     settings = CATEGORIES if scenario.population.kind == "reference" else region.figures.sectors
     known = set(default_degrees()) | set(settings)
     unknown = sorted(set(scenario.contacts.occupation.degree) - known)

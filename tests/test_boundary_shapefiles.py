@@ -220,3 +220,43 @@ def test_a_download_timeout_that_is_no_positive_number_is_refused(timeout, tmp_p
     assert res.exit_code == 2, res.output
     assert f"--timeout: {float(timeout):g} is not allowed; give a number of seconds above 0" in text
     assert "downloading" not in text and not (tmp_path / "cache").exists()
+
+
+def test_a_region_of_other_tract_geoids_is_told_the_census_file_is_2010_vintage(king_county, tract_file, tmp_path):
+    """The Census file `abm data boundaries` fetches holds 2010-vintage tracts; a region built on
+    2020 GEOIDs matches none or only some of them. Both cases say so and name a 2020 file: the
+    refusal (none match) and a note after caching (some match: 4 here, tract 5 of the fixture
+    and three renumbered tracts, are drawn as centroid cells)."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    shp, geoids = tract_file
+    zipped = zip_shapefile(shp, tmp_path / "tracts.zip")
+    renumbered = king_county.tracts.assign(geoid=[f"53033{990000 + i}" for i in range(len(geoids))])
+    with pytest.raises(BoundaryError, match="none of the region's 397 tract GEOIDs") as caught:
+        shapes_from_file(renumbered, zipped)
+    said = str(caught.value)
+    assert "Census 2019 file (cb_2019_53_tract_500k.zip), whose tracts are the 2010-vintage tracts" in said
+    assert "uses 2020 tract GEOIDs" in said and "(e.g. cb_2020_53_tract_500k.zip)" in said
+
+    region = tmp_path / "county2020"
+    region.mkdir()
+    (region / "region.yaml").write_text((king_county.path / "region.yaml").read_text())
+    table = pd.read_csv(king_county.path / "tracts.csv", dtype={"geoid": str})
+    changed = [g for g in table["geoid"] if g != geoids[5]][:3]
+    table["geoid"] = table["geoid"].replace({g: g[:-2] + "99" for g in changed})
+    table.to_csv(region / "tracts.csv", index=False)
+    res = CliRunner().invoke(
+        app,
+        ["data", "boundaries", "--region", str(region), "--from", str(zipped)],
+        env={"ABM_CACHE_DIR": str(tmp_path)},
+    )
+    assert res.exit_code == 0, res.output
+    note = " ".join(res.stderr.split())
+    assert note.startswith("note: 4 of the region's 397 tracts are not in the file. `abm data boundaries` fetches")
+    assert "2010-vintage tracts" in note and "cb_2020_53_tract_500k.zip" in note
+    assert "(4 tracts not in the file drawn as centroid cells)" in " ".join(res.stdout.split())
+    whole = CliRunner().invoke(app, ["data", "boundaries", "--from", str(zipped)], env={"ABM_CACHE_DIR": str(tmp_path)})
+    assert whole.exit_code == 0 and "note: 1 of the region's 397 tracts" in " ".join(whole.stderr.split())

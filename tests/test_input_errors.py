@@ -324,6 +324,41 @@ def test_a_region_sector_without_contacts_is_refused_by_validate_and_run(tmp_pat
     )
 
 
+def test_the_reference_population_with_another_region_is_refused(tmp_path):
+    """`population.kind: reference` builds King County's thesis population whatever the region;
+    with another region the run scaled it to that region's residents and drew that region's beds
+    (here 500,000 residents and 30 beds) beside it. Refused with exit 2, nothing written; King
+    County's folder named by its path is the bundled region and passes."""
+    region = tmp_path / "other"
+    region.mkdir()
+    bundled = ROOT / "abm/populations/regions/king_county"
+    (region / "tracts.csv").write_text((bundled / "tracts.csv").read_text())
+    figures = (bundled / "region.yaml").read_text()
+    assert "population: 2252782\n" in figures and "hospital_beds_per_100k: 55.0" in figures
+    figures = figures.replace("population: 2252782\n", "population: 500000\n").replace(
+        "name: King County, WA", "name: Other"
+    )
+    (region / "region.yaml").write_text(figures.replace("hospital_beds_per_100k: 55.0", "hospital_beds_per_100k: 30"))
+    ref = tmp_path / "ref.yaml"
+    ref.write_text(
+        f"extends: {ROOT / 'scenarios/reference/ni.yaml'}\nname: ref\n"
+        "population: {agents: 2000}\nsimulation: {days: 3, replicates: 1}\n"
+    )
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(ref), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert f"ref.yaml (with --set population.region={region}): population.region: '{region}' is not allowed " in (
+            text(result)
+        )
+        assert "with population.kind: reference; the reference population is King County's" in text(result)
+        assert "as Other (500,000 residents, 30 hospital beds per 100,000)" in text(result)
+    assert not out.exists()
+    for given in ([], ["--set", f"population.region={bundled}"]):
+        result = runner.invoke(app, ["validate", str(ref), *given])
+        assert result.exit_code == 0, result.output
+
+
 def test_relative_paths_of_an_extended_file_are_read_beside_that_file(tmp_path, monkeypatch):
     """A base scenario in its own folder names its region folder and its observed series
     relative to itself; a scenario in another folder that extends it reads them there (the

@@ -24,6 +24,15 @@ def test_reference_lists_every_section_and_field_with_default():
     assert "## `interventions.vaccination`" in text and "## `interventions.testing.tests[]`" in text
 
 
+def test_population_help_is_region_neutral():
+    """A region of one's own is read with the same keys: the help of population.agents names the
+    region's population, not King County's figure (it said "the full county: 2252782")."""
+    population = Scenario.model_fields["population"].annotation
+    help_text = population.model_fields["agents"].description
+    assert "2252782" not in help_text and "county" not in help_text.lower()
+    assert "`population` in region.yaml" in help_text
+
+
 def test_docs_scenarios_md_is_up_to_date():
     doc = Path(__file__).resolve().parents[1] / "docs" / "scenarios.md"
     assert doc.read_text() == scenario_reference(), (

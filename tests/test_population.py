@@ -202,6 +202,32 @@ def _with(data: dict, path: str, value: object) -> dict:
         ("school_size_shares.middle", [0.5, 0.5], r"school_size_shares\.middle: \[0\.5, 0\.5\].*needs 14 shares"),
         ("school_size_shares.high", [0.0] * 14, r"school_size_shares\.high: .*adding up to more than 0"),
         ("school_size_shares", {"preschool": [1.0] + [0.0] * 13}, r"no entry for school type 'elementary'"),
+        # an age in two rows: the later row used to replace the earlier one's share without a word
+        (
+            "employment_rate",
+            [[20, 25, 0.693], [25, 29, 0.861]],
+            r"rows \[20, 25, 0\.693\] and \[25, 29, 0\.861\] both cover age 25; each age may be in one row only",
+        ),
+        ("school_enrollment", [[5, 9, 0.95], [35, 50, 0.027], [40, 40, 0.5]], r"\[40, 40, 0\.5\] both cover age 40;"),
+        (
+            "long_term_care.residence_rate",
+            [[65, 80, 0.01], [75, 84, 0.032]],
+            r"rows \[65, 80, 0\.01\] and \[75, 84, 0\.032\] both cover ages 75-80",
+        ),
+        (
+            "school_types",
+            {"preschool": [3, 5], "elementary": [5, 10], "middle": [11, 13], "high": [14, 17], "university": [18, 100]},
+            r"school types 'preschool' \[3, 5\] and 'elementary' \[5, 10\] both cover age 5; .*earlier type only",
+        ),
+        ("school_types.middle", [13, 11], r"middle: \[13, 11\] is not allowed; .*0 <= first age <= last age"),
+        # an enrolled age without a school type: its pupils used to be left out of school without a word
+        (
+            "school_types.university",
+            [20, 100],
+            r"school_enrollment: row \[18, 19, 0\.793\] enrols ages 18-19, which no school_types range covers \(.*"
+            r"university: \[20, 100\]\); those pupils would be left out of school",
+        ),
+        ("school_types.preschool", [4, 5], r"row \[3, 4, 0\.529\] enrols age 3, which no school_types range covers"),
     ],
 )
 def test_bad_region_figures_are_rejected_on_loading(king_county, path, value, match):
@@ -209,6 +235,18 @@ def test_bad_region_figures_are_rejected_on_loading(king_county, path, value, ma
     value (they used to pass ``abm validate`` and crash ``abm run`` with a numpy traceback)."""
     data = _with(king_county.figures.model_dump(), path, value)
     with pytest.raises(ValidationError, match=match):
+        RegionFigures.model_validate(data)
+
+
+def test_enrolment_needs_school_types_only_where_someone_is_enrolled(king_county):
+    """Ages enrolled with a share of 0, or older than the last age band, need no school type."""
+    data = king_county.figures.model_dump()
+    data["school_enrollment"] = [*data["school_enrollment"][:-1], (35, 50, 0.0), (95, 120, 0.5)]
+    data["school_types"]["university"] = (18, 34)
+    figures = RegionFigures.model_validate(data)
+    assert figures.school_types["university"] == (18, 34)
+    data["school_enrollment"][-1] = (94, 120, 0.5)  # 94 is the last age band's last age
+    with pytest.raises(ValidationError, match=r"row \[94, 120, 0\.5\] enrols age 94, which no school_types"):
         RegionFigures.model_validate(data)
 
 
@@ -261,7 +299,15 @@ def _tiny_region(folder, rows: list[dict]) -> None:
     pd.DataFrame([{**base, **row} for row in rows], columns=columns).to_csv(folder / "tracts.csv", index=False)
 
 
-TRACT = {"geoid": "99001000100", "name": "1", "lat": 44.0, "lon": -100.0, "land_km2": 5.0, "age_30_34": 900}
+TRACT = {
+    "geoid": "99001000100",
+    "name": "1",
+    "lat": 44.0,
+    "lon": -100.0,
+    "land_km2": 5.0,
+    "age_30_34": 900,
+    "hh_2": 450,
+}
 
 
 @pytest.mark.parametrize(
@@ -281,6 +327,12 @@ TRACT = {"geoid": "99001000100", "name": "1", "lat": 44.0, "lon": -100.0, "land_
         ([{**TRACT, "age_30_34": 0}], None, r"no tract has residents"),
         ([], None, r"no tract has residents"),
         ([TRACT], "name", r"missing columns \['name'\]"),
+        # no households by size anywhere: the run used to end in a NaN traceback
+        (
+            [{**TRACT, "hh_2": 0}, {**TRACT, "geoid": "99001000101", "age_30_34": 0, "hh_3": 7}],
+            None,
+            r"columns \['hh_1', .*'hh_7up'\] are 0 in every tract with residents, which is not allowed",
+        ),
     ],
 )
 def test_bad_tract_tables_are_refused_when_read(tmp_path, rows, drop, match):
@@ -304,6 +356,40 @@ def test_a_tiny_region_of_ones_own_is_read(tmp_path):
     _tiny_region(tmp_path / "county", [TRACT, {**TRACT, "geoid": "99001000101", "lat": 44.1, "age_30_34": 0}])
     region = load_region(tmp_path / "county")
     assert region.tracts["geoid"].tolist() == ["99001000100"]  # the tract without people is left out
+
+
+def test_fractional_counts_are_read_as_weights(tmp_path):
+    """Band and household counts may be fractional (estimates, or figures interpolated onto other
+    tracts, README): agents go to tracts in proportion to their residents, 10.5 : 31.5 here."""
+    second = {**TRACT, "geoid": "99001000101", "lat": 44.1, "age_30_34": 31.5, "hh_2": 0.4, "hh_3": 9.6}
+    _tiny_region(tmp_path / "county", [{**TRACT, "age_30_34": 10.5, "hh_1": 2.5}, second])
+    region = load_region(tmp_path / "county")
+    pop = build_population(region, 40, 3)
+    assert region.tracts["age_30_34"].sum() == 42.0
+    by_geoid = dict(zip(pop.tracts["geoid"], pop.tracts["agents"], strict=True))
+    assert by_geoid == {"99001000100": 10, "99001000101": 30}
+
+
+def test_the_households_column_is_optional_and_unused(tmp_path):
+    """Households are drawn from hh_1 .. hh_7up: a table without the households column is read
+    (it used to be refused as missing) and gives the same population as one with it, whatever
+    total the column holds; a column that is there must hold numbers of at least 0."""
+    import pandas as pd
+
+    rows = [{**TRACT, "age_5_9": 40, "hh_1": 120, "hh_2": 200, "hh_4": 90, "households": 1}]
+    _tiny_region(tmp_path / "with", rows)
+    without = tmp_path / "without"
+    without.mkdir()
+    (without / "region.yaml").write_text((tmp_path / "with" / "region.yaml").read_text())
+    table = pd.read_csv(tmp_path / "with" / "tracts.csv", dtype={"geoid": str})
+    table.drop(columns=["households"]).to_csv(without / "tracts.csv", index=False)
+    a, b = build_population(load_region(tmp_path / "with"), 300, 5), build_population(load_region(without), 300, 5)
+    assert np.array_equal(a.household_size, b.household_size) and np.array_equal(a.age, b.age)
+    assert a.household_size.max() == 4  # from hh_* (sizes 1, 2, 4; the last household cut to fit)
+    table.loc[0, "households"] = -3
+    table.to_csv(without / "tracts.csv", index=False)
+    with pytest.raises(RegionError, match=r"row 2 \(tract 99001000100\), column households: -3 is not allowed"):
+        load_region(without)
 
 
 def test_agent_table_has_one_row_per_agent_with_its_setting():

@@ -53,6 +53,7 @@ class TractShapes:
     geoid: list[str]
     geometry: list[BaseGeometry]
     source: str  # "cells from tract centroids" or the boundary file used
+    missing: int = 0  # tracts not in the boundary file, drawn as centroid cells
 
     def geojson(self, digits: int = 4) -> dict:
         """A GeoJSON FeatureCollection; feature ``i`` has properties ``i`` and ``geoid``."""
@@ -261,13 +262,25 @@ def shapes_from_file(tracts: pd.DataFrame, path: str | Path) -> TractShapes:
     if not hits:
         raise BoundaryError(
             f"{path}: none of the region's {len(geoids)} tract GEOIDs (e.g. {geoids[0]}) are in the file; "
-            "is it the right state and census vintage?"
+            f"is it the right state and census vintage? {vintage_note(geoids[0][:2])}"
         )
     cells = centroid_cells(tracts) if len(hits) < len(geoids) else None
     geoms = [found[g] if g in found else cells.geometry[i] for i, g in enumerate(geoids)]  # type: ignore[union-attr]
     missing = len(geoids) - len(hits)
     source = str(path) + (f" ({missing} tracts not in the file drawn as centroid cells)" if missing else "")
-    return TractShapes(geoids, [g.simplify(0.0003) for g in geoms], source)
+    return TractShapes(geoids, [g.simplify(0.0003) for g in geoms], source, missing)
+
+
+def vintage_note(state_fips: str) -> str:
+    """What to tell a user whose region's tracts are not (all) in a boundary file: the Census file
+    that ``abm data boundaries`` fetches holds 2010-vintage tracts, and GEOIDs of the 2020 tracts
+    are not all among them."""
+    return (
+        f"`abm data boundaries` fetches the Census {CENSUS_YEAR} file ({census_file_name(state_fips)}), "
+        "whose tracts are the 2010-vintage tracts: a region whose tracts.csv uses 2020 tract GEOIDs matches "
+        "only the tracts whose GEOID did not change. For such a region give a boundary file of 2020 tracts "
+        f"(e.g. {census_file_name(state_fips, 2020)}) with `abm data boundaries --from FILE` or outputs.boundaries"
+    )
 
 
 # ----------------------------------------------------------------------------- cache and download

@@ -7,8 +7,8 @@ A region folder holds two files:
     enrolment and sizes, employment by age and by sector, workplace sizes, long-term care.
 ``tracts.csv``
     One row per census tract: ``geoid, name, lat, lon, land_km2``, one column per age band
-    named in ``region.yaml`` (people), ``households`` and ``hh_1 .. hh_6, hh_7up``
-    (households by size).
+    named in ``region.yaml`` (people) and ``hh_1 .. hh_6, hh_7up`` (households by size); a
+    ``households`` column (the total) may be there, but households are drawn from ``hh_*``.
 
 Another county needs only another folder; no code changes.
 """
@@ -36,15 +36,44 @@ class RegionError(ValueError):
 
 
 def check_age_rates(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-    """``[first age, last age, share]`` rows: ages from 0 with the first at most the last, and
-    shares between 0 and 1 (a share outside would be drawn as 0 or 1 without a word)."""
+    """``[first age, last age, share]`` rows: ages from 0 with the first at most the last, shares
+    between 0 and 1 (a share outside would be drawn as 0 or 1 without a word), and no age in two
+    rows (the later row would replace the earlier one's share without a word)."""
     for lo, hi, share in rows:
         if not (0 <= lo <= hi and 0 <= share <= 1):
             raise ValueError(
                 f"row [{lo}, {hi}, {share}] is not allowed; a row is [first age, last age, share] with "
                 "0 <= first age <= last age and the share between 0 and 1"
             )
+    why = "the later row would replace the earlier one's share there"
+    check_no_overlap([(lo, hi) for lo, hi, _ in rows], [list(r) for r in rows], "row", why)
     return rows
+
+
+def check_no_overlap(spans: list[tuple[int, int]], shown: list[object], what: str, why: str) -> None:
+    """No age in two of ``spans`` (``[first age, last age]``, in the order given). ``shown`` is
+    how each entry is named in the message (its row, or its name), ``what`` what an entry is, and
+    ``why`` what an overlap would do."""
+    for j, (lo, hi) in enumerate(spans):
+        for i in range(j):
+            first, last = max(lo, spans[i][0]), min(hi, spans[i][1])
+            if first <= last:
+                ages = f"age {first}" if first == last else f"ages {first}-{last}"
+                raise ValueError(
+                    f"{what}s {shown[i]} and {shown[j]} both cover {ages}; each age may be in one {what} only ({why})"
+                )
+
+
+def age_spans(ages: list[int]) -> str:
+    """Ascending ages as text: ``age 5``, ``ages 18-19``, ``ages 3, 18-19``."""
+    spans: list[list[int]] = []
+    for a in ages:
+        if spans and a == spans[-1][1] + 1:
+            spans[-1][1] = a
+        else:
+            spans.append([a, a])
+    text = ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in spans)
+    return ("age " if len(ages) == 1 else "ages ") + text
 
 
 def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
@@ -109,6 +138,20 @@ class RegionFigures(BaseModel):
     _rates = field_validator("school_enrollment", "employment_rate")(check_age_rates)
     _sizes = field_validator("workplace_sizes")(check_size_weights)
 
+    @field_validator("school_types")
+    @classmethod
+    def _school_ages(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        """Pupil ages ``[first, last]`` with 0 <= first <= last, no age in two types."""
+        for kind, (lo, hi) in v.items():
+            if not 0 <= lo <= hi:
+                raise ValueError(
+                    f"{kind}: [{lo}, {hi}] is not allowed; a school type's ages are [first age, last age] with "
+                    "0 <= first age <= last age"
+                )
+        why = "a pupil of that age would go to the earlier type only"
+        check_no_overlap(list(v.values()), [f"{k!r} {list(a)}" for k, a in v.items()], "school type", why)
+        return v
+
     @field_validator("school_size_brackets")
     @classmethod
     def _school_brackets(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -128,6 +171,24 @@ class RegionFigures(BaseModel):
                 f"{bad or v} is not allowed; workers by sector must be at least 0 and add up to more than 0"
             )
         return v
+
+    @model_validator(mode="after")
+    def _enrolled_ages_have_schools(self) -> RegionFigures:
+        """Every age that ``school_enrollment`` enrols (a share above 0, up to the last age band's
+        last age) is in a ``school_types`` range: pupils of an age without one were left out of
+        school without a word."""
+        oldest = max((hi for _, hi in self.age_bands.values()), default=0)
+        covered = {a for lo, hi in self.school_types.values() for a in range(lo, hi + 1)}
+        for lo, hi, share in self.school_enrollment:
+            left_out = [a for a in range(lo, min(hi, oldest) + 1) if a not in covered]
+            if share > 0 and left_out:
+                raise ValueError(
+                    f"school_enrollment: row [{lo}, {hi}, {share}] enrols {age_spans(left_out)}, which no school_types "
+                    f"range covers ({', '.join(f'{k}: {list(a)}' for k, a in self.school_types.items())}); "
+                    "those pupils would be left out of school. Give every enrolled age a school type, or "
+                    "enrol nobody of that age (a share of 0)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _school_shares_per_type(self) -> RegionFigures:
@@ -219,10 +280,12 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
     except (ValueError, pd.errors.ParserError) as exc:
         raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
-    needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, "households", *HOUSEHOLD_COLUMNS]
+    needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, *HOUSEHOLD_COLUMNS]
     missing = [c for c in [*needed[:1], "name", *needed[1:]] if c not in tracts.columns]
     if missing:
         raise RegionError(f"{tract_file}: missing columns {missing}")
+    if "households" in tracts.columns:  # optional and not used (households come from hh_*), but checked
+        needed.append("households")
     numeric = tracts[needed[1:]].apply(pd.to_numeric, errors="coerce")
     bad = numeric.isna() | (numeric[needed[3:]] < 0).reindex(columns=numeric.columns, fill_value=False)
     if bad.any().any():
@@ -240,6 +303,12 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         raise RegionError(
             f"{tract_file}: no tract has residents (the age band columns {list(figures.age_bands)} are 0 or "
             "there are no rows); a region needs at least one tract with people"
+        )
+    if tracts[HOUSEHOLD_COLUMNS].to_numpy().sum() <= 0:
+        raise RegionError(
+            f"{tract_file}: columns {HOUSEHOLD_COLUMNS} are 0 in every tract with residents, which is not allowed; "
+            "a region needs households by size in at least one tract (a tract without them takes the sizes of "
+            "the region's households)"
         )
     lat, lon = tracts["lat"].to_numpy(), tracts["lon"].to_numpy()
     x = (lon - lon.min()) / max(np.ptp(lon), 1e-9)
