@@ -99,9 +99,7 @@ def _tiny_model():
             ],
         }
     )
-    from pathlib import Path
-
-    return sc, model_scenario(sc, Path("scenarios/learning"))
+    return sc, model_scenario(sc, Path(__file__).resolve().parents[2] / "scenarios/learning")
 
 
 def test_replicate_seeding_and_transmission_multiplier(county):
