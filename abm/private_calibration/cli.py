@@ -24,13 +24,13 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     print(
         f"{'protocol':<18}{'recovery':>9}"
         + "".join(f"{n[:9]:>10}" for n in names)
-        + f"{'MCG':>8}{'CGS':>7}{'own':>7}{'MCG own':>8}{'ND':>7}{'MB':>8}"
+        + f"{'MCG':>8}{'CGS':>7}{'own rec':>9}{'own MCG':>9}{'ND':>7}{'MB':>8}"
     )
     for key, r in report["protocols"].items():
         per = "".join(f"{row['recovery']:>10.3f}" for row in r["institutions"])
         print(
             f"{key:<18}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
-            f"{r['mean_recovery_own']:>7.3f}{r['mcg_own']:>+8.3f}{r['mean_nd']:>7.2f}{r['bytes_total'] / 1e6:>8.2f}"
+            f"{r['mean_recovery_own']:>9.3f}{r['mcg_own']:>+9.3f}{r['mean_nd']:>7.2f}{r['bytes_total'] / 1e6:>8.2f}"
         )
-    print("recovery: held-out simulations over the full range; own: under each institution's own prior")
+    print("recovery: held-out simulations over the full range; own rec, own MCG: under each institution's own prior")
     print(f"report: {target / 'report.json'}")
