@@ -240,22 +240,29 @@ def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path,
     assert len(seen[0].tracts) == 1 and (seen[0].age_group == expected.age_group).all()
 
 
+def calibrate_synthetic(tmp_path, key: str, value, *options: str):
+    """`abm calibrate --method gradient` on cases simulated at rate 3 from a start at 5, with
+    ``calibration.<key>`` set to ``value``: the scenario's data, the output folder and the result."""
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"][key] = value
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", *options, "--out", str(out)])
+    return path, data, out, result
+
+
 def test_gradient_keeps_the_rate_within_the_scenarios_bounds(tmp_path):
     """`calibration.parameters` bounds on the transmission rate hold for the gradient method as for
     Optuna: data simulated at rate 3, a start at 5 and bounds 4-8. Unbounded, six steps reach
     about 3.7 (the log rate moves about 0.3); projected onto the bounds, the rate ends exactly at
     the low bound, no step runs below it, and calibration.json notes the bound. Another listed
     parameter, which the method does not fit, is named as held at the scenario's value."""
-    path = synthetic(tmp_path, 3.0, 5.0)
-    data = yaml.safe_load(path.read_text())
-    data["calibration"]["parameters"] = {
+    bounds = {
         "disease.transmission_rate": {"low": 4.0, "high": 8.0},
         "seeding.day": {"low": 0, "high": 5, "integer": True},
     }
-    path.write_text(yaml.safe_dump(data))
-    out = tmp_path / "out"
-    args = ["calibrate", str(path), "--method", "gradient", "--trials", "6", "--out", str(out)]
-    result = CliRunner().invoke(app, args)
+    _, data, out, result = calibrate_synthetic(tmp_path, "parameters", bounds, "--trials", "6")
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "calibration.json").read_text())
     assert summary["best_parameters"]["disease.transmission_rate"] == 4.0, summary
@@ -269,12 +276,8 @@ def test_gradient_keeps_the_rate_within_the_scenarios_bounds(tmp_path):
 def test_gradient_refuses_bounds_on_the_rate_that_give_no_valid_scenario(tmp_path):
     """A negative low bound on the transmission rate is refused before anything runs, naming the
     file, the key and the value (exit 2, nothing written), as for Optuna."""
-    path = synthetic(tmp_path, 3.0, 5.0)
-    data = yaml.safe_load(path.read_text())
-    data["calibration"]["parameters"] = {"disease.transmission_rate": {"low": -1.0, "high": 8.0}}
-    path.write_text(yaml.safe_dump(data))
-    out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", "--out", str(out)])
+    bounds = {"disease.transmission_rate": {"low": -1.0, "high": 8.0}}
+    path, _, out, result = calibrate_synthetic(tmp_path, "parameters", bounds)
     assert result.exit_code == 2, result.output
     message = " ".join(result.output.split())
     assert f"{path}: calibration.parameters.disease.transmission_rate: low -1.0" in message, message
@@ -285,12 +288,8 @@ def test_gradient_names_the_learning_rate_when_the_fit_diverges(tmp_path):
     """A learning rate so large that the weekly multipliers overflow (exp of +-100s) ends with one
     message naming calibration.gradient.learning_rate (exit 2, nothing written), not with the
     calibrated scenario's non-finite values."""
-    path = synthetic(tmp_path, 3.0, 5.0)
-    data = yaml.safe_load(path.read_text())
-    data["calibration"]["gradient"] = {"steps": 2, "learning_rate": 100.0, "weekly_multipliers": True}
-    path.write_text(yaml.safe_dump(data))
-    out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", "--out", str(out)])
+    gradient = {"steps": 2, "learning_rate": 100.0, "weekly_multipliers": True}
+    path, _, out, result = calibrate_synthetic(tmp_path, "gradient", gradient)
     assert result.exit_code == 2, result.output
     message = " ".join(result.output.split())
     assert f"{path}: calibration.gradient.learning_rate: 100.0: the fit diverged" in message, message

@@ -274,16 +274,22 @@ def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, smal
     assert result.exit_code == 2 and "column age_5_9: 'many' is not allowed; figures must be numbers" in text(result)
 
 
-def test_a_bad_region_figure_is_refused_by_validate_and_run(tmp_path, small):
-    """An employment share above 1 in region.yaml: exit 2 naming the file, key and row, nothing
-    written (it used to pass validate and be drawn as 1; a bad size row crashed the run)."""
+def region_with(tmp_path, line: str, replacement: str):
+    """A copy of the bundled King County region folder whose region.yaml has ``line`` replaced."""
     region = tmp_path / "region"
     region.mkdir()
     bundled = ROOT / "abm/populations/regions/king_county"
     (region / "tracts.csv").write_text((bundled / "tracts.csv").read_text())
     figures = (bundled / "region.yaml").read_text()
-    assert "  - [20, 24, 0.693]" in figures
-    (region / "region.yaml").write_text(figures.replace("  - [20, 24, 0.693]", "  - [20, 24, 6.93]"))
+    assert line in figures
+    (region / "region.yaml").write_text(figures.replace(line, replacement))
+    return region
+
+
+def test_a_bad_region_figure_is_refused_by_validate_and_run(tmp_path, small):
+    """An employment share above 1 in region.yaml: exit 2 naming the file, key and row, nothing
+    written (it used to pass validate and be drawn as 1; a bad size row crashed the run)."""
+    region = region_with(tmp_path, "  - [20, 24, 0.693]", "  - [20, 24, 6.93]")
     out = tmp_path / "out"
     for command in (["validate"], ["run", "--out", str(out)]):
         result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
@@ -297,13 +303,7 @@ def test_a_region_sector_without_contacts_is_refused_by_validate_and_run(tmp_pat
     """A region of one's own whose sectors are not all in contacts.occupation.degree: exit 2
     naming the key and the sectors, nothing written (validate said ok and the run ended in a
     ValueError traceback, exit 1)."""
-    region = tmp_path / "region"
-    region.mkdir()
-    bundled = ROOT / "abm/populations/regions/king_county"
-    (region / "tracts.csv").write_text((bundled / "tracts.csv").read_text())
-    figures = (bundled / "region.yaml").read_text()
-    assert "  AGRICULTURE: 7952\n" in figures
-    (region / "region.yaml").write_text(figures.replace("  AGRICULTURE: 7952\n", "  FARMING: 7952\n"))
+    region = region_with(tmp_path, "  AGRICULTURE: 7952\n", "  FARMING: 7952\n")
     out = tmp_path / "out"
     for command in (
         ["validate"],
