@@ -7,8 +7,6 @@ import hashlib
 
 import torch
 
-STREAMS = ("occupation", "community", "transmission", "progression", "seeding", "interventions")
-
 
 def stream_key(seed: int, stream: str, day: int) -> int:
     """A 63-bit key derived from (seed, stream, day)."""
