@@ -65,13 +65,6 @@ def rt_pcr() -> TestType:
     return TestType(name="rt_pcr", sensitivity=0.99, result_delay_days=[1, 2, 3], result_delay_probs=[0.3, 0.4, 0.3])
 
 
-def rapid() -> TestType:
-    """Rapid point-of-care test: sensitivity 0.85, same-day result, $5 (thesis)."""
-    return TestType(
-        name="rapid", sensitivity=0.85, result_delay_days=[0], result_delay_probs=[1.0], given_to=["traced"]
-    )
-
-
 class TestingConfig(BaseModel):
     """Who is tested with which tests, from when."""
 
