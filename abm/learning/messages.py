@@ -31,7 +31,6 @@ class MessageKind(StrEnum):
     CLASSIFIER_HEAD = "classifier_head"
     PREDICTIONS = "predictions"
     PREDICTION_REQUEST = "prediction_request"
-    REPUTATIONS = "reputations"
     MASKED_VECTOR = "masked_vector"
     PUBLIC_KEY = "public_key"
     MASK_SEED = "mask_seed"

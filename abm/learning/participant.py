@@ -62,7 +62,3 @@ class Participant:
     def score(self) -> float:
         """Accuracy on the evaluation data."""
         return accuracy(self.model, self.eval_data if self.eval_data is not None else self.data.test)
-
-    def val_score(self) -> float:
-        """Accuracy on private validation data."""
-        return accuracy(self.model, self.data.val)

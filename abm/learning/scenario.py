@@ -273,7 +273,6 @@ def check_protocols(
     protocols: list[ProtocolSpec],
     default_models: list[Any],
     runner: str,
-    data: Any,
     participants: int,
     rounds: int,
     member: str = "participant",
@@ -441,7 +440,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
         data = {**data, "runner": runner}
     scenario = validated(LearningScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data))
     check_protocols(
-        source, scenario.protocols, scenario.models, scenario.runner, data, scenario.split.participants, scenario.rounds
+        source, scenario.protocols, scenario.models, scenario.runner, scenario.split.participants, scenario.rounds
     )
     check_indices(source, scenario)
     for i, m in enumerate(scenario.models):

@@ -68,9 +68,6 @@ class CalibratorParticipant(Participant):
     def score(self) -> float:
         return float(np.mean(list(self.recovery().values())))
 
-    def val_score(self) -> float:
-        return float(np.mean(list(self.recovery(self.data.val).values())))
-
     def own_score(self) -> float:
         """Mean recovery on held-out simulations under the institution's own prior."""
         if self.own_test is None:

@@ -272,7 +272,6 @@ def load_scenario(
         scenario.protocols,
         scenario.models,
         scenario.runner,
-        data,
         len(scenario.institutions),
         scenario.rounds,
         "institution",

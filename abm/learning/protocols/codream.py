@@ -417,7 +417,6 @@ class CoDream(Protocol):
         self.student_opt = torch.optim.Adam(self.student.parameters(), lr=0.01)
         self.gen = torch.Generator().manual_seed(ctx.seed + 104729)
         self.buffer: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self.dream_batches = 0
         self._own_labels: torch.Tensor | None = None
         self._cfg_json = self.config.model_dump(mode="json")
         # Soft-label quality (report only): this round's labels with each teacher's logits where the
