@@ -24,9 +24,8 @@ def test_paired_interval_by_hand():
     half = 3.182446305 * math.sqrt(5 / 3) / 2
     assert iv.mean == pytest.approx(2.5)
     assert (iv.low, iv.high) == pytest.approx((2.5 - half, 2.5 + half))
-    assert iv.beyond_noise
     one = paired_interval(np.array([3.0]), np.array([1.0]))
-    assert one.mean == 2.0 and math.isnan(one.low) and math.isnan(one.high) and not one.beyond_noise
+    assert one.mean == 2.0 and math.isnan(one.low) and math.isnan(one.high)
 
 
 def test_welch_interval_equals_scipys():

@@ -52,11 +52,6 @@ class Interval:
     low: float
     high: float
 
-    @property
-    def beyond_noise(self) -> bool:
-        """Whether the interval excludes 0 (False where there is no interval)."""
-        return self.low > 0 or self.high < 0
-
 
 def paired_interval(base: np.ndarray, other: np.ndarray, level: float = LEVEL) -> Interval:
     """Mean of ``base - other`` over paired replicates with a t interval (n - 1 degrees of
