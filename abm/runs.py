@@ -56,9 +56,12 @@ OVERRIDE_KEYS = {
 class RunResult:
     """A finished run: the scenario, the tables as DataFrames and the summary.
 
-    ``timeseries`` (per day and replicate), ``by_age`` (per day, replicate and age group) and
-    ``by_tract`` (per day and tract, means over replicates) are the run folder's tables;
-    :meth:`plot` and :meth:`map` draw them; :meth:`write` writes the run folder.
+    ``timeseries`` (per day and replicate), ``by_age`` (per day, replicate and age group),
+    ``by_tract`` (per day and tract, means over replicates) and ``costs`` (one row per cost item,
+    day and replicate) are the run folder's tables; ``summary`` and ``manifest`` its summary.json
+    and manifest.json; ``scenario`` the resolved scenario, ``population`` the synthetic agents and
+    ``result`` the engine's raw counts. :meth:`plot` and :meth:`map` draw the tables;
+    :meth:`write` writes the run folder.
     """
 
     scenario: Scenario

@@ -52,3 +52,34 @@ def test_readme_names_every_data_sources_file():
     end = readme.find("\n\n", start)
     section = readme[start : end if end >= 0 else len(readme)]
     assert [n for n in notes if f"`{n}`" not in section] == []
+
+
+def test_the_python_api_has_docstrings_and_type_hints():
+    """What ``abm`` exports (README, docs/tutorial.md: From Python), and each public method and
+    property of its classes, says what it does and is annotated."""
+    import inspect
+
+    import abm
+
+    missing = []
+    for name in abm.__all__:
+        if name.startswith("__"):
+            continue
+        obj = getattr(abm, name)
+        members = [(name, obj)]
+        if inspect.isclass(obj):
+            members += [(f"{name}.{m}", v) for m, v in vars(obj).items() if not m.startswith("_")]
+        for label, member in members:
+            func = member.fget if isinstance(member, property) else member
+            if not callable(func):
+                continue
+            if not inspect.getdoc(func):
+                missing.append(f"{label}: no docstring")
+            if inspect.isclass(func):
+                continue
+            sig = inspect.signature(func)
+            empty = inspect.Parameter.empty
+            bare = [p for p, param in sig.parameters.items() if p != "self" and param.annotation is empty]
+            if bare or sig.return_annotation is inspect.Signature.empty:
+                missing.append(f"{label}: parameters {bare} or the return not annotated")
+    assert not missing, missing

@@ -388,6 +388,8 @@ class Comparison:
 
     @property
     def table(self) -> pd.DataFrame:
+        """One row per run, in the order given: the measures of :data:`COLUMNS` (machine names;
+        the first run is the reference for what the others avert), as comparison.csv holds them."""
         return comparison_table(self.runs)
 
     def plot(self, which: str = "hospital_occupancy") -> Any:
