@@ -13,7 +13,7 @@ import torch
 from conftest import make_population, quiet_contacts
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
-from abm.engine.contacts import HouseholdContacts, HouseholdLayer, OccupationLayer
+from abm.engine.contacts import HouseholdContacts, HouseholdLayer, OccupationLayer, member_list_string_length
 from abm.engine.disease import DwellTime
 from abm.engine.reference_contacts import StubPathCommunityLayer
 from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConfig
@@ -29,7 +29,6 @@ from abm.populations.reference import (
     HOUSEHOLD_SIZE_COUNTS,
     INDUSTRY_COUNTS,
     build_reference_population,
-    member_list_string_length,
 )
 from abm.scenario import load_scenario
 

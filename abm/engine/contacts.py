@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from abm.engine.rng import generator
 from abm.populations.population import LONG_TERM_CARE, SCHOOL, Population
-from abm.populations.reference import member_list_string_length
 
 # Contact ids at or above this need int64 (int32 holds fewer).
 INDEX_LIMIT = 2**31
@@ -200,6 +199,24 @@ def nonzero_pairs(target: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tens
     """The pairs whose value is not zero (in order)."""
     keep = (value != 0).nonzero().squeeze(1)
     return target.index_select(0, keep), value.index_select(0, keep)
+
+
+def member_list_string_length(household_start: np.ndarray, household_size: np.ndarray) -> np.ndarray:
+    """Length of the text ``str(list_of_member_ids)`` of each household of consecutive ids,
+    e.g. 14 for ``"[12345, 12346]"``: brackets, the digits of every id and ", " between ids. The
+    reference code divides household contacts by it (``contacts.household.normalizer:
+    member_list_string``)."""
+    start = np.asarray(household_start, dtype=np.int64)
+    size = np.asarray(household_size, dtype=np.int64)
+    ids = np.repeat(start, size) + (np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size))
+    digits = np.ones(ids.shape[0], dtype=np.int64)
+    power = 10
+    while power <= max(int(ids.max(initial=0)), 0):
+        digits += ids >= power
+        power *= 10
+    owner = np.repeat(np.arange(size.shape[0]), size)
+    id_digits = np.bincount(owner, weights=digits, minlength=size.shape[0]).astype(np.int64)
+    return 2 + id_digits + 2 * np.maximum(size - 1, 0)
 
 
 class HouseholdLayer(ContactLayer):

@@ -54,22 +54,6 @@ def household_sizes(rng: np.random.Generator, agents: int) -> np.ndarray:
     return cut_to_total(sizes, agents)
 
 
-def member_list_string_length(household_start: np.ndarray, household_size: np.ndarray) -> np.ndarray:
-    """Length of the text ``str(list_of_member_ids)`` of each household of consecutive ids,
-    e.g. 14 for ``"[12345, 12346]"``: brackets, the digits of every id and ", " between ids."""
-    start = np.asarray(household_start, dtype=np.int64)
-    size = np.asarray(household_size, dtype=np.int64)
-    ids = np.repeat(start, size) + (np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size))
-    digits = np.ones(ids.shape[0], dtype=np.int64)
-    power = 10
-    while power <= max(int(ids.max(initial=0)), 0):
-        digits += ids >= power
-        power *= 10
-    owner = np.repeat(np.arange(size.shape[0]), size)
-    id_digits = np.bincount(owner, weights=digits, minlength=size.shape[0]).astype(np.int64)
-    return 2 + id_digits + 2 * np.maximum(size - 1, 0)
-
-
 def county_tract(agents: int) -> pd.DataFrame:
     """One pseudo-tract for the whole county: the bundled King County tracts' resident-weighted
     centroid, their total land area and the county's residents (only maps use it: a tract's
