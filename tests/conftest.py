@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from abm.engine import ContactConfig
+from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation
 from abm.engine.contacts import default_degrees
 from abm.populations import Population, build_population, load_region
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
@@ -90,6 +90,24 @@ def quiet_contacts(**layers: dict) -> ContactConfig:
     for name, cfg in layers.items():
         base[name] = {**base[name], **cfg}
     return ContactConfig.model_validate(base)
+
+
+NO_SEEDS = SeedingConfig(infections={})
+
+
+def sim_of(pop, interventions, replicates=1, days=30, contacts=None, seed=1, disease=None) -> Simulation:
+    """A simulation of ``pop`` with ``interventions``, no seeded infections and (unless given)
+    every contact layer off and the default disease."""
+    return Simulation(
+        pop,
+        disease or DiseaseConfig(),
+        contacts or quiet_contacts(),
+        NO_SEEDS,
+        days=days,
+        replicates=replicates,
+        seed=seed,
+        interventions=interventions,
+    )
 
 
 @pytest.fixture(scope="session")

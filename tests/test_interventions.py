@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import scipy.stats
 import torch
-from conftest import make_population, quiet_contacts
+from conftest import NO_SEEDS, make_population, quiet_contacts, sim_of
 
 import abm
-from abm.engine import DiseaseConfig, SeedingConfig, Simulation, Stage
+from abm.engine import DiseaseConfig, Simulation, Stage
 from abm.interventions.contact_multipliers import ContactMultipliers, ContactMultipliersConfig
 from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConfig, ownership_probabilities
 from abm.interventions.manual_tracing import ManualTracing, ManualTracingConfig
@@ -23,21 +23,7 @@ from abm.interventions.vaccination import Vaccination, VaccinationConfig
 from abm.outputs.tables import timeseries
 from abm.scenario import ScenarioError, load_scenario, validate
 
-NO_SEEDS = SeedingConfig(infections={})
 KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/calibrate_2020.yaml"
-
-
-def sim_of(pop, interventions, replicates=1, days=30, contacts=None, seed=1) -> Simulation:
-    return Simulation(
-        pop,
-        DiseaseConfig(),
-        contacts or quiet_contacts(),
-        NO_SEEDS,
-        days=days,
-        replicates=replicates,
-        seed=seed,
-        interventions=interventions,
-    )
 
 
 def within(got: float, p: float, n: int, k: float = 4.0) -> bool:

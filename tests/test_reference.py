@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import make_population, quiet_contacts
+from conftest import make_population, quiet_contacts, sim_of
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
 from abm.engine.contacts import HouseholdContacts, HouseholdLayer, OccupationLayer, member_list_string_length
@@ -33,20 +33,6 @@ from abm.populations.reference import (
 from abm.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-NO_SEEDS = SeedingConfig(infections={})
-
-
-def sim_of(pop, interventions, replicates=1, days=30, contacts=None, seed=1, disease=None) -> Simulation:
-    return Simulation(
-        pop,
-        disease or DiseaseConfig(),
-        contacts or quiet_contacts(),
-        NO_SEEDS,
-        days=days,
-        replicates=replicates,
-        seed=seed,
-        interventions=interventions,
-    )
 
 
 def chi2_ok(counts: np.ndarray, weights: np.ndarray) -> bool:
