@@ -308,6 +308,12 @@ def check_protocols(
                 f"for every {member}; give a single model under protocols[i].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
+        topology, degree = spec.params.get("topology"), spec.params.get("degree", 4)
+        if spec.name == "p2p_selection" and topology == "k_regular" and degree >= participants:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.degree: {degree!r} is not allowed with {participants} "
+                f"{member}s: topology k_regular needs an even degree below the number of {member}s"
+            )
         if runner != "inprocess" and not cls.runs_on_clients:
             allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
             raise LearningScenarioError(

@@ -2,6 +2,8 @@
 
 Every policy answers ``select(me, round_, sim, rng, k_max)`` with up to ``k_max`` collaborator ids
 (never ``me``). ``sim`` is the [U, U] similarity matrix as seen this round (row = the rater).
+A policy chooses among ``me``'s neighbours in its communication topology (:meth:`SelectionPolicy.restrict`;
+everyone by default); "all others" below means those neighbours.
 
 * :class:`RandomPolicy`: uniform among all others.
 * :class:`OracleWithinGroupPolicy`: uniform among same-group users (needs the group labels).
@@ -30,6 +32,22 @@ class SelectionPolicy(ABC):
     """Chooses collaborators for one user in one round."""
 
     name: str = "policy"
+    #: [U, U] booleans: row i marks whom user i may choose (its topology's neighbours); None: everyone
+    neighbours: np.ndarray | None = None
+
+    def restrict(self, neighbours: np.ndarray) -> None:
+        """Choose only among each user's neighbours (row i of the boolean adjacency matrix)."""
+        self.neighbours = np.asarray(neighbours, dtype=bool)
+
+    def candidates(self, me: int, n: int) -> np.ndarray:
+        """The users ``me`` may choose: every other user, or its neighbours."""
+        others = np.array([j for j in range(n) if j != me], dtype=int)
+        return others if self.neighbours is None else others[self.neighbours[me, others]]
+
+    def uniform(self, me: int, n: int, rng: np.random.Generator, k_max: int) -> list[int]:
+        """Up to ``k_max`` of ``me``'s candidates, uniformly without replacement."""
+        others = self.candidates(me, n)
+        return sorted(rng.choice(others, size=min(k_max, len(others)), replace=False).tolist())
 
     @abstractmethod
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
@@ -39,18 +57,13 @@ class SelectionPolicy(ABC):
         """Called once per round before any ``select`` (consensus computations go here)."""
 
 
-def _others(me: int, n: int) -> np.ndarray:
-    return np.array([j for j in range(n) if j != me])
-
-
 class RandomPolicy(SelectionPolicy):
     """Uniform among all other users."""
 
     name = "random"
 
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
-        others = _others(me, sim.shape[0])
-        return sorted(rng.choice(others, size=min(k_max, len(others)), replace=False).tolist())
+        return self.uniform(me, sim.shape[0], rng, k_max)
 
 
 class OracleWithinGroupPolicy(SelectionPolicy):
@@ -62,9 +75,10 @@ class OracleWithinGroupPolicy(SelectionPolicy):
         self.groups = np.asarray(groups)
 
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
-        peers = np.array([j for j in np.flatnonzero(self.groups == self.groups[me]) if j != me])
+        others = self.candidates(me, sim.shape[0])
+        peers = others[self.groups[others] == self.groups[me]]
         if len(peers) == 0:
-            return RandomPolicy().select(me, round_, sim, rng, k_max)
+            return self.uniform(me, sim.shape[0], rng, k_max)
         return sorted(rng.choice(peers, size=min(k_max, len(peers)), replace=False).tolist())
 
 
@@ -86,11 +100,12 @@ class TopKPolicy(SelectionPolicy):
         return np.mean(self._history, axis=0) if self._history else sim
 
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
-        s = self._sim(sim)[me].astype(float).copy()
-        s[me] = -np.inf
+        others = self.candidates(me, len(sim))
+        s = np.full(len(sim), -np.inf)
+        s[others] = self._sim(sim)[me, others]
         shuffled = rng.permutation(len(s))  # ties (similarity from a small validation set) broken at random
         order = shuffled[np.argsort(-s[shuffled], kind="stable")]
-        top = order[: min(self.k, len(order) - 1)]
+        top = order[: min(self.k, len(others))]
         return sorted(rng.choice(top, size=min(k_max, len(top)), replace=False).tolist())
 
 
@@ -107,18 +122,22 @@ class GreedyPolicy(TopKPolicy):
         return super().select(me, round_, sim, rng, k_max)
 
 
-class EpsGreedyPolicy(SelectionPolicy):
+class EpsGreedyPolicy(GreedyPolicy):
     """Greedy, but with probability ``eps`` uniform among all others."""
 
     name = "eps_greedy"
 
     def __init__(self, eps: float = 0.5) -> None:
+        super().__init__()
         self.eps = eps
+
+    def start_round(self, round_: int, sim: np.ndarray) -> None:
+        """Nothing to keep: greedy on this round's similarity."""
 
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
         if rng.random() < self.eps:
-            return RandomPolicy().select(me, round_, sim, rng, k_max)
-        return GreedyPolicy().select(me, round_, sim, rng, k_max)
+            return self.uniform(me, sim.shape[0], rng, k_max)
+        return super().select(me, round_, sim, rng, k_max)
 
 
 class SimilaritySamplingPolicy(SelectionPolicy):
@@ -130,7 +149,7 @@ class SimilaritySamplingPolicy(SelectionPolicy):
         self.temperature = temperature
 
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
-        others = _others(me, sim.shape[0])
+        others = self.candidates(me, sim.shape[0])
         logits = sim[me, others] / self.temperature
         p = np.exp(logits - logits.max())
         p /= p.sum()
@@ -210,9 +229,10 @@ class ConsensusClusterPolicy(SelectionPolicy):
         if self.labels is None:
             self.start_round(round_, sim)
         assert self.labels is not None
-        peers = np.array([j for j in np.flatnonzero(self.labels == self.labels[me]) if j != me])
+        others = self.candidates(me, sim.shape[0])
+        peers = others[self.labels[others] == self.labels[me]]
         if len(peers) == 0:
-            return RandomPolicy().select(me, round_, sim, rng, k_max)
+            return self.uniform(me, sim.shape[0], rng, k_max)
         return sorted(rng.choice(peers, size=min(k_max, len(peers)), replace=False).tolist())
 
 

@@ -200,3 +200,91 @@ def test_greedy_breaks_ties_at_random_not_by_number():
     shares = np.bincount(picks, minlength=6) / 3000
     assert shares[[0, 1, 5]].sum() == 0
     assert np.abs(shares[2:5] - 1 / 3).max() < 3 * np.sqrt(1 / 3 * 2 / 3 / 3000)
+
+
+@pytest.mark.parametrize("name", [p for p in POLICIES if not p.startswith("consensus")] + ["oracle"])
+def test_policies_restricted_to_a_ring_choose_only_ring_neighbours(name):
+    """On a ring of 12 users a policy may pick only i - 1 and i + 1, whatever the similarities say
+    (the block similarities make users two or more steps away within the block more attractive)."""
+    from abm.learning.topology import build_topology
+
+    sim, g = _block_sim()
+    policy = build_policy(name, g.tolist())
+    policy.restrict(build_topology("ring", 12))
+    rng = np.random.default_rng(0)
+    policy.start_round(0, sim)
+    for me in range(12):
+        for k in (1, 2, 5):
+            chosen = policy.select(me, 0, sim, rng, k)
+            assert set(chosen) <= {(me - 1) % 12, (me + 1) % 12}, (me, chosen)
+            same = [j for j in ((me - 1) % 12, (me + 1) % 12) if g[j] == g[me]]
+            if name == "oracle" and same:  # only neighbours in me's own block qualify
+                assert set(chosen) <= set(same) and len(chosen) == min(k, len(same))
+            else:
+                assert len(chosen) == min(k, 2)
+
+
+def test_random_on_a_k_regular_topology_is_uniform_over_the_neighbours():
+    """k-regular, degree 4, 10 users: user 0's neighbours are 1, 2, 8, 9, each picked with
+    probability 1/4 (4,000 draws; 4 binomial sds are 0.027)."""
+    from abm.learning.selection import RandomPolicy
+    from abm.learning.topology import build_topology
+
+    policy = RandomPolicy()
+    policy.restrict(build_topology("k_regular", 10, 4))
+    freq = _frequencies(policy, 0, np.eye(10), 4000)
+    p = np.zeros(10)
+    p[[1, 2, 8, 9]] = 0.25
+    _assert_within_4_binomial_sd(freq, p, 4000)
+
+
+def _p2p_scenario(**params):
+    from abm.learning.scenario import load_scenario
+
+    sc = {
+        "name": "p2p_ring",
+        "seed": 0,
+        "data": {"source": "gaussian_mixture", "n_samples": 600, "n_classes": 3, "n_features": 4},
+        "split": {"participants": 6},
+        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
+        "rounds": 3,
+        "protocols": [{"name": "p2p_selection", "label": "p2p", "params": params}],
+    }
+    return load_scenario(sc)[0]
+
+
+def test_p2p_selection_on_a_ring_exchanges_only_with_ring_neighbours():
+    """6 users on a ring: every choice in every round is a ring neighbour, and each user sends its
+    challenge to 2 neighbours instead of 5 others, so challenge bytes are exactly 2/5 of the fully
+    connected run's (same data, same challenge size)."""
+    from abm.learning.runner import run_all
+
+    ring = run_all(_p2p_scenario(policy="greedy", topology="ring"))["protocols"]["p2p"]
+    full = run_all(_p2p_scenario(policy="greedy"))["protocols"]["p2p"]
+    assert ring["summary"]["topology"] == "ring" and ring["summary"]["neighbours"] == 2
+    assert full["summary"]["neighbours"] == 5
+    for m in ring["summary"]["collaboration"]:
+        for i, row in enumerate(m):
+            assert [j for j, v in enumerate(row) if v] in ([(i - 1) % 6], [(i + 1) % 6]), (i, row)
+    assert ring["bytes_by_kind"]["challenge"] * 5 == full["bytes_by_kind"]["challenge"] * 2
+    assert ring["bytes_by_kind"]["predictions"] * 5 == full["bytes_by_kind"]["predictions"] * 2
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (
+            {"policy": "consensus_affinity_propagation", "topology": "ring"},
+            "needs topology fully_connected, not ring",
+        ),
+        ({"topology": "k_regular", "degree": 3}, "degree must be even"),
+        ({"topology": "k_regular", "degree": 6}, "protocols[0].params.degree: 6 is not allowed with 6 participants"),
+        ({"topology": "star"}, "topology"),
+    ],
+)
+def test_p2p_topologies_that_cannot_work_are_refused(params, message):
+    from abm.learning.errors import LearningScenarioError
+
+    with pytest.raises(LearningScenarioError) as e:
+        _p2p_scenario(**params)
+    assert message in str(e.value)

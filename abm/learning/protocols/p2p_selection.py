@@ -1,10 +1,13 @@
 """Peer-to-peer model averaging with collaborator selection (thesis chapter D).
 
-Each round every user trains locally, answers the others' challenges, scores every other user
+Each round every user trains locally, answers its neighbours' challenges, scores every neighbour
 (``sim[i, j]`` = accuracy of j's model on i's private validation set, the paper's simplification:
-i sends its challenge inputs, j returns predictions), picks up to ``collaborators`` peers with the
-selection policy, fetches their models and averages self + chosen with equal weights. The
-collaboration record keeps who chose whom each round.
+i sends its challenge inputs, j returns predictions), picks up to ``collaborators`` neighbours with
+the selection policy, fetches their models and averages self + chosen with equal weights. The
+neighbours are the ``topology``'s: everyone (``fully_connected``, the default), the two ring
+neighbours (``ring``) or ``degree`` ring neighbours (``k_regular``, ``degree`` / 2 either way);
+pairs that are not neighbours exchange nothing. The collaboration record keeps who chose whom
+each round.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from abm.learning.collaboration import CollaborationRecord
 from abm.learning.messages import Message, MessageKind
@@ -20,6 +23,7 @@ from abm.learning.metrics import cluster_recovery
 from abm.learning.models import architecture_key, flat_params, load_flat_params
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 from abm.learning.selection import build_policy
+from abm.learning.topology import build_topology
 from abm.learning.training import predict
 
 
@@ -40,6 +44,19 @@ class P2PSelectionConfig(ProtocolConfig):
     k: int = Field(3, ge=1)  # top_k
     eps: float = Field(0.5, ge=0, le=1)  # eps_greedy
     temperature: float = Field(0.1, gt=0)  # sim_sampling
+    topology: Literal["fully_connected", "ring", "k_regular"] = "fully_connected"
+    degree: int = Field(4, ge=2)  # k_regular: neighbours of each user, even, below the participants
+
+    @model_validator(mode="after")
+    def _topology_fits_policy(self) -> P2PSelectionConfig:
+        if self.degree % 2:
+            raise ValueError(f"degree must be even (degree / 2 ring neighbours either way); got {self.degree}")
+        if self.policy.startswith("consensus") and self.topology != "fully_connected":
+            raise ValueError(
+                f"policy {self.policy} clusters every user's similarity to every other user: it needs "
+                f"topology fully_connected, not {self.topology}"
+            )
+        return self
 
 
 class P2PSelection(Protocol):
@@ -63,15 +80,18 @@ class P2PSelection(Protocol):
         elif cfg.policy.startswith("consensus"):
             params = {"seed": ctx.seed}
         self.policy = build_policy(cfg.policy, ctx.groups, **params)
+        self.neighbours = build_topology(cfg.topology, ctx.n, cfg.degree)
+        self.policy.restrict(self.neighbours)
         self.record = CollaborationRecord(ctx.n)
 
     def similarity(self, ctx: RunContext, t: int) -> np.ndarray:
-        """sim[i, j]: accuracy of j's model on i's validation challenge."""
+        """sim[i, j]: accuracy of j's model on i's validation challenge (NaN where j is not i's
+        neighbour: nothing is exchanged)."""
         n = ctx.n
-        sim = np.eye(n)
+        sim = np.full((n, n), np.nan)
         for i, pi in enumerate(ctx.participants):
             for j, pj in enumerate(ctx.participants):
-                if i == j:
+                if not self.neighbours[i, j]:
                     continue
                 x = pi.data.val.x
                 ctx.network.send(Message(MessageKind.CHALLENGE, i, j, {"x": x}, t))
@@ -97,6 +117,8 @@ class P2PSelection(Protocol):
 
     def summary(self, ctx: RunContext) -> dict:
         out = {
+            "topology": self.config.topology,
+            "neighbours": int(self.neighbours[0].sum()),
             "collaboration": self.record.to_json(),
             "distinct_partners_last10": self.record.distinct_partners(10).tolist(),
             "cliques_last10": self.record.cliques(10).tolist(),
