@@ -16,7 +16,7 @@ import torch
 from abm.learning.data import Dataset, DataSource, gaussian_mixture, sklearn_dataset
 from abm.learning.errors import LearningScenarioError
 from abm.learning.messages import Network
-from abm.learning.metrics import cgs, gains, mcg
+from abm.learning.metrics import cgs, collaborative_fairness, gains, mcg
 from abm.learning.models import build_model
 from abm.learning.participant import Participant
 from abm.learning.partition import (
@@ -389,6 +389,8 @@ def build_report(
             "min_gain": float(g.min()),
             "mcg": mcg(g),
             "cgs": cgs(g),
+            "cgs_sample": cgs(g, ddof=1) if len(g) > 1 else None,
+            "cf": None if np.isnan(cf := collaborative_fairness(base.scores, r.scores)) else cf,
             "bytes_total": r.bytes_total,
             "bytes_by_kind": r.bytes_by_kind,
             "wall_time_s": r.wall_time_s,

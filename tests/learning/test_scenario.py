@@ -113,6 +113,14 @@ def test_run_scenario_writes_report_and_plots(tmp_path):
         for p in r["participants"]:
             assert p["gain"] == pytest.approx(p["collaborative"] - p["standalone"])
         assert {"mcg", "cgs", "bytes_total", "wall_time_s"} <= set(r)
+        b = np.array([p["standalone"] for p in r["participants"]])
+        a = np.array([p["collaborative"] for p in r["participants"]])
+        assert r["cgs_sample"] == pytest.approx(np.std(a - b, ddof=1))
+        if np.ptp(a) == 0 or np.ptp(b) == 0:  # a correlation with a constant is undefined
+            assert r["cf"] is None
+        else:
+            assert r["cf"] == pytest.approx(np.corrcoef(b, a)[0, 1])
+    assert data["protocols"]["local"]["cf"] == pytest.approx(1.0)  # local-only against itself
     assert (out / "scores.png").stat().st_size > 1000 and (out / "gains.png").exists()
     assert report["protocols"]["fedavg"]["bytes_total"] > 0
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temp folder
