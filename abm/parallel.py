@@ -228,20 +228,47 @@ def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleT
     except ImportError as exc:  # pragma: no cover - ray is in the dev extra
         raise error("--backend ray: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
     started = not ray.is_initialized()
-    if started:
-        # Ray's processes start with SIGINT blocked (they inherit the mask): a Ctrl-C at the
-        # terminal, which reaches the whole process group, then leaves them to ray.shutdown()
-        # below instead of killing Ray's main process first and orphaning two of its agents
-        # (they lingered for about 70 s).
-        with _sigint_blocked(), warnings.catch_warnings():
-            # Ray's own tip about a future default (accelerator env vars), printed on every start.
-            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     try:
+        if started:
+            # Ray's processes start with SIGINT blocked (they inherit the mask): a Ctrl-C at the
+            # terminal, which reaches the whole process group, then leaves them to ray.shutdown()
+            # below instead of killing Ray's main process first and orphaning two of its agents
+            # (they lingered for about 70 s). A SIGTERM (`kill`) while Ray starts waits until it has
+            # started, then ends the command as at any other time, Ray shut down below.
+            with _sigint_blocked(), _interrupts_deferred(), _ray_keeps_our_sigterm(ray), warnings.catch_warnings():
+                # Ray's own tip about a future default (accelerator env vars), printed on every start.
+                warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         yield ray
     finally:
         if started:
             ray.shutdown()
+
+
+@contextmanager
+def _ray_keeps_our_sigterm(ray: ModuleType) -> Iterator[None]:
+    """``ray.init`` in the main thread replaces the SIGTERM handler with one that calls
+    ``sys.exit(15)`` (and its local node's, ``sys.exit(1)``): the command's handler (:mod:`abm.entry`:
+    remove the output, say so, exit 143) stays in place instead. Without this a `kill` ended
+    ``--backend ray`` with exit code 15, no message, and two of Ray's agents left running."""
+    private = getattr(ray, "_private", None)
+    utils, constants = getattr(private, "utils", None), getattr(private, "ray_constants", None)
+    original = getattr(utils, "set_sigterm_handler", None)
+    if original is None:  # pragma: no cover - another Ray version
+        yield
+        return
+    # the driver's core worker would also install a C++ crash handler for SIGTERM, which prints a
+    # stack trace and aborts (exit -6) when a SIGTERM lands while Ray connects
+    crash_handler_off = getattr(constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)
+    utils.set_sigterm_handler = lambda handler: None  # type: ignore[union-attr]
+    if crash_handler_off is not None:
+        constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original  # type: ignore[union-attr]
+        if crash_handler_off is not None:
+            constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = crash_handler_off  # type: ignore[union-attr]
 
 
 def ray_finished(

@@ -268,3 +268,52 @@ def test_ctrl_c_ends_the_workers_and_writes_nothing(tmp_path, backend):
             break
         assert time.monotonic() < deadline, "a process of the command's group is still running"
         time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["while_ray_starts", "as_trials_run"])
+def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
+    """`kill` (SIGTERM to the command alone) under --backend ray: exit 143, the command's line,
+    nothing written, and none of Ray's processes left. ray.init replaces the SIGTERM handler with
+    sys.exit(15), and its core worker adds a crash handler that aborts: a kill used to end the
+    command with 15 (or -6 while Ray connected), no message, and two of Ray's agents running.
+    ``while_ray_starts``: the signal is sent from inside ray.init, once Ray has connected."""
+    path = tiny_calibration(tmp_path, trials=40, agents=20_000)
+    out = tmp_path / "out"
+    script = (
+        "import os, signal, sys, ray\n"
+        "real = ray.init\n"
+        "def init(*args, **kwargs):\n"
+        "    result = real(*args, **kwargs)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return result\n"
+        f"ray.init = init if {when == 'while_ray_starts'} else real\n"
+        f"sys.argv = ['abm', 'calibrate', {str(path)!r}, '--workers', '2', '--backend', 'ray', '--out', {str(out)!r}]\n"
+        "from abm.entry import main\n"
+        "main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             text=True, env=env, start_new_session=True)  # fmt: skip
+    try:
+        assert child.stderr is not None
+        if when == "as_trials_run":
+            for line in child.stderr:
+                if line.startswith("trial 1 of 40 done"):
+                    break
+            child.send_signal(signal.SIGTERM)
+        rest = child.stderr.read()
+        assert child.wait(timeout=60) == 143, rest
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}", rest
+    assert "Traceback" not in rest and "SIGTERM received" not in rest and not out.exists()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.killpg(child.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of the command's group is still running"
+        time.sleep(0.1)
