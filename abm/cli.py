@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -30,7 +30,8 @@ err_console = Console(stderr=True, markup=False)
 
 
 def progress_bar(unit: str) -> Progress:
-    """A progress bar on stderr that counts ``unit`` (days, runs) and disappears when done."""
+    """A progress bar on stderr that counts ``unit`` (days, runs) and disappears when done; none
+    where stderr is not a terminal (a log file, a pipe), which it would only fill with a blank line."""
     return Progress(
         TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(),
@@ -39,6 +40,7 @@ def progress_bar(unit: str) -> Progress:
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
+        disable=not err_console.is_terminal,
     )
 
 
@@ -390,6 +392,22 @@ def learn(
             from abm.learning.cli import learn as run_learning
 
         run_learning(file, out, runner)
+
+
+def learning_progress(bar: Progress) -> Callable[[str, int, int, str], None]:
+    """A listener for :mod:`abm.learning.progress`: a bar per label (a protocol's rounds, the
+    institutions' simulations) while it runs, then a line with its note."""
+    tasks: dict[str, TaskID] = {}
+
+    def listen(label: str, done: int, total: int, note: str) -> None:
+        if label not in tasks:
+            tasks[label] = bar.add_task(label, total=total)
+        bar.update(tasks[label], completed=done)
+        if done == total:
+            bar.remove_task(tasks.pop(label))
+            bar.console.print(f"{label}: {note}", highlight=False)
+
+    return listen
 
 
 @app.command()

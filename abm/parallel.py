@@ -235,7 +235,7 @@ def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleT
             # below instead of killing Ray's main process first and orphaning two of its agents
             # (they lingered for about 70 s). A SIGTERM (`kill`) while Ray starts waits until it has
             # started, then ends the command as at any other time, Ray shut down below.
-            with _sigint_blocked(), _interrupts_deferred(), _ray_keeps_our_sigterm(ray), warnings.catch_warnings():
+            with _sigint_blocked(), _interrupts_deferred(), ray_keeps_our_sigterm(ray), warnings.catch_warnings():
                 # Ray's own tip about a future default (accelerator env vars), printed on every start.
                 warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
                 ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
@@ -246,11 +246,12 @@ def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleT
 
 
 @contextmanager
-def _ray_keeps_our_sigterm(ray: ModuleType) -> Iterator[None]:
-    """``ray.init`` in the main thread replaces the SIGTERM handler with one that calls
-    ``sys.exit(15)`` (and its local node's, ``sys.exit(1)``): the command's handler (:mod:`abm.entry`:
-    remove the output, say so, exit 143) stays in place instead. Without this a `kill` ended
-    ``--backend ray`` with exit code 15, no message, and two of Ray's agents left running."""
+def ray_keeps_our_sigterm(ray: ModuleType) -> Iterator[None]:
+    """Around a ``ray.init`` (here, or inside Flower's simulation): ``ray.init`` in the main
+    thread replaces the SIGTERM handler with one that calls ``sys.exit(15)`` (and its local
+    node's, ``sys.exit(1)``): the command's handler (:mod:`abm.entry`: remove the output, say so,
+    exit 143) stays in place instead. Without this a `kill` ended ``--backend ray`` with exit code
+    15, no message, and two of Ray's agents left running."""
     private = getattr(ray, "_private", None)
     utils, constants = getattr(private, "utils", None), getattr(private, "ray_constants", None)
     original = getattr(utils, "set_sigterm_handler", None)

@@ -29,12 +29,15 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
     Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these)."""
     import typer
 
+    from abm.cli import learning_progress, progress_bar
     from abm.interrupts import results_written
+    from abm.learning.progress import listening
     from abm.outputs.run_folder import OutputFolderError, check_target
 
     try:
         check_target(target, kind)
-        report = work()
+        with progress_bar("") as bar, listening(learning_progress(bar)):  # gone before the table prints
+            report = work()
         results_written()
         return report
     except OutputFolderError as e:
@@ -51,6 +54,15 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
         raise typer.Exit(code=130) from None
 
 
+def announce(scenario: Any, protocols: int, members: str, target: Path) -> None:
+    """The line on stderr that says what is about to run and where it goes."""
+    print(
+        f"running {scenario.name}: {members}, {protocols} protocols (local-only included), runner {scenario.runner} "
+        f"-> {target}",
+        file=sys.stderr,
+    )
+
+
 def learn(file: Path, out: Path | None = None, runner: str | None = None) -> None:
     """Run a learning scenario; write report.json and plots to OUT (default runs/<name>).
 
@@ -58,10 +70,12 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     scenario or runner prints one clear message and exits with code 2, writing nothing.
     """
     from abm.learning.report import run_scenario
+    from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
 
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
+    announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
     report = run_or_exit(lambda: run_scenario(file, target, runner), target, file)
     print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from abm.learning import progress
 from abm.learning.data import Dataset, DataSource, gaussian_mixture, sklearn_dataset
 from abm.learning.errors import LearningScenarioError
 from abm.learning.messages import Network
@@ -295,6 +296,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         protocol.run_round(ctx, t)
         scores = scores_now()
         history.append(float(np.mean(scores)))
+        progress.step(spec.key, t + 1, ctx.rounds, f"{t + 1} rounds, mean score {history[-1]:.3f}")
     wall = time.perf_counter() - start
     net = ctx.network
     delta = spec.privacy.dp.delta if spec.privacy and spec.privacy.dp else None

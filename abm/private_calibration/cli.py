@@ -13,12 +13,14 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.cli import load_or_exit, run_or_exit
+    from abm.learning.cli import announce, load_or_exit, run_or_exit
+    from abm.private_calibration.federation import calibration_specs
     from abm.private_calibration.report import run_private_calibration
     from abm.private_calibration.scenario import load_scenario
 
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
+    announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
     report = run_or_exit(lambda: run_private_calibration(file, target, runner), target, file, "private_calibration")
     names = [i["name"] for i in report["institutions"]]
     print(

@@ -15,6 +15,7 @@ import torch
 
 from abm.calibration.config import CalibrationConfig
 from abm.calibration.observed import CalibrationError, load_observed
+from abm.learning import progress
 from abm.learning.data import Dataset
 from abm.learning.partition import ParticipantData
 from abm.populations import Population, Region, build_population, load_region
@@ -169,7 +170,11 @@ def build_institutions(scenario: PrivateCalibrationScenario, base: Path) -> tupl
     """
     model = model_scenario(scenario, base)
     county = load_region(model.population.region)
-    return [build_institution(scenario, model, county, k) for k in range(len(scenario.institutions))], model
+    institutions, n = [], len(scenario.institutions)
+    for k in range(n):
+        institutions.append(build_institution(scenario, model, county, k))
+        progress.step("institutions' simulations", k + 1, n, f"{n} populations, their simulations and held-out sets")
+    return institutions, model
 
 
 def build_institution(scenario: PrivateCalibrationScenario, model: Scenario, county: Region, k: int) -> Institution:

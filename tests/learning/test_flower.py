@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -162,11 +163,12 @@ def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path
         text=True,
     )
     assert proc.stderr is not None
-    seen = ""
-    while "start_server" not in seen:  # Flower's deprecation warning: its server is starting
-        line = proc.stderr.readline()
-        assert line, f"ended before Flower's server started: {seen}"
-        seen += line
+    seen = proc.stderr.readline()  # "running ...": the command has started
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 120
+    while len(children.read_text().split()) < 3:  # the clients start just before Flower's server
+        assert proc.poll() is None and time.monotonic() < deadline, f"no Flower clients: {seen}"
+        time.sleep(0.05)
     time.sleep(1)  # the server waits for the client processes, which take seconds to start
     proc.send_signal(signal.SIGINT)
     rest = proc.communicate(timeout=60)[1]

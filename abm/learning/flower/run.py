@@ -29,6 +29,7 @@ from abm.learning.runner import (
     protocol_specs,
 )
 from abm.learning.scenario import LearningScenario
+from abm.parallel import ray_keeps_our_sigterm
 from abm.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -142,22 +143,46 @@ def run_simulation(
         n = scenario.split.participants
     cpus = max(1, min(n, os.cpu_count() or 1))
     try:
-        start_simulation(
-            client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
-            num_clients=n,
-            server=server,
-            config=ServerConfig(num_rounds=1),
-            client_resources={"num_cpus": 1, "num_gpus": 0.0},
-            ray_init_args={
-                "num_cpus": cpus,
-                "include_dashboard": False,
-                "ignore_reinit_error": True,
-                "log_to_driver": False,
-                "configure_logging": False,
-            },
-        )
+        # a kill ends the command as Ctrl-C does (abm.parallel)
+        with ray_keeps_our_sigterm(ray), flower_notices_quiet():
+            start_simulation(
+                client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
+                num_clients=n,
+                server=server,
+                config=ServerConfig(num_rounds=1),
+                client_resources={"num_cpus": 1, "num_gpus": 0.0},
+                ray_init_args={
+                    "num_cpus": cpus,
+                    "include_dashboard": False,
+                    "ignore_reinit_error": True,
+                    "log_to_driver": False,
+                    "configure_logging": False,
+                },
+            )
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def flower_notices_quiet() -> Iterator[None]:
+    """Leave out the notices a user of ``abm learn`` can do nothing about: Flower's
+    "DEPRECATED FEATURE" (``start_simulation`` and ``start_server``, which abm calls) and Ray's
+    "Tip" about a future default for accelerator variables. Flower's other messages pass."""
+    import warnings
+
+    class NoDeprecationNotice(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return not str(record.msg).lstrip().startswith("DEPRECATED FEATURE")
+
+    flower = logging.getLogger("flwr")
+    notice = NoDeprecationNotice()
+    flower.addFilter(notice)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
+            yield
+    finally:
+        flower.removeFilter(notice)
 
 
 @contextlib.contextmanager
@@ -229,7 +254,7 @@ def run_processes(
             for k in range(n)
         ]
         try:
-            with abm_signal_handlers():
+            with abm_signal_handlers(), flower_notices_quiet():
                 start_server(server_address=address, server=server, config=ServerConfig(num_rounds=1))
             deadline = time.monotonic() + 30
             for p in procs:
