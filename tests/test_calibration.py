@@ -472,6 +472,27 @@ def test_keys_that_are_no_model_parameter_are_not_fitted(key, why):
     checked_inputs(KC_CALIBRATION)  # fits calibration.observation.death_delay_days and death_multiplier
 
 
+def test_the_calibration_seed_fixes_the_trials():
+    """calibration.seed seeds the sampler: the same seed asks for the same values trial by trial,
+    another seed for other values (the trials here score one fixed series, no simulation)."""
+    from abm.calibration import optimize
+    from abm.calibration.observation import RAW
+
+    _, sc, observed = optimize.checked_inputs(KC_CALIBRATION)
+    days = pd.date_range(sc.calibration.start_date, periods=sc.simulation.days, freq="D")
+    raw = pd.DataFrame({c: np.linspace(1.0, 50.0, len(days)) for c in RAW}, index=days)
+
+    def drawn(seed: int) -> list[dict[str, float]]:
+        cfg = sc.calibration.model_copy(update={"seed": seed})
+        study, _ = optimize._run_study(cfg, observed, 4, lambda values: [raw] * len(values), None)
+        return [t.params for t in study.trials]
+
+    first = drawn(7)
+    assert len(first) == 4 and len({tuple(p.values()) for p in first}) == 4
+    assert drawn(7) == first
+    assert drawn(8) != first
+
+
 def test_parameters_fitted_at_a_bound_are_listed():
     from abm.calibration.config import CalibrationConfig
     from abm.calibration.optimize import at_bounds
