@@ -134,3 +134,25 @@ def test_early_stopping_waits_for_every_peer_to_reach_the_target(monkeypatch):
     frozen = [flat_params(p.model).clone() for p in ctx.participants]
     protocol.run_round(ctx, 3)
     assert all(torch.equal(flat_params(p.model), f) for p, f in zip(ctx.participants, frozen, strict=True))
+
+
+def test_a_fixed_stop_round_runs_that_many_rounds():
+    """stop_round 2: rounds 0 and 1 train, then the models are frozen (stopped_at 2)."""
+    from abm.learning.models import flat_params
+    from abm.learning.protocols.ipa import IPA, IPAConfig
+
+    ctx = _linear_ring([6, 6, 6])
+    protocol = IPA(IPAConfig(stop_round=2))
+    protocol.setup(ctx)
+    before = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 0)
+    assert protocol.stopped_at is None
+    after_0 = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 1)
+    assert protocol.stopped_at == 2
+    after_1 = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 2)
+    for b, a0, a1, p in zip(before, after_0, after_1, ctx.participants, strict=True):
+        assert not torch.equal(b, a0) and not torch.equal(a0, a1)  # both rounds trained
+        assert torch.equal(flat_params(p.model), a1)  # the third did not
+    assert len(protocol.distances_l1) == 2
