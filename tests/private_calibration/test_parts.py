@@ -69,6 +69,11 @@ def test_bins_classes_and_marginals_exact():
     assert est["seeding"] == pytest.approx(16.0)
     acc = grid.marginal_accuracy(logits.repeat(2, 1), torch.tensor([1 * 2 + 1, 0]))
     assert acc["seeding"] == pytest.approx(0.5)  # arg-max bin 1: right for the first, wrong for the second
+    assert acc["transmission"] == pytest.approx(0.5)  # arg-max bin 1 (the first of the tie): the same
+    # each parameter is scored against its own true bin: truths (1, 1) and (0, 1) are right for
+    # seeding twice, for transmission once
+    acc = grid.marginal_accuracy(logits.repeat(2, 1), torch.tensor([1 * 2 + 1, 0 * 2 + 1]))
+    assert acc == {"transmission": 0.5, "seeding": 1.0}
 
 
 def test_reported_cases_and_weekly_rates_exact():
