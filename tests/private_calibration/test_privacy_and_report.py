@@ -162,6 +162,29 @@ def test_protocols_with_equal_estimates_get_equal_nd():
         assert fit(a, "x", i) != fit(a, "y", i)
 
 
+def test_the_fit_at_an_estimate_simulates_all_its_parameters(setup):
+    """End to end, an estimate is simulated with its own transmission, seeding and ascertainment:
+    two estimates that differ only in ascertainment (0.1 and 0.3) give the same admissions and
+    expected cases in the ratio 1 : 3 (the same seed, so the same onsets), and each fit is the
+    losses of its curve against the institution's observed series."""
+    from abm.calibration.observed import losses
+    from abm.private_calibration.evaluation import end_to_end
+    from abm.private_calibration.institutions import model_scenario
+
+    scenario, institutions = setup
+    model = model_scenario(scenario, TINY.parent)
+    low = {"transmission": 1.1, "seeding": 12.0, "ascertainment": 0.1}
+    rows = {"low": [{"estimate": low}], "high": [{"estimate": {**low, "ascertainment": 0.3}}]}
+    out = end_to_end(scenario, model, institutions[:1], rows)
+    a, b = out["low"][0]["curve"], out["high"][0]["curve"]
+    assert a["cases"].sum() > 0
+    np.testing.assert_allclose(b["cases"], 3 * a["cases"], rtol=1e-12)
+    np.testing.assert_array_equal(a["hospital_admissions"], b["hospital_admissions"])
+    for key in ("low", "high"):
+        row = out[key][0]
+        assert row["fit"] == losses(row["curve"], institutions[0].observed_daily, scenario.model.window)
+
+
 def test_protocol_table_by_hand():
     """The report's per-protocol block on hand-made runs: gains against local-only on the full
     range and on the own prior (each against its own standalone score), MCG and CGS (population
