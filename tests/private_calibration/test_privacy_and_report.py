@@ -185,6 +185,28 @@ def test_the_fit_at_an_estimate_simulates_all_its_parameters(setup):
         assert row["fit"] == losses(row["curve"], institutions[0].observed_daily, scenario.model.window)
 
 
+def test_the_fit_at_an_estimate_runs_its_transmission_and_seeding(setup, monkeypatch):
+    """Each of the estimate_replicates replicates runs the estimate's transmission multiplier and
+    its seeding rounded to whole agents."""
+    import abm.private_calibration.evaluation as evaluation
+    from abm.private_calibration.institutions import model_scenario
+
+    scenario, institutions = setup
+    model = model_scenario(scenario, TINY.parent)
+    calls = []
+    real = evaluation.simulate
+
+    def recorded(population, model, section, multipliers, seeds, seed):
+        calls.append((multipliers.tolist(), seeds.tolist()))
+        return real(population, model, section, multipliers, seeds, seed)
+
+    monkeypatch.setattr(evaluation, "simulate", recorded)
+    estimate = {"transmission": 1.3, "seeding": 11.6, "ascertainment": 0.2}
+    evaluation.end_to_end(scenario, model, institutions[:1], {"p": [{"estimate": estimate}]})
+    reps = scenario.evaluation.estimate_replicates
+    assert calls == [([1.3] * reps, [12] * reps)]
+
+
 def test_protocol_table_by_hand():
     """The report's per-protocol block on hand-made runs: gains against local-only on the full
     range and on the own prior (each against its own standalone score), MCG and CGS (population
