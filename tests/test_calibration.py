@@ -251,6 +251,26 @@ def test_losses_are_weekly_rmse_of_log1p_and_normalized_deviation():
     assert out["cases"]["rmse_log1p_weekly"] == pytest.approx(np.log(13 / 8) / np.sqrt(2), rel=1e-12)
 
 
+def test_a_window_of_whole_weeks_scores_its_last_week():
+    """A window of exactly two weeks (2020-03-01 to 03-14) is two blocks, the last one kept:
+    observed 1 then 3 a day (weeks 7, 21), simulated 1 then 5 a day (weeks 7, 35). ND = 14 / 28;
+    RMSE = sqrt((0 + (log 36 - log 22)^2) / 2). The blocks start on the window's first day
+    whatever the series' day 0 (here three days earlier)."""
+    import datetime as dt
+
+    from abm.calibration.observation import weekly_sums
+
+    days = pd.date_range("2020-03-01", "2020-03-14")
+    obs = pd.DataFrame({"cases": [1.0] * 7 + [3.0] * 7}, index=days)
+    sim = pd.DataFrame({"cases": [1.0] * 7 + [5.0] * 7}, index=days)
+    out = losses(sim, obs, (days[0].date(), days[-1].date()))
+    assert out["cases"]["nd_weekly"] == pytest.approx(14 / 28, rel=1e-12)
+    assert out["cases"]["rmse_log1p_weekly"] == pytest.approx(np.log(36 / 22) / np.sqrt(2), rel=1e-12)
+    daily = np.arange(20.0)  # day 0 is 2020-02-27; the window's days are 3 to 16
+    window = (dt.date(2020, 3, 1), dt.date(2020, 3, 14))
+    assert weekly_sums(daily, dt.date(2020, 2, 27), window).tolist() == [sum(range(3, 10)), sum(range(10, 17))]
+
+
 def calibration_cli(tmp_path, change: dict) -> tuple[int, str, object]:
     """`abm validate` and `abm calibrate` on the King County calibration scenario with one
     change to its calibration section: (calibrate's exit code, its message, the output path)."""
@@ -450,6 +470,27 @@ def test_keys_that_are_no_model_parameter_are_not_fitted(key, why):
     with pytest.raises(CalibrationError, match=rf"calibration.parameters.{key}: not allowed; .*{why}"):
         checked_inputs(KC_CALIBRATION, [bound])
     checked_inputs(KC_CALIBRATION)  # fits calibration.observation.death_delay_days and death_multiplier
+
+
+def test_the_calibration_seed_fixes_the_trials():
+    """calibration.seed seeds the sampler: the same seed asks for the same values trial by trial,
+    another seed for other values (the trials here score one fixed series, no simulation)."""
+    from abm.calibration import optimize
+    from abm.calibration.observation import RAW
+
+    _, sc, observed = optimize.checked_inputs(KC_CALIBRATION)
+    days = pd.date_range(sc.calibration.start_date, periods=sc.simulation.days, freq="D")
+    raw = pd.DataFrame({c: np.linspace(1.0, 50.0, len(days)) for c in RAW}, index=days)
+
+    def drawn(seed: int) -> list[dict[str, float]]:
+        cfg = sc.calibration.model_copy(update={"seed": seed})
+        study, _ = optimize._run_study(cfg, observed, 4, lambda values: [raw] * len(values), None)
+        return [t.params for t in study.trials]
+
+    first = drawn(7)
+    assert len(first) == 4 and len({tuple(p.values()) for p in first}) == 4
+    assert drawn(7) == first
+    assert drawn(8) != first
 
 
 def test_parameters_fitted_at_a_bound_are_listed():

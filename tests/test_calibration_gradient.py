@@ -317,3 +317,71 @@ def test_calibrated_scenario_turns_on_the_multipliers_of_a_disabled_block():
     assert m(0) == m(6) == dict.fromkeys(("household", "occupation", "community"), 0.8)
     assert m(7) == m(100) == dict.fromkeys(("household", "occupation", "community"), 1.25)
     assert values["weekly_transmission_multipliers"] == [0.8, 1.25]
+
+
+def test_the_daily_rate_is_beta_times_weekly_multipliers_of_geometric_mean_one():
+    """rate(d) = beta * m[week(d)] with m_k = exp(theta_k - mean(theta)): beta is the multipliers'
+    geometric-mean level (the calibrated scenario writes beta and these m_k, so `abm run` uses
+    the fitted rates), the last multiplier is held after its week, and there is one multiplier a
+    week from day 0 through the fit window's last day (2020-02-01 is day 0: a window ending on
+    day 13 needs 2, on day 14 a third)."""
+    import math
+
+    from abm.calibration.config import CalibrationConfig
+    from abm.calibration.gradient import daily_rate, multipliers, weeks_to_fit
+
+    theta = torch.tensor([0.3, -0.1, 0.4], dtype=torch.float64)
+    m = np.exp(np.array([0.3, -0.1, 0.4]) - 0.2)
+    rate = daily_rate(torch.tensor(math.log(2.0), dtype=torch.float64), theta, 25)
+    np.testing.assert_allclose(rate.numpy(), 2.0 * np.repeat(m, [7, 7, 11]), rtol=1e-12)
+    assert multipliers(theta) == pytest.approx(m.tolist(), rel=1e-12)
+    assert np.prod(multipliers(theta)) == pytest.approx(1.0, rel=1e-12)
+
+    def weeks(last: str) -> int:
+        cfg = CalibrationConfig.model_validate(
+            {"fit_window": ["2020-02-01", last], "holdout_window": None, "parameters": {"a": {"low": 0, "high": 1}}}
+        )
+        return weeks_to_fit(cfg)
+
+    assert (weeks("2020-02-07"), weeks("2020-02-14"), weeks("2020-02-15")) == (1, 2, 3)
+
+
+def test_log_beta_is_bounded_by_the_logs_of_the_rates_bounds():
+    """The gradient method projects log beta onto [log low, log high] of calibration.parameters'
+    bounds on the transmission rate (a low bound of 0 leaves it unbounded below), and onto
+    nothing when the rate is not listed."""
+    import math
+
+    from abm.calibration.config import CalibrationConfig
+    from abm.calibration.gradient import log_bounds
+
+    def bounds(parameters: dict) -> tuple[float, float]:
+        return log_bounds(CalibrationConfig.model_validate({"parameters": parameters}))
+
+    assert bounds({"disease.transmission_rate": {"low": 0.5, "high": 8.0}}) == (math.log(0.5), math.log(8.0))
+    assert bounds({"disease.transmission_rate": {"low": 0.0, "high": 8.0}}) == (-math.inf, math.log(8.0))
+    assert bounds({"seeding.day": {"low": 0, "high": 5, "integer": True}}) == (-math.inf, math.inf)
+
+
+@pytest.mark.parametrize("estimator", ["score", "straight_through"])
+def test_each_step_runs_the_scenarios_gradient_estimator(tmp_path, monkeypatch, estimator):
+    """calibration.gradient.estimator reaches the differentiable engine of every Adam step."""
+    import abm.calibration.gradient as gradient
+    from abm.calibration.observed import load_observed
+    from abm.scenario import load_scenario
+
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["gradient"]["estimator"] = estimator
+    path.write_text(yaml.safe_dump(data))
+    sc = load_scenario(path)
+    seen = []
+
+    def first_simulation(*args, **kwargs):
+        seen.append(kwargs)
+        raise KeyboardInterrupt  # one look is enough
+
+    monkeypatch.setattr(gradient, "simulation_of", first_simulation)
+    with pytest.raises(KeyboardInterrupt):
+        gradient.optimize(sc, load_observed(sc.calibration), None, 1)
+    assert seen[0]["differentiable"] is True and seen[0]["gradient_estimator"] == estimator

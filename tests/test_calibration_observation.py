@@ -386,6 +386,26 @@ def test_reported_cases_can_be_the_positive_tests():
     assert not np.allclose(simulated(run, onsets)["cases"].to_numpy(), simulated(run, cfg)["cases"].to_numpy())
 
 
+def test_every_simulated_series_is_scaled_to_the_region():
+    """The observed counts are the county's, so every simulated daily series the observation
+    model reads (admissions, deaths, onsets, positive tests) is the mean over replicates of the
+    run's own daily counts (timeseries.csv) times region population / agents (about 1,100 here)."""
+    sc = positives_scenario()
+    sc["population"]["agents"] = 2000
+    sc["simulation"]["days"] = 60
+    sc["disease"]["transmission_rate"] = 3.0
+    run = abm.run(sc)
+    scale = run.summary["region_population"] / run.result.agents
+    assert scale > 1000
+    daily = run.timeseries.groupby("day")[["new_hospitalizations", "new_deaths", "positive_results"]].mean()
+    assert (daily.sum() > 0).all()  # each series has counts, so a missing scale would show
+    raw = raw_series(run, validate(sc, "x").calibration)
+    np.testing.assert_allclose(raw["hospital_admissions"], daily["new_hospitalizations"] * scale, rtol=1e-12)
+    np.testing.assert_allclose(raw["deaths"], daily["new_deaths"] * scale, rtol=1e-12)
+    np.testing.assert_allclose(raw["positive_tests"], daily["positive_results"] * scale, rtol=1e-12)
+    np.testing.assert_allclose(raw["symptomatic_onsets"], run.result.symptomatic_onsets.mean(axis=1) * scale)
+
+
 def test_positive_tests_need_testing_and_the_optuna_method(tmp_path):
     no_testing = positives_scenario()
     del no_testing["interventions"]

@@ -411,3 +411,65 @@ def test_report_carries_the_soft_label_quality(tmp_path):
         assert ("teacher_columns_null" in quality) == (not seen)
     assert "sum of the teachers' logits" in report["secure"]["summary"]["soft_labels"]["teacher_columns_null"]
     assert "dreamer" in report["alone"]["summary"]["soft_labels"]["teacher_columns_null"]
+
+
+def test_dream_gradients_and_soft_labels_are_weighted_by_data_size():
+    """weighting: size (the default). Three clients with 4, 10 and 6 training rows send their
+    input gradients times |D_k| / 20 (the server sums them), and the soft labels are
+    sum_k |D_k| / 20 z_k of their logits z_k, whether the server sees each client's logits (plain
+    sum) or only their sum (any other aggregator, e.g. secure aggregation)."""
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.messages import MessageKind
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.privacy.aggregation import PlainSum, SumAggregator
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.codream import CoDream
+    from abm.learning.training import TrainConfig
+
+    def record(calls: list, kind: MessageKind, contributions: dict[int, torch.Tensor]) -> None:
+        calls.append((kind, {k: v.clone() for k, v in contributions.items()}))
+
+    class RecordingPlain(PlainSum):  # a plain sum: the server reads each client's logits
+        def __init__(self) -> None:
+            self.calls: list = []
+
+        def aggregate(self, contributions, round_, network, kind=MessageKind.MODEL_UPDATE, dropped=frozenset()):
+            record(self.calls, kind, contributions)
+            return super().aggregate(contributions, round_, network, kind, dropped)
+
+    class RecordingSum(SumAggregator):  # any other aggregator: the server gets the logits' sum only
+        def __init__(self) -> None:
+            self.calls: list = []
+
+        def aggregate(self, contributions, round_, network, kind=MessageKind.MODEL_UPDATE, dropped=frozenset()):
+            record(self.calls, kind, contributions)
+            return PlainSum().aggregate(contributions, round_, network, kind, dropped)
+
+    share = torch.tensor([4 / 20, 10 / 20, 6 / 20])
+    for aggregator in (RecordingPlain(), RecordingSum()):
+        participants = []
+        for k, n in enumerate((4, 10, 6)):
+            torch.manual_seed(k)
+            data = ParticipantData(*(Dataset(torch.randn(n, 3), torch.arange(n) % 2) for _ in range(3)))
+            participants.append(Participant(k, data, nn.Linear(3, 2), TrainConfig(), seed=k))
+        ctx = RunContext(participants=participants, n_classes=2, input_shape=(3,), rounds=1, local_epochs=1, seed=0)
+        ctx.aggregator = aggregator
+        cfg = CoDreamConfig(n_dreams=5, dream_steps=1, w_adv=0.0, w_feature=0.0)
+        protocol = CoDream(cfg)
+        protocol.setup(ctx)
+        # the first dreams, from CoDream.setup's generator (seed 0 + 104729)
+        x0 = torch.randn(5, 3, generator=torch.Generator().manual_seed(104729))
+        x = protocol._dream(ctx, 0, None)
+        kind, grads = aggregator.calls[0]
+        assert kind == MessageKind.INPUT_GRADIENTS
+        for k, p in enumerate(participants):
+            expected = share[k] * input_gradient(p.model, x0, cfg, None).reshape(-1)
+            assert torch.allclose(grads[k], expected, rtol=1e-6, atol=1e-9)
+        labels = protocol._soft_labels(ctx, x, 0)
+        with torch.no_grad():
+            expected = sum(share[k] * p.model(x) for k, p in enumerate(participants))
+        assert torch.allclose(labels, expected, rtol=1e-6, atol=1e-7)
+        assert len(aggregator.calls) == (1 if isinstance(aggregator, PlainSum) else 2)

@@ -159,7 +159,9 @@ def test_reputations_without_a_value_are_null_not_full_trust():
 def test_reputation_is_the_ema_of_the_clipped_gradient_misalignment():
     """Three participants with linear models: on each recalibration r~_(n,k) = h((1 - cos(grad CE_n,
     grad KL(p_n || p_k)))/2) over n's parameters (T = 5, teacher = k's start-of-round model), first
-    r = r~, then r = alpha r + (1 - alpha) r~ (alpha = 0.5), each computed here by hand."""
+    r = r~, then r = alpha r + (1 - alpha) r~ (cycle.md's momentum; alpha = 0.25 here, not the
+    default 0.5, so that weighting the old and the new value the other way round would show),
+    each computed here by hand."""
     import torch.nn.functional as F
     from torch import nn
 
@@ -200,12 +202,12 @@ def test_reputation_is_the_ema_of_the_clipped_gradient_misalignment():
         return raw
 
     ctx = RunContext(participants=ps, n_classes=3, input_shape=(3,), rounds=2, local_epochs=1, seed=0)
-    protocol = CYCle(CYCleConfig(warmup_rounds=0, period=1))
+    protocol = CYCle(CYCleConfig(warmup_rounds=0, period=1, alpha=0.25))
     protocol.setup(ctx)
     r0 = by_hand()
     protocol.run_round(ctx, 0)
     np.testing.assert_allclose(protocol.reputation, r0, atol=1e-5)
     r1 = by_hand()
     protocol.run_round(ctx, 1)
-    np.testing.assert_allclose(protocol.reputation, 0.5 * r0 + 0.5 * r1, atol=1e-5)
+    np.testing.assert_allclose(protocol.reputation, 0.25 * r0 + 0.75 * r1, atol=1e-5)
     assert not np.allclose(r0[~np.eye(3, dtype=bool)], r1[~np.eye(3, dtype=bool)], atol=1e-3)  # the EMA is seen

@@ -103,6 +103,16 @@ def test_dp_sum_is_noisy_with_the_right_scale_and_reports_epsilon():
     assert acc.epsilon(1e-5) == pytest.approx(gdp_epsilon(2.0, 1, 1e-5))
 
 
+def test_the_dp_sum_clips_each_contribution_before_adding():
+    """Each participant's vector is clipped to L2 norm ``clip`` before the sum (the sensitivity
+    the noise is calibrated to): with clip 1, a vector of norm 10 counts one tenth, one of norm
+    0.5 counts whole. The noise (sigma 1e-9) is far below the 1e-6 tolerance."""
+    big, small = torch.tensor([6.0, 8.0, 0.0]), torch.tensor([0.0, 0.3, 0.4])
+    dp = DifferentiallyPrivateSum(PlainSum(), clip=1.0, noise_multiplier=1e-9, seed=0)
+    total = dp.aggregate({0: big, 1: small}, 0, Network())
+    assert torch.allclose(total, big / 10 + small, atol=1e-6)
+
+
 def test_accountant_zero_steps_is_zero():
     assert DPAccountant(1.0).epsilon(1e-5) == 0.0
     assert gdp_epsilon(1.0, 0, 1e-5) == 0.0

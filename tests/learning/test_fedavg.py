@@ -202,3 +202,35 @@ def test_one_fedprox_round_matches_the_update_computed_by_hand():
         for p in ps:
             for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
                 assert torch.allclose(q.detach(), b + e, atol=1e-6)
+
+
+def test_a_dropped_participants_weight_leaves_the_average():
+    """Three participants (4, 10 and 6 samples), participant 1 drops out of round 0: the new global
+    model is w_g + server_lr * sum over the survivors of |D_k| / (4 + 6) (w_k - w_g), the
+    survivors' size-weighted mean (normalised by the survivors' weight, not by everyone's) scaled
+    by the server's step (0.5 here), each w_k computed by hand (two full-batch SGD epochs from
+    w_g, lr 0.1)."""
+    import torch.nn.functional as F
+
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
+
+    ps = _linear_participants([4, 10, 6])
+    w_g = [q.detach().clone() for q in ps[0].model.parameters()]
+    expected = [torch.zeros_like(q) for q in w_g]
+    for p in (ps[0], ps[2]):
+        w = [q.clone().requires_grad_(True) for q in w_g]
+        for _ in range(2):
+            grads = torch.autograd.grad(F.cross_entropy(p.data.train.x @ w[0].T + w[1], p.data.train.y), w)
+            w = [(a - 0.1 * g).detach().requires_grad_(True) for a, g in zip(w, grads, strict=True)]
+        for e, a, b in zip(expected, w, w_g, strict=True):
+            e += p.n_train / 10 * (a.detach() - b)
+    ctx = RunContext(
+        participants=ps, n_classes=2, input_shape=(3,), rounds=1, local_epochs=2, seed=0, dropouts={0: frozenset({1})}
+    )
+    protocol = FedAvg(FedAvgConfig(server_lr=0.5))
+    protocol.setup(ctx)
+    protocol.run_round(ctx, 0)
+    for p in ps:
+        for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
+            assert torch.allclose(q.detach(), b + 0.5 * e, atol=1e-6)

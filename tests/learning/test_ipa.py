@@ -68,3 +68,91 @@ def test_ipa_peers_with_disjoint_classes_approach_centralized():
     assert r["local"]["mean_score"] < 0.55
     central = r["centralized"]["mean_score"]
     assert all(p["collaborative"] > central - 0.05 for p in r["ipa"]["participants"])
+
+
+def _linear_ring(sizes: list[int]):
+    """A RunContext of participants with a linear model on ``sizes`` training rows each."""
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.training import TrainConfig
+
+    def data(n: int, seed: int) -> Dataset:
+        g = torch.Generator().manual_seed(seed)
+        return Dataset(torch.randn(n, 3, generator=g), torch.randint(0, 2, (n,), generator=g))
+
+    ps = []
+    for k, n in enumerate(sizes):
+        torch.manual_seed(100 + k)
+        part = ParticipantData(data(n, k), data(4, 10 + k), data(4, 20 + k))
+        ps.append(Participant(k, part, nn.Linear(3, 2), TrainConfig("sgd", 0.1, 0.0, 0.0, 64), seed=k))
+    return RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=4, local_epochs=1, seed=0)
+
+
+def test_size_pair_weights_are_n_times_the_data_share():
+    """ipa.md's weighted coupling: a_ij = N |D_j| / |D| (mean 1 over j, so lam keeps its scale);
+    uniform: a_ij = 1."""
+    import numpy as np
+
+    from abm.learning.protocols.ipa import IPA, IPAConfig
+
+    ctx = _linear_ring([4, 10, 6])
+    sized = IPA(IPAConfig(pair_weights="size"))
+    sized.setup(ctx)
+    np.testing.assert_allclose(sized.a, np.tile([3 * 4 / 20, 3 * 10 / 20, 3 * 6 / 20], (3, 1)), rtol=1e-12)
+    uniform = IPA(IPAConfig())
+    uniform.setup(ctx)
+    np.testing.assert_array_equal(uniform.a, np.ones((3, 3)))
+
+
+def test_early_stopping_waits_for_every_peer_to_reach_the_target(monkeypatch):
+    """target_accuracy stops the ring at the first round at which every peer's validation
+    accuracy reaches it (one peer short keeps it going); after the stop the models are frozen."""
+    import abm.learning.protocols.ipa as ipa
+    from abm.learning.models import flat_params
+
+    ctx = _linear_ring([6, 6, 6])
+    accuracies = iter([[0.9, 0.5, 0.95], [0.9, 0.79, 0.95], [0.8, 0.85, 0.95]])
+    round_accuracies: list[float] = []
+
+    def accuracy(model, data):
+        if not round_accuracies:
+            round_accuracies.extend(next(accuracies))
+        return round_accuracies.pop(0)
+
+    monkeypatch.setattr(ipa, "accuracy", accuracy)
+    protocol = ipa.IPA(ipa.IPAConfig(target_accuracy=0.8))
+    protocol.setup(ctx)
+    for t in range(2):
+        protocol.run_round(ctx, t)
+        assert protocol.stopped_at is None, t
+    protocol.run_round(ctx, 2)
+    assert protocol.stopped_at == 3
+    frozen = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 3)
+    assert all(torch.equal(flat_params(p.model), f) for p, f in zip(ctx.participants, frozen, strict=True))
+
+
+def test_a_fixed_stop_round_runs_that_many_rounds():
+    """stop_round 2: rounds 0 and 1 train, then the models are frozen (stopped_at 2)."""
+    from abm.learning.models import flat_params
+    from abm.learning.protocols.ipa import IPA, IPAConfig
+
+    ctx = _linear_ring([6, 6, 6])
+    protocol = IPA(IPAConfig(stop_round=2))
+    protocol.setup(ctx)
+    before = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 0)
+    assert protocol.stopped_at is None
+    after_0 = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 1)
+    assert protocol.stopped_at == 2
+    after_1 = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 2)
+    for b, a0, a1, p in zip(before, after_0, after_1, ctx.participants, strict=True):
+        assert not torch.equal(b, a0) and not torch.equal(a0, a1)  # both rounds trained
+        assert torch.equal(flat_params(p.model), a1)  # the third did not
+    assert len(protocol.distances_l1) == 2

@@ -51,6 +51,17 @@ def test_graph_learning_concentrates_on_own_cluster():
     assert ((w > 0) & ~np.eye(m, dtype=bool)).sum(1).max() <= 4
 
 
+def test_one_graph_step_by_hand():
+    """mapl.md 2.7, one code-faithful step for row 0 of 4 (defaults mu1 0.5, mu2 0.1, beta 0.5,
+    lr 0.1), from w = 1/4 each with gamma = 1/4 each. The peers' similarities 0.1, 0.05, 0.01 are
+    max-normalised to 1, 0.5, 0.1 (s_00 = 1), so grad_j = -0.5 * 0.25 * s_j + 0.1 * 0.5 * w_j / ||w||
+    = -0.125 s_j + 0.025: negative for s = 1, 1, 0.5, positive for 0.1. The sign step gives
+    0.35, 0.35, 0.35, 0.15, and the projection onto the simplex takes 0.05 off each:
+    0.3, 0.3, 0.3, 0.1. (Without the max-normalisation the peers' terms would all be positive.)"""
+    w = graph_step(np.full(4, 0.25), np.array([1.0, 0.1, 0.05, 0.01]), np.full(4, 0.25), 0, MAPLConfig())
+    np.testing.assert_allclose(w, [0.3, 0.3, 0.3, 0.1], rtol=1e-12)
+
+
 def test_mapl_learned_graph_puts_weight_on_same_cluster_peers():
     sc = {
         "name": "mapl",

@@ -67,8 +67,18 @@ def test_bins_classes_and_marginals_exact():
     est = grid.estimate(logits)[0]
     assert est["transmission"] == pytest.approx((0.875 + 1.375) / 2)
     assert est["seeding"] == pytest.approx(16.0)
+    # a log parameter's posterior mean is taken over the logs of its centres: half on 4, half on
+    # 16 gives sqrt(4 * 16) = 8 (not 10)
+    halves = torch.full((1, 8), -1e4)
+    halves[0, [1 * 2 + 0, 1 * 2 + 1]] = 0.0
+    assert grid.estimate(halves)[0] == pytest.approx({"transmission": 0.875, "seeding": 8.0})
     acc = grid.marginal_accuracy(logits.repeat(2, 1), torch.tensor([1 * 2 + 1, 0]))
     assert acc["seeding"] == pytest.approx(0.5)  # arg-max bin 1: right for the first, wrong for the second
+    assert acc["transmission"] == pytest.approx(0.5)  # arg-max bin 1 (the first of the tie): the same
+    # each parameter is scored against its own true bin: truths (1, 1) and (0, 1) are right for
+    # seeding twice, for transmission once
+    acc = grid.marginal_accuracy(logits.repeat(2, 1), torch.tensor([1 * 2 + 1, 0 * 2 + 1]))
+    assert acc == {"transmission": 0.5, "seeding": 1.0}
 
 
 def test_reported_cases_and_weekly_rates_exact():

@@ -162,6 +162,101 @@ def test_protocols_with_equal_estimates_get_equal_nd():
         assert fit(a, "x", i) != fit(a, "y", i)
 
 
+def test_the_fit_at_an_estimate_simulates_all_its_parameters(setup):
+    """End to end, an estimate is simulated with its own transmission, seeding and ascertainment:
+    two estimates that differ only in ascertainment (0.1 and 0.3) give the same admissions and
+    expected cases in the ratio 1 : 3 (the same seed, so the same onsets), and each fit is the
+    losses of its curve against the institution's observed series."""
+    from abm.calibration.observed import losses
+    from abm.private_calibration.evaluation import end_to_end
+    from abm.private_calibration.institutions import model_scenario
+
+    scenario, institutions = setup
+    model = model_scenario(scenario, TINY.parent)
+    low = {"transmission": 1.1, "seeding": 12.0, "ascertainment": 0.1}
+    rows = {"low": [{"estimate": low}], "high": [{"estimate": {**low, "ascertainment": 0.3}}]}
+    out = end_to_end(scenario, model, institutions[:1], rows)
+    a, b = out["low"][0]["curve"], out["high"][0]["curve"]
+    assert a["cases"].sum() > 0
+    np.testing.assert_allclose(b["cases"], 3 * a["cases"], rtol=1e-12)
+    np.testing.assert_array_equal(a["hospital_admissions"], b["hospital_admissions"])
+    for key in ("low", "high"):
+        row = out[key][0]
+        assert row["fit"] == losses(row["curve"], institutions[0].observed_daily, scenario.model.window)
+
+
+def test_the_fit_at_an_estimate_runs_its_transmission_and_seeding(setup, monkeypatch):
+    """Each of the estimate_replicates replicates runs the estimate's transmission multiplier and
+    its seeding rounded to whole agents."""
+    import abm.private_calibration.evaluation as evaluation
+    from abm.private_calibration.institutions import model_scenario
+
+    scenario, institutions = setup
+    model = model_scenario(scenario, TINY.parent)
+    calls = []
+    real = evaluation.simulate
+
+    def recorded(population, model, section, multipliers, seeds, seed):
+        calls.append((multipliers.tolist(), seeds.tolist()))
+        return real(population, model, section, multipliers, seeds, seed)
+
+    monkeypatch.setattr(evaluation, "simulate", recorded)
+    estimate = {"transmission": 1.3, "seeding": 11.6, "ascertainment": 0.2}
+    evaluation.end_to_end(scenario, model, institutions[:1], {"p": [{"estimate": estimate}]})
+    reps = scenario.evaluation.estimate_replicates
+    assert calls == [([1.3] * reps, [12] * reps)]
+
+
+def test_protocol_table_by_hand():
+    """The report's per-protocol block on hand-made runs: gains against local-only on the full
+    range and on the own prior (each against its own standalone score), MCG and CGS (population
+    sd) of each, ND as the mean over the channels that have one, and each institution's bytes as
+    sent and received on the network."""
+    from types import SimpleNamespace
+
+    from abm.learning.messages import Message, Network
+    from abm.private_calibration.evaluation import protocol_table
+    from abm.private_calibration.federation import ProtocolRun
+
+    class Scored:
+        def __init__(self, score: float, own: float) -> None:
+            self._score, self._own = score, own
+
+        def score(self) -> float:
+            return self._score
+
+        def own_score(self) -> float:
+            return self._own
+
+        def recovery(self) -> dict[str, float]:
+            return {"transmission": self._score}
+
+    def run(key: str, scores: list[tuple[float, float]], network: Network) -> ProtocolRun:
+        return ProtocolRun(key, key, [Scored(*s) for s in scores], [], network, 1.0, None, None, {})
+
+    net = Network()
+    net.send(Message(MessageKind.MODEL_UPDATE, 0, SERVER, {"v": torch.zeros(25)}))  # 100 bytes
+    net.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, 1, {"w": torch.zeros(10)}))  # 40 bytes
+    net.send(Message(MessageKind.MODEL_UPDATE, 1, SERVER, {"v": torch.zeros(2, dtype=torch.float64)}))  # 16
+    runs = [run("local", [(0.5, 0.7), (0.6, 0.8)], Network()), run("fedavg", [(0.6, 0.75), (0.9, 0.7)], net)]
+    fit = {
+        "cases": {"nd_weekly": 0.2, "rmse_log1p_weekly": 0.3},
+        "hospital_admissions": {"nd_weekly": float("nan"), "rmse_log1p_weekly": 0.1},
+    }
+    rows = [{"estimate": {"transmission": 1.0}, "fit": fit} for _ in range(2)]
+    institutions = [SimpleNamespace(name=n, truth=None) for n in ("A", "B")]
+    table = protocol_table(runs, {"local": rows, "fedavg": rows}, institutions)
+    fedavg = table["fedavg"]
+    assert [r["gain"] for r in fedavg["institutions"]] == pytest.approx([0.1, 0.3])
+    assert (fedavg["mcg"], fedavg["cgs"], fedavg["min_gain"]) == pytest.approx((0.2, 0.1, 0.1))
+    assert [r["gain_own"] for r in fedavg["institutions"]] == pytest.approx([0.05, -0.1])
+    assert (fedavg["mcg_own"], fedavg["cgs_own"], fedavg["min_gain_own"]) == pytest.approx((-0.025, 0.075, -0.1))
+    assert [(r["bytes_sent"], r["bytes_received"]) for r in fedavg["institutions"]] == [(100, 0), (16, 40)]
+    assert fedavg["bytes_total"] == 156 and table["local"]["bytes_total"] == 0
+    assert fedavg["institutions"][0]["nd_mean"] == pytest.approx(0.2) and fedavg["mean_nd"] == pytest.approx(0.2)
+    assert table["local"]["mcg"] == 0.0
+
+
 def test_abm_learn_end_to_end(tmp_path):
     out = tmp_path / "pc"
     proc = subprocess.run(
