@@ -135,3 +135,73 @@ def test_branching_rows_the_engine_cannot_follow_are_refused(cells, message):
         validate({"name": "x", "disease": {"branching": rows}}, "x.yaml")
     # One line that names the entry, without the 9 x 11 x 11 table (about 20,000 characters).
     assert str(exc.value).startswith("x.yaml: invalid scenario: disease.branching: ") and len(str(exc.value)) < 300
+
+
+# The thesis model's branching table (specs: epidemic model section 3.2), typed from the spec, not
+# read from the code: rows 0-9 .. 80+; (S->ASYMP, S->PRE_MILD, S->PRE_SEV), SEV->HOSP,
+# (HOSP->ICU, HOSP->DEATH, HOSP->REC), ICU->DEATH.
+SPEC_BRANCHING = [
+    ((0.456, 0.533, 0.011), 0.001, (0.05, 0.0, 0.95), 0.33),
+    ((0.412, 0.569, 0.019), 0.006, (0.05, 0.0, 0.95), 0.25),
+    ((0.370, 0.597, 0.033), 0.015, (0.045, 0.005, 0.95), 0.5),
+    ((0.332, 0.614, 0.054), 0.069, (0.045, 0.005, 0.95), 0.5),
+    ((0.296, 0.616, 0.088), 0.219, (0.0504, 0.0126, 0.937), 0.5),
+    ((0.265, 0.602, 0.133), 0.279, (0.0976, 0.0244, 0.878), 0.69),
+    ((0.238, 0.571, 0.191), 0.370, (0.1096, 0.1644, 0.726), 0.65),
+    ((0.214, 0.523, 0.263), 0.391, (0.1728, 0.2592, 0.568), 0.88),
+    ((0.192, 0.461, 0.347), 0.379, (0.03545, 0.67355, 0.291), 1.0),
+]
+
+
+def test_every_age_groups_branching_follows_the_spec_table():
+    """Draws of the next stage, for every age group and every branching row, against the spec's
+    table: each share within 4 binomial sd of its probability (n draws per row), and a
+    probability of 0 never drawn. A swapped column (HOSP->ICU and HOSP->DEATH) or a row read at
+    the wrong age moves some share by far more than 4 sd (n = 40,000: sd at most 0.0025)."""
+    m = model()
+    n = 40_000
+    rows = {
+        Stage.SUSCEPTIBLE: lambda r: dict(
+            zip([Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.PRESYMPTOMATIC_SEVERE], r[0], strict=True)
+        ),
+        Stage.SEVERE_SYMPTOMS: lambda r: {Stage.HOSPITALIZED: r[1], Stage.RECOVERED: 1 - r[1]},
+        Stage.HOSPITALIZED: lambda r: dict(zip([Stage.CRITICAL_ICU, Stage.DEATH, Stage.RECOVERED], r[2], strict=True)),
+        Stage.CRITICAL_ICU: lambda r: {Stage.DEATH: r[3], Stage.HOSPITALIZED_RECOVERING: 1 - r[3]},
+    }
+    gen = torch.Generator().manual_seed(5)
+    for age, spec in enumerate(SPEC_BRANCHING):
+        for frm, want in rows.items():
+            u = torch.rand(n, generator=gen)
+            nxt = m.next_stage(torch.full((n,), age), torch.full((n,), int(frm)), u)
+            share = torch.bincount(nxt, minlength=11).double() / n
+            for to, p in want(spec).items():
+                got = share[to].item()
+                assert abs(got - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-12, (age, frm.name, to.name, got, p)
+            assert share[[s for s in range(11) if s not in want(spec)]].sum().item() == 0, (age, frm.name)
+
+
+def test_a_transition_happens_one_plus_the_dwell_days_after_entry():
+    """The engine moves an agent 1 + D days after it entered its stage (D: the dwell draw). With
+    two-point dwell times of whole means D is exact: seeded presymptomatic on day 2, D = 3 gives
+    mild symptoms on day 2 + 1 + 3 = 6, then D = 1 gives recovery on day 6 + 1 + 1 = 8; one agent,
+    so the stage counts recorded at the end of each day are exact."""
+    from conftest import make_population, quiet_contacts
+
+    from abm.engine import SeedingConfig, Simulation
+
+    dwell = [d.model_dump(by_alias=True) for d in DiseaseConfig().dwell_times]
+    for d in dwell:
+        if d["from"] == "presymptomatic_mild":
+            d.update(distribution="two_point", mean=3.0, shape=None, scale=None)
+        if d["from"] == "mild_symptoms":
+            d.update(distribution="two_point", mean=1.0, shape=None, scale=None)
+    sim = Simulation(
+        make_population([[0]]),
+        DiseaseConfig(dwell_times=dwell),
+        quiet_contacts(),
+        SeedingConfig(day=2, infections={"presymptomatic_mild": 1}),
+        days=10,
+    )
+    stage = sim.run().stages[:, 0, :].argmax(1).tolist()
+    pre, mild, rec = int(Stage.PRESYMPTOMATIC_MILD), int(Stage.MILD_SYMPTOMS), int(Stage.RECOVERED)
+    assert stage == [0, 0, pre, pre, pre, pre, mild, mild, rec, rec]

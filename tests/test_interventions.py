@@ -1097,3 +1097,40 @@ def test_tracing_with_a_30_day_window_draws_each_days_occupation_rewiring_once(k
     traced_late = res.activity["app_notifications"][20:].sum() + res.activity["manual_notifications"][20:].sum()
     assert traced_late > 0, "tracing over windows longer than 16 days happened"
     assert len(drawn) == len(set(drawn)), sorted(drawn)
+
+
+def test_only_agents_with_an_ongoing_infection_test_positive():
+    """A perfect test (sensitivity 1, specificity 1) asked for by six traced agents: those infected
+    and not over it (asymptomatic, presymptomatic, mild) are positive, the susceptible negative;
+    the recovered and the dead are not tested (only stages up to severe symptoms are, specs:
+    epidemic model section 6 step 3), so a recovered agent is neither billed nor sent, with its
+    contacts, into quarantine by a positive result."""
+    pop = make_population([[i] for i in range(6)])
+    test = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
+    sim = sim_of(pop, [Testing(TestingConfig(tests=[{**test, "given_to": ["traced"]}]))], days=2)
+    stages = [Stage.SUSCEPTIBLE, Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.MILD_SYMPTOMS]
+    stages += [Stage.RECOVERED, Stage.DEATH]
+    sim.state.stage[:] = torch.tensor([int(s) for s in stages], dtype=torch.int8)
+    sim.state.next_day[:] = 10_000
+    sim.field("test_request", torch.bool)[:] = True
+    sim.step(0)
+    assert sim.fields["positive_day"].tolist() == [-1, 0, 0, 0, -1, -1]
+    assert sim.fields["last_test_day"].tolist() == [0, 0, 0, 0, -1, -1], "the recovered and the dead are not tested"
+
+
+def test_each_test_type_is_billed_under_its_own_name_and_price():
+    """Symptomatic agents take RT-PCR ($5), traced contacts the rapid test ($3): costs.csv
+    books test_rt_pcr and test_rapid apart, each at its own price and count."""
+    pop = make_population([[i] for i in range(5)])
+    pcr = {"name": "rt_pcr", "sensitivity": 0.0, "result_delay_days": [1], "result_delay_probs": [1.0], "cost": 5.0}
+    rapid = {**pcr, "name": "rapid", "cost": 3.0, "given_to": ["traced"]}
+    sim = sim_of(pop, [Testing(TestingConfig(tests=[pcr, rapid]))], days=1)
+    sim.state.stage[:2] = int(Stage.MILD_SYMPTOMS)  # agents 0, 1 symptomatic; 2-4 traced
+    sim.state.next_day[:] = 10_000
+    sim.field("test_request", torch.bool)[2:] = True
+    res = sim.run()
+    booked = res.costs.set_index("item")[["count", "unit_cost", "cost"]]
+    assert booked.to_dict("index") == {
+        "test_rt_pcr": {"count": 2, "unit_cost": 5.0, "cost": 10.0},
+        "test_rapid": {"count": 3, "unit_cost": 3.0, "cost": 9.0},
+    }
