@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from abm.interrupts import STARTING, interrupted, results_written
+from abm.interrupts import STARTING, interrupted, report, reported, results_written
 from abm.outputs.run_folder import OutputFolderError, check_target
 
 app = typer.Typer(
@@ -108,7 +108,7 @@ def on_interrupt(message: str, bar: Progress | None = None) -> Iterator[None]:
             raise
         if bar is not None:
             bar.stop()
-        err_console.print(message, highlight=False, soft_wrap=True)
+        report(message)
         raise typer.Exit(130) from None
 
 
@@ -717,8 +717,18 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. An interrupt outside a command's own handling (while Typer
+    builds the commands or reads the options, or in a command before its work starts) is said
+    as one line with exit code 130: Typer would end such a Ctrl-C silently, or with a traceback."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        report(STARTING)
+        raise SystemExit(130) from None
+    except SystemExit as exc:
+        if exc.code == 130 and not reported():
+            report(STARTING)
+        raise
 
 
 if __name__ == "__main__":

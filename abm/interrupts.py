@@ -9,6 +9,7 @@ from __future__ import annotations
 
 _written: list[bool] = []
 _received: list[int] = []
+_reported: list[bool] = []
 STARTING = "interrupted while starting; nothing was run"  # Ctrl-C while the libraries load
 
 
@@ -33,7 +34,22 @@ def interrupted() -> int | None:
     return _received[0] if _received else None
 
 
+def report(message: str) -> None:
+    """Say on stderr how an interrupt ended the command (once it has cleaned up)."""
+    import sys
+
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    _reported.append(True)
+
+
+def reported() -> bool:
+    """Whether :func:`report` said how an interrupt ended the command, since :func:`reset`."""
+    return bool(_reported)
+
+
 def reset() -> None:
     """A new command starts: its output is not written yet, and nothing interrupted it."""
     _written.clear()
     _received.clear()
+    _reported.clear()

@@ -1058,3 +1058,29 @@ def test_the_console_summary_keeps_small_means(monkeypatch, tmp_path):
     assert shown["total cost ($)"] == "458 ± 379" and shown["cumulative infected"] == "138 ± 111 (1.4%)"
     summary["deaths"] = {"mean": 0.0, "sd": 0.0}
     assert rows()["deaths"] == "0 ± 0"
+
+
+@pytest.mark.parametrize("escape", ["typer_exit_130", "keyboard_interrupt", "reported"])
+def test_an_interrupt_outside_a_commands_own_handling_is_said_once(monkeypatch, capsys, escape):
+    """Ctrl-C 0.1-0.2 s into `abm learn` (Typer reading the options, before the command's own
+    handling) ended with exit code 130 and nothing on stderr: Typer turns a KeyboardInterrupt into
+    a silent exit 130 (and one while it builds the commands escaped as a traceback). Each now says
+    one line; an interrupt the command reported itself is not said twice."""
+    import abm.cli as cli
+    from abm import interrupts
+
+    def app() -> None:
+        if escape == "keyboard_interrupt":
+            raise KeyboardInterrupt
+        if escape == "reported":
+            interrupts.report("interrupted: no results were written to runs/x")
+        raise SystemExit(130)
+
+    interrupts.reset()
+    monkeypatch.setattr(cli, "app", app)
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 130
+    said = "interrupted: no results were written to runs/x" if escape == "reported" else interrupts.STARTING
+    assert capsys.readouterr().err == said + "\n"
+    interrupts.reset()

@@ -30,7 +30,7 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
     import typer
 
     from abm.cli import learning_progress, progress_bar
-    from abm.interrupts import results_written
+    from abm.interrupts import report, results_written
     from abm.learning.progress import listening
     from abm.outputs.run_folder import OutputFolderError, check_target
 
@@ -50,7 +50,7 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
         print(f"error: {file}: {e}; no results were written to {target}", file=sys.stderr)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
-        print(f"interrupted: no results were written to {target}", file=sys.stderr)
+        report(f"interrupted: no results were written to {target}")
         raise typer.Exit(code=130) from None
 
 
