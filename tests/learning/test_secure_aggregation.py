@@ -162,7 +162,11 @@ def test_abm_learn_stops_with_one_line_when_a_secure_round_cannot_be_summed(tmp_
         check=False,
     )
     assert proc.returncode == 1, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / 'div.yaml'}: "), proc.stderr
-    assert "no results were written" in lines[0] and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()  # what runs, local-only's end, then the one error line
+    assert lines[:-1] == [
+        f"running div: 3 participants, 2 protocols (local-only included), runner inprocess -> {out}",
+        next(line for line in lines if line.startswith("local: 3 rounds, mean score ")),
+    ], proc.stderr
+    assert lines[-1].startswith(f"error: {tmp_path / 'div.yaml'}: "), proc.stderr
+    assert "no results were written" in lines[-1] and "Traceback" not in proc.stderr
     assert not out.exists()
