@@ -339,6 +339,41 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             if isinstance(item, type) and issubclass(item, BaseModel):
                 for i, entry in enumerate(value):
                     problems += bool_mixups(item, entry, (*path, f"{key}[{i}]"))
+            else:
+                problems += entry_mixups(ann, value, (*path, str(key)))
+        elif isinstance(value, (list, dict)):
+            problems += entry_mixups(ann, value, (*path, str(key)))
+    return problems
+
+
+def entry_mixups(annotation: Any, value: Any, path: tuple[str, ...]) -> list[str]:
+    """Entries of a list or mapping of numbers, at any depth (``seeding.infections.asymptomatic``,
+    ``disease.susceptibility_by_age[0]``, ``disease.branching[0][1][2]``), written as true/false,
+    which pydantic would read as 1 or 0; entries that are sections are looked at as
+    :func:`bool_mixups` does."""
+    problems = []
+    for member in union_members(annotation):
+        origin, args = typing.get_origin(member), typing.get_args(member)
+        if origin is dict and isinstance(value, dict) and len(args) == 2:
+            entries = [(args[1], v, (*path, str(k))) for k, v in value.items()]
+        elif origin is list and isinstance(value, list) and args:
+            entries = [(args[0], v, (*path[:-1], f"{path[-1]}[{i}]")) for i, v in enumerate(value)]
+        elif origin is tuple and isinstance(value, list) and args:
+            item = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
+            pairs = zip(item, value, strict=False)  # a list of the wrong length is the schema's to name
+            entries = [(a, v, (*path[:-1], f"{path[-1]}[{i}]")) for i, (a, v) in enumerate(pairs)]
+        else:
+            continue
+        for entry_annotation, entry, where in entries:
+            options = union_members(entry_annotation)
+            sub = _section_model(entry_annotation)
+            if isinstance(sub, type) and issubclass(sub, BaseModel):
+                problems += bool_mixups(sub, entry, where)
+            elif isinstance(entry, bool) and options and all(o in (int, float) for o in options):
+                problems.append(f"{'.'.join(where)}: {str(entry).lower()} is not allowed: must be a number")
+            elif isinstance(entry, (list, dict)):
+                problems += entry_mixups(entry_annotation, entry, where)
+        return problems
     return problems
 
 

@@ -736,3 +736,26 @@ def test_schema_errors_are_said_in_plain_words(small, setting, message):
     out = text(result)
     assert out.startswith(f"error: {small} (with --set {setting}): invalid scenario: ") and message in out, out
     assert "Input should" not in out and "after validation" not in out
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [
+        ("seeding.infections.asymptomatic=true", "seeding.infections.asymptomatic"),
+        ("contacts.occupation.degree.SCHOOL=true", "contacts.occupation.degree.SCHOOL"),
+        ("disease.susceptibility_by_age=[true, 1, 1, 1, 1, 1, 1, 1, 1]", "disease.susceptibility_by_age[0]"),
+        ("disease.infectiousness_by_stage.asymptomatic=true", "disease.infectiousness_by_stage.asymptomatic"),
+        ("contacts.community.mean_contacts=[2, false, 3]", "contacts.community.mean_contacts[1]"),
+        (
+            "calibration={parameters: {disease.transmission_rate: {low: true, high: 2}}}",
+            "calibration.parameters.disease.transmission_rate.low",
+        ),
+    ],
+)
+def test_true_or_false_for_a_number_in_a_list_or_mapping_is_refused(small, setting, key):
+    """YAML's true/false in a list or mapping of numbers is refused as it is for a number key
+    (pydantic would read it as 1 or 0: `asymptomatic: true` seeded one infection)."""
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    value = "false" if "false" in setting else "true"
+    assert f"{key}: {value} is not allowed: must be a number" in text(result)
