@@ -6,6 +6,7 @@ wrote, the value and what is allowed.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import types
 import typing
@@ -210,6 +211,21 @@ def plain_message(
         return re.sub(r"^Input should be\b", "must be", msg).replace(" after validation", "")
 
 
+# pydantic's error types for a number outside its bounds.
+BOUNDS = ("greater_than_equal", "greater_than", "less_than_equal", "less_than")
+
+
+def not_finite_text(value: Any) -> bool:
+    """Whether ``value`` is text that reads as an infinite or NaN number (``nan``, ``NaN``,
+    ``-inf``, ``Infinity``, ``1e999``: YAML keeps these as text, and pydantic reads them as numbers)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return not math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
 def size_problem(ctx: dict[str, Any], value: Any) -> str:
     """A list or mapping with too few or too many entries: how many it has and how many it may."""
     n = len(value) if hasattr(value, "__len__") else ctx.get("actual_length", 0)
@@ -248,6 +264,8 @@ def error_lines(
         kind, value = err["type"], err.get("input")
         raw = err["msg"].removeprefix("Value error, ")
         msg = plain_message(kind, raw, err.get("ctx"), model, loc[len(prefix) :], lookup(data, prefix))
+        if kind in BOUNDS and not_finite_text(value):  # 'NaN' is not "below 0": it is no number to compare
+            msg = "a finite number is expected here"
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -759,3 +760,16 @@ def test_true_or_false_for_a_number_in_a_list_or_mapping_is_refused(small, setti
     assert result.exit_code == 2, result.output
     value = "false" if "false" in setting else "true"
     assert f"{key}: {value} is not allowed: must be a number" in text(result)
+
+
+@pytest.mark.parametrize("written", ["NaN", "nan", "'-inf'", "Infinity", "1e999"])
+@pytest.mark.parametrize("key", ["disease.transmission_rate", "contacts.occupation.rewire_probability"])
+def test_nan_or_infinity_written_as_text_is_named_as_not_finite(small, key, written):
+    """NaN or infinity in a form YAML keeps as text is refused as YAML's .nan and .inf are ("a finite
+    number is expected here"), not with the key's bound ("must be at least 0" said of NaN misleads)."""
+    result = runner.invoke(app, ["validate", str(small), "--set", f"{key}={written}"])
+    assert result.exit_code == 2, result.output
+    value = written.strip("'")
+    shown = f"'{value}'|{float(value)}"  # as written, or as the number pydantic read it as
+    assert re.search(rf"{key}: ({shown}) is not allowed: a finite number is expected here", text(result))
+    assert "must be at" not in text(result)
