@@ -256,6 +256,12 @@ def error_lines(
     # A list (or mapping) given where a key takes several forms, with an item at fault: the item
     # says what is wrong; the other forms' "should be a boolean" would only mislead.
     items_at_fault = {loc[:root] for _, loc, root in entries if root is not None and len(loc) > root}
+    # A fixed-length list (contacts.community.mean_contacts) given too few items: pydantic names
+    # each absent position as a missing key; the list is named once, with how many it needs.
+    short: dict[tuple[Any, ...], int] = {}
+    for err, loc, _ in entries:
+        if err["type"] == "missing" and loc and isinstance(loc[-1], int) and isinstance(lookup(data, loc[:-1]), list):
+            short[loc[:-1]] = max(short.get(loc[:-1], 0), loc[-1] + 1)
     lines: list[tuple[tuple[Any, ...], str]] = []
     merged: dict[tuple[Any, ...], int] = {}  # a key of several forms -> its line
     for err, loc, root in entries:
@@ -283,6 +289,11 @@ def error_lines(
             allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
             text = f"{path}: unknown key; {hint}"
+        elif kind == "missing" and loc[:-1] in short:
+            if any(at == loc[:-1] for at, _ in lines):
+                continue
+            loc, n = loc[:-1], len(lookup(data, loc[:-1]))
+            text = f"{format_key_path(loc, data)}: has {n} item{'s' * (n != 1)}; give {short[loc]}"
         elif kind == "missing":
             text = f"{path}: required key is missing"
         elif not loc:  # a check across sections: its message names the keys

@@ -773,3 +773,15 @@ def test_nan_or_infinity_written_as_text_is_named_as_not_finite(small, key, writ
     shown = f"'{value}'|{float(value)}"  # as written, or as the number pydantic read it as
     assert re.search(rf"{key}: ({shown}) is not allowed: a finite number is expected here", text(result))
     assert "must be at" not in text(result)
+
+
+@pytest.mark.parametrize(
+    ("written", "count"), [("[1, 2]", "has 2 items"), ("[1]", "has 1 item"), ("[]", "has 0 items")]
+)
+def test_a_fixed_length_list_given_too_few_items_is_named_with_its_length(small, written, count):
+    """contacts.community.mean_contacts takes 3 numbers: a shorter list is named once with how many
+    it has and needs, not as a 'required key' missing at an index the user never wrote."""
+    result = runner.invoke(app, ["validate", str(small), "--set", f"contacts.community.mean_contacts={written}"])
+    assert result.exit_code == 2, result.output
+    assert text(result).endswith(f"invalid scenario: contacts.community.mean_contacts: {count}; give 3")
+    assert "required key" not in text(result)
