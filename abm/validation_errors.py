@@ -357,6 +357,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             scalar = "a number" if all(o in (int, float) for o in options) else "text" if options == [str] else None
             expected = container.get(typing.get_origin(ann), scalar or "a number or text")
             problems.append(f"{where}: {str(value).lower()} is not allowed: must be {expected}")
+        elif number_for_date(options, value):
+            problems.append(f"{where}: {shown(value)} is not allowed: {PLAIN['date_type']}")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {shown(value)} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
@@ -373,6 +375,17 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
         elif isinstance(value, (list, dict)):
             problems += entry_mixups(ann, value, (*path, str(key)))
     return problems
+
+
+def number_for_date(options: list[Any], value: Any) -> bool:
+    """Whether ``value`` is a number where the schema's ``options`` take a date only (pydantic
+    would read ``start_date: 0`` as 1970-01-01, seconds since 1970)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and dt.date in options
+        and not any(o in (int, float, Any) for o in options)
+    )
 
 
 def entry_mixups(annotation: Any, value: Any, path: tuple[str, ...]) -> list[str]:
@@ -400,6 +413,8 @@ def entry_mixups(annotation: Any, value: Any, path: tuple[str, ...]) -> list[str
                 problems += bool_mixups(sub, entry, where)
             elif isinstance(entry, bool) and options and all(o in (int, float) for o in options):
                 problems.append(f"{'.'.join(where)}: {str(entry).lower()} is not allowed: must be a number")
+            elif number_for_date(options, entry):
+                problems.append(f"{'.'.join(where)}: {shown(entry)} is not allowed: {PLAIN['date_type']}")
             elif isinstance(entry, (list, dict)):
                 problems += entry_mixups(entry_annotation, entry, where)
         return problems

@@ -785,3 +785,14 @@ def test_a_fixed_length_list_given_too_few_items_is_named_with_its_length(small,
     assert result.exit_code == 2, result.output
     assert text(result).endswith(f"invalid scenario: contacts.community.mean_contacts: {count}; give 3")
     assert "required key" not in text(result)
+
+
+@pytest.mark.parametrize("written", ["0", "20200201"])
+def test_a_number_where_a_date_is_expected_is_refused(written):
+    """A number for a date (calibration.start_date: 20200201) is refused; pydantic read it as
+    seconds since 1970 (1970-08-23), and validate said ok or blamed the simulated days."""
+    setting = f"calibration.start_date={written}"
+    result = runner.invoke(app, ["validate", str(CALIBRATION), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert f"calibration.start_date: {written} is not allowed: must be a date, written YYYY-MM-DD" in text(result)
+    assert "1970" not in text(result)
