@@ -346,6 +346,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
         ann, where = field.annotation, ".".join((*path, str(key)))
         options = union_members(ann)
         sub = _section_model(ann)
+        if not _is_model(sub) and isinstance(value, dict) and _is_model(_member_for(ann, value)):
+            sub = _member_for(ann, value)  # a section of several kinds (a learning scenario's data), by its tag
         section = isinstance(sub, type) and issubclass(sub, BaseModel)
         if isinstance(value, bool) and section:
             problems.append(

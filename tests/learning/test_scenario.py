@@ -360,3 +360,13 @@ def test_reports_write_strict_json():
         "b": [0, 1],
     }
     assert jsonable([np.float64("nan"), np.float32("inf"), np.array([1.5, np.nan])]) == [None, None, [1.5, None]]
+
+
+@pytest.mark.parametrize("key", ["n_features", "modes_per_class", "separation"])
+def test_true_for_a_number_of_the_data_section_is_refused(key):
+    """The data section takes one of several forms (by its source); true/false for one of its
+    numbers is refused as it is elsewhere, not read as 1."""
+    data = {"source": "gaussian_mixture", "n_samples": 300, "n_classes": 3, "n_features": 4, key: True}
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(data=data))
+    assert f"data.{key}: true is not allowed: must be a number" in str(e.value)
