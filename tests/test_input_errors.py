@@ -796,3 +796,24 @@ def test_a_number_where_a_date_is_expected_is_refused(written):
     assert result.exit_code == 2, result.output
     assert f"calibration.start_date: {written} is not allowed: must be a date, written YYYY-MM-DD" in text(result)
     assert "1970" not in text(result)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "disease.infectiousness_by_stage.mild_symptoms=-1",
+            "disease.infectiousness_by_stage: infectiousness must be >= 0; mild_symptoms is -1",
+        ),
+        (
+            "disease.susceptibility_by_age=[1, -0.5, 1, 1, 1, 1, 1, 1, 1]",
+            "susceptibility must be >= 0; [1] (age group 10-19) is -0.5",
+        ),
+    ],
+)
+def test_a_negative_entry_of_a_table_of_rates_is_named_with_its_value(small, setting, message):
+    """A negative infectiousness or susceptibility names the stage or age group and its value (the
+    message named the key alone, so a table of several entries had to be searched by hand)."""
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert message in text(result)

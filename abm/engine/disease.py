@@ -188,15 +188,17 @@ class DiseaseConfig(BaseModel):
     @field_validator("susceptibility_by_age")
     @classmethod
     def _non_negative(cls, v: list[float]) -> list[float]:
-        if any(x < 0 for x in v):
-            raise ValueError("susceptibility must be >= 0")
+        negative = [f"[{i}] (age group {AGE_GROUP_LABELS[i]}) is {x:g}" for i, x in enumerate(v) if x < 0]
+        if negative:
+            raise ValueError(f"susceptibility must be >= 0; {', '.join(negative)}")
         return v
 
     @field_validator("infectiousness_by_stage")
     @classmethod
     def _non_negative_stage(cls, v: dict[str, float]) -> dict[str, float]:
-        if any(x < 0 for x in v.values()):
-            raise ValueError("infectiousness must be >= 0")
+        negative = [f"{k} is {x:g}" for k, x in v.items() if x < 0]
+        if negative:
+            raise ValueError(f"infectiousness must be >= 0; {', '.join(negative)}")
         # Only agents of an ongoing infection infect: a value for another stage would be ignored.
         idle = [f"{k} is {x:g}" for k, x in v.items() if x != 0 and k in ("susceptible", "death", "recovered")]
         if idle:
