@@ -817,3 +817,18 @@ def test_a_negative_entry_of_a_table_of_rates_is_named_with_its_value(small, set
     result = runner.invoke(app, ["validate", str(small), "--set", setting])
     assert result.exit_code == 2, result.output
     assert message in text(result)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("disease.branching[0][0]=[0, 1]", "branching[0][0] has 2 entries, not 11"),
+        ("disease.branching[3]=[[1]]", "branching[3] has 1 entry, not 11"),
+    ],
+)
+def test_a_branching_table_of_the_wrong_shape_names_the_row(small, setting, message):
+    """A ragged branching table names the row of the wrong length; torch's 'expected sequence of
+    length 2 at dim 2 (got 11)' reached the user."""
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert f"disease.branching: branching must be a 9 x 11 x 11 table; {message}" in text(result)

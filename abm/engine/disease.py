@@ -211,6 +211,12 @@ class DiseaseConfig(BaseModel):
     @field_validator("branching")
     @classmethod
     def _stochastic(cls, v: list[list[list[float]]]) -> list[list[list[float]]]:
+        sizes = [("branching", v, NUM_AGE_GROUPS)] + [(f"branching[{a}]", rows, NUM_STAGES) for a, rows in enumerate(v)]
+        sizes += [(f"branching[{a}][{s}]", row, NUM_STAGES) for a, rows in enumerate(v) for s, row in enumerate(rows)]
+        for where, part, size in sizes:  # a ragged table would reach torch, whose message names no entry
+            if len(part) != size:
+                has = f"{len(part)} {'entry' if len(part) == 1 else 'entries'}"
+                raise ValueError(f"branching must be a 9 x 11 x 11 table; {where} has {has}, not {size}")
         t = torch.tensor(v, dtype=torch.float64)
         if t.shape != (NUM_AGE_GROUPS, NUM_STAGES, NUM_STAGES):
             raise ValueError(f"branching must be a 9 x 11 x 11 table, got {tuple(t.shape)}")
