@@ -832,3 +832,15 @@ def test_a_branching_table_of_the_wrong_shape_names_the_row(small, setting, mess
     result = runner.invoke(app, ["validate", str(small), "--set", setting])
     assert result.exit_code == 2, result.output
     assert f"disease.branching: branching must be a 9 x 11 x 11 table; {message}" in text(result)
+
+
+def test_a_file_of_comments_only_is_named_as_such(tmp_path):
+    """A scenario file that holds only comments is refused as an empty one is, not as 'got NoneType'."""
+    path = tmp_path / "comments.yaml"
+    path.write_text("# a scenario to be written\n\n# later\n")
+    for command in ("validate", "run"):
+        result = runner.invoke(app, [command, str(path)])
+        assert result.exit_code == 2, result.output
+        assert text(result) == (
+            f"error: {path}: the file holds only comments; a scenario needs at least a name or an `extends:` line"
+        )
