@@ -844,3 +844,23 @@ def test_a_file_of_comments_only_is_named_as_such(tmp_path):
         assert text(result) == (
             f"error: {path}: the file holds only comments; a scenario needs at least a name or an `extends:` line"
         )
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "disease.infectiousness_by_stage.asymptomatic=1.0e39",  # overflowed the engine's 32-bit table (exit 1)
+        "disease.infectiousness_profile_mean=1.0e300",  # overflowed building the profile (exit 1)
+        "contacts.community.mean_contacts=[1.0e300, 4, 3]",  # 'lam value too large' drawing contacts (exit 1)
+    ],
+)
+def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting):
+    """A number beyond the largest 32-bit float passed validate and ended `abm run` with a
+    traceback; it is refused with its key path, by validate and by run, and nothing is written."""
+    key, out = setting.split("=")[0], small.parent / "out"
+    for args in (["validate", str(small)], ["run", str(small), "--out", str(out)]):
+        result = runner.invoke(app, [*args, "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert f"{key}: 1e+" in text(result) or f"{key}[0]: 1e+" in text(result)
+        assert "is not allowed: too large; numbers must lie within" in text(result)
+    assert not out.exists()
