@@ -188,6 +188,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ScenarioError(f"{path}: invalid YAML{at}: {problem}") from exc
+    if data is None:  # comments only: YAML reads no document
+        raise ScenarioError(
+            f"{path}: the file holds only comments; a scenario needs at least a name or an `extends:` line"
+        )
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario must be a mapping of keys to values, got {type(data).__name__}")
     return data

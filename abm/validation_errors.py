@@ -6,6 +6,7 @@ wrote, the value and what is allowed.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import types
 import typing
@@ -210,6 +211,21 @@ def plain_message(
         return re.sub(r"^Input should be\b", "must be", msg).replace(" after validation", "")
 
 
+# pydantic's error types for a number outside its bounds.
+BOUNDS = ("greater_than_equal", "greater_than", "less_than_equal", "less_than")
+
+
+def not_finite_text(value: Any) -> bool:
+    """Whether ``value`` is text that reads as an infinite or NaN number (``nan``, ``NaN``,
+    ``-inf``, ``Infinity``, ``1e999``: YAML keeps these as text, and pydantic reads them as numbers)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return not math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
 def size_problem(ctx: dict[str, Any], value: Any) -> str:
     """A list or mapping with too few or too many entries: how many it has and how many it may."""
     n = len(value) if hasattr(value, "__len__") else ctx.get("actual_length", 0)
@@ -240,6 +256,12 @@ def error_lines(
     # A list (or mapping) given where a key takes several forms, with an item at fault: the item
     # says what is wrong; the other forms' "should be a boolean" would only mislead.
     items_at_fault = {loc[:root] for _, loc, root in entries if root is not None and len(loc) > root}
+    # A fixed-length list (contacts.community.mean_contacts) given too few items: pydantic names
+    # each absent position as a missing key; the list is named once, with how many it needs.
+    short: dict[tuple[Any, ...], int] = {}
+    for err, loc, _ in entries:
+        if err["type"] == "missing" and loc and isinstance(loc[-1], int) and isinstance(lookup(data, loc[:-1]), list):
+            short[loc[:-1]] = max(short.get(loc[:-1], 0), loc[-1] + 1)
     lines: list[tuple[tuple[Any, ...], str]] = []
     merged: dict[tuple[Any, ...], int] = {}  # a key of several forms -> its line
     for err, loc, root in entries:
@@ -248,6 +270,8 @@ def error_lines(
         kind, value = err["type"], err.get("input")
         raw = err["msg"].removeprefix("Value error, ")
         msg = plain_message(kind, raw, err.get("ctx"), model, loc[len(prefix) :], lookup(data, prefix))
+        if kind in BOUNDS and not_finite_text(value):  # 'NaN' is not "below 0": it is no number to compare
+            msg = "a finite number is expected here"
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))
@@ -265,6 +289,11 @@ def error_lines(
             allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
             text = f"{path}: unknown key; {hint}"
+        elif kind == "missing" and loc[:-1] in short:
+            if any(at == loc[:-1] for at, _ in lines):
+                continue
+            loc, n = loc[:-1], len(lookup(data, loc[:-1]))
+            text = f"{format_key_path(loc, data)}: has {n} item{'s' * (n != 1)}; give {short[loc]}"
         elif kind == "missing":
             text = f"{path}: required key is missing"
         elif not loc:  # a check across sections: its message names the keys
@@ -317,6 +346,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
         ann, where = field.annotation, ".".join((*path, str(key)))
         options = union_members(ann)
         sub = _section_model(ann)
+        if not _is_model(sub) and isinstance(value, dict) and _is_model(_member_for(ann, value)):
+            sub = _member_for(ann, value)  # a section of several kinds (a learning scenario's data), by its tag
         section = isinstance(sub, type) and issubclass(sub, BaseModel)
         if isinstance(value, bool) and section:
             problems.append(
@@ -328,6 +359,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             scalar = "a number" if all(o in (int, float) for o in options) else "text" if options == [str] else None
             expected = container.get(typing.get_origin(ann), scalar or "a number or text")
             problems.append(f"{where}: {str(value).lower()} is not allowed: must be {expected}")
+        elif number_for_date(options, value):
+            problems.append(f"{where}: {shown(value)} is not allowed: {PLAIN['date_type']}")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {shown(value)} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
@@ -339,6 +372,54 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             if isinstance(item, type) and issubclass(item, BaseModel):
                 for i, entry in enumerate(value):
                     problems += bool_mixups(item, entry, (*path, f"{key}[{i}]"))
+            else:
+                problems += entry_mixups(ann, value, (*path, str(key)))
+        elif isinstance(value, (list, dict)):
+            problems += entry_mixups(ann, value, (*path, str(key)))
+    return problems
+
+
+def number_for_date(options: list[Any], value: Any) -> bool:
+    """Whether ``value`` is a number where the schema's ``options`` take a date only (pydantic
+    would read ``start_date: 0`` as 1970-01-01, seconds since 1970)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and dt.date in options
+        and not any(o in (int, float, Any) for o in options)
+    )
+
+
+def entry_mixups(annotation: Any, value: Any, path: tuple[str, ...]) -> list[str]:
+    """Entries of a list or mapping of numbers, at any depth (``seeding.infections.asymptomatic``,
+    ``disease.susceptibility_by_age[0]``, ``disease.branching[0][1][2]``), written as true/false,
+    which pydantic would read as 1 or 0; entries that are sections are looked at as
+    :func:`bool_mixups` does."""
+    problems = []
+    for member in union_members(annotation):
+        origin, args = typing.get_origin(member), typing.get_args(member)
+        if origin is dict and isinstance(value, dict) and len(args) == 2:
+            entries = [(args[1], v, (*path, str(k))) for k, v in value.items()]
+        elif origin is list and isinstance(value, list) and args:
+            entries = [(args[0], v, (*path[:-1], f"{path[-1]}[{i}]")) for i, v in enumerate(value)]
+        elif origin is tuple and isinstance(value, list) and args:
+            item = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
+            pairs = zip(item, value, strict=False)  # a list of the wrong length is the schema's to name
+            entries = [(a, v, (*path[:-1], f"{path[-1]}[{i}]")) for i, (a, v) in enumerate(pairs)]
+        else:
+            continue
+        for entry_annotation, entry, where in entries:
+            options = union_members(entry_annotation)
+            sub = _section_model(entry_annotation)
+            if isinstance(sub, type) and issubclass(sub, BaseModel):
+                problems += bool_mixups(sub, entry, where)
+            elif isinstance(entry, bool) and options and all(o in (int, float) for o in options):
+                problems.append(f"{'.'.join(where)}: {str(entry).lower()} is not allowed: must be a number")
+            elif number_for_date(options, entry):
+                problems.append(f"{'.'.join(where)}: {shown(entry)} is not allowed: {PLAIN['date_type']}")
+            elif isinstance(entry, (list, dict)):
+                problems += entry_mixups(entry_annotation, entry, where)
+        return problems
     return problems
 
 

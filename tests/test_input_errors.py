@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -736,3 +737,130 @@ def test_schema_errors_are_said_in_plain_words(small, setting, message):
     out = text(result)
     assert out.startswith(f"error: {small} (with --set {setting}): invalid scenario: ") and message in out, out
     assert "Input should" not in out and "after validation" not in out
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [
+        ("seeding.infections.asymptomatic=true", "seeding.infections.asymptomatic"),
+        ("contacts.occupation.degree.SCHOOL=true", "contacts.occupation.degree.SCHOOL"),
+        ("disease.susceptibility_by_age=[true, 1, 1, 1, 1, 1, 1, 1, 1]", "disease.susceptibility_by_age[0]"),
+        ("disease.infectiousness_by_stage.asymptomatic=true", "disease.infectiousness_by_stage.asymptomatic"),
+        ("contacts.community.mean_contacts=[2, false, 3]", "contacts.community.mean_contacts[1]"),
+        (
+            "calibration={parameters: {disease.transmission_rate: {low: true, high: 2}}}",
+            "calibration.parameters.disease.transmission_rate.low",
+        ),
+    ],
+)
+def test_true_or_false_for_a_number_in_a_list_or_mapping_is_refused(small, setting, key):
+    """YAML's true/false in a list or mapping of numbers is refused as it is for a number key
+    (pydantic would read it as 1 or 0: `asymptomatic: true` seeded one infection)."""
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    value = "false" if "false" in setting else "true"
+    assert f"{key}: {value} is not allowed: must be a number" in text(result)
+
+
+@pytest.mark.parametrize("written", ["NaN", "nan", "'-inf'", "Infinity", "1e999"])
+@pytest.mark.parametrize("key", ["disease.transmission_rate", "contacts.occupation.rewire_probability"])
+def test_nan_or_infinity_written_as_text_is_named_as_not_finite(small, key, written):
+    """NaN or infinity in a form YAML keeps as text is refused as YAML's .nan and .inf are ("a finite
+    number is expected here"), not with the key's bound ("must be at least 0" said of NaN misleads)."""
+    result = runner.invoke(app, ["validate", str(small), "--set", f"{key}={written}"])
+    assert result.exit_code == 2, result.output
+    value = written.strip("'")
+    shown = f"'{value}'|{float(value)}"  # as written, or as the number pydantic read it as
+    assert re.search(rf"{key}: ({shown}) is not allowed: a finite number is expected here", text(result))
+    assert "must be at" not in text(result)
+
+
+@pytest.mark.parametrize(
+    ("written", "count"), [("[1, 2]", "has 2 items"), ("[1]", "has 1 item"), ("[]", "has 0 items")]
+)
+def test_a_fixed_length_list_given_too_few_items_is_named_with_its_length(small, written, count):
+    """contacts.community.mean_contacts takes 3 numbers: a shorter list is named once with how many
+    it has and needs, not as a 'required key' missing at an index the user never wrote."""
+    result = runner.invoke(app, ["validate", str(small), "--set", f"contacts.community.mean_contacts={written}"])
+    assert result.exit_code == 2, result.output
+    assert text(result).endswith(f"invalid scenario: contacts.community.mean_contacts: {count}; give 3")
+    assert "required key" not in text(result)
+
+
+@pytest.mark.parametrize("written", ["0", "20200201"])
+def test_a_number_where_a_date_is_expected_is_refused(written):
+    """A number for a date (calibration.start_date: 20200201) is refused; pydantic read it as
+    seconds since 1970 (1970-08-23), and validate said ok or blamed the simulated days."""
+    setting = f"calibration.start_date={written}"
+    result = runner.invoke(app, ["validate", str(CALIBRATION), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert f"calibration.start_date: {written} is not allowed: must be a date, written YYYY-MM-DD" in text(result)
+    assert "1970" not in text(result)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "disease.infectiousness_by_stage.mild_symptoms=-1",
+            "disease.infectiousness_by_stage: infectiousness must be >= 0; mild_symptoms is -1",
+        ),
+        (
+            "disease.susceptibility_by_age=[1, -0.5, 1, 1, 1, 1, 1, 1, 1]",
+            "susceptibility must be >= 0; [1] (age group 10-19) is -0.5",
+        ),
+    ],
+)
+def test_a_negative_entry_of_a_table_of_rates_is_named_with_its_value(small, setting, message):
+    """A negative infectiousness or susceptibility names the stage or age group and its value (the
+    message named the key alone, so a table of several entries had to be searched by hand)."""
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert message in text(result)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("disease.branching[0][0]=[0, 1]", "branching[0][0] has 2 entries, not 11"),
+        ("disease.branching[3]=[[1]]", "branching[3] has 1 entry, not 11"),
+    ],
+)
+def test_a_branching_table_of_the_wrong_shape_names_the_row(small, setting, message):
+    """A ragged branching table names the row of the wrong length; torch's 'expected sequence of
+    length 2 at dim 2 (got 11)' reached the user."""
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert f"disease.branching: branching must be a 9 x 11 x 11 table; {message}" in text(result)
+
+
+def test_a_file_of_comments_only_is_named_as_such(tmp_path):
+    """A scenario file that holds only comments is refused as an empty one is, not as 'got NoneType'."""
+    path = tmp_path / "comments.yaml"
+    path.write_text("# a scenario to be written\n\n# later\n")
+    for command in ("validate", "run"):
+        result = runner.invoke(app, [command, str(path)])
+        assert result.exit_code == 2, result.output
+        assert text(result) == (
+            f"error: {path}: the file holds only comments; a scenario needs at least a name or an `extends:` line"
+        )
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "disease.infectiousness_by_stage.asymptomatic=1.0e39",  # overflowed the engine's 32-bit table (exit 1)
+        "disease.infectiousness_profile_mean=1.0e300",  # overflowed building the profile (exit 1)
+        "contacts.community.mean_contacts=[1.0e300, 4, 3]",  # 'lam value too large' drawing contacts (exit 1)
+    ],
+)
+def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting):
+    """A number beyond the largest 32-bit float passed validate and ended `abm run` with a
+    traceback; it is refused with its key path, by validate and by run, and nothing is written."""
+    key, out = setting.split("=")[0], small.parent / "out"
+    for args in (["validate", str(small)], ["run", str(small), "--out", str(out)]):
+        result = runner.invoke(app, [*args, "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert f"{key}: 1e+" in text(result) or f"{key}[0]: 1e+" in text(result)
+        assert "is not allowed: too large; numbers must lie within" in text(result)
+    assert not out.exists()

@@ -523,3 +523,17 @@ def test_susceptibility_is_that_of_the_exposed_agents_own_age_group():
         p = 1 - math.exp(-5.02 * s * x)
         got = (stage[:, 2 * g + 1] != Stage.SUSCEPTIBLE).double().mean().item()
         assert abs(got - p) < 4 * math.sqrt(p * (1 - p) / reps), (g, got, p)
+
+
+@pytest.mark.parametrize("degree", [4.0, 1.0e19, 1.0e30])
+def test_an_occupation_degree_beyond_the_group_joins_the_whole_group(degree):
+    """A degree at or beyond a group's size joins everyone in the group (a ring of 5 has each agent
+    meet the 2 on each side: 10 edges); a degree beyond int64 (1e19) wrapped negative when cast
+    and ended the run with 'repeats may not contain negative values'."""
+    from abm.engine.contacts import OccupationContacts, OccupationLayer
+
+    pop = make_population([[0], [1], [2], [3], [4]], groups=[[0, 1, 2, 3, 4]])
+    cfg = OccupationContacts(degree={"OFFICE": degree})
+    layer = OccupationLayer(pop, cfg, 1, torch.device("cpu"), seed=0)
+    pairs = {tuple(sorted(e)) for e in zip(layer.src.tolist(), layer.dst.tolist(), strict=True)}
+    assert pairs == set(itertools.combinations(range(5), 2))

@@ -315,7 +315,8 @@ class OccupationLayer(ContactLayer):
         sizes = np.bincount(g, minlength=pop.num_groups)
         start = np.cumsum(sizes) - sizes
         mu = degree[pop.group_category]
-        half = np.minimum(np.rint(mu).astype(np.int64), np.maximum(sizes - 1, 0)) // 2
+        # Clipped to the group before the cast: a degree beyond int64 (1e19) would wrap negative.
+        half = np.rint(np.minimum(mu, np.maximum(sizes - 1, 0))).astype(np.int64) // 2
         pos = np.arange(members.shape[0]) - start[g]
         h = half[g]
         owner = np.repeat(np.arange(members.shape[0]), h)

@@ -188,15 +188,17 @@ class DiseaseConfig(BaseModel):
     @field_validator("susceptibility_by_age")
     @classmethod
     def _non_negative(cls, v: list[float]) -> list[float]:
-        if any(x < 0 for x in v):
-            raise ValueError("susceptibility must be >= 0")
+        negative = [f"[{i}] (age group {AGE_GROUP_LABELS[i]}) is {x:g}" for i, x in enumerate(v) if x < 0]
+        if negative:
+            raise ValueError(f"susceptibility must be >= 0; {', '.join(negative)}")
         return v
 
     @field_validator("infectiousness_by_stage")
     @classmethod
     def _non_negative_stage(cls, v: dict[str, float]) -> dict[str, float]:
-        if any(x < 0 for x in v.values()):
-            raise ValueError("infectiousness must be >= 0")
+        negative = [f"{k} is {x:g}" for k, x in v.items() if x < 0]
+        if negative:
+            raise ValueError(f"infectiousness must be >= 0; {', '.join(negative)}")
         # Only agents of an ongoing infection infect: a value for another stage would be ignored.
         idle = [f"{k} is {x:g}" for k, x in v.items() if x != 0 and k in ("susceptible", "death", "recovered")]
         if idle:
@@ -209,6 +211,12 @@ class DiseaseConfig(BaseModel):
     @field_validator("branching")
     @classmethod
     def _stochastic(cls, v: list[list[list[float]]]) -> list[list[list[float]]]:
+        sizes = [("branching", v, NUM_AGE_GROUPS)] + [(f"branching[{a}]", rows, NUM_STAGES) for a, rows in enumerate(v)]
+        sizes += [(f"branching[{a}][{s}]", row, NUM_STAGES) for a, rows in enumerate(v) for s, row in enumerate(rows)]
+        for where, part, size in sizes:  # a ragged table would reach torch, whose message names no entry
+            if len(part) != size:
+                has = f"{len(part)} {'entry' if len(part) == 1 else 'entries'}"
+                raise ValueError(f"branching must be a 9 x 11 x 11 table; {where} has {has}, not {size}")
         t = torch.tensor(v, dtype=torch.float64)
         if t.shape != (NUM_AGE_GROUPS, NUM_STAGES, NUM_STAGES):
             raise ValueError(f"branching must be a 9 x 11 x 11 table, got {tuple(t.shape)}")

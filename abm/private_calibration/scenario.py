@@ -169,7 +169,7 @@ class PrivateCalibrationScenario(_Strict):
     kind: Literal["private_calibration"]
     name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
     description: str = ""
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="random seed of the institutions, the simulations and the training")
     mode: Literal["known_truth", "kc2020"] = "known_truth"
     model: ModelSection = ModelSection()
     parameters: dict[str, ParameterSpec] = Field(default_factory=_default_parameters)

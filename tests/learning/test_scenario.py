@@ -391,3 +391,13 @@ def test_cli_learn_says_what_runs_and_when_each_protocol_ends(tmp_path):
     assert lines[1:] == [f"{k}: 3 rounds, mean score {r['mean_score']:.3f}" for k, r in report["protocols"].items()]
     assert list(report["protocols"]) == ["local", "fedavg", "cycle"]
     assert proc.stdout.splitlines()[-1] == f"report: {out / 'report.json'}"
+
+
+@pytest.mark.parametrize("key", ["n_features", "modes_per_class", "separation"])
+def test_true_for_a_number_of_the_data_section_is_refused(key):
+    """The data section takes one of several forms (by its source); true/false for one of its
+    numbers is refused as it is elsewhere, not read as 1."""
+    data = {"source": "gaussian_mixture", "n_samples": 300, "n_classes": 3, "n_features": 4, key: True}
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(data=data))
+    assert f"data.{key}: true is not allowed: must be a number" in str(e.value)

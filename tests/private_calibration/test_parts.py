@@ -186,6 +186,8 @@ def test_engine_infect_is_public_and_deterministic(county):
         ),
         (lambda d: d["institutions"][1].update(tracts=[]), r"institutions\[1\]\.tracts: .*needs at least one tract"),
         (lambda d: d["model"].update(seeding_day=400), r"model: seeding_day 400 must fall within the simulated days"),
+        # a negative seed passed, and `abm learn` ended in numpy's 'expected non-negative integer' (exit 1)
+        (lambda d: d.update(seed=-1), r"seed: -1 is not allowed: must be at least 0"),
         (
             # leaky protection overwrites susceptibility_scale, the carrier of the transmission multiplier
             lambda d: d["model"].update(set=[*d["model"]["set"], "interventions.vaccination.protection=leaky"]),
