@@ -221,9 +221,12 @@ def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path
     assert "the region has 1,000 residents (x 100.0)" in " ".join(text.split())
 
 
-def hand_run(label: str, agents: int, admissions: list[list[int]], cost: list[float], **summary: object) -> RunTables:
+def hand_run(
+    label: str, agents: int, admissions: list[list[int]], cost: list[float], seed: int | None = None, **summary: object
+) -> RunTables:
     """A run of 4 days: ``admissions[r]`` per day of replicate r, 1 death a replicate by day 3,
-    ``cost[r]`` booked on day 1 (nothing where 0); the summary's other entries from ``summary``."""
+    ``cost[r]`` booked on day 1 (nothing where 0); the summary's other entries from ``summary``;
+    ``seed``: its scenario's (runs of one seed, agents and replicates are paired)."""
     reps = len(admissions)
     ts = pd.DataFrame(
         {
@@ -254,7 +257,7 @@ def hand_run(label: str, agents: int, admissions: list[list[int]], cost: list[fl
         "deaths": {"mean": 1.0},
         "total_cost": {"mean": float(np.mean(cost))},
     } | summary
-    return RunTables(label, ts, pd.DataFrame(), costs, s)
+    return RunTables(label, ts, pd.DataFrame(), costs, s, None if seed is None else {"simulation": {"seed": seed}})
 
 
 def test_comparison_table_of_hand_built_runs():
@@ -287,3 +290,30 @@ def test_comparison_table_of_hand_built_runs():
     # cheaper's interval (1.5 degrees of freedom) includes 0; single's has no interval at all.
     assert "The hospitalizations averted by cheaper, single are not beyond noise" in note
     assert "The hospital peak of base is on the last simulated day" in note
+
+
+def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():
+    """Runs of one seed, agents and replicates are paired replicate by replicate. Per agent, the
+    extra cost is 0.060 0.075 0.065 and the averted admissions 0.006 0.007 0.007: the ratio of
+    means is 10, and Fieller's ends are the ratios R at which the paired t statistic of
+    extra - R averted reaches t(0.975, 2)."""
+    from scipy import stats
+
+    base = hand_run("base", 1000, [[0, 10, 0, 0], [0, 14, 0, 0], [0, 12, 0, 0]], [0.0] * 3, seed=1)
+    other = hand_run("other", 1000, [[0, 4, 0, 0], [0, 7, 0, 0], [0, 5, 0, 0]], [60.0, 75.0, 65.0], seed=1)
+    row = comparison_table([base, other]).iloc[1]
+    assert row.averted_by == "paired replicates"
+    assert row.hospitalizations_averted_per_100k == pytest.approx(2000 / 3)
+    assert row.cost_per_averted_hospitalization == pytest.approx(10.0)
+    extra, averted = np.array([0.060, 0.075, 0.065]), np.array([0.006, 0.007, 0.007])
+
+    def t_of(r: float) -> float:
+        d = extra - r * averted
+        return abs(d.mean()) / (d.std(ddof=1) / np.sqrt(3))
+
+    low, high = row.cost_per_averted_low, row.cost_per_averted_high
+    assert low < 10 < high
+    assert t_of(low) == pytest.approx(stats.t.ppf(0.975, 2)) and t_of(high) == pytest.approx(stats.t.ppf(0.975, 2))
+    # Another number of replicates: not paired, though of the same seed and agents.
+    fewer = hand_run("fewer", 1000, [[0, 4, 0, 0], [0, 7, 0, 0]], [60.0, 75.0], seed=1)
+    assert comparison_table([base, fewer]).iloc[1].averted_by == "independent runs"
