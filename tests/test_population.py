@@ -402,3 +402,71 @@ def test_agent_table_has_one_row_per_agent_with_its_setting():
     assert table.household.tolist() == [0, 0, 0, 1, 1] and table.tract.tolist() == ["00000000001"] * 5
     assert table.group.tolist() == [-1, 0, -1, 0, -1]
     assert table.setting.tolist() == ["", "OFFICE", "", "OFFICE", ""]
+
+
+def test_households_of_7_or_more_have_the_regions_7up_size():
+    """A household counted in hh_7up has ``household_size_7up`` members (not 7): 27 adults in a
+    tract of only 7+ households at size 9 live in three households of 9."""
+    from abm.populations.synthesis import build_tract_households
+
+    only_7up = np.array([0, 0, 0, 0, 0, 0, 1.0])
+    ages, sizes = build_tract_households(np.random.default_rng(0), np.full(27, 40), only_7up, 9)
+    assert sizes.tolist() == [9, 9, 9] and ages.shape == (27,)
+    # Mixed counts: no household of 7 or 8 (sizes 1-6, or 9 for 7 or more; the last one cut to fit).
+    mixed = np.array([5, 5, 5, 5, 5, 5, 30.0])
+    _, sizes = build_tract_households(np.random.default_rng(1), np.full(400, 40), mixed, 9)
+    assert sizes.sum() == 400 and not np.isin(sizes[:-1], [7, 8]).any() and (sizes == 9).sum() > 20
+
+
+def _staffing_case() -> tuple[list[str], np.ndarray, np.ndarray, object, object]:
+    """17 agents: 0-9 in no group (workers: 0 EDUCATION, 1-2 HEALTHCARE, 3-9 RETAIL), pupils
+    10-14 in school 0 (2 pupils a staff member: 3 staff), residents 15-16 in care home 1 (1
+    resident a staff member: 2 staff)."""
+    from abm.populations.synthesis import _Groups, _StaffedPlaces
+
+    sectors = ["EDUCATION", "HEALTHCARE", "RETAIL"]
+    group = np.array([-1] * 10 + [0] * 5 + [1] * 2, dtype=np.int32)
+    groups = _Groups(group=group, category=[np.array([3, 4], dtype=np.int16)], next_id=2)
+    plan = [_StaffedPlaces("EDUCATION", 0, np.array([5]), 2.0), _StaffedPlaces("HEALTHCARE", 1, np.array([2]), 1.0)]
+    return sectors, np.arange(10), np.array([0, 1, 1, 2, 2, 2, 2, 2, 2, 2]), plan, groups
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_staff_are_hired_from_agents_in_no_group_and_keep_their_places(seed):
+    """Each place gets ceil(members / ratio) staff from the workers; a short staff sector
+    (EDUCATION: 1 worker for 3 places) gains workers from the non-staff sectors only, never from
+    another staff sector, whose staff would then be taken away; the other workplaces leave staff
+    where they are. (A HEALTHCARE worker taken for a school is drawn 58% of the time: 1 -
+    C(7,3)/C(9,3); 20 seeds miss a mistake with probability 0.42^20, about 3e-8.)"""
+    from types import SimpleNamespace
+
+    from abm.populations.synthesis import _add_workplaces, _hire_staff
+
+    sectors, workers, sector_of, plan, groups = _staffing_case()
+    rng = np.random.default_rng(seed)
+    _hire_staff(rng, sectors, workers, sector_of, plan, groups)
+    g = groups.group.copy()
+    assert (g[10:15] == 0).all() and (g[15:] == 1).all(), "pupils and residents stay in their places"
+    school_staff, care_staff = np.flatnonzero(g[:10] == 0), np.flatnonzero(g[:10] == 1)
+    assert care_staff.tolist() == [1, 2], "the care home's staff are its sector's own workers"
+    assert len(school_staff) == 3 and 0 in school_staff and (school_staff[1:] >= 3).all()
+    fig = SimpleNamespace(sectors=dict.fromkeys(sectors, 1.0), workplace_sizes=[(1, 3, 1.0)])
+    _add_workplaces(rng, fig, workers, sector_of, groups)
+    assert np.array_equal(groups.group[g >= 0], g[g >= 0]), "workplaces take only workers not on a staff"
+    assert (groups.group[:10] >= 2).sum() == 5  # the other 5 workers: in workplaces
+
+
+def test_workers_are_drawn_from_agents_in_no_group_outside_care_homes():
+    """Everyone employed (rate 1 at every age) but pupils and care-home residents."""
+    from types import SimpleNamespace
+
+    from abm.populations.synthesis import _draw_workers
+
+    sectors, *_, groups = _staffing_case()
+    fig = SimpleNamespace(employment_rate=[(0, 120, 1.0)], sectors=dict.fromkeys(sectors, 1.0))
+    care = np.zeros(17, dtype=bool)
+    care[15:] = True
+    groups.group[15] = -1  # a resident not yet in a group is still not a worker
+    residents = SimpleNamespace(size=17, age=np.full(17, 30), long_term_care=care)
+    workers, sector_of = _draw_workers(np.random.default_rng(0), fig, residents, groups)
+    assert workers.tolist() == list(range(10)) and sector_of.shape == (10,)

@@ -277,3 +277,46 @@ def test_sweep_csv_writes_days_as_days_when_some_replicate_has_no_peak(tmp_path)
     SweepResult(table, pd.DataFrame({"v": [1]})).write(tmp_path / "s")
     lines = (tmp_path / "s" / "sweep.csv").read_text().splitlines()
     assert lines == ["seed,peak_hospital_day,deaths", "1,54,1.5", "2,,0.0"]
+
+
+def test_combine_of_hand_made_results():
+    """The combined tables from hand-made task results given out of order: rows sorted by
+    variant and replicate with the seed (the variant's + r) and the variant's agents; per variant
+    the mean and sample sd of each outcome, a peak day's mean over the replicates that have a
+    peak (``_n`` of them), and the changes from the first variant per 100,000 of each variant's
+    own agents, paired by replicate."""
+    from types import SimpleNamespace
+
+    from abm.sweep import SweepAxis, SweepPlan, combine
+
+    def variant(agents: int) -> SimpleNamespace:
+        return SimpleNamespace(simulation=SimpleNamespace(seed=10), population=SimpleNamespace(agents=agents))
+
+    sweep_plan = SweepPlan(
+        "x.yaml",
+        [SweepAxis("population.agents", (1000, 2000), ("1000", "2000"))],
+        2,
+        [variant(1000), variant(2000)],
+        [{"values": [1000], "texts": ["1000"]}, {"values": [2000], "texts": ["2000"]}],
+    )
+
+    def result(v: int, r: int, hosp: float, cost: float, day: int | None) -> dict:
+        outcomes = dict.fromkeys(OUTCOMES, 1.0) | {"hospitalizations": hosp, "total_cost": cost, "deaths": 0.0}
+        return {"variant": v, "replicate": r, "outcomes": outcomes | {"peak_hospital_day": day}}
+
+    results = [result(1, 1, 30.0, 50.0, None), result(0, 1, 20.0, 0.0, 7), result(1, 0, 10.0, 30.0, 4),
+               result(0, 0, 10.0, 0.0, 5)]  # fmt: skip
+    table, summary = combine(sweep_plan, results)
+    assert table[["variant", "replicate", "seed", "agents"]].values.tolist() == [
+        [0, 0, 10, 1000], [0, 1, 11, 1000], [1, 0, 10, 2000], [1, 1, 11, 2000]]  # fmt: skip
+    assert table["population.agents"].tolist() == [1000, 1000, 2000, 2000]
+    assert summary["hospitalizations_mean"].tolist() == [15.0, 20.0]
+    assert summary["hospitalizations_sd"].tolist() == pytest.approx([np.sqrt(50), np.sqrt(200)])
+    days = summary.filter(like="peak_hospital_day_")
+    assert days["peak_hospital_day_mean"].tolist() == [6.0, 4.0] and days["peak_hospital_day_n"].tolist() == [2, 1]
+    assert days["peak_hospital_day_sd"][0] == pytest.approx(np.sqrt(2)) and np.isnan(days["peak_hospital_day_sd"][1])
+    # Per 100,000: variant 0 admits 1,000 and 2,000, variant 1 500 and 1,500: changes -500 and -500.
+    one = summary.iloc[1]
+    assert (one.hospitalizations_change_per_100k, one.hospitalizations_change_low) == (-500.0, -500.0)
+    assert one.total_cost_change_per_100k == pytest.approx(2000.0)  # 1,500 and 2,500 per 100,000
+    assert summary.iloc[0].filter(like="_change_").isna().all()

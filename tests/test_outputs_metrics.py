@@ -1,0 +1,319 @@
+"""The run's figures on a tiny hand-built result: summary.json (peaks, days and replicates over
+capacity, second difference), the reference metrics (the reference's row shift, peak of the mean
+HOSPITALIZED curve, rate, cumulative infected at given rows, tests, doses and cost), the result
+tables (timeseries, by_age, by_tract per 100,000) and the console summary.
+
+Every expectation below is worked out by hand from the counts in :func:`tiny_result`, not copied
+from the code's output."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from abm.engine.disease import NUM_AGE_GROUPS, Stage
+from abm.engine.recorder import SimulationResult
+from abm.outputs import tables
+from abm.outputs.compare import comparison_table, table_note
+from abm.outputs.plots import RunTables
+from abm.outputs.reference_results import reference_metrics
+from abm.outputs.summary import peak, summarize
+
+H, ICU, HR, D, A, S, R = (
+    Stage.HOSPITALIZED,
+    Stage.CRITICAL_ICU,
+    Stage.HOSPITALIZED_RECOVERING,
+    Stage.DEATH,
+    Stage.ASYMPTOMATIC,
+    Stage.SUSCEPTIBLE,
+    Stage.RECOVERED,
+)
+
+# 10 agents, 2 replicates, 5 days. Age group 0 (8 agents, tract 0) and age group 8 (2 agents,
+# tract 1); tract 2 has no agent. Counts at the end of each day, [replicate][day]:
+#   replicate 0, all ages: S 9 7 4 3 3; H 0 0 2 1 0; ICU 0 0 1 1 0; HR 0 0 0 1 1; D 0 0 0 0 1
+#   replicate 1, all ages: S 9 8 6 5 5; H 0 0 0 1 1
+# (the rest asymptomatic or recovered). Age group 8 of replicate 0: S 2 2 1 1 1, and its other
+# agent is the one in ICU on days 2-3 who dies on day 4; age group 8 of replicate 1: S 2 throughout.
+ALL = {
+    0: [
+        {S: 9, A: 1},
+        {S: 7, A: 3},
+        {S: 4, H: 2, ICU: 1, A: 3},
+        {S: 3, H: 1, ICU: 1, HR: 1, A: 1, R: 3},
+        {S: 3, HR: 1, D: 1, R: 5},
+    ],
+    1: [{S: 9, A: 1}, {S: 8, A: 2}, {S: 6, A: 4}, {S: 5, H: 1, A: 4}, {S: 5, H: 1, R: 4}],
+}
+OLD = {
+    0: [{S: 2}, {S: 2}, {S: 1, ICU: 1}, {S: 1, ICU: 1}, {S: 1, D: 1}],
+    1: [{S: 2}] * 5,
+}
+# New infections per day: replicate 0: 1 2 3 1 0 (the 80+ agent on day 2), replicate 1: 1 1 2 1 0;
+# introduced (not by transmission): the seed on day 0, and in replicate 0 a hook's 3 on day 2.
+NEW = {0: [1, 2, 3, 1, 0], 1: [1, 1, 2, 1, 0]}
+NEW_OLD = {0: [0, 0, 1, 0, 0], 1: [0] * 5}
+INTRODUCED = np.array([[1, 1], [0, 0], [3, 0], [0, 0], [0, 0]])
+# Entries: admissions r0 day 2 (2), r1 day 3 (1); ICU r0 day 2; death r0 day 4.
+ENTRIES = {(2, 0, H): 2, (3, 1, H): 1, (2, 0, ICU): 1, (4, 0, D): 1}
+# Costs: r0: 4 PCR tests on day 1 ($5) and 3 doses on day 1 ($20); r1: 2 PCR tests on day 2,
+# 1 antigen test on day 3 ($5): totals r0 $80, r1 $15.
+COSTS = pd.DataFrame(
+    {
+        "item": ["test_pcr", "vaccine_dose", "test_pcr", "test_antigen"],
+        "day": [1, 1, 2, 3],
+        "replicate": [0, 0, 1, 1],
+        "count": [4.0, 3.0, 2.0, 1.0],
+        "unit_cost": [5.0, 20.0, 5.0, 5.0],
+        "cost": [20.0, 60.0, 10.0, 5.0],
+    }
+)
+BEDS_PER_100K = 15_000.0  # 1.5 beds for the 10 agents
+
+
+def tiny_result() -> SimulationResult:
+    """The hand-built result described above."""
+    days, reps = 5, 2
+    by_age = np.zeros((days, reps, NUM_AGE_GROUPS, len(Stage)), dtype=np.int64)
+    new_by_age = np.zeros((days, reps, NUM_AGE_GROUPS), dtype=np.int64)
+    entries = np.zeros((days, reps, len(Stage)), dtype=np.int64)
+    for r in range(reps):
+        for d in range(days):
+            for stage, n in ALL[r][d].items():
+                by_age[d, r, 0, stage] += n
+            for stage, n in OLD[r][d].items():
+                by_age[d, r, 8, stage] += n
+                by_age[d, r, 0, stage] -= n
+            new_by_age[d, r, 8] = NEW_OLD[r][d]
+            new_by_age[d, r, 0] = NEW[r][d] - NEW_OLD[r][d]
+    assert (by_age >= 0).all() and (by_age.sum(axis=(2, 3)) == 10).all()
+    for (d, r, stage), n in ENTRIES.items():
+        entries[d, r, stage] = n
+    by_tract = np.zeros((days, reps, 3, len(Stage)), dtype=np.int64)
+    by_tract[:, :, 0], by_tract[:, :, 1] = by_age[:, :, 0], by_age[:, :, 8]
+    new_by_tract = np.zeros((days, reps, 3), dtype=np.int64)
+    new_by_tract[:, :, 0], new_by_tract[:, :, 1] = new_by_age[:, :, 0], new_by_age[:, :, 8]
+    return SimulationResult(
+        agents=10,
+        replicates=reps,
+        stages_by_tract=by_tract,
+        new_by_tract=new_by_tract,
+        stages_by_age=by_age,
+        new_by_age=new_by_age,
+        entries=entries,
+        costs=COSTS,
+        cost_totals=np.array([80.0, 15.0]),
+        engine_seconds=0.0,
+        introduced=INTRODUCED,
+    )
+
+
+def test_summary_of_a_hand_built_result():
+    s = summarize(tiny_result(), {"scenario": "tiny"}, BEDS_PER_100K)
+    # Mean HOSPITALIZED: 0 0 1 1 0.5: the peak is 1, first on day 2, not held to the end.
+    assert s["peak_hospitalized"] == {"value": 1.0, "day": 2, "per_100k": 10_000.0, "at_end": False}
+    # Mean beds in use (HOSPITALIZED + ICU + step-down): r0 0 0 3 3 1, r1 0 0 0 1 1: 0 0 1.5 2 1.
+    assert s["peak_hospital_occupancy"] == {"value": 2.0, "day": 3, "per_100k": 20_000.0, "at_end": False}
+    assert s["peak_icu"] == {"value": 0.5, "day": 2, "per_100k": 5_000.0, "at_end": False}
+    # Transmitted (new less introduced): r0 0 2 0 1 0, r1 0 1 2 1 0: mean 0 1.5 1 1 0 (all new
+    # infections would peak at 2.5 on day 2).
+    assert s["peak_new_infections"] == {"value": 1.5, "day": 1, "per_100k": 15_000.0, "at_end": False}
+    # Capacity 1.5 beds: the mean curve is over it (strictly) on day 3 only (it equals it on
+    # day 2); replicate 0 goes over (3 beds), replicate 1 never (at most 1).
+    assert s["hospital_capacity"] == {
+        "beds_per_100k": BEDS_PER_100K,
+        "beds": 1.5,
+        "days_over_capacity": 1,
+        "replicates_over_capacity": 1,
+    }
+    # Cumulative infected r0 1 3 6 7 7, r1 1 2 4 5 5: the mean 1 2.5 5 6 6 has first differences
+    # 1.5 2.5 1 0 and second differences 1 -1.5 -1.
+    assert s["peak_infection_rate_2nd_difference"] == 1.0
+    assert s["cumulative_infected"] == pytest.approx({"mean": 6.0, "sd": math.sqrt(2), "share": 0.6})
+    assert s["deaths"] == pytest.approx({"mean": 0.5, "sd": math.sqrt(0.5)})
+    assert s["total_cost"] == pytest.approx({"mean": 47.5, "sd": 65 / math.sqrt(2)})
+    assert s["scenario"] == "tiny" and (s["agents"], s["days"], s["replicates"]) == (10, 5, 2)
+
+
+def test_a_curve_that_stays_at_zero_has_no_peak_day():
+    assert peak(np.zeros((4, 2)), 10) == {"value": 0.0, "day": None, "per_100k": 0.0, "at_end": False}
+
+
+def test_reference_metrics_of_a_hand_built_result():
+    """The reference code's row t is the end of day t - 1 (row 0: the initial state, here the end
+    of day 0): rows 0-4 are the ends of days 0, 0, 1, 2, 3."""
+    m = reference_metrics(tiny_result(), at_days=(2, 3, 9))
+    # Mean HOSPITALIZED by row: 0 0 0 1 1: the peak is 1, first on row 3 (the end of day 2).
+    assert (m.peak_hospitalized, m.peak_day, m.near_peak_days) == (1.0, 3, (3, 4))
+    # Mean cumulative infected by row: 1 1 2.5 5 6; first differences 0 1.5 2.5 1, second 1.5 1 -1.5.
+    assert m.rate == 1.5
+    # The last row is the end of day 3: r0 7, r1 5.
+    assert (m.cumulative, m.cumulative_sd) == (6.0, pytest.approx(math.sqrt(2)))
+    # Rows 2 and 3 (ends of days 1 and 2): r0 3 and 6, r1 2 and 4; row 9 is past the run.
+    assert m.cumulative_at == {2: 2.5, 3: 5.0}
+    assert m.cumulative_at_sd == pytest.approx({2: math.sqrt(0.5), 3: math.sqrt(2)})
+    # By age at the last row: 80+: r0 1 (the ICU case), r1 0; ages 0-9: r0 6, r1 5.
+    assert m.cumulative_by_age.tolist() == [5.5, 0, 0, 0, 0, 0, 0, 0, 0.5]
+    # Per replicate on average: tests (4 + 2 + 1) / 2 = 3.5, doses 3 / 2 = 1.5; cost (80 + 15) / 2.
+    assert (m.tests, m.doses, m.cost) == (3.5, 1.5, 47.5)
+    assert (m.agents, m.replicates) == (10, 2)
+
+
+def test_result_tables_of_a_hand_built_result():
+    res = tiny_result()
+    ts = tables.timeseries(res).set_index(["day", "replicate"])
+    assert ts.loc[(3, 0), ["hospitalized", "icu", "hospital_occupancy", "deaths"]].tolist() == [1, 1, 3, 0]
+    # Active: every stage but susceptible, recovered and dead: r0 day 4 has only the step-down agent.
+    assert ts.loc[(4, 0), "active"] == 1 and ts.loc[(3, 0), "active"] == 4
+    assert ts["new_hospitalizations"].groupby("replicate").sum().tolist() == [2, 1]
+    assert ts["new_icu"].groupby("replicate").sum().tolist() == [1, 0]
+    assert ts["new_deaths"].groupby("replicate").sum().tolist() == [1, 0]
+    assert ts.loc[(2, 1), "cumulative_infected"] == 4 and ts.loc[(2, 0), "new_infections"] == 3
+
+    by_age = tables.by_age(res).set_index(["day", "replicate", "age_group"])
+    cols = ["agents", "cumulative_infected", "icu", "new_infections"]
+    assert by_age.loc[(2, 0, "80+"), cols].tolist() == [2, 1, 1, 1]
+    assert by_age.loc[(2, 1, "80+"), ["agents", "cumulative_infected", "icu"]].tolist() == [2, 0, 0]
+    assert by_age.loc[(4, 1, "0-9"), ["agents", "cumulative_infected"]].tolist() == [8, 5]
+    assert by_age.xs("10-19", level="age_group")["agents"].eq(0).all()
+
+    by_tract = tables.by_tract(res, pd.DataFrame({"geoid": ["a", "b", "c"]})).set_index(["day", "geoid"])
+    # Means over the two replicates, per 100,000 of the tract's agents (none in tract c).
+    # Day 4: tract a (8 agents) cumulative r0 6, r1 5; tract b (2 agents) r0 1, r1 0.
+    day4 = by_tract.loc[4]
+    assert day4["agents"].tolist() == [8, 2, 0]
+    assert day4["cumulative_infected"].tolist() == [5.5, 0.5, 0.0]
+    assert day4["cumulative_per_100k"].iloc[:2].tolist() == [5.5 / 8 * 1e5, 0.5 / 2 * 1e5]
+    assert math.isnan(day4["cumulative_per_100k"].iloc[2])
+    # Day 2: new infections a: r0 2, r1 2; b: r0 1, r1 0; beds in use a: r0 2, r1 0; b: r0 1.
+    assert by_tract.loc[2, "new_infections"].tolist() == [2.0, 0.5, 0.0]
+    assert by_tract.loc[2, "hospital_occupancy"].tolist() == [1.0, 0.5, 0.0]
+    assert by_tract.loc[4, "deaths"].tolist() == [0.0, 0.5, 0.0]
+
+
+def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path):
+    """The console table says the summary's figures: the hospital peak per 100,000, a peak held
+    to the last day (each curve its own), the replicates that went over capacity, the share."""
+    from rich.console import Console
+
+    from abm import cli
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
+    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    s["peak_hospital_occupancy"]["at_end"] = True  # only this curve is at its peak on the last day
+    s["hospital_capacity"]["days_over_capacity"] = 3  # edited so that days and replicates differ
+    cli.print_summary(s, 0.25, tmp_path)
+    text = buffer.getvalue()
+    cells = [line.split("│") for line in text.splitlines() if line.count("│") == 3]
+    rows = {c[1].strip(): c[2].strip() for c in cells}
+    assert rows["cumulative infected"] == "6 ± 1.4 (60.0%)"
+    assert rows["peak hospitalized (mean curve)"] == "1.0 on day 2 (10,000/100k)"
+    assert rows["peak hospital beds incl. ICU"] == "2.0 on day 3 (last day: still rising?)"
+    assert rows["days over capacity (mean curve)"] == "3 (1 of 2 replicates went over)"
+    assert rows["deaths"] == "0.5 ± 0.71"
+    assert rows["total cost ($)"] == "48 ± 46"
+    assert "the region has 1,000 residents (x 100.0)" in " ".join(text.split())
+
+
+def hand_run(
+    label: str, agents: int, admissions: list[list[int]], cost: list[float], seed: int | None = None, **summary: object
+) -> RunTables:
+    """A run of 4 days: ``admissions[r]`` per day of replicate r, 1 death a replicate by day 3,
+    ``cost[r]`` booked on day 1 (nothing where 0); the summary's other entries from ``summary``;
+    ``seed``: its scenario's (runs of one seed, agents and replicates are paired)."""
+    reps = len(admissions)
+    ts = pd.DataFrame(
+        {
+            "day": np.tile(np.arange(4), reps),
+            "replicate": np.repeat(np.arange(reps), 4),
+            "new_hospitalizations": np.concatenate(admissions),
+            "deaths": np.tile([0, 0, 1, 1], reps),
+        }
+    )
+    booked = [(r, c) for r, c in enumerate(cost) if c]
+    costs = pd.DataFrame(
+        {
+            "item": ["vaccine_dose"] * len(booked),
+            "day": [1] * len(booked),
+            "replicate": [r for r, _ in booked],
+            "count": [c / 20 for _, c in booked],
+            "unit_cost": [20.0] * len(booked),
+        }
+    )
+    s = {
+        "scenario": label,
+        "agents": agents,
+        "days": 4,
+        "replicates": reps,
+        "peak_hospital_occupancy": {"value": 3.0, "day": 2, "per_100k": 3e5 / agents, "at_end": False},
+        "hospital_capacity": {"beds": 2.0, "beds_per_100k": 2e5 / agents, "days_over_capacity": 1},
+        "cumulative_infected": {"share": 0.5},
+        "deaths": {"mean": 1.0},
+        "total_cost": {"mean": float(np.mean(cost))},
+    } | summary
+    return RunTables(label, ts, pd.DataFrame(), costs, s, None if seed is None else {"simulation": {"seed": seed}})
+
+
+def test_comparison_table_of_hand_built_runs():
+    """Admissions are the timeseries' sums per replicate, averaged; the cost per averted
+    hospitalization is per agent, against the first run; blank, without an interval, where the
+    run averts none; the note names costs resting on noise and a peak held to the last day."""
+    base = hand_run("base", 1000, [[0, 4, 6, 0], [0, 6, 8, 0]], [0.0, 0.0], peak_hospital_occupancy={
+        "value": 3.0, "day": 2, "per_100k": 300.0, "at_end": True})  # fmt: skip
+    # 2,000 agents, admissions 12 and 16 (7 per 1,000 agents against the base's 12), costs $100 and $140.
+    cheaper = hand_run("cheaper", 2000, [[0, 6, 6, 0], [0, 8, 8, 0]], [100.0, 140.0])
+    # More admissions than the base (13 per 1,000): nothing averted.
+    worse = hand_run("worse", 1000, [[0, 6, 7, 0], [0, 7, 6, 0]], [50.0, 50.0])
+    # One replicate: 8 admissions, $40.
+    single = hand_run("single", 1000, [[0, 4, 4, 0]], [40.0])
+    table = comparison_table([base, cheaper, worse, single]).set_index("run")
+    assert table["hospitalizations"].tolist() == [12.0, 14.0, 13.0, 8.0]
+    assert table.loc["base", ["peak_share_of_capacity", "share_of_days_over_capacity"]].tolist() == [1.5, 0.25]
+    # cheaper: $120 / 2,000 agents = 0.06 a head for 0.012 - 0.007 = 0.005 hospitalizations averted a head.
+    assert table.loc["cheaper", "cost_per_averted_hospitalization"] == pytest.approx(12.0)
+    assert table.loc["single", "cost_per_averted_hospitalization"] == pytest.approx(0.04 / 0.004)
+    assert math.isnan(table.loc["base", "cost_per_averted_hospitalization"])
+    assert table.loc["worse"].filter(like="cost_per_averted").isna().all()
+    # Per 100,000 agents: base 1,000 and 1,400, cheaper 600 and 800 (Welch: independent runs).
+    cheaper_row = table.loc["cheaper"]
+    assert cheaper_row["hospitalizations_averted_per_100k"] == pytest.approx(500.0)
+    assert cheaper_row["hospitalizations_averted_low"] < 500 < cheaper_row["hospitalizations_averted_high"]
+    assert cheaper_row["averted_by"] == "independent runs"
+    assert table.loc["worse", "hospitalizations_averted_per_100k"] == pytest.approx(-100.0)
+    note = table_note([base, cheaper, worse, single])
+    # cheaper's interval (1.5 degrees of freedom) includes 0; single's has no interval at all.
+    assert "The hospitalizations averted by cheaper, single are not beyond noise" in note
+    assert "The hospital peak of base is on the last simulated day" in note
+
+
+def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():
+    """Runs of one seed, agents and replicates are paired replicate by replicate. Per agent, the
+    extra cost is 0.060 0.075 0.065 and the averted admissions 0.006 0.007 0.007: the ratio of
+    means is 10, and Fieller's ends are the ratios R at which the paired t statistic of
+    extra - R averted reaches t(0.975, 2)."""
+    from scipy import stats
+
+    base = hand_run("base", 1000, [[0, 10, 0, 0], [0, 14, 0, 0], [0, 12, 0, 0]], [0.0] * 3, seed=1)
+    other = hand_run("other", 1000, [[0, 4, 0, 0], [0, 7, 0, 0], [0, 5, 0, 0]], [60.0, 75.0, 65.0], seed=1)
+    row = comparison_table([base, other]).iloc[1]
+    assert row.averted_by == "paired replicates"
+    assert row.hospitalizations_averted_per_100k == pytest.approx(2000 / 3)
+    assert row.cost_per_averted_hospitalization == pytest.approx(10.0)
+    extra, averted = np.array([0.060, 0.075, 0.065]), np.array([0.006, 0.007, 0.007])
+
+    def t_of(r: float) -> float:
+        d = extra - r * averted
+        return abs(d.mean()) / (d.std(ddof=1) / np.sqrt(3))
+
+    low, high = row.cost_per_averted_low, row.cost_per_averted_high
+    assert low < 10 < high
+    assert t_of(low) == pytest.approx(stats.t.ppf(0.975, 2)) and t_of(high) == pytest.approx(stats.t.ppf(0.975, 2))
+    # Another number of replicates: not paired, though of the same seed and agents.
+    fewer = hand_run("fewer", 1000, [[0, 4, 0, 0], [0, 7, 0, 0]], [60.0, 75.0], seed=1)
+    assert comparison_table([base, fewer]).iloc[1].averted_by == "independent runs"
