@@ -174,18 +174,18 @@ class RunResult:
         out = Path(out)
         start = time.perf_counter()
         with atomic_folder(out, "run") as tmp:
-            (tmp / "scenario.resolved.yaml").write_text(self.scenario.resolved_yaml())
+            (tmp / "scenario.resolved.yaml").write_text(self.scenario.resolved_yaml(), encoding="utf-8")
             self.timeseries.to_csv(tmp / "timeseries.csv", index=False)
             self.timeseries.to_parquet(tmp / "timeseries.parquet", index=False)
             self.by_age.to_csv(tmp / "by_age.csv", index=False)
             self.by_tract.to_csv(tmp / "by_tract.csv", index=False)
             self.costs.to_csv(tmp / "costs.csv", index=False)
-            (tmp / "summary.json").write_text(dumps(self.summary))
+            (tmp / "summary.json").write_text(dumps(self.summary), encoding="utf-8")
             if figures:
                 self.manifest["timings"].update(self.write_figures(tmp, boundaries=boundaries, map_days=map_days))
             self.manifest["timings"]["output_seconds"] = time.perf_counter() - start
             self.manifest["files"] = [*sorted(p.name for p in tmp.iterdir()), "manifest.json"]
-            (tmp / "manifest.json").write_text(dumps(self.manifest))
+            (tmp / "manifest.json").write_text(dumps(self.manifest), encoding="utf-8")
         return out
 
 

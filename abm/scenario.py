@@ -169,12 +169,12 @@ class Scenario(BaseModel):
         intervention that is off by absence is left out (as absent, it stays off)."""
         data = self.model_dump(mode="json", by_alias=True)
         data["interventions"] = {k: v for k, v in data["interventions"].items() if v is not None}
-        return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file ({exc.strerror or exc})") from exc
     except UnicodeDecodeError:
@@ -330,7 +330,7 @@ def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
     while current.is_file() and current.resolve() not in seen:
         seen.add(current.resolve())
         try:
-            data = load_yaml(current.read_text())
+            data = load_yaml(current.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             break
         if not isinstance(data, dict):

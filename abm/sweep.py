@@ -129,7 +129,7 @@ class SweepResult:
             days = {c: "Int64" for c in INTEGER_OUTCOMES if c in self.table}  # 54, not 54.0 (empty: no peak)
             self.table.astype(days).to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
-            (tmp / "sweep.json").write_text(dumps(self.info))
+            (tmp / "sweep.json").write_text(dumps(self.info), encoding="utf-8")
         return out
 
 

@@ -1084,3 +1084,29 @@ def test_an_interrupt_outside_a_commands_own_handling_is_said_once(monkeypatch, 
     said = "interrupted: no results were written to runs/x" if escape == "reported" else interrupts.STARTING
     assert capsys.readouterr().err == said + "\n"
     interrupts.reset()
+
+
+def test_files_are_utf8_whatever_the_locale(tmp_path):
+    """Under LC_ALL=C (an ASCII locale: containers, some CI machines) a scenario with a non-ASCII
+    description and a byte-order mark was refused as "not a text file", and a calibration series
+    saved with a byte-order mark (as spreadsheets do) could not be read: files were read in the
+    locale's encoding. Scenarios, series and outputs are UTF-8 now, and the resolved scenario
+    keeps the description as written."""
+    description = "Comté de King — test"
+    scenario = tmp_path / "bom.yaml"
+    scenario.write_bytes(
+        b"\xef\xbb\xbf" + f'extends: {SCENARIO}\nname: bom_test\ndescription: "{description}"\n'.encode()
+    )
+    series = tmp_path / "series.csv"
+    series.write_bytes(b"\xef\xbb\xbfdate,hospital_admissions\n2020-03-01,3\n2020-03-02,4\n")
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    out = tmp_path / "out"
+    run = [sys.executable, "-m", "abm", "run", str(scenario), "--agents", "500", "--days", "3", "--replicates", "1"]
+    proc = subprocess.run([*run, "--out", str(out)], capture_output=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    resolved = (out / "scenario.resolved.yaml").read_text(encoding="utf-8")
+    assert f"description: {description}\n" in resolved
+    read = f"from abm.calibration.observed import read_dated_table as r; print(list(r({str(series)!r}).columns))"
+    proc = subprocess.run([sys.executable, "-c", read], capture_output=True, env=env, text=True, timeout=120)
+    assert proc.stdout.strip() == "['date', 'hospital_admissions']", proc.stderr

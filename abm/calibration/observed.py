@@ -29,7 +29,7 @@ def read_dated_table(source: str, at: str = "") -> pd.DataFrame:
             f"{at}calibration.data: {source!r} is neither a bundled series ({', '.join(BUNDLED)}) nor a file"
         )
     try:
-        with path.open() as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             frame = pd.read_csv(fh, dtype={"date": str})
     except pd.errors.EmptyDataError:
         raise CalibrationError(

@@ -657,9 +657,9 @@ def calibrate(
         "seconds": time.perf_counter() - start,
     }
     with atomic_folder(target, "calibration") as tmp:
-        (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml())
+        (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml(), encoding="utf-8")
         fit.table.to_csv(tmp / fit.table_name, index=False)
-        (tmp / "calibration.json").write_text(dumps(summary))
+        (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
         plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
     return summary
 

@@ -89,7 +89,7 @@ class Series(BaseModel):
             if self.source in BUNDLED_SERIES
             else Path(self.source)
         )
-        with path.open() as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             frame = pd.read_csv(fh)
         if "multiplier" not in frame.columns or frame.empty:
             raise ValueError(f"{self.source}: needs a column 'multiplier' with one non-negative number per day")

@@ -134,8 +134,8 @@ def run_scenario(
     with atomic_folder(out, "learning") as tmp:
         report["plots"] = _plots(report, tmp)
         report = jsonable(report)
-        (tmp / "report.json").write_text(dumps(report, indent=1))
-        (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=1))
+        (tmp / "report.json").write_text(dumps(report, indent=1), encoding="utf-8")
+        (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=1), encoding="utf-8")
     return report
 
 

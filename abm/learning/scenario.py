@@ -419,7 +419,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     invalid YAML or a top level that is not a mapping raise one clear LearningScenarioError."""
     source = str(path)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as e:
         raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
     except UnicodeDecodeError:

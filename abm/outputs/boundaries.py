@@ -236,7 +236,7 @@ def _read_boundary_file(path: Path, resolved: Path, mtime: int) -> dict[str, Bas
     suffix = path.suffix.lower()
     try:
         if suffix in (".json", ".geojson"):
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
             out = {}
             for f in data.get("features", []):
                 props = f.get("properties") or {}

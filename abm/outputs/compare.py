@@ -407,9 +407,9 @@ class Comparison:
         with atomic_folder(out, "comparison") as tmp:
             days = table.astype({"peak_hospital_day": "Int64"})  # a day reads 54, not 54.0 (NaN: no peak)
             days.to_csv(tmp / "comparison.csv", index=False)
-            (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs, table)))
+            (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs, table)), encoding="utf-8")
             write_plots(self.runs, tmp / "plots")
-            (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out))
+            (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out), encoding="utf-8")
         return out
 
 

@@ -261,8 +261,8 @@ def render_html(shapes: TractShapes, data: MapData, tiles: bool = True) -> str:
     # awesome-markers are not used).
     m.default_js = []
     m.default_css = []
-    leaflet_css = (ASSETS / "leaflet" / "leaflet.css").read_text()
-    leaflet_js = (ASSETS / "leaflet" / "leaflet.js").read_text()
+    leaflet_css = (ASSETS / "leaflet" / "leaflet.css").read_text(encoding="utf-8")
+    leaflet_js = (ASSETS / "leaflet" / "leaflet.js").read_text(encoding="utf-8")
     header = m.get_root().header
     header.add_child(Element(f"<style>{leaflet_css}</style>"), name="leaflet_css")
     header.add_child(Element(f"<script>{leaflet_js}</script>"), name="leaflet_js")

@@ -87,13 +87,15 @@ class RunTables:
             except (ValueError, OSError, yaml.YAMLError) as exc:
                 raise ValueError(f"{name}: {exc}") from exc
 
-        summary = read("summary.json", lambda p: json.loads(p.read_text()))
+        summary = read("summary.json", lambda p: json.loads(p.read_text(encoding="utf-8")))
         parquet = (folder / "timeseries.parquet").is_file()
         ts = read("timeseries.parquet", pd.read_parquet) if parquet else read("timeseries.csv", pd.read_csv)
         by_age = read("by_age.csv", lambda p: pd.read_csv(p, dtype={"age_group": str}))
         costs = read("costs.csv", pd.read_csv)
         resolved = folder / "scenario.resolved.yaml"
-        scenario = read(resolved.name, lambda p: yaml.safe_load(p.read_text())) if resolved.is_file() else None
+        scenario = (
+            read(resolved.name, lambda p: yaml.safe_load(p.read_text(encoding="utf-8"))) if resolved.is_file() else None
+        )
         name = summary.get("scenario") if isinstance(summary, dict) else None  # compare checks the summary
         return cls(label or str(name or folder.name), ts, by_age, costs, summary, scenario)
 

@@ -45,7 +45,7 @@ KINDS = {  # the kinds of output folder, as messages name them
 
 
 def _mark_lines(folder: Path) -> list[str]:
-    lines = (folder / MARK).read_text().splitlines()
+    lines = (folder / MARK).read_text(encoding="utf-8").splitlines()
     return lines if lines and lines[0] + "\n" == MARK_TEXT else []
 
 
@@ -143,13 +143,14 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        (tmp / MARK).write_text(MARK_TEXT)
+        (tmp / MARK).write_text(MARK_TEXT, encoding="utf-8")
         yield tmp
         if interrupted() is not None:  # an interrupt that a library swallowed: the folder is not complete
             raise KeyboardInterrupt
         entries = sorted(p.name for p in tmp.iterdir() if p.name != MARK)
         (tmp / MARK).write_text(
-            MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else "")
+            MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else ""),
+            encoding="utf-8",
         )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -322,7 +322,7 @@ def _read_figures(fig_file: Path) -> RegionFigures:
     """``region.yaml`` read and checked; a problem raises :class:`RegionError` with one message
     naming the file and, for each problem, the key, the value and what is allowed."""
     try:
-        data = load_yaml(fig_file.read_text())
+        data = load_yaml(fig_file.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""

@@ -245,9 +245,9 @@ def run_private_calibration(
     with atomic_folder(target, "private_calibration") as tmp:
         report["plots"] = _plots(report, curves, institutions, tmp)
         # strict JSON: a figure that cannot be computed (NaN) is written as null
-        (tmp / "report.json").write_text(dumps(report))
-        (tmp / "report.md").write_text(markdown(report))
-        (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=2) + "\n")
+        (tmp / "report.json").write_text(dumps(report), encoding="utf-8")
+        (tmp / "report.md").write_text(markdown(report), encoding="utf-8")
+        (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return report
 
 

@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | No
     args = ap.parse_args(argv)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     torch.set_num_threads(1)
-    with open(args.scenario) as f:
+    with open(args.scenario, encoding="utf-8") as f:
         scenario_json = f.read()
 
     def client_fn(context: Context) -> Client:

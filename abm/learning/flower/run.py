@@ -230,8 +230,8 @@ def run_processes(
     address = f"127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="abm-flower-") as tmp:
         scenario_file = Path(tmp) / "scenario.json"
-        scenario_file.write_text(scenario.model_dump_json())
-        logs = [open(Path(tmp) / f"client{k}.log", "w+") for k in range(n)]  # noqa: SIM115
+        scenario_file.write_text(scenario.model_dump_json(), encoding="utf-8")
+        logs = [open(Path(tmp) / f"client{k}.log", "w+", encoding="utf-8") for k in range(n)]  # noqa: SIM115
         procs = [
             subprocess.Popen(
                 [
