@@ -37,9 +37,9 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
     try:
         check_target(target, kind)
         with progress_bar("") as bar, listening(learning_progress(bar)):  # gone before the table prints
-            report = work()
-        results_written()
-        return report
+            result = work()
+            results_written()  # the output is complete: an interrupt as the bar closes is ignored (abm.entry)
+        return result
     except OutputFolderError as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None

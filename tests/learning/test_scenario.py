@@ -393,6 +393,35 @@ def test_cli_learn_says_what_runs_and_when_each_protocol_ends(tmp_path):
     assert proc.stdout.splitlines()[-1] == f"report: {out / 'report.json'}"
 
 
+def test_cli_learn_a_kill_as_its_progress_bar_closes_keeps_the_written_report(tmp_path, monkeypatch):
+    """The report is written when the work returns; a SIGTERM while the progress bar is then taken
+    down is ignored as after any complete output (abm.entry). It ended in a TypeError ('dict' object
+    is not callable): the report had taken the name of the function that says an interrupt."""
+    import contextlib
+    import signal
+
+    import abm.cli
+    from abm import entry, interrupts
+    from abm.learning.cli import run_or_exit
+
+    bar_of = abm.cli.progress_bar
+
+    @contextlib.contextmanager
+    def killed_as_it_closes(unit: str):
+        with bar_of(unit) as bar:
+            yield bar
+        entry._interrupt(signal.SIGTERM, None)  # raises KeyboardInterrupt unless the output is complete
+
+    monkeypatch.setattr(abm.cli, "progress_bar", killed_as_it_closes)
+    interrupts.reset()
+    try:
+        report = run_or_exit(lambda: {"protocols": {}}, tmp_path / "out", tmp_path / "tiny.yaml")
+        assert interrupts.interrupted() is None
+    finally:
+        interrupts.reset()
+    assert report == {"protocols": {}}
+
+
 @pytest.mark.parametrize("key", ["n_features", "modes_per_class", "separation"])
 def test_true_for_a_number_of_the_data_section_is_refused(key):
     """The data section takes one of several forms (by its source); true/false for one of its
