@@ -308,10 +308,11 @@ def check_protocols(
                 f"for every {member}; give a single model under protocols[i].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
-        topology, degree = spec.params.get("topology"), spec.params.get("degree", 4)
-        if spec.name == "p2p_selection" and topology == "k_regular" and degree >= participants:
+        topology, degree = spec.params.get("topology"), spec.params.get("degree")
+        if spec.name == "p2p_selection" and topology == "k_regular" and (degree or 4) >= participants:
+            given = f"{degree!r} is" if degree is not None else "4 (the default, as none is given) is"
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].params.degree: {degree!r} is not allowed with {participants} "
+                f"{source}: protocols[{i}].params.degree: {given} not allowed with {participants} "
                 f"{member}s: topology k_regular needs an even degree below the number of {member}s"
             )
         if runner != "inprocess" and not cls.runs_on_clients:

@@ -238,14 +238,14 @@ def test_random_on_a_k_regular_topology_is_uniform_over_the_neighbours():
     _assert_within_4_binomial_sd(freq, p, 4000)
 
 
-def _p2p_scenario(**params):
+def _p2p_scenario(participants: int = 6, **params):
     from abm.learning.scenario import load_scenario
 
     sc = {
         "name": "p2p_ring",
         "seed": 0,
         "data": {"source": "gaussian_mixture", "n_samples": 600, "n_classes": 3, "n_features": 4},
-        "split": {"participants": 6},
+        "split": {"participants": participants},
         "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
         "rounds": 3,
         "protocols": [{"name": "p2p_selection", "label": "p2p", "params": params}],
@@ -280,6 +280,10 @@ def test_p2p_selection_on_a_ring_exchanges_only_with_ring_neighbours():
         ({"topology": "k_regular", "degree": 3}, "degree must be even"),
         ({"topology": "k_regular", "degree": 6}, "protocols[0].params.degree: 6 is not allowed with 6 participants"),
         ({"topology": "star"}, "topology"),
+        (
+            {"topology": "k_regular", "participants": 4},
+            "protocols[0].params.degree: 4 (the default, as none is given) is not allowed with 4 participants",
+        ),
     ],
 )
 def test_p2p_topologies_that_cannot_work_are_refused(params, message):
@@ -288,3 +292,8 @@ def test_p2p_topologies_that_cannot_work_are_refused(params, message):
     with pytest.raises(LearningScenarioError) as e:
         _p2p_scenario(**params)
     assert message in str(e.value)
+
+
+def test_an_odd_degree_is_ignored_where_the_topology_has_no_degree():
+    """degree is read by k_regular only: with a ring it may be anything."""
+    _p2p_scenario(topology="ring", degree=3)

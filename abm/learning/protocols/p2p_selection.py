@@ -49,7 +49,7 @@ class P2PSelectionConfig(ProtocolConfig):
 
     @model_validator(mode="after")
     def _topology_fits_policy(self) -> P2PSelectionConfig:
-        if self.degree % 2:
+        if self.topology == "k_regular" and self.degree % 2:
             raise ValueError(f"degree must be even (degree / 2 ring neighbours either way); got {self.degree}")
         if self.policy.startswith("consensus") and self.topology != "fully_connected":
             raise ValueError(
