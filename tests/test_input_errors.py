@@ -851,7 +851,7 @@ def test_a_file_of_comments_only_is_named_as_such(tmp_path):
     [
         "disease.infectiousness_by_stage.asymptomatic=1.0e39",  # overflowed the engine's 32-bit table (exit 1)
         "disease.infectiousness_profile_mean=1.0e300",  # overflowed building the profile (exit 1)
-        "contacts.community.mean_contacts=[1.0e300, 4, 3]",  # 'lam value too large' drawing contacts (exit 1)
+        "contacts.community.weight=1.0e300",
     ],
 )
 def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting):
@@ -863,4 +863,18 @@ def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting)
         assert result.exit_code == 2, result.output
         assert f"{key}: 1e+" in text(result) or f"{key}[0]: 1e+" in text(result)
         assert "is not allowed: too large; numbers must lie within" in text(result)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["1.0e19", "1.0e30", "1001"])
+def test_community_contacts_beyond_a_thousand_a_day_are_refused_before_the_run(small, value):
+    """A mean of 1e19 to 3.4e38 community contacts a day passed validate (below the 32-bit
+    limit) and ended `abm run` in numpy's 'lam value too large' traceback; contact surveys give
+    means of 10-20 a day, so more than 1,000 is refused with its key path, nothing written."""
+    out = small.parent / "out"
+    setting = f"contacts.community.mean_contacts=[{value}, 4, 3]"
+    for args in (["validate", str(small)], ["run", str(small), "--out", str(out)]):
+        result = runner.invoke(app, [*args, "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert "contacts.community.mean_contacts[0]:" in text(result) and "must be at most 1000" in text(result)
     assert not out.exists()

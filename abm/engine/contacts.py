@@ -68,6 +68,9 @@ class OccupationContacts(BaseModel):
 
 
 NonNegative = Annotated[float, Field(ge=0)]
+# Contact surveys give means of 10-20 contacts a day, rarely hundreds for one person; a mean above
+# this is a typo, and near 1e19 numpy's draw fails ("lam value too large") after validation passed.
+DailyContacts = Annotated[float, Field(ge=0, le=1000)]
 
 
 class CommunityContacts(BaseModel):
@@ -75,10 +78,10 @@ class CommunityContacts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(0.25, ge=0, description="relative weight of a community contact")
-    mean_contacts: tuple[NonNegative, NonNegative, NonNegative] = Field(
+    mean_contacts: tuple[DailyContacts, DailyContacts, DailyContacts] = Field(
         (2.0, 4.0, 3.0), description="mean daily contacts of children (0-19), adults, elderly (70+)"
     )
-    sd_contacts: tuple[NonNegative, NonNegative, NonNegative] = Field(
+    sd_contacts: tuple[DailyContacts, DailyContacts, DailyContacts] = Field(
         (2.0, 4.0, 3.0), description="sd of daily contacts by age class (negative binomial, sd^2 > mean)"
     )
     local_share: float = Field(0.7, ge=0, le=1, description="share of contacts made near home")
