@@ -1,0 +1,61 @@
+"""Scenario loading on tiny hand-written files: ``extends:`` chains (mappings merge key by key,
+lists are replaced, a circular chain is refused) and ``--set`` key paths and values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from abm.scenario import ScenarioError, apply_set, load_raw
+
+
+def test_extends_merges_mappings_key_by_key_and_replaces_lists(tmp_path: Path) -> None:
+    """A file that extends another changes only the keys it names within a section; a list it
+    gives replaces the base's list as a whole (map days [3] are [3], not [10, 20, 3]); the base's
+    name is not inherited."""
+    (tmp_path / "base.yaml").write_text(
+        "name: base\nsimulation: {days: 30, seed: 5}\noutputs: {map_days: [10, 20]}\n"
+        "contacts: {community: {mean_contacts: [1, 2, 3], weight: 0.4}}\n"
+    )
+    (tmp_path / "child.yaml").write_text(
+        "extends: base.yaml\nsimulation: {days: 8}\noutputs: {map_days: [3]}\n"
+        "contacts: {community: {mean_contacts: [4]}}\n"
+    )
+    assert load_raw(tmp_path / "child.yaml") == {
+        "simulation": {"days": 8, "seed": 5},
+        "outputs": {"map_days": [3]},
+        "contacts": {"community": {"mean_contacts": [4], "weight": 0.4}},
+    }
+
+
+def test_a_circular_extends_chain_is_refused_naming_the_chain(tmp_path: Path) -> None:
+    """a.yaml extends b.yaml, which extends a.yaml: one message naming the chain (not Python's
+    recursion error); a file that extends itself likewise."""
+    a, b, itself = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "self.yaml"
+    a.write_text("extends: b.yaml\nname: a\n")
+    b.write_text("extends: a.yaml\n")
+    itself.write_text("extends: self.yaml\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_raw(a)
+    assert str(caught.value) == f"{a}: extends: circular chain {a} -> {b} -> {a}"
+    with pytest.raises(ScenarioError, match=r"self\.yaml: extends: circular chain .*self\.yaml -> .*self\.yaml$"):
+        load_raw(itself)
+
+
+def test_a_set_value_may_hold_an_equals_sign() -> None:
+    """--set splits at the first '=': the key is before it, everything after is the value."""
+    assert apply_set({}, "description=R=1.5 with masks") == {"description": "R=1.5 with masks"}
+    assert apply_set({}, "simulation.days=9") == {"simulation": {"days": 9}}
+
+
+def test_a_set_list_index_may_have_several_digits() -> None:
+    """A list item is reached by any whole-number index, in brackets or dotted: item 11 of a
+    list of 12 (a long list of contact changes), not a refusal of '[11]'."""
+    changes = [{"community": 1.0} for _ in range(12)]
+    data = {"interventions": {"contact_multipliers": {"changes": changes}}}
+    for key in ("changes[11]", "changes.11"):
+        out = apply_set(data, f"interventions.contact_multipliers.{key}.community=0.5")
+        got = out["interventions"]["contact_multipliers"]["changes"]
+        assert got == [*changes[:11], {"community": 0.5}]
+    assert changes[11] == {"community": 1.0}  # the input is untouched
