@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import abm
 from abm.outputs import maps
@@ -96,3 +97,19 @@ def test_the_scenarios_map_days_are_the_maps_snapshot_days() -> None:
     res = abm.run(NI, agents=300, days=5, replicates=1, sets=["outputs.map_days=[2]"])
     assert res.map(tiles=False).data.days == [0, 2, 4]
     assert abm.run(NI, agents=300, days=5, replicates=1).map(tiles=False).data.days == [0, 4]
+
+
+def test_a_lone_tracts_cell_is_a_round_disc_of_its_land_on_the_ground() -> None:
+    """One tract of 100 km2: its cell is the disc of radius 0.9 sqrt(100 / pi) + 0.5 km around its
+    centroid, round on the ground (at latitude 47.6 a degree of longitude is 0.67 of one of
+    latitude, so the cell is wider in degrees than it is high)."""
+    import math
+
+    lone = TRACTS.iloc[:1].assign(land_km2=100.0)
+    cell = centroid_cells(lone).geometry[0]
+    km_lon, km_lat = 111.320 * math.cos(math.radians(47.6)), 110.574
+    west, south, east, north = cell.bounds
+    radius = 0.9 * math.sqrt(100 / math.pi) + 0.5
+    assert (east - west) * km_lon == pytest.approx(2 * radius, rel=0.01)
+    assert (north - south) * km_lat == pytest.approx(2 * radius, rel=0.01)
+    assert cell.area * km_lon * km_lat == pytest.approx(math.pi * radius**2, rel=0.01)
