@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from abm.scenario import ScenarioError, apply_set, load_raw
@@ -59,3 +60,31 @@ def test_a_set_list_index_may_have_several_digits() -> None:
         got = out["interventions"]["contact_multipliers"]["changes"]
         assert got == [*changes[:11], {"community": 0.5}]
     assert changes[11] == {"community": 1.0}  # the input is untouched
+
+
+NI = Path(__file__).resolve().parents[1] / "scenarios/king_county/no_intervention.yaml"
+
+
+def test_the_scenarios_seed_draws_both_the_population_and_the_epidemic() -> None:
+    """simulation.seed is the seed of the population and of the runs: the same seed gives the same
+    agents and the same epidemic, another seed other agents, and on the same agents another
+    epidemic; the replicates of one run differ from each other."""
+    from abm.populations import load_region
+    from abm.runs import population_of, resolve, simulation_of
+
+    def scenario(seed: int):
+        return resolve(NI, {"agents": 800, "days": 12, "replicates": 2, "seed": seed})
+
+    three, four = scenario(3), scenario(4)
+    region = load_region(three.population.region)
+    agents = population_of(three, region)
+    assert (population_of(three, region).age == agents.age).all()
+    assert (population_of(four, region).age != agents.age).any()
+
+    def epidemic(sc) -> np.ndarray:
+        return simulation_of(sc, agents).run().new_by_tract.sum(axis=2)  # [day, replicate]
+
+    same, again, other = epidemic(three), epidemic(three), epidemic(four)
+    assert (same == again).all()
+    assert (same != other).any()
+    assert (same[:, 0] != same[:, 1]).any()  # replicates differ
