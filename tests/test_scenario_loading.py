@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from abm.scenario import ScenarioError, apply_set, load_raw
 
@@ -88,3 +89,34 @@ def test_the_scenarios_seed_draws_both_the_population_and_the_epidemic() -> None
     assert (same == again).all()
     assert (same != other).any()
     assert (same[:, 0] != same[:, 1]).any()  # replicates differ
+
+
+def test_the_resolved_scenario_names_only_the_interventions_that_are_on(tmp_path: Path) -> None:
+    """scenario.resolved.yaml leaves out an intervention that is off (as absent it stays off):
+    written as `testing: null` it re-created the run but `abm validate` and `abm run` of it said
+    "has no value, so testing is off" for every intervention the scenario does not use."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+    from abm.scenario import load_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/king_county/vacc.yaml")
+    written = yaml.safe_load(sc.resolved_yaml())
+    assert list(written["interventions"]) == ["vaccination"]
+    (tmp_path / "resolved.yaml").write_text(sc.resolved_yaml())
+    assert load_scenario(tmp_path / "resolved.yaml") == sc
+    result = CliRunner().invoke(app, ["validate", str(tmp_path / "resolved.yaml")])
+    assert result.exit_code == 0 and "has no value" not in result.output, result.output
+
+
+def test_each_reader_of_a_region_gets_its_own_tract_table() -> None:
+    """A region folder is read once while unchanged (load_region caches it); a caller that changes
+    its tract table does not change what the next caller reads."""
+    from abm.populations import load_region
+
+    first = load_region("king_county")
+    lat = float(first.tracts.loc[0, "lat"])
+    first.tracts.loc[0, "lat"] = 0.0
+    first.tracts.drop(index=1, inplace=True)
+    again = load_region("king_county")
+    assert float(again.tracts.loc[0, "lat"]) == lat and len(again.tracts) == 397
