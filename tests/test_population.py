@@ -324,6 +324,12 @@ TRACT = {
             r"row 3 \(tract 99001000101\), column lat: 444",
         ),
         ([{**TRACT, "lon": -300.0}], None, r"row 2 \(tract 99001000100\), column lon: -300\.0 .* -180 to 180"),
+        (  # a negative area: refused as a negative count is
+            [{**TRACT, "land_km2": -2.0}],
+            None,
+            r"row 2 \(tract 99001000100\), column land_km2: -2\.0 is not allowed; figures must be numbers, and counts "
+            r"and areas at least 0$",
+        ),
         ([{**TRACT, "age_30_34": 0}], None, r"no tract has residents"),
         ([], None, r"no tract has residents"),
         ([TRACT], "name", r"missing columns \['name'\]"),

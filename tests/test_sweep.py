@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -122,10 +123,20 @@ def test_several_sweeps_run_the_cartesian_product():
     assert len(sds.columns) == len(OUTCOMES) and sds.isna().all().all()
 
 
+def test_a_value_given_twice_in_two_spellings_is_refused():
+    """0.5 and 0.50 (or [1, 2] and [1,2]) are one value: two variants of it would be the same run."""
+    cases = (("contacts.community.weight=0.5,0.50", "'0.50'"), ("outputs.map_days=[1, 2],[1,2]", "'[1,2]'"))
+    for option, twice in cases:
+        with pytest.raises(ScenarioError, match=rf"the value {re.escape(twice)} is given twice; give each value once"):
+            parse_axis(option)
+
+
 def test_values_split_at_top_level_commas_only():
     assert split_values("0.1, 0.2,0.3") == ["0.1", "0.2", "0.3"]
     assert split_values("[1, 2],[3, 4]") == ["[1, 2]", "[3, 4]"]
     assert split_values("'a,b',c") == ["'a,b'", "c"]
+    mappings = split_values("{community: 0.5, school: 0},{community: 1}")
+    assert mappings == ["{community: 0.5, school: 0}", "{community: 1}"]
     axis = parse_axis("outputs.map_days=[10, 20],[30]")
     assert axis.values == ([10, 20], [30])
 

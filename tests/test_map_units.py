@@ -1,0 +1,115 @@
+"""The map on tiny hand-made tracts: legend classes, the page's data (days, the day shown
+first, the tooltip's numbers), centroid cells for tracts that share a centroid, and the
+scenario's map days."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import abm
+from abm.outputs import maps
+from abm.outputs.boundaries import centroid_cells
+
+NI = Path(__file__).resolve().parents[1] / "scenarios/king_county/no_intervention.yaml"
+
+TRACTS = pd.DataFrame(
+    {
+        "geoid": ["53033000100", "53033000200", "53033000300"],
+        "name": ["1", "2", "3"],
+        "lat": [47.60, 47.65, 47.70],
+        "lon": [-122.30, -122.25, -122.35],
+        "land_km2": [2.0, 3.0, 4.0],
+        "residents": [4000, 5000, 6000],
+    }
+)
+
+
+def test_legend_classes_are_round_steps_up_to_the_largest_value() -> None:
+    """At most 10 equal classes whose width is 1, 2, 2.5 or 5 times a power of ten, the last
+    edge the first at or above the largest value."""
+    assert maps.nice_bins(25) == [2.5 * k for k in range(1, 11)]
+    assert maps.nice_bins(73) == [10.0 * k for k in range(1, 9)]
+    assert maps.nice_bins(1234) == [200.0 * k for k in range(1, 8)]
+    assert maps.nice_bins(float("nan")) == [1.0]
+
+
+def page_data(html: str) -> dict:
+    """The data the map page's script draws from (``var D = {...};``)."""
+    found = re.search(r"var D = (\{.*?\});\n", html)
+    assert found is not None
+    return json.loads(found.group(1))
+
+
+def test_the_page_carries_the_frames_the_last_day_first_and_each_tracts_numbers() -> None:
+    """Frames: every 7th day, the snapshot day and the last day; the slider starts on the last
+    day; a tooltip's numbers are the tract's residents and agents, and its values per 100,000
+    (none for a tract without agents)."""
+    rows = []
+    for day in range(10):
+        infected_by_tract = (("53033000100", 200, 2 * day), ("53033000200", 500, day), ("53033000300", 0, 0))
+        for geoid, agents, infected in infected_by_tract:
+            rows.append(
+                {
+                    "day": day,
+                    "geoid": geoid,
+                    "agents": agents,
+                    "cumulative_infected": infected,
+                    "active": infected,
+                    "hospital_occupancy": 0,
+                }
+            )
+    data = maps.map_data(pd.DataFrame(rows), TRACTS, snapshot_days=(3,), title="tiny")
+    assert data.days == [0, 3, 7, 9]
+    d = page_data(maps.render_html(centroid_cells(TRACTS), data, tiles=False))
+    assert d["days"] == [0, 3, 7, 9] and d["start"] == 3 and d["title"] == "tiny"
+    assert d["tracts"] == [
+        ["53033000100", "1", 4000, 200],
+        ["53033000200", "2", 5000, 500],
+        ["53033000300", "3", 6000, 0],
+    ]
+    cumulative = d["measures"][0]
+    assert cumulative["key"] == "cumulative"
+    # day 9: 18 of 200 agents and 9 of 500 per 100,000; the tract without agents has no value
+    assert cumulative["values"][3] == [9000, 1800, None]
+    assert cumulative["values"][1] == [3000, 600, None]  # day 3
+    assert cumulative["bins"] == [1000.0 * k for k in range(1, 10)]
+
+
+def test_tracts_that_share_a_centroid_each_get_a_cell() -> None:
+    """Two tracts at the same point (a tract split in two, say): each gets its own cell, side by
+    side, so every tract is drawn and the shapes stay in the tracts' order."""
+    tracts = TRACTS.copy()
+    tracts.loc[2, ["lat", "lon"]] = tracts.loc[1, ["lat", "lon"]].to_numpy()
+    shapes = centroid_cells(tracts)
+    assert shapes.geoid == list(tracts["geoid"]) and len(shapes.geometry) == 3
+    assert all(g.is_valid and g.area > 0 for g in shapes.geometry)
+    assert shapes.geometry[1].intersection(shapes.geometry[2]).area < 1e-3 * shapes.geometry[1].area
+    assert len(shapes.geojson()["features"]) == 3
+
+
+def test_the_scenarios_map_days_are_the_maps_snapshot_days() -> None:
+    """outputs.map_days picks the map's frames and snapshots (not the default 50, 70, 120)."""
+    res = abm.run(NI, agents=300, days=5, replicates=1, sets=["outputs.map_days=[2]"])
+    assert res.map(tiles=False).data.days == [0, 2, 4]
+    assert abm.run(NI, agents=300, days=5, replicates=1).map(tiles=False).data.days == [0, 4]
+
+
+def test_a_lone_tracts_cell_is_a_round_disc_of_its_land_on_the_ground() -> None:
+    """One tract of 100 km2: its cell is the disc of radius 0.9 sqrt(100 / pi) + 0.5 km around its
+    centroid, round on the ground (at latitude 47.6 a degree of longitude is 0.67 of one of
+    latitude, so the cell is wider in degrees than it is high)."""
+    import math
+
+    lone = TRACTS.iloc[:1].assign(land_km2=100.0)
+    cell = centroid_cells(lone).geometry[0]
+    km_lon, km_lat = 111.320 * math.cos(math.radians(47.6)), 110.574
+    west, south, east, north = cell.bounds
+    radius = 0.9 * math.sqrt(100 / math.pi) + 0.5
+    assert (east - west) * km_lon == pytest.approx(2 * radius, rel=0.01)
+    assert (north - south) * km_lat == pytest.approx(2 * radius, rel=0.01)
+    assert cell.area * km_lon * km_lat == pytest.approx(math.pi * radius**2, rel=0.01)
