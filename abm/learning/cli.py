@@ -22,8 +22,11 @@ def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str |
         raise typer.Exit(code=2) from None
 
 
-def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, kind: str = "learning") -> dict[str, Any]:
-    """``work()``'s report; a bad output folder (for an output of ``kind``), or a scenario found
+def run_or_exit(
+    work: Callable[[], dict[str, Any]], target: Path, file: Path, kind: str = "learning", header: str = ""
+) -> dict[str, Any]:
+    """``work()``'s report, ``header`` said first on stderr once the output folder is known to be
+    usable; a bad output folder (for an output of ``kind``), or a scenario found
     unworkable once its data are built (``file`` named), gets its message and exit code 2; a
     secure-aggregation round that cannot be summed (a diverged update) one line and exit code 1;
     Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these)."""
@@ -36,6 +39,8 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
 
     try:
         check_target(target, kind)
+        if header:
+            print(header, file=sys.stderr)
         with progress_bar("") as bar, listening(learning_progress(bar)):  # gone before the table prints
             result = work()
             results_written()  # the output is complete: an interrupt as the bar closes is ignored (abm.entry)
@@ -54,12 +59,11 @@ def run_or_exit(work: Callable[[], dict[str, Any]], target: Path, file: Path, ki
         raise typer.Exit(code=130) from None
 
 
-def announce(scenario: Any, protocols: int, members: str, target: Path) -> None:
-    """The line on stderr that says what is about to run and where it goes."""
-    print(
+def announce(scenario: Any, protocols: int, members: str, target: Path) -> str:
+    """The line that says what is about to run and where it goes."""
+    return (
         f"running {scenario.name}: {members}, {protocols} protocols (local-only included), runner {scenario.runner} "
-        f"-> {target}",
-        file=sys.stderr,
+        f"-> {target}"
     )
 
 
@@ -75,8 +79,8 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
 
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
-    announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
-    report = run_or_exit(lambda: run_scenario(file, target, runner), target, file)
+    header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
+    report = run_or_exit(lambda: run_scenario(file, target, runner), target, file, header=header)
     print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():
         print(

@@ -20,8 +20,10 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
 
     scenario = load_or_exit(load_scenario, file, runner)
     target = out if out is not None else Path("runs") / scenario.name
-    announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
-    report = run_or_exit(lambda: run_private_calibration(file, target, runner), target, file, "private_calibration")
+    header = announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
+    report = run_or_exit(
+        lambda: run_private_calibration(file, target, runner), target, file, "private_calibration", header
+    )
     names = [i["name"] for i in report["institutions"]]
     print(
         f"{'protocol':<18}{'recovery':>9}"

@@ -430,3 +430,21 @@ def test_true_for_a_number_of_the_data_section_is_refused(key):
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(_tiny(data=data))
     assert f"data.{key}: true is not allowed: must be a number" in str(e.value)
+
+
+def test_cli_learn_with_a_bad_output_folder_says_one_line(tmp_path):
+    """--out on a file: the one error line, not the line of what would run before it."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    f, out = tmp_path / "tiny.yaml", tmp_path / "a_file"
+    f.write_text(yaml.safe_dump(_tiny()))
+    out.write_text("mine")
+    res = CliRunner().invoke(app, ["learn", str(f), "--out", str(out)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        f"error: output folder '{out}': is a file; give a folder path (an output is a folder)"
+    ]
+    assert out.read_text() == "mine"
