@@ -28,6 +28,19 @@ runner = CliRunner()
 TIMINGS = ["datetime_start", "datetime_complete", "duration"]  # Optuna's columns of when a trial ran
 
 
+def assert_group_ends(pgid: int, seconds: float = 10) -> None:
+    """Every process of the group ``pgid`` (a command started in its own session) is gone within
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, "a process of the command's group is still running"
+        time.sleep(0.1)
+
+
 def calibrate_cli(path: Path, out: Path, *options: str) -> tuple[pd.DataFrame, dict]:
     result = runner.invoke(app, ["calibrate", str(path), "--out", str(out), *options])
     assert result.exit_code == 0, result.output
@@ -260,14 +273,7 @@ def test_ctrl_c_ends_the_workers_and_writes_nothing(tmp_path, backend):
             os.killpg(child.pid, signal.SIGKILL)
     assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}"
     assert "Traceback" not in rest and not out.exists()
-    deadline = time.monotonic() + 10  # multiprocessing's resource tracker leaves once the command has
-    while True:
-        try:
-            os.killpg(child.pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "a process of the command's group is still running"
-        time.sleep(0.1)
+    assert_group_ends(child.pid)  # multiprocessing's resource tracker leaves once the command has
 
 
 @pytest.mark.slow
@@ -309,11 +315,4 @@ def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
             os.killpg(child.pid, signal.SIGKILL)
     assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}", rest
     assert "Traceback" not in rest and "SIGTERM received" not in rest and not out.exists()
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            os.killpg(child.pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "a process of the command's group is still running"
-        time.sleep(0.1)
+    assert_group_ends(child.pid)
