@@ -271,7 +271,7 @@ def error_lines(
         raw = err["msg"].removeprefix("Value error, ")
         msg = plain_message(kind, raw, err.get("ctx"), model, loc[len(prefix) :], lookup(data, prefix))
         if kind in BOUNDS and not_finite_text(value):  # 'NaN' is not "below 0": it is no number to compare
-            msg = "a finite number is expected here"
+            msg, value = "a finite number is expected here", float(value)  # named as a number: inf, nan
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))
