@@ -20,6 +20,7 @@ from abm.calibration.config import BUNDLED, CalibrationConfig
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.engine.disease import MAX_DAYS
+from abm.engine.simulator import AGE_CLASS_SHARES, DEFAULT_COMMUNITY_STUBS
 from abm.interventions import InterventionsConfig
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
@@ -555,11 +556,20 @@ def check_memory(scenario: Scenario, source: str) -> None:
     """Refuse a run whose estimated memory exceeds what the machine has."""
     if not scenario.simulation.device.startswith("cpu"):
         return
-    need = estimate_memory_bytes(scenario.population.agents, scenario.simulation.replicates)
+    community = scenario.contacts.community
+    mean = sum(s * k for s, k in zip(AGE_CLASS_SHARES, community.mean_contacts, strict=True))
+    stubs = mean * community.cycle_days
+    need = estimate_memory_bytes(scenario.population.agents, scenario.simulation.replicates, stubs)
     have = available_memory_bytes()
     if need > have:
+        contacts = (
+            f" with {mean:.0f} community contacts a day over a {community.cycle_days}-day cycle"
+            if stubs > DEFAULT_COMMUNITY_STUBS + 1e-9
+            else ""
+        )
+        fewer = "agents, replicates or community contacts" if contacts else "agents or replicates"
         raise ScenarioError(
             f"{source}: population.agents: {scenario.population.agents} agents x "
-            f"{scenario.simulation.replicates} replicates need about {need / 1e9:.1f} GB, but this "
-            f"machine has {have / 1e9:.1f} GB available; use fewer agents or replicates"
+            f"{scenario.simulation.replicates} replicates{contacts} need about {need / 1e9:.1f} GB, but this "
+            f"machine has {have / 1e9:.1f} GB available; use fewer {fewer}"
         )

@@ -468,10 +468,19 @@ class Simulation:
         return torch.bincount(idx // self.n, minlength=self.replicates)
 
 
-def estimate_memory_bytes(agents: int, replicates: int) -> int:
+# Community contacts a day, weighted by age class (children 0-19, adults, elderly 70+: about 23%,
+# 67% and 10% of King County's residents), and the cycle they recur on, at the defaults.
+AGE_CLASS_SHARES = (0.23, 0.67, 0.10)
+DEFAULT_COMMUNITY_STUBS = (0.23 * 2.0 + 0.67 * 4.0 + 0.10 * 3.0) * 10
+
+
+def estimate_memory_bytes(agents: int, replicates: int, community_stubs: float = DEFAULT_COMMUNITY_STUBS) -> int:
     """Peak memory of a run: about 920-1,030 bytes per agent-replicate measured (BENCHMARKS.md),
-    with headroom, plus the interpreter and torch."""
-    return int(1200 * agents * replicates + 250e6)
+    with headroom, plus the interpreter and torch; and 16 bytes per community contact over a
+    cycle (``community_stubs``: mean daily contacts times ``cycle_days``) beyond the defaults'
+    34 (measured 100-160 bytes per extra daily contact at 50,000 agents x 2 replicates)."""
+    extra = 16 * max(0.0, community_stubs - DEFAULT_COMMUNITY_STUBS)
+    return int((1200 + extra) * agents * replicates + 250e6)
 
 
 __all__ = [
