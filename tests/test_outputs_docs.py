@@ -83,3 +83,13 @@ def test_the_python_api_has_docstrings_and_type_hints():
             if bare or sig.return_annotation is inspect.Signature.empty:
                 missing.append(f"{label}: parameters {bare} or the return not annotated")
     assert not missing, missing
+
+
+def test_the_scenario_reference_gives_the_bounds_of_each_item_of_a_list():
+    """contacts.community.mean_contacts takes three numbers of 0 to 1,000: the reference said nothing
+    of their bounds (only a field's own bounds were read, not those of its items)."""
+    from abm.engine.contacts import CommunityContacts
+    from abm.outputs.schema_doc import bounds
+
+    assert bounds(CommunityContacts.model_fields["mean_contacts"]) == "each >= 0, <= 1000"
+    assert bounds(CommunityContacts.model_fields["weight"]) == ">= 0"

@@ -81,7 +81,25 @@ def bounds(field: FieldInfo) -> str:
         pattern = getattr(m, "pattern", None)
         if pattern:
             parts.append(f"matches `{pattern}`")
+    item = _item_field(field.annotation)
+    if item is not None and bounds(item):
+        parts.append(f"each {bounds(item)}")
     return ", ".join(parts)
+
+
+def _item_field(annotation: Any) -> FieldInfo | None:
+    """The constraints shared by every item of a tuple or list of constrained numbers (e.g.
+    ``tuple[Annotated[float, Field(ge=0)], ...]``), or None."""
+    if typing.get_origin(annotation) not in (tuple, list):
+        return None
+    items = {a for a in typing.get_args(annotation) if a is not Ellipsis}
+    if len(items) != 1:
+        return None
+    item = items.pop()
+    if typing.get_origin(item) is not typing.Annotated:
+        return None
+    infos = [m for m in typing.get_args(item)[1:] if isinstance(m, FieldInfo)]
+    return infos[0] if infos else None
 
 
 def default_text(field: FieldInfo) -> str:
