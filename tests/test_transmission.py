@@ -33,8 +33,13 @@ def infect(sim: Simulation, agent: int, stage: Stage, infected_day: int) -> None
         sim.state.next_day[i] = 10_000
 
 
-def test_force_on_a_five_agent_graph_equals_the_formula():
-    contacts = quiet_contacts(household={"weight": 2.0}, occupation={"weight": 1.0})
+@pytest.mark.parametrize(("home", "work"), [(2.0, 1.0), (0.5, 3.0)])
+def test_force_on_a_five_agent_graph_equals_the_formula(home, work):
+    """Each layer's weight multiplies its own contacts' force (weight / normaliser: household
+    size 2, mean degree 2); the second pair, away from the default occupation weight 1, shows a
+    layer's weight dropped or taken from another layer. Agent 1 meets infectious 0 at home and
+    2 at work; agent 3 meets 2 at work."""
+    contacts = quiet_contacts(household={"weight": home}, occupation={"weight": work})
     sim = Simulation(five_agents(), DiseaseConfig(), contacts, NO_SEEDS, days=20, replicates=1, seed=1)
     day = 10
     infect(sim, 0, Stage.MILD_SYMPTOMS, day - 4)
@@ -43,14 +48,14 @@ def test_force_on_a_five_agent_graph_equals_the_formula():
     x0 = 0.72 * g[4].item()
     x2 = 0.33 * g[6].item()
     force = sim.force_of_infection(day).tolist()
-    # Household: weight 2 / household size 2; workplace: weight 1 / mean degree 2.
-    expected = [0.0, 2.0 * x0 / 2 + 1.0 * x2 / 2, 0.0, 1.0 * x2 / 2, 0.0]
+    # Household: weight / household size 2; workplace: weight / mean degree 2.
+    expected = [0.0, home * x0 / 2 + work * x2 / 2, 0.0, work * x2 / 2, 0.0]
     expected[2] = 0.0  # agent 2's workplace mates 1 and 3 are not infectious
     assert np.allclose(force, expected, rtol=1e-6, atol=0)
     # An isolated source contributes nothing, to anyone.
     sim.state.isolated[2] = True
     force = sim.force_of_infection(day).tolist()
-    assert np.allclose(force, [0.0, x0, 0.0, 0.0, 0.0], rtol=1e-6, atol=0)
+    assert np.allclose(force, [0.0, home * x0 / 2, 0.0, 0.0, 0.0], rtol=1e-6, atol=0)
 
 
 def test_infection_probability_is_one_minus_exp_of_minus_lambda():
@@ -482,22 +487,6 @@ def test_force_with_every_layer_uses_each_targets_normalisers(households, source
     got = sim.force_of_infection(day).double().numpy()
     assert np.allclose(got[others], want[others], rtol=1e-5, atol=1e-9)
     assert (want[others] > 0).sum() > 40
-
-
-def test_layer_weights_scale_their_contacts_force():
-    """The five-agent graph with weights other than the defaults (household 0.5, occupation 3):
-    each layer's weight multiplies its own contacts' force (weight / normaliser: household size
-    2, mean degree 2), so a layer's weight that were dropped or taken from another layer would
-    show. Agent 1 meets infectious 0 at home and 2 at work; agent 3 meets 2 at work."""
-    contacts = quiet_contacts(household={"weight": 0.5}, occupation={"weight": 3.0})
-    sim = Simulation(five_agents(), DiseaseConfig(), contacts, NO_SEEDS, days=20, replicates=1, seed=1)
-    day = 10
-    infect(sim, 0, Stage.MILD_SYMPTOMS, day - 4)
-    infect(sim, 2, Stage.ASYMPTOMATIC, day - 6)
-    g = sim.disease.profile
-    x0, x2 = 0.72 * g[4].item(), 0.33 * g[6].item()
-    force = sim.force_of_infection(day).tolist()
-    assert np.allclose(force, [0.0, 0.5 * x0 / 2 + 3.0 * x2 / 2, 0.0, 3.0 * x2 / 2, 0.0], rtol=1e-6, atol=0)
 
 
 def test_susceptibility_is_that_of_the_exposed_agents_own_age_group():
