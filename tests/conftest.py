@@ -131,3 +131,26 @@ def _no_fast_exit(monkeypatch):
         raise SystemExit(code)
 
     monkeypatch.setattr(abm.entry, "_leave", leave)
+
+
+def linear_participants(sizes: list[int], holdout: int = 2) -> list:
+    """Learning participants with a linear model on ``sizes`` training rows each (``holdout``
+    validation and test rows), one full batch per epoch and plain SGD (lr 0.1)."""
+    import torch
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.training import TrainConfig
+
+    def data(n: int, seed: int) -> Dataset:
+        g = torch.Generator().manual_seed(seed)
+        return Dataset(torch.randn(n, 3, generator=g), torch.randint(0, 2, (n,), generator=g))
+
+    out = []
+    for k, n in enumerate(sizes):
+        torch.manual_seed(100 + k)
+        part = ParticipantData(data(n, k), data(holdout, 10 + k), data(holdout, 20 + k))
+        out.append(Participant(k, part, nn.Linear(3, 2), TrainConfig("sgd", 0.1, 0.0, 0.0, 64), seed=k))
+    return out

@@ -1,6 +1,7 @@
 """FedAvg / FedProx / centralized / local-only through the in-process runner."""
 
 import torch
+from conftest import linear_participants
 
 from abm.learning.models import flat_params
 from abm.learning.runner import build_participants, prepare_data, run_all, run_protocol
@@ -152,27 +153,6 @@ def test_privacy_switched_off_changes_nothing():
         assert r[f"{name}_off"]["epsilon"] is None
 
 
-def _linear_participants(sizes: list[int]):
-    """Participants with a linear model, one full batch per epoch and plain SGD (lr 0.1)."""
-    from torch import nn
-
-    from abm.learning.data import Dataset
-    from abm.learning.participant import Participant
-    from abm.learning.partition import ParticipantData
-    from abm.learning.training import TrainConfig
-
-    def data(n: int, seed: int) -> Dataset:
-        g = torch.Generator().manual_seed(seed)
-        return Dataset(torch.randn(n, 3, generator=g), torch.randint(0, 2, (n,), generator=g))
-
-    out = []
-    for k, n in enumerate(sizes):
-        torch.manual_seed(100 + k)
-        part = ParticipantData(data(n, k), data(2, 10 + k), data(2, 20 + k))
-        out.append(Participant(k, part, nn.Linear(3, 2), TrainConfig("sgd", 0.1, 0.0, 0.0, 64), seed=k))
-    return out
-
-
 def test_one_fedprox_round_matches_the_update_computed_by_hand():
     """Two participants (4 and 10 samples), a linear model, two local SGD epochs: every
     participant starts from participant 0's weights w_g, descends CE + (mu/2)||w - w_g||^2, and the
@@ -183,7 +163,7 @@ def test_one_fedprox_round_matches_the_update_computed_by_hand():
     from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
 
     for mu in (0.0, 0.5):
-        ps = _linear_participants([4, 10])
+        ps = linear_participants([4, 10])
         w_g = [q.detach().clone() for q in ps[0].model.parameters()]
         expected = [torch.zeros_like(q) for q in w_g]
         for p in ps:
@@ -215,7 +195,7 @@ def test_a_dropped_participants_weight_leaves_the_average():
     from abm.learning.protocols.base import RunContext
     from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
 
-    ps = _linear_participants([4, 10, 6])
+    ps = linear_participants([4, 10, 6])
     w_g = [q.detach().clone() for q in ps[0].model.parameters()]
     expected = [torch.zeros_like(q) for q in w_g]
     for p in (ps[0], ps[2]):

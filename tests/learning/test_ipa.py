@@ -72,23 +72,11 @@ def test_ipa_peers_with_disjoint_classes_approach_centralized():
 
 def _linear_ring(sizes: list[int]):
     """A RunContext of participants with a linear model on ``sizes`` training rows each."""
-    from torch import nn
+    from conftest import linear_participants
 
-    from abm.learning.data import Dataset
-    from abm.learning.participant import Participant
-    from abm.learning.partition import ParticipantData
     from abm.learning.protocols.base import RunContext
-    from abm.learning.training import TrainConfig
 
-    def data(n: int, seed: int) -> Dataset:
-        g = torch.Generator().manual_seed(seed)
-        return Dataset(torch.randn(n, 3, generator=g), torch.randint(0, 2, (n,), generator=g))
-
-    ps = []
-    for k, n in enumerate(sizes):
-        torch.manual_seed(100 + k)
-        part = ParticipantData(data(n, k), data(4, 10 + k), data(4, 20 + k))
-        ps.append(Participant(k, part, nn.Linear(3, 2), TrainConfig("sgd", 0.1, 0.0, 0.0, 64), seed=k))
+    ps = linear_participants(sizes, holdout=4)
     return RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=4, local_epochs=1, seed=0)
 
 
