@@ -510,9 +510,12 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
             raise ScenarioError(f"{source}: outputs.boundaries: {exc}") from None
 
 
-# GPU memory a run takes at least, per agent and replicate: 1,030 bytes were measured with no
-# intervention at 2.25M agents x 10 replicates on an H200, more with interventions (BENCHMARKS.md).
-GPU_BYTES_PER_AGENT_REPLICATE = 1000
+# GPU memory a run takes at least: bytes per agent (the population, shared by the replicates) and
+# per agent and replicate. Measured with no intervention on an H200 (torch's peak allocation,
+# 2026-11-27): 436 and 634 bytes from 2.25M agents x 1 and x 10 replicates (2,295 and 14,537 MiB);
+# 100,000 x 10 and 1M x 1 lie above the estimate too, and interventions take more (BENCHMARKS.md).
+GPU_BYTES_PER_AGENT = 400
+GPU_BYTES_PER_AGENT_REPLICATE = 600
 
 
 def check_device(scenario: Scenario, source: str) -> None:
@@ -534,7 +537,7 @@ def check_device(scenario: Scenario, source: str) -> None:
             f"0..{torch.cuda.device_count() - 1}"
         )
     agents, replicates = scenario.population.agents, scenario.simulation.replicates
-    need = GPU_BYTES_PER_AGENT_REPLICATE * agents * replicates
+    need = GPU_BYTES_PER_AGENT * agents + GPU_BYTES_PER_AGENT_REPLICATE * agents * replicates
     total = torch.cuda.get_device_properties(torch.device(device)).total_memory
     if need > total:
         raise ScenarioError(

@@ -12,8 +12,9 @@ DIR/gpu_check.json after every step, so a run cut short still reports):
   output folder is listed;
 - calibrate: ``abm calibrate --method gradient`` (2 steps) and ``--method optuna`` (2 trials) with
   ``simulation.device=cuda``;
-- memory: ``abm run`` of 1,000,000 agents x 200 replicates (far beyond the GPU's memory) must end
-  with one message and exit code 2, writing nothing;
+- memory: ``abm run`` of 1,000,000 agents with more replicates than the GPU's memory holds must end
+  with one message and exit code 2, writing nothing: once beyond the least memory a run takes
+  (refused up front) and once with the most replicates that pass that check (runs out);
 - determinism: the same CUDA run twice (no intervention and vacc_ct, 100,000 agents, 2 replicates,
   180 days), compared array for array;
 - agreement: no intervention, 100,000 agents, 10 replicates, 180 days, on the CPU and on CUDA
@@ -200,34 +201,31 @@ def calibrate(report: dict, budget: Budget, out: Path) -> None:
 
 
 def memory(report: dict, budget: Budget, out: Path) -> None:
-    """A run far larger than the GPU's memory gets one message and exit code 2, no folder."""
-    folder = Path("/tmp/abm-cuda-oom")
-    cmd = [
-        sys.executable,
-        "-m",
-        "abm",
-        "run",
-        str(KC / "no_intervention.yaml"),
-        "--agents",
-        "1000000",
-        "--replicates",
-        "200",
-        "--days",
-        "3",
-        "--device",
-        DEVICE,
-        "--out",
-        str(folder),
-    ]
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30, min(120, budget.left())))
-    report["memory"] = {
-        "exit": p.returncode,
-        "seconds": round(time.perf_counter() - t, 1),
-        "stderr_tail": p.stderr[-1500:],
-        "folder_exists": folder.exists(),
-    }
-    log(f"memory: exit {p.returncode}: {' '.join(p.stderr.split())[-300:]}")
+    """Two runs of 1,000,000 agents that do not fit the GPU, each with one message, exit code 2 and
+    no folder: one beyond the least memory a run takes (refused before anything is built), and the
+    most replicates that pass that check (it runs out of memory as it builds or runs)."""
+    from abm.scenario import GPU_BYTES_PER_AGENT, GPU_BYTES_PER_AGENT_REPLICATE
+
+    agents = 1_000_000
+    total = torch.cuda.get_device_properties(0).total_memory if DEVICE == "cuda" else 150e9
+    passing = int((total - GPU_BYTES_PER_AGENT * agents) // (GPU_BYTES_PER_AGENT_REPLICATE * agents))
+    rows = report.setdefault("memory", [])
+    for case, replicates in (("refused up front", int(passing * 1.2)), ("runs out", passing)):
+        folder = Path(f"/tmp/abm-cuda-oom-{replicates}")
+        cmd = [sys.executable, "-m", "abm", "run", str(KC / "no_intervention.yaml"), "--agents", str(agents)]
+        cmd += ["--replicates", str(replicates), "--days", "3", "--device", DEVICE, "--out", str(folder)]
+        t = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30, min(240, budget.left())))
+        row = {
+            "case": case,
+            "replicates": replicates,
+            "exit": p.returncode,
+            "seconds": round(time.perf_counter() - t, 1),
+            "stderr_tail": p.stderr[-1500:],
+            "folder_exists": folder.exists(),
+        }
+        rows.append(row)
+        log(f"memory {case} ({replicates} replicates): exit {p.returncode}: {' '.join(p.stderr.split())[-300:]}")
 
 
 def determinism(report: dict, budget: Budget, out: Path) -> None:
