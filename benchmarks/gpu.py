@@ -2,7 +2,7 @@
 reproducible, does it agree with the CPU in distribution, and how fast is it.
 
     python benchmarks/gpu.py [--out DIR] [--budget SECONDS]
-                             [--parts smoke,calibrate,memory,determinism,agreement,timing]
+                             [--parts smoke,calibrate,memory,determinism,agreement,timing,profile]
 
 Parts, in this order (each is skipped once the budget is spent; results so far are written to
 DIR/gpu_check.json after every step, so a run cut short still reports):
@@ -23,6 +23,8 @@ DIR/gpu_check.json after every step, so a run cut short still reports):
 - timing: engine seconds (day loop only, after a warm-up run) on cuda from 100,000 agents to the
   whole county (2.25M), 1 and 10 replicates, with peak GPU memory; and the CPU on the same
   machine (1 thread and all cores) for the ratio.
+- profile: vacc_ct at 100,000 agents x 10 replicates for 180 days under torch.profiler (the
+  operations with the most self CPU time and the most calls; DIR/profile_vacc_ct.txt).
 
 The runs use the transmission rate 4.567 (as benchmarks/engine.py), a full epidemic.
 """
@@ -55,7 +57,7 @@ KC = ROOT / "scenarios/king_county"
 REF = ROOT / "scenarios/reference"
 RATE = 4.567
 DEVICE = "cuda"  # --device cpu: a dry run of the script on a machine without a GPU
-PARTS = ("smoke", "calibrate", "memory", "determinism", "agreement", "timing")
+PARTS = ("smoke", "calibrate", "memory", "determinism", "agreement", "timing", "profile")
 
 
 class Budget:
@@ -346,6 +348,41 @@ def timing(report: dict, budget: Budget, out: Path) -> None:
             }
         rows.append(row)
         log(f"timing {json.dumps({k: v for k, v in row.items() if k != 'traceback'})}")
+
+
+def profile(report: dict, budget: Budget, out: Path) -> None:
+    """Where a tracing run's day goes on the GPU: vacc_ct, 100,000 agents x 10 replicates, 180
+    days under torch.profiler; the operations with the most self CPU time (launches included) and
+    the most calls, and the number of host-device synchronisations."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    _, _, pop = simulate(KC / "vacc_ct.yaml", 100_000, 1, 1, "cpu")
+    simulate(KC / "vacc_ct.yaml", 100_000, 10, 30, DEVICE, pop=pop)  # warm-up
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        res, secs, _ = simulate(KC / "vacc_ct.yaml", 100_000, 10, 180, DEVICE, pop=pop)
+    events = prof.key_averages()
+
+    def row(e) -> dict:
+        return {
+            "op": e.key,
+            "calls": e.count,
+            "self_cpu_ms": round(e.self_cpu_time_total / 1000, 1),
+            "device_ms": round(getattr(e, "self_device_time_total", 0) / 1000, 1),
+        }
+
+    by_cpu = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:30]
+    by_calls = sorted(events, key=lambda e: e.count, reverse=True)[:30]
+    report["profile"] = {
+        "engine_s_profiled": round(secs, 2),
+        "final_size_mean": curves(res)["final_size_mean"],
+        "total_calls": int(sum(e.count for e in events)),
+        "by_self_cpu": [row(e) for e in by_cpu],
+        "by_calls": [row(e) for e in by_calls],
+    }
+    (out / "profile_vacc_ct.txt").write_text(events.table(sort_by="self_cpu_time_total", row_limit=60))
+    log(f"profile: {secs:.2f} s profiled, {report['profile']['total_calls']} operator calls")
 
 
 def main() -> None:
