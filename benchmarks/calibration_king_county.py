@@ -129,7 +129,7 @@ def frozen_mobility_series(calibrated: Path, out: Path) -> list[str]:
     values = ContactMultipliers(sc.interventions.contact_multipliers).levels
     last = (cfg.fit_window[1] - cfg.start_date).days - series.start_day
     frozen = values[: last + 1] + [values[last]] * max(0, len(values) - last - 1)
-    out.write_text("multiplier\n" + "\n".join(f"{v:.6f}" for v in frozen) + "\n")
+    out.write_text("multiplier\n" + "\n".join(f"{v:.6f}" for v in frozen) + "\n", encoding="utf-8")
     return [
         f"interventions.contact_multipliers.series.source={out}",
         "interventions.contact_multipliers.series.recovery=1.0",

@@ -72,7 +72,7 @@ def recover(cases: str, agents: int, trials: int, pair: int, folder: Path) -> tu
         "trials": trials,
         "observation": {"cases": cases},
     }
-    (folder / "cal.yaml").write_text(yaml.safe_dump(sc))
+    (folder / "cal.yaml").write_text(yaml.safe_dump(sc), encoding="utf-8")
     summary = calibrate(folder / "cal.yaml", folder / "out")
     return summary["best_parameters"]["disease.transmission_rate"], summary["fit"]["cases"]["nd_weekly"]
 

@@ -153,7 +153,7 @@ def smoke(report: dict, budget: Budget, out: Path) -> None:
     files = sorted(str(f.relative_to(folder)) for f in folder.rglob("*") if f.is_file()) if folder.exists() else []
     report["cli_run"] = {"exit": p.returncode, "stderr_tail": p.stderr[-2000:], "files": files}
     if (folder / "manifest.json").exists():
-        report["cli_run"]["manifest"] = json.loads((folder / "manifest.json").read_text())
+        report["cli_run"]["manifest"] = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     log(f"abm run --device {DEVICE}: exit {p.returncode}, {len(files)} files")
 
 
@@ -195,7 +195,7 @@ def calibrate(report: dict, budget: Budget, out: Path) -> None:
                 "stderr_tail": p.stderr[-2500:],
             }
             if (folder / "calibration.json").exists():
-                row["calibration"] = json.loads((folder / "calibration.json").read_text())
+                row["calibration"] = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
         except subprocess.TimeoutExpired:
             row = {"method": method, "status": "timeout", "seconds": round(time.perf_counter() - t, 1)}
         rows.append(row)
@@ -381,7 +381,9 @@ def profile(report: dict, budget: Budget, out: Path) -> None:
         "by_self_cpu": [row(e) for e in by_cpu],
         "by_calls": [row(e) for e in by_calls],
     }
-    (out / "profile_vacc_ct.txt").write_text(events.table(sort_by="self_cpu_time_total", row_limit=60))
+    (out / "profile_vacc_ct.txt").write_text(
+        events.table(sort_by="self_cpu_time_total", row_limit=60), encoding="utf-8"
+    )
     log(f"profile: {secs:.2f} s profiled, {report['profile']['total_calls']} operator calls")
 
 
@@ -413,7 +415,7 @@ def main() -> None:
         except Exception as exc:
             report[f"{part}_error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"
             log(report[f"{part}_error"])
-        target.write_text(json.dumps(report, indent=1, default=str))
+        target.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     log(f"done, {budget.left():.0f} s of the budget left")
 
 

@@ -181,7 +181,7 @@ def main() -> None:
     for path in sorted(SCENARIOS.glob("*.yaml")):
         if args.only and path.stem not in args.only:
             continue
-        base = yaml.safe_load(path.read_text())
+        base = yaml.safe_load(path.read_text(encoding="utf-8"))
         if base.get("kind") == "private_calibration":  # benchmarks/private_calibration.py runs these
             continue
         reports = []
@@ -202,8 +202,8 @@ def main() -> None:
             "",
         ]
         print(f"{path.stem}: {elapsed:.0f} s per seed", flush=True)
-        args.results.write_text("\n".join(lines) + "\n")
-    args.results.write_text("\n".join(lines) + "\n")
+        args.results.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args.results.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from abm.learning.scenario import load_scenario
 
 def run_seeds(path: Path, seeds: list[int], only: list[str] | None = None) -> list[dict]:
     """Run the scenario at ``path`` once per seed (optionally only the protocols labelled ``only``)."""
-    raw = yaml.safe_load(path.read_text())
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     if only:
         raw["protocols"] = [p for p in raw["protocols"] if (p.get("label") or p["name"]) in only]
     reports = []
@@ -86,7 +86,7 @@ def main() -> None:
     torch.set_num_threads(1)
     reports = run_seeds(args.scenario, args.seeds, args.only)
     if args.json:
-        args.json.write_text(json.dumps(reports, indent=1))
+        args.json.write_text(json.dumps(reports, indent=1), encoding="utf-8")
     print("\n".join(summarise(reports, args.reference)))
     for k in reports[0]["protocols"]:
         s = [r["protocols"][k]["summary"] for r in reports]

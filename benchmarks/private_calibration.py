@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "runs/pc_bench")
     args = ap.parse_args()
     args.scenario = args.scenario.resolve()
-    base = yaml.safe_load(args.scenario.read_text())
+    base = yaml.safe_load(args.scenario.read_text(encoding="utf-8"))
     base["model"]["scenario"] = str((args.scenario.parent / base["model"]["scenario"]).resolve())
     lines = [
         "# Private calibration results",
@@ -165,7 +165,7 @@ def main() -> None:
         if not np.isnan(reports[0]["protocols"]["local"].get("mean_recovery_own", float("nan"))):
             lines += summary(reports, own=True)
         print("\n".join(lines[4:]), flush=True)
-    args.results.write_text("\n".join(lines + per_seed) + "\n")
+    args.results.write_text("\n".join(lines + per_seed) + "\n", encoding="utf-8")
     print(f"results: {args.results}")
 
 

@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, nargs="+", default=None, help="default: the DP entry's rounds")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    data = yaml.safe_load(args.scenario.read_text())
+    data = yaml.safe_load(args.scenario.read_text(encoding="utf-8"))
     data["model"]["scenario"] = str((args.scenario.parent / data["model"]["scenario"]).resolve())
     base, _ = load_scenario(data)
     specs = {s.key: s for s in base.protocols}

@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--tau-max", type=float, nargs="+", default=[0.75, 0.5])
     args = ap.parse_args()
     torch.set_num_threads(1)
-    base = yaml.safe_load(args.scenario.read_text())
+    base = yaml.safe_load(args.scenario.read_text(encoding="utf-8"))
     base["model"]["scenario"] = str((args.scenario.parent / base["model"]["scenario"]).resolve())
     null: dict[str, list[np.ndarray]] = {"full": [], "own": []}
     cyc: dict[float, dict[str, list[np.ndarray]]] = {t: {"full": [], "own": []} for t in args.tau_max}

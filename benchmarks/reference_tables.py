@@ -82,7 +82,7 @@ def tolerance_text(t: Target) -> str:
 
 def run_all(names: list[str], replicates: int, cache: Path, reuse: bool) -> dict[str, dict]:
     """Metrics of every scenario, from the cache where allowed."""
-    done = json.loads(cache.read_text()) if reuse and cache.is_file() else {}
+    done = json.loads(cache.read_text(encoding="utf-8")) if reuse and cache.is_file() else {}
     for name in names:
         if name in done and done[name]["replicates"] == replicates:
             continue
@@ -95,7 +95,7 @@ def run_all(names: list[str], replicates: int, cache: Path, reuse: bool) -> dict
         row["wall_seconds"] = time.perf_counter() - t
         done[name] = row
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(done, indent=1))
+        cache.write_text(json.dumps(done, indent=1), encoding="utf-8")
         print(f"# {name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     return done
 
@@ -175,7 +175,7 @@ def markdown(rows: dict[str, dict], replicates: int) -> str:
 
 def write_section(path: Path, section: str) -> None:
     """Replace the marked section of ``path`` (or append it)."""
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     block = f"{BEGIN}\n{section}{END}\n"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
@@ -183,7 +183,7 @@ def write_section(path: Path, section: str) -> None:
         text = head + block + ("\n" + tail if tail else "")
     else:
         text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
 
 
 def main() -> None:

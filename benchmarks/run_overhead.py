@@ -67,7 +67,7 @@ def whole_run(tree: Path, replicates: int, out: Path) -> dict[str, float]:
     """One `abm run` into ``out`` (written fresh): its wall time and the manifest's breakdown."""
     shutil.rmtree(out, ignore_errors=True)
     wall, exit_seconds = timed(tree, ["run", SCENARIO, "--replicates", str(replicates), "--out", str(out)])
-    t = json.loads((out / "manifest.json").read_text())["timings"]
+    t = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["timings"]
     row = {"total": wall, **{name: t[key] for name, key in PHASES.items()}}
     figures = t["plots_seconds"] + t["map_seconds"] + t["map_snapshots_seconds"]
     row["writing tables"] = t["output_seconds"] - figures

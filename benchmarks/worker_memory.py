@@ -27,7 +27,7 @@ def children(pid: int) -> list[int]:
         p = todo.pop()
         for task in Path(f"/proc/{p}/task").glob("*"):
             try:
-                kids = [int(k) for k in (task / "children").read_text().split()]
+                kids = [int(k) for k in (task / "children").read_text(encoding="utf-8").split()]
             except OSError:
                 continue
             found += kids

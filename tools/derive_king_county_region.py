@@ -60,11 +60,11 @@ def polygon_centroid(geometry: dict) -> tuple[float, float]:
 
 
 def main(src: Path, dst: Path) -> None:
-    geo = json.loads((src / "king_county_tracts_2010_cb2018.geojson").read_text())
+    geo = json.loads((src / "king_county_tracts_2010_cb2018.geojson").read_text(encoding="utf-8"))
     shapes = {f["properties"]["GEOID"]: f for f in geo["features"]}
-    with open(src / "king_county_tract_age_acs2018_tract2010.csv") as fh:
+    with open(src / "king_county_tract_age_acs2018_tract2010.csv", encoding="utf-8") as fh:
         ages = {r["GEOID"]: r for r in csv.DictReader(fh)}
-    with open(src / "king_county_tract_household_size_acs2018_tract2010.csv") as fh:
+    with open(src / "king_county_tract_household_size_acs2018_tract2010.csv", encoding="utf-8") as fh:
         hh = {r["GEOID"]: r for r in csv.DictReader(fh)}
     rows = []
     for geoid in sorted(ages):
@@ -87,7 +87,7 @@ def main(src: Path, dst: Path) -> None:
             }
         )
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with open(dst, "w", newline="") as fh:
+    with open(dst, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

@@ -32,7 +32,7 @@ FIRST, LAST = dt.date(2020, 1, 22), dt.date(2020, 12, 31)
 
 
 def rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 
 
@@ -82,11 +82,11 @@ def main() -> None:
     differ = False
     for path, text in outputs.items():
         if check:
-            same = path.read_text() == text
+            same = path.read_text(encoding="utf-8") == text
             differ |= not same
             print(f"{path.relative_to(ROOT)}: {'as derived' if same else 'DIFFERS from the extracts'}")
         else:
-            path.write_text(text)
+            path.write_text(text, encoding="utf-8")
             print(f"wrote {path.relative_to(ROOT)}")
     sys.exit(1 if differ else 0)
 
