@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,10 @@ from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation
 from abm.engine.contacts import default_degrees
 from abm.populations import Population, build_population, load_region
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
+
+# Tests name scenario files relative to the repository root (scenarios/king_county/...), as the
+# README's commands do; running pytest from another folder (`pytest /path/to/repo/tests`) works too.
+os.chdir(Path(__file__).resolve().parents[1])
 
 
 def make_population(
