@@ -235,14 +235,21 @@ def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleT
             # below instead of killing Ray's main process first and orphaning two of its agents
             # (they lingered for about 70 s). A SIGTERM (`kill`) while Ray starts waits until it has
             # started, then ends the command as at any other time, Ray shut down below.
-            with _sigint_blocked(), _interrupts_deferred(), ray_keeps_our_sigterm(ray), warnings.catch_warnings():
-                # Ray's own tip about a future default (accelerator env vars), printed on every start.
-                warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
+            with _sigint_blocked(), _interrupts_deferred(), ray_keeps_our_sigterm(ray), ray_tip_quiet():
                 ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         yield ray
     finally:
         if started:
             ray.shutdown()
+
+
+@contextmanager
+def ray_tip_quiet() -> Iterator[None]:
+    """Leave out Ray's "Tip" about a future default (accelerator variables), a FutureWarning it
+    gives on every start that a user of ``abm`` can do nothing about."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
+        yield
 
 
 @contextmanager

@@ -316,3 +316,17 @@ def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
     assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}", rest
     assert "Traceback" not in rest and "SIGTERM received" not in rest and not out.exists()
     assert_group_ends(child.pid)
+
+
+def test_ray_tip_quiet_leaves_out_only_rays_tip():
+    """Ray's "Tip" FutureWarning on every start is left out; any other warning still reaches the user."""
+    import warnings
+
+    from abm.parallel import ray_tip_quiet
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with ray_tip_quiet():
+            warnings.warn("Tip: In future versions of Ray, accelerator variables ...", FutureWarning, stacklevel=1)
+            warnings.warn("some other future change", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["some other future change"]

@@ -29,7 +29,7 @@ from abm.learning.runner import (
     protocol_specs,
 )
 from abm.learning.scenario import LearningScenario
-from abm.parallel import ray_keeps_our_sigterm
+from abm.parallel import ray_keeps_our_sigterm, ray_tip_quiet
 from abm.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -168,7 +168,6 @@ def flower_notices_quiet() -> Iterator[None]:
     """Leave out the notices a user of ``abm learn`` can do nothing about: Flower's
     "DEPRECATED FEATURE" (``start_simulation`` and ``start_server``, which abm calls) and Ray's
     "Tip" about a future default for accelerator variables. Flower's other messages pass."""
-    import warnings
 
     class NoDeprecationNotice(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
@@ -178,8 +177,7 @@ def flower_notices_quiet() -> Iterator[None]:
     notice = NoDeprecationNotice()
     flower.addFilter(notice)
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Tip: In future versions of Ray", category=FutureWarning)
+        with ray_tip_quiet():
             yield
     finally:
         flower.removeFilter(notice)
