@@ -488,6 +488,7 @@ def calibrate(
             "outside calibration.parameters' bounds",
             highlight=False,
         )
+    out_console.print(f"results in {summary['folder']}", highlight=False)
 
 
 @app.command()
