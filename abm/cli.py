@@ -488,6 +488,7 @@ def calibrate(
             "outside calibration.parameters' bounds",
             highlight=False,
         )
+    out_console.print(f"results in {summary['folder']}", highlight=False)
 
 
 @app.command()
@@ -688,7 +689,7 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     table.caption = (
         f"counts and costs are for the {n:,} simulated agents; the region has {s['region_population']:,} "
         f"residents (x {scale:,.1f})"
-    )
+    ) + ("; ± is the sd over replicates" if s["replicates"] > 1 else "")
 
     def count(v: float) -> str:  # 0.3 deaths must not read as 0: two digits under 10
         return f"{v:,.0f}" if v == 0 or abs(v) >= 10 else f"{v:.2g}"
@@ -703,9 +704,12 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     when = f" on day {ph['day']} ({ph['per_100k']:,.0f}/100k)" if ph["value"] > 0 else " (no one hospitalized)"
     table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when}{rising if ph['at_end'] else ''}")
     po = s["peak_hospital_occupancy"]
-    beds_when = f" on day {po['day']}{rising if po['at_end'] else ''}" if po["value"] > 0 else ""
+    beds_when = (
+        f" on day {po['day']} ({po['per_100k']:,.0f}/100k){rising if po['at_end'] else ''}" if po["value"] > 0 else ""
+    )
     table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{beds_when}")
     cap = s["hospital_capacity"]
+    table.add_row("hospital capacity (beds)", f"{cap['beds']:,.1f} ({cap['beds_per_100k']:,.0f}/100k)")
     over = cap.get("replicates_over_capacity", 0)
     crossed = f" ({over} of {s['replicates']} replicates went over)" if over else ""
     table.add_row("days over capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}")

@@ -610,3 +610,19 @@ def test_trial_values_that_are_invalid_together_are_named_as_a_trials(tmp_path):
     with pytest.raises(ScenarioError, match=pattern):
         calibrate(path, tmp_path / "out", workers=1)
     assert not (tmp_path / "out").exists()
+
+
+def test_abm_calibrate_says_where_it_wrote_its_results(tmp_path, monkeypatch):
+    """`abm calibrate` without --out writes runs/<name>-calibration and says so, as `abm run`,
+    `abm sweep` and `abm compare` name their folders (it once printed only the fit)."""
+    from conftest import tiny_calibration
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "runs" / "tiny-calibration" / "calibration.json").is_file()
+    assert result.output.rstrip().endswith(f"results in {Path('runs') / 'tiny-calibration'}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from abm.outputs.schema_doc import scenario_reference
@@ -93,3 +94,20 @@ def test_the_scenario_reference_gives_the_bounds_of_each_item_of_a_list():
 
     assert bounds(CommunityContacts.model_fields["mean_contacts"]) == "each >= 0, <= 1000"
     assert bounds(CommunityContacts.model_fields["weight"]) == ">= 0"
+
+
+def test_the_scenario_reference_says_what_each_contact_multiplier_key_means():
+    """Distancing and closures are a documented use case: every key of contact_multipliers'
+    changes, series and closures has a meaning in docs/scenarios.md (from_day, until_day and the
+    layers' multipliers of a change, and a closure's days, had an empty one), and the two-point
+    dwell time says what its Bernoulli draw's probability is (it said 'frac', defined nowhere)."""
+    sections = scenario_reference().split("\n## ")
+    for name in ("changes[]", "series", "closures[]"):
+        (section,) = [s for s in sections if s.startswith(f"`interventions.contact_multipliers.{name}`")]
+        rows = [line for line in section.splitlines() if line.startswith("| `")]
+        assert rows, name
+        cells = [re.split(r"(?<!\\)\|", row)[1:-1] for row in rows]  # key, type, default, allowed, meaning
+        assert all(len(c) == 5 for c in cells), name
+        empty = [c[0].strip() for c in cells if not c[4].strip()]
+        assert not empty, f"{name}: no meaning for {empty}"
+    assert "floor(mean) + Bernoulli(mean - floor(mean))" in scenario_reference()

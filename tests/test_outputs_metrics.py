@@ -214,11 +214,13 @@ def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path
     rows = {c[1].strip(): c[2].strip() for c in cells}
     assert rows["cumulative infected"] == "6 ± 1.4 (60.0%)"
     assert rows["peak hospitalized (mean curve)"] == "1.0 on day 2 (10,000/100k)"
-    assert rows["peak hospital beds incl. ICU"] == "2.0 on day 3 (last day: still rising?)"
+    assert rows["peak hospital beds incl. ICU"] == "2.0 on day 3 (20,000/100k) (last day: still rising?)"
+    # The line that days over capacity are counted against, in beds of the agents and per 100,000.
+    assert rows["hospital capacity (beds)"] == "1.5 (15,000/100k)"
     assert rows["days over capacity (mean curve)"] == "3 (1 of 2 replicates went over)"
     assert rows["deaths"] == "0.5 ± 0.71"
     assert rows["total cost ($)"] == "48 ± 46"
-    assert "the region has 1,000 residents (x 100.0)" in " ".join(text.split())
+    assert "the region has 1,000 residents (x 100.0); ± is the sd over replicates" in " ".join(text.split())
 
 
 def hand_run(

@@ -618,7 +618,8 @@ def calibrate(
 ) -> dict[str, Any]:
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
-    gradient steps), a fit plot and ``calibration.json`` to ``out``; return the summary.
+    gradient steps), a fit plot and ``calibration.json`` to ``out`` (default
+    ``runs/<name>-calibration``); return the summary, with ``folder``, the folder written, added.
     ``backend``: where Optuna trials run, on this machine (``local``) or as Ray tasks (``ray``);
     ``workers``: how many run at once (:func:`trial_runner`). The sampler asks for
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
@@ -661,7 +662,7 @@ def calibrate(
         fit.table.to_csv(tmp / fit.table_name, index=False)
         (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
         plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
-    return summary
+    return {**summary, "folder": str(target)}
 
 
 def plot_fit(

@@ -96,7 +96,7 @@ InfectedStageName = Literal[
 
 class DwellTime(BaseModel):
     """Days spent in ``from_stage`` before moving to ``to_stage``: 1 + D days, where D is a
-    rounded gamma draw (``shape``, ``scale``) or a two-point draw floor(mean) + Bernoulli(frac)."""
+    rounded gamma draw (``shape``, ``scale``) or a two-point draw floor(mean) + Bernoulli(mean - floor(mean))."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     from_stage: StageName = Field(alias="from")

@@ -17,14 +17,19 @@ BUNDLED_SERIES = {"king_county_mobility_2020": "king_county_mobility_2020.csv"}
 
 
 class Change(BaseModel):
-    """Multiply layers' contact weights from ``from_day`` (until ``until_day``, exclusive)."""
+    """Multiply layers' contact weights from ``from_day`` (until ``until_day``, exclusive); changes
+    in effect on the same day multiply."""
 
     model_config = ConfigDict(extra="forbid")
-    from_day: int = Field(ge=0)
-    until_day: int | None = Field(None, ge=0)
-    household: float = Field(1.0, ge=0)
-    occupation: float = Field(1.0, ge=0)
-    community: float = Field(1.0, ge=0)
+    from_day: int = Field(ge=0, description="first simulation day of the change")
+    until_day: int | None = Field(
+        None, ge=0, description="first day without it (after from_day); none: to the end of the run"
+    )
+    household: float = Field(1.0, ge=0, description="multiplier on household contacts (0: none, 1: unchanged)")
+    occupation: float = Field(
+        1.0, ge=0, description="multiplier on school, work and care-facility contacts (0: none, 1: unchanged)"
+    )
+    community: float = Field(1.0, ge=0, description="multiplier on community contacts (0: none, 1: unchanged)")
 
     @model_validator(mode="after")
     def _order(self) -> Change:
@@ -52,7 +57,9 @@ class Series(BaseModel):
     strength: float = Field(
         1.0, ge=0, description="scales the reduction: multiplier = max(0, 1 - strength (1 - value))"
     )
-    layers: list[str] = Field(["occupation", "community"])
+    layers: list[str] = Field(
+        ["occupation", "community"], description="layers the series multiplies: household, occupation, community"
+    )
     hold_last: bool = Field(True, description="keep the last value after the series ends (else 1)")
     household_share: float = Field(
         0.0,
@@ -135,8 +142,10 @@ class Closure(BaseModel):
     """Close settings (schools by default) between two days."""
 
     model_config = ConfigDict(extra="forbid")
-    from_day: int = Field(ge=0)
-    until_day: int | None = Field(None, ge=0)
+    from_day: int = Field(ge=0, description="first simulation day of the closure")
+    until_day: int | None = Field(
+        None, ge=0, description="first day open again (after from_day); none: closed to the end of the run"
+    )
     settings: list[str] = Field(["SCHOOL"], description="occupation settings to close (SCHOOL, a sector name)")
 
     @model_validator(mode="after")
@@ -150,9 +159,9 @@ class ContactMultipliersConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
-    changes: list[Change] = []
+    changes: list[Change] = Field([], description="multipliers on the layers' contacts over day ranges")
     series: Series | None = None
-    closures: list[Closure] = []
+    closures: list[Closure] = Field([], description="settings closed over day ranges")
 
 
 def active(from_day: int, until_day: int | None, day: int) -> bool:
