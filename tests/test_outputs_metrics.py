@@ -196,6 +196,33 @@ def test_result_tables_of_a_hand_built_result():
     assert by_tract.loc[4, "deaths"].tolist() == [0.0, 0.5, 0.0]
 
 
+def test_by_tract_means_are_written_without_float_noise():
+    """A tract of 3 agents, one of them infected in 1 of 10 replicates: its mean cumulative infected
+    is written as 0.1 (3 - 2.9 in floats is 0.10000000000000009)."""
+    reps = 10
+    stages = np.zeros((1, reps, 1, len(Stage)), dtype=np.int64)
+    stages[0, :, 0, S] = 3
+    stages[0, 0, 0, S], stages[0, 0, 0, A] = 2, 1
+    new = np.zeros((1, reps, 1), dtype=np.int64)
+    new[0, 0, 0] = 1
+    res = SimulationResult(
+        agents=3,
+        replicates=reps,
+        stages_by_tract=stages,
+        new_by_tract=new,
+        stages_by_age=stages,
+        new_by_age=new,
+        entries=np.zeros((1, reps, len(Stage)), dtype=np.int64),
+        costs=COSTS.iloc[:0],
+        cost_totals=np.zeros(reps),
+        engine_seconds=0.0,
+    )
+    text = tables.by_tract(res, pd.DataFrame({"geoid": ["a"]})).to_csv(index=False)
+    fields = text.splitlines()[1].split(",")
+    assert fields[:8] == ["0", "a", "3", "0.1", "0.1", "0.1", "0.0", "0.0"]
+    assert float(fields[8]) == pytest.approx(1e4 / 3, rel=1e-12)
+
+
 def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path):
     """The console table says the summary's figures: the hospital peak per 100,000, a peak held
     to the last day (each curve its own), the replicates that went over capacity, the share."""

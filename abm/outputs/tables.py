@@ -72,10 +72,13 @@ def by_age(res: SimulationResult) -> pd.DataFrame:
 def by_tract(res: SimulationResult, tracts: pd.DataFrame) -> pd.DataFrame:
     """One row per (day, tract) with the mean over replicates, and per 100,000 agents (empty,
     NaN, for a tract that has no agents: a small run leaves many tracts without any)."""
-    d, t = res.days, len(tracts)
-    stages = res.stages_by_tract.mean(axis=1)  # [day, tract, stage]
+    d, t, r = res.days, len(tracts), res.replicates
+    # Sums over replicates in integers, divided once: a mean such as 0.1 is then written as 0.1,
+    # not as the 0.09999999999999432 that differences of float means leave.
+    stages = res.stages_by_tract.sum(axis=1, dtype=np.int64)  # [day, tract, stage]
     agents = res.stages_by_tract[0, 0].sum(-1)  # [tract]
-    derived = _derived(stages, res.new_by_tract.mean(axis=1), agents[None])
+    summed = _derived(stages, res.new_by_tract.sum(axis=1, dtype=np.int64), r * agents[None])
+    derived = {k: v / r for k, v in summed.items()}
     cols: dict[str, np.ndarray] = {
         "day": np.repeat(np.arange(d), t),
         "geoid": np.tile(tracts["geoid"].to_numpy(), d),
