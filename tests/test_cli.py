@@ -464,6 +464,85 @@ def test_a_crash_mid_run_leaves_no_half_written_folder_and_keeps_the_old_one(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and (out / "summary.json").read_text() == "{}"
 
 
+def test_a_full_disk_while_the_run_folder_is_written_gets_one_message_and_exit_1(tmp_path, monkeypatch):
+    """The disk fills up part-way through the tables: one line naming the folder and the cause
+    (not a traceback), exit code 1 (the environment failed, the input was fine), no staging
+    folder left, and the earlier run there as it was."""
+    import errno
+
+    out = tmp_path / "run"
+    small = ["--agents", "500", "--days", "5", "--replicates", "1", "--out", str(out)]
+    assert runner.invoke(app, ["run", str(SCENARIO), *small]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+    def full(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"PAR1")  # part of the file, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("pandas.DataFrame.to_parquet", full)
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "7"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert (
+        f"error: output folder '{out}': writing failed (No space left on device); nothing was written; "
+        "the earlier output there is kept" in text
+    ), text
+    assert "Traceback" not in result.output and text.count("error:") == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", ["calibrate", "learn"])
+def test_calibrate_and_learn_say_a_failed_write_in_one_line_with_exit_1(tmp_path, monkeypatch, command):
+    """`abm calibrate` and `abm learn` end on a file system failure (:class:`OutputWriteError`,
+    raised by the output folder's writer) with its message and exit code 1, not a traceback."""
+    from abm.outputs.run_folder import OutputWriteError
+
+    message = f"output folder '{tmp_path / 'x'}': writing failed (Disk quota exceeded); nothing was written"
+
+    def failing(*_args, **_kwargs):
+        raise OutputWriteError(message)
+
+    if command == "calibrate":
+        monkeypatch.setattr("abm.calibration.optimize.calibrate", failing)
+        args = [str(SCENARIOS / "king_county/calibrate_2020.yaml"), "--trials", "1"]
+    else:
+        monkeypatch.setattr("abm.learning.report.run_scenario", failing)
+        args = [str(SCENARIOS / "learning/gmm_mapl.yaml")]
+    result = runner.invoke(app, [command, *args, "--out", str(tmp_path / "x")])
+    assert result.exit_code == 1, result.output
+    assert f"error: {message}" in " ".join(result.output.split()) and result.exception is not None
+    assert not isinstance(result.exception, OutputWriteError)  # ended by the command, not raised through it
+
+
+def test_a_folder_put_in_place_by_another_writer_meanwhile_gets_a_write_error(tmp_path, monkeypatch):
+    """Two commands writing the same folder at once: when the other one's folder lands between
+    this one's check and its rename (the rename then fails), this one raises OutputWriteError
+    naming the folder, removes its staging folder and leaves the other's output whole."""
+    from abm.outputs.run_folder import MARK_TEXT, OutputWriteError, atomic_folder
+
+    out = tmp_path / "out"
+    real_rename = Path.rename
+
+    def other_writer_first(self, target):
+        if Path(target) == out and not out.exists():  # the other process's output lands just now
+            out.mkdir()
+            (out / "summary.json").write_text("other")
+            (out / MARK).write_text(MARK_TEXT + "  summary.json\nkind: run\n")
+        return real_rename(self, target)  # a folder onto a non-empty one: fails
+
+    monkeypatch.setattr(Path, "rename", other_writer_first)
+    with (
+        pytest.raises(OutputWriteError, match=f"output folder '{out}': writing failed") as caught,
+        atomic_folder(out, "run") as tmp,
+    ):
+        (tmp / "summary.json").write_text("mine")
+    monkeypatch.setattr(Path, "rename", real_rename)
+    assert caught.value.errno is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert (out / "summary.json").read_text() == "other"
+
+
 def test_resolved_yaml_round_trips(tmp_path):
     """The resolved scenario a run saves loads back as the same scenario, every field."""
     sc = load_scenario(SCENARIO)

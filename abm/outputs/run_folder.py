@@ -29,6 +29,25 @@ class OutputFolderError(ValueError):
     """An output path that cannot be written without losing something; the message is for the user."""
 
 
+class OutputWriteError(OSError):
+    """The file system failed while an output folder was written (a full disk, a quota, a rename
+    that another process raced): nothing was put in place, an earlier output is kept. The message
+    is for the user; ``errno`` is the failure's."""
+
+
+def _write_error(target: Path, tmp: Path, exc: OSError, earlier: bool) -> OutputWriteError:
+    """The :class:`OutputWriteError` for ``exc``, naming ``target``, the cause and the file (by its
+    name in the output where it lay in the staging folder ``tmp``)."""
+    name = str(exc.filename) if exc.filename is not None else ""
+    if name and Path(name).is_relative_to(tmp):
+        name = str(Path(name).relative_to(tmp)) if Path(name) != tmp else ""
+    cause = (exc.strerror or str(exc)) + (f": {name}" if name else "")
+    kept = "; the earlier output there is kept" if earlier else ""
+    error = OutputWriteError(f"output folder {str(target)!r}: writing failed ({cause}); nothing was written{kept}")
+    error.errno = exc.errno
+    return error
+
+
 def is_output_folder(folder: Path) -> bool:
     """Whether ``folder`` is an output folder abm wrote (it holds abm's mark)."""
     return (folder / MARK).is_file()
@@ -130,7 +149,8 @@ def _running(pid: str) -> bool:
 @contextlib.contextmanager
 def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``target``, on any error it is removed.
-    Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it."""
+    Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it.
+    A failure of the file system (a full disk, ...) is raised as :class:`OutputWriteError`."""
     target = check_target(target, kind)
     target.parent.mkdir(parents=True, exist_ok=True)
     host = socket.gethostname().replace("-", "_")
@@ -139,10 +159,11 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
         if not _running(pid):  # left by a process of this machine that was killed
             shutil.rmtree(stale, ignore_errors=True)
     tmp = target.parent / f".{target.name}.partial-{host}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    earlier = target.is_dir()
     try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
         (tmp / MARK).write_text(MARK_TEXT, encoding="utf-8")
         yield tmp
         if interrupted() is not None:  # an interrupt that a library swallowed: the folder is not complete
@@ -152,10 +173,20 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
             MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else ""),
             encoding="utf-8",
         )
+    except OSError as exc:  # the file system failed (a full disk, ...): said as such, not as a crash
+        shutil.rmtree(tmp, ignore_errors=True)
+        if interrupted() is not None:  # an interrupt that a library turned into this error
+            raise
+        raise _write_error(target, tmp, exc, earlier) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _swap(tmp, target, target.parent / f"{tmp.name}-old")
+    try:
+        _swap(tmp, target, target.parent / f"{tmp.name}-old")
+    except OSError as exc:  # another process put a folder there meanwhile, say
+        if interrupted() is not None:
+            raise
+        raise _write_error(target, tmp, exc, earlier) from exc
 
 
 def _swap(new: Path, target: Path, old: Path) -> None:
