@@ -773,6 +773,43 @@ def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monke
     assert sorted(p.name for p in (runs / "a").iterdir()) == written
 
 
+def test_an_output_path_the_final_rename_could_not_replace_is_refused_before_the_run(tmp_path, monkeypatch):
+    """A symbolic link (the rename would replace the link and leave its folder as it was; a
+    dangling one failed with a traceback after the run), a mount point (the rename fails: EBUSY,
+    after the run), a name too long for the staging folder beside it (ENAMETOOLONG, after the
+    run), and an earlier output that may not be removed (it was left behind as a hidden folder):
+    one message, exit code 2, nothing run and nothing changed."""
+    from abm.outputs import run_folder
+
+    small = ["--agents", "500", "--days", "5", "--replicates", "1"]
+    earlier = tmp_path / "earlier"
+    assert runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(earlier)]).exit_code == 0
+    written = sorted(p.name for p in earlier.iterdir())
+    (tmp_path / "latest").symlink_to(earlier)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "mounted").mkdir()
+    real_ismount, real_access = os.path.ismount, os.access
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == tmp_path / "mounted" or real_ismount(p))
+    (earlier / "plots").chmod(0o555)  # root may write anyway: os.access says what a user would meet
+    monkeypatch.setattr(run_folder.os, "access", lambda p, mode: Path(p) != earlier / "plots" and real_access(p, mode))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    try:
+        for out, why in (
+            ("latest", f"is a symbolic link (to '{earlier}'), which abm would replace with a folder"),
+            ("dangling", "is a symbolic link"),
+            ("mounted", "is a mount point, which cannot be replaced"),
+            ("a" * 240, "the name is too long (240 characters;"),
+            ("earlier", f"cannot be removed (no permission to write in '{earlier / 'plots'}')"),
+        ):
+            result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(tmp_path / out)])
+            text = " ".join(result.output.split())
+            assert result.exit_code == 2 and why in text and "running" not in text, (out, text)
+            assert sorted(p.name for p in tmp_path.iterdir()) == before
+    finally:
+        (earlier / "plots").chmod(0o755)
+    assert (tmp_path / "latest").is_symlink() and sorted(p.name for p in earlier.iterdir()) == written
+
+
 def test_a_scenario_name_must_be_a_folder_name(tmp_path):
     bad = tmp_path / "dot.yaml"
     bad.write_text(f"extends: {SCENARIO}\nname: '..'\n")

@@ -6,7 +6,9 @@ Only a folder that abm wrote is ever replaced: :func:`check_target` refuses a fi
 folder or one of its parents, a non-empty folder without abm's mark, an abm folder to which
 something was added since abm wrote it (the mark lists what abm wrote), a folder inside an abm
 folder (it would be such an addition), and an abm folder of another kind (a comparison is not
-written over a run), before anything runs."""
+written over a run), before anything runs. It also refuses what the final rename could not
+replace: a symbolic link (the link would be replaced, not the folder it names), a mount point, an
+earlier output that is read-only, and a name too long for the staging folder's."""
 
 from __future__ import annotations
 
@@ -93,6 +95,11 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
     where = f"output folder {str(target)!r}"
     if target.name in ("", ".", ".."):
         raise OutputFolderError(f"{where}: give a folder name, not {target.name or str(target)!r}")
+    if target.is_symlink():  # the rename would replace the link, and leave the folder it names as it was
+        raise OutputFolderError(
+            f"{where}: is a symbolic link (to {os.readlink(target)!r}), which abm would replace with a folder; "
+            "give the folder it points to, or a new folder"
+        )
     resolved, here = target.resolve(), Path.cwd().resolve()
     if resolved == here or resolved in here.parents:
         raise OutputFolderError(f"{where}: is the working folder or one of its parents; give a new folder")
@@ -121,9 +128,31 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
             f"{where}: holds {KINDS.get(old, old)}, which {KINDS[kind]} would replace; give a new folder, "
             "or remove this one yourself"
         )
+    if target.is_dir() and os.path.ismount(target):
+        raise OutputFolderError(
+            f"{where}: is a mount point, which cannot be replaced (abm writes an output beside it and renames it "
+            "into place); give a folder inside it"
+        )
+    blocked = _read_only(target) if target.is_dir() and is_output_folder(target) else None
+    if blocked is not None:
+        raise OutputFolderError(
+            f"{where}: holds an earlier output that cannot be removed (no permission to write in {str(blocked)!r}); "
+            "make it writable (chmod -R u+w), or give a new folder"
+        )
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
+    longest = len(_staging_name(target)) + len("-old")
+    try:
+        limit = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):  # pragma: no cover - a platform or file system that does not say
+        limit = 255
+    if longest > limit:
+        raise OutputFolderError(
+            f"{where}: the name is too long ({len(target.name)} characters; abm writes the output under a "
+            f"name {longest - len(target.name)} longer beside it, and names here take at most {limit}); "
+            "give a shorter name"
+        )
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} (no permission or not a folder)")
     try:  # permissions do not tell everything (a read-only mount, /proc, a full disk): try it
@@ -131,6 +160,19 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
     except OSError as exc:
         raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} ({exc.strerror or exc})") from None
     return target
+
+
+def _staging_name(target: Path) -> str:
+    """The name of the hidden folder beside ``target`` that this process writes it in."""
+    return f".{target.name}.partial-{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+
+
+def _read_only(folder: Path) -> Path | None:
+    """A folder in ``folder`` (itself included) whose entries this process may not remove, or None."""
+    for here, _dirs, _files in os.walk(folder):
+        if not os.access(here, os.W_OK | os.X_OK):
+            return Path(here)
+    return None
 
 
 def _running(pid: str) -> bool:
@@ -158,7 +200,7 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
         pid = stale.name.removesuffix("-old").rsplit("-", 1)[-1]
         if not _running(pid):  # left by a process of this machine that was killed
             shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.parent / f".{target.name}.partial-{host}-{os.getpid()}"
+    tmp = target.parent / _staging_name(target)
     earlier = target.is_dir()
     try:
         if tmp.exists():
