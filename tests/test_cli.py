@@ -963,6 +963,14 @@ def test_a_name_is_not_inherited_from_the_file_extended(tmp_path):
     child = tmp_path / "my_study.yaml"
     child.write_text(f"extends: {base}\n")
     assert load_scenario(child).name == "my_study"
+    # A file name that is no folder name is refused as the name it gives, not blamed on the base
+    # (which has a name of its own, not inherited).
+    spaced = tmp_path / "my stüdy.yaml"
+    spaced.write_text(f"extends: {base}\n")
+    result = runner.invoke(app, ["validate", str(spaced)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "name: 'my stüdy' is not allowed" in text, text
+    assert "named after its file name" in text and "set in" not in text
 
 
 def test_a_killed_writers_staging_folder_is_removed_by_the_next_write(tmp_path):
