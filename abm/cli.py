@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
-from abm.outputs.run_folder import OutputFolderError, check_target
+from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target
 
 app = typer.Typer(
     add_completion=False,
@@ -82,7 +82,7 @@ def loading() -> contextlib.AbstractContextManager[None]:
 
 def fail(message: str, code: int = 2) -> None:
     """Print an error on stderr and exit with ``code``: 2 for bad input, 1 for a run that failed
-    for another reason (a lost worker process)."""
+    for another reason (a lost worker process, an output the file system failed to write)."""
     err_console.print(Text.assemble(("error:", "bold red"), f" {message}"), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
@@ -310,7 +310,9 @@ def run(
     end, all at once; an earlier one is replaced only if abm wrote it.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 130 after
-    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier run is kept)."""
+    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier run is kept); 1
+    when the file system fails as the folder is written (a full disk: nothing
+    is written, an earlier run is kept)."""
     with loading():
         from abm.runs import resolve
         from abm.runs import run as run_scenario
@@ -355,6 +357,8 @@ def run(
                 results_written()
             except ScenarioError as exc:  # found once the run has its population: named by the file
                 fail(f"{file}: {str(exc).removeprefix(sc.name + ': ')}")
+            except OutputWriteError as exc:
+                fail(str(exc), code=1)
     print_summary(result.summary, result.manifest["timings"]["engine_seconds"], target)
 
 
@@ -376,7 +380,9 @@ def learn(
     The report folder is written at the end, all at once.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 130 after
-    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept)."""
+    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept); 1
+    when the file system fails as the folder is written (a full disk: nothing
+    is written, an earlier report is kept)."""
     from abm.learning.scenario import RUNNERS
 
     if runner is not None and runner not in RUNNERS:  # the option, not the file's runner key, is at fault
@@ -443,8 +449,9 @@ def calibrate(
     is written at the end, all at once, and replaces only a calibration abm wrote.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
-    process is lost (killed, out of memory; nothing is written); 130 after
-    Ctrl-C, 143 after SIGTERM (nothing is written, no worker is left running)."""
+    process is lost (killed, out of memory) or the file system fails as the
+    folder is written (a full disk; nothing is written); 130 after Ctrl-C, 143
+    after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
         from abm.calibration.observed import CalibrationError
         from abm.calibration.optimize import calibrate as fit
@@ -473,7 +480,7 @@ def calibrate(
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:
             fail(str(exc))
-        except WorkerLost as exc:
+        except (WorkerLost, OutputWriteError) as exc:
             fail(str(exc), code=1)
     out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
     if summary["held_fixed"]:
@@ -525,8 +532,9 @@ def sweep(
     backend or on --workers.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
-    process is lost (killed, out of memory; nothing is written); 130 after
-    Ctrl-C, 143 after SIGTERM (nothing is written, no worker is left running)."""
+    process is lost (killed, out of memory) or the file system fails as the
+    folder is written (a full disk; nothing is written); 130 after Ctrl-C, 143
+    after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
         from abm.parallel import WorkerLost, check_workers
         from abm.scenario import ScenarioError, check_device
@@ -576,7 +584,7 @@ def sweep(
                 results_written()
             except ScenarioError as exc:
                 fail(str(exc))
-            except WorkerLost as exc:
+            except (WorkerLost, OutputWriteError) as exc:
                 fail(str(exc), code=1)
     table = Table(title=f"{total} runs ({sp.replicates} per variant); means over replicates")
     people, agents = result.info["region_population"], result.info["agents"]
@@ -613,7 +621,9 @@ def compare(
     wrote.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 130 after
-    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept)."""
+    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept); 1
+    when the file system fails as the folder is written (a full disk: nothing
+    is written, an earlier report is kept)."""
     from abm.outputs.compare import CompareError
     from abm.outputs.compare import compare as compare_runs
 
@@ -626,6 +636,8 @@ def compare(
         results_written()
     except (CompareError, OutputFolderError) as exc:
         fail(str(exc))
+    except OutputWriteError as exc:
+        fail(str(exc), code=1)
     from abm.outputs.compare import markdown, table_note
 
     table = comp.table

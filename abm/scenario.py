@@ -343,7 +343,8 @@ def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
         current = current.parent / parent if not Path(parent).is_absolute() else Path(parent)
 
     def origin(loc: tuple[Any, ...]) -> Path | None:
-        for file, data in chain:
+        # A name is not inherited (load_raw): only the file itself sets it, else its file name does.
+        for file, data in chain[:1] if loc[:1] == ("name",) else chain:
             node: Any = data
             for part in loc:
                 if (isinstance(node, dict) and part in node) or (

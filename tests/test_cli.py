@@ -464,6 +464,85 @@ def test_a_crash_mid_run_leaves_no_half_written_folder_and_keeps_the_old_one(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and (out / "summary.json").read_text() == "{}"
 
 
+def test_a_full_disk_while_the_run_folder_is_written_gets_one_message_and_exit_1(tmp_path, monkeypatch):
+    """The disk fills up part-way through the tables: one line naming the folder and the cause
+    (not a traceback), exit code 1 (the environment failed, the input was fine), no staging
+    folder left, and the earlier run there as it was."""
+    import errno
+
+    out = tmp_path / "run"
+    small = ["--agents", "500", "--days", "5", "--replicates", "1", "--out", str(out)]
+    assert runner.invoke(app, ["run", str(SCENARIO), *small]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+    def full(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"PAR1")  # part of the file, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("pandas.DataFrame.to_parquet", full)
+    result = runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "7"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert (
+        f"error: output folder '{out}': writing failed (No space left on device); nothing was written; "
+        "the earlier output there is kept" in text
+    ), text
+    assert "Traceback" not in result.output and text.count("error:") == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", ["calibrate", "learn"])
+def test_calibrate_and_learn_say_a_failed_write_in_one_line_with_exit_1(tmp_path, monkeypatch, command):
+    """`abm calibrate` and `abm learn` end on a file system failure (:class:`OutputWriteError`,
+    raised by the output folder's writer) with its message and exit code 1, not a traceback."""
+    from abm.outputs.run_folder import OutputWriteError
+
+    message = f"output folder '{tmp_path / 'x'}': writing failed (Disk quota exceeded); nothing was written"
+
+    def failing(*_args, **_kwargs):
+        raise OutputWriteError(message)
+
+    if command == "calibrate":
+        monkeypatch.setattr("abm.calibration.optimize.calibrate", failing)
+        args = [str(SCENARIOS / "king_county/calibrate_2020.yaml"), "--trials", "1"]
+    else:
+        monkeypatch.setattr("abm.learning.report.run_scenario", failing)
+        args = [str(SCENARIOS / "learning/gmm_mapl.yaml")]
+    result = runner.invoke(app, [command, *args, "--out", str(tmp_path / "x")])
+    assert result.exit_code == 1, result.output
+    assert f"error: {message}" in " ".join(result.output.split()) and result.exception is not None
+    assert not isinstance(result.exception, OutputWriteError)  # ended by the command, not raised through it
+
+
+def test_a_folder_put_in_place_by_another_writer_meanwhile_gets_a_write_error(tmp_path, monkeypatch):
+    """Two commands writing the same folder at once: when the other one's folder lands between
+    this one's check and its rename (the rename then fails), this one raises OutputWriteError
+    naming the folder, removes its staging folder and leaves the other's output whole."""
+    from abm.outputs.run_folder import MARK_TEXT, OutputWriteError, atomic_folder
+
+    out = tmp_path / "out"
+    real_rename = Path.rename
+
+    def other_writer_first(self, target):
+        if Path(target) == out and not out.exists():  # the other process's output lands just now
+            out.mkdir()
+            (out / "summary.json").write_text("other")
+            (out / MARK).write_text(MARK_TEXT + "  summary.json\nkind: run\n")
+        return real_rename(self, target)  # a folder onto a non-empty one: fails
+
+    monkeypatch.setattr(Path, "rename", other_writer_first)
+    with (
+        pytest.raises(OutputWriteError, match=f"output folder '{out}': writing failed") as caught,
+        atomic_folder(out, "run") as tmp,
+    ):
+        (tmp / "summary.json").write_text("mine")
+    monkeypatch.setattr(Path, "rename", real_rename)
+    assert caught.value.errno is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert (out / "summary.json").read_text() == "other"
+
+
 def test_resolved_yaml_round_trips(tmp_path):
     """The resolved scenario a run saves loads back as the same scenario, every field."""
     sc = load_scenario(SCENARIO)
@@ -694,6 +773,43 @@ def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monke
     assert sorted(p.name for p in (runs / "a").iterdir()) == written
 
 
+def test_an_output_path_the_final_rename_could_not_replace_is_refused_before_the_run(tmp_path, monkeypatch):
+    """A symbolic link (the rename would replace the link and leave its folder as it was; a
+    dangling one failed with a traceback after the run), a mount point (the rename fails: EBUSY,
+    after the run), a name too long for the staging folder beside it (ENAMETOOLONG, after the
+    run), and an earlier output that may not be removed (it was left behind as a hidden folder):
+    one message, exit code 2, nothing run and nothing changed."""
+    from abm.outputs import run_folder
+
+    small = ["--agents", "500", "--days", "5", "--replicates", "1"]
+    earlier = tmp_path / "earlier"
+    assert runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(earlier)]).exit_code == 0
+    written = sorted(p.name for p in earlier.iterdir())
+    (tmp_path / "latest").symlink_to(earlier)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "mounted").mkdir()
+    real_ismount, real_access = os.path.ismount, os.access
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == tmp_path / "mounted" or real_ismount(p))
+    (earlier / "plots").chmod(0o555)  # root may write anyway: os.access says what a user would meet
+    monkeypatch.setattr(run_folder.os, "access", lambda p, mode: Path(p) != earlier / "plots" and real_access(p, mode))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    try:
+        for out, why in (
+            ("latest", f"is a symbolic link (to '{earlier}'), which abm would replace with a folder"),
+            ("dangling", "is a symbolic link"),
+            ("mounted", "is a mount point, which cannot be replaced"),
+            ("a" * 240, "the name is too long (240 characters;"),
+            ("earlier", f"cannot be removed (no permission to write in '{earlier / 'plots'}')"),
+        ):
+            result = runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(tmp_path / out)])
+            text = " ".join(result.output.split())
+            assert result.exit_code == 2 and why in text and "running" not in text, (out, text)
+            assert sorted(p.name for p in tmp_path.iterdir()) == before
+    finally:
+        (earlier / "plots").chmod(0o755)
+    assert (tmp_path / "latest").is_symlink() and sorted(p.name for p in earlier.iterdir()) == written
+
+
 def test_a_scenario_name_must_be_a_folder_name(tmp_path):
     bad = tmp_path / "dot.yaml"
     bad.write_text(f"extends: {SCENARIO}\nname: '..'\n")
@@ -847,6 +963,14 @@ def test_a_name_is_not_inherited_from_the_file_extended(tmp_path):
     child = tmp_path / "my_study.yaml"
     child.write_text(f"extends: {base}\n")
     assert load_scenario(child).name == "my_study"
+    # A file name that is no folder name is refused as the name it gives, not blamed on the base
+    # (which has a name of its own, not inherited).
+    spaced = tmp_path / "my stüdy.yaml"
+    spaced.write_text(f"extends: {base}\n")
+    result = runner.invoke(app, ["validate", str(spaced)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "name: 'my stüdy' is not allowed" in text, text
+    assert "named after its file name" in text and "set in" not in text
 
 
 def test_a_killed_writers_staging_folder_is_removed_by_the_next_write(tmp_path):

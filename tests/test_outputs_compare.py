@@ -170,6 +170,30 @@ def test_compare_bad_input_exits_2_and_writes_nothing(runs, tmp_path):
     assert proc.returncode == 2 and "different numbers of days" in proc.stderr and not out.exists()
 
 
+def test_a_full_disk_while_the_report_is_written_gets_one_message_exit_1_and_writes_nothing(
+    runs, tmp_path, monkeypatch
+):
+    """A write that fails part-way (the disk is full) ends `abm compare` with one line naming the
+    folder and the cause and exit code 1, not a traceback; no folder, staging or complete, is left."""
+    import errno
+
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("abm.outputs.compare.write_plots", full)
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(app, ["compare", str(runs["ni"]), str(runs["sq"]), "--out", str(out)])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert f"error: output folder '{out}': writing failed (No space left on device); nothing was written" in flat
+    assert flat.count("error:") == 1 and "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_python_compare_of_results_and_folders(runs, vacc_result):
     with pytest.raises(CompareError, match="the result of 'vacc' is given twice; give each run once"):
         abm.compare([vacc_result, runs["ni"], vacc_result])  # as a folder given twice is refused

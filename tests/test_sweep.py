@@ -179,6 +179,32 @@ def test_bad_input_gets_one_message_exit_2_and_writes_nothing(tmp_path, args, me
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_a_full_disk_while_the_sweep_is_written_gets_one_message_exit_1_and_writes_nothing(tmp_path, monkeypatch):
+    """A write that fails part-way (the disk is full) ends `abm sweep` with one line naming the
+    folder and the cause and exit code 1, not a traceback; no folder, staging or complete, is left."""
+    import errno
+
+    real = pd.DataFrame.to_csv
+
+    def full_on_the_summary(self, path, *args, **kwargs):
+        if Path(path).name == "sweep_summary.csv":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_on_the_summary)
+    out = tmp_path / "sweep"
+    args = ["--sweep", "simulation.seed=1,2", "--replicates", "1", "--agents", "1500", "--days", "15"]
+    result = runner.invoke(app, ["sweep", str(SCENARIO), "--out", str(out), *args])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert (
+        f"error: output folder '{out}': writing failed (No space left on device: sweep_summary.csv); "
+        "nothing was written" in flat
+    ), flat
+    assert flat.count("error:") == 1 and "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_bad_value_names_the_file_key_value_and_what_is_allowed():
     with pytest.raises(ScenarioError) as info:
         plan(SCENARIO, ["contacts.community.weight=0.2,abc"])

@@ -28,14 +28,15 @@ def run_or_exit(
     """``work()``'s report, ``header`` said first on stderr once the output folder is known to be
     usable; a bad output folder (for an output of ``kind``), or a scenario found
     unworkable once its data are built (``file`` named), gets its message and exit code 2; a
-    secure-aggregation round that cannot be summed (a diverged update) one line and exit code 1;
+    secure-aggregation round that cannot be summed (a diverged update), or a file system that
+    fails as the folder is written (a full disk), one line and exit code 1;
     Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these)."""
     import typer
 
     from abm.cli import learning_progress, progress_bar
     from abm.interrupts import report, results_written
     from abm.learning.progress import listening
-    from abm.outputs.run_folder import OutputFolderError, check_target
+    from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target
 
     try:
         check_target(target, kind)
@@ -51,6 +52,9 @@ def run_or_exit(
     except LearningScenarioError as e:
         print(f"error: {file}: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None
+    except OutputWriteError as e:  # the file system failed (a full disk): the run's results are lost
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(code=1) from None
     except SecureAggregationError as e:  # a round that cannot be summed (a diverged update): the run failed
         print(f"error: {file}: {e}; no results were written to {target}", file=sys.stderr)
         raise typer.Exit(code=1) from None

@@ -6,7 +6,9 @@ Only a folder that abm wrote is ever replaced: :func:`check_target` refuses a fi
 folder or one of its parents, a non-empty folder without abm's mark, an abm folder to which
 something was added since abm wrote it (the mark lists what abm wrote), a folder inside an abm
 folder (it would be such an addition), and an abm folder of another kind (a comparison is not
-written over a run), before anything runs."""
+written over a run), before anything runs. It also refuses what the final rename could not
+replace: a symbolic link (the link would be replaced, not the folder it names), a mount point, an
+earlier output that is read-only, and a name too long for the staging folder's."""
 
 from __future__ import annotations
 
@@ -27,6 +29,25 @@ MARK_TEXT = "written by abm; an abm command may replace this folder. Its entries
 
 class OutputFolderError(ValueError):
     """An output path that cannot be written without losing something; the message is for the user."""
+
+
+class OutputWriteError(OSError):
+    """The file system failed while an output folder was written (a full disk, a quota, a rename
+    that another process raced): nothing was put in place, an earlier output is kept. The message
+    is for the user; ``errno`` is the failure's."""
+
+
+def _write_error(target: Path, tmp: Path, exc: OSError, earlier: bool) -> OutputWriteError:
+    """The :class:`OutputWriteError` for ``exc``, naming ``target``, the cause and the file (by its
+    name in the output where it lay in the staging folder ``tmp``)."""
+    name = str(exc.filename) if exc.filename is not None else ""
+    if name and Path(name).is_relative_to(tmp):
+        name = str(Path(name).relative_to(tmp)) if Path(name) != tmp else ""
+    cause = (exc.strerror or str(exc)) + (f": {name}" if name else "")
+    kept = "; the earlier output there is kept" if earlier else ""
+    error = OutputWriteError(f"output folder {str(target)!r}: writing failed ({cause}); nothing was written{kept}")
+    error.errno = exc.errno
+    return error
 
 
 def is_output_folder(folder: Path) -> bool:
@@ -74,6 +95,11 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
     where = f"output folder {str(target)!r}"
     if target.name in ("", ".", ".."):
         raise OutputFolderError(f"{where}: give a folder name, not {target.name or str(target)!r}")
+    if target.is_symlink():  # the rename would replace the link, and leave the folder it names as it was
+        raise OutputFolderError(
+            f"{where}: is a symbolic link (to {os.readlink(target)!r}), which abm would replace with a folder; "
+            "give the folder it points to, or a new folder"
+        )
     resolved, here = target.resolve(), Path.cwd().resolve()
     if resolved == here or resolved in here.parents:
         raise OutputFolderError(f"{where}: is the working folder or one of its parents; give a new folder")
@@ -102,9 +128,31 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
             f"{where}: holds {KINDS.get(old, old)}, which {KINDS[kind]} would replace; give a new folder, "
             "or remove this one yourself"
         )
+    if target.is_dir() and os.path.ismount(target):
+        raise OutputFolderError(
+            f"{where}: is a mount point, which cannot be replaced (abm writes an output beside it and renames it "
+            "into place); give a folder inside it"
+        )
+    blocked = _read_only(target) if target.is_dir() and is_output_folder(target) else None
+    if blocked is not None:
+        raise OutputFolderError(
+            f"{where}: holds an earlier output that cannot be removed (no permission to write in {str(blocked)!r}); "
+            "make it writable (chmod -R u+w), or give a new folder"
+        )
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
+    longest = len(_staging_name(target)) + len("-old")
+    try:
+        limit = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):  # pragma: no cover - a platform or file system that does not say
+        limit = 255
+    if longest > limit:
+        raise OutputFolderError(
+            f"{where}: the name is too long ({len(target.name)} characters; abm writes the output under a "
+            f"name {longest - len(target.name)} longer beside it, and names here take at most {limit}); "
+            "give a shorter name"
+        )
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} (no permission or not a folder)")
     try:  # permissions do not tell everything (a read-only mount, /proc, a full disk): try it
@@ -112,6 +160,19 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
     except OSError as exc:
         raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} ({exc.strerror or exc})") from None
     return target
+
+
+def _staging_name(target: Path) -> str:
+    """The name of the hidden folder beside ``target`` that this process writes it in."""
+    return f".{target.name}.partial-{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+
+
+def _read_only(folder: Path) -> Path | None:
+    """A folder in ``folder`` (itself included) whose entries this process may not remove, or None."""
+    for here, _dirs, _files in os.walk(folder):
+        if not os.access(here, os.W_OK | os.X_OK):
+            return Path(here)
+    return None
 
 
 def _running(pid: str) -> bool:
@@ -130,7 +191,8 @@ def _running(pid: str) -> bool:
 @contextlib.contextmanager
 def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``target``, on any error it is removed.
-    Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it."""
+    Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it.
+    A failure of the file system (a full disk, ...) is raised as :class:`OutputWriteError`."""
     target = check_target(target, kind)
     target.parent.mkdir(parents=True, exist_ok=True)
     host = socket.gethostname().replace("-", "_")
@@ -138,11 +200,12 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
         pid = stale.name.removesuffix("-old").rsplit("-", 1)[-1]
         if not _running(pid):  # left by a process of this machine that was killed
             shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.parent / f".{target.name}.partial-{host}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    tmp = target.parent / _staging_name(target)
+    earlier = target.is_dir()
     try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
         (tmp / MARK).write_text(MARK_TEXT, encoding="utf-8")
         yield tmp
         if interrupted() is not None:  # an interrupt that a library swallowed: the folder is not complete
@@ -152,10 +215,20 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
             MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else ""),
             encoding="utf-8",
         )
+    except OSError as exc:  # the file system failed (a full disk, ...): said as such, not as a crash
+        shutil.rmtree(tmp, ignore_errors=True)
+        if interrupted() is not None:  # an interrupt that a library turned into this error
+            raise
+        raise _write_error(target, tmp, exc, earlier) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _swap(tmp, target, target.parent / f"{tmp.name}-old")
+    try:
+        _swap(tmp, target, target.parent / f"{tmp.name}-old")
+    except OSError as exc:  # another process put a folder there meanwhile, say
+        if interrupted() is not None:
+            raise
+        raise _write_error(target, tmp, exc, earlier) from exc
 
 
 def _swap(new: Path, target: Path, old: Path) -> None:
