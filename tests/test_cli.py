@@ -672,6 +672,23 @@ def test_an_output_folder_where_nothing_can_be_written_is_refused_before_the_run
     assert "running" not in text
 
 
+def test_the_default_output_folder_in_a_folder_where_nothing_can_be_written_names_that_folder(tmp_path, monkeypatch):
+    """runs/NAME under a working folder that takes nothing: the message names the working folder
+    by its path (it said '.'); os.access is pretended, the tests running as root."""
+    import abm.outputs.run_folder as run_folder
+
+    monkeypatch.chdir(tmp_path)
+    access = run_folder.os.access
+    monkeypatch.setattr(
+        run_folder.os, "access", lambda path, mode: Path(path).resolve() != tmp_path and access(path, mode)
+    )
+    result = runner.invoke(app, ["run", str(SCENARIO), "--agents", "500", "--days", "5"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert f"cannot write in {str(tmp_path)!r} (no permission or not a folder)" in text, text
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
     """Ctrl-C or SIGTERM while a command prints, its output complete: no exit code 130 that
     would tell a script the results were not written."""

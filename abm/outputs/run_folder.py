@@ -154,11 +154,13 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
             "give a shorter name"
         )
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} (no permission or not a folder)")
+        raise OutputFolderError(f"{where}: cannot write in {str(parent.absolute())!r} (no permission or not a folder)")
     try:  # permissions do not tell everything (a read-only mount, /proc, a full disk): try it
         os.rmdir(tempfile.mkdtemp(prefix=".abm-probe-", dir=parent))
     except OSError as exc:
-        raise OutputFolderError(f"{where}: cannot write in {str(parent)!r} ({exc.strerror or exc})") from None
+        raise OutputFolderError(
+            f"{where}: cannot write in {str(parent.absolute())!r} ({exc.strerror or exc})"
+        ) from None
     return target
 
 
