@@ -193,9 +193,13 @@ def resolve(
     scenario: Scenario | str | Path | dict[str, Any],
     overrides: dict[str, Any] | None = None,
     sets: list[str] | None = None,
+    *,
+    python_names: bool = False,
 ) -> Scenario:
     """A validated scenario from a path, plain data or a Scenario, with overrides applied
-    (``sets``: ``key.path=value`` texts; one text alone is taken as a list of one)."""
+    (``sets``: ``key.path=value`` texts; one text alone is taken as a list of one). Messages name
+    the options as ``abm run`` takes them (``--agents 0``, ``--set key=value``), or with
+    ``python_names`` as :func:`run` takes them (``agents=0``, ``sets=['key=value']``)."""
     sets = [sets] if isinstance(sets, str) else sets
     origin = None
     if isinstance(scenario, Scenario):
@@ -206,11 +210,15 @@ def resolve(
         data, source = read_scenario_data(scenario), str(scenario)
         if not sets and not any(v is not None for v in (overrides or {}).values()):
             origin = key_origin(scenario)  # which file of its extends chain set a bad value
-    options = []
+    options: list[str] = []
+    sep = ", " if python_names else " "
     set_keys = {item.split("=", 1)[0].strip() for item in sets or []}
     for item in sets or []:
-        data = apply_set(data, item)
-        options.append(f"--set {item}")
+        data = apply_set(data, item, "sets" if python_names else "--set")
+        if not python_names:
+            options.append(f"--set {item}")
+    if python_names and sets:
+        options.append(f"sets={list(sets)!r}")
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -219,14 +227,19 @@ def resolve(
         path = OVERRIDE_KEYS[key]
         clash = sorted(k for k in set_keys if overlaps(k, path))
         if clash:
-            raise ScenarioError(f"{source}: --{key} and --set {clash[0]}=... both set {path}; give one")
+            given = (
+                f"{key}={value!r} and sets item '{clash[0]}=...'"
+                if python_names
+                else f"--{key} and --set {clash[0]}=..."
+            )
+            raise ScenarioError(f"{source}: {given} both set {path}; give one")
         try:
-            data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", f"--{key}")
+            data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", key if python_names else f"--{key}")
         except ScenarioError:  # the file has no section there (a list, say): the file is what is wrong
-            validate(data, with_options(source, options), origin)
+            validate(data, with_options(source, options, sep), origin)
             raise
-        options.append(f"--{key} {value}")
-    return validate(with_full_data_paths(data), with_options(source, options), origin)
+        options.append(f"{key}={value!r}" if python_names else f"--{key} {value}")
+    return validate(with_full_data_paths(data), with_options(source, options, sep), origin)
 
 
 def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Population:
@@ -272,10 +285,12 @@ def run(
     The same scenario and seed give the tables and summary ``abm run`` writes.
 
     Raises :class:`abm.scenario.ScenarioError` (a ``ValueError``) with the message ``abm run``
-    prints for a bad scenario, override, region folder or device; it neither prints nor exits.
+    prints for a bad scenario, override, region folder or device, naming the arguments given here
+    (``agents=0``, ``sets=[...]``) where ``abm run`` names its options (``--agents 0``, ``--set``);
+    it neither prints nor exits.
     """
     t0 = time.perf_counter()
-    sc = resolve(scenario, overrides, sets)
+    sc = resolve(scenario, overrides, sets, python_names=True)
     check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)

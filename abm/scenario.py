@@ -437,10 +437,11 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     return validate(data, with_options(str(path), [f"--set {x}" for x in overrides or []]), origin)
 
 
-def with_options(source: str, options: list[str]) -> str:
-    """A scenario's name in messages, with the command-line options that changed it, so that an
-    error an option caused is not blamed on the file alone."""
-    return f"{source} (with {' '.join(options)})" if options else source
+def with_options(source: str, options: list[str], sep: str = " ") -> str:
+    """A scenario's name in messages, with the options that changed it (``--set key=value`` on
+    the command line; ``agents=0`` from Python, joined by ``sep``), so that an error an option
+    caused is not blamed on the file alone."""
+    return f"{source} (with {sep.join(options)})" if options else source
 
 
 def validate(

@@ -905,6 +905,14 @@ def test_errors_caused_by_options_name_the_options(tmp_path):
     assert "allowed keys: enabled, start_day" in text
     result = runner.invoke(app, ["run", str(SCENARIO), "--agents", "0", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "(with --agents 0)" in " ".join(result.output.split())
+    # the command line names its own options (abm.run names its arguments: tests/test_edge_cases.py)
+    result = runner.invoke(
+        app, ["run", str(SCENARIO), "--days", "-1", "--set", "simulation.replicates=1", "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2 and "(with --set simulation.replicates=1 --days -1)" in " ".join(result.output.split())
+    result = runner.invoke(app, ["run", str(SCENARIO), "--set", "simulation.days", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "error: --set: 'simulation.days' is not allowed" in " ".join(result.output.split())
+    assert not (tmp_path / "o").exists()
     result = runner.invoke(
         app, ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.2,0.4", "--set", "foo.bar=1"]
     )

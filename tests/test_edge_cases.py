@@ -272,18 +272,32 @@ def test_a_run_written_from_python_records_no_command_line(tiny):
 
 def test_the_python_api_raises_its_documented_error_without_printing_or_writing(tmp_path, monkeypatch, capsys):
     """abm.run on bad input raises ScenarioError (a ValueError) with the message the command line
-    prints, and neither prints, exits nor writes; its docstring says so and names its options."""
+    prints, naming the arguments given to abm.run (agents=0, sets=[...]), not options of `abm run`
+    the caller never typed (it said "(with --agents 0)"), and neither prints, exits nor writes; its
+    docstring says so and names its options."""
     monkeypatch.chdir(tmp_path)
     cases = [
         ((tmp_path / "missing.yaml",), {}, r"missing\.yaml: cannot read the scenario file"),
-        ((NI,), {"agents": 0}, r"ni\.yaml \(with --agents 0\): invalid scenario: population\.agents: 0"),
+        ((NI,), {"agents": 0}, r"ni\.yaml \(with agents=0\): invalid scenario: population\.agents: 0"),
+        (
+            (NI,),
+            {"days": -1, "sets": ["simulation.replicates=1"]},
+            r"ni\.yaml \(with sets=\['simulation\.replicates=1'\], days=-1\): invalid scenario: simulation\.days: -1",
+        ),
+        ((NI,), {"device": "tpu"}, r"ni\.yaml \(with device='tpu'\): invalid scenario: simulation\.device"),
+        (
+            (NI,),
+            {"agents": 5, "sets": ["population.agents=3"]},
+            r"ni\.yaml: agents=5 and sets item 'population\.agents=\.\.\.' both set population\.agents; give one",
+        ),
+        ((NI,), {"sets": ["simulation.days"]}, r"^sets: 'simulation\.days' is not allowed; write key\.path=value"),
         ((NI,), {"sets": ["simulation.dayz=3"]}, r"simulation\.dayz: unknown key"),
         ((NI,), {"speed": 2}, r"override 'speed' is not allowed; allowed: agents, days, replicates, seed, device"),
     ]
     for args, kwargs, message in cases:
         with pytest.raises(ScenarioError, match=message) as caught:
             abm.run(*args, **kwargs)
-        assert isinstance(caught.value, ValueError)
+        assert isinstance(caught.value, ValueError) and "--" not in str(caught.value), str(caught.value)
     assert capsys.readouterr() == ("", "") and list(tmp_path.iterdir()) == []
     doc = abm.run.__doc__ or ""
     for word in ("agents", "days", "replicates", "seed", "device", "sets", "progress", "ScenarioError"):
