@@ -126,14 +126,28 @@ class Scenario(BaseModel):
             "name: line is named after its file name)"
         },
     )
-    description: str = ""
-    population: PopulationConfig = PopulationConfig()
-    simulation: SimulationConfig = SimulationConfig()
-    disease: DiseaseConfig = DiseaseConfig()
-    contacts: ContactConfig = ContactConfig()
-    seeding: SeedingConfig = SeedingConfig()
-    interventions: InterventionsConfig = Field(default_factory=InterventionsConfig)
-    outputs: OutputConfig = OutputConfig()
+    description: str = Field(
+        "", description="free text on what the scenario is for, shown in `abm compare`'s report; changes no result"
+    )
+    population: PopulationConfig = Field(
+        PopulationConfig(), description="who is simulated: the region, the number of agents, how they are built"
+    )
+    simulation: SimulationConfig = Field(
+        SimulationConfig(), description="days simulated, replicates, random seed, device and CPU threads"
+    )
+    disease: DiseaseConfig = Field(
+        DiseaseConfig(),
+        description="transmission rate, susceptibility, infectiousness, stage branching and dwell times",
+    )
+    contacts: ContactConfig = Field(
+        ContactConfig(), description="who meets whom each day: the household, occupation and community layers"
+    )
+    seeding: SeedingConfig = Field(SeedingConfig(), description="who is infected at the start, and on which day")
+    interventions: InterventionsConfig = Field(
+        default_factory=InterventionsConfig,
+        description="the interventions of the run; each is off unless its key is present",
+    )
+    outputs: OutputConfig = Field(OutputConfig(), description="what a run writes besides the always-written tables")
     calibration: CalibrationConfig | None = Field(None, description="what `abm calibrate` fits; ignored by `abm run`")
 
     @model_validator(mode="after")

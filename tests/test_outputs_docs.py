@@ -111,3 +111,23 @@ def test_the_scenario_reference_says_what_each_contact_multiplier_key_means():
         empty = [c[0].strip() for c in cells if not c[4].strip()]
         assert not empty, f"{name}: no meaning for {empty}"
     assert "floor(mean) + Bernoulli(mean - floor(mean))" in scenario_reference()
+
+
+def test_every_key_of_the_scenario_reference_has_a_meaning():
+    """Every row of docs/scenarios.md says what its key does: 36 had an empty meaning (the top-level
+    description, every intervention's enabled, the calibration windows and targets, a free
+    parameter's low and high, the dwell time's from, to and distribution) or, for a section, only
+    the link to it."""
+    section, empty, rows = "Top level", [], 0
+    for line in scenario_reference().splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]  # key, type, default, allowed, meaning
+        assert len(cells) == 5, line
+        rows += 1
+        meaning = re.sub(r"\(see \[`[^`]+`\]\(#[^)]*\)\)$", "", cells[4]).strip()
+        if not meaning:
+            empty.append(f"{section} {cells[0]}")
+    assert rows > 150 and empty == []

@@ -18,8 +18,8 @@ class ParameterRange(BaseModel):
     """Bounds of one free parameter, named by its scenario key path."""
 
     model_config = ConfigDict(extra="forbid")
-    low: float
-    high: float
+    low: float = Field(description="the lowest value tried, in the parameter's own unit")
+    high: float = Field(description="the highest value tried, in the parameter's own unit; above low")
     integer: bool = Field(False, description="draw whole numbers")
 
     @model_validator(mode="after")
@@ -117,14 +117,27 @@ class CalibrationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     data: str = Field("king_county_2020", description="a bundled series name or a CSV file (date plus target columns)")
     start_date: dt.date = Field(dt.date(2020, 2, 1), description="the calendar date of simulation day 0")
-    targets: list[Target] = Field(["hospital_admissions", "deaths"], min_length=1)
+    targets: list[Target] = Field(
+        ["hospital_admissions", "deaths"],
+        min_length=1,
+        description="the data's series fitted, as weekly counts: hospital_admissions, deaths and/or cases "
+        "(read from the simulation through calibration.observation)",
+    )
     target_weights: dict[Target, float] = Field(
         {},
         description="weight of each target's RMSE in the fit loss, which is their weighted mean (a target not "
         "named: 1); lower it for a noisier series",
     )
-    fit_window: tuple[dt.date, dt.date] = (dt.date(2020, 2, 28), dt.date(2020, 4, 30))
-    holdout_window: tuple[dt.date, dt.date] | None = (dt.date(2020, 5, 1), dt.date(2020, 6, 30))
+    fit_window: tuple[dt.date, dt.date] = Field(
+        (dt.date(2020, 2, 28), dt.date(2020, 4, 30)),
+        description="[first, last] dates (YYYY-MM-DD, both included) whose weekly counts the fit loss compares "
+        "(7-day blocks from the first date; a last, shorter block is left out)",
+    )
+    holdout_window: tuple[dt.date, dt.date] | None = Field(
+        (dt.date(2020, 5, 1), dt.date(2020, 6, 30)),
+        description="[first, last] dates (both included), after the fit window, scored but not fitted: a check "
+        "of the forecast; null: none",
+    )
     parameters: dict[str, ParameterRange] = Field(
         min_length=1,
         default_factory=lambda: {
@@ -135,7 +148,10 @@ class CalibrationConfig(BaseModel):
         },
         description="scenario key path -> bounds",
     )
-    observation: Observation = Observation()
+    observation: Observation = Field(
+        Observation(),
+        description="how simulated counts become observed ones: case ascertainment, reporting delays, death multiplier",
+    )
     profile_observation: bool = Field(
         True,
         description="fit the free calibration.observation.* parameters of each Optuna trial by a grid search on "
@@ -174,7 +190,7 @@ class CalibrationConfig(BaseModel):
         description="best trials whose curves make the fit plot's band (with rerank_trials: the best re-run "
         "trials' curves, the best fit among them)",
     )
-    gradient: GradientConfig = GradientConfig()
+    gradient: GradientConfig = Field(GradientConfig(), description="settings of `abm calibrate --method gradient`")
 
     @model_validator(mode="after")
     def _windows(self) -> CalibrationConfig:

@@ -109,9 +109,16 @@ class ContactConfig(BaseModel):
     """The three contact layers."""
 
     model_config = ConfigDict(extra="forbid")
-    household: HouseholdContacts = HouseholdContacts()
-    occupation: OccupationContacts = OccupationContacts()
-    community: CommunityContacts = CommunityContacts()
+    household: HouseholdContacts = Field(
+        HouseholdContacts(), description="household layer: everyone in a household meets everyone else every day"
+    )
+    occupation: OccupationContacts = Field(
+        OccupationContacts(),
+        description="occupation layer: schools, workplaces and care facilities, a Watts-Strogatz graph per group",
+    )
+    community: CommunityContacts = Field(
+        CommunityContacts(), description="community layer: random daily contacts, mostly near home"
+    )
     same_in_every_replicate: bool | list[Literal["occupation", "community"]] = Field(
         False,
         description="false: each replicate draws its own daily contacts (intended: a mean over replicates "

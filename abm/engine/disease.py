@@ -99,9 +99,13 @@ class DwellTime(BaseModel):
     rounded gamma draw (``shape``, ``scale``) or a two-point draw floor(mean) + Bernoulli(mean - floor(mean))."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    from_stage: StageName = Field(alias="from")
-    to_stage: StageName = Field(alias="to")
-    distribution: Literal["gamma", "two_point"]
+    from_stage: StageName = Field(alias="from", description="the stage the agent is in (a stage name)")
+    to_stage: StageName = Field(
+        alias="to", description="the stage it moves to next (drawn from `disease.branching` on entering `from`)"
+    )
+    distribution: Literal["gamma", "two_point"] = Field(
+        description="the law of D in the 1 + D days: gamma (give shape and scale) or two_point (give mean)"
+    )
     shape: float | None = Field(None, gt=0, description="gamma shape (mean^2/sd^2)")
     scale: float | None = Field(None, gt=0, description="gamma scale in days (sd^2/mean)")
     mean: float | None = Field(None, ge=0, description="two-point mean in days")
@@ -183,7 +187,11 @@ class DiseaseConfig(BaseModel):
         default_factory=default_branching,
         description="[age group][from stage][to stage] probabilities; rows sum to 1 or 0",
     )
-    dwell_times: list[DwellTime] = Field(default_factory=default_dwell_times)
+    dwell_times: list[DwellTime] = Field(
+        default_factory=default_dwell_times,
+        description="days spent in a stage before the next: one entry for each (from, to) pair that `branching` "
+        "can take; a list given replaces the whole default list",
+    )
 
     @field_validator("susceptibility_by_age")
     @classmethod

@@ -10,7 +10,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 
 LAYERS = ("household", "occupation", "community")
 BUNDLED_SERIES = {"king_county_mobility_2020": "king_county_mobility_2020.csv"}
@@ -158,9 +158,11 @@ class ContactMultipliersConfig(BaseModel):
     """Distancing, mobility and closures."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+    enabled: bool = Field(True, description=ENABLED_HELP)
     changes: list[Change] = Field([], description="multipliers on the layers' contacts over day ranges")
-    series: Series | None = None
+    series: Series | None = Field(
+        None, description="a daily multiplier series (the King County mobility series) on some layers; null: none"
+    )
     closures: list[Closure] = Field([], description="settings closed over day ranges")
 
 

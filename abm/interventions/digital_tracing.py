@@ -18,7 +18,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 from abm.interventions.testing import positives_to_trace
 from abm.interventions.tracing import bernoulli, can_be_asked, keep_window, notify, tracing_notes, window_contacts
 
@@ -30,7 +30,7 @@ class DigitalTracingConfig(BaseModel):
     """Exposure notification by app (thesis: 40% adoption, 7 days, 80% compliance)."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+    enabled: bool = Field(True, description=ENABLED_HELP)
     app_adoption: float = Field(0.4, ge=0, le=1, description="average share of agents with the app")
     age_stratified: bool = Field(True, description="ownership follows age weights (else uniform)")
     age_weights: list[Annotated[float, Field(ge=0)]] = Field(

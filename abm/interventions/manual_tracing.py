@@ -20,7 +20,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.testing import positives_to_trace
 from abm.interventions.tracing import bernoulli, can_be_asked, keep_window, notify, tracing_notes, window_contacts
@@ -30,7 +30,7 @@ class ManualTracingConfig(BaseModel):
     """Manual tracing (thesis: 7 days, recall 0.7, compliance 0.9; reachability 0.8)."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+    enabled: bool = Field(True, description=ENABLED_HELP)
     window_days: int = Field(
         7, ge=1, le=30, description="days of contacts traced back (quarantine keeps 30 days of isolation history)"
     )

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 from abm.interventions.testing import positives_today
 
 
@@ -34,7 +34,7 @@ class QuarantineConfig(BaseModel):
     """Self-quarantine after a positive test (thesis: 14 days, 1% daily dropout)."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+    enabled: bool = Field(True, description=ENABLED_HELP)
     enter_probability: float = Field(1.0, ge=0, le=1, description="P(quarantine | positive test)")
     days: int = Field(14, ge=1, le=MAX_DAYS, description="length of a quarantine")
     daily_dropout: float = Field(0.01, ge=0, le=1, description="P(leaving early), each day")

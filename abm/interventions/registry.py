@@ -10,9 +10,11 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 REGISTRY: dict[str, type] = {}
+# The meaning of every intervention's ``enabled`` key (docs/scenarios.md).
+ENABLED_HELP = "false: off, as if the key were absent, its settings kept (for extends and --set); true: on"
 
 
 def register(name: str) -> Callable[[type], type]:
@@ -111,7 +113,24 @@ class InterventionsBase(BaseModel):
         return [known[name](cfg) for name, cfg in self.enabled().items()]
 
 
+def summary(model: type[BaseModel]) -> str:
+    """The first sentence of a settings model's docstring, lower-cased where it starts a sentence
+    (``Two-dose vaccination (...)`` -> ``two-dose vaccination (...)``); empty without one."""
+    text = " ".join((model.__doc__ or "").split())
+    first = text.split(". ", 1)[0].removesuffix(".")
+    if len(first) > 1 and first[0].isupper() and not first[1].isupper():
+        first = first[0].lower() + first[1:]
+    return first
+
+
 def interventions_model() -> type[InterventionsBase]:
-    """The ``interventions`` section's model over every registered intervention."""
-    fields: dict[str, Any] = {name: (cls.config_model | None, None) for name, cls in sorted(registered().items())}
+    """The ``interventions`` section's model over every registered intervention; each field's
+    description (docs/scenarios.md) is its settings model's first sentence."""
+    fields: dict[str, Any] = {
+        name: (
+            cls.config_model | None,
+            Field(None, description="; ".join(filter(None, [summary(cls.config_model), "off unless present"]))),
+        )
+        for name, cls in sorted(registered().items())
+    }
     return create_model("InterventionsConfig", __base__=InterventionsBase, **fields)

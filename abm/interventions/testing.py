@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 
 NOT_INFECTED = (Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH)
@@ -70,7 +70,7 @@ class TestingConfig(BaseModel):
 
     __test__ = False  # not a pytest test class
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+    enabled: bool = Field(True, description=ENABLED_HELP)
     start_day: int = Field(0, ge=0, description="first day of testing")
     tests: list[TestType] = Field(
         default_factory=lambda: [rt_pcr()], min_length=1, description="test types, tried in order"

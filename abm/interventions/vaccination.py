@@ -21,14 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import AgentState, Phase, Simulation
-from abm.interventions.registry import InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 
 
 class VaccinationConfig(BaseModel):
     """Two-dose vaccination (thesis defaults: from day 10, 0.3% of the population a day)."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+    enabled: bool = Field(True, description=ENABLED_HELP)
     start_day: int = Field(10, ge=0, description="first vaccination day")
     daily_doses_per_100k: float | None = Field(
         300.0, ge=0, description="doses produced per day per 100,000 agents (300 = 0.3%)"
