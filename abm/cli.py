@@ -444,9 +444,11 @@ def calibrate(
     FILE is a scenario YAML file with a calibration section (docs/calibration.md;
     `abm validate FILE` checks it without running). Optuna draws
     calibration.parallel_trials trials at a time and --workers of them run at
-    once, so the trials are the same for any --workers. The output folder holds
-    calibrated.yaml, trials.csv (or steps.csv), fit.png and calibration.json; it
-    is written at the end, all at once, and replaces only a calibration abm wrote.
+    once, so the trials are the same for any --workers. It prints the fitted
+    parameters and each target's losses on the fit and held-out windows as
+    tables. The output folder holds calibrated.yaml, trials.csv (or steps.csv),
+    fit.png and calibration.json (the same values, for programs); it is written
+    at the end, all at once, and replaces only a calibration abm wrote.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
     process is lost (killed, out of memory) or the file system fails as the
@@ -482,7 +484,7 @@ def calibrate(
             fail(str(exc))
         except (WorkerLost, OutputWriteError) as exc:
             fail(str(exc), code=1)
-    out_console.print_json(data={k: summary[k] for k in ("best_parameters", "loss_fit", "fit", "holdout")})
+    print_calibration(summary)
     if summary["held_fixed"]:
         err_console.print(
             f"note: --method gradient fits the transmission rate and weekly multipliers only; "
@@ -689,6 +691,69 @@ def data_boundaries(
             highlight=False,
             soft_wrap=True,
         )
+
+
+# Plain names of the losses in calibration.json (docs/calibration.md, calibration.json).
+LOSS_LABELS = {
+    "nd_weekly": "normalized deviation of weekly counts (ND)",
+    "rmse_log1p_weekly": "RMSE of log(1 + weekly count)",
+}
+
+
+def _number(value: float) -> str:
+    """A fitted value or a bound for the console: whole numbers as they are, others to 4
+    significant digits."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def _loss(value: float) -> str:
+    """A loss for the console, to 3 decimals; "n/a" for NaN (a window without data)."""
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
+def print_calibration(summary: dict) -> None:
+    """Two short tables on stdout, for a reader who has not read docs/calibration.md: the fitted
+    parameters (value, bounds, whether at a bound) and, per target, each loss on the fit and
+    held-out windows, with plain labels (calibration.json holds the same values under its keys)."""
+    n, unit = (summary["steps"], "step") if summary["method"] == "gradient" else (summary["trials"], "trial")
+    count = f"{n} {unit}{'' if n == 1 else 's'}"
+    params = Table(title=f"{summary['scenario']}: fitted parameters ({summary['method']}, {count})")
+    params.add_column("parameter", overflow="fold")
+    params.add_column("value", justify="right")
+    params.add_column("bounds", justify="right")
+    params.add_column("at a bound")
+    for key, value in summary["best_parameters"].items():
+        low, high = summary.get("bounds", {}).get(key, (None, None))
+        if isinstance(value, list):  # the gradient method's weekly multipliers (in calibrated.yaml)
+            shown = f"{len(value)} weekly values, {min(value):.3g} to {max(value):.3g}" if value else "none"
+        else:
+            shown = _number(value)
+        bound = ""
+        if key in summary["at_bounds"] and low is not None:
+            bound = "low" if abs(value - low) <= abs(high - value) else "high"
+        params.add_row(key, shown, f"{_number(low)} to {_number(high)}" if low is not None else "", bound)
+    out_console.print(params)
+    windows = [("fit", "fit window"), ("holdout", "held-out window")]
+    windows = [(key, label) for key, label in windows if summary.get(key) is not None]
+    spans = ", ".join(
+        f"{label} {summary[f'{key}_window'][0]} to {summary[f'{key}_window'][1]}" for key, label in windows
+    )
+    losses = Table(title=f"losses per target, lower is better ({spans})")
+    losses.add_column("target / loss", overflow="fold")
+    for _, label in windows:
+        losses.add_column(label, justify="right")
+    for target in summary["fit"]:
+        losses.add_row(Text(target.replace("_", " "), style="bold"), *["" for _ in windows])
+        for name, label in LOSS_LABELS.items():
+            losses.add_row(f"  {label}", *[_loss(summary[key][target][name]) for key, _ in windows])
+    losses.caption = (
+        "ND = sum |simulated - observed| / sum observed: 0 is exact, and a forecast of zero scores 1. "
+        "The fit minimized the mean RMSE over targets (weighted by calibration.target_weights) on the fit "
+        f"window: {_loss(summary['loss_fit'])}"
+    )
+    out_console.print(losses)
 
 
 def print_summary(s: dict, engine_seconds: float, target: Path) -> None:

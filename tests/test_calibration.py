@@ -626,3 +626,91 @@ def test_abm_calibrate_says_where_it_wrote_its_results(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "runs" / "tiny-calibration" / "calibration.json").is_file()
     assert result.output.rstrip().endswith(f"results in {Path('runs') / 'tiny-calibration'}")
+
+
+def _table_rows(output: str) -> list[list[str]]:
+    """The header and body rows of the rich tables in ``output``, as lists of stripped cells."""
+    rows = [line.replace("┃", "│") for line in output.splitlines() if line.startswith(("│", "┃"))]
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in rows]
+
+
+@pytest.mark.parametrize("method", ["optuna", "gradient"])
+def test_abm_calibrate_prints_the_fit_as_tables_with_plain_labels(tmp_path, monkeypatch, method):
+    """`abm calibrate` prints the fitted parameters (value, bounds, which bound a value sits at)
+    and each target's losses on the fit and held-out windows under plain names, not the raw JSON
+    of calibration.json's keys (nd_weekly, rmse_log1p_weekly), which it used to print; the
+    folder is still the last line. NaN (a window without data) reads n/a; a held-out window
+    that is not set has no column; the gradient method's weekly multipliers are summarized."""
+    from typer.testing import CliRunner
+
+    import abm.cli as cli
+
+    losses = {
+        "hospital_admissions": {"rmse_log1p_weekly": 0.31234, "nd_weekly": 0.1},
+        "deaths": {"rmse_log1p_weekly": 0.5, "nd_weekly": float("nan")},
+    }
+    summary = {
+        "scenario": "kc",
+        "method": method,
+        "best_parameters": {"disease.transmission_rate": 3.13712, "seeding.day": 14},
+        "at_bounds": ["seeding.day"],
+        "held_fixed": [],
+        "fit_window": ["2020-02-28", "2020-04-30"],
+        "holdout_window": ["2020-05-01", "2020-06-30"],
+        "fit": losses,
+        "holdout": {"hospital_admissions": {"rmse_log1p_weekly": 1.0, "nd_weekly": 0.25}, "deaths": losses["deaths"]},
+        "loss_fit": 0.40617,
+        "folder": str(tmp_path / "out"),
+        "bounds": {"disease.transmission_rate": [2.0, 8.0], "seeding.day": [0.0, 14.0]},
+    }
+    if method == "optuna":
+        summary["trials"] = 3
+    else:
+        summary.update(steps=1, holdout=None, holdout_window=None)
+        summary["best_parameters"]["weekly_transmission_multipliers"] = [0.5, 1.25, 1.0]
+    monkeypatch.setattr("abm.calibration.optimize.calibrate", lambda *_a, **_k: summary)
+    monkeypatch.setattr(cli.out_console, "width", 200)  # one line per row
+    result = CliRunner().invoke(cli.app, ["calibrate", str(KC_CALIBRATION)])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    title = (
+        "kc: fitted parameters (optuna, 3 trials)" if method == "optuna" else "kc: fitted parameters (gradient, 1 step)"
+    )
+    assert title in out
+    rows = _table_rows(out)
+    params = [
+        ["parameter", "value", "bounds", "at a bound"],
+        ["disease.transmission_rate", "3.137", "2 to 8", ""],
+        ["seeding.day", "14", "0 to 14", "high"],
+    ]
+    if method == "gradient":
+        params.append(["weekly_transmission_multipliers", "3 weekly values, 0.5 to 1.25", "", ""])
+    nd, rmse = "normalized deviation of weekly counts (ND)", "RMSE of log(1 + weekly count)"
+    if method == "optuna":
+        table = [
+            ["target / loss", "fit window", "held-out window"],
+            ["hospital admissions", "", ""],
+            [nd, "0.100", "0.250"],
+            [rmse, "0.312", "1.000"],
+            ["deaths", "", ""],
+            [nd, "n/a", "n/a"],
+            [rmse, "0.500", "0.500"],
+        ]
+        spans = "(fit window 2020-02-28 to 2020-04-30, held-out window 2020-05-01 to 2020-06-30)"
+        assert spans in " ".join(out.split())  # the title wraps at the table's width
+    else:
+        table = [
+            ["target / loss", "fit window"],
+            ["hospital admissions", ""],
+            [nd, "0.100"],
+            [rmse, "0.312"],
+            ["deaths", ""],
+            [nd, "n/a"],
+            [rmse, "0.500"],
+        ]
+        assert "(fit window 2020-02-28 to 2020-04-30)" in " ".join(out.split()) and "held-out" not in out
+    assert rows == params + table
+    assert "on the fit window: 0.406" in " ".join(out.split())
+    for raw in ("nd_weekly", "rmse_log1p_weekly", "best_parameters", "{"):
+        assert raw not in out
+    assert out.rstrip().endswith(f"results in {tmp_path / 'out'}")

@@ -619,7 +619,9 @@ def calibrate(
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
     gradient steps), a fit plot and ``calibration.json`` to ``out`` (default
-    ``runs/<name>-calibration``); return the summary, with ``folder``, the folder written, added.
+    ``runs/<name>-calibration``); return the summary, with ``folder``, the folder written, and
+    ``bounds``, each free parameter's ``[low, high]``, added (for the command's table; not in
+    ``calibration.json``).
     ``backend``: where Optuna trials run, on this machine (``local``) or as Ray tasks (``ray``);
     ``workers``: how many run at once (:func:`trial_runner`). The sampler asks for
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
@@ -662,7 +664,8 @@ def calibrate(
         fit.table.to_csv(tmp / fit.table_name, index=False)
         (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
         plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
-    return {**summary, "folder": str(target)}
+    bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
+    return {**summary, "folder": str(target), "bounds": bounds}
 
 
 def plot_fit(
