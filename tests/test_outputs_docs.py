@@ -114,7 +114,7 @@ def test_the_scenario_reference_says_what_each_contact_multiplier_key_means():
 
 
 def test_every_key_of_the_scenario_reference_has_a_meaning():
-    """Every row of docs/scenarios.md says what its key does: 36 had an empty meaning (the top-level
+    """Every row of docs/scenarios.md says what its key does: 35 had an empty meaning (the top-level
     description, every intervention's enabled, the calibration windows and targets, a free
     parameter's low and high, the dwell time's from, to and distribution) or, for a section, only
     the link to it."""
