@@ -34,10 +34,11 @@ def usable_cpus() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def check_workers(workers: int | None, error: type[Exception]) -> None:
-    """``--workers`` must be a whole number, at least 1 (None: the command's default)."""
+def check_workers(workers: int | None, error: type[Exception], name: str = "--workers") -> None:
+    """``--workers`` must be a whole number, at least 1 (None: the command's default); messages
+    call it ``name`` (``workers`` for a Python argument)."""
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise error(f"--workers: {workers!r} is not allowed; give a whole number, at least 1")
+        raise error(f"{name}: {workers!r} is not allowed; give a whole number, at least 1")
 
 
 def in_order(finished: Iterable[tuple[int, T]]) -> Iterator[T]:

@@ -30,6 +30,9 @@ from abm.populations import Population, build_population, load_region
 from abm.populations.reference import build_reference_population
 from abm.populations.region import Region
 from abm.scenario import (
+    COMMAND_LINE,
+    PYTHON,
+    OptionNames,
     Scenario,
     ScenarioError,
     apply_set,
@@ -39,7 +42,6 @@ from abm.scenario import (
     read_scenario_data,
     validate,
     with_full_data_paths,
-    with_options,
 )
 from abm.threads import torch_threads
 
@@ -194,13 +196,15 @@ def resolve(
     overrides: dict[str, Any] | None = None,
     sets: list[str] | None = None,
     *,
-    python_names: bool = False,
+    names: OptionNames = COMMAND_LINE,
 ) -> Scenario:
     """A validated scenario from a path, plain data or a Scenario, with overrides applied
     (``sets``: ``key.path=value`` texts; one text alone is taken as a list of one). Messages name
-    the options as ``abm run`` takes them (``--agents 0``, ``--set key=value``), or with
-    ``python_names`` as :func:`run` takes them (``agents=0``, ``sets=['key=value']``)."""
-    sets = [sets] if isinstance(sets, str) else sets
+    the options as ``names`` says: as ``abm run`` takes them (``--agents 0``, ``--set
+    key=value``; the default), as :func:`run` takes them (``PYTHON``: ``agents=0``,
+    ``sets=['key=value']``) or as a file's key (``sets`` from a learning scenario's
+    ``model.set``)."""
+    sets = [sets] if isinstance(sets, str) else list(sets or [])
     origin = None
     if isinstance(scenario, Scenario):
         data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
@@ -210,15 +214,10 @@ def resolve(
         data, source = read_scenario_data(scenario), str(scenario)
         if not sets and not any(v is not None for v in (overrides or {}).values()):
             origin = key_origin(scenario)  # which file of its extends chain set a bad value
-    options: list[str] = []
-    sep = ", " if python_names else " "
-    set_keys = {item.split("=", 1)[0].strip() for item in sets or []}
-    for item in sets or []:
-        data = apply_set(data, item, "sets" if python_names else "--set")
-        if not python_names:
-            options.append(f"--set {item}")
-    if python_names and sets:
-        options.append(f"sets={list(sets)!r}")
+    given: list[tuple[str, Any]] = []
+    set_keys = {item.split("=", 1)[0].strip() for item in sets}
+    for i, item in enumerate(sets):
+        data = apply_set(data, item, names.set_item(i))
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -227,19 +226,17 @@ def resolve(
         path = OVERRIDE_KEYS[key]
         clash = sorted(k for k in set_keys if overlaps(k, path))
         if clash:
-            given = (
-                f"{key}={value!r} and sets item '{clash[0]}=...'"
-                if python_names
-                else f"--{key} and --set {clash[0]}=..."
+            option = names.given(key, value) if names.python else names.name(key)
+            raise ScenarioError(
+                f"{source}: {option} and {names.item('set', f'{clash[0]}=...')} both set {path}; give one"
             )
-            raise ScenarioError(f"{source}: {given} both set {path}; give one")
         try:
-            data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", key if python_names else f"--{key}")
+            data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", names.name(key))
         except ScenarioError:  # the file has no section there (a list, say): the file is what is wrong
-            validate(data, with_options(source, options, sep), origin)
+            validate(data, names.scenario(source, sets, given), origin)
             raise
-        options.append(f"{key}={value!r}" if python_names else f"--{key} {value}")
-    return validate(with_full_data_paths(data), with_options(source, options, sep), origin)
+        given.append((key, value))
+    return validate(with_full_data_paths(data), names.scenario(source, sets, given), origin)
 
 
 def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Population:
@@ -290,7 +287,7 @@ def run(
     it neither prints nor exits.
     """
     t0 = time.perf_counter()
-    sc = resolve(scenario, overrides, sets, python_names=True)
+    sc = resolve(scenario, overrides, sets, names=PYTHON)
     check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)

@@ -10,6 +10,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -449,6 +450,57 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
         data = apply_set(data, item)
     origin = None if overrides else key_origin(path)  # an option's value is not blamed on a file
     return validate(data, with_options(str(path), [f"--set {x}" for x in overrides or []]), origin)
+
+
+# The Python API's arguments for the command line's repeatable options (``abm.run(sets=[...])``).
+PYTHON_ARGUMENTS = {"set": "sets", "sweep": "sweeps"}
+
+
+@dataclass(frozen=True)
+class OptionNames:
+    """How messages name what the user gave besides the scenario file, so that they name what
+    the user wrote: the command line's options (the default: ``--agents 0``, ``--set
+    key=value``), or with ``python`` the arguments of :func:`abm.run` and
+    :func:`abm.sweep.run_sweep` (``agents=0``, ``sets=['key=value']``), or with ``set_key``
+    the key of a file whose list of ``key.path=value`` items is applied as sets (``FILE:
+    model.set``: its items are ``FILE: model.set[0]``, ...)."""
+
+    python: bool = False
+    set_key: str | None = None
+
+    def name(self, option: str) -> str:
+        """An option alone: ``--replicates`` or ``replicates`` (``--set`` or ``sets``)."""
+        return PYTHON_ARGUMENTS.get(option, option) if self.python else f"--{option}"
+
+    def given(self, option: str, value: Any) -> str:
+        """An option with its value: ``--agents 0`` or ``agents=0``."""
+        return f"{option}={value!r}" if self.python else f"--{option} {value}"
+
+    def item(self, option: str, text: str | None = None) -> str:
+        """One use of a repeatable option: ``--sweep key=1,2`` or ``sweeps item 'key=1,2'``
+        (no text: ``--sweep option`` or ``sweeps item``)."""
+        if self.python:
+            return f"{self.name(option)} item" + ("" if text is None else f" {text!r}")
+        return f"--{option} " + ("option" if text is None else text)
+
+    def set_item(self, index: int) -> str:
+        """Where sets item ``index`` was given, for :func:`apply_set`'s messages."""
+        return f"{self.set_key}[{index}]" if self.set_key else self.name("set")
+
+    def scenario(self, source: str, sets: list[str], given: list[tuple[str, Any]]) -> str:
+        """The scenario's name in messages with what changed it, so that an error they caused is
+        not blamed on the file alone: ``FILE (with --set a --agents 5)``, ``FILE (with sets=['a'],
+        agents=5)``, or ``SET_KEY (on FILE)``."""
+        if self.set_key:  # a file's sets alone (no other option)
+            return f"{self.set_key} (on {source})"
+        if self.python:
+            options = ([f"sets={sets!r}"] if sets else []) + [self.given(k, v) for k, v in given]
+            return with_options(source, options, ", ")
+        return with_options(source, [f"--set {item}" for item in sets] + [self.given(k, v) for k, v in given])
+
+
+COMMAND_LINE = OptionNames()
+PYTHON = OptionNames(python=True)
 
 
 def with_options(source: str, options: list[str], sep: str = " ") -> str:

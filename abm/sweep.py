@@ -49,7 +49,7 @@ from abm.parallel import (
 )
 from abm.runs import OVERRIDE_KEYS, resolve
 from abm.runs import run as run_scenario
-from abm.scenario import Scenario, ScenarioError, overlaps, yaml_problem
+from abm.scenario import COMMAND_LINE, PYTHON, OptionNames, Scenario, ScenarioError, overlaps, yaml_problem
 from abm.yaml_loader import load_yaml
 
 BACKENDS = ("local", "ray")
@@ -80,8 +80,9 @@ PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
 # 100,000 agents, replicate by replicate (replicate r of every variant runs with the same seed).
 CHANGES = ("hospitalizations", "deaths", "total_cost")
 
-# Keys a sweep may not vary: each (variant, replicate) is its own single-replicate run.
-FORBIDDEN_KEYS = {"simulation.replicates": "give the number of replicates with --replicates"}
+# Keys a sweep may not vary (each (variant, replicate) is its own single-replicate run), with the
+# option that gives them instead.
+FORBIDDEN_KEYS = {"simulation.replicates": "replicates"}
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,10 @@ def split_values(text: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def parse_axis(option: str) -> SweepAxis:
-    """Parse one ``--sweep key.path=v1,v2,...`` option (values read as YAML)."""
-    source = f"--sweep {option}"
+def parse_axis(option: str, names: OptionNames = COMMAND_LINE) -> SweepAxis:
+    """Parse one ``--sweep key.path=v1,v2,...`` option (values read as YAML); messages name it
+    as ``names`` says (``--sweep ...``, or ``sweeps item '...'`` from Python)."""
+    source = names.item("sweep", option)
     if "=" not in option:
         raise ScenarioError(f"{source}: write key.path=value1,value2,...")
     key, _, text = option.partition("=")
@@ -163,7 +165,8 @@ def parse_axis(option: str) -> SweepAxis:
     if not key or not all(key.split(".")):
         raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. contacts.community.weight=0.2,0.4")
     if key in FORBIDDEN_KEYS:
-        raise ScenarioError(f"{source}: {key} cannot be swept; {FORBIDDEN_KEYS[key]}")
+        instead = names.name(FORBIDDEN_KEYS[key])
+        raise ScenarioError(f"{source}: {key} cannot be swept; give the number of replicates with {instead}")
     texts = split_values(text)
     if any(not t for t in texts):
         raise ScenarioError(f"{source}: {key}: empty value in {text!r}; give one or more values separated by commas")
@@ -188,18 +191,24 @@ def parse_axis(option: str) -> SweepAxis:
     return SweepAxis(key, tuple(values), tuple(texts))
 
 
-def parse_axes(options: Sequence[str]) -> list[SweepAxis]:
-    """Parse the ``--sweep`` options; each key at most once, at least one option."""
+def parse_axes(options: Sequence[str], names: OptionNames = COMMAND_LINE) -> list[SweepAxis]:
+    """Parse the ``--sweep`` options; each key at most once, at least one option. Messages name
+    the options as ``names`` says."""
     if not options:
-        raise ScenarioError("--sweep: give at least one, e.g. --sweep contacts.community.weight=0.2,0.4")
-    axes = [parse_axis(o) for o in options]
+        example = names.item("sweep", "contacts.community.weight=0.2,0.4")
+        raise ScenarioError(f"{names.name('sweep')}: give at least one, e.g. {example}")
+    axes = [parse_axis(o, names) for o in options]
     keys = [a.key for a in axes]
     for i, key in enumerate(keys):
         if keys.count(key) > 1:
-            raise ScenarioError(f"--sweep {key}: the key is swept twice; give all its values in one --sweep option")
+            raise ScenarioError(
+                f"{names.item('sweep', key)}: the key is swept twice; give all its values in one {names.item('sweep')}"
+            )
         other = next((k for k in keys[i + 1 :] if overlaps(k, key)), None)
         if other is not None:  # one would silently override the other
-            raise ScenarioError(f"--sweep {key} and --sweep {other} set the same values; sweep one of them")
+            raise ScenarioError(
+                f"{names.item('sweep', key)} and {names.item('sweep', other)} set the same values; sweep one of them"
+            )
     return axes
 
 
@@ -255,41 +264,47 @@ def plan(
     *,
     replicates: int | None = None,
     sets: list[str] | None = None,
+    names: OptionNames = COMMAND_LINE,
     **overrides: Any,
 ) -> SweepPlan:
     """Parse the sweep options and resolve every variant; any bad key or value raises
     :class:`ScenarioError` before anything runs. ``overrides``: ``agents``, ``days``,
-    ``seed``, ``device`` as for :func:`abm.run`."""
+    ``seed``, ``device`` as for :func:`abm.run`. Messages name the options as ``names`` says:
+    as ``abm sweep`` takes them (``--sweep``, ``--replicates``; the default) or as
+    :func:`run_sweep` does (``PYTHON``: ``sweeps``, ``replicates``)."""
     sweeps = [sweeps] if isinstance(sweeps, str) else sweeps
     sets = [sets] if isinstance(sets, str) else sets
-    axes = parse_axes(sweeps)
+    axes = parse_axes(sweeps, names)
     if replicates is not None and (isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1):
-        raise ScenarioError(f"--replicates: {replicates!r} is not allowed; give a whole number, at least 1")
+        raise ScenarioError(
+            f"{names.name('replicates')}: {replicates!r} is not allowed; give a whole number, at least 1"
+        )
     given = {k: v for k, v in overrides.items() if v is not None}
     set_keys = {item.split("=", 1)[0].strip() for item in sets or []}
     for axis in axes:
+        swept = names.item("sweep", axis.key)
         if any(overlaps(k, axis.key) for k in set_keys):
-            raise ScenarioError(f"--sweep {axis.key}: the key is also set by --set; give one of them")
+            raise ScenarioError(f"{swept}: the key is also set by {names.name('set')}; give one of them")
         for name in given:
             if name in OVERRIDE_KEYS and overlaps(OVERRIDE_KEYS[name], axis.key):
-                raise ScenarioError(f"--sweep {axis.key}: the key is also set by --{name}; give one of them")
-    resolve(scenario, given, list(sets or []))  # the file and its own options first, blamed on themselves
+                raise ScenarioError(f"{swept}: the key is also set by {names.name(name)}; give one of them")
+    resolve(scenario, given, list(sets or []), names=names)  # the file and its own options first, blamed on themselves
     for axis in axes:  # each value alone first, so that a message names the one at fault
         for value, text in zip(axis.values, axis.texts, strict=True):
             try:
-                resolve(scenario, given, [*(sets or []), f"{axis.key}={json.dumps(value)}"])
+                resolve(scenario, given, [*(sets or []), f"{axis.key}={json.dumps(value)}"], names=names)
             except ScenarioError as exc:
-                raise ScenarioError(f"--sweep {axis.key}={text}: {exc}") from exc
+                raise ScenarioError(f"{names.name('sweep')} {axis.key}={text}: {exc}") from exc
     variants, assignments = [], []
     for combo in itertools.product(*(range(len(a.values)) for a in axes)):
         texts = [a.texts[i] for a, i in zip(axes, combo, strict=True)]
         values = [a.values[i] for a, i in zip(axes, combo, strict=True)]
         extra = [f"{a.key}={json.dumps(v)}" for a, v in zip(axes, values, strict=True)]
         try:
-            sc = resolve(scenario, given, [*(sets or []), *extra])
+            sc = resolve(scenario, given, [*(sets or []), *extra], names=names)
         except ScenarioError as exc:
             where = ", ".join(f"{a.key}={t}" for a, t in zip(axes, texts, strict=True))
-            raise ScenarioError(f"--sweep {where}: {exc}") from exc
+            raise ScenarioError(f"{names.name('sweep')} {where}: {exc}") from exc
         variants.append(sc)
         assignments.append({"values": values, "texts": texts})
     n_rep = replicates if replicates is not None else variants[0].simulation.replicates
@@ -458,11 +473,16 @@ def run_sweep(
     ``workers``: runs at once; ``local``: worker processes (default 1: every run holds its
     population, and N runs at once need N times the memory), ``ray``: tasks (default: as many as
     the cluster takes). The tables do not depend on it. ``progress(done, total)`` is called
-    after each finished run."""
+    after each finished run.
+
+    Bad input raises :class:`ScenarioError` (a ``ValueError``) with the message ``abm sweep``
+    prints, naming the arguments given here (``sweeps item '...'``, ``replicates``,
+    ``(with agents=0)``) where ``abm sweep`` names its options (``--sweep``, ``--replicates``,
+    ``(with --agents 0)``)."""
     if backend not in BACKENDS:
-        raise ScenarioError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
-    check_workers(workers, ScenarioError)
-    sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, **overrides)
+        raise ScenarioError(f"{PYTHON.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    check_workers(workers, ScenarioError, PYTHON.name("workers"))
+    sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, names=PYTHON, **overrides)
     tasks = sp.tasks
     count = 0
 

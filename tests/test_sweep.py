@@ -179,6 +179,76 @@ def test_bad_input_gets_one_message_exit_2_and_writes_nothing(tmp_path, args, me
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("sweeps", "given", "cli", "python"),
+    [
+        (
+            ["simulation.days=5"],
+            {"replicates": 0},
+            "error: --replicates: 0 is not allowed",
+            "replicates: 0 is not allowed",
+        ),
+        (
+            ["simulation.days=5,6"],
+            {"agents": 0},
+            "(with --agents 0): invalid scenario: population.agents: 0",
+            "(with agents=0): invalid scenario: population.agents: 0",
+        ),
+        (
+            ["population.agents=100,200"],
+            {"agents": 300},
+            "error: --sweep population.agents: the key is also set by --agents; give one",
+            "sweeps item 'population.agents': the key is also set by agents; give one",
+        ),
+        (
+            ["seeding.day=1,2"],
+            {"sets": ["seeding={day: 4}"]},
+            "error: --sweep seeding.day: the key is also set by --set; give one",
+            "sweeps item 'seeding.day': the key is also set by sets; give one",
+        ),
+        (
+            ["simulation.replicates=1,2"],
+            {},
+            "error: --sweep simulation.replicates=1,2: simulation.replicates cannot be swept; give the number of "
+            "replicates with --replicates",
+            "sweeps item 'simulation.replicates=1,2': simulation.replicates cannot be swept; give the number of "
+            "replicates with replicates",
+        ),
+        (
+            ["simulation.days=5", "simulation.days=6"],
+            {},
+            "error: --sweep simulation.days: the key is swept twice; give all its values in one --sweep option",
+            "sweeps item 'simulation.days': the key is swept twice; give all its values in one sweeps item",
+        ),
+        (
+            ["contacts.community.weight=0.2,abc"],
+            {},
+            "error: --sweep contacts.community.weight=abc: ",
+            "sweeps contacts.community.weight=abc: ",
+        ),
+        (["simulation.days=5"], {"backend": "dask"}, "error: --backend: 'dask' is not", "backend: 'dask' is not"),
+        (["simulation.days=5"], {"workers": 0}, "error: --workers: 0 is not allowed", "workers: 0 is not allowed"),
+    ],
+)
+def test_run_sweep_names_its_arguments_where_abm_sweep_names_its_options(tmp_path, sweeps, given, cli, python):
+    """run_sweep's errors name the arguments it was given (replicates=, agents=, sets=, sweeps),
+    not the options of `abm sweep` its caller never typed (it said "--replicates: 0", "(with
+    --agents 0)", "--sweep ..."); `abm sweep` keeps naming its options."""
+    with pytest.raises(ScenarioError) as caught:
+        run_sweep(SCENARIO, sweeps, **given)
+    message = str(caught.value)
+    assert message.startswith(python) or f"{SCENARIO} {python}" in message, message
+    assert "--" not in message, message
+    args = [word for s in sweeps for word in ("--sweep", s)]
+    for key, value in given.items():
+        args += [word for v in value for word in ("--set", v)] if key == "sets" else [f"--{key}", str(value)]
+    out = tmp_path / "sweep"
+    result = runner.invoke(app, ["sweep", str(SCENARIO), "--out", str(out), *args])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2 and cli in flat and flat.count("error:") == 1, flat
+    assert not out.exists()
+
+
 def test_a_full_disk_while_the_sweep_is_written_gets_one_message_exit_1_and_writes_nothing(tmp_path, monkeypatch):
     """A write that fails part-way (the disk is full) ends `abm sweep` with one line naming the
     folder and the cause and exit code 1, not a traceback; no folder, staging or complete, is left."""
