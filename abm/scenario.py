@@ -283,7 +283,9 @@ def schema_default(parts: list[str]) -> Any:
 
 
 def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> dict[str, Any]:
-    """Apply one ``key.path=value`` override; the value is read as YAML (numbers, lists...)."""
+    """Apply one ``key.path=value`` override; the value is read as YAML (numbers, lists...).
+    Messages begin with ``source``, where the override was given (``--set``, ``sets``, a file's
+    key), and name nothing else as its origin."""
     if "=" not in assignment:
         raise ScenarioError(f"{source}: {assignment!r} is not allowed; write key.path=value")
     key, _, text = assignment.partition("=")
@@ -309,7 +311,7 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
                 where = ".".join(parts[:i])
                 if not node:
                     raise ScenarioError(
-                        f"{source}: {key}: {where} is an empty list, so --set cannot index into it; give the "
+                        f"{source}: {key}: {where} is an empty list, so it has no item to set; give the "
                         f"whole list: {where}=[...]"
                     )
                 raise ScenarioError(
@@ -331,7 +333,7 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
             child = schema_default(parts[:i])
         if child is None and parts[i].isdigit():
             raise ScenarioError(
-                f"{source}: {key}: {'.'.join(parts[:i])} is not in the file, so --set cannot index into it; "
+                f"{source}: {key}: {'.'.join(parts[:i])} is not in the file, so it has no item to set; "
                 "give the whole list in the file (a run's scenario.resolved.yaml holds the defaults)"
             )
         child = dict(child) if isinstance(child, dict) else list(child) if isinstance(child, list) else {}

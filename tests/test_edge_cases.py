@@ -292,6 +292,17 @@ def test_the_python_api_raises_its_documented_error_without_printing_or_writing(
         ),
         ((NI,), {"sets": ["simulation.days"]}, r"^sets: 'simulation\.days' is not allowed; write key\.path=value"),
         ((NI,), {"sets": ["simulation.dayz=3"]}, r"simulation\.dayz: unknown key"),
+        (  # an index into a list that is empty, or not in the file: it said "so --set cannot index into it"
+            (NI,),
+            {"sets": ["interventions.contact_multipliers.changes[0].community=0.5"]},
+            r"^sets: interventions\.contact_multipliers\.changes\[0\]\.community: interventions\.contact_multipliers"
+            r"\.changes is an empty list, so it has no item to set; give the whole list",
+        ),
+        (
+            (NI,),
+            {"sets": ["outputs.map_days.0=5"]},
+            r"^sets: outputs\.map_days\.0: outputs\.map_days is not in the file, so it has no item to set",
+        ),
         ((NI,), {"speed": 2}, r"override 'speed' is not allowed; allowed: agents, days, replicates, seed, device"),
     ]
     for args, kwargs, message in cases:

@@ -229,9 +229,9 @@ def test_set_reaches_dotted_keys_and_list_items():
     ni = ROOT / "scenarios/king_county/ni.yaml"
     assert load_scenario(ni, ["disease.dwell_times[0].shape=2"]).disease.dwell_times[0].shape == 2
     assert runner.invoke(app, ["validate", str(ni), "--set", "disease.dwell_times[0].shape=2"]).exit_code == 0
-    with pytest.raises(ScenarioError, match="is not in the file, so --set cannot index into it"):
+    with pytest.raises(ScenarioError, match="is not in the file, so it has no item to set"):
         apply_set({}, "outputs.map_days.0=5")  # no default list (none: the default days)
-    with pytest.raises(ScenarioError, match=r"changes is an empty list, so --set cannot index into it; give the whole"):
+    with pytest.raises(ScenarioError, match=r"changes is an empty list, so it has no item to set; give the whole"):
         apply_set({}, "interventions.contact_multipliers.changes[0].community=0.5")
 
 
