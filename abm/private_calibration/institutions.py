@@ -33,7 +33,7 @@ from abm.private_calibration.simulate import (
     weekly_rates,
 )
 from abm.runs import resolve
-from abm.scenario import Scenario
+from abm.scenario import OptionNames, Scenario
 
 KC2020_NOTE = (
     "kc2020 mode: King County 2020 daily cases (JHU CSSE) and hospital admissions (Public Health - "
@@ -67,9 +67,12 @@ class Institution:
         return self.spec.name
 
 
-def model_scenario(scenario: PrivateCalibrationScenario, base: Path) -> Scenario:
-    """The engine scenario every institution simulates, with the scenario's overrides."""
-    return resolve(base / scenario.model.scenario, sets=list(scenario.model.set))
+def model_scenario(scenario: PrivateCalibrationScenario, base: Path, source: str | None = None) -> Scenario:
+    """The engine scenario every institution simulates, with the scenario's overrides
+    (``model.set``). Messages name a bad override by the scenario file ``source`` and its key
+    (``FILE: model.set[1]: ...``), not as the command line's ``--set``."""
+    names = OptionNames(set_key=f"{source}: model.set" if source else "model.set")
+    return resolve(base / scenario.model.scenario, sets=list(scenario.model.set), names=names)
 
 
 def draw_parameters(

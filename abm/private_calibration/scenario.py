@@ -303,14 +303,14 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
     if kind is not None:
         raise LearningScenarioError(f"{where}: a {kind} scenario; give an epidemic scenario (as `abm run` takes)")
     try:
-        model = model_scenario(scenario, base)
+        model = model_scenario(scenario, base, source)
     except ScenarioError as exc:
-        try:  # the file's own fault, or one of model.set's?
+        try:  # the file's own fault, or one of model.set's (whose messages name this file and the key)?
             load_epidemic(base / scenario.model.scenario)
         except ScenarioError as alone:
-            if not scenario.model.set:
+            if not scenario.model.set or str(alone) == str(exc):  # the file, whatever model.set says
                 raise LearningScenarioError(f"{where}: {' '.join(str(alone).split())}") from None
-        raise LearningScenarioError(f"{source}: model.set (on {scenario.model.scenario}): {exc}") from None
+        raise LearningScenarioError(str(exc)) from None
     vaccination = model.interventions.enabled().get("vaccination")
     if vaccination is not None and vaccination.protection == "leaky" and vaccination.start_day < scenario.model.days:
         # the per-replicate transmission multiplier lives in susceptibility_scale, which leaky

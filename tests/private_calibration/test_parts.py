@@ -224,3 +224,46 @@ def test_what_the_schema_cannot_see_is_checked_at_load(tmp_path, change, message
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(path)
     assert str(e.value).startswith(f"{path}: ") and re.search(message, str(e.value)), str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("disease.transmission_rate", "model.set[1]: 'disease.transmission_rate' is not allowed; write key.path=value"),
+        (
+            "disease.dwell_times[99].shape=2",
+            "model.set[1]: disease.dwell_times[99].shape: disease.dwell_times is a list of 12; '99' is not allowed, "
+            "give an index 0..11",
+        ),
+        ("outputs.map_days.0=5", "model.set[1]: outputs.map_days.0: outputs.map_days is not in the file, so it has"),
+        (
+            "disease.transmission_rate=-3",
+            "model.set (on {model}): invalid scenario: disease.transmission_rate: -3 is not allowed",
+        ),
+    ],
+)
+def test_a_bad_model_set_item_is_named_by_the_file_and_its_key(tmp_path, item, message):
+    """A bad item of a private-calibration scenario's model.set is named by that file and the key
+    (FILE: model.set[1]), not as a --set option the user never typed ("FILE: model.set (on ...):
+    --set: ..." or "(with --set ...)"): `abm validate` and `abm learn` print one message, exit 2
+    and write nothing."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    here = Path(__file__).parent
+    data = yaml.safe_load((here / "tiny.yaml").read_text())
+    model = str((here / data["model"]["scenario"]).resolve())
+    data["model"]["scenario"] = model
+    data["model"]["set"] = [*data["model"]["set"], item]
+    path = tmp_path / "pc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    for args in (["validate", str(path)], ["learn", str(path), "--out", str(out)]):
+        result = CliRunner().invoke(app, args)
+        flat = " ".join(result.stderr.split())
+        assert result.exit_code == 2, result.output
+        assert flat.startswith(f"error: {path}: {message.format(model=model)}"), flat
+        assert flat.count("error:") == 1 and "--set" not in flat, flat
+    assert list(tmp_path.iterdir()) == [path]
