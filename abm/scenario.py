@@ -465,10 +465,13 @@ class OptionNames:
     key=value``), or with ``python`` the arguments of :func:`abm.run` and
     :func:`abm.sweep.run_sweep` (``agents=0``, ``sets=['key=value']``), or with ``set_key``
     the key of a file whose list of ``key.path=value`` items is applied as sets (``FILE:
-    model.set``: its items are ``FILE: model.set[0]``, ...)."""
+    model.set``: its items are ``FILE: model.set[0]``, ...). ``swept_from``: the sets from this
+    index on are a sweep's values, named by the sweep option (whose value the message's prefix
+    gives), not as sets the user never gave."""
 
     python: bool = False
     set_key: str | None = None
+    swept_from: int | None = None
 
     def name(self, option: str) -> str:
         """An option alone: ``--replicates`` or ``replicates`` (``--set`` or ``sets``)."""
@@ -487,12 +490,15 @@ class OptionNames:
 
     def set_item(self, index: int) -> str:
         """Where sets item ``index`` was given, for :func:`apply_set`'s messages."""
+        if self.swept_from is not None and index >= self.swept_from:
+            return self.name("sweep")
         return f"{self.set_key}[{index}]" if self.set_key else self.name("set")
 
     def scenario(self, source: str, sets: list[str], given: list[tuple[str, Any]]) -> str:
         """The scenario's name in messages with what changed it, so that an error they caused is
         not blamed on the file alone: ``FILE (with --set a --agents 5)``, ``FILE (with sets=['a'],
         agents=5)``, or ``SET_KEY (on FILE)``."""
+        sets = sets[: self.swept_from]
         if self.set_key:  # a file's sets alone (no other option)
             return f"{self.set_key} (on {source})"
         if self.python:

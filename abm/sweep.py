@@ -22,7 +22,7 @@ import math
 import platform
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -289,6 +289,7 @@ def plan(
             if name in OVERRIDE_KEYS and overlaps(OVERRIDE_KEYS[name], axis.key):
                 raise ScenarioError(f"{swept}: the key is also set by {names.name(name)}; give one of them")
     resolve(scenario, given, list(sets or []), names=names)  # the file and its own options first, blamed on themselves
+    names = replace(names, swept_from=len(sets or []))  # the swept values, named by the messages' prefix
     for axis in axes:  # each value alone first, so that a message names the one at fault
         for value, text in zip(axis.values, axis.texts, strict=True):
             try:

@@ -283,6 +283,30 @@ def test_a_bad_value_names_the_file_key_value_and_what_is_allowed():
     assert str(SCENARIO) in msg and "contacts.community.weight: 'abc' is not allowed" in msg
 
 
+def test_a_bad_swept_value_is_named_by_the_sweep_not_as_a_set_nobody_gave(tmp_path):
+    """A swept value is applied as a set, and the message named it so ("--sweep k=abc: FILE (with
+    --set k="abc")"; from Python "(with sets=[...])" with no sets given): the prefix names the value
+    and the scenario's name keeps only the sets the user gave."""
+    sweep, bad = ["contacts.community.weight=0.2,abc"], "contacts.community.weight: 'abc' is not allowed"
+    with pytest.raises(ScenarioError) as caught:
+        run_sweep(SCENARIO, sweep)
+    assert str(caught.value).startswith(f"sweeps contacts.community.weight=abc: {SCENARIO}: invalid scenario: {bad}")
+    with pytest.raises(ScenarioError) as caught:
+        run_sweep(SCENARIO, ["outputs.map_days.3=1"], sets=["simulation.days=30"])
+    assert str(caught.value).startswith("sweeps outputs.map_days.3=1: sweeps: outputs.map_days.3: "), caught.value
+    with pytest.raises(ScenarioError) as caught:
+        run_sweep(SCENARIO, sweep, sets=["simulation.days=30"], agents=100)
+    given = "(with sets=['simulation.days=30'], agents=100)"
+    assert str(caught.value).startswith(f"sweeps contacts.community.weight=abc: {SCENARIO} {given}: invalid"), (
+        caught.value
+    )
+    result = runner.invoke(app, ["sweep", str(SCENARIO), "--sweep", sweep[0], "--out", str(tmp_path / "o")])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2 and "--set" not in flat, flat
+    assert f"error: --sweep contacts.community.weight=abc: {SCENARIO}: invalid scenario: {bad}" in flat, flat
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     out = tmp_path / "sw"
     result = runner.invoke(
