@@ -458,7 +458,7 @@ def calibrate(
         from abm.calibration.observed import CalibrationError
         from abm.calibration.optimize import calibrate as fit
         from abm.parallel import WorkerLost
-        from abm.scenario import ScenarioError
+        from abm.scenario import COMMAND_LINE, ScenarioError
 
     if trials is not None and trials < 1:
         fail(f"--trials: {trials} is not allowed; give at least 1")
@@ -478,6 +478,7 @@ def calibrate(
                 backend=backend,
                 workers=workers,
                 ray_address=ray_address,
+                names=COMMAND_LINE,
             )
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:

@@ -628,6 +628,49 @@ def test_abm_calibrate_says_where_it_wrote_its_results(tmp_path, monkeypatch):
     assert result.output.rstrip().endswith(f"results in {Path('runs') / 'tiny-calibration'}")
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "options", "python_says", "cli_says"),
+    [
+        ({"method": "nelder"}, ["--method", "nelder"], "method: 'nelder' is not allowed", "--method: 'nelder' is not"),
+        (
+            {"method": "gradient", "workers": 2},
+            ["--method", "gradient", "--workers", "2"],
+            "workers: 2 is not allowed with method='gradient', whose steps run one after the other in this process; "
+            "leave workers out, or use method='optuna'",
+            "--workers: 2 is not allowed with --method gradient, whose steps run one after the other in this process; "
+            "leave --workers out, or use --method optuna",
+        ),
+        (
+            {"sets": ["calibration.population_draws=2"], "method": "gradient"},
+            ["--set", "calibration.population_draws=2", "--method", "gradient"],
+            "(with sets=['calibration.population_draws=2']): calibration.population_draws: 2 is not used by "
+            "method='gradient'",
+            "(with --set calibration.population_draws=2): calibration.population_draws: 2 is not used by --method "
+            "gradient",
+        ),
+        ({"sets": ["calibration.trials"]}, ["--set", "calibration.trials"], "sets: 'calibration.trials' is", "--set: "),
+    ],
+)
+def test_calibrate_names_python_arguments_where_abm_calibrate_names_its_options(
+    tmp_path, kwargs, options, python_says, cli_says
+):
+    """The Python API's errors name what a Python caller wrote (``method='gradient'``, ``sets``),
+    the command's name its options (``--method gradient``, ``--set``); nothing is written."""
+    from conftest import tiny_calibration
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    with pytest.raises(ValueError) as err:  # CalibrationError or ScenarioError
+        calibrate(path, tmp_path / "py", **kwargs)
+    assert python_says in str(err.value) and "--" not in str(err.value), str(err.value)
+    result = CliRunner().invoke(app, ["calibrate", str(path), *options, "--out", str(tmp_path / "cli")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and cli_says in text, text
+    assert not (tmp_path / "py").exists() and not (tmp_path / "cli").exists()
+
+
 def _table_rows(output: str) -> list[list[str]]:
     """The header and body rows of the rich tables in ``output``, as lists of stripped cells."""
     rows = [line.replace("┃", "│") for line in output.splitlines() if line.startswith(("│", "┃"))]

@@ -48,6 +48,9 @@ from abm.parallel import (
 from abm.populations import load_region
 from abm.runs import run
 from abm.scenario import (
+    COMMAND_LINE,
+    PYTHON,
+    OptionNames,
     Scenario,
     ScenarioError,
     apply_set,
@@ -56,7 +59,6 @@ from abm.scenario import (
     read_scenario_data,
     validate,
     with_full_data_paths,
-    with_options,
 )
 
 
@@ -150,13 +152,8 @@ def check_series_region(sc: Scenario, source: str) -> None:
         )
 
 
-def source_of(path: str | Path, sets: list[str] | None) -> str:
-    """The calibration's name in messages: its file, with the ``--set`` options that changed it."""
-    return with_options(str(path), [f"--set {item}" for item in sets or []])
-
-
 def checked_inputs(
-    path: str | Path, sets: list[str] | None = None, method: str = "optuna"
+    path: str | Path, sets: list[str] | None = None, method: str = "optuna", names: OptionNames = COMMAND_LINE
 ) -> tuple[dict[str, Any], Scenario, pd.DataFrame]:
     """The scenario's data (``--set`` applied), the validated scenario and the observed series,
     after every check made before anything runs: a calibration section, windows the simulation
@@ -164,10 +161,11 @@ def checked_inputs(
     The data are checked before the windows' length: a window outside the data is named as such,
     not as a simulation too short for it."""
     data = read_scenario_data(path)
-    for item in sets or []:
-        data = apply_set(data, item)
+    for i, item in enumerate(sets or []):
+        data = apply_set(data, item, names.set_item(i))
     data = with_full_data_paths(data)
-    source = source_of(path, sets)
+    source = names.scenario(str(path), list(sets or []), [])
+    gradient = names.given("method", "gradient")
     sc = validate(data, source)
     if sc.calibration is None:
         raise CalibrationError(f"{source}: calibration: the scenario has no calibration section")
@@ -180,8 +178,8 @@ def checked_inputs(
             )
         if method == "gradient":
             raise CalibrationError(
-                f"{source}: calibration.observation.cases: positive_tests is not read by --method gradient (its "
-                "differentiable run has no testing); use --method optuna, or cases: onsets"
+                f"{source}: calibration.observation.cases: positive_tests is not read by {gradient} (its "
+                f"differentiable run has no testing); use {names.given('method', 'optuna')}, or cases: onsets"
             )
     check_series_region(sc, source)
     observed = load_observed(sc.calibration, source)
@@ -194,8 +192,8 @@ def checked_inputs(
         )
     if method == "gradient" and sc.calibration.population_draws > 1:
         raise CalibrationError(
-            f"{source}: calibration.population_draws: {sc.calibration.population_draws} is not used by --method "
-            "gradient, which fits one population; set it to 1, or use --method optuna"
+            f"{source}: calibration.population_draws: {sc.calibration.population_draws} is not used by "
+            f"{gradient}, which fits one population; set it to 1, or use {names.given('method', 'optuna')}"
         )
     return data, sc, observed
 
@@ -470,20 +468,22 @@ class _Fit:
     extra: dict[str, Any]
 
 
-def _check_options(method: str, backend: str, workers: int | None) -> None:
+def _check_options(method: str, backend: str, workers: int | None, names: OptionNames) -> None:
     """Refuse an unknown method or backend, a bad number of workers, and a backend other than
-    local or any --workers for the gradient, whose steps run one after the other."""
+    local or any workers for the gradient, whose steps run one after the other; messages name
+    the options as ``names`` does (``--method`` or ``method``)."""
     if method not in METHODS:
-        raise CalibrationError(f"--method: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
+        raise CalibrationError(f"{names.name('method')}: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
     if backend not in BACKENDS:
-        raise CalibrationError(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
-    check_workers(workers, CalibrationError)
+        raise CalibrationError(f"{names.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    check_workers(workers, CalibrationError, names.name("workers"))
+    gradient = names.given("method", "gradient")
     if method == "gradient" and backend != "local":
-        raise CalibrationError(f"--backend: {backend!r} is not allowed with --method gradient; allowed: local")
+        raise CalibrationError(f"{names.name('backend')}: {backend!r} is not allowed with {gradient}; allowed: local")
     if method == "gradient" and workers is not None:
         raise CalibrationError(
-            f"--workers: {workers} is not allowed with --method gradient, whose steps run one after the other in "
-            "this process; leave --workers out, or use --method optuna"
+            f"{names.name('workers')}: {workers} is not allowed with {gradient}, whose steps run one after the "
+            f"other in this process; leave {names.name('workers')} out, or use {names.given('method', 'optuna')}"
         )
 
 
@@ -615,6 +615,7 @@ def calibrate(
     backend: str = "local",
     workers: int | None = None,
     ray_address: str | None = None,
+    names: OptionNames = PYTHON,
 ) -> dict[str, Any]:
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
@@ -625,11 +626,12 @@ def calibrate(
     ``backend``: where Optuna trials run, on this machine (``local``) or as Ray tasks (``ray``);
     ``workers``: how many run at once (:func:`trial_runner`). The sampler asks for
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
-    ``workers``."""
-    _check_options(method, backend, workers)
+    ``workers``. Messages name the arguments as Python has them (``method``, ``sets``); ``abm
+    calibrate`` gives ``names=COMMAND_LINE`` (``--method``, ``--set``)."""
+    _check_options(method, backend, workers, names)
     path = Path(path)
-    data, sc, observed = checked_inputs(path, sets, method)
-    source = source_of(path, sets)
+    data, sc, observed = checked_inputs(path, sets, method, names)
+    source = names.scenario(str(path), list(sets or []), [])
     # The gradient method and local trials (in this process or its workers) run on this machine;
     # on Ray every simulation (trials and re-ranked trials) runs on the cluster.
     if method == "gradient" or backend == "local":
