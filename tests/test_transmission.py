@@ -546,3 +546,17 @@ def test_flat_nonzero_gives_the_positions_nonzero_gives(size):
         got, want = flat_nonzero(mask), mask.nonzero().squeeze(1)
         assert got.dtype == torch.int64 and got.shape == want.shape
         assert torch.equal(got, want)
+
+
+def test_expand_ranges_lists_every_position_with_its_range():
+    """Empty ranges (first, inner, last) own no position; the rest own theirs, in order, int64."""
+    from abm.engine.contacts import expand_ranges
+
+    begin = torch.tensor([5, 9, 2, 7, 7, 0, 3])
+    end = torch.tensor([5, 12, 4, 7, 8, 1, 3])
+    pos, owner = expand_ranges(begin, end)
+    assert pos.tolist() == [9, 10, 11, 2, 3, 7, 0]
+    assert owner.tolist() == [1, 1, 1, 2, 2, 4, 5]
+    assert owner.dtype == torch.int64 and pos.dtype == torch.int64
+    none = expand_ranges(begin[:0], end[:0])
+    assert none[0].shape == (0,) and none[1].shape == (0,)

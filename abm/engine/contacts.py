@@ -158,9 +158,11 @@ def flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
 
 
 def expand_ranges(begin: torch.Tensor, end: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every position in the ranges [begin_i, end_i) and the index i of its range."""
+    """Every position in the ranges [begin_i, end_i) and the index i of its range (int64 bounds)."""
     count = end - begin
-    owner = torch.repeat_interleave(torch.arange(begin.shape[0], device=begin.device), count)
+    # The indices i, each count_i times: repeat_interleave of the counts alone gives them several
+    # times faster than repeating an arange (which gathers from it) over long ranges.
+    owner = torch.repeat_interleave(count)
     shift = (begin - (torch.cumsum(count, 0) - count)).index_select(0, owner)
     return torch.arange(owner.shape[0], device=begin.device) + shift, owner
 
@@ -259,7 +261,7 @@ class HouseholdLayer(ContactLayer):
         """Pairs (position in ``agents``, contact) of the agents' household contacts."""
         pos, owner = expand_rows(self.ptr, self.index.index_select(0, agents))
         keep = pos != agents.index_select(0, owner)
-        return owner[keep], pos[keep]
+        return owner.masked_select(keep), pos.masked_select(keep)
 
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
@@ -452,7 +454,7 @@ class OccupationLayer(ContactLayer):
             partners.append(other.index_select(0, hit))
         owner, partner = torch.cat(owners), torch.cat(partners)
         keep = partner != agents.index_select(0, owner)
-        return owner[keep], partner[keep]
+        return owner.masked_select(keep), partner.masked_select(keep)
 
     def _rewiring_of(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The day's rewired contacts (sorted ids) and the uniforms that place their new ends."""
@@ -507,7 +509,8 @@ class OccupationLayer(ContactLayer):
                     gaps = gaps.neg_().log1p_().div_(log_q).floor_().long().add_(1)
                     pos = torch.cumsum(gaps, 0).add_(end)
                     end = int(pos[-1])
-                    chunks.append(pos[pos < e] if end >= e else pos)
+                    # pos ascends: the ids below e are a prefix (no mask over all of them)
+                    chunks.append(pos[: int(torch.searchsorted(pos, e))] if end >= e else pos)
                 idx = torch.cat(chunks)
             u = torch.rand(idx.shape[0], generator=gen, device=self.device)
             if copies > 1:
@@ -716,7 +719,7 @@ class PooledCommunityLayer(CommunityLayer):
         frm = self.stubs.index_select(0, self.rev_edge.index_select(0, pos2).long() // self.per_stub)
         owner, partner = torch.cat([own1, own2]), torch.cat([to, frm])
         keep = partner != agents.index_select(0, owner)
-        return owner[keep], partner[keep]
+        return owner.masked_select(keep), partner.masked_select(keep)
 
 
 def negative_binomial(rng: np.random.Generator, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:

@@ -90,7 +90,7 @@ class StubPathCommunityLayer(CommunityLayer):
         owner = torch.cat([owner[before], owner[after]])
         partner = torch.cat([path.index_select(0, at[before] - 1), path.index_select(0, at[after] + 1)]).long()
         keep = partner != agents.index_select(0, owner)
-        return owner[keep], partner[keep]
+        return owner.masked_select(keep), partner.masked_select(keep)
 
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
