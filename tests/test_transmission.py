@@ -526,3 +526,37 @@ def test_an_occupation_degree_beyond_the_group_joins_the_whole_group(degree):
     layer = OccupationLayer(pop, cfg, 1, torch.device("cpu"), seed=0)
     pairs = {tuple(sorted(e)) for e in zip(layer.src.tolist(), layer.dst.tolist(), strict=True)}
     assert pairs == set(itertools.combinations(range(5), 2))
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 1000, 100_003])
+def test_flat_nonzero_gives_the_positions_nonzero_gives(size):
+    """The engine's numpy-backed positions of true entries (on the CPU) are torch's, dtype
+    included: for empty, all-false, all-true and random masks, and for a row of a 2-D mask."""
+    from abm.engine.contacts import flat_nonzero
+
+    gen = torch.Generator().manual_seed(size)
+    masks = [
+        torch.zeros(size, dtype=torch.bool),
+        torch.ones(size, dtype=torch.bool),
+        torch.rand(size, generator=gen) < 0.3,
+        (torch.rand(3, size, generator=gen) < 0.5)[1],
+        (torch.rand(2 * size, generator=gen) > 0.9)[::2],  # a strided view
+    ]
+    for mask in masks:
+        got, want = flat_nonzero(mask), mask.nonzero().squeeze(1)
+        assert got.dtype == torch.int64 and got.shape == want.shape
+        assert torch.equal(got, want)
+
+
+def test_expand_ranges_lists_every_position_with_its_range():
+    """Empty ranges (first, inner, last) own no position; the rest own theirs, in order, int64."""
+    from abm.engine.contacts import expand_ranges
+
+    begin = torch.tensor([5, 9, 2, 7, 7, 0, 3])
+    end = torch.tensor([5, 12, 4, 7, 8, 1, 3])
+    pos, owner = expand_ranges(begin, end)
+    assert pos.tolist() == [9, 10, 11, 2, 3, 7, 0]
+    assert owner.tolist() == [1, 1, 1, 2, 2, 4, 5]
+    assert owner.dtype == torch.int64 and pos.dtype == torch.int64
+    none = expand_ranges(begin[:0], end[:0])
+    assert none[0].shape == (0,) and none[1].shape == (0,)

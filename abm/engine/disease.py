@@ -318,7 +318,8 @@ class DiseaseModel:
 
     def next_stage(self, age_group: torch.Tensor, stage: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Draw the stage after ``stage`` for agents of ``age_group`` from uniforms ``u``."""
-        cdf = self.branch_cdf[age_group.long(), stage.long()]
+        rows = self.branch_cdf.reshape(-1, NUM_STAGES)  # one row per (age group, stage)
+        cdf = rows.index_select(0, age_group.long() * NUM_STAGES + stage.long())
         return (u[:, None] >= cdf).sum(1).clamp_max(NUM_STAGES - 1)
 
     def dwell(self, stage: torch.Tensor, nxt: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

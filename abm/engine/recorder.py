@@ -105,8 +105,12 @@ class Recorder:
         self._weighted_today = torch.zeros(r * NUM_STAGES, dtype=torch.float32, device=dev)
 
     def _keys(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        rep = self.sim.replicate[idx]
-        return rep * self.num_tracts + self.sim.tract[idx], rep * NUM_AGE_GROUPS + self.sim.age_group[idx]
+        sim = self.sim
+        rep = sim.replicate.index_select(0, idx)
+        return (
+            rep * self.num_tracts + sim.tract.index_select(0, idx),
+            rep * NUM_AGE_GROUPS + sim.age_group.index_select(0, idx),
+        )
 
     def infections(self, idx: torch.Tensor, introduced_on: int | None = None) -> None:
         """Count infections of agents ``idx`` today; ``introduced_on``: the day, for infections

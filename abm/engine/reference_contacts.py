@@ -21,6 +21,7 @@ from abm.engine.contacts import (
     Edges,
     PooledCommunityLayer,
     expand_rows,
+    flat_nonzero,
 )
 from abm.engine.rng import generator
 from abm.populations.population import Population
@@ -89,7 +90,7 @@ class StubPathCommunityLayer(CommunityLayer):
         owner = torch.cat([owner[before], owner[after]])
         partner = torch.cat([path.index_select(0, at[before] - 1), path.index_select(0, at[after] + 1)]).long()
         keep = partner != agents.index_select(0, owner)
-        return owner[keep], partner[keep]
+        return owner.masked_select(keep), partner.masked_select(keep)
 
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor
@@ -100,8 +101,8 @@ class StubPathCommunityLayer(CommunityLayer):
         path, _ = self._path(day)
         xp = x.index_select(0, path)
         on = xp != 0
-        ahead = (on & self._has_right).nonzero().squeeze(1)
-        behind = (on & self._has_left).nonzero().squeeze(1)
+        ahead = flat_nonzero(on & self._has_right)
+        behind = flat_nonzero(on & self._has_left)
         target = torch.cat([path.index_select(0, ahead + 1), path.index_select(0, behind - 1)]).long()
         return target, torch.cat([xp.index_select(0, ahead), xp.index_select(0, behind)])
 

@@ -12,7 +12,7 @@ from typing import Annotated, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.contacts import ContactConfig, Edges, HouseholdLayer, OccupationLayer
+from abm.engine.contacts import ContactConfig, Edges, HouseholdLayer, OccupationLayer, flat_nonzero
 from abm.engine.disease import (
     ABSORBING,
     NEVER,
@@ -221,14 +221,14 @@ class Simulation:
         s = self.state
         self._infected = self._scan_infected()
         self._infected_new = []
-        due = (s.next_day != NEVER).nonzero().squeeze(1)
+        due = flat_nonzero(s.next_day != NEVER)
         self._pending = {}
         self._add_pending(due, s.next_day.index_select(0, due))
         self._scanned = True
 
     def _scan_infected(self) -> torch.Tensor:
         stage = self.state.stage
-        return ((stage != Stage.SUSCEPTIBLE) & (stage != ABSORBING[0]) & (stage != ABSORBING[1])).nonzero().squeeze(1)
+        return flat_nonzero((stage != Stage.SUSCEPTIBLE) & (stage != ABSORBING[0]) & (stage != ABSORBING[1]))
 
     def _add_pending(self, agents: torch.Tensor, when: torch.Tensor) -> None:
         """File agents under the day of their next transition."""
@@ -255,9 +255,7 @@ class Simulation:
             )
             self._infected_new = []
         stage = s.stage.index_select(0, agents)
-        self._infected = agents.index_select(
-            0, ((stage != ABSORBING[0]) & (stage != ABSORBING[1])).nonzero().squeeze(1)
-        )
+        self._infected = agents.index_select(0, flat_nonzero((stage != ABSORBING[0]) & (stage != ABSORBING[1])))
         return self._infected
 
     def infectiousness(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -265,7 +263,7 @@ class Simulation:
         s = self.state
         agents = self.infected()
         a = self.disease.infectiousness.index_select(0, s.stage.index_select(0, agents).long())
-        able = ((a > 0) & ~s.isolated.index_select(0, agents)).nonzero().squeeze(1)
+        able = flat_nonzero((a > 0) & ~s.isolated.index_select(0, agents))
         src = agents.index_select(0, able)
         k = (day - s.infected_day.index_select(0, src).long()).clamp(0, self.disease.profile.shape[0] - 1)
         w = (
@@ -304,7 +302,7 @@ class Simulation:
             for layer, scale, t, v in parts:
                 raw = v if t is None else torch.zeros_like(force).index_add_(0, t, v)
                 force = force + raw * layer.coef * scale
-            target = (force > 0).nonzero().squeeze(1)
+            target = flat_nonzero(force > 0)
             return target, force.index_select(0, target)
         target, slot = torch.unique(torch.cat([t for *_, t, _ in parts]), return_inverse=True)
         force = torch.zeros(target.shape[0], dtype=w.dtype, device=self.device)
@@ -313,7 +311,7 @@ class Simulation:
             raw = torch.zeros_like(force).index_add_(0, slot[start : start + t.shape[0]], v)
             force = force + raw * layer.coef.index_select(0, target) * scale
             start += t.shape[0]
-        keep = (force > 0).nonzero().squeeze(1)
+        keep = flat_nonzero(force > 0)
         return target.index_select(0, keep), force.index_select(0, keep)
 
     def force_of_infection(self, day: int) -> torch.Tensor:
@@ -328,7 +326,7 @@ class Simulation:
         ok &= ~s.immune.index_select(0, target)
         if self.isolation_shields:
             ok &= ~s.isolated.index_select(0, target)
-        keep = ok.nonzero().squeeze(1)
+        keep = flat_nonzero(ok)
         cand = target.index_select(0, keep)
         lam = self.disease.susceptibility.index_select(0, self.age_group.index_select(0, cand))
         rate = self.disease_cfg.transmission_rate if self.daily_rate is None else self.daily_rate[day]
@@ -345,7 +343,7 @@ class Simulation:
             if score:
                 missed = ~hit
                 s.survival = s.survival.index_add(0, cand[missed], -lam[missed])  # log(1 - p) = -lam
-        self._infect(cand.index_select(0, hit.nonzero().squeeze(1)), None, day, gen, introduced=False)
+        self._infect(cand.index_select(0, flat_nonzero(hit)), None, day, gen, introduced=False)
 
     def infect(
         self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator | None = None
@@ -387,7 +385,7 @@ class Simulation:
         s.next_stage[idx] = nxt.to(torch.int8)
         when = torch.where(absorbing, NEVER, (day + 1 + dwell).clamp_max(NEVER)).to(torch.int16)
         s.next_day[idx] = when
-        later = (when != NEVER).nonzero().squeeze(1)
+        later = flat_nonzero(when != NEVER)
         self._add_pending(idx.index_select(0, later), when.index_select(0, later).long())
 
     def _due(self, day: int) -> torch.Tensor:
@@ -397,7 +395,7 @@ class Simulation:
         if chunks is None:
             return self.state.next_day[:0].long()
         due = torch.unique(torch.cat(chunks))
-        return due.index_select(0, (self.state.next_day.index_select(0, due) == day).nonzero().squeeze(1))
+        return due.index_select(0, flat_nonzero(self.state.next_day.index_select(0, due) == day))
 
     def _progress(self, day: int) -> None:
         s = self.state
@@ -425,14 +423,14 @@ class Simulation:
         susceptible = ((self.state.stage == Stage.SUSCEPTIBLE) & ~self.state.immune).view(self.replicates, self.n)
         picks, stages = [], []
         if not self.seeding.resample_per_replicate:
-            candidates = susceptible.all(0).nonzero().squeeze(1)
+            candidates = flat_nonzero(susceptible.all(0))
             chosen = candidates[torch.randperm(candidates.shape[0], generator=gen, device=self.device)[:per_rep]]
             offsets = torch.arange(self.replicates, device=self.device) * self.n
             picks.append((chosen[None, :] + offsets[:, None]).reshape(-1))
             stages.append(stage_list[: chosen.shape[0]].repeat(self.replicates))
         else:
             for r in range(self.replicates):
-                candidates = susceptible[r].nonzero().squeeze(1)
+                candidates = flat_nonzero(susceptible[r])
                 perm = torch.randperm(candidates.shape[0], generator=gen, device=self.device)
                 chosen = candidates[perm[:per_rep]]
                 picks.append(chosen + r * self.n)
