@@ -24,7 +24,8 @@ DIR/gpu_check.json after every step, so a run cut short still reports):
   whole county (2.25M), 1 and 10 replicates, with peak GPU memory; and the CPU on the same
   machine (1 thread and all cores) for the ratio.
 - profile: vacc_ct at 100,000 agents x 10 replicates for 180 days under torch.profiler (the
-  operations with the most self CPU time and the most calls; DIR/profile_vacc_ct.txt).
+  operations with the most self CPU time and the most calls; DIR/profile_vacc_ct.txt); about 3
+  minutes on an H200, the profiler's own cost (the run takes 4 s without it).
 
 The runs use the transmission rate 4.567 (as benchmarks/engine.py), a full epidemic.
 """
@@ -217,7 +218,12 @@ def memory(report: dict, budget: Budget, out: Path) -> None:
         cmd = [sys.executable, "-m", "abm", "run", str(KC / "no_intervention.yaml"), "--agents", str(agents)]
         cmd += ["--replicates", str(replicates), "--days", "3", "--device", DEVICE, "--out", str(folder)]
         t = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30, min(240, budget.left())))
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30, min(240, budget.left())))
+        except subprocess.TimeoutExpired as exc:  # recorded, and the other case still runs
+            rows.append({"case": case, "replicates": replicates, "status": f"timed out after {exc.timeout:.0f} s"})
+            log(f"memory {case} ({replicates} replicates): timed out after {exc.timeout:.0f} s")
+            continue
         row = {
             "case": case,
             "replicates": replicates,
