@@ -23,6 +23,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from abm.engine.contacts import flat_nonzero
 from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
@@ -125,9 +126,10 @@ class Quarantine(InterventionBase):
             mates = torch.unique(mates)
             mates = mates[~torch.isin(mates, positives)]
             enter = torch.unique(torch.cat([enter, draw(mates, c.enter_probability)]))
-        if bool(self.request.any()):
-            enter = torch.unique(torch.cat([enter, self.request.nonzero().squeeze(1)]))
-            self.request.zero_()
+        requested = flat_nonzero(self.request)  # one scan (numpy's on the CPU), not any() then nonzero()
+        if requested.numel() > 0:
+            enter = torch.unique(torch.cat([enter, requested]))
+            self.request.index_fill_(0, requested, False)
         enter = enter[~self._away(st.stage.index_select(0, enter)) & ~st.isolated.index_select(0, enter)]
         st.isolated[enter] = True
         self.until[torch.cat([enter, restart])] = day + c.days

@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from abm.engine.contacts import flat_nonzero
 from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
@@ -192,8 +193,9 @@ class Testing(InterventionBase):
         # eligibility checks on them only.
         infected = sim.infected()
         cand = infected[is_symptomatic(stage.index_select(0, infected))]
-        if bool(self.request.any()):
-            cand = torch.unique(torch.cat([cand, self.request.nonzero().squeeze(1)]))
+        requested = flat_nonzero(self.request)  # one scan (numpy's on the CPU), not any() then nonzero()
+        if requested.numel() > 0:
+            cand = torch.unique(torch.cat([cand, requested]))
         s = stage.index_select(0, cand)
         valid = self.cfg.validity_days
         waited = (day - self.last_result_day.index_select(0, cand)) > (valid if valid is not None else -1)
@@ -242,6 +244,6 @@ class Testing(InterventionBase):
             tested = sim.per_replicate(idx)
             sim.count_activity("tests", day, tested)
             sim.book_cost(f"test_{test.name}", day, tested, test.cost)
-        self.request.zero_()
+        self.request.index_fill_(0, requested, False)  # the requests read above, all of them
         # Same-day results (delay 0) arrive at once.
         self.results(sim, day, same_day=True)
