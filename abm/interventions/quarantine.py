@@ -79,6 +79,13 @@ class Quarantine(InterventionBase):
         self.request = sim.field("quarantine_request", torch.bool, False)
         self.members: torch.Tensor | None = None  # isolated agents, ascending (from the first step)
         sim.declare_activity("in_quarantine")
+        # Per stage, whether an agent in it is away (:meth:`_away`): one look-up instead of a
+        # comparison per stage, on every call.
+        away = [Stage.DEATH]
+        if self.cfg.persistence == "full":
+            away += [Stage.HOSPITALIZED, Stage.CRITICAL_ICU, Stage.HOSPITALIZED_RECOVERING]
+        self.away_stage = torch.zeros(len(Stage), dtype=torch.bool, device=sim.device)
+        self.away_stage[[int(s) for s in away]] = True
 
     def hooks(self) -> dict:
         if self.cfg.persistence == "entry_day":
@@ -88,11 +95,7 @@ class Quarantine(InterventionBase):
     def _away(self, stage: torch.Tensor) -> torch.Tensor:
         """Agents not in quarantine because they are dead or, with ``persistence: full``, in
         hospital (a mask over ``stage``)."""
-        gone = stage == Stage.DEATH
-        if self.cfg.persistence == "full":
-            gone |= (stage == Stage.HOSPITALIZED) | (stage == Stage.CRITICAL_ICU)
-            gone |= stage == Stage.HOSPITALIZED_RECOVERING
-        return gone
+        return self.away_stage.index_select(0, stage.long())
 
     def lift(self, sim: Simulation, day: int) -> None:
         """Entry-day persistence: today's quarantines end once the day's contacts are over."""

@@ -151,6 +151,10 @@ class Testing(InterventionBase):
         self.request = sim.field("test_request", torch.bool, False)
         sim.declare_activity("tests")
         sim.declare_activity("positive_results")
+        # Per stage: symptomatic (tested as such) and infected (tests positive with the sensitivity).
+        self.symptomatic_stage = is_symptomatic(torch.arange(len(Stage), device=sim.device))
+        self.infected_stage = torch.ones(len(Stage), dtype=torch.bool, device=sim.device)
+        self.infected_stage[[int(s) for s in NOT_INFECTED]] = False
         self.delays = [
             (
                 torch.tensor(t.result_delay_days, device=sim.device),
@@ -166,11 +170,14 @@ class Testing(InterventionBase):
         """Results due today arrive (``same_day``: those of today's tests with no delay, which
         arrive after today's tracing; tracing acts on them tomorrow, ``positives_to_trace``)."""
         due = self.pending.pop(day, None)
-        if due is None:
-            due = self.result_day[:0].long()
-        positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
-        self.positive_day.index_fill_(0, positive, day)
-        sim.count_activity("positive_results", day, sim.per_replicate(positive))
+        if due is None and same_day:
+            return  # none of today's tests is without delay: no result arrives now
+        if due is None:  # no result today: today's list of positives is empty
+            positive = self.result_day[:0].long()
+        else:
+            positive = due.index_select(0, self.result_positive.index_select(0, due).nonzero().squeeze(1))
+            self.positive_day.index_fill_(0, positive, day)
+            sim.count_activity("positive_results", day, sim.per_replicate(positive))
         for old in [k for k in sim.memo if k[0] == "same_day_positives" and k[1] < day - 1]:
             del sim.memo[old]
         if same_day:
@@ -179,8 +186,9 @@ class Testing(InterventionBase):
         # results join it later) and nobody has to scan all agents for it.
         known = sim.memo.get(("positives", day))
         keep_positives(sim, day, torch.unique(positive if known is None else torch.cat([known, positive])))
-        self.last_result_day.index_fill_(0, due, day)
-        self.result_day.index_fill_(0, due, -1)
+        if due is not None:
+            self.last_result_day.index_fill_(0, due, day)
+            self.result_day.index_fill_(0, due, -1)
 
     def test(self, sim: Simulation, day: int) -> None:
         """Today's tests: eligible agents, each test type in order, within capacity."""
@@ -192,7 +200,7 @@ class Testing(InterventionBase):
         # Candidates first (few: the symptomatic among the infected, and the requests), then the
         # eligibility checks on them only.
         infected = sim.infected()
-        cand = infected[is_symptomatic(stage.index_select(0, infected))]
+        cand = infected[self.symptomatic_stage.index_select(0, stage.index_select(0, infected).long())]
         requested = flat_nonzero(self.request)  # one scan (numpy's on the CPU), not any() then nonzero()
         if requested.numel() > 0:
             cand = torch.unique(torch.cat([cand, requested]))
@@ -206,7 +214,7 @@ class Testing(InterventionBase):
             pos = self.positive_day.index_select(0, cand)
             ok &= (pos < 0) | (pos < st.infected_day.index_select(0, cand))
         cand = cand.index_select(0, ok.nonzero().squeeze(1))
-        cand_symptomatic = is_symptomatic(stage.index_select(0, cand))
+        cand_symptomatic = self.symptomatic_stage.index_select(0, stage.index_select(0, cand).long())
         cand_request = self.request.index_select(0, cand)
         untested = torch.ones_like(cand, dtype=torch.bool)
         gen = generator(sim.seed, "testing", day, sim.device)
@@ -226,10 +234,7 @@ class Testing(InterventionBase):
             idx = cand.index_select(0, pick)
             untested.index_fill_(0, pick, False)
             self.last_test_day.index_fill_(0, idx, day)
-            infected = torch.ones_like(idx, dtype=torch.bool)
-            s = stage.index_select(0, idx)
-            for n in NOT_INFECTED:
-                infected &= s != n
+            infected = self.infected_stage.index_select(0, stage.index_select(0, idx).long())
             u = torch.rand(2, idx.shape[0], generator=gen, device=sim.device)
             p_pos = torch.where(infected, test.sensitivity, 1 - test.specificity)
             self.result_positive[idx] = u[0] < p_pos

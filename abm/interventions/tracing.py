@@ -173,9 +173,17 @@ def _positives_contacts(
 def last_free_day(bits: torch.Tensor | None, first: int, day: int, like: torch.Tensor) -> torch.Tensor:
     """Per agent (or pair), the last day in [first, day) whose bit in the isolation history
     ``bits`` (bit k: isolated on day ``day - 1 - k``) is clear, -1 when none (all days when
-    ``bits`` is None); shaped like ``like``."""
-    last = torch.full_like(like, -1)
-    for d in range(first, day):
-        free = torch.ones_like(like, dtype=torch.bool) if bits is None else ((bits >> (day - 1 - d)) & 1) == 0
-        last = torch.where(free, d, last)
-    return last
+    ``bits`` is None); shaped like ``like``.
+
+    Found in a few operations whatever the window: the lowest clear bit k among the window's
+    ``day - first`` bits (isolated its lowest set bit, ``free & -free``, a power of two whose
+    exponent ``frexp`` reads exactly) is the day ``day - 1 - k``."""
+    width = day - first
+    if width <= 0:
+        return torch.full_like(like, -1)
+    if bits is None:
+        return torch.full_like(like, day - 1)
+    free = ~bits & ((1 << width) - 1)  # bit k set: free on day day - 1 - k
+    lowest = (free & -free).double()  # 2**k, or 0 when no day of the window is free
+    k = torch.frexp(lowest).exponent - 1  # frexp(2**k) = (0.5, k + 1)
+    return torch.where(free != 0, day - 1 - k.to(like.dtype), -1).to(like.dtype)

@@ -309,11 +309,12 @@ class Vaccination(InterventionBase):
     def _use_stock(self, sim: Simulation, day: int, chosen: torch.Tensor) -> None:
         """Take the doses given to ``chosen`` out of the stock, the oldest first, and book them."""
         used = sim.per_replicate(chosen)
-        left = used.clone()
-        for j in range(self.stock.shape[1] - 1, -1, -1):
-            take = torch.minimum(left, self.stock[:, j])
-            self.stock[:, j] -= take
-            left -= take
+        # Per replicate, each column (the oldest first) gives what the older ones left to take,
+        # up to its doses: in one pass over the columns instead of a loop.
+        oldest_first = self.stock.flip(1)
+        older = torch.cumsum(oldest_first, 1) - oldest_first
+        take = (used[:, None] - older).clamp_min_(0).minimum(oldest_first)
+        self.stock -= take.flip(1)
         self.given += used
         sim.book_cost("vaccine_dose", day, used, self.cfg.price_per_dose)
 
