@@ -1134,3 +1134,22 @@ def test_each_test_type_is_billed_under_its_own_name_and_price():
         "test_rt_pcr": {"count": 2, "unit_cost": 5.0, "cost": 10.0},
         "test_rapid": {"count": 3, "unit_cost": 3.0, "cost": 9.0},
     }
+
+
+def test_last_free_day_of_an_isolation_history():
+    """The last day of [first, day) an agent was not isolated (bit k of its history: isolated on
+    day day - 1 - k), -1 when isolated on every day of the window; worked by hand for day 10."""
+    from abm.interventions.tracing import last_free_day
+
+    # Agent 0: never isolated -> day 9. Agent 1: isolated on days 9 and 8 (bits 0, 1) -> day 7.
+    # Agent 2: isolated on days 3-9 (bits 0-6) -> none in [3, 10): -1. Agent 3: isolated on day 7
+    # only (bit 2) -> day 9. Agent 4: isolated on days 4-9 (bits 0-5), free on day 3 -> day 3.
+    # Agent 5: every one of 30 days (bits 0-29) isolated -> -1.
+    bits = torch.tensor([0, 0b11, 0b1111111, 0b100, 0b111111, (1 << 30) - 1], dtype=torch.int32)
+    like = torch.zeros(6, dtype=torch.int64)
+    assert last_free_day(bits, 3, 10, like).tolist() == [9, 7, -1, 9, 3, -1]
+    assert last_free_day(None, 3, 10, like).tolist() == [9] * 6
+    assert last_free_day(bits, 10, 10, like).tolist() == [-1] * 6  # an empty window
+    # A 30-day window (the longest): isolated on days 23-29 -> day 22; isolated throughout -> -1.
+    history = torch.tensor([0b1111111, (1 << 30) - 1], dtype=torch.int32)
+    assert last_free_day(history, 0, 30, torch.zeros(2, dtype=torch.int32)).tolist() == [22, -1]
