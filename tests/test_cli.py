@@ -827,6 +827,26 @@ def test_an_output_path_the_final_rename_could_not_replace_is_refused_before_the
     assert (tmp_path / "latest").is_symlink() and sorted(p.name for p in earlier.iterdir()) == written
 
 
+def test_a_name_too_long_in_bytes_is_refused_before_the_run(tmp_path):
+    """The file system limits a name's bytes, not its characters: 120 accented letters (240 bytes
+    in UTF-8) leave no room for the staging folder's longer name beside it. The check counted 120
+    characters and let the run start; its staging folder then failed with ENAMETOOLONG (exit 1
+    after the run). A name of 120 plain letters still fits."""
+    import re
+
+    from abm.outputs.run_folder import OutputFolderError, check_target
+
+    accented = tmp_path / ("é" * 120)
+    with pytest.raises(OutputFolderError, match=r"the name is too long \(120 characters, 240 bytes; ") as caught:
+        check_target(accented, "run")
+    assert re.search(r"names here take at most \d+ bytes\); give a shorter name$", str(caught.value)), caught.value
+    assert check_target(tmp_path / ("e" * 120), "run") == tmp_path / ("e" * 120)
+    result = runner.invoke(app, ["run", str(SCENARIO), "--agents", "500", "--days", "5", "--out", str(accented)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "the name is too long" in text and "running" not in text, text
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_scenario_name_must_be_a_folder_name(tmp_path):
     bad = tmp_path / "dot.yaml"
     bad.write_text(f"extends: {SCENARIO}\nname: '..'\n")

@@ -142,16 +142,18 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
-    longest = len(_staging_name(target)) + len("-old")
+    # The file system's limit is in bytes: a name of accented letters takes two or more per character.
+    size = len(os.fsencode(target.name))
+    longest = len(os.fsencode(_staging_name(target))) + len("-old")
     try:
         limit = os.pathconf(parent, "PC_NAME_MAX")
     except (OSError, ValueError):  # pragma: no cover - a platform or file system that does not say
         limit = 255
     if longest > limit:
+        length = f"{len(target.name)} characters" + (f", {size} bytes" if size != len(target.name) else "")
         raise OutputFolderError(
-            f"{where}: the name is too long ({len(target.name)} characters; abm writes the output under a "
-            f"name {longest - len(target.name)} longer beside it, and names here take at most {limit}); "
-            "give a shorter name"
+            f"{where}: the name is too long ({length}; abm writes the output under a name {longest - size} "
+            f"bytes longer beside it, and names here take at most {limit} bytes); give a shorter name"
         )
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise OutputFolderError(f"{where}: cannot write in {str(parent.absolute())!r} (no permission or not a folder)")
