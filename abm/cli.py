@@ -540,7 +540,7 @@ def sweep(
     after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
         from abm.parallel import WorkerLost, check_workers
-        from abm.scenario import ScenarioError, check_device
+        from abm.scenario import COMMAND_LINE, ScenarioError, check_device
         from abm.sweep import BACKENDS, plan, run_sweep
 
     if not sweep_:
@@ -582,6 +582,7 @@ def sweep(
                     ray_address=ray_address,
                     progress=lambda done, n: bar.update(task, completed=done),
                     sweep_plan=sp,
+                    names=COMMAND_LINE,
                 )
                 result.write(target)
                 results_written()

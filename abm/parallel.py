@@ -315,10 +315,11 @@ def ray_finished(
         submit()
 
 
-def check_ray_device(device: str, where: str, error: type[Exception]) -> None:
+def check_ray_device(device: str, where: str, error: type[Exception], backend: str = "--backend ray") -> None:
     """Ray shows a task only the GPU it assigns, as ``cuda``: a numbered device (``cuda:1``)
-    would fail in every task, so it is refused before Ray starts (``where`` names the scenario)."""
+    would fail in every task, so it is refused before Ray starts (``where`` names the scenario,
+    ``backend`` the choice of Ray as the caller wrote it: ``--backend ray`` or ``backend='ray'``)."""
     if device.startswith("cuda:"):
         raise error(
-            f"{where}: simulation.device: {device!r} is not allowed with --backend ray: Ray assigns the GPUs; use cuda"
+            f"{where}: simulation.device: {device!r} is not allowed with {backend}: Ray assigns the GPUs; use cuda"
         )

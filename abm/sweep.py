@@ -375,16 +375,21 @@ def _collect(finished: Iterator[tuple[int, dict[str, Any]]], n: int, done: Calla
 
 
 def run_ray(
-    tasks: list[SweepTask], done: Callable[[], None], address: str | None = None, workers: int | None = None
+    tasks: list[SweepTask],
+    done: Callable[[], None],
+    address: str | None = None,
+    workers: int | None = None,
+    backend: str = "--backend ray",
 ) -> list[dict[str, Any]]:
     """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
     the cluster takes) and return the results in task order.
 
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
-    On a cluster, every node needs this package installed (e.g. the cluster's image)."""
+    On a cluster, every node needs this package installed (e.g. the cluster's image). Messages
+    name the choice of Ray as ``backend`` says (``--backend ray`` or ``backend='ray'``)."""
     for t in tasks:
-        check_ray_device(t.scenario["simulation"]["device"], t.scenario["name"], ScenarioError)
+        check_ray_device(t.scenario["simulation"]["device"], t.scenario["name"], ScenarioError, backend)
     on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
     with ray_session(address, ScenarioError) as ray:
         if on_gpu and not ray.cluster_resources().get("GPU", 0):
@@ -466,6 +471,7 @@ def run_sweep(
     sets: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     sweep_plan: SweepPlan | None = None,
+    names: OptionNames = PYTHON,
     **overrides: Any,
 ) -> SweepResult:
     """Run every variant of ``sweeps`` (``key.path=v1,v2,...`` each; their cartesian product)
@@ -479,11 +485,11 @@ def run_sweep(
     Bad input raises :class:`ScenarioError` (a ``ValueError``) with the message ``abm sweep``
     prints, naming the arguments given here (``sweeps item '...'``, ``replicates``,
     ``(with agents=0)``) where ``abm sweep`` names its options (``--sweep``, ``--replicates``,
-    ``(with --agents 0)``)."""
+    ``(with --agents 0)``; it gives ``names=COMMAND_LINE``)."""
     if backend not in BACKENDS:
-        raise ScenarioError(f"{PYTHON.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
-    check_workers(workers, ScenarioError, PYTHON.name("workers"))
-    sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, names=PYTHON, **overrides)
+        raise ScenarioError(f"{names.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
+    check_workers(workers, ScenarioError, names.name("workers"))
+    sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, names=names, **overrides)
     tasks = sp.tasks
     count = 0
 
@@ -495,7 +501,11 @@ def run_sweep(
 
     t0 = time.perf_counter()
     local = backend == "local"
-    results = run_local(tasks, done, workers or 1) if local else run_ray(tasks, done, ray_address, workers)
+    results = (
+        run_local(tasks, done, workers or 1)
+        if local
+        else run_ray(tasks, done, ray_address, workers, names.given("backend", "ray"))
+    )
     wall = time.perf_counter() - t0
     table, summary = combine(sp, results)
     info = {

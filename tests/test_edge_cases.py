@@ -203,6 +203,39 @@ def test_ray_refuses_a_numbered_gpu_before_it_starts():
         pass
 
 
+def test_ray_refusing_a_numbered_gpu_names_the_backend_as_the_caller_gave_it(tmp_path):
+    """From Python (calibrate, run_sweep) the refusal names the argument, backend='ray', not an
+    option --backend the caller never typed (it did); abm calibrate and abm sweep keep --backend
+    ray. Nothing starts Ray and nothing is written."""
+    from conftest import tiny_calibration
+    from typer.testing import CliRunner
+
+    from abm.calibration.optimize import calibrate
+    from abm.cli import app
+    from abm.sweep import run_sweep
+
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    gpu = ["simulation.device=cuda:1"]
+    calls = [
+        lambda: calibrate(path, tmp_path / "py", sets=gpu, backend="ray"),
+        lambda: run_sweep(path, ["contacts.community.weight=0.1,0.2"], sets=gpu, backend="ray"),
+    ]
+    refused = r"simulation\.device: 'cuda:1' is not allowed with backend='ray': "
+    for call in calls:
+        with pytest.raises(ValueError, match=refused) as err:
+            call()
+        assert "--" not in str(err.value), str(err.value)
+    commands = [
+        ["calibrate", str(path), "--out", str(tmp_path / "cli")],
+        ["sweep", str(path), "--sweep", "contacts.community.weight=0.1,0.2", "--out", str(tmp_path / "cli")],
+    ]
+    for command in commands:
+        result = CliRunner().invoke(app, [*command, "--backend", "ray", "--set", gpu[0]])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2 and "'cuda:1' is not allowed with --backend ray: Ray assigns" in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
+
+
 def test_out_of_gpu_memory_names_the_size_and_the_cpu(monkeypatch):
     """A run that does not fit in a GPU's memory (torch.OutOfMemoryError, raised here where
     building the simulation would raise it) is one ScenarioError naming the size and the way out."""

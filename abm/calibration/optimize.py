@@ -342,6 +342,7 @@ def trial_runner(
     address: str | None = None,
     device: str = "cpu",
     trials: int | None = None,
+    names: OptionNames = COMMAND_LINE,
 ) -> Iterator[tuple[RunBatch, int]]:
     """Where trials run, and how many at once (``workers``; the default in brackets, where
     "batch" is ``parallel_trials``, or ``trials`` when fewer):
@@ -355,18 +356,20 @@ def trial_runner(
 
     Each worker runs its simulations with the scenario's ``simulation.threads``. Gives the batch
     runner and the number of workers; leaving the block (after an error or an interrupt too)
-    stops the workers."""
+    stops the workers. Messages name the backend as ``names`` does (``--backend ray`` or
+    ``backend='ray'``)."""
 
     batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
     if backend == "ray":
-        check_ray_device(device, source, CalibrationError)
+        on_ray = names.given("backend", "ray")
+        check_ray_device(device, source, CalibrationError, on_ray)
         with ray_session(address, CalibrationError) as ray:
             resources = ray.cluster_resources()
             gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
             if device == "cuda" and gpus == 0:
                 raise CalibrationError(
-                    f"{source}: simulation.device: 'cuda' is not allowed with --backend ray here: the Ray cluster "
-                    "has no GPU; use cpu, or --backend local"
+                    f"{source}: simulation.device: 'cuda' is not allowed with {on_ray} here: the Ray cluster "
+                    f"has no GPU; use cpu, or {names.given('backend', 'local')}"
                 )
             slots = max(1, int(gpus)) if gpus else max(1, int(resources.get("CPU", 1)))
             n = workers or min(batch, slots)
@@ -558,16 +561,17 @@ def _fit_by_optuna(
     backend: str,
     workers: int | None,
     ray_address: str | None,
+    names: OptionNames = COMMAND_LINE,
 ) -> _Fit:
     """The study's trials, then the best: the best of the top trials re-run with more replicates
     (``rerank_trials``, on the trials' workers), or else the study's best trial; the band from
-    the best curves."""
+    the best curves. Messages name the options as ``names`` does."""
     cfg = sc.calibration
     assert cfg is not None
     n_trials = trials or cfg.trials
     rerun: dict[str, float] = {}  # what the re-ranked runs changed (their replicates)
     reranked: list[dict[str, Any]] = []
-    runner = trial_runner(cfg, data, source, backend, workers, ray_address, sc.simulation.device, n_trials)
+    runner = trial_runner(cfg, data, source, backend, workers, ray_address, sc.simulation.device, n_trials, names)
     with runner as (run_batch, used):
         study, curves = _run_study(cfg, observed, n_trials, run_batch, progress)
         ranked = sorted(
@@ -643,7 +647,7 @@ def calibrate(
     if method == "gradient":
         fit = _fit_by_gradient(sc, data, source, observed, progress, trials)
     else:
-        fit = _fit_by_optuna(sc, data, source, observed, trials, progress, backend, workers, ray_address)
+        fit = _fit_by_optuna(sc, data, source, observed, trials, progress, backend, workers, ray_address, names)
     summary = {
         "scenario": sc.name,
         "method": method,
