@@ -649,6 +649,14 @@ def test_abm_calibrate_says_where_it_wrote_its_results(tmp_path, monkeypatch):
             "gradient",
         ),
         ({"sets": ["calibration.trials"]}, ["--set", "calibration.trials"], "sets: 'calibration.trials' is", "--set: "),
+        # 0 trials ran the scenario's count and -1 ended in Optuna's "No trials are completed yet"
+        ({"trials": 0}, ["--trials", "0"], "trials: 0 is not allowed; give a whole number, at least 1", "--trials: 0"),
+        (
+            {"trials": -1, "method": "gradient"},
+            ["--trials", "-1", "--method", "gradient"],
+            "trials: -1 is not allowed; give a whole number, at least 1",
+            "--trials: -1 is not allowed",
+        ),
     ],
 )
 def test_calibrate_names_python_arguments_where_abm_calibrate_names_its_options(

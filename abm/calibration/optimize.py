@@ -471,10 +471,15 @@ class _Fit:
     extra: dict[str, Any]
 
 
-def _check_options(method: str, backend: str, workers: int | None, names: OptionNames) -> None:
-    """Refuse an unknown method or backend, a bad number of workers, and a backend other than
-    local or any workers for the gradient, whose steps run one after the other; messages name
-    the options as ``names`` does (``--method`` or ``method``)."""
+def _check_options(
+    method: str, backend: str, workers: int | None, names: OptionNames, trials: int | None = None
+) -> None:
+    """Refuse an unknown method or backend, a bad number of trials (or steps) or workers, and a
+    backend other than local or any workers for the gradient, whose steps run one after the
+    other; messages name the options as ``names`` does (``--method`` or ``method``)."""
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
+        # 0 was taken as "the scenario's count" and -1 ended in Optuna's "No trials are completed yet"
+        raise CalibrationError(f"{names.name('trials')}: {trials!r} is not allowed; give a whole number, at least 1")
     if method not in METHODS:
         raise CalibrationError(f"{names.name('method')}: {method!r} is not allowed; allowed: {', '.join(METHODS)}")
     if backend not in BACKENDS:
@@ -632,7 +637,7 @@ def calibrate(
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
     ``workers``. Messages name the arguments as Python has them (``method``, ``sets``); ``abm
     calibrate`` gives ``names=COMMAND_LINE`` (``--method``, ``--set``)."""
-    _check_options(method, backend, workers, names)
+    _check_options(method, backend, workers, names, trials)
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method, names)
     source = names.scenario(str(path), list(sets or []), [])
