@@ -6,6 +6,7 @@ wrote, the value and what is allowed.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import math
 import re
 import types
@@ -25,6 +26,25 @@ TOP_LEVEL = "(top level)"
 # tag). Such a part is no key of the file; where it ends the location, this tells it from a
 # missing key.
 UNION_MEMBER = re.compile(r"^(bool|int|float|str|[a-z_]+\[.*\])$")
+
+
+def likely_meant(key: str, allowed: list[str]) -> str | None:
+    """The allowed key a misspelt ``key`` most likely meant: the same words in another order
+    (``tracing_digital``), or one at most two letters away (``dayz``, ``comunity``) and not
+    half rewritten; None when no key is that close (a wrong guess misleads more than none)."""
+    words = sorted(key.split("_"))
+    for name in allowed:
+        if sorted(name.split("_")) == words:
+            return name
+
+    def edits(name: str) -> int:
+        ops = difflib.SequenceMatcher(None, key, name).get_opcodes()
+        return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+
+    best = min(allowed, key=edits, default=None)
+    if best is None or edits(best) > min(2, len(key) // 3):
+        return None
+    return best
 
 
 def user_key_path(loc: tuple[Any, ...], data: Any) -> tuple[tuple[Any, ...], int | None]:
@@ -288,7 +308,8 @@ def error_lines(
         elif kind == "extra_forbidden":
             allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
-            text = f"{path}: unknown key; {hint}"
+            close = likely_meant(str(loc[-1]), allowed)
+            text = f"{path}: unknown key; " + (f"did you mean {close!r}? " if close else "") + hint
         elif kind == "missing" and loc[:-1] in short:
             if any(at == loc[:-1] for at, _ in lines):
                 continue

@@ -402,7 +402,10 @@ def test_extends_and_set(tmp_path):
 
 
 BAD = [
-    ("simulation: {dayz: 10}", "simulation.dayz: unknown key; allowed keys: days, replicates, seed, device"),
+    (
+        "simulation: {dayz: 10}",
+        "simulation.dayz: unknown key; did you mean 'days'? allowed keys: days, replicates, seed, device",
+    ),
     ("simulation: {days: ten}", "simulation.days: 'ten' is not allowed"),
     (
         "contacts: {occupation: {rewire_probability: 1.5}}",
@@ -868,7 +871,8 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
             [],
             "invalid scenario: disease.dwell_times: true is not allowed: must be a list "
             "simulation.days: -3 is not allowed: must be at least 1 "
-            "simulation.replicatez: unknown key; allowed keys: days, replicates, seed, device, threads",
+            "simulation.replicatez: unknown key; did you mean 'replicates'? allowed keys: days, replicates, seed, "
+            "device, threads",
         ),
         (
             "disease:\n  dwell_times:\n    - {from: asymptomatic, to: recovered, distribution: gamma, shape: 2, "

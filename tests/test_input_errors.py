@@ -878,3 +878,34 @@ def test_community_contacts_beyond_a_thousand_a_day_are_refused_before_the_run(s
         assert result.exit_code == 2, result.output
         assert "contacts.community.mean_contacts[0]:" in text(result) and "must be at most 1000" in text(result)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("dayz", "days"),  # one letter off
+        ("replicatez", "replicates"),
+        ("tracing_digital", "digital_tracing"),  # the same words in another order
+        ("dose_per_day", None),  # close to dose2_gap_days by letters, but not what was meant: no guess
+        ("bogus", None),
+        ("muu", "mu"),
+    ],
+)
+def test_an_unknown_key_is_given_the_key_it_most_likely_meant_or_no_guess(key, meant):
+    from abm.validation_errors import likely_meant
+
+    allowed = ["days", "replicates", "digital_tracing", "daily_doses", "dose2_gap_days", "mu", "low"]
+    assert likely_meant(key, allowed) == meant
+
+
+def test_validate_suggests_the_key_a_typo_meant(tmp_path):
+    """`abm validate` names the unknown key, suggests the close one, and lists the allowed keys."""
+    path = tmp_path / "typo.yaml"
+    path.write_text(f"extends: {BASE}\ncontacts:\n  comunity:\n    weight: 0.2\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert (
+        "contacts.comunity: unknown key; did you mean 'community'? allowed keys: household, occupation, community"
+        in text
+    )

@@ -146,7 +146,10 @@ def test_values_split_at_top_level_commas_only():
     [
         (["--sweep", "contacts.community.weight"], "--sweep contacts.community.weight: write key.path=value1,value2"),
         (["--sweep", "contacts.community.weight=0.2,"], "empty value"),
-        (["--sweep", "contacts.comunity.weight=0.2,0.4"], "contacts.comunity: unknown key; allowed keys:"),
+        (
+            ["--sweep", "contacts.comunity.weight=0.2,0.4"],
+            "contacts.comunity: unknown key; did you mean 'community'? allowed keys:",
+        ),
         (
             ["--sweep", "contacts.community.weight=0.2,abc"],
             "--sweep contacts.community.weight=abc: ",

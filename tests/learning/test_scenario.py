@@ -63,7 +63,10 @@ def test_every_problem_is_named_on_its_own_line():
         load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"mu": -1, "muu": 2}}]))
     lines = str(e.value).splitlines()
     assert "  protocols[0].params.mu: -1 is not allowed: must be at least 0" in lines
-    assert "  protocols[0].params.muu: unknown key; allowed keys: mu, server_lr, weighting, bn_stats" in lines
+    assert (
+        "  protocols[0].params.muu: unknown key; did you mean 'mu'? allowed keys: mu, server_lr, weighting, bn_stats"
+        in lines
+    )
     with pytest.raises(LearningScenarioError, match=r"<dict>: invalid scenario: data\.source: required key is missing"):
         load_scenario(_tiny(data={"n_samples": 30}))
     # a protocol's params are named with the rest of the file's problems
