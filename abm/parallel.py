@@ -22,7 +22,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from types import ModuleType, TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from abm.scenario import OptionNames
 
 T = TypeVar("T")
 
@@ -160,14 +163,16 @@ class ProcessPool:
     manager. Workers ignore Ctrl-C; leaving the block on an error or an interrupt stops the
     workers at once, so no process outlives it and no task goes on; nor does one outlive the
     parent's own death, on Linux. A worker that dies (killed, out of memory) raises
-    :class:`WorkerLost`, with a message naming ``--workers``. After each task a worker gives
+    :class:`WorkerLost`, with a message naming the option as ``names`` does (``--workers 4`` or
+    ``workers=4``). After each task a worker gives
     its free memory back to the system (:func:`release_free_memory`).
 
     Each worker imports the main module of the program, as "spawn" does: a script that uses a
     pool must do so under ``if __name__ == "__main__":``."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, names: OptionNames | None = None) -> None:
         self.workers = workers
+        self.names = names  # None: the command line's (kept out of this module's imports)
         self._executor: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> ProcessPool:
@@ -210,24 +215,28 @@ class ProcessPool:
                 try:
                     result = future.result()
                 except BrokenProcessPool:
+                    option, given = "--workers", f"--workers {self.workers}"
+                    if self.names is not None:
+                        option, given = self.names.name("workers"), self.names.given("workers", self.workers)
                     raise WorkerLost(
-                        f"--workers {self.workers}: a worker process ended before its run did (killed, out of memory, "
-                        "or it could not start: a Python script that calls abm with several workers must make the "
-                        "call under `if __name__ == '__main__':`, since each worker imports the script); give fewer "
-                        "--workers"
+                        f"{given}: a worker process ended before its run did "
+                        "(killed, out of memory, or it could not start: a Python script that calls abm with several "
+                        "workers must make the call under `if __name__ == '__main__':`, since each worker imports the "
+                        f"script); give fewer {option}"
                     ) from None
                 yield index[future], result
 
 
 @contextmanager
-def ray_session(address: str | None, error: type[Exception]) -> Iterator[ModuleType]:
+def ray_session(address: str | None, error: type[Exception], backend: str = "--backend ray") -> Iterator[ModuleType]:
     """The ``ray`` module, connected: to the Ray instance this process already uses, else to
     ``address`` (or ``RAY_ADDRESS``), else to a local instance started here and shut down on
-    exit. A missing Ray raises ``error`` with the install hint."""
+    exit. A missing Ray raises ``error`` with the install hint, naming the choice of Ray as the
+    caller gave it (``backend``: ``--backend ray``, or ``backend='ray'`` from Python)."""
     try:
         import ray
-    except ImportError as exc:  # pragma: no cover - ray is in the dev extra
-        raise error("--backend ray: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
+    except ImportError as exc:
+        raise error(f"{backend}: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
     started = not ray.is_initialized()
     try:
         if started:

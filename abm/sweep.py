@@ -351,7 +351,9 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     }
 
 
-def run_local(tasks: list[SweepTask], done: Callable[[], None], workers: int = 1) -> list[dict[str, Any]]:
+def run_local(
+    tasks: list[SweepTask], done: Callable[[], None], workers: int = 1, names: OptionNames = COMMAND_LINE
+) -> list[dict[str, Any]]:
     """Run the tasks on this machine: one after the other in this process (1 worker), or in
     ``workers`` worker processes (:class:`abm.parallel.ProcessPool`); ``done`` is called as each
     finishes. Returns the results in task order."""
@@ -361,7 +363,7 @@ def run_local(tasks: list[SweepTask], done: Callable[[], None], workers: int = 1
             results.append(run_and_release(run_task, task))
             done()
         return results
-    with ProcessPool(workers) as pool:
+    with ProcessPool(workers, names) as pool:
         return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done)
 
 
@@ -391,7 +393,7 @@ def run_ray(
     for t in tasks:
         check_ray_device(t.scenario["simulation"]["device"], t.scenario["name"], ScenarioError, backend)
     on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
-    with ray_session(address, ScenarioError) as ray:
+    with ray_session(address, ScenarioError, backend) as ray:
         if on_gpu and not ray.cluster_resources().get("GPU", 0):
             raise ScenarioError(
                 f"{on_gpu[0].scenario['name']}: simulation.device: 'cuda' is not allowed here: "
@@ -502,7 +504,7 @@ def run_sweep(
     t0 = time.perf_counter()
     local = backend == "local"
     results = (
-        run_local(tasks, done, workers or 1)
+        run_local(tasks, done, workers or 1, names)
         if local
         else run_ray(tasks, done, ray_address, workers, names.given("backend", "ray"))
     )

@@ -101,10 +101,19 @@ def test_an_error_in_a_worker_reads_as_in_this_process_and_stops_the_workers(fai
     assert multiprocessing.active_children() == []
 
 
-def test_a_worker_that_dies_is_named_with_the_option():
-    with pytest.raises(WorkerLost) as info, ProcessPool(2) as pool:
+@pytest.mark.parametrize(
+    ("names", "begins", "ends"),
+    [(None, "--workers 2: ", "; give fewer --workers"), ("python", "workers=2: ", "; give fewer workers")],
+)
+def test_a_worker_that_dies_is_named_with_the_option(names, begins, ends):
+    """The command line's option (--workers 2), or from Python the argument (workers=2)."""
+    from abm.scenario import PYTHON
+
+    with pytest.raises(WorkerLost) as info, ProcessPool(2, PYTHON if names else None) as pool:
         list(pool.finished(os._exit, [(3,)]))
-    assert str(info.value).startswith("--workers 2: a worker process ended before its run did (killed, out of memory")
+    text = str(info.value)
+    assert text.startswith(begins + "a worker process ended before its run did (killed, out of memory"), text
+    assert text.endswith(ends) and (names is None or "--" not in text)
     assert multiprocessing.active_children() == []
 
 
@@ -330,3 +339,23 @@ def test_ray_tip_quiet_leaves_out_only_rays_tip():
             warnings.warn("Tip: In future versions of Ray, accelerator variables ...", FutureWarning, stacklevel=1)
             warnings.warn("some other future change", FutureWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["some other future change"]
+
+
+def test_a_missing_ray_is_named_as_the_caller_chose_it(monkeypatch):
+    """Without Ray installed, --backend ray (the command) or backend='ray' (Python) gets the install hint."""
+    import builtins
+
+    from abm.parallel import ray_session
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray":
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    for backend in ("--backend ray", "backend='ray'"):
+        with pytest.raises(ValueError) as info, ray_session(None, ValueError, backend):
+            pass
+        assert str(info.value) == f"{backend}: Ray is not installed; pip install 'abm-epidemic[ray]'"

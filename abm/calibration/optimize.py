@@ -363,7 +363,7 @@ def trial_runner(
     if backend == "ray":
         on_ray = names.given("backend", "ray")
         check_ray_device(device, source, CalibrationError, on_ray)
-        with ray_session(address, CalibrationError) as ray:
+        with ray_session(address, CalibrationError, on_ray) as ray:
             resources = ray.cluster_resources()
             gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
             if device == "cuda" and gpus == 0:
@@ -389,7 +389,7 @@ def trial_runner(
         if n == 1:
             yield (lambda values: (run_and_release(simulate_values, data, v, source) for v in values)), 1
         else:
-            with ProcessPool(n) as pool:
+            with ProcessPool(n, names) as pool:
                 yield (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))), n
 
 
