@@ -6,11 +6,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
 import abm
-from abm.outputs.compare import hospitalizations, markdown, table_note
+from abm.outputs.compare import comparison_table, hospitalizations, markdown, table_note
 from abm.outputs.differences import paired_interval, replicate_totals, welch_interval
 from abm.outputs.plots import RunTables
 
@@ -149,3 +150,40 @@ def test_comparison_gives_the_cost_per_averted_hospitalization_an_interval(resul
         else:
             assert row.cost_per_averted_low <= row.cost_per_averted_hospitalization <= row.cost_per_averted_high
     assert not np.isnan(table.iloc[1].cost_per_averted_hospitalization)  # sq averts some on seed 3
+
+
+def _tiny_run(label: str, hospitalizations: list[float], costs: list[float], agents: int = 1000) -> RunTables:
+    """A one-day run whose replicates admit ``hospitalizations`` and spend ``costs`` (no seed:
+    compared as independent runs)."""
+    reps = range(len(hospitalizations))
+    ts = pd.DataFrame({"day": 0, "replicate": list(reps), "new_hospitalizations": hospitalizations, "deaths": 0.0})
+    costs_table = pd.DataFrame({"item": "x", "day": 0, "replicate": list(reps), "count": 1.0, "unit_cost": costs})
+    summary = {
+        "agents": agents,
+        "days": 1,
+        "replicates": len(hospitalizations),
+        "peak_hospital_occupancy": {"value": 1.0, "day": 0, "per_100k": 1e5 / agents, "at_end": False},
+        "hospital_capacity": {"beds_per_100k": 55.0, "beds": 55.0 * agents / 1e5, "days_over_capacity": 0},
+        "cumulative_infected": {"share": 0.1},
+        "deaths": {"mean": 0.0},
+        "total_cost": {"mean": float(np.mean(costs))},
+    }
+    return RunTables(label, ts, pd.DataFrame(), costs_table, summary)
+
+
+def test_note_names_an_unbounded_cost_interval_even_where_the_averted_interval_excludes_0():
+    """Independent runs: Welch's interval for the hospitalizations averted takes Welch's degrees of
+    freedom (about 3 here: 70.25 averted, low end about 10), Fieller's for the cost per averted
+    hospitalization the smaller run's replicates less one (1: t = 12.7, unbounded since 70.25 is
+    3.7 sds from 0). The table shows '(unbounded)'; the note must say why, not only for averted
+    counts within noise."""
+    base = _tiny_run("base", [60.0, 140.0, 80.0, 125.0], [0.0] * 4)
+    other = _tiny_run("other", [30.0, 32.0], [1000.0, 1200.0])
+    table = comparison_table([base, other])
+    row = table.iloc[1]
+    assert row.averted_by == "independent runs"
+    assert row.hospitalizations_averted_low > 0  # beyond noise by Welch's interval
+    assert (row.cost_per_averted_low, row.cost_per_averted_high) == (-math.inf, math.inf)
+    note = table_note([base, other], table)
+    assert "The cost per averted hospitalization of other has an unbounded 95% interval" in note
+    assert "The hospitalizations averted by other are not beyond noise" not in note  # they are, by their interval

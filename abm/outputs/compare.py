@@ -254,7 +254,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "over replicates: taken replicate by replicate where a run shares the first run's seed, agents and number "
         "of replicates (common random numbers), else as independent runs (Welch); an interval that includes 0 "
         "is a difference within the replicates' noise. The cost per averted hospitalization's 95% interval is "
-        "Fieller's for a ratio of means; it is unbounded when the hospitalizations averted are within noise."
+        "Fieller's for a ratio of means (for independent runs, with the t quantile of the smaller run's replicates "
+        "less one); it is unbounded when the hospitalizations averted are within noise."
     )
     table = comparison_table(runs) if table is None else table
     noisy = [
@@ -267,6 +268,19 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         note += (
             f" The hospitalizations averted by {', '.join(noisy)} are not beyond noise, so their cost per averted "
             "hospitalization is not reliable: run more replicates."
+        )
+    # Fieller's t for independent runs (the smaller run's degrees of freedom) is wider than Welch's for
+    # the averted count, so a cost interval can be unbounded though the averted interval excludes 0.
+    wide = [
+        str(row.run)
+        for _, row in table.iloc[1:].iterrows()
+        if str(row.run) not in noisy and math.isinf(row.cost_per_averted_low)
+    ]
+    if wide:
+        note += (
+            f" The cost per averted hospitalization of {', '.join(wide)} has an unbounded 95% interval although "
+            "the hospitalizations averted are beyond noise: compared as independent runs, too few replicates "
+            "for the ratio; run more replicates."
         )
     # at_end: at its peak on the last day, also a peak first reached earlier (a summary without the key:
     # the peak day is the last)
