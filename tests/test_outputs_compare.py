@@ -131,6 +131,7 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
     assert len(lines) == 8 and lines[0].startswith("| run |") and lines[5].startswith("| ct |")
     # The costs' note names the items booked (tests and doses here) and what costs nothing.
     assert "(test_rt_pcr, vaccine_dose)" in lines[7] and "cost_per_interview" in lines[7]
+    assert "The first run, the baseline of every comparison here, is ni." in lines[7]  # named in the file too
     assert "(test_rt_pcr, vaccine_dose)" in (out / "report.html").read_text()
     # A cost per averted hospitalization of a few dollars keeps its cents.
     assert format_cell("cost_per_averted_hospitalization", 0.2854) == "0.29"

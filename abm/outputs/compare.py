@@ -247,7 +247,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "price in the scenario costs nothing: by default tracing notifications, interviews and quarantine days "
         "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day). "
         "A negative cost per averted hospitalization means fewer hospitalizations for less money than the first run; "
-        "it is blank for the first run and for a run that averts none."
+        "it is blank for the first run and for a run that averts none. "
+        f"The first run, the baseline of every comparison here, is {runs[0].label}."
     )
     note += (
         " Hospitalizations and deaths averted are per 100,000 agents against the first run, with 95% intervals "
