@@ -412,7 +412,8 @@ def test_community_other_ends_follow_the_formula(kc_100k, share):
 def test_community_contacts_ending_at_an_agent_are_one_stable_sort(king_county, monkeypatch, limit):
     """The contacts ending at each (agent, day of the cycle) are sorted replicate by replicate
     (torch sorts at most INT_MAX elements at once); that must equal one stable sort of all of
-    them, and int64 contact ids (beyond 2^31 contacts; forced here) must give the same."""
+    them, their starting agents (``rev_from``) read in that order, and int64 agent ids (beyond
+    2^31 agents; forced here) must give the same."""
     from abm.engine import contacts
 
     if limit is not None:
@@ -424,9 +425,10 @@ def test_community_contacts_ending_at_an_agent_are_one_stable_sort(king_county, 
     h, m = layer.per_stub, layer.cycle
     phase = layer.parity.long().repeat_interleave(h) + (2 * torch.arange(h)).repeat(layer.stubs.shape[0])
     key = layer.partner.long() * m + phase
-    assert layer.rev_edge.dtype == (torch.int64 if limit == 0 else torch.int32)
+    assert layer.rev_from.dtype == (torch.int64 if limit == 0 else torch.int32)
     assert key.shape[0] > 3 * 3_000 * h, "the check needs contacts in every replicate"
-    assert torch.equal(layer.rev_edge.long(), torch.sort(key, stable=True).indices)
+    starts = layer.stubs.index_select(0, torch.sort(key, stable=True).indices // h)
+    assert torch.equal(layer.rev_from.long(), starts)
 
 
 @pytest.mark.parametrize(("households", "sources"), [(40, 60), (800, 10)])  # many sources / few: both sums

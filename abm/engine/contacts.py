@@ -696,11 +696,15 @@ class PooledCommunityLayer(CommunityLayer):
         # Sorted replicate by replicate: contacts never cross replicates and are laid out
         # replicate by replicate, so this is the stable sort of all the keys, while no sort is
         # longer than one replicate's contacts (torch sorts at most INT_MAX elements at once).
-        edges = key.shape[0]
-        self.rev_edge = torch.empty(edges, dtype=torch.int64 if edges >= INDEX_LIMIT else torch.int32, device=device)
+        # rev_from: the agent that starts each of them (the stub's agent), in that order, kept
+        # instead of the contacts' ids so that a day's look-up is one gather, not two.
+        wide_agent = torch.int64 if pop.size * replicates >= INDEX_LIMIT else torch.int32
+        self.rev_from = torch.empty(key.shape[0], dtype=wide_agent, device=device)
         for start, count in zip(self.starts.tolist(), self.counts.tolist(), strict=True):
             lo, hi = start * h, (start + count) * h
-            self.rev_edge[lo:hi] = torch.sort(key[lo:hi], stable=True).indices.add_(lo)
+            stub = torch.sort(key[lo:hi], stable=True).indices.add_(lo).div_(h, rounding_mode="floor")
+            self.rev_from[lo:hi] = self.stubs.index_select(0, stub)
+            del stub
         counts = torch.bincount(key, minlength=rows)
         del key
         self.rev_ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).to(wide)
@@ -723,7 +727,7 @@ class PooledCommunityLayer(CommunityLayer):
         pe = pe.index_select(0, started) if torch.is_tensor(pe) else pe
         to = self.partner.index_select(0, pos.index_select(0, started) * self.per_stub + pe // 2).long()
         pos2, own2 = expand_rows(self.rev_ptr, agents * self.cycle + p)
-        frm = self.stubs.index_select(0, self.rev_edge.index_select(0, pos2).long() // self.per_stub)
+        frm = self.rev_from.index_select(0, pos2).long()
         owner, partner = torch.cat([own1, own2]), torch.cat([to, frm])
         keep = partner != agents.index_select(0, owner)
         return owner.masked_select(keep), partner.masked_select(keep)
