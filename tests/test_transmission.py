@@ -431,6 +431,28 @@ def test_community_contacts_ending_at_an_agent_are_one_stable_sort(king_county, 
     assert torch.equal(layer.rev_from.long(), starts)
 
 
+def test_community_pointers_widen_with_the_contacts_not_only_the_rows(king_county, monkeypatch):
+    """The pointers into the contacts ending at each (agent, day) run to the number of contacts,
+    more than the rows (agents x replicates x cycle days): with a limit between the two (as
+    between 2^31 rows and contacts for the whole county at 56-95 replicates) they are int64 and
+    reach the last contact, while agent ids stay int32."""
+    from abm.engine import contacts
+
+    pop = build_population(king_county, 3_000, seed=4)
+    layers = quiet_contacts(community={"weight": 1.0, "mean_contacts": (2, 4, 3), "sd_contacts": (2, 4, 3)})
+    sim = Simulation(pop, DiseaseConfig(), layers, NO_SEEDS, days=3, replicates=3, seed=2)
+    rows, n = 3_000 * 3 * sim.community.cycle, sim.community.rev_from.shape[0]
+    assert rows < n, "the check needs more contacts than rows"
+    monkeypatch.setattr(contacts, "INDEX_LIMIT", (rows + n) // 2)
+    layer = Simulation(pop, DiseaseConfig(), layers, NO_SEEDS, days=3, replicates=3, seed=2).community
+    assert layer.rev_ptr.dtype == torch.int64 and int(layer.rev_ptr[-1]) == n
+    assert layer.rev_from.dtype == torch.int32 and torch.equal(layer.rev_from, sim.community.rev_from)
+    agents = torch.arange(0, 9_000, 7)
+    for day in range(3):
+        (o1, c1), (o2, c2) = layer.contacts_of(agents, day), sim.community.contacts_of(agents, day)
+        assert torch.equal(o1, o2) and torch.equal(c1, c2)
+
+
 @pytest.mark.parametrize(("households", "sources"), [(40, 60), (800, 10)])  # many sources / few: both sums
 def test_force_with_every_layer_uses_each_targets_normalisers(households, sources):
     """Default layers (weights 2 / 1 / 0.25) on a small population of mixed ages, household sizes

@@ -687,7 +687,7 @@ class PooledCommunityLayer(CommunityLayer):
         del partner
         # Contacts ending at each agent, by (agent, day of the cycle): rows agent * m + day.
         rows = pop.size * replicates * m
-        wide = torch.int64 if rows >= 2**31 else torch.int32
+        wide = torch.int64 if rows >= INDEX_LIMIT else torch.int32
         phase = self.parity.to(wide).repeat_interleave(h) + (2 * torch.arange(h, dtype=wide, device=device)).repeat(
             self.stubs.shape[0]
         )
@@ -706,8 +706,11 @@ class PooledCommunityLayer(CommunityLayer):
             self.rev_from[lo:hi] = self.stubs.index_select(0, stub)
             del stub
         counts = torch.bincount(key, minlength=rows)
+        # The pointers run to the number of contacts (about 17 per agent-replicate at the
+        # defaults, more than the 10 rows): int64 once either passes int32.
+        ptr = torch.int64 if max(rows, key.shape[0]) >= INDEX_LIMIT else torch.int32
         del key
-        self.rev_ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).to(wide)
+        self.rev_ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).to(ptr)
 
     def edges(self, day: int) -> Edges:
         """The day's contacts, each once: those started today."""
