@@ -346,3 +346,17 @@ def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():
     # Another number of replicates: not paired, though of the same seed and agents.
     fewer = hand_run("fewer", 1000, [[0, 4, 0, 0], [0, 7, 0, 0]], [60.0, 75.0], seed=1)
     assert comparison_table([base, fewer]).iloc[1].averted_by == "independent runs"
+    # The same seed on a GPU draws other random streams (and another region, another population):
+    # not paired; cuda:0 and cuda:1 are one kind of device.
+    for section, key, value, same in [
+        ("simulation", "device", "cuda", False),
+        ("population", "region", "elsewhere", False),
+        ("simulation", "device", "cpu", True),
+    ]:
+        moved = hand_run("moved", 1000, [[0, 4, 0, 0], [0, 7, 0, 0], [0, 5, 0, 0]], [60.0, 75.0, 65.0], seed=1)
+        moved.scenario.setdefault(section, {})[key] = value
+        expected = "paired replicates" if same else "independent runs"
+        assert comparison_table([base, moved]).iloc[1].averted_by == expected, (section, value)
+    on_gpu = [hand_run(n, 1000, [[0, 4, 0, 0]] * 3, [60.0] * 3, seed=1) for n in ("gpu0", "gpu1")]
+    on_gpu[0].scenario["simulation"]["device"], on_gpu[1].scenario["simulation"]["device"] = "cuda:0", "cuda:1"
+    assert comparison_table(on_gpu).iloc[1].averted_by == "paired replicates"

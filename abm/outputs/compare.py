@@ -252,11 +252,12 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     )
     note += (
         " Hospitalizations and deaths averted are per 100,000 agents against the first run, with 95% intervals "
-        "over replicates: taken replicate by replicate where a run shares the first run's seed, agents and number "
-        "of replicates (common random numbers), else as independent runs (Welch); an interval that includes 0 "
-        "is a difference within the replicates' noise. The cost per averted hospitalization's 95% interval is "
-        "Fieller's for a ratio of means (for independent runs, with the t quantile of the smaller run's replicates "
-        "less one); it is unbounded when the hospitalizations averted are within noise."
+        "over replicates: taken replicate by replicate where a run shares the first run's seed, agents, number "
+        "of replicates, region and kind of device (common random numbers), else as independent runs (Welch); "
+        "an interval that includes 0 is a difference within the replicates' noise. The cost per averted "
+        "hospitalization's 95% interval is Fieller's for a ratio of means (for independent runs, with the t "
+        "quantile of the smaller run's replicates less one); it is unbounded when the hospitalizations averted "
+        "are within noise."
     )
     table = comparison_table(runs) if table is None else table
     noisy = [

@@ -6,9 +6,9 @@ with an error, and a difference between two runs may be noise. Per replicate, th
 the run (admissions, deaths by the last day) are taken per 100,000 agents, so that runs of
 different sizes compare; the averted count of a run is the first run's mean minus its own.
 
-Runs with the same seed, agents and number of replicates share their population and their random
-streams (keyed by seed, stream and day): replicate r of one meets the same draws as replicate r
-of the other until their interventions make them differ. Their difference is then taken
+Runs with the same seed, agents, number of replicates, region and kind of device share their
+population and their random streams (keyed by seed, stream and day): replicate r of one meets
+the same draws as replicate r of the other until their interventions make them differ. Their difference is then taken
 replicate by replicate (common random numbers), with a paired t interval, which removes the noise
 the two runs share. Other runs are independent draws, compared with Welch's t interval. Either
 interval is over the replicates of the runs' population draw(s): the population itself is not
@@ -134,19 +134,28 @@ def cost_per_averted(
     return ratio_interval(means, cov, min(len(cost[0]), len(cost[1])) - 1, level)
 
 
-def _seed(run: RunTables) -> Any:
-    sim = (run.scenario or {}).get("simulation")
-    return sim.get("seed") if isinstance(sim, dict) else None
+def _setting(run: RunTables, section: str, key: str, default: Any = None) -> Any:
+    """A value of the run's resolved scenario (``default`` where the run has no scenario or
+    leaves the key out)."""
+    part = (run.scenario or {}).get(section)
+    return part.get(key, default) if isinstance(part, dict) else default
 
 
 def paired(base: RunTables, other: RunTables) -> bool:
-    """Whether two runs share their draws replicate by replicate: the same seed (known), agents
-    and number of replicates."""
+    """Whether two runs share their draws replicate by replicate: the same seed (known), agents,
+    number of replicates, region and kind of device (the CPU and a GPU draw different random
+    streams from one seed)."""
+
+    def device(run: RunTables) -> str:
+        return str(_setting(run, "simulation", "device", "cpu")).split(":")[0]
+
     return (
-        _seed(base) is not None
-        and _seed(base) == _seed(other)
+        _setting(base, "simulation", "seed") is not None
+        and _setting(base, "simulation", "seed") == _setting(other, "simulation", "seed")
         and base.agents == other.agents
         and base.replicates == other.replicates
+        and device(base) == device(other)
+        and _setting(base, "population", "region") == _setting(other, "population", "region")
     )
 
 
