@@ -446,12 +446,14 @@ def with_full_data_paths(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
-    """Read, merge, override and validate a scenario file."""
+    """Read, merge, override and validate a scenario file; messages name the overrides as the
+    command line's ``--set`` options (:data:`COMMAND_LINE`)."""
     data = read_scenario_data(path)
-    for item in overrides or []:
-        data = apply_set(data, item)
-    origin = None if overrides else key_origin(path)  # an option's value is not blamed on a file
-    return validate(data, with_options(str(path), [f"--set {x}" for x in overrides or []]), origin)
+    sets = list(overrides or [])
+    for i, item in enumerate(sets):
+        data = apply_set(data, item, COMMAND_LINE.set_item(i))
+    origin = None if sets else key_origin(path)  # an option's value is not blamed on a file
+    return validate(data, COMMAND_LINE.scenario(str(path), sets, []), origin)
 
 
 # The Python API's arguments for the command line's repeatable options (``abm.run(sets=[...])``).
