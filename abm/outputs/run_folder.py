@@ -166,9 +166,15 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
     return target
 
 
+def _staging_prefix(target: Path) -> str:
+    """The start of the names of the hidden folders beside ``target`` that processes of this
+    machine write it in (the process id follows)."""
+    return f".{target.name}.partial-{socket.gethostname().replace('-', '_')}-"
+
+
 def _staging_name(target: Path) -> str:
     """The name of the hidden folder beside ``target`` that this process writes it in."""
-    return f".{target.name}.partial-{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+    return f"{_staging_prefix(target)}{os.getpid()}"
 
 
 def _read_only(folder: Path) -> Path | None:
@@ -199,8 +205,7 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
     A failure of the file system (a full disk, ...) is raised as :class:`OutputWriteError`."""
     target = check_target(target, kind)
     target.parent.mkdir(parents=True, exist_ok=True)
-    host = socket.gethostname().replace("-", "_")
-    for stale in target.parent.glob(f".{glob.escape(target.name)}.partial-{glob.escape(host)}-*"):
+    for stale in target.parent.glob(f"{glob.escape(_staging_prefix(target))}*"):
         pid = stale.name.removesuffix("-old").rsplit("-", 1)[-1]
         if not _running(pid):  # left by a process of this machine that was killed
             shutil.rmtree(stale, ignore_errors=True)
