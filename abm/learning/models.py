@@ -113,6 +113,23 @@ def load_flat_params(model: nn.Module, flat: torch.Tensor) -> None:
     model.load_state_dict(new, strict=False)
 
 
+def trainable_flat(model: nn.Module) -> torch.Tensor:
+    """The trainable parameters only (no buffers), flattened in ``model.parameters()`` order."""
+    return torch.cat([q.detach().reshape(-1).float() for q in model.parameters()])
+
+
+def load_trainable_flat(model: nn.Module, flat: torch.Tensor) -> None:
+    """Inverse of :func:`trainable_flat`; buffers (BatchNorm running statistics) are left as they are."""
+    offset = 0
+    with torch.no_grad():
+        for q in model.parameters():
+            n = q.numel()
+            q.copy_(flat[offset : offset + n].reshape(q.shape).to(q.dtype))
+            offset += n
+    if offset != flat.numel():
+        raise ValueError(f"flat vector has {flat.numel()} values, model has {offset} parameters")
+
+
 def _float_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v for k, v in model.state_dict().items() if v.is_floating_point()}
 

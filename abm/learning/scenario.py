@@ -302,9 +302,10 @@ def check_protocols(
             )
         cls = protocol_class(spec.name)
         models = spec.models or default_models
-        if cls.same_architecture and len({m.model_dump_json() for m in models}) > 1:
+        needs_one = cls.needs_one_architecture(spec.params)
+        if needs_one and len({m.model_dump_json() for m in models}) > 1:
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].models: not allowed: {spec.name} needs one architecture "
+                f"{source}: protocols[{i}].models: not allowed: {needs_one} needs one architecture "
                 f"for every {member}; give a single model under protocols[i].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)

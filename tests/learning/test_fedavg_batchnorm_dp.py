@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from abm.learning.messages import Message, MessageKind, Network
-from abm.learning.models import flat_params
+from abm.learning.models import flat_params, trainable_flat
 from abm.learning.protocols import RunContext
-from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig, trainable_flat
+from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
 from abm.learning.runner import build_aggregator, build_participants, prepare_data
 from abm.learning.scenario import PrivacySpec, load_scenario
 

@@ -80,6 +80,12 @@ class Protocol(ABC):
     simulates_dropouts: ClassVar[bool] = False  # reads ``ctx.dropouts`` (privacy.dropouts)
     sums_updates: ClassVar[bool] = True  # what it sums are updates (DP noise may go on them)
 
+    @classmethod
+    def needs_one_architecture(cls, params: dict[str, Any]) -> str | None:
+        """Who needs one architecture for every participant in a run with these ``params`` (the
+        protocol, or the protocol with the params that make it average models), or None."""
+        return cls.name if cls.same_architecture else None
+
     def __init__(self, config: ProtocolConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()
 

@@ -24,11 +24,10 @@ from typing import Any, Literal
 
 import torch
 from pydantic import Field
-from torch import nn
 
 from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
-from abm.learning.models import architecture_key, flat_params, load_flat_params
+from abm.learning.models import architecture_key, flat_params, load_flat_params, load_trainable_flat, trainable_flat
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 
 
@@ -39,23 +38,6 @@ class FedAvgConfig(ProtocolConfig):
     server_lr: float = Field(1.0, gt=0)
     weighting: Literal["size", "uniform"] = "size"
     bn_stats: Literal["auto", "shared", "local"] = "auto"  # BatchNorm running statistics: see module doc
-
-
-def trainable_flat(model: nn.Module) -> torch.Tensor:
-    """The trainable parameters only (no buffers), flattened in ``model.parameters()`` order."""
-    return torch.cat([q.detach().reshape(-1).float() for q in model.parameters()])
-
-
-def load_trainable_flat(model: nn.Module, flat: torch.Tensor) -> None:
-    """Inverse of :func:`trainable_flat`; buffers (BatchNorm running statistics) are left as they are."""
-    offset = 0
-    with torch.no_grad():
-        for q in model.parameters():
-            n = q.numel()
-            q.copy_(flat[offset : offset + n].reshape(q.shape).to(q.dtype))
-            offset += n
-    if offset != flat.numel():
-        raise ValueError(f"flat vector has {flat.numel()} values, model has {offset} parameters")
 
 
 @client_op("fedavg.fit")

@@ -12,6 +12,12 @@ L_g(w_i) = mu2 (beta ||w_i|| - log(d_i + eps)) - mu1 sum_j gamma_j s_ij w_ij, pr
 simplex (``graph_step``: ``adam_reset`` = one fresh-Adam step, the authors' code, degree held
 constant; or ``pgd``); (C) prototypes are replaced by sum_j w_ij xi_j over active neighbours.
 Only prototypes (K x d_p) and classifier heads (K x d_z) travel.
+
+MAPL+ (``aggregate_backbone: true``, mapl.md 3.4, the homogeneous-model variant): in (C) each
+participant also replaces its feature body's trainable parameters by sum_j w_ij theta_j with the
+same row (BatchNorm running statistics stay local, as the authors' code aggregates only weights and
+biases), so the bodies travel too; it needs one architecture for every participant. Heads,
+projectors and optimizer states stay local.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pydantic import Field
 from torch import nn
 
 from abm.learning.messages import Message, MessageKind
+from abm.learning.models import architecture_key, load_trainable_flat, trainable_flat
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 
 
@@ -45,6 +52,8 @@ class MAPLConfig(ProtocolConfig):
     use_confidence: bool = True
     learn_graph: bool = True
     aggregate_prototypes: bool = True
+    # MAPL+ (mapl.md 3.4): also average the feature bodies with the same rows W (one architecture)
+    aggregate_backbone: bool = False
     # noise sd as a fraction of each feature's sd in the own training data (mapl.md 5.4)
     jitter: float = Field(0.1, ge=0)
     mask_fraction: float = Field(0.15, ge=0, lt=1)
@@ -158,11 +167,20 @@ class MAPL(Protocol):
     name = "mapl"
     Config = MAPLConfig
 
+    @classmethod
+    def needs_one_architecture(cls, params: dict) -> str | None:
+        """MAPL takes mixed architectures; MAPL+ averages the bodies and needs one."""
+        if params.get("aggregate_backbone"):
+            return "mapl with params.aggregate_backbone: true (MAPL+, which averages the feature bodies)"
+        return None
+
     def setup(self, ctx: RunContext) -> None:
         cfg = self.config
         dims = {p.model.embed_dim for p in ctx.participants}
         if len(dims) != 1:
             raise ValueError(f"MAPL needs one embedding width for all models; got {sorted(dims)}")
+        if cfg.aggregate_backbone and len({architecture_key(p.model.body) for p in ctx.participants}) > 1:
+            raise ValueError("MAPL+ (aggregate_backbone: true) needs one architecture for all participants")
         d_z = dims.pop()
         self.extra = []
         self.opts = []
@@ -245,15 +263,23 @@ class MAPL(Protocol):
                 new_w[i] = graph_step(self.W[i], s[i], self.gamma, i, cfg)
             self.W = new_w
         protos = [h.prototypes.detach().clone() for h in self.extra]
+        bodies = [trainable_flat(p.model.body) for p in ctx.participants] if cfg.aggregate_backbone else []
         for i in range(n):
             agg = torch.zeros_like(protos[i])
+            body = torch.zeros_like(bodies[i]) if bodies else None
             for j in range(n):
                 if self.W[i, j] > 0:
                     if j != i:
                         ctx.network.send(Message(MessageKind.PROTOTYPES, j, i, {"xi": protos[j]}, t))
                     agg = agg + float(self.W[i, j]) * protos[j]
+                    if body is not None:
+                        if j != i:
+                            ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, j, i, {"theta": bodies[j]}, t))
+                        body = body + float(self.W[i, j]) * bodies[j]
             with torch.no_grad():
                 self.extra[i].prototypes.copy_(agg)
+            if body is not None:
+                load_trainable_flat(ctx.participants[i].model.body, body)
         self.active_edges.append(int(((self.W > 0) & ~np.eye(n, dtype=bool)).sum()))
         if ctx.groups is not None:
             self.within_mass.append(within_cluster_mass(self.W, ctx.groups))
