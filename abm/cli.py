@@ -628,20 +628,22 @@ def compare(
     Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept); 1
     when the file system fails as the folder is written (a full disk: nothing
     is written, an earlier report is kept)."""
-    from abm.outputs.compare import CompareError
-    from abm.outputs.compare import compare as compare_runs
+    with loading():
+        from abm.outputs.compare import CompareError
+        from abm.outputs.compare import compare as compare_runs
 
     here = out.resolve()
     if any(here == r.resolve() or here in r.resolve().parents for r in runs):
         fail(f"--out {out} is one of the runs or holds one; choose another folder")
-    try:
-        check_target(out, "comparison")
-        comp = compare_runs(runs, out)
-        results_written()
-    except (CompareError, OutputFolderError) as exc:
-        fail(str(exc))
-    except OutputWriteError as exc:
-        fail(str(exc), code=1)
+    with stop_on_interrupt(out):
+        try:
+            check_target(out, "comparison")
+            comp = compare_runs(runs, out)
+            results_written()
+        except (CompareError, OutputFolderError) as exc:
+            fail(str(exc))
+        except OutputWriteError as exc:
+            fail(str(exc), code=1)
     from abm.outputs.compare import markdown, table_note
 
     table = comp.table
