@@ -304,9 +304,18 @@ def check_protocols(
         models = spec.models or default_models
         needs_one = cls.needs_one_architecture(spec.params)
         if needs_one and len({m.model_dump_json() for m in models}) > 1:
+            # the mixed models are the protocol's own, or the scenario's when it gives none
+            key = f"protocols[{i}].models" if spec.models else "models"
+            shown = yaml.safe_dump(
+                [m.model_dump(exclude_unset=True) for m in models],
+                default_flow_style=True,
+                sort_keys=False,
+                width=10**6,
+            ).strip()
+            inherited = "" if spec.models else " (which gives no models of its own)"
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].models: not allowed: {needs_one} needs one architecture "
-                f"for every {member}; give a single model under protocols[i].models"
+                f"{source}: {key}: {shown} is not allowed for protocols[{i}]{inherited}: {needs_one} needs one "
+                f"architecture for every {member}; give a single model under protocols[{i}].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
         topology, degree = spec.params.get("topology"), spec.params.get("degree")

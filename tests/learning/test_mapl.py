@@ -249,6 +249,36 @@ def test_mapl_plus_refuses_mixed_architectures():
     load_scenario(one)  # one architecture: accepted
 
 
+def test_mapl_plus_mixed_architectures_message_names_the_models_key_and_value():
+    """The mixed models come from the scenario's ``models`` when the protocol gives none: the
+    message names that key, its value and the protocol's own index (not a literal ``[i]``)."""
+    from abm.learning.errors import LearningScenarioError
+
+    sc = {
+        "name": "mapl_plus",
+        "data": {"source": "gaussian_mixture", "n_samples": 200, "n_classes": 3, "n_features": 4},
+        "split": {"participants": 2},
+        "models": [{"kind": "mlp", "hidden": [16]}, {"kind": "mlp", "hidden": [32, 16]}],
+        "rounds": 2,
+        "protocols": [{"name": "mapl"}, {"name": "mapl", "label": "plus", "params": {"aggregate_backbone": True}}],
+    }
+    with pytest.raises(LearningScenarioError) as err:
+        load_scenario(sc)
+    assert str(err.value) == (
+        "<dict>: models: [{kind: mlp, hidden: [16]}, {kind: mlp, hidden: [32, 16]}] is not allowed for "
+        "protocols[1] (which gives no models of its own): mapl with params.aggregate_backbone: true (MAPL+, "
+        "which averages the feature bodies) needs one architecture for every participant; give a single "
+        "model under protocols[1].models"
+    )
+    own = {**sc, "protocols": [{**sc["protocols"][1], "models": sc["models"]}]}
+    with pytest.raises(LearningScenarioError) as err:
+        load_scenario(own)
+    assert str(err.value).startswith(
+        "<dict>: protocols[0].models: [{kind: mlp, hidden: [16]}, {kind: mlp, hidden: [32, 16]}] is not "
+        "allowed for protocols[0]: mapl with"
+    )
+
+
 @pytest.mark.slow
 def test_mapl_plus_beats_the_same_losses_without_exchange_on_one_architecture():
     """mapl.md 3.4 / 5.4 (`gmm_mapl_homogeneous`, seed 1): with one architecture, MAPL+ (bodies
