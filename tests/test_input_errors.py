@@ -909,3 +909,14 @@ def test_validate_suggests_the_key_a_typo_meant(tmp_path):
         "contacts.comunity: unknown key; did you mean 'community'? allowed keys: household, occupation, community"
         in text
     )
+
+
+@pytest.mark.parametrize("bound", ["low", "high"])
+def test_a_nan_calibration_bound_is_named_as_no_number(bound):
+    """A bound written as nan is refused as no finite number, at its own key, not as out of order
+    with the other bound (a NaN compares as neither below nor above it)."""
+    key = f"calibration.parameters.disease.transmission_rate.{bound}"
+    result = runner.invoke(app, ["validate", str(CALIBRATION), "--set", f"{key}=nan"])
+    assert result.exit_code == 2, text(result)
+    assert f"{key}: nan is not allowed: a finite number is expected here" in text(result), text(result)
+    assert "must be below" not in text(result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -24,6 +25,8 @@ class ParameterRange(BaseModel):
 
     @model_validator(mode="after")
     def _order(self) -> ParameterRange:
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return self  # named at its own key as no finite number (abm.key_paths.not_finite), not as out of order
         if not self.low < self.high:
             raise ValueError(f"low ({self.low}) must be below high ({self.high})")
         if self.integer and not (float(self.low).is_integer() and float(self.high).is_integer()):
