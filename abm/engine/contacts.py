@@ -388,6 +388,9 @@ class OccupationLayer(ContactLayer):
         self.group_edges = tile(np.cumsum(per_group) - per_group, replicates, e, device)
         self.group_edges_end = tile(np.cumsum(per_group), replicates, e, device)
         self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # Per agent-replicate, whether it is among the agents of a contacts_of call (all false
+        # between calls).
+        self._mark = torch.zeros(self.agent_group.shape[0], dtype=torch.bool, device=device)
 
     def scale_settings(self, scale: dict[str, float]) -> None:
         """Multiply the weight of contacts in the named settings (e.g. SCHOOL: 0 closes
@@ -454,11 +457,16 @@ class OccupationLayer(ContactLayer):
         # Rewired contacts: the first end meets the new member instead, from either side.
         a, b = self.src.index_select(0, edge), self.new_ends(edge, u)
         mine, order = torch.sort(rel * total + agents)
-        for one, other in ((a, b), (b, a)):
-            at, hit = find_sorted(mine, when * total + one)
+        # Only the contacts with an end among the agents (a mark per agent, read by one gather)
+        # are searched for on their day, not every rewired contact of the agents' groups.
+        self._mark[agents] = True  # set and cleared in place: O(agents) work, no new tensor
+        near = [flat_nonzero(self._mark.index_select(0, one)) for one in (a, b)]
+        self._mark[agents] = False
+        for one, other, at_end in ((a, b, near[0]), (b, a, near[1])):
+            at, hit = find_sorted(mine, when.index_select(0, at_end) * total + one.index_select(0, at_end))
             hit = flat_nonzero(hit)
             owners.append(order.index_select(0, at.index_select(0, hit)))
-            partners.append(other.index_select(0, hit))
+            partners.append(other.index_select(0, at_end.index_select(0, hit)))
         owner, partner = torch.cat(owners), torch.cat(partners)
         keep = partner != agents.index_select(0, owner)
         return owner.masked_select(keep), partner.masked_select(keep)
