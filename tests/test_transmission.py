@@ -584,3 +584,26 @@ def test_expand_ranges_lists_every_position_with_its_range():
     assert owner.dtype == torch.int64 and pos.dtype == torch.int64
     none = expand_ranges(begin[:0], end[:0])
     assert none[0].shape == (0,) and none[1].shape == (0,)
+
+
+@pytest.mark.parametrize("construction", ["local_mix", "stub_path"])
+def test_a_community_mean_of_zero_with_a_positive_sd_gives_no_contacts(construction):
+    """mean_contacts 0 with sd_contacts above 0 (both allowed) gives that age class no community
+    contacts; it ended the run with numpy's 'n <= 0' from the negative binomial."""
+    from abm.engine.contacts import negative_binomial
+
+    rng = np.random.default_rng(0)
+    k = negative_binomial(rng, np.array([0.0, 0.0, 4.0]), np.array([2.0, 0.0, 4.0]))
+    assert k[:2].tolist() == [0, 0]
+    ages = [5, 5, 40, 40, 40, 40]  # two children (class mean 0, sd 2), four adults
+    pop = make_population([[0, 1], [2, 3], [4, 5]], ages=ages)
+    contacts = quiet_contacts(
+        community={"weight": 1.0, "mean_contacts": (0, 6, 6), "sd_contacts": (2, 6, 6), "construction": construction}
+    )
+    sim = Simulation(pop, DiseaseConfig(), contacts, NO_SEEDS, days=4, replicates=2, seed=3)
+    layer = sim.layers[-1]
+    assert layer.name == "community"
+    for day in range(4):
+        owner, partner = layer.contacts_of(torch.arange(2 * len(ages)), day)
+        met = set(owner.tolist()) | set(partner.tolist())
+        assert not met & {0, 1, 6, 7}, (day, met)  # the children of both replicates meet no one

@@ -746,9 +746,10 @@ class PooledCommunityLayer(CommunityLayer):
 
 def negative_binomial(rng: np.random.Generator, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """Counts with the given mean and sd: negative binomial where sd^2 > mean, Poisson where
-    0 < sd^2 <= mean, and exactly round(mean) where sd is 0."""
+    0 < sd^2 <= mean, and exactly round(mean) where sd is 0. A mean of 0 gives 0 whatever the sd
+    (Poisson, not a negative binomial, whose n = mean^2 / (sd^2 - mean) must be above 0)."""
     var = sd**2
-    over = var > mean + 1e-12
+    over = (var > mean + 1e-12) & (mean * mean > 0)
     out = np.where(sd > 0, rng.poisson(mean), np.rint(mean).astype(np.int64))
     if over.any():
         m, v = mean[over], var[over]
