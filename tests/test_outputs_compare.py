@@ -311,7 +311,7 @@ def test_compare_notes_a_hospital_peak_held_to_the_last_day(runs, tmp_path):
     (held / "summary.json").write_text(json.dumps(summary))
     abm.compare([runs["ni"], held], out=tmp_path / "cmp")
     note = (tmp_path / "cmp" / "comparison.md").read_text()
-    late = re.search(r"The hospital peak of (.*?) is on the last simulated day", note)
+    late = re.search(r"The hospital curve of (.*?) is still at its peak on the last simulated day", note)
     assert late is not None and "sq" in late.group(1).split(", ")  # the copy keeps its label, sq
 
 

@@ -318,7 +318,7 @@ def test_comparison_table_of_hand_built_runs():
     note = table_note([base, cheaper, worse, single])
     # cheaper's interval (1.5 degrees of freedom) includes 0; single's has no interval at all.
     assert "The hospitalizations averted by cheaper, single are not beyond noise" in note
-    assert "The hospital peak of base is on the last simulated day" in note
+    assert "The hospital curve of base is still at its peak on the last simulated day" in note
 
 
 def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():

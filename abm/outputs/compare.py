@@ -293,8 +293,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     ]
     if late:
         note += (
-            f" The hospital peak of {', '.join(late)} is on the last simulated day: the curve may still be rising, "
-            "so the peak and its day are lower bounds; run more days."
+            f" The hospital curve of {', '.join(late)} is still at its peak on the last simulated day: it may still "
+            "be rising, so the peak is a lower bound and may come later; run more days."
         )
     regions = {run.summary.get("region") for run in runs}
     if len(regions) > 1:
