@@ -227,32 +227,15 @@ def test_mapl_without_backbone_aggregation_keeps_bodies_local():
     assert "model_weights" not in ctx.network.per_kind
 
 
-def test_mapl_plus_refuses_mixed_architectures():
+def test_mapl_plus_refuses_mixed_architectures_naming_the_models_key_and_value():
+    """MAPL+ averages the bodies, so it needs one architecture (setup refuses others). In a
+    scenario the mixed models come from the scenario's ``models`` when the protocol gives none: the
+    message names that key, its value and the protocol's own index (not a literal ``[i]``)."""
     from abm.learning.errors import LearningScenarioError
     from abm.learning.protocols.mapl import MAPL
 
     with pytest.raises(ValueError, match="MAPL\\+"):
         MAPL(MAPLConfig(aggregate_backbone=True)).setup(_mapl_context([[16, 8], [8]]))
-    sc = {
-        "name": "mapl_plus",
-        "data": {"source": "gaussian_mixture", "n_samples": 200, "n_classes": 3, "n_features": 4},
-        "split": {"participants": 2},
-        "models": [{"kind": "mlp", "hidden": [16]}, {"kind": "mlp", "hidden": [32, 16]}],
-        "rounds": 2,
-        "protocols": [{"name": "mapl"}, {"name": "mapl", "label": "plus", "params": {"aggregate_backbone": True}}],
-    }
-    with pytest.raises(LearningScenarioError) as err:
-        load_scenario(sc)
-    msg = str(err.value)
-    assert "protocols[1].models" in msg and "aggregate_backbone: true" in msg
-    one = {**sc, "models": [{"kind": "mlp", "hidden": [16]}]}
-    load_scenario(one)  # one architecture: accepted
-
-
-def test_mapl_plus_mixed_architectures_message_names_the_models_key_and_value():
-    """The mixed models come from the scenario's ``models`` when the protocol gives none: the
-    message names that key, its value and the protocol's own index (not a literal ``[i]``)."""
-    from abm.learning.errors import LearningScenarioError
 
     sc = {
         "name": "mapl_plus",
@@ -277,6 +260,7 @@ def test_mapl_plus_mixed_architectures_message_names_the_models_key_and_value():
         "<dict>: protocols[0].models: [{kind: mlp, hidden: [16]}, {kind: mlp, hidden: [32, 16]}] is not "
         "allowed for protocols[0]: mapl with"
     )
+    load_scenario({**sc, "models": [{"kind": "mlp", "hidden": [16]}]})  # one architecture: accepted
 
 
 @pytest.mark.slow
