@@ -38,7 +38,9 @@ class QuarantineConfig(BaseModel):
     enabled: bool = Field(True, description=ENABLED_HELP)
     enter_probability: float = Field(1.0, ge=0, le=1, description="P(quarantine | positive test)")
     days: int = Field(14, ge=1, le=MAX_DAYS, description="length of a quarantine")
-    daily_dropout: float = Field(0.01, ge=0, le=1, description="P(leaving early), each day")
+    daily_dropout: float = Field(
+        0.01, ge=0, le=1, description="P(leaving early), each day after the day of entry (entry_day: on that day)"
+    )
     household: bool = Field(
         False, description="household members of a positive quarantine too (each with enter_probability)"
     )
