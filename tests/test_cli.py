@@ -1314,3 +1314,21 @@ def test_files_are_utf8_whatever_the_locale(tmp_path):
     read = f"from abm.calibration.observed import read_dated_table as r; print(list(r({str(series)!r}).columns))"
     proc = subprocess.run([sys.executable, "-c", read], capture_output=True, env=env, text=True, timeout=120)
     assert proc.stdout.strip() == "['date', 'hospital_admissions']", proc.stderr
+
+
+def test_a_contact_change_after_the_run_is_named(tmp_path):
+    """A closure within the run and a change and a closure after it: the run notes the two that
+    do nothing (it noted only a contact_multipliers whose every part started after the run)."""
+    scenario = SCENARIOS / "king_county/no_intervention.yaml"
+    sets = [
+        "interventions.contact_multipliers.closures=[{from_day: 1}, {from_day: 40}]",
+        "interventions.contact_multipliers.changes=[{from_day: 30, community: 0.5}]",
+    ]
+    args = ["run", str(scenario), "--agents", "2000", "--days", "5", "--replicates", "1", "--out", str(tmp_path / "r")]
+    result = runner.invoke(app, [*args, *(x for s in sets for x in ("--set", s))])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    suffix = "after the 5 simulated days (0..4): it does nothing in this run"
+    assert f"note: interventions.contact_multipliers.changes[0] starts on day 30, {suffix}" in text
+    assert f"note: interventions.contact_multipliers.closures[1] starts on day 40, {suffix}" in text
+    assert "closures[0]" not in text

@@ -192,6 +192,21 @@ class ContactMultipliers(InterventionBase):
             days.append(cfg.series.start_day)
         return min(days, default=None)
 
+    @classmethod
+    def unused_settings(cls, cfg: ContactMultipliersConfig, on: dict, days: int) -> list[str]:
+        """A note for each change, closure or series that starts after the last simulated day
+        (when another part starts within the run: else the whole intervention is noted)."""
+        starts = [(f"changes[{i}]", c.from_day) for i, c in enumerate(cfg.changes)]
+        starts += [(f"closures[{i}]", c.from_day) for i, c in enumerate(cfg.closures)]
+        if cfg.series is not None:
+            starts.append(("series", cfg.series.start_day))
+        return [
+            f"interventions.{cls.name}.{key} starts on day {day}, after the {days} simulated days "
+            f"(0..{days - 1}): it does nothing in this run"
+            for key, day in starts
+            if day >= days
+        ]
+
     def hooks(self) -> dict:
         return {Phase.TRANSMISSION: self.apply}
 

@@ -84,7 +84,7 @@ class DigitalTracing(InterventionBase):
     order = 30
 
     @classmethod
-    def unused_settings(cls, cfg: Any, on: dict[str, Any]) -> list[str]:
+    def unused_settings(cls, cfg: Any, on: dict[str, Any], days: int) -> list[str]:
         """Notes when its notices would do less than asked (:func:`tracing_notes`)."""
         return tracing_notes(cls.name, cfg, on)
 

@@ -55,9 +55,9 @@ class InterventionBase:
         return getattr(cfg, "start_day", 0)
 
     @classmethod
-    def unused_settings(cls, cfg: Any, on: dict[str, Any]) -> list[str]:
+    def unused_settings(cls, cfg: Any, on: dict[str, Any], days: int) -> list[str]:
         """Notes on settings of ``cfg`` that have no effect given the enabled interventions
-        ``on`` (name -> settings); none by default."""
+        ``on`` (name -> settings) in a run of ``days`` days; none by default."""
         return []
 
     def attach(self, sim: Any) -> None:
@@ -104,7 +104,7 @@ class InterventionsBase(BaseModel):
                     f"{'is' if len(missing) == 1 else 'are'} off: it does nothing in this run"
                 )
             else:
-                notes += known[name].unused_settings(cfg, on)
+                notes += known[name].unused_settings(cfg, on, days)
         return notes
 
     def build(self) -> list[Any]:
