@@ -959,6 +959,22 @@ def test_series_household_share_and_floor(tmp_path):
     assert cm.multipliers(0) == pytest.approx({"household": 0.3, "occupation": 1.0, "community": 1.0})
 
 
+def test_a_series_layer_named_twice_or_no_layer_at_all_is_refused(tmp_path):
+    """A layer named twice took the series' multiplier twice (0.5 became 0.25 on community
+    contacts, silently); no layer and no household share changed no contact. Both are refused;
+    no layer with a household share still reduces household contacts only."""
+    src = tmp_path / "m.csv"
+    src.write_text("multiplier\n0.5\n")
+    with pytest.raises(ValueError, match="each layer may be named once"):
+        ContactMultipliersConfig(series={"source": str(src), "layers": ["community", "community"]})
+    with pytest.raises(ValueError, match=r"layers: \[\] is not allowed with household_share 0"):
+        ContactMultipliersConfig(series={"source": str(src), "layers": []})
+    cm = ContactMultipliers(ContactMultipliersConfig(series={"source": str(src), "layers": ["community"]}))
+    assert cm.multipliers(0) == {"household": 1.0, "occupation": 1.0, "community": 0.5}
+    cm = ContactMultipliers(ContactMultipliersConfig(series={"source": str(src), "layers": [], "household_share": 0.4}))
+    assert cm.multipliers(0) == pytest.approx({"household": 0.8, "occupation": 1.0, "community": 1.0})
+
+
 def test_contact_multipliers_changes_series_and_closures(kc_100k):
     cfg = ContactMultipliersConfig(
         changes=[{"from_day": 10, "until_day": 20, "occupation": 0.5}, {"from_day": 15, "community": 0.4}],

@@ -7,7 +7,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
@@ -78,11 +78,27 @@ class Series(BaseModel):
         "0 holds its lowest level (mobility recovered in May-June 2020 while transmission stayed low)",
     )
 
+    @field_validator("layers")
+    @classmethod
+    def _distinct(cls, layers: list[str]) -> list[str]:
+        """Each layer once: a layer named twice would take the multiplier twice (squared)."""
+        if len(set(layers)) != len(layers):
+            raise ValueError(
+                "each layer may be named once (a layer named twice would take the series' multiplier twice); "
+                f"allowed: one or more of {', '.join(LAYERS)}"
+            )
+        return layers
+
     @model_validator(mode="after")
     def _known(self) -> Series:
         bad = [x for x in self.layers if x not in LAYERS]
         if bad:
             raise ValueError(f"unknown layers {bad}; allowed: {', '.join(LAYERS)}")
+        if not self.layers and self.household_share == 0:
+            raise ValueError(
+                "layers: [] is not allowed with household_share 0: the series would change no contacts; "
+                f"name one or more of {', '.join(LAYERS)} (or give a household_share above 0)"
+            )
         if self.source not in BUNDLED_SERIES and not Path(self.source).is_file():
             raise ValueError(f"series {self.source!r} is neither bundled ({', '.join(BUNDLED_SERIES)}) nor a file")
         if self.source not in BUNDLED_SERIES:
