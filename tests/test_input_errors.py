@@ -920,3 +920,14 @@ def test_a_nan_calibration_bound_is_named_as_no_number(bound):
     assert result.exit_code == 2, text(result)
     assert f"{key}: nan is not allowed: a finite number is expected here" in text(result), text(result)
     assert "must be below" not in text(result)
+
+
+def test_a_closure_of_no_settings_is_refused(tmp_path, small):
+    """`settings: []` closed nothing and the run went on as if the closure were there."""
+    setting = "interventions.contact_multipliers={closures: [{from_day: 1, settings: []}]}"
+    result = runner.invoke(app, ["run", str(small), "--out", str(tmp_path / "out"), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert text(result).endswith(
+        "invalid scenario: interventions.contact_multipliers.closures[0].settings: has 0 items; give at least 1"
+    )
+    assert not (tmp_path / "out").exists()

@@ -162,7 +162,9 @@ class Closure(BaseModel):
     until_day: int | None = Field(
         None, ge=0, description="first day open again (after from_day); none: closed to the end of the run"
     )
-    settings: list[str] = Field(["SCHOOL"], description="occupation settings to close (SCHOOL, a sector name)")
+    settings: list[str] = Field(
+        ["SCHOOL"], min_length=1, description="occupation settings to close (SCHOOL, a sector name)"
+    )
 
     @model_validator(mode="after")
     def _order(self) -> Closure:
