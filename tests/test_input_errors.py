@@ -931,3 +931,20 @@ def test_a_closure_of_no_settings_is_refused(tmp_path, small):
         "invalid scenario: interventions.contact_multipliers.closures[0].settings: has 0 items; give at least 1"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_two_test_types_of_one_name_are_refused(tmp_path, small):
+    """A test type's name names its cost item: two of one name were booked as one item, test_x,
+    at two prices (two rows a day in costs.csv, summed in any total by item)."""
+    tests = (
+        "[{name: x, sensitivity: 0.8, result_delay_days: [0], result_delay_probs: [1], cost: 2}, "
+        "{name: x, sensitivity: 0.99, result_delay_days: [1], result_delay_probs: [1], cost: 7}]"
+    )
+    setting = f"interventions.testing={{tests: {tests}}}"
+    result = runner.invoke(app, ["run", str(small), "--out", str(tmp_path / "out"), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert text(result).endswith(
+        "invalid scenario: interventions.testing: tests[0] and tests[1] are both named 'x'; each test type needs a "
+        "name of its own (it names the cost item test_<name>)"
+    )
+    assert not (tmp_path / "out").exists()

@@ -31,7 +31,7 @@ class TestType(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(
         pattern=r"^[a-z0-9_]+$",
-        description="names the cost item: test_<name>",
+        description="names the cost item: test_<name> (each test type its own name)",
         json_schema_extra={"allowed": "lower-case letters, digits and _ (e.g. rt_pcr)"},
     )
     sensitivity: float = Field(ge=0, le=1, description="P(positive | infected)")
@@ -99,6 +99,19 @@ class TestingConfig(BaseModel):
         "that skips contacts tested since): -1 (intended); 0 reproduces the reference code, where contacts of day "
         "0 are then never traced (docs/reference.md §11 Q10)",
     )
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> TestingConfig:
+        """Each test type its own name: it names the cost item (test_<name>), so two types of one
+        name would be booked as one item at two prices."""
+        names = [t.name for t in self.tests]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ValueError(
+                    f"tests[{names.index(name)}] and tests[{i}] are both named {name!r}; each test type needs a "
+                    "name of its own (it names the cost item test_<name>)"
+                )
+        return self
 
 
 def is_symptomatic(stage: torch.Tensor) -> torch.Tensor:
