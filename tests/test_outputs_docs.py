@@ -131,3 +131,26 @@ def test_every_key_of_the_scenario_reference_has_a_meaning():
         if not meaning:
             empty.append(f"{section} {cells[0]}")
     assert rows > 150 and empty == []
+
+
+def test_the_scenario_reference_states_the_default_test_in_full():
+    """`testing: {}` tests with the default test type, whose settings the default column cuts off
+    after 60 characters (`[{"name": "rt_pcr", "sensitivity": 0.99, "specificity": 1...`): its
+    meaning states every value of it, so an author can tell what `testing: {}` does."""
+    from abm.interventions.testing import rt_pcr
+
+    row = next(line for line in scenario_reference().splitlines() if line.startswith("| `tests` |"))
+    meaning = row.rsplit("|", 2)[-2]
+    test = rt_pcr()
+    days = ", ".join(str(d) for d in test.result_delay_days[:-1]) + f" or {test.result_delay_days[-1]}"
+    probs = ", ".join(f"{p:g}" for p in test.result_delay_probs)
+    for part in (
+        f"default: one, {test.name}",
+        f"sensitivity {test.sensitivity:g}",
+        f"specificity {test.specificity:g}",
+        f"after {days} days with probabilities {probs}",
+        f"cost {test.cost:g}",
+        "no daily capacity" if test.daily_capacity is None else f"daily capacity {test.daily_capacity}",
+        f"given to {' and '.join(test.given_to)}",
+    ):
+        assert part in meaning, (part, meaning)

@@ -74,7 +74,10 @@ class TestingConfig(BaseModel):
     enabled: bool = Field(True, description=ENABLED_HELP)
     start_day: int = Field(0, ge=0, description="first day of testing")
     tests: list[TestType] = Field(
-        default_factory=lambda: [rt_pcr()], min_length=1, description="test types, tried in order"
+        default_factory=lambda: [rt_pcr()],
+        min_length=1,
+        description="test types, tried in order; default: one, rt_pcr (sensitivity 0.99, specificity 1, result "
+        "after 1, 2 or 3 days with probabilities 0.3, 0.4, 0.3, cost 5, no daily capacity, given to symptomatic)",
     )
     validity_days: int | None = Field(
         None,
