@@ -36,7 +36,8 @@ class VaccinationConfig(BaseModel):
     daily_doses: int | None = Field(None, ge=0, description="doses produced per day (replaces daily_doses_per_100k)")
     shelf_life_days: int = Field(2, ge=0, description="days a dose can wait before it expires")
     priority: Literal["oldest_first", "youngest_first"] | list[int] = Field(
-        "oldest_first", description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them"
+        "oldest_first",
+        description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose)",
     )
     first_doses_first: bool = Field(True, description="all first doses before any second dose")
     dose1_efficacy: float = Field(
