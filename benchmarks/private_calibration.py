@@ -3,6 +3,11 @@ King County 2020 one), time it, and write the results table.
 
     python benchmarks/private_calibration.py [--scenario scenarios/learning/private_calibration.yaml]
         [--seeds 0] [--results benchmarks/private_calibration_results.md] [--out runs/pc_bench]
+        [--budget N] [--protocols YAML]
+
+``--budget`` gives every institution that simulation budget; ``--protocols`` replaces the
+scenario's protocol list by a YAML list (e.g. ``'[{name: mapl}, {name: cycle}]'``), so a variant
+of the scenario is one command line.
 
 Prints and writes, per seed: the per-protocol table of report.md (recovery per institution, MCG,
 CGS, min gain, mean ND, MB sent, wall time), the checks of issue #8 (every collaborative protocol
@@ -125,15 +130,24 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks/private_calibration_results.md")
     ap.add_argument("--out", type=Path, default=ROOT / "runs/pc_bench")
+    ap.add_argument("--budget", type=int, help="every institution's simulation budget (default: the scenario's)")
+    ap.add_argument("--protocols", help="a YAML list of protocol entries replacing the scenario's")
     args = ap.parse_args()
     args.scenario = args.scenario.resolve()
     base = yaml.safe_load(args.scenario.read_text(encoding="utf-8"))
     base["model"]["scenario"] = str((args.scenario.parent / base["model"]["scenario"]).resolve())
+    variant = ""
+    if args.budget is not None:
+        base["institutions"] = [dict(inst, budget=args.budget) for inst in base["institutions"]]
+        variant += f" --budget {args.budget}"
+    if args.protocols is not None:
+        base["protocols"] = yaml.safe_load(args.protocols)
+        variant += f" --protocols '{args.protocols}'"
     lines = [
         "# Private calibration results",
         "",
         f"Command: `python benchmarks/private_calibration.py --scenario {shown_path(args.scenario)} "
-        f"--seeds {' '.join(map(str, args.seeds))}`. Date: {time.strftime('%Y-%m-%d')}. "
+        f"--seeds {' '.join(map(str, args.seeds))}{variant}`. Date: {time.strftime('%Y-%m-%d')}. "
         f"Machine: {os.cpu_count()}-core CPU ({platform.machine()}, Python {platform.python_version()}), "
         f"torch CPU, 1 thread; load average {os.getloadavg()[0]:.1f} at the start.",
         "",
