@@ -285,9 +285,17 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
 
 
 def note_idle(resolved: list) -> None:
-    """A note for each intervention that starts after the last simulated day (in any of the
-    ``resolved`` scenarios: a sweep's variants), since the run then goes without it."""
-    for text in dict.fromkeys(note for sc in resolved for note in sc.interventions.idle(sc.simulation.days)):
+    """A note for each intervention that starts after the last simulated day, since the run then
+    goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
+    scenarios: a sweep's variants)."""
+    texts = [note for sc in resolved for note in sc.interventions.idle(sc.simulation.days)]
+    texts += [
+        "seeding.infections seeds no one, so no one is infected in this run (only the interventions' own "
+        "counts and costs, such as doses, are recorded)"
+        for sc in resolved
+        if not any(sc.seeding.infections.values())
+    ]
+    for text in dict.fromkeys(texts):
         err_console.print(f"note: {text}", highlight=False)
 
 

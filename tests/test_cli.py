@@ -1011,6 +1011,20 @@ def test_agents_with_absolute_doses_gets_a_note(tmp_path):
     assert (tmp_path / "v" / "summary.json").is_file()
 
 
+def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):
+    """No initial infections is allowed (a run of vaccination costs alone) but named; a run with
+    seeds has no such note."""
+    base = ["run", str(SCENARIOS / "king_county/no_intervention.yaml"), "--agents", "2000", "--days", "3"]
+    base += ["--replicates", "1"]
+    none = runner.invoke(app, [*base, "--set", "seeding.infections={}", "--out", str(tmp_path / "none")])
+    text = " ".join(none.output.split())
+    assert none.exit_code == 0 and "note: seeding.infections seeds no one, so no one is infected" in text
+    summary = json.loads((tmp_path / "none" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["cumulative_infected"]["mean"] == 0
+    seeded = runner.invoke(app, [*base, "--out", str(tmp_path / "seeded")])
+    assert seeded.exit_code == 0 and "seeds no one" not in seeded.output
+
+
 def test_interventions_that_could_never_act_are_named(tmp_path):
     """Tracing and quarantine act on positive tests: with testing off they do nothing, and a run
     says so (as a sweep's variant without testing may well be meant); contact changes that all
