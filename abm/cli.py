@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -151,12 +152,22 @@ SetOption = Annotated[
 def validate(
     file: Annotated[Path, typer.Argument(help="scenario YAML file")],
     set_: SetOption = None,
+    show: Annotated[
+        bool,
+        typer.Option(
+            "--show",
+            help="print every value the scenario runs with, defaults filled in, as YAML on standard output "
+            "(the verdict then goes to standard error); for an epidemic scenario, loading that YAML gives the same "
+            "scenario",
+        ),
+    ] = False,
 ) -> None:
     """Check a scenario file without running it.
 
     FILE is an epidemic scenario (for `abm run`, `abm sweep` or `abm calibrate`)
     or a learning or private-calibration scenario (for `abm learn`). Says what
     is wrong (file, key, value and what is allowed), or that it is valid.
+    With --show, also prints every value the scenario would run with.
 
     Exit code 0 when it is valid, 2 when it is not."""
     with loading():
@@ -173,24 +184,35 @@ def validate(
         if kind == "private calibration":
             from abm.private_calibration.scenario import load_scenario as load_private_calibration
 
-            name = load_private_calibration(file)[0].name
+            learned = load_private_calibration(file)[0]
         elif kind == "learning":
             from abm.learning.scenario import load_scenario as load_learning
 
-            name = load_learning(file)[0].name
+            learned = load_learning(file)[0]
         else:
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
             note_idle([sc])
-            name = sc.name
             if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
                 from abm.calibration.optimize import checked_inputs
 
                 checked_inputs(file, set_)
     except (ScenarioError, LearningScenarioError, CalibrationError) as exc:
         fail(str(exc))
+    if kind is None:
+        name, resolved = sc.name, sc.resolved_yaml()
+    else:
+        import yaml
+
+        name = learned.name
+        resolved = yaml.safe_dump(learned.model_dump(mode="json", by_alias=True), sort_keys=False, width=100)
     label = f"{kind} scenario" if kind else "scenario"
-    out_console.print(Text.assemble(("ok", "green"), f" {file}: {label} {name!r} is valid"), highlight=False)
+    verdict = Text.assemble(("ok", "green"), f" {file}: {label} {name!r} is valid")
+    if show:
+        sys.stdout.write(resolved)
+        err_console.print(verdict, highlight=False)
+    else:
+        out_console.print(verdict, highlight=False)
 
 
 def refuse_learning_scenario(file: Path) -> None:

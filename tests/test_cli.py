@@ -332,6 +332,32 @@ def test_validate_accepts_the_shipped_scenarios():
         assert "".join(f"ok {path}: scenario {name!r} is valid".split()) in "".join(result.output.split())
 
 
+def test_validate_show_prints_every_value_and_round_trips(tmp_path):
+    """--show prints the resolved scenario (defaults filled in, --set applied) as the only output
+    on stdout; loaded back it is the same scenario; a learning scenario is shown too."""
+    from abm.scenario import load_scenario
+
+    src = SCENARIOS / "king_county/vacc_ct.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "abm", "validate", str(src), "--set", "simulation.days=77", "--show"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "is valid" in proc.stderr and "is valid" not in proc.stdout
+    shown = yaml.safe_load(proc.stdout)
+    assert shown["simulation"]["days"] == 77
+    # defaults the file never states are there: the digital tracing window and the default test
+    assert shown["interventions"]["digital_tracing"]["window_days"] == 7
+    assert shown["interventions"]["testing"]["tests"][0]["name"] == "rt_pcr"
+    (tmp_path / "full.yaml").write_text(proc.stdout, encoding="utf-8")
+    again = load_scenario(tmp_path / "full.yaml")
+    assert again.resolved_yaml() == proc.stdout
+    assert again == load_scenario(src, ["simulation.days=77"])
+    learning = runner.invoke(app, ["validate", str(SCENARIOS / "learning/gmm_mapl.yaml"), "--show"])
+    assert learning.exit_code == 0 and yaml.safe_load(learning.stdout.split("ok ")[0])["name"] == "gmm_mapl"
+
+
 def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
     for path in (SCENARIOS / "learning").glob("*.yaml"):
         result = runner.invoke(app, ["validate", str(path)])

@@ -24,7 +24,8 @@ scenario and changes only what differs; `--set key.path=value` overrides from th
 (a list item by its index: `disease.dwell_times[0].shape=2`). Each section lists its keys with
 type, default, allowed range and meaning (units are in the meaning). `key[]` is an entry of a
 list; `key.<name>` an entry of a mapping. Interventions are off unless their key is present
-(`testing: {}` turns testing on with its defaults).
+(`testing: {}` turns testing on with its defaults). A default too long for the table ends in `...`;
+`abm validate FILE --show` prints every value a scenario runs with, in full.
 """
 
 
