@@ -402,6 +402,32 @@ def test_a_relative_region_given_with_set_is_kept_in_full_in_the_resolved_scenar
     assert resolve(BASE, {}, ["population.region=king_county"]).population.region == "king_county"
 
 
+def test_a_relative_boundary_file_is_read_beside_the_scenario_and_kept_in_full(tmp_path, monkeypatch):
+    """outputs.boundaries named relative to its scenario file was looked for in the working
+    folder (refused from any other folder, unlike the other data files README says are read
+    beside the file), and the resolved scenario kept it relative, so `abm run` on a run's
+    scenario.resolved.yaml failed from any other folder."""
+    from abm.populations.region import load_region
+    from abm.runs import resolve
+
+    study, elsewhere = tmp_path / "study", tmp_path / "elsewhere"
+    study.mkdir()
+    elsewhere.mkdir()
+    tract = next(load_region("king_county").tracts.itertuples(index=False))
+    box = {"type": "Polygon", "coordinates": [[[tract.lon, tract.lat], [tract.lon + 0.01, tract.lat]]]}
+    box["coordinates"][0] += [[tract.lon + 0.01, tract.lat + 0.01], [tract.lon, tract.lat]]
+    feature = {"type": "Feature", "properties": {"GEOID": str(tract.geoid)}, "geometry": box}
+    (study / "tracts.geojson").write_text(json.dumps({"type": "FeatureCollection", "features": [feature]}))
+    (study / "s.yaml").write_text(f"extends: {BASE}\nname: s\noutputs: {{boundaries: tracts.geojson}}\n")
+    monkeypatch.chdir(elsewhere)
+    sc = resolve(study / "s.yaml", {}, [])
+    assert sc.outputs.boundaries == str(study / "tracts.geojson")
+    (elsewhere / "scenario.resolved.yaml").write_text(sc.resolved_yaml())
+    assert load_scenario(elsewhere / "scenario.resolved.yaml") == sc
+    monkeypatch.chdir(study)  # given with --set: read from the working folder, kept in full
+    assert resolve(BASE, {}, ["outputs.boundaries=tracts.geojson"]).outputs.boundaries == str(study / "tracts.geojson")
+
+
 def test_dates_given_on_the_command_line_are_checked(tmp_path, small):
     result = runner.invoke(app, ["run", str(small), "--set", "description=2020-13-01", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
