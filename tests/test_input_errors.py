@@ -146,21 +146,29 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     assert (user / "thesis.tex").read_text() == "precious"
     out = tmp_path / "run"
     assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
-    written = sorted(p.name for p in out.iterdir() if p.name != MARK)
-    assert {"summary.json", "plots", "manifest.json"} <= set(written)
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
+    assert {"summary.json", "plots", "plots/hospital_occupancy.png", "manifest.json"} <= set(written)
     mark = (out / MARK).read_text()
     assert mark.splitlines()[1:] == [*(f"  {name}" for name in written), "kind: run"]  # what abm wrote
-    (out / "notes.txt").write_text("mine")
-    result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"])
-    assert result.exit_code == 2 and "holds ['notes.txt'], which abm did not write" in text(result)
-    assert (out / "notes.txt").read_text() == "mine" and "running" not in text(result)
-    assert json.loads((out / "summary.json").read_text())["seed"] != 5  # the old run, untouched
-    (out / "notes.txt").unlink()
+    # A file added to the folder, or to its plots/ (which was lost with the folder), is kept.
+    for added in ("notes.txt", "plots/annotated.png"):
+        (out / added).write_text("mine")
+        result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"])
+        assert result.exit_code == 2 and f"holds ['{added}'], which abm did not write" in text(result)
+        assert (out / added).read_text() == "mine" and "running" not in text(result)
+        assert json.loads((out / "summary.json").read_text())["seed"] != 5  # the old run, untouched
+        (out / added).unlink()
     # Without the addition the folder is abm's again: the new run replaces it.
     assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"]).exit_code == 0
-    assert sorted(p.name for p in out.iterdir() if p.name != MARK) == written and (out / MARK).read_text() == mark
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK) == written
+    assert (out / MARK).read_text() == mark
     assert json.loads((out / "summary.json").read_text())["seed"] == 5
     assert json.loads((out / "manifest.json").read_text())["seed"] == 5
+    # A mark written before marks listed subfolders' entries names plots/ alone: still replaced.
+    (out / MARK).write_text(mark.splitlines()[0] + "\n" + "".join(f"  {n}\n" for n in written if "/" not in n))
+    (out / "plots" / "older.png").write_text("an older abm's plot")
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"]).exit_code == 0
+    assert (out / MARK).read_text() == mark and not (out / "plots" / "older.png").exists()
 
 
 def test_a_split_too_small_to_train_is_refused(tmp_path):
