@@ -379,14 +379,18 @@ def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
 
 # Keys that name a data file: a relative path is read from the scenario file's folder when the
 # file is there (else, as before, from the working folder).
-DATA_FILE_KEYS = (("calibration", "data"), ("interventions", "contact_multipliers", "series", "source"))
+DATA_FILE_KEYS = (
+    ("calibration", "data"),
+    ("interventions", "contact_multipliers", "series", "source"),
+    ("outputs", "boundaries"),
+)
 
 
 def read_scenario_data(path: str | Path) -> dict[str, Any]:
     """A scenario file with its ``extends`` chain merged, its name defaulted to the file name
     (a name is not inherited from the file it extends, see :func:`load_raw`), and a relative
-    region path, observed-data file or multiplier series file made relative to the file of the
-    chain that names it (:func:`paths_beside`)."""
+    region path, observed-data file, multiplier series file or tract boundary file made relative
+    to the file of the chain that names it (:func:`paths_beside`)."""
     path = Path(path)
     data = load_raw(path)
     data.setdefault("name", path.stem)
@@ -395,8 +399,8 @@ def read_scenario_data(path: str | Path) -> dict[str, Any]:
 
 def paths_beside(data: dict[str, Any], path: Path) -> dict[str, Any]:
     """One scenario file's own data with a relative region path made relative to the file's
-    folder, and a relative observed-data or multiplier series file too where the file is there
-    (else it stays relative to the working folder). Each file of an ``extends`` chain is read
+    folder, and a relative observed-data, multiplier series or tract boundary file too where the
+    file is there (else it stays relative to the working folder). Each file of an ``extends`` chain is read
     this way, so a base file in another folder names its region and data beside itself."""
     pop = data.get("population")
     if isinstance(pop, dict) and isinstance(pop.get("region"), str):
@@ -429,9 +433,10 @@ def with_full_data_paths(data: dict[str, Any]) -> dict[str, Any]:
         and Path(region).is_dir()
     ):
         data = apply_set(data, f"population.region={json.dumps(str(Path(region).resolve()))}")
-    bundled = {
+    bundled: dict[tuple[str, ...], Any] = {
         ("calibration", "data"): BUNDLED,
         ("interventions", "contact_multipliers", "series", "source"): BUNDLED_SERIES,
+        ("outputs", "boundaries"): (),
     }
     for keys in DATA_FILE_KEYS:
         value = lookup(data, keys)

@@ -114,8 +114,10 @@ def test_run_writes_a_complete_run_folder(tmp_path):
         "map.html",
         "plots",
     }
-    # The mark lists every entry abm wrote, and the kind of output.
-    assert (out / MARK).read_text().splitlines()[1:] == [*(f"  {n}" for n in sorted(names - {MARK})), "kind: run"]
+    # The mark lists every entry abm wrote (those of plots/ too), and the kind of output.
+    entries = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
+    assert "plots/hospital_occupancy.png" in entries and set(entries) >= names - {MARK}
+    assert (out / MARK).read_text().splitlines()[1:] == [*(f"  {n}" for n in entries), "kind: run"]
     ts = pd.read_csv(out / "timeseries.csv")
     assert len(ts) == 30 * 2 and set(ts.replicate) == {0, 1} and ts.day.max() == 29
     derived = ["new_infections", "cumulative_infected", "active", "hospitalized", "icu", "hospital_occupancy"]
@@ -833,7 +835,8 @@ def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monke
     written = sorted(p.name for p in (runs / "a").iterdir())
     assert {MARK, "summary.json", "manifest.json", "timeseries.csv", "map.html", "plots"} <= set(written)
     mark = (runs / "a" / MARK).read_text()
-    assert mark.splitlines()[1:] == [*(f"  {name}" for name in written if name != MARK), "kind: run"]
+    listed = sorted(p.relative_to(runs / "a").as_posix() for p in (runs / "a").rglob("*") if p.name != MARK)
+    assert mark.splitlines()[1:] == [*(f"  {name}" for name in listed), "kind: run"]
     first = (runs / "a" / "timeseries.csv").read_text()
     # ... and an abm output (its mark) is replaced: by this run's files, not added to the old ones.
     result = runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "2", "--out", str(runs / "a")])

@@ -146,21 +146,29 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     assert (user / "thesis.tex").read_text() == "precious"
     out = tmp_path / "run"
     assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
-    written = sorted(p.name for p in out.iterdir() if p.name != MARK)
-    assert {"summary.json", "plots", "manifest.json"} <= set(written)
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
+    assert {"summary.json", "plots", "plots/hospital_occupancy.png", "manifest.json"} <= set(written)
     mark = (out / MARK).read_text()
     assert mark.splitlines()[1:] == [*(f"  {name}" for name in written), "kind: run"]  # what abm wrote
-    (out / "notes.txt").write_text("mine")
-    result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"])
-    assert result.exit_code == 2 and "holds ['notes.txt'], which abm did not write" in text(result)
-    assert (out / "notes.txt").read_text() == "mine" and "running" not in text(result)
-    assert json.loads((out / "summary.json").read_text())["seed"] != 5  # the old run, untouched
-    (out / "notes.txt").unlink()
+    # A file added to the folder, or to its plots/ (which was lost with the folder), is kept.
+    for added in ("notes.txt", "plots/annotated.png"):
+        (out / added).write_text("mine")
+        result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"])
+        assert result.exit_code == 2 and f"holds ['{added}'], which abm did not write" in text(result)
+        assert (out / added).read_text() == "mine" and "running" not in text(result)
+        assert json.loads((out / "summary.json").read_text())["seed"] != 5  # the old run, untouched
+        (out / added).unlink()
     # Without the addition the folder is abm's again: the new run replaces it.
     assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"]).exit_code == 0
-    assert sorted(p.name for p in out.iterdir() if p.name != MARK) == written and (out / MARK).read_text() == mark
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK) == written
+    assert (out / MARK).read_text() == mark
     assert json.loads((out / "summary.json").read_text())["seed"] == 5
     assert json.loads((out / "manifest.json").read_text())["seed"] == 5
+    # A mark written before marks listed subfolders' entries names plots/ alone: still replaced.
+    (out / MARK).write_text(mark.splitlines()[0] + "\n" + "".join(f"  {n}\n" for n in written if "/" not in n))
+    (out / "plots" / "older.png").write_text("an older abm's plot")
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"]).exit_code == 0
+    assert (out / MARK).read_text() == mark and not (out / "plots" / "older.png").exists()
 
 
 def test_a_split_too_small_to_train_is_refused(tmp_path):
@@ -400,6 +408,32 @@ def test_a_relative_region_given_with_set_is_kept_in_full_in_the_resolved_scenar
     (tmp_path / "run" / "scenario.resolved.yaml").write_text(sc.resolved_yaml())
     assert load_scenario(tmp_path / "run" / "scenario.resolved.yaml") == sc
     assert resolve(BASE, {}, ["population.region=king_county"]).population.region == "king_county"
+
+
+def test_a_relative_boundary_file_is_read_beside_the_scenario_and_kept_in_full(tmp_path, monkeypatch):
+    """outputs.boundaries named relative to its scenario file was looked for in the working
+    folder (refused from any other folder, unlike the other data files README says are read
+    beside the file), and the resolved scenario kept it relative, so `abm run` on a run's
+    scenario.resolved.yaml failed from any other folder."""
+    from abm.populations.region import load_region
+    from abm.runs import resolve
+
+    study, elsewhere = tmp_path / "study", tmp_path / "elsewhere"
+    study.mkdir()
+    elsewhere.mkdir()
+    tract = next(load_region("king_county").tracts.itertuples(index=False))
+    box = {"type": "Polygon", "coordinates": [[[tract.lon, tract.lat], [tract.lon + 0.01, tract.lat]]]}
+    box["coordinates"][0] += [[tract.lon + 0.01, tract.lat + 0.01], [tract.lon, tract.lat]]
+    feature = {"type": "Feature", "properties": {"GEOID": str(tract.geoid)}, "geometry": box}
+    (study / "tracts.geojson").write_text(json.dumps({"type": "FeatureCollection", "features": [feature]}))
+    (study / "s.yaml").write_text(f"extends: {BASE}\nname: s\noutputs: {{boundaries: tracts.geojson}}\n")
+    monkeypatch.chdir(elsewhere)
+    sc = resolve(study / "s.yaml", {}, [])
+    assert sc.outputs.boundaries == str(study / "tracts.geojson")
+    (elsewhere / "scenario.resolved.yaml").write_text(sc.resolved_yaml())
+    assert load_scenario(elsewhere / "scenario.resolved.yaml") == sc
+    monkeypatch.chdir(study)  # given with --set: read from the working folder, kept in full
+    assert resolve(BASE, {}, ["outputs.boundaries=tracts.geojson"]).outputs.boundaries == str(study / "tracts.geojson")
 
 
 def test_dates_given_on_the_command_line_are_checked(tmp_path, small):

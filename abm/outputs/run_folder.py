@@ -70,14 +70,34 @@ def _mark_lines(folder: Path) -> list[str]:
     return lines if lines and lines[0] + "\n" == MARK_TEXT else []
 
 
+def _entries(folder: Path) -> list[str]:
+    """Every entry under ``folder`` but its mark, subfolders' entries included, as paths relative
+    to it with ``/`` (``plots``, ``plots/map_day050.png``), sorted: what a mark lists."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p != folder / MARK)
+
+
 def added_entries(folder: Path) -> list[str]:
-    """Entries of an abm output folder that abm did not write there (none when its mark predates
-    the list of entries)."""
+    """Entries of an abm output folder that abm did not write there, as paths relative to it
+    (none when its mark predates the list of entries). A subfolder's entries are checked too
+    (a file added to ``plots/`` is found), unless the mark lists the subfolder without any of
+    its entries, as marks did before they listed subfolders' entries."""
     lines = _mark_lines(folder)
     if not lines:
         return []
     written = {line.strip() for line in lines[1:] if line.startswith("  ")}
-    return sorted(p.name for p in folder.iterdir() if p.name != MARK and p.name not in written)
+    added: list[str] = []
+
+    def walk(current: Path, prefix: str) -> None:
+        for path in current.iterdir():
+            name = prefix + path.name
+            if name not in written:
+                if name != MARK:
+                    added.append(name)
+            elif path.is_dir() and not path.is_symlink() and any(w.startswith(name + "/") for w in written):
+                walk(path, name + "/")
+
+    walk(folder, "")
+    return sorted(added)
 
 
 def folder_kind(folder: Path) -> str | None:
@@ -219,7 +239,7 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
         yield tmp
         if interrupted() is not None:  # an interrupt that a library swallowed: the folder is not complete
             raise KeyboardInterrupt
-        entries = sorted(p.name for p in tmp.iterdir() if p.name != MARK)
+        entries = _entries(tmp)
         (tmp / MARK).write_text(
             MARK_TEXT + "".join(f"  {name}\n" for name in entries) + (f"kind: {kind}\n" if kind else ""),
             encoding="utf-8",
