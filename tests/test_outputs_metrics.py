@@ -131,9 +131,10 @@ def test_summary_of_a_hand_built_result():
         "days_over_capacity": 1,
         "replicates_over_capacity": 1,
     }
-    # Cumulative infected r0 1 3 6 7 7, r1 1 2 4 5 5: the mean 1 2.5 5 6 6 has first differences
-    # 1.5 2.5 1 0 and second differences 1 -1.5 -1.
-    assert s["peak_infection_rate_2nd_difference"] == 1.0
+    # Cumulative infected r0 1 3 6 7 7, r1 1 2 4 5 5 (mean 1 2.5 5 6 6: second differences 1
+    # -1.5 -1), but r0's 3 introduced on day 2 are no rise in the rate: by transmission the mean
+    # cumulative is 0 1.5 2.5 3.5 3.5, first differences 1.5 1 1 0, second -0.5 0 -1.
+    assert s["peak_infection_rate_2nd_difference"] == 0.0
     assert s["cumulative_infected"] == pytest.approx({"mean": 6.0, "sd": math.sqrt(2), "share": 0.6})
     assert s["deaths"] == pytest.approx({"mean": 0.5, "sd": math.sqrt(0.5)})
     assert s["total_cost"] == pytest.approx({"mean": 47.5, "sd": 65 / math.sqrt(2)})
