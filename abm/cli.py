@@ -346,7 +346,7 @@ def run(
     with loading():
         from abm.runs import resolve
         from abm.runs import run as run_scenario
-        from abm.scenario import ScenarioError, check_device
+        from abm.scenario import COMMAND_LINE, ScenarioError, check_device
 
     refuse_learning_scenario(file)
     overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
@@ -385,8 +385,9 @@ def run(
                 result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
                 result.write(target)
                 results_written()
-            except ScenarioError as exc:  # found once the run has its population: named by the file
-                fail(f"{file}: {str(exc).removeprefix(sc.name + ': ')}")
+            except ScenarioError as exc:  # found once the run has its population: named by the file and options
+                given = [(k, v) for k, v in overrides.items() if v is not None]
+                fail(f"{COMMAND_LINE.scenario(str(file), set_ or [], given)}: {str(exc).removeprefix(sc.name + ': ')}")
             except OutputWriteError as exc:
                 fail(str(exc), code=1)
     print_summary(result.summary, result.manifest["timings"]["engine_seconds"], target)

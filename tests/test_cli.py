@@ -1040,6 +1040,19 @@ def test_agents_with_absolute_doses_gets_a_note(tmp_path):
     assert (tmp_path / "v" / "summary.json").is_file()
 
 
+def test_a_setting_only_the_population_refuses_names_the_options(tmp_path):
+    """An app adoption the age weights cannot reach is found once the population is built; the
+    message names the file with the options that made it so, exit 2, and no folder."""
+    args = ["run", str(SCENARIOS / "king_county/vacc_ct.yaml"), "--agents", "2000", "--days", "5"]
+    args += ["--set", "interventions.digital_tracing.age_weights=[0,0,1,1,1,1,1,1,1]"]
+    args += ["--set", "interventions.digital_tracing.app_adoption=0.95", "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and not (tmp_path / "o").exists()
+    assert "vacc_ct.yaml (with --set interventions.digital_tracing.age_weights=[0,0,1,1,1,1,1,1,1] --set " in text
+    assert "--agents 2000 --days 5): interventions.digital_tracing.app_adoption: 0.95 cannot be reached" in text
+
+
 def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):
     """No initial infections is allowed (a run of vaccination costs alone) but named; a run with
     seeds has no such note."""
