@@ -22,7 +22,8 @@ DIR/gpu_check.json after every step, so a run cut short still reports):
 - agreement: no intervention and vacc_ct (testing, vaccination, both tracings), 100,000 agents,
   10 replicates, 180 days, on the CPU and on CUDA (different random streams, so they agree in
   distribution only): final size, peak of the mean hospitalized curve and its day, with the z
-  score of the final-size difference;
+  score of the final-size difference; and the reference ct_app70 as it is (a full epidemic under
+  tracing; its own rate, 1 CPU thread as the scenario says), with its engine seconds and cost;
 - timing: engine seconds (day loop only, after a warm-up run) on cuda from 100,000 agents to the
   whole county (2.25M), 1 and 10 replicates, with peak GPU memory; and the CPU on the same
   machine (1 thread and all cores) for the ratio.
@@ -305,6 +306,23 @@ def agreement(report: dict, budget: Budget, out: Path) -> None:
             "cpu_threads": torch.get_num_threads(),
         }
         log(f"{key}: {json.dumps(report[key])}")
+    if budget.left() < 120:
+        report["agreement_ct_app70"] = {"status": "skipped (budget)"}
+        return
+    import abm
+
+    runs = {}
+    for dev in ("cpu", DEVICE):
+        r = abm.run(REF / "ct_app70.yaml", replicates=10, device=dev)
+        runs[dev] = {**curves(r.result), "cost": float(r.costs["cost"].sum()) / 10, "engine_s": r.result.engine_seconds}
+    c, g = runs["cpu"], runs[DEVICE]
+    se = ((c["final_size_sd"] ** 2 + g["final_size_sd"] ** 2) / 10) ** 0.5
+    report["agreement_ct_app70"] = {
+        "cpu": c,
+        "cuda": g,
+        "final_size_z": (g["final_size_mean"] - c["final_size_mean"]) / se,
+    }
+    log(f"agreement_ct_app70: {json.dumps(report['agreement_ct_app70'])}")
 
 
 def timing(report: dict, budget: Budget, out: Path) -> None:
