@@ -49,7 +49,7 @@ def _print_version(value: bool) -> None:
     if value:
         from abm import __version__
 
-        out_console.print(f"abm {__version__} (torch {_torch_version()})", highlight=False)
+        out_console.print(f"abm {__version__} (torch {_torch_version()})", highlight=False, soft_wrap=True)
         raise typer.Exit()
 
 
@@ -210,9 +210,9 @@ def validate(
     verdict = Text.assemble(("ok", "green"), f" {file}: {label} {name!r} is valid")
     if show:
         sys.stdout.write(resolved)
-        err_console.print(verdict, highlight=False)
+        err_console.print(verdict, highlight=False, soft_wrap=True)
     else:
-        out_console.print(verdict, highlight=False)
+        out_console.print(verdict, highlight=False, soft_wrap=True)
 
 
 def refuse_learning_scenario(file: Path) -> None:
@@ -273,6 +273,7 @@ def note_left_off(file: Path, sets: list[str] | None) -> None:
                 f"note: interventions.{name} has no value, so {name} is off; write `{name}: {{}}` to turn it on "
                 "with its defaults",
                 highlight=False,
+                soft_wrap=True,
             )
 
 
@@ -303,6 +304,7 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
             f"note: {', '.join(given) or 'an option'} turns {name} on ({file} has no interventions.{name}); "
             "its other settings take their defaults",
             highlight=False,
+            soft_wrap=True,
         )
 
 
@@ -318,7 +320,7 @@ def note_idle(resolved: list) -> None:
         if not any(sc.seeding.infections.values())
     ]
     for text in dict.fromkeys(texts):
-        err_console.print(f"note: {text}", highlight=False)
+        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -370,11 +372,13 @@ def run(
             f"note: interventions.vaccination.daily_doses gives {vaccination.daily_doses} doses a day whatever the "
             f"population: {per_100k:,.0f} per 100,000 with --agents {agents} (daily_doses_per_100k scales instead)",
             highlight=False,
+            soft_wrap=True,
         )
     err_console.print(
         f"running {sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates} replicates, "
         f"{sc.simulation.days} days -> {target}",
         highlight=False,
+        soft_wrap=True,
     )
     with progress_bar("days") as bar:
         task = bar.add_task(
@@ -442,7 +446,7 @@ def learning_progress(bar: Progress) -> Callable[[str, int, int, str], None]:
         bar.update(tasks[label], completed=done)
         if done == total:
             bar.remove_task(tasks.pop(label))
-            bar.console.print(f"{label}: {note}", highlight=False)
+            bar.console.print(f"{label}: {note}", highlight=False, soft_wrap=True)
 
     return listen
 
@@ -522,14 +526,16 @@ def calibrate(
             f"note: --method gradient fits the transmission rate and weekly multipliers only; "
             f"{', '.join(summary['held_fixed'])} (in calibration.parameters) kept the scenario's values",
             highlight=False,
+            soft_wrap=True,
         )
     if summary["at_bounds"]:
         err_console.print(
             f"note: fitted at (or within 1% of) a bound: {', '.join(summary['at_bounds'])}; the fit may want a value "
             "outside calibration.parameters' bounds",
             highlight=False,
+            soft_wrap=True,
         )
-    out_console.print(f"results in {summary['folder']}", highlight=False)
+    out_console.print(f"results in {summary['folder']}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -639,7 +645,7 @@ def sweep(
             f"{row['total_cost_mean']:,.0f}",
         )
     out_console.print(table)
-    out_console.print(f"results in {target}", highlight=False)
+    out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -679,7 +685,7 @@ def compare(
 
     table = comp.table
     out_console.print(markdown(table, table_note(comp.runs, table)), highlight=False, soft_wrap=True)
-    out_console.print(f"report in {out / 'report.html'}", highlight=False)
+    out_console.print(f"report in {out / 'report.html'}", highlight=False, soft_wrap=True)
 
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Data files the project can use.")
@@ -711,14 +717,16 @@ def data_boundaries(
     if len(state) != 2:
         fail(f"--region {region}: the region has no state FIPS code (fips in region.yaml)")
     if from_ is None:
-        err_console.print(f"downloading {census_url(state)} ...", highlight=False)
+        err_console.print(f"downloading {census_url(state)} ...", highlight=False, soft_wrap=True)
     try:
         path = download_boundaries(state, timeout=timeout, source=from_, tracts=reg.tracts)
         shapes = shapes_from_file(reg.tracts, path)
     except BoundaryError as exc:
         err_console.print(Text.assemble(("error:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)
         raise typer.Exit(1 if from_ is None else 2) from None
-    out_console.print(f"cached {path}: {len(shapes.geometry)} tracts of {reg.name}; {shapes.source}", highlight=False)
+    out_console.print(
+        f"cached {path}: {len(shapes.geometry)} tracts of {reg.name}; {shapes.source}", highlight=False, soft_wrap=True
+    )
     if shapes.missing:
         err_console.print(
             f"note: {shapes.missing} of the region's {len(shapes.geoid)} tracts are not in the file. "
@@ -829,7 +837,7 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     table.add_row("total cost ($)", ms(s["total_cost"]))
     table.add_row("engine seconds", f"{engine_seconds:.2f}")
     out_console.print(table)
-    out_console.print(f"results in {target}", highlight=False)
+    out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -362,6 +362,21 @@ def test_validate_show_prints_every_value_and_round_trips(tmp_path):
     assert yaml.safe_load(learning.stdout)["name"] == "gmm_mapl"
 
 
+def test_one_line_messages_stay_on_one_line_when_piped(tmp_path):
+    """A message with a long path is not broken at the 80 columns rich assumes off a terminal, so
+    a log or grep sees it whole (CI failed once on a verdict wrapped by a longer checkout path)."""
+    deep = tmp_path / ("long_folder_name_" * 6) / "sub"
+    deep.mkdir(parents=True)
+    path = deep / "gmm.yaml"
+    path.write_text((SCENARIOS / "learning/gmm_mapl.yaml").read_text(), encoding="utf-8")
+    env = {**os.environ, "COLUMNS": "80"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "abm", "validate", str(path)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert len(f"ok {path}: learning scenario 'gmm_mapl' is valid") > 120
+    assert proc.returncode == 0 and proc.stdout == f"ok {path}: learning scenario 'gmm_mapl' is valid\n"
+
+
 def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
     for path in (SCENARIOS / "learning").glob("*.yaml"):
         result = runner.invoke(app, ["validate", str(path)])
