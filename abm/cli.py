@@ -173,7 +173,8 @@ def validate(
     with loading():
         from abm.calibration.observed import CalibrationError
         from abm.learning.errors import LearningScenarioError
-        from abm.scenario import ScenarioError, check_device, load_scenario
+        from abm.runs import check_population_settings
+        from abm.scenario import COMMAND_LINE, ScenarioError, check_device, load_scenario
 
     kind = learning_kind(file)
     if kind is not None and set_:
@@ -193,6 +194,7 @@ def validate(
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
             note_idle([sc])
+            check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
             if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
                 from abm.calibration.optimize import checked_inputs
 

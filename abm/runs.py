@@ -248,6 +248,23 @@ def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Popu
     return build_population(region, sc.population.agents, seed)
 
 
+def check_population_settings(sc: Scenario, source: str) -> None:
+    """Refuse a setting that the scenario's population makes impossible (an app adoption the age
+    weights cannot reach), as the run would once it has its population; the population is built
+    only when such a setting could be at stake."""
+    built: list[torch.Tensor] = []
+
+    def age_groups() -> torch.Tensor:
+        if not built:
+            pop = population_of(sc, load_region(sc.population.region))
+            built.append(torch.as_tensor(pop.age_group, dtype=torch.int64))
+        return built[0]
+
+    problems = sc.interventions.population_problems(age_groups)
+    if problems:
+        raise ScenarioError(f"{source}: {problems[0]}")
+
+
 def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simulation:
     """The engine for a scenario's settings on ``population``; ``changes`` replace any of
     :class:`Simulation`'s arguments (``replicates``, ``seed``, ``device``, ...)."""

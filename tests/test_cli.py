@@ -1070,6 +1070,33 @@ def test_a_setting_only_the_population_refuses_names_the_options(tmp_path):
     assert "--agents 2000 --days 5): interventions.digital_tracing.app_adoption: 0.95 cannot be reached" in text
 
 
+def test_validate_refuses_an_app_adoption_the_population_cannot_reach(monkeypatch):
+    """abm validate finds what the run would find once it has its population (the same message,
+    named by the file and its --set options), and builds the population only when age weights
+    of 0 put the adoption at stake."""
+    import abm.runs
+
+    src = str(SCENARIOS / "king_county/vacc_ct.yaml")
+    zero = "interventions.digital_tracing.age_weights=[0,0,1,1,1,1,1,1,1]"
+    args = ["validate", src, "--set", "population.agents=2000", "--set", zero]
+    result = runner.invoke(app, [*args, "--set", "interventions.digital_tracing.app_adoption=0.95"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "is valid" not in text
+    assert f"vacc_ct.yaml (with --set population.agents=2000 --set {zero} --set " in text
+    assert "interventions.digital_tracing.app_adoption: 0.95 cannot be reached with these age_weights" in text
+    # the two youngest groups hold about a fifth of King County: 0.7 is within reach
+    result = runner.invoke(app, [*args, "--set", "interventions.digital_tracing.app_adoption=0.7"])
+    assert result.exit_code == 0 and "is valid" in result.output
+
+    def no_population(*_args, **_kwargs):
+        raise AssertionError("the population was built")
+
+    monkeypatch.setattr(abm.runs, "population_of", no_population)
+    assert runner.invoke(app, ["validate", src]).exit_code == 0  # weights all above 0: nothing built
+    result = runner.invoke(app, [*args, "--set", "interventions.digital_tracing.app_adoption=0.95"])
+    assert isinstance(result.exception, AssertionError)  # with weights of 0 it is
+
+
 def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):
     """No initial infections is allowed (a run of vaccination costs alone) but named; a run with
     seeds has no such note."""

@@ -12,6 +12,7 @@ Fields read: ``positive_day`` (testing), ``isolated_history`` (quarantine) and, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import torch
@@ -31,7 +32,13 @@ class DigitalTracingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = Field(True, description=ENABLED_HELP)
-    app_adoption: float = Field(0.4, ge=0, le=1, description="average share of agents with the app")
+    app_adoption: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="average share of agents with the app; at most the share in age groups of weight above 0 "
+        "(abm validate checks it)",
+    )
     age_stratified: bool = Field(True, description="ownership follows age weights (else uniform)")
     age_weights: list[Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: list(APP_WEIGHTS),
@@ -88,19 +95,31 @@ class DigitalTracing(InterventionBase):
         """Notes when its notices would do less than asked (:func:`tracing_notes`)."""
         return tracing_notes(cls.name, cfg, on)
 
+    @classmethod
+    def population_problem(cls, cfg: Any, age_groups: Callable[[], torch.Tensor]) -> str | None:
+        """An ``app_adoption`` above the share of agents in age groups of weight above 0."""
+        if not cfg.age_stratified or min(cfg.age_weights) > 0 or cfg.app_adoption == 0:
+            return None
+        groups = age_groups()
+        positive = torch.tensor([w > 0 for w in cfg.age_weights], device=groups.device)
+        reachable = float(positive.index_select(0, groups).float().mean())
+        if cfg.app_adoption <= reachable + 1e-9:
+            return None
+        return (
+            f"interventions.digital_tracing.app_adoption: {cfg.app_adoption} cannot be reached with these "
+            f"age_weights: the age groups of weight 0 hold {1 - reachable:.1%} of the agents, so at most "
+            f"{reachable:.1%} can own the app; lower app_adoption or give those groups a weight above 0"
+        )
+
     def attach(self, sim: Simulation) -> None:
         c = self.cfg
-        w = torch.tensor(c.age_weights if c.age_stratified else [1.0] * 9, device=sim.device)
-        weights = w.index_select(0, sim.age_group[: sim.n]).float()
-        reachable = float((weights > 0).float().mean())
-        if c.app_adoption > reachable + 1e-9:
+        problem = self.population_problem(c, lambda: sim.age_group[: sim.n])
+        if problem is not None:
             from abm.scenario import ScenarioError  # the scenario module imports the interventions
 
-            raise ScenarioError(
-                f"interventions.digital_tracing.app_adoption: {c.app_adoption} cannot be reached with these "
-                f"age_weights: the age groups of weight 0 hold {1 - reachable:.1%} of the agents, so at most "
-                f"{reachable:.1%} can own the app; lower app_adoption or give those groups a weight above 0"
-            )
+            raise ScenarioError(problem)
+        w = torch.tensor(c.age_weights if c.age_stratified else [1.0] * 9, device=sim.device)
+        weights = w.index_select(0, sim.age_group[: sim.n]).float()
         p = ownership_probabilities(weights, c.app_adoption)
         u = sim.rand("app", -1, sim.total)
         self.has_app = sim.field("has_app", torch.bool, False)

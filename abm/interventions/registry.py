@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+
+if TYPE_CHECKING:
+    import torch
 
 REGISTRY: dict[str, type] = {}
 # The meaning of every intervention's ``enabled`` key (docs/scenarios.md).
@@ -60,6 +63,14 @@ class InterventionBase:
         ``on`` (name -> settings) in a run of ``days`` days; none by default."""
         return []
 
+    @classmethod
+    def population_problem(cls, cfg: Any, age_groups: Callable[[], torch.Tensor]) -> str | None:
+        """What in ``cfg`` the population makes impossible (a message naming the key), or None;
+        ``age_groups()`` gives each agent's age group, built only when a check needs it (so
+        ``abm validate`` builds the population only then). Checked by ``attach`` and by
+        ``abm validate``; none by default."""
+        return None
+
     def attach(self, sim: Any) -> None:
         """Create the state the intervention keeps; called once before day 0."""
 
@@ -106,6 +117,12 @@ class InterventionsBase(BaseModel):
             else:
                 notes += known[name].unused_settings(cfg, on, days)
         return notes
+
+    def population_problems(self, age_groups: Callable[[], torch.Tensor]) -> list[str]:
+        """The enabled interventions' :meth:`InterventionBase.population_problem` messages."""
+        known = registered()
+        found = (known[name].population_problem(cfg, age_groups) for name, cfg in self.enabled().items())
+        return [problem for problem in found if problem is not None]
 
     def build(self) -> list[Any]:
         """The enabled interventions."""
