@@ -264,6 +264,7 @@ def test_intervention_counts_in_the_timeseries_match_the_costs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     ts = pd.read_csv(out / "timeseries.csv").set_index(["day", "replicate"]).sort_index()
     costs = pd.read_csv(out / "costs.csv")
+    assert costs["count"].dtype == np.int64  # units are whole: written 3, not 3.0
     # item: (the timeseries' count, its price); RT-PCR tests cost $5 and doses $20 by default.
     ts["doses"] = ts["first_doses"] + ts["second_doses"]
     items = {

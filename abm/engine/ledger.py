@@ -12,11 +12,14 @@ class CostLedger:
 
     def __init__(self, replicates: int) -> None:
         self.replicates = replicates
-        self._rows: list[tuple[str, int, float, np.ndarray]] = []
+        self._rows: list[tuple[str, int, float, np.ndarray]] = []  # counts: int64 per replicate
 
     def book(self, item: str, day: int, counts: torch.Tensor, unit_cost: float) -> None:
-        """Book ``counts[r]`` units of ``item`` for replicate r at ``unit_cost`` each."""
-        c = counts.detach().to("cpu", torch.float64).numpy().reshape(self.replicates)
+        """Book ``counts[r]`` (whole) units of ``item`` for replicate r at ``unit_cost`` each."""
+        whole = counts.detach().to("cpu", torch.float64).numpy().reshape(self.replicates)
+        c = np.rint(whole).astype(np.int64)
+        if not np.array_equal(c, whole):
+            raise ValueError(f"{item}: counts must be whole units, got {whole.tolist()}")
         if c.any():
             self._rows.append((item, day, float(unit_cost), c))
 
