@@ -74,6 +74,18 @@ def test_capacities_that_differ_name_their_runs_and_differ_in_style():
 
 
 @pytest.mark.parametrize("name", list(plots.FIGURES))
+def test_a_one_day_run_shows_day_0_inside_every_axes_and_no_later_day(name):
+    """Day 0 lies inside the x axis of every panel (the age panels share their x axis: it was
+    widened once, then cut back to start at 0, leaving the day's marker half outside), and no
+    tick names a day the run did not simulate."""
+    fig = plots.FIGURES[name]([hand_run("ni", days=1)])
+    for ax in fig.axes:
+        left, right = ax.get_xlim()
+        assert left < 0 < right < 1, (name, ax.get_title(), (left, right))
+        assert [t for t in ax.get_xticks() if left <= t <= right] == [0], (name, ax.get_title())
+
+
+@pytest.mark.parametrize("name", list(plots.FIGURES))
 def test_a_longer_run_starts_at_day_0_and_shows_its_last_day(name):
     fig = plots.FIGURES[name]([hand_run("ni", days=5)])
     for ax in fig.axes:

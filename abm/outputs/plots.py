@@ -129,10 +129,11 @@ def _draw(ax: Any, b: pd.DataFrame, label: str, color: Any) -> None:
 
 
 def _days_axis(ax: Any) -> None:
-    """Whole days on the x axis, from day 0 (a one-day run still gets a readable axis)."""
+    """Whole days on the x axis, from day 0; a one-day run's day 0 in the middle of an axis with
+    no other day. The same whether called once or again (panels that share the axis)."""
     right = ax.get_xlim()[1]
-    ax.set_xlim(0 if right >= 1 else -0.5, max(right, 1.0))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(*((0, right) if right >= 1 else (-0.5, 0.5)))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def _colors(n: int) -> list[Any]:
