@@ -129,10 +129,11 @@ def _draw(ax: Any, b: pd.DataFrame, label: str, color: Any) -> None:
 
 
 def _days_axis(ax: Any) -> None:
-    """Whole days on the x axis, from day 0 (a one-day run still gets a readable axis)."""
+    """Whole days on the x axis, from day 0; a one-day run's day 0 in the middle of an axis with
+    no other day. The same whether called once or again (panels that share the axis)."""
     right = ax.get_xlim()[1]
-    ax.set_xlim(0 if right >= 1 else -0.5, max(right, 1.0))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(*((0, right) if right >= 1 else (-0.5, 0.5)))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def _colors(n: int) -> list[Any]:
@@ -169,8 +170,12 @@ def hospital_occupancy(runs: list[RunTables]) -> Figure:
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
     for run, color in zip(runs, _colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "hospital_occupancy", 1e5 / run.agents), run.label, color)
-    for beds in sorted({r.beds_per_100k for r in runs}):
-        ax.axhline(beds, color="black", linestyle="--", linewidth=1.2, label=f"capacity: {beds:g} beds per 100k")
+    capacities = sorted({r.beds_per_100k for r in runs})
+    for beds, style in zip(capacities, ["--", ":", "-."] * len(capacities), strict=False):
+        # runs of different capacities: each line names its runs (else it reads as every run's)
+        whose = "" if len(capacities) == 1 else " of " + ", ".join(r.label for r in runs if r.beds_per_100k == beds)
+        label = f"capacity{whose}: {beds:g} beds per 100k"
+        ax.axhline(beds, color="black", linestyle=style, linewidth=1.2, label=label)
     return _finish(fig, ax, "Hospital occupancy against capacity", "beds in use per 100,000", runs)
 
 

@@ -1,0 +1,105 @@
+"""The run and comparison plots on hand-built runs (no simulation): what each axes draws and
+how it is labelled."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from abm.outputs import plots
+
+
+def hand_run(label: str, days: int = 5, replicates: int = 2, beds_per_100k: float = 55.0) -> plots.RunTables:
+    """A run of 1,000 agents (100 an age group, 9 groups): every count is day + replicate."""
+    agents = 1000
+    day = np.tile(np.arange(days), replicates)
+    rep = np.repeat(np.arange(replicates), days)
+    value = (day + rep).astype(float)
+    ts = pd.DataFrame(
+        {
+            "day": day,
+            "replicate": rep,
+            "hospital_occupancy": value,
+            "new_infections": value,
+            "cumulative_infected": value,
+        }
+    )
+    by_age = pd.concat(
+        [
+            ts.assign(age_group=group, agents=100)[["day", "replicate", "age_group", "agents", "cumulative_infected"]]
+            for group in plots.AGE_GROUP_LABELS
+        ]
+    )
+    costs = pd.DataFrame({"item": [], "day": [], "replicate": [], "count": [], "unit_cost": []})
+    summary = {
+        "scenario": label,
+        "agents": agents,
+        "days": days,
+        "replicates": replicates,
+        "hospital_capacity": {"beds_per_100k": beds_per_100k},
+    }
+    return plots.RunTables(label, ts, by_age, costs, summary)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def capacity_labels(fig: matplotlib.figure.Figure) -> list[str]:
+    return [line.get_label() for line in fig.axes[0].lines if line.get_label().startswith("capacity")]
+
+
+def test_one_capacity_is_labelled_by_its_value():
+    fig = plots.hospital_occupancy([hand_run("ni"), hand_run("vacc")])
+    assert capacity_labels(fig) == ["capacity: 55 beds per 100k"]
+
+
+def test_capacities_that_differ_name_their_runs_and_differ_in_style():
+    """Two runs of different capacities: each dashed line says whose capacity it is (two lines
+    both labelled 'capacity' read as if both applied to every run)."""
+    runs = [hand_run("ni", beds_per_100k=55), hand_run("low", beds_per_100k=30), hand_run("sq", beds_per_100k=55)]
+    fig = plots.hospital_occupancy(runs)
+    assert capacity_labels(fig) == ["capacity of low: 30 beds per 100k", "capacity of ni, sq: 55 beds per 100k"]
+    lines = [line for line in fig.axes[0].lines if line.get_label().startswith("capacity")]
+    assert [line.get_ydata()[0] for line in lines] == [30, 55]
+    assert lines[0].get_linestyle() != lines[1].get_linestyle()
+
+
+@pytest.mark.parametrize("name", list(plots.FIGURES))
+def test_a_one_day_run_shows_day_0_inside_every_axes_and_no_later_day(name):
+    """Day 0 lies inside the x axis of every panel (the age panels share their x axis: it was
+    widened once, then cut back to start at 0, leaving the day's marker half outside), and no
+    tick names a day the run did not simulate."""
+    fig = plots.FIGURES[name]([hand_run("ni", days=1)])
+    for ax in fig.axes:
+        left, right = ax.get_xlim()
+        assert left < 0 < right < 1, (name, ax.get_title(), (left, right))
+        assert [t for t in ax.get_xticks() if left <= t <= right] == [0], (name, ax.get_title())
+
+
+@pytest.mark.parametrize("name", list(plots.FIGURES))
+def test_a_longer_run_starts_at_day_0_and_shows_its_last_day(name):
+    fig = plots.FIGURES[name]([hand_run("ni", days=5)])
+    for ax in fig.axes:
+        left, right = ax.get_xlim()
+        assert left == 0 and right >= 4, (name, ax.get_title(), (left, right))
+
+
+def test_lines_are_the_means_over_replicates_per_100k_and_in_percent():
+    run = hand_run("ni", days=3, replicates=2)  # day d: replicates d and d + 1, mean d + 0.5
+    mean = np.arange(3) + 0.5
+    hosp = plots.hospital_occupancy([run]).axes[0].lines[0].get_ydata()
+    assert hosp == pytest.approx(mean * 100)  # per 100,000 of 1,000 agents
+    cum = plots.cumulative_infections([run]).axes[0].lines[0].get_ydata()
+    assert cum == pytest.approx(mean / 10)  # percent of 1,000 agents
+    by_age = plots.cumulative_by_age([run])
+    for ax in by_age.axes:
+        assert ax.lines[0].get_ydata() == pytest.approx(mean)  # percent of 100 agents
