@@ -193,6 +193,7 @@ def validate(
         else:
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
+            note_left_off(file, set_)
             note_idle([sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
             if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
@@ -259,24 +260,34 @@ def learning_kind(file: Path) -> str | None:
 
 def note_left_off(file: Path, sets: list[str] | None) -> None:
     """A note for each intervention whose key is present with no value (``vaccination:``): it is
-    off (a file that extends another turns one off so), while ``{}`` turns it on."""
-    from abm.scenario import ScenarioError, apply_set, read_scenario_data
+    off (a file that extends another turns one off so), while ``{}`` turns it on; and for each
+    ``--set`` whose mapping replaces one of the file's and so drops keys the file gives."""
+    from abm.scenario import ScenarioError, apply_set, dotted, read_scenario_data, replaced_keys
 
+    notes = []
     try:
         data = read_scenario_data(file)
         for item in sets or []:
+            dropped = replaced_keys(data, item)
+            if dropped:
+                key = dotted(item.partition("=")[0].strip())
+                notes.append(
+                    f"--set {item} replaces {key} as a whole, so {', '.join(dropped)} given by {file} "
+                    f"{'is' if len(dropped) == 1 else 'are'} dropped; to change one entry and keep the others, "
+                    f"write --set {key}.NAME=VALUE"
+                )
             data = apply_set(data, item)
     except ScenarioError:
         return
     interventions = data.get("interventions")
     for name, value in interventions.items() if isinstance(interventions, dict) else []:
         if value is None:
-            err_console.print(
-                f"note: interventions.{name} has no value, so {name} is off; write `{name}: {{}}` to turn it on "
-                "with its defaults",
-                highlight=False,
-                soft_wrap=True,
+            notes.append(
+                f"interventions.{name} has no value, so {name} is off; write `{name}: {{}}` to turn it on "
+                "with its defaults"
             )
+    for text in notes:
+        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
 def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]], overrides: dict) -> None:
@@ -502,6 +513,7 @@ def calibrate(
     if ray_address is not None and backend != "ray":
         fail(f"--ray-address: only used with --backend ray, not with --backend {backend}")
     refuse_learning_scenario(file)
+    note_left_off(file, set_)
     unit = "step" if method == "gradient" else "trial"
     with stop_on_interrupt(out or "runs/<name>-calibration"):
         try:

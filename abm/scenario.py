@@ -341,6 +341,25 @@ def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> d
         node = child
 
 
+def replaced_keys(data: dict[str, Any], assignment: str) -> list[str]:
+    """The keys of the mapping at ``assignment``'s key path that its value leaves out: a mapping
+    given to ``--set`` replaces the mapping there as a whole (``extends`` merges instead), so
+    those keys are dropped. Empty when the value is not a mapping or the path holds none."""
+    key, _, text = assignment.partition("=")
+    try:
+        value = load_yaml(text)
+    except yaml.YAMLError:
+        return []
+    node: Any = data
+    for part in dotted(key).split("."):
+        if not isinstance(node, dict) or part not in node:
+            return []
+        node = node[part]
+    if not isinstance(value, dict) or not isinstance(node, dict):
+        return []
+    return [str(k) for k in node if k not in value]
+
+
 def key_origin(path: str | Path) -> Callable[[tuple[Any, ...]], Path | None]:
     """For a scenario file, a function from a key path to the file of its ``extends`` chain that
     sets it (the file itself first), or None where none does (a default)."""

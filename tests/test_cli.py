@@ -1098,6 +1098,20 @@ def test_validate_refuses_an_app_adoption_the_population_cannot_reach(monkeypatc
     assert isinstance(result.exception, AssertionError)  # with weights of 0 it is
 
 
+def test_a_set_mapping_that_drops_the_files_keys_gets_a_note():
+    """--set KEY={...} replaces the mapping (extends merges): the keys the file gave there and the
+    value leaves out are named; setting one entry, or a mapping that keeps every key, gets none."""
+    src = str(SCENARIOS / "reference/ct_app70.yaml")  # app_adoption 0.7, uniform, among others
+    result = runner.invoke(app, ["validate", src, "--set", "interventions.digital_tracing={compliance: 0.5}"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and "is valid" in text
+    assert "note: --set interventions.digital_tracing={compliance: 0.5} replaces interventions.digital_tracing" in text
+    assert "so app_adoption, age_stratified," in text and "write --set interventions.digital_tracing.NAME=VALUE" in text
+    for item in ("interventions.digital_tracing.compliance=0.5", "simulation={days: 30, replicates: 10, seed: 1234}"):
+        result = runner.invoke(app, ["validate", src, "--set", item])
+        assert result.exit_code == 0 and "note:" not in result.output, result.output
+
+
 def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):
     """No initial infections is allowed (a run of vaccination costs alone) but named; a run with
     seeds has no such note."""

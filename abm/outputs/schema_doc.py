@@ -21,7 +21,9 @@ HEADER = """# Scenario reference
 Generated from the schema by `python -m abm.outputs.schema_doc > docs/scenarios.md`; do not edit
 by hand. A scenario is YAML; unknown keys are refused. `extends: other.yaml` takes another
 scenario and changes only what differs; `--set key.path=value` overrides from the command line
-(a list item by its index: `disease.dwell_times[0].shape=2`). Each section lists its keys with
+(a list item by its index: `disease.dwell_times[0].shape=2`); a mapping given to `--set`
+replaces the one there as a whole, where `extends` merges key by key, so to change one entry give
+its full path (`--set interventions.testing.start_day=10`). Each section lists its keys with
 type, default, allowed range and meaning (units are in the meaning). `key[]` is an entry of a
 list; `key.<name>` an entry of a mapping. Interventions are off unless their key is present
 (`testing: {}` turns testing on with its defaults). A default too long for the table ends in `...`;
