@@ -248,17 +248,22 @@ def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Popu
     return build_population(region, sc.population.agents, seed)
 
 
-def check_population_settings(sc: Scenario, source: str) -> None:
-    """Refuse a setting that the scenario's population makes impossible (an app adoption the age
-    weights cannot reach), as the run would once it has its population; the population is built
-    only when such a setting could be at stake."""
-    built: list[torch.Tensor] = []
+def check_population_settings(
+    sc: Scenario, source: str, seed: int | None = None, built: dict[tuple[str, int], torch.Tensor] | None = None
+) -> None:
+    """Refuse a setting that the scenario's population (drawn from ``seed``, default
+    ``simulation.seed``) makes impossible, such as an app adoption the age weights cannot reach, as
+    the run would once it has its population. The population is built only when such a setting
+    could be at stake, and kept in ``built`` (by population settings and seed) for the next call."""
+    seed = sc.simulation.seed if seed is None else seed
+    built = {} if built is None else built
+    key = (sc.population.model_dump_json(), seed)
 
     def age_groups() -> torch.Tensor:
-        if not built:
-            pop = population_of(sc, load_region(sc.population.region))
-            built.append(torch.as_tensor(pop.age_group, dtype=torch.int64))
-        return built[0]
+        if key not in built:
+            pop = population_of(sc, load_region(sc.population.region), seed)
+            built[key] = torch.as_tensor(pop.age_group, dtype=torch.int64)
+        return built[key]
 
     problems = sc.interventions.population_problems(age_groups)
     if problems:

@@ -47,7 +47,7 @@ from abm.parallel import (
     ray_session,
     run_and_release,
 )
-from abm.runs import OVERRIDE_KEYS, resolve
+from abm.runs import OVERRIDE_KEYS, check_population_settings, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import COMMAND_LINE, PYTHON, OptionNames, Scenario, ScenarioError, overlaps, yaml_problem
 from abm.yaml_loader import load_yaml
@@ -309,6 +309,13 @@ def plan(
         variants.append(sc)
         assignments.append({"values": values, "texts": texts})
     n_rep = replicates if replicates is not None else variants[0].simulation.replicates
+    source, built = names.scenario(str(scenario), list(sets or []), list(given.items())), {}
+    for sc, assignment in zip(variants, assignments, strict=True):  # each replicate draws its own population
+        where = ", ".join(f"{a.key}={t}" for a, t in zip(axes, assignment["texts"], strict=True))
+        for r in range(n_rep):
+            seed = sc.simulation.seed + r
+            whose = f" (replicate {r}, seed {seed})" if n_rep > 1 else ""
+            check_population_settings(sc, f"{names.name('sweep')} {where}{whose}: {source}", seed, built)
     return SweepPlan(str(scenario), axes, n_rep, variants, assignments)
 
 

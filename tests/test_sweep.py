@@ -310,6 +310,29 @@ def test_a_bad_swept_value_is_named_by_the_sweep_not_as_a_set_nobody_gave(tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_variant_its_population_refuses_is_found_before_anything_runs(tmp_path, monkeypatch):
+    """An app adoption that one variant's population cannot reach (age weights of 0) is refused
+    when the sweep is planned, naming the variant, its replicate and the options; nothing runs."""
+    import abm.sweep
+
+    def no_run(*_args, **_kwargs):
+        raise AssertionError("a variant ran")
+
+    monkeypatch.setattr(abm.sweep, "run_scenario", no_run)
+    zero = "interventions.digital_tracing.age_weights=[0,0,1,1,1,1,1,1,1]"
+    src = SCENARIO.parent / "vacc_ct.yaml"
+    args = ["sweep", str(src), "--agents", "2000", "--days", "5", "--replicates", "2", "--set", zero]
+    args += ["--sweep", "interventions.digital_tracing.app_adoption=0.5,0.95", "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, args)
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2 and list(tmp_path.iterdir()) == [], flat
+    assert (
+        f"error: --sweep interventions.digital_tracing.app_adoption=0.95 (replicate 0, seed 1234): {src} "
+        f"(with --set {zero} --agents 2000 --days 5): interventions.digital_tracing.app_adoption: 0.95 cannot be "
+        "reached" in flat
+    ), flat
+
+
 def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     out = tmp_path / "sw"
     result = runner.invoke(
