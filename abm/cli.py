@@ -505,13 +505,15 @@ def calibrate(
     with loading():
         from abm.calibration.observed import CalibrationError
         from abm.calibration.optimize import calibrate as fit
-        from abm.parallel import WorkerLost
+        from abm.parallel import WorkerLost, check_ray_address
         from abm.scenario import COMMAND_LINE, ScenarioError
 
     if trials is not None and trials < 1:
         fail(f"--trials: {trials} is not allowed; give at least 1")
-    if ray_address is not None and backend != "ray":
-        fail(f"--ray-address: only used with --backend ray, not with --backend {backend}")
+    try:
+        check_ray_address(ray_address, backend, CalibrationError, COMMAND_LINE)
+    except CalibrationError as exc:
+        fail(str(exc))
     refuse_learning_scenario(file)
     note_left_off(file, set_)
     unit = "step" if method == "gradient" else "trial"
@@ -590,7 +592,7 @@ def sweep(
     folder is written (a full disk; nothing is written); 130 after Ctrl-C, 143
     after SIGTERM (nothing is written, no worker is left running)."""
     with loading():
-        from abm.parallel import WorkerLost, check_workers
+        from abm.parallel import WorkerLost, check_ray_address, check_workers
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
         from abm.sweep import BACKENDS, plan, run_sweep
 
@@ -600,6 +602,7 @@ def sweep(
         fail(f"--backend: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     try:
         check_workers(workers, ScenarioError)
+        check_ray_address(ray_address, backend, ScenarioError, COMMAND_LINE)
     except ScenarioError as exc:
         fail(str(exc))
     refuse_learning_scenario(file)

@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 import warnings
@@ -227,17 +228,63 @@ class ProcessPool:
                 yield index[future], result
 
 
+def check_ray_address(address: str | None, backend: str, error: type[Exception], names: OptionNames) -> None:
+    """The address of a Ray cluster is only for the Ray backend: refused, with ``error``, with
+    any other, rather than ignored. Messages name the options as ``names`` does."""
+    if address is not None and backend != "ray":
+        raise error(
+            f"{names.name('ray-address')}: only used with {names.given('backend', 'ray')}, "
+            f"not with {names.given('backend', backend)}"
+        )
+
+
+CONNECT_SECONDS = 5.0  # how long ray_session waits for a cluster's address to answer
+
+
+def check_ray_reachable(address: str | None, given: str, error: type[Exception]) -> None:
+    """``address`` (else ``RAY_ADDRESS``; ``auto``, ``local`` or none: Ray finds or starts one)
+    is ``host:port`` (or ``ray://host:port``) where something answers within
+    :data:`CONNECT_SECONDS`, else ``error`` naming it (``given``: as the caller gave it, e.g.
+    ``--ray-address ADDR``). Ray itself takes a malformed address with a traceback, and retries
+    an unreachable one for about 12 minutes, while :func:`ray_session` holds Ctrl-C back."""
+    if address is None:
+        address = os.environ.get("RAY_ADDRESS") or None
+        given = f"RAY_ADDRESS={address}"
+    if address is None or address in ("auto", "local"):
+        return
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise error(
+            f"{given}: not an address; give host:port of the Ray cluster's head node (e.g. 10.0.0.5:6379), "
+            "or leave it out to start a local Ray"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        why = exc.strerror or f"no answer in {CONNECT_SECONDS:g} s"
+        raise error(
+            f"{given}: no Ray cluster answers there ({why}); start one with `ray start --head`, "
+            "or leave it out to start a local Ray"
+        ) from None
+
+
 @contextmanager
-def ray_session(address: str | None, error: type[Exception], backend: str = "--backend ray") -> Iterator[ModuleType]:
+def ray_session(
+    address: str | None, error: type[Exception], backend: str = "--backend ray", given: str | None = None
+) -> Iterator[ModuleType]:
     """The ``ray`` module, connected: to the Ray instance this process already uses, else to
-    ``address`` (or ``RAY_ADDRESS``), else to a local instance started here and shut down on
-    exit. A missing Ray raises ``error`` with the install hint, naming the choice of Ray as the
-    caller gave it (``backend``: ``--backend ray``, or ``backend='ray'`` from Python)."""
+    ``address`` (or ``RAY_ADDRESS``; checked first: :func:`check_ray_reachable`, naming it as
+    ``given``, by default ``--ray-address ADDR``), else to a local instance started here and
+    shut down on exit. A missing Ray raises ``error`` with the install hint, naming the choice
+    of Ray as the caller gave it (``backend``: ``--backend ray``, or ``backend='ray'`` from
+    Python)."""
     try:
         import ray
     except ImportError as exc:
         raise error(f"{backend}: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
     started = not ray.is_initialized()
+    if started:
+        check_ray_reachable(address, given or f"--ray-address {address}", error)
     try:
         if started:
             # Ray's processes start with SIGINT blocked (they inherit the mask): a Ctrl-C at the

@@ -481,7 +481,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
 
 
 # The Python API's arguments for the command line's repeatable options (``abm.run(sets=[...])``).
-PYTHON_ARGUMENTS = {"set": "sets", "sweep": "sweeps"}
+PYTHON_ARGUMENTS = {"set": "sets", "sweep": "sweeps", "ray-address": "ray_address"}
 
 
 @dataclass(frozen=True)
@@ -505,7 +505,7 @@ class OptionNames:
 
     def given(self, option: str, value: Any) -> str:
         """An option with its value: ``--agents 0`` or ``agents=0``."""
-        return f"{option}={value!r}" if self.python else f"--{option} {value}"
+        return f"{self.name(option)}={value!r}" if self.python else f"--{option} {value}"
 
     def item(self, option: str, text: str | None = None) -> str:
         """One use of a repeatable option: ``--sweep key=1,2`` or ``sweeps item 'key=1,2'``

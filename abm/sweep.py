@@ -41,6 +41,7 @@ from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
 from abm.parallel import (
     ProcessPool,
+    check_ray_address,
     check_ray_device,
     check_workers,
     ray_finished,
@@ -389,6 +390,7 @@ def run_ray(
     address: str | None = None,
     workers: int | None = None,
     backend: str = "--backend ray",
+    given: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
     the cluster takes) and return the results in task order.
@@ -396,11 +398,12 @@ def run_ray(
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
     On a cluster, every node needs this package installed (e.g. the cluster's image). Messages
-    name the choice of Ray as ``backend`` says (``--backend ray`` or ``backend='ray'``)."""
+    name the choice of Ray as ``backend`` says (``--backend ray`` or ``backend='ray'``), and the
+    address as ``given`` does (``--ray-address ADDR`` or ``ray_address='ADDR'``)."""
     for t in tasks:
         check_ray_device(t.scenario["simulation"]["device"], t.scenario["name"], ScenarioError, backend)
     on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
-    with ray_session(address, ScenarioError, backend) as ray:
+    with ray_session(address, ScenarioError, backend, given) as ray:
         if on_gpu and not ray.cluster_resources().get("GPU", 0):
             raise ScenarioError(
                 f"{on_gpu[0].scenario['name']}: simulation.device: 'cuda' is not allowed here: "
@@ -498,6 +501,7 @@ def run_sweep(
     if backend not in BACKENDS:
         raise ScenarioError(f"{names.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     check_workers(workers, ScenarioError, names.name("workers"))
+    check_ray_address(ray_address, backend, ScenarioError, names)
     sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, names=names, **overrides)
     tasks = sp.tasks
     count = 0
@@ -513,7 +517,9 @@ def run_sweep(
     results = (
         run_local(tasks, done, workers or 1, names)
         if local
-        else run_ray(tasks, done, ray_address, workers, names.given("backend", "ray"))
+        else run_ray(
+            tasks, done, ray_address, workers, names.given("backend", "ray"), names.given("ray-address", ray_address)
+        )
     )
     wall = time.perf_counter() - t0
     table, summary = combine(sp, results)

@@ -58,3 +58,34 @@ def test_unknown_backend_is_refused(tmp_path):
     assert result.exit_code == 2
     assert "--backend: 'dask' is not allowed; allowed: local, ray" in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ray-address", "127.0.0.1:6379"], "error: --ray-address: only used with --backend ray, not with"),
+        (["--backend", "ray", "--ray-address", "notanaddress"], "error: --ray-address notanaddress: not an"),
+        (["--backend", "ray", "--ray-address", "127.0.0.1:1"], "error: --ray-address 127.0.0.1:1: no Ray cluster"),
+    ],
+)
+def test_a_ray_address_that_cannot_be_used_is_refused_before_ray_starts(tmp_path, args, message):
+    """A malformed address gave Ray's traceback (exit 1), an unreachable one 12 minutes of Ray's
+    retries during which Ctrl-C waited; now one message, exit 2, nothing written."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--out", str(out), *args])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert message in flat and flat.count("error:") == 1
+    assert not out.exists()
+
+
+def test_a_ray_address_without_ray_is_refused_from_python(tmp_path):
+    from abm.calibration.observed import CalibrationError
+    from abm.calibration.optimize import calibrate
+
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    only = r"^ray_address: only used with backend='ray', not with backend='local'$"
+    with pytest.raises(CalibrationError, match=only):
+        calibrate(path, tmp_path / "out", ray_address="127.0.0.1:6379")
+    assert not (tmp_path / "out").exists()

@@ -477,3 +477,34 @@ def test_combine_of_hand_made_results():
     assert (one.hospitalizations_change_per_100k, one.hospitalizations_change_low) == (-500.0, -500.0)
     assert one.total_cost_change_per_100k == pytest.approx(2000.0)  # 1,500 and 2,500 per 100,000
     assert summary.iloc[0].filter(like="_change_").isna().all()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (  # ignored before: the sweep ran here, on --backend local
+            ["--ray-address", "127.0.0.1:6379"],
+            "error: --ray-address: only used with --backend ray, not with --backend local",
+        ),
+        (  # a traceback from Ray before (exit 1)
+            ["--backend", "ray", "--ray-address", "notanaddress"],
+            "error: --ray-address notanaddress: not an address; give host:port",
+        ),
+        (  # Ray retried it for about 12 minutes before, deaf to Ctrl-C meanwhile
+            ["--backend", "ray", "--ray-address", "127.0.0.1:1"],
+            "error: --ray-address 127.0.0.1:1: no Ray cluster answers there",
+        ),
+    ],
+)
+def test_a_ray_address_that_cannot_be_used_is_refused_before_ray_starts(tmp_path, args, message):
+    out = tmp_path / "sweep"
+    result = runner.invoke(app, ["sweep", str(SCENARIO), "--sweep", "simulation.days=5", "--out", str(out), *args])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert message in flat and flat.count("error:") == 1
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_ray_address_without_ray_is_refused_from_python():
+    with pytest.raises(ScenarioError, match=r"^ray_address: only used with backend='ray', not with backend='local'$"):
+        run_sweep(SCENARIO, ["simulation.days=5"], ray_address="127.0.0.1:6379", **TINY)

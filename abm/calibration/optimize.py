@@ -37,6 +37,7 @@ from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
 from abm.parallel import (
     ProcessPool,
+    check_ray_address,
     check_ray_device,
     check_workers,
     in_order,
@@ -363,7 +364,7 @@ def trial_runner(
     if backend == "ray":
         on_ray = names.given("backend", "ray")
         check_ray_device(device, source, CalibrationError, on_ray)
-        with ray_session(address, CalibrationError, on_ray) as ray:
+        with ray_session(address, CalibrationError, on_ray, names.given("ray-address", address)) as ray:
             resources = ray.cluster_resources()
             gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
             if device == "cuda" and gpus == 0:
@@ -472,11 +473,17 @@ class _Fit:
 
 
 def _check_options(
-    method: str, backend: str, workers: int | None, names: OptionNames, trials: int | None = None
+    method: str,
+    backend: str,
+    workers: int | None,
+    names: OptionNames,
+    trials: int | None = None,
+    ray_address: str | None = None,
 ) -> None:
-    """Refuse an unknown method or backend, a bad number of trials (or steps) or workers, and a
-    backend other than local or any workers for the gradient, whose steps run one after the
-    other; messages name the options as ``names`` does (``--method`` or ``method``)."""
+    """Refuse an unknown method or backend, a bad number of trials (or steps) or workers, a Ray
+    address without the Ray backend, and a backend other than local or any workers for the
+    gradient, whose steps run one after the other; messages name the options as ``names`` does
+    (``--method`` or ``method``)."""
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
         # 0 was taken as "the scenario's count" and -1 ended in Optuna's "No trials are completed yet"
         raise CalibrationError(f"{names.name('trials')}: {trials!r} is not allowed; give a whole number, at least 1")
@@ -485,6 +492,7 @@ def _check_options(
     if backend not in BACKENDS:
         raise CalibrationError(f"{names.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     check_workers(workers, CalibrationError, names.name("workers"))
+    check_ray_address(ray_address, backend, CalibrationError, names)
     gradient = names.given("method", "gradient")
     if method == "gradient" and backend != "local":
         raise CalibrationError(f"{names.name('backend')}: {backend!r} is not allowed with {gradient}; allowed: local")
@@ -637,7 +645,7 @@ def calibrate(
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
     ``workers``. Messages name the arguments as Python has them (``method``, ``sets``); ``abm
     calibrate`` gives ``names=COMMAND_LINE`` (``--method``, ``--set``)."""
-    _check_options(method, backend, workers, names, trials)
+    _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method, names)
     source = names.scenario(str(path), list(sets or []), [])
