@@ -436,3 +436,18 @@ def test_markdown_names_the_estimated_parameters_only():
     md = markdown(report)
     assert "Estimates (transmission multiplier, seeding) and ND per institution:" in md
     assert "| local | 1.1, 12 (ND 0.30) |" in md
+
+
+def test_round_curves_tick_whole_rounds(tmp_path, monkeypatch):
+    """curves.png's x axis counts rounds: a run of a few rounds must not tick 1.5 rounds."""
+    from abm.learning import report as learning_report
+
+    figures = []
+    monkeypatch.setattr(learning_report, "save_figure", lambda fig, path, files=None: figures.append(fig))
+    protocols = {"local": {"history": [0.4, 0.5, 0.5, 0.6]}, "fedavg": {"history": [0.5, 0.6, 0.6, 0.7]}}
+    learning_report.plot_round_curves(protocols, "mean recovery accuracy", tmp_path / "curves.png")
+    ax = figures[0].axes[0]
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    assert ax.get_xlabel() == "round"
