@@ -39,10 +39,12 @@ def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> Non
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for k, (name, prot) in enumerate(protocols.items()):
         ax.plot(np.arange(1, len(prot["history"]) + 1), prot["history"], label=name, **line_style(k))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)

@@ -95,6 +95,10 @@ def _curves(per_protocol: dict[str, list[dict[str, Any]]]) -> Any:
     return {k: [row.pop("curve") for row in rows] for k, rows in per_protocol.items()}
 
 
+_ESTIMATE_LABELS = {"transmission": "transmission multiplier"}
+"""How the estimates table's caption names a free parameter (default: its name)."""
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The report's results table and per-institution details as Markdown."""
     names = [i["name"] for i in report["institutions"]]
@@ -144,7 +148,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{dp['releases']} noisy releases in {dp['rounds']} rounds ({dp['accountant']} accountant), clip "
                 f"{dp['clip']:g}, noise multiplier {dp['noise_multiplier']:.3g}.",
             ]
-    lines += ["", "Estimates (transmission multiplier, seeding, ascertainment) and ND per institution:", ""]
+    estimated = ", ".join(_ESTIMATE_LABELS.get(name, name) for name in report["parameters"])
+    lines += ["", f"Estimates ({estimated}) and ND per institution:", ""]
     lines.append("| protocol | " + " | ".join(names) + " |")
     lines.append("|---|" + "---|" * len(names))
     for key, r in report["protocols"].items():

@@ -402,3 +402,52 @@ def test_bad_scenario_exits_2_and_writes_nothing(tmp_path, edit, message):
     assert str(bad) in result.stderr and message in result.stderr
     assert result.stderr.count("\n") == 1
     assert not out.exists()
+
+
+def test_markdown_names_the_estimated_parameters_only():
+    """The estimates table's caption lists the scenario's free parameters, in the order of the
+    values in its cells: without ascertainment it must not promise an ascertainment value."""
+    from abm.private_calibration.report import markdown
+
+    row = {
+        "recovery": 0.5,
+        "estimate": {"transmission": 1.1, "seeding": 12.0},
+        "nd_mean": 0.3,
+    }
+    prot = {
+        "institutions": [row],
+        "mean_recovery": 0.5,
+        "mcg": 0.0,
+        "cgs": 0.0,
+        "min_gain": 0.0,
+        "mean_nd": 0.3,
+        "bytes_total": 0,
+        "wall_time_s": 0.1,
+    }
+    report = {
+        "scenario": "s",
+        "mode": "known_truth",
+        "note": "n",
+        "joint_classes": 4,
+        "parameters": {"transmission": {}, "seeding": {}},
+        "institutions": [{"name": "A", "truth": {"transmission": 1.2, "seeding": 10.0}}],
+        "protocols": {"local": prot},
+    }
+    md = markdown(report)
+    assert "Estimates (transmission multiplier, seeding) and ND per institution:" in md
+    assert "| local | 1.1, 12 (ND 0.30) |" in md
+
+
+def test_round_curves_tick_whole_rounds(tmp_path, monkeypatch):
+    """curves.png's x axis counts rounds: a run of a few rounds must not tick 1.5 rounds."""
+    from abm.learning import report as learning_report
+
+    figures = []
+    monkeypatch.setattr(learning_report, "save_figure", lambda fig, path, files=None: figures.append(fig))
+    protocols = {"local": {"history": [0.4, 0.5, 0.5, 0.6]}, "fedavg": {"history": [0.5, 0.6, 0.6, 0.7]}}
+    learning_report.plot_round_curves(protocols, "mean recovery accuracy", tmp_path / "curves.png")
+    ax = figures[0].axes[0]
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    assert ax.get_xlabel() == "round"
