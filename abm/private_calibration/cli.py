@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 
 def learn(file: Path, out: Path | None = None, runner: str | None = None) -> None:
@@ -24,17 +26,32 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     report = run_or_exit(
         lambda: run_private_calibration(file, target, runner), target, file, "private_calibration", header
     )
+    print("\n".join(summary_lines(report)))
+    print(f"report: {target / 'report.json'}")
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """The console table of a private-calibration report: per protocol, recovery (overall and per
+    institution), MCG, CGS, the same under each institution's own prior ("n/a" where the scenario
+    evaluates none: ``own_holdout_simulations: 0``), ND and megabytes sent; then what the columns mean."""
+
+    def own(value: float, spec: str) -> str:
+        return "n/a" if math.isnan(value) else format(value, spec)
+
     names = [i["name"] for i in report["institutions"]]
-    print(
+    lines = [
         f"{'protocol':<18}{'recovery':>9}"
         + "".join(f"{n[:9]:>10}" for n in names)
         + f"{'MCG':>8}{'CGS':>7}{'own rec':>9}{'own MCG':>9}{'ND':>7}{'MB':>8}"
-    )
+    ]
     for key, r in report["protocols"].items():
         per = "".join(f"{row['recovery']:>10.3f}" for row in r["institutions"])
-        print(
+        lines.append(
             f"{key:<18}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
-            f"{r['mean_recovery_own']:>9.3f}{r['mcg_own']:>+9.3f}{r['mean_nd']:>7.2f}{r['bytes_total'] / 1e6:>8.2f}"
+            f"{own(r['mean_recovery_own'], '.3f'):>9}{own(r['mcg_own'], '+.3f'):>9}{r['mean_nd']:>7.2f}"
+            f"{r['bytes_total'] / 1e6:>8.2f}"
         )
-    print("recovery: held-out simulations over the full range; own rec, own MCG: under each institution's own prior")
-    print(f"report: {target / 'report.json'}")
+    lines.append(
+        "recovery: held-out simulations over the full range; own rec, own MCG: under each institution's own prior"
+    )
+    return lines

@@ -180,11 +180,15 @@ def build_institutions(scenario: PrivateCalibrationScenario, base: Path) -> tupl
     return institutions, model
 
 
+FIXED_ASCERTAINMENT = 0.2
+"""The share of symptomatic infections reported as cases when ascertainment is not a free parameter."""
+
+
 def build_institution(scenario: PrivateCalibrationScenario, model: Scenario, county: Region, k: int) -> Institution:
     """Institution ``k``: its population, observed series and pairs, from (scenario seed, k) only."""
     grid = scenario.grid()
     section = scenario.model
-    fixed_asc = 0.2  # used only when ascertainment is not a free parameter
+    fixed_asc = FIXED_ASCERTAINMENT  # used only when ascertainment is not a free parameter
     spec = scenario.institutions[k]
     rng = np.random.default_rng([scenario.seed, k, 0x1C])
     seed0 = scenario.seed * 100_003 + k * 1009

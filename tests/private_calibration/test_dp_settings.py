@@ -75,6 +75,7 @@ def test_tiny_federation_spends_exactly_the_target_epsilon():
             "mode": "kc2020",
             "note": "",
             "joint_classes": 8,
+            "parameters": {"transmission": {}},
             "institutions": [{"name": "A"}],
             "protocols": {"dp": row},
         }

@@ -451,3 +451,26 @@ def test_round_curves_tick_whole_rounds(tmp_path, monkeypatch):
     ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
     assert ax.get_xlabel() == "round"
+
+
+def test_console_summary_says_n_a_where_no_own_prior_evaluation_ran():
+    """With own_holdout_simulations: 0 the own-prior figures are NaN: the console table says
+    "n/a" there (it printed "nan" and "+nan"), and the figures it has, to 3 decimals."""
+    from abm.private_calibration.cli import summary_lines
+
+    row = {
+        "mean_recovery": 0.5,
+        "institutions": [{"recovery": 0.25}, {"recovery": 0.75}],
+        "mcg": 0.125,
+        "cgs": 0.0,
+        "mean_recovery_own": float("nan"),
+        "mcg_own": float("nan"),
+        "mean_nd": 0.3,
+        "bytes_total": 2_000_000,
+    }
+    with_own = {**row, "mean_recovery_own": 0.625, "mcg_own": -0.125}
+    report = {"institutions": [{"name": "Seattle"}, {"name": "South"}], "protocols": {"fedavg": row, "ipa": with_own}}
+    lines = summary_lines(report)
+    assert lines[1].split() == ["fedavg", "0.500", "0.250", "0.750", "+0.125", "0.000", "n/a", "n/a", "0.30", "2.00"]
+    assert lines[2].split() == ["ipa", "0.500", "0.250", "0.750", "+0.125", "0.000", "0.625", "-0.125", "0.30", "2.00"]
+    assert "nan" not in "\n".join(lines)
