@@ -206,6 +206,14 @@ def test_python_compare_of_results_and_folders(runs, vacc_result):
     assert [line.get_label() for line in fig.axes[0].lines] == ["ni", "vacc"]
 
 
+def test_python_compare_takes_one_result_as_it_takes_one_folder(runs, vacc_result):
+    """A single result, like a single folder, is one run (it raised TypeError: 'RunResult' object
+    is not iterable); anything else that is no run is named in a CompareError, not a TypeError."""
+    assert list(abm.compare(vacc_result).table.run) == list(abm.compare([vacc_result]).table.run) == ["vacc"]
+    with pytest.raises(CompareError, match=re.escape("5: not a run; give run folders or results of abm.run")):
+        abm.compare(5)
+
+
 def test_result_map_api(vacc_result, tmp_path):
     page = vacc_result.map(tmp_path / "m.html", days=[20])
     assert (tmp_path / "m.html").read_text() == page.html

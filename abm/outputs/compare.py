@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -494,14 +495,18 @@ def load_runs(items: list[Any]) -> Comparison:
     return Comparison(runs, folders)
 
 
-def compare(items: list[Any] | str | Path, out: str | Path | None = None) -> Comparison:
-    """Compare runs (:class:`abm.RunResult` objects or run folders); write the report to ``out``
-    if given. The first run is the reference for the cost per averted hospitalization.
+def compare(items: list[Any] | Any, out: str | Path | None = None) -> Comparison:
+    """Compare runs (:class:`abm.RunResult` objects or run folders; one alone is one run); write
+    the report to ``out`` if given. The first run is the reference for the cost per averted
+    hospitalization.
 
     Raises :class:`CompareError` (a ``ValueError``) for runs that cannot be compared, and
     :class:`abm.outputs.run_folder.OutputFolderError` (a ``ValueError``) for an ``out`` that
     cannot be written without losing something; nothing is written then."""
-    comp = load_runs([items] if isinstance(items, (str, Path)) else list(items))
+    from abm.runs import RunResult
+
+    one = isinstance(items, (str, Path, RunResult)) or not isinstance(items, Iterable)
+    comp = load_runs([items] if one else list(items))
     if out is not None:
         comp.write(out)
     return comp
