@@ -472,13 +472,6 @@ def load_runs(items: list[Any]) -> Comparison:
         folders.append(folder)
     if not runs:
         raise CompareError("give at least one run")
-    horizons = {run.days for run in runs}
-    if len(horizons) > 1:
-        listed = ", ".join(f"{f or r.label}: {r.days}" for r, f in zip(runs, folders, strict=True))
-        raise CompareError(
-            f"the runs simulate different numbers of days ({listed}); totals, costs and days over capacity "
-            "compare only over the same horizon: re-run them with the same --days"
-        )
     used: set[str] = set()
     folder_names = [f.resolve().name for f in folders if f is not None]  # "." has a name too
     shared = {label for label in (r.label for r in runs) if [r.label for r in runs].count(label) > 1}
@@ -492,6 +485,14 @@ def load_runs(items: list[Any]) -> Comparison:
         label = next(name for name in itertools.chain(names, numbered) if name not in used)
         run.label = label
         used.add(label)
+    horizons = {run.days for run in runs}
+    if len(horizons) > 1:  # after the labels, so that results of one scenario are told apart
+        listed = ", ".join(f"{f or r.label}: {r.days}" for r, f in zip(runs, folders, strict=True))
+        raise CompareError(
+            f"the runs simulate different numbers of days ({listed}); totals, costs and days over capacity "
+            "compare only over the same horizon: re-run them with the same number of days (`abm run --days`, "
+            "`abm.run(days=...)`)"
+        )
     return Comparison(runs, folders)
 
 
