@@ -345,6 +345,11 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
             "cal.yaml: invalid scenario: calibration.parallel_trials: 0 is not allowed: must be at least 1",
         ),
         ({"parallel_trials": 2.5}, "calibration.parallel_trials: 2.5 is not allowed: must be a whole number"),
+        (  # a target named twice ended in numpy's "operands could not be broadcast together" after the trials
+            {"targets": ["hospital_admissions", "deaths", "deaths"]},
+            "cal.yaml: invalid scenario: calibration.targets: ['hospital_admissions', 'deaths', 'deaths'] is not "
+            "allowed: 'deaths' is named twice; name each target once",
+        ),
     ],
 )
 def test_bad_calibration_sections_are_refused_before_anything_runs(tmp_path, change, message):

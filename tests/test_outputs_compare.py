@@ -206,6 +206,28 @@ def test_python_compare_of_results_and_folders(runs, vacc_result):
     assert [line.get_label() for line in fig.axes[0].lines] == ["ni", "vacc"]
 
 
+def test_python_compare_takes_one_result_as_it_takes_one_folder(runs, vacc_result):
+    """A single result, like a single folder, is one run (it raised TypeError: 'RunResult' object
+    is not iterable); anything else that is no run is named in a CompareError, not a TypeError."""
+    assert list(abm.compare(vacc_result).table.run) == list(abm.compare([vacc_result]).table.run) == ["vacc"]
+    with pytest.raises(CompareError, match=re.escape("5: not a run; give run folders or results of abm.run")):
+        abm.compare(5)
+
+
+def test_python_results_of_different_horizons_are_named_apart(vacc_result):
+    """Two results of one scenario over different days: the message told them apart only by
+    their days ('vacc: 40, vacc: 20') and asked for abm run's --days; it names them as the
+    comparison labels them and how to re-run from Python too."""
+    short = abm.run(SCENARIOS / "vacc.yaml", agents=3000, days=20, replicates=1, seed=4)
+    message = (
+        "the runs simulate different numbers of days (vacc: 40, vacc #2: 20); totals, costs and days over "
+        "capacity compare only over the same horizon: re-run them with the same number of days (`abm run "
+        "--days`, `abm.run(days=...)`)"
+    )
+    with pytest.raises(CompareError, match=re.escape(message)):
+        abm.compare([vacc_result, short])
+
+
 def test_result_map_api(vacc_result, tmp_path):
     page = vacc_result.map(tmp_path / "m.html", days=[20])
     assert (tmp_path / "m.html").read_text() == page.html

@@ -6,7 +6,7 @@ import datetime as dt
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Target = Literal["hospital_admissions", "deaths", "cases"]
 # Observed series shipped with the package (abm/calibration/data/), by the name calibration.data takes.
@@ -194,6 +194,15 @@ class CalibrationConfig(BaseModel):
         "trials' curves, the best fit among them)",
     )
     gradient: GradientConfig = Field(GradientConfig(), description="settings of `abm calibrate --method gradient`")
+
+    @field_validator("targets")
+    @classmethod
+    def _once(cls, targets: list[str]) -> list[str]:
+        """Each target once: a repeated one would be two columns of one name in the losses."""
+        twice = next((t for i, t in enumerate(targets) if t in targets[:i]), None)
+        if twice is not None:
+            raise ValueError(f"{twice!r} is named twice; name each target once")
+        return targets
 
     @model_validator(mode="after")
     def _windows(self) -> CalibrationConfig:

@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -471,13 +472,6 @@ def load_runs(items: list[Any]) -> Comparison:
         folders.append(folder)
     if not runs:
         raise CompareError("give at least one run")
-    horizons = {run.days for run in runs}
-    if len(horizons) > 1:
-        listed = ", ".join(f"{f or r.label}: {r.days}" for r, f in zip(runs, folders, strict=True))
-        raise CompareError(
-            f"the runs simulate different numbers of days ({listed}); totals, costs and days over capacity "
-            "compare only over the same horizon: re-run them with the same --days"
-        )
     used: set[str] = set()
     folder_names = [f.resolve().name for f in folders if f is not None]  # "." has a name too
     shared = {label for label in (r.label for r in runs) if [r.label for r in runs].count(label) > 1}
@@ -491,17 +485,29 @@ def load_runs(items: list[Any]) -> Comparison:
         label = next(name for name in itertools.chain(names, numbered) if name not in used)
         run.label = label
         used.add(label)
+    horizons = {run.days for run in runs}
+    if len(horizons) > 1:  # after the labels, so that results of one scenario are told apart
+        listed = ", ".join(f"{f or r.label}: {r.days}" for r, f in zip(runs, folders, strict=True))
+        raise CompareError(
+            f"the runs simulate different numbers of days ({listed}); totals, costs and days over capacity "
+            "compare only over the same horizon: re-run them with the same number of days (`abm run --days`, "
+            "`abm.run(days=...)`)"
+        )
     return Comparison(runs, folders)
 
 
-def compare(items: list[Any] | str | Path, out: str | Path | None = None) -> Comparison:
-    """Compare runs (:class:`abm.RunResult` objects or run folders); write the report to ``out``
-    if given. The first run is the reference for the cost per averted hospitalization.
+def compare(items: list[Any] | Any, out: str | Path | None = None) -> Comparison:
+    """Compare runs (:class:`abm.RunResult` objects or run folders; one alone is one run); write
+    the report to ``out`` if given. The first run is the reference for the cost per averted
+    hospitalization.
 
     Raises :class:`CompareError` (a ``ValueError``) for runs that cannot be compared, and
     :class:`abm.outputs.run_folder.OutputFolderError` (a ``ValueError``) for an ``out`` that
     cannot be written without losing something; nothing is written then."""
-    comp = load_runs([items] if isinstance(items, (str, Path)) else list(items))
+    from abm.runs import RunResult
+
+    one = isinstance(items, (str, Path, RunResult)) or not isinstance(items, Iterable)
+    comp = load_runs([items] if one else list(items))
     if out is not None:
         comp.write(out)
     return comp
