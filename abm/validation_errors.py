@@ -353,6 +353,14 @@ def _section_model(annotation: Any) -> Any:
     return models[0] if len(models) == 1 else annotation
 
 
+def number_kind(options: list[Any]) -> str | None:
+    """What a field of these types takes, when they are all numbers: "a whole number" (int
+    only) or "a number"; None otherwise."""
+    if not options or not all(o in (int, float) for o in options):
+        return None
+    return "a whole number" if all(o is int for o in options) else "a number"
+
+
 def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -> list[str]:
     """Keys where YAML's true/false stands for a number or text, or a number for true/false
     (pydantic would read ``days: true`` as 1 and ``household: 1`` as true)."""
@@ -377,7 +385,7 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             )
         elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
             container = {list: "a list", tuple: "a list", dict: "a mapping"}
-            scalar = "a number" if all(o in (int, float) for o in options) else "text" if options == [str] else None
+            scalar = number_kind(options) or ("text" if options == [str] else None)
             expected = container.get(typing.get_origin(ann), scalar or "a number or text")
             problems.append(f"{where}: {str(value).lower()} is not allowed: must be {expected}")
         elif number_for_date(options, value):
@@ -434,8 +442,10 @@ def entry_mixups(annotation: Any, value: Any, path: tuple[str, ...]) -> list[str
             sub = _section_model(entry_annotation)
             if isinstance(sub, type) and issubclass(sub, BaseModel):
                 problems += bool_mixups(sub, entry, where)
-            elif isinstance(entry, bool) and options and all(o in (int, float) for o in options):
-                problems.append(f"{'.'.join(where)}: {str(entry).lower()} is not allowed: must be a number")
+            elif isinstance(entry, bool) and number_kind(options):
+                problems.append(
+                    f"{'.'.join(where)}: {str(entry).lower()} is not allowed: must be {number_kind(options)}"
+                )
             elif number_for_date(options, entry):
                 problems.append(f"{'.'.join(where)}: {shown(entry)} is not allowed: {PLAIN['date_type']}")
             elif isinstance(entry, (list, dict)):

@@ -940,7 +940,7 @@ def test_a_scenario_name_must_be_a_folder_name(tmp_path):
     [
         ("simulation:\n  days: 30\nsimulation:\n  replicates: 3\n", [], "key 'simulation' appears twice"),
         ("", [], "the file is empty"),
-        ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: must be a number"),
+        ("{}", ["simulation.days=true"], "simulation.days: true is not allowed: must be a whole number"),
         ("name: true\n", [], "name: true is not allowed: must be text"),
         ("{}", ["disease.dwell_times=true"], "disease.dwell_times: true is not allowed: must be a list"),
         ("calibration: {parameters: true}\n", [], "calibration.parameters: true is not allowed: must be a mapping"),

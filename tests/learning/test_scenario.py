@@ -80,7 +80,7 @@ def test_every_problem_is_named_on_its_own_line():
         load_scenario(_tiny(rounds=True, seed=-1))
     lines = str(e.value).splitlines()
     assert lines[1:] == [
-        "  rounds: true is not allowed: must be a number",
+        "  rounds: true is not allowed: must be a whole number",
         "  seed: -1 is not allowed: must be at least 0",
     ]
 
@@ -432,7 +432,8 @@ def test_true_for_a_number_of_the_data_section_is_refused(key):
     data = {"source": "gaussian_mixture", "n_samples": 300, "n_classes": 3, "n_features": 4, key: True}
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(_tiny(data=data))
-    assert f"data.{key}: true is not allowed: must be a number" in str(e.value)
+    kind = "a number" if key == "separation" else "a whole number"
+    assert f"data.{key}: true is not allowed: must be {kind}" in str(e.value)
 
 
 def test_cli_learn_with_a_bad_output_folder_says_one_line(tmp_path):
