@@ -39,7 +39,14 @@ class TestType(BaseModel):
     result_delay_days: list[int] = Field(description="possible days until the result", min_length=1)
     result_delay_probs: list[float] = Field(description="probability of each delay", min_length=1)
     cost: float = Field(5.0, ge=0, description="US$ per test")
-    daily_capacity: int | None = Field(None, ge=0, description="tests per day per replicate; none: unlimited")
+    daily_capacity: int | None = Field(
+        None,
+        ge=0,
+        description="tests per day per replicate; when more are due this test, those tested are drawn at random among "
+        "them (symptomatic and traced alike), the others take the next test type given to them, if any, and are not "
+        "tested that day otherwise (a symptomatic agent is a candidate again the next day; a traced contact's request "
+        "lapses); none: unlimited",
+    )
     given_to: list[Literal["symptomatic", "traced"]] = Field(
         ["symptomatic"], min_length=1, description="who takes this test"
     )

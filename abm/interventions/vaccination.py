@@ -39,7 +39,11 @@ class VaccinationConfig(BaseModel):
         "oldest_first",
         description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose)",
     )
-    first_doses_first: bool = Field(True, description="all first doses before any second dose")
+    first_doses_first: bool = Field(
+        True,
+        description="true: all first doses before any second dose; false: age group by age group in priority order, "
+        "within a group second doses (those due) before first doses",
+    )
     dose1_efficacy: float = Field(
         0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)"
     )
