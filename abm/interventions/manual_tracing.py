@@ -6,7 +6,7 @@ mode the two channels act independently.
 
 Days on which an index case was isolated are skipped (it met nobody then).
 
-Fields read: ``positive_day``, ``has_app``, ``dct_notified_day``, ``dct_complied_day``,
+Fields read: ``positive_day``, ``has_app``, ``dct_complied_day`` (digital tracing),
 ``isolated_history`` (quarantine) and, with ``skip_tested_contacts``, ``last_test_day``.
 Written: ``quarantine_request`` (and ``test_request`` when asked). Daily counts (timeseries
 columns): ``interviews`` (index cases reached) and ``manual_notifications`` (contacts reached).
@@ -84,7 +84,6 @@ class ManualTracing(InterventionBase):
     def attach(self, sim: Simulation) -> None:
         sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start
         self.has_app = sim.field("has_app", torch.bool, False)
-        self.notified_day = sim.field("dct_notified_day", torch.int16, -1)
         self.complied_day = sim.field("dct_complied_day", torch.int16, -1)
         if self.cfg.reachability == "per_agent":
             u = sim.rand("mct-reachable", -1, sim.total)
