@@ -15,6 +15,7 @@ from scipy.optimize import brentq
 from torch.overrides import TorchFunctionMode
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
+from abm.engine.contacts import default_degrees
 from abm.populations import Population, build_population
 
 NO_SEEDS = SeedingConfig(infections={})
@@ -56,6 +57,26 @@ def test_force_on_a_five_agent_graph_equals_the_formula(home, work):
     sim.state.isolated[2] = True
     force = sim.force_of_infection(day).tolist()
     assert np.allclose(force, [0.0, home * x0 / 2, 0.0, 0.0, 0.0], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("households", [2, 40])  # few households: the dense sum; many: the sparse one
+def test_a_setting_of_degree_0_gives_no_work_contacts_and_keeps_the_household_ones(households):
+    """A setting with mean degree 0 (a closed sector) has no contacts and adds no force; its
+    members are still infected at home (the normaliser 0 made the force NaN, so they never were)."""
+    pop = make_population([[2 * h, 2 * h + 1] for h in range(households)], groups=[[0, 1, 2, 3]])
+    forces = {}
+    for degree in (0, 2):
+        occupation = {"weight": 1.0, "degree": {**default_degrees(), "OFFICE": degree}}
+        contacts = quiet_contacts(household={"weight": 2.0}, occupation=occupation)
+        sim = Simulation(pop, DiseaseConfig(), contacts, NO_SEEDS, days=20)
+        infect(sim, 0, Stage.MILD_SYMPTOMS, 5)
+        sim.rescan()
+        forces[degree] = sim.force_of_infection(10)
+    home = 2.0 * 0.72 * sim.disease.profile[5].item() / 2  # agent 0's household mate, agent 1
+    assert torch.isfinite(forces[0]).all()
+    assert forces[0][1].item() == pytest.approx(home, rel=1e-6)
+    assert forces[0][2:].abs().sum().item() == 0  # no work contacts at degree 0
+    assert forces[2][1].item() > home  # at degree 2, agent 1 also meets agent 0 at work
 
 
 def test_infection_probability_is_one_minus_exp_of_minus_lambda():

@@ -366,7 +366,9 @@ class OccupationLayer(ContactLayer):
         self.group_size = torch.as_tensor(sizes[gg], dtype=torch.int64).repeat(replicates).to(device)
         norm = np.ones(n, dtype=np.float32)
         norm[members] = mu[g]
-        self.coef = (cfg.weight / torch.as_tensor(norm)).repeat(replicates).to(device)
+        # A setting of mean degree 0 has no contacts: its normaliser is kept off 0 (else 0 x inf = NaN
+        # in the force, which read as no force at all, on every layer).
+        self.coef = (cfg.weight / torch.as_tensor(np.maximum(norm, 1e-9))).repeat(replicates).to(device)
         setting = np.full(n, -1, dtype=np.int64)
         setting[members] = pop.group_category[g]
         self.setting = torch.as_tensor(setting).repeat(replicates).to(device)
