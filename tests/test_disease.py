@@ -205,3 +205,53 @@ def test_a_transition_happens_one_plus_the_dwell_days_after_entry():
     stage = sim.run().stages[:, 0, :].argmax(1).tolist()
     pre, mild, rec = int(Stage.PRESYMPTOMATIC_MILD), int(Stage.MILD_SYMPTOMS), int(Stage.RECOVERED)
     assert stage == [0, 0, pre, pre, pre, pre, mild, mild, rec, rec]
+
+
+def test_reference_dwell_times_read_the_second_gamma_parameter_as_a_rate():
+    """The reference profile's dwell times are the spec's table (section 3.3) with the reference
+    code's Gamma(mean^2/sd^2, sd^2/mean) read as (shape, rate): scale mean/sd^2, gamma mean
+    mean^3/sd^4. D is the rounded draw, whose mean falls below the gamma's where that is under 1:
+    8.75 +- 8.75 gives 0.114 days before rounding and 0.013 after (D = 0 on 98.7% of draws)."""
+    from pathlib import Path
+
+    import yaml
+    from scipy.stats import gamma
+
+    root = Path(__file__).resolve().parents[1]
+    dwell = yaml.safe_load((root / "scenarios/reference/base.yaml").read_text())["disease"]["dwell_times"]
+    spec = {  # (from, to): gamma (mean, sd) or two-point mean
+        ("asymptomatic", "recovered"): (15, 5),
+        ("presymptomatic_mild", "mild_symptoms"): (5.42, 2.7),
+        ("presymptomatic_severe", "severe_symptoms"): (5.42, 2.7),
+        ("mild_symptoms", "recovered"): (12, 5),
+        ("severe_symptoms", "hospitalized"): 5.14,
+        ("severe_symptoms", "recovered"): (12, 5),
+        ("hospitalized", "critical_icu"): 2.27,
+        ("hospitalized", "death"): 2.27,
+        ("hospitalized", "recovered"): (8.75, 8.75),
+        ("critical_icu", "death"): (11.74, 8.79),
+        ("critical_icu", "hospitalized_recovering"): (18.8, 12.21),
+        ("hospitalized_recovering", "recovered"): (8.75, 8.75),
+    }
+    assert sorted((d["from"], d["to"]) for d in dwell) == sorted(spec)
+    m = DiseaseModel(DiseaseConfig(dwell_times=dwell), horizon=180, device=torch.device("cpu"))
+    n = 100_000
+    u = torch.rand(n, generator=torch.Generator().manual_seed(3))
+    k = np.arange(400)
+    for d in dwell:
+        want = spec[(d["from"], d["to"])]
+        frm, to = Stage[d["from"].upper()], Stage[d["to"].upper()]
+        got = m.dwell(torch.full((n,), int(frm)), torch.full((n,), int(to)), u).double().numpy()
+        if isinstance(want, float):
+            assert d["distribution"] == "two_point" and d["mean"] == want
+            mean, sd = want, math.sqrt((want % 1) * (1 - want % 1))
+        else:
+            mu, sigma = want
+            assert d["distribution"] == "gamma"
+            assert d["shape"] == pytest.approx(mu**2 / sigma**2, rel=1e-5)
+            assert d["scale"] == pytest.approx(mu / sigma**2, rel=1e-5)  # the rate sigma^2/mu, inverted
+            pmf = np.diff(gamma.cdf(k + 0.5, d["shape"], scale=d["scale"]), prepend=0.0)
+            mean, sd = (k * pmf).sum(), math.sqrt(((k - (k * pmf).sum()) ** 2 * pmf).sum())
+        assert abs(got.mean() - mean) < 4 * sd / math.sqrt(n) + 1e-12, (d["from"], d["to"], got.mean(), mean)
+    hosp = m.dwell(torch.full((n,), int(Stage.HOSPITALIZED)), torch.full((n,), int(Stage.RECOVERED)), u).double()
+    assert abs(hosp.mean().item() - 0.0126) < 0.002 and abs((hosp == 0).double().mean().item() - 0.9874) < 0.002
