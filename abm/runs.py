@@ -77,18 +77,20 @@ class RunResult:
     manifest: dict[str, Any] = field(default_factory=dict)
     state_fips: str = ""  # for the cached Census boundary file (abm data boundaries)
 
-    def _map_days(self, days: list[int] | tuple[int, ...] | None) -> tuple[int, ...]:
+    def _map_days(self, days: list[int] | tuple[int, ...] | None, argument: str) -> tuple[int, ...]:
+        """The snapshot days: ``days`` (checked, named in messages as the caller's ``argument``),
+        else the scenario's ``outputs.map_days``, else the default days."""
         from abm.outputs.maps import DEFAULT_SNAPSHOT_DAYS
 
         if days is not None:
             listed = not isinstance(days, (numbers.Number, str))
             if not listed or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in days):
-                raise ScenarioError(f"map days: {days!r} is not allowed; give a list of whole days, e.g. [30, 60]")
+                raise ScenarioError(f"{argument}: {days!r} is not allowed; give a list of whole days, e.g. [30, 60]")
             n = self.summary["days"]
             late = [int(d) for d in days if not 0 <= d < n]
             if late:
                 raise ScenarioError(
-                    f"map days: {late} not allowed; map days must lie within the {n} simulated days (0..{n - 1})"
+                    f"{argument}: {late} not allowed; map days must lie within the {n} simulated days (0..{n - 1})"
                 )
             return tuple(int(d) for d in days)
         configured = getattr(self.scenario.outputs, "map_days", None)
@@ -128,7 +130,7 @@ class RunResult:
         data = maps.map_data(
             self.by_tract,
             self.population.tracts,
-            self._map_days(days),
+            self._map_days(days, "days"),
             maps.map_title(self.summary, len(self.population.tracts)),
         )
         page = maps.MapPage(maps.render_html(shapes, data, tiles), shapes, data)
@@ -149,11 +151,11 @@ class RunResult:
         from abm.outputs.boundaries import tract_shapes
 
         folder = Path(folder)
+        days = self._map_days(map_days, "map_days")  # checked before anything is written
         t0 = time.perf_counter()
         plots.write_plots([plots.RunTables.from_result(self)], folder / "plots")
         t1 = time.perf_counter()
         shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips)
-        days = self._map_days(map_days)
         data = maps.map_data(
             self.by_tract, self.population.tracts, days, maps.map_title(self.summary, len(self.population.tracts))
         )

@@ -139,15 +139,18 @@ def test_a_one_day_run_is_drawn_and_has_no_second_difference(tmp_path):
     assert "one replicate: no band" in [t.get_text() for t in fig.texts]
 
 
-def test_map_days_outside_the_run_are_refused_by_the_api():
+def test_map_days_outside_the_run_are_refused_by_the_api(tmp_path):
     res = abm.run(NI, agents=300, days=5, replicates=1)
     for days, message in (
-        ([500], r"map days: \[500\] not allowed; map days must lie within the 5 simulated days \(0..4\)"),
-        ([-1], r"map days: \[-1\] not allowed"),
-        ("3", r"map days: '3' is not allowed; give a list of whole days"),
+        ([500], r"days: \[500\] not allowed; map days must lie within the 5 simulated days \(0..4\)"),
+        ([-1], r"days: \[-1\] not allowed"),
+        ("3", r"days: '3' is not allowed; give a list of whole days"),
     ):
-        with pytest.raises(ScenarioError, match=message):
+        with pytest.raises(ScenarioError, match="^" + message):  # named as map() takes it
             res.map(days=days)
+    with pytest.raises(ScenarioError, match=r"^map_days: \[9\] not allowed"):  # as write() takes it
+        res.write_figures(tmp_path / "figures", map_days=[9])
+    assert not (tmp_path / "figures").exists()  # refused before any plot is drawn
     assert res.map(days=[4]).data.days[-1] == 4
 
 
