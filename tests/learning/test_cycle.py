@@ -211,3 +211,18 @@ def test_reputation_is_the_ema_of_the_clipped_gradient_misalignment():
     protocol.run_round(ctx, 1)
     np.testing.assert_allclose(protocol.reputation, 0.25 * r0 + 0.75 * r1, atol=1e-5)
     assert not np.allclose(r0[~np.eye(3, dtype=bool)], r1[~np.eye(3, dtype=bool)], atol=1e-3)  # the EMA is seen
+
+
+def test_thresholds_must_be_ordered_tau_opt_below_tau_max():
+    """cycle.md 2.3: s <= tau_opt is "mostly beneficial" (r~ = 1) and s >= tau_max "harmful"
+    (r~ = 0). With tau_opt above tau_max, h(s) = clip((s - tau_max) / (tau_opt - tau_max), 0, 1)
+    rises with s and would give the most misaligned peers full trust: refused, naming both."""
+    from pydantic import ValidationError
+
+    from abm.learning.protocols.cycle import CYCleConfig
+
+    with pytest.raises(ValidationError, match=r"tau_opt \(0.75\) must be below tau_max \(0.25\)"):
+        CYCleConfig(tau_opt=0.75, tau_max=0.25)
+    with pytest.raises(ValidationError, match=r"tau_opt \(0.5\) must be below tau_max \(0.5\)"):
+        CYCleConfig(tau_opt=0.5, tau_max=0.5)
+    CYCleConfig(tau_opt=0.25, tau_max=0.5)  # the ordered case is accepted

@@ -40,8 +40,11 @@ class CYCleConfig(ProtocolConfig):
 
     @model_validator(mode="after")
     def _thresholds(self) -> CYCleConfig:
-        if self.tau_opt == self.tau_max:
-            raise ValueError(f"tau_opt and tau_max must differ (both {self.tau_opt}): h(s) divides by their difference")
+        if self.tau_opt >= self.tau_max:
+            raise ValueError(
+                f"tau_opt ({self.tau_opt}) must be below tau_max ({self.tau_max}): h(s) gives full trust "
+                "at s <= tau_opt and none at s >= tau_max (s = (1 - cos) / 2, misalignment)"
+            )
         return self
 
 
