@@ -149,11 +149,20 @@ class SimilaritySamplingPolicy(SelectionPolicy):
         self.temperature = temperature
 
     def select(self, me: int, round_: int, sim: np.ndarray, rng: np.random.Generator, k_max: int = 1) -> list[int]:
-        others = self.candidates(me, sim.shape[0])
-        logits = sim[me, others] / self.temperature
-        p = np.exp(logits - logits.max())
-        p /= p.sum()
-        return sorted(rng.choice(others, size=min(k_max, len(others)), replace=False, p=p).tolist())
+        rest = self.candidates(me, sim.shape[0])
+        want = min(k_max, len(rest))
+        chosen: list[int] = []
+        while len(chosen) < want:
+            # Where softmax underflows to 0 for all but a few, draw those and go on over the rest
+            # (one draw at a time without replacement renormalises over who is left).
+            logits = sim[me, rest] / self.temperature
+            p = np.exp(logits - logits.max())
+            p /= p.sum()
+            size = min(want - len(chosen), int(np.count_nonzero(p)))
+            picks = rng.choice(rest, size=size, replace=False, p=p)
+            chosen += picks.tolist()
+            rest = rest[~np.isin(rest, picks)]
+        return sorted(chosen)
 
 
 def profile_correlation(sim: np.ndarray, exclude_diagonal: bool = True) -> np.ndarray:

@@ -39,6 +39,83 @@ def test_input_gradients_have_the_data_shape_for_any_architecture():
     assert [q.requires_grad for q in model.parameters()][:2] == [False, True]
 
 
+def test_dream_loss_equals_the_spec_formula_by_hand():
+    """l = w_H H(softmax f(x)) + w_F sum_l (||mu_l - mu_l^BN|| + ||var_l - var_l^BN||) - w_A JSD(f, s),
+    with biased batch variance of each BatchNorm layer's input (codream_and_selection.md A.3);
+    value and input gradient against a forward pass written out by hand."""
+    from torch import nn
+
+    from abm.learning.protocols.codream import dream_loss
+
+    torch.manual_seed(0)
+    teacher = build_model("mlp", (5,), 3, hidden=[4, 6]).double()
+    student = build_model("mlp", (5,), 3, hidden=[7]).double()
+    teacher.train()
+    for _ in range(5):
+        teacher(torch.randn(32, 5, dtype=torch.float64) * 2 + 1)
+    teacher.eval()
+    student.eval()
+    cfg = CoDreamConfig(w_entropy=0.7, w_feature=2.5, w_adv=1.33)
+
+    def by_hand(x):
+        h, r_bn = x, 0.0
+        for m in teacher.body:
+            if isinstance(m, nn.BatchNorm1d):
+                mu, var = h.mean(0), h.var(0, unbiased=False)
+                r_bn = r_bn + (mu - m.running_mean).norm() + (var - m.running_var).norm()
+                h = (h - m.running_mean) / torch.sqrt(m.running_var + m.eps) * m.weight + m.bias
+            else:
+                h = m(h)
+        p = torch.softmax(teacher.head(h), 1)
+        q = torch.softmax(student(x), 1)
+        mid = (p + q) / 2
+        js = (0.5 * (p * (p / mid).log()).sum(1) + 0.5 * (q * (q / mid).log()).sum(1)).mean()
+        ent = -(p * p.log()).sum(1).mean()
+        return 0.7 * ent + 2.5 * r_bn - 1.33 * js
+
+    x = torch.randn(8, 5, dtype=torch.float64, requires_grad=True)
+    expected = by_hand(x)
+    (g_expected,) = torch.autograd.grad(expected, x)
+    assert float(dream_loss(teacher, x, cfg, student).detach()) == pytest.approx(float(expected.detach()), rel=1e-12)
+    assert torch.allclose(input_gradient(teacher, x, cfg, student), g_expected, rtol=1e-10, atol=1e-14)
+
+
+def test_feature_term_takes_batchnorm1d_on_sequences_and_skips_layers_without_statistics():
+    """BatchNorm1d on [n, C, L] (a 1-D CNN over time) has per-channel statistics over (batch, L);
+    a BatchNorm layer that keeps no running statistics has nothing to match and adds nothing
+    (both raised errors: IndexError, and a subtraction of None)."""
+    from torch import nn
+
+    from abm.learning.protocols.codream import dream_loss
+
+    class Conv1dNet(nn.Module):
+        def __init__(self, track: bool = True) -> None:
+            super().__init__()
+            self.conv = nn.Conv1d(2, 3, 3, padding=1)
+            self.bn = nn.BatchNorm1d(3, track_running_stats=track)
+            self.head = nn.Linear(12, 2)
+
+        def forward(self, x):
+            return self.head(torch.relu(self.bn(self.conv(x.reshape(-1, 2, 4)))).flatten(1))
+
+    torch.manual_seed(0)
+    model = Conv1dNet()
+    model.train()
+    model(torch.randn(16, 8) * 3)
+    model.eval()
+    x = torch.randn(5, 8)
+    cfg = CoDreamConfig(w_entropy=0.0, w_adv=0.0, w_feature=1.0)
+    h = model.conv(x.reshape(-1, 2, 4))
+    mu, var = h.mean((0, 2)), h.var((0, 2), unbiased=False)
+    expected = (mu - model.bn.running_mean).norm() + (var - model.bn.running_var).norm()
+    assert float(dream_loss(model, x, cfg, None).detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    assert input_gradient(model, x, cfg, None).shape == x.shape
+
+    untracked = Conv1dNet(track=False)
+    assert float(dream_loss(untracked, x, cfg, None).detach()) == 0.0
+    assert input_gradient(untracked, x, CoDreamConfig(), None).shape == x.shape
+
+
 def test_codream_beats_local_only_on_label_skew():
     sc = {
         "name": "cd",

@@ -87,6 +87,23 @@ def test_sim_sampling_picks_with_softmax_of_similarity_over_temperature(temperat
         _assert_within_4_binomial_sd(freq, p, draws)
 
 
+def test_sim_sampling_at_a_low_temperature_still_returns_k_collaborators():
+    """At a temperature so low that softmax underflows to 0 for all but one user, C = 2
+    collaborators are still chosen (it raised numpy's 'Fewer non-zero entries in p than size'):
+    the most similar first, then the next by softmax over the rest, as drawing one at a time
+    without replacement does. Where enough probabilities are non-zero the draw is unchanged."""
+    from abm.learning.selection import SimilaritySamplingPolicy
+
+    sim = np.array([[1.0, 0.9, 0.1, 0.2]] * 4)
+    for _ in range(20):
+        assert SimilaritySamplingPolicy(1e-4).select(0, 0, sim, np.random.default_rng(_), 2) == [1, 3]
+    assert SimilaritySamplingPolicy(1e-4).select(0, 0, sim, np.random.default_rng(0), 3) == [1, 2, 3]
+    others = np.array([1, 2, 3])
+    p = np.exp((sim[0, others] - 0.9) / 0.3)
+    expected = sorted(np.random.default_rng(5).choice(others, size=2, replace=False, p=p / p.sum()).tolist())
+    assert SimilaritySamplingPolicy(0.3).select(0, 0, sim, np.random.default_rng(5), 2) == expected
+
+
 def test_greedy_and_top_k_follow_similarity():
     sim, g = _block_sim()
     rng = np.random.default_rng(0)

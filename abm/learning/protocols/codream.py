@@ -112,19 +112,23 @@ class _FrozenBNStats:
 
 
 class _BNStats:
-    """Forward hooks that collect the BatchNorm feature-statistics loss of one forward pass."""
+    """Forward hooks that collect the BatchNorm feature-statistics loss of one forward pass.
+
+    Statistics are per channel (dimension 1) over every other dimension: [n, C], [n, C, L] and
+    [n, C, H, W] inputs alike. A BatchNorm layer without running statistics has nothing to match
+    and is skipped."""
 
     def __init__(self, model: nn.Module) -> None:
         self.loss: torch.Tensor | float = 0.0
         self.handles = [
             m.register_forward_hook(self._hook)
             for m in model.modules()
-            if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d)
+            if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d) and m.running_mean is not None
         ]
 
     def _hook(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], output) -> None:
         x = inputs[0]
-        dims = [0] if x.dim() == 2 else [0, 2, 3]
+        dims = [0, *range(2, x.dim())]
         mean = x.mean(dims)
         var = x.var(dims, unbiased=False)
         self.loss = (
