@@ -144,3 +144,16 @@ def test_a_fixed_stop_round_runs_that_many_rounds():
         assert not torch.equal(b, a0) and not torch.equal(a0, a1)  # both rounds trained
         assert torch.equal(flat_params(p.model), a1)  # the third did not
     assert len(protocol.distances_l1) == 2
+
+
+def test_ipa_without_coupling_is_local_training_even_with_a_last_batch_of_one():
+    """ipa.md section 6: with lam = 0 IPA equals standalone training (same seeds, batch order and
+    optimizer: plain SGD). 90 training samples a participant in batches of 89 leave a last batch
+    of one, which local training merges into the one before; IPA skipped it."""
+    sc = _scenario(lam=0.0)
+    sc["protocols"] = [{"name": "local"}, {"name": "ipa", "params": {"lam": 0.0}}]
+    sc["training"] = {"optimizer": "sgd", "momentum": 0.0, "lr": 0.1, "batch_size": 89}
+    out = run_all(load_scenario(sc)[0])["protocols"]
+    local = [p["collaborative"] for p in out["local"]["participants"]]
+    ipa = [p["collaborative"] for p in out["ipa"]["participants"]]
+    assert ipa == local

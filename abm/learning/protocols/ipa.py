@@ -23,7 +23,7 @@ from pydantic import Field
 from abm.learning.messages import Message, MessageKind
 from abm.learning.models import architecture_key, flat_params
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
-from abm.learning.training import accuracy
+from abm.learning.training import accuracy, minibatch_indices
 
 
 class IPAConfig(ProtocolConfig):
@@ -80,13 +80,8 @@ class IPA(Protocol):
         trainable = [q for ps in params for q in ps] if cfg.update_others else list(params[i])
         opt = torch.optim.SGD(trainable, lr=cfg.lr if cfg.lr is not None else pi.train_config.lr)
         data = pi.data.train
-        bs = pi.train_config.batch_size
-        perm = torch.randperm(len(data), generator=pi.generator)
         models[i].train()
-        for s in range(0, len(data), bs):
-            idx = perm[s : s + bs]
-            if len(idx) < 2:
-                continue
+        for idx in minibatch_indices(len(data), pi.train_config.batch_size, pi.generator):  # local training's batches
             loss = F.cross_entropy(models[i](data.x[idx]), data.y[idx])
             for j in range(ctx.n):
                 if j == i:
