@@ -290,6 +290,21 @@ def note_left_off(file: Path, sets: list[str] | None) -> None:
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
+def note_workers(workers: int | None, backend: str) -> None:
+    """A note when ``--workers`` asks this machine for more processes at once than the CPUs it may
+    use: they share them, each run slower (the results are the same)."""
+    from abm.parallel import usable_cpus
+
+    cpus = usable_cpus()
+    if backend == "local" and workers is not None and workers > cpus:
+        err_console.print(
+            f"note: --workers {workers} is more than the {cpus} CPU{'s' if cpus > 1 else ''} this process may use: "
+            "the runs share them and each takes longer (the results are the same)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]], overrides: dict) -> None:
     """A note for each intervention that is on in a ``resolved`` scenario while ``file`` (with
     ``overrides``, without the options) lacks it: the ``(option, key=value)`` options turned it on,
@@ -516,6 +531,7 @@ def calibrate(
         fail(str(exc))
     refuse_learning_scenario(file)
     note_left_off(file, set_)
+    note_workers(workers, backend)
     unit = "step" if method == "gradient" else "trial"
     with stop_on_interrupt(out or "runs/<name>-calibration"):
         try:
@@ -623,6 +639,7 @@ def sweep(
     note_switched_on(file, sp.variants, options, overrides)
     note_left_off(file, set_)
     note_idle(sp.variants)
+    note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates
     with progress_bar("runs") as bar:
         task = bar.add_task(f"{sp.variants[0].name}: {len(sp.variants)} variants x {sp.replicates}", total=total)

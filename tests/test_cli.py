@@ -1447,3 +1447,17 @@ def test_a_contact_change_after_the_run_is_named(tmp_path):
     assert f"note: interventions.contact_multipliers.changes[0] starts on day 30, {suffix}" in text
     assert f"note: interventions.contact_multipliers.closures[1] starts on day 40, {suffix}" in text
     assert "closures[0]" not in text
+
+
+def test_more_local_workers_than_cpus_gets_a_note(monkeypatch, capsys):
+    """--workers above the CPUs this process may use is allowed (the results do not depend on it)
+    but named; as many as the CPUs, or Ray's workers (another machine's CPUs), are not."""
+    import abm.parallel
+    from abm.cli import note_workers
+
+    monkeypatch.setattr(abm.parallel, "usable_cpus", lambda: 2)
+    note_workers(3, "local")
+    assert "note: --workers 3 is more than the 2 CPUs this process may use" in " ".join(capsys.readouterr().err.split())
+    for workers, backend in ((2, "local"), (None, "local"), (3, "ray")):
+        note_workers(workers, backend)
+        assert capsys.readouterr().err == ""
