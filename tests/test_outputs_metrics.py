@@ -21,7 +21,7 @@ from abm.engine.recorder import SimulationResult
 from abm.outputs import tables
 from abm.outputs.compare import comparison_table, table_note
 from abm.outputs.plots import RunTables
-from abm.outputs.reference_results import reference_metrics
+from abm.outputs.reference_results import ReferenceMetrics, qualitative_claims, reference_metrics
 from abm.outputs.summary import peak, summarize
 
 H, ICU, HR, D, A, S, R = (
@@ -163,6 +163,25 @@ def test_reference_metrics_of_a_hand_built_result():
     # Per replicate on average: tests (4 + 2 + 1) / 2 = 3.5, doses 3 / 2 = 1.5; cost (80 + 15) / 2.
     assert (m.tests, m.doses, m.cost) == (3.5, 1.5, 47.5)
     assert (m.agents, m.replicates) == (10, 2)
+
+
+def test_qualitative_claim_q7_reads_shares_of_the_run_s_own_agents():
+    """Q-7 compares the share infected at t = 120 (81% for NI, about 36% with every
+    intervention): a share of each run's agents, as Q-2 and Q-4 scale theirs, not of 100,000."""
+
+    def metrics(agents: int, at_120: float) -> ReferenceMetrics:
+        return ReferenceMetrics(
+            agents=agents, replicates=3, peak_hospitalized=10.0, peak_day=60, rate=1.0, cumulative=at_120,
+            cumulative_sd=0.0, cumulative_at={120: at_120}, cumulative_at_sd={120: 0.0},
+            cumulative_by_age=np.ones(NUM_AGE_GROUPS), cost=0.0, tests=0.0, doses=0.0,
+        )  # fmt: skip
+
+    names = ["ni", "sq", "vacc", "ct_app70", "vacc_budget", "vacc_t30", "vacc_t60", "vacc_t30_ct", "vacc_t60_ct"]
+    for agents in (100_000, 20_000):
+        m = {k: metrics(agents, 0.5 * agents) for k in names}
+        m["ni"], m["vacc_ct"] = metrics(agents, 0.81 * agents), metrics(agents, 0.36 * agents)
+        text, holds = {cid: (text, holds) for cid, text, holds in qualitative_claims(m)}["Q-7"]
+        assert holds and text.endswith("at t = 120 from 81% (81%) to 36% (about 36%)")
 
 
 def test_result_tables_of_a_hand_built_result():

@@ -244,7 +244,8 @@ def qualitative_claims(m: dict[str, ReferenceMetrics]) -> list[tuple[str, str, b
             and c60.peak_day - v60.peak_day >= 10,
         )
     )
-    ni120, all120 = m["ni"].cumulative_at[120] / N, m["vacc_ct"].cumulative_at[120] / N
+    ni120 = m["ni"].cumulative_at[120] / m["ni"].agents
+    all120 = m["vacc_ct"].cumulative_at[120] / m["vacc_ct"].agents
     out.append(
         (
             "Q-7",
