@@ -130,7 +130,8 @@ def markdown(rows: dict[str, dict], replicates: int) -> str:
         'infection rate") is the maximum second difference of the mean cumulative-infected curve; **cumulative '
         "infected** counts agents no longer susceptible (mean over replicates); **cost** is doses × $20 + tests "
         "× $5 over 180 days. *Thesis*: the printed number; *raw*: the authors' unrounded notes of the same runs "
-        "(10 runs unless noted). Tolerances: published results section 3 (applied to the raw value). Hospital "
+        "(10 runs unless noted). Tolerances: published results section 3 (applied to the raw value; it gives none "
+        "for t = 70, reported only, or t = 120, which takes the final size's ±3% of N). Hospital "
         f"capacity: {CAPACITY_PER_100K} beds per 100,000.",
         "",
         "| scenario | metric | ours | thesis | raw | tolerance | within | note |",

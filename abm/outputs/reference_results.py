@@ -115,6 +115,9 @@ class Target:
 
 N = 100_000
 _PCT3 = 0.03 * N  # final cumulative infected: +-3% of N (absolute)
+# Section 3 gives tolerances for the final size and for t = 50 only; t = 70 is reported only, and
+# t = 120 (past the epidemic's end in NI) borrows the final size's.
+_AT120 = "section 3 gives no tolerance at t = 120: the final size's is applied"
 # Published results section 2 (raw = the authors' unrounded notes, 10 runs unless noted),
 # tolerances from its section 3.
 TARGETS: list[Target] = [
@@ -124,7 +127,7 @@ TARGETS: list[Target] = [
     Target("ni", "cumulative", "81%", 81_318.1, _PCT3, False),
     Target("ni", "cumulative_at_50", "25%", 25_507.6, 0.50, True),
     Target("ni", "cumulative_at_70", "76%", 76_389.7, None, False, "no tolerance given (take-off timing)"),
-    Target("ni", "cumulative_at_120", "81%", 81_317.3, _PCT3, False),
+    Target("ni", "cumulative_at_120", "81%", 81_317.3, _PCT3, False, _AT120),
     Target("ni", "cost", "$0", 0.0, 0.0, False),
     Target("sq", "peak", "115", 114.5, 0.15, True),
     Target("sq", "day", "(not printed)", 78, 5, False),
@@ -148,7 +151,7 @@ TARGETS: list[Target] = [
     Target("ct_app70", "cost", "$0.42M", 420_410.5, 0.05, True),
     Target("vacc_ct", "cumulative_at_50", "5%", 4_623, 0.50, True, "1 reference run"),
     Target("vacc_ct", "cumulative_at_70", "19%", 19_312, None, False, "1 reference run; no tolerance given"),
-    Target("vacc_ct", "cumulative_at_120", "36%", 36_407, _PCT3, False, "1 reference run"),
+    Target("vacc_ct", "cumulative_at_120", "36%", 36_407, _PCT3, False, f"1 reference run; {_AT120}"),
     Target("vacc_ct", "cumulative", "(end)", 36_653, _PCT3, False, "1 reference run"),
     Target("vacc_t30", "peak", "+61% vs VACC", 139.7, 0.15, True),
     Target("vacc_t30", "day", "same time", 62, 5, False),
