@@ -280,7 +280,8 @@ def check_protocols(
     """Checks of each protocol run that the schema cannot express (its params are checked with
     the schema, :func:`protocol_param_problems`): one architecture where the protocol needs it, what the Flower runners
     carry, privacy wrappers only on summing protocols, DP only under secure aggregation and on
-    summed updates, and a DP delta below 1 / ``participants`` (the guarantee is per participant),
+    summed updates, a DP delta below 1 / ``participants`` (the guarantee is per participant) and a
+    target epsilon the accountant can reach (:func:`abm.learning.privacy.dp.min_epsilon`),
     and dropouts only where the protocol simulates them, of existing ``participants`` in existing
     rounds (``rounds``: the scenario's default) that leave two. Raises LearningScenarioError
     naming the file and the key path. ``member``: what a participant is called in messages."""
@@ -367,6 +368,16 @@ def check_protocols(
                 f"{spec.name}: a target epsilon is allowed for {allowed} (one release per round); "
                 "give noise_multiplier instead"
             )
+        if dp is not None and dp.epsilon is not None:
+            from abm.learning.privacy.dp import min_epsilon
+
+            floor = min_epsilon(dp.delta, dp.accountant)
+            if dp.epsilon <= floor:
+                raise LearningScenarioError(
+                    f"{source}: protocols[{i}].privacy.dp.epsilon: {dp.epsilon!r} is not allowed with accountant "
+                    f"{dp.accountant} at delta {dp.delta!r}: it must be above {floor:.6g}, which no noise multiplier "
+                    "goes below; ask for a larger epsilon, or use accountant: gdp (exact, any epsilon > 0)"
+                )
         if private and not cls.uses_aggregator:
             allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).uses_aggregator)
             raise LearningScenarioError(

@@ -130,3 +130,32 @@ def test_bad_dp_settings_are_refused_with_the_key(dp, name, message):
         _scenario(protocols=[{"name": name, "privacy": {"dp": dp}}])
     assert message in str(e.value) and "<dict>" in str(e.value)
     assert "privacy" in str(e.value)
+
+
+def test_an_epsilon_the_rdp_accountant_cannot_reach_is_refused_not_an_overflow():
+    """RDP's conversion never gives less than about 0.0084 at delta 1e-5 however large sigma is:
+    asking for less doubled sigma until the float overflowed (OverflowError)."""
+    from abm.learning.privacy.dp import min_epsilon
+
+    floor = min_epsilon(1e-5, "rdp")
+    assert 0.008 < floor < 0.009
+    assert rdp_epsilon(1e12, 4, 1e-5) == pytest.approx(floor, rel=1e-6)
+    assert min_epsilon(1e-5, "gdp") == 0.0
+    assert min_epsilon(0.1, "rdp") == 0.0  # a large delta: every epsilon > 0 is reachable
+    with pytest.raises(ValueError, match="no noise multiplier"):
+        noise_multiplier_for(0.005, 4, 1e-5, "rdp")
+    assert gdp_epsilon(noise_multiplier_for(0.005, 4, 1e-5, "gdp"), 4, 1e-5) <= 0.005
+    sigma = noise_multiplier_for(floor * 1.01, 4, 1e-5, "rdp")
+    assert rdp_epsilon(sigma, 4, 1e-5) <= floor * 1.01
+
+
+def test_a_target_epsilon_below_the_accountants_reach_is_refused_when_loaded():
+    dp = {"clip": 1.0, "epsilon": 0.005}
+    with pytest.raises(LearningScenarioError) as e:
+        _scenario(protocols=[{"name": "fedavg", "privacy": {"secure_aggregation": True, "dp": dp}}])
+    message = str(e.value)
+    assert "<dict>: protocols[0].privacy.dp.epsilon: 0.005 is not allowed" in message
+    assert "0.008367" in message and "gdp" in message
+    # the exact accountant reaches it
+    exact = {**dp, "accountant": "gdp"}
+    _scenario(protocols=[{"name": "fedavg", "privacy": {"secure_aggregation": True, "dp": exact}}])

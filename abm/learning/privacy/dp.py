@@ -22,7 +22,8 @@ multiplier is sigma sqrt(survivors / n), and the accountant composes releases of
 (RDP: sum_t alpha / (2 sigma_t^2); GDP: mu = sqrt(sum_t sigma_t^-2)).
 
 :func:`noise_multiplier_for` inverts the accountant: the smallest sigma whose ``steps`` releases
-spend at most a target epsilon. A :class:`DifferentiallyPrivateSum` given ``max_releases`` refuses
+spend at most a target epsilon (one the accountant can reach: :func:`min_epsilon`). A
+:class:`DifferentiallyPrivateSum` given ``max_releases`` refuses
 (:class:`PrivacyBudgetExceeded`) a release beyond the budget it was calibrated for.
 """
 
@@ -69,6 +70,17 @@ def _rdp_to_dp(inv_var: float, delta: float) -> float:
     return max(best, 0.0)
 
 
+def min_epsilon(delta: float, method: str = "rdp") -> float:
+    """The least epsilon at ``delta`` that some noise multiplier can reach (it is approached as sigma
+    grows without bound, never attained): 0 for the exact accountant (``gdp``); for ``rdp`` the
+    conversion's floor over :data:`RDP_ORDERS`, min_alpha log(1 - 1/alpha) - (log delta + log alpha)
+    / (alpha - 1), about 0.0084 at delta 1e-5 (0 once delta is large enough for it to be negative)."""
+    if method == "gdp":
+        return 0.0
+    floor = min(math.log1p(-1.0 / a) - (math.log(delta) + math.log(a)) / (a - 1.0) for a in RDP_ORDERS)
+    return max(floor, 0.0)
+
+
 def gdp_delta(eps: float, mu: float) -> float:
     """delta(eps) of a mu-GDP mechanism.
 
@@ -104,6 +116,12 @@ def noise_multiplier_for(epsilon: float, steps: float, delta: float, method: str
         raise ValueError(f"need epsilon > 0, steps >= 1 and 0 < delta < 1 (got {epsilon}, {steps}, {delta})")
     if method not in ("rdp", "gdp"):
         raise ValueError(f"unknown accountant {method!r}; allowed: rdp, gdp")
+    floor = min_epsilon(delta, method)
+    if epsilon <= floor:
+        raise ValueError(
+            f"epsilon {epsilon!r} is out of the {method} accountant's reach at delta {delta!r}: no noise "
+            f"multiplier spends {floor:.6g} or less (ask for more, or use the exact accountant, gdp)"
+        )
     f = rdp_epsilon if method == "rdp" else gdp_epsilon
     lo, hi = 1e-3, 1.0
     while f(hi, steps, delta) > epsilon:
