@@ -346,8 +346,9 @@ def check_protocols(
             if bad:
                 raise LearningScenarioError(f"{key}[{round_}]: bad {member}s {bad}: 0..{participants - 1}")
             if participants - len(set(who)) < 2:
+                needs = "secure aggregation needs" if spec.privacy.secure_aggregation else "the round's sum needs"
                 raise LearningScenarioError(
-                    f"{key}[{round_}]: {who} is not allowed: secure aggregation needs at least two {member}s left"
+                    f"{key}[{round_}]: {who} is not allowed: {needs} at least two {member}s left"
                 )
         dp = spec.privacy.dp if spec.privacy else None
         if dp is not None and dp.delta >= 1 / participants:

@@ -385,6 +385,17 @@ def test_abm_learn_end_to_end(tmp_path):
             "privacy.dropouts[0]: [0, 1] is not allowed: secure aggregation needs at least two institutions left",
         ),
         (
+            lambda d: d["protocols"].append(
+                {
+                    "name": "fedavg",
+                    "label": "x",
+                    "models": d["protocols"][1]["models"],
+                    "privacy": {"dropouts": {0: [0, 1]}},
+                }
+            ),
+            "privacy.dropouts[0]: [0, 1] is not allowed: the round's sum needs at least two institutions left",
+        ),
+        (
             lambda d: d["parameters"]["ascertainment"].update(high=1.5),
             "parameters.ascertainment.high: 1.5 is not allowed: ascertainment is a share, at most 1",
         ),
