@@ -48,7 +48,10 @@ class PopulationConfig(BaseModel):
     @classmethod
     def _region_exists(cls, v: str) -> str:
         path = resolve_region_path(v)
-        if not (path / "region.yaml").is_file() or not (path / "tracts.csv").is_file():
+        lacking = [f for f in ("region.yaml", "tracts.csv") if not (path / f).is_file()]
+        if path.is_dir() and len(lacking) == 1:
+            raise ValueError(f"{path / lacking[0]}: not found; a region folder needs region.yaml and tracts.csv")
+        if lacking:
             bundled = ", ".join(sorted(p.name for p in REGIONS_DIR.iterdir() if p.is_dir()))
             raise ValueError(f"no region folder with region.yaml and tracts.csv there; bundled regions: {bundled}")
         return v

@@ -283,6 +283,20 @@ def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, smal
     assert result.exit_code == 2 and "column age_5_9: 'many' is not allowed; figures must be numbers" in text(result)
 
 
+@pytest.mark.parametrize("missing", ["region.yaml", "tracts.csv"])
+def test_a_region_folder_missing_one_file_names_that_file(tmp_path, small, missing):
+    """A region folder without one of its two files: exit 2 naming the file that is missing
+    (the message said only that there was no region folder with both files), nothing written."""
+    region = region_with(tmp_path, "pupils_per_staff: 17", "pupils_per_staff: 17")
+    (region / missing).unlink()
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert f"{region / missing}: not found; a region folder needs region.yaml and tracts.csv" in text(result)
+    assert not out.exists()
+
+
 def region_with(tmp_path, line: str, replacement: str):
     """A copy of the bundled King County region folder whose region.yaml has ``line`` replaced."""
     region = tmp_path / "region"

@@ -476,3 +476,28 @@ def test_workers_are_drawn_from_agents_in_no_group_outside_care_homes():
     residents = SimpleNamespace(size=17, age=np.full(17, 30), long_term_care=care)
     workers, sector_of = _draw_workers(np.random.default_rng(0), fig, residents, groups)
     assert workers.tolist() == list(range(10)) and sector_of.shape == (10,)
+
+
+@pytest.mark.parametrize("name", ["SCHOOL", "LONG_TERM_CARE"])
+def test_a_sector_named_as_a_setting_is_refused(king_county, name):
+    """A sector called SCHOOL or LONG_TERM_CARE shared its setting name with schools or care
+    facilities: both took one contacts.occupation.degree entry, and a school closure (SCHOOL)
+    closed the sector's workplaces instead of the schools."""
+    data = king_county.figures.model_dump()
+    data["sectors"] = {**data["sectors"], name: 100.0}
+    with pytest.raises(ValidationError, match=rf"'{name}' is not allowed; SCHOOL and LONG_TERM_CARE are the settings"):
+        RegionFigures.model_validate(data)
+
+
+def test_a_repeated_tract_column_is_refused(tmp_path):
+    """Two columns of one name (an age band or hh_* pasted twice): the table was read with the
+    second renamed (hh_2.1) and left unused without a word."""
+    folder = tmp_path / "county"
+    _tiny_region(folder, [TRACT])
+    lines = (folder / "tracts.csv").read_text().splitlines()
+    lines = [line + "," + line.split(",")[lines[0].split(",").index("hh_2")] for line in lines]
+    (folder / "tracts.csv").write_text("\n".join(lines) + "\n")
+    match = r"tracts\.csv: column hh_2 is there twice \(columns 26 and 32\); each column may be"
+    with pytest.raises(RegionError, match=match) as caught:
+        load_region(folder)
+    assert str(caught.value).startswith(f"{folder / 'tracts.csv'}: ")

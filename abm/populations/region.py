@@ -15,6 +15,7 @@ Another county needs only another folder; no code changes.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +25,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from abm.populations.population import LONG_TERM_CARE, SCHOOL
 from abm.validation_errors import error_lines
 from abm.yaml_loader import load_yaml
 
@@ -165,6 +167,12 @@ class RegionFigures(BaseModel):
     @field_validator("sectors")
     @classmethod
     def _sector_weights(cls, v: dict[str, float]) -> dict[str, float]:
+        for name in v:
+            if name in (SCHOOL, LONG_TERM_CARE):
+                raise ValueError(
+                    f"{name!r} is not allowed; SCHOOL and LONG_TERM_CARE are the settings of schools and care "
+                    "facilities (their contacts.occupation.degree entries and closures), so a sector needs another name"
+                )
         bad = {k: w for k, w in v.items() if w < 0}
         if bad or sum(v.values()) <= 0:
             raise ValueError(
@@ -280,6 +288,7 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
     except (ValueError, pd.errors.ParserError) as exc:
         raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
+    _check_unique_columns(tract_file)
     needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, *HOUSEHOLD_COLUMNS]
     missing = [c for c in [*needed[:1], "name", *needed[1:]] if c not in tracts.columns]
     if missing:
@@ -332,6 +341,21 @@ def _read_figures(fig_file: Path) -> RegionFigures:
     except ValidationError as exc:
         lines = error_lines(exc, RegionFigures, data)
         raise RegionError(f"{fig_file}: " + (lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines))) from None
+
+
+def _check_unique_columns(tract_file: Path) -> None:
+    """No column name twice in the header: pandas reads the second as ``name.1``, which nothing
+    uses, so figures pasted twice (or a wrong column under a right name) went unread."""
+    with tract_file.open(encoding="utf-8-sig", newline="") as f:
+        header = next(csv.reader(f), [])
+    seen: dict[str, int] = {}
+    for i, column in enumerate(c.strip() for c in header):
+        if column in seen:
+            raise RegionError(
+                f"{tract_file}: column {column} is there twice (columns {seen[column] + 1} and {i + 1}); "
+                "each column may be there once"
+            )
+        seen[column] = i
 
 
 def _check_tract_places(tracts: pd.DataFrame, tract_file: Path) -> None:
