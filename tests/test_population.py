@@ -169,6 +169,7 @@ def test_bad_region_folder_is_rejected(tmp_path):
         {"a": (1, 9), "b": (10, 20)},  # not from age 0
         {"b": (10, 20), "a": (0, 9)},  # out of order
         {},
+        {"a": (0, 9), "b": (10, 64)},  # no one over 64: the model's 70s and 80+ groups left empty
     ],
 )
 def test_age_bands_must_be_contiguous_from_zero(king_county, bands):
@@ -176,6 +177,8 @@ def test_age_bands_must_be_contiguous_from_zero(king_county, bands):
     data["age_bands"] = bands
     with pytest.raises(ValidationError, match="age bands must"):
         RegionFigures.model_validate(data)
+    data["age_bands"] = {"a": (0, 9), "b": (10, 80)}  # reaching 80 is enough
+    RegionFigures.model_validate(data)
 
 
 def _with(data: dict, path: str, value: object) -> dict:

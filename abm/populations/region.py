@@ -135,6 +135,11 @@ class RegionFigures(BaseModel):
         for (lo, hi), (next_lo, _) in zip(bounds, [*bounds[1:], (bounds[-1][1] + 1, 0)], strict=True):
             if hi < lo or next_lo != hi + 1:
                 raise ValueError(f"age bands must be contiguous and in order; got {bounds}")
+        if bounds[-1][1] < 80:  # else the population has no one in the oldest groups, without a word
+            raise ValueError(
+                f"age bands must reach age 80 or beyond (the model's oldest age group is 80 and over); they end at "
+                f"{bounds[-1][1]}: give the census's last bands too (e.g. age_85_up: [85, 100])"
+            )
         return v
 
     _rates = field_validator("school_enrollment", "employment_rate")(check_age_rates)
