@@ -281,6 +281,10 @@ def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, smal
     tracts.to_csv(region / "tracts.csv", index=False)
     result = runner.invoke(app, ["validate", str(small), "--set", f"population.region={region}"])
     assert result.exit_code == 2 and "column age_5_9: 'many' is not allowed; figures must be numbers" in text(result)
+    tracts.loc[3, "age_5_9"] = ""  # an empty cell, which pandas reads as NaN
+    tracts.to_csv(region / "tracts.csv", index=False)
+    result = runner.invoke(app, ["validate", str(small), "--set", f"population.region={region}"])
+    assert result.exit_code == 2 and "column age_5_9: an empty cell is not allowed; figures must" in text(result)
 
 
 @pytest.mark.parametrize("missing", ["region.yaml", "tracts.csv"])

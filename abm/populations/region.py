@@ -305,9 +305,10 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
     if bad.any().any():
         row, column = next((r, c) for r in range(len(tracts)) for c in numeric.columns if bad.iloc[r][c])
         value = tracts[column].iloc[row]
+        shown = "an empty cell" if pd.isna(value) else repr(value.item() if hasattr(value, "item") else value)
         raise RegionError(
             f"{tract_file}: row {row + 2} (tract {tracts['geoid'].iloc[row]}), column {column}: "
-            f"{value.item() if hasattr(value, 'item') else value!r} is not allowed; figures must be numbers"
+            f"{shown} is not allowed; figures must be numbers"
             + (", and counts and areas at least 0" if column in needed[3:] else "")
         )
     tracts[needed[1:]] = numeric
