@@ -193,7 +193,7 @@ def validate(
         else:
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
-            note_left_off(file, set_)
+            note_unapplied_settings(file, set_)
             note_idle([sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
             if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
@@ -258,7 +258,7 @@ def learning_kind(file: Path) -> str | None:
     return "learning" if {"protocols", "split", "data"} & data.keys() else None
 
 
-def note_left_off(file: Path, sets: list[str] | None) -> None:
+def note_unapplied_settings(file: Path, sets: list[str] | None) -> None:
     """A note for each intervention whose key is present with no value (``vaccination:``): it is
     off (a file that extends another turns one off so), while ``{}`` turns it on; and for each
     ``--set`` whose mapping replaces one of the file's and so drops keys the file gives."""
@@ -391,7 +391,7 @@ def run(
     except OutputFolderError as exc:
         fail(str(exc))
     note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
-    note_left_off(file, set_)
+    note_unapplied_settings(file, set_)
     note_idle([sc])
     vaccination = getattr(sc.interventions, "vaccination", None)
     if agents is not None and vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
@@ -530,7 +530,7 @@ def calibrate(
     except CalibrationError as exc:
         fail(str(exc))
     refuse_learning_scenario(file)
-    note_left_off(file, set_)
+    note_unapplied_settings(file, set_)
     note_workers(workers, backend)
     unit = "step" if method == "gradient" else "trial"
     with stop_on_interrupt(out or "runs/<name>-calibration"):
@@ -637,7 +637,7 @@ def sweep(
         fail(str(exc))
     options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
     note_switched_on(file, sp.variants, options, overrides)
-    note_left_off(file, set_)
+    note_unapplied_settings(file, set_)
     note_idle(sp.variants)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates
