@@ -237,7 +237,7 @@ class LearningScenario(_Strict):
     rounds: int = Field(10, ge=1)
     local_epochs: int = Field(1, ge=1)
     evaluate_on: Literal["own", "global"] = "own"
-    protocols: list[ProtocolSpec] = []
+    protocols: list[ProtocolSpec] = Field(min_length=1)  # compared with local-only, always run
     selection_toy: SelectionToySpec | None = None
     runner: Runner = "inprocess"
 
@@ -319,12 +319,15 @@ def check_protocols(
                 f"architecture for every {member}; give a single model under protocols[{i}].models"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
-        topology, degree = spec.params.get("topology"), spec.params.get("degree")
-        if spec.name == "p2p_selection" and topology == "k_regular" and (degree or 4) >= participants:
-            given = f"{degree!r} is" if degree is not None else "4 (the default, as none is given) is"
+        if spec.name == "p2p_selection":
+            check_selection(f"{source}: protocols[{i}].params", spec.params, participants, member)
+        stop = spec.params.get("stop_round") if spec.name == "ipa" else None
+        last = spec.rounds or rounds
+        if stop is not None and stop > last:
+            where = f"protocols[{i}].rounds" if spec.rounds else "rounds"
             raise LearningScenarioError(
-                f"{source}: protocols[{i}].params.degree: {given} not allowed with {participants} "
-                f"{member}s: topology k_regular needs an even degree below the number of {member}s"
+                f"{source}: protocols[{i}].params.stop_round: {stop!r} is not allowed: the run has {last} rounds "
+                f"({where}); stop_round is the number of rounds trained before the models are frozen: 1..{last}"
             )
         if runner != "inprocess" and not cls.runs_on_clients:
             allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
@@ -411,6 +414,40 @@ def check_protocols(
                 "dreams and their labels are shared in the clear, nothing is summed, so no privacy wrapper "
                 "covers it; remove privacy (or use independent_labels: all)"
             )
+
+
+def check_selection(key: str, params: dict[str, Any], participants: int, member: str = "participant") -> None:
+    """p2p_selection's ``params`` (``key``: their path, file named) against the ``participants``:
+    a k_regular ``degree`` below their number, and no more ``collaborators`` (nor, for top_k, a
+    larger ``k``) than the neighbours the topology gives each (they were silently fewer); top_k's
+    ``collaborators`` at most its ``k``. Raises LearningScenarioError."""
+    from abm.learning.protocols.p2p_selection import P2PSelectionConfig
+    from abm.learning.topology import build_topology
+
+    config = P2PSelectionConfig.model_validate(params)  # the params are valid: the schema checked them
+
+    def given(name: str) -> str:
+        value = getattr(config, name)
+        return f"{value!r} is" if name in params else f"{value!r} (the default, as none is given) is"
+
+    if config.topology == "k_regular" and config.degree >= participants:
+        raise LearningScenarioError(
+            f"{key}.degree: {given('degree')} not allowed with {participants} {member}s: topology k_regular "
+            f"needs an even degree below the number of {member}s"
+        )
+    neighbours = int(build_topology(config.topology, participants, config.degree)[0].sum())  # a regular graph
+    for name in ("collaborators", "k") if config.policy == "top_k" else ("collaborators",):
+        if getattr(config, name) > neighbours:
+            raise LearningScenarioError(
+                f"{key}.{name}: {given(name)} not allowed with topology {config.topology}: each of the "
+                f"{participants} {member}s has {neighbours} neighbour{'s' if neighbours != 1 else ''} to choose "
+                f"from; give at most {neighbours}"
+            )
+    if config.policy == "top_k" and config.collaborators > config.k:
+        raise LearningScenarioError(
+            f"{key}.collaborators: {given('collaborators')} not allowed with policy top_k and k {config.k}: the "
+            f"collaborators are drawn among the k most similar neighbours; give at most {config.k}, or a larger k"
+        )
 
 
 RUNNERS = ("inprocess", "flower-sim", "flower")

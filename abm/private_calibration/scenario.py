@@ -179,7 +179,7 @@ class PrivateCalibrationScenario(_Strict):
     training: TrainingSpec = TrainingSpec(lr=0.005, batch_size=64)
     rounds: int = Field(20, ge=1)
     local_epochs: int = Field(1, ge=1)
-    protocols: list[CalibrationProtocolSpec] = []
+    protocols: list[CalibrationProtocolSpec] = Field(min_length=1, description="compared with local-only, always run")
     runner: Runner = Field("inprocess", description="where the institutions' computations run (abm.learning's runners)")
 
     @model_validator(mode="after")

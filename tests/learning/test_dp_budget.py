@@ -89,6 +89,7 @@ def _scenario(**over):
         "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
         "rounds": 4,
         "evaluate_on": "global",
+        "protocols": [{"name": "local"}],  # the tests run their protocols themselves
     }
     sc.update(over)
     return load_scenario(sc)[0]

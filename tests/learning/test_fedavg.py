@@ -24,6 +24,7 @@ def _scenario(**over):
         "models": [{"kind": "mlp", "hidden": [16], "batchnorm": False}],
         "rounds": 8,
         "evaluate_on": "global",
+        "protocols": [{"name": "local"}],  # the tests run their protocols themselves
     }
     sc.update(over)
     return load_scenario(sc)[0]

@@ -46,6 +46,7 @@ def _setup(privacy: dict | None, bn_stats: str = "auto", rounds: int = 3):
             "split": {"participants": 3, "label_skew": {"alpha": 0.5}},
             "models": [{"kind": "mlp", "hidden": [16, 8], "batchnorm": True}],
             "rounds": rounds,
+            "protocols": [{"name": "local"}],  # FedAvg is run below
         }
     )[0]
     data = prepare_data(s)

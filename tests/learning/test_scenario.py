@@ -173,6 +173,48 @@ def test_a_min_size_the_split_cannot_give_is_refused(tmp_path, split, message):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_scenario_needs_its_protocols():
+    """Left out, the protocols were none (the report held the local-only baseline alone)."""
+    sc = _tiny()
+    del sc["protocols"]
+    with pytest.raises(LearningScenarioError, match=r"protocols: required key is missing"):
+        load_scenario(sc)
+
+
+def test_an_ipa_stop_at_the_last_round_is_allowed():
+    assert load_scenario(_tiny(protocols=[{"name": "ipa", "params": {"stop_round": 2}}]))[0].rounds == 2
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"protocols": []}, "protocols: has 0 items; give at least 1"),
+        ({"protocols": [{"name": "ipa", "params": {"stop_round": 3}}]}, "params.stop_round: 3 is not allowed"),
+        (
+            {
+                "split": {"participants": 3},
+                "protocols": [{"name": "p2p_selection", "params": {"topology": "ring", "collaborators": 5}}],
+            },
+            "params.collaborators: 5 is not allowed with topology ring",
+        ),
+    ],
+)
+def test_cli_learn_refuses_what_used_to_run_silently(over, message, tmp_path):
+    """Exit code 2, the one message naming the file, and no output folder."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    f, out = tmp_path / "bad.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump(_tiny(**over)))
+    res = CliRunner().invoke(app, ["learn", str(f), "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert text.startswith(f"error: {f}: ") and message in text, text
+    assert not out.exists()
+
+
 def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
     import typer
 
@@ -335,6 +377,19 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         (
             {"protocols": [{"name": "fedavg", "params": {"lr": 1}}]},
             "protocols[0].params.lr: unknown key; allowed keys: mu, server_lr, weighting, bn_stats",
+        ),
+        # nothing to compare: the report held the local-only baseline alone
+        ({"protocols": []}, "<dict>: invalid scenario: protocols: has 0 items; give at least 1"),
+        # an early stop after the last round never stopped (stopped_at null), without a word
+        (
+            {"protocols": [{"name": "ipa", "params": {"stop_round": 3}}]},
+            "<dict>: protocols[0].params.stop_round: 3 is not allowed: the run has 2 rounds (rounds); "
+            "stop_round is the number of rounds trained before the models are frozen: 1..2",
+        ),
+        (
+            {"rounds": 9, "protocols": [{"name": "ipa", "rounds": 4, "params": {"stop_round": 5}}]},
+            "<dict>: protocols[0].params.stop_round: 5 is not allowed: the run has 4 rounds (protocols[0].rounds); "
+            "stop_round is the number of rounds trained before the models are frozen: 1..4",
         ),
     ],
 )

@@ -301,6 +301,38 @@ def test_p2p_selection_on_a_ring_exchanges_only_with_ring_neighbours():
             {"topology": "k_regular", "participants": 4},
             "protocols[0].params.degree: 4 (the default, as none is given) is not allowed with 4 participants",
         ),
+        # more collaborators than a participant has neighbours: they were silently fewer
+        (
+            {"topology": "ring", "collaborators": 3},
+            "protocols[0].params.collaborators: 3 is not allowed with topology ring: each of the 6 participants "
+            "has 2 neighbours to choose from; give at most 2",
+        ),
+        (
+            {"collaborators": 6},
+            "protocols[0].params.collaborators: 6 is not allowed with topology fully_connected: each of the 6 "
+            "participants has 5 neighbours to choose from; give at most 5",
+        ),
+        (
+            {"topology": "ring", "collaborators": 2, "participants": 2},
+            "protocols[0].params.collaborators: 2 is not allowed with topology ring: each of the 2 participants "
+            "has 1 neighbour to choose from; give at most 1",
+        ),
+        (
+            {"topology": "k_regular", "degree": 2, "collaborators": 4},
+            "protocols[0].params.collaborators: 4 is not allowed with topology k_regular: each of the 6 "
+            "participants has 2 neighbours to choose from; give at most 2",
+        ),
+        # top_k draws among the k most similar neighbours: k as many as there are is random selection
+        (
+            {"policy": "top_k", "topology": "ring"},
+            "protocols[0].params.k: 3 (the default, as none is given) is not allowed with topology ring: each of "
+            "the 6 participants has 2 neighbours to choose from; give at most 2",
+        ),
+        (
+            {"policy": "top_k", "k": 2, "collaborators": 3},
+            "protocols[0].params.collaborators: 3 is not allowed with policy top_k and k 2: the collaborators are "
+            "drawn among the k most similar neighbours; give at most 2, or a larger k",
+        ),
     ],
 )
 def test_p2p_topologies_that_cannot_work_are_refused(params, message):
@@ -314,3 +346,9 @@ def test_p2p_topologies_that_cannot_work_are_refused(params, message):
 def test_an_odd_degree_is_ignored_where_the_topology_has_no_degree():
     """degree is read by k_regular only: with a ring it may be anything."""
     _p2p_scenario(topology="ring", degree=3)
+
+
+def test_as_many_collaborators_as_neighbours_are_allowed():
+    """The largest allowed collaborators is the neighbour count; k is read by top_k only."""
+    assert _p2p_scenario(topology="ring", collaborators=2, k=9).protocols[0].params["collaborators"] == 2
+    assert _p2p_scenario(policy="top_k", k=5, collaborators=5).protocols[0].params["k"] == 5

@@ -36,7 +36,7 @@ def test_tiny_federation_spends_exactly_the_target_epsilon():
     torch.set_num_threads(1)
     data = yaml.safe_load(TINY.read_text())
     data["model"]["scenario"] = str((TINY.parent / data["model"]["scenario"]).resolve())
-    data["protocols"] = []
+    data["protocols"] = [{"name": "local"}]  # the run below is given its own
     scenario, base = load_scenario(data)
     institutions, _ = build_institutions(scenario, base)
     privacy = {"secure_aggregation": True, "dp": {"clip": 0.3, "epsilon": 2.0, "delta": 1e-5}}

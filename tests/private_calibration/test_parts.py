@@ -107,6 +107,7 @@ def _tiny_model():
                 {"name": "a", "tracts": "seattle", "truth": {"transmission": 1, "seeding": 4, "ascertainment": 0.1}},
                 {"name": "b", "tracts": "east", "truth": {"transmission": 1, "seeding": 4, "ascertainment": 0.1}},
             ],
+            "protocols": [{"name": "local"}],  # only the model is used
         }
     )
     return sc, model_scenario(sc, Path(__file__).resolve().parents[2] / "scenarios/learning")
@@ -193,6 +194,9 @@ def test_engine_infect_is_public_and_deterministic(county):
             lambda d: d["model"].update(set=[*d["model"]["set"], "interventions.vaccination.protection=leaky"]),
             r"model\.scenario: .*interventions\.vaccination\.protection: 'leaky' is not allowed",
         ),
+        # no protocol: the report compared nothing with the local-only baseline
+        (lambda d: d.update(protocols=[]), r"invalid scenario: protocols: has 0 items; give at least 1"),
+        (lambda d: d.pop("protocols"), r"invalid scenario: protocols: required key is missing"),
         (
             lambda d: d.update(protocols=[{"name": "cycle", "label": "local"}]),
             r"protocols\[0\]\.label: 'local' is not allowed for cycle: it is the name of the local-only baseline",
