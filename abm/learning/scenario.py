@@ -6,15 +6,17 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
+from abm.learning.selection import PolicyName
 from abm.validation_errors import TOP_LEVEL, error_lines, validated
 from abm.yaml_loader import load_yaml
 
@@ -197,6 +199,13 @@ class ProtocolSpec(_Strict):
     privacy: PrivacySpec | None = None
     rounds: int | None = Field(None, ge=1)
 
+    @field_validator("label")
+    @classmethod
+    def _file_name_part(cls, label: str | None) -> str | None:
+        if label is not None and not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", label):
+            raise ValueError("it names the protocol's plot files: letters, digits and _ . - (not first)")
+        return label
+
     @property
     def key(self) -> str:
         """Name shown in reports."""
@@ -212,15 +221,18 @@ class SelectionToySpec(_Strict):
     spread: float = Field(0.5, gt=0)
     domain_distance: float = Field(4.0, gt=0)
     noise: float = Field(0.1, ge=0)
-    policies: list[str] = [
-        "random",
-        "greedy",
-        "top_k",
-        "eps_greedy",
-        "sim_sampling",
-        "consensus_affinity_propagation",
-        "consensus_mean_shift",
-    ]
+    policies: list[PolicyName] = Field(
+        [
+            "random",
+            "greedy",
+            "top_k",
+            "eps_greedy",
+            "sim_sampling",
+            "consensus_affinity_propagation",
+            "consensus_mean_shift",
+        ],
+        min_length=1,
+    )
 
 
 class LearningScenario(_Strict):
@@ -474,6 +486,20 @@ def check_indices(source: str, scenario: LearningScenario) -> None:
             raise LearningScenarioError(f"{source}: {key}: {c} is not allowed: classes are 0..{n_classes - 1}")
 
 
+def check_known_groups(source: str, scenario: LearningScenario) -> None:
+    """p2p_selection's oracle policy picks within a participant's known group: the split must give
+    the groups (class groups or concept shift); it failed once the protocols had run."""
+    from abm.learning.runner import known_groups
+
+    for i, spec in enumerate(scenario.protocols):
+        if spec.name == "p2p_selection" and spec.params.get("policy") == "oracle" and known_groups(scenario) is None:
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.policy: 'oracle' is not allowed without known groups: it picks "
+                "within a participant's group, given by split.class_groups or split.concept_shift; give one, or "
+                "another policy"
+            )
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """A learning or private-calibration scenario file's top-level mapping; an unreadable file,
     invalid YAML or a top level that is not a mapping raise one clear LearningScenarioError."""
@@ -509,6 +535,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
         source, scenario.protocols, scenario.models, scenario.runner, scenario.split.participants, scenario.rounds
     )
     check_indices(source, scenario)
+    check_known_groups(source, scenario)
     for i, m in enumerate(scenario.models):
         if m.kind == "cnn" and scenario.data.source != "digits":
             raise LearningScenarioError(

@@ -23,9 +23,20 @@ from __future__ import annotations
 import warnings
 from abc import ABC, abstractmethod
 from collections import deque
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+
+PolicyName = Literal[
+    "random",
+    "oracle",
+    "greedy",
+    "eps_greedy",
+    "sim_sampling",
+    "top_k",
+    "consensus_affinity_propagation",
+    "consensus_mean_shift",
+]  # what build_policy builds
 
 
 class SelectionPolicy(ABC):

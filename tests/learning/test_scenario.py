@@ -181,6 +181,12 @@ def test_a_scenario_needs_its_protocols():
         load_scenario(sc)
 
 
+def test_the_oracle_policy_is_allowed_where_the_groups_are_known():
+    shift = {"participants": 2, "concept_shift": {"participants": [1], "swaps": [[0, 1]]}}
+    oracle = {"name": "p2p_selection", "params": {"policy": "oracle"}}
+    assert load_scenario(_tiny(split=shift, protocols=[oracle]))[0].split.concept_shift is not None
+
+
 def test_an_ipa_stop_at_the_last_round_is_allowed():
     assert load_scenario(_tiny(protocols=[{"name": "ipa", "params": {"stop_round": 2}}]))[0].rounds == 2
 
@@ -377,6 +383,22 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         (
             {"protocols": [{"name": "fedavg", "params": {"lr": 1}}]},
             "protocols[0].params.lr: unknown key; allowed keys: mu, server_lr, weighting, bn_stats",
+        ),
+        # these ran every protocol, then failed (exit 1): a traceback, or a plot file under a/
+        (
+            {"selection_toy": {"policies": ["random", "bogus"]}},
+            "<dict>: invalid scenario: selection_toy.policies[1]: 'bogus' is not allowed: must be 'random'",
+        ),
+        ({"selection_toy": {"policies": []}}, "selection_toy.policies: has 0 items; give at least 1"),
+        (
+            {"protocols": [{"name": "p2p_selection", "params": {"policy": "oracle"}}]},
+            "<dict>: protocols[0].params.policy: 'oracle' is not allowed without known groups: it picks within a "
+            "participant's group, given by split.class_groups or split.concept_shift; give one, or another policy",
+        ),
+        (
+            {"protocols": [{"name": "fedavg", "label": "a/b"}]},
+            "<dict>: invalid scenario: protocols[0].label: 'a/b' is not allowed: it names the protocol's plot "
+            "files: letters, digits and _ . - (not first)",
         ),
         # nothing to compare: the report held the local-only baseline alone
         ({"protocols": []}, "<dict>: invalid scenario: protocols: has 0 items; give at least 1"),

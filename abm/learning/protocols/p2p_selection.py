@@ -22,7 +22,7 @@ from abm.learning.messages import Message, MessageKind
 from abm.learning.metrics import cluster_recovery
 from abm.learning.models import architecture_key, flat_params, load_flat_params
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
-from abm.learning.selection import build_policy
+from abm.learning.selection import PolicyName, build_policy
 from abm.learning.topology import build_topology
 from abm.learning.training import predict
 
@@ -30,16 +30,7 @@ from abm.learning.training import predict
 class P2PSelectionConfig(ProtocolConfig):
     """Selection policy and its parameters."""
 
-    policy: Literal[
-        "random",
-        "oracle",
-        "greedy",
-        "eps_greedy",
-        "sim_sampling",
-        "top_k",
-        "consensus_affinity_propagation",
-        "consensus_mean_shift",
-    ] = "random"
+    policy: PolicyName = "random"
     collaborators: int = Field(1, ge=1)
     k: int = Field(3, ge=1)  # top_k
     eps: float = Field(0.5, ge=0, le=1)  # eps_greedy
