@@ -84,10 +84,18 @@ SUMMARY_SECTIONS = {
     "deaths": ("mean",),
     "total_cost": ("mean",),
 }
-# The columns the plots read of a run's tables.
+# The columns the plots and the averted counts (abm.outputs.differences) read of a run's tables.
 TIMESERIES = "timeseries.parquet (or .csv)"
 TABLE_COLUMNS = {
-    TIMESERIES: ("day", "replicate", "hospital_occupancy", "new_infections", "cumulative_infected"),
+    TIMESERIES: (
+        "day",
+        "replicate",
+        "hospital_occupancy",
+        "new_infections",
+        "cumulative_infected",
+        "new_hospitalizations",
+        "deaths",
+    ),
     "by_age.csv": ("day", "replicate", "age_group", "agents", "cumulative_infected"),
     "costs.csv": ("item", "day", "replicate", "count", "unit_cost"),
 }
