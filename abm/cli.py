@@ -679,6 +679,15 @@ def sweep(
             f"{row['total_cost_mean']:,.0f}",
         )
     out_console.print(table)
+    late = int(result.table["peak_hospital_at_end"].sum())
+    if late:
+        err_console.print(
+            f"note: in {late} of {total} runs the hospital curve is at its peak on the last simulated day "
+            "(peak_hospital_at_end in sweep.csv): it may still be rising, so its peak is a lower bound and may come "
+            "later; run more days",
+            highlight=False,
+            soft_wrap=True,
+        )
     out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 
 

@@ -77,6 +77,10 @@ INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "peak_new_infecti
 # Days of a peak: none in a replicate whose curve stays at zero, so the summary also counts the
 # replicates its mean is over (``<outcome>_n``).
 PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
+# Per peak day, the column of sweep.csv that says whether the replicate's curve is at its peak on
+# its last day (summary.json's ``at_end``: it may still be rising, the peak and its day are lower
+# bounds); the summary counts those replicates (``<column>_n``).
+AT_END = {"peak_hospital_day": "peak_hospital_at_end", "peak_new_infections_day": "peak_new_infections_at_end"}
 # Outcomes whose change against the first variant the summary gives with a 95% interval, per
 # 100,000 agents, replicate by replicate (replicate r of every variant runs with the same seed).
 CHANGES = ("hospitalizations", "deaths", "total_cost")
@@ -110,14 +114,15 @@ class SweepTask:
 class SweepResult:
     """A finished sweep.
 
-    ``table``: one row per (variant, replicate) with the swept values, the seed and the
-    outcomes of :data:`OUTCOMES`; ``summary``: one row per variant with the mean and sd over
-    replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a peak day also
-    ``<outcome>_n``, the replicates that have a peak), and for each outcome of :data:`CHANGES`
-    its change against the first variant per 100,000 agents with a 95% interval, paired by
-    replicate (``<outcome>_change_per_100k``, ``_change_low``, ``_change_high``; empty for the
-    first variant); ``info``: what
-    ``sweep.json`` holds (the axes, the variants' resolved scenarios, timings).
+    ``table``: one row per (variant, replicate) with the swept values, the seed, the outcomes
+    of :data:`OUTCOMES` and the flags of :data:`AT_END`; ``summary``: one row per variant with
+    the mean and sd over replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a
+    peak day also ``<outcome>_n``, the replicates that have a peak, and ``<flag>_n``, those whose
+    curve is at its peak on the last day), and for each outcome of :data:`CHANGES` its change
+    against the first variant per 100,000 agents with a 95% interval, paired by replicate
+    (``<outcome>_change_per_100k``, ``_change_low``, ``_change_high``; empty for the first
+    variant); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved scenarios,
+    timings).
     """
 
     table: pd.DataFrame
@@ -348,10 +353,14 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     out["peak_icu"] = s["peak_icu"]["value"]
     out["peak_new_infections"] = s["peak_new_infections"]["value"]
     out["peak_new_infections_day"] = s["peak_new_infections"]["day"]
+    at_end = {
+        AT_END["peak_hospital_day"]: bool(s["peak_hospital_occupancy"]["at_end"]),
+        AT_END["peak_new_infections_day"]: bool(s["peak_new_infections"]["at_end"]),
+    }
     return {
         "variant": task.variant,
         "replicate": task.replicate,
-        "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES},
+        "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES} | at_end,
         "beds_per_100k": float(s["hospital_capacity"]["beds_per_100k"]),
         "region_population": int(s["region_population"]),
         "engine_seconds": float(result.manifest["timings"]["engine_seconds"]),
@@ -451,6 +460,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             row[f"{name}_mean"], row[f"{name}_sd"] = stats["mean"], stats["sd"]
             if name in PEAK_DAYS:
                 row[f"{name}_n"] = int(values.size)
+                row[f"{AT_END[name]}_n"] = int(group[AT_END[name]].sum())
         summary_rows.append(row | changes_from_first(table, int(v)))
     return table, pd.DataFrame(summary_rows)
 

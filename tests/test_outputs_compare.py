@@ -288,6 +288,18 @@ def test_compare_of_an_edited_run_says_what_it_lacks(runs, tmp_path):
     assert not out.exists()
 
 
+def test_compare_of_a_run_without_the_columns_the_averted_counts_read_says_so(runs, tmp_path):
+    """The hospitalizations and deaths averted read each replicate's new_hospitalizations and
+    deaths: a timeseries without them was let through and ended in a traceback (KeyError)."""
+    bad = _edited_copy(runs["sq"], tmp_path / "columns", drop=("new_hospitalizations", "deaths"))
+    out = tmp_path / "cmp"
+    proc = abm_cli("compare", str(runs["ni"]), str(bad), "--out", str(out))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    message = f"{bad}: cannot be compared: timeseries.parquet (or .csv) lacks the columns new_hospitalizations, deaths;"
+    assert message in " ".join(proc.stderr.split()), proc.stderr
+    assert not out.exists()
+
+
 def test_compare_help_says_what_runs_are_and_the_exit_codes():
     """typer 0.20 with click 8.5 drops the RUNS argument's own help, so the command's text says it."""
     from typer.testing import CliRunner

@@ -187,3 +187,30 @@ def test_note_names_an_unbounded_cost_interval_even_where_the_averted_interval_e
     note = table_note([base, other], table)
     assert "The cost per averted hospitalization of other has an unbounded 95% interval" in note
     assert "The hospitalizations averted by other are not beyond noise" not in note  # they are, by their interval
+
+
+def test_note_names_hospital_capacities_that_differ():
+    """Runs of one region with different outputs.hospital_beds_per_100k: each run's peak /
+    capacity and days over capacity are against its own line, so a run with more beds read as
+    having averted its days over capacity, and the note said nothing (outputs.* differences were
+    left out as changing no result)."""
+    base = _tiny_run("base", [60.0, 140.0], [0.0, 0.0])
+    other = _tiny_run("other", [30.0, 32.0], [1000.0, 1200.0])
+    other.summary["hospital_capacity"] = {"beds_per_100k": 300.0, "beds": 3.0, "days_over_capacity": 0}
+    note = table_note([base, other])
+    assert (
+        " The runs are measured against different hospital capacities (base: 55, other: 300 beds per 100,000): "
+        "each run's peak / capacity and days over capacity are against its own capacity, so they differ by more "
+        "than the interventions' effect." in note
+    )
+    assert "different hospital capacities" not in table_note([base, _tiny_run("same", [30.0, 32.0], [0.0, 0.0])])
+
+
+def test_note_gives_the_county_factors_in_the_runs_order():
+    """The factors to the region's residents came out of a set, in hash order: a first run of
+    5,000 agents was listed after a second of 4,000."""
+    runs = [_tiny_run("base", [60.0, 140.0], [0.0, 0.0], agents=5000), _tiny_run("other", [30.0], [9.0], agents=4000)]
+    for run in runs:
+        run.summary["region_population"] = 2252782
+    factors = "(2,252,782 residents / 5,000 agents = x 450.6; 2,252,782 residents / 4,000 agents = x 563.2)"
+    assert factors in table_note(runs)

@@ -17,7 +17,7 @@ import abm
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import ScenarioError
-from abm.sweep import OUTCOMES, changes_from_first, parse_axis, plan, run_sweep, split_values
+from abm.sweep import AT_END, OUTCOMES, changes_from_first, parse_axis, plan, run_sweep, split_values
 
 SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
 TINY = {"agents": 1500, "days": 15}
@@ -51,7 +51,7 @@ def test_rows_are_ordered_and_seeded_by_variant_and_replicate(local_sweep):
     assert list(t["contacts.community.weight"]) == [0.3, 0.3, 0.6, 0.6]
     # Replicate r runs with the scenario's seed + r, the same in every variant.
     assert list(t["seed"]) == [1234, 1235, 1234, 1235]
-    assert list(t.columns[4:]) == ["agents", *OUTCOMES] and (t["agents"] == TINY["agents"]).all()
+    assert list(t.columns[4:]) == ["agents", *OUTCOMES, *AT_END.values()] and (t["agents"] == TINY["agents"]).all()
     # sweep.json records each variant as its replicates ran: one replicate, the capacity used.
     ran = local_sweep.info["variants"][1]["scenario"]
     assert ran["simulation"]["replicates"] == 1 and ran["outputs"]["hospital_beds_per_100k"] == pytest.approx(55, 0.01)
@@ -66,6 +66,8 @@ def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):
     assert row["peak_hospital_occupancy"] == s["peak_hospital_occupancy"]["value"]
     assert row["peak_new_infections"] == s["peak_new_infections"]["value"]
     assert row["deaths"] == s["deaths"]["mean"] and row["total_cost"] == s["total_cost"]["mean"]
+    assert row["peak_hospital_at_end"] == s["peak_hospital_occupancy"]["at_end"]
+    assert row["peak_new_infections_at_end"] == s["peak_new_infections"]["at_end"]
 
 
 def test_summary_is_mean_and_sample_sd_per_variant(local_sweep):
@@ -363,6 +365,27 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     assert sc["population"]["agents"] == 1000 and sc["simulation"]["days"] == 10 and sc["simulation"]["seed"] == 40
 
 
+def test_cli_notes_hospital_peaks_held_to_the_last_day(tmp_path):
+    """sweep.csv's peak day of a replicate whose hospital curve is still at its peak on the last
+    day is a lower bound (summary.json's at_end); the sweep dropped that flag and said nothing."""
+    out = tmp_path / "sw"
+    result = runner.invoke(
+        app,
+        ["sweep", str(SCENARIO), "--sweep", "disease.transmission_rate=5.02", "--replicates", "2",
+         "--agents", "2000", "--days", "30", "--seed", "40", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "sweep.csv")
+    late = int(table["peak_hospital_at_end"].sum())
+    assert late > 0 and pd.read_csv(out / "sweep_summary.csv")["peak_hospital_at_end_n"].tolist() == [late]
+    note = (
+        f"note: in {late} of 2 runs the hospital curve is at its peak on the last simulated day "
+        "(peak_hospital_at_end in sweep.csv): it may still be rising, so its peak is a lower bound and may "
+        "come later; run more days"
+    )
+    assert note in " ".join(result.output.split())
+
+
 def test_worker_processes_write_the_same_tables(tmp_path):
     """--workers 2 runs the 4 runs in two worker processes, which finish in any order: sweep.csv
     and sweep_summary.csv are the same bytes as with --workers 1 (one after the other here), and
@@ -459,7 +482,8 @@ def test_combine_of_hand_made_results():
 
     def result(v: int, r: int, hosp: float, cost: float, day: int | None) -> dict:
         outcomes = dict.fromkeys(OUTCOMES, 1.0) | {"hospitalizations": hosp, "total_cost": cost, "deaths": 0.0}
-        return {"variant": v, "replicate": r, "outcomes": outcomes | {"peak_hospital_day": day}}
+        at_end = {"peak_hospital_at_end": day == 7, "peak_new_infections_at_end": False}  # day 7: the last
+        return {"variant": v, "replicate": r, "outcomes": outcomes | {"peak_hospital_day": day} | at_end}
 
     results = [result(1, 1, 30.0, 50.0, None), result(0, 1, 20.0, 0.0, 7), result(1, 0, 10.0, 30.0, 4),
                result(0, 0, 10.0, 0.0, 5)]  # fmt: skip
@@ -472,6 +496,9 @@ def test_combine_of_hand_made_results():
     days = summary.filter(like="peak_hospital_day_")
     assert days["peak_hospital_day_mean"].tolist() == [6.0, 4.0] and days["peak_hospital_day_n"].tolist() == [2, 1]
     assert days["peak_hospital_day_sd"][0] == pytest.approx(np.sqrt(2)) and np.isnan(days["peak_hospital_day_sd"][1])
+    # The replicates whose curve is at its peak on the last day (the peak a lower bound) are counted.
+    assert summary["peak_hospital_at_end_n"].tolist() == [1, 0]
+    assert summary["peak_new_infections_at_end_n"].tolist() == [0, 0]
     # Per 100,000: variant 0 admits 1,000 and 2,000, variant 1 500 and 1,500: changes -500 and -500.
     one = summary.iloc[1]
     assert (one.hospitalizations_change_per_100k, one.hospitalizations_change_low) == (-500.0, -500.0)

@@ -84,10 +84,18 @@ SUMMARY_SECTIONS = {
     "deaths": ("mean",),
     "total_cost": ("mean",),
 }
-# The columns the plots read of a run's tables.
+# The columns the plots and the averted counts (abm.outputs.differences) read of a run's tables.
 TIMESERIES = "timeseries.parquet (or .csv)"
 TABLE_COLUMNS = {
-    TIMESERIES: ("day", "replicate", "hospital_occupancy", "new_infections", "cumulative_infected"),
+    TIMESERIES: (
+        "day",
+        "replicate",
+        "hospital_occupancy",
+        "new_infections",
+        "cumulative_infected",
+        "new_hospitalizations",
+        "deaths",
+    ),
     "by_age.csv": ("day", "replicate", "age_group", "agents", "cumulative_infected"),
     "costs.csv": ("item", "day", "replicate", "count", "unit_cost"),
 }
@@ -229,14 +237,14 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     """The note under the table (``table``: theirs, made here when not given): what the costs
     count (the items the runs booked in costs.csv; unpriced work is free), how to read a negative
     cost per averted hospitalization and the averted counts' intervals (naming the runs whose
-    cost per averted hospitalization rests on a difference within noise), each run's
-    region where they differ, and the scenario values other than interventions that differ
+    cost per averted hospitalization rests on a difference within noise), each run's hospital
+    capacity and region where they differ, and the scenario values other than interventions that differ
     (a different epidemic, not only a different intervention)."""
     booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
     items = ", ".join(booked) if booked else "none"
-    scales = {
+    scales = dict.fromkeys(  # in the runs' order
         (run.agents, run.summary.get("region_population")) for run in runs if run.summary.get("region_population")
-    }
+    )
     county = "; ".join(
         f"{people:,} residents / {agents:,} agents = x {people / agents:,.1f}" for agents, people in scales
     )
@@ -296,6 +304,13 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         note += (
             f" The hospital curve of {', '.join(late)} is still at its peak on the last simulated day: it may still "
             "be rising, so the peak is a lower bound and may come later; run more days."
+        )
+    if len({run.beds_per_100k for run in runs}) > 1:  # outputs.hospital_beds_per_100k, or the regions' own
+        listed = ", ".join(f"{run.label}: {run.beds_per_100k:g}" for run in runs)
+        note += (
+            f" The runs are measured against different hospital capacities ({listed} beds per 100,000): each "
+            "run's peak / capacity and days over capacity are against its own capacity, so they differ by more "
+            "than the interventions' effect."
         )
     regions = {run.summary.get("region") for run in runs}
     if len(regions) > 1:
