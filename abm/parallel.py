@@ -243,10 +243,11 @@ CONNECT_SECONDS = 5.0  # how long ray_session waits for a cluster's address to a
 
 def check_ray_reachable(address: str | None, given: str, error: type[Exception]) -> None:
     """``address`` (else ``RAY_ADDRESS``; ``auto``, ``local`` or none: Ray finds or starts one)
-    is ``host:port`` (or ``ray://host:port``) where something answers within
-    :data:`CONNECT_SECONDS`, else ``error`` naming it (``given``: as the caller gave it, e.g.
-    ``--ray-address ADDR``). Ray itself takes a malformed address with a traceback, and retries
-    an unreachable one for about 12 minutes, while :func:`ray_session` holds Ctrl-C back."""
+    is ``host:port`` (or ``ray://host:port``) where a server answers within
+    :data:`CONNECT_SECONDS` each to a connection and to a gRPC greeting (:func:`not_grpc`), else
+    ``error`` naming it (``given``: as the caller gave it, e.g. ``--ray-address ADDR``). Ray itself
+    takes a malformed address with a traceback, and retries an unreachable one, or one where
+    another service answers, for about 12 minutes, while :func:`ray_session` holds Ctrl-C back."""
     if address is None:
         address = os.environ.get("RAY_ADDRESS") or None
         given = f"RAY_ADDRESS={address}"
@@ -259,13 +260,40 @@ def check_ray_reachable(address: str | None, given: str, error: type[Exception])
             "or leave it out to start a local Ray"
         )
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS) as conn:
+            why = not_grpc(conn)
     except OSError as exc:
         why = exc.strerror or f"no answer in {CONNECT_SECONDS:g} s"
+    if why is not None:
         raise error(
             f"{given}: no Ray cluster answers there ({why}); start one with `ray start --head`, "
             "or leave it out to start a local Ray"
-        ) from None
+        )
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HTTP2_SETTINGS = 4  # the frame type a server sends first
+
+
+def not_grpc(conn: socket.socket) -> str | None:
+    """None where the server at the other end of ``conn`` speaks gRPC, Ray's protocol (its head
+    node's cluster service, the Ray Client server of a ``ray://`` address): to a client's
+    HTTP/2 preface it answers with its settings. Else why not, as something else answers. Ray's
+    core need not come with a gRPC library, so this is a bare HTTP/2 greeting; another gRPC
+    service passes."""
+    conn.sendall(HTTP2_PREFACE + bytes([0, 0, 0, HTTP2_SETTINGS, 0, 0, 0, 0, 0]))  # empty settings, stream 0
+    header = b""
+    try:
+        while len(header) < 9:
+            chunk = conn.recv(9 - len(header))
+            if not chunk:
+                break
+            header += chunk
+    except TimeoutError:
+        return f"something else does: it did not answer Ray's greeting in {CONNECT_SECONDS:g} s"
+    if len(header) < 9 or header[3] != HTTP2_SETTINGS or any(header[5:9]):
+        return "something else does: it does not speak gRPC, Ray's protocol"
+    return None
 
 
 @contextmanager
@@ -283,10 +311,12 @@ def ray_session(
     except ImportError as exc:
         raise error(f"{backend}: Ray is not installed; pip install 'abm-epidemic[ray]'") from exc
     started = not ray.is_initialized()
-    if started:
-        check_ray_reachable(address, given or f"--ray-address {address}", error)
-    try:
-        if started:
+    if not started:
+        yield ray
+        return
+    check_ray_reachable(address, given or f"--ray-address {address}", error)
+    with ray_raylet_quiet(ray):
+        try:
             # Ray's processes start with SIGINT blocked (they inherit the mask): a Ctrl-C at the
             # terminal, which reaches the whole process group, then leaves them to ray.shutdown()
             # below instead of killing Ray's main process first and orphaning two of its agents
@@ -294,10 +324,25 @@ def ray_session(
             # started, then ends the command as at any other time, Ray shut down below.
             with _sigint_blocked(), _interrupts_deferred(), ray_keeps_our_sigterm(ray), ray_tip_quiet():
                 ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        yield ray
-    finally:
-        if started:
+            yield ray
+        finally:
             ray.shutdown()
+
+
+@contextmanager
+def ray_raylet_quiet(ray: ModuleType) -> Iterator[None]:
+    """Leave out the notes Ray's raylet prints on stdout as they come (a worker died, a task is
+    run again): the command says what failed in its one message (:func:`ray_finished`), and
+    Ray's note came before or after it, in the progress bar, as it happened to arrive."""
+    worker = getattr(getattr(ray, "_private", None), "worker", None)
+    if not hasattr(worker, "_worker_logs_enabled"):  # pragma: no cover - another Ray version
+        yield
+        return
+    before, worker._worker_logs_enabled = worker._worker_logs_enabled, False  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        worker._worker_logs_enabled = before  # type: ignore[union-attr]
 
 
 @contextmanager
@@ -336,18 +381,37 @@ def ray_keeps_our_sigterm(ray: ModuleType) -> Iterator[None]:
             constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = crash_handler_off  # type: ignore[union-attr]
 
 
+def ray_task(ray: ModuleType, fn: Callable[..., Any]) -> Any:
+    """``fn`` as a Ray remote function of one CPU that Ray never runs again after its worker
+    process died: :func:`ray_finished` then fails, as the local backend does (:class:`WorkerLost`).
+    Ray's default ran it again, up to 3 times, unseen, and the command ended as if nothing had
+    happened."""
+    return ray.remote(num_cpus=1, max_retries=0)(fn)
+
+
 def ray_finished(
     ray: ModuleType,
     calls: Sequence[tuple[Any, tuple[Any, ...]]],
     workers: int | None,
     errors: tuple[type[Exception], ...],
+    backend: str = "--backend ray",
+    named: Callable[[int], str] = lambda index: f"task {index}",
 ) -> Iterator[tuple[int, Any]]:
-    """Run each ``(remote, args)`` of ``calls`` (a Ray remote function and its arguments) as a
-    Ray task, at most ``workers`` at once (None: all submitted, and Ray schedules them by the
-    resources they ask for); yield ``(index, result)`` as each finishes. A task's error of one
-    of the ``errors`` types is raised here as it was raised in the task."""
+    """Run each ``(remote, args)`` of ``calls`` (a Ray remote function of :func:`ray_task` and
+    its arguments) as a Ray task, at most ``workers`` at once (None: all submitted, and Ray
+    schedules them by the resources they ask for); yield ``(index, result)`` as each finishes. A
+    task's error of one of the ``errors`` types is raised here as it was raised in the task; a
+    task whose worker process died (killed, out of memory, its node lost) raises
+    :class:`WorkerLost`, naming the choice of Ray as ``backend`` does and the task as
+    ``named(index)`` does."""
     queue = iter(enumerate(calls))
     running: dict[Any, int] = {}
+    lost = (
+        ray.exceptions.WorkerCrashedError,
+        ray.exceptions.OutOfMemoryError,
+        ray.exceptions.NodeDiedError,
+        ray.exceptions.LocalRayletDiedError,
+    )
 
     def submit() -> None:
         for index, (remote, args) in queue:
@@ -367,6 +431,11 @@ def ray_finished(
                 if isinstance(cause, errors):
                     raise type(cause)(str(cause)) from exc
                 raise
+            except lost:
+                raise WorkerLost(
+                    f"{backend}: the Ray worker process of {named(index)} ended before its run did "
+                    "(killed, out of memory, or its node was lost); Ray does not run it again"
+                ) from None
             yield index, result
         submit()
 

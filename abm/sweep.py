@@ -46,6 +46,7 @@ from abm.parallel import (
     check_workers,
     ray_finished,
     ray_session,
+    ray_task,
     run_and_release,
 )
 from abm.runs import OVERRIDE_KEYS, check_population_settings, resolve
@@ -400,9 +401,12 @@ def run_ray(
     workers: int | None = None,
     backend: str = "--backend ray",
     given: str | None = None,
+    label: Callable[[int], str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
-    the cluster takes) and return the results in task order.
+    the cluster takes) and return the results in task order. A task whose worker process dies
+    fails the sweep (:class:`abm.parallel.WorkerLost`, naming its variant, as ``label`` gives
+    its values, and replicate).
 
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
@@ -418,10 +422,16 @@ def run_ray(
                 f"{on_gpu[0].scenario['name']}: simulation.device: 'cuda' is not allowed here: "
                 "the Ray cluster has no GPU; use cpu"
             )
-        remote = ray.remote(num_cpus=1)(run_task)
+        remote = ray_task(ray, run_task)
         gpu = remote.options(num_gpus=1)  # a run on cuda gets a GPU of the cluster to itself
         calls = [(gpu if t.scenario["simulation"]["device"].startswith("cuda") else remote, (t,)) for t in tasks]
-        return _collect(ray_finished(ray, calls, workers, (ScenarioError,)), len(tasks), done)
+
+        def named(index: int) -> str:
+            t = tasks[index]
+            return f"variant {t.variant}{f' ({label(t.variant)})' if label else ''}, replicate {t.replicate}"
+
+        finished = ray_finished(ray, calls, workers, (ScenarioError,), backend, named)
+        return _collect(finished, len(tasks), done)
 
 
 def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -528,7 +538,13 @@ def run_sweep(
         run_local(tasks, done, workers or 1, names)
         if local
         else run_ray(
-            tasks, done, ray_address, workers, names.given("backend", "ray"), names.given("ray-address", ray_address)
+            tasks,
+            done,
+            ray_address,
+            workers,
+            names.given("backend", "ray"),
+            names.given("ray-address", ray_address),
+            sp.label,
         )
     )
     wall = time.perf_counter() - t0

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
 
 import pandas as pd
 import pytest
@@ -89,3 +92,65 @@ def test_a_ray_address_without_ray_is_refused_from_python(tmp_path):
     with pytest.raises(CalibrationError, match=only):
         calibrate(path, tmp_path / "out", ray_address="127.0.0.1:6379")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def one_cpu_ray():
+    """A local Ray of one CPU, started by the caller (the tests), so that calibrate uses it."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
+def test_a_ray_worker_that_dies_fails_the_calibration_naming_its_trial(tmp_path, monkeypatch, one_cpu_ray):
+    """Ray ran a trial whose worker process died again, unseen, and the calibration went on as if
+    nothing had happened, where a dead worker of the local backend fails it; now the same: the
+    error names the trial, nothing is written."""
+    from abm.calibration.optimize import calibrate
+    from abm.parallel import WorkerLost
+
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    marker, out = tmp_path / "died", tmp_path / "out"
+
+    def dies_once(data, values, source):  # its worker process dies in the first trial it runs
+        if not marker.exists():
+            marker.touch()
+            os._exit(3)
+        return simulate_values(data, values, source)
+
+    monkeypatch.setattr("abm.calibration.optimize.simulate_values", dies_once)
+    with pytest.raises(WorkerLost) as info:
+        calibrate(path, out, backend="ray", workers=1)
+    assert marker.exists()
+    assert re.fullmatch(
+        r"backend='ray': the Ray worker process of the trial of disease\.transmission_rate=[0-9.]+ ended before its "
+        r"run did \(killed, out of memory, or its node was lost\); Ray does not run it again",
+        str(info.value),
+    ), info.value
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_calibration_json_records_the_workers_the_ray_cluster_ran_at_once(tmp_path, one_cpu_ray):
+    """--workers 3 on a Ray of one CPU runs one trial at a time: calibration.json said 3; now it
+    says 1 (how many ran at once, as its documentation has it) and the cluster's CPUs."""
+    from abm.calibration.optimize import calibrate
+
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    summary = calibrate(path, tmp_path / "out", backend="ray", workers=3)
+    recorded = json.loads((tmp_path / "out" / "calibration.json").read_text())
+    assert (recorded["parallel_trials"], recorded["workers"], recorded["ray_cpus"]) == (4, 1, 1), recorded
+    assert summary["workers"] == 1
+
+
+@pytest.mark.slow
+def test_the_address_of_a_running_ray_passes_the_check(one_cpu_ray):
+    """The check that tells another service apart (it must speak gRPC) lets Ray's own head through."""
+    from abm.parallel import check_ray_reachable
+
+    address = one_cpu_ray.get_runtime_context().gcs_address
+    assert check_ray_reachable(address, f"--ray-address {address}", ValueError) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def failing_trial(workers: int) -> None:
     data["calibration"] = {"targets": ["hospital_admissions"], "fit_window": ["2020-02-08", "2020-02-28"]}
     cfg = validate(data, "bad.yaml").calibration
     with trial_runner(cfg, data, "bad.yaml", "local", workers) as (run_batch, used):
-        assert used == workers
+        assert used == {"workers": workers}
         list(run_batch([{"disease.transmission_rate": 3.0}, {"disease.transmission_rate": -1.0}]))
 
 
@@ -359,3 +360,49 @@ def test_a_missing_ray_is_named_as_the_caller_chose_it(monkeypatch):
         with pytest.raises(ValueError) as info, ray_session(None, ValueError, backend):
             pass
         assert str(info.value) == f"{backend}: Ray is not installed; pip install 'abm-epidemic[ray]'"
+
+
+@pytest.fixture
+def not_ray_server(request):
+    """A TCP server on loopback that is no Ray: it greets each connection with ``request.param``
+    (bytes; empty: it says nothing) and keeps it open. Gives its port."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            held.append(conn)
+            if request.param:
+                conn.sendall(request.param)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+@pytest.mark.parametrize("not_ray_server", [b"SSH-2.0-OpenSSH_9.6\r\n", b"", b"HTTP/1.1 200 OK\r\n\r\n"], indirect=True)
+def test_a_service_that_is_not_ray_is_refused_in_seconds(not_ray_server):
+    """Anything that took the TCP connection passed, and Ray then tried the address for about 12
+    minutes; now the check asks for Ray's cluster service and names the address in one message."""
+    pytest.importorskip("ray")
+    from abm.parallel import CONNECT_SECONDS, check_ray_reachable
+
+    address = f"127.0.0.1:{not_ray_server}"
+    start = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        check_ray_reachable(address, f"--ray-address {address}", ValueError)
+    assert time.monotonic() - start < CONNECT_SECONDS + 2
+    assert re.fullmatch(
+        rf"--ray-address {address}: no Ray cluster answers there \(something else does: .+\); start one with "
+        r"`ray start --head`, or leave it out to start a local Ray",
+        str(info.value),
+    ), info.value

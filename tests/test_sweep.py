@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import abm
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import ScenarioError
-from abm.sweep import AT_END, OUTCOMES, changes_from_first, parse_axis, plan, run_sweep, split_values
+from abm.sweep import AT_END, OUTCOMES, SweepTask, changes_from_first, parse_axis, plan, run_sweep, split_values
 
 SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
 TINY = {"agents": 1500, "days": 15}
@@ -535,3 +536,34 @@ def test_a_ray_address_that_cannot_be_used_is_refused_before_ray_starts(tmp_path
 def test_a_ray_address_without_ray_is_refused_from_python():
     with pytest.raises(ScenarioError, match=r"^ray_address: only used with backend='ray', not with backend='local'$"):
         run_sweep(SCENARIO, ["simulation.days=5"], ray_address="127.0.0.1:6379", **TINY)
+
+
+@pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
+def test_a_ray_worker_that_dies_fails_the_sweep_as_on_the_local_backend(tmp_path, monkeypatch):
+    """Ray ran the task again in a new worker and the sweep ended with exit 0, as if nothing had
+    happened, where a dead worker process of the local backend fails the command; now the same:
+    exit 1, one message naming the run, nothing written."""
+    pytest.importorskip("ray")
+    from abm.sweep import run_task
+
+    marker, out = tmp_path / "died", tmp_path / "sweep"
+
+    def dies_once(task: SweepTask) -> dict:  # its worker process dies in its first run of variant 1, replicate 0
+        if (task.variant, task.replicate) == (1, 0) and not marker.exists():
+            marker.touch()
+            os._exit(3)
+        return run_task(task)
+
+    monkeypatch.setattr("abm.sweep.run_task", dies_once)
+    args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "1",
+            "--agents", "1000", "--days", "5", "--backend", "ray", "--workers", "1", "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    flat = " ".join(result.output.split())
+    assert marker.exists(), (result.exit_code, flat, result.exception)  # the worker did die
+    assert result.exit_code == 1, flat
+    assert flat.count("error:") == 1, flat
+    assert (
+        "error: --backend ray: the Ray worker process of variant 1 (contacts.community.weight=0.6), replicate 0 "
+        "ended before its run did (killed, out of memory, or its node was lost); Ray does not run it again"
+    ) in flat, flat
+    assert not out.exists()

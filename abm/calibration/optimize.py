@@ -43,6 +43,7 @@ from abm.parallel import (
     in_order,
     ray_finished,
     ray_session,
+    ray_task,
     run_and_release,
     usable_cpus,
 )
@@ -344,7 +345,7 @@ def trial_runner(
     device: str = "cpu",
     trials: int | None = None,
     names: OptionNames = COMMAND_LINE,
-) -> Iterator[tuple[RunBatch, int]]:
+) -> Iterator[tuple[RunBatch, dict[str, int]]]:
     """Where trials run, and how many at once (``workers``; the default in brackets, where
     "batch" is ``parallel_trials``, or ``trials`` when fewer):
 
@@ -356,42 +357,53 @@ def trial_runner(
       asks Ray for the GPUs divided by N, at most one.
 
     Each worker runs its simulations with the scenario's ``simulation.threads``. Gives the batch
-    runner and the number of workers; leaving the block (after an error or an interrupt too)
-    stops the workers. Messages name the backend as ``names`` does (``--backend ray`` or
+    runner and what ``calibration.json`` records of the workers: ``workers``, how many ran at
+    once (on Ray at most the cluster's CPUs, though ``workers`` asks for more), and on Ray
+    ``ray_cpus``, the cluster's CPUs as the trials began. Leaving the block (after an error or an
+    interrupt too) stops the workers. Messages name the backend as ``names`` does (``--backend ray`` or
     ``backend='ray'``)."""
 
     batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
     if backend == "ray":
-        on_ray = names.given("backend", "ray")
-        check_ray_device(device, source, CalibrationError, on_ray)
-        with ray_session(address, CalibrationError, on_ray, names.given("ray-address", address)) as ray:
+        given = names.given("backend", "ray")
+        check_ray_device(device, source, CalibrationError, given)
+        with ray_session(address, CalibrationError, given, names.given("ray-address", address)) as ray:
             resources = ray.cluster_resources()
             gpus = float(resources.get("GPU", 0)) if device == "cuda" else 0.0
             if device == "cuda" and gpus == 0:
                 raise CalibrationError(
-                    f"{source}: simulation.device: 'cuda' is not allowed with {on_ray} here: the Ray cluster "
+                    f"{source}: simulation.device: 'cuda' is not allowed with {given} here: the Ray cluster "
                     f"has no GPU; use cpu, or {names.given('backend', 'local')}"
                 )
-            slots = max(1, int(gpus)) if gpus else max(1, int(resources.get("CPU", 1)))
+            cpus = max(1, int(resources.get("CPU", 1)))
+            slots = max(1, int(gpus)) if gpus else cpus
             n = workers or min(batch, slots)
-            remote = ray.remote(num_cpus=1)(simulate_values)
+            remote = ray_task(ray, simulate_values)
             if gpus:
                 remote = remote.options(num_gpus=min(1.0, gpus / n))
 
             def on_ray(values: list[dict[str, float]]) -> Iterator[pd.DataFrame]:
                 calls = [(remote, (data, v, source)) for v in values]
-                return in_order(ray_finished(ray, calls, n, (CalibrationError, ScenarioError)))
 
-            yield on_ray, n
+                def named(index: int) -> str:
+                    return "the trial of " + ", ".join(f"{k}={x:g}" for k, x in values[index].items())
+
+                errors = (CalibrationError, ScenarioError)
+                return in_order(ray_finished(ray, calls, n, errors, given, named))
+
+            yield on_ray, {"workers": min(n, cpus), "ray_cpus": cpus}  # a task takes a CPU
     else:
         # On a GPU, trials share it only when --workers asks for that (not measured: no GPU machine
         # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
         n = workers or (1 if device.startswith("cuda") else min(batch, usable_cpus()))
         if n == 1:
-            yield (lambda values: (run_and_release(simulate_values, data, v, source) for v in values)), 1
+            yield (lambda values: (run_and_release(simulate_values, data, v, source) for v in values)), {"workers": 1}
         else:
             with ProcessPool(n, names) as pool:
-                yield (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))), n
+                yield (
+                    (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))),
+                    {"workers": n},
+                )
 
 
 def run_trials(
@@ -610,7 +622,7 @@ def _fit_by_optuna(
         "trials": n_trials,
         "backend": backend,
         "parallel_trials": cfg.parallel_trials,  # the sampler's batch: the trials depend on it
-        "workers": used,  # how many of a batch ran at once: the trials do not depend on it
+        **used,  # workers: how many of a batch ran at once (the trials do not depend on it); Ray: ray_cpus
         "best_trial": best_number,
         "loss_fit": reranked[0]["loss_fit"] if reranked else study.best_value,
         "band_trials": band_numbers,  # the trials whose curves make the fit plot's band
