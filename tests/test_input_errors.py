@@ -4,7 +4,9 @@ the key and the value, exit code 2, and nothing written or lost."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -136,6 +138,11 @@ def test_infinite_numbers_and_unknown_settings_are_refused(tmp_path, small):
     assert result.exit_code == 2 and "seeding.infections.asymptomatc: 'asymptomatc' is not allowed" in text(result)
 
 
+def listing(mark: str) -> list[str]:
+    """An output folder mark's lines but those of the files' contents (which differ from run to run)."""
+    return [line for line in mark.splitlines() if not line.startswith("sha256: ")]
+
+
 def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     user = tmp_path / "user"
     user.mkdir()
@@ -149,7 +156,10 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
     assert {"summary.json", "plots", "plots/hospital_occupancy.png", "manifest.json"} <= set(written)
     mark = (out / MARK).read_text()
-    assert mark.splitlines()[1:] == [*(f"  {name}" for name in written), "kind: run"]  # what abm wrote
+    digests = [
+        f"sha256: {hashlib.sha256((out / n).read_bytes()).hexdigest()} {n}" for n in written if (out / n).is_file()
+    ]
+    assert mark.splitlines()[1:] == [*(f"  {name}" for name in written), *digests, "kind: run"]  # what abm wrote
     # A file added to the folder, or to its plots/ (which was lost with the folder), is kept.
     for added in ("notes.txt", "plots/annotated.png"):
         (out / added).write_text("mine")
@@ -161,14 +171,56 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     # Without the addition the folder is abm's again: the new run replaces it.
     assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"]).exit_code == 0
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK) == written
-    assert (out / MARK).read_text() == mark
+    assert listing((out / MARK).read_text()) == listing(mark)
     assert json.loads((out / "summary.json").read_text())["seed"] == 5
     assert json.loads((out / "manifest.json").read_text())["seed"] == 5
     # A mark written before marks listed subfolders' entries names plots/ alone: still replaced.
     (out / MARK).write_text(mark.splitlines()[0] + "\n" + "".join(f"  {n}\n" for n in written if "/" not in n))
     (out / "plots" / "older.png").write_text("an older abm's plot")
     assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"]).exit_code == 0
-    assert (out / MARK).read_text() == mark and not (out / "plots" / "older.png").exists()
+    assert listing((out / MARK).read_text()) == listing(mark) and not (out / "plots" / "older.png").exists()
+
+
+def test_a_folder_with_files_edited_since_abm_wrote_them_is_not_replaced(tmp_path, small):
+    """A file abm wrote and the user then changed (an annotated table) is kept as an added one is:
+    the new run is refused (exit 2) naming it, and the folder is left as it was. A file touched but
+    not changed, and a folder whose mark predates the record of contents, are replaced."""
+    out = tmp_path / "run"
+    assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
+    mark = (out / MARK).read_text()
+    assert mark.endswith("\n")  # a final newline
+    # Not edited: replaced.
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"]).exit_code == 0
+    assert json.loads((out / "summary.json").read_text())["seed"] == 5
+    # Edited: one file grows; a plot is rewritten with as many bytes and its old time.
+    (out / "timeseries.csv").write_text((out / "timeseries.csv").read_text() + "my note\n")
+    plot = out / "plots" / "hospital_occupancy.png"
+    stat = plot.stat()
+    plot.write_bytes(bytes(len(plot.read_bytes())))
+    os.utime(plot, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"])
+    assert result.exit_code == 2, text(result)
+    assert (
+        f"output folder '{out}': holds ['plots/hospital_occupancy.png', 'timeseries.csv'], which changed since abm "
+        "wrote them; replacing the folder would lose them: move them out, or give a new folder, or remove this "
+        "one yourself"
+    ) in text(result)
+    assert "running" not in text(result)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # untouched
+    # Added and edited files are named together.
+    (out / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"])
+    assert result.exit_code == 2 and "holds ['notes.txt'], which abm did not write, and ['plots/" in text(result)
+    (out / "notes.txt").unlink()
+    # A mark without the record (an older abm's) is replaced, edits and all; so is one without a final newline.
+    (out / MARK).write_text("\n".join(line for line in mark.splitlines() if line.startswith(("  ", "written", "kind"))))
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"]).exit_code == 0
+    assert json.loads((out / "summary.json").read_text())["seed"] == 6
+    # A file touched (its time changed) but not changed is no edit.
+    os.utime(out / "summary.json")
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "7"]).exit_code == 0
+    assert json.loads((out / "summary.json").read_text())["seed"] == 7
 
 
 def test_a_split_too_small_to_train_is_refused(tmp_path):
