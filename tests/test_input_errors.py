@@ -223,6 +223,25 @@ def test_a_folder_with_files_edited_since_abm_wrote_them_is_not_replaced(tmp_pat
     assert json.loads((out / "summary.json").read_text())["seed"] == 7
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "SMALL"],
+        ["sweep", "SMALL", "--sweep", "disease.transmission_rate=3,4"],
+        ["calibrate", str(CALIBRATION)],
+        ["learn", "SMALL"],
+        ["compare", "a", "b"],
+    ],
+)
+def test_an_empty_out_is_named_as_given(tmp_path, small, monkeypatch, command):
+    """``--out ''`` was read as the working folder and named '.', a value the user did not give."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [str(small) if a == "SMALL" else a for a in command] + ["--out", ""])
+    assert result.exit_code == 2, text(result)
+    assert "output folder '': give a folder name, not an empty value" in text(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.yaml"]
+
+
 def test_a_split_too_small_to_train_is_refused(tmp_path):
     path = tmp_path / "tiny.yaml"
     path.write_text(

@@ -146,11 +146,19 @@ def folder_kind(folder: Path) -> str | None:
     return kinds[0] if kinds else None
 
 
+def output_path(value: str | Path) -> Path:
+    """An output folder as given (``--out``) as a Path; :class:`OutputFolderError` for an empty
+    value, which Path would read as the working folder and a message would name ``'.'``."""
+    if str(value) == "":
+        raise OutputFolderError("output folder '': give a folder name, not an empty value")
+    return Path(value)
+
+
 def check_target(target: str | Path, kind: str | None = None) -> Path:
     """``target`` as a Path if an output of ``kind`` (:data:`KINDS`) can be written there;
     otherwise :class:`OutputFolderError` naming the path and why. Called before a run starts, and
     again by :func:`atomic_folder`."""
-    target = Path(target)
+    target = output_path(target)
     where = f"output folder {str(target)!r}"
     if target.name in ("", ".", ".."):
         raise OutputFolderError(f"{where}: give a folder name, not {target.name or str(target)!r}")
