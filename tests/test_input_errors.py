@@ -397,6 +397,27 @@ def test_a_bad_region_figure_is_refused_by_validate_and_run(tmp_path, small):
     assert not out.exists()
 
 
+def test_a_misspelt_region_key_gets_the_key_it_likely_meant(tmp_path, small):
+    """An unknown key of region.yaml is named with the key it most likely meant, as an unknown
+    key of a scenario is (at the top and in a section), by validate and run; nothing written."""
+    region = region_with(tmp_path, "household_size_7up: 7", "houshold_size_7up: 7")
+    figures = (region / "region.yaml").read_text()
+    (region / "region.yaml").write_text(figures.replace("  residents_per_staff:", "  residents_per_staf:"))
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert f"{region / 'region.yaml'}: " in text(result)
+        assert "houshold_size_7up: unknown key; did you mean 'household_size_7up'? allowed keys: name, fips," in (
+            text(result)
+        )
+        assert (
+            "long_term_care.residents_per_staf: unknown key; did you mean 'residents_per_staff'? allowed keys: "
+            "residence_rate, sizes, residents_per_staff"
+        ) in text(result)
+    assert not out.exists()
+
+
 def test_a_region_sector_without_contacts_is_refused_by_validate_and_run(tmp_path, small):
     """A region of one's own whose sectors are not all in contacts.occupation.degree: exit 2
     naming the key and the sectors, nothing written (validate said ok and the run ended in a
