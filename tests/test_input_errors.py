@@ -358,6 +358,71 @@ def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, smal
     assert result.exit_code == 2 and "column age_5_9: an empty cell is not allowed; figures must" in text(result)
 
 
+@pytest.mark.parametrize(
+    ("column", "written", "shown"),
+    [
+        ("age_20_24", "inf", "inf"),
+        ("land_km2", "Infinity", "inf"),
+        ("hh_2", "1e999", "inf"),
+        ("households", "inf", "inf"),
+    ],
+)
+def test_an_infinite_figure_of_a_tract_is_refused_by_validate_and_run(tmp_path, small, column, written, shown):
+    """An infinite count or area in tracts.csv: exit 2 naming the row, the column and the value,
+    nothing written (validate said ok and the run ended in a traceback, exit 1)."""
+    region = region_with(tmp_path, "pupils_per_staff: 17", "pupils_per_staff: 17")
+    tracts = pd.read_csv(region / "tracts.csv", dtype=str)
+    tracts.loc[3, column] = written
+    tracts.to_csv(region / "tracts.csv", index=False)
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert (
+            f"tracts.csv: row 5 (tract {tracts.geoid[3]}), column {column}: {shown} is not allowed; figures must be "
+            "finite numbers, and counts and areas at least 0"
+        ) in text(result)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement", "message"),
+    [
+        (
+            "population: 2252782",
+            "population: true",
+            "region.yaml: population: true is not allowed: must be a whole number",
+        ),
+        (
+            "pupils_per_staff: 17",
+            "pupils_per_staff: .inf",
+            "region.yaml: pupils_per_staff: inf is not allowed: a finite number is expected here",
+        ),
+        (
+            "  AGRICULTURE: 7952\n",
+            "  AGRICULTURE: .inf\n",
+            "region.yaml: sectors.AGRICULTURE: inf is not allowed: a finite number is expected here",
+        ),
+        (
+            "  residents_per_staff: 9",
+            '  residents_per_staff: "nan"',
+            "region.yaml: long_term_care.residents_per_staff: nan is not allowed: a finite number is expected here",
+        ),
+    ],
+)
+def test_true_or_an_infinite_number_in_region_yaml_is_refused(tmp_path, small, line, replacement, message):
+    """region.yaml is read as scenarios are: true is no count (it was read as 1, a region of one
+    resident), and an infinite number no figure (pupils per staff .inf gave schools no staff; an
+    infinite sector ended the run in a traceback); exit 2, nothing written."""
+    region = region_with(tmp_path, line, replacement)
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert message in text(result)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("missing", ["region.yaml", "tracts.csv"])
 def test_a_region_folder_missing_one_file_names_that_file(tmp_path, small, missing):
     """A region folder without one of its two files: exit 2 naming the file that is missing
