@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
-from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target
+from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target, output_path
 
 app = typer.Typer(
     add_completion=False,
@@ -86,6 +86,16 @@ def fail(message: str, code: int = 2) -> None:
     for another reason (a lost worker process, an output the file system failed to write)."""
     err_console.print(Text.assemble(("error:", "bold red"), f" {message}"), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def out_option(value: str | Path) -> Path:
+    """``--out``'s value as a Path; an empty one is refused (exit code 2) as given, ``''``: Path
+    would read it as the working folder, and the message would name ``'.'``."""
+    try:
+        return output_path(value)
+    except OutputFolderError as exc:
+        fail(str(exc))
+        raise  # not reached: fail() exits
 
 
 def stop_on_interrupt(target: str | Path, bar: Progress | None = None) -> contextlib.AbstractContextManager[None]:
@@ -354,7 +364,9 @@ def note_idle(resolved: list) -> None:
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="scenario YAML file")],
-    out: Annotated[Path | None, typer.Option(help="run folder (default runs/<scenario name>)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(parser=out_option, metavar="PATH", help="run folder (default runs/<scenario name>)")
+    ] = None,
     agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
     days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
     replicates: Annotated[int | None, typer.Option(help="replicates, run as one batch")] = None,
@@ -428,7 +440,10 @@ def run(
 @app.command()
 def learn(
     file: Annotated[Path, typer.Argument(help="learning scenario YAML file")],
-    out: Annotated[Path | None, typer.Option(help="report folder (default runs/<scenario name>)")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(parser=out_option, metavar="PATH", help="report folder (default runs/<scenario name>)"),
+    ] = None,
     runner: Annotated[
         str | None,
         typer.Option(help="inprocess, flower-sim or flower (default: the scenario's runner key)"),
@@ -482,7 +497,10 @@ def learning_progress(bar: Progress) -> Callable[[str, int, int, str], None]:
 @app.command()
 def calibrate(
     file: Annotated[Path, typer.Argument(help="scenario YAML file with a calibration section")],
-    out: Annotated[Path | None, typer.Option(help="output folder (default runs/<name>-calibration)")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(parser=out_option, metavar="PATH", help="output folder (default runs/<name>-calibration)"),
+    ] = None,
     trials: Annotated[
         int | None, typer.Option(help="Optuna trials, or gradient steps (default: the scenario's)")
     ] = None,
@@ -588,7 +606,9 @@ def sweep(
         ),
     ] = None,
     ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
-    out: Annotated[Path | None, typer.Option(help="output folder (default runs/<name>-sweep)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(parser=out_option, metavar="PATH", help="output folder (default runs/<name>-sweep)")
+    ] = None,
     agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
     days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of replicate 0 (replicate r uses seed + r)")] = None,
@@ -694,7 +714,9 @@ def sweep(
 @app.command()
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="run folders written by `abm run`; the first is the reference")],
-    out: Annotated[Path, typer.Option(help="report folder")] = Path("runs/comparison"),
+    out: Annotated[Path, typer.Option(parser=out_option, metavar="PATH", help="report folder")] = Path(
+        "runs/comparison"
+    ),
 ) -> None:
     """Overlay runs in the same plots and write a comparison table (CSV, Markdown) and an HTML report.
 

@@ -340,9 +340,10 @@ def error_lines(
     return out
 
 
-def invalid_message(source: str, lines: list[str]) -> str:
-    """One message for a scenario's problems: one line, or a list under the file's name."""
-    head = f"{source}: invalid scenario"
+def invalid_message(source: str, lines: list[str], heading: str = "invalid scenario") -> str:
+    """One message for a scenario's problems: one line, or a list under the file's name (and
+    ``heading``, where there is one)."""
+    head = f"{source}: {heading}" if heading else source
     return head + (": " + lines[0] if len(lines) == 1 else ":\n  " + "\n  ".join(lines))
 
 
@@ -464,11 +465,13 @@ def validated(
     error: type[Exception],
     origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
     extra: list[str] | None = None,
+    heading: str = "invalid scenario",
 ) -> M:
-    """``data`` validated as ``model``, or ``error`` with one message for ``source`` naming every
-    problem: true/false written for a number or a section (:func:`bool_mixups`), infinite or NaN
-    numbers, ``extra`` problems the caller found (parts validated on their own), and what the
-    schema refuses (:func:`error_lines`; a key already named is named once)."""
+    """``data`` validated as ``model``, or ``error`` with one message for ``source`` (and
+    ``heading``: :func:`invalid_message`) naming every problem: true/false written for a number
+    or a section (:func:`bool_mixups`), infinite or NaN numbers, ``extra`` problems the caller
+    found (parts validated on their own), and what the schema refuses (:func:`error_lines`; a
+    key already named is named once)."""
     # a problem found twice (a YAML .inf in a protocol's params is also in ``extra``) is named once
     mixups = list(dict.fromkeys(bool_mixups(model, data) + not_finite(data) + list(extra or [])))
     try:
@@ -476,11 +479,12 @@ def validated(
     except ValidationError as exc:
         named = {line.split(": ", 1)[0] for line in mixups}
         schema = error_lines(exc, model, data, origin=origin)
-        raise error(invalid_message(source, mixups + [x for x in schema if x.split(": ", 1)[0] not in named])) from None
+        lines = mixups + [x for x in schema if x.split(": ", 1)[0] not in named]
+        raise error(invalid_message(source, lines, heading)) from None
     # A number written as text ("inf", "nan", "-Infinity") passes the check above as a string
     # and becomes a float only in validation: look again at what validation made of it.
     # (A value found before validation, as a YAML .inf is, is named once.)
     mixups = list(dict.fromkeys(mixups + not_finite(result.model_dump(mode="python", by_alias=True))))
     if mixups:
-        raise error(invalid_message(source, mixups))
+        raise error(invalid_message(source, mixups, heading))
     return result

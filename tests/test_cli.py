@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -27,6 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 SCENARIO = SCENARIOS / "king_county/no_intervention.yaml"
 runner = CliRunner()
+
+
+def listing(mark: str) -> list[str]:
+    """An output folder mark's lines but those of the files' contents (which differ from run to run)."""
+    return [line for line in mark.splitlines() if not line.startswith("sha256: ")]
 
 
 def abm_cli(*args: str) -> subprocess.CompletedProcess:
@@ -114,10 +121,13 @@ def test_run_writes_a_complete_run_folder(tmp_path):
         "map.html",
         "plots",
     }
-    # The mark lists every entry abm wrote (those of plots/ too), and the kind of output.
+    # The mark lists every entry abm wrote (those of plots/ too), the kind of output, and each file's content.
     entries = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
     assert "plots/hospital_occupancy.png" in entries and set(entries) >= names - {MARK}
-    assert (out / MARK).read_text().splitlines()[1:] == [*(f"  {n}" for n in entries), "kind: run"]
+    digests = [
+        f"sha256: {hashlib.sha256((out / n).read_bytes()).hexdigest()} {n}" for n in entries if (out / n).is_file()
+    ]
+    assert (out / MARK).read_text().splitlines()[1:] == [*(f"  {n}" for n in entries), *digests, "kind: run"]
     ts = pd.read_csv(out / "timeseries.csv")
     assert len(ts) == 30 * 2 and set(ts.replicate) == {0, 1} and ts.day.max() == 29
     derived = ["new_infections", "cumulative_infected", "active", "hospitalized", "icu", "hospital_occupancy"]
@@ -226,13 +236,16 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     assert manifest["timings"]["engine_seconds"] > 0 and min(manifest["timings"].values()) >= 0
     assert manifest["files"] == [*sorted(names - {"manifest.json"}), "manifest.json"]
     # Re-running the resolved scenario writes the same files byte for byte (map and plots too);
-    # only the manifest's timings differ.
+    # only the manifest's timings differ, and so the mark's record of the manifest's content.
     again = tmp_path / "again"
     assert abm_cli("run", str(out / "scenario.resolved.yaml"), "--out", str(again)).returncode == 0
     files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json")
     assert sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file() and p.name != "manifest.json") == files
     assert {"map.html", "summary.json", "timeseries.parquet"} <= {p.name for p in files}
-    assert [f for f in files if (out / f).read_bytes() != (again / f).read_bytes()] == []
+    assert [f for f in files if (out / f).read_bytes() != (again / f).read_bytes()] == [Path(MARK)]
+    manifest_digest = re.compile(r"^sha256: [0-9a-f]{64} manifest\.json$")
+    marks = [[x for x in (f / MARK).read_text().splitlines() if not manifest_digest.match(x)] for f in (out, again)]
+    assert marks[0] == marks[1] and len(marks[0]) == len((out / MARK).read_text().splitlines()) - 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
@@ -854,12 +867,13 @@ def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monke
     assert {MARK, "summary.json", "manifest.json", "timeseries.csv", "map.html", "plots"} <= set(written)
     mark = (runs / "a" / MARK).read_text()
     listed = sorted(p.relative_to(runs / "a").as_posix() for p in (runs / "a").rglob("*") if p.name != MARK)
-    assert mark.splitlines()[1:] == [*(f"  {name}" for name in listed), "kind: run"]
+    assert listing(mark)[1:] == [*(f"  {name}" for name in listed), "kind: run"]
     first = (runs / "a" / "timeseries.csv").read_text()
     # ... and an abm output (its mark) is replaced: by this run's files, not added to the old ones.
     result = runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "2", "--out", str(runs / "a")])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (runs / "a").iterdir()) == written and (runs / "a" / MARK).read_text() == mark
+    assert sorted(p.name for p in (runs / "a").iterdir()) == written
+    assert listing((runs / "a" / MARK).read_text()) == listing(mark)
     assert json.loads((runs / "a" / "summary.json").read_text())["seed"] == 2
     assert json.loads((runs / "a" / "manifest.json").read_text())["seed"] == 2
     assert load_scenario(runs / "a" / "scenario.resolved.yaml").simulation.seed == 2

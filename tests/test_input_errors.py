@@ -4,7 +4,9 @@ the key and the value, exit code 2, and nothing written or lost."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -136,6 +138,11 @@ def test_infinite_numbers_and_unknown_settings_are_refused(tmp_path, small):
     assert result.exit_code == 2 and "seeding.infections.asymptomatc: 'asymptomatc' is not allowed" in text(result)
 
 
+def listing(mark: str) -> list[str]:
+    """An output folder mark's lines but those of the files' contents (which differ from run to run)."""
+    return [line for line in mark.splitlines() if not line.startswith("sha256: ")]
+
+
 def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     user = tmp_path / "user"
     user.mkdir()
@@ -149,7 +156,10 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
     assert {"summary.json", "plots", "plots/hospital_occupancy.png", "manifest.json"} <= set(written)
     mark = (out / MARK).read_text()
-    assert mark.splitlines()[1:] == [*(f"  {name}" for name in written), "kind: run"]  # what abm wrote
+    digests = [
+        f"sha256: {hashlib.sha256((out / n).read_bytes()).hexdigest()} {n}" for n in written if (out / n).is_file()
+    ]
+    assert mark.splitlines()[1:] == [*(f"  {name}" for name in written), *digests, "kind: run"]  # what abm wrote
     # A file added to the folder, or to its plots/ (which was lost with the folder), is kept.
     for added in ("notes.txt", "plots/annotated.png"):
         (out / added).write_text("mine")
@@ -161,14 +171,75 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     # Without the addition the folder is abm's again: the new run replaces it.
     assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"]).exit_code == 0
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK) == written
-    assert (out / MARK).read_text() == mark
+    assert listing((out / MARK).read_text()) == listing(mark)
     assert json.loads((out / "summary.json").read_text())["seed"] == 5
     assert json.loads((out / "manifest.json").read_text())["seed"] == 5
     # A mark written before marks listed subfolders' entries names plots/ alone: still replaced.
     (out / MARK).write_text(mark.splitlines()[0] + "\n" + "".join(f"  {n}\n" for n in written if "/" not in n))
     (out / "plots" / "older.png").write_text("an older abm's plot")
     assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"]).exit_code == 0
-    assert (out / MARK).read_text() == mark and not (out / "plots" / "older.png").exists()
+    assert listing((out / MARK).read_text()) == listing(mark) and not (out / "plots" / "older.png").exists()
+
+
+def test_a_folder_with_files_edited_since_abm_wrote_them_is_not_replaced(tmp_path, small):
+    """A file abm wrote and the user then changed (an annotated table) is kept as an added one is:
+    the new run is refused (exit 2) naming it, and the folder is left as it was. A file touched but
+    not changed, and a folder whose mark predates the record of contents, are replaced."""
+    out = tmp_path / "run"
+    assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
+    mark = (out / MARK).read_text()
+    assert mark.endswith("\n")  # a final newline
+    # Not edited: replaced.
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "5"]).exit_code == 0
+    assert json.loads((out / "summary.json").read_text())["seed"] == 5
+    # Edited: one file grows; a plot is rewritten with as many bytes and its old time.
+    (out / "timeseries.csv").write_text((out / "timeseries.csv").read_text() + "my note\n")
+    plot = out / "plots" / "hospital_occupancy.png"
+    stat = plot.stat()
+    plot.write_bytes(bytes(len(plot.read_bytes())))
+    os.utime(plot, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"])
+    assert result.exit_code == 2, text(result)
+    assert (
+        f"output folder '{out}': holds ['plots/hospital_occupancy.png', 'timeseries.csv'], which changed since abm "
+        "wrote them; replacing the folder would lose them: move them out, or give a new folder, or remove this "
+        "one yourself"
+    ) in text(result)
+    assert "running" not in text(result)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # untouched
+    # Added and edited files are named together.
+    (out / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"])
+    assert result.exit_code == 2 and "holds ['notes.txt'], which abm did not write, and ['plots/" in text(result)
+    (out / "notes.txt").unlink()
+    # A mark without the record (an older abm's) is replaced, edits and all; so is one without a final newline.
+    (out / MARK).write_text("\n".join(line for line in mark.splitlines() if line.startswith(("  ", "written", "kind"))))
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "6"]).exit_code == 0
+    assert json.loads((out / "summary.json").read_text())["seed"] == 6
+    # A file touched (its time changed) but not changed is no edit.
+    os.utime(out / "summary.json")
+    assert runner.invoke(app, ["run", str(small), "--out", str(out), "--seed", "7"]).exit_code == 0
+    assert json.loads((out / "summary.json").read_text())["seed"] == 7
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "SMALL"],
+        ["sweep", "SMALL", "--sweep", "disease.transmission_rate=3,4"],
+        ["calibrate", str(CALIBRATION)],
+        ["learn", "SMALL"],
+        ["compare", "a", "b"],
+    ],
+)
+def test_an_empty_out_is_named_as_given(tmp_path, small, monkeypatch, command):
+    """``--out ''`` was read as the working folder and named '.', a value the user did not give."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [str(small) if a == "SMALL" else a for a in command] + ["--out", ""])
+    assert result.exit_code == 2, text(result)
+    assert "output folder '': give a folder name, not an empty value" in text(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.yaml"]
 
 
 def test_a_split_too_small_to_train_is_refused(tmp_path):
@@ -287,6 +358,71 @@ def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, smal
     assert result.exit_code == 2 and "column age_5_9: an empty cell is not allowed; figures must" in text(result)
 
 
+@pytest.mark.parametrize(
+    ("column", "written", "shown"),
+    [
+        ("age_20_24", "inf", "inf"),
+        ("land_km2", "Infinity", "inf"),
+        ("hh_2", "1e999", "inf"),
+        ("households", "inf", "inf"),
+    ],
+)
+def test_an_infinite_figure_of_a_tract_is_refused_by_validate_and_run(tmp_path, small, column, written, shown):
+    """An infinite count or area in tracts.csv: exit 2 naming the row, the column and the value,
+    nothing written (validate said ok and the run ended in a traceback, exit 1)."""
+    region = region_with(tmp_path, "pupils_per_staff: 17", "pupils_per_staff: 17")
+    tracts = pd.read_csv(region / "tracts.csv", dtype=str)
+    tracts.loc[3, column] = written
+    tracts.to_csv(region / "tracts.csv", index=False)
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert (
+            f"tracts.csv: row 5 (tract {tracts.geoid[3]}), column {column}: {shown} is not allowed; figures must be "
+            "finite numbers, and counts and areas at least 0"
+        ) in text(result)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement", "message"),
+    [
+        (
+            "population: 2252782",
+            "population: true",
+            "region.yaml: population: true is not allowed: must be a whole number",
+        ),
+        (
+            "pupils_per_staff: 17",
+            "pupils_per_staff: .inf",
+            "region.yaml: pupils_per_staff: inf is not allowed: a finite number is expected here",
+        ),
+        (
+            "  AGRICULTURE: 7952\n",
+            "  AGRICULTURE: .inf\n",
+            "region.yaml: sectors.AGRICULTURE: inf is not allowed: a finite number is expected here",
+        ),
+        (
+            "  residents_per_staff: 9",
+            '  residents_per_staff: "nan"',
+            "region.yaml: long_term_care.residents_per_staff: nan is not allowed: a finite number is expected here",
+        ),
+    ],
+)
+def test_true_or_an_infinite_number_in_region_yaml_is_refused(tmp_path, small, line, replacement, message):
+    """region.yaml is read as scenarios are: true is no count (it was read as 1, a region of one
+    resident), and an infinite number no figure (pupils per staff .inf gave schools no staff; an
+    infinite sector ended the run in a traceback); exit 2, nothing written."""
+    region = region_with(tmp_path, line, replacement)
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert message in text(result)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("missing", ["region.yaml", "tracts.csv"])
 def test_a_region_folder_missing_one_file_names_that_file(tmp_path, small, missing):
     """A region folder without one of its two files: exit 2 naming the file that is missing
@@ -323,6 +459,27 @@ def test_a_bad_region_figure_is_refused_by_validate_and_run(tmp_path, small):
         assert result.exit_code == 2, result.output
         assert f"{region / 'region.yaml'}: " in text(result) and "employment_rate" in text(result)
         assert "row [20, 24, 6.93] is not allowed" in text(result) and "the share between 0 and 1" in text(result)
+    assert not out.exists()
+
+
+def test_a_misspelt_region_key_gets_the_key_it_likely_meant(tmp_path, small):
+    """An unknown key of region.yaml is named with the key it most likely meant, as an unknown
+    key of a scenario is (at the top and in a section), by validate and run; nothing written."""
+    region = region_with(tmp_path, "household_size_7up: 7", "houshold_size_7up: 7")
+    figures = (region / "region.yaml").read_text()
+    (region / "region.yaml").write_text(figures.replace("  residents_per_staff:", "  residents_per_staf:"))
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert f"{region / 'region.yaml'}: " in text(result)
+        assert "houshold_size_7up: unknown key; did you mean 'household_size_7up'? allowed keys: name, fips," in (
+            text(result)
+        )
+        assert (
+            "long_term_care.residents_per_staf: unknown key; did you mean 'residents_per_staff'? allowed keys: "
+            "residence_rate, sizes, residents_per_staff"
+        ) in text(result)
     assert not out.exists()
 
 

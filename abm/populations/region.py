@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
-from abm.validation_errors import error_lines
+from abm.validation_errors import validated
 from abm.yaml_loader import load_yaml
 
 REGIONS_DIR = Path(__file__).parent / "regions"
@@ -301,14 +301,18 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
     if "households" in tracts.columns:  # optional and not used (households come from hh_*), but checked
         needed.append("households")
     numeric = tracts[needed[1:]].apply(pd.to_numeric, errors="coerce")
-    bad = numeric.isna() | (numeric[needed[3:]] < 0).reindex(columns=numeric.columns, fill_value=False)
+    # not a number, infinite (inf, 1e999: the synthesis would fail on it), or a negative count or area
+    bad = ~np.isfinite(numeric.astype(float)) | (numeric[needed[3:]] < 0).reindex(
+        columns=numeric.columns, fill_value=False
+    )
     if bad.any().any():
         row, column = next((r, c) for r in range(len(tracts)) for c in numeric.columns if bad.iloc[r][c])
         value = tracts[column].iloc[row]
         shown = "an empty cell" if pd.isna(value) else repr(value.item() if hasattr(value, "item") else value)
+        finite = "finite " if np.isinf(numeric[column].iloc[row]) else ""
         raise RegionError(
             f"{tract_file}: row {row + 2} (tract {tracts['geoid'].iloc[row]}), column {column}: "
-            f"{shown} is not allowed; figures must be numbers"
+            f"{shown} is not allowed; figures must be {finite}numbers"
             + (", and counts and areas at least 0" if column in needed[3:] else "")
         )
     tracts[needed[1:]] = numeric
@@ -342,11 +346,8 @@ def _read_figures(fig_file: Path) -> RegionFigures:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         raise RegionError(f"{fig_file}: invalid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
-    try:
-        return RegionFigures.model_validate(data)
-    except ValidationError as exc:
-        lines = error_lines(exc, RegionFigures, data)
-        raise RegionError(f"{fig_file}: " + (lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines))) from None
+    # as scenarios are: true/false for a number, and infinite or NaN numbers, are named too
+    return validated(RegionFigures, data, str(fig_file), RegionError, heading="")
 
 
 def _check_unique_columns(tract_file: Path) -> None:
