@@ -7,7 +7,8 @@ and epidemic alike). The seed depends on nothing but the scenario, the overrides
 the combined table is the same whichever backend runs the tasks and in whatever order the
 workers finish them; and a row is re-run exactly by ``abm run FILE --set KEY=VALUE ... --seed
 SEED --replicates 1``. Variants share seeds (common random numbers), so differences between
-variants are not blurred by different random draws.
+variants are not blurred by different random draws; hence a sweep may not vary the seed (nor the
+number of days: changes compare only over one horizon).
 
 >>> from abm.sweep import run_sweep
 >>> result = run_sweep("scenarios/king_county/vacc_ct.yaml", ["contacts.community.weight=0.2,0.4"], replicates=3)
@@ -34,7 +35,7 @@ import yaml
 
 from abm import __version__, invocation
 from abm.outputs.compare import comparison_table
-from abm.outputs.differences import paired_interval
+from abm.outputs.differences import paired_interval, same_draws, welch_interval
 from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
@@ -83,7 +84,8 @@ PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
 # bounds); the summary counts those replicates (``<column>_n``).
 AT_END = {"peak_hospital_day": "peak_hospital_at_end", "peak_new_infections_day": "peak_new_infections_at_end"}
 # Outcomes whose change against the first variant the summary gives with a 95% interval, per
-# 100,000 agents, replicate by replicate (replicate r of every variant runs with the same seed).
+# 100,000 agents: replicate by replicate (replicate r of every variant runs with the same seed) where
+# the variant draws the first's population and random streams, else as independent runs.
 CHANGES = ("hospitalizations", "deaths", "total_cost")
 
 # Keys a sweep may not vary (each (variant, replicate) is its own single-replicate run), with the
@@ -120,9 +122,11 @@ class SweepResult:
     the mean and sd over replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a
     peak day also ``<outcome>_n``, the replicates that have a peak, and ``<flag>_n``, those whose
     curve is at its peak on the last day), and for each outcome of :data:`CHANGES` its change
-    against the first variant per 100,000 agents with a 95% interval, paired by replicate
-    (``<outcome>_change_per_100k``, ``_change_low``, ``_change_high``; empty for the first
-    variant); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved scenarios,
+    against the first variant per 100,000 agents with a 95% interval (``<outcome>_change_per_100k``,
+    ``_change_low``, ``_change_high``; empty for the first variant), paired by replicate where the
+    variant shares the first's agents, region and kind of device, else as independent runs
+    (``changes_by``: ``paired replicates`` or ``independent runs``, as ``abm compare``'s
+    ``averted_by``); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved scenarios,
     timings).
     """
 
@@ -315,6 +319,7 @@ def plan(
             raise ScenarioError(f"{names.name('sweep')} {where}: {exc}") from exc
         variants.append(sc)
         assignments.append({"values": values, "texts": texts})
+    check_comparable(axes, variants, names)
     n_rep = replicates if replicates is not None else variants[0].simulation.replicates
     source, built = names.scenario(str(scenario), list(sets or []), list(given.items())), {}
     for sc, assignment in zip(variants, assignments, strict=True):  # each replicate draws its own population
@@ -324,6 +329,34 @@ def plan(
             whose = f" (replicate {r}, seed {seed})" if n_rep > 1 else ""
             check_population_settings(sc, f"{names.name('sweep')} {where}{whose}: {source}", seed, built)
     return SweepPlan(str(scenario), axes, n_rep, variants, assignments)
+
+
+def check_comparable(axes: list[SweepAxis], variants: list[Scenario], names: OptionNames = COMMAND_LINE) -> None:
+    """Refuse a sweep whose variants differ in their seed or their number of days: replicate r
+    of every variant runs with seed + r, so a swept seed would make variants share runs and
+    unpair their changes; and changes compare totals only over the same horizon (as ``abm
+    compare`` requires). Messages name the ``--sweep`` option that varies them."""
+
+    def option(key: str) -> str:
+        axis = next(a for a in axes if overlaps(a.key, key))  # one axis at most sets a key
+        return names.item("sweep", f"{axis.key}={','.join(axis.texts)}")
+
+    seeds = list(dict.fromkeys(sc.simulation.seed for sc in variants))
+    if len(seeds) > 1:
+        raise ScenarioError(
+            f"{option('simulation.seed')}: the variants would run with different seeds "
+            f"({', '.join(map(str, seeds))}), but the replicates already draw the seeds: replicate r of every "
+            f"variant runs with seed + r (common random numbers); give more replicates with "
+            f"{names.name('replicates')}, or the first seed with {names.name('seed')}"
+        )
+    days = list(dict.fromkeys(sc.simulation.days for sc in variants))
+    if len(days) > 1:
+        raise ScenarioError(
+            f"{option('simulation.days')}: the variants simulate different numbers of days "
+            f"({', '.join(map(str, days))}); their changes from the first variant compare only over the same "
+            f"horizon (as abm compare does): give every variant the same number of days with {names.name('days')}, "
+            "and run one sweep per horizon"
+        )
 
 
 def outcome(name: str, value: Any) -> int | float | None:
@@ -454,6 +487,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             }
         )
     table = pd.DataFrame(rows)
+    first = sweep_plan.variants[0].model_dump(mode="json", by_alias=True)
     summary_rows = []
     for v, group in table.groupby("variant", sort=True):
         values = sweep_plan.assignments[int(v)]["values"]
@@ -471,14 +505,20 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             if name in PEAK_DAYS:
                 row[f"{name}_n"] = int(values.size)
                 row[f"{AT_END[name]}_n"] = int(group[AT_END[name]].sum())
-        summary_rows.append(row | changes_from_first(table, int(v)))
+        paired = same_draws(first, sweep_plan.variants[int(v)].model_dump(mode="json", by_alias=True))
+        changes = changes_from_first(table, int(v), paired=paired)
+        changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"
+        summary_rows.append(row | changes | {"changes_by": changes_by})
     return table, pd.DataFrame(summary_rows)
 
 
-def changes_from_first(table: pd.DataFrame, variant: int) -> dict[str, float]:
+def changes_from_first(table: pd.DataFrame, variant: int, *, paired: bool) -> dict[str, float]:
     """The change of each outcome of :data:`CHANGES` from the first variant to ``variant``, per
-    100,000 agents, with a paired 95% interval over replicates (replicate r of every variant runs
-    with the same seed: common random numbers); NaN for the first variant."""
+    100,000 agents, with a 95% interval over replicates: ``paired``, replicate by replicate
+    (replicate r of every variant runs with the same seed: common random numbers, where the two
+    draw the same population and random streams), else Welch's for independent runs; NaN for
+    the first variant."""
+    interval = paired_interval if paired else welch_interval
     out: dict[str, float] = {}
     first, this = (table[table.variant == v].sort_values("replicate") for v in (0, variant))
     for name in CHANGES:
@@ -487,7 +527,7 @@ def changes_from_first(table: pd.DataFrame, variant: int) -> dict[str, float]:
             out |= dict.fromkeys(keys, math.nan)
             continue
         per_100k = [(t[name] / t["agents"] * 1e5).to_numpy(dtype=float) for t in (this, first)]
-        iv = paired_interval(*per_100k)
+        iv = interval(*per_100k)
         out |= dict(zip(keys, (iv.mean, iv.low, iv.high), strict=True))
     return out
 

@@ -337,7 +337,12 @@ def test_comparison_table_of_hand_built_runs():
     assert table.loc["worse", "hospitalizations_averted_per_100k"] == pytest.approx(-100.0)
     note = table_note([base, cheaper, worse, single])
     # cheaper's interval (1.5 degrees of freedom) includes 0; single's has no interval at all.
-    assert "The hospitalizations averted by cheaper, single are not beyond noise" in note
+    assert (
+        "The hospitalizations averted by cheaper are not beyond noise, so their cost per averted hospitalization "
+        "is not reliable: run more replicates. The hospitalizations averted by single cannot be told from noise "
+        "with one replicate (no interval), so their cost per averted hospitalization is not reliable: run more "
+        "replicates." in note
+    )
     assert "The hospital curve of base is still at its peak on the last simulated day" in note
 
 

@@ -85,6 +85,7 @@ def test_summary_gives_changes_from_the_first_variant_paired_by_replicate(local_
     its replicates' differences from the first variant's, per 100,000 agents, with a t
     interval (3 replicates: 2 degrees of freedom, t 0.975 = 4.302653)."""
     assert local_sweep.summary.filter(like="_change_").iloc[0].isna().all()  # the first variant
+    assert local_sweep.summary["changes_by"].tolist() == ["", "paired replicates"]
     table = pd.DataFrame(
         {
             "variant": [0, 0, 0, 1, 1, 1],
@@ -95,7 +96,7 @@ def test_summary_gives_changes_from_the_first_variant_paired_by_replicate(local_
             "total_cost": [0.0] * 3 + [100.0, 160.0, 130.0],
         }
     )
-    changes = changes_from_first(table, 1)
+    changes = changes_from_first(table, 1, paired=True)
     for name, d in (("hospitalizations", [-5, 1, -6]), ("deaths", [-1, 0, 0]), ("total_cost", [100, 160, 130])):
         d = np.array(d, dtype=float) * 1e5 / 2000
         half = 4.302653 * d.std(ddof=1) / np.sqrt(3)
@@ -169,8 +170,24 @@ def test_values_split_at_top_level_commas_only():
             "--backend: 'dask' is not allowed; allowed: local, ray",
         ),
         ([], "--sweep: give at least one"),
+        (  # variant 1's replicate 0 was variant 0's replicate 1 (seed 2), and the changes were not paired
+            ["--sweep", "simulation.seed=1,2"],
+            "error: --sweep simulation.seed=1,2: the variants would run with different seeds (1, 2), but the "
+            "replicates already draw the seeds: replicate r of every variant runs with seed + r (common random "
+            "numbers); give more replicates with --replicates, or the first seed with --seed",
+        ),
+        (  # a section holding the seed
+            ["--sweep", "simulation={seed: 1},{seed: 2}"],
+            "error: --sweep simulation={seed: 1},{seed: 2}: the variants would run with different seeds (1, 2)",
+        ),
+        (  # the changes from the first variant compared totals over different horizons
+            ["--sweep", "simulation.days=5,6"],
+            "error: --sweep simulation.days=5,6: the variants simulate different numbers of days (5, 6); their "
+            "changes from the first variant compare only over the same horizon (as abm compare does): give every "
+            "variant the same number of days with --days, and run one sweep per horizon",
+        ),
         (  # named by the file and option, as abm run does, not by the scenario's name
-            ["--sweep", "simulation.days=5,6", "--device", "cuda:99"],
+            ["--sweep", "contacts.community.weight=0.3,0.6", "--device", "cuda:99"],
             f"error: {SCENARIO} (with --device cuda:99): simulation.device: 'cuda:99' is not allowed here",
         ),
     ],
@@ -221,6 +238,24 @@ def test_bad_input_gets_one_message_exit_2_and_writes_nothing(tmp_path, args, me
             "replicates with replicates",
         ),
         (
+            ["simulation.seed=1,2"],
+            {},
+            "error: --sweep simulation.seed=1,2: the variants would run with different seeds (1, 2), but the "
+            "replicates already draw the seeds: replicate r of every variant runs with seed + r (common random "
+            "numbers); give more replicates with --replicates, or the first seed with --seed",
+            "sweeps item 'simulation.seed=1,2': the variants would run with different seeds (1, 2), but the "
+            "replicates already draw the seeds: replicate r of every variant runs with seed + r (common random "
+            "numbers); give more replicates with replicates, or the first seed with seed",
+        ),
+        (
+            ["simulation.days=5,6"],
+            {},
+            "error: --sweep simulation.days=5,6: the variants simulate different numbers of days (5, 6)",
+            "sweeps item 'simulation.days=5,6': the variants simulate different numbers of days (5, 6); their "
+            "changes from the first variant compare only over the same horizon (as abm compare does): give every "
+            "variant the same number of days with days, and run one sweep per horizon",
+        ),
+        (
             ["simulation.days=5", "simulation.days=6"],
             {},
             "error: --sweep simulation.days: the key is swept twice; give all its values in one --sweep option",
@@ -269,7 +304,7 @@ def test_a_full_disk_while_the_sweep_is_written_gets_one_message_exit_1_and_writ
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", full_on_the_summary)
     out = tmp_path / "sweep"
-    args = ["--sweep", "simulation.seed=1,2", "--replicates", "1", "--agents", "1500", "--days", "15"]
+    args = ["--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "1", "--agents", "1500", "--days", "15"]
     result = runner.invoke(app, ["sweep", str(SCENARIO), "--out", str(out), *args])
     flat = " ".join(result.output.split())
     assert result.exit_code == 1, result.output
@@ -465,13 +500,17 @@ def test_combine_of_hand_made_results():
     variant and replicate with the seed (the variant's + r) and the variant's agents; per variant
     the mean and sample sd of each outcome, a peak day's mean over the replicates that have a
     peak (``_n`` of them), and the changes from the first variant per 100,000 of each variant's
-    own agents, paired by replicate."""
+    own agents: as independent runs (Welch), since runs of different agents draw different
+    populations and random streams from one seed (abm compare does the same)."""
     from types import SimpleNamespace
 
     from abm.sweep import SweepAxis, SweepPlan, combine
 
     def variant(agents: int) -> SimpleNamespace:
-        return SimpleNamespace(simulation=SimpleNamespace(seed=10), population=SimpleNamespace(agents=agents))
+        data = {"simulation": {"seed": 10, "device": "cpu"}, "population": {"agents": agents, "region": "x"}}
+        return SimpleNamespace(
+            simulation=SimpleNamespace(seed=10), population=SimpleNamespace(agents=agents), model_dump=lambda **_: data
+        )
 
     sweep_plan = SweepPlan(
         "x.yaml",
@@ -500,9 +539,13 @@ def test_combine_of_hand_made_results():
     # The replicates whose curve is at its peak on the last day (the peak a lower bound) are counted.
     assert summary["peak_hospital_at_end_n"].tolist() == [1, 0]
     assert summary["peak_new_infections_at_end_n"].tolist() == [0, 0]
-    # Per 100,000: variant 0 admits 1,000 and 2,000, variant 1 500 and 1,500: changes -500 and -500.
+    # Per 100,000: variant 0 admits 1,000 and 2,000, variant 1 500 and 1,500: -500 in the means. Welch:
+    # se = sqrt(2 x 500,000 / 2), 2 degrees of freedom, t 0.975 = 4.302653 (paired, it was -500 to -500).
     one = summary.iloc[1]
-    assert (one.hospitalizations_change_per_100k, one.hospitalizations_change_low) == (-500.0, -500.0)
+    half = 4.302653 * np.sqrt(500_000)
+    assert (one.hospitalizations_change_per_100k, one.hospitalizations_change_low, one.hospitalizations_change_high) \
+        == pytest.approx((-500.0, -500.0 - half, -500.0 + half))  # fmt: skip
+    assert summary["changes_by"].tolist() == ["", "independent runs"]
     assert one.total_cost_change_per_100k == pytest.approx(2000.0)  # 1,500 and 2,500 per 100,000
     assert summary.iloc[0].filter(like="_change_").isna().all()
 

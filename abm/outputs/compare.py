@@ -269,17 +269,19 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "are within noise."
     )
     table = comparison_table(runs) if table is None else table
-    noisy = [
-        str(row.run)
-        for _, row in table.iloc[1:].iterrows()
-        if not math.isnan(row.cost_per_averted_hospitalization)
-        and not (row.hospitalizations_averted_low > 0)  # NaN (one replicate) is not beyond noise either
-    ]
-    if noisy:
-        note += (
-            f" The hospitalizations averted by {', '.join(noisy)} are not beyond noise, so their cost per averted "
-            "hospitalization is not reliable: run more replicates."
-        )
+    costed = [row for _, row in table.iloc[1:].iterrows() if not math.isnan(row.cost_per_averted_hospitalization)]
+    within = [str(row.run) for row in costed if row.hospitalizations_averted_low <= 0]
+    single = [str(row.run) for row in costed if math.isnan(row.hospitalizations_averted_low)]  # one replicate
+    noisy = within + single
+    for runs_, why in (
+        (within, "are not beyond noise"),
+        (single, "cannot be told from noise with one replicate (no interval)"),
+    ):
+        if runs_:
+            note += (
+                f" The hospitalizations averted by {', '.join(runs_)} {why}, so their cost per averted "
+                "hospitalization is not reliable: run more replicates."
+            )
     # Fieller's t for independent runs (the smaller run's degrees of freedom) is wider than Welch's for
     # the averted count, so a cost interval can be unbounded though the averted interval excludes 0.
     wide = [

@@ -134,28 +134,37 @@ def cost_per_averted(
     return ratio_interval(means, cov, min(len(cost[0]), len(cost[1])) - 1, level)
 
 
-def _setting(run: RunTables, section: str, key: str, default: Any = None) -> Any:
-    """A value of the run's resolved scenario (``default`` where the run has no scenario or
-    leaves the key out)."""
-    part = (run.scenario or {}).get(section)
+def _setting(scenario: dict[str, Any] | None, section: str, key: str, default: Any = None) -> Any:
+    """A value of a resolved scenario (``default`` where there is no scenario or it leaves the
+    key out)."""
+    part = (scenario or {}).get(section)
     return part.get(key, default) if isinstance(part, dict) else default
 
 
-def paired(base: RunTables, other: RunTables) -> bool:
-    """Whether two runs share their draws replicate by replicate: the same seed (known), agents,
-    number of replicates, region and kind of device (the CPU and a GPU draw different random
-    streams from one seed)."""
+def same_draws(base: dict[str, Any] | None, other: dict[str, Any] | None) -> bool:
+    """Whether two resolved scenarios (plain data) draw the same population and random streams:
+    the same seed (known), agents, region and kind of device (the CPU and a GPU draw different
+    random streams from one seed)."""
 
-    def device(run: RunTables) -> str:
-        return str(_setting(run, "simulation", "device", "cpu")).split(":")[0]
+    def device(scenario: dict[str, Any] | None) -> str:
+        return str(_setting(scenario, "simulation", "device", "cpu")).split(":")[0]
 
     return (
         _setting(base, "simulation", "seed") is not None
         and _setting(base, "simulation", "seed") == _setting(other, "simulation", "seed")
-        and base.agents == other.agents
-        and base.replicates == other.replicates
+        and _setting(base, "population", "agents") == _setting(other, "population", "agents")
         and device(base) == device(other)
         and _setting(base, "population", "region") == _setting(other, "population", "region")
+    )
+
+
+def paired(base: RunTables, other: RunTables) -> bool:
+    """Whether two runs share their draws replicate by replicate: :func:`same_draws` of their
+    scenarios, with the same agents and number of replicates."""
+    return (
+        same_draws(base.scenario, other.scenario)
+        and base.agents == other.agents
+        and base.replicates == other.replicates
     )
 
 
