@@ -26,7 +26,7 @@ from abm.interventions import InterventionsConfig
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
-from abm.validation_errors import validated
+from abm.validation_errors import name_field, validated
 from abm.yaml_loader import load_yaml
 
 
@@ -122,13 +122,10 @@ class Scenario(BaseModel):
     """A complete, validated scenario."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(
-        pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
+    name: str = name_field(
+        "a folder name",
+        " (a file without a name: line is named after its file name)",
         description="names the run folder; a file that leaves it out is named after itself",
-        json_schema_extra={
-            "allowed": "a folder name: letters, digits, _, - and . (not first), no spaces or / (a file without a "
-            "name: line is named after its file name)"
-        },
     )
     description: str = Field(
         "", description="free text on what the scenario is for, shown in `abm compare`'s report; changes no result"

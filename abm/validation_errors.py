@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from abm.key_paths import lookup, not_finite
 
@@ -169,6 +169,19 @@ def pattern_words(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> st
     field = _keys(section).get(loc[-1]) if section is not None and loc else None
     extra = field.json_schema_extra if field is not None else None
     return extra.get("allowed") if isinstance(extra, dict) else None
+
+
+# A name that names a folder or files (a run folder, a protocol's plot files): no spaces, no /, not
+# hidden (a leading .).
+NAME_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
+NAME_WORDS = "letters, digits, _, - and . (not first), no spaces or /"
+
+
+def name_field(what: str, more: str = "", **field: Any) -> Any:
+    """A text field of :data:`NAME_PATTERN` (pydantic ``Field``, other settings in ``field``) whose
+    bad value is told in words: "write ``what``: letters, digits, ..." then ``more`` (the pattern
+    says it to few readers; :func:`pattern_words`)."""
+    return Field(pattern=NAME_PATTERN, json_schema_extra={"allowed": f"{what}: {NAME_WORDS}{more}"}, **field)
 
 
 # pydantic's error types for a mapping (a section) given something else, whose own messages

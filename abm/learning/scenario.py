@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
 from abm.learning.selection import PolicyName
-from abm.validation_errors import TOP_LEVEL, error_lines, validated
+from abm.validation_errors import NAME_PATTERN, NAME_WORDS, TOP_LEVEL, bool_mixups, error_lines, name_field, validated
 from abm.yaml_loader import load_yaml
 
 Runner = Literal["inprocess", "flower-sim", "flower"]
@@ -93,10 +93,38 @@ class ClassGroupsSpec(_Strict):
 
 
 class ConceptShiftSpec(_Strict):
-    """Concept shift: the listed participants swap the given label pairs (train, val and test)."""
+    """Concept shift: the listed participants swap the given label pairs (train, val and test).
 
-    participants: list[int]
-    swaps: list[tuple[int, int]]
+    Each swap exchanges two different classes, and a class is in one swap at most: the swaps
+    are applied to the original labels one after the other, so [0, 1], [1, 2] would label
+    classes 0 and 2 both 1 (and [0, 1], [1, 0] would read as two swaps and be one)."""
+
+    participants: list[int] = Field(min_length=1)
+    swaps: list[tuple[int, int]] = Field(min_length=1)
+
+    @field_validator("participants")
+    @classmethod
+    def _each_once(cls, participants: list[int]) -> list[int]:
+        twice = next((k for i, k in enumerate(participants) if k in participants[:i]), None)
+        if twice is not None:
+            raise ValueError(f"participant {twice} is listed twice; list each once")
+        return participants
+
+    @field_validator("swaps")
+    @classmethod
+    def _disjoint(cls, swaps: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        first: dict[int, int] = {}  # class -> the first swap that holds it
+        for i, (a, b) in enumerate(swaps):
+            if a == b:
+                raise ValueError(f"swaps[{i}] swaps class {a} with itself (no change); give two different classes")
+            for c in (a, b):
+                if c in first:
+                    raise ValueError(
+                        f"class {c} is in swaps[{first[c]}] and swaps[{i}], so the labels would depend on their "
+                        "order; give each class in one swap at most"
+                    )
+                first[c] = i
+        return swaps
 
 
 class SplitSpec(_Strict):
@@ -202,8 +230,8 @@ class ProtocolSpec(_Strict):
     @field_validator("label")
     @classmethod
     def _file_name_part(cls, label: str | None) -> str | None:
-        if label is not None and not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", label):
-            raise ValueError("it names the protocol's plot files: letters, digits and _ . - (not first)")
+        if label is not None and not re.fullmatch(NAME_PATTERN, label):
+            raise ValueError(f"it names the protocol's plot files: {NAME_WORDS}")
         return label
 
     @property
@@ -238,7 +266,7 @@ class SelectionToySpec(_Strict):
 class LearningScenario(_Strict):
     """A learning scenario: data, split, models, training budget and the protocols to compare."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+    name: str = name_field("a folder name")  # runs/<name> by default
     description: str = ""
     seed: int = Field(0, ge=0)
     data: Annotated[GaussianMixtureSpec | SklearnSpec, Field(discriminator="source")]
@@ -268,6 +296,12 @@ def protocol_param_problems(data: Any) -> list[str]:
         try:
             config = protocol_class(spec.get("name")).Config
         except (KeyError, TypeError):
+            continue
+        # true for a number (pydantic reads it as 1), a number for true/false: named, and nothing
+        # else of these params
+        mixups = bool_mixups(config, params, (f"protocols[{i}]", "params"))
+        if mixups:
+            lines += mixups
             continue
         try:
             values = config.model_validate(params)
@@ -335,11 +369,18 @@ def check_protocols(
             check_selection(f"{source}: protocols[{i}].params", spec.params, participants, member)
         stop = spec.params.get("stop_round") if spec.name == "ipa" else None
         last = spec.rounds or rounds
+        where = f"protocols[{i}].rounds" if spec.rounds else "rounds"
         if stop is not None and stop > last:
-            where = f"protocols[{i}].rounds" if spec.rounds else "rounds"
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].params.stop_round: {stop!r} is not allowed: the run has {last} rounds "
                 f"({where}); stop_round is the number of rounds trained before the models are frozen: 1..{last}"
+            )
+        never = switched_off(spec.name, spec.params, last, member)
+        if never:
+            key, value, off, instead = never[0]
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.{key}: {value!r} is not allowed: the run has {last} rounds "
+                f"({where}), counted from 0, and {off}: 0..{last - 1}{instead}"
             )
         if runner != "inprocess" and not cls.runs_on_clients:
             allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
@@ -426,6 +467,48 @@ def check_protocols(
                 "dreams and their labels are shared in the clear, nothing is summed, so no privacy wrapper "
                 "covers it; remove privacy (or use independent_labels: all)"
             )
+
+
+def switched_off(
+    name: str, params: dict[str, Any], rounds: int, member: str = "participant"
+) -> list[tuple[str, Any, str, str]]:
+    """The round settings written in protocol ``name``'s ``params`` that would switch its mechanism
+    off for a whole run of ``rounds`` rounds (counted from 0: a start at ``rounds`` or later is never
+    reached): each key, its value, what would happen, in words, and what to write instead of the
+    range ("" or "; or ..."). A default that does so (a short test run) is left alone, as is a
+    setting whose mechanism the params switch off anyway. ``params`` are valid; ``member``: what a
+    participant is called."""
+    from abm.learning.protocols import protocol_class
+
+    config = protocol_class(name).Config.model_validate(params)
+    starts: dict[str, tuple[str, str]] = {}
+    if name in ("cycle", "vpdl"):
+        starts["warmup_rounds"] = (
+            f"the {member}s share no prediction before round warmup_rounds, so they would never share",
+            "",
+        )
+    if name == "mapl" and config.learn_graph and config.aggregate_prototypes:
+        starts["warmup_rounds"] = (
+            "the graph is learned from round warmup_rounds, so it would never be learned (the prototypes stay "
+            "averaged with equal weights)",
+            "",
+        )
+    if name in ("codream", "codream_fast"):
+        starts["dream_start"] = (
+            "dreams are made from round dream_start, so none would be (every round local training)",
+            "",
+        )
+        if config.w_adv > 0:
+            starts["adv_start"] = (
+                "the adversarial term applies from round adv_start, so it would never apply",
+                "; or w_adv: 0 for no adversarial term",
+            )
+    values = {key: getattr(config, key) for key in starts if key in params}  # as read: "3" is 3
+    return [
+        (key, values[key], off, instead)
+        for key, (off, instead) in starts.items()
+        if values.get(key) is not None and values[key] >= rounds
+    ]
 
 
 def check_selection(key: str, params: dict[str, Any], participants: int, member: str = "participant") -> None:

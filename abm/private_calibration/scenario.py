@@ -23,7 +23,7 @@ from abm.learning.scenario import (
     read_yaml,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
-from abm.validation_errors import validated
+from abm.validation_errors import name_field, validated
 
 KIND = "private_calibration"
 # Every protocol of the learning package but peer-to-peer selection (its averaging partners are
@@ -114,7 +114,9 @@ class InstitutionSpec(_Strict):
     """One institution: its tracts, population size, simulation budget, prior and (known-truth
     mode) the true parameters of its observed series."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_ .-]+$")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_ .-]+$", json_schema_extra={"allowed": "letters, digits, spaces, _, - and ."}
+    )
     tracts: Literal[REGION_RULES] | list[str] = Field(  # type: ignore[valid-type]
         description="a named rule (seattle, north, east, south) or a list of tract GEOIDs"
     )
@@ -167,7 +169,7 @@ class PrivateCalibrationScenario(_Strict):
     """A private-calibration scenario."""
 
     kind: Literal["private_calibration"]
-    name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+    name: str = name_field("a folder name")
     description: str = ""
     seed: int = Field(0, ge=0, description="random seed of the institutions, the simulations and the training")
     mode: Literal["known_truth", "kc2020"] = "known_truth"

@@ -192,10 +192,49 @@ def test_an_ipa_stop_at_the_last_round_is_allowed():
 
 
 @pytest.mark.parametrize(
+    ("rounds", "protocol"),
+    [
+        # the last round (rounds count from 0) still has the mechanism on
+        (2, {"name": "cycle", "params": {"warmup_rounds": 1}}),
+        (2, {"name": "vpdl", "params": {"warmup_rounds": 1}}),
+        (2, {"name": "mapl", "params": {"warmup_rounds": 1}}),
+        (2, {"name": "codream", "params": {"dream_start": 1, "adv_start": 1}}),
+        (2, {"name": "codream_fast", "params": {"dream_start": 1, "adv_start": 1}}),
+        (9, {"name": "cycle", "rounds": 4, "params": {"warmup_rounds": 3}}),
+        # a setting that switches nothing off: the mechanism is off anyway
+        (2, {"name": "mapl", "params": {"warmup_rounds": 5, "learn_graph": False}}),
+        (2, {"name": "mapl", "params": {"warmup_rounds": 5, "aggregate_prototypes": False}}),
+        (2, {"name": "codream", "params": {"adv_start": 5, "w_adv": 0.0}}),
+        # the defaults in a short run (a fifth or a quarter of 1 round; codream's dream_start 1, adv_start 2):
+        # not the user's mistake, and tiny test runs use them
+        (1, {"name": "cycle"}),
+        (1, {"name": "mapl"}),
+        (1, {"name": "codream"}),
+        (2, {"name": "codream_fast"}),
+        (1, {"name": "cycle", "params": {"warmup_rounds": None}}),
+    ],
+)
+def test_a_start_before_the_last_round_or_a_default_is_allowed(rounds, protocol):
+    assert load_scenario(_tiny(rounds=rounds, protocols=[protocol]))[0].protocols[0].name == protocol["name"]
+
+
+def test_concept_shift_of_disjoint_swaps_is_allowed():
+    shift = {"participants": 3, "concept_shift": {"participants": [2, 1], "swaps": [[2, 0], [1, 3]]}}
+    sc = load_scenario(_tiny(data={"source": "digits"}, split=shift, protocols=[{"name": "fedavg"}]))[0]
+    assert sc.split.concept_shift.swaps == [(2, 0), (1, 3)]
+
+
+@pytest.mark.parametrize(
     ("over", "message"),
     [
         ({"protocols": []}, "protocols: has 0 items; give at least 1"),
         ({"protocols": [{"name": "ipa", "params": {"stop_round": 3}}]}, "params.stop_round: 3 is not allowed"),
+        ({"protocols": [{"name": "codream", "params": {"dream_start": 2}}]}, "params.dream_start: 2 is not allowed"),
+        (
+            {"split": {"participants": 2, "concept_shift": {"participants": [1], "swaps": [[0, 1], [1, 2]]}}},
+            "split.concept_shift.swaps: [[0, 1], [1, 2]] is not allowed: class 1 is in swaps[0] and swaps[1]",
+        ),
+        ({"name": "a/b"}, "name: 'a/b' is not allowed: write a folder name"),
         (
             {
                 "split": {"participants": 3},
@@ -398,7 +437,7 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         (
             {"protocols": [{"name": "fedavg", "label": "a/b"}]},
             "<dict>: invalid scenario: protocols[0].label: 'a/b' is not allowed: it names the protocol's plot "
-            "files: letters, digits and _ . - (not first)",
+            "files: letters, digits, _, - and . (not first), no spaces or /",
         ),
         # nothing to compare: the report held the local-only baseline alone
         ({"protocols": []}, "<dict>: invalid scenario: protocols: has 0 items; give at least 1"),
@@ -412,6 +451,69 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             {"rounds": 9, "protocols": [{"name": "ipa", "rounds": 4, "params": {"stop_round": 5}}]},
             "<dict>: protocols[0].params.stop_round: 5 is not allowed: the run has 4 rounds (protocols[0].rounds); "
             "stop_round is the number of rounds trained before the models are frozen: 1..4",
+        ),
+        # a start or warm-up at or past the last round switched the protocol's mechanism off, without a word
+        (
+            {"protocols": [{"name": "cycle", "params": {"warmup_rounds": 2}}]},
+            "<dict>: protocols[0].params.warmup_rounds: 2 is not allowed: the run has 2 rounds (rounds), counted "
+            "from 0, and the participants share no prediction before round warmup_rounds, so they would never "
+            "share: 0..1",
+        ),
+        (
+            {"rounds": 9, "protocols": [{"name": "vpdl", "rounds": 4, "params": {"warmup_rounds": 7}}]},
+            "<dict>: protocols[0].params.warmup_rounds: 7 is not allowed: the run has 4 rounds (protocols[0].rounds), "
+            "counted from 0,",
+        ),
+        (
+            {"protocols": [{"name": "mapl", "params": {"warmup_rounds": 2}}]},
+            "<dict>: protocols[0].params.warmup_rounds: 2 is not allowed: the run has 2 rounds (rounds), counted "
+            "from 0, and the graph is learned from round warmup_rounds, so it would never be learned (the prototypes "
+            "stay averaged with equal weights): 0..1",
+        ),
+        (
+            {"protocols": [{"name": "codream", "params": {"dream_start": 2}}]},
+            "<dict>: protocols[0].params.dream_start: 2 is not allowed: the run has 2 rounds (rounds), counted from "
+            "0, and dreams are made from round dream_start, so none would be (every round local training): 0..1",
+        ),
+        (
+            {"rounds": 3, "protocols": [{"name": "codream_fast", "params": {"adv_start": 5}}]},
+            "<dict>: protocols[0].params.adv_start: 5 is not allowed: the run has 3 rounds (rounds), counted from 0, "
+            "and the adversarial term applies from round adv_start, so it would never apply: 0..2; or w_adv: 0 for "
+            "no adversarial term",
+        ),
+        # concept shift: a swap that changes nothing, or swaps whose result depends on their order
+        (
+            {"split": {"participants": 2, "concept_shift": {"participants": [1], "swaps": [[0, 0]]}}},
+            "<dict>: invalid scenario: split.concept_shift.swaps: [[0, 0]] is not allowed: swaps[0] swaps class 0 "
+            "with itself (no change); give two different classes",
+        ),
+        (
+            {"split": {"participants": 2, "concept_shift": {"participants": [1], "swaps": [[0, 1], [1, 2]]}}},
+            "<dict>: invalid scenario: split.concept_shift.swaps: [[0, 1], [1, 2]] is not allowed: class 1 is in "
+            "swaps[0] and swaps[1], so the labels would depend on their order; give each class in one swap at most",
+        ),
+        (
+            {"split": {"participants": 2, "concept_shift": {"participants": [1], "swaps": [[0, 1], [1, 0]]}}},
+            "class 1 is in swaps[0] and swaps[1]",
+        ),
+        (
+            {"split": {"participants": 2, "concept_shift": {"participants": [1], "swaps": []}}},
+            "<dict>: invalid scenario: split.concept_shift.swaps: has 0 items; give at least 1",
+        ),
+        (
+            {"split": {"participants": 2, "concept_shift": {"participants": [], "swaps": [[0, 1]]}}},
+            "<dict>: invalid scenario: split.concept_shift.participants: has 0 items; give at least 1",
+        ),
+        (
+            {"split": {"participants": 3, "concept_shift": {"participants": [1, 2, 1], "swaps": [[0, 1]]}}},
+            "<dict>: invalid scenario: split.concept_shift.participants: [1, 2, 1] is not allowed: participant 1 is "
+            "listed twice; list each once",
+        ),
+        # the scenario's name names its run folder; pydantic's "String should match pattern" said it to few
+        (
+            {"name": "my run"},
+            "<dict>: invalid scenario: name: 'my run' is not allowed: write a folder name: letters, digits, _, - and "
+            ". (not first), no spaces or /",
         ),
     ],
 )
@@ -430,6 +532,29 @@ def test_a_protocol_param_that_is_not_a_finite_number_is_named_once(written):
         load_scenario(_tiny(protocols=[{"name": "fedprox", "params": {"mu": written}}]))
     line = "protocols[0].params.mu: inf is not allowed: a finite number is expected here"
     assert str(e.value).count(line) == 1, str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("params", "line"),
+    [
+        # pydantic read true as 1: FedProx ran with mu 1.0, CoDream with one dream
+        ({"name": "fedprox", "params": {"mu": True}}, "protocols[0].params.mu: true is not allowed: must be a number"),
+        (
+            {"name": "codream", "params": {"n_dreams": True}},
+            "protocols[0].params.n_dreams: true is not allowed: must be a whole number",
+        ),
+        (
+            {"name": "codream", "params": {"collaborate": 0}},
+            "protocols[0].params.collaborate: 0 is not allowed: write true or false",
+        ),
+        # named once, not also as "must be 'random', ..."
+        ({"name": "p2p_selection", "params": {"policy": True}}, "protocols[0].params.policy: true is not allowed"),
+    ],
+)
+def test_true_or_false_mixed_up_with_a_protocol_param_is_named_once(params, line):
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(_tiny(protocols=[params]))
+    assert str(e.value).count("protocols[0].params.") == 1 and line in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "iris"])

@@ -197,6 +197,24 @@ def test_engine_infect_is_public_and_deterministic(county):
         # no protocol: the report compared nothing with the local-only baseline
         (lambda d: d.update(protocols=[]), r"invalid scenario: protocols: has 0 items; give at least 1"),
         (lambda d: d.pop("protocols"), r"invalid scenario: protocols: required key is missing"),
+        # the run folder's name, in words (pydantic said "String should match pattern '^[A-Za-z0-9_-]...$'")
+        (
+            lambda d: d.update(name="my run"),
+            r"invalid scenario: name: 'my run' is not allowed: write a folder name: letters, digits, _, - and \. "
+            r"\(not first\), no spaces or /",
+        ),
+        (
+            lambda d: d["institutions"][0].update(name="a/b"),
+            r"invalid scenario: institutions\[0\]\.name: 'a/b' is not allowed: write letters, digits, spaces, _, - "
+            r"and \.$",
+        ),
+        # a warm-up through the last round: the institutions never shared, without a word
+        (
+            lambda d: d.update(protocols=[{"name": "cycle", "params": {"warmup_rounds": 3}}]),
+            r"protocols\[0\]\.params\.warmup_rounds: 3 is not allowed: the run has 3 rounds \(rounds\), counted "
+            r"from 0, and the institutions share no prediction before round warmup_rounds, so they would never "
+            r"share: 0\.\.2",
+        ),
         (
             lambda d: d.update(protocols=[{"name": "cycle", "label": "local"}]),
             r"protocols\[0\]\.label: 'local' is not allowed for cycle: it is the name of the local-only baseline",
