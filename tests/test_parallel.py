@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +41,24 @@ def assert_group_ends(pgid: int, seconds: float = 10) -> None:
             return
         assert time.monotonic() < deadline, "a process of the command's group is still running"
         time.sleep(0.1)
+
+
+def wait_for_line(child: subprocess.Popen[str], start: str, seconds: float = 300) -> None:
+    """Read the child's stderr until a line that begins with ``start`` (e.g. ``trial 1 of 40
+    done``: the workers run); fail, with what it printed, if none came within ``seconds`` (the
+    child's group is killed then) or the child ended first."""
+    assert child.stderr is not None
+    watchdog = threading.Timer(seconds, os.killpg, (child.pid, signal.SIGKILL))
+    watchdog.start()
+    seen = []
+    try:
+        for line in child.stderr:
+            if line.startswith(start):
+                return
+            seen.append(line)
+    finally:
+        watchdog.cancel()
+    raise AssertionError(f"no line {start!r} within {seconds:g} s; the command printed:\n{''.join(seen)}")
 
 
 def calibrate_cli(path: Path, out: Path, *options: str) -> tuple[pd.DataFrame, dict]:
@@ -269,12 +288,7 @@ def test_ctrl_c_ends_the_workers_and_writes_nothing(tmp_path, backend):
                              start_new_session=True)  # fmt: skip
     try:
         assert child.stderr is not None
-        if backend == "ray":  # 6 s in: Ray runs, its agents may still be starting (where they were orphaned)
-            time.sleep(6)
-        else:
-            for line in child.stderr:  # trial 1 is told once the workers run
-                if line.startswith("trial 1 of 40 done"):
-                    break
+        wait_for_line(child, "trial 1 of 40 done")  # the workers run
         os.killpg(child.pid, signal.SIGINT)
         rest = child.stderr.read()
         assert child.wait(timeout=30) == 130, rest
@@ -314,9 +328,7 @@ def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
     try:
         assert child.stderr is not None
         if when == "as_trials_run":
-            for line in child.stderr:
-                if line.startswith("trial 1 of 40 done"):
-                    break
+            wait_for_line(child, "trial 1 of 40 done")
             child.send_signal(signal.SIGTERM)
         rest = child.stderr.read()
         assert child.wait(timeout=60) == 143, rest
