@@ -403,7 +403,8 @@ def ray_finished(
     task's error of one of the ``errors`` types is raised here as it was raised in the task; a
     task whose worker process died (killed, out of memory, its node lost) raises
     :class:`WorkerLost`, naming the choice of Ray as ``backend`` does and the task as
-    ``named(index)`` does."""
+    ``named(index)`` does. Either way, or when the caller stops early, the tasks still running or
+    waiting are cancelled (their worker processes killed) and none is submitted any more."""
     queue = iter(enumerate(calls))
     running: dict[Any, int] = {}
     lost = (
@@ -419,25 +420,33 @@ def ray_finished(
             if workers is not None and len(running) >= workers:
                 return
 
-    submit()
-    while running:
-        ready, _ = ray.wait(list(running), num_returns=1)
-        for ref in ready:
-            index = running.pop(ref)
-            try:
-                result = ray.get(ref)
-            except ray.exceptions.RayTaskError as exc:
-                cause = getattr(exc, "cause", None)
-                if isinstance(cause, errors):
-                    raise type(cause)(str(cause)) from exc
-                raise
-            except lost:
-                raise WorkerLost(
-                    f"{backend}: the Ray worker process of {named(index)} ended before its run did "
-                    "(killed, out of memory, or its node was lost); Ray does not run it again"
-                ) from None
-            yield index, result
+    try:
         submit()
+        while running:
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for ref in ready:
+                index = running.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, errors):
+                        raise type(cause)(str(cause)) from exc
+                    raise
+                except lost:
+                    raise WorkerLost(
+                        f"{backend}: the Ray worker process of {named(index)} ended before its run did "
+                        "(killed, out of memory, or its node was lost); Ray does not run it again"
+                    ) from None
+                yield index, result
+            submit()
+    finally:
+        # Left early (a task failed, an interrupt, the caller stopped): the tasks still submitted
+        # are cancelled, their worker processes killed, rather than left running on a Ray
+        # instance the caller started (one started here is shut down anyway).
+        if running and ray.is_initialized():
+            for ref in running:
+                ray.cancel(ref, force=True)
 
 
 def check_ray_device(device: str, where: str, error: type[Exception], backend: str = "--backend ray") -> None:

@@ -4,6 +4,7 @@ errors that read as in this process, and no worker left behind after an error or
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import re
@@ -418,3 +419,53 @@ def test_a_service_that_is_not_ray_is_refused_in_seconds(not_ray_server):
         r"`ray start --head`, or leave it out to start a local Ray",
         str(info.value),
     ), info.value
+
+
+@pytest.fixture(scope="module")
+def two_cpu_ray():
+    """A local Ray of two CPUs, started by the caller (the tests), as a Python user would."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
+@pytest.mark.parametrize("failure", ["error", "dead_worker"])
+def test_a_failed_ray_task_cancels_the_others_on_the_callers_ray(tmp_path, two_cpu_ray, failure):
+    """One task fails (an error, or its worker process dies) while another, long one runs, on a
+    Ray the caller started (so no ray.shutdown() ends it): the long one kept running after
+    ray_finished had raised; now it is cancelled, its worker process ends and it never finishes."""
+    from abm.parallel import ray_finished, ray_task
+
+    started, ended = tmp_path / "started", tmp_path / "ended"
+
+    def long() -> int:
+        started.write_text(str(os.getpid()))
+        time.sleep(120)
+        ended.touch()
+        return 0
+
+    def fails() -> int:
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:  # the long task runs
+            time.sleep(0.1)
+        if failure == "dead_worker":
+            os._exit(3)
+        raise ScenarioError("this run fails")
+
+    calls = [(ray_task(two_cpu_ray, long), ()), (ray_task(two_cpu_ray, fails), ())]
+    with pytest.raises(WorkerLost if failure == "dead_worker" else ScenarioError):
+        list(ray_finished(two_cpu_ray, calls, None, (ScenarioError,)))
+    pid = int(started.read_text())
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the long task's worker process still runs"
+        time.sleep(0.2)
+    assert not ended.exists()
