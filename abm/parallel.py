@@ -45,6 +45,20 @@ def check_workers(workers: int | None, error: type[Exception], name: str = "--wo
         raise error(f"{name}: {workers!r} is not allowed; give a whole number, at least 1")
 
 
+def workers_record(workers: int, tasks: int, cpus: int | None = None) -> dict[str, int]:
+    """What ``sweep.json`` and ``calibration.json`` record of the workers that ran ``tasks`` tasks
+    (a sweep's runs, a calibration's batch) with at most ``workers`` at once: ``workers``, how
+    many could run at once (at most the tasks, and on Ray at most the cluster's ``cpus``, a task
+    taking one), and on Ray ``ray_cpus``, those CPUs (:func:`ray_cpus`)."""
+    at_once = max(1, min(workers, tasks, tasks if cpus is None else cpus))
+    return {"workers": at_once} if cpus is None else {"workers": at_once, "ray_cpus": cpus}
+
+
+def ray_cpus(ray: ModuleType) -> int:
+    """The CPUs of the Ray cluster ``ray`` is connected to, at least 1."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
 def in_order(finished: Iterable[tuple[int, T]]) -> Iterator[T]:
     """The results of ``(index, result)`` pairs that arrive in any order, in index order (0, 1,
     ...), each as soon as it and all before it have arrived."""

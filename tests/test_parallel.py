@@ -94,6 +94,14 @@ def test_calibration_trials_do_not_depend_on_the_number_of_workers(tmp_path):
     assert (single[rate].iloc[10:].to_numpy() != one[rate].iloc[10:].to_numpy()).all()
 
 
+def test_calibration_json_records_the_trials_that_could_run_at_once(tmp_path):
+    """--workers 8 with a batch of 2 trials (2 trials, parallel_trials 4): at most 2 ran at once,
+    and calibration.json said 8; now 2."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    _, summary = calibrate_cli(path, tmp_path / "out", "--workers", "8")
+    assert summary["workers"] == 2 and "ray_cpus" not in summary
+
+
 def failing_sweep_run(workers: int) -> None:
     bad = {"name": "bad", "population": {"agents": 500}, "simulation": {"days": 5, "seed": 1, "replicates": 1}}
     bad["disease"] = {"transmission_rate": -1.0}
@@ -469,3 +477,13 @@ def test_a_failed_ray_task_cancels_the_others_on_the_callers_ray(tmp_path, two_c
         assert time.monotonic() < deadline, "the long task's worker process still runs"
         time.sleep(0.2)
     assert not ended.exists()
+
+
+@pytest.mark.slow
+def test_the_workers_recorded_on_ray_are_at_most_the_batch(two_cpu_ray):
+    """--workers 3 with batches of one trial on a Ray of 2 CPUs: one trial ran at a time, and
+    calibration.json said 2 (the CPUs); now 1."""
+    from abm.calibration.config import CalibrationConfig
+
+    with trial_runner(CalibrationConfig(), {}, "c.yaml", "ray", 3, trials=1) as (_, used):
+        assert used == {"workers": 1, "ray_cpus": 2}
