@@ -45,6 +45,20 @@ def check_workers(workers: int | None, error: type[Exception], name: str = "--wo
         raise error(f"{name}: {workers!r} is not allowed; give a whole number, at least 1")
 
 
+def workers_record(workers: int, tasks: int, cpus: int | None = None) -> dict[str, int]:
+    """What ``sweep.json`` and ``calibration.json`` record of the workers that ran ``tasks`` tasks
+    (a sweep's runs, a calibration's batch) with at most ``workers`` at once: ``workers``, how
+    many could run at once (at most the tasks, and on Ray at most the cluster's ``cpus``, a task
+    taking one), and on Ray ``ray_cpus``, those CPUs (:func:`ray_cpus`)."""
+    at_once = max(1, min(workers, tasks, tasks if cpus is None else cpus))
+    return {"workers": at_once} if cpus is None else {"workers": at_once, "ray_cpus": cpus}
+
+
+def ray_cpus(ray: ModuleType) -> int:
+    """The CPUs of the Ray cluster ``ray`` is connected to, at least 1."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
 def in_order(finished: Iterable[tuple[int, T]]) -> Iterator[T]:
     """The results of ``(index, result)`` pairs that arrive in any order, in index order (0, 1,
     ...), each as soon as it and all before it have arrived."""
@@ -403,7 +417,8 @@ def ray_finished(
     task's error of one of the ``errors`` types is raised here as it was raised in the task; a
     task whose worker process died (killed, out of memory, its node lost) raises
     :class:`WorkerLost`, naming the choice of Ray as ``backend`` does and the task as
-    ``named(index)`` does."""
+    ``named(index)`` does. Either way, or when the caller stops early, the tasks still running or
+    waiting are cancelled (their worker processes killed) and none is submitted any more."""
     queue = iter(enumerate(calls))
     running: dict[Any, int] = {}
     lost = (
@@ -419,25 +434,33 @@ def ray_finished(
             if workers is not None and len(running) >= workers:
                 return
 
-    submit()
-    while running:
-        ready, _ = ray.wait(list(running), num_returns=1)
-        for ref in ready:
-            index = running.pop(ref)
-            try:
-                result = ray.get(ref)
-            except ray.exceptions.RayTaskError as exc:
-                cause = getattr(exc, "cause", None)
-                if isinstance(cause, errors):
-                    raise type(cause)(str(cause)) from exc
-                raise
-            except lost:
-                raise WorkerLost(
-                    f"{backend}: the Ray worker process of {named(index)} ended before its run did "
-                    "(killed, out of memory, or its node was lost); Ray does not run it again"
-                ) from None
-            yield index, result
+    try:
         submit()
+        while running:
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for ref in ready:
+                index = running.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, errors):
+                        raise type(cause)(str(cause)) from exc
+                    raise
+                except lost:
+                    raise WorkerLost(
+                        f"{backend}: the Ray worker process of {named(index)} ended before its run did "
+                        "(killed, out of memory, or its node was lost); Ray does not run it again"
+                    ) from None
+                yield index, result
+            submit()
+    finally:
+        # Left early (a task failed, an interrupt, the caller stopped): the tasks still submitted
+        # are cancelled, their worker processes killed, rather than left running on a Ray
+        # instance the caller started (one started here is shut down anyway).
+        if running and ray.is_initialized():
+            for ref in running:
+                ray.cancel(ref, force=True)
 
 
 def check_ray_device(device: str, where: str, error: type[Exception], backend: str = "--backend ray") -> None:

@@ -45,10 +45,12 @@ from abm.parallel import (
     check_ray_address,
     check_ray_device,
     check_workers,
+    ray_cpus,
     ray_finished,
     ray_session,
     ray_task,
     run_and_release,
+    workers_record,
 )
 from abm.runs import OVERRIDE_KEYS, check_population_settings, resolve
 from abm.runs import run as run_scenario
@@ -404,18 +406,20 @@ def run_task(task: SweepTask) -> dict[str, Any]:
 
 def run_local(
     tasks: list[SweepTask], done: Callable[[], None], workers: int = 1, names: OptionNames = COMMAND_LINE
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run the tasks on this machine: one after the other in this process (1 worker), or in
     ``workers`` worker processes (:class:`abm.parallel.ProcessPool`); ``done`` is called as each
-    finishes. Returns the results in task order."""
+    finishes. Returns the results in task order and what ``sweep.json`` records of the workers
+    (:func:`abm.parallel.workers_record`)."""
+    used = workers_record(workers, len(tasks))
     if workers == 1:
         results = []
         for task in tasks:
             results.append(run_and_release(run_task, task))
             done()
-        return results
+        return results, used
     with ProcessPool(workers, names) as pool:
-        return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done)
+        return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done), used
 
 
 def _collect(finished: Iterator[tuple[int, dict[str, Any]]], n: int, done: Callable[[], None]) -> list[dict[str, Any]]:
@@ -435,11 +439,13 @@ def run_ray(
     backend: str = "--backend ray",
     given: str | None = None,
     label: Callable[[int], str] | None = None,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
-    the cluster takes) and return the results in task order. A task whose worker process dies
-    fails the sweep (:class:`abm.parallel.WorkerLost`, naming its variant, as ``label`` gives
-    its values, and replicate).
+    the cluster takes) and return the results in task order and what ``sweep.json`` records of the
+    workers (:func:`abm.parallel.workers_record`: at most the cluster's CPUs, which it records as
+    ``ray_cpus``). A task whose worker process dies fails the sweep
+    (:class:`abm.parallel.WorkerLost`, naming its variant, as ``label`` gives its values, and
+    replicate).
 
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
@@ -463,8 +469,9 @@ def run_ray(
             t = tasks[index]
             return f"variant {t.variant}{f' ({label(t.variant)})' if label else ''}, replicate {t.replicate}"
 
+        used = workers_record(workers or len(tasks), len(tasks), ray_cpus(ray))
         finished = ray_finished(ray, calls, workers, (ScenarioError,), backend, named)
-        return _collect(finished, len(tasks), done)
+        return _collect(finished, len(tasks), done), used
 
 
 def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -574,7 +581,7 @@ def run_sweep(
 
     t0 = time.perf_counter()
     local = backend == "local"
-    results = (
+    results, used = (
         run_local(tasks, done, workers or 1, names)
         if local
         else run_ray(
@@ -601,7 +608,7 @@ def run_sweep(
         "region_population": sorted({r["region_population"] for r in results}),
         "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
         "backend": backend,
-        "workers": (workers or 1) if local else workers,  # runs at once (Ray: null, as many as it takes)
+        **used,  # workers: how many runs could run at once (the tables do not depend on it); Ray: ray_cpus
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),

@@ -4,12 +4,14 @@ errors that read as in this process, and no worker left behind after an error or
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +44,24 @@ def assert_group_ends(pgid: int, seconds: float = 10) -> None:
         time.sleep(0.1)
 
 
+def wait_for_line(child: subprocess.Popen[str], start: str, seconds: float = 300) -> None:
+    """Read the child's stderr until a line that begins with ``start`` (e.g. ``trial 1 of 40
+    done``: the workers run); fail, with what it printed, if none came within ``seconds`` (the
+    child's group is killed then) or the child ended first."""
+    assert child.stderr is not None
+    watchdog = threading.Timer(seconds, os.killpg, (child.pid, signal.SIGKILL))
+    watchdog.start()
+    seen = []
+    try:
+        for line in child.stderr:
+            if line.startswith(start):
+                return
+            seen.append(line)
+    finally:
+        watchdog.cancel()
+    raise AssertionError(f"no line {start!r} within {seconds:g} s; the command printed:\n{''.join(seen)}")
+
+
 def calibrate_cli(path: Path, out: Path, *options: str) -> tuple[pd.DataFrame, dict]:
     result = runner.invoke(app, ["calibrate", str(path), "--out", str(out), *options])
     assert result.exit_code == 0, result.output
@@ -72,6 +92,14 @@ def test_calibration_trials_do_not_depend_on_the_number_of_workers(tmp_path):
     rate = "params_disease.transmission_rate"
     assert single[rate].iloc[:10].tolist() == one[rate].iloc[:10].tolist()
     assert (single[rate].iloc[10:].to_numpy() != one[rate].iloc[10:].to_numpy()).all()
+
+
+def test_calibration_json_records_the_trials_that_could_run_at_once(tmp_path):
+    """--workers 8 with a batch of 2 trials (2 trials, parallel_trials 4): at most 2 ran at once,
+    and calibration.json said 8; now 2."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    _, summary = calibrate_cli(path, tmp_path / "out", "--workers", "8")
+    assert summary["workers"] == 2 and "ray_cpus" not in summary
 
 
 def failing_sweep_run(workers: int) -> None:
@@ -269,12 +297,7 @@ def test_ctrl_c_ends_the_workers_and_writes_nothing(tmp_path, backend):
                              start_new_session=True)  # fmt: skip
     try:
         assert child.stderr is not None
-        if backend == "ray":  # 6 s in: Ray runs, its agents may still be starting (where they were orphaned)
-            time.sleep(6)
-        else:
-            for line in child.stderr:  # trial 1 is told once the workers run
-                if line.startswith("trial 1 of 40 done"):
-                    break
+        wait_for_line(child, "trial 1 of 40 done")  # the workers run
         os.killpg(child.pid, signal.SIGINT)
         rest = child.stderr.read()
         assert child.wait(timeout=30) == 130, rest
@@ -314,9 +337,7 @@ def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
     try:
         assert child.stderr is not None
         if when == "as_trials_run":
-            for line in child.stderr:
-                if line.startswith("trial 1 of 40 done"):
-                    break
+            wait_for_line(child, "trial 1 of 40 done")
             child.send_signal(signal.SIGTERM)
         rest = child.stderr.read()
         assert child.wait(timeout=60) == 143, rest
@@ -406,3 +427,63 @@ def test_a_service_that_is_not_ray_is_refused_in_seconds(not_ray_server):
         r"`ray start --head`, or leave it out to start a local Ray",
         str(info.value),
     ), info.value
+
+
+@pytest.fixture(scope="module")
+def two_cpu_ray():
+    """A local Ray of two CPUs, started by the caller (the tests), as a Python user would."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
+@pytest.mark.parametrize("failure", ["error", "dead_worker"])
+def test_a_failed_ray_task_cancels_the_others_on_the_callers_ray(tmp_path, two_cpu_ray, failure):
+    """One task fails (an error, or its worker process dies) while another, long one runs, on a
+    Ray the caller started (so no ray.shutdown() ends it): the long one kept running after
+    ray_finished had raised; now it is cancelled, its worker process ends and it never finishes."""
+    from abm.parallel import ray_finished, ray_task
+
+    started, ended = tmp_path / "started", tmp_path / "ended"
+
+    def long() -> int:
+        started.write_text(str(os.getpid()))
+        time.sleep(120)
+        ended.touch()
+        return 0
+
+    def fails() -> int:
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:  # the long task runs
+            time.sleep(0.1)
+        if failure == "dead_worker":
+            os._exit(3)
+        raise ScenarioError("this run fails")
+
+    calls = [(ray_task(two_cpu_ray, long), ()), (ray_task(two_cpu_ray, fails), ())]
+    with pytest.raises(WorkerLost if failure == "dead_worker" else ScenarioError):
+        list(ray_finished(two_cpu_ray, calls, None, (ScenarioError,)))
+    pid = int(started.read_text())
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the long task's worker process still runs"
+        time.sleep(0.2)
+    assert not ended.exists()
+
+
+@pytest.mark.slow
+def test_the_workers_recorded_on_ray_are_at_most_the_batch(two_cpu_ray):
+    """--workers 3 with batches of one trial on a Ray of 2 CPUs: one trial ran at a time, and
+    calibration.json said 2 (the CPUs); now 1."""
+    from abm.calibration.config import CalibrationConfig
+
+    with trial_runner(CalibrationConfig(), {}, "c.yaml", "ray", 3, trials=1) as (_, used):
+        assert used == {"workers": 1, "ray_cpus": 2}

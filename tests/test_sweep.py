@@ -444,6 +444,29 @@ def test_worker_processes_write_the_same_tables(tmp_path):
     assert infos[0] == infos[1]
 
 
+def test_sweep_json_records_the_runs_that_could_run_at_once():
+    """--workers 8 with 2 runs: at most 2 ran at once, and sweep.json said 8; now 2."""
+    result = run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=1, workers=8, agents=1000, days=5)
+    assert result.info["workers"] == 2 and "ray_cpus" not in result.info
+
+
+@pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
+def test_sweep_json_records_the_runs_the_ray_cluster_ran_at_once():
+    """2 runs on a Ray of one CPU run one at a time: sweep.json said null (no --workers) or 3
+    (--workers 3); now 1, and the cluster's CPUs as ray_cpus, as calibration.json has them."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        infos = [
+            run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=1, backend="ray", workers=workers,
+                      agents=1000, days=5).info
+            for workers in (None, 3)
+        ]  # fmt: skip
+    finally:
+        ray.shutdown()
+    assert [(info["workers"], info["ray_cpus"]) for info in infos] == [(1, 1), (1, 1)]
+
+
 def test_short_keys_keep_keys_distinct():
     from abm.sweep import short_keys
 

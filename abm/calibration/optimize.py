@@ -41,11 +41,13 @@ from abm.parallel import (
     check_ray_device,
     check_workers,
     in_order,
+    ray_cpus,
     ray_finished,
     ray_session,
     ray_task,
     run_and_release,
     usable_cpus,
+    workers_record,
 )
 from abm.populations import load_region
 from abm.runs import run
@@ -357,11 +359,11 @@ def trial_runner(
       asks Ray for the GPUs divided by N, at most one.
 
     Each worker runs its simulations with the scenario's ``simulation.threads``. Gives the batch
-    runner and what ``calibration.json`` records of the workers: ``workers``, how many ran at
-    once (on Ray at most the cluster's CPUs, though ``workers`` asks for more), and on Ray
-    ``ray_cpus``, the cluster's CPUs as the trials began. Leaving the block (after an error or an
-    interrupt too) stops the workers. Messages name the backend as ``names`` does (``--backend ray`` or
-    ``backend='ray'``)."""
+    runner and what ``calibration.json`` records of the workers (:func:`abm.parallel.workers_record`):
+    ``workers``, how many of a batch could run at once (at most the batch, and on Ray at most the
+    cluster's CPUs, though ``workers`` asks for more), and on Ray ``ray_cpus``, the cluster's CPUs
+    as the trials began. Leaving the block (after an error or an interrupt too) stops the
+    workers. Messages name the backend as ``names`` does (``--backend ray`` or ``backend='ray'``)."""
 
     batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
     if backend == "ray":
@@ -375,7 +377,7 @@ def trial_runner(
                     f"{source}: simulation.device: 'cuda' is not allowed with {given} here: the Ray cluster "
                     f"has no GPU; use cpu, or {names.given('backend', 'local')}"
                 )
-            cpus = max(1, int(resources.get("CPU", 1)))
+            cpus = ray_cpus(ray)
             slots = max(1, int(gpus)) if gpus else cpus
             n = workers or min(batch, slots)
             remote = ray_task(ray, simulate_values)
@@ -391,7 +393,7 @@ def trial_runner(
                 errors = (CalibrationError, ScenarioError)
                 return in_order(ray_finished(ray, calls, n, errors, given, named))
 
-            yield on_ray, {"workers": min(n, cpus), "ray_cpus": cpus}  # a task takes a CPU
+            yield on_ray, workers_record(n, batch, cpus)
     else:
         # On a GPU, trials share it only when --workers asks for that (not measured: no GPU machine
         # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
@@ -402,7 +404,7 @@ def trial_runner(
             with ProcessPool(n, names) as pool:
                 yield (
                     (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))),
-                    {"workers": n},
+                    workers_record(n, batch),
                 )
 
 
