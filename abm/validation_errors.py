@@ -295,6 +295,15 @@ def error_lines(
     for err, loc, _ in entries:
         if err["type"] == "missing" and loc and isinstance(loc[-1], int) and isinstance(lookup(data, loc[:-1]), list):
             short[loc[:-1]] = max(short.get(loc[:-1], 0), loc[-1] + 1)
+    # An unknown key close to a required key that is missing (``populaton``): one line, the
+    # unknown key's, names both.
+    missing = {loc for err, loc, _ in entries if err["type"] == "missing"}
+    meant: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # the unknown key -> the missing key
+    for err, loc, _ in entries:
+        if err["type"] == "extra_forbidden":
+            close = likely_meant(str(loc[-1]), allowed_keys(model, loc[len(prefix) :], lookup(data, prefix)) or [])
+            if close is not None and (*loc[:-1], close) in missing:
+                meant[loc] = (*loc[:-1], close)
     lines: list[tuple[tuple[Any, ...], str]] = []
     merged: dict[tuple[Any, ...], int] = {}  # a key of several forms -> its line
     for err, loc, root in entries:
@@ -305,6 +314,11 @@ def error_lines(
         msg = plain_message(kind, raw, err.get("ctx"), model, loc[len(prefix) :], lookup(data, prefix))
         if kind in BOUNDS and not_finite_text(value):  # 'NaN' is not "below 0": it is no number to compare
             msg, value = "a finite number is expected here", float(value)  # named as a number: inf, nan
+        if kind == "string_type" and isinstance(value, int) and not isinstance(value, bool):  # fips: 53033
+            msg += (
+                f"; write it in quotes: '{value}' (YAML reads digits after a leading 0 as an octal number: "
+                "write such a code in quotes as it is)"
+            )
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))
@@ -322,12 +336,15 @@ def error_lines(
             allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
             close = likely_meant(str(loc[-1]), allowed)
-            text = f"{path}: unknown key; " + (f"did you mean {close!r}? " if close else "") + hint
+            required = " (a required key, which is missing)" if loc in meant else ""
+            text = f"{path}: unknown key; " + (f"did you mean {close!r}{required}? " if close else "") + hint
         elif kind == "missing" and loc[:-1] in short:
             if any(at == loc[:-1] for at, _ in lines):
                 continue
             loc, n = loc[:-1], len(lookup(data, loc[:-1]))
             text = f"{format_key_path(loc, data)}: has {n} item{'s' * (n != 1)}; give {short[loc]}"
+        elif kind == "missing" and loc in meant.values():  # said by the misspelt key's line
+            continue
         elif kind == "missing":
             text = f"{path}: required key is missing"
         elif not loc:  # a check across sections: its message names the keys
@@ -375,6 +392,37 @@ def number_kind(options: list[Any]) -> str | None:
     return "a whole number" if all(o is int for o in options) else "a number"
 
 
+def one_of(values: tuple[Any, ...]) -> str:
+    """Named choices as the schema's messages name them: ``'a', 'b' or 'c'``."""
+    shown = [repr(v) for v in values]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def allowed_words(options: list[Any]) -> str | None:
+    """What a key of these types (its annotation's union members) allows, said as the schema's
+    messages say it for a wrong value of each form (``must be 'a' or 'b'; or must be a list``);
+    None where a type has no words here."""
+    words: list[str] = []
+    for option in options:
+        origin = typing.get_origin(option)
+        if origin is typing.Literal:
+            word = f"must be {one_of(typing.get_args(option))}"
+        elif option in (int, float):
+            word = f"must be {number_kind([o for o in options if o in (int, float)])}"
+        elif option is str:
+            word = PLAIN["string_type"]
+        elif option is dt.date:
+            word = PLAIN["date_type"]
+        elif origin in (list, tuple, set):
+            word = PLAIN["list_type"]
+        elif origin is dict:
+            word = "must be a mapping"
+        else:
+            return None
+        words += [word] if word not in words else []
+    return "; or ".join(words) or None
+
+
 def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -> list[str]:
     """Keys where YAML's true/false stands for a number or text, or a number for true/false
     (pydantic would read ``days: true`` as 1 and ``household: 1`` as true)."""
@@ -398,10 +446,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
                 f"({{}} for its defaults)"
             )
         elif isinstance(value, bool) and not any(o is bool or o is Any for o in options):
-            container = {list: "a list", tuple: "a list", dict: "a mapping"}
-            scalar = number_kind(options) or ("text" if options == [str] else None)
-            expected = container.get(typing.get_origin(ann), scalar or "a number or text")
-            problems.append(f"{where}: {str(value).lower()} is not allowed: must be {expected}")
+            expected = allowed_words(options) or "must be a number or text"
+            problems.append(f"{where}: {str(value).lower()} is not allowed: {expected}")
         elif number_for_date(options, value):
             problems.append(f"{where}: {shown(value)} is not allowed: {PLAIN['date_type']}")
         elif ann is bool and not isinstance(value, bool):

@@ -477,9 +477,11 @@ def test_a_misspelt_region_key_gets_the_key_it_likely_meant(tmp_path, small):
             text(result)
         )
         assert (
-            "long_term_care.residents_per_staf: unknown key; did you mean 'residents_per_staff'? allowed keys: "
+            "long_term_care.residents_per_staf: unknown key; did you mean 'residents_per_staff' (a required key, "
+            "which is missing)? allowed keys: "
             "residence_rate, sizes, residents_per_staff"
         ) in text(result)
+        assert "required key is missing" not in text(result)
     assert not out.exists()
 
 
@@ -1158,3 +1160,168 @@ def test_two_test_types_of_one_name_are_refused(tmp_path, small):
         "name of its own (it names the cost item test_<name>)"
     )
     assert not (tmp_path / "out").exists()
+
+
+LEARNING = ROOT / "scenarios/learning/gmm_selection.yaml"
+VACCINATION = ROOT / "scenarios/king_county/vacc.yaml"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "setting", "message"),
+    [
+        (
+            BASE,
+            "population.kind=true",
+            "population.kind: true is not allowed: must be 'region' or 'reference'",
+        ),
+        (
+            VACCINATION,
+            "interventions.vaccination.priority=false",
+            "interventions.vaccination.priority: false is not allowed: must be 'oldest_first' or 'youngest_first'; "
+            "or must be a list",
+        ),
+        (BASE, "outputs.map_days=true", "outputs.map_days: true is not allowed: must be a list"),
+        (
+            CALIBRATION,
+            "calibration.start_date=true",
+            "calibration.start_date: true is not allowed: must be a date, written YYYY-MM-DD (e.g. 2020-02-01)",
+        ),
+        (
+            LEARNING,
+            "runner: true",
+            "runner: true is not allowed: must be 'inprocess', 'flower-sim' or 'flower'",
+        ),
+        (
+            LEARNING,
+            "policy: true",
+            "protocols[0].params.policy: true is not allowed: must be 'random', 'oracle', 'greedy', 'eps_greedy', "
+            "'sim_sampling', 'top_k', 'consensus_affinity_propagation' or 'consensus_mean_shift'",
+        ),
+    ],
+)
+def test_true_or_false_for_a_choice_is_told_the_choices(tmp_path, scenario, setting, message):
+    """true/false for a key of named choices (a learning scenario's runner, a p2p policy, an
+    epidemic scenario's population.kind) is told the choices, as a wrong name is; a list or a
+    date is told so (all of them were told "must be a number or text")."""
+    if scenario == LEARNING:  # --set is for epidemic scenarios: the file itself is changed
+        path = tmp_path / "learning.yaml"
+        written = LEARNING.read_text()
+        path.write_text(
+            written + "runner: true\n"
+            if setting.startswith("runner")
+            else written.replace("policy: random}", setting + "}")
+        )
+        result = runner.invoke(app, ["validate", str(path)])
+    else:
+        result = runner.invoke(app, ["validate", str(scenario), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert text(result).endswith(f"invalid scenario: {message}"), text(result)
+
+
+def test_a_misspelt_required_key_is_named_once_with_the_key_it_meant(tmp_path, small):
+    """A required key misspelt (region.yaml's population, a learning scenario's data) was named
+    twice: as an unknown key with the key it likely meant, and as a required key missing. It is
+    one message now, by validate and run; nothing written."""
+    region = region_with(tmp_path, "population: 2252782", "populaton: 2252782")
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert text(result).endswith(
+            f"{region / 'region.yaml'}: populaton: unknown key; did you mean 'population' (a required key, which is "
+            "missing)? allowed keys: name, fips, population, age_bands, household_size_7up, school_enrollment, "
+            "school_types, school_size_brackets, school_size_shares, pupils_per_staff, employment_rate, sectors, "
+            "workplace_sizes, long_term_care, hospital_beds_per_100k"
+        ), text(result)
+    assert not out.exists()
+    path = tmp_path / "learning.yaml"
+    path.write_text(LEARNING.read_text().replace("\ndata:", "\ndatas:"))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert text(result) == (
+        f"error: {path}: invalid scenario: datas: unknown key; did you mean 'data' (a required key, which is "
+        "missing)? allowed keys: name, description, seed, data, global_test_fraction, split, models, training, "
+        "rounds, local_epochs, evaluate_on, protocols, selection_toy, runner"
+    )
+
+
+def test_a_code_written_as_a_number_is_told_to_quote_it(tmp_path, small):
+    """`fips: 53033` is read by YAML as a number: the message says to write it in quotes (and
+    that a leading 0 is read as octal: 06037 is 3103 to YAML); validate and run, nothing written."""
+    region = region_with(tmp_path, 'fips: "53033"', "fips: 53033")
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert text(result).endswith(
+            f"{region / 'region.yaml'}: fips: 53033 is not allowed: must be text; write it in quotes: '53033' "
+            "(YAML reads digits after a leading 0 as an octal number: write such a code in quotes as it is)"
+        ), text(result)
+    assert not out.exists()
+
+
+NEEDED_COLUMNS = (
+    "a tract table needs the columns geoid, name, lat, lon, land_km2, one per age band of region.yaml (age_0_4, "
+    "age_5_9, age_10_14, age_15_19, age_20_24, age_25_29, age_30_34, age_35_39, age_40_44, age_45_49, age_50_54, "
+    "age_55_59, age_60_64, age_65_69, age_70_74, age_75_79, age_80_84, age_85_plus) and hh_1, hh_2, hh_3, hh_4, "
+    "hh_5, hh_6, hh_7up (households by size)"
+)
+
+
+@pytest.mark.parametrize(
+    ("renamed", "message"),
+    [
+        ({"hh_4": "hh4"}, "missing columns ['hh_4'] (did you mean 'hh_4' for the column 'hh4'?); "),
+        (
+            {"lat": "latitude", "age_5_9": "age_5_10"},
+            "missing columns ['lat', 'age_5_9'] (did you mean 'age_5_9' for the column 'age_5_10'?); ",
+        ),
+        ({"land_km2": "area"}, "missing columns ['land_km2']; "),
+    ],
+)
+def test_a_tract_table_missing_a_column_names_the_columns_it_needs(tmp_path, small, renamed, message):
+    """tracts.csv without a column needed: the message lists the columns a tract table needs and,
+    for a column close to a missing one, the one it likely meant (it said only "missing columns
+    ['hh_4']"); validate and run, exit 2, nothing written."""
+    region = region_with(tmp_path, "pupils_per_staff: 17", "pupils_per_staff: 17")
+    tracts = pd.read_csv(region / "tracts.csv", dtype=str).rename(columns=renamed)
+    tracts.to_csv(region / "tracts.csv", index=False)
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert text(result).endswith(f"{region / 'tracts.csv'}: {message}{NEEDED_COLUMNS}"), text(result)
+    assert not out.exists()
+
+
+def test_spaces_around_a_tract_column_name_are_ignored(tmp_path):
+    """A header written with spaces after its commas ("geoid, name, lat") was refused as missing
+    the columns: the names are read without the spaces (geoid still as text), and the region is
+    the bundled one."""
+    from abm.populations.region import load_region
+
+    region = region_with(tmp_path, "pupils_per_staff: 17", "pupils_per_staff: 17")
+    lines = (region / "tracts.csv").read_text().split("\n", 1)
+    (region / "tracts.csv").write_text(" " + lines[0].replace(",", " , ") + " \n" + lines[1])
+    bundled, spaced = load_region("king_county").tracts, load_region(region).tracts
+    pd.testing.assert_frame_equal(spaced, bundled)
+    assert spaced.geoid.iloc[0] == bundled.geoid.iloc[0] and isinstance(spaced.geoid.iloc[0], str)
+
+
+@pytest.mark.parametrize("written", ["NaN", "nan", "NA", "null"])
+def test_a_nan_in_a_tract_table_is_named_as_written(tmp_path, small, written):
+    """The text NaN (or NA, null) in tracts.csv was named "an empty cell" (pandas reads it as a
+    missing value): it is named as written; validate and run, exit 2, nothing written."""
+    region = region_with(tmp_path, "pupils_per_staff: 17", "pupils_per_staff: 17")
+    tracts = pd.read_csv(region / "tracts.csv", dtype=str)
+    tracts.loc[3, "age_5_9"] = written
+    tracts.to_csv(region / "tracts.csv", index=False)
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert text(result).endswith(
+            f"tracts.csv: row 5 (tract {tracts.geoid[3]}), column age_5_9: {written!r} is not allowed; figures must "
+            "be numbers, and counts and areas at least 0"
+        ), text(result)
+    assert not out.exists()

@@ -9,6 +9,7 @@ A region folder holds two files:
     One row per census tract: ``geoid, name, lat, lon, land_km2``, one column per age band
     named in ``region.yaml`` (people) and ``hh_1 .. hh_6, hh_7up`` (households by size); a
     ``households`` column (the total) may be there, but households are drawn from ``hh_*``.
+    Spaces around a column name are ignored; cells are read as written (``NaN`` is no figure).
 
 Another county needs only another folder; no code changes.
 """
@@ -26,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
-from abm.validation_errors import validated
+from abm.validation_errors import likely_meant, validated
 from abm.yaml_loader import load_yaml
 
 REGIONS_DIR = Path(__file__).parent / "regions"
@@ -290,14 +291,15 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
     fig_file, tract_file = path / "region.yaml", path / "tracts.csv"
     figures = _read_figures(fig_file)
     try:
-        tracts = pd.read_csv(tract_file, dtype={"geoid": str, "name": str})
+        header = _tract_header(tract_file)
+        text = {column: str for column in header if column.strip() in ("geoid", "name")}
+        # a cell is read as written: NaN, NA or null is no figure, named as such, not an empty cell
+        tracts = pd.read_csv(tract_file, dtype=text, keep_default_na=False)
     except (ValueError, pd.errors.ParserError) as exc:
         raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
-    _check_unique_columns(tract_file)
+    tracts.columns = [str(c).strip() for c in tracts.columns]  # "geoid, name, lat": spaces around names
     needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, *HOUSEHOLD_COLUMNS]
-    missing = [c for c in [*needed[:1], "name", *needed[1:]] if c not in tracts.columns]
-    if missing:
-        raise RegionError(f"{tract_file}: missing columns {missing}")
+    _check_columns(tracts, tract_file, needed, list(figures.age_bands))
     if "households" in tracts.columns:  # optional and not used (households come from hh_*), but checked
         needed.append("households")
     numeric = tracts[needed[1:]].apply(pd.to_numeric, errors="coerce")
@@ -308,7 +310,8 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
     if bad.any().any():
         row, column = next((r, c) for r in range(len(tracts)) for c in numeric.columns if bad.iloc[r][c])
         value = tracts[column].iloc[row]
-        shown = "an empty cell" if pd.isna(value) else repr(value.item() if hasattr(value, "item") else value)
+        empty = isinstance(value, str) and not value.strip()
+        shown = "an empty cell" if empty else repr(value.item() if hasattr(value, "item") else value)
         finite = "finite " if np.isinf(numeric[column].iloc[row]) else ""
         raise RegionError(
             f"{tract_file}: row {row + 2} (tract {tracts['geoid'].iloc[row]}), column {column}: "
@@ -350,9 +353,10 @@ def _read_figures(fig_file: Path) -> RegionFigures:
     return validated(RegionFigures, data, str(fig_file), RegionError, heading="")
 
 
-def _check_unique_columns(tract_file: Path) -> None:
-    """No column name twice in the header: pandas reads the second as ``name.1``, which nothing
-    uses, so figures pasted twice (or a wrong column under a right name) went unread."""
+def _tract_header(tract_file: Path) -> list[str]:
+    """The column names of ``tract_file`` as written, none twice (spaces around a name aside):
+    pandas reads the second as ``name.1``, which nothing uses, so figures pasted twice (or a
+    wrong column under a right name) went unread."""
     with tract_file.open(encoding="utf-8-sig", newline="") as f:
         header = next(csv.reader(f), [])
     seen: dict[str, int] = {}
@@ -363,6 +367,24 @@ def _check_unique_columns(tract_file: Path) -> None:
                 "each column may be there once"
             )
         seen[column] = i
+    return header
+
+
+def _check_columns(tracts: pd.DataFrame, tract_file: Path, needed: list[str], bands: list[str]) -> None:
+    """Every column a tract table needs is there (``needed``, and ``name``); a missing one is
+    named with the columns a table needs and, for a column of another name close to it
+    (``hh4``), the one it likely meant."""
+    missing = [c for c in [*needed[:1], "name", *needed[1:]] if c not in tracts.columns]
+    if not missing:
+        return
+    others = [c for c in tracts.columns if c not in (*needed, "name", "households")]
+    guesses = [f"did you mean {meant!r} for the column {c!r}?" for c in others if (meant := likely_meant(c, missing))]
+    raise RegionError(
+        f"{tract_file}: missing columns {missing}"
+        + (f" ({' '.join(guesses)})" if guesses else "")
+        + f"; a tract table needs the columns geoid, name, lat, lon, land_km2, one per age band of region.yaml "
+        f"({', '.join(bands)}) and {', '.join(HOUSEHOLD_COLUMNS)} (households by size)"
+    )
 
 
 def _check_tract_places(tracts: pd.DataFrame, tract_file: Path) -> None:
