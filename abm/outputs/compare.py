@@ -64,14 +64,10 @@ class CompareError(ValueError):
 
 
 def hospitalizations(run: RunTables) -> float:
-    """Mean hospital admissions over the run: the summary's ``hospitalizations`` if it has
-    them, else the sum of the timeseries' ``new_hospitalizations``; NaN if neither exists."""
-    recorded = run.summary.get("hospitalizations")
-    if isinstance(recorded, dict) and "mean" in recorded:
-        return float(recorded["mean"])
-    if "new_hospitalizations" in run.timeseries:
-        return float(run.timeseries.groupby("replicate")["new_hospitalizations"].sum().mean())
-    return math.nan
+    """Mean hospital admissions over the run: the timeseries' ``new_hospitalizations`` summed per
+    replicate, averaged over the replicates (a run's timeseries has the column; a folder without
+    it is refused by :func:`run_problems`)."""
+    return float(run.timeseries.groupby("replicate")["new_hospitalizations"].sum().mean())
 
 
 # What the table and the plots read of a run's summary.json: top-level numbers, and the numbers
