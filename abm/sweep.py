@@ -34,6 +34,7 @@ import torch
 import yaml
 
 from abm import __version__, invocation
+from abm.key_paths import lookup
 from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
 from abm.outputs.plots import RunTables
@@ -93,6 +94,12 @@ CHANGES = ("hospitalizations", "deaths", "total_cost")
 # Keys a sweep may not vary (each (variant, replicate) is its own single-replicate run), with the
 # option that gives them instead.
 FORBIDDEN_KEYS = {"simulation.replicates": "replicates"}
+
+
+def cannot_sweep(source: str, key: str, names: OptionNames) -> str:
+    """The message for a sweep (``source``, its option as messages name it) that varies ``key`` of
+    :data:`FORBIDDEN_KEYS`, on its own or inside a swept section."""
+    return f"{source}: {key} cannot be swept; give the number of replicates with {names.name(FORBIDDEN_KEYS[key])}"
 
 
 @dataclass(frozen=True)
@@ -178,8 +185,7 @@ def parse_axis(option: str, names: OptionNames = COMMAND_LINE) -> SweepAxis:
     if not key or not all(key.split(".")):
         raise ScenarioError(f"{source}: {key!r} is not a key path; write e.g. contacts.community.weight=0.2,0.4")
     if key in FORBIDDEN_KEYS:
-        instead = names.name(FORBIDDEN_KEYS[key])
-        raise ScenarioError(f"{source}: {key} cannot be swept; give the number of replicates with {instead}")
+        raise ScenarioError(cannot_sweep(source, key, names))
     texts = split_values(text)
     if any(not t for t in texts):
         raise ScenarioError(f"{source}: {key}: empty value in {text!r}; give one or more values separated by commas")
@@ -334,15 +340,21 @@ def plan(
 
 
 def check_comparable(axes: list[SweepAxis], variants: list[Scenario], names: OptionNames = COMMAND_LINE) -> None:
-    """Refuse a sweep whose variants differ in their seed or their number of days: replicate r
-    of every variant runs with seed + r, so a swept seed would make variants share runs and
-    unpair their changes; and changes compare totals only over the same horizon (as ``abm
-    compare`` requires). Messages name the ``--sweep`` option that varies them."""
+    """Refuse a sweep whose variants differ in a key of :data:`FORBIDDEN_KEYS` (swept inside a
+    section: ``simulation={replicates: 2},{replicates: 3}``; every variant would run the first's
+    replicates), their seed or their number of days: replicate r of every variant runs with seed
+    + r, so a swept seed would make variants share runs and unpair their changes; and changes
+    compare totals only over the same horizon (as ``abm compare`` requires). Messages name the
+    ``--sweep`` option that varies them."""
 
     def option(key: str) -> str:
         axis = next(a for a in axes if overlaps(a.key, key))  # one axis at most sets a key
         return names.item("sweep", f"{axis.key}={','.join(axis.texts)}")
 
+    resolved = [sc.model_dump(mode="json", by_alias=True) for sc in variants]
+    for key in FORBIDDEN_KEYS:
+        if len({json.dumps(lookup(data, tuple(key.split(".")))) for data in resolved}) > 1:
+            raise ScenarioError(cannot_sweep(option(key), key, names))
     seeds = list(dict.fromkeys(sc.simulation.seed for sc in variants))
     if len(seeds) > 1:
         raise ScenarioError(

@@ -373,3 +373,106 @@ def test_the_memory_check_counts_community_contacts_beyond_the_defaults(monkeypa
         "10-day cycle need about 17.4 GB, but this machine has 3.0 GB available; use fewer agents, replicates "
         "or community contacts"
     )
+
+
+def _hand_edited(tiny: Path, dest: Path, table: str, edit, summary: dict | None = None) -> Path:
+    """A copy of ``tiny`` whose ``table`` (timeseries.csv, by_age.csv or costs.csv; the parquet
+    timeseries removed) is replaced by ``edit`` of it, and whose summary.json gets ``summary``."""
+    shutil.copytree(tiny, dest)
+    (dest / "timeseries.parquet").unlink()
+    frame = pd.read_csv(dest / table, dtype={"age_group": str})
+    edit(frame).to_csv(dest / table, index=False)
+    if summary:
+        (dest / "summary.json").write_text(json.dumps(json.loads((dest / "summary.json").read_text()) | summary))
+    return dest
+
+
+@pytest.mark.parametrize(
+    ("table", "edit", "summary", "problem"),
+    [
+        (  # replicate 1's rows deleted: its admissions and deaths were paired with nothing
+            "timeseries.csv",
+            lambda t: t[t.replicate != 1],
+            None,
+            "timeseries.parquet (or .csv) lacks replicate(s) 1 of summary.json's 2 replicates (0 to 1)",
+        ),
+        (  # a summary that counts more replicates than the tables hold
+            "by_age.csv",
+            lambda t: t,
+            {"replicates": 3},
+            "timeseries.parquet (or .csv) lacks replicate(s) 2 of summary.json's 3 replicates (0 to 2); "
+            "by_age.csv lacks replicate(s) 2 of summary.json's 3 replicates (0 to 2)",
+        ),
+        (
+            "timeseries.csv",
+            lambda t: t.assign(replicate=t.replicate.replace(1, 4)),
+            None,
+            "timeseries.parquet (or .csv) holds replicate(s) 4 beyond summary.json's 2 replicates (0 to 1)",
+        ),
+        (  # one day of one replicate deleted: its admissions summed over 19 days
+            "timeseries.csv",
+            lambda t: t[(t.replicate != 0) | (t.day != 5)],
+            None,
+            "timeseries.parquet (or .csv) lacks 1 row(s), the first of replicate 0, day 5: every replicate needs "
+            "one row for each day 0 to 19",
+        ),
+        (
+            "by_age.csv",
+            lambda t: t[(t.replicate != 1) | (t.age_group != "20-29")],
+            None,
+            "by_age.csv lacks 20 row(s), the first of replicate 1, age_group 20-29, day 0: every replicate needs "
+            "one row for each day 0 to 19 (and each age_group)",
+        ),
+        (
+            "timeseries.csv",
+            lambda t: pd.concat([t, t[(t.replicate == 0) & (t.day == 3)]]),
+            None,
+            "timeseries.parquet (or .csv) holds the row of replicate 0, day 3 more than once",
+        ),
+        (
+            "timeseries.csv",
+            lambda t: t.assign(day=t.day.replace(19, 25)),
+            None,
+            "timeseries.parquet (or .csv) holds day(s) 25 beyond summary.json's 20 days (0 to 19)",
+        ),
+        (  # counted as 2 replicates and 20 days, and the share of days over capacity taken of 20.5 days
+            "costs.csv",
+            lambda t: t,
+            {"replicates": 2.5, "days": 20.5},
+            "summary.json lacks the numbers days (a whole number), replicates (a whole number)",
+        ),
+        (  # costs.csv holds the booked items only, but no replicate or day the run did not have
+            "costs.csv",
+            lambda t: pd.DataFrame({"item": ["test"], "day": [3], "replicate": [2], "count": [1], "unit_cost": [5.0]}),
+            None,
+            "costs.csv holds replicate(s) 2 beyond summary.json's 2 replicates (0 to 1)",
+        ),
+    ],
+)
+def test_compare_refuses_tables_whose_replicates_or_days_disagree_with_the_summary(
+    tiny, tmp_path, table, edit, summary, problem
+):
+    """A hand-edited run folder whose tables lack a replicate or a day, hold one more than its
+    summary.json, or a row twice was compared: the replicates were paired wrong and the totals
+    summed over the rows left, without a word. Exit 2 naming the folder, the file and what is
+    wrong; nothing written."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    bad = _hand_edited(tiny, tmp_path / "edited", table, edit, summary)
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(app, ["compare", str(tiny), str(bad), "--out", str(out)])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 2, flat
+    assert f"error: {bad}: cannot be compared: {problem}; it was not written by this version" in flat
+    assert flat.count("error:") == 1 and not out.exists()
+
+
+def test_compare_takes_a_run_whose_costs_book_some_replicates_and_days_only(tiny, tmp_path):
+    """costs.csv has rows for the booked items only: a replicate or a day without any is no fault."""
+    booked = pd.DataFrame({"item": ["test"], "day": [3], "replicate": [1], "count": [2], "unit_cost": [5.0]})
+    edited = _hand_edited(tiny, tmp_path / "booked", "costs.csv", lambda t: booked)
+    from abm.outputs.differences import replicate_costs
+
+    assert replicate_costs(load_runs([tiny, edited]).runs[1]).tolist() == [0.0, 10.0]

@@ -462,6 +462,30 @@ def test_a_bad_region_figure_is_refused_by_validate_and_run(tmp_path, small):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("size", ["21", "100000"])
+def test_a_household_size_7up_beyond_the_largest_household_is_refused(tmp_path, small, size):
+    """household_size_7up had no upper bound: 100000 was read and run, every tract's households of
+    7 or more drawn as one household of all its agents (cut to fit). Exit 2 naming the file, the
+    key, the value and what is allowed; nothing written."""
+    region = region_with(tmp_path, "household_size_7up: 7", f"household_size_7up: {size}")
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert (f"{region / 'region.yaml'}: household_size_7up: {size} is not allowed: must be at most 20") in text(
+            result
+        )
+        assert text(result).count("error:") == 1
+    assert not out.exists()
+
+
+def test_a_household_size_7up_of_20_is_read(tmp_path):
+    from abm.populations.region import load_region
+
+    region = region_with(tmp_path, "household_size_7up: 7", "household_size_7up: 20")
+    assert load_region(region).figures.household_size_7up == 20
+
+
 def test_a_misspelt_region_key_gets_the_key_it_likely_meant(tmp_path, small):
     """An unknown key of region.yaml is named with the key it most likely meant, as an unknown
     key of a scenario is (at the top and in a section), by validate and run; nothing written."""

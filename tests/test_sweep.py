@@ -127,6 +127,14 @@ def test_several_sweeps_run_the_cartesian_product():
     assert len(sds.columns) == len(OUTCOMES) and sds.isna().all().all()
 
 
+def test_a_section_that_gives_every_variant_the_same_replicates_is_swept():
+    """A swept section may hold simulation.replicates where every variant resolves it alike: only
+    a forbidden key whose value differs between variants is refused."""
+    sp = plan(SCENARIO, ["simulation={replicates: 3, threads: 1},{replicates: 3, threads: 2}"])
+    assert sp.replicates == 3 and [v.simulation.threads for v in sp.variants] == [1, 2]
+    assert [t.replicate for t in sp.tasks] == [0, 1, 2, 0, 1, 2]
+
+
 def test_a_value_given_twice_in_two_spellings_is_refused():
     """0.5 and 0.50 (or [1, 2] and [1,2]) are one value: two variants of it would be the same run."""
     cases = (("contacts.community.weight=0.5,0.50", "'0.50'"), ("outputs.map_days=[1, 2],[1,2]", "'[1,2]'"))
@@ -163,6 +171,16 @@ def test_values_split_at_top_level_commas_only():
         (["--sweep", "name=2020-01-01"], "name: '2020-01-01' is not allowed; give numbers, strings"),
         (["--sweep", "simulation.days=5", "--sweep", "simulation.days=6"], "simulation.days: the key is swept twice"),
         (["--sweep", "simulation.replicates=1,2"], "cannot be swept; give the number of replicates with --replicates"),
+        (  # a section holding the replicates: every variant ran variant 0's 2 replicates, without a word
+            ["--sweep", "simulation={replicates: 2},{replicates: 3}"],
+            "error: --sweep simulation={replicates: 2},{replicates: 3}: simulation.replicates cannot be swept; give "
+            "the number of replicates with --replicates",
+        ),
+        (
+            ["--sweep", "simulation={replicates: 2, days: 5},{replicates: 3, days: 5}", "--replicates", "1"],
+            "error: --sweep simulation={replicates: 2, days: 5},{replicates: 3, days: 5}: simulation.replicates "
+            "cannot be swept; give the number of replicates with --replicates",
+        ),
         (["--sweep", "population.agents=100,200", "--agents", "300"], "the key is also set by --agents"),
         (["--sweep", "simulation.days=5", "--replicates", "0"], "--replicates: 0 is not allowed"),
         (

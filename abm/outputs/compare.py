@@ -64,14 +64,10 @@ class CompareError(ValueError):
 
 
 def hospitalizations(run: RunTables) -> float:
-    """Mean hospital admissions over the run: the summary's ``hospitalizations`` if it has
-    them, else the sum of the timeseries' ``new_hospitalizations``; NaN if neither exists."""
-    recorded = run.summary.get("hospitalizations")
-    if isinstance(recorded, dict) and "mean" in recorded:
-        return float(recorded["mean"])
-    if "new_hospitalizations" in run.timeseries:
-        return float(run.timeseries.groupby("replicate")["new_hospitalizations"].sum().mean())
-    return math.nan
+    """Mean hospital admissions over the run: the timeseries' ``new_hospitalizations`` summed per
+    replicate, averaged over the replicates (a run's timeseries has the column; a folder without
+    it is refused by :func:`run_problems`)."""
+    return float(run.timeseries.groupby("replicate")["new_hospitalizations"].sum().mean())
 
 
 # What the table and the plots read of a run's summary.json: top-level numbers, and the numbers
@@ -99,6 +95,9 @@ TABLE_COLUMNS = {
     "by_age.csv": ("day", "replicate", "age_group", "agents", "cumulative_infected"),
     "costs.csv": ("item", "day", "replicate", "count", "unit_cost"),
 }
+# The tables with one row per replicate, day and these columns' values (costs.csv has rows for
+# the booked items only).
+TABLE_GROUPS = {TIMESERIES: (), "by_age.csv": ("age_group",)}
 
 
 def _is_number(v: Any) -> bool:
@@ -114,6 +113,7 @@ def run_problems(run: RunTables) -> list[str]:
         return [f"summary.json holds a JSON {type(s).__name__}, not an object"]
     problems = [] if isinstance(s.get("scenario"), str) else ["summary.json lacks the scenario's name (scenario)"]
     lacking = [f"{k} (above 0)" for k in SUMMARY_NUMBERS if not _is_number(s.get(k)) or s[k] <= 0]
+    lacking += [f"{k} (a whole number)" for k in SUMMARY_NUMBERS if _is_number(s.get(k)) and s[k] % 1]
     for section, keys in SUMMARY_SECTIONS.items():
         entries = s.get(section) if isinstance(s.get(section), dict) else {}
         no_peak = {"day"} if "day" in entries and entries["day"] is None else set()
@@ -123,7 +123,58 @@ def run_problems(run: RunTables) -> list[str]:
     for name, columns in TABLE_COLUMNS.items():
         missing = [c for c in columns if c not in tables[name]]
         problems += [f"{name} lacks the columns {', '.join(missing)}"] if missing else []
+    if problems:
+        return problems
+    counts = {"replicates": s["replicates"], "days": s["days"]}
+    for name, table in tables.items():
+        problems += grid_problems(name, table, counts, TABLE_GROUPS.get(name))
     return problems
+
+
+def _listed(values: Iterable[Any]) -> str:
+    """Values as a message lists them, in order (mixed types by their text)."""
+    return ", ".join(str(v) for v in sorted(values, key=lambda v: (not _is_number(v), v if _is_number(v) else str(v))))
+
+
+def grid_problems(name: str, table: pd.DataFrame, counts: dict[str, int], groups: tuple[str, ...] | None) -> list[str]:
+    """What is wrong with the replicates and days of a run's table (``name``) against its
+    summary.json's ``counts`` (``replicates``, ``days``): a replicate or day beyond them; and for a
+    table with a row per replicate, day and ``groups`` (``None``: one with the rows of booked items
+    only, costs.csv), a replicate without rows, rows missing or a row twice. Empty when it agrees:
+    the averted counts pair replicate r of two runs and sum each replicate's days."""
+    ranges = {"replicate": range(int(counts["replicates"])), "day": range(int(counts["days"]))}
+    said = {c: f"summary.json's {len(r)} {c}s (0 to {len(r) - 1})" for c, r in ranges.items()}
+    problems = []
+    for column, allowed in ranges.items():
+        beyond = {v for v in table[column].tolist() if v not in allowed}
+        if beyond:
+            problems.append(f"{name} holds {column}(s) {_listed(beyond)} beyond {said[column]}")
+    if problems or groups is None:
+        return problems
+    lacking = set(ranges["replicate"]) - set(table["replicate"].tolist())
+    if lacking:
+        return [f"{name} lacks replicate(s) {_listed(lacking)} of {said['replicate']}"]
+    keys = ["replicate", *groups, "day"]
+    rows = pd.MultiIndex.from_frame(table[keys])
+    if rows.has_duplicates:
+        first = rows[rows.duplicated()][0]
+        return [f"{name} holds the row of {_row(keys, first)} more than once"]
+    expected = pd.MultiIndex.from_product(
+        [ranges["replicate"], *(sorted(set(table[g].tolist()), key=str) for g in groups), ranges["day"]], names=keys
+    )
+    missing = expected.difference(rows, sort=False)
+    if len(missing):
+        each = "".join(f" (and each {g})" for g in groups)
+        return [
+            f"{name} lacks {len(missing)} row(s), the first of {_row(keys, missing[0])}: every replicate needs one row "
+            f"for each day 0 to {len(ranges['day']) - 1}{each}"
+        ]
+    return []
+
+
+def _row(keys: list[str], values: tuple[Any, ...]) -> str:
+    """A table's row by its key columns: ``replicate 0, day 5``."""
+    return ", ".join(f"{k} {v}" for k, v in zip(keys, values, strict=True))
 
 
 def comparison_table(runs: list[RunTables]) -> pd.DataFrame:

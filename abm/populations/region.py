@@ -32,6 +32,10 @@ from abm.yaml_loader import load_yaml
 
 REGIONS_DIR = Path(__file__).parent / "regions"
 HOUSEHOLD_COLUMNS = ["hh_1", "hh_2", "hh_3", "hh_4", "hh_5", "hh_6", "hh_7up"]
+# The most members ``household_size_7up`` may give a household counted as 7 or more: larger groups
+# that live together (care homes, dormitories) are group quarters, not households (care homes are
+# built apart, from long_term_care), and a household's members all meet every day.
+MAX_HOUSEHOLD_SIZE = 20
 
 
 class RegionError(ValueError):
@@ -115,7 +119,9 @@ class RegionFigures(BaseModel):
     fips: str = ""
     population: int = Field(gt=0, description="residents the full-region population represents")
     age_bands: dict[str, tuple[int, int]]
-    household_size_7up: int = Field(7, ge=7)
+    household_size_7up: int = Field(
+        7, ge=7, le=MAX_HOUSEHOLD_SIZE, description='members of a household counted as "7 or more"'
+    )
     school_enrollment: list[tuple[int, int, float]]
     school_types: dict[str, tuple[int, int]]
     school_size_brackets: list[tuple[int, int]]
