@@ -141,3 +141,16 @@ def test_tooltips_show_tract_names_as_text_not_markup() -> None:
     data = maps.map_data(pd.DataFrame(rows), tracts, snapshot_days=())
     d = page_data(maps.render_html(centroid_cells(tracts), data, tiles=False))
     assert d["tracts"][0][:2] == ["1&lt;b&gt;", "Lake &lt;North&gt; &amp; Park"]
+
+
+def test_tooltips_round_a_tracts_residents_to_the_nearest_person() -> None:
+    """A region's tract counts may be fractional (ACS figures interpolated onto other tracts); the
+    tooltip cut them down (50.9 residents read 50). They are rounded to the nearest person."""
+    tracts = TRACTS.assign(residents=[50.9, 1200.5, 7.2])
+    rows = [
+        {"day": 0, "geoid": g, "agents": 10, "cumulative_infected": 0, "active": 0, "hospital_occupancy": 0}
+        for g in tracts["geoid"]
+    ]
+    data = maps.map_data(pd.DataFrame(rows), tracts, snapshot_days=())
+    d = page_data(maps.render_html(centroid_cells(tracts), data, tiles=False))
+    assert [t[2] for t in d["tracts"]] == [51, 1200, 7]  # 1200.5 to even, as Python rounds

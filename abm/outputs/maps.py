@@ -278,7 +278,7 @@ def render_html(shapes: TractShapes, data: MapData, tiles: bool = True) -> str:
         "noAgents": NO_AGENTS_COLOR,
         # The tooltip is HTML: a tract's geoid and name (free text of the region's tracts.csv) as text.
         "tracts": [
-            [html_lib.escape(r.geoid), html_lib.escape(r.name), int(r.residents), int(r.agents)]
+            [html_lib.escape(r.geoid), html_lib.escape(r.name), round(float(r.residents)), int(r.agents)]
             for r in data.tracts.itertuples(index=False)
         ],
         "geojson": shapes.geojson(),
