@@ -30,9 +30,10 @@ TRACTS = pd.DataFrame(
 
 
 def test_legend_classes_are_round_steps_up_to_the_largest_value() -> None:
-    """At most 10 equal classes whose width is 1, 2, 2.5 or 5 times a power of ten, the last
-    edge the first at or above the largest value."""
-    assert maps.nice_bins(25) == [2.5 * k for k in range(1, 11)]
+    """At most 10 equal classes whose width is 1, 2, 2.5 or 5 times a power of ten (a whole
+    number), the last edge the first at or above the largest value."""
+    assert maps.nice_bins(250) == [25.0 * k for k in range(1, 11)]
+    assert maps.nice_bins(25) == [5.0 * k for k in range(1, 6)]  # not 2.5 wide: see below
     assert maps.nice_bins(73) == [10.0 * k for k in range(1, 9)]
     assert maps.nice_bins(1234) == [200.0 * k for k in range(1, 8)]
     assert maps.nice_bins(float("nan")) == [1.0]
@@ -113,3 +114,43 @@ def test_a_lone_tracts_cell_is_a_round_disc_of_its_land_on_the_ground() -> None:
     assert (east - west) * km_lon == pytest.approx(2 * radius, rel=0.01)
     assert (north - south) * km_lat == pytest.approx(2 * radius, rel=0.01)
     assert cell.area * km_lon * km_lat == pytest.approx(math.pi * radius**2, rel=0.01)
+
+
+def test_legend_edges_are_whole_numbers_so_both_legends_label_each_class_alike() -> None:
+    """The map's values are whole numbers per 100,000. A largest value of 21-25 made classes
+    2.5 wide (edges 2.5, 7.5...): the page's legend rounded 2.5 up ("0 - 3", which holds no 3),
+    the PNG's to even ("0 - 2"), so the two legends named one class differently. Edges are now
+    whole numbers."""
+    for vmax in (21, 25, 22.5):
+        assert maps.nice_bins(vmax) == [5.0, 10.0, 15.0, 20.0, 25.0]
+    for vmax in (1, 3, 7, 19, 20, 24, 99, 250, 2400, 37097):
+        edges = maps.nice_bins(vmax)
+        assert all(float(e).is_integer() for e in edges) and edges[-1] >= vmax
+        assert len(edges) == 1 or edges[-2] < vmax
+
+
+def test_tooltips_show_tract_names_as_text_not_markup() -> None:
+    """A region's tract names are free text from its tracts.csv; the page's tooltip puts them into
+    HTML, so a name such as "Lake <North> & Park" was read as a tag and lost. Names and geoids are
+    escaped, and the tooltip reads them as written."""
+    tracts = TRACTS.assign(name=["Lake <North> & Park", "2", "3"], geoid=["1<b>", "2", "3"])
+    rows = [
+        {"day": 0, "geoid": g, "agents": 10, "cumulative_infected": 0, "active": 0, "hospital_occupancy": 0}
+        for g in tracts["geoid"]
+    ]
+    data = maps.map_data(pd.DataFrame(rows), tracts, snapshot_days=())
+    d = page_data(maps.render_html(centroid_cells(tracts), data, tiles=False))
+    assert d["tracts"][0][:2] == ["1&lt;b&gt;", "Lake &lt;North&gt; &amp; Park"]
+
+
+def test_tooltips_round_a_tracts_residents_to_the_nearest_person() -> None:
+    """A region's tract counts may be fractional (ACS figures interpolated onto other tracts); the
+    tooltip cut them down (50.9 residents read 50). They are rounded to the nearest person."""
+    tracts = TRACTS.assign(residents=[50.9, 1200.5, 7.2])
+    rows = [
+        {"day": 0, "geoid": g, "agents": 10, "cumulative_infected": 0, "active": 0, "hospital_occupancy": 0}
+        for g in tracts["geoid"]
+    ]
+    data = maps.map_data(pd.DataFrame(rows), tracts, snapshot_days=())
+    d = page_data(maps.render_html(centroid_cells(tracts), data, tiles=False))
+    assert [t[2] for t in d["tracts"]] == [51, 1200, 7]  # 1200.5 to even, as Python rounds

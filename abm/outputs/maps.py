@@ -13,6 +13,7 @@ with values rounded to whole numbers per 100,000.
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import math
 import re
@@ -61,13 +62,14 @@ class MapData:
 
 def nice_bins(vmax: float, classes: int = 10) -> list[float]:
     """Upper edges of at most ``classes`` equal colour classes from 0 to a round number >= vmax,
-    at least 1 apart: the map's values are whole numbers per 100,000, so narrower classes would
-    hold no value and their edges, shown as whole numbers, would repeat ("1 - 1")."""
+    whole numbers: the map's values are whole numbers per 100,000, so narrower classes would
+    hold no value and their edges, shown as whole numbers, would repeat ("1 - 1"), and an edge
+    such as 2.5 would be shown rounded, as a class it does not hold ("0 - 3" holds no 3)."""
     if not np.isfinite(vmax) or vmax <= 0:
         return [1.0]
     raw = vmax / classes
     mag = 10 ** math.floor(math.log10(raw))
-    step = max(1.0, next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw))
+    step = max(1.0, next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw and float(m * mag).is_integer()))
     n = max(1, math.ceil(vmax / step - 1e-9))
     return [round(step * (k + 1), 6) for k in range(n)]
 
@@ -274,7 +276,11 @@ def render_html(shapes: TractShapes, data: MapData, tiles: bool = True) -> str:
         "days": data.days,
         "start": len(data.days) - 1,
         "noAgents": NO_AGENTS_COLOR,
-        "tracts": [[r.geoid, r.name, int(r.residents), int(r.agents)] for r in data.tracts.itertuples(index=False)],
+        # The tooltip is HTML: a tract's geoid and name (free text of the region's tracts.csv) as text.
+        "tracts": [
+            [html_lib.escape(r.geoid), html_lib.escape(r.name), round(float(r.residents)), int(r.agents)]
+            for r in data.tracts.itertuples(index=False)
+        ],
         "geojson": shapes.geojson(),
         "measures": [
             {
@@ -413,8 +419,6 @@ class MapPage:
         return snapshot_figure(self.shapes, self.data, day, measure)
 
     def _repr_html_(self) -> str:
-        import html as html_lib
-
         return (
             f'<iframe srcdoc="{html_lib.escape(self.html, quote=True)}" '
             'style="width:100%;height:620px;border:none"></iframe>'
