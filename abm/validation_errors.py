@@ -315,10 +315,7 @@ def error_lines(
         if kind in BOUNDS and not_finite_text(value):  # 'NaN' is not "below 0": it is no number to compare
             msg, value = "a finite number is expected here", float(value)  # named as a number: inf, nan
         if kind == "string_type" and isinstance(value, int) and not isinstance(value, bool):  # fips: 53033
-            msg += (
-                f"; write it in quotes: '{value}' (YAML reads digits after a leading 0 as an octal number: "
-                "write such a code in quotes as it is)"
-            )
+            msg += f"; write it in quotes: '{value}'"
         if kind in ("union_tag_invalid", "union_tag_not_found"):  # a section's variant, by its tag
             ctx = err["ctx"]
             loc = (*loc, ctx["discriminator"].strip("'"))

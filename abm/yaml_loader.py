@@ -1,5 +1,6 @@
 """YAML reading for scenario files: safe loading that refuses a key given twice in one mapping
-(plain YAML keeps the last silently, so a duplicated section would drop settings)."""
+(plain YAML keeps the last silently, so a duplicated section would drop settings) and a number
+written with a leading 0 (YAML 1.1 reads ``010`` as the octal 8, and ``06037`` as 3103)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,23 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 None, None, f"{node.value!r} is not a calendar date ({exc}); write YYYY-MM-DD", node.start_mark
             ) from None
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        """An integer; one written with a leading 0 (``010``, which YAML reads as the octal 8) is
+        refused with its line, naming both readings."""
+        digits = str(node.value).lstrip("+-").replace("_", "")
+        if len(digits) > 1 and digits[0] == "0" and digits.isdigit():
+            octal = super().construct_yaml_int(node)
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"{node.value} has a leading 0, which YAML reads as the octal number {octal}: write it without "
+                f"the 0 for the number {int(node.value.replace('_', ''))}, or in quotes ('{node.value}') for a code",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
 
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", UniqueKeyLoader.construct_yaml_timestamp)
 
 

@@ -20,6 +20,7 @@ from abm.calibration.observed import CalibrationError, load_observed
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import Scenario, ScenarioError, apply_set, load_scenario
+from abm.yaml_loader import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "scenarios/king_county/base.yaml"
@@ -1270,18 +1271,47 @@ def test_a_misspelt_required_key_is_named_once_with_the_key_it_meant(tmp_path, s
 
 
 def test_a_code_written_as_a_number_is_told_to_quote_it(tmp_path, small):
-    """`fips: 53033` is read by YAML as a number: the message says to write it in quotes (and
-    that a leading 0 is read as octal: 06037 is 3103 to YAML); validate and run, nothing written."""
-    region = region_with(tmp_path, 'fips: "53033"', "fips: 53033")
+    """`fips: 53033` is read by YAML as a number: the message says to write it in quotes; and
+    `fips: 06037`, which YAML 1.1 reads as the octal 3103, is refused by the reader, naming both
+    readings and the line. Validate and run, nothing written."""
     out = tmp_path / "out"
-    for command in (["validate"], ["run", "--out", str(out)]):
-        result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
-        assert result.exit_code == 2, result.output
-        assert text(result).endswith(
-            f"{region / 'region.yaml'}: fips: 53033 is not allowed: must be text; write it in quotes: '53033' "
-            "(YAML reads digits after a leading 0 as an octal number: write such a code in quotes as it is)"
-        ), text(result)
+    for written, ending in (
+        ("53033", "fips: 53033 is not allowed: must be text; write it in quotes: '53033'"),
+        (
+            "06037",
+            "06037 has a leading 0, which YAML reads as the octal number 3103: write it without the 0 for the "
+            "number 6037, or in quotes ('06037') for a code",
+        ),
+    ):
+        (tmp_path / written).mkdir()
+        region = region_with(tmp_path / written, 'fips: "53033"', f"fips: {written}")
+        for command in (["validate"], ["run", "--out", str(out)]):
+            result = runner.invoke(app, [command[0], str(small), "--set", f"population.region={region}", *command[1:]])
+            assert result.exit_code == 2, result.output
+            assert str(region / "region.yaml") in text(result), text(result)
+            assert ending in text(result), text(result)
     assert not out.exists()
+
+
+def test_a_number_with_a_leading_zero_is_refused_not_read_as_octal(tmp_path):
+    """YAML 1.1 reads `days: 010` as 8: the scenario is refused with the line and both readings
+    (it ran 8 days without a word); 0, 10, 0x1F and 1_000 read as before."""
+    scenario = tmp_path / "octal.yaml"
+    scenario.write_text(f"name: octal\nextends: {BASE}\nsimulation:\n  days: 010\n", encoding="utf-8")
+    result = runner.invoke(app, ["validate", str(scenario)])
+    assert result.exit_code == 2, result.output
+    assert text(result) == (
+        f"error: {scenario}: invalid YAML at line 4, column 9: 010 has a leading 0, which YAML reads as the octal "
+        "number 8: write it without the 0 for the number 10, or in quotes ('010') for a code"
+    )
+    assert load_yaml("a: 0\nb: 10\nc: 0x1F\nd: 1_000\ne: -0\nf: '010'") == {
+        "a": 0,
+        "b": 10,
+        "c": 31,
+        "d": 1000,
+        "e": 0,
+        "f": "010",
+    }
 
 
 NEEDED_COLUMNS = (
