@@ -284,6 +284,22 @@ def test_gradient_refuses_bounds_on_the_rate_that_give_no_valid_scenario(tmp_pat
     assert "step 1" not in message and not out.exists()
 
 
+def test_gradient_refuses_a_whole_number_rate(tmp_path):
+    """`integer: true` on the transmission rate asks for a whole-number rate, which Adam on log
+    beta cannot give (it fitted 2.984 from 3.137 under bounds 2-8 with integer: true): refused
+    before anything runs, naming the file, the key, the value and what is allowed (exit 2,
+    nothing written)."""
+    bounds = {"disease.transmission_rate": {"low": 2, "high": 8, "integer": True}}
+    path, _, out, result = calibrate_synthetic(tmp_path, "parameters", bounds)
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert (
+        f"{path}: calibration.parameters.disease.transmission_rate: integer: true is not allowed with --method "
+        "gradient, which fits the rate as a real number; remove integer: true, or use --method optuna"
+    ) in message, message
+    assert "step 1" not in message and not out.exists()
+
+
 def test_gradient_names_the_learning_rate_when_the_fit_diverges(tmp_path):
     """A learning rate so large that the weekly multipliers overflow (exp of +-100s) ends with one
     message naming calibration.gradient.learning_rate (exit 2, nothing written), not with the

@@ -191,6 +191,11 @@ def checked_inputs(
     if method == "optuna":
         check_parameters(data, sc.calibration, source)
     elif RATE in sc.calibration.parameters:  # the gradient method keeps the rate within its bounds
+        if sc.calibration.parameters[RATE].integer:
+            raise CalibrationError(
+                f"{source}: calibration.parameters.{RATE}: integer: true is not allowed with {gradient}, which fits "
+                f"the rate as a real number; remove integer: true, or use {names.given('method', 'optuna')}"
+            )
         check_parameters(
             data, sc.calibration.model_copy(update={"parameters": {RATE: sc.calibration.parameters[RATE]}}), source
         )
