@@ -559,6 +559,7 @@ def calibrate(
                 trials,
                 set_,
                 progress=lambda i, n, loss: err_console.print(f"{unit} {i} of {n} done: loss {loss:.3f}"),
+                note=lambda text: err_console.print(f"note: {text}", highlight=False, soft_wrap=True),
                 method=method,
                 backend=backend,
                 workers=workers,
@@ -571,13 +572,6 @@ def calibrate(
         except (WorkerLost, OutputWriteError) as exc:
             fail(str(exc), code=1)
     print_calibration(summary)
-    if summary["held_fixed"]:
-        err_console.print(
-            f"note: --method gradient fits the transmission rate and weekly multipliers only; "
-            f"{', '.join(summary['held_fixed'])} (in calibration.parameters) kept the scenario's values",
-            highlight=False,
-            soft_wrap=True,
-        )
     if summary["at_bounds"]:
         err_console.print(
             f"note: fitted at (or within 1% of) a bound: {', '.join(summary['at_bounds'])}; the fit may want a value "

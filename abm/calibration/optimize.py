@@ -191,6 +191,11 @@ def checked_inputs(
     if method == "optuna":
         check_parameters(data, sc.calibration, source)
     elif RATE in sc.calibration.parameters:  # the gradient method keeps the rate within its bounds
+        if sc.calibration.parameters[RATE].integer:
+            raise CalibrationError(
+                f"{source}: calibration.parameters.{RATE}: integer: true is not allowed with {gradient}, which fits "
+                f"the rate as a real number; remove integer: true, or use {names.given('method', 'optuna')}"
+            )
         check_parameters(
             data, sc.calibration.model_copy(update={"parameters": {RATE: sc.calibration.parameters[RATE]}}), source
         )
@@ -203,6 +208,14 @@ def checked_inputs(
 
 
 RATE = "disease.transmission_rate"  # the one key of calibration.parameters the gradient method fits
+
+
+def held_fixed(cfg: CalibrationConfig, method: str) -> list[str]:
+    """The keys of ``calibration.parameters`` that ``method`` does not fit and holds at the
+    scenario's values: every key but the transmission rate for the gradient method, none for Optuna."""
+    return [k for k in cfg.parameters if k != RATE] if method == "gradient" else []
+
+
 BACKENDS = ("local", "ray")
 METHODS = ("optuna", "gradient")
 
@@ -642,6 +655,7 @@ def calibrate(
     sets: list[str] | None = None,
     progress: Progress = None,
     *,
+    note: Callable[[str], None] | None = None,
     method: str = "optuna",
     backend: str = "local",
     workers: int | None = None,
@@ -657,7 +671,8 @@ def calibrate(
     ``backend``: where Optuna trials run, on this machine (``local``) or as Ray tasks (``ray``);
     ``workers``: how many run at once (:func:`trial_runner`). The sampler asks for
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
-    ``workers``. Messages name the arguments as Python has them (``method``, ``sets``); ``abm
+    ``workers``. ``note`` is told, before anything runs, of the free parameters the gradient
+    method holds at the scenario's values. Messages name the arguments as Python has them (``method``, ``sets``); ``abm
     calibrate`` gives ``names=COMMAND_LINE`` (``--method``, ``--set``)."""
     _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
@@ -670,6 +685,12 @@ def calibrate(
     cfg = sc.calibration
     assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
+    fixed = held_fixed(cfg, method)
+    if fixed and note is not None:  # before anything runs, not after a long fit
+        note(
+            f"{names.given('method', 'gradient')} fits the transmission rate and weekly multipliers only; held at "
+            f"the scenario's values: {', '.join(fixed)} (in calibration.parameters)"
+        )
     start = time.perf_counter()
     if method == "gradient":
         fit = _fit_by_gradient(sc, data, source, observed, progress, trials)
@@ -685,7 +706,7 @@ def calibrate(
         "best_parameters": fit.best,
         "at_bounds": at_bounds(fit.best, cfg),  # gradient: the rate's bounds, where calibration.parameters has them
         # gradient: the free parameters it does not fit, held at the scenario's values
-        "held_fixed": [k for k in cfg.parameters if k != RATE] if method == "gradient" else [],
+        "held_fixed": fixed,
         "fit_window": [str(d) for d in cfg.fit_window],
         "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
         "fit": losses(fit.sim, observed, cfg.fit_window),
