@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -113,6 +116,17 @@ def sim_of(pop, interventions, replicates=1, days=30, contacts=None, seed=1, dis
         seed=seed,
         interventions=interventions,
     )
+
+
+def caller_ray(num_cpus: int) -> Iterator[ModuleType]:
+    """A local Ray of ``num_cpus`` CPUs started by the caller, as a Python user would, so that
+    abm uses it and leaves it running; shut down at the end (a module fixture's body)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import tiny_calibration
+from conftest import caller_ray, tiny_calibration
 from typer.testing import CliRunner
 
 from abm.calibration.observed import load_observed
@@ -97,12 +96,7 @@ def test_a_ray_address_without_ray_is_refused_from_python(tmp_path):
 @pytest.fixture(scope="module")
 def one_cpu_ray():
     """A local Ray of one CPU, started by the caller (the tests), so that calibrate uses it."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    yield from caller_ray(1)
 
 
 @pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores

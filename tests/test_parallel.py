@@ -4,7 +4,6 @@ errors that read as in this process, and no worker left behind after an error or
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import os
 import re
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import tiny_calibration
+from conftest import caller_ray, tiny_calibration
 from typer.testing import CliRunner
 
 from abm.calibration.optimize import trial_runner
@@ -432,12 +431,7 @@ def test_a_service_that_is_not_ray_is_refused_in_seconds(not_ray_server):
 @pytest.fixture(scope="module")
 def two_cpu_ray():
     """A local Ray of two CPUs, started by the caller (the tests), as a Python user would."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    yield from caller_ray(2)
 
 
 @pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
