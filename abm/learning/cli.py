@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from abm.learning.errors import LearningScenarioError, SecureAggregationError
+from abm.learning.errors import FlowerRunError, LearningScenarioError, SecureAggregationError
 
 
 def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str | None) -> Any:
@@ -28,8 +28,9 @@ def run_or_exit(
     """``work()``'s report, ``header`` said first on stderr once the output folder is known to be
     usable; a bad output folder (for an output of ``kind``), or a scenario found
     unworkable once its data are built (``file`` named), gets its message and exit code 2; a
-    secure-aggregation round that cannot be summed (a diverged update), or a file system that
-    fails as the folder is written (a full disk), one line and exit code 1;
+    secure-aggregation round that cannot be summed (a diverged update), a Flower run that cannot
+    go on (a client process ended), or a file system that fails as the folder is written (a full
+    disk), one line and exit code 1;
     Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these)."""
     import typer
 
@@ -57,6 +58,9 @@ def run_or_exit(
         raise typer.Exit(code=1) from None
     except SecureAggregationError as e:  # a round that cannot be summed (a diverged update): the run failed
         print(f"error: {file}: {e}; no results were written to {target}", file=sys.stderr)
+        raise typer.Exit(code=1) from None
+    except FlowerRunError as e:  # a client process ended, or the clients did not connect in time
+        print(f"error: {file}: the Flower run failed: {e}; no results were written to {target}", file=sys.stderr)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
         report(f"interrupted: no results were written to {target}")

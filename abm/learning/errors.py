@@ -12,3 +12,8 @@ class LearningScenarioError(ValueError):
 
 class SecureAggregationError(RuntimeError):
     """A secure-aggregation round could not be completed (for example, too many dropouts)."""
+
+
+class FlowerRunError(RuntimeError):
+    """A Flower run could not go on: a client process went away or ended, or the clients did not
+    all connect in time. ``abm learn`` says it in one line and exits with code 1."""

@@ -161,7 +161,7 @@ def run_protocols_flower(
     ``mode`` is ``flower-sim`` (Flower's simulation engine) or ``flower`` (one client process per
     institution on 127.0.0.1).
     """
-    from abm.learning.flower.run import MODES, import_flwr, run_processes, run_simulation
+    from abm.learning.flower.run import MODES, import_flwr, raise_server_error, run_processes, run_simulation
     from abm.learning.flower.server import ProtocolServer
 
     if mode not in MODES:
@@ -176,8 +176,7 @@ def run_protocols_flower(
         run_simulation(job, server, client_fn=simulation_client_fn(job.model_dump_json()), n=n)
     else:
         run_processes(job, server, connect_timeout, client_module="abm.private_calibration.flower", n=n)
-    if server.error is not None:
-        raise server.error
+    raise_server_error(server)
     runs = []
     for spec, (result, network, final) in zip(calibration_specs(scenario), done, strict=True):
         participants = build_participants(scenario, institutions, spec.models or scenario.models)

@@ -9,6 +9,7 @@ state, and Flower carries tensors bit for bit.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,6 +178,47 @@ def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path
     assert not out.exists()
 
 
+@pytest.mark.slow
+def test_a_client_process_killed_mid_run_ends_the_command_with_one_line(tmp_path):
+    """A client process that dies while the protocols run (``--runner flower``): the command
+    ended with a traceback of over a thousand lines and the bare ``GrpcBridgeClosed``. Now one
+    line, exit code 1, no output and no client process left. About a minute on 2 busy cores."""
+    import os
+    import signal
+    import time
+
+    import yaml
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**TINY, "rounds": 1000, "protocols": TINY["protocols"][:1]}))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out), "--runner", "flower"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = proc.stderr.readline() + proc.stderr.readline()  # "running ...", then "local: ...": fedavg runs
+    assert seen.startswith("running tiny_flower") and "\nlocal: 1000 rounds" in seen, seen
+    children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    assert len(children) == 3
+    victim = sorted(children)[1]
+    os.kill(victim, signal.SIGKILL)
+    start = time.monotonic()
+    rest = proc.communicate(timeout=120)[1]
+    assert time.monotonic() - start < 30
+    assert proc.returncode == 1, seen + rest
+    assert re.fullmatch(
+        rf"error: {re.escape(str(f))}: the Flower run failed: participant (\d)'s Flower client went away during "
+        rf"client operation '[a-z_.]+': client \1 was ended by SIGKILL; "
+        rf"no results were written to {re.escape(str(out))}\n",
+        rest,
+    ), rest
+    assert not out.exists()
+    assert all(not Path(f"/proc/{c}").exists() for c in children)
+
+
 def test_flower_runner_refuses_what_it_does_not_carry():
     bad = {**TINY, "runner": "flower", "protocols": [{"name": "mapl"}]}
     with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: 'mapl' is not allowed for runner 'flower'"):
@@ -245,3 +287,106 @@ def test_a_client_process_finds_a_protocols_operations_by_their_name():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "unknown client operation 'nope.step'" in proc.stdout
+
+
+class _LostProxy(ClientProxy):
+    """A client proxy whose client process has gone: Flower's bridge to it is closed."""
+
+    def fit(self, ins, timeout, group_id):
+        from flwr.server.superlink.fleet.grpc_bidi.grpc_bridge import GrpcBridgeClosed
+
+        raise GrpcBridgeClosed()
+
+    get_properties = fit
+    get_parameters = evaluate = reconnect = fit
+
+
+def test_a_lost_flower_client_is_a_flower_run_error_that_names_it():
+    """A client process that dies mid-run closed Flower's bridge, and the bare ``GrpcBridgeClosed``
+    (no words) ended ``abm learn`` with a traceback of over a thousand lines."""
+    from abm.learning.errors import FlowerRunError
+    from abm.learning.flower.server import FlowerClients, identify
+
+    pool = FlowerClients({0: _LostProxy("a"), 1: _LostProxy("b")}, {0: 5, 1: 5}, 0, [], (6,), 4)
+    try:
+        with pytest.raises(FlowerRunError) as e:
+            pool.call("score", {1: {}})
+    finally:
+        pool.close()
+    assert str(e.value) == "participant 1's Flower client went away during client operation 'score'"
+    with pytest.raises(FlowerRunError, match=r"^client a went away before it said which participant it is$"):
+        identify([_LostProxy("a")])
+
+
+def test_flower_clients_not_connected_in_time_is_a_flower_run_error():
+    from abm.learning.errors import FlowerRunError
+    from abm.learning.flower.server import ProtocolServer
+
+    server = ProtocolServer(3, lambda clients: None, connect_timeout=0)
+    server.fit(1, None)
+    assert isinstance(server.error, FlowerRunError)
+    assert str(server.error) == "only 0 of 3 Flower clients connected within 0 s"
+
+
+def test_a_client_process_that_ends_before_connecting_ends_the_run_at_once():
+    """The server waited the whole connect timeout (120 s by default) for a client process that
+    had already ended, then said only that it had not connected."""
+    import time
+
+    from abm.learning.errors import FlowerRunError
+    from abm.learning.flower.run import run_processes
+    from abm.learning.flower.server import ProtocolServer
+
+    scenario = load_scenario(TINY)[0]
+    server = ProtocolServer(3, lambda clients: None, connect_timeout=120)
+    start = time.monotonic()
+    module = "abm.learning.flower.no_such_module"
+    run_processes(scenario, server, 120, client_module=module)
+    assert time.monotonic() - start < 60
+    assert isinstance(server.error, FlowerRunError)
+    # every client ends the same way; those seen ended by then are named
+    one = re.escape(f"ended with exit code 1 (its last line: {sys.executable}: No module named {module})")
+    assert re.fullmatch(
+        rf"a Flower client process ended before all 3 had connected: client [012] {one}(; client [012] {one})*",
+        str(server.error),
+    ), server.error
+
+
+def test_a_client_process_that_lingers_after_a_failed_run_is_stopped(tmp_path, monkeypatch):
+    """The server had given up (here: no client connected within 1 s) but a client process
+    lived on (a stopped or stuck one): the runner waited 30 s for it, then raised the bare
+    ``TimeoutExpired`` of its wait, which hid the server's error. Now the client is stopped at
+    once and the server's error stands."""
+    import time
+
+    from abm.learning.errors import FlowerRunError
+    from abm.learning.flower.run import run_processes
+    from abm.learning.flower.server import ProtocolServer
+
+    (tmp_path / "lingering_client.py").write_text("import time\ntime.sleep(600)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    server = ProtocolServer(1, lambda clients: None, connect_timeout=1)
+    start = time.monotonic()
+    run_processes(load_scenario(TINY)[0], server, 1, client_module="lingering_client", n=1)
+    assert time.monotonic() - start < 20
+    assert isinstance(server.error, FlowerRunError)
+    assert str(server.error) == "only 0 of 1 Flower clients connected within 1 s"
+
+
+def test_cli_learn_says_one_line_when_a_flower_run_fails(tmp_path, capsys):
+    import typer
+
+    from abm.learning.cli import run_or_exit
+    from abm.learning.errors import FlowerRunError
+
+    def lost() -> dict:
+        raise FlowerRunError("participant 1's Flower client went away during client operation 'score'")
+
+    with pytest.raises(typer.Exit) as e:
+        run_or_exit(lost, tmp_path / "out", tmp_path / "tiny.yaml")
+    assert e.value.exit_code == 1
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'tiny.yaml'}: the Flower run failed: participant 1's Flower client went away during "
+        f"client operation 'score'; no results were written to {tmp_path / 'out'}\n"
+    )
+    assert not (tmp_path / "out").exists()

@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | No
     context)``; other tasks (private calibration) pass their own subclass."""
     from flwr.client import start_client
 
+    from abm.learning.flower.run import flower_notices_quiet
+
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--address", required=True, help="server address, host:port")
     ap.add_argument("--pid", type=int, required=True, help="participant id")
@@ -183,7 +185,8 @@ def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | No
     def client_fn(context: Context) -> Client:
         return (client_cls or ParticipantClient)(scenario_json, args.pid, context)
 
-    start_client(server_address=args.address, client_fn=client_fn, insecure=True, max_wait_time=args.max_wait)
+    with flower_notices_quiet():  # its log's last line tells the runner why a client ended
+        start_client(server_address=args.address, client_fn=client_fn, insecure=True, max_wait_time=args.max_wait)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from abm.learning.errors import LearningScenarioError
+from abm.interrupts import interrupted
+from abm.learning.errors import FlowerRunError, LearningScenarioError
 from abm.learning.messages import Network
 from abm.learning.privacy.aggregation import PlainSum
 from abm.learning.protocols.base import RunContext
@@ -209,6 +210,38 @@ def abm_signal_handlers() -> Iterator[None]:
                 signal.signal(s, handler)
 
 
+def ended_clients(procs: list[subprocess.Popen], logs: list[Any]) -> list[str]:
+    """What each client process that has ended did: its exit code or signal, and the last line
+    of its log (``logs[k]``, open for reading)."""
+    out = []
+    for k, (p, log) in enumerate(zip(procs, logs, strict=True)):
+        code = p.poll()
+        if code is None:
+            continue
+        if code < 0:
+            try:
+                how = f"was ended by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was ended by signal {-code}"
+        else:
+            how = f"ended with exit code {code}"
+        log.seek(0)
+        lines = [line.strip() for line in log.read().splitlines() if line.strip()]
+        out.append(f"client {k} {how}" + (f" (its last line: {lines[-1]})" if lines else ""))
+    return out
+
+
+def raise_server_error(server: Any) -> None:
+    """Raise the error the Flower server's work ended with, if any; a :class:`FlowerRunError`
+    after Ctrl-C or SIGTERM (client processes in the same process group end too, and their
+    going may be what the server saw first) is the interrupt."""
+    if server.error is None:
+        return
+    if isinstance(server.error, FlowerRunError) and interrupted() is not None:
+        raise KeyboardInterrupt from server.error
+    raise server.error
+
+
 def run_processes(
     scenario: BaseModel,
     server: Server,
@@ -251,26 +284,30 @@ def run_processes(
             )
             for k in range(n)
         ]
+        server.clients_ended = lambda: any(p.poll() is not None for p in procs)
         try:
             with abm_signal_handlers(), flower_notices_quiet():
                 start_server(server_address=address, server=server, config=ServerConfig(num_rounds=1))
-            deadline = time.monotonic() + 30
-            for p in procs:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except BaseException:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            raise
+            ended = ended_clients(procs, logs)  # on their own, while the server ran
+            if isinstance(server.error, FlowerRunError) and ended:
+                lost = server.error
+                server.error = FlowerRunError(f"{lost}: {'; '.join(ended)}")
+                server.error.__cause__ = lost
+            if server.error is None:  # the run is complete: the clients end as the server stops
+                deadline = time.monotonic() + 30
+                for p in procs:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        p.wait(timeout=max(0.1, deadline - time.monotonic()))
         finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-                    try:
-                        p.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        p.wait()
+            stopped = [p for p in procs if p.poll() is None]  # still running: stopped here, not failed
+            for p in stopped:
+                p.terminate()
+            for p in stopped:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
             if server.error is not None:
                 tails = []
                 for k, f in enumerate(logs):
@@ -282,9 +319,9 @@ def run_processes(
                     server.error.add_note("\n".join(tails))
             for f in logs:
                 f.close()
-        bad = [(k, p.returncode) for k, p in enumerate(procs) if p.returncode not in (0, None)]
+        bad = [(k, p.returncode) for k, p in enumerate(procs) if p.returncode != 0 and p not in stopped]
         if bad and server.error is None:
-            raise RuntimeError(f"Flower client processes exited with errors: {bad}")
+            raise FlowerRunError(f"Flower client processes exited with errors: {bad}")
 
 
 def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float = 120.0) -> dict[str, Any]:
@@ -309,8 +346,7 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
         run_simulation(scenario, server)
     else:
         run_processes(scenario, server, connect_timeout)
-    if server.error is not None:
-        raise server.error
+    raise_server_error(server)
     report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), mode)
     report["flower_requests"] = facts["requests"]
     if scenario.selection_toy is not None:

@@ -10,6 +10,7 @@ participants go out in parallel, as Flower's own strategies do).
 from __future__ import annotations
 
 import json
+import time
 import timeit
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -22,9 +23,11 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.history import History
 from flwr.server.strategy import FedAvg as _UnusedStrategy
+from flwr.server.superlink.fleet.grpc_bidi.grpc_bridge import GrpcBridgeClosed
 from torch import nn
 
 from abm.learning.clients import ClientPool, Payload
+from abm.learning.errors import FlowerRunError
 from abm.learning.flower.codec import decode_tensors, encode_request
 from abm.learning.runner import model_for
 from abm.learning.scenario import ModelSpec
@@ -63,7 +66,11 @@ class FlowerClients(ClientPool):
         """One client's reply, still encoded (decoded by the caller's thread: numpy's header
         parser is not safe to run in several threads at once on Python 3.11)."""
         params, cfg = encode_request(op, self.protocol, payload, config)
-        res = self.proxies[pid].fit(FitIns(params, cfg), self.timeout, self.protocol)
+        try:
+            res = self.proxies[pid].fit(FitIns(params, cfg), self.timeout, self.protocol)
+        except GrpcBridgeClosed:  # its connection closed: the client process ended
+            lost = f"participant {pid}'s Flower client went away during client operation {op!r}"
+            raise FlowerRunError(lost) from None
         if res.status.code != Code.OK:
             raise RuntimeError(f"participant {pid} failed in client operation {op!r}:\n{res.status.message}")
         return res
@@ -92,13 +99,16 @@ def identify(proxies: list[ClientProxy], timeout: float | None = None) -> dict[i
     """Ask every connected client for its participant id and public facts."""
     out: dict[int, tuple[ClientProxy, dict]] = {}
     for proxy in proxies:
-        res = proxy.get_properties(GetPropertiesIns(config={}), timeout, None)
+        try:
+            res = proxy.get_properties(GetPropertiesIns(config={}), timeout, None)
+        except GrpcBridgeClosed:
+            raise FlowerRunError(f"client {proxy.cid} went away before it said which participant it is") from None
         if res.status.code != Code.OK:
             raise RuntimeError(f"client {proxy.cid} did not say who it is: {res.status.message}")
         props = dict(res.properties)
         pid = int(props["pid"])
         if pid in out:
-            raise RuntimeError(f"two clients claim participant id {pid}")
+            raise FlowerRunError(f"two clients claim participant id {pid}")
         out[pid] = (proxy, props)
     return out
 
@@ -107,7 +117,10 @@ class ProtocolServer(Server):
     """A Flower server whose ``fit`` runs ``work(clients)`` instead of Flower's round loop.
 
     ``work`` gets ``{participant id: (proxy, public facts)}`` once ``n_clients`` have connected;
-    its return value (or exception) is kept in ``result`` (``error``) for the runner.
+    its return value (or exception) is kept in ``result`` (``error``) for the runner. While it
+    waits for the clients to connect (``connect_timeout`` seconds at most), it gives up at once
+    when ``clients_ended()`` says a client process has ended (the runner of client processes
+    sets it).
     """
 
     def __init__(
@@ -119,18 +132,28 @@ class ProtocolServer(Server):
         self.connect_timeout = connect_timeout
         self.result: Any = None
         self.error: BaseException | None = None
+        self.clients_ended: Callable[[], bool] = lambda: False
+
+    def _wait_for_clients(self) -> None:
+        """Return once ``n_clients`` are connected; a :class:`FlowerRunError` if a client process
+        ends first or ``connect_timeout`` passes."""
+        deadline = time.monotonic() + self.connect_timeout
+        while not self._client_manager.wait_for(self.n_clients, timeout=1 if time.monotonic() < deadline else 0):
+            if self.clients_ended():
+                raise FlowerRunError(f"a Flower client process ended before all {self.n_clients} had connected")
+            if time.monotonic() >= deadline:
+                raise FlowerRunError(
+                    f"only {self._client_manager.num_available()} of {self.n_clients} Flower clients connected "
+                    f"within {self.connect_timeout:.0f} s"
+                )
 
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
         start = timeit.default_timer()
         try:
-            if not self._client_manager.wait_for(self.n_clients, timeout=int(self.connect_timeout)):
-                raise RuntimeError(
-                    f"only {self._client_manager.num_available()} of {self.n_clients} Flower clients connected "
-                    f"within {self.connect_timeout:.0f} s"
-                )
+            self._wait_for_clients()
             clients = identify(list(self._client_manager.all().values()))
             if sorted(clients) != list(range(self.n_clients)):
-                raise RuntimeError(f"expected participants 0..{self.n_clients - 1}, got {sorted(clients)}")
+                raise FlowerRunError(f"expected participants 0..{self.n_clients - 1}, got {sorted(clients)}")
             self.result = self.work(clients)
         except BaseException as e:  # handed to the runner once Flower has shut down
             self.error = e
