@@ -36,7 +36,7 @@ def test_legend_classes_are_round_steps_up_to_the_largest_value() -> None:
     assert maps.nice_bins(25) == [5.0 * k for k in range(1, 6)]  # not 2.5 wide: see below
     assert maps.nice_bins(73) == [10.0 * k for k in range(1, 9)]
     assert maps.nice_bins(1234) == [200.0 * k for k in range(1, 8)]
-    assert maps.nice_bins(float("nan")) == [1.0]
+    assert maps.nice_bins(float("nan")) == [] and maps.nice_bins(0) == []  # only the class "0"
 
 
 def page_data(html: str) -> dict:
@@ -78,7 +78,7 @@ def test_the_page_carries_the_frames_the_last_day_first_and_each_tracts_numbers(
     # day 9: 18 of 200 agents and 9 of 500 per 100,000; the tract without agents has no value
     assert cumulative["values"][3] == [9000, 1800, None]
     assert cumulative["values"][1] == [3000, 600, None]  # day 3
-    assert cumulative["bins"] == [1000.0 * k for k in range(1, 10)]
+    assert cumulative["bins"] == [1000.0 * k for k in range(10)]  # 0 first: the class "0"
 
 
 def test_tracts_that_share_a_centroid_each_get_a_cell() -> None:
@@ -154,3 +154,66 @@ def test_tooltips_round_a_tracts_residents_to_the_nearest_person() -> None:
     data = maps.map_data(pd.DataFrame(rows), tracts, snapshot_days=())
     d = page_data(maps.render_html(centroid_cells(tracts), data, tiles=False))
     assert [t[2] for t in d["tracts"]] == [51, 1200, 7]  # 1200.5 to even, as Python rounds
+
+
+def legends(values: dict[str, list[float | None]]) -> tuple[maps.MapData, dict, dict]:
+    """Map data of one day of the three tracts with these values per 100,000 agents (None: no
+    agents), and per measure the page's legend (labels, colours) and the PNG's (labels,
+    colours)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    agents = [0 if v is None else 100_000 for v in values["cumulative"]]
+    rows = {"day": [0] * 3, "geoid": list(TRACTS["geoid"]), "agents": agents}
+    for key, _, column in maps.MEASURES:
+        rows[column] = [0.0 if v is None else v for v in values[key]]
+    data = maps.map_data(pd.DataFrame(rows), TRACTS, snapshot_days=())
+    page = {
+        m["key"]: (m["labels"], m["colors"])
+        for m in page_data(maps.render_html(centroid_cells(TRACTS), data, tiles=False))["measures"]
+    }
+    png = {}
+    for key, _, _ in maps.MEASURES:
+        fig = maps.snapshot_figure(centroid_cells(TRACTS), data, 0, key)
+        legend = fig.axes[0].get_legend()
+        png[key] = (
+            [t.get_text() for t in legend.get_texts()],
+            [to_hex(h.get_facecolor()) for h in legend.legend_handles],
+        )
+        plt.close(fig)
+    return data, page, png
+
+
+def test_a_tract_without_cases_has_its_own_legend_class_and_colour() -> None:
+    """A tract with 0 per 100,000 was drawn in the lightest class, "0 - 5", like one with 5: no
+    cases looked like some. 0 is now its own class, white, apart from the classes above it
+    (whole numbers, light to dark) and from the grey of a tract without agents; the page and the
+    PNGs show the same legend."""
+    data, page, png = legends({"cumulative": [0, 25, None], "active": [0, 3, None], "hospital": [0, 1, None]})
+    yellow = maps.palette(5)
+    assert data.bins["cumulative"] == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
+    assert data.colors["cumulative"] == [maps.ZERO_COLOR, *yellow]
+    assert data.labels("cumulative") == ["0", "1 – 5", "6 – 10", "11 – 15", "16 – 20", "21 – 25"]
+    assert data.labels("active") == ["0", "1", "2", "3"]  # classes of one number each
+    assert data.labels("hospital") == ["0", "1"]
+    assert maps.class_labels([0.0, 1000.0, 2000.0]) == ["0", "1 – 1,000", "1,001 – 2,000"]
+    assert [data.color_of("cumulative", v) for v in (0.0, 1.0, 5.0, 6.0, 25.0, float("nan"))] == [
+        maps.ZERO_COLOR, yellow[0], yellow[0], yellow[1], yellow[4], maps.NO_AGENTS_COLOR,
+    ]  # fmt: skip
+    assert len({maps.ZERO_COLOR, maps.NO_AGENTS_COLOR, *yellow}) == 7
+    for key, _, _ in maps.MEASURES:
+        assert page[key] == (data.labels(key), data.colors[key])
+        assert png[key] == ([*data.labels(key), "no agents"], [*data.colors[key], maps.NO_AGENTS_COLOR])
+
+
+def test_a_layer_of_zeros_has_one_legend_class_and_zero_is_shown_when_no_tract_is_zero() -> None:
+    """Hospital occupancy in a run of a few days is 0 everywhere: its legend was "0 - 1", a class
+    made up for the empty layer. It is now "0" alone. Where no tract is 0 the legend still shows "0",
+    as it shows "no agents" where every tract has agents: one legend for every day."""
+    data, page, png = legends({"cumulative": [5, 7, 9], "active": [0, 0, 0], "hospital": [0, 0, None]})
+    for key in ("active", "hospital"):
+        assert data.bins[key] == [0.0] and data.labels(key) == ["0"] and data.colors[key] == [maps.ZERO_COLOR]
+        assert page[key] == (["0"], [maps.ZERO_COLOR])
+        assert png[key] == (["0", "no agents"], [maps.ZERO_COLOR, maps.NO_AGENTS_COLOR])
+    assert data.labels("cumulative") == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
+    assert [data.color_of("cumulative", v) for v in data.values["cumulative"][0]] == data.colors["cumulative"][5::2]

@@ -235,6 +235,7 @@ def test_map_html_in_headless_chromium(written_run, small_run, tmp_path):
         day0 = {c[0]: c[1] for c in first}
         want0 = {g: data.color_of("cumulative", v) for g, v in zip(geoids, data.values["cumulative"][0], strict=True)}
         assert day0 == want0
+        assert maps.ZERO_COLOR in day0.values()  # tracts without a case yet are white
         changed = sum(day0[g] != c[1] for g, c in zip((c[0] for c in last), last, strict=True))
         assert changed > len(geoids) // 4
 
@@ -246,7 +247,12 @@ def test_map_html_in_headless_chromium(written_run, small_run, tmp_path):
         hosp = browser.eval(cells)
         assert sorted(c[0] for c in hosp) == sorted(geoids)
         assert browser.eval("window.abmMap.measure()") == "hospital"
-        assert "Hospital occupancy" in browser.eval("document.querySelector('.abm-legend').textContent")
+        legend = browser.eval("document.querySelector('.abm-legend').innerText").split("\n")
+        assert [line.strip() for line in legend if line.strip()] == [
+            "Hospital occupancy per 100k",
+            *data.labels("hospital"),
+            "no agents",
+        ]
     finally:
         browser.close()
 
@@ -329,13 +335,7 @@ def test_legend_classes_of_small_values_have_distinct_whole_edges():
     )
     data = maps.map_data(by_tract, tracts, snapshot_days=())
     for key in ("cumulative", "active", "hospital"):
-        edges = data.bins[key]
-        assert edges == [1.0, 2.0]
-        labels = [f"{lo:,.0f} – {hi:,.0f}" for lo, hi in zip([0.0, *edges[:-1]], edges, strict=True)]
-        assert labels == ["0 – 1", "1 – 2"]
+        assert data.bins[key] == [0.0, 1.0, 2.0] and data.labels(key) == ["0", "1", "2"]
     # Each value falls in the class whose label holds it, and the largest gets the darkest colour.
-    assert [data.color_of("cumulative", v) for v in (0.0, 1.0, 2.0)] == [
-        *data.colors["cumulative"][:1] * 2,
-        data.colors["cumulative"][1],
-    ]
-    assert maps.nice_bins(100) == [10.0 * k for k in range(1, 11)] and maps.nice_bins(0) == [1.0]
+    assert [data.color_of("cumulative", v) for v in (0.0, 1.0, 2.0)] == data.colors["cumulative"]
+    assert maps.nice_bins(100) == [10.0 * k for k in range(1, 11)] and maps.nice_bins(0) == []

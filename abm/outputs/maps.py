@@ -9,6 +9,10 @@ Measures (per 100,000 agents of each tract, means over replicates):
 
 To keep the file small the map carries weekly frames, the last day and the snapshot days,
 with values rounded to whole numbers per 100,000.
+
+Legend classes (per measure for all frames, the same on the page and the PNGs): "0" (white:
+none in the tract that day), then whole-number ranges above 0 ("1 – 1,000", "1,001 – 2,000"...),
+light to dark, and "no agents" (grey: a tract without agents has no value).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ ASSETS = Path(__file__).parent / "assets"
 DEFAULT_SNAPSHOT_DAYS = (50, 70, 120)
 FRAME_STEP = 7
 NO_AGENTS_COLOR = "#d9d9d9"
+ZERO_COLOR = "#ffffff"
 MEASURES = (
     ("cumulative", "Cumulative infections per 100k", "cumulative_infected"),
     ("active", "Active infections per 100k", "active"),
@@ -46,8 +51,8 @@ class MapData:
     days: list[int]
     tracts: pd.DataFrame  # geoid, name, residents, agents
     values: dict[str, np.ndarray]
-    bins: dict[str, list[float]]  # upper edges of the colour classes, ascending
-    colors: dict[str, list[str]]
+    bins: dict[str, list[float]]  # upper edges of the colour classes, ascending: 0 first (the "0" class)
+    colors: dict[str, list[str]]  # ZERO_COLOR first
     title: str = ""
 
     def color_of(self, measure: str, value: float) -> str:
@@ -59,14 +64,30 @@ class MapData:
                 return color
         return self.colors[measure][-1]
 
+    def labels(self, measure: str) -> list[str]:
+        """The legend's label of each colour class (both legends show these)."""
+        return class_labels(self.bins[measure])
+
+
+def class_labels(bins: list[float]) -> list[str]:
+    """Labels of colour classes with upper edges ``bins`` (whole numbers, ascending, the first
+    0) by the whole numbers each holds: ``[0, 1000, 2000]`` gives "0", "1 – 1,000",
+    "1,001 – 2,000"; a class of one number is that number."""
+    labels, lo = [], 0.0
+    for hi in bins:
+        labels.append(f"{hi:,.0f}" if lo == hi else f"{lo:,.0f} – {hi:,.0f}")
+        lo = hi + 1
+    return labels
+
 
 def nice_bins(vmax: float, classes: int = 10) -> list[float]:
-    """Upper edges of at most ``classes`` equal colour classes from 0 to a round number >= vmax,
-    whole numbers: the map's values are whole numbers per 100,000, so narrower classes would
-    hold no value and their edges, shown as whole numbers, would repeat ("1 - 1"), and an edge
-    such as 2.5 would be shown rounded, as a class it does not hold ("0 - 3" holds no 3)."""
+    """Upper edges of at most ``classes`` equal colour classes above 0 (0 is a class of its own)
+    up to a round number >= vmax; none where vmax is not above 0. Whole numbers: the
+    map's values are whole numbers per 100,000, so narrower classes would hold no value and
+    their edges, shown as whole numbers, would repeat ("1 - 1"), and an edge such as 2.5 would
+    be shown rounded, as a class it does not hold ("0 - 3" holds no 3)."""
     if not np.isfinite(vmax) or vmax <= 0:
-        return [1.0]
+        return []
     raw = vmax / classes
     mag = 10 ** math.floor(math.log10(raw))
     step = max(1.0, next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw and float(m * mag).is_integer()))
@@ -110,8 +131,9 @@ def map_data(
         wide = sel.pivot(index="day", columns="geoid", values=column).reindex(index=frames, columns=geoids)
         v = np.round(wide.to_numpy(float) * per[None, :])
         values[key] = v
-        bins[key] = nice_bins(float(np.nanmax(v)) if np.isfinite(v).any() else 0.0)
-        colors[key] = palette(len(bins[key]))
+        above = nice_bins(float(np.nanmax(v)) if np.isfinite(v).any() else 0.0)
+        bins[key] = [0.0, *above]
+        colors[key] = [ZERO_COLOR, *palette(len(above))]
     info = pd.DataFrame(
         {
             "geoid": geoids,
@@ -167,10 +189,9 @@ _JS = r"""
     base[M.label] = lyr;
   });
   function legendHtml() {
-    var M = D.measures[measure], s = '<b>' + M.label + '</b><br>', lo = 0;
-    for (var k = 0; k < M.bins.length; k++) {
-      s += '<i style="background:' + M.colors[k] + '"></i>' + fmt(lo) + ' &ndash; ' + fmt(M.bins[k]) + '<br>';
-      lo = M.bins[k];
+    var M = D.measures[measure], s = '<b>' + M.label + '</b><br>';
+    for (var k = 0; k < M.labels.length; k++) {
+      s += '<i style="background:' + M.colors[k] + '"></i>' + M.labels[k] + '<br>';
     }
     return s + '<i style="background:' + D.noAgents + '"></i>no agents';
   }
@@ -288,6 +309,7 @@ def render_html(shapes: TractShapes, data: MapData, tiles: bool = True) -> str:
                 "label": label,
                 "bins": data.bins[key],
                 "colors": data.colors[key],
+                "labels": data.labels(key),
                 "values": _json_values(data.values[key]),
             }
             for key, label, _ in MEASURES
@@ -350,10 +372,10 @@ def snapshot_figure(shapes: TractShapes, data: MapData, day: int, measure: str =
     # What and which day first; the run's title (long for a run of few agents a tract) wrapped
     # under it, so that the title stays inside the figure.
     ax.set_title("\n".join([f"{label}, day {day}", *textwrap.wrap(data.title, 100)]), fontsize=11)
-    lo, handles = 0.0, []
-    for edge, color in zip(data.bins[measure], data.colors[measure], strict=True):
-        handles.append(Patch(facecolor=color, edgecolor="#999999", label=f"{lo:,.0f} – {edge:,.0f}"))
-        lo = edge
+    handles = [
+        Patch(facecolor=color, edgecolor="#999999", label=text)
+        for text, color in zip(data.labels(measure), data.colors[measure], strict=True)
+    ]
     handles.append(Patch(facecolor=NO_AGENTS_COLOR, edgecolor="#999999", label="no agents"))
     ax.legend(
         handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="per 100,000",
