@@ -148,6 +148,14 @@ class Vaccination(InterventionBase):
     config_model = VaccinationConfig
     order = 20
 
+    @classmethod
+    def unused_settings(cls, cfg: VaccinationConfig, on: dict, days: int) -> list[str]:
+        """A note when the supply is 0 doses a day: the programme gives no dose."""
+        key = "daily_doses" if cfg.daily_doses is not None else "daily_doses_per_100k"
+        if getattr(cfg, key) == 0:
+            return [f"interventions.{cls.name}.{key} is 0: no dose is given, so it does nothing in this run"]
+        return []
+
     def attach(self, sim: Simulation) -> None:
         c, d = self.cfg, sim.device
         if isinstance(c.priority, list):
