@@ -1475,3 +1475,30 @@ def test_more_local_workers_than_cpus_gets_a_note(monkeypatch, capsys):
     for workers, backend in ((2, "local"), (None, "local"), (3, "ray")):
         note_workers(workers, backend)
         assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("setting", "note"),
+    [
+        (
+            "interventions.contact_multipliers={}",
+            "note: interventions.contact_multipliers has no changes, series or closures: it does nothing in this run",
+        ),
+        (
+            "interventions.vaccination.daily_doses=0",
+            "note: interventions.vaccination.daily_doses is 0: no dose is given, so it does nothing in this run",
+        ),
+        (
+            "interventions.vaccination.daily_doses_per_100k=0",
+            "note: interventions.vaccination.daily_doses_per_100k is 0: no dose is given, so it does nothing in this "
+            "run",
+        ),
+    ],
+)
+def test_an_intervention_that_cannot_act_gets_a_note(setting, note):
+    """An empty contact_multipliers and a vaccination without doses were accepted and did nothing
+    without a word (as one that starts after the last day gets a note); validate and run say so."""
+    scenario = SCENARIOS / "king_county/no_intervention.yaml"
+    result = runner.invoke(app, ["validate", str(scenario), "--set", setting])
+    assert result.exit_code == 0, result.output
+    assert note in " ".join(result.output.split())

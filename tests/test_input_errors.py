@@ -1379,3 +1379,46 @@ def test_a_nan_in_a_tract_table_is_named_as_written(tmp_path, small, written):
             "be numbers, and counts and areas at least 0"
         ), text(result)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        # The dose stock is a table of shelf_life_days + 1 columns: 1e9 days took 23 GB and the
+        # run was killed for memory (validate said valid).
+        (
+            "interventions.vaccination.shelf_life_days=1000000000",
+            "interventions.vaccination.shelf_life_days: 1000000000 is not allowed: must be at most 10000",
+        ),
+        # Counts beyond 64-bit integers (or near them, for the dose stock) ended the run in a
+        # traceback: "Overflow when unpacking long long", "int too big to convert".
+        (
+            "interventions.vaccination.daily_doses=100000000000000000000",
+            "interventions.vaccination.daily_doses: 100000000000000000000 is not allowed: must be at most 1000000000",
+        ),
+        (
+            "interventions.vaccination.daily_doses_per_100k=3.0e38",
+            "interventions.vaccination.daily_doses_per_100k: '3.0e38' is not allowed: must be at most 100000",
+        ),
+        (
+            "interventions.testing.tests[0].daily_capacity=100000000000000000000",
+            "interventions.testing.tests[0].daily_capacity: 100000000000000000000 is not allowed: must be at most "
+            "1000000000",
+        ),
+        (
+            "interventions.manual_tracing.daily_capacity=100000000000000000000",
+            "interventions.manual_tracing.daily_capacity: 100000000000000000000 is not allowed: must be at most "
+            "1000000000",
+        ),
+    ],
+)
+def test_a_daily_count_or_shelf_life_too_large_to_run_is_refused_before_the_run(small, setting, message):
+    """Validate called these valid and `abm run` then failed (exit 1 with a traceback, or killed
+    for memory); both refuse them now with the key path and the bound, and nothing is written."""
+    out = small.parent / "out"
+    on = "--set=interventions.testing={} --set=interventions.manual_tracing={} --set=interventions.quarantine={}"
+    for args in (["validate", str(small)], ["run", str(small), "--out", str(out)]):
+        result = runner.invoke(app, [*args, *on.split(), "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert message in text(result)
+    assert not out.exists()

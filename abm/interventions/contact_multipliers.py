@@ -213,7 +213,10 @@ class ContactMultipliers(InterventionBase):
     @classmethod
     def unused_settings(cls, cfg: ContactMultipliersConfig, on: dict, days: int) -> list[str]:
         """A note for each change, closure or series that starts after the last simulated day
-        (when another part starts within the run: else the whole intervention is noted)."""
+        (when another part starts within the run: else the whole intervention is noted), or one
+        note when it has none of them."""
+        if cls.first_day(cfg) is None:
+            return [f"interventions.{cls.name} has no changes, series or closures: it does nothing in this run"]
         starts = [(f"changes[{i}]", c.from_day) for i, c in enumerate(cfg.changes)]
         starts += [(f"closures[{i}]", c.from_day) for i, c in enumerate(cfg.closures)]
         if cfg.series is not None:

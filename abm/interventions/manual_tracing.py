@@ -20,7 +20,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.testing import positives_to_trace
 from abm.interventions.tracing import bernoulli, can_be_asked, keep_window, notify, tracing_notes, window_contacts
@@ -40,6 +40,7 @@ class ManualTracingConfig(BaseModel):
     daily_capacity: int | None = Field(
         None,
         ge=0,
+        le=MAX_DAILY_COUNT,
         description="index cases interviewed per day per replicate, drawn at random among the day's reachable "
         "positives (those beyond it are not interviewed later); none: unlimited",
     )

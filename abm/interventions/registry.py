@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 REGISTRY: dict[str, type] = {}
 # The meaning of every intervention's ``enabled`` key (docs/scenarios.md).
 ENABLED_HELP = "false: off, as if the key were absent, its settings kept (for extends and --set); true: on"
+# The most a daily count (doses, tests, interviews) may be: more than any population a run can hold,
+# so it takes no one's dose or test away, while the engine's 64-bit counts cannot overflow (1e20
+# daily doses ended a run with "Overflow when unpacking long long"; null is unlimited).
+MAX_DAILY_COUNT = 1_000_000_000
 
 
 def register(name: str) -> Callable[[type], type]:

@@ -18,7 +18,7 @@ from abm.engine.contacts import flat_nonzero
 from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
 from abm.interventions.selection import first_per_replicate
 
 NOT_INFECTED = (Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH)
@@ -42,6 +42,7 @@ class TestType(BaseModel):
     daily_capacity: int | None = Field(
         None,
         ge=0,
+        le=MAX_DAILY_COUNT,
         description="tests per day per replicate; when more are due this test, those tested are drawn at random among "
         "them (symptomatic and traced alike), the others take the next test type given to them, if any, and are not "
         "tested that day otherwise (a symptomatic agent is a candidate again the next day; a traced contact's request "

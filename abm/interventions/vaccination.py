@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import AgentState, Phase, Simulation
-from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
+from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
 
 
 class VaccinationConfig(BaseModel):
@@ -31,10 +31,15 @@ class VaccinationConfig(BaseModel):
     enabled: bool = Field(True, description=ENABLED_HELP)
     start_day: int = Field(10, ge=0, description="first vaccination day")
     daily_doses_per_100k: float | None = Field(
-        300.0, ge=0, description="doses produced per day per 100,000 agents (300 = 0.3%)"
+        300.0,
+        ge=0,
+        le=100_000,
+        description="doses produced per day per 100,000 agents (300 = 0.3%; 100,000: a dose for every agent each day)",
     )
-    daily_doses: int | None = Field(None, ge=0, description="doses produced per day (replaces daily_doses_per_100k)")
-    shelf_life_days: int = Field(2, ge=0, description="days a dose can wait before it expires")
+    daily_doses: int | None = Field(
+        None, ge=0, le=MAX_DAILY_COUNT, description="doses produced per day (replaces daily_doses_per_100k)"
+    )
+    shelf_life_days: int = Field(2, ge=0, le=MAX_DAYS, description="days a dose can wait before it expires")
     priority: Literal["oldest_first", "youngest_first"] | list[int] = Field(
         "oldest_first",
         description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose)",
@@ -142,6 +147,14 @@ class Vaccination(InterventionBase):
 
     config_model = VaccinationConfig
     order = 20
+
+    @classmethod
+    def unused_settings(cls, cfg: VaccinationConfig, on: dict, days: int) -> list[str]:
+        """A note when the supply is 0 doses a day: the programme gives no dose."""
+        key = "daily_doses" if cfg.daily_doses is not None else "daily_doses_per_100k"
+        if getattr(cfg, key) == 0:
+            return [f"interventions.{cls.name}.{key} is 0: no dose is given, so it does nothing in this run"]
+        return []
 
     def attach(self, sim: Simulation) -> None:
         c, d = self.cfg, sim.device
