@@ -1502,3 +1502,35 @@ def test_an_intervention_that_cannot_act_gets_a_note(setting, note):
     result = runner.invoke(app, ["validate", str(scenario), "--set", setting])
     assert result.exit_code == 0, result.output
     assert note in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    ("setting", "note"),
+    [
+        (
+            "interventions.testing.tests[0].daily_capacity=0",
+            "note: interventions.testing: every test's daily_capacity is 0: no one is tested, so it does nothing in "
+            "this run, and neither do interventions.quarantine, interventions.digital_tracing, "
+            "interventions.manual_tracing, which act on its results",
+        ),
+        (
+            "interventions.testing.tests=[{name: rt_pcr, sensitivity: 0.9, result_delay_days: [1], "
+            "result_delay_probs: [1]}, {name: rapid, sensitivity: 0.8, result_delay_days: [0], "
+            "result_delay_probs: [1], daily_capacity: 0}]",
+            "note: interventions.testing.tests[1].daily_capacity is 0: the rapid test is given to no one",
+        ),
+        (
+            "interventions.digital_tracing.app_adoption=0",
+            "note: interventions.digital_tracing.app_adoption is 0: no one has the app, so it does nothing in this run",
+        ),
+    ],
+)
+def test_testing_without_capacity_and_tracing_without_app_users_get_a_note(setting, note):
+    """A testing of daily capacity 0 for every test (no one tested: quarantine and tracing, which
+    act on its results, do nothing either), one test type of capacity 0, and digital tracing with
+    no app users were accepted without a word; validate says so, and gives no other note."""
+    result = runner.invoke(app, ["validate", str(SCENARIOS / "king_county/vacc_ct.yaml"), "--set", setting])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if not line.startswith(" ")]
+    assert " ".join(result.output.split()).startswith(note + " ok "), result.output
+    assert sum(line.startswith("note: ") for line in notes) == 1, result.output

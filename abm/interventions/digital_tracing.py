@@ -92,7 +92,10 @@ class DigitalTracing(InterventionBase):
 
     @classmethod
     def unused_settings(cls, cfg: Any, on: dict[str, Any], days: int) -> list[str]:
-        """Notes when its notices would do less than asked (:func:`tracing_notes`)."""
+        """Notes when its notices would do less than asked (:func:`tracing_notes`), or none are
+        sent: no one has the app (``app_adoption`` 0)."""
+        if cfg.app_adoption == 0:
+            return [f"interventions.{cls.name}.app_adoption is 0: no one has the app, so it does nothing in this run"]
         return tracing_notes(cls.name, cfg, on)
 
     @classmethod

@@ -165,6 +165,24 @@ class Testing(InterventionBase):
     config_model = TestingConfig
     order = 0
 
+    @classmethod
+    def unused_settings(cls, cfg: TestingConfig, on: dict, days: int) -> list[str]:
+        """A note for each test type of ``daily_capacity`` 0 (it is given to no one); when every
+        test type has 0, one note: no one is tested, so what acts on the results does nothing."""
+        closed = [i for i, test in enumerate(cfg.tests) if test.daily_capacity == 0]
+        if closed and len(closed) == len(cfg.tests):
+            after = [name for name in ("quarantine", "digital_tracing", "manual_tracing") if name in on]
+            listed = ", ".join(f"interventions.{n}" for n in after)
+            also = f", and neither do {listed}, which act on its results" if after else ""
+            return [
+                f"interventions.{cls.name}: every test's daily_capacity is 0: no one is tested, so it does nothing in "
+                f"this run{also}"
+            ]
+        return [
+            f"interventions.{cls.name}.tests[{i}].daily_capacity is 0: the {cfg.tests[i].name} test is given to no one"
+            for i in closed
+        ]
+
     def attach(self, sim: Simulation) -> None:
         self.result_day = torch.full((sim.total,), -1, dtype=torch.int16, device=sim.device)
         self.result_positive = torch.zeros(sim.total, dtype=torch.bool, device=sim.device)
