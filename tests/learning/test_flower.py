@@ -145,18 +145,13 @@ def test_flower_processes_on_loopback_agree_with_inprocess(inprocess_report):
     assert _essence(report) == _essence(inprocess_report)
 
 
-@pytest.mark.slow
-def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path):
-    """Ctrl-C while Flower's server runs (``--runner flower``): Flower's own signal handlers ended
-    the command with exit code 0 and no word. About 15 s."""
-    import signal
-    import time
-
+def learn_on_flower(tmp_path: Path, scenario: dict, out: Path) -> subprocess.Popen:
+    """``abm learn`` of ``scenario`` (written to tmp_path) with ``--runner flower`` as a child
+    process, its stderr a text pipe."""
     import yaml
 
     f = tmp_path / "s.yaml"
-    f.write_text(yaml.safe_dump({**TINY, "protocols": TINY["protocols"][:1]}))
-    out = tmp_path / "out"
+    f.write_text(yaml.safe_dump(scenario))
     proc = subprocess.Popen(
         [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out), "--runner", "flower"],
         stdout=subprocess.DEVNULL,
@@ -164,6 +159,18 @@ def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path
         text=True,
     )
     assert proc.stderr is not None
+    return proc
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path):
+    """Ctrl-C while Flower's server runs (``--runner flower``): Flower's own signal handlers ended
+    the command with exit code 0 and no word. About 15 s."""
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    proc = learn_on_flower(tmp_path, {**TINY, "protocols": TINY["protocols"][:1]}, out)
     seen = proc.stderr.readline()  # "running ...": the command has started
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.monotonic() + 120
@@ -187,18 +194,8 @@ def test_a_client_process_killed_mid_run_ends_the_command_with_one_line(tmp_path
     import signal
     import time
 
-    import yaml
-
-    f = tmp_path / "s.yaml"
-    f.write_text(yaml.safe_dump({**TINY, "rounds": 1000, "protocols": TINY["protocols"][:1]}))
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out), "--runner", "flower"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
+    f, out = tmp_path / "s.yaml", tmp_path / "out"  # the scenario file learn_on_flower writes
+    proc = learn_on_flower(tmp_path, {**TINY, "rounds": 1000, "protocols": TINY["protocols"][:1]}, out)
     seen = proc.stderr.readline() + proc.stderr.readline()  # "running ...", then "local: ...": fedavg runs
     assert seen.startswith("running tiny_flower") and "\nlocal: 1000 rounds" in seen, seen
     children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
