@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -33,13 +34,19 @@ TIMINGS = ["datetime_start", "datetime_complete", "duration"]  # Optuna's column
 def assert_group_ends(pgid: int, seconds: float = 10) -> None:
     """Every process of the group ``pgid`` (a command started in its own session) is gone within
     ``seconds``."""
+    assert_ends(os.killpg, pgid, seconds, "a process of the command's group is still running")
+
+
+def assert_ends(signal_to: Callable[[int, int], None], ident: int, seconds: float, still: str) -> None:
+    """The process (or group) ``ident`` that ``signal_to`` (os.kill, os.killpg) reaches is gone
+    within ``seconds``; else fails with ``still``."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            os.killpg(pgid, 0)
+            signal_to(ident, 0)
         except ProcessLookupError:
             return
-        assert time.monotonic() < deadline, "a process of the command's group is still running"
+        assert time.monotonic() < deadline, still
         time.sleep(0.1)
 
 
@@ -461,15 +468,7 @@ def test_a_failed_ray_task_cancels_the_others_on_the_callers_ray(tmp_path, two_c
     calls = [(ray_task(two_cpu_ray, long), ()), (ray_task(two_cpu_ray, fails), ())]
     with pytest.raises(WorkerLost if failure == "dead_worker" else ScenarioError):
         list(ray_finished(two_cpu_ray, calls, None, (ScenarioError,)))
-    pid = int(started.read_text())
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "the long task's worker process still runs"
-        time.sleep(0.2)
+    assert_ends(os.kill, int(started.read_text()), 30, "the long task's worker process still runs")
     assert not ended.exists()
 
 

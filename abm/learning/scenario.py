@@ -6,7 +6,6 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
-import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
 from abm.learning.selection import PolicyName
-from abm.validation_errors import NAME_PATTERN, NAME_WORDS, TOP_LEVEL, bool_mixups, error_lines, name_field, validated
+from abm.validation_errors import TOP_LEVEL, bool_mixups, error_lines, name_field, validated
 from abm.yaml_loader import load_yaml
 
 Runner = Literal["inprocess", "flower-sim", "flower"]
@@ -221,18 +220,11 @@ class ProtocolSpec(_Strict):
     """One protocol run; ``params`` are validated by the protocol's own config."""
 
     name: Literal[PROTOCOL_NAMES]  # type: ignore[valid-type]
-    label: str | None = None
+    label: str | None = name_field("a name for the protocol's plot files", default=None)
     params: dict[str, Any] = {}
     models: list[ModelSpec] | None = None
     privacy: PrivacySpec | None = None
     rounds: int | None = Field(None, ge=1)
-
-    @field_validator("label")
-    @classmethod
-    def _file_name_part(cls, label: str | None) -> str | None:
-        if label is not None and not re.fullmatch(NAME_PATTERN, label):
-            raise ValueError(f"it names the protocol's plot files: {NAME_WORDS}")
-        return label
 
     @property
     def key(self) -> str:

@@ -436,8 +436,8 @@ def test_cli_learn_writes_report(tmp_path, capsys):
         ),
         (
             {"protocols": [{"name": "fedavg", "label": "a/b"}]},
-            "<dict>: invalid scenario: protocols[0].label: 'a/b' is not allowed: it names the protocol's plot "
-            "files: letters, digits, _, - and . (not first), no spaces or /",
+            "<dict>: invalid scenario: protocols[0].label: 'a/b' is not allowed: write a name for the protocol's "
+            "plot files: letters, digits, _, - and . (not first), no spaces or /",
         ),
         # nothing to compare: the report held the local-only baseline alone
         ({"protocols": []}, "<dict>: invalid scenario: protocols: has 0 items; give at least 1"),
