@@ -108,6 +108,14 @@ def test_calibration_json_records_the_trials_that_could_run_at_once(tmp_path):
     assert summary["workers"] == 2 and "ray_cpus" not in summary
 
 
+def test_calibration_json_records_the_re_ranked_batch_that_ran_at_once(tmp_path):
+    """--workers 3, trials in batches of 2 (parallel_trials 2), then the 4 best re-ranked in one
+    batch: the re-ranking ran 3 at once, and calibration.json said 2 (the trials' batch)."""
+    path = tiny_calibration(tmp_path, trials=4, rerank_trials=4)
+    _, summary = calibrate_cli(path, tmp_path / "out", "--workers", "3", "--set", "calibration.parallel_trials=2")
+    assert (summary["parallel_trials"], summary["workers"]) == (2, 3)
+
+
 def failing_sweep_run(workers: int) -> None:
     bad = {"name": "bad", "population": {"agents": 500}, "simulation": {"days": 5, "seed": 1, "replicates": 1}}
     bad["disease"] = {"transmission_rate": -1.0}

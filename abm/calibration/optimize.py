@@ -373,12 +373,16 @@ def trial_runner(
 
     Each worker runs its simulations with the scenario's ``simulation.threads``. Gives the batch
     runner and what ``calibration.json`` records of the workers (:func:`abm.parallel.workers_record`):
-    ``workers``, how many of a batch could run at once (at most the batch, and on Ray at most the
-    cluster's CPUs, though ``workers`` asks for more), and on Ray ``ray_cpus``, the cluster's CPUs
-    as the trials began. Leaving the block (after an error or an interrupt too) stops the
-    workers. Messages name the backend as ``names`` does (``--backend ray`` or ``backend='ray'``)."""
+    ``workers``, how many of a batch could run at once (at most the larger of the batch and the
+    re-ranked trials, and on Ray at most the cluster's CPUs, though ``workers`` asks for more),
+    and on Ray ``ray_cpus``, the cluster's CPUs as the trials began. Leaving the block (after an
+    error or an interrupt too) stops the workers. Messages name the backend as ``names`` does
+    (``--backend ray`` or ``backend='ray'``)."""
 
     batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
+    # The re-ranking runs its trials as one batch on the same workers: what ran at once is
+    # counted over the larger of the two.
+    largest = max(batch, min(cfg.rerank_trials, trials or cfg.rerank_trials))
     if backend == "ray":
         given = names.given("backend", "ray")
         check_ray_device(device, source, CalibrationError, given)
@@ -406,7 +410,7 @@ def trial_runner(
                 errors = (CalibrationError, ScenarioError)
                 return in_order(ray_finished(ray, calls, n, errors, given, named))
 
-            yield on_ray, workers_record(n, batch, cpus)
+            yield on_ray, workers_record(n, largest, cpus)
     else:
         # On a GPU, trials share it only when --workers asks for that (not measured: no GPU machine
         # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
@@ -417,7 +421,7 @@ def trial_runner(
             with ProcessPool(n, names) as pool:
                 yield (
                     (lambda values: in_order(pool.finished(simulate_values, [(data, v, source) for v in values]))),
-                    workers_record(n, batch),
+                    workers_record(n, largest),
                 )
 
 
