@@ -167,6 +167,12 @@ class SplitSpec(_Strict):
         ]
         if bad:
             raise ValueError(f"concept_shift.participants: bad participants {bad}: they are 0..{self.participants - 1}")
+        shifted = self.concept_shift.participants if self.concept_shift else []
+        if len(shifted) == self.participants:
+            raise ValueError(
+                f"concept_shift.participants: {shifted} shifts all {self.participants} participants: they would all "
+                "learn the same swapped labels, with no shift between them; leave at least one out"
+            )
         return self
 
 

@@ -505,6 +505,11 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "<dict>: invalid scenario: split.concept_shift.participants: has 0 items; give at least 1",
         ),
         (
+            {"split": {"participants": 2, "concept_shift": {"participants": [1, 0], "swaps": [[0, 1]]}}},
+            "concept_shift.participants: [1, 0] shifts all 2 participants: they would all learn the same swapped "
+            "labels, with no shift between them; leave at least one out",
+        ),
+        (
             {"split": {"participants": 3, "concept_shift": {"participants": [1, 2, 1], "swaps": [[0, 1]]}}},
             "<dict>: invalid scenario: split.concept_shift.participants: [1, 2, 1] is not allowed: participant 1 is "
             "listed twice; list each once",
