@@ -617,10 +617,16 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None 
     )
     check_indices(source, scenario)
     check_known_groups(source, scenario)
-    for i, m in enumerate(scenario.models):
+    # the scenario's models and every protocol's own (they were built only when the protocol ran,
+    # which then failed with a traceback)
+    models = [(f"models[{i}]", m) for i, m in enumerate(scenario.models)] + [
+        (f"protocols[{j}].models[{i}]", m)
+        for j, spec in enumerate(scenario.protocols)
+        for i, m in enumerate(spec.models or [])
+    ]
+    for key, m in models:
         if m.kind == "cnn" and scenario.data.source != "digits":
             raise LearningScenarioError(
-                f"{source}: models[{i}].kind: 'cnn' is not allowed: a CNN needs image data (data.source: digits); "
-                "use mlp"
+                f"{source}: {key}.kind: 'cnn' is not allowed: a CNN needs image data (data.source: digits); use mlp"
             )
     return scenario, source

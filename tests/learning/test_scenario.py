@@ -105,6 +105,12 @@ def test_semantic_errors():
     load_scenario(_tiny(protocols=[{"name": "codream_fast", "params": {"collaborate": True}}]))
     with pytest.raises(LearningScenarioError, match="CNN needs image data"):
         load_scenario(_tiny(models=[{"kind": "cnn"}]))
+    # a protocol's own models too: they were built only when the protocol ran, which failed with a
+    # traceback (exit 1) after the protocols before it had run
+    with pytest.raises(LearningScenarioError, match=r"protocols\[1\]\.models\[0\]\.kind: 'cnn' is not allowed"):
+        load_scenario(
+            _tiny(protocols=[{"name": "fedavg"}, {"name": "fedavg", "label": "f", "models": [{"kind": "cnn"}]}])
+        )
 
 
 def test_run_scenario_writes_report_and_plots(tmp_path):
