@@ -145,7 +145,7 @@ def run_simulation(
     cpus = max(1, min(n, os.cpu_count() or 1))
     try:
         # a kill ends the command as Ctrl-C does (abm.parallel)
-        with ray_keeps_our_sigterm(ray), flower_notices_quiet():
+        with ray_keeps_our_sigterm(ray), flower_notices_quiet(), actor_pool_race_mended():
             start_simulation(
                 client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
                 num_clients=n,
@@ -162,6 +162,37 @@ def run_simulation(
             )
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def actor_pool_race_mended() -> Iterator[None]:
+    """Mend a race in the simulation engine's actor pool (flwr 1.41), which the client pool's
+    parallel requests run into, for the block.
+
+    Each request thread waits for its result in ``get_client_result``, which loops on
+    ``process_unordered_future``: that checks that some result is still awaited, then waits on
+    all of them (``ray.wait(list(...))``). When another thread took the last one in between,
+    the list is empty, ``ray.wait`` returns at once with nothing, and the pool raised
+    ``TimeoutError('Timed out waiting for result')`` (with no timeout given): the run failed,
+    rarely, more often on a busy machine. Without a timeout nothing else returns empty, so that
+    error is taken as "nothing left to wait for here": the caller's loop looks again and finds
+    its result, which the other thread marked ready."""
+    from flwr.simulation.ray_transport.ray_actor import VirtualClientEngineActorPool as Pool
+
+    flowers = Pool.process_unordered_future
+
+    def process_unordered_future(self: Pool, timeout: float | None = None) -> None:
+        try:
+            flowers(self, timeout)
+        except TimeoutError:
+            if timeout is not None:
+                raise
+
+    Pool.process_unordered_future = process_unordered_future  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Pool.process_unordered_future = flowers  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
