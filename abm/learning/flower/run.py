@@ -66,11 +66,13 @@ def serve_protocols(
     facts: dict[str, Any],
     network: Callable[[], Network] = Network,
     groups: list[int] | None = None,
+    timeout: float | None = None,
 ) -> Callable[[dict[int, tuple[Any, dict]]], None]:
     """The server's work once every client is connected: each protocol of ``specs`` runs
     through a ``pool_class`` pool of the clients, and ``record(result, network, pool)`` keeps
     what it needs before the pool closes. ``facts`` gets the clients' training-set sizes and the
-    number of requests they answered."""
+    number of requests they answered. ``timeout``: the pool's wait for the answers to one
+    client operation (seconds; None: no limit)."""
 
     def work(clients: dict[int, tuple[Any, dict]]) -> None:
         proxies = {pid: proxy for pid, (proxy, _) in clients.items()}
@@ -82,7 +84,7 @@ def serve_protocols(
         facts["requests"] = 0
         with torch_threads(1):
             for i, spec in enumerate(specs):
-                pool = pool_class(proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes)
+                pool = pool_class(proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes, timeout)
                 try:
                     net = network()
                     ctx = RunContext(
@@ -118,6 +120,7 @@ def _work(
         lambda result, _network, _pool: results.append(result),
         facts,
         groups=known_groups(scenario),
+        timeout=scenario.flower_timeout,
     )
 
 
@@ -360,7 +363,9 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
 
     ``mode`` is ``flower-sim`` (Flower's simulation engine) or ``flower`` (server here, one client
     process per participant on 127.0.0.1). The report adds ``flower_requests``: the number of
-    client-operation requests that went through Flower.
+    client-operation requests that went through Flower. A client that goes away, whose operation
+    raises, or that leaves a request unanswered for ``scenario.flower_timeout`` seconds ends the
+    run with a :class:`FlowerRunError` naming it.
     """
     if mode not in MODES:
         raise ValueError(f"unknown Flower mode {mode!r}; allowed: {', '.join(MODES)}")
@@ -372,7 +377,9 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
 
     results: list[ProtocolResult] = []
     facts: dict[str, Any] = {}
-    server = ProtocolServer(scenario.split.participants, _work(scenario, results, facts), connect_timeout)
+    server = ProtocolServer(
+        scenario.split.participants, _work(scenario, results, facts), connect_timeout, scenario.flower_timeout
+    )
     if mode == "flower-sim":
         run_simulation(scenario, server)
     else:
