@@ -29,8 +29,8 @@ def run_or_exit(
     usable; a bad output folder (for an output of ``kind``), or a scenario found
     unworkable once its data are built (``file`` named), gets its message and exit code 2; a
     secure-aggregation round that cannot be summed (a diverged update), a Flower run that cannot
-    go on (a client process ended), or a file system that fails as the folder is written (a full
-    disk), one line and exit code 1;
+    go on (a client process ended, a client operation raised or went unanswered), or a file
+    system that fails as the folder is written (a full disk), one line and exit code 1;
     Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these)."""
     import typer
 
@@ -59,7 +59,7 @@ def run_or_exit(
     except SecureAggregationError as e:  # a round that cannot be summed (a diverged update): the run failed
         print(f"error: {file}: {e}; no results were written to {target}", file=sys.stderr)
         raise typer.Exit(code=1) from None
-    except FlowerRunError as e:  # a client process ended, or the clients did not connect in time
+    except FlowerRunError as e:  # a client ended, failed or went silent, or the clients did not connect in time
         print(f"error: {file}: the Flower run failed: {e}; no results were written to {target}", file=sys.stderr)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:

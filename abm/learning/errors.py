@@ -15,5 +15,6 @@ class SecureAggregationError(RuntimeError):
 
 
 class FlowerRunError(RuntimeError):
-    """A Flower run could not go on: a client process went away or ended, or the clients did not
-    all connect in time. ``abm learn`` says it in one line and exits with code 1."""
+    """A Flower run could not go on: a client process went away or ended, a client operation
+    raised, a client did not answer a request in time (the scenario's ``flower_timeout``), or the
+    clients did not all connect in time. ``abm learn`` says it in one line and exits with code 1."""

@@ -20,6 +20,11 @@ from abm.validation_errors import TOP_LEVEL, bool_mixups, error_lines, name_fiel
 from abm.yaml_loader import load_yaml
 
 Runner = Literal["inprocess", "flower-sim", "flower"]
+FLOWER_TIMEOUT = 600.0
+FLOWER_TIMEOUT_HELP = (
+    "seconds the Flower runners wait for the participants' answers to one request (a client operation sent to "
+    "them at once, or the first 'who are you'); one still unanswered ends the run"
+)
 RUNNERS: tuple[str, ...] = typing.get_args(Runner)  # where the protocols run (docs/learning.md, "Runners")
 
 PROTOCOL_NAMES = (
@@ -278,6 +283,7 @@ class LearningScenario(_Strict):
     protocols: list[ProtocolSpec] = Field(min_length=1)  # compared with local-only, always run
     selection_toy: SelectionToySpec | None = None
     runner: Runner = "inprocess"
+    flower_timeout: float = Field(FLOWER_TIMEOUT, gt=0, description=FLOWER_TIMEOUT_HELP)
 
 
 def protocol_param_problems(data: Any) -> list[str]:

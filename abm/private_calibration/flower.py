@@ -144,7 +144,15 @@ def server_work(
         final = {pid: r["w"] for pid, r in pool.broadcast("get_weights").items()}
         done.append((result, network, final))  # type: ignore[arg-type]
 
-    return serve_protocols(scenario, calibration_specs(scenario), CalibratorClients, record, facts, AuditNetwork)
+    return serve_protocols(
+        scenario,
+        calibration_specs(scenario),
+        CalibratorClients,
+        record,
+        facts,
+        AuditNetwork,
+        timeout=scenario.flower_timeout,
+    )
 
 
 def run_protocols_flower(
@@ -171,7 +179,7 @@ def run_protocols_flower(
     done: list[Finished] = []
     facts: dict[str, Any] = {}
     n = len(scenario.institutions)
-    server = ProtocolServer(n, server_work(job, done, facts), connect_timeout)
+    server = ProtocolServer(n, server_work(job, done, facts), connect_timeout, scenario.flower_timeout)
     if mode == "flower-sim":
         run_simulation(job, server, client_fn=simulation_client_fn(job.model_dump_json()), n=n)
     else:

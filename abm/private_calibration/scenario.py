@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import (
+    FLOWER_TIMEOUT,
+    FLOWER_TIMEOUT_HELP,
     PROTOCOL_NAMES,
     ProtocolSpec,
     Runner,
@@ -183,6 +185,7 @@ class PrivateCalibrationScenario(_Strict):
     local_epochs: int = Field(1, ge=1)
     protocols: list[CalibrationProtocolSpec] = Field(min_length=1, description="compared with local-only, always run")
     runner: Runner = Field("inprocess", description="where the institutions' computations run (abm.learning's runners)")
+    flower_timeout: float = Field(FLOWER_TIMEOUT, gt=0, description=FLOWER_TIMEOUT_HELP)
 
     @model_validator(mode="after")
     def _consistent(self) -> PrivateCalibrationScenario:

@@ -53,6 +53,12 @@ def _prepared(scenario_json: str, scenario: LearningScenario) -> PreparedData:
     return _DATA[scenario_json]
 
 
+def one_line(error: BaseException) -> str:
+    """``error`` as one line: its type and message, the message's line breaks made spaces."""
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return " ".join(text.split())
+
+
 class ParticipantClient(Client):
     """Participant ``pid`` of the scenario, as a Flower client."""
 
@@ -135,13 +141,13 @@ class ParticipantClient(Client):
             env = self._load(protocol)
             reply = run_client_op(op, env, payload, config)
             self._save(protocol, env)
-        except Exception:  # reported to the server, which raises it there
+        except Exception as e:  # reported to the server, which ends the run with it
             params, names = encode_tensors({})
             return FitRes(
                 status=Status(code=Code.FIT_NOT_IMPLEMENTED, message=traceback.format_exc()),
                 parameters=params,
                 num_examples=0,
-                metrics={"names": "[]"},
+                metrics={"names": "[]", "error": one_line(e)},
             )
         params, names = encode_tensors(reply)
         return FitRes(

@@ -66,11 +66,13 @@ def serve_protocols(
     facts: dict[str, Any],
     network: Callable[[], Network] = Network,
     groups: list[int] | None = None,
+    timeout: float | None = None,
 ) -> Callable[[dict[int, tuple[Any, dict]]], None]:
     """The server's work once every client is connected: each protocol of ``specs`` runs
     through a ``pool_class`` pool of the clients, and ``record(result, network, pool)`` keeps
     what it needs before the pool closes. ``facts`` gets the clients' training-set sizes and the
-    number of requests they answered."""
+    number of requests they answered. ``timeout``: the pool's wait for the answers to one
+    client operation (seconds; None: no limit)."""
 
     def work(clients: dict[int, tuple[Any, dict]]) -> None:
         proxies = {pid: proxy for pid, (proxy, _) in clients.items()}
@@ -82,7 +84,7 @@ def serve_protocols(
         facts["requests"] = 0
         with torch_threads(1):
             for i, spec in enumerate(specs):
-                pool = pool_class(proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes)
+                pool = pool_class(proxies, sizes, i, spec.models or scenario.models, input_shape, n_classes, timeout)
                 try:
                     net = network()
                     ctx = RunContext(
@@ -118,6 +120,7 @@ def _work(
         lambda result, _network, _pool: results.append(result),
         facts,
         groups=known_groups(scenario),
+        timeout=scenario.flower_timeout,
     )
 
 
@@ -145,7 +148,7 @@ def run_simulation(
     cpus = max(1, min(n, os.cpu_count() or 1))
     try:
         # a kill ends the command as Ctrl-C does (abm.parallel)
-        with ray_keeps_our_sigterm(ray), flower_notices_quiet():
+        with ray_keeps_our_sigterm(ray), flower_notices_quiet(), actor_pool_race_mended():
             start_simulation(
                 client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
                 num_clients=n,
@@ -162,6 +165,37 @@ def run_simulation(
             )
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def actor_pool_race_mended() -> Iterator[None]:
+    """Mend a race in the simulation engine's actor pool (flwr 1.41), which the client pool's
+    parallel requests run into, for the block.
+
+    Each request thread waits for its result in ``get_client_result``, which loops on
+    ``process_unordered_future``: that checks that some result is still awaited, then waits on
+    all of them (``ray.wait(list(...))``). When another thread took the last one in between,
+    the list is empty, ``ray.wait`` returns at once with nothing, and the pool raised
+    ``TimeoutError('Timed out waiting for result')`` (with no timeout given): the run failed,
+    rarely, more often on a busy machine. Without a timeout nothing else returns empty, so that
+    error is taken as "nothing left to wait for here": the caller's loop looks again and finds
+    its result, which the other thread marked ready."""
+    from flwr.simulation.ray_transport.ray_actor import VirtualClientEngineActorPool as Pool
+
+    flowers = Pool.process_unordered_future
+
+    def process_unordered_future(self: Pool, timeout: float | None = None) -> None:
+        try:
+            flowers(self, timeout)
+        except TimeoutError:
+            if timeout is not None:
+                raise
+
+    Pool.process_unordered_future = process_unordered_future  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Pool.process_unordered_future = flowers  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -329,7 +363,9 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
 
     ``mode`` is ``flower-sim`` (Flower's simulation engine) or ``flower`` (server here, one client
     process per participant on 127.0.0.1). The report adds ``flower_requests``: the number of
-    client-operation requests that went through Flower.
+    client-operation requests that went through Flower. A client that goes away, whose operation
+    raises, or that leaves a request unanswered for ``scenario.flower_timeout`` seconds ends the
+    run with a :class:`FlowerRunError` naming it.
     """
     if mode not in MODES:
         raise ValueError(f"unknown Flower mode {mode!r}; allowed: {', '.join(MODES)}")
@@ -341,7 +377,9 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
 
     results: list[ProtocolResult] = []
     facts: dict[str, Any] = {}
-    server = ProtocolServer(scenario.split.participants, _work(scenario, results, facts), connect_timeout)
+    server = ProtocolServer(
+        scenario.split.participants, _work(scenario, results, facts), connect_timeout, scenario.flower_timeout
+    )
     if mode == "flower-sim":
         run_simulation(scenario, server)
     else:

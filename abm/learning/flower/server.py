@@ -13,8 +13,8 @@ import json
 import time
 import timeit
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 
 import torch
 from flwr.common import Code, FitIns, GetPropertiesIns
@@ -32,9 +32,41 @@ from abm.learning.flower.codec import decode_tensors, encode_request
 from abm.learning.runner import model_for
 from abm.learning.scenario import ModelSpec
 
+K = TypeVar("K")
+T = TypeVar("T")
+
+
+def replies(
+    jobs: Mapping[K, Future[T]], timeout: float | None, unanswered: Callable[[list[K], float], str]
+) -> dict[K, T]:
+    """Every job's result, once all are done: the first error (in the jobs' order) as soon as a job
+    fails, or a :class:`FlowerRunError` saying ``unanswered(keys, timeout)`` when some are still
+    running ``timeout`` seconds from now (None: no limit). The jobs still running are left to
+    end on their own (their requests end when Flower's server stops)."""
+    done, running = wait(jobs.values(), timeout=timeout, return_when=FIRST_EXCEPTION)
+    for job in jobs.values():
+        if job in done and job.exception() is not None:
+            job.result()  # raises it
+    if running:
+        assert timeout is not None
+        raise FlowerRunError(unanswered([key for key, job in jobs.items() if job in running], timeout))
+    return {key: job.result() for key, job in jobs.items()}
+
+
+def _participants(pids: list[int]) -> str:
+    if len(pids) == 1:
+        return f"participant {pids[0]}'s Flower client"
+    return f"participants {', '.join(map(str, pids))}' Flower clients"
+
 
 class FlowerClients(ClientPool):
-    """Participants reached through Flower client proxies (one per participant)."""
+    """Participants reached through Flower client proxies (one per participant).
+
+    ``timeout`` (seconds, None: no limit) is how long :meth:`call` waits for the answers to one
+    client operation sent to several participants at once; a participant whose client has not
+    answered by then ends the run (:class:`FlowerRunError`), as one whose client went away or
+    whose operation raised.
+    """
 
     def __init__(
         self,
@@ -67,12 +99,18 @@ class FlowerClients(ClientPool):
         parser is not safe to run in several threads at once on Python 3.11)."""
         params, cfg = encode_request(op, self.protocol, payload, config)
         try:
-            res = self.proxies[pid].fit(FitIns(params, cfg), self.timeout, self.protocol)
+            # not Flower's time limit, which closes the connection as if the client had gone away:
+            # call() waits ``timeout`` seconds at most for all of a call's requests
+            res = self.proxies[pid].fit(FitIns(params, cfg), None, self.protocol)
         except GrpcBridgeClosed:  # its connection closed: the client process ended
             lost = f"participant {pid}'s Flower client went away during client operation {op!r}"
             raise FlowerRunError(lost) from None
-        if res.status.code != Code.OK:
-            raise RuntimeError(f"participant {pid} failed in client operation {op!r}:\n{res.status.message}")
+        if res.status.code != Code.OK:  # the operation raised (the client's traceback is the message)
+            lines = [line for line in str(res.status.message).splitlines() if line.strip()]
+            error = str(res.metrics.get("error") or (lines[-1] if lines else f"status {res.status.code.name}"))
+            failed = FlowerRunError(f"participant {pid}'s Flower client failed in client operation {op!r}: {error}")
+            failed.add_note(f"participant {pid}'s Flower client:\n{res.status.message}")
+            raise failed
         return res
 
     def call(
@@ -87,22 +125,41 @@ class FlowerClients(ClientPool):
             cfg = self.config_for(pid, config, client_config)
             jobs[pid] = self._pool.submit(self._one, pid, op, dict(payloads[pid]), cfg)
         self.requests += len(jobs)
-        replies = {pid: job.result() for pid, job in jobs.items()}
-        return {pid: decode_tensors(r.parameters, json.loads(str(r.metrics["names"]))) for pid, r in replies.items()}
+
+        def unanswered(pids: list[int], timeout: float) -> str:
+            return f"{_participants(pids)} did not answer client operation {op!r} within {timeout:g} s"
+
+        answers = replies(jobs, self.timeout, unanswered)
+        return {pid: decode_tensors(r.parameters, json.loads(str(r.metrics["names"]))) for pid, r in answers.items()}
 
     def close(self) -> None:
-        """Stop the request threads."""
-        self._pool.shutdown(wait=True)
+        """Stop the request threads; one still waiting for an answer (after an error) ends when its
+        request does, without being waited for here."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def identify(proxies: list[ClientProxy], timeout: float | None = None) -> dict[int, tuple[ClientProxy, dict]]:
-    """Ask every connected client for its participant id and public facts."""
-    out: dict[int, tuple[ClientProxy, dict]] = {}
-    for proxy in proxies:
+    """Ask every connected client (all at once) for its participant id and public facts; a
+    :class:`FlowerRunError` if one goes away or has not answered within ``timeout`` seconds."""
+
+    def ask(proxy: ClientProxy) -> Any:
         try:
-            res = proxy.get_properties(GetPropertiesIns(config={}), timeout, None)
+            return proxy.get_properties(GetPropertiesIns(config={}), None, None)
         except GrpcBridgeClosed:
             raise FlowerRunError(f"client {proxy.cid} went away before it said which participant it is") from None
+
+    def unanswered(cids: list[str], timeout: float) -> str:
+        who = f"client {cids[0]}" if len(cids) == 1 else f"clients {', '.join(cids)}"
+        return f"{who} did not say which participant it is within {timeout:g} s"
+
+    asking = ThreadPoolExecutor(max_workers=max(1, len(proxies)))
+    try:
+        answers = replies({proxy.cid: asking.submit(ask, proxy) for proxy in proxies}, timeout, unanswered)
+    finally:
+        asking.shutdown(wait=False, cancel_futures=True)
+    out: dict[int, tuple[ClientProxy, dict]] = {}
+    for proxy in proxies:
+        res = answers[proxy.cid]
         if res.status.code != Code.OK:
             raise RuntimeError(f"client {proxy.cid} did not say who it is: {res.status.message}")
         props = dict(res.properties)
@@ -120,16 +177,22 @@ class ProtocolServer(Server):
     its return value (or exception) is kept in ``result`` (``error``) for the runner. While it
     waits for the clients to connect (``connect_timeout`` seconds at most), it gives up at once
     when ``clients_ended()`` says a client process has ended (the runner of client processes
-    sets it).
+    sets it). Once connected, every client must say who it is within ``request_timeout``
+    seconds (None: no limit).
     """
 
     def __init__(
-        self, n_clients: int, work: Callable[[dict[int, tuple[ClientProxy, dict]]], Any], connect_timeout: float
+        self,
+        n_clients: int,
+        work: Callable[[dict[int, tuple[ClientProxy, dict]]], Any],
+        connect_timeout: float,
+        request_timeout: float | None = None,
     ):
         super().__init__(client_manager=SimpleClientManager(), strategy=_UnusedStrategy())
         self.n_clients = n_clients
         self.work = work
         self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
         self.result: Any = None
         self.error: BaseException | None = None
         self.clients_ended: Callable[[], bool] = lambda: False
@@ -151,7 +214,7 @@ class ProtocolServer(Server):
         start = timeit.default_timer()
         try:
             self._wait_for_clients()
-            clients = identify(list(self._client_manager.all().values()))
+            clients = identify(list(self._client_manager.all().values()), self.request_timeout)
             if sorted(clients) != list(range(self.n_clients)):
                 raise FlowerRunError(f"expected participants 0..{self.n_clients - 1}, got {sorted(clients)}")
             self.result = self.work(clients)
