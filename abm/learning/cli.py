@@ -81,7 +81,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key. An invalid
     scenario or runner prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.report import run_scenario
+    from abm.learning.report import few_test_samples, run_scenario
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
 
@@ -96,3 +96,6 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
             f"{r['min_gain']:>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
         )
     print(f"report: {target / 'report.json'}")
+    note = few_test_samples(report)
+    if note:
+        print(f"note: {note}", file=sys.stderr)

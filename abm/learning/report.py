@@ -16,6 +16,31 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
+# Below this many samples a participant's accuracy moves in steps of more than 0.05: its gains say little.
+FEW_TEST_SAMPLES = 20
+
+
+def few_test_samples(report: dict[str, Any]) -> str | None:
+    """A note when some participant is scored on fewer than :data:`FEW_TEST_SAMPLES` samples
+    (``report["test_sizes"]``): its score moves in steps of 1/n; else None."""
+    sizes = report["test_sizes"]
+    few = [(k, n) for k, n in enumerate(sizes) if n < FEW_TEST_SAMPLES]
+    if not few:
+        return None
+    if report["evaluate_on"] == "global":
+        return (
+            f"every participant is scored on the global test set of {sizes[0]} samples (fewer than "
+            f"{FEW_TEST_SAMPLES}): a score moves in steps of 1/{sizes[0]}, so the gains say little; give a larger "
+            "global_test_fraction or more data"
+        )
+    listed = ", ".join(f"{k} ({n})" for k, n in few[:10]) + (", ..." if len(few) > 10 else "")
+    return (
+        f"{len(few)} of {len(sizes)} participants are scored on fewer than {FEW_TEST_SAMPLES} test samples of "
+        f"their own: participant (samples) {listed}; a score moves in steps of 1/n, so their gains say little; "
+        "give the participants more data, a larger split.test_fraction, or evaluate_on: global"
+    )
+
+
 def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None:
     """Lay ``fig`` out, write it at 100 dpi and close it; its file name goes into ``files``."""
     import matplotlib.pyplot as plt

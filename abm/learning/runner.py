@@ -181,8 +181,13 @@ def build_participant(scenario: LearningScenario, data: PreparedData, models: li
     seed = scenario.seed * 1000 + k
     torch.manual_seed(seed)
     model = model_for(models[k % len(models)], data.source.input_shape, data.source.n_classes)
-    eval_data = data.global_test if scenario.evaluate_on == "global" else part.test
-    return Participant(k, part, model, cfg, seed, eval_data)
+    return Participant(k, part, model, cfg, seed, scored_on(scenario, data, k))
+
+
+def scored_on(scenario: LearningScenario, data: PreparedData, k: int) -> Dataset:
+    """The samples participant ``k``'s scores are measured on: its own test split, or the global
+    test set (``evaluate_on``)."""
+    return data.global_test if scenario.evaluate_on == "global" else data.parts[k].test
 
 
 def build_participants(scenario: LearningScenario, data: PreparedData, models: list[ModelSpec]) -> list[Participant]:
@@ -349,7 +354,9 @@ def protocol_specs(scenario: Any, spec_class: type = ProtocolSpec) -> list[Any]:
 def _run_all(scenario: LearningScenario) -> dict[str, Any]:
     data = prepare_data(scenario)
     results = [run_protocol(scenario, data, s) for s in protocol_specs(scenario)]
-    return build_report(scenario, results, [len(p.train) for p in data.parts], data.groups, "inprocess")
+    sizes = [len(p.train) for p in data.parts]
+    scored = [len(scored_on(scenario, data, k)) for k in range(len(data.parts))]
+    return build_report(scenario, results, sizes, data.groups, "inprocess", scored)
 
 
 def build_report(
@@ -358,8 +365,10 @@ def build_report(
     train_sizes: list[int],
     groups: list[int] | None,
     runner: str,
+    test_sizes: list[int],
 ) -> dict[str, Any]:
-    """The report dict: per protocol and participant, scores against local-only, bytes, gains."""
+    """The report dict: per protocol and participant, scores against local-only, bytes, gains;
+    ``test_sizes``, the samples each participant is scored on (:func:`scored_on`)."""
     base = next(r for r in results if r.key == "local")
     report: dict[str, Any] = {
         "scenario": scenario.name,
@@ -368,6 +377,7 @@ def build_report(
         "participants": scenario.split.participants,
         "evaluate_on": scenario.evaluate_on,
         "train_sizes": train_sizes,
+        "test_sizes": test_sizes,
         "groups": groups,
         "protocols": {},
     }

@@ -111,11 +111,14 @@ def test_flower_client_state_and_codec_reproduce_inprocess(inprocess_report, mon
     _work(scenario, results, facts)(identify(proxies))
     from abm.learning.runner import build_report, known_groups
 
-    report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), "direct")
+    report = build_report(
+        scenario, results, facts["train_sizes"], known_groups(scenario), "direct", facts["test_sizes"]
+    )
     assert inprocess_report["runner"] == "inprocess"
     assert _essence(report) == _essence(inprocess_report)
     assert len(report["protocols"]["codream"]["summary"]["soft_labels"]["rounds"]) == 2  # compared, not empty
     assert facts["train_sizes"] == inprocess_report["train_sizes"]
+    assert facts["test_sizes"] == inprocess_report["test_sizes"]
     # every client operation of the in-process run went through the Flower clients, one request each
     import abm.learning.clients as clients
 

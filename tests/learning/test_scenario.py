@@ -266,6 +266,46 @@ def test_cli_learn_refuses_what_used_to_run_silently(over, message, tmp_path):
     assert not out.exists()
 
 
+def test_cli_learn_notes_participants_scored_on_few_test_samples(tmp_path, capsys):
+    """Iris (150 samples) less a global test set of a quarter, shared by 2 participants, leaves each
+    an own test split of about 11 samples: a score moves in steps of about 0.09, and a user read
+    gains of -1.0 or +0.5 without a word. report.json now holds the scored set's sizes, and
+    ``abm learn`` notes those below 20; scored on the global test set (37 samples), no note."""
+    import yaml
+
+    from abm.learning.cli import learn
+    from abm.learning.runner import prepare_data
+
+    scenario = _tiny(protocols=[{"name": "fedavg"}])
+    own = [len(p.test) for p in prepare_data(load_scenario(scenario)[0]).parts]
+    assert max(own) < 20
+    for evaluate_on, sizes in (("own", own), ("global", [37, 37])):
+        f, out = tmp_path / f"{evaluate_on}.yaml", tmp_path / evaluate_on
+        f.write_text(yaml.safe_dump({**scenario, "evaluate_on": evaluate_on}))
+        learn(f, out)
+        assert json.loads((out / "report.json").read_text())["test_sizes"] == sizes
+        notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+        expected = (
+            "note: 2 of 2 participants are scored on fewer than 20 test samples of their own: participant "
+            f"(samples) 0 ({own[0]}), 1 ({own[1]}); a score moves in steps of 1/n, so their gains say little; give "
+            "the participants more data, a larger split.test_fraction, or evaluate_on: global"
+        )
+        assert notes == ([expected] if evaluate_on == "own" else [])
+
+
+def test_the_few_test_samples_note_names_the_global_set_and_lists_ten_participants_at_most():
+    from abm.learning.report import few_test_samples
+
+    assert few_test_samples({"test_sizes": [15, 15], "evaluate_on": "global"}) == (
+        "every participant is scored on the global test set of 15 samples (fewer than 20): a score moves in steps "
+        "of 1/15, so the gains say little; give a larger global_test_fraction or more data"
+    )
+    assert few_test_samples({"test_sizes": [20, 20], "evaluate_on": "global"}) is None
+    note = few_test_samples({"test_sizes": [5] * 11 + [20], "evaluate_on": "own"})
+    assert note is not None and note.startswith("11 of 12 participants ")
+    assert "9 (5), ...;" in note and "10 (5)" not in note and "11 (" not in note
+
+
 def test_cli_learn_exits_2_on_bad_file(tmp_path, capsys):
     import typer
 
@@ -595,7 +635,7 @@ def test_cli_learn_says_what_runs_and_when_each_protocol_ends(tmp_path):
     import yaml
 
     f = tmp_path / "tiny.yaml"
-    f.write_text(yaml.safe_dump(_tiny(rounds=3)))
+    f.write_text(yaml.safe_dump(_tiny(rounds=3, evaluate_on="global")))  # 37 test samples: no note
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out)], capture_output=True, text=True, timeout=300

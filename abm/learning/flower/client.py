@@ -38,7 +38,14 @@ from flwr.common import (
 from abm.learning.clients import ClientEnv, run_client_op
 from abm.learning.flower.codec import decode_request, encode_tensors
 from abm.learning.participant import Participant
-from abm.learning.runner import PreparedData, build_participant, model_for, prepare_data, protocol_specs
+from abm.learning.runner import (
+    PreparedData,
+    build_participant,
+    model_for,
+    prepare_data,
+    protocol_specs,
+    scored_on,
+)
 from abm.learning.scenario import LearningScenario
 
 _STATE_KEY = "abm_participant"
@@ -124,10 +131,12 @@ class ParticipantClient(Client):
 
     # ---- Flower client interface ---------------------------------------------------------------
     def get_properties(self, ins: GetPropertiesIns) -> GetPropertiesRes:
-        """Public facts: participant id, training-set size, data shape and classes."""
+        """Public facts: participant id, training-set size, how many samples it is scored on, data
+        shape and classes."""
         props = {
             "pid": self.pid,
             "n_train": len(self.data.parts[self.pid].train),
+            "n_scored": len(scored_on(self.scenario, self.data, self.pid)),
             "input_shape": json.dumps(list(self.data.source.input_shape)),
             "n_classes": self.data.source.n_classes,
         }

@@ -81,6 +81,8 @@ def serve_protocols(
         input_shape = tuple(json.loads(str(first["input_shape"])))
         n_classes = int(first["n_classes"])
         facts["train_sizes"] = [sizes[pid] for pid in sorted(sizes)]
+        if "n_scored" in first:  # a learning participant's (an institution does not say)
+            facts["test_sizes"] = [int(clients[pid][1]["n_scored"]) for pid in sorted(clients)]
         facts["requests"] = 0
         with torch_threads(1):
             for i, spec in enumerate(specs):
@@ -385,7 +387,7 @@ def run_all_flower(scenario: LearningScenario, mode: str, connect_timeout: float
     else:
         run_processes(scenario, server, connect_timeout)
     raise_server_error(server)
-    report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), mode)
+    report = build_report(scenario, results, facts["train_sizes"], known_groups(scenario), mode, facts["test_sizes"])
     report["flower_requests"] = facts["requests"]
     if scenario.selection_toy is not None:
         from abm.learning.selection_toy import run_selection_toy
