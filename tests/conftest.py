@@ -120,9 +120,17 @@ def sim_of(pop, interventions, replicates=1, days=30, contacts=None, seed=1, dis
 
 def caller_ray(num_cpus: int) -> Iterator[ModuleType]:
     """A local Ray of ``num_cpus`` CPUs started by the caller, as a Python user would, so that
-    abm uses it and leaves it running; shut down at the end (a module fixture's body)."""
+    abm uses it and leaves it running; shut down at the end (a module fixture's body). A new
+    local one ("local"), whatever RAY_ADDRESS or a `ray start` cluster on this machine says (Ray
+    would join that, and refuse ``num_cpus``)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    ray.init(
+        address="local",
+        num_cpus=num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
     try:
         yield ray
     finally:

@@ -167,6 +167,49 @@ def test_flower_simulation_survives_the_race_in_flowers_actor_pool(monkeypatch):
     assert _essence(report) == _essence(run_all(load_scenario(scenario)[0]))
 
 
+SMALL = {**TINY, "rounds": 1, "protocols": TINY["protocols"][:1]}
+
+
+@pytest.mark.slow
+def test_flower_simulation_runs_on_a_private_ray_whatever_ray_address_says(monkeypatch):
+    """RAY_ADDRESS set (a cluster's head, here an address where nothing listens; or a cluster
+    started with `ray start` on this machine): Flower's ray.init joined it with num_cpus, which
+    Ray refuses, and ``abm learn --runner flower-sim`` ended with a traceback of 670 lines. Now
+    the simulation runs on a private local Ray. About 30 s on 2 busy cores."""
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    report = run_all(load_scenario(SMALL)[0], "flower-sim")
+    assert _essence(report) == _essence(run_all(load_scenario(SMALL)[0]))
+
+
+@pytest.fixture
+def callers_ray():
+    """A local Ray of one CPU started by the caller (a notebook's ray.init()), for one test."""
+    from conftest import caller_ray
+
+    yield from caller_ray(1)
+
+
+@pytest.mark.slow
+def test_flower_simulation_uses_the_callers_ray_and_leaves_it_running(callers_ray):
+    """A Python user who has started Ray (ray.init() in a notebook) runs flower-sim: Flower shut
+    that Ray down, started its own, and the runner shut that down too: the caller's Ray was
+    gone. Now the simulation runs on the caller's Ray, as the sweep and calibration backends do,
+    and leaves it running with its CPU free again (the clients' actors ended). About 40 s."""
+    ray = callers_ray
+    gcs = ray.get_runtime_context().gcs_address
+    report = run_all(load_scenario(SMALL)[0], "flower-sim")
+    assert _essence(report) == _essence(run_all(load_scenario(SMALL)[0]))
+    assert ray.is_initialized() and ray.get_runtime_context().gcs_address == gcs
+    assert ray.cluster_resources()["CPU"] == 1  # the caller's, not one Flower started
+    import time
+
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0) < 1:  # the actors' CPU comes back as they end
+        assert time.monotonic() < deadline, "the simulation's actors still hold the caller's CPU"
+        time.sleep(0.1)
+    assert ray.get(ray.remote(lambda: 42).remote()) == 42
+
+
 @pytest.mark.slow
 def test_flower_processes_on_loopback_agree_with_inprocess(inprocess_report):
     """A Flower server here and three client processes on 127.0.0.1 (about a minute on 2 busy cores)."""

@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from abm.interrupts import interrupted
@@ -137,7 +138,14 @@ def run_simulation(
 ) -> None:
     """Run ``server`` on Flower's simulation engine. ``scenario`` is a learning scenario, whose
     participants ``client_fn`` and ``n`` default to, or another task's (private calibration),
-    which passes its own."""
+    which passes its own.
+
+    Ray: where this process is already connected to Ray (``ray.init()`` in a notebook), the
+    simulation runs there and leaves it running, its clients' actors ended; else on a private
+    local Ray started here and shut down at the end, whatever ``RAY_ADDRESS`` or a cluster
+    started with ``ray start`` on this machine says (Flower's ``ray.init`` asks for a number of
+    CPUs, which joining a cluster refuses with a long traceback; and Flower shut the caller's
+    Ray down)."""
     import ray
     from flwr.server import ServerConfig
     from flwr.simulation import start_simulation
@@ -147,10 +155,16 @@ def run_simulation(
     if n is None:
         assert isinstance(scenario, LearningScenario), "give n for a scenario of another task"
         n = scenario.split.participants
+    callers = ray.is_initialized()
     cpus = max(1, min(n, os.cpu_count() or 1))
     try:
         # a kill ends the command as Ctrl-C does (abm.parallel)
-        with ray_keeps_our_sigterm(ray), flower_notices_quiet(), actor_pool_race_mended():
+        with (
+            ray_keeps_our_sigterm(ray),
+            flower_notices_quiet(),
+            actor_pool_race_mended(),
+            actors_ended(ray) if callers else contextlib.nullcontext(),
+        ):
             start_simulation(
                 client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
                 num_clients=n,
@@ -158,15 +172,44 @@ def run_simulation(
                 config=ServerConfig(num_rounds=1),
                 client_resources={"num_cpus": 1, "num_gpus": 0.0},
                 ray_init_args={
+                    # "local": a new local Ray, not RAY_ADDRESS's nor the latest `ray start`'s
+                    "address": "local",
                     "num_cpus": cpus,
                     "include_dashboard": False,
-                    "ignore_reinit_error": True,
+                    "ignore_reinit_error": True,  # the caller's Ray: ray.init returns at once
                     "log_to_driver": False,
                     "configure_logging": False,
                 },
+                keep_initialised=callers,  # else Flower shuts the caller's Ray down first
             )
     finally:
-        ray.shutdown()
+        if not callers:
+            ray.shutdown()
+
+
+@contextlib.contextmanager
+def actors_ended(ray: ModuleType) -> Iterator[None]:
+    """End the actors of the simulation engine's actor pools created in the block (on the
+    caller's Ray, which stays up, they would hold a CPU each until garbage collected)."""
+    from flwr.simulation.ray_transport.ray_actor import VirtualClientEngineActorPool as Pool
+
+    pools: list[Pool] = []
+    flowers = Pool.__init__
+
+    def __init__(self: Pool, *args: Any, **kwargs: Any) -> None:
+        flowers(self, *args, **kwargs)
+        pools.append(self)
+
+    Pool.__init__ = __init__  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Pool.__init__ = flowers  # type: ignore[method-assign]
+        for pool in pools:
+            busy = [entry[1] for entry in pool._future_to_actor.values()]
+            for actor in [*pool._idle_actors, *busy]:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
 
 
 @contextlib.contextmanager
