@@ -315,3 +315,29 @@ def test_reference_dwell_times_read_the_second_gamma_parameter_as_a_rate():
         assert abs(got.mean() - mean) < 4 * sd / math.sqrt(n) + 1e-12, (d["from"], d["to"], got.mean(), mean)
     hosp = m.dwell(torch.full((n,), int(Stage.HOSPITALIZED)), torch.full((n,), int(Stage.RECOVERED)), u).double()
     assert abs(hosp.mean().item() - 0.0126) < 0.002 and abs((hosp == 0).double().mean().item() - 0.9874) < 0.002
+
+
+def test_each_agent_progresses_by_its_own_age_groups_branching_rows():
+    """The engine reads an agent's branching row at its own age group, both for the first stage of
+    an infection drawn by age and for every stage after it. A table that sends even age groups one
+    way and odd ones the other makes this exact: one agent in each group 0-9 .. 80+ (ages 5 .. 85),
+    infected with its first stage drawn (asymptomatic or presymptomatic mild), or put in severe
+    symptoms (next: hospitalized or recovered). The sampling tests above call the model directly,
+    so an engine that read the row of a neighbouring group passed them."""
+    from conftest import make_population, sim_of
+
+    S, A, PM, SEV, H, R = (int(s) for s in (Stage.SUSCEPTIBLE, Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD,
+                                               Stage.SEVERE_SYMPTOMS, Stage.HOSPITALIZED, Stage.RECOVERED))  # fmt: skip
+    table = DiseaseConfig().branching
+    for g, rows in enumerate(table):
+        rows[S][A : Stage.PRESYMPTOMATIC_SEVERE + 1] = [1.0, 0.0, 0.0] if g % 2 == 0 else [0.0, 1.0, 0.0]
+        rows[SEV][H], rows[SEV][R] = (1.0, 0.0) if g % 2 == 0 else (0.0, 1.0)
+    pop = make_population([[i] for i in range(9)], ages=[10 * g + 5 for g in range(9)])
+    even = [g % 2 == 0 for g in range(9)]
+    everyone = torch.arange(9)
+    sim = sim_of(pop, [], days=5, disease=DiseaseConfig(branching=table))
+    sim.infect(everyone, None, 0)
+    assert sim.state.stage.tolist() == [A if e else PM for e in even]
+    sim = sim_of(pop, [], days=5, disease=DiseaseConfig(branching=table))
+    sim.infect(everyone, torch.full((9,), SEV), 0)
+    assert sim.state.next_stage.tolist() == [H if e else R for e in even]
