@@ -153,6 +153,79 @@ SPEC_BRANCHING = [
 ]
 
 
+# The thesis model's dwell times (specs: epidemic model section 3.3), typed from the spec, not
+# read from the code: (from, to): gamma (mean, sd) of the days beyond the first, or a two-point mean.
+SPEC_DWELL = {
+    ("asymptomatic", "recovered"): (15, 5),
+    ("presymptomatic_mild", "mild_symptoms"): (5.42, 2.7),
+    ("presymptomatic_severe", "severe_symptoms"): (5.42, 2.7),
+    ("mild_symptoms", "recovered"): (12, 5),
+    ("severe_symptoms", "hospitalized"): 5.14,
+    ("severe_symptoms", "recovered"): (12, 5),
+    ("hospitalized", "critical_icu"): 2.27,
+    ("hospitalized", "death"): 2.27,
+    ("hospitalized", "recovered"): (8.75, 8.75),
+    ("critical_icu", "death"): (11.74, 8.79),
+    ("critical_icu", "hospitalized_recovering"): (18.8, 12.21),
+    ("hospitalized_recovering", "recovered"): (8.75, 8.75),
+}
+
+
+def test_default_branching_is_the_spec_table_exactly():
+    """Every entry of the default [age][from][to] table against the spec's, exactly. The
+    sampling test below cannot see a small slip: at n = 40,000 its 4 sd for SEV->HOSP of age
+    30-39 (p = 0.069) is 0.005, so 0.069 typed as 0.066 passed it; here it cannot."""
+    from abm.engine.disease import NUM_STAGES, default_branching
+
+    S, A, PM, PS, M, SEV, H, ICU, D, HR, R = (int(s) for s in Stage)
+    table = default_branching()
+    assert len(table) == len(SPEC_BRANCHING) == 9
+    for age, (s_to, sev_hosp, hosp_to, icu_death) in enumerate(SPEC_BRANCHING):
+        want = [[0.0] * NUM_STAGES for _ in range(NUM_STAGES)]
+        want[S][A], want[S][PM], want[S][PS] = s_to
+        want[A][R] = want[PM][M] = want[PS][SEV] = want[M][R] = want[HR][R] = 1.0
+        want[SEV][H], want[SEV][R] = sev_hosp, 1 - sev_hosp
+        want[H][ICU], want[H][D], want[H][R] = hosp_to
+        want[ICU][D], want[ICU][HR] = icu_death, 1 - icu_death
+        for frm in range(NUM_STAGES):
+            # 1 - p is stored rounded to 6 places (0.931 for 1 - 0.069): equal to 1e-12
+            assert table[age][frm] == pytest.approx(want[frm], abs=1e-12), (age, Stage(frm).name)
+
+
+def test_default_dwell_times_are_the_spec_table():
+    """The default dwell times, the ones every King County scenario runs with, against the spec:
+    each (from, to) pair once, a gamma of the spec's mean and sd (shape mean^2/sd^2, scale
+    sd^2/mean) or a two-point law of the spec's mean; and the model's draws of D have the mean of
+    that law (round(G) for a gamma: P(D = k) = F(k + 0.5) - F(k - 0.5)). The mean of n = 100,000
+    draws has sd sd(D) / sqrt(n): within 4 of them (a false alarm below 1e-4 per pair). Only two
+    pairs were checked before: the mean and sd of critical_icu -> death swapped, or 12 days for
+    mild_symptoms -> recovered typed as 12.5, passed every test."""
+    from scipy.stats import gamma
+
+    from abm.engine.disease import default_dwell_times
+
+    dwell = default_dwell_times()
+    assert sorted((d.from_stage, d.to_stage) for d in dwell) == sorted(SPEC_DWELL)
+    m = model()
+    n = 100_000
+    u = torch.rand(n, generator=torch.Generator().manual_seed(4))
+    k = np.arange(400)
+    for d in dwell:
+        want = SPEC_DWELL[(d.from_stage, d.to_stage)]
+        if isinstance(want, float):
+            assert (d.distribution, d.mean) == ("two_point", want)
+            mean, sd = want, math.sqrt((want % 1) * (1 - want % 1))
+        else:
+            mu, sigma = want
+            assert d.distribution == "gamma"
+            assert (d.shape, d.scale) == pytest.approx((mu**2 / sigma**2, sigma**2 / mu), rel=1e-5)
+            pmf = np.diff(gamma.cdf(k + 0.5, mu**2 / sigma**2, scale=sigma**2 / mu), prepend=0.0)
+            mean, sd = (k * pmf).sum(), math.sqrt(((k - (k * pmf).sum()) ** 2 * pmf).sum())
+        frm, to = Stage[d.from_stage.upper()], Stage[d.to_stage.upper()]
+        got = m.dwell(torch.full((n,), int(frm)), torch.full((n,), int(to)), u).double().numpy()
+        assert abs(got.mean() - mean) < 4 * sd / math.sqrt(n), (d.from_stage, d.to_stage, got.mean(), mean)
+
+
 def test_every_age_groups_branching_follows_the_spec_table():
     """Draws of the next stage, for every age group and every branching row, against the spec's
     table: each share within 4 binomial sd of its probability (n draws per row), and a
@@ -219,20 +292,7 @@ def test_reference_dwell_times_read_the_second_gamma_parameter_as_a_rate():
 
     root = Path(__file__).resolve().parents[1]
     dwell = yaml.safe_load((root / "scenarios/reference/base.yaml").read_text())["disease"]["dwell_times"]
-    spec = {  # (from, to): gamma (mean, sd) or two-point mean
-        ("asymptomatic", "recovered"): (15, 5),
-        ("presymptomatic_mild", "mild_symptoms"): (5.42, 2.7),
-        ("presymptomatic_severe", "severe_symptoms"): (5.42, 2.7),
-        ("mild_symptoms", "recovered"): (12, 5),
-        ("severe_symptoms", "hospitalized"): 5.14,
-        ("severe_symptoms", "recovered"): (12, 5),
-        ("hospitalized", "critical_icu"): 2.27,
-        ("hospitalized", "death"): 2.27,
-        ("hospitalized", "recovered"): (8.75, 8.75),
-        ("critical_icu", "death"): (11.74, 8.79),
-        ("critical_icu", "hospitalized_recovering"): (18.8, 12.21),
-        ("hospitalized_recovering", "recovered"): (8.75, 8.75),
-    }
+    spec = SPEC_DWELL
     assert sorted((d["from"], d["to"]) for d in dwell) == sorted(spec)
     m = DiseaseModel(DiseaseConfig(dwell_times=dwell), horizon=180, device=torch.device("cpu"))
     n = 100_000
@@ -255,3 +315,29 @@ def test_reference_dwell_times_read_the_second_gamma_parameter_as_a_rate():
         assert abs(got.mean() - mean) < 4 * sd / math.sqrt(n) + 1e-12, (d["from"], d["to"], got.mean(), mean)
     hosp = m.dwell(torch.full((n,), int(Stage.HOSPITALIZED)), torch.full((n,), int(Stage.RECOVERED)), u).double()
     assert abs(hosp.mean().item() - 0.0126) < 0.002 and abs((hosp == 0).double().mean().item() - 0.9874) < 0.002
+
+
+def test_each_agent_progresses_by_its_own_age_groups_branching_rows():
+    """The engine reads an agent's branching row at its own age group, both for the first stage of
+    an infection drawn by age and for every stage after it. A table that sends even age groups one
+    way and odd ones the other makes this exact: one agent in each group 0-9 .. 80+ (ages 5 .. 85),
+    infected with its first stage drawn (asymptomatic or presymptomatic mild), or put in severe
+    symptoms (next: hospitalized or recovered). The sampling tests above call the model directly,
+    so an engine that read the row of a neighbouring group passed them."""
+    from conftest import make_population, sim_of
+
+    S, A, PM, SEV, H, R = (int(s) for s in (Stage.SUSCEPTIBLE, Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD,
+                                               Stage.SEVERE_SYMPTOMS, Stage.HOSPITALIZED, Stage.RECOVERED))  # fmt: skip
+    table = DiseaseConfig().branching
+    for g, rows in enumerate(table):
+        rows[S][A : Stage.PRESYMPTOMATIC_SEVERE + 1] = [1.0, 0.0, 0.0] if g % 2 == 0 else [0.0, 1.0, 0.0]
+        rows[SEV][H], rows[SEV][R] = (1.0, 0.0) if g % 2 == 0 else (0.0, 1.0)
+    pop = make_population([[i] for i in range(9)], ages=[10 * g + 5 for g in range(9)])
+    even = [g % 2 == 0 for g in range(9)]
+    everyone = torch.arange(9)
+    sim = sim_of(pop, [], days=5, disease=DiseaseConfig(branching=table))
+    sim.infect(everyone, None, 0)
+    assert sim.state.stage.tolist() == [A if e else PM for e in even]
+    sim = sim_of(pop, [], days=5, disease=DiseaseConfig(branching=table))
+    sim.infect(everyone, torch.full((9,), SEV), 0)
+    assert sim.state.next_stage.tolist() == [H if e else R for e in even]

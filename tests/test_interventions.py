@@ -87,6 +87,61 @@ def test_an_agent_protected_by_both_doses_on_one_day_is_counted_once():
     assert res.activity["vaccine_protected"][:, 0].tolist() == [0] * 30 + [n] * 5
 
 
+@pytest.mark.parametrize(
+    ("first_doses_first", "first", "second", "dose_1_days"),
+    [
+        (True, [1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1], [0, 1, 2]),  # every first dose, then the second doses
+        (False, [1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1], [0, 2, 4]),  # 80+ whole (second doses due first), then 70-79
+    ],
+)
+def test_the_order_of_first_and_second_doses(first_doses_first, first, second, dose_1_days):
+    """One dose a day, a gap of 1 day, everyone returns: agents 0 and 1 are 80+, agent 2 is 70-79.
+    first_doses_first: the three first doses (80+ before 70-79), then the second doses. Otherwise
+    age group by age group, and within a group the second doses due before the first doses: day 0
+    an 80+ agent's dose 1, day 1 its dose 2 (due, so before the other 80+ agent's dose 1), day 2
+    the other's dose 1, day 3 its dose 2, and only then 70-79: dose 1 on day 4, dose 2 on day 5."""
+    pop = make_population([[0], [1], [2]], ages=[85, 85, 75])
+    cfg = VaccinationConfig(
+        start_day=0, daily_doses=1, dose2_gap_days=1, dose2_dropout=0.0, first_doses_first=first_doses_first
+    )
+    vacc = Vaccination(cfg)
+    res = sim_of(pop, [vacc], days=6).run()
+    assert res.activity["first_doses"][:, 0].tolist() == first
+    assert res.activity["second_doses"][:, 0].tolist() == second
+    # the two 80+ agents (in their random order within the group), then the 70-79 agent
+    assert [*sorted(vacc.dose1_day[:2].tolist()), vacc.dose1_day[2].item()] == dose_1_days
+
+
+def test_without_first_doses_first_a_groups_due_second_doses_come_before_the_next_groups_first_doses():
+    """first_doses_first: false, oldest first: agent 0 (70-79) has dose 1 on day 0 and, due a
+    day later, dose 2 on day 1, before any of the 20 agents of 60-69 has dose 1 (day 2), in
+    every replicate: the classes are 70-79's second doses, then 70-79's first, then 60-69's
+    second, then 60-69's first, whatever the random order within a class. (A class that mixed
+    70-79's second doses with 60-69's first doses by that random order would give agent 0 its
+    dose 2 first with probability 1/21 in a replicate, in all 50 with (1/21)^50.)"""
+    reps, n = 50, 21
+    pop = make_population([[i] for i in range(n)], ages=[75] + [65] * (n - 1))
+    cfg = VaccinationConfig(start_day=0, daily_doses=1, dose2_gap_days=1, dose2_dropout=0.0, first_doses_first=False)
+    res = sim_of(pop, [Vaccination(cfg)], replicates=reps, days=3).run()
+    assert (res.activity["first_doses"] == np.array([[1], [0], [1]])).all()
+    assert (res.activity["second_doses"] == np.array([[0], [1], [0]])).all()
+
+
+def test_vaccine_protected_counts_only_agents_still_susceptible_when_protection_starts():
+    """Two 80+ agents have dose 1 on day 0 (efficacy 1, protection from day 3); agent 0 is already
+    infected (asymptomatic, not in hospital nor isolated, so it gets its dose). vaccine_protected
+    counts the susceptible agents whose protection is in effect: agent 1 only, from day 3."""
+    pop = make_population([[0], [1]], ages=[85, 85])
+    cfg = VaccinationConfig(start_day=0, daily_doses=2, dose1_efficacy=1.0, dose1_delay_days=3, dose2_dropout=1.0)
+    sim = sim_of(pop, [Vaccination(cfg)], days=6)
+    sim.state.stage[0] = int(Stage.ASYMPTOMATIC)
+    sim.state.infected_day[0] = 0
+    sim.state.next_day[0] = 10_000
+    res = sim.run()
+    assert res.activity["first_doses"][:, 0].tolist() == [2, 0, 0, 0, 0, 0]
+    assert res.activity["vaccine_protected"][:, 0].tolist() == [0, 0, 0, 1, 1, 1]
+
+
 def test_tests_positives_and_quarantine_are_counted_daily():
     pop = make_population([[0], [1]])
     test = {"name": "rt_pcr", "sensitivity": 1.0, "result_delay_days": [2], "result_delay_probs": [1.0]}

@@ -215,3 +215,46 @@ def test_note_gives_the_county_factors_in_the_runs_order():
         run.summary["region_population"] = 2252782
     factors = "(2,252,782 residents / 5,000 agents = x 450.6; 2,252,782 residents / 4,000 agents = x 563.2)"
     assert factors in table_note(runs)
+
+
+def test_fieller_interval_of_independent_runs_counts_each_runs_cost_and_admissions_covariance():
+    """Independent runs (no seed): the extra cost per agent is E = C1 - C0 and the averted
+    admissions per agent A = H0 - H1, from the runs' replicate means. The runs are independent,
+    so Var(E) = var(c0)/n0 + var(c1)/n1 and Var(A) likewise, and within a run cost and admissions
+    enter with opposite signs: Cov(E, A) = -cov(c0, h0)/n0 - cov(c1, h1)/n1. Fieller's ends are
+    the ratios R at which (E - R A) / sqrt(Var(E) + R^2 Var(A) - 2 R Cov(E, A)) reaches the t
+    quantile of the smaller run's replicates less one (here t(0.975, 4)). Cost and admissions move
+    together within each run here, so a covariance taken with the wrong sign moves both ends."""
+    base = _tiny_run("base", [100.0, 110.0, 95.0, 105.0, 102.0], [10.0, 14.0, 8.0, 12.0, 11.0])
+    other = _tiny_run("other", [50.0, 58.0, 47.0, 55.0, 52.0], [1000.0, 1100.0, 950.0, 1080.0, 1020.0])
+    row = comparison_table([base, other]).iloc[1]
+    assert row.averted_by == "independent runs"
+    n, agents = 5, 1000
+    h0, h1 = (np.array(r.timeseries.new_hospitalizations) / agents for r in (base, other))
+    c0, c1 = (np.array(r.costs.unit_cost) / agents for r in (base, other))
+    extra, avert = c1.mean() - c0.mean(), h0.mean() - h1.mean()
+    var_e = (np.var(c0, ddof=1) + np.var(c1, ddof=1)) / n
+    var_a = (np.var(h0, ddof=1) + np.var(h1, ddof=1)) / n
+    cov_ea = -(np.cov(c0, h0)[0, 1] + np.cov(c1, h1)[0, 1]) / n
+    assert cov_ea < 0  # the term under test is not 0
+
+    def t_of(r: float) -> float:
+        return abs(extra - r * avert) / math.sqrt(var_e + r**2 * var_a - 2 * r * cov_ea)
+
+    low, high = row.cost_per_averted_low, row.cost_per_averted_high
+    assert row.cost_per_averted_hospitalization == pytest.approx(extra / avert)
+    assert low < extra / avert < high
+    t_crit = stats.t.ppf(0.975, n - 1)
+    assert (t_of(low), t_of(high)) == pytest.approx((t_crit, t_crit), rel=1e-9)
+
+
+def test_a_run_that_averts_exactly_no_hospitalization_has_no_cost_per_averted_hospitalization():
+    """The same admissions as the first run at a higher cost: nothing averted, so the cost per
+    averted hospitalization is blank, as for a run that averts fewer than none (not an infinite
+    cost from dividing by 0), and so are its interval's ends."""
+    base = _tiny_run("base", [60.0, 140.0], [0.0, 0.0])
+    same = _tiny_run("same", [100.0, 100.0], [500.0, 700.0])  # mean 100 admissions, as the base's
+    row = comparison_table([base, same]).iloc[1]
+    assert row.hospitalizations == base.timeseries.new_hospitalizations.mean() == 100.0
+    assert math.isnan(row.cost_per_averted_hospitalization)
+    assert math.isnan(row.cost_per_averted_low) and math.isnan(row.cost_per_averted_high)
