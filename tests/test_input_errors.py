@@ -1266,7 +1266,7 @@ def test_a_misspelt_required_key_is_named_once_with_the_key_it_meant(tmp_path, s
     assert text(result) == (
         f"error: {path}: invalid scenario: datas: unknown key; did you mean 'data' (a required key, which is "
         "missing)? allowed keys: name, description, seed, data, global_test_fraction, split, models, training, "
-        "rounds, local_epochs, evaluate_on, protocols, selection_toy, runner"
+        "rounds, local_epochs, evaluate_on, protocols, selection_toy, runner, flower_timeout"
     )
 
 
