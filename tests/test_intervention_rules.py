@@ -200,3 +200,21 @@ def test_the_interview_capacity_is_drawn_among_the_reachable_positives():
     assert mean == pytest.approx(3 - 68 / 1024)
     assert interviews.max() == 3
     assert abs(interviews.mean() - mean) < 4 * math.sqrt(var / reps)
+
+
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
+def test_a_contact_already_in_quarantine_is_neither_notified_nor_counted(tracer):
+    """docs/model.md: contacts already in quarantine (who keep their end) are not notified nor
+    counted. Index case 0, positive on day 1, met housemates 1, 2 and workmates 3, 4 on day 0;
+    housemate 1 is in quarantine on day 1: only 2, 3 and 4 are asked and counted."""
+    pop = make_population([[0, 1, 2], [3], [4], [5]], groups=[[0, 3, 4]])
+    contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
+    sim = sim_of(pop, [tracer_of(tracer)], days=3, contacts=contacts)
+    sim.fields["has_app"][:] = True
+    sim.fields["positive_day"][0] = 1
+    sim.step(0)
+    sim.state.isolated[1] = True
+    sim.step(1)
+    assert sim.fields["quarantine_request"].tolist() == [False, False, True, True, True, False]
+    name = "app_notifications" if tracer == "digital" else "manual_notifications"
+    assert sim.activity[name][:2, 0].tolist() == [0, 3]
