@@ -1,0 +1,45 @@
+"""Seeding: the day, the stages and the counts of the initial infections (found by a hand-made
+mutation audit)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_population, quiet_contacts
+
+from abm.engine import DiseaseConfig, SeedingConfig, Simulation, Stage
+
+
+def seeded(infections: dict[str, int], n: int = 10, day: int = 3, replicates: int = 4) -> Simulation:
+    pop = make_population([[i] for i in range(n)])
+    seeding = SeedingConfig(day=day, infections=infections)
+    return Simulation(pop, DiseaseConfig(), quiet_contacts(), seeding, days=6, replicates=replicates, seed=2)
+
+
+def test_seeding_puts_the_given_counts_in_the_given_stages_on_its_day():
+    """seeding.day 3, 2 asymptomatic and 1 mild-symptomatic per replicate (docs: "number of
+    agents put in each stage on that day"), no contacts: nobody is infected before day 3; on
+    day 3 each replicate has exactly those, infected that day, and counted as introduced."""
+    sim = seeded({"asymptomatic": 2, "mild_symptoms": 1})
+    for day in range(3):
+        sim.step(day)
+        assert (sim.state.stage == Stage.SUSCEPTIBLE).all(), day
+    sim.step(3)
+    stage = sim.state.stage.view(4, 10)
+    assert ((stage == Stage.ASYMPTOMATIC).sum(1) == 2).all()
+    assert ((stage == Stage.MILD_SYMPTOMS).sum(1) == 1).all()
+    assert ((stage != Stage.SUSCEPTIBLE).sum(1) == 3).all()
+    assert (sim.state.infected_day.view(4, 10)[stage != Stage.SUSCEPTIBLE] == 3).all()
+    for day in (4, 5):
+        sim.step(day)
+    res = sim.recorder.result(0.0, sim.ledger)
+    assert res.new_infections.tolist() == [[0] * 4] * 3 + [[3] * 4] + [[0] * 4] * 2
+    assert res.introduced.tolist() == res.new_infections.tolist()
+
+
+def test_seeding_may_infect_every_agent_but_not_more():
+    """As many initial infections as agents infect them all; one more is refused."""
+    sim = seeded({"asymptomatic": 10}, day=0, replicates=2)
+    sim.step(0)
+    assert (sim.state.stage == Stage.ASYMPTOMATIC).all()
+    with pytest.raises(ValueError, match="seeding asks for 11 infections but there are 10 agents"):
+        seeded({"asymptomatic": 11}, day=0, replicates=1).step(0)
