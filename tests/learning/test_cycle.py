@@ -226,3 +226,17 @@ def test_thresholds_must_be_ordered_tau_opt_below_tau_max():
     with pytest.raises(ValidationError, match=r"tau_opt \(0.5\) must be below tau_max \(0.5\)"):
         CYCleConfig(tau_opt=0.5, tau_max=0.5)
     CYCleConfig(tau_opt=0.25, tau_max=0.5)  # the ordered case is accepted
+
+
+def test_collaborative_fairness_is_pearson_not_rank_correlation_and_nan_when_constant():
+    """B = (1, 2, 3), A = (1, 2, 10): centred B = (-1, 0, 1), centred A = (-10, -7, 17) / 3, so
+    r = 9 / sqrt(2 * 438 / 9) = 0.912245 (a rank correlation would give 1). A constant side has no
+    correlation: NaN, returned quietly (no division warning)."""
+    import warnings
+
+    assert collaborative_fairness([1, 2, 3], [1, 2, 10]) == pytest.approx(9 / np.sqrt(2 * 438 / 9), abs=1e-9)
+    assert collaborative_fairness([3, 2, 1], [1, 2, 10]) == pytest.approx(-9 / np.sqrt(2 * 438 / 9), abs=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(collaborative_fairness([1, 1, 1], [1, 2, 10]))
+        assert np.isnan(collaborative_fairness([1, 2, 3], [5, 5, 5]))
