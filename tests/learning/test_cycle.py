@@ -226,3 +226,46 @@ def test_thresholds_must_be_ordered_tau_opt_below_tau_max():
     with pytest.raises(ValidationError, match=r"tau_opt \(0.5\) must be below tau_max \(0.5\)"):
         CYCleConfig(tau_opt=0.5, tau_max=0.5)
     CYCleConfig(tau_opt=0.25, tau_max=0.5)  # the ordered case is accepted
+
+
+def test_collaborative_fairness_is_pearson_not_rank_correlation_and_nan_when_constant():
+    """B = (1, 2, 3), A = (1, 2, 10): centred B = (-1, 0, 1), centred A = (-10, -7, 17) / 3, so
+    r = 9 / sqrt(2 * 438 / 9) = 0.912245 (a rank correlation would give 1). A constant side has no
+    correlation: NaN, returned quietly (no division warning)."""
+    import warnings
+
+    assert collaborative_fairness([1, 2, 3], [1, 2, 10]) == pytest.approx(9 / np.sqrt(2 * 438 / 9), abs=1e-9)
+    assert collaborative_fairness([3, 2, 1], [1, 2, 10]) == pytest.approx(-9 / np.sqrt(2 * 438 / 9), abs=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(collaborative_fairness([1, 1, 1], [1, 2, 10]))
+        assert np.isnan(collaborative_fairness([1, 2, 3], [5, 5, 5]))
+
+
+def test_forced_rounds_count_from_the_end_of_the_warm_up():
+    """cycle.md Algorithm 1 numbers the collaborative rounds t = 0, 1, ... after the local phase and
+    forces sharing (and recalibrates) when t mod R = 0. With 1 warm-up round and R = 2, scenario
+    rounds 1 and 3 are forced (collaborative rounds 0 and 2), round 2 is not: the first
+    collaborative round gives every pair a reputation (none is left without a value), and
+    recalibrations happen after rounds 1 and 3 only (counting scenario rounds, 1 would not be)."""
+    from conftest import linear_participants
+
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.cycle import CYCle, CYCleConfig
+
+    ps = linear_participants([6, 6, 6])
+    ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=4, local_epochs=1, seed=0)
+    protocol = CYCle(CYCleConfig(warmup_rounds=1, period=2))
+    protocol.setup(ctx)
+    off = ~np.eye(3, dtype=bool)
+    history = []
+    for t in range(4):
+        protocol.run_round(ctx, t)
+        history.append(len(protocol.raw_reputation))
+        if t == 0:
+            assert np.isnan(protocol.reputation).all()  # warm-up: local CE only
+        else:
+            assert np.isfinite(protocol.reputation[off]).all(), t
+    assert history == [0, 1, 1, 2]
+    # forced rounds 1 and 3: every ordered pair shares in each of them
+    assert (protocol.share_counts[off] >= 2).all()

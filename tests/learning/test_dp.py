@@ -151,3 +151,31 @@ def test_the_report_counts_the_noisy_releases_that_epsilon_is_spent_on():
         settings = report[name]["privacy"]["dp"]
         assert settings["rounds"] == 3 and settings["releases"] == releases, name
         assert report[name]["epsilon"] == pytest.approx(rdp_epsilon(1.0, releases, 1e-5)), name
+
+
+def test_noise_scale_is_sigma_times_the_clip_norm_not_sigma_alone():
+    """Clip 0.5 with sigma 2: the sum carries N(0, (sigma clip)^2) = N(0, 1) noise in total (each
+    of the 4 participants adds sd sigma clip / sqrt(4) = 0.5), not sd sigma = 2 (the sensitivity is
+    the clip norm). Zero inputs, so the sum is pure noise; n = 20,000 coordinates: the sample sd has
+    relative sd 1 / sqrt(2 (n - 1)) (0.5%), 4 sd of it is 2.8%, far from the factor 2 a missing clip
+    would give."""
+    contributions = {i: torch.zeros(20000) for i in range(4)}
+    dp = DifferentiallyPrivateSum(PlainSum(), clip=0.5, noise_multiplier=2.0, seed=1)
+    noise = dp.aggregate(contributions, 0, Network())
+    n = noise.numel()
+    assert abs(float(noise.std()) / 1.0 - 1) < 4 / math.sqrt(2 * (n - 1))
+    assert abs(float(noise.mean())) < 4 * 1.0 / math.sqrt(n)
+
+
+@pytest.mark.parametrize("method", ["rdp", "gdp"])
+def test_accountant_step_n_records_n_releases(method):
+    """step(3) is three releases: the same epsilon as three step() calls, and as one release at
+    sigma / sqrt(3) (summed 1 / sigma^2 = 3 / 4 at sigma 2)."""
+    once, thrice = DPAccountant(2.0, method), DPAccountant(2.0, method)
+    once.step(3)
+    for _ in range(3):
+        thrice.step()
+    f = rdp_epsilon if method == "rdp" else gdp_epsilon
+    assert once.steps == 3
+    assert once.epsilon(1e-5) == pytest.approx(thrice.epsilon(1e-5), rel=1e-12)
+    assert once.epsilon(1e-5) == pytest.approx(f(2.0 / math.sqrt(3), 1, 1e-5), rel=1e-9)

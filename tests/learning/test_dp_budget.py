@@ -160,3 +160,13 @@ def test_a_target_epsilon_below_the_accountants_reach_is_refused_when_loaded():
     # the exact accountant reaches it
     exact = {**dp, "accountant": "gdp"}
     _scenario(protocols=[{"name": "fedavg", "privacy": {"secure_aggregation": True, "dp": exact}}])
+
+
+def test_dropouts_outside_the_release_do_not_lower_the_charged_noise():
+    """``dropped`` may name participants that have no contribution in this release (a round's
+    dropouts are per round, a release may be among a subset); only the 1 of 4 members that
+    dropped takes its noise share away: sigma_eff = sigma sqrt(3/4), not sigma sqrt(2/4)."""
+    contributions = {i: torch.zeros(8) for i in range(4)}
+    dp = DifferentiallyPrivateSum(PlainSum(), clip=1.0, noise_multiplier=2.0, seed=0)
+    dp.aggregate(contributions, 0, Network(), dropped=frozenset({2, 7}))
+    assert dp.epsilon(1e-5) == pytest.approx(rdp_epsilon(2.0 * math.sqrt(0.75), 1, 1e-5), rel=1e-9)

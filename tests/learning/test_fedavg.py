@@ -215,3 +215,40 @@ def test_a_dropped_participants_weight_leaves_the_average():
     for p in ps:
         for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
             assert torch.allclose(q.detach(), b + 0.5 * e, atol=1e-6)
+
+
+def test_uniform_weighting_averages_updates_equally_whatever_the_sizes():
+    """``weighting: uniform``: two participants of 4 and 10 samples each count 1/2 (size weighting
+    would give 4/14 and 10/14), so the new global model is w_g + (d_0 + d_1) / 2, with each d_k =
+    w_k - w_g computed by hand (two full-batch SGD epochs at lr 0.1 from w_g)."""
+    import torch.nn.functional as F
+
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
+
+    ps = linear_participants([4, 10])
+    w_g = [q.detach().clone() for q in ps[0].model.parameters()]
+    expected = [torch.zeros_like(q) for q in w_g]
+    for p in ps:
+        w = [q.clone().requires_grad_(True) for q in w_g]
+        for _ in range(2):
+            grads = torch.autograd.grad(F.cross_entropy(p.data.train.x @ w[0].T + w[1], p.data.train.y), w)
+            w = [(a - 0.1 * g).detach().requires_grad_(True) for a, g in zip(w, grads, strict=True)]
+        for e, a, b in zip(expected, w, w_g, strict=True):
+            e += 0.5 * (a.detach() - b)
+    ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=1, local_epochs=2, seed=0)
+    protocol = FedAvg(FedAvgConfig(weighting="uniform"))
+    protocol.setup(ctx)
+    protocol.run_round(ctx, 0)
+    for p in ps:
+        for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
+            assert torch.allclose(q.detach(), b + e, atol=1e-6)
+
+
+def test_fedprox_by_default_has_a_proximal_term():
+    """FedProx without a proximal term (mu = 0) is FedAvg; its default must keep one (mu > 0),
+    while FedAvg's default is mu = 0."""
+    from abm.learning.protocols.fedavg import FedAvg, FedProx
+
+    assert FedProx.Config().mu > 0
+    assert FedAvg.Config().mu == 0

@@ -157,3 +157,36 @@ def test_ipa_without_coupling_is_local_training_even_with_a_last_batch_of_one():
     local = [p["collaborative"] for p in out["local"]["participants"]]
     ipa = [p["collaborative"] for p in out["ipa"]["participants"]]
     assert ipa == local
+
+
+def test_alignment_mean_reduction_divides_each_layer_by_its_size():
+    """Layer 1: a 2 x 3 difference of ones (L1 sum 6, squared sum 6, 6 elements); layer 2:
+    difference (2, 0, 0, 0) (L1 sum 2, squared sum 4, 4 elements). ``sum``: 8 (p = 1), 10 (p = 2);
+    ``mean``: 6/6 + 2/4 = 1.5 (p = 1), 6/6 + 4/4 = 2 (p = 2)."""
+    import pytest
+
+    a = [torch.ones(2, 3), torch.tensor([2.0, 0.0, 0.0, 0.0])]
+    b = [torch.zeros(2, 3), torch.zeros(4)]
+    assert float(alignment(a, b, 1, "sum")) == pytest.approx(8.0)
+    assert float(alignment(a, b, 2, "sum")) == pytest.approx(10.0)
+    assert float(alignment(a, b, 1, "mean")) == pytest.approx(1.5)
+    assert float(alignment(a, b, 2, "mean")) == pytest.approx(2.0)
+
+
+def test_a_turn_pulls_each_other_copy_with_its_own_pair_weight():
+    """Peer 0's turn (one full batch, plain SGD lr 0.1) with p = 2, lam 0.5 and size weights for
+    sizes 4, 10, 6: a_0j = 3 |D_j| / 20, so a_01 = 1.5 and a_02 = 0.9 (a_10 = a_20 = 0.6 would be the
+    transposed weight). Copy j != 0 enters only the term lam a_0j ||theta_0 - theta_j||^2, whose
+    gradient is 2 lam a_0j (theta_j - theta_0): one step moves it to
+    theta_j - 0.1 * 2 * 0.5 * a_0j (theta_j - theta_0)."""
+    from abm.learning.models import flat_params
+    from abm.learning.protocols.ipa import IPA, IPAConfig
+
+    ctx = _linear_ring([4, 10, 6])
+    protocol = IPA(IPAConfig(lam=0.5, p=2, pair_weights="size", lr=0.1))
+    protocol.setup(ctx)
+    before = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol._turn(ctx, 0)
+    for j, a_0j in ((1, 1.5), (2, 0.9)):
+        expected = before[j] - 0.1 * 2 * 0.5 * a_0j * (before[j] - before[0])
+        assert torch.allclose(flat_params(ctx.participants[j].model), expected, atol=1e-6), j

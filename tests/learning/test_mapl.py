@@ -281,3 +281,59 @@ def test_mapl_plus_beats_the_same_losses_without_exchange_on_one_architecture():
     assert r["mapl_plus"]["mean_score"] > r["mapl_local"]["mean_score"] + 0.02
     sent = {k for p in r["mapl_plus"]["participants"] for k in p["kinds_sent"]}
     assert sent == {"prototypes", "classifier_head", "model_weights"}
+
+
+def test_one_pgd_graph_step_by_hand_without_confidence():
+    """mapl.md 2.7, Algorithm 2 as written (``pgd``), row 0 of 3, defaults mu1 0.5, mu2 0.1, beta
+    0.5, eps 1e-6, lr 0.1, ``use_confidence: false`` (gamma = 1/3 each), from w = (0.5, 0.3, 0.2)
+    with similarities (1, 0.2, 0.1): max-normalised over the peers to (1, 0.5) and s_00 = 1, so
+    s = (1, 1, 0.5). ||w|| = sqrt(0.38) = 0.616441; the degree d = 1 - w_00 = 0.5 gives the
+    -log(d + eps) term gradient -1 / 0.500001 on each peer (none on the self-loop):
+      grad_0 = -0.5/3 * 1   + 0.05 * 0.5 / 0.616441                  = -0.126111
+      grad_1 = -0.5/3 * 1   + 0.05 * 0.3 / 0.616441 - 0.1 / 0.500001 = -0.342333
+      grad_2 = -0.5/3 * 0.5 + 0.05 * 0.2 / 0.616441 - 0.1 / 0.500001 = -0.267111
+    w - 0.1 grad = (0.512611, 0.334233, 0.226711), sum 1.073556; the simplex projection takes
+    0.024519 off each: (0.488093, 0.309715, 0.202193)."""
+    cfg = MAPLConfig(graph_step="pgd", use_confidence=False)
+    w = graph_step(np.array([0.5, 0.3, 0.2]), np.array([1.0, 0.2, 0.1]), np.array([0.7, 0.2, 0.1]), 0, cfg)
+    np.testing.assert_allclose(w, [0.4880926, 0.3097148, 0.2021926], atol=1e-6)
+
+
+def test_head_similarity_is_the_mean_over_classes_of_row_cosines():
+    """mapl.md 2.5: s_ij = mean over the K classes of cos(Phi_i^k, Phi_j^k). Heads (2 classes, 2
+    features): A = [[1, 0], [0, 1]], B = [[1, 0], [1, 0]], C = [[3, 4], [0, -2]] (rows normalised
+    to (0.6, 0.8) and (0, -1)). s_AB = (1 + 0) / 2 = 0.5, s_AC = (0.6 - 1) / 2 = -0.2,
+    s_BC = (0.6 + 0) / 2 = 0.3; s_ii = 1."""
+    from abm.learning.protocols.mapl import head_similarity
+
+    heads = [
+        np.array([[1.0, 0.0], [0.0, 1.0]]),
+        np.array([[1.0, 0.0], [1.0, 0.0]]),
+        np.array([[3.0, 4.0], [0.0, -2.0]]),
+    ]
+    expected = np.array([[1.0, 0.5, -0.2], [0.5, 1.0, 0.3], [-0.2, 0.3, 1.0]])
+    np.testing.assert_allclose(head_similarity(heads), expected, atol=1e-12)
+
+
+def test_confidence_is_each_participants_share_of_the_data():
+    """mapl.md 2.6: gamma_j = n_j / sum_k n_k; training sets of 12, 36 and 24 rows give
+    (1/6, 1/2, 1/3)."""
+    from abm.learning.data import Dataset
+    from abm.learning.models import build_model
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.mapl import MAPL
+    from abm.learning.training import TrainConfig
+
+    parts = []
+    for k, n in enumerate([12, 36, 24]):
+        y = torch.arange(n) % 3
+        data = Dataset(torch.randn(n, 4, generator=torch.Generator().manual_seed(k)) + y[:, None], y)
+        torch.manual_seed(k)
+        model = build_model("mlp", (4,), 3, hidden=[8], batchnorm=False)
+        parts.append(Participant(k, ParticipantData(data, data, data), model, TrainConfig(batch_size=32), k))
+    ctx = RunContext(participants=parts, n_classes=3, input_shape=(4,), rounds=1, local_epochs=1, seed=0)
+    proto = MAPL(MAPLConfig())
+    proto.setup(ctx)
+    np.testing.assert_allclose(proto.gamma, [1 / 6, 1 / 2, 1 / 3], rtol=1e-12)

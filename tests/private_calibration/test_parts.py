@@ -289,3 +289,31 @@ def test_a_bad_model_set_item_is_named_by_the_file_and_its_key(tmp_path, item, m
         assert flat.startswith(f"error: {path}: {message.format(model=model)}"), flat
         assert flat.count("error:") == 1 and "--set" not in flat, flat
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_recovery_score_is_the_mean_over_parameters_and_own_score_uses_the_own_holdout():
+    """A calibrator that always puts half its joint mass on (transmission bin 1, seeding bin 1) and
+    half on (3, 1): marginal arg-max bins 1 (first of the tie) and 1. Held-out truths (1, 1) and
+    (0, 1): transmission right once (0.5), seeding twice (1.0), so recovery = (0.5 + 1.0) / 2 = 0.75
+    (not the best or the worst parameter). Own-prior truths (1, 0) twice: transmission 1.0,
+    seeding 0.0, own recovery 0.5."""
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.partition import ParticipantData
+    from abm.learning.training import TrainConfig
+    from abm.private_calibration.federation import CalibratorParticipant
+
+    grid = BinGrid((FreeParameter("transmission", 0.5, 1.5, 4), FreeParameter("seeding", 2, 32, 2, log=True)))
+    model = nn.Linear(1, 8)
+    with torch.no_grad():
+        model.weight.zero_()
+        model.bias.fill_(-1e4)
+        model.bias[[1 * 2 + 1, 3 * 2 + 1]] = 0.0
+    x = torch.zeros(2, 1)
+    test = Dataset(x, torch.tensor([1 * 2 + 1, 0 * 2 + 1]))
+    own = Dataset(x, torch.tensor([1 * 2 + 0, 1 * 2 + 0]))
+    p = CalibratorParticipant(0, ParticipantData(test, test, test), model, TrainConfig(), 0, grid=grid, own_test=own)
+    assert p.recovery() == {"transmission": 0.5, "seeding": 1.0}
+    assert p.score() == pytest.approx(0.75)
+    assert p.own_score() == pytest.approx(0.5)

@@ -485,3 +485,45 @@ def test_console_summary_says_n_a_where_no_own_prior_evaluation_ran():
     assert lines[1].split() == ["fedavg", "0.500", "0.250", "0.750", "+0.125", "0.000", "n/a", "n/a", "0.30", "2.00"]
     assert lines[2].split() == ["ipa", "0.500", "0.250", "0.750", "+0.125", "0.000", "0.625", "-0.125", "0.30", "2.00"]
     assert "nan" not in "\n".join(lines)
+
+
+def test_mean_nd_skips_an_institution_without_any_nd():
+    """ND = sum |sim - obs| / sum obs has no value for a channel observed as all zeros; an
+    institution with no channel that has one gets ``nd_mean`` NaN, and the protocol's mean ND is
+    the mean over the institutions that have one: A's 0.2 and 0.4 give nd_mean 0.3, B has none,
+    so mean ND = 0.3 (not NaN)."""
+    import warnings
+    from types import SimpleNamespace
+
+    from abm.learning.messages import Network
+    from abm.private_calibration.evaluation import protocol_table
+    from abm.private_calibration.federation import ProtocolRun
+
+    class Scored:
+        def score(self) -> float:
+            return 0.5
+
+        def own_score(self) -> float:
+            return 0.5
+
+        def recovery(self) -> dict[str, float]:
+            return {"transmission": 0.5}
+
+    nan = float("nan")
+    fit_a = {
+        "cases": {"nd_weekly": 0.2, "rmse_log1p_weekly": 0.1},
+        "deaths": {"nd_weekly": 0.4, "rmse_log1p_weekly": 0.1},
+    }
+    fit_b = {
+        "cases": {"nd_weekly": nan, "rmse_log1p_weekly": 0.1},
+        "deaths": {"nd_weekly": nan, "rmse_log1p_weekly": 0.1},
+    }
+    rows = [{"estimate": {}, "fit": fit_a}, {"estimate": {}, "fit": fit_b}]
+    runs = [ProtocolRun("local", "local", [Scored(), Scored()], [], Network(), 1.0, None, None, {})]
+    institutions = [SimpleNamespace(name=n, truth=None) for n in ("A", "B")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of B's empty set of NDs
+        table = protocol_table(runs, {"local": rows}, institutions)["local"]
+    assert table["institutions"][0]["nd_mean"] == pytest.approx(0.3)
+    assert np.isnan(table["institutions"][1]["nd_mean"])
+    assert table["mean_nd"] == pytest.approx(0.3)
