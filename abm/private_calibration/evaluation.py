@@ -9,6 +9,8 @@ rates per 100,000 residents over the window (:func:`abm.calibration.observed.los
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,13 @@ from abm.private_calibration.parameters import BinGrid
 from abm.private_calibration.scenario import PrivateCalibrationScenario
 from abm.private_calibration.simulate import simulate
 from abm.scenario import Scenario
+
+
+def mean_of_known(values: Iterable[float]) -> float:
+    """The mean of the values that are not NaN (an ND is NaN where the observed series is all
+    zero); NaN where none is, without numpy's "Mean of empty slice" warning on the user's screen."""
+    known = [v for v in values if not math.isnan(v)]
+    return float(np.mean(known)) if known else math.nan
 
 
 def estimates(run: ProtocolRun, institutions: list[Institution], grid: BinGrid) -> list[dict[str, Any]]:
@@ -108,7 +117,7 @@ def protocol_table(
                     "truth": inst.truth,
                     "truth_bin_hit": e2e.get("truth_bin_hit"),
                     "nd": nd,
-                    "nd_mean": float(np.nanmean(list(nd.values()))),
+                    "nd_mean": mean_of_known(nd.values()),
                     "rmse_log1p": {t: v["rmse_log1p_weekly"] for t, v in e2e["fit"].items()},
                     "bytes_sent": int(net.sent.get(i, 0)),
                     "bytes_received": int(net.received.get(i, 0)),
@@ -119,7 +128,7 @@ def protocol_table(
             "protocol": r.name,
             "institutions": rows,
             "mean_recovery": float(np.mean(scores)),
-            "mean_nd": float(np.nanmean([row["nd_mean"] for row in rows])),
+            "mean_nd": mean_of_known(row["nd_mean"] for row in rows),
             "mcg": mcg(g),
             "cgs": cgs(g),
             "min_gain": float(g.min()),
