@@ -1,5 +1,7 @@
 """FedAvg / FedProx / centralized / local-only through the in-process runner."""
 
+from typing import Any
+
 import torch
 from conftest import linear_participants
 
@@ -154,35 +156,52 @@ def test_privacy_switched_off_changes_nothing():
         assert r[f"{name}_off"]["epsilon"] is None
 
 
+def local_sgd_by_hand(p, w_g: list[torch.Tensor], mu: float = 0.0) -> list[torch.Tensor]:
+    """Participant ``p``'s linear model after two full-batch SGD epochs (lr 0.1) from ``w_g`` on
+    CE + (mu/2)||w - w_g||^2, computed by hand."""
+    import torch.nn.functional as F
+
+    w = [q.clone().requires_grad_(True) for q in w_g]
+    for _ in range(2):
+        loss = F.cross_entropy(p.data.train.x @ w[0].T + w[1], p.data.train.y)
+        loss = loss + 0.5 * mu * sum(((a - b) ** 2).sum() for a, b in zip(w, w_g, strict=True))
+        grads = torch.autograd.grad(loss, w)
+        w = [(a - 0.1 * g).detach().requires_grad_(True) for a, g in zip(w, grads, strict=True)]
+    return [a.detach() for a in w]
+
+
+def assert_one_round_moves_everyone_to(ps: list, cfg: Any, want: list[torch.Tensor], dropouts: Any = None) -> None:
+    """One FedAvg round of config ``cfg`` over the linear participants ``ps`` (two local epochs;
+    ``dropouts`` as RunContext takes them) leaves every participant's model at ``want``."""
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.fedavg import FedAvg
+
+    ctx = RunContext(
+        participants=ps, n_classes=2, input_shape=(3,), rounds=1, local_epochs=2, seed=0, dropouts=dropouts or {}
+    )
+    protocol = FedAvg(cfg)
+    protocol.setup(ctx)
+    protocol.run_round(ctx, 0)
+    for p in ps:
+        for q, w in zip(p.model.parameters(), want, strict=True):
+            assert torch.allclose(q.detach(), w, atol=1e-6)
+
+
 def test_one_fedprox_round_matches_the_update_computed_by_hand():
     """Two participants (4 and 10 samples), a linear model, two local SGD epochs: every
     participant starts from participant 0's weights w_g, descends CE + (mu/2)||w - w_g||^2, and the
     new global model is w_g + sum_k |D_k|/sum_j |D_j| (w_k - w_g); mu = 0 is FedAvg."""
-    import torch.nn.functional as F
 
-    from abm.learning.protocols.base import RunContext
-    from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
+    from abm.learning.protocols.fedavg import FedAvgConfig
 
     for mu in (0.0, 0.5):
         ps = linear_participants([4, 10])
         w_g = [q.detach().clone() for q in ps[0].model.parameters()]
         expected = [torch.zeros_like(q) for q in w_g]
         for p in ps:
-            w = [q.clone().requires_grad_(True) for q in w_g]
-            for _ in range(2):
-                loss = F.cross_entropy(p.data.train.x @ w[0].T + w[1], p.data.train.y)
-                loss = loss + 0.5 * mu * sum(((a - b) ** 2).sum() for a, b in zip(w, w_g, strict=True))
-                grads = torch.autograd.grad(loss, w)
-                w = [(a - 0.1 * g).detach().requires_grad_(True) for a, g in zip(w, grads, strict=True)]
-            for e, a, b in zip(expected, w, w_g, strict=True):
-                e += p.n_train / 14 * (a.detach() - b)
-        ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=1, local_epochs=2, seed=0)
-        protocol = FedAvg(FedAvgConfig(mu=mu))
-        protocol.setup(ctx)
-        protocol.run_round(ctx, 0)
-        for p in ps:
-            for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
-                assert torch.allclose(q.detach(), b + e, atol=1e-6)
+            for e, a, b in zip(expected, local_sgd_by_hand(p, w_g, mu), w_g, strict=True):
+                e += p.n_train / 14 * (a - b)
+        assert_one_round_moves_everyone_to(ps, FedAvgConfig(mu=mu), [b + e for b, e in zip(w_g, expected, strict=True)])
 
 
 def test_a_dropped_participants_weight_leaves_the_average():
@@ -191,58 +210,34 @@ def test_a_dropped_participants_weight_leaves_the_average():
     survivors' size-weighted mean (normalised by the survivors' weight, not by everyone's) scaled
     by the server's step (0.5 here), each w_k computed by hand (two full-batch SGD epochs from
     w_g, lr 0.1)."""
-    import torch.nn.functional as F
 
-    from abm.learning.protocols.base import RunContext
-    from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
+    from abm.learning.protocols.fedavg import FedAvgConfig
 
     ps = linear_participants([4, 10, 6])
     w_g = [q.detach().clone() for q in ps[0].model.parameters()]
     expected = [torch.zeros_like(q) for q in w_g]
     for p in (ps[0], ps[2]):
-        w = [q.clone().requires_grad_(True) for q in w_g]
-        for _ in range(2):
-            grads = torch.autograd.grad(F.cross_entropy(p.data.train.x @ w[0].T + w[1], p.data.train.y), w)
-            w = [(a - 0.1 * g).detach().requires_grad_(True) for a, g in zip(w, grads, strict=True)]
-        for e, a, b in zip(expected, w, w_g, strict=True):
-            e += p.n_train / 10 * (a.detach() - b)
-    ctx = RunContext(
-        participants=ps, n_classes=2, input_shape=(3,), rounds=1, local_epochs=2, seed=0, dropouts={0: frozenset({1})}
-    )
-    protocol = FedAvg(FedAvgConfig(server_lr=0.5))
-    protocol.setup(ctx)
-    protocol.run_round(ctx, 0)
-    for p in ps:
-        for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
-            assert torch.allclose(q.detach(), b + 0.5 * e, atol=1e-6)
+        for e, a, b in zip(expected, local_sgd_by_hand(p, w_g), w_g, strict=True):
+            e += p.n_train / 10 * (a - b)
+    want = [b + 0.5 * e for b, e in zip(w_g, expected, strict=True)]
+    assert_one_round_moves_everyone_to(ps, FedAvgConfig(server_lr=0.5), want, dropouts={0: frozenset({1})})
 
 
 def test_uniform_weighting_averages_updates_equally_whatever_the_sizes():
     """``weighting: uniform``: two participants of 4 and 10 samples each count 1/2 (size weighting
     would give 4/14 and 10/14), so the new global model is w_g + (d_0 + d_1) / 2, with each d_k =
     w_k - w_g computed by hand (two full-batch SGD epochs at lr 0.1 from w_g)."""
-    import torch.nn.functional as F
 
-    from abm.learning.protocols.base import RunContext
-    from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
+    from abm.learning.protocols.fedavg import FedAvgConfig
 
     ps = linear_participants([4, 10])
     w_g = [q.detach().clone() for q in ps[0].model.parameters()]
     expected = [torch.zeros_like(q) for q in w_g]
     for p in ps:
-        w = [q.clone().requires_grad_(True) for q in w_g]
-        for _ in range(2):
-            grads = torch.autograd.grad(F.cross_entropy(p.data.train.x @ w[0].T + w[1], p.data.train.y), w)
-            w = [(a - 0.1 * g).detach().requires_grad_(True) for a, g in zip(w, grads, strict=True)]
-        for e, a, b in zip(expected, w, w_g, strict=True):
-            e += 0.5 * (a.detach() - b)
-    ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=1, local_epochs=2, seed=0)
-    protocol = FedAvg(FedAvgConfig(weighting="uniform"))
-    protocol.setup(ctx)
-    protocol.run_round(ctx, 0)
-    for p in ps:
-        for q, b, e in zip(p.model.parameters(), w_g, expected, strict=True):
-            assert torch.allclose(q.detach(), b + e, atol=1e-6)
+        for e, a, b in zip(expected, local_sgd_by_hand(p, w_g), w_g, strict=True):
+            e += 0.5 * (a - b)
+    want = [b + e for b, e in zip(w_g, expected, strict=True)]
+    assert_one_round_moves_everyone_to(ps, FedAvgConfig(weighting="uniform"), want)
 
 
 def test_fedprox_by_default_has_a_proximal_term():
