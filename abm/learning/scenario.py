@@ -21,9 +21,11 @@ from abm.yaml_loader import load_yaml
 
 Runner = Literal["inprocess", "flower-sim", "flower"]
 FLOWER_TIMEOUT = 600.0
+# 30 days: longer waits are no limit in practice, and beyond about 9.2e9 s Python's waits overflow
+FLOWER_TIMEOUT_MAX = 30 * 86_400.0
 FLOWER_TIMEOUT_HELP = (
     "seconds the Flower runners wait for the participants' answers to one request (a client operation sent to "
-    "them at once, or the first 'who are you'); one still unanswered ends the run"
+    "them at once, or the first 'who are you'); one still unanswered ends the run; at most 30 days"
 )
 RUNNERS: tuple[str, ...] = typing.get_args(Runner)  # where the protocols run (docs/learning.md, "Runners")
 
@@ -283,7 +285,7 @@ class LearningScenario(_Strict):
     protocols: list[ProtocolSpec] = Field(min_length=1)  # compared with local-only, always run
     selection_toy: SelectionToySpec | None = None
     runner: Runner = "inprocess"
-    flower_timeout: float = Field(FLOWER_TIMEOUT, gt=0, description=FLOWER_TIMEOUT_HELP)
+    flower_timeout: float = Field(FLOWER_TIMEOUT, gt=0, le=FLOWER_TIMEOUT_MAX, description=FLOWER_TIMEOUT_HELP)
 
 
 def protocol_param_problems(data: Any) -> list[str]:

@@ -16,6 +16,7 @@ from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import (
     FLOWER_TIMEOUT,
     FLOWER_TIMEOUT_HELP,
+    FLOWER_TIMEOUT_MAX,
     PROTOCOL_NAMES,
     ProtocolSpec,
     Runner,
@@ -185,7 +186,7 @@ class PrivateCalibrationScenario(_Strict):
     local_epochs: int = Field(1, ge=1)
     protocols: list[CalibrationProtocolSpec] = Field(min_length=1, description="compared with local-only, always run")
     runner: Runner = Field("inprocess", description="where the institutions' computations run (abm.learning's runners)")
-    flower_timeout: float = Field(FLOWER_TIMEOUT, gt=0, description=FLOWER_TIMEOUT_HELP)
+    flower_timeout: float = Field(FLOWER_TIMEOUT, gt=0, le=FLOWER_TIMEOUT_MAX, description=FLOWER_TIMEOUT_HELP)
 
     @model_validator(mode="after")
     def _consistent(self) -> PrivateCalibrationScenario:

@@ -560,6 +560,11 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "<dict>: invalid scenario: split.concept_shift.participants: [1, 2, 1] is not allowed: participant 1 is "
             "listed twice; list each once",
         ),
+        # a wait beyond about 9.2e9 s overflows Python's waits: the run ended in a traceback when one was needed
+        (
+            {"flower_timeout": 1e30},
+            "<dict>: invalid scenario: flower_timeout: 1e+30 is not allowed: must be at most 2592000",
+        ),
         # the scenario's name names its run folder; pydantic's "String should match pattern" said it to few
         (
             {"name": "my run"},
