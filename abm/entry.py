@@ -1,5 +1,6 @@
-"""The ``abm`` console script: imports the command line inside a guard, so that Ctrl-C while
-the libraries load ends with one line and exit code 130 instead of an import traceback. A
+"""The ``abm`` console script: Ctrl-C while the command line loads ends the process with one
+line and exit code 130 instead of an import traceback, and one that arrives while a command
+imports a library is raised once that import has finished (:func:`_interrupt`). A
 termination request (SIGTERM, as ``kill`` or a batch scheduler sends) is handled as Ctrl-C, so
 that an output being written is removed rather than left half-written; it exits with 143 (128 +
 SIGTERM), Ctrl-C with 130. Once a command has written all its output (:func:`abm.interrupts.results_written`),
@@ -14,22 +15,52 @@ profiler or tracer is active (cProfile, coverage, a debugger), the exit is the n
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, NoReturn
 
 from abm import interrupts, invocation
 
+_RECHECK_S = 0.05  # how soon an interrupt that arrived during an import is tried again
+_starting: list[bool] = []  # set while the command line itself loads (:func:`command`)
 
-def _interrupt(signum: int, frame: object) -> None:
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """The handler of Ctrl-C and SIGTERM: raise KeyboardInterrupt, unless the output is complete
+    (ignored) or the command line is still loading (one line, and the process ends: nothing has
+    started). While a module is being imported the interrupt waits for the import to finish: an
+    exception raised in Python code that compiled code runs during an import can become a C++
+    exception and abort the process (torch's distributed package runs such code from C++ as it
+    loads). It is tried again every 50 ms from a timer thread until no import is under way."""
     if interrupts.output_complete():
         return
-    interrupts.note_signal(signum)
+    if _starting:
+        sys.stderr.write(interrupts.STARTING + "\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
+    if interrupts.interrupted() is None:
+        interrupts.note_signal(signum)
+    if _importing(frame):
+        later = threading.Timer(_RECHECK_S, _thread.interrupt_main, args=(signum,))
+        later.daemon = True
+        later.start()
+        return
     raise KeyboardInterrupt
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether the import system is among the callers of ``frame``."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _quiet_unraisable(previous: Callable[[Any], object]) -> Callable[[Any], object]:
@@ -72,18 +103,13 @@ def command() -> int | str | None:
         sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
+    # Ctrl-C while the command line loads ends the process at once, from the handler (nothing has
+    # started): raised instead, it could land in code an extension module runs while it loads.
+    _starting.append(True)
     try:
         from abm.cli import main as cli_main
-    except BaseException as exc:
-        if not isinstance(exc, KeyboardInterrupt) and interrupts.interrupted() is None:
-            raise
-        sys.stderr.write(interrupts.STARTING + "\n")
-        sys.stderr.flush()
-        # Not SystemExit: an interrupt that lands in code an extension module runs through
-        # PyRun_* while it loads is marked unhandled by CPython even when caught here, and the
-        # interpreter then ends itself by the signal at exit (-2, not 130). Nothing has started
-        # yet, so there is nothing to clean up.
-        os._exit(_interrupted_code())
+    finally:
+        _starting.clear()
     try:
         cli_main()
     except SystemExit as exc:

@@ -116,3 +116,39 @@ def test_an_interrupt_python_cannot_raise_is_not_printed_once_noted():
     )
     done = subprocess.run([sys.executable, "-c", installs], capture_output=True, text=True, timeout=120)
     assert done.stdout.split()[-2:] == ["True", "True"], done.stdout + done.stderr
+
+
+def test_an_interrupt_while_a_module_loads_waits_for_the_import_to_finish(tmp_path):
+    """Ctrl-C that arrives while a library loads is raised once its import has finished, not in
+    the middle of it: compiled code that runs Python during an import (torch's distributed
+    package does, from C++) can turn an exception raised there into a C++ one and abort the
+    process (SIGABRT, "terminate called after throwing an instance of 'pybind11::error_already_set'").
+    Here a module sends itself SIGINT halfway through its import: the import still completes, then
+    the interrupt is raised, and the console script's handler is the one that raised it."""
+    (tmp_path / "slowmodule.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "for _ in range(20):\n"
+        "    time.sleep(0.005)  # bytecode boundaries where Python runs the pending handler\n"
+        "finished = True\n"
+    )
+    code = textwrap.dedent(
+        f"""
+        import signal, sys, time
+        sys.path.insert(0, {str(tmp_path)!r})
+        from abm import entry, interrupts
+        signal.signal(signal.SIGINT, entry._interrupt)
+        try:
+            import slowmodule
+            print("imported", slowmodule.finished)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+            print("never interrupted")
+        except KeyboardInterrupt:
+            print("interrupted after the import:", "slowmodule" in sys.modules, interrupts.interrupted())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["imported True", "interrupted after the import: True 2"], done.stdout
