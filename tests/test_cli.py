@@ -1056,8 +1056,8 @@ def test_ctrl_c_while_starting_ends_with_one_line(tmp_path):
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    # 130, or -2 (ended by the signal itself, which a shell also reports as 130)
-    assert proc.returncode in (130, -2) and "interrupted" in err and "Traceback" not in err, err
+    # 130 from the handler itself, which ends the process while the command line loads
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()
 
 
@@ -1210,7 +1210,9 @@ def test_ctrl_c_at_any_moment_of_abm_learn_says_so(tmp_path, delay):
     the data are built: one line, exit code 130, no folder. Both moments once ended by the signal
     (-2) after their line: CPython marks an interrupt unhandled when it lands in code an extension
     runs through PyRun_*, even once caught, and kills itself at exit (1 of 24 tries at 0.3-2.6 s
-    before abm.entry leaves with os._exit; 0 of 24 after)."""
+    before abm.entry leaves with os._exit; 0 of 24 after). And once by SIGABRT (-6, in CI), when
+    it landed in Python code that torch's distributed package runs from C++ as it loads; an
+    interrupt during an import now waits for the import to finish (tests/test_entry.py)."""
     import signal
     import time
 
