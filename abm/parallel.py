@@ -45,13 +45,22 @@ def check_workers(workers: int | None, error: type[Exception], name: str = "--wo
         raise error(f"{name}: {workers!r} is not allowed; give a whole number, at least 1")
 
 
-def workers_record(workers: int, tasks: int, cpus: int | None = None) -> dict[str, int]:
+def workers_record(
+    workers: int, tasks: int, cpus: int | None = None, gpu_tasks: int = 0, gpus: int = 0
+) -> dict[str, int]:
     """What ``sweep.json`` and ``calibration.json`` record of the workers that ran ``tasks`` tasks
     (a sweep's runs, a calibration's batch) with at most ``workers`` at once: ``workers``, how
     many could run at once (at most the tasks, and on Ray at most the cluster's ``cpus``, a task
-    taking one), and on Ray ``ray_cpus``, those CPUs (:func:`ray_cpus`)."""
-    at_once = max(1, min(workers, tasks, tasks if cpus is None else cpus))
-    return {"workers": at_once} if cpus is None else {"workers": at_once, "ray_cpus": cpus}
+    taking one), and on Ray ``ray_cpus``, those CPUs (:func:`ray_cpus`). Where ``gpu_tasks`` of
+    the tasks each take a whole GPU of the cluster's ``gpus``, at most ``gpus`` of those run at
+    once, and ``ray_gpus`` records the GPUs."""
+    at_once = min(workers, tasks, tasks if cpus is None else cpus, tasks - gpu_tasks + min(gpu_tasks, gpus))
+    record = {"workers": max(1, at_once)}
+    if cpus is not None:
+        record["ray_cpus"] = cpus
+    if gpu_tasks:
+        record["ray_gpus"] = gpus
+    return record
 
 
 def ray_cpus(ray: ModuleType) -> int:

@@ -460,9 +460,9 @@ def run_ray(
     """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
     the cluster takes) and return the results in task order and what ``sweep.json`` records of the
     workers (:func:`abm.parallel.workers_record`: at most the cluster's CPUs, which it records as
-    ``ray_cpus``). A task whose worker process dies fails the sweep
-    (:class:`abm.parallel.WorkerLost`, naming its variant, as ``label`` gives its values, and
-    replicate).
+    ``ray_cpus``, and for runs on cuda at most its GPUs, recorded as ``ray_gpus``). A task whose
+    worker process dies fails the sweep (:class:`abm.parallel.WorkerLost`, naming its variant, as
+    ``label`` gives its values, and replicate).
 
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
@@ -486,7 +486,8 @@ def run_ray(
             t = tasks[index]
             return f"variant {t.variant}{f' ({label(t.variant)})' if label else ''}, replicate {t.replicate}"
 
-        used = workers_record(workers or len(tasks), len(tasks), ray_cpus(ray))
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        used = workers_record(workers or len(tasks), len(tasks), ray_cpus(ray), len(on_gpu), gpus)
         finished = ray_finished(ray, calls, workers, (ScenarioError,), backend, named)
         return _collect(finished, len(tasks), done), used
 

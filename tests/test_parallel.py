@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from abm.calibration.optimize import trial_runner
 from abm.cli import app
-from abm.parallel import ProcessPool, WorkerLost, in_order
+from abm.parallel import ProcessPool, WorkerLost, in_order, workers_record
 from abm.scenario import ScenarioError, validate
 from abm.sweep import SweepTask, run_local
 
@@ -72,6 +72,19 @@ def calibrate_cli(path: Path, out: Path, *options: str) -> tuple[pd.DataFrame, d
     result = runner.invoke(app, ["calibrate", str(path), "--out", str(out), *options])
     assert result.exit_code == 0, result.output
     return pd.read_csv(out / "trials.csv"), json.loads((out / "calibration.json").read_text())
+
+
+def test_the_workers_recorded_are_those_that_could_run_at_once():
+    """At most the workers asked, the tasks, and on Ray the CPUs; runs on cuda take a GPU each, so
+    a sweep of 8 cuda runs on a Ray cluster of 16 CPUs and 1 GPU ran them one at a time (it said
+    8); its CPU runs still fill the CPUs beside the one GPU run."""
+    assert workers_record(4, 10) == {"workers": 4}
+    assert workers_record(4, 3) == {"workers": 3}
+    assert workers_record(8, 8, cpus=2) == {"workers": 2, "ray_cpus": 2}
+    assert workers_record(8, 8, cpus=16, gpu_tasks=8, gpus=1) == {"workers": 1, "ray_cpus": 16, "ray_gpus": 1}
+    assert workers_record(8, 8, cpus=16, gpu_tasks=8, gpus=2) == {"workers": 2, "ray_cpus": 16, "ray_gpus": 2}
+    assert workers_record(12, 12, cpus=16, gpu_tasks=4, gpus=1) == {"workers": 9, "ray_cpus": 16, "ray_gpus": 1}
+    assert workers_record(12, 12, cpus=4, gpu_tasks=4, gpus=1)["workers"] == 4
 
 
 def test_results_come_back_in_index_order():
