@@ -518,6 +518,9 @@ def test_a_client_that_does_not_answer_is_a_flower_run_error_after_the_timeout()
     watchdog = threading.Timer(60, release.set)  # without a time limit the test would wait for ever
     watchdog.start()
     answered = [_DirectProxy(load_scenario(TINY)[0].model_dump_json(), 0)]
+    # Participant 0 answers at once: its data are built here, before any time limit (on a busy
+    # machine building them took more than the 0.5 s allowed below, and it too was named).
+    FlowerClients({0: answered[0]}, {0: 5}, 0, [], (6,), 4).call("score", {0: {}})
     pool = FlowerClients({0: answered[0], 1: _HungProxy("b", release)}, {0: 5, 1: 5}, 0, [], (6,), 4, timeout=0.5)
     try:
         start = time.monotonic()
@@ -526,8 +529,19 @@ def test_a_client_that_does_not_answer_is_a_flower_run_error_after_the_timeout()
         pool.close()
         assert time.monotonic() - start < 30
         assert str(e.value) == "participant 1's Flower client did not answer client operation 'score' within 0.5 s"
-        with pytest.raises(FlowerRunError, match=r"^client c did not say which participant it is within 0\.5 s$"):
+        with pytest.raises(
+            FlowerRunError, match=r"^Flower client c did not say which participant it is within 0\.5 s$"
+        ):
             identify([answered[0], _HungProxy("c", release)], timeout=0.5)
+        # Flower's ids are random numbers: where the participants are known, those not heard from
+        hung = [_HungProxy("c", release), _HungProxy("d", release)]
+        with pytest.raises(FlowerRunError) as e:
+            identify([hung[0], answered[0], hung[1]], timeout=0.5, participants=3)
+        assert str(e.value) == (
+            "Flower clients c, d did not say which participant it is within 0.5 s; not heard from: participants 1, 2"
+        )
+        with pytest.raises(FlowerRunError, match=r"within 0\.5 s; not heard from: participant 1$"):
+            identify([answered[0], hung[0]], timeout=0.5, participants=2)
     finally:
         release.set()
         watchdog.cancel()

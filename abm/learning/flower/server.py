@@ -138,9 +138,13 @@ class FlowerClients(ClientPool):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def identify(proxies: list[ClientProxy], timeout: float | None = None) -> dict[int, tuple[ClientProxy, dict]]:
+def identify(
+    proxies: list[ClientProxy], timeout: float | None = None, participants: int | None = None
+) -> dict[int, tuple[ClientProxy, dict]]:
     """Ask every connected client (all at once) for its participant id and public facts; a
-    :class:`FlowerRunError` if one goes away or has not answered within ``timeout`` seconds."""
+    :class:`FlowerRunError` if one goes away or has not answered within ``timeout`` seconds. The
+    clients are known only by Flower's ids until they answer: where ``participants`` (ids 0 to
+    ``participants`` - 1) are expected, the message names those not heard from."""
 
     def ask(proxy: ClientProxy) -> Any:
         try:
@@ -149,12 +153,18 @@ def identify(proxies: list[ClientProxy], timeout: float | None = None) -> dict[i
             raise FlowerRunError(f"client {proxy.cid} went away before it said which participant it is") from None
 
     def unanswered(cids: list[str], timeout: float) -> str:
-        who = f"client {cids[0]}" if len(cids) == 1 else f"clients {', '.join(cids)}"
-        return f"{who} did not say which participant it is within {timeout:g} s"
+        who = f"Flower client {cids[0]}" if len(cids) == 1 else f"Flower clients {', '.join(cids)}"
+        message = f"{who} did not say which participant it is within {timeout:g} s"
+        if participants is None:
+            return message
+        heard = {_said_pid(job) for job in jobs.values() if job.done()}
+        silent = [pid for pid in range(participants) if pid not in heard]
+        return f"{message}; not heard from: participant{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))}"
 
     asking = ThreadPoolExecutor(max_workers=max(1, len(proxies)))
+    jobs = {proxy.cid: asking.submit(ask, proxy) for proxy in proxies}
     try:
-        answers = replies({proxy.cid: asking.submit(ask, proxy) for proxy in proxies}, timeout, unanswered)
+        answers = replies(jobs, timeout, unanswered)
     finally:
         asking.shutdown(wait=False, cancel_futures=True)
     out: dict[int, tuple[ClientProxy, dict]] = {}
@@ -168,6 +178,15 @@ def identify(proxies: list[ClientProxy], timeout: float | None = None) -> dict[i
             raise FlowerRunError(f"two clients claim participant id {pid}")
         out[pid] = (proxy, props)
     return out
+
+
+def _said_pid(job: Future[Any]) -> int | None:
+    """The participant id in a finished answer to "who are you", or None."""
+    if job.exception() is not None:
+        return None
+    res = job.result()
+    pid = res.properties.get("pid") if res.status.code == Code.OK else None
+    return int(pid) if pid is not None else None
 
 
 class ProtocolServer(Server):
@@ -214,7 +233,7 @@ class ProtocolServer(Server):
         start = timeit.default_timer()
         try:
             self._wait_for_clients()
-            clients = identify(list(self._client_manager.all().values()), self.request_timeout)
+            clients = identify(list(self._client_manager.all().values()), self.request_timeout, self.n_clients)
             if sorted(clients) != list(range(self.n_clients)):
                 raise FlowerRunError(f"expected participants 0..{self.n_clients - 1}, got {sorted(clients)}")
             self.result = self.work(clients)
