@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -176,8 +177,23 @@ def test_flower_simulation_runs_on_a_private_ray_whatever_ray_address_says(monke
     started with `ray start` on this machine): Flower's ray.init joined it with num_cpus, which
     Ray refuses, and ``abm learn --runner flower-sim`` ended with a traceback of 670 lines. Now
     the simulation runs on a private local Ray. About 30 s on 2 busy cores."""
+    from abm.learning.flower import run as flower_run
+
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    # Flower's engine looks for new CPUs every 10 s from a timer thread (not a daemon), and left
+    # one waiting when the simulation ended: the process could not exit for up to 10 s.
+    left: list[str] = []
+    simulation = flower_run.run_simulation
+
+    def timers_left(*args: Any, **kwargs: Any) -> Any:
+        out = simulation(*args, **kwargs)
+        timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
+        left.extend(t.function.__module__ for t in timers if t.function.__module__.startswith("flwr."))
+        return out
+
+    monkeypatch.setattr(flower_run, "run_simulation", timers_left)
     report = run_all(load_scenario(SMALL)[0], "flower-sim")
+    assert left == []
     assert _essence(report) == _essence(run_all(load_scenario(SMALL)[0]))
 
 

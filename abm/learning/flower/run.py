@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -163,6 +164,7 @@ def run_simulation(
             ray_keeps_our_sigterm(ray),
             flower_notices_quiet(),
             actor_pool_race_mended(),
+            resource_timers_stopped(),
             actors_ended(ray) if callers else contextlib.nullcontext(),
         ):
             start_simulation(
@@ -210,6 +212,25 @@ def actors_ended(ray: ModuleType) -> Iterator[None]:
             for actor in [*pool._idle_actors, *busy]:
                 with contextlib.suppress(Exception):
                     ray.kill(actor, no_restart=True)
+
+
+@contextlib.contextmanager
+def resource_timers_stopped() -> Iterator[None]:
+    """Stop the timer threads that Flower's simulation engine starts in the block. Every 10 s it
+    looks for CPUs added to the cluster, from a new timer thread that is not a daemon, and it
+    stops looking when the simulation ends, but the timer then waiting is not cancelled: the
+    Python process could not end for up to 10 s after ``abm learn`` had written and printed
+    everything."""
+    before = set(threading.enumerate())
+    try:
+        yield
+    finally:
+        for thread in set(threading.enumerate()) - before:
+            if isinstance(thread, threading.Timer) and getattr(thread.function, "__module__", "").startswith("flwr."):
+                for arg in thread.args:  # its stop flag: a timer already firing starts no other
+                    if isinstance(arg, threading.Event):
+                        arg.set()
+                thread.cancel()
 
 
 @contextlib.contextmanager
