@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -18,9 +19,11 @@ from abm.engine.contacts import default_degrees
 from abm.populations import Population, build_population, load_region
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
 
+ROOT = Path(__file__).resolve().parents[1]
+
 # Tests name scenario files relative to the repository root (scenarios/king_county/...), as the
 # README's commands do; running pytest from another folder (`pytest /path/to/repo/tests`) works too.
-os.chdir(Path(__file__).resolve().parents[1])
+os.chdir(ROOT)
 
 
 def make_population(
@@ -181,3 +184,51 @@ def linear_participants(sizes: list[int], holdout: int = 2) -> list:
         part = ParticipantData(data(n, k), data(holdout, 10 + k), data(holdout, 20 + k))
         out.append(Participant(k, part, nn.Linear(3, 2), TrainConfig("sgd", 0.1, 0.0, 0.0, 64), seed=k))
     return out
+
+
+def write_small_scenario(folder: Path) -> Path:
+    """``folder/small.yaml``: King County's base scenario with 2,000 agents, 6 days and one
+    replicate (a run of it takes a few seconds, most of them drawing its plots and map)."""
+    path = folder / "small.yaml"
+    base = ROOT / "scenarios/king_county/base.yaml"
+    path.write_text(
+        f"extends: {base}\nname: small\npopulation: {{agents: 2000}}\nsimulation: {{days: 6, replicates: 1}}\n"
+    )
+    return path
+
+
+def _abm(*args: str | Path) -> None:
+    """``abm ARGS`` run in this process (typer's CliRunner), which must succeed."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="session")
+def small_run_folder(tmp_path_factory) -> Path:
+    """A run folder written once by ``abm run small.yaml`` (write_small_scenario, its own seed),
+    for tests that need an earlier run in place. Read-only: a test that changes it, or writes
+    over it, works on a copy (copy_output)."""
+    root = tmp_path_factory.mktemp("small_run")
+    _abm("run", write_small_scenario(root), "--out", root / "a")
+    return root / "a"
+
+
+@pytest.fixture(scope="session")
+def small_comparison(small_run_folder) -> dict[str, Path]:
+    """Two runs of the small scenario, ``a`` (small_run_folder) and ``b`` (seed 2), side by side
+    with ``cmp``, written once by ``abm compare a b``. Read-only, as small_run_folder is."""
+    root = small_run_folder.parent
+    _abm("run", root / "small.yaml", "--seed", "2", "--out", root / "b")
+    _abm("compare", root / "a", root / "b", "--out", root / "cmp")
+    return {name: root / name for name in ("a", "b", "cmp")}
+
+
+def copy_output(folder: Path, dest: Path) -> Path:
+    """A copy of the output folder ``folder`` at ``dest``, as abm wrote it: the mark lists entries
+    by their paths within the folder and records their contents, which a copy keeps."""
+    shutil.copytree(folder, dest, symlinks=True)
+    return dest

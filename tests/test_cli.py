@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import copy_output
 from typer.testing import CliRunner
 
 from abm.cli import app
@@ -273,8 +274,8 @@ def test_intervention_counts_in_the_timeseries_match_the_costs(tmp_path):
         "interventions.manual_tracing.cost_per_interview": 11,
     }
     sets = ["seeding.infections={mild_symptoms: 20}", *(f"{key}={price}" for key, price in prices.items())]
-    proc = abm_cli(*args, *(x for s in sets for x in ("--set", s)))
-    assert proc.returncode == 0, proc.stderr
+    result = runner.invoke(app, [*args, *(x for s in sets for x in ("--set", s))])
+    assert result.exit_code == 0, result.output
     ts = pd.read_csv(out / "timeseries.csv").set_index(["day", "replicate"]).sort_index()
     costs = pd.read_csv(out / "costs.csv")
     assert costs["count"].dtype == np.int64  # units are whole: written 3, not 3.0
@@ -317,18 +318,18 @@ def test_intervention_counts_in_the_timeseries_match_the_costs(tmp_path):
 
 def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
     base = ["--agents", "2000", "--days", "3", "--replicates", "1", "--set", "interventions.vaccination.start_day=1"]
-    proc = abm_cli("run", str(SCENARIO), "--out", str(tmp_path / "a"), *base)
-    assert proc.returncode == 0, proc.stderr
-    note = " ".join(proc.stderr.split())
+    result = runner.invoke(app, ["run", str(SCENARIO), "--out", str(tmp_path / "a"), *base])
+    assert result.exit_code == 0, result.output
+    note = " ".join(result.stderr.split())
     assert "--set interventions.vaccination.start_day=1 turns vaccination on" in note
     assert "has no interventions.vaccination" in note
     vacc = SCENARIO.parent / "vacc.yaml"
-    proc = abm_cli("run", str(vacc), "--out", str(tmp_path / "b"), *base)
-    assert proc.returncode == 0 and "turns vaccination on" not in " ".join(proc.stderr.split())
+    result = runner.invoke(app, ["run", str(vacc), "--out", str(tmp_path / "b"), *base])
+    assert result.exit_code == 0 and "turns vaccination on" not in " ".join(result.stderr.split())
     # An option that leaves the intervention off gets no note.
     off = [*base[:-1], "interventions.vaccination.enabled=false"]
-    proc = abm_cli("run", str(SCENARIO), "--out", str(tmp_path / "c"), *off)
-    assert proc.returncode == 0 and "note:" not in proc.stderr
+    result = runner.invoke(app, ["run", str(SCENARIO), "--out", str(tmp_path / "c"), *off])
+    assert result.exit_code == 0 and "note:" not in result.stderr
 
 
 def test_validate_accepts_the_shipped_scenarios():
@@ -526,15 +527,16 @@ def test_a_crash_mid_run_leaves_no_half_written_folder_and_keeps_the_old_one(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and (out / "summary.json").read_text() == "{}"
 
 
-def test_a_full_disk_while_the_run_folder_is_written_gets_one_message_and_exit_1(tmp_path, monkeypatch):
+def test_a_full_disk_while_the_run_folder_is_written_gets_one_message_and_exit_1(
+    tmp_path, monkeypatch, small_run_folder
+):
     """The disk fills up part-way through the tables: one line naming the folder and the cause
     (not a traceback), exit code 1 (the environment failed, the input was fine), no staging
     folder left, and the earlier run there as it was."""
     import errno
 
-    out = tmp_path / "run"
+    out = copy_output(small_run_folder, tmp_path / "run")  # the earlier run, written once
     small = ["--agents", "500", "--days", "5", "--replicates", "1", "--out", str(out)]
-    assert runner.invoke(app, ["run", str(SCENARIO), *small]).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
     def full(self, path, *args, **kwargs):
@@ -699,15 +701,16 @@ entry.main()
 @pytest.mark.parametrize(
     ("mode", "signame"), [("converted", "SIGINT"), ("swallowed", "SIGINT"), ("converted", "SIGTERM")]
 )
-def test_an_interrupt_that_a_library_turns_into_another_error_still_stops_the_run(tmp_path, mode, signame):
+def test_an_interrupt_that_a_library_turns_into_another_error_still_stops_the_run(
+    tmp_path, small_run_folder, mode, signame
+):
     """One line, exit code 130 (143 for SIGTERM), no traceback, and the earlier run of the same
     name is kept as it was: the interrupt counts, whatever the library made of it (it once ended
     with a ValueError traceback and exit code 1, or with exit code 0 and the new run in place)."""
     import signal
 
-    out = tmp_path / "out"
+    out = copy_output(small_run_folder, tmp_path / "out")  # the earlier run, written once
     small = ["--agents", "500", "--days", "5", "--replicates", "1", "--out", str(out)]
-    assert runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", "1"]).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     script = [sys.executable, "-c", INTERRUPTED_IN_COMPILED_CODE, mode, signame]
     proc = subprocess.run([*script, "run", str(SCENARIO), *small, "--seed", "2"], capture_output=True, text=True)
@@ -728,18 +731,17 @@ INTERRUPTED_COMPARE = INTERRUPTED_IN_COMPILED_CODE.replace(
 @pytest.mark.parametrize(
     ("mode", "signame"), [("converted", "SIGINT"), ("swallowed", "SIGINT"), ("converted", "SIGTERM")]
 )
-def test_an_interrupt_while_a_comparison_is_written_says_so_and_keeps_the_earlier_one(tmp_path, mode, signame):
+def test_an_interrupt_while_a_comparison_is_written_says_so_and_keeps_the_earlier_one(
+    tmp_path, small_comparison, mode, signame
+):
     """Ctrl-C while `abm compare` drew its plots said "interrupted while starting; nothing was
     run", and when matplotlib turned the interrupt into a ValueError it ended with a traceback of
     thousands of lines and exit code 1. Now: one line naming the folder, 130 (143), no traceback,
     and the earlier comparison kept as it was."""
     import signal
 
-    small = ["--agents", "500", "--days", "5", "--replicates", "1"]
-    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "cmp"
-    for folder, seed in ((a, "1"), (b, "2")):
-        assert runner.invoke(app, ["run", str(SCENARIO), *small, "--seed", seed, "--out", str(folder)]).exit_code == 0
-    assert runner.invoke(app, ["compare", str(a), str(b), "--out", str(out)]).exit_code == 0
+    # Two runs and `abm compare a b --out cmp`, written once.
+    a, b, out = (copy_output(small_comparison[name], tmp_path / name) for name in ("a", "b", "cmp"))
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     script = [sys.executable, "-c", INTERRUPTED_COMPARE, mode, signame]
     proc = subprocess.run([*script, "compare", str(a), str(b), "--out", str(out)], capture_output=True, text=True)
@@ -885,7 +887,9 @@ def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monke
     assert sorted(p.name for p in (runs / "a").iterdir()) == written
 
 
-def test_an_output_path_the_final_rename_could_not_replace_is_refused_before_the_run(tmp_path, monkeypatch):
+def test_an_output_path_the_final_rename_could_not_replace_is_refused_before_the_run(
+    tmp_path, monkeypatch, small_run_folder
+):
     """A symbolic link (the rename would replace the link and leave its folder as it was; a
     dangling one failed with a traceback after the run), a mount point (the rename fails: EBUSY,
     after the run), a name too long for the staging folder beside it (ENAMETOOLONG, after the
@@ -894,8 +898,7 @@ def test_an_output_path_the_final_rename_could_not_replace_is_refused_before_the
     from abm.outputs import run_folder
 
     small = ["--agents", "500", "--days", "5", "--replicates", "1"]
-    earlier = tmp_path / "earlier"
-    assert runner.invoke(app, ["run", str(SCENARIO), *small, "--out", str(earlier)]).exit_code == 0
+    earlier = copy_output(small_run_folder, tmp_path / "earlier")  # an earlier run, written once
     written = sorted(p.name for p in earlier.iterdir())
     (tmp_path / "latest").symlink_to(earlier)
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import copy_output, write_small_scenario
 from typer.testing import CliRunner
 
 from abm.calibration.config import CalibrationConfig
@@ -34,11 +35,8 @@ def text(result) -> str:
 
 @pytest.fixture
 def small(tmp_path) -> Path:
-    path = tmp_path / "small.yaml"
-    path.write_text(
-        f"extends: {BASE}\nname: small\npopulation: {{agents: 2000}}\nsimulation: {{days: 6, replicates: 1}}\n"
-    )
-    return path
+    """The small scenario (2,000 agents, 6 days, one replicate) at ``tmp_path/small.yaml``."""
+    return write_small_scenario(tmp_path)
 
 
 def test_an_impossible_date_is_refused_with_its_line(tmp_path, small):
@@ -144,7 +142,7 @@ def listing(mark: str) -> list[str]:
     return [line for line in mark.splitlines() if not line.startswith("sha256: ")]
 
 
-def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
+def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small, small_run_folder):
     user = tmp_path / "user"
     user.mkdir()
     (user / "report.json").write_text("{}")  # a file name abm also writes does not make it abm's
@@ -152,8 +150,7 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     result = runner.invoke(app, ["run", str(small), "--out", str(user)])
     assert result.exit_code == 2 and "was not written by abm" in text(result)
     assert (user / "thesis.tex").read_text() == "precious"
-    out = tmp_path / "run"
-    assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
+    out = copy_output(small_run_folder, tmp_path / "run")  # `abm run small.yaml --out run`, written once
     written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
     assert {"summary.json", "plots", "plots/hospital_occupancy.png", "manifest.json"} <= set(written)
     mark = (out / MARK).read_text()
@@ -182,12 +179,11 @@ def test_a_folder_is_replaced_only_as_abm_wrote_it(tmp_path, small):
     assert listing((out / MARK).read_text()) == listing(mark) and not (out / "plots" / "older.png").exists()
 
 
-def test_a_folder_with_files_edited_since_abm_wrote_them_is_not_replaced(tmp_path, small):
+def test_a_folder_with_files_edited_since_abm_wrote_them_is_not_replaced(tmp_path, small, small_run_folder):
     """A file abm wrote and the user then changed (an annotated table) is kept as an added one is:
     the new run is refused (exit 2) naming it, and the folder is left as it was. A file touched but
     not changed, and a folder whose mark predates the record of contents, are replaced."""
-    out = tmp_path / "run"
-    assert runner.invoke(app, ["run", str(small), "--out", str(out)]).exit_code == 0
+    out = copy_output(small_run_folder, tmp_path / "run")  # `abm run small.yaml --out run`, written once
     mark = (out / MARK).read_text()
     assert mark.endswith("\n")  # a final newline
     # Not edited: replaced.
@@ -674,10 +670,10 @@ def test_a_section_written_as_true_or_left_empty(tmp_path, small):
     assert "first_doses" not in pd.read_csv(tmp_path / "o" / "timeseries.csv").columns
 
 
-def test_one_kind_of_output_is_not_written_over_another(tmp_path, small):
+def test_one_kind_of_output_is_not_written_over_another(tmp_path, small, small_run_folder):
     runs = tmp_path / "runs"
-    for name in ("a", "b", "c"):
-        assert runner.invoke(app, ["run", str(small), "--out", str(runs / name)]).exit_code == 0
+    for name in ("a", "b", "c"):  # `abm run small.yaml --out runs/NAME`, written once
+        copy_output(small_run_folder, runs / name)
     before = sorted(p.name for p in (runs / "c").iterdir())
     result = runner.invoke(app, ["compare", str(runs / "a"), str(runs / "b"), "--out", str(runs / "c")])
     assert result.exit_code == 2 and "holds a run, which a comparison would replace" in text(result)

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner, Result
 
 import abm
+from abm.cli import app
 from abm.outputs import plots
 from abm.outputs.compare import CompareError, comparison_table, format_cell
 from abm.outputs.run_folder import MARK
@@ -27,6 +29,11 @@ SMALL = ["--agents", "3000", "--days", "40", "--replicates", "2", "--seed", "3"]
 
 def abm_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "abm", *args], capture_output=True, text=True, check=False)
+
+
+def compare(*args: str | Path) -> Result:
+    """`abm compare ARGS` run in this process (the command as a process: test_compare_cli_table_matches_summaries)."""
+    return CliRunner().invoke(app, ["compare", *map(str, args)])
 
 
 @pytest.fixture(scope="module")
@@ -155,20 +162,20 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
 
 def test_compare_bad_input_exits_2_and_writes_nothing(runs, tmp_path):
     out = tmp_path / "cmp"
-    proc = abm_cli("compare", str(runs["ni"]), str(tmp_path / "missing"), "--out", str(out))
-    assert proc.returncode == 2
-    assert "missing: no such run folder" in proc.stderr
+    result = compare(runs["ni"], tmp_path / "missing", "--out", out)
+    assert result.exit_code == 2
+    assert "missing: no such run folder" in result.stderr
     assert not out.exists()
-    proc = abm_cli("compare", str(runs["ni"]), str(runs["sq"] / "summary.json"), "--out", str(out))
-    assert proc.returncode == 2 and "summary.json: is a file, not a run folder" in proc.stderr and not out.exists()
+    result = compare(runs["ni"], runs["sq"] / "summary.json", "--out", out)
+    assert result.exit_code == 2 and "summary.json: is a file, not a run folder" in result.stderr and not out.exists()
     (tmp_path / "empty").mkdir()
-    proc = abm_cli("compare", str(runs["ni"]), str(tmp_path / "empty"), "--out", str(out))
-    assert proc.returncode == 2 and "not a run folder" in proc.stderr and not out.exists()
+    result = compare(runs["ni"], tmp_path / "empty", "--out", out)
+    assert result.exit_code == 2 and "not a run folder" in result.stderr and not out.exists()
     short = abm.run(SCENARIOS / "ni.yaml", agents=3000, days=20, replicates=1, seed=3).write(
         tmp_path / "short", figures=False
     )
-    proc = abm_cli("compare", str(runs["ni"]), str(short), "--out", str(out))
-    assert proc.returncode == 2 and "different numbers of days" in proc.stderr and not out.exists()
+    result = compare(runs["ni"], short, "--out", out)
+    assert result.exit_code == 2 and "different numbers of days" in result.stderr and not out.exists()
 
 
 def test_a_full_disk_while_the_report_is_written_gets_one_message_exit_1_and_writes_nothing(
@@ -241,10 +248,10 @@ def test_compare_out_inside_a_run_folder_is_refused(runs):
     abm then never replaces: refused, and the run folder keeps exactly what it had."""
     before = sorted(p.name for p in runs["ni"].iterdir())
     out = runs["ni"] / "cmp"
-    proc = abm_cli("compare", str(runs["ni"]), str(runs["sq"]), "--out", str(out))
-    assert proc.returncode == 2, proc.stderr
-    assert f"lies inside '{runs['ni'].resolve()}', which holds a run" in proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    result = compare(runs["ni"], runs["sq"], "--out", out)
+    assert result.exit_code == 2, result.stderr
+    assert f"lies inside '{runs['ni'].resolve()}', which holds a run" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
     assert sorted(p.name for p in runs["ni"].iterdir()) == before
 
 
@@ -277,9 +284,9 @@ def test_compare_of_an_edited_run_says_what_it_lacks(runs, tmp_path):
     out = tmp_path / "cmp"
     for name, (summary, message) in cases.items():
         bad = _edited_copy(runs["sq"], tmp_path / name, summary=summary)
-        proc = abm_cli("compare", str(runs["ni"]), str(bad), "--out", str(out))
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert f"{bad}: " in proc.stderr and message in " ".join(proc.stderr.split()), proc.stderr
+        result = compare(runs["ni"], bad, "--out", out)
+        assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+        assert f"{bad}: " in result.stderr and message in " ".join(result.stderr.split()), result.stderr
         assert not out.exists()
     bad = _edited_copy(runs["sq"], tmp_path / "columns", drop=("hospital_occupancy", "new_infections"))
     message = "timeseries.parquet (or .csv) lacks the columns hospital_occupancy, new_infections; it was not"
@@ -293,10 +300,10 @@ def test_compare_of_a_run_without_the_columns_the_averted_counts_read_says_so(ru
     deaths: a timeseries without them was let through and ended in a traceback (KeyError)."""
     bad = _edited_copy(runs["sq"], tmp_path / "columns", drop=("new_hospitalizations", "deaths"))
     out = tmp_path / "cmp"
-    proc = abm_cli("compare", str(runs["ni"]), str(bad), "--out", str(out))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    result = compare(runs["ni"], bad, "--out", out)
+    assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
     message = f"{bad}: cannot be compared: timeseries.parquet (or .csv) lacks the columns new_hospitalizations, deaths;"
-    assert message in " ".join(proc.stderr.split()), proc.stderr
+    assert message in " ".join(result.stderr.split()), result.stderr
     assert not out.exists()
 
 
