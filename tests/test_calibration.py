@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from pydantic import ValidationError
 
 import abm
+from abm.calibration.config import CalibrationConfig
 from abm.calibration.observed import CalibrationError, load_observed, losses, simulated
-from abm.calibration.optimize import calibrate
+from abm.calibration.optimize import calibrate, check_horizon
 from abm.outputs.run_folder import MARK
 from abm.scenario import validate
 
@@ -269,6 +271,58 @@ def test_a_window_of_whole_weeks_scores_its_last_week():
     daily = np.arange(20.0)  # day 0 is 2020-02-27; the window's days are 3 to 16
     window = (dt.date(2020, 3, 1), dt.date(2020, 3, 14))
     assert weekly_sums(daily, dt.date(2020, 2, 27), window).tolist() == [sum(range(3, 10)), sum(range(10, 17))]
+
+
+def test_nd_adds_the_weeks_deviations_whatever_their_sign() -> None:
+    """ND is sum |sim - obs| / sum obs: a week simulated too low and one too high must not
+    cancel. Observed 2 a day in both weeks of 2020-03-01 to 03-14 (weeks 14, 14); simulated 1
+    then 3 a day (weeks 7, 21): ND = (7 + 7) / 28 = 0.5 (a signed sum would give 0), and
+    RMSE = sqrt(((log 8 - log 15)^2 + (log 22 - log 15)^2) / 2)."""
+    days = pd.date_range("2020-03-01", "2020-03-14")
+    obs = pd.DataFrame({"cases": [2.0] * 14}, index=days)
+    sim = pd.DataFrame({"cases": [1.0] * 7 + [3.0] * 7}, index=days)
+    out = losses(sim, obs, (days[0].date(), days[-1].date()))
+    assert out["cases"]["nd_weekly"] == pytest.approx(0.5, rel=1e-12)
+    rmse = np.sqrt((np.log(8 / 15) ** 2 + np.log(22 / 15) ** 2) / 2)
+    assert out["cases"]["rmse_log1p_weekly"] == pytest.approx(rmse, rel=1e-12)
+
+
+def window_config(**calibration: object) -> CalibrationConfig:
+    """A calibration section (start_date 2020-02-01) with these settings and one free parameter."""
+    return CalibrationConfig.model_validate({"parameters": {"a": {"low": 0, "high": 1}}, **calibration})
+
+
+def test_the_windows_boundaries_are_inclusive_and_whole_weeks() -> None:
+    """Windows include both their dates. So a window of 7 dates (03-01 to 03-07) holds one week
+    and one of 6 dates (03-01 to 03-06) none, and is refused; a held-out window that starts on
+    the fit window's last day would score that day twice (refused), one that starts the day
+    after is the first allowed; a window may start on start_date (day 0)."""
+    fit = ["2020-03-01", "2020-03-31"]
+    assert window_config(fit_window=["2020-03-01", "2020-03-07"], holdout_window=None).fit_window[1].day == 7
+    with pytest.raises(ValidationError, match="fit_window 2020-03-01 to 2020-03-06 holds no whole week"):
+        window_config(fit_window=["2020-03-01", "2020-03-06"], holdout_window=None)
+    with pytest.raises(ValidationError, match="holdout_window 2020-04-01 to 2020-04-06 holds no whole week"):
+        window_config(fit_window=fit, holdout_window=["2020-04-01", "2020-04-06"])
+    with pytest.raises(ValidationError, match="holdout_window starts on 2020-03-31, within or before the fit window"):
+        window_config(fit_window=fit, holdout_window=["2020-03-31", "2020-04-13"])
+    assert window_config(fit_window=fit, holdout_window=["2020-04-01", "2020-04-07"]).holdout_window is not None
+    assert window_config(fit_window=["2020-02-01", "2020-02-07"], holdout_window=None).start_date.day == 1
+
+
+def test_the_simulation_must_reach_the_last_day_of_the_last_window() -> None:
+    """Day 0 is 2020-02-01 (2020 is a leap year), so 2020-03-06 is day 29 + 5 = 34 and a window
+    ending on it needs 35 simulated days: 34 would leave its last day to the observed series
+    alone (weekly() counts a missing simulated day as 0). The held-out window, when later, sets
+    the need (2020-03-13 is day 41: 42 days)."""
+    fit = window_config(fit_window=["2020-02-29", "2020-03-06"], holdout_window=None)
+    check_horizon(35, fit, "s.yaml")
+    short = r"^s\.yaml: simulation\.days: 34 is too short; the windows need 35 days"
+    with pytest.raises(CalibrationError, match=short):
+        check_horizon(34, fit, "s.yaml")
+    both = window_config(fit_window=["2020-02-29", "2020-03-06"], holdout_window=["2020-03-07", "2020-03-13"])
+    check_horizon(42, both, "s.yaml")
+    with pytest.raises(CalibrationError, match="41 is too short; the windows need 42 days"):
+        check_horizon(41, both, "s.yaml")
 
 
 def calibration_cli(tmp_path, change: dict) -> tuple[int, str, object]:

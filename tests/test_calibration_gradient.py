@@ -240,6 +240,39 @@ def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path,
     assert len(seen[0].tracts) == 1 and (seen[0].age_group == expected.age_group).all()
 
 
+def test_each_step_scales_the_simulation_to_the_county_and_fits_the_fit_windows_weeks(tmp_path, monkeypatch) -> None:
+    """The observed series are King County's counts, so an Adam step must scale the simulated
+    counts by the region's population over the agents, 2,252,782 / 5,000 here (the Optuna path's
+    factor, region_population / agents of the run's summary), and compare them with the observed
+    sums over the 7-day blocks of the fit window, not of the held-out one: 2020-02-08 to 03-06 is
+    28 days, 4 weeks, summed here straight from the data file."""
+    import abm.calibration.gradient as gradient
+    from abm.calibration.observed import load_observed
+    from abm.scenario import load_scenario
+
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"].update(fit_window=["2020-02-08", "2020-03-06"], holdout_window=["2020-03-07", "2020-03-20"])
+    path.write_text(yaml.safe_dump(data))
+    sc = load_scenario(path)
+    seen = []
+
+    def first_step(sc, cfg, pop, scale, obs, *rest):
+        seen.append((pop, scale, obs))
+        raise KeyboardInterrupt  # one look is enough
+
+    monkeypatch.setattr(gradient, "adam_step", first_step)
+    with pytest.raises(KeyboardInterrupt):
+        gradient.optimize(sc, load_observed(sc.calibration), None, 1)
+    pop, scale, obs = seen[0]
+    assert pop.size == 5000 and load_region("king_county").figures.population == 2_252_782
+    assert scale == pytest.approx(2_252_782 / 5000, rel=1e-12)
+    cases = pd.read_csv(tmp_path / "obs.csv", index_col="date")["cases"]
+    weeks = cases.loc["2020-02-08":"2020-03-06"].to_numpy().reshape(4, 7).sum(axis=1)
+    assert list(obs) == ["cases"] and weeks.sum() > 0
+    np.testing.assert_allclose(obs["cases"].numpy(), weeks, rtol=1e-6)
+
+
 def calibrate_synthetic(tmp_path, key: str, value, *options: str):
     """`abm calibrate --method gradient` on cases simulated at rate 3 from a start at 5, with
     ``calibration.<key>`` set to ``value``: the scenario's data, the output folder and the result."""

@@ -177,8 +177,11 @@ def test_reported_cases_count_onsets_of_symptoms_only():
 @pytest.mark.parametrize("severity", [{"death_multiplier": 1.5}, CHANGE], ids=["constant", "changing"])
 def test_gradient_path_reports_deaths_as_the_optuna_path_does(plain_run, severity):
     """The differentiable run with the same seed follows the ordinary run, and its observation
-    model (torch) gives the same delayed and scaled deaths, with a gradient to the rate."""
+    model (torch) gives the same delayed and scaled deaths, with a gradient to the rate. Its
+    admissions (entries to HOSPITALIZED) and cases (entries to mild or severe symptoms, times the
+    ascertainment, 2 days later) are the Optuna path's too: each target the gradient path fits."""
     data = scenario(death_delay_days=6.0, **severity)
+    data["calibration"]["targets"] = ["hospital_admissions", "deaths", "cases"]
     sc = validate(data, "x")
     pop = build_population(load_region(sc.population.region), sc.population.agents, sc.simulation.seed)
     sim = gradient.simulation(sc, pop, sc.simulation.seed, "score")
@@ -188,7 +191,9 @@ def test_gradient_path_reports_deaths_as_the_optuna_path_does(plain_run, severit
     scale = plain_run.summary["region_population"] / pop.size
     series = gradient.simulated_series(sim, sc.calibration, scale)
     expected = simulated(plain_run, sc.calibration)
-    np.testing.assert_allclose(series["deaths"].detach().numpy(), expected["deaths"].to_numpy(), rtol=1e-4, atol=1e-3)
+    for target in sc.calibration.targets:
+        assert expected[target].sum() > 10 * scale  # ten agents' events at least: a wrong stage would show
+        np.testing.assert_allclose(series[target].detach().numpy(), expected[target].to_numpy(), rtol=1e-4, atol=1e-3)
     series["deaths"].sum().backward()
     assert rate.grad is not None and float(rate.grad) != 0.0
 

@@ -81,6 +81,34 @@ def test_the_page_carries_the_frames_the_last_day_first_and_each_tracts_numbers(
     assert cumulative["bins"] == [1000.0 * k for k in range(10)]  # 0 first: the class "0"
 
 
+def test_a_layers_colour_classes_reach_its_largest_value_on_any_frame() -> None:
+    """One legend serves every day of a layer, so its classes must reach the largest value of any
+    frame, not the last day's. Tract 1 has 100,000 agents (one agent is 1 per 100,000); its active
+    infections rise to 40 on day 7 and fall to 10 by day 9, the last day, while its cumulative
+    ones end at 40. Active: classes up to 40 (5 wide: 40 / 10 classes is 4, the next round
+    width 5), so day 7's 40 is in the darkest class "36 - 40", as it is for cumulative."""
+    active = {0: 0, 7: 40, 9: 10}
+    rows = [
+        {
+            "day": day,
+            "geoid": geoid,
+            "agents": 100_000 if geoid == "53033000100" else 0,
+            "cumulative_infected": 40 * day / 9 if geoid == "53033000100" else 0,
+            "active": active.get(day, 0) if geoid == "53033000100" else 0,
+            "hospital_occupancy": 0,
+        }
+        for day in range(10)
+        for geoid in TRACTS["geoid"]
+    ]
+    data = maps.map_data(pd.DataFrame(rows), TRACTS, snapshot_days=())
+    assert data.days == [0, 7, 9]
+    assert data.values["active"][:, 0].tolist() == [0, 40, 10]
+    for key in ("active", "cumulative"):
+        assert data.bins[key] == [0.0, *(5.0 * k for k in range(1, 9))]
+        assert data.labels(key)[-1] == "36 – 40"
+    assert data.color_of("active", 40.0) == data.colors["active"][-1] != data.color_of("active", 10.0)
+
+
 def test_tracts_that_share_a_centroid_each_get_a_cell() -> None:
     """Two tracts at the same point (a tract split in two, say): each gets its own cell, side by
     side, so every tract is drawn and the shapes stay in the tracts' order."""
