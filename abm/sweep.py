@@ -473,7 +473,8 @@ def run_ray(
         check_ray_device(t.scenario["simulation"]["device"], t.scenario["name"], ScenarioError, backend)
     on_gpu = [t for t in tasks if t.scenario["simulation"]["device"].startswith("cuda")]
     with ray_session(address, ScenarioError, backend, given) as ray:
-        if on_gpu and not ray.cluster_resources().get("GPU", 0):
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if on_gpu and not gpus:
             raise ScenarioError(
                 f"{on_gpu[0].scenario['name']}: simulation.device: 'cuda' is not allowed here: "
                 "the Ray cluster has no GPU; use cpu"
@@ -486,7 +487,6 @@ def run_ray(
             t = tasks[index]
             return f"variant {t.variant}{f' ({label(t.variant)})' if label else ''}, replicate {t.replicate}"
 
-        gpus = int(ray.cluster_resources().get("GPU", 0))
         used = workers_record(workers or len(tasks), len(tasks), ray_cpus(ray), len(on_gpu), gpus)
         finished = ray_finished(ray, calls, workers, (ScenarioError,), backend, named)
         return _collect(finished, len(tasks), done), used

@@ -545,9 +545,8 @@ def test_a_client_that_does_not_answer_is_a_flower_run_error_after_the_timeout()
         pool.close()
         assert time.monotonic() - start < 30
         assert str(e.value) == "participant 1's Flower client did not answer client operation 'score' within 0.5 s"
-        with pytest.raises(
-            FlowerRunError, match=r"^Flower client c did not say which participant it is within 0\.5 s$"
-        ):
+        alone = r"^Flower client c did not say which participant it is within 0\.5 s$"
+        with pytest.raises(FlowerRunError, match=alone):
             identify([answered[0], _HungProxy("c", release)], timeout=0.5)
         # Flower's ids are random numbers: where the participants are known, those not heard from
         hung = [_HungProxy("c", release), _HungProxy("d", release)]
@@ -558,6 +557,9 @@ def test_a_client_that_does_not_answer_is_a_flower_run_error_after_the_timeout()
         )
         with pytest.raises(FlowerRunError, match=r"within 0\.5 s; not heard from: participant 1$"):
             identify([answered[0], hung[0]], timeout=0.5, participants=2)
+        # every participant heard from: the silent client is one too many, and no one is named
+        with pytest.raises(FlowerRunError, match=alone):
+            identify([answered[0], hung[0]], timeout=0.5, participants=1)
     finally:
         release.set()
         watchdog.cancel()

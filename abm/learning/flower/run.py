@@ -226,7 +226,8 @@ def resource_timers_stopped() -> Iterator[None]:
         yield
     finally:
         for thread in set(threading.enumerate()) - before:
-            if isinstance(thread, threading.Timer) and getattr(thread.function, "__module__", "").startswith("flwr."):
+            module = getattr(thread, "function", None) and getattr(thread.function, "__module__", None)
+            if isinstance(thread, threading.Timer) and (module or "").startswith("flwr."):
                 for arg in thread.args:  # its stop flag: a timer already firing starts no other
                     if isinstance(arg, threading.Event):
                         arg.set()

@@ -159,6 +159,8 @@ def identify(
             return message
         heard = {_said_pid(job) for job in jobs.values() if job.done()}
         silent = [pid for pid in range(participants) if pid not in heard]
+        if not silent:  # every participant answered: the silent ones are clients too many
+            return message
         return f"{message}; not heard from: participant{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))}"
 
     asking = ThreadPoolExecutor(max_workers=max(1, len(proxies)))
