@@ -22,6 +22,8 @@ import torch
 
 from abm import __version__, invocation
 from abm.engine import Simulation, SimulationResult
+from abm.engine.contacts import CommunityLayer
+from abm.engine.reference_contacts import community_layer
 from abm.outputs import tables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
@@ -250,6 +252,62 @@ def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Popu
     return build_population(region, sc.population.agents, seed)
 
 
+class Reuse:
+    """Populations and community contact networks kept from one run for the next runs that
+    would build the same again: calibration trials, which change disease, seeding and
+    intervention values but not the population, the seed or the contacts' settings. A network
+    keeps no state of a run, so a run that reuses one gives what a run that builds it gives.
+    The ``keep`` most recent of each are kept (a trial's population draws are that many)."""
+
+    def __init__(self, keep: int = 1) -> None:
+        self.keep = keep
+        self._populations: dict[tuple[Any, ...], Population] = {}
+        self._networks: dict[tuple[Any, ...], CommunityLayer] = {}
+
+    def _kept(self, store: dict[tuple[Any, ...], Any], key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """``store[key]``, built if missing (the oldest entries go first, to keep ``keep``), as
+        the most recent entry."""
+        if key in store:
+            value = store.pop(key)
+        else:
+            while store and len(store) >= max(1, self.keep):
+                store.pop(next(iter(store)))
+            value = build()
+        store[key] = value
+        return value
+
+    def clear(self) -> None:
+        """Let go of everything kept."""
+        self._populations.clear()
+        self._networks.clear()
+
+    @staticmethod
+    def _population_key(sc: Scenario) -> tuple[str, int]:
+        return sc.population.model_dump_json(), sc.simulation.seed
+
+    def population(self, sc: Scenario, region: Region) -> Population:
+        """:func:`population_of` ``sc``, built once for its population settings and seed."""
+        return self._kept(self._populations, self._population_key(sc), lambda: population_of(sc, region))
+
+    def community(self, sc: Scenario, population: Population, device: torch.device) -> CommunityLayer:
+        """The community layer of ``sc``'s run on ``population``, which must be
+        :meth:`population` of ``sc``: built once for those settings, replicates, device and seed."""
+        cfg, replicates, seed = sc.contacts, sc.simulation.replicates, sc.simulation.seed
+        shared = cfg.shares("community")
+        key = (*self._population_key(sc), cfg.community.model_dump_json(), shared, replicates, str(device))
+        return self._kept(
+            self._networks,
+            key,
+            lambda: community_layer(population, cfg.community, replicates, device, seed, shared),
+        )
+
+
+# What calibration trials and sweep tasks keep from one run for the next in this process: a
+# worker process's, kept while it lives; a command that runs them in its own process clears it
+# when it is done with them.
+TASK_REUSE = Reuse()
+
+
 def check_population_settings(
     sc: Scenario, source: str, seed: int | None = None, built: dict[tuple[str, int], torch.Tensor] | None = None
 ) -> None:
@@ -294,6 +352,7 @@ def run(
     *,
     sets: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    reuse: Reuse | None = None,
     **overrides: Any,
 ) -> RunResult:
     """Run a scenario and return its tables and summary; nothing is written (``write`` on the
@@ -303,6 +362,8 @@ def run(
     ``sets``: ``key.path=value`` texts, as ``abm run --set`` takes them. ``overrides``: any of
     ``agents``, ``days``, ``replicates``, ``seed`` and ``device``, as the options of ``abm run``
     (None leaves the scenario's value). ``progress(day, days)`` is called after each simulated day.
+    ``reuse``: where to keep the population and community network for the next runs that make
+    the same (:class:`Reuse`).
     The same scenario and seed give the tables and summary ``abm run`` writes.
 
     Raises :class:`abm.scenario.ScenarioError` (a ``ValueError``) with the message ``abm run``
@@ -315,12 +376,13 @@ def run(
     check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
-    pop = population_of(sc, region)
+    pop = reuse.population(sc, region) if reuse else population_of(sc, region)
     t1 = time.perf_counter()
     days = sc.simulation.days
     try:
         with torch_threads(sc.simulation.threads):
-            sim = simulation_of(sc, pop, device=device)
+            built = reuse.community(sc, pop, device) if reuse else None
+            sim = simulation_of(sc, pop, device=device, community_built=built)
             res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
     except ScenarioError as exc:  # a setting the population makes impossible (an intervention's attach)
         where = str(scenario) if isinstance(scenario, (str, Path)) else sc.name

@@ -58,7 +58,7 @@ from abm.parallel import (
     run_and_release,
     workers_record,
 )
-from abm.runs import OVERRIDE_KEYS, check_population_settings, resolve
+from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_population_settings, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import COMMAND_LINE, PYTHON, OptionNames, Scenario, ScenarioError, overlaps, yaml_problem
 from abm.yaml_loader import load_yaml
@@ -253,11 +253,13 @@ class SweepPlan:
 
     @property
     def tasks(self) -> list[SweepTask]:
-        """One task per (variant, replicate), variant-major; the seed is the variant's seed
-        plus the replicate number."""
+        """One task per (variant, replicate); the seed is the variant's seed plus the replicate
+        number. Replicate-major: the variants of a replicate follow one another, so a worker that
+        runs several of them builds their population (the same seed's) once
+        (:data:`abm.runs.TASK_REUSE`)."""
         out = []
-        for v, sc in enumerate(self.variants):
-            for r in range(self.replicates):
+        for r in range(self.replicates):
+            for v, sc in enumerate(self.variants):
                 seed = sc.simulation.seed + r
                 data = sc.model_dump(mode="json", by_alias=True)
                 data["simulation"] = {**data["simulation"], "replicates": 1, "seed": seed}
@@ -397,8 +399,9 @@ def as_run(sc: Scenario, beds_per_100k: float) -> dict[str, Any]:
 
 def run_task(task: SweepTask) -> dict[str, Any]:
     """Run one (variant, replicate) and return its outcomes (and its engine seconds, kept
-    apart from the table because timings differ from run to run)."""
-    result = run_scenario(task.scenario)
+    apart from the table because timings differ from run to run). The population and community
+    network of the task's seed are kept for the process's next task (:data:`abm.runs.TASK_REUSE`)."""
+    result = run_scenario(task.scenario, reuse=TASK_REUSE)
     row = comparison_table([RunTables.from_result(result)]).iloc[0].to_dict()
     s = result.summary
     out: dict[str, Any] = {name: row[name] for name in OUTCOMES if name in row}
@@ -431,9 +434,12 @@ def run_local(
     used = workers_record(workers, len(tasks))
     if workers == 1:
         results = []
-        for task in tasks:
-            results.append(run_and_release(run_task, task))
-            done()
+        try:
+            for task in tasks:
+                results.append(run_and_release(run_task, task))
+                done()
+        finally:
+            TASK_REUSE.clear()
         return results, used
     with ProcessPool(workers, names) as pool:
         return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done), used

@@ -232,3 +232,23 @@ def copy_output(folder: Path, dest: Path) -> Path:
     by their paths within the folder and records their contents, which a copy keeps."""
     shutil.copytree(folder, dest, symlinks=True)
     return dest
+
+
+@pytest.fixture
+def builds(monkeypatch) -> dict[str, int]:
+    """How many populations and community networks abm.runs builds from here on (those of
+    :class:`abm.runs.Reuse` among them), by ``population`` and ``community``."""
+    import abm.runs as runs
+
+    built = {"population": 0, "community": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            built[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(runs, "population_of", counted("population", runs.population_of))
+    monkeypatch.setattr(runs, "community_layer", counted("community", runs.community_layer))
+    return built

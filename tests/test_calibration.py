@@ -824,3 +824,17 @@ def test_abm_calibrate_prints_the_fit_as_tables_with_plain_labels(tmp_path, monk
     for raw in ("nd_weekly", "rmse_log1p_weekly", "best_parameters", "{"):
         assert raw not in out
     assert out.rstrip().endswith(f"results in {tmp_path / 'out'}")
+
+
+def test_trials_in_this_process_build_their_population_once(tmp_path, builds):
+    """The trials vary the transmission rate only: one population and one community network
+    serve them all (abm.runs.TASK_REUSE), let go when the calibration ends."""
+    from conftest import tiny_calibration
+
+    from abm.calibration.optimize import calibrate
+    from abm.runs import TASK_REUSE
+
+    calibrate(tiny_calibration(tmp_path, trials=3, rerank_trials=0), tmp_path / "out", workers=1)
+    assert builds == {"population": 1, "community": 1}
+    assert len(pd.read_csv(tmp_path / "out" / "trials.csv")) == 3
+    assert not TASK_REUSE._populations and not TASK_REUSE._networks

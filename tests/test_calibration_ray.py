@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from abm.calibration.observed import load_observed
 from abm.calibration.optimize import fit_value, simulate_values
 from abm.cli import app
+from abm.runs import TASK_REUSE
 from abm.scenario import read_scenario_data, validate
 
 
@@ -48,6 +49,7 @@ def test_ray_trials_are_the_local_runs_of_their_parameters(tmp_path):
     assert result.exit_code == 0, result.output
     timings = ["datetime_start", "datetime_complete", "duration"]
     assert pd.read_csv(local / "trials.csv").drop(columns=timings).equals(trials.drop(columns=timings))
+    assert not TASK_REUSE._populations  # the trials in this process reused one population, let go at the end
     best = trials.loc[trials["value"].idxmin()]
     calibrated = yaml.safe_load((out / "calibrated.yaml").read_text())
     assert calibrated["disease"]["transmission_rate"] == best["params_disease.transmission_rate"]

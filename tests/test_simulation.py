@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -125,3 +126,47 @@ def test_a_finished_simulation_is_freed_without_the_cyclic_collector(scenario):
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_runs_that_reuse_a_population_and_network_give_what_fresh_runs_give(builds):
+    """A Reuse (calibration trials) builds a population and a community network once for runs
+    that share their settings and seed, and such a run equals one that builds its own, after a
+    run with other disease values; a change of seed, replicates or community settings builds
+    anew (keep 1: the earlier one goes)."""
+    import abm.runs as runs
+
+    path = "scenarios/king_county/vacc_ct.yaml"
+    small = {"agents": 3000, "days": 40, "replicates": 2}
+    changes = [
+        ({}, {"population": 1, "community": 1}),
+        ({"seed": 7}, {"population": 2, "community": 2}),
+        ({"seed": 7, "replicates": 3}, {"population": 2, "community": 3}),
+        (
+            {"seed": 7, "replicates": 3, "sets": ["contacts.community.local_share=0.5"]},
+            {"population": 2, "community": 4},
+        ),
+    ]
+    fresh = [abm.run(path, **{**small, **change}) for change, _ in changes]
+    builds.update(population=0, community=0)  # counted from here on
+    reuse = runs.Reuse()
+    first = abm.run(path, sets=["disease.transmission_rate=6"], reuse=reuse, **small)
+    assert not first.timeseries.equals(fresh[0].timeseries)  # the rate changed the epidemic
+    for (change, expected_builds), expected in zip(changes, fresh, strict=True):
+        again = abm.run(path, reuse=reuse, **{**small, **change})
+        assert builds == expected_builds, change
+        pd.testing.assert_frame_equal(again.timeseries, expected.timeseries)
+        assert again.summary == expected.summary
+        if not change:
+            assert again.population is first.population
+    assert len(reuse._populations) == len(reuse._networks) == 1
+
+
+def test_a_community_network_of_other_settings_is_refused(small_kc):
+    from abm.engine.reference_contacts import community_layer
+
+    cfg = ContactConfig()
+    layer = community_layer(small_kc, cfg.community, 2, torch.device("cpu"), 1, False)
+    args = dict(disease_cfg=DiseaseConfig(), contact_cfg=cfg, seeding=SeedingConfig(), days=5, replicates=2)
+    assert Simulation(small_kc, **args, seed=1, community_built=layer).community is layer
+    with pytest.raises(ValueError, match="community_built"):
+        Simulation(small_kc, **args, seed=2, community_built=layer)

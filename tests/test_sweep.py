@@ -71,6 +71,18 @@ def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):
     assert row["peak_new_infections_at_end"] == s["peak_new_infections"]["at_end"]
 
 
+def test_the_variants_of_a_replicate_share_its_population_and_network(builds):
+    """Replicate r of every variant runs on seed + r's population: the tasks run replicate by
+    replicate, and a process builds each replicate's population and community network once
+    (variants of the disease alone), the rows as fresh runs give them (test above)."""
+    import abm.runs as runs
+
+    result = run_sweep(SCENARIO, ["disease.transmission_rate=3,4,5"], replicates=2, **TINY)
+    assert builds == {"population": 2, "community": 2}
+    assert len(result.table) == 6 and result.table["cumulative_infected"].nunique() == 6
+    assert not runs.TASK_REUSE._populations  # let go once the sweep is done
+
+
 def test_summary_is_mean_and_sample_sd_per_variant(local_sweep):
     t, s = local_sweep.table, local_sweep.summary
     assert list(s["variant"]) == [0, 1] and list(s["replicates"]) == [2, 2]
@@ -132,7 +144,7 @@ def test_a_section_that_gives_every_variant_the_same_replicates_is_swept():
     a forbidden key whose value differs between variants is refused."""
     sp = plan(SCENARIO, ["simulation={replicates: 3, threads: 1},{replicates: 3, threads: 2}"])
     assert sp.replicates == 3 and [v.simulation.threads for v in sp.variants] == [1, 2]
-    assert [t.replicate for t in sp.tasks] == [0, 1, 2, 0, 1, 2]
+    assert [(t.replicate, t.variant) for t in sp.tasks] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
 
 
 def test_a_value_given_twice_in_two_spellings_is_refused():

@@ -50,7 +50,7 @@ from abm.parallel import (
     workers_record,
 )
 from abm.populations import load_region
-from abm.runs import run
+from abm.runs import TASK_REUSE, run
 from abm.scenario import (
     COMMAND_LINE,
     PYTHON,
@@ -230,13 +230,17 @@ def simulate_values(data: dict[str, Any], values: dict[str, float], source: str)
     """Run the scenario with ``values`` filled in; its raw simulated series by date (admissions,
     deaths, onsets of symptoms: :func:`abm.calibration.observed.raw_series`), averaged over
     ``calibration.population_draws`` population draws (a Ray task). Values that make an invalid
-    scenario together (each bound alone was checked before the trials) are named as a trial's."""
+    scenario together (each bound alone was checked before the trials) are named as a trial's.
+    The population and community network of each draw are built once in a process and reused by
+    its next trials while their settings are the same (:data:`abm.runs.TASK_REUSE`; the default
+    free parameters change neither)."""
     drawn = ", ".join(f"{k}={v:g}" for k, v in values.items())
     sc = validate(with_values(data, values), f"{source} (a calibration trial's values: {drawn})")
     cfg = sc.calibration
     assert cfg is not None
+    TASK_REUSE.keep = cfg.population_draws  # the population and network of each draw
     draws = [
-        raw_series(run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k) if k else run(sc), cfg)
+        raw_series(run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k if k else None, reuse=TASK_REUSE), cfg)
         for k in range(cfg.population_draws)
     ]
     return sum(draws[1:], draws[0]) / len(draws)
@@ -416,7 +420,13 @@ def trial_runner(
         # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
         n = workers or (1 if device.startswith("cuda") else min(batch, usable_cpus()))
         if n == 1:
-            yield (lambda values: (run_and_release(simulate_values, data, v, source) for v in values)), {"workers": 1}
+            try:
+                yield (
+                    (lambda values: (run_and_release(simulate_values, data, v, source) for v in values)),
+                    {"workers": 1},
+                )
+            finally:
+                TASK_REUSE.clear()
         else:
             with ProcessPool(n, names) as pool:
                 yield (

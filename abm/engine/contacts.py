@@ -603,6 +603,7 @@ class CommunityLayer(ContactLayer):
         shared: bool = False,
     ) -> None:
         self.seed, self.device, self.cfg, self.shared = seed, device, cfg, shared
+        self.replicates, self.agents = replicates, pop.size
         n = pop.size
         rng = np.random.default_rng([seed, 0xC0])
         cls = np.asarray(AGE_CLASS_OF_GROUP)[pop.age_group]
@@ -622,6 +623,21 @@ class CommunityLayer(ContactLayer):
         self.spread = cfg.local_spread_tracts * per_tract
         norm = np.asarray(cfg.mean_contacts, dtype=np.float32)[cls]
         self.coef = (cfg.weight / torch.as_tensor(np.maximum(norm, 1e-9))).repeat(replicates).to(device)
+
+    def built_for(
+        self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int, shared: bool
+    ) -> bool:
+        """Whether this layer is the one these arguments build (for a population of its size:
+        the caller vouches that it is the same population). The layer keeps no state of a run,
+        so such a layer can serve another run instead of a new one."""
+        return (self.agents, self.cfg, self.replicates, self.device, self.seed, self.shared) == (
+            pop.size,
+            cfg,
+            replicates,
+            device,
+            seed,
+            shared,
+        )
 
     def other_ends(self, first: torch.Tensor, count: int, u: torch.Tensor) -> torch.Tensor:
         """The other end of contacts whose first ends are the stub positions ``first`` (within a

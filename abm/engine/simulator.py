@@ -12,7 +12,14 @@ from typing import Annotated, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.contacts import ContactConfig, Edges, HouseholdLayer, OccupationLayer, flat_nonzero
+from abm.engine.contacts import (
+    CommunityLayer,
+    ContactConfig,
+    Edges,
+    HouseholdLayer,
+    OccupationLayer,
+    flat_nonzero,
+)
 from abm.engine.disease import (
     ABSORBING,
     NEVER,
@@ -114,6 +121,10 @@ class Simulation:
     # abm.engine.relaxed); outputs carry gradients to ``daily_rate`` through the weights.
     differentiable: bool = False
     gradient_estimator: str = "score"
+    # A community layer built earlier for this population with these settings (its
+    # ``built_for`` holds): used instead of a new one. It keeps no state of a run, so the run
+    # is the same (:class:`abm.runs.Reuse`, which calibration trials use).
+    community_built: CommunityLayer | None = None
 
     def __post_init__(self) -> None:
         d, pop, r = self.device, self.population, self.replicates
@@ -126,7 +137,10 @@ class Simulation:
         self.household = HouseholdLayer(pop, self.contact_cfg.household, r, d)
         cfg = self.contact_cfg
         self.occupation = OccupationLayer(pop, cfg.occupation, r, d, self.seed, cfg.shares("occupation"))
-        self.community = community_layer(pop, cfg.community, r, d, self.seed, cfg.shares("community"))
+        built, shared = self.community_built, cfg.shares("community")
+        if built is not None and not built.built_for(pop, cfg.community, r, d, self.seed, shared):
+            raise ValueError("community_built: a community layer built for another population, settings or seed")
+        self.community = built or community_layer(pop, cfg.community, r, d, self.seed, shared)
         # Per-day multipliers of each layer's weight (contact reductions set them).
         self.layer_scale = {"household": 1.0, "occupation": 1.0, "community": 1.0}
         # The days on which some contacts did not happen, for tracing to skip: day -> (layers
