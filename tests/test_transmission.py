@@ -79,19 +79,31 @@ def test_a_setting_of_degree_0_gives_no_work_contacts_and_keeps_the_household_on
     assert forces[2][1].item() > home  # at degree 2, agent 1 also meets agent 0 at work
 
 
-def test_infection_probability_is_one_minus_exp_of_minus_lambda():
+@pytest.mark.parametrize(
+    ("seasonality", "factor"),
+    [
+        ({}, 1.0),
+        # day 10, peak on day 40: 1 + g cos(2 pi (10 - 40) / 365), g = 0.5 / (2 - 0.5)
+        ({"reduction": 0.5, "peak_day": 40}, 1 + math.cos(2 * math.pi * 30 / 365) / 3),
+        # half a year from the peak: the trough, 1 - g = 0.6 of the mean rate
+        ({"reduction": 0.75, "peak_day": 10 - 365 // 2}, 1 - 0.75 / 1.25 * math.cos(math.pi / 365)),
+    ],
+)
+def test_infection_probability_is_one_minus_exp_of_minus_lambda(seasonality, factor):
+    """lambda as the formula gives it on day 10 (docs/model.md), with the day's seasonal factor
+    of the rate where disease.seasonality sets one."""
     reps = 40_000
     contacts = quiet_contacts(household={"weight": 2.0}, occupation={"weight": 1.0})
-    sim = Simulation(
-        five_agents(), DiseaseConfig(transmission_rate=5.02), contacts, NO_SEEDS, days=20, replicates=reps, seed=3
-    )
+    disease = DiseaseConfig(transmission_rate=5.02, seasonality=seasonality)
+    sim = Simulation(five_agents(), disease, contacts, NO_SEEDS, days=20, replicates=reps, seed=3)
     day = 10
     infect(sim, 0, Stage.MILD_SYMPTOMS, day - 4)
     infect(sim, 2, Stage.ASYMPTOMATIC, day - 6)
     g = sim.disease.profile
     x0, x2 = 0.72 * g[4].item(), 0.33 * g[6].item()
     s30 = DiseaseConfig().susceptibility_by_age[3]
-    lam = {1: 5.02 * s30 * (x0 + x2 / 2), 3: 5.02 * s30 * x2 / 2}
+    rate = 5.02 * factor
+    lam = {1: rate * s30 * (x0 + x2 / 2), 3: rate * s30 * x2 / 2}
     sim._transmit(day)
     stage = sim.state.stage.view(reps, 5)
     for agent, rate in lam.items():
@@ -99,6 +111,18 @@ def test_infection_probability_is_one_minus_exp_of_minus_lambda():
         got = (stage[:, agent] != Stage.SUSCEPTIBLE).double().mean().item()
         assert abs(got - p) < 4 * math.sqrt(p * (1 - p) / reps), (agent, got, p)
     assert (stage[:, 4] == Stage.SUSCEPTIBLE).all()
+
+
+@pytest.mark.parametrize("reduction", [0.0, 0.421, 0.9])
+def test_the_seasonal_cycle_falls_by_its_reduction_and_averages_1_over_a_year(reduction):
+    from abm.engine.disease import Seasonality
+
+    f = Seasonality(reduction=reduction, peak_day=-31).factors(365 * 2)
+    assert sum(f[:365]) / 365 == pytest.approx(1.0, abs=1e-12)
+    assert f[334] == pytest.approx(max(f)) and f[334 + 365] == pytest.approx(f[334])  # 1 January comes back
+    peak, trough = 1 + reduction / (2 - reduction), 1 - reduction / (2 - reduction)
+    assert max(f) == pytest.approx(peak, abs=1e-12) and min(f) == pytest.approx(trough, rel=1e-3)
+    assert trough / peak == pytest.approx(1 - reduction, abs=1e-12)
 
 
 def test_final_size_of_a_fully_mixed_epidemic_matches_theory():

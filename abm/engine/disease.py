@@ -8,6 +8,7 @@ infection (a gamma with mean 5.5 days, sd 2.14 days).
 
 from __future__ import annotations
 
+import math
 from enum import IntEnum
 from typing import Literal
 
@@ -153,6 +154,34 @@ def default_dwell_times() -> list[DwellTime]:
     ]
 
 
+class Seasonality(BaseModel):
+    """A yearly cycle of the transmission rate: on day d it is multiplied by
+    1 + g cos(2 pi (d - peak_day) / 365), whose mean over a year is 1, with g such that the
+    summer trough is ``reduction`` below the winter peak: g = reduction / (2 - reduction)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reduction: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="how far the transmission rate falls from its winter peak to its summer trough half a year "
+        "later (0: no seasonal cycle; 0.421 is the fall of R_t estimated for 143 temperate European regions, "
+        "Gavenciak et al., PLoS Comput Biol 2022)",
+    )
+    peak_day: int = Field(
+        -31,
+        ge=-365,
+        le=365,
+        description="simulation day of the winter peak (negative: before day 0); -31: 1 January for a run whose "
+        "day 0 is 1 February",
+    )
+
+    def factors(self, days: int) -> list[float]:
+        """The multiplier of the transmission rate on each day 0 .. days - 1 (all 1 without a cycle)."""
+        g = self.reduction / (2 - self.reduction)
+        return [1 + g * math.cos(2 * math.pi * (d - self.peak_day) / 365) for d in range(days)]
+
+
 class DiseaseConfig(BaseModel):
     """Disease parameters. Defaults: the thesis model's King County values."""
 
@@ -162,6 +191,11 @@ class DiseaseConfig(BaseModel):
         ge=0,
         description="transmission scale (the thesis's R; not the reproduction number): multiplies every "
         "contact's daily force of infection",
+    )
+    seasonality: Seasonality = Field(
+        Seasonality(),
+        description="a yearly cycle of the transmission rate around transmission_rate (its yearly mean); "
+        "none by default",
     )
     susceptibility_by_age: list[float] = Field(
         default_factory=lambda: [0.35, 0.69, 1.03, 1.03, 1.03, 1.03, 1.27, 1.52, 1.52],

@@ -167,6 +167,9 @@ class Simulation:
         # Per-day transmission rate (a tensor of length ``days``, may require grad); None:
         # the disease config's constant rate.
         self.daily_rate: torch.Tensor | None = None
+        # Each day's seasonal factor of the rate (disease.seasonality); empty without a cycle.
+        season = self.disease_cfg.seasonality
+        self._season = season.factors(self.days) if season.reduction > 0 else []
         if self.differentiable:
             self.state.weight = torch.ones(self.total, dtype=torch.float32, device=d)
             self.state.survival = torch.zeros(self.total, dtype=torch.float32, device=d)
@@ -344,6 +347,7 @@ class Simulation:
         cand = target.index_select(0, keep)
         lam = self.disease.susceptibility.index_select(0, self.age_group.index_select(0, cand))
         rate = self.disease_cfg.transmission_rate if self.daily_rate is None else self.daily_rate[day]
+        rate = rate * self._season[day] if self._season else rate
         lam = lam * (s.susceptibility_scale.index_select(0, cand) * rate)
         lam = lam * force.index_select(0, keep)
         gen = generator(self.seed, "transmission", day, self.device)
