@@ -529,7 +529,10 @@ def calibrate(
     parameters and each target's losses on the fit and held-out windows as
     tables. The output folder holds calibrated.yaml, trials.csv (or steps.csv),
     fit.png and calibration.json (the same values, for programs); it is written
-    at the end, all at once, and replaces only a calibration abm wrote.
+    at the end, all at once, and replaces only a calibration abm wrote. Optuna
+    trials that finished are kept beside it until then
+    (.<folder>.trials.jsonl): a calibration stopped before its end continues
+    from them when the same command runs again, with the same results.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
     process is lost (killed, out of memory) or the file system fails as the

@@ -21,6 +21,7 @@ import optuna
 import pandas as pd
 
 from abm.calibration.config import BUNDLED_FIPS, CalibrationConfig, Observation
+from abm.calibration.journal import TrialJournal, calibration_key, journal_path
 from abm.calibration.observation import RAW, observe_arrays
 from abm.calibration.observed import (
     CalibrationError,
@@ -442,17 +443,23 @@ def run_trials(
     run_batch: RunBatch,
     score: Score,
     progress: Progress,
+    journal: TrialJournal | None = None,
 ) -> None:
     """Trials in batches of ``calibration.parallel_trials``: ask the sampler for a batch, run it
     with ``run_batch``, tell the results in trial order. With the sampler's seed and the batch
-    size fixed, the trials are the same however many of a batch run at once, and wherever."""
+    size fixed, the trials are the same however many of a batch run at once, and wherever.
+    ``journal``: where finished trials are kept, and a batch it already holds is told from it
+    instead of being run (:mod:`abm.calibration.journal`)."""
     done = 0
     while done < n_trials:
         trials = [study.ask() for _ in range(min(cfg.parallel_trials, n_trials - done))]
         values = [suggest(t, cfg) for t in trials]
-        for trial, v, raw in zip(trials, values, run_batch(values), strict=True):
+        kept = journal.kept(done, values) if journal is not None else None
+        for trial, v, raw in zip(trials, values, kept or run_batch(values), strict=True):
             loss = score(trial, v, raw)
             study.tell(trial, loss)
+            if journal is not None and kept is None:
+                journal.add(trial.number, v, raw)
             done += 1
             if progress is not None:
                 progress(done, n_trials, loss)
@@ -577,14 +584,19 @@ def _fit_by_gradient(
 
 
 def _run_study(
-    cfg: CalibrationConfig, observed: pd.DataFrame, n_trials: int, run_batch: RunBatch, progress: Progress
+    cfg: CalibrationConfig,
+    observed: pd.DataFrame,
+    n_trials: int,
+    run_batch: RunBatch,
+    progress: Progress,
+    journal: TrialJournal | None = None,
 ) -> tuple[optuna.Study, dict[int, pd.DataFrame]]:
-    """The seeded TPE study after ``n_trials`` trials run by ``run_batch``, and each trial's
-    observed-like curve by trial number."""
+    """The seeded TPE study after ``n_trials`` trials run by ``run_batch`` (or told from
+    ``journal``), and each trial's observed-like curve by trial number."""
     curves: dict[int, pd.DataFrame] = {}
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial's error is raised
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
-    run_trials(study, cfg, n_trials, run_batch, trial_scorer(observed, cfg, curves), progress)
+    run_trials(study, cfg, n_trials, run_batch, trial_scorer(observed, cfg, curves), progress, journal)
     return study, curves
 
 
@@ -616,10 +628,12 @@ def _fit_by_optuna(
     workers: int | None,
     ray_address: str | None,
     names: OptionNames = COMMAND_LINE,
+    journal: TrialJournal | None = None,
 ) -> _Fit:
-    """The study's trials, then the best: the best of the top trials re-run with more replicates
-    (``rerank_trials``, on the trials' workers), or else the study's best trial; the band from
-    the best curves. Messages name the options as ``names`` does."""
+    """The study's trials (those ``journal`` holds told from it), then the best: the best of the
+    top trials re-run with more replicates (``rerank_trials``, on the trials' workers), or else
+    the study's best trial; the band from the best curves. Messages name the options as
+    ``names`` does."""
     cfg = sc.calibration
     assert cfg is not None
     n_trials = trials or cfg.trials
@@ -627,7 +641,7 @@ def _fit_by_optuna(
     reranked: list[dict[str, Any]] = []
     runner = trial_runner(cfg, data, source, backend, workers, ray_address, sc.simulation.device, n_trials, names)
     with runner as (run_batch, used):
-        study, curves = _run_study(cfg, observed, n_trials, run_batch, progress)
+        study, curves = _run_study(cfg, observed, n_trials, run_batch, progress, journal)
         ranked = sorted(
             (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
         )
@@ -685,9 +699,12 @@ def calibrate(
     ``backend``: where Optuna trials run, on this machine (``local``) or as Ray tasks (``ray``);
     ``workers``: how many run at once (:func:`trial_runner`). The sampler asks for
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
-    ``workers``. ``note`` is told, before anything runs, of the free parameters the gradient
-    method holds at the scenario's values. Messages name the arguments as Python has them (``method``, ``sets``); ``abm
-    calibrate`` gives ``names=COMMAND_LINE`` (``--method``, ``--set``)."""
+    ``workers``. Finished Optuna trials are kept beside ``out`` until it is written, and a
+    calibration of the same scenario continues from them (:mod:`abm.calibration.journal`).
+    ``note`` is told, before anything runs, of the free parameters the gradient method holds at
+    the scenario's values and of kept trials found; when stopped, of the trials kept. Messages
+    name the arguments as Python has them (``method``, ``sets``); ``abm calibrate`` gives
+    ``names=COMMAND_LINE`` (``--method``, ``--set``)."""
     _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
     data, sc, observed = checked_inputs(path, sets, method, names)
@@ -706,10 +723,32 @@ def calibrate(
             f"the scenario's values: {', '.join(fixed)} (in calibration.parameters)"
         )
     start = time.perf_counter()
+    journal = None
     if method == "gradient":
         fit = _fit_by_gradient(sc, data, source, observed, progress, trials)
     else:
-        fit = _fit_by_optuna(sc, data, source, observed, trials, progress, backend, workers, ray_address, names)
+        journal = TrialJournal(journal_path(target), calibration_key(sc), cfg, note)
+        if note is not None and journal.found:
+            note(
+                f"continuing an interrupted calibration: {journal.found} finished trials kept in {journal.path} are "
+                "told to the sampler instead of being run again"
+            )
+        elif note is not None and journal.replaced:
+            note(f"{journal.path} held the trials of another calibration (another scenario or abm version); replaced")
+        try:
+            fit = _fit_by_optuna(
+                sc, data, source, observed, trials, progress, backend, workers, ray_address, names, journal
+            )
+        except (ScenarioError, CalibrationError):  # bad values, not an interruption: they would fail again
+            journal.remove()
+            raise
+        except BaseException:  # Ctrl-C, a lost worker, ...: what the next run continues from
+            if note is not None and journal.entries and journal.writable:
+                note(
+                    f"{len(journal.entries)} finished trials are kept in {journal.path}; the same command continues "
+                    "from them"
+                )
+            raise
     summary = {
         "scenario": sc.name,
         "method": method,
@@ -732,6 +771,8 @@ def calibrate(
         fit.table.to_csv(tmp / fit.table_name, index=False)
         (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
         plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
+    if journal is not None:
+        journal.remove()
     bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
     return {**summary, "folder": str(target), "bounds": bounds}
 

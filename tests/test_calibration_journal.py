@@ -1,0 +1,147 @@
+"""An interrupted calibration continues from its finished trials, and ends as an uninterrupted
+one does (abm.calibration.journal)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import tiny_calibration
+from typer.testing import CliRunner
+
+import abm.calibration.optimize as optimize
+from abm.calibration.journal import journal_path
+from abm.cli import app
+
+TIMINGS = ["datetime_start", "datetime_complete", "duration"]
+
+
+class Trials:
+    """Counts the trials simulated (their values in ``ran``); Ctrl-C as a trial begins once
+    ``stop_after`` have run."""
+
+    def __init__(self, monkeypatch, stop_after: int | None = None) -> None:
+        self.ran: list[dict] = []
+        self.stop_after = stop_after
+        real = optimize.simulate_values
+
+        def simulate(data, values, source):
+            if self.stop_after is not None and len(self.ran) == self.stop_after:
+                raise KeyboardInterrupt
+            self.ran.append(values)
+            return real(data, values, source)
+
+        monkeypatch.setattr(optimize, "simulate_values", simulate)
+
+    def again(self) -> None:
+        """Count afresh, without stopping."""
+        self.ran.clear()
+        self.stop_after = None
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """A calibration of 7 trials in batches of 2, with 2 re-ranked, run to its end."""
+    tmp = tmp_path_factory.mktemp("whole")
+    path = tiny_calibration(tmp, trials=7)
+    optimize.calibrate(path, tmp / "out", workers=1)
+    return tmp / "out"
+
+
+def test_an_interrupted_calibration_continues_where_it_stopped(tmp_path, monkeypatch, uninterrupted):
+    """Batches of 4 (parallel_trials' default): stopped as trial 5 begins, trials 0-4 are kept;
+    run again, trials 0-3 (a whole batch) are told from the file and trial 4 (part of a batch)
+    runs again with 5 and 6. Every output but the timings is the uninterrupted run's."""
+    path = tiny_calibration(tmp_path, trials=7)
+    out = tmp_path / "out"
+    kept = journal_path(out)
+    trials = Trials(monkeypatch, stop_after=5)
+    notes: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        optimize.calibrate(path, out, workers=1, note=notes.append)
+    assert not out.exists() and kept.is_file()
+    assert notes == [f"5 finished trials are kept in {kept}; the same command continues from them"]
+    lines = kept.read_text().splitlines()
+    assert [json.loads(x)["number"] for x in lines[1:]] == [0, 1, 2, 3, 4]
+    trials.again()
+    notes.clear()
+    optimize.calibrate(path, out, workers=1, note=notes.append)
+    assert len(trials.ran) == 3 + 2  # trials 4, 5 and 6, then the 2 re-ranked
+    assert notes == [
+        f"continuing an interrupted calibration: 5 finished trials kept in {kept} are told to the sampler instead "
+        "of being run again"
+    ]
+    assert not kept.exists()  # gone once the folder is written
+    a, b = pd.read_csv(out / "trials.csv"), pd.read_csv(uninterrupted / "trials.csv")
+    pd.testing.assert_frame_equal(a.drop(columns=TIMINGS), b.drop(columns=TIMINGS))
+    assert (out / "calibrated.yaml").read_text() == (uninterrupted / "calibrated.yaml").read_text()
+    summary, whole = (json.loads((d / "calibration.json").read_text()) for d in (out, uninterrupted))
+    assert {k: v for k, v in summary.items() if k != "seconds"} == {k: v for k, v in whole.items() if k != "seconds"}
+
+
+def test_kept_trials_cut_short_or_of_another_scenario_are_not_told(tmp_path, monkeypatch):
+    path = tiny_calibration(tmp_path, trials=4, rerank_trials=0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["parallel_trials"] = 2
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    kept = journal_path(out)
+    trials = Trials(monkeypatch, stop_after=4)
+    with pytest.raises(KeyboardInterrupt):
+        optimize.calibrate(path, out, workers=1, trials=5)
+    lines = kept.read_text().splitlines()
+    assert len(lines) == 1 + 4
+    # A killed process may leave a line cut short: the trials before it are told, the rest run.
+    kept.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
+    trials.again()
+    optimize.calibrate(path, out, workers=1)
+    assert len(trials.ran) == 2  # trials 0-1 told (a whole batch), 2-3 run
+    # Another scenario's file (here: another seed) is replaced, and every trial runs.
+    data["simulation"]["seed"] = 6
+    path.write_text(yaml.safe_dump(data))
+    kept.write_text(json.dumps({"format": 1, "key": "another"}) + "\n")
+    trials.again()
+    notes: list[str] = []
+    optimize.calibrate(path, out, workers=1, note=notes.append)
+    assert len(trials.ran) == 4
+    assert notes == [f"{kept} held the trials of another calibration (another scenario or abm version); replaced"]
+    assert not kept.exists()
+
+
+def test_bad_trial_values_leave_no_kept_trials(tmp_path):
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["parameters"] = {
+        "seeding.infections.asymptomatic": {"low": 1, "high": 2900, "integer": True},
+        "seeding.infections.presymptomatic_mild": {"low": 1, "high": 2900, "integer": True},
+    }
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="a calibration trial's values"):
+        optimize.calibrate(path, tmp_path / "out", workers=1)
+    assert not journal_path(tmp_path / "out").exists() and not (tmp_path / "out").exists()
+
+
+def test_abm_calibrate_says_the_finished_trials_are_kept_when_interrupted(tmp_path, monkeypatch):
+    path = tiny_calibration(tmp_path, trials=4, rerank_trials=0)
+    Trials(monkeypatch, stop_after=2)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--workers", "1", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    said = " ".join(result.output.split())
+    assert f"2 finished trials are kept in {journal_path(out)}; the same command continues from them" in said
+    assert f"interrupted: no results were written to {out}" in said
+
+
+def test_a_calibration_whose_trials_cannot_be_kept_goes_on_and_says_so(tmp_path):
+    """Where the file cannot be written (here a folder is in its place), the calibration runs to
+    its end as it would, with one note."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    out = tmp_path / "out"
+    journal_path(out).mkdir()
+    notes: list[str] = []
+    optimize.calibrate(path, out, workers=1, note=notes.append)
+    assert len(pd.read_csv(out / "trials.csv")) == 2
+    assert len(notes) == 1 and notes[0].startswith(f"finished trials cannot be kept in {journal_path(out)} (")
+    assert notes[0].endswith("; the calibration goes on, but if it stops before its end it will start over")
