@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
+from abm.outputs.journal import journal_path
 from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target, output_path
 
 app = typer.Typer(
@@ -536,8 +537,9 @@ def calibrate(
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
     process is lost (killed, out of memory) or the file system fails as the
-    folder is written (a full disk; nothing is written); 130 after Ctrl-C, 143
-    after SIGTERM (nothing is written, no worker is left running)."""
+    folder is written (a full disk; no folder is written, finished trials are
+    kept); 130 after Ctrl-C, 143 after SIGTERM (no folder is written, finished
+    trials are kept, no worker is left running)."""
     with loading():
         from abm.calibration.observed import CalibrationError
         from abm.calibration.optimize import calibrate as fit
@@ -618,12 +620,15 @@ def sweep(
     running); --set, --agents, --days, --seed and --device change it for every
     variant. Writes one combined table (sweep.csv), a mean/sd table per variant
     and sweep.json, at the end, all at once; the tables do not depend on the
-    backend or on --workers.
+    backend or on --workers. Finished runs are kept beside the folder until
+    then (.<folder>.runs.jsonl): a sweep stopped before its end continues from
+    them when the same command runs again, with the same tables.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
     process is lost (killed, out of memory) or the file system fails as the
-    folder is written (a full disk; nothing is written); 130 after Ctrl-C, 143
-    after SIGTERM (nothing is written, no worker is left running)."""
+    folder is written (a full disk; no folder is written, finished runs are
+    kept); 130 after Ctrl-C, 143 after SIGTERM (no folder is written, finished
+    runs are kept, no worker is left running)."""
     with loading():
         from abm.parallel import WorkerLost, check_ray_address, check_workers
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
@@ -671,6 +676,8 @@ def sweep(
                     progress=lambda done, n: bar.update(task, completed=done),
                     sweep_plan=sp,
                     names=COMMAND_LINE,
+                    keep=journal_path(target, "runs"),
+                    note=lambda text: bar.console.print(f"note: {text}", highlight=False, soft_wrap=True),
                 )
                 result.write(target)
                 results_written()

@@ -42,6 +42,7 @@ from abm import __version__, invocation
 from abm.key_paths import lookup
 from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
+from abm.outputs.journal import Journal, work_key
 from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
@@ -147,15 +148,20 @@ class SweepResult:
     table: pd.DataFrame
     summary: pd.DataFrame
     info: dict[str, Any] = field(default_factory=dict)
+    # Where its runs were kept while it ran (run_sweep's ``keep``): removed once it is written.
+    kept_in: Journal | None = field(default=None, repr=False)
 
     def write(self, out: str | Path) -> Path:
-        """Write ``sweep.csv``, ``sweep_summary.csv`` and ``sweep.json`` into ``out`` (atomically)."""
+        """Write ``sweep.csv``, ``sweep_summary.csv`` and ``sweep.json`` into ``out`` (atomically);
+        then the runs kept while it ran go."""
         out = Path(out)
         with atomic_folder(out, "sweep") as tmp:
             days = {c: "Int64" for c in INTEGER_OUTCOMES if c in self.table}  # 54, not 54.0 (empty: no peak)
             self.table.astype(days).to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
             (tmp / "sweep.json").write_text(dumps(self.info), encoding="utf-8")
+        if self.kept_in is not None:
+            self.kept_in.remove()
         return out
 
 
@@ -424,8 +430,12 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     }
 
 
+# Called as each task finishes, with its position in the tasks given and its result.
+Done = Callable[[int, dict[str, Any]], None]
+
+
 def run_local(
-    tasks: list[SweepTask], done: Callable[[], None], workers: int = 1, names: OptionNames = COMMAND_LINE
+    tasks: list[SweepTask], done: Done, workers: int = 1, names: OptionNames = COMMAND_LINE
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run the tasks on this machine: one after the other in this process (1 worker), or in
     ``workers`` worker processes (:class:`abm.parallel.ProcessPool`); ``done`` is called as each
@@ -435,9 +445,9 @@ def run_local(
     if workers == 1:
         results = []
         try:
-            for task in tasks:
+            for i, task in enumerate(tasks):
                 results.append(run_and_release(run_task, task))
-                done()
+                done(i, results[-1])
         finally:
             TASK_REUSE.clear()
         return results, used
@@ -445,18 +455,18 @@ def run_local(
         return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done), used
 
 
-def _collect(finished: Iterator[tuple[int, dict[str, Any]]], n: int, done: Callable[[], None]) -> list[dict[str, Any]]:
+def _collect(finished: Iterator[tuple[int, dict[str, Any]]], n: int, done: Done) -> list[dict[str, Any]]:
     """The results of ``n`` tasks that finish in any order, in task order; ``done`` after each."""
     results: list[dict[str, Any] | None] = [None] * n
     for index, result in finished:
         results[index] = result
-        done()
+        done(index, result)
     return [r for r in results if r is not None]
 
 
 def run_ray(
     tasks: list[SweepTask],
-    done: Callable[[], None],
+    done: Done,
     address: str | None = None,
     workers: int | None = None,
     backend: str = "--backend ray",
@@ -575,6 +585,8 @@ def run_sweep(
     progress: Callable[[int, int], None] | None = None,
     sweep_plan: SweepPlan | None = None,
     names: OptionNames = PYTHON,
+    keep: Path | None = None,
+    note: Callable[[str], None] | None = None,
     **overrides: Any,
 ) -> SweepResult:
     """Run every variant of ``sweeps`` (``key.path=v1,v2,...`` each; their cartesian product)
@@ -583,7 +595,11 @@ def run_sweep(
     ``workers``: runs at once; ``local``: worker processes (default 1: every run holds its
     population, and N runs at once need N times the memory), ``ray``: tasks (default: as many as
     the cluster takes). The tables do not depend on it. ``progress(done, total)`` is called
-    after each finished run.
+    after each finished run. ``keep``: a file where finished runs are kept as they finish
+    (:mod:`abm.outputs.journal`; ``abm sweep`` gives ``.<folder>.runs.jsonl`` beside its output
+    folder): a sweep of the same plan that finds it runs only the runs it lacks, and the tables
+    are the same; :meth:`SweepResult.write` removes it. ``note`` is told of runs found there
+    (and of a file that cannot be written).
 
     Bad input raises :class:`ScenarioError` (a ``ValueError``) with the message ``abm sweep``
     prints, naming the arguments given here (``sweeps item '...'``, ``replicates``,
@@ -595,30 +611,58 @@ def run_sweep(
     check_ray_address(ray_address, backend, ScenarioError, names)
     sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, names=names, **overrides)
     tasks = sp.tasks
-    count = 0
+    journal, kept = None, {}
+    if keep is not None:
+        work = [[t.variant, t.replicate, t.seed, t.scenario] for t in tasks]
+        journal = Journal(Path(keep), work_key(work), "runs", note)
+        kept = {e["task"]: e["result"] for e in journal.entries if e.get("task") in range(len(tasks))}
+        if kept and note is not None:
+            note(f"continuing an interrupted sweep: {len(kept)} of its {len(tasks)} runs are kept in {journal.path}")
+        elif journal.replaced and note is not None:
+            note(f"{journal.path} held the runs of another sweep (another plan or abm version); replaced")
+    todo = [i for i in range(len(tasks)) if i not in kept]
+    count = len(kept)
+    if count and progress is not None:
+        progress(count, len(tasks))
 
-    def done() -> None:
+    def done(j: int, result: dict[str, Any]) -> None:
         nonlocal count
+        if journal is not None:
+            journal.add({"task": todo[j], "result": result})
         count += 1
         if progress is not None:
             progress(count, len(tasks))
 
     t0 = time.perf_counter()
     local = backend == "local"
-    results, used = (
-        run_local(tasks, done, workers or 1, names)
-        if local
-        else run_ray(
-            tasks,
-            done,
-            ray_address,
-            workers,
-            names.given("backend", "ray"),
-            names.given("ray-address", ray_address),
-            sp.label,
+    to_run = [tasks[i] for i in todo]
+    try:
+        ran, used = (
+            run_local(to_run, done, workers or 1, names)
+            if local
+            else run_ray(
+                to_run,
+                done,
+                ray_address,
+                workers,
+                names.given("backend", "ray"),
+                names.given("ray-address", ray_address),
+                sp.label,
+            )
         )
-    )
+    except ScenarioError:  # bad input, not an interruption: it would fail again
+        if journal is not None:
+            journal.remove()
+        raise
+    except BaseException:  # Ctrl-C, a lost worker, ...: what the next run continues from
+        if journal is not None and journal.entries and journal.writable and note is not None:
+            note(
+                f"{len(journal.entries)} finished runs are kept in {journal.path}; the same command continues from them"
+            )
+        raise
     wall = time.perf_counter() - t0
+    fresh = dict(zip(todo, ran, strict=True))
+    results = [kept[i] if i in kept else fresh[i] for i in range(len(tasks))]
     table, summary = combine(sp, results)
     info = {
         "abm_version": __version__,
@@ -651,4 +695,4 @@ def run_sweep(
             for v, sc in enumerate(sp.variants)
         ],
     }
-    return SweepResult(table, summary, info)
+    return SweepResult(table, summary, info, journal)

@@ -12,8 +12,8 @@ from conftest import tiny_calibration
 from typer.testing import CliRunner
 
 import abm.calibration.optimize as optimize
-from abm.calibration.journal import journal_path
 from abm.cli import app
+from abm.outputs.journal import journal_path
 
 TIMINGS = ["datetime_start", "datetime_complete", "duration"]
 
@@ -56,7 +56,7 @@ def test_an_interrupted_calibration_continues_where_it_stopped(tmp_path, monkeyp
     runs again with 5 and 6. Every output but the timings is the uninterrupted run's."""
     path = tiny_calibration(tmp_path, trials=7)
     out = tmp_path / "out"
-    kept = journal_path(out)
+    kept = journal_path(out, "trials")
     trials = Trials(monkeypatch, stop_after=5)
     notes: list[str] = []
     with pytest.raises(KeyboardInterrupt):
@@ -87,7 +87,7 @@ def test_kept_trials_cut_short_or_of_another_scenario_are_not_told(tmp_path, mon
     data["calibration"]["parallel_trials"] = 2
     path.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
-    kept = journal_path(out)
+    kept = journal_path(out, "trials")
     trials = Trials(monkeypatch, stop_after=4)
     with pytest.raises(KeyboardInterrupt):
         optimize.calibrate(path, out, workers=1, trials=5)
@@ -120,7 +120,7 @@ def test_bad_trial_values_leave_no_kept_trials(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError, match="a calibration trial's values"):
         optimize.calibrate(path, tmp_path / "out", workers=1)
-    assert not journal_path(tmp_path / "out").exists() and not (tmp_path / "out").exists()
+    assert not journal_path(tmp_path / "out", "trials").exists() and not (tmp_path / "out").exists()
 
 
 def test_abm_calibrate_says_the_finished_trials_are_kept_when_interrupted(tmp_path, monkeypatch):
@@ -130,7 +130,7 @@ def test_abm_calibrate_says_the_finished_trials_are_kept_when_interrupted(tmp_pa
     result = CliRunner().invoke(app, ["calibrate", str(path), "--workers", "1", "--out", str(out)])
     assert result.exit_code == 130, result.output
     said = " ".join(result.output.split())
-    assert f"2 finished trials are kept in {journal_path(out)}; the same command continues from them" in said
+    assert f"2 finished trials are kept in {journal_path(out, 'trials')}; the same command continues from them" in said
     assert f"interrupted: no results were written to {out}" in said
 
 
@@ -139,9 +139,9 @@ def test_a_calibration_whose_trials_cannot_be_kept_goes_on_and_says_so(tmp_path)
     its end as it would, with one note."""
     path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
     out = tmp_path / "out"
-    journal_path(out).mkdir()
+    journal_path(out, "trials").mkdir()
     notes: list[str] = []
     optimize.calibrate(path, out, workers=1, note=notes.append)
     assert len(pd.read_csv(out / "trials.csv")) == 2
-    assert len(notes) == 1 and notes[0].startswith(f"finished trials cannot be kept in {journal_path(out)} (")
-    assert notes[0].endswith("; the calibration goes on, but if it stops before its end it will start over")
+    assert len(notes) == 1 and notes[0].startswith(f"finished trials cannot be kept in {journal_path(out, 'trials')} (")
+    assert notes[0].endswith("; the command goes on, but if it stops before its end it will start over")

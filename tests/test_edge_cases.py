@@ -197,7 +197,7 @@ def test_ray_refuses_a_numbered_gpu_before_it_starts():
 
     task = SweepTask(0, 0, 1, {"name": "ni", "simulation": {"device": "cuda:1"}})
     with pytest.raises(ScenarioError, match=r"ni: simulation.device: 'cuda:1' is not allowed with --backend ray"):
-        run_ray([task], lambda: None)
+        run_ray([task], lambda *_: None)
     refused = r"c.yaml: simulation.device: 'cuda:1' is not allowed with --backend ray"
     with (
         pytest.raises(CalibrationError, match=refused),

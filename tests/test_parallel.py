@@ -138,7 +138,7 @@ def test_calibration_json_records_the_re_ranked_batch_that_ran_at_once():
 def failing_sweep_run(workers: int) -> None:
     bad = {"name": "bad", "population": {"agents": 500}, "simulation": {"days": 5, "seed": 1, "replicates": 1}}
     bad["disease"] = {"transmission_rate": -1.0}
-    run_local([SweepTask(0, 0, 1, bad)], lambda: None, workers)
+    run_local([SweepTask(0, 0, 1, bad)], lambda *_: None, workers)
 
 
 def failing_trial(workers: int) -> None:

@@ -3,6 +3,7 @@ table on the local and the Ray backend, bad input, and the command end to end.""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -343,7 +344,44 @@ def test_a_full_disk_while_the_sweep_is_written_gets_one_message_exit_1_and_writ
         "nothing was written" in flat
     ), flat
     assert flat.count("error:") == 1 and "Traceback" not in result.output
-    assert list(tmp_path.iterdir()) == []
+    # Only the finished runs are left, hidden, for the same command once there is room.
+    assert [p.name for p in tmp_path.iterdir()] == [".sweep.runs.jsonl"]
+
+
+def test_an_interrupted_sweep_continues_where_it_stopped(tmp_path, monkeypatch, local_sweep):
+    """Stopped after 3 of its 4 runs, `abm sweep` keeps them (and says so); the same command
+    then runs only the fourth, and writes the tables an uninterrupted sweep gives."""
+    import abm.sweep as sweep_module
+
+    real, ran = sweep_module.run_task, []
+
+    def run_task(task):
+        if len(ran) == stop[0]:
+            raise KeyboardInterrupt
+        ran.append((task.variant, task.replicate))
+        return real(task)
+
+    stop = [3]
+    monkeypatch.setattr(sweep_module, "run_task", run_task)
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "2"]
+    args += ["--agents", str(TINY["agents"]), "--days", str(TINY["days"]), "--out", str(out)]
+    first = runner.invoke(app, args)
+    said = " ".join(first.output.split())
+    assert first.exit_code == 130, first.output
+    kept = tmp_path / ".sweep.runs.jsonl"
+    assert f"note: 3 finished runs are kept in {kept}; the same command continues from them" in said
+    assert not out.exists() and len(kept.read_text().splitlines()) == 1 + 3
+    stop[0], ran[:] = None, []
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert ran == [(1, 1)]  # replicate by replicate: (0, 0), (1, 0), (0, 1) were kept
+    said = " ".join(again.output.split())
+    assert f"note: continuing an interrupted sweep: 3 of its 4 runs are kept in {kept}" in said
+    assert not kept.exists()
+    table = pd.read_csv(out / "sweep.csv")
+    whole = pd.read_csv(io.StringIO(local_sweep.table.astype({"peak_hospital_day": "Int64"}).to_csv(index=False)))
+    pd.testing.assert_frame_equal(table, whole)
 
 
 def test_a_bad_value_names_the_file_key_value_and_what_is_allowed():

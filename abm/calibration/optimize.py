@@ -21,7 +21,7 @@ import optuna
 import pandas as pd
 
 from abm.calibration.config import BUNDLED_FIPS, CalibrationConfig, Observation
-from abm.calibration.journal import TrialJournal, calibration_key, journal_path
+from abm.calibration.journal import TrialJournal
 from abm.calibration.observation import RAW, observe_arrays
 from abm.calibration.observed import (
     CalibrationError,
@@ -459,7 +459,7 @@ def run_trials(
             loss = score(trial, v, raw)
             study.tell(trial, loss)
             if journal is not None and kept is None:
-                journal.add(trial.number, v, raw)
+                journal.add_trial(trial.number, v, raw)
             done += 1
             if progress is not None:
                 progress(done, n_trials, loss)
@@ -727,7 +727,7 @@ def calibrate(
     if method == "gradient":
         fit = _fit_by_gradient(sc, data, source, observed, progress, trials)
     else:
-        journal = TrialJournal(journal_path(target), calibration_key(sc), cfg, note)
+        journal = TrialJournal(target, sc, cfg, note)
         if note is not None and journal.found:
             note(
                 f"continuing an interrupted calibration: {journal.found} finished trials kept in {journal.path} are "

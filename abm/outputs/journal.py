@@ -1,0 +1,129 @@
+"""What a long command has finished, kept on disk beside its output folder until the folder is
+written, so that the command, stopped before its end (Ctrl-C, a lost worker, a killed process,
+a power cut), continues from it when run again: a calibration's trials
+(:mod:`abm.calibration.journal`), a sweep's runs (:func:`abm.sweep.run_sweep`).
+
+The file, ``.<output folder name>.<kind>.jsonl``, holds a header line with a key naming what it
+belongs to (a hash of the resolved work and abm's version) and one JSON line per finished piece
+of work, appended and flushed as each finishes. A file with another key is replaced; a line cut
+short by a killed process ends what is read. Keeping never stops the command: where the file
+cannot be written (a read-only folder, a full disk) the command goes on without it and says so
+once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from abm import __version__
+
+FORMAT = 1
+
+
+def journal_path(target: Path, kind: str) -> Path:
+    """Where the finished ``kind`` (``trials``, ``runs``) of a command writing the folder
+    ``target`` are kept while it works."""
+    return target.parent / f".{target.name}.{kind}.jsonl"
+
+
+def work_key(work: Any) -> str:
+    """A key for the kept work of ``work`` (plain data: the resolved scenario and settings) and
+    this version of abm."""
+    text = json.dumps({"abm": __version__, "work": work}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Journal:
+    """The finished pieces of one command's work (:mod:`abm.outputs.journal`), in ``entries``
+    in the order they were kept; ``found`` of them were read from an earlier, stopped run of the
+    same work; ``replaced``: the file held another work's entries (or none could be read)."""
+
+    def __init__(self, path: Path, key: str, what: str, warn: Callable[[str], None] | None = None) -> None:
+        self.path, self.key, self.what, self.warn = path, key, what, warn
+        self.entries: list[dict[str, Any]] = []
+        self.found = 0
+        self.replaced = False
+        self.writable = True  # False once a write failed: nothing more is kept
+        if path.exists():
+            try:
+                self.entries = self._read()
+            except OSError as exc:
+                self._failed(exc)
+                return
+            self.found = len(self.entries)
+            self.replaced = not self.entries
+        self._rewrite()
+
+    def _failed(self, exc: OSError) -> None:
+        """Keep no more (the command goes on), and say so once."""
+        if self.writable and self.warn is not None:
+            self.warn(
+                f"finished {self.what} cannot be kept in {self.path} ({exc.strerror or exc}); the command goes on, "
+                "but if it stops before its end it will start over"
+            )
+        self.writable = False
+
+    def _read(self) -> list[dict[str, Any]]:
+        """The file's entries if it holds this work's, else none."""
+        entries: list[dict[str, Any]] = []
+        try:
+            with self.path.open(encoding="utf-8") as f:
+                header = json.loads(f.readline() or "null")
+                if not isinstance(header, dict) or header.get("key") != self.key or header.get("format") != FORMAT:
+                    return []
+                for line in f:
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError:
+                        break
+                    if not isinstance(entry, dict):
+                        break
+                    entries.append(entry)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return []
+        return entries
+
+    def _rewrite(self) -> None:
+        """The file anew with the header and the entries kept (written aside, then renamed)."""
+        if not self.writable:
+            return
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("w", encoding="utf-8") as f:
+                f.write(json.dumps({"format": FORMAT, "key": self.key}) + "\n")
+                for entry in self.entries:
+                    f.write(json.dumps(entry) + "\n")
+            tmp.replace(self.path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            self._failed(exc)
+
+    def add(self, entry: dict[str, Any]) -> None:
+        """Keep a finished piece (appended and flushed at once)."""
+        self.entries.append(entry)
+        if not self.writable:
+            return
+        try:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+        except OSError as exc:
+            self._failed(exc)
+
+    def cut(self, n: int) -> None:
+        """Keep the first ``n`` entries only."""
+        if len(self.entries) > n:
+            del self.entries[n:]
+            self._rewrite()
+
+    def remove(self) -> None:
+        """The output is written: what was kept goes."""
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:  # the results are written; a file left behind is harmless
+            self._failed(exc)
