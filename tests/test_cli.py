@@ -1539,3 +1539,22 @@ def test_testing_without_capacity_and_tracing_without_app_users_get_a_note(setti
     notes = [line for line in result.output.splitlines() if not line.startswith(" ")]
     assert " ".join(result.output.split()).startswith(note + " ok "), result.output
     assert sum(line.startswith("note: ") for line in notes) == 1, result.output
+
+
+def test_calibration_progress_says_the_time_so_far_and_about_how_long_is_left(monkeypatch, capsys):
+    """From the pace of the last 10 trials (a continued calibration tells its kept ones at once)."""
+    import abm.cli as cli
+
+    assert [cli.clock(x) for x in (0.4, 45, 185, 7800)] == ["0 s", "45 s", "3 min 5 s", "2 h 10 min"]
+    now = iter([0.0, 10.0, 20.0, 30.0, 40.0, 400.0])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
+    show = cli.step_lines("trial")
+    for done, loss in [(1, 1.0), (2, 0.5), (3, 0.25), (4, 0.125), (200, 0.1)]:
+        show(done, 200, loss)
+    assert capsys.readouterr().err.splitlines() == [
+        "trial 1 of 200 done: loss 1.000 (10 s)",
+        "trial 2 of 200 done: loss 0.500 (20 s)",
+        "trial 3 of 200 done: loss 0.250 (30 s, about 32 min 50 s left)",  # 10 s a trial, 197 left
+        "trial 4 of 200 done: loss 0.125 (40 s, about 32 min 40 s left)",
+        "trial 200 of 200 done: loss 0.100 (6 min 40 s)",
+    ]
