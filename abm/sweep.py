@@ -22,6 +22,7 @@ compare only over one horizon).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -598,8 +599,8 @@ def run_sweep(
     after each finished run. ``keep``: a file where finished runs are kept as they finish
     (:mod:`abm.outputs.journal`; ``abm sweep`` gives ``.<folder>.runs.jsonl`` beside its output
     folder): a sweep of the same plan that finds it runs only the runs it lacks, and the tables
-    are the same; :meth:`SweepResult.write` removes it. ``note`` is told of runs found there
-    (and of a file that cannot be written).
+    are the same; :meth:`SweepResult.write` removes it. ``note`` is told of runs found there,
+    of a file that cannot be written, and of the runs kept when the sweep stops.
 
     Bad input raises :class:`ScenarioError` (a ``ValueError``) with the message ``abm sweep``
     prints, naming the arguments given here (``sweeps item '...'``, ``replicates``,
@@ -616,10 +617,6 @@ def run_sweep(
         work = [[t.variant, t.replicate, t.seed, t.scenario] for t in tasks]
         journal = Journal(Path(keep), work_key(work), "runs", note)
         kept = {e["task"]: e["result"] for e in journal.entries if e.get("task") in range(len(tasks))}
-        if kept and note is not None:
-            note(f"continuing an interrupted sweep: {len(kept)} of its {len(tasks)} runs are kept in {journal.path}")
-        elif journal.replaced and note is not None:
-            note(f"{journal.path} held the runs of another sweep (another plan or abm version); replaced")
     todo = [i for i in range(len(tasks)) if i not in kept]
     count = len(kept)
     if count and progress is not None:
@@ -636,7 +633,7 @@ def run_sweep(
     t0 = time.perf_counter()
     local = backend == "local"
     to_run = [tasks[i] for i in todo]
-    try:
+    with journal.keeping(bad=(ScenarioError,)) if journal is not None else contextlib.nullcontext():
         ran, used = (
             run_local(to_run, done, workers or 1, names)
             if local
@@ -650,16 +647,6 @@ def run_sweep(
                 sp.label,
             )
         )
-    except ScenarioError:  # bad input, not an interruption: it would fail again
-        if journal is not None:
-            journal.remove()
-        raise
-    except BaseException:  # Ctrl-C, a lost worker, ...: what the next run continues from
-        if journal is not None and journal.entries and journal.writable and note is not None:
-            note(
-                f"{len(journal.entries)} finished runs are kept in {journal.path}; the same command continues from them"
-            )
-        raise
     wall = time.perf_counter() - t0
     fresh = dict(zip(todo, ran, strict=True))
     results = [kept[i] if i in kept else fresh[i] for i in range(len(tasks))]

@@ -69,10 +69,7 @@ def test_an_interrupted_calibration_continues_where_it_stopped(tmp_path, monkeyp
     notes.clear()
     optimize.calibrate(path, out, workers=1, note=notes.append)
     assert len(trials.ran) == 3 + 2  # trials 4, 5 and 6, then the 2 re-ranked
-    assert notes == [
-        f"continuing an interrupted calibration: 5 finished trials kept in {kept} are told to the sampler instead "
-        "of being run again"
-    ]
+    assert notes == [f"continuing an interrupted run: 5 finished trials are kept in {kept}"]
     assert not kept.exists()  # gone once the folder is written
     a, b = pd.read_csv(out / "trials.csv"), pd.read_csv(uninterrupted / "trials.csv")
     pd.testing.assert_frame_equal(a.drop(columns=TIMINGS), b.drop(columns=TIMINGS))
@@ -106,7 +103,7 @@ def test_kept_trials_cut_short_or_of_another_scenario_are_not_told(tmp_path, mon
     notes: list[str] = []
     optimize.calibrate(path, out, workers=1, note=notes.append)
     assert len(trials.ran) == 4
-    assert notes == [f"{kept} held the trials of another calibration (another scenario or abm version); replaced"]
+    assert notes == [f"{kept} held the trials of other work (another scenario or abm version); replaced"]
     assert not kept.exists()
 
 

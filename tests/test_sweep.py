@@ -377,7 +377,7 @@ def test_an_interrupted_sweep_continues_where_it_stopped(tmp_path, monkeypatch, 
     assert again.exit_code == 0, again.output
     assert ran == [(1, 1)]  # replicate by replicate: (0, 0), (1, 0), (0, 1) were kept
     said = " ".join(again.output.split())
-    assert f"note: continuing an interrupted sweep: 3 of its 4 runs are kept in {kept}" in said
+    assert f"note: continuing an interrupted run: 3 finished runs are kept in {kept}" in said
     assert not kept.exists()
     table = pd.read_csv(out / "sweep.csv")
     whole = pd.read_csv(io.StringIO(local_sweep.table.astype({"peak_hospital_day": "Int64"}).to_csv(index=False)))

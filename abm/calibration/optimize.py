@@ -728,27 +728,10 @@ def calibrate(
         fit = _fit_by_gradient(sc, data, source, observed, progress, trials)
     else:
         journal = TrialJournal(target, sc, cfg, note)
-        if note is not None and journal.found:
-            note(
-                f"continuing an interrupted calibration: {journal.found} finished trials kept in {journal.path} are "
-                "told to the sampler instead of being run again"
-            )
-        elif note is not None and journal.replaced:
-            note(f"{journal.path} held the trials of another calibration (another scenario or abm version); replaced")
-        try:
+        with journal.keeping(bad=(ScenarioError, CalibrationError)):  # bad values would fail again
             fit = _fit_by_optuna(
                 sc, data, source, observed, trials, progress, backend, workers, ray_address, names, journal
             )
-        except (ScenarioError, CalibrationError):  # bad values, not an interruption: they would fail again
-            journal.remove()
-            raise
-        except BaseException:  # Ctrl-C, a lost worker, ...: what the next run continues from
-            if note is not None and journal.entries and journal.writable:
-                note(
-                    f"{len(journal.entries)} finished trials are kept in {journal.path}; the same command continues "
-                    "from them"
-                )
-            raise
     summary = {
         "scenario": sc.name,
         "method": method,

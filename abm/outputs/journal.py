@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ def work_key(work: Any) -> str:
 class Journal:
     """The finished pieces of one command's work (:mod:`abm.outputs.journal`), in ``entries``
     in the order they were kept; ``found`` of them were read from an earlier, stopped run of the
-    same work; ``replaced``: the file held another work's entries (or none could be read)."""
+    same work; ``replaced``: the file held another work's entries (or none could be read).
+    ``warn`` is told of both, of a file that cannot be written, and of what is kept when the
+    work stops (:meth:`keeping`)."""
 
     def __init__(self, path: Path, key: str, what: str, warn: Callable[[str], None] | None = None) -> None:
         self.path, self.key, self.what, self.warn = path, key, what, warn
@@ -57,6 +60,10 @@ class Journal:
                 return
             self.found = len(self.entries)
             self.replaced = not self.entries
+        if warn is not None and self.found:
+            warn(f"continuing an interrupted run: {self.found} finished {what} are kept in {path}")
+        elif warn is not None and self.replaced:
+            warn(f"{path} held the {what} of other work (another scenario or abm version); replaced")
         self._rewrite()
 
     def _failed(self, exc: OSError) -> None:
@@ -120,6 +127,24 @@ class Journal:
         if len(self.entries) > n:
             del self.entries[n:]
             self._rewrite()
+
+    @contextmanager
+    def keeping(self, bad: tuple[type[Exception], ...]) -> Iterator[None]:
+        """The command's work, kept as it goes: after a ``bad`` error (bad input, which would
+        fail again) nothing is kept; after any other end (Ctrl-C, a lost worker) what was kept
+        stays, and the command says so."""
+        try:
+            yield
+        except bad:
+            self.remove()
+            raise
+        except BaseException:
+            if self.entries and self.writable and self.warn is not None:
+                self.warn(
+                    f"{len(self.entries)} finished {self.what} are kept in {self.path}; the same command continues "
+                    "from them"
+                )
+            raise
 
     def remove(self) -> None:
         """The output is written: what was kept goes."""
