@@ -97,8 +97,8 @@ class OutputConfig(BaseModel):
     )
     map_days: list[int] | None = Field(
         None,
-        description="days of the map's PNG snapshots, each within the run; default: 50, 70 and 120, those within "
-        "the run (else its last day)",
+        description="days of the map's PNG snapshots, each within the run ([] for none); default: 50, 70 and 120, "
+        "those within the run (else its last day)",
     )
     boundaries: str | None = Field(
         None,

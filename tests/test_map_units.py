@@ -128,6 +128,18 @@ def test_the_scenarios_map_days_are_the_maps_snapshot_days() -> None:
     assert abm.run(NI, agents=300, days=5, replicates=1).map(tiles=False).data.days == [0, 4]
 
 
+def test_an_empty_map_days_list_writes_no_snapshot(tmp_path) -> None:
+    """outputs.map_days: [] asks for no snapshot (the other plots are written); left out, a run
+    shorter than the default days gets its last day's."""
+    none = abm.run(NI, agents=300, days=5, replicates=1, sets=["outputs.map_days=[]"])
+    none.write_figures(tmp_path / "none")
+    default = abm.run(NI, agents=300, days=5, replicates=1)
+    default.write_figures(tmp_path / "default")
+    assert sorted(p.name for p in (tmp_path / "none" / "plots").glob("map_day*")) == []
+    assert sorted(p.name for p in (tmp_path / "default" / "plots").glob("map_day*")) == ["map_day004.png"]
+    assert (tmp_path / "none" / "plots" / "hospital_occupancy.png").is_file()
+
+
 def test_a_lone_tracts_cell_is_a_round_disc_of_its_land_on_the_ground() -> None:
     """One tract of 100 km2: its cell is the disc of radius 0.9 sqrt(100 / pi) + 0.5 km around its
     centroid, round on the ground (at latitude 47.6 a degree of longitude is 0.67 of one of

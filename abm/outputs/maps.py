@@ -395,14 +395,14 @@ def write_snapshots(
     days: tuple[int, ...] | list[int] = DEFAULT_SNAPSHOT_DAYS,
     measure: str = "cumulative",
 ) -> list[Path]:
-    """PNG snapshots ``map_day050.png``... for the chosen days within the run (the last day if
-    none is)."""
+    """PNG snapshots ``map_day050.png``... for those of ``days`` within the run (none for an
+    empty list)."""
     import matplotlib.pyplot as plt
 
     plt.switch_backend("Agg")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    chosen = [d for d in days if d in data.days] or [data.days[-1]]
+    chosen = [d for d in days if d in data.days]
     out = []
     for day in chosen:
         fig = snapshot_figure(shapes, data, day, measure)
