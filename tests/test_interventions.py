@@ -31,6 +31,19 @@ def within(got: float, p: float, n: int, k: float = 4.0) -> bool:
 
 
 # ----------------------------------------------------------------------------- vaccination
+def test_daily_doses_replaces_the_rate_per_100k_in_the_resolved_scenario():
+    """daily_doses replaces daily_doses_per_100k (default 300): the resolved scenario shows the
+    rule in use only (it listed both, and a reader could not tell which one ran), and it runs the
+    same doses when read back."""
+    cfg = VaccinationConfig(daily_doses=50)
+    assert (cfg.daily_doses, cfg.daily_doses_per_100k) == (50, None)
+    assert VaccinationConfig(**cfg.model_dump()) == cfg
+    assert VaccinationConfig(daily_doses_per_100k=124).daily_doses_per_100k == 124
+    vaccination = {"daily_doses": 50, "daily_doses_per_100k": 900}
+    resolved = validate({"name": "x", "interventions": {"vaccination": vaccination}}, "x.yaml")
+    assert resolved.model_dump()["interventions"]["vaccination"]["daily_doses_per_100k"] is None
+
+
 def test_a_priority_list_vaccinates_only_the_groups_it_names():
     """docs/scenarios.md says an age group left out of a priority list gets no dose (it did not
     say, and an author could read the list as an order with the rest after it)."""

@@ -37,7 +37,11 @@ class VaccinationConfig(BaseModel):
         description="doses produced per day per 100,000 agents (300 = 0.3%; 100,000: a dose for every agent each day)",
     )
     daily_doses: int | None = Field(
-        None, ge=0, le=MAX_DAILY_COUNT, description="doses produced per day (replaces daily_doses_per_100k)"
+        None,
+        ge=0,
+        le=MAX_DAILY_COUNT,
+        description="doses produced per day (replaces daily_doses_per_100k, which the resolved scenario then shows as "
+        "null)",
     )
     shelf_life_days: int = Field(2, ge=0, le=MAX_DAYS, description="days a dose can wait before it expires")
     priority: Literal["oldest_first", "youngest_first"] | list[int] = Field(
@@ -89,6 +93,8 @@ class VaccinationConfig(BaseModel):
     def _supply(self) -> VaccinationConfig:
         if self.daily_doses is None and self.daily_doses_per_100k is None:
             raise ValueError("give daily_doses or daily_doses_per_100k")
+        if self.daily_doses is not None:
+            self.daily_doses_per_100k = None  # replaced: the resolved scenario shows the rule in use only
         return self
 
 
