@@ -58,23 +58,61 @@ def clock(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
-def step_lines(unit: str) -> Callable[[int, int, float], None]:
-    """A progress callback that prints a line per finished ``unit`` (trial, step) on stderr with
-    its loss, the time so far and, from the pace of the last 10, about how long is left:
-    ``trial 57 of 200 done: loss 0.412 (2 min 10 s, about 5 min left)``."""
-    start = time.monotonic()
-    recent: deque[tuple[int, float]] = deque(maxlen=11)
+class Pace:
+    """The time since it was made and, from the pace of the last 10 steps, about how long is left:
+    ``2 min 10 s, about 5 min left``."""
 
-    def show(done: int, total: int, loss: float) -> None:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.recent: deque[tuple[int, float]] = deque(maxlen=11)
+
+    def __call__(self, done: int, total: int) -> str:
+        """The text for ``done`` of ``total`` steps finished now."""
         now = time.monotonic()
-        recent.append((done, now))
-        text = f"{unit} {done} of {total} done: loss {loss:.3f} ({clock(now - start)}"
-        (first, then) = recent[0]
+        self.recent.append((done, now))
+        text = clock(now - self.start)
+        (first, then) = self.recent[0]
         if done - first >= 2 and done < total:
             text += f", about {clock((now - then) / (done - first) * (total - done))} left"
-        err_console.print(text + ")", highlight=False)
+        return text
+
+
+def step_lines(unit: str) -> Callable[[int, int, float], None]:
+    """A progress callback that prints a line per finished ``unit`` (trial, step) on stderr with
+    its loss, the time so far and about how long is left (:class:`Pace`):
+    ``trial 57 of 200 done: loss 0.412 (2 min 10 s, about 5 min left)``."""
+    pace = Pace()
+
+    def show(done: int, total: int, loss: float) -> None:
+        err_console.print(f"{unit} {done} of {total} done: loss {loss:.3f} ({pace(done, total)})", highlight=False)
 
     return show
+
+
+def count_lines(unit: str, lines: int = 10) -> Callable[[int, int], None]:
+    """A progress callback for stderr that is not a terminal (a log file, a batch job's output),
+    where a bar does not show: about ``lines`` lines, one each time another 1/``lines`` of the
+    work is done and one at the end, with the time so far and about how long is left
+    (:class:`Pace`): ``runs: 3 of 8 done (1 min 2 s, about 2 min left)``."""
+    pace = Pace()
+    said = [0]
+
+    def show(done: int, total: int) -> None:
+        if done == said[0] or (done < total and done < said[0] + math.ceil(total / lines)):
+            pace.recent.append((done, time.monotonic()))  # the pace counts every step
+            return
+        said[0] = done
+        err_console.print(f"{unit}: {done} of {total} done ({pace(done, total)})", highlight=False)
+
+    return show
+
+
+def advance(bar: Progress, task: TaskID, unit: str) -> Callable[[int, int], None]:
+    """The progress callback of a command's bar: it moves the bar on a terminal, and elsewhere
+    prints :func:`count_lines`."""
+    if bar.disable:
+        return count_lines(unit)
+    return lambda done, total: bar.update(task, completed=done)
 
 
 def _print_version(value: bool) -> None:
@@ -458,7 +496,7 @@ def run(
         )
         with stop_on_interrupt(target, bar):
             try:
-                result = run_scenario(sc, progress=lambda d, total: bar.update(task, completed=d))
+                result = run_scenario(sc, progress=advance(bar, task, "days"))
                 result.write(target)
                 results_written()
             except ScenarioError as exc:  # found once the run has its population: named by the file and options
@@ -704,7 +742,7 @@ def sweep(
                     backend=backend,
                     workers=workers,
                     ray_address=ray_address,
-                    progress=lambda done, n: bar.update(task, completed=done),
+                    progress=advance(bar, task, "runs"),
                     sweep_plan=sp,
                     names=COMMAND_LINE,
                     keep=journal_path(target, "runs"),

@@ -1541,6 +1541,51 @@ def test_testing_without_capacity_and_tracing_without_app_users_get_a_note(setti
     assert sum(line.startswith("note: ") for line in notes) == 1, result.output
 
 
+def test_progress_off_a_terminal_is_about_ten_lines_with_the_time_left(monkeypatch, capsys):
+    """Where stderr is no terminal (a log file), a run's days and a sweep's runs are told in
+    about ten lines, with the time so far and about how long is left from the pace of the last
+    10 steps; a step told twice (a continued sweep) is said once."""
+    import abm.cli as cli
+
+    now = iter(float(t) for t in range(0, 1000, 2))  # 2 s a call: Pace's start, then each step
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
+    show = cli.count_lines("days")
+    for day in range(1, 31):
+        show(day, 30)
+    show(30, 30)
+    assert capsys.readouterr().err.splitlines() == [
+        "days: 3 of 30 done (6 s, about 54 s left)",  # 2 s a day, 27 left
+        "days: 6 of 30 done (12 s, about 48 s left)",
+        "days: 9 of 30 done (18 s, about 42 s left)",
+        "days: 12 of 30 done (24 s, about 36 s left)",
+        "days: 15 of 30 done (30 s, about 30 s left)",
+        "days: 18 of 30 done (36 s, about 24 s left)",
+        "days: 21 of 30 done (42 s, about 18 s left)",
+        "days: 24 of 30 done (48 s, about 12 s left)",
+        "days: 27 of 30 done (54 s, about 6 s left)",
+        "days: 30 of 30 done (1 min 0 s)",
+    ]
+    show = cli.count_lines("runs")
+    for done in (1, 2, 2, 3):
+        show(done, 3)
+    assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "runs: 1 of 3 done",
+        "runs: 2 of 3 done",
+        "runs: 3 of 3 done",
+    ]
+
+
+def test_a_run_logged_to_a_file_tells_its_progress_in_lines(tmp_path):
+    """abm run with stderr to a file (CliRunner's is no terminal): lines, not a bar."""
+    result = runner.invoke(
+        app,
+        ["run", str(SCENARIO), "--agents", "300", "--days", "20", "--replicates", "1", "--out", str(tmp_path / "r")],
+    )
+    assert result.exit_code == 0, result.output
+    told = [line.split(" (")[0] for line in result.stderr.splitlines() if line.startswith("days: ")]
+    assert told == [f"days: {d} of 20 done" for d in range(2, 21, 2)]
+
+
 def test_calibration_progress_says_the_time_so_far_and_about_how_long_is_left(monkeypatch, capsys):
     """From the pace of the last 10 trials (a continued calibration tells its kept ones at once)."""
     import abm.cli as cli
