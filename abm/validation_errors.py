@@ -73,12 +73,19 @@ LONGEST_SHOWN = 300
 
 
 def shown(value: Any) -> str:
-    """A value as messages show it: Python's repr, but for a date (YAML reads 2020-02-28 as one),
-    which is shown as written, also within a list."""
+    """A value as messages show it, as YAML writes it: a date as written (YAML reads 2020-02-28 as
+    one), lists and mappings in flow style (``[1, 2]``, ``{x: 3}``), ``true``, ``false`` and
+    ``null``; text keeps its quotes (``'1e4'``: YAML read it as text)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, list):
         return "[" + ", ".join(shown(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
@@ -259,6 +266,20 @@ def not_finite_text(value: Any) -> bool:
         return False
 
 
+def number_as_text(value: Any) -> str:
+    """For a whole number written so that YAML reads it as text (``1e4``, ``1_000.0``): how to
+    write it (``; YAML reads 1e4 as text: write 10000``), else nothing."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if not math.isfinite(number) or not number.is_integer():
+        return ""
+    return f"; YAML reads {value} as text: write {int(number)}"
+
+
 def size_problem(ctx: dict[str, Any], value: Any) -> str:
     """A list or mapping with too few or too many entries: how many it has and how many it may."""
     n = len(value) if hasattr(value, "__len__") else ctx.get("actual_length", 0)
@@ -353,8 +374,10 @@ def error_lines(
             or len(shown(value)) > LONGEST_SHOWN  # a table: its message names the entry
         ):
             text = f"{path}: {msg}"
+        elif value is None:  # `key:` with nothing after it, or null
+            text = f"{path}: has no value; {msg}"
         else:
-            text = f"{path}: {shown(value)} is not allowed: {msg}"
+            text = f"{path}: {shown(value)} is not allowed: {msg}" + number_as_text(value)
         if root is not None:
             merged[loc] = len(lines)
         lines.append((loc, text))

@@ -855,7 +855,7 @@ def test_a_section_written_as_a_list_a_number_or_nothing_is_named_with_its_keys(
     result = runner.invoke(app, ["validate", str(bad)])
     assert result.exit_code == 2
     assert (
-        f"bad.yaml: invalid scenario: simulation: [{{'days': 10}}] is not allowed: a section of settings is expected "
+        f"bad.yaml: invalid scenario: simulation: [{{days: 10}}] is not allowed: a section of settings is expected "
         f"here, written as key: value lines under it {keys}"
     ) in text(result)
     assert "interventions.testing: 5 is not allowed: a section of settings is expected here" in text(result)
@@ -871,6 +871,27 @@ def test_a_section_written_as_a_list_a_number_or_nothing_is_named_with_its_keys(
     ) in text(result)
 
 
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ("simulation.days=", "simulation.days: has no value; must be a whole number"),
+        ("simulation.days.x=3", "simulation.days: {x: 3} is not allowed: must be a whole number"),
+        ("simulation.days=true", "simulation.days: true is not allowed: must be a whole number"),
+        (
+            "population.agents=1e4",
+            "population.agents: '1e4' is not allowed: must be a whole number; YAML reads 1e4 as text: write 10000",
+        ),
+        ("population.agents=abc", "population.agents: 'abc' is not allowed: must be a whole number"),
+    ],
+)
+def test_values_are_shown_as_yaml_writes_them(small, setting, said):
+    """Not as Python's repr (None, {'x': 3}, True); a whole number that YAML read as text says how
+    to write it."""
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2
+    assert text(result).endswith(f"invalid scenario: {said}"), text(result)
+
+
 def test_a_date_in_another_format_and_a_mapping_for_a_list_name_what_to_write(tmp_path, small):
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"extends: {small}\ncalibration: {{start_date: 02/01/2020}}\ndisease: {{dwell_times: {{a: 1}}}}\n")
@@ -879,7 +900,7 @@ def test_a_date_in_another_format_and_a_mapping_for_a_list_name_what_to_write(tm
     assert (
         "calibration.start_date: '02/01/2020' is not allowed: must be a date, written YYYY-MM-DD (e.g. 2020-02-01)"
     ) in text(result)
-    assert "disease.dwell_times: {'a': 1} is not allowed: must be a list" in text(result)
+    assert "disease.dwell_times: {a: 1} is not allowed: must be a list" in text(result)
 
 
 @pytest.mark.parametrize("index", ["x", "-1", "first"])
