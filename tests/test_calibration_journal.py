@@ -131,6 +131,31 @@ def test_abm_calibrate_says_the_finished_trials_are_kept_when_interrupted(tmp_pa
     assert f"interrupted: no results were written to {out}" in said
 
 
+def test_a_calibration_stopped_before_its_first_trial_leaves_no_kept_trials(tmp_path, monkeypatch):
+    """Ctrl-C before any trial finished left a file holding only its header, and the same command
+    then said it "held the trials of other work (another scenario or abm version); replaced". Now
+    nothing is left; and a header alone (a process killed before its first trial finished) is
+    taken without a word."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    out = tmp_path / "out"
+    kept = journal_path(out, "trials")
+    trials = Trials(monkeypatch, stop_after=0)
+    args = ["calibrate", str(path), "--workers", "1", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == f"interrupted: no results were written to {out}"
+    assert "note:" not in result.output and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    with monkeypatch.context() as killed, pytest.raises(KeyboardInterrupt):  # as after a SIGKILL
+        killed.setattr(optimize.TrialJournal, "remove", lambda self: None)
+        optimize.calibrate(path, out, workers=1)
+    assert len(kept.read_text().splitlines()) == 1
+    trials.again()
+    notes: list[str] = []
+    optimize.calibrate(path, out, workers=1, note=notes.append)
+    assert notes == [] and len(trials.ran) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, "out"])
+
+
 def test_a_calibration_whose_trials_cannot_be_kept_goes_on_and_says_so(tmp_path):
     """Where the file cannot be written (here a folder is in its place), the calibration runs to
     its end as it would, with one note."""

@@ -715,7 +715,7 @@ def test_an_interrupt_that_a_library_turns_into_another_error_still_stops_the_ru
     script = [sys.executable, "-c", INTERRUPTED_IN_COMPILED_CODE, mode, signame]
     proc = subprocess.run([*script, "run", str(SCENARIO), *small, "--seed", "2"], capture_output=True, text=True)
     assert proc.returncode == 128 + getattr(signal, signame), proc.stderr
-    assert f"interrupted: no results were written to {out}" in proc.stderr
+    assert f"interrupted: no results were written; the earlier results in {out} are kept" in proc.stderr
     assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
@@ -746,9 +746,52 @@ def test_an_interrupt_while_a_comparison_is_written_says_so_and_keeps_the_earlie
     script = [sys.executable, "-c", INTERRUPTED_COMPARE, mode, signame]
     proc = subprocess.run([*script, "compare", str(a), str(b), "--out", str(out)], capture_output=True, text=True)
     assert proc.returncode == 128 + getattr(signal, signame), proc.stderr
-    assert proc.stderr == f"interrupted: no results were written to {out}\n", proc.stderr
+    assert proc.stderr == f"interrupted: no results were written; the earlier results in {out} are kept\n", proc.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "cmp"]
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["new_folder", "earlier_output"])
+@pytest.mark.parametrize("command", ["run", "sweep", "calibrate", "compare"])
+def test_an_interrupted_command_says_whether_an_earlier_output_is_kept(tmp_path, monkeypatch, command, earlier):
+    """Ctrl-C as the work starts: one line, exit code 130. Where the folder holds an earlier
+    output of abm, which stays as it was, the line says so (it said "no results were written to
+    DIR" either way, as if DIR were gone)."""
+    from conftest import tiny_calibration
+
+    import abm.calibration.optimize
+    import abm.outputs.compare
+    import abm.runs
+    import abm.sweep
+    from abm.outputs.run_folder import atomic_folder
+
+    def stop(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    small = ["--agents", "500", "--days", "5", "--replicates", "1"]
+    args, patched, kind = {
+        "run": (["run", str(SCENARIO), *small], (abm.runs, "run"), "run"),
+        "sweep": (["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", *small],
+                  (abm.sweep, "run_task"), "sweep"),
+        "calibrate": (["calibrate", str(tiny_calibration(tmp_path, trials=2, rerank_trials=0)), "--workers", "1"],
+                      (abm.calibration.optimize, "simulate_values"), "calibration"),
+        "compare": (["compare", str(tmp_path / "a"), str(tmp_path / "b")], (abm.outputs.compare, "compare"),
+                    "comparison"),
+    }[command]  # fmt: skip
+    monkeypatch.setattr(*patched, stop)
+    if earlier:
+        with atomic_folder(out, kind) as tmp:
+            (tmp / "earlier.txt").write_text("earlier")
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    said = result.output.splitlines()[-1]
+    if earlier:
+        assert said == f"interrupted: no results were written; the earlier results in {out} are kept"
+        assert (out / "earlier.txt").read_text() == "earlier"
+    else:
+        assert said == f"interrupted: no results were written to {out}"
+        assert not out.exists()
 
 
 def test_an_interrupt_turned_into_another_error_while_starting_ends_with_one_line(tmp_path):

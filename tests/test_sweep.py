@@ -384,6 +384,41 @@ def test_an_interrupted_sweep_continues_where_it_stopped(tmp_path, monkeypatch, 
     pd.testing.assert_frame_equal(table, whole)
 
 
+def test_a_sweep_stopped_before_its_first_run_leaves_no_kept_runs(tmp_path, monkeypatch):
+    """Ctrl-C before any run finished left a file holding only its header, and the same command
+    then said it "held the runs of other work (another scenario or abm version); replaced". Now
+    nothing is left; and a header alone (a process killed before its first run finished) is taken
+    without a word."""
+    import abm.sweep as sweep_module
+    from abm.outputs.journal import Journal
+
+    real, stop = sweep_module.run_task, [True]
+
+    def run_task(task):
+        if stop[0]:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(sweep_module, "run_task", run_task)
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "1"]
+    args += ["--agents", str(TINY["agents"]), "--days", str(TINY["days"]), "--out", str(out)]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 130, first.output
+    assert first.output.splitlines() == [f"interrupted: no results were written to {out}"]
+    assert list(tmp_path.iterdir()) == []
+    with monkeypatch.context() as killed:  # as after a SIGKILL: nothing is cleaned up
+        killed.setattr(Journal, "remove", lambda self: None)
+        assert runner.invoke(app, args).exit_code == 130
+    kept = tmp_path / ".sweep.runs.jsonl"
+    assert len(kept.read_text().splitlines()) == 1
+    stop[0] = False
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "note:" not in again.output, again.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]
+
+
 def test_a_bad_value_names_the_file_key_value_and_what_is_allowed():
     with pytest.raises(ScenarioError) as info:
         plan(SCENARIO, ["contacts.community.weight=0.2,abc"])

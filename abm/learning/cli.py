@@ -31,10 +31,11 @@ def run_or_exit(
     secure-aggregation round that cannot be summed (a diverged update), a Flower run that cannot
     go on (a client process ended, a client operation raised or went unanswered), or a file
     system that fails as the folder is written (a full disk), one line and exit code 1;
-    Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these)."""
+    Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these, and the lines
+    say whether an earlier output in ``target`` is kept: :func:`abm.cli.not_written`)."""
     import typer
 
-    from abm.cli import learning_progress, progress_bar
+    from abm.cli import learning_progress, not_written, progress_bar
     from abm.interrupts import report, results_written
     from abm.learning.progress import listening
     from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target
@@ -57,13 +58,13 @@ def run_or_exit(
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(code=1) from None
     except SecureAggregationError as e:  # a round that cannot be summed (a diverged update): the run failed
-        print(f"error: {file}: {e}; no results were written to {target}", file=sys.stderr)
+        print(f"error: {file}: {e}; {not_written(target)}", file=sys.stderr)
         raise typer.Exit(code=1) from None
     except FlowerRunError as e:  # a client ended, failed or went silent, or the clients did not connect in time
-        print(f"error: {file}: the Flower run failed: {e}; no results were written to {target}", file=sys.stderr)
+        print(f"error: {file}: the Flower run failed: {e}; {not_written(target)}", file=sys.stderr)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
-        report(f"interrupted: no results were written to {target}")
+        report(f"interrupted: {not_written(target)}")
         raise typer.Exit(code=130) from None
 
 

@@ -5,10 +5,12 @@ a power cut), continues from it when run again: a calibration's trials
 
 The file, ``.<output folder name>.<kind>.jsonl``, holds a header line with a key naming what it
 belongs to (a hash of the resolved work and abm's version) and one JSON line per finished piece
-of work, appended and flushed as each finishes. A file with another key is replaced; a line cut
-short by a killed process ends what is read. Keeping never stops the command: where the file
-cannot be written (a read-only folder, a full disk) the command goes on without it and says so
-once.
+of work, appended and flushed as each finishes. A file with another key (or one that is not such
+a file) is replaced, with a note; one with this work's key and no piece yet (a process killed
+before its first piece finished) is taken as it is, without one; a line cut short by a killed
+process ends what is read. A command that stops before any piece has finished (Ctrl-C, a lost
+worker) leaves no file. Keeping never stops the command: where the file cannot be written (a
+read-only folder, a full disk) the command goes on without it and says so once.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def work_key(work: Any) -> str:
 class Journal:
     """The finished pieces of one command's work (:mod:`abm.outputs.journal`), in ``entries``
     in the order they were kept; ``found`` of them were read from an earlier, stopped run of the
-    same work; ``replaced``: the file held another work's entries (or none could be read).
+    same work; ``replaced``: the file was another work's, or not a journal (this work's, with no
+    entry yet, is not replaced).
     ``warn`` is told of both, of a file that cannot be written, and of what is kept when the
     work stops (:meth:`keeping`)."""
 
@@ -54,12 +57,13 @@ class Journal:
         self.writable = True  # False once a write failed: nothing more is kept
         if path.exists():
             try:
-                self.entries = self._read()
+                entries = self._read()
             except OSError as exc:
                 self._failed(exc)
                 return
+            self.replaced = entries is None
+            self.entries = entries or []
             self.found = len(self.entries)
-            self.replaced = not self.entries
         if warn is not None and self.found:
             warn(f"continuing an interrupted run: {self.found} finished {what} are kept in {path}")
         elif warn is not None and self.replaced:
@@ -75,24 +79,26 @@ class Journal:
             )
         self.writable = False
 
-    def _read(self) -> list[dict[str, Any]]:
-        """The file's entries if it holds this work's, else none."""
+    def _read(self) -> list[dict[str, Any]] | None:
+        """The file's entries (none, if it holds only the header), or None if it is not this
+        work's: another key or format, or not a journal at all. Read as bytes, line by line, so
+        that a line that is not text (a write cut short) ends what is read as any bad line does."""
         entries: list[dict[str, Any]] = []
-        try:
-            with self.path.open(encoding="utf-8") as f:
-                header = json.loads(f.readline() or "null")
-                if not isinstance(header, dict) or header.get("key") != self.key or header.get("format") != FORMAT:
-                    return []
-                for line in f:
-                    try:
-                        entry = json.loads(line)
-                    except json.JSONDecodeError:
-                        break
-                    if not isinstance(entry, dict):
-                        break
-                    entries.append(entry)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return []
+        with self.path.open("rb") as f:
+            try:
+                header = json.loads(f.readline() or b"null")
+            except ValueError:  # not JSON, or not text (UnicodeDecodeError is a ValueError)
+                return None
+            if not isinstance(header, dict) or header.get("key") != self.key or header.get("format") != FORMAT:
+                return None
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    break
+                if not isinstance(entry, dict):
+                    break
+                entries.append(entry)
         return entries
 
     def _rewrite(self) -> None:
@@ -132,14 +138,17 @@ class Journal:
     def keeping(self, bad: tuple[type[Exception], ...]) -> Iterator[None]:
         """The command's work, kept as it goes: after a ``bad`` error (bad input, which would
         fail again) nothing is kept; after any other end (Ctrl-C, a lost worker) what was kept
-        stays, and the command says so."""
+        stays, and the command says so, unless nothing had finished: then the file goes too, so
+        that the same command starts afresh without a word of it."""
         try:
             yield
         except bad:
             self.remove()
             raise
         except BaseException:
-            if self.entries and self.writable and self.warn is not None:
+            if not self.entries and self.writable:
+                self.remove()
+            elif self.entries and self.writable and self.warn is not None:
                 self.warn(
                     f"{len(self.entries)} finished {self.what} are kept in {self.path}; the same command continues "
                     "from them"
@@ -147,7 +156,7 @@ class Journal:
             raise
 
     def remove(self) -> None:
-        """The output is written: what was kept goes."""
+        """The output is written, or nothing was kept (:meth:`keeping`): the file goes."""
         try:
             self.path.unlink(missing_ok=True)
         except OSError as exc:  # the results are written; a file left behind is harmless

@@ -683,6 +683,53 @@ def test_cli_learn_a_kill_as_its_progress_bar_closes_keeps_the_written_report(tm
     assert report == {"protocols": {}}
 
 
+@pytest.mark.parametrize("earlier", [False, True], ids=["new_folder", "earlier_report"])
+@pytest.mark.parametrize(
+    ("error", "code", "said"),
+    [
+        ("interrupt", 130, "interrupted: "),
+        ("flower", 1, "error: {file}: the Flower run failed: a client went away; "),
+        ("secure", 1, "error: {file}: round 2 cannot be summed; "),
+    ],
+    ids=["interrupted", "flower_run_failed", "secure_aggregation_failed"],
+)
+def test_cli_learn_says_whether_an_earlier_report_is_kept(tmp_path, capsys, error, code, said, earlier):
+    """`abm learn` stopped by Ctrl-C or a failed run writes nothing; where the folder holds an
+    earlier report, which stays as it was, its line says so, in `abm run`'s words."""
+    import typer
+
+    from abm.learning.cli import run_or_exit
+    from abm.learning.errors import FlowerRunError, SecureAggregationError
+    from abm.outputs.run_folder import atomic_folder
+
+    raised = {
+        "interrupt": KeyboardInterrupt(),
+        "flower": FlowerRunError("a client went away"),
+        "secure": SecureAggregationError("round 2 cannot be summed"),
+    }[error]
+    out, file = tmp_path / "out", tmp_path / "tiny.yaml"
+
+    def work() -> dict:
+        raise raised
+
+    if earlier:
+        with atomic_folder(out, "learning") as tmp:
+            (tmp / "report.json").write_text("{}")
+    with pytest.raises(typer.Exit) as e:
+        run_or_exit(work, out, file)
+    assert e.value.exit_code == code
+    end = (
+        f"no results were written; the earlier results in {out} are kept"
+        if earlier
+        else f"no results were written to {out}"
+    )
+    assert capsys.readouterr().err == said.format(file=file) + end + "\n"
+    if earlier:
+        assert (out / "report.json").read_text() == "{}"
+    else:
+        assert not out.exists()
+
+
 @pytest.mark.parametrize("key", ["n_features", "modes_per_class", "separation"])
 def test_true_for_a_number_of_the_data_section_is_refused(key):
     """The data section takes one of several forms (by its source); true/false for one of its

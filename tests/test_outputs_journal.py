@@ -1,0 +1,99 @@
+"""abm.outputs.journal: what a long command keeps of its finished work, and what it says of the
+file it finds (the sweep's and the calibration's use of it: test_sweep.py,
+test_calibration_journal.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abm.outputs.journal import Journal
+
+
+def started(path: Path, notes: list[str], key: str = "this") -> Journal:
+    """The journal of the work ``key`` at ``path``, its notes in ``notes``."""
+    return Journal(path, key, "runs", notes.append)
+
+
+def test_a_file_of_this_work_with_no_entry_is_taken_without_a_note(tmp_path):
+    """A process killed before its first run finished leaves the header alone: the same work
+    finds nothing to continue from and nothing of other work (it said "held the runs of other
+    work (another scenario or abm version); replaced")."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    started(path, notes)
+    assert path.read_text() == json.dumps({"format": 1, "key": "this"}) + "\n"
+    again = started(path, notes)
+    assert notes == [] and (again.found, again.replaced, again.entries) == (0, False, [])
+    assert path.read_text() == json.dumps({"format": 1, "key": "this"}) + "\n"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps({"format": 1, "key": "another"}) + "\n" + json.dumps({"task": 0}) + "\n",
+        json.dumps({"format": 1, "key": "another"}) + "\n",  # another work's, stopped before its first run
+        json.dumps({"format": 2, "key": "this"}) + "\n",
+        "",
+        "not a journal\n",
+    ],
+    ids=["another_key", "another_key_no_entry", "another_format", "empty", "not_json"],
+)
+def test_a_file_of_other_work_or_none_is_replaced_with_a_note(tmp_path, content):
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    path.write_text(content)
+    journal = started(path, notes)
+    assert notes == [f"{path} held the runs of other work (another scenario or abm version); replaced"]
+    assert (journal.found, journal.replaced, journal.entries) == (0, True, [])
+    assert path.read_text() == json.dumps({"format": 1, "key": "this"}) + "\n"
+
+
+def test_a_line_that_is_not_text_ends_what_is_read(tmp_path):
+    """Bytes that are not UTF-8 after the kept entries (a write cut short) end what is read, as a
+    line cut short does; the entries before them are kept."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    lines = [{"format": 1, "key": "this"}, {"task": 0}, {"task": 1}]
+    path.write_bytes(b"".join(json.dumps(x).encode() + b"\n" for x in lines) + b'{"task": \xff\xfe2}\n{"task": 3}\n')
+    journal = started(path, notes)
+    assert journal.entries == [{"task": 0}, {"task": 1}] and not journal.replaced
+    assert notes == [f"continuing an interrupted run: 2 finished runs are kept in {path}"]
+
+
+def test_work_stopped_before_its_first_entry_leaves_no_file(tmp_path):
+    """Stopped with nothing finished (Ctrl-C, a lost worker), the file goes, and nothing is said
+    of it; stopped after a run finished, the file keeps it, and the command says so."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    journal = started(path, notes)
+    with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
+        raise KeyboardInterrupt
+    assert not path.exists() and notes == []
+    journal = started(path, notes)
+    with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
+        journal.add({"task": 0})
+        raise KeyboardInterrupt
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"format": 1, "key": "this"}, {"task": 0}]
+    assert notes == [f"1 finished runs are kept in {path}; the same command continues from them"]
+
+
+def test_another_works_file_replaced_then_stopped_before_an_entry_is_gone(tmp_path):
+    """The note said "replaced": the other work's file does not come back, and the next run of
+    this work says nothing of it."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    path.write_text(json.dumps({"format": 1, "key": "another"}) + "\n" + json.dumps({"task": 0}) + "\n")
+    journal = started(path, notes)
+    with pytest.raises(RuntimeError), journal.keeping(bad=(ValueError,)):
+        raise RuntimeError("a worker was lost")
+    assert not path.exists()
+    assert notes == [f"{path} held the runs of other work (another scenario or abm version); replaced"]
+
+
+def test_a_file_that_cannot_be_read_is_left_as_it_is_when_the_work_stops(tmp_path):
+    """A folder where the file would be: the work goes on without keeping (one note), and
+    stopping touches nothing there."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    path.mkdir()
+    journal = started(path, notes)
+    with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
+        raise KeyboardInterrupt
+    assert path.is_dir() and len(notes) == 1 and notes[0].startswith(f"finished runs cannot be kept in {path} (")
