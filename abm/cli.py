@@ -498,8 +498,10 @@ def run(
             highlight=False,
             soft_wrap=True,
         )
+    from abm.outputs.summary import counted
+
     err_console.print(
-        f"running {sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates} replicates, "
+        f"running {sc.name}: {sc.population.agents:,} agents x {counted(sc.simulation.replicates, 'replicate')}, "
         f"{sc.simulation.days} days -> {target}",
         highlight=False,
         soft_wrap=True,
@@ -952,9 +954,14 @@ def print_calibration(summary: dict) -> None:
 
 
 def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
-    """A short table of the main results on stdout."""
+    """A short table of the main results on stdout. A peak whose curve is at its maximum on the
+    last day says so (:func:`abm.outputs.summary.peak_at_end`): still rising then, or that maximum
+    reached again (a flat top); either way the peak may come later."""
+    from abm.outputs.summary import AT_END_WORDS, PEAK_MAY_COME_LATER, counted, peak_at_end
+
     n = s["agents"]
-    table = Table(title=f"{s['scenario']}: {n:,} agents, {s['days']} days, {s['replicates']} replicate(s)")
+    replicates = counted(s["replicates"], "replicate")
+    table = Table(title=f"{s['scenario']}: {n:,} agents, {counted(s['days'], 'day')}, {replicates}")
     table.add_column("measure")
     table.add_column("value", justify="right")
     scale = s["region_population"] / n
@@ -971,19 +978,20 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
 
     ci = s["cumulative_infected"]
     table.add_row("cumulative infected", f"{ms(ci)} ({100 * ci['share']:.1f}%)")
+
+    def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
+        end = peak_at_end(p, s["days"])
+        later = f" ({AT_END_WORDS[end]} on the last day: {PEAK_MAY_COME_LATER})" if end else ""
+        return f" on day {p['day']} ({p['per_100k']:,.0f}/100k){later}" if p["value"] > 0 else ""
+
     ph = s["peak_hospitalized"]
-    rising = " (last day: still rising?)"
-    when = f" on day {ph['day']} ({ph['per_100k']:,.0f}/100k)" if ph["value"] > 0 else " (no one hospitalized)"
-    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when}{rising if ph['at_end'] else ''}")
+    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when(ph) or ' (no one hospitalized)'}")
     po = s["peak_hospital_occupancy"]
-    beds_when = (
-        f" on day {po['day']} ({po['per_100k']:,.0f}/100k){rising if po['at_end'] else ''}" if po["value"] > 0 else ""
-    )
-    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{beds_when}")
+    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{when(po)}")
     cap = s["hospital_capacity"]
     table.add_row("hospital capacity (beds)", f"{cap['beds']:,.1f} ({cap['beds_per_100k']:,.0f}/100k)")
     over = cap.get("replicates_over_capacity", 0)
-    crossed = f" ({over} of {s['replicates']} replicates went over)" if over else ""
+    crossed = f" ({over} of {replicates} went over)" if over else ""
     table.add_row("days over capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}")
     table.add_row("deaths", ms(s["deaths"]))
     table.add_row("total cost ($)", ms(s["total_cost"]))

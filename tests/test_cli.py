@@ -64,6 +64,17 @@ def test_a_peak_still_held_on_the_last_day_is_at_end():
     assert peak(falling, 100)["at_end"] is False
 
 
+@pytest.mark.parametrize(("replicates", "said"), [("1", "1 replicate"), ("2", "2 replicates")])
+def test_abm_run_counts_its_replicates_in_words(tmp_path, replicates, said):
+    """`abm run` said "1,000 agents x 1 replicates" and titled its table "1 replicate(s)"."""
+    out = tmp_path / "run"
+    args = ["run", str(SCENARIO), "--agents", "300", "--days", "3", "--replicates", replicates, "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"running no_intervention: 300 agents x {said}, 3 days -> {out}\n")
+    assert f"no_intervention: 300 agents, 3 days, {said}" in result.stdout and "replicate(s)" not in result.stdout
+
+
 def test_one_replicate_has_no_sd(tmp_path):
     """One replicate has no spread to measure: summary.json wrote an sd of 0, which reads as no
     variation at all. It is null, and the console shows the mean alone."""

@@ -394,33 +394,33 @@ def _hand_edited(tiny: Path, dest: Path, table: str, edit, summary: dict | None 
             "timeseries.csv",
             lambda t: t[t.replicate != 1],
             None,
-            "timeseries.parquet (or .csv) lacks replicate(s) 1 of summary.json's 2 replicates (0 to 1)",
+            "timeseries.parquet (or .csv) lacks replicate 1 of summary.json's 2 replicates (0 to 1)",
         ),
         (  # a summary that counts more replicates than the tables hold
             "by_age.csv",
             lambda t: t,
             {"replicates": 3},
-            "timeseries.parquet (or .csv) lacks replicate(s) 2 of summary.json's 3 replicates (0 to 2); "
-            "by_age.csv lacks replicate(s) 2 of summary.json's 3 replicates (0 to 2)",
+            "timeseries.parquet (or .csv) lacks replicate 2 of summary.json's 3 replicates (0 to 2); "
+            "by_age.csv lacks replicate 2 of summary.json's 3 replicates (0 to 2)",
         ),
         (
             "timeseries.csv",
             lambda t: t.assign(replicate=t.replicate.replace(1, 4)),
             None,
-            "timeseries.parquet (or .csv) holds replicate(s) 4 beyond summary.json's 2 replicates (0 to 1)",
+            "timeseries.parquet (or .csv) holds replicate 4 beyond summary.json's 2 replicates (0 to 1)",
         ),
         (  # one day of one replicate deleted: its admissions summed over 19 days
             "timeseries.csv",
             lambda t: t[(t.replicate != 0) | (t.day != 5)],
             None,
-            "timeseries.parquet (or .csv) lacks 1 row(s), the first of replicate 0, day 5: every replicate needs "
+            "timeseries.parquet (or .csv) lacks 1 row, the first of replicate 0, day 5: every replicate needs "
             "one row for each day 0 to 19",
         ),
         (
             "by_age.csv",
             lambda t: t[(t.replicate != 1) | (t.age_group != "20-29")],
             None,
-            "by_age.csv lacks 20 row(s), the first of replicate 1, age_group 20-29, day 0: every replicate needs "
+            "by_age.csv lacks 20 rows, the first of replicate 1, age_group 20-29, day 0: every replicate needs "
             "one row for each day 0 to 19 (and each age_group)",
         ),
         (
@@ -433,7 +433,7 @@ def _hand_edited(tiny: Path, dest: Path, table: str, edit, summary: dict | None 
             "timeseries.csv",
             lambda t: t.assign(day=t.day.replace(19, 25)),
             None,
-            "timeseries.parquet (or .csv) holds day(s) 25 beyond summary.json's 20 days (0 to 19)",
+            "timeseries.parquet (or .csv) holds day 25 beyond summary.json's 20 days (0 to 19)",
         ),
         (  # counted as 2 replicates and 20 days, and the share of days over capacity taken of 20.5 days
             "costs.csv",
@@ -445,7 +445,7 @@ def _hand_edited(tiny: Path, dest: Path, table: str, edit, summary: dict | None 
             "costs.csv",
             lambda t: pd.DataFrame({"item": ["test"], "day": [3], "replicate": [2], "count": [1], "unit_cost": [5.0]}),
             None,
-            "costs.csv holds replicate(s) 2 beyond summary.json's 2 replicates (0 to 1)",
+            "costs.csv holds replicate 2 beyond summary.json's 2 replicates (0 to 1)",
         ),
     ],
 )

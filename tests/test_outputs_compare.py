@@ -202,6 +202,49 @@ def test_a_full_disk_while_the_report_is_written_gets_one_message_exit_1_and_wri
     assert list(tmp_path.iterdir()) == []
 
 
+def test_compare_refuses_a_single_run(runs, tmp_path):
+    """`abm compare runs/ni` wrote a comparison with nothing to compare (exit code 0). A report needs
+    a second run: one line, exit code 2, nothing written; from Python too. A single run's table
+    (in memory) is still its row alone."""
+    out = tmp_path / "cmp"
+    result = compare(runs["ni"], "--out", out)
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr == (
+        f"error: only one run given ({runs['ni']}): a comparison needs at least two runs, the first the reference "
+        "the others are compared with; give the runs to compare it with too\n"
+    )
+    with pytest.raises(CompareError, match=re.escape(f"only one run given ({runs['ni']}): a comparison needs")):
+        abm.compare(runs["ni"], out=out)
+    assert not out.exists()
+    assert list(abm.compare(runs["ni"]).table.run) == ["ni"]
+
+
+def test_compare_names_a_comparison_folder_given_as_a_run(runs, tmp_path):
+    """A comparison folder given to `abm compare` was "not a run folder (missing summary.json,
+    by_age.csv, costs.csv)": it is named a comparison, by its mark's kind or (a comparison abm
+    marked before marks had kinds) its comparison.csv."""
+    cmp = tmp_path / "cmp"
+    assert compare(runs["ni"], runs["sq"], "--out", cmp).exit_code == 0
+    # comparison.csv keeps the numbers in full (the Markdown and HTML round them).
+    written, table = pd.read_csv(cmp / "comparison.csv"), abm.compare([runs["ni"], runs["sq"]]).table
+    for column in ("total_cost", "cumulative_infected_share", "hospitalizations_averted_low"):
+        pd.testing.assert_series_equal(written[column], table[column], check_exact=True)
+    out = tmp_path / "again"
+    said = f"error: {cmp}: is a comparison folder, not a run folder; compare takes run folders, written by `abm run`\n"
+    result = compare(runs["ni"], cmp, "--out", out)
+    assert (result.exit_code, result.stderr) == (2, said) and not out.exists()
+    mark = cmp / MARK
+    mark.write_text("".join(line for line in mark.read_text().splitlines(True) if not line.startswith("kind: ")))
+    result = compare(cmp, runs["ni"], "--out", out)
+    assert (result.exit_code, result.stderr) == (2, said) and not out.exists()
+    (tmp_path / "empty").mkdir()
+    result = compare(runs["ni"], tmp_path / "empty", "--out", out)
+    assert result.stderr == (
+        f"error: {tmp_path / 'empty'}: not a run folder (missing summary.json, by_age.csv, costs.csv); give folders "
+        "written by `abm run`\n"
+    )
+
+
 def test_python_compare_of_results_and_folders(runs, vacc_result):
     with pytest.raises(CompareError, match="the result of 'vacc' is given twice; give each run once"):
         abm.compare([vacc_result, runs["ni"], vacc_result])  # as a folder given twice is refused
@@ -345,15 +388,17 @@ def test_comparison_csv_writes_the_peak_day_as_a_day(runs, tmp_path):
 
 
 def test_compare_notes_a_hospital_peak_held_to_the_last_day(runs, tmp_path):
-    """A peak first reached before the last day and held to it (at_end) may still be rising."""
+    """A peak first reached before the last day and held to it (at_end): the peak may come later;
+    the curve is at its maximum again, not said to be rising."""
     held = _edited_copy(runs["sq"], tmp_path / "held")
     summary = json.loads((held / "summary.json").read_text())
     summary["peak_hospital_occupancy"] = {"value": 2.5, "day": 30, "per_100k": 83.3, "at_end": True}
     (held / "summary.json").write_text(json.dumps(summary))
     abm.compare([runs["ni"], held], out=tmp_path / "cmp")
     note = (tmp_path / "cmp" / "comparison.md").read_text()
-    late = re.search(r"The hospital curve of (.*?) is still at its peak on the last simulated day", note)
+    late = re.search(r"On the last simulated day the hospital curve of (.*?) is at its maximum again: ", note)
     assert late is not None and "sq" in late.group(1).split(", ")  # the copy keeps its label, sq
+    assert "still rising" not in note
 
 
 def test_report_says_what_each_run_simulated(runs, vacc_result, tmp_path):
@@ -369,7 +414,7 @@ def test_report_says_what_each_run_simulated(runs, vacc_result, tmp_path):
         description = re.search(r"^description: (.*)$", resolved, re.M).group(1).rstrip(".")
         facts = (
             f"{description}; 40 days (day 0 to 39), 3,000 agents (x 750.9 for the region&#x27;s 2,252,782 "
-            "residents), 2 replicate(s), seed 3. "
+            "residents), 2 replicates, seed 3. "
         )
         assert items[label].startswith(facts), items[label]
         rel = os.path.relpath((runs[label] / "scenario.resolved.yaml").resolve(), out.resolve())
@@ -377,5 +422,5 @@ def test_report_says_what_each_run_simulated(runs, vacc_result, tmp_path):
     # A result of abm.run has no folder to link to, but says what it simulated.
     assert items["vacc"] == (
         "Two-dose vaccination from day 10; 40 days (day 0 to 39), 3,000 agents (x 750.9 for the region&#x27;s "
-        "2,252,782 residents), 3 replicate(s), seed 4"
+        "2,252,782 residents), 3 replicates, seed 4"
     )

@@ -19,10 +19,10 @@ import pytest
 from abm.engine.disease import NUM_AGE_GROUPS, Stage
 from abm.engine.recorder import SimulationResult
 from abm.outputs import tables
-from abm.outputs.compare import comparison_table, table_note
+from abm.outputs.compare import comparison_table, markdown, table_note
 from abm.outputs.plots import RunTables
 from abm.outputs.reference_results import ReferenceMetrics, qualitative_claims, reference_metrics
-from abm.outputs.summary import peak, summarize
+from abm.outputs.summary import counted, peak, peak_at_end, summarize
 
 H, ICU, HR, D, A, S, R = (
     Stage.HOSPITALIZED,
@@ -145,6 +145,45 @@ def test_a_curve_that_stays_at_zero_has_no_peak_day():
     assert peak(np.zeros((4, 2)), 10) == {"value": 0.0, "day": None, "per_100k": 0.0, "at_end": False}
 
 
+@pytest.mark.parametrize(
+    ("curves", "expected", "end"),
+    [
+        # [day, replicate]; the mean curve in the comment. Rising to the last day: first reached then.
+        ([[0, 0], [1, 1], [2, 2], [3, 5]], {"value": 4.0, "day": 3, "per_100k": 4000.0, "at_end": True}, "rising"),
+        # A flat top from day 1 to the last day (0.5, 2, 2, 2): the day is the top's first, not rising.
+        ([[0, 1], [2, 2], [1, 3], [3, 1]], {"value": 2.0, "day": 1, "per_100k": 2000.0, "at_end": True}, "again"),
+        # Up to the maximum, down, and back to it on the last day (1, 3, 2, 3): the first day again.
+        ([[1, 1], [3, 3], [2, 2], [4, 2]], {"value": 3.0, "day": 1, "per_100k": 3000.0, "at_end": True}, "again"),
+        # A peak in the middle, lower on the last day (1, 2.5, 1): not at the end.
+        ([[1, 1], [2, 3], [1, 1]], {"value": 2.5, "day": 1, "per_100k": 2500.0, "at_end": False}, None),
+        # A noisy mean of replicates reaching 1.5 on days 1 and 3 (0, 1.5, 1, 1.5, 0.5): the first.
+        ([[0, 0], [3, 0], [1, 1], [0, 3], [1, 0]], {"value": 1.5, "day": 1, "per_100k": 1500.0, "at_end": False}, None),
+        # No one: no peak day, nothing at the end.
+        ([[0, 0], [0, 0]], {"value": 0.0, "day": None, "per_100k": 0.0, "at_end": False}, None),
+    ],
+)
+def test_the_peak_day_is_the_first_day_of_the_maximum_and_at_end_says_how_the_curve_ends(curves, expected, end):
+    """A mean curve flat at its maximum to the last day was said to be "still rising"; it reaches
+    its maximum again there: the peak may come later, but the curve need not be rising."""
+    p = peak(np.array(curves, dtype=np.float64), 100)
+    assert p == expected
+    assert peak_at_end(p, len(curves)) == end
+
+
+def test_a_summary_without_at_end_is_at_its_end_when_its_peak_day_is_the_last():
+    assert peak_at_end({"value": 2.0, "day": 3, "per_100k": 1.0}, 4) == "rising"
+    assert peak_at_end({"value": 2.0, "day": 2, "per_100k": 1.0}, 4) is None
+
+
+def test_counted_says_one_replicate_and_more_replicates():
+    assert [counted(n, "replicate") for n in (0, 1, 2, 1000)] == [
+        "0 replicates",
+        "1 replicate",
+        "2 replicates",
+        "1,000 replicates",
+    ]
+
+
 def test_reference_metrics_of_a_hand_built_result():
     """The reference code's row t is the end of day t - 1 (row 0: the initial state, here the end
     of day 0): rows 0-4 are the ends of days 0, 0, 1, 2, 3."""
@@ -261,13 +300,43 @@ def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path
     rows = {c[1].strip(): c[2].strip() for c in cells}
     assert rows["cumulative infected"] == "6 ± 1.4 (60.0%)"
     assert rows["peak hospitalized (mean curve)"] == "1.0 on day 2 (10,000/100k)"
-    assert rows["peak hospital beds incl. ICU"] == "2.0 on day 3 (20,000/100k) (last day: still rising?)"
+    assert rows["peak hospital beds incl. ICU"] == (
+        "2.0 on day 3 (20,000/100k) (maximum reached again on the last day: the peak may come later)"
+    )
     # The line that days over capacity are counted against, in beds of the agents and per 100,000.
     assert rows["hospital capacity (beds)"] == "1.5 (15,000/100k)"
     assert rows["days over capacity (mean curve)"] == "3 (1 of 2 replicates went over)"
     assert rows["deaths"] == "0.5 ± 0.71"
     assert rows["total cost ($)"] == "48 ± 46"
     assert "the region has 1,000 residents (x 100.0); ± is the sd over replicates" in " ".join(text.split())
+
+
+def test_the_console_summary_says_how_a_peak_curve_ends_and_counts_replicates(monkeypatch, tmp_path: Path):
+    """A curve flat at its maximum to the last day read "(last day: still rising?)", and the title
+    "1 replicate(s)": a curve first at its maximum on the last day is still rising, one at it
+    again there may peak later; one replicate is singular."""
+    from rich.console import Console
+
+    from abm import cli
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
+    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    s["peak_hospitalized"] = {"value": 1.0, "day": 4, "per_100k": 1e4, "at_end": True}  # day 4 is the last
+    s["peak_hospital_occupancy"] = {"value": 2.0, "day": 2, "per_100k": 2e4, "at_end": True}
+    s["replicates"] = 1
+    cli.print_summary(s, 0.25, tmp_path)
+    text = buffer.getvalue()
+    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in text.splitlines() if line.count("│") == 3)}
+    assert rows["peak hospitalized (mean curve)"] == (
+        "1.0 on day 4 (10,000/100k) (still rising on the last day: the peak may come later)"
+    )
+    assert rows["peak hospital beds incl. ICU"] == (
+        "2.0 on day 2 (20,000/100k) (maximum reached again on the last day: the peak may come later)"
+    )
+    assert rows["days over capacity (mean curve)"] == "1 (1 of 1 replicate went over)"
+    assert text.splitlines()[0].strip() == "tiny: 10 agents, 5 days, 1 replicate"
+    assert "replicate(s)" not in text and "?" not in text
 
 
 def hand_run(
@@ -343,7 +412,7 @@ def test_comparison_table_of_hand_built_runs():
         "with one replicate (no interval), so their cost per averted hospitalization is not reliable: run more "
         "replicates." in note
     )
-    assert "The hospital curve of base is still at its peak on the last simulated day" in note
+    assert "On the last simulated day the hospital curve of base is at its maximum again: the peak may" in note
 
 
 def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():
@@ -385,3 +454,74 @@ def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():
     on_gpu = [hand_run(n, 1000, [[0, 4, 0, 0]] * 3, [60.0] * 3, seed=1) for n in ("gpu0", "gpu1")]
     on_gpu[0].scenario["simulation"]["device"], on_gpu[1].scenario["simulation"]["device"] = "cuda:0", "cuda:1"
     assert comparison_table(on_gpu).iloc[1].averted_by == "paired replicates"
+
+
+def test_the_comparison_note_tells_a_rising_curve_from_one_at_its_maximum_again():
+    """The note said of every curve at its peak on the last day that it "may still be rising",
+    also of one flat at its maximum for days; it names each kind of end (runs of 4 days)."""
+    flat = {"value": 3.0, "day": 1, "per_100k": 300.0, "at_end": True}
+    rising = {"value": 3.0, "day": 3, "per_100k": 300.0, "at_end": True}
+    runs = [
+        hand_run("base", 1000, [[0, 4, 6, 0]], [0.0], peak_hospital_occupancy=flat),
+        hand_run("late", 1000, [[0, 4, 6, 0]], [0.0], peak_hospital_occupancy=rising),
+        hand_run("early", 1000, [[0, 4, 6, 0]], [0.0]),  # its peak on day 2 of 4, not at the end
+    ]
+    tail = (
+        ": the peak may come later, after the run, so the peak shown is a lower bound; run more days. The day "
+        "of peak is the first day the mean curve reaches its maximum."
+    )
+    assert (
+        " On the last simulated day the hospital curve of late is still rising and that of base is at its "
+        "maximum again" + tail
+    ) in table_note(runs)
+    assert " On the last simulated day the hospital curve of base is at its maximum again" + tail in table_note(
+        runs[::2]
+    )
+    assert "last simulated day" not in table_note(runs[2:])
+
+
+def test_each_column_of_the_markdown_table_shows_its_numbers_alike():
+    """comparison.md showed "90.00" and "9.00" beside "647" and "5,250" in the same columns: money
+    took cents below $100 value by value. A column takes one rule for all its numbers (intervals'
+    ends too): whole dollars where every cost but 0 is at least $100, else cents; one decimal
+    (more where its smallest number but 0 would read as 0) for the others; comparison.csv keeps
+    the full numbers."""
+    from abm.outputs.compare import format_cell, shown
+
+    nan, inf = math.nan, math.inf
+    table = pd.DataFrame(
+        {
+            "run": ["a", "b", "c"],
+            "agents": [5000, 5000, 12000],
+            "total_cost": [0.0, 90.0, 5250.4],
+            "cost_per_averted_hospitalization": [nan, 9.004, 647.0],
+            "cost_per_averted_low": [nan, -inf, 120.4],
+            "cost_per_averted_high": [nan, inf, 1300.0],
+            "deaths": [12.34, 0.04, 1.0],
+            "cumulative_infected_share": [0.17886, 0.0004, 0.0],
+            "hospitalizations_averted_per_100k": [nan, 200.0, 1234.56],
+            "hospitalizations_averted_low": [nan, -110.26, 1000.0],
+            "hospitalizations_averted_high": [nan, 510.26, 1469.12],
+        }
+    )
+    keys, rows = shown(table)
+    assert keys == [
+        "run",
+        "agents",
+        "total_cost",
+        "cost_per_averted_hospitalization",
+        "deaths",
+        "cumulative_infected_share",
+        "hospitalizations_averted_per_100k",
+    ]
+    assert rows == [
+        ["a", "5,000", "0.00", "", "12.34", "17.89%", ""],
+        ["b", "5,000", "90.00", "9.00 (unbounded)", "0.04", "0.04%", "200.0 (-110.3 to 510.3)"],
+        ["c", "12,000", "5,250.40", "647.00 (120.40 to 1,300.00)", "1.00", "0.00%", "1,234.6 (1,000.0 to 1,469.1)"],
+    ]
+    # Every cost but 0 at least $100: whole dollars, the interval's ends too.
+    costly = table.iloc[[0, 2]].assign(total_cost=[0.0, 5250.4])
+    assert [row[2:4] for row in shown(costly)[1]] == [["0", ""], ["5,250", "647 (120 to 1,300)"]]
+    assert "| c | 12,000 | 5,250.40 | 647.00 (120.40 to 1,300.00) |" in markdown(table)
+    # A lone value takes the rule by itself.
+    assert format_cell("total_cost", 5250.4) == "5,250" and format_cell("total_cost", 90.0) == "90.00"

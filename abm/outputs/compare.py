@@ -16,6 +16,7 @@ import html
 import itertools
 import json
 import math
+import numbers
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ import yaml
 
 from abm.outputs import differences
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
-from abm.outputs.run_folder import atomic_folder
+from abm.outputs.run_folder import KINDS, atomic_folder, folder_kind, is_output_folder
+from abm.outputs.summary import PEAK_MAY_COME_LATER, counted, peak_at_end, plural
 
 COLUMNS = {
     "run": "run",
@@ -101,8 +103,8 @@ TABLE_GROUPS = {TIMESERIES: (), "by_age.csv": ("age_group",)}
 
 
 def _is_number(v: Any) -> bool:
-    """Whether a JSON value is a number (true and false are not)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """Whether a JSON or table value is a number (numpy's too; true and false are not)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
 def run_problems(run: RunTables) -> list[str]:
@@ -143,17 +145,17 @@ def grid_problems(name: str, table: pd.DataFrame, counts: dict[str, int], groups
     only, costs.csv), a replicate without rows, rows missing or a row twice. Empty when it agrees:
     the averted counts pair replicate r of two runs and sum each replicate's days."""
     ranges = {"replicate": range(int(counts["replicates"])), "day": range(int(counts["days"]))}
-    said = {c: f"summary.json's {len(r)} {c}s (0 to {len(r) - 1})" for c, r in ranges.items()}
+    said = {c: f"summary.json's {counted(len(r), c)} (0 to {len(r) - 1})" for c, r in ranges.items()}
     problems = []
     for column, allowed in ranges.items():
         beyond = {v for v in table[column].tolist() if v not in allowed}
         if beyond:
-            problems.append(f"{name} holds {column}(s) {_listed(beyond)} beyond {said[column]}")
+            problems.append(f"{name} holds {plural(column, len(beyond))} {_listed(beyond)} beyond {said[column]}")
     if problems or groups is None:
         return problems
     lacking = set(ranges["replicate"]) - set(table["replicate"].tolist())
     if lacking:
-        return [f"{name} lacks replicate(s) {_listed(lacking)} of {said['replicate']}"]
+        return [f"{name} lacks {plural('replicate', len(lacking))} {_listed(lacking)} of {said['replicate']}"]
     keys = ["replicate", *groups, "day"]
     rows = pd.MultiIndex.from_frame(table[keys])
     if rows.has_duplicates:
@@ -166,8 +168,8 @@ def grid_problems(name: str, table: pd.DataFrame, counts: dict[str, int], groups
     if len(missing):
         each = "".join(f" (and each {g})" for g in groups)
         return [
-            f"{name} lacks {len(missing)} row(s), the first of {_row(keys, missing[0])}: every replicate needs one row "
-            f"for each day 0 to {len(ranges['day']) - 1}{each}"
+            f"{name} lacks {counted(len(missing), 'row')}, the first of {_row(keys, missing[0])}: every replicate "
+            f"needs one row for each day 0 to {len(ranges['day']) - 1}{each}"
         ]
     return []
 
@@ -217,32 +219,59 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
     return table
 
 
-def format_cell(key: str, v: Any) -> str:
-    """A table value as shown in the Markdown and HTML tables (shares in %, money in dollars)."""
+# How the Markdown and HTML tables show a column's numbers (:func:`column_places`): shares in %,
+# whole counts, and money in dollars; any other column is a mean count or a figure per 100,000.
+SHARES = ("peak_share_of_capacity", "share_of_days_over_capacity", "cumulative_infected_share")
+COUNTS = ("agents", "replicates", "peak_hospital_day", "days_over_capacity")
+MONEY = ("total_cost", "cost_per_averted_hospitalization")
+
+
+def column_places(key: str, values: Iterable[Any]) -> int:
+    """The decimal places of every number in column ``key`` of the Markdown and HTML tables, from
+    the column's ``values`` (an interval's ends too), so that a column's numbers line up: none
+    for counts; for money whole dollars when every value but 0 is at least $100, else cents for
+    all; one place for the others (shares in %). More where the smallest value but 0 would read
+    as 0, to show its first significant digit: 0.04 deaths, not 0.0; 0.04%, not 0.0%; $0.004, not
+    $0.00. Blank and infinite values do not count."""
+    if key in COUNTS:
+        return 0
+    scale = 100 if key in SHARES else 1
+    sizes = [abs(scale * float(v)) for v in values if _is_number(v) and math.isfinite(v) and v != 0]
+    if key in MONEY and all(size >= 100 for size in sizes):
+        return 0
+    first_digit = -math.floor(math.log10(min(sizes))) if sizes else 0
+    return max(2 if key in MONEY else 1, first_digit)
+
+
+def format_cell(key: str, v: Any, places: int | None = None) -> str:
+    """A table value as shown in the Markdown and HTML tables, with thousands separators (shares
+    in %, money in dollars): with ``places`` decimal places (the column's, of
+    :func:`column_places`), or, not given, as many as the value alone needs."""
     if isinstance(v, str):
         return v
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
-    if key in ("peak_share_of_capacity", "share_of_days_over_capacity", "cumulative_infected_share"):
-        return f"{100 * v:.2g}%" if 0 < abs(v) < 0.001 else f"{100 * v:.1f}%"  # 0.04% must not read as 0.0%
-    if key in ("agents", "replicates", "peak_hospital_day", "days_over_capacity"):
-        return f"{int(v):,}"
-    if key in ("total_cost", "cost_per_averted_hospitalization"):
-        return f"{v:,.2f}" if 0 < abs(v) < 100 else f"{v:,.0f}"  # a few dollars must not read as 0
-    return f"{v:.2g}" if 0 < abs(v) < 0.1 else f"{v:,.1f}"  # nor 0.04 deaths as 0.0
+    places = column_places(key, [v]) if places is None else places
+    if key in SHARES:
+        return f"{100 * v:,.{places}f}%"
+    return f"{v:,.{places}f}"
 
 
 def shown(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """The table as the Markdown and HTML reports show it: its columns (an interval's ends folded
-    into its mean's cell, "mean (low to high)") and each row's cells as text."""
+    into its mean's cell, "mean (low to high)") and each row's cells as text, each column's
+    numbers with the same decimal places (:func:`column_places`)."""
     ends = {end for pair in INTERVALS.values() for end in pair}
     keys = [c for c in table.columns if c not in ends]
+    places = {
+        key: column_places(key, [v for c in (key, *INTERVALS.get(key, ())) for v in table[c].tolist()]) for key in keys
+    }
 
     def cell(row: pd.Series, key: str) -> str:
-        text = format_cell(key, row[key])
+        text = format_cell(key, row[key], places[key])
         if key in INTERVALS and text:
             ends = [row[end] for end in INTERVALS[key]]
-            low, high = (format_cell(key, v) for v in ends)
+            low, high = (format_cell(key, v, places[key]) for v in ends)
             if all(math.isinf(v) for v in ends):
                 text += " (unbounded)"
             else:
@@ -346,17 +375,17 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
             "the hospitalizations averted are beyond noise: compared as independent runs, too few replicates "
             "for the ratio; run more replicates."
         )
-    # at_end: at its peak on the last day, also a peak first reached earlier (a summary without the key:
-    # the peak day is the last)
-    late = [
-        run.label
-        for run in runs
-        if (occ := run.summary["peak_hospital_occupancy"]).get("at_end", occ.get("day") == run.days - 1)
-    ]
-    if late:
+    # at_end: the hospital curve is at its maximum on the last day, the peak may come after the run
+    ends = {run.label: peak_at_end(run.summary["peak_hospital_occupancy"], run.days) for run in runs}
+    rising, again = ([label for label, end in ends.items() if end == kind] for kind in ("rising", "again"))
+    clauses = [f"the hospital curve of {', '.join(rising)} is still rising"] if rising else []
+    that = "that" if rising else "the hospital curve"
+    clauses += [f"{that} of {', '.join(again)} is at its maximum again"] if again else []
+    if clauses:
         note += (
-            f" The hospital curve of {', '.join(late)} is still at its peak on the last simulated day: it may still "
-            "be rising, so the peak is a lower bound and may come later; run more days."
+            f" On the last simulated day {' and '.join(clauses)}: {PEAK_MAY_COME_LATER}, after the run, so the "
+            "peak shown is a lower bound; run more days. The day of peak is the first day the mean curve reaches "
+            "its maximum."
         )
     if len({run.beds_per_100k for run in runs}) > 1:  # outputs.hospital_beds_per_100k, or the regions' own
         listed = ", ".join(f"{run.label}: {run.beds_per_100k:g}" for run in runs)
@@ -405,7 +434,7 @@ def run_facts(run: RunTables) -> str:
     people = s.get("region_population")
     if _is_number(people) and people > 0:
         agents += f" (x {people / run.agents:,.1f} for the region's {int(people):,} residents)"
-    facts = [f"{run.days:,} days (day 0 to {run.days - 1})", agents, f"{run.replicates:,} replicate(s)"]
+    facts = [f"{counted(run.days, 'day')} (day 0 to {run.days - 1})", agents, counted(run.replicates, "replicate")]
     if _is_number(s.get("seed")):
         facts.append(f"seed {s['seed']}")
     text = ", ".join(facts)
@@ -486,7 +515,14 @@ class Comparison:
         return FIGURES[which](self.runs)
 
     def write(self, out: str | Path) -> Path:
-        """Write comparison.csv, comparison.md, report.html and plots/ (atomically)."""
+        """Write comparison.csv, comparison.md, report.html and plots/ (atomically). A report needs at
+        least two runs (a :class:`CompareError` for one: nothing to compare; nothing is written)."""
+        if len(self.runs) < 2:
+            only = self.folders[0] if self.folders[0] is not None else self.runs[0].label
+            raise CompareError(
+                f"only one run given ({only}): a comparison needs at least two runs, the first the reference "
+                "the others are compared with; give the runs to compare it with too"
+            )
         out = Path(out)
         table = self.table
         with atomic_folder(out, "comparison") as tmp:
@@ -496,6 +532,19 @@ class Comparison:
             write_plots(self.runs, tmp / "plots")
             (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out), encoding="utf-8")
         return out
+
+
+def not_a_run(folder: Path, missing: list[str]) -> str:
+    """The message for a ``folder`` that lacks a run's files (``missing``): an output folder of
+    another kind abm wrote (a comparison, a sweep...: its mark's kind; a comparison marked before
+    marks had kinds: its comparison.csv) is named as such."""
+    kind = folder_kind(folder) if is_output_folder(folder) else None
+    if kind is None and (folder / "comparison.csv").is_file():
+        kind = "comparison"
+    if kind is not None and kind != "run":
+        what = KINDS.get(kind, f"an abm {kind}")
+        return f"{folder}: is {what} folder, not a run folder; compare takes run folders, written by `abm run`"
+    return f"{folder}: not a run folder (missing {', '.join(missing)}); give folders written by `abm run`"
 
 
 def load_runs(items: list[Any]) -> Comparison:
@@ -524,8 +573,7 @@ def load_runs(items: list[Any]) -> Comparison:
             raise CompareError(f"{folder}: no such run folder")
         missing = [n for n in ("summary.json", "by_age.csv", "costs.csv") if not (folder / n).is_file()]
         if missing or not any((folder / n).is_file() for n in ("timeseries.parquet", "timeseries.csv")):
-            raise CompareError(f"{folder}: not a run folder (missing {', '.join(missing) or 'timeseries'}); "
-                               "give folders written by `abm run`")  # fmt: skip
+            raise CompareError(not_a_run(folder, missing or ["timeseries"]))
         try:
             run = RunTables.from_folder(folder)
         except (ValueError, KeyError, OSError, yaml.YAMLError) as exc:
@@ -566,8 +614,9 @@ def load_runs(items: list[Any]) -> Comparison:
 
 def compare(items: list[Any] | Any, out: str | Path | None = None) -> Comparison:
     """Compare runs (:class:`abm.RunResult` objects or run folders; one alone is one run); write
-    the report to ``out`` if given. The first run is the reference for the cost per averted
-    hospitalization.
+    the report to ``out`` if given, which needs at least two runs (a single run's table and plots
+    show it alone, with nothing to compare it with). The first run is the reference for the cost
+    per averted hospitalization.
 
     Raises :class:`CompareError` (a ``ValueError``) for runs that cannot be compared, and
     :class:`abm.outputs.run_folder.OutputFolderError` (a ``ValueError``) for an ``out`` that
