@@ -271,19 +271,17 @@ def validate(
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device, load_scenario
 
     kind = learning_kind(file)
-    if kind is not None and set_:
-        fail(f"{file}: --set applies to epidemic scenarios only; this is a {kind} scenario")
     if kind is not None:
         require_learning_extra(file)
     try:
         if kind == "private calibration":
             from abm.private_calibration.scenario import load_scenario as load_private_calibration
 
-            learned = load_private_calibration(file)[0]
+            learned = load_private_calibration(file, None, set_)[0]
         elif kind == "learning":
             from abm.learning.scenario import load_scenario as load_learning
 
-            learned = load_learning(file)[0]
+            learned = load_learning(file, None, set_)[0]
         else:
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
@@ -294,6 +292,10 @@ def validate(
                 from abm.calibration.optimize import checked_inputs
 
                 checked_inputs(file, set_)
+        if kind is not None:  # the checks `abm learn` makes before it runs (the split, Flower installed)
+            from abm.learning.cli import check_before_run
+
+            check_before_run(learned, COMMAND_LINE.scenario(str(file), set_ or [], []))
     except (ScenarioError, LearningScenarioError, CalibrationError) as exc:
         fail(str(exc))
     if kind is None:
@@ -534,6 +536,7 @@ def learn(
         str | None,
         typer.Option(help="inprocess, flower-sim or flower (default: the scenario's runner key)"),
     ] = None,
+    set_: SetOption = None,
 ) -> None:
     """Run a decentralized-learning scenario; write report.json and plots.
 
@@ -541,6 +544,8 @@ def learn(
     or a private-calibration scenario (kind: private_calibration:
     docs/private_calibration.md); both need the `learning` extra (README,
     "Decentralized learning"). `abm validate FILE` checks it without running.
+    --set key.path=value changes a value of the file, as for `abm run`
+    (protocols[0].params.lr=0.1); scenario.json holds the scenario as run.
     The report folder is written at the end, all at once.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 130 after
@@ -561,20 +566,28 @@ def learn(
         else:
             from abm.learning.cli import learn as run_learning
 
-        run_learning(file, out, runner)
+        run_learning(file, out, runner, set_)
 
 
 def learning_progress(bar: Progress) -> Callable[[str, int, int, str], None]:
     """A listener for :mod:`abm.learning.progress`: a bar per label (a protocol's rounds, the
-    institutions' simulations) while it runs, then a line with its note."""
+    institutions' simulations) while it runs, then a line with its note; with no label, the
+    note alone as a line."""
     tasks: dict[str, TaskID] = {}
 
     def listen(label: str, done: int, total: int, note: str) -> None:
+        if not label:
+            bar.console.print(note, highlight=False, soft_wrap=True)
+            return
         if label not in tasks:
             tasks[label] = bar.add_task(label, total=total)
         bar.update(tasks[label], completed=done)
         if done == total:
             bar.remove_task(tasks.pop(label))
+            # A line printed under the bar is followed by the bar as last drawn (rich draws the
+            # live display it last rendered): render it now, without the finished bar, else
+            # that bar is drawn once more, stale, under the line.
+            bar.refresh()
             bar.console.print(f"{label}: {note}", highlight=False, soft_wrap=True)
 
     return listen

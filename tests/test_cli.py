@@ -430,8 +430,10 @@ def test_validate_checks_learning_and_private_calibration_scenarios(tmp_path):
         result = runner.invoke(app, args)
         assert result.exit_code == 2 and "not a text file" in result.output, args
     assert not (tmp_path / "out").exists()
-    result = runner.invoke(app, ["validate", str(SCENARIOS / "learning/gmm_mapl.yaml"), "--set", "rounds=3"])
-    assert result.exit_code == 2 and "--set applies to epidemic scenarios only" in result.output
+    result = runner.invoke(app, ["validate", str(SCENARIOS / "learning/gmm_mapl.yaml"), "--set", "roundz=3"])
+    assert result.exit_code == 2 and "(with --set roundz=3): invalid scenario: roundz: unknown key" in " ".join(
+        result.output.split()
+    )
 
 
 def test_learning_commands_name_the_missing_learning_extra(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""The ``abm learn FILE [--out DIR] [--runner NAME]`` command body (wired into the ``abm`` typer app)."""
+"""The ``abm learn FILE [--out DIR] [--runner NAME] [--set key.path=value ...]`` command body (wired
+into the ``abm`` typer app)."""
 
 from __future__ import annotations
 
@@ -10,24 +11,48 @@ from typing import Any
 from abm.learning.errors import FlowerRunError, LearningScenarioError, SecureAggregationError
 
 
-def load_or_exit(load: Callable[..., tuple[Any, Any]], file: Path, runner: str | None) -> Any:
-    """The scenario ``load(file, runner)`` returns first; on an invalid one, its message on
+def load_or_exit(
+    load: Callable[..., tuple[Any, Any]], file: Path, runner: str | None, sets: list[str] | None = None
+) -> Any:
+    """The scenario ``load(file, runner, sets)`` returns first; on an invalid one, its message on
     stderr and exit code 2."""
     import typer
 
     try:
-        return load(file, runner)[0]
+        return load(file, runner, sets)[0]
     except LearningScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None
 
 
+def check_before_run(scenario: Any, source: str) -> None:
+    """The checks ``abm learn`` makes of a loaded scenario (a learning or a private-calibration
+    one) only as it runs, for ``abm validate``: a learning scenario's split
+    (:func:`abm.learning.runner.check_split`) and, for the Flower runners, that Flower is
+    installed. Raises :class:`LearningScenarioError` with ``source`` (the file, with any
+    ``--set`` options) first, as ``abm learn`` says it."""
+    from abm.learning.scenario import LearningScenario
+
+    try:
+        if isinstance(scenario, LearningScenario):
+            from abm.learning.runner import check_split
+
+            check_split(scenario)
+        if scenario.runner != "inprocess":
+            from abm.learning.flower.run import import_flwr
+
+            import_flwr()
+    except LearningScenarioError as e:
+        raise LearningScenarioError(f"{source}: {e}") from None
+
+
 def run_or_exit(
-    work: Callable[[], dict[str, Any]], target: Path, file: Path, kind: str = "learning", header: str = ""
+    work: Callable[[], dict[str, Any]], target: Path, file: Path | str, kind: str = "learning", header: str = ""
 ) -> dict[str, Any]:
     """``work()``'s report, ``header`` said first on stderr once the output folder is known to be
     usable; a bad output folder (for an output of ``kind``), or a scenario found
-    unworkable once its data are built (``file`` named), gets its message and exit code 2; a
+    unworkable once its data are built (``file`` named: the path, with any ``--set`` options,
+    :func:`abm.learning.scenario.scenario_data`), gets its message and exit code 2; a
     secure-aggregation round that cannot be summed (a diverged update), a Flower run that cannot
     go on (a client process ended, a client operation raised or went unanswered), or a file
     system that fails as the folder is written (a full disk), one line and exit code 1;
@@ -76,20 +101,23 @@ def announce(scenario: Any, protocols: int, members: str, target: Path) -> str:
     )
 
 
-def learn(file: Path, out: Path | None = None, runner: str | None = None) -> None:
+def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: list[str] | None = None) -> None:
     """Run a learning scenario; write report.json and plots to OUT (default runs/<name>).
 
-    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key. An invalid
-    scenario or runner prints one clear message and exits with code 2, writing nothing.
+    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key; ``sets``
+    (``key.path=value``, as ``abm run --set``) override any key. An invalid scenario, runner or
+    set prints one clear message and exits with code 2, writing nothing.
     """
     from abm.learning.report import few_test_samples, run_scenario
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
+    from abm.scenario import COMMAND_LINE
 
-    scenario = load_or_exit(load_scenario, file, runner)
+    scenario = load_or_exit(load_scenario, file, runner, sets)
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
-    report = run_or_exit(lambda: run_scenario(file, target, runner), target, file, header=header)
+    named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
+    report = run_or_exit(lambda: run_scenario(file, target, runner, sets), target, named, header=header)
     print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():
         print(

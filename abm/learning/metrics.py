@@ -25,12 +25,17 @@ def cgs(g: np.ndarray | list[float], ddof: int = 0) -> float:
 
 
 def collaborative_fairness(standalone: list[float], collaborative: list[float]) -> float:
-    """CF = Pearson corr(B, A) (the metric CYCle criticises; NaN when constant)."""
+    """CF = Pearson corr(B, A) (the metric CYCle criticises; NaN when constant).
+
+    Exactly 1.0 when the scores are the same (local-only against itself), where floating-point
+    rounding of the correlation would give 0.9999999999999999; always within [-1, 1]."""
     b = np.asarray(standalone, dtype=float)
     a = np.asarray(collaborative, dtype=float)
     if b.std() == 0 or a.std() == 0:
         return float("nan")
-    return float(np.corrcoef(b, a)[0, 1])
+    if np.array_equal(a, b):
+        return 1.0
+    return float(np.clip(np.corrcoef(b, a)[0, 1], -1.0, 1.0))
 
 
 def cluster_recovery(clusters: list[int] | np.ndarray, domains: list[int] | np.ndarray) -> dict[str, float | int]:

@@ -2,7 +2,8 @@
 protocol and a line when each ends); the library itself prints nothing.
 
 Work reports with :func:`step` (a label such as a protocol's name, units done, units in all, and
-a note for the end); :func:`listening` sets the listener for a block. The listener is a plain
+a note for the end), and says what starts that takes a while with :func:`say` (heard as a step
+with an empty label); :func:`listening` sets the listener for a block. The listener is a plain
 module-level value, not a context variable, so that Flower's server threads reach it too.
 """
 
@@ -20,6 +21,12 @@ def step(label: str, done: int, total: int, note: str = "") -> None:
     """``done`` of ``total`` units of ``label`` are finished (``note``: what to say when all are)."""
     if _listener is not None:
         _listener(label, done, total, note)
+
+
+def say(text: str) -> None:
+    """A line for whoever listens, before work that shows no steps for a while (Flower's start):
+    heard as a step with an empty label, 0 of 0 units, and ``text`` as its note."""
+    step("", 0, 0, text)
 
 
 @contextmanager

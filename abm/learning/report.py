@@ -143,21 +143,27 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
 
 
 def run_scenario(
-    path_or_dict: str | Path | dict[str, Any], out_dir: str | Path, runner: str | None = None
+    path_or_dict: str | Path | dict[str, Any],
+    out_dir: str | Path,
+    runner: str | None = None,
+    sets: list[str] | None = None,
 ) -> dict[str, Any]:
     """Validate and run a learning scenario; write ``report.json`` and PNG plots to ``out_dir``.
 
     Everything is written into a temporary sibling folder that is renamed to ``out_dir`` at the
     end, so a failure leaves nothing half-written (an existing ``out_dir`` is replaced only on
     success). Raises :class:`LearningScenarioError` for an invalid scenario, before any output.
-    ``runner`` overrides the scenario's ``runner`` key (inprocess, flower-sim, flower).
+    ``runner`` overrides the scenario's ``runner`` key (inprocess, flower-sim, flower); ``sets``
+    (``key.path=value``, as ``abm learn --set``) override any key: ``report.json`` lists them
+    (``sets``) beside the file (``source``), and ``scenario.json`` holds the scenario as run.
     """
     from abm.learning.runner import run_all
 
-    scenario, source = load_scenario(path_or_dict, runner)
+    scenario, _ = load_scenario(path_or_dict, runner, sets)
     out = check_target(out_dir, "learning")
     report = run_all(scenario)
-    report["source"] = source
+    report["source"] = "<dict>" if isinstance(path_or_dict, dict) else str(path_or_dict)
+    report["sets"] = list(sets or [])
     with atomic_folder(out, "learning") as tmp:
         report["plots"] = _plots(report, tmp)
         report = jsonable(report)

@@ -78,7 +78,10 @@ def load_source(scenario: LearningScenario) -> DataSource:
 
 
 def prepare_data(scenario: LearningScenario) -> PreparedData:
-    """Global test split, partition across participants, per-participant train/val/test."""
+    """Global test split, partition across participants, per-participant train/val/test.
+
+    A split that cannot be made raises :class:`LearningScenarioError` naming the key
+    (:func:`check_split` makes the same checks without running anything)."""
     rng = np.random.default_rng(scenario.seed + 1)
     source = load_source(scenario)
     pool = source.data
@@ -90,11 +93,13 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
     n = sp.participants
     labels = rest.y.numpy()
     if sp.label_skew:
+        check_min_size(sp, "label_skew", sp.label_skew.min_size, len(rest))
         idx = dirichlet_label_indices(labels, n, sp.label_skew.alpha, rng, sp.label_skew.min_size)
+        check_label_skew_min_size(sp, [len(i) for i in idx], len(rest))
     elif sp.quantity_skew and sp.quantity_skew.fractions:
         idx = fixed_fraction_indices(len(rest), sp.quantity_skew.fractions, rng)
     elif sp.quantity_skew:
-        check_quantity_min_size(sp, len(rest))
+        check_min_size(sp, "quantity_skew", sp.quantity_skew.min_size, len(rest))
         idx = quantity_indices(len(rest), n, sp.quantity_skew.alpha or 1.0, rng, sp.quantity_skew.min_size)
     elif sp.class_groups:
         idx = class_group_indices(labels, sp.class_groups.groups, sp.class_groups.assignment, rng)
@@ -106,22 +111,27 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
         if sp.concept_shift and k in sp.concept_shift.participants:
             share = permute_labels(share, [tuple(s) for s in sp.concept_shift.swaps])
         parts.append(split_train_val_test(share, sp.val_fraction, sp.test_fraction, rng))
-    check_part_sizes(parts, len(rest))
-    if sp.label_skew:
-        check_label_skew_min_size(sp, [len(i) for i in idx], len(rest))
+    check_part_sizes(parts, len(rest), skew_advice(sp))
     return PreparedData(source, parts, global_test, known_groups(scenario))
 
 
-def check_quantity_min_size(split: SplitSpec, pool: int) -> None:
-    """Quantity skew gives every participant ``min_size`` samples before the Dirichlet shares, so
-    it needs ``participants x min_size`` of the ``pool`` samples shared; otherwise
-    :class:`LearningScenarioError` naming the key."""
-    assert split.quantity_skew is not None
-    need = split.participants * split.quantity_skew.min_size
+def check_split(scenario: LearningScenario) -> None:
+    """The checks :func:`prepare_data` makes of the split (each participant's share, the skews'
+    ``min_size``), without running anything: it builds the data and the split (all sources are
+    generated or bundled with scikit-learn, so this is quick and needs no network) and drops
+    them. Raises :class:`LearningScenarioError` naming the key, as ``abm learn`` would."""
+    prepare_data(scenario)
+
+
+def check_min_size(split: SplitSpec, skew: str, min_size: int, pool: int) -> None:
+    """A skew (``label_skew`` or ``quantity_skew``) that gives every participant at least
+    ``min_size`` samples needs ``participants x min_size`` of the ``pool`` samples shared;
+    otherwise :class:`LearningScenarioError` naming the key ``split.SKEW.min_size``."""
+    need = split.participants * min_size
     if need > pool:
         raise LearningScenarioError(
-            f"split.quantity_skew.min_size: {split.quantity_skew.min_size} is not allowed: {split.participants} "
-            f"participants x {split.quantity_skew.min_size} samples each is {need}, more than the {pool} samples "
+            f"split.{skew}.min_size: {min_size} is not allowed: {split.participants} "
+            f"participants x {min_size} samples each is {need}, more than the {pool} samples "
             "shared (the data less the global test set); give a smaller min_size, fewer participants "
             "(split.participants) or more samples (data.n_samples)"
         )
@@ -143,18 +153,32 @@ def check_label_skew_min_size(split: SplitSpec, sizes: list[int], pool: int) -> 
         )
 
 
-def check_part_sizes(parts: list[ParticipantData], pool: int) -> None:
+def skew_advice(split: SplitSpec) -> str:
+    """What to change in ``split``'s skew when a participant's share is too small; empty where
+    the split has no skew that makes shares unequal (IID, class groups)."""
+    if split.label_skew:
+        return "a milder label skew (a larger split.label_skew.alpha or split.label_skew.min_size)"
+    if split.quantity_skew and split.quantity_skew.fractions:
+        return "larger small shares (split.quantity_skew.fractions)"
+    if split.quantity_skew:
+        return "a milder quantity skew (a larger split.quantity_skew.alpha or split.quantity_skew.min_size)"
+    return ""
+
+
+def check_part_sizes(parts: list[ParticipantData], pool: int, advice: str = "") -> None:
     """Every participant needs two training samples (a minibatch for BatchNorm) and a validation
-    and a test sample; otherwise :class:`LearningScenarioError` naming the split."""
+    and a test sample; otherwise :class:`LearningScenarioError` naming the split, with
+    ``advice`` (:func:`skew_advice`) among the remedies where there is a skew to change."""
     small = [k for k, p in enumerate(parts) if len(p.train) < 2 or len(p.val) < 1 or len(p.test) < 1]
     if small:
         k = small[0]
+        remedies = ["more samples (data.n_samples)", "fewer participants (split.participants)"]
+        remedies += [advice] if advice else []
         raise LearningScenarioError(
             f"split: participant {k} gets {len(parts[k].train)} training, {len(parts[k].val)} validation and "
             f"{len(parts[k].test)} test samples ({len(small)} of {len(parts)} participants are that small; "
-            f"{pool} samples shared); each needs at least 2 training samples and 1 of each other: use more "
-            "samples (data.n_samples), fewer participants (split.participants) or a milder skew (a larger "
-            "alpha, a larger min_size)"
+            f"{pool} samples shared); each needs at least 2 training samples and 1 of each other: use "
+            f"{', '.join(remedies[:-1])} or {remedies[-1]}"
         )
 
 

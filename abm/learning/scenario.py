@@ -608,15 +608,39 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_scenario(path_or_dict: str | Path | dict[str, Any], runner: str | None = None) -> tuple[LearningScenario, str]:
-    """Read and validate a scenario; returns it with its source name (file path or '<dict>').
+def scenario_data(
+    path_or_dict: str | Path | dict[str, Any], sets: list[str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """A learning or private-calibration scenario's mapping (read from its file, or the dict
+    given) with ``sets``, ``key.path=value`` overrides as ``abm run --set`` takes them
+    (:func:`abm.scenario.apply_set`), applied in order; and its name for messages: the file
+    path or '<dict>', followed by the sets (``FILE (with --set rounds=2)``) so that an error a
+    set caused is not blamed on the file alone. A bad set raises :class:`LearningScenarioError`."""
+    from abm.scenario import COMMAND_LINE, ScenarioError, apply_set
 
-    ``runner`` overrides the scenario's ``runner`` key (validated the same way).
-    """
     if isinstance(path_or_dict, dict):
         data, source = path_or_dict, "<dict>"
     else:
         data, source = read_yaml(path_or_dict), str(path_or_dict)
+    sets = list(sets or [])
+    for i, item in enumerate(sets):
+        try:
+            data = apply_set(data, item, COMMAND_LINE.set_item(i))
+        except ScenarioError as e:
+            raise LearningScenarioError(f"{source}: {e}") from None
+    return data, COMMAND_LINE.scenario(source, sets, [])
+
+
+def load_scenario(
+    path_or_dict: str | Path | dict[str, Any], runner: str | None = None, sets: list[str] | None = None
+) -> tuple[LearningScenario, str]:
+    """Read and validate a scenario; returns it with its name for messages (file path or
+    '<dict>', with the sets: :func:`scenario_data`).
+
+    ``runner`` overrides the scenario's ``runner`` key (validated the same way); ``sets``
+    (``key.path=value``) override any key, as ``abm learn --set`` does.
+    """
+    data, source = scenario_data(path_or_dict, sets)
     if runner is not None:
         data = {**data, "runner": runner}
     scenario = validated(LearningScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data))

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 
-def learn(file: Path, out: Path | None = None, runner: str | None = None) -> None:
+def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: list[str] | None = None) -> None:
     """Run the private-calibration scenario ``file``; write its report to OUT (default
     runs/<name>) and print a table.
 
-    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key.
+    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key; ``sets``
+    (``key.path=value``, as ``abm run --set``) override any key.
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
@@ -19,12 +20,14 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None) -> Non
     from abm.private_calibration.federation import calibration_specs
     from abm.private_calibration.report import run_private_calibration
     from abm.private_calibration.scenario import load_scenario
+    from abm.scenario import COMMAND_LINE
 
-    scenario = load_or_exit(load_scenario, file, runner)
+    scenario = load_or_exit(load_scenario, file, runner, sets)
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
+    named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
     report = run_or_exit(
-        lambda: run_private_calibration(file, target, runner), target, file, "private_calibration", header
+        lambda: run_private_calibration(file, target, runner, sets), target, named, "private_calibration", header
     )
     print("\n".join(summary_lines(report)))
     print(f"report: {target / 'report.json'}")

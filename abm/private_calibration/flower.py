@@ -79,6 +79,11 @@ class InstitutionClient(ParticipantClient):
     random streams, the operation's store) is kept by the parent class in Flower's node state.
     """
 
+    @staticmethod
+    def members(scenario_json: str) -> int:
+        """How many institutions the scenario (resolved, as JSON) has."""
+        return len(PrivateCalibrationScenario.model_validate_json(scenario_json).institutions)
+
     def __init__(self, scenario_json: str, pid: int, context: Context | None = None) -> None:
         # not ParticipantClient.__init__: there is no learning scenario or shared data set here
         self.scenario_json = scenario_json

@@ -235,14 +235,19 @@ def _plots(
 
 
 def run_private_calibration(
-    path_or_dict: str | Path | dict[str, Any], out: str | Path | None = None, runner: str | None = None
+    path_or_dict: str | Path | dict[str, Any],
+    out: str | Path | None = None,
+    runner: str | None = None,
+    sets: list[str] | None = None,
 ) -> dict[str, Any]:
     """Validate, run and write a private-calibration scenario; returns the report.
 
     Writes ``report.json``, ``report.md``, ``scenario.json`` and the plots into ``out``
-    (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key.
+    (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key; ``sets``
+    (``key.path=value``, as ``abm learn --set``) override any key: ``scenario.json`` holds the
+    scenario as run.
     """
-    scenario, base = load_scenario(path_or_dict, runner)
+    scenario, base = load_scenario(path_or_dict, runner, sets)
     target = check_target(Path(out) if out is not None else Path("runs") / scenario.name, "private_calibration")
     start = time.perf_counter()
     report, institutions, curves = run_all(scenario, base)

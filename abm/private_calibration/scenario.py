@@ -24,6 +24,7 @@ from abm.learning.scenario import (
     check_protocols,
     protocol_param_problems,
     read_yaml,
+    scenario_data,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 from abm.validation_errors import name_field, validated
@@ -258,16 +259,15 @@ def is_private_calibration(data: Any) -> bool:
 
 
 def load_scenario(
-    path_or_dict: str | Path | dict[str, Any], runner: str | None = None
+    path_or_dict: str | Path | dict[str, Any], runner: str | None = None, sets: list[str] | None = None
 ) -> tuple[PrivateCalibrationScenario, Path]:
     """Validate a scenario; returns it and the folder its relative paths are resolved against.
 
-    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key.
+    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key; ``sets``
+    (``key.path=value``, as ``abm learn --set`` takes them) override any key.
     """
-    if isinstance(path_or_dict, dict):
-        data, source, base = path_or_dict, "<dict>", Path("scenarios/learning")
-    else:
-        data, source, base = read_yaml(path_or_dict), str(path_or_dict), Path(path_or_dict).parent
+    data, source = scenario_data(path_or_dict, sets)
+    base = Path("scenarios/learning") if isinstance(path_or_dict, dict) else Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}
     scenario = validated(

@@ -633,3 +633,48 @@ def test_an_error_in_a_client_operation_ends_the_command_with_one_line(tmp_path)
         f"error: {tmp_path / 's.yaml'}: the Flower run failed: participant 1's Flower client failed in client "
         f"operation 'fedavg.fit': ValueError: no data today; no results were written to {tmp_path / 'out'}\n"
     )
+
+
+def _client_exit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from abm.learning.flower.client import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--address", "127.0.0.1:1", *args])
+    return int(e.value.code), capsys.readouterr().err
+
+
+def test_the_client_process_says_in_one_line_what_is_wrong(tmp_path, capsys):
+    """A pid the scenario does not have went unchecked, a missing scenario file was a
+    FileNotFoundError's traceback, and a server out of reach a 25-line gRPC traceback (exit 1)."""
+    path = tmp_path / "s.json"
+    path.write_text(load_scenario(TINY)[0].model_dump_json(), encoding="utf-8")
+    assert _client_exit(capsys, "--pid", "7", "--scenario", str(path)) == (
+        2,
+        "error: --pid: 7 is not allowed: the scenario has 3 participants; give 0 to 2\n",
+    )
+    missing = tmp_path / "missing.json"
+    assert _client_exit(capsys, "--pid", "0", "--scenario", str(missing)) == (
+        2,
+        f"error: --scenario {missing}: cannot read the file: No such file or directory\n",
+    )
+    code, err = _client_exit(capsys, "--pid", "0", "--scenario", str(path), "--max-wait", "1")
+    assert code == 1 and err.startswith("error: could not reach the Flower server at 127.0.0.1:1 within 1 s ("), err
+    assert err.count("\n") == 1
+
+
+def test_the_flower_runner_says_it_is_starting_the_clients(monkeypatch):
+    """Flower's start-up takes seconds in which nothing showed after 'running ...'."""
+    import abm.learning.flower.run as flower_run
+    from abm.learning.progress import listening
+
+    class Started(Exception):
+        pass
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise Started
+
+    heard: list[tuple[str, int, int, str]] = []
+    monkeypatch.setattr(flower_run.tempfile, "TemporaryDirectory", stop)  # before any process starts
+    with listening(lambda *said: heard.append(said)), pytest.raises(Started):
+        flower_run.run_processes(load_scenario(TINY)[0], None, 5.0)  # type: ignore[arg-type]
+    assert heard == [("", 0, 0, "starting the Flower server and 3 client processes ...")]

@@ -757,3 +757,164 @@ def test_cli_learn_with_a_bad_output_folder_says_one_line(tmp_path):
         f"error: output folder '{out}': is a file; give a folder path (an output is a folder)"
     ]
     assert out.read_text() == "mine"
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def _error_line(output: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith("error:"))
+
+
+@pytest.mark.parametrize(
+    ("data", "split", "message"),
+    [
+        # 20 samples, a quarter held out as the global test set: 15 for 10 participants
+        (
+            {"n_samples": 20},
+            {"participants": 10},
+            "split: participant 0 gets 0 training, 1 validation and 1 test samples (10 of 10 participants are "
+            "that small; 15 samples shared); each needs at least 2 training samples and 1 of each other: use more "
+            "samples (data.n_samples) or fewer participants (split.participants)",
+        ),
+        (
+            {"n_samples": 400},
+            {"participants": 2, "label_skew": {"alpha": 1.0, "min_size": 500}},
+            "split.label_skew.min_size: 500 is not allowed: 2 participants x 500 samples each is 1000, more than "
+            "the 300 samples shared (the data less the global test set); give a smaller min_size, fewer "
+            "participants (split.participants) or more samples (data.n_samples)",
+        ),
+    ],
+)
+def test_validate_refuses_the_split_learn_refuses(tmp_path, data, split, message):
+    """`abm validate` said such a scenario was valid; `abm learn` then refused it once the data
+    were built. Both now say the same line, exit code 2."""
+    import yaml
+
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    gmm = {"source": "gaussian_mixture", "n_classes": 3, "n_features": 4, **data}
+    f.write_text(yaml.safe_dump(_tiny(data=gmm, split=split, protocols=[{"name": "fedavg"}])))
+    checked, learned = _cli("validate", str(f)), _cli("learn", str(f), "--out", str(out))
+    assert checked.exit_code == 2 and learned.exit_code == 2, (checked.output, learned.output)
+    assert _error_line(checked.output) == _error_line(learned.output) == f"error: {f}: {message}"
+    assert not out.exists()
+
+
+def test_a_label_skew_min_size_beyond_the_samples_is_named_first():
+    """40 samples (30 shared) for 10 participants of at least 20 each: the message blamed a
+    participant's 0 training samples and advised a milder skew, not the min_size."""
+    data = {"source": "gaussian_mixture", "n_samples": 40, "n_classes": 3, "n_features": 4}
+    split = {"participants": 10, "label_skew": {"alpha": 0.5, "min_size": 20}}
+    from abm.learning.runner import check_split
+
+    with pytest.raises(LearningScenarioError) as e:
+        check_split(load_scenario(_tiny(data=data, split=split))[0])
+    assert str(e.value).startswith(
+        "split.label_skew.min_size: 20 is not allowed: 10 participants x 20 samples each is 200, more than the "
+        "30 samples shared"
+    ), str(e.value)
+
+
+def test_a_small_share_under_a_label_skew_gets_the_skew_advice():
+    data = {"source": "gaussian_mixture", "n_samples": 60, "n_classes": 3, "n_features": 4}
+    split = {"participants": 10, "label_skew": {"alpha": 0.5, "min_size": 1}}
+    from abm.learning.runner import check_split
+
+    with pytest.raises(LearningScenarioError) as e:
+        check_split(load_scenario(_tiny(data=data, split=split))[0])
+    assert str(e.value).endswith(
+        "use more samples (data.n_samples), fewer participants (split.participants) or a milder label skew (a "
+        "larger split.label_skew.alpha or split.label_skew.min_size)"
+    ), str(e.value)
+
+
+def test_cf_of_the_same_scores_is_exactly_one():
+    """np.corrcoef of these scores with themselves is 0.9999999999999999: local-only's cf was."""
+    from abm.learning.metrics import collaborative_fairness
+
+    scores = [0.5436249914654229, 0.9350724237877682, 0.8158535541215322, 0.002738500170148095]
+    assert collaborative_fairness(scores, scores) == 1.0
+    assert collaborative_fairness(scores, [1.0 - s for s in scores]) == pytest.approx(-1.0)
+
+
+def test_learn_set_changes_the_file_and_the_outputs_record_it(tmp_path):
+    import yaml
+
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump(_tiny(rounds=3, protocols=[{"name": "fedprox", "params": {"mu": 0.5}}])))
+    res = _cli("learn", str(f), "--out", str(out), "--set", "rounds=1", "--set", "protocols[0].params.mu=0.25")
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["source"] == str(f) and report["sets"] == ["rounds=1", "protocols[0].params.mu=0.25"]
+    assert [len(p["history"]) for p in report["protocols"].values()] == [1, 1]
+    ran = json.loads((out / "scenario.json").read_text())
+    assert ran["rounds"] == 1 and ran["protocols"][0]["params"] == {"mu": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "protocols[3].params.mu=0.1",
+            "--set: protocols[3].params.mu: protocols is a list of 1; '3' is not allowed, give an index 0..0",
+        ),
+        ("rounds", "--set: 'rounds' is not allowed; write key.path=value"),
+    ],
+)
+def test_learn_and_validate_refuse_a_bad_set(tmp_path, setting, message):
+    import yaml
+
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump(_tiny(protocols=[{"name": "fedavg"}])))
+    for args in (["learn", str(f), "--out", str(out)], ["validate", str(f)]):
+        res = _cli(*args, "--set", setting)
+        assert res.exit_code == 2, res.output
+        assert _error_line(res.output) == f"error: {f}: {message}"
+    assert not out.exists()
+
+
+def test_validate_set_on_learning_and_private_calibration_scenarios(tmp_path):
+    """`abm validate FILE --set` refused learning and private-calibration files."""
+    for name, kind in (("gmm_mapl.yaml", "learning"), ("private_calibration.yaml", "private calibration")):
+        path = SCENARIOS / name
+        res = _cli("validate", str(path), "--set", "rounds=3")
+        assert res.exit_code == 0 and f"{kind} scenario" in res.output, res.output
+        res = _cli("validate", str(path), "--set", "rounds=0")
+        assert res.exit_code == 2
+        assert _error_line(res.output) == (
+            f"error: {path} (with --set rounds=0): invalid scenario: rounds: 0 is not allowed: must be at least 1"
+        )
+    shown = _cli("validate", str(SCENARIOS / "gmm_mapl.yaml"), "--set", "rounds=7", "--show")
+    assert shown.exit_code == 0 and "\nrounds: 7\n" in shown.output
+
+
+def test_the_progress_bar_is_not_drawn_again_after_its_line():
+    """A protocol's line ('fedavg: 3 rounds, ...') was followed by its bar as last drawn (1/3),
+    stale: rich draws the live display it last rendered under a printed line."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from abm.cli import learning_progress
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=80, markup=False)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console)
+    bar.auto_refresh = False
+    listen = learning_progress(bar)
+    with bar:
+        listen("fedavg", 1, 3, "")
+        bar.refresh()  # as rich's refresh thread does, at 10 Hz
+        listen("fedavg", 2, 3, "")
+        listen("fedavg", 3, 3, "3 rounds, mean score 0.927")
+        listen("", 0, 0, "a line alone")
+    text = buf.getvalue()
+    after = text[text.index("fedavg: 3 rounds, mean score 0.927") :]
+    assert "1/3" in text and "/3" not in after, repr(after)
+    assert "\x1b[2Ka line alone\n" in after  # the note alone, after the line that clears the bar

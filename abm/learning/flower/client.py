@@ -17,6 +17,7 @@ import argparse
 import io
 import json
 import logging
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from flwr.common import (
     GetPropertiesRes,
     Status,
 )
+from pydantic import ValidationError
 
 from abm.learning.clients import ClientEnv, run_client_op
 from abm.learning.flower.codec import decode_request, encode_tensors
@@ -68,6 +70,12 @@ def one_line(error: BaseException) -> str:
 
 class ParticipantClient(Client):
     """Participant ``pid`` of the scenario, as a Flower client."""
+
+    @staticmethod
+    def members(scenario_json: str) -> int:
+        """How many participants the scenario (resolved, as JSON) has: the valid ``--pid`` are
+        0 to that less 1. A ``ValueError`` where it is no such scenario."""
+        return LearningScenario.model_validate_json(scenario_json).split.participants
 
     def __init__(self, scenario_json: str, pid: int, context: Context | None = None) -> None:
         self.scenario_json = scenario_json
@@ -177,31 +185,69 @@ def simulation_client_fn(scenario_json: str) -> Callable[[Context], Client]:
     return client_fn
 
 
+def fail(message: str, code: int) -> None:
+    """End the client process with ``message`` as one line on stderr (the runner reads a client's
+    last line) and exit ``code``."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
 def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | None = None) -> None:
     """Start one participant's Flower client process and serve until the server ends the run.
 
     ``client_cls`` (default :class:`ParticipantClient`) is built as ``client_cls(scenario_json, pid,
-    context)``; other tasks (private calibration) pass their own subclass."""
+    context)``; other tasks (private calibration) pass their own subclass. A scenario file that
+    cannot be read or is not a resolved scenario, or a ``--pid`` the scenario does not have, ends
+    it with one line and exit code 2; a server that cannot be reached within ``--max-wait``
+    seconds (or that goes away), with one line naming the address and exit code 1."""
+    import grpc
     from flwr.client import start_client
 
     from abm.learning.flower.run import flower_notices_quiet
 
+    cls = client_cls or ParticipantClient
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--address", required=True, help="server address, host:port")
-    ap.add_argument("--pid", type=int, required=True, help="participant id")
+    ap.add_argument("--pid", type=int, required=True, help="participant id, 0 to the participants less 1")
     ap.add_argument("--scenario", required=True, help="resolved scenario JSON file")
     ap.add_argument("--max-wait", type=float, default=120.0, help="seconds to keep trying to reach the server")
     args = ap.parse_args(argv)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     torch.set_num_threads(1)
-    with open(args.scenario, encoding="utf-8") as f:
-        scenario_json = f.read()
+    try:
+        with open(args.scenario, encoding="utf-8") as f:
+            scenario_json = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"--scenario {args.scenario}: cannot read the file: {getattr(e, 'strerror', None) or one_line(e)}", 2)
+    try:
+        n = cls.members(scenario_json)
+    except ValueError as e:  # pydantic's ValidationError is one
+        problem = e.errors()[0] if isinstance(e, ValidationError) else None
+        reason = (
+            one_line(e) if problem is None else f"{'.'.join(map(str, problem['loc'])) or 'top level'}: {problem['msg']}"
+        )
+        fail(
+            f"--scenario {args.scenario}: not a resolved scenario JSON file (the Flower runner writes one): {reason}", 2
+        )
+    if not 0 <= args.pid < n:
+        fail(f"--pid: {args.pid} is not allowed: the scenario has {n} participants; give 0 to {n - 1}", 2)
+    connected = threading.Event()
 
     def client_fn(context: Context) -> Client:
-        return (client_cls or ParticipantClient)(scenario_json, args.pid, context)
+        connected.set()
+        return cls(scenario_json, args.pid, context)
 
-    with flower_notices_quiet():  # its log's last line tells the runner why a client ended
-        start_client(server_address=args.address, client_fn=client_fn, insecure=True, max_wait_time=args.max_wait)
+    try:
+        with flower_notices_quiet():  # its log's last line tells the runner why a client ended
+            start_client(server_address=args.address, client_fn=client_fn, insecure=True, max_wait_time=args.max_wait)
+    except grpc.RpcError as e:
+        details = e.details() if isinstance(e, grpc.Call) else str(e)
+        what = (
+            f"lost the Flower server at {args.address}"
+            if connected.is_set()
+            else f"could not reach the Flower server at {args.address} within {args.max_wait:g} s"
+        )
+        fail(f"{what} ({' '.join(str(details).split())})", 1)
 
 
 if __name__ == "__main__":

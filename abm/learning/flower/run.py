@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from abm.interrupts import interrupted
+from abm.learning import progress
 from abm.learning.errors import FlowerRunError, LearningScenarioError
 from abm.learning.messages import Network
 from abm.learning.privacy.aggregation import PlainSum
@@ -360,6 +361,8 @@ def run_processes(
         n = scenario.split.participants
     port = _free_port()
     address = f"127.0.0.1:{port}"
+    # Flower's start-up (the client processes' imports, their connections) shows no step for a while
+    progress.say(f"starting the Flower server and {n} client processes ...")
     with tempfile.TemporaryDirectory(prefix="abm-flower-") as tmp:
         scenario_file = Path(tmp) / "scenario.json"
         scenario_file.write_text(scenario.model_dump_json(), encoding="utf-8")
