@@ -500,7 +500,7 @@ def run(
             highlight=False,
             soft_wrap=True,
         )
-    from abm.outputs.summary import counted
+    from abm.plurals import counted
 
     err_console.print(
         f"running {sc.name}: {sc.population.agents:,} agents x {counted(sc.simulation.replicates, 'replicate')}, "
@@ -804,9 +804,9 @@ def sweep(
     late = int(result.table["peak_hospital_at_end"].sum())
     if late:
         err_console.print(
-            f"note: in {late} of {total} runs the hospital curve is at its peak on the last simulated day "
-            "(peak_hospital_at_end in sweep.csv): it may still be rising, so its peak is a lower bound and may come "
-            "later; run more days",
+            f"note: in {late} of {total} runs the hospital curve is at its maximum on the last simulated day "
+            "(peak_hospital_at_end in sweep.csv): the peak may come later, after the run, so it is a lower bound; "
+            "run more days",
             highlight=False,
             soft_wrap=True,
         )
@@ -970,7 +970,8 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     """A short table of the main results on stdout. A peak whose curve is at its maximum on the
     last day says so (:func:`abm.outputs.summary.peak_at_end`): still rising then, or that maximum
     reached again (a flat top); either way the peak may come later."""
-    from abm.outputs.summary import AT_END_WORDS, PEAK_MAY_COME_LATER, counted, peak_at_end
+    from abm.outputs.peaks import AT_END_WORDS, PEAK_MAY_COME_LATER, peak_at_end
+    from abm.plurals import counted
 
     n = s["agents"]
     replicates = counted(s["replicates"], "replicate")

@@ -28,6 +28,7 @@ from abm.outputs import tables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import summarize
+from abm.plurals import counted
 from abm.populations import Population, build_population, load_region
 from abm.populations.reference import build_reference_population
 from abm.populations.region import Region
@@ -394,7 +395,8 @@ def run(
     except torch.OutOfMemoryError:
         other = ", or simulation.device: cpu" if device.type != "cpu" else ""
         raise ScenarioError(
-            f"{sc.name}: population.agents: {sc.population.agents} agents x {sc.simulation.replicates} replicates "
+            f"{sc.name}: population.agents: {sc.population.agents} agents x "
+            f"{counted(sc.simulation.replicates, 'replicate')} "
             f"do not fit in the memory of {device}; use fewer agents or replicates{other}"
         ) from None
     t2 = time.perf_counter()

@@ -25,6 +25,7 @@ from abm.engine.simulator import AGE_CLASS_SHARES, DEFAULT_COMMUNITY_STUBS
 from abm.interventions import InterventionsConfig
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
+from abm.plurals import counted
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.validation_errors import name_field, validated
 from abm.yaml_loader import load_yaml
@@ -643,7 +644,7 @@ def check_device(scenario: Scenario, source: str) -> None:
     total = torch.cuda.get_device_properties(torch.device(device)).total_memory
     if need > total:
         raise ScenarioError(
-            f"{source}: population.agents: {agents} agents x {replicates} replicates need at least about "
+            f"{source}: population.agents: {agents} agents x {counted(replicates, 'replicate')} need at least about "
             f"{need / 1e9:.1f} GB, but {device} has {total / 1e9:.1f} GB; use fewer agents or replicates, or "
             "simulation.device: cpu"
         )
@@ -675,6 +676,6 @@ def check_memory(scenario: Scenario, source: str) -> None:
         fewer = "agents, replicates or community contacts" if contacts else "agents or replicates"
         raise ScenarioError(
             f"{source}: population.agents: {scenario.population.agents} agents x "
-            f"{scenario.simulation.replicates} replicates{contacts} need about {need / 1e9:.1f} GB, but this "
-            f"machine has {have / 1e9:.1f} GB available; use fewer {fewer}"
+            f"{counted(scenario.simulation.replicates, 'replicate')}{contacts} need about {need / 1e9:.1f} GB, but "
+            f"this machine has {have / 1e9:.1f} GB available; use fewer {fewer}"
         )

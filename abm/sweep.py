@@ -90,8 +90,8 @@ INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "peak_new_infecti
 # replicates its mean is over (``<outcome>_n``).
 PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
 # Per peak day, the column of sweep.csv that says whether the replicate's curve is at its peak on
-# its last day (summary.json's ``at_end``: it may still be rising, the peak and its day are lower
-# bounds); the summary counts those replicates (``<column>_n``).
+# its last day (summary.json's ``at_end``: the peak may come after the run, the peak and its day
+# are lower bounds); the summary counts those replicates (``<column>_n``).
 AT_END = {"peak_hospital_day": "peak_hospital_at_end", "peak_new_infections_day": "peak_new_infections_at_end"}
 # Outcomes whose change against the first variant the summary gives with a 95% interval, per
 # 100,000 agents: replicate by replicate (replicate r of every variant runs with the same seed) where

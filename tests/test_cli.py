@@ -55,7 +55,7 @@ def peak_of(curve: pd.Series, agents: int) -> dict:
 def test_a_peak_still_held_on_the_last_day_is_at_end():
     # The mean curve reaches its peak on day 1 and holds it to the last day: the peak's day is the
     # first day at the peak, and the curve may still be rising after the run (at_end).
-    from abm.outputs.summary import peak
+    from abm.outputs.peaks import peak
 
     plateau = np.array([[0, 1], [2, 2], [1, 3], [3, 1]], dtype=np.float64)  # [day, replicate]: 0.5, 2, 2, 2
     assert peak(plateau, 100) == {"value": 2.0, "day": 1, "per_100k": 2000.0, "at_end": True}
@@ -486,7 +486,7 @@ BAD = [
     ),
     ("seeding: {infections: {asymptomatic: -3}}", "seeding.infections.asymptomatic: -3 is not allowed"),
     ("seeding: {day: -1}", "seeding.day: -1 is not allowed: must be at least 0"),
-    ("population: {agents: 900000000000}", "population.agents: 900000000000 agents x 1 replicates need about"),
+    ("population: {agents: 900000000000}", "population.agents: 900000000000 agents x 1 replicate need about"),
     ("simulation: [1, 2", "invalid YAML"),
     (
         "population: {region: nowhere}",

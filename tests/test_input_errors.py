@@ -751,7 +751,7 @@ def test_a_run_that_does_not_fit_the_device_gets_one_message(tmp_path, small, mo
     result = runner.invoke(app, ["run", str(small), "--out", str(out)])
     assert result.exit_code == 2, result.output
     assert (
-        f"{small}: population.agents: 2000 agents x 1 replicates do not fit in the memory of cpu; use fewer agents "
+        f"{small}: population.agents: 2000 agents x 1 replicate do not fit in the memory of cpu; use fewer agents "
         "or replicates"
     ) in text(result)
     assert "simulation.device: cpu" not in text(result), "the run is on the CPU already"

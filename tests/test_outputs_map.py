@@ -297,7 +297,8 @@ def test_the_map_title_warns_when_tracts_hold_few_agents():
     from abm.outputs.maps import map_title
 
     summary = {"scenario": "ni", "agents": 20_000, "replicates": 3}
-    assert map_title(summary) == "ni: 20,000 agents, mean of 3 replicate(s)"
+    assert map_title(summary) == "ni: 20,000 agents, mean of 3 replicates"
+    assert map_title({**summary, "replicates": 1}) == "ni: 20,000 agents, one replicate"
     few = map_title(summary, 397)
     assert few.endswith("; about 50 agents a tract, so one tract's figure per 100,000 is noisy")
     assert "noisy" not in map_title({**summary, "agents": 2_252_782}, 397)

@@ -20,9 +20,11 @@ from abm.engine.disease import NUM_AGE_GROUPS, Stage
 from abm.engine.recorder import SimulationResult
 from abm.outputs import tables
 from abm.outputs.compare import comparison_table, markdown, table_note
+from abm.outputs.peaks import peak, peak_at_end
 from abm.outputs.plots import RunTables
 from abm.outputs.reference_results import ReferenceMetrics, qualitative_claims, reference_metrics
-from abm.outputs.summary import counted, peak, peak_at_end, summarize
+from abm.outputs.summary import summarize
+from abm.plurals import counted
 
 H, ICU, HR, D, A, S, R = (
     Stage.HOSPITALIZED,

@@ -518,9 +518,9 @@ def test_cli_notes_hospital_peaks_held_to_the_last_day(tmp_path):
     late = int(table["peak_hospital_at_end"].sum())
     assert late > 0 and pd.read_csv(out / "sweep_summary.csv")["peak_hospital_at_end_n"].tolist() == [late]
     note = (
-        f"note: in {late} of 2 runs the hospital curve is at its peak on the last simulated day "
-        "(peak_hospital_at_end in sweep.csv): it may still be rising, so its peak is a lower bound and may "
-        "come later; run more days"
+        f"note: in {late} of 2 runs the hospital curve is at its maximum on the last simulated day "
+        "(peak_hospital_at_end in sweep.csv): the peak may come later, after the run, so it is a lower bound; "
+        "run more days"
     )
     assert note in " ".join(result.output.split())
 

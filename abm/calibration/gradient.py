@@ -38,6 +38,7 @@ from abm.calibration.observation import observe_arrays
 from abm.calibration.observed import CalibrationError, fit_loss, weekly
 from abm.engine import Simulation, Stage
 from abm.engine.disease import SYMPTOMATIC
+from abm.plurals import counted
 from abm.populations import Population, load_region
 from abm.runs import population_of, simulation_of
 from abm.scenario import Scenario
@@ -166,7 +167,8 @@ def optimize(
                     progress(step + 1, n_steps, history[-1].loss)
     except torch.OutOfMemoryError:
         raise CalibrationError(
-            f"{sc.name}: population.agents: {sc.population.agents} agents x {sc.simulation.replicates} replicates "
+            f"{sc.name}: population.agents: {sc.population.agents} agents x "
+            f"{counted(sc.simulation.replicates, 'replicate')} "
             f"of a differentiable run do not fit in the memory of {sc.simulation.device}; use fewer agents or "
             "replicates"
         ) from None

@@ -27,9 +27,10 @@ import pandas as pd
 import yaml
 
 from abm.outputs import differences
+from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
 from abm.outputs.run_folder import KINDS, atomic_folder, folder_kind, is_output_folder
-from abm.outputs.summary import PEAK_MAY_COME_LATER, counted, peak_at_end, plural
+from abm.plurals import counted, plural
 
 COLUMNS = {
     "run": "run",

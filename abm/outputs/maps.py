@@ -418,7 +418,9 @@ def map_title(summary: dict[str, Any], tracts: int | None = None) -> str:
     ``tracts``, a warning where a tract holds few agents (one agent is then hundreds per 100,000)."""
     reps = summary.get("replicates", 1)
     agents = summary.get("agents", 0)
-    title = f"{summary.get('scenario', '')}: {agents:,} agents, mean of {reps} replicate(s)"
+    title = f"{summary.get('scenario', '')}: {agents:,} agents, " + (
+        "one replicate" if reps == 1 else f"mean of {reps:,} replicates"
+    )
     if tracts and agents / tracts < 1000:
         title += f"; about {agents / tracts:,.0f} agents a tract, so one tract's figure per 100,000 is noisy"
     return title
