@@ -247,8 +247,14 @@ def test_a_split_too_small_to_train_is_refused(tmp_path):
     )
     result = runner.invoke(app, ["learn", str(path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "tiny.yaml: split: participant" in text(result) and "at least 2 training samples" in text(result)
+    # the skew's own minimum is what cannot be met: said first, with its remedy
+    assert "tiny.yaml: split.label_skew.min_size: " in text(result) and "give a smaller min_size" in text(result)
     assert not (tmp_path / "out").exists()
+    path.write_text(path.read_text().replace(", label_skew: {alpha: 0.5}", ""))  # IID: no skew to blame
+    result = runner.invoke(app, ["learn", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "tiny.yaml: split: participant" in text(result) and "at least 2 training samples" in text(result)
+    assert "skew" not in text(result) and not (tmp_path / "out").exists()
 
 
 def test_options_that_set_the_same_key_twice_are_refused(tmp_path, small):
