@@ -805,32 +805,36 @@ def test_validate_refuses_the_split_learn_refuses(tmp_path, data, split, message
     assert not out.exists()
 
 
-def test_a_label_skew_min_size_beyond_the_samples_is_named_first():
-    """40 samples (30 shared) for 10 participants of at least 20 each: the message blamed a
-    participant's 0 training samples and advised a milder skew, not the min_size."""
-    data = {"source": "gaussian_mixture", "n_samples": 40, "n_classes": 3, "n_features": 4}
-    split = {"participants": 10, "label_skew": {"alpha": 0.5, "min_size": 20}}
+@pytest.mark.parametrize(
+    ("samples", "min_size", "starts", "ends"),
+    [
+        # 40 samples (30 shared) for 10 participants of at least 20 each: the message blamed a
+        # participant's 0 training samples and advised a milder skew, not the min_size
+        (
+            40,
+            20,
+            "split.label_skew.min_size: 20 is not allowed: 10 participants x 20 samples each is 200, more than the "
+            "30 samples shared",
+            "",
+        ),
+        # a share too small under a skew whose min_size can be met: the skew's keys are the advice
+        (
+            60,
+            1,
+            "split: participant",
+            "use more samples (data.n_samples), fewer participants (split.participants) or a milder label skew (a "
+            "larger split.label_skew.alpha or split.label_skew.min_size)",
+        ),
+    ],
+)
+def test_a_split_too_small_names_what_to_change(samples, min_size, starts, ends):
     from abm.learning.runner import check_split
 
+    data = {"source": "gaussian_mixture", "n_samples": samples, "n_classes": 3, "n_features": 4}
+    split = {"participants": 10, "label_skew": {"alpha": 0.5, "min_size": min_size}}
     with pytest.raises(LearningScenarioError) as e:
         check_split(load_scenario(_tiny(data=data, split=split))[0])
-    assert str(e.value).startswith(
-        "split.label_skew.min_size: 20 is not allowed: 10 participants x 20 samples each is 200, more than the "
-        "30 samples shared"
-    ), str(e.value)
-
-
-def test_a_small_share_under_a_label_skew_gets_the_skew_advice():
-    data = {"source": "gaussian_mixture", "n_samples": 60, "n_classes": 3, "n_features": 4}
-    split = {"participants": 10, "label_skew": {"alpha": 0.5, "min_size": 1}}
-    from abm.learning.runner import check_split
-
-    with pytest.raises(LearningScenarioError) as e:
-        check_split(load_scenario(_tiny(data=data, split=split))[0])
-    assert str(e.value).endswith(
-        "use more samples (data.n_samples), fewer participants (split.participants) or a milder label skew (a "
-        "larger split.label_skew.alpha or split.label_skew.min_size)"
-    ), str(e.value)
+    assert str(e.value).startswith(starts) and str(e.value).endswith(ends), str(e.value)
 
 
 def test_cf_of_the_same_scores_is_exactly_one():
