@@ -593,6 +593,18 @@ def learning_progress(bar: Progress) -> Callable[[str, int, int, str], None]:
     return listen
 
 
+def default_calibration_folder(file: Path, sets: list[str] | None) -> Path | str:
+    """Where ``abm calibrate FILE`` without --out writes, for its messages: runs/<name>-calibration,
+    the scenario's name read here (a file that cannot be read leaves the pattern, and the
+    calibration's own checks say what is wrong with it)."""
+    from abm.scenario import ScenarioError, load_scenario
+
+    try:
+        return Path("runs") / f"{load_scenario(file, sets).name}-calibration"
+    except (ScenarioError, OSError):
+        return "runs/<name>-calibration"
+
+
 @app.command()
 def calibrate(
     file: Annotated[Path, typer.Argument(help="scenario YAML file with a calibration section")],
@@ -654,7 +666,7 @@ def calibrate(
     note_unapplied_settings(file, set_)
     note_workers(workers, backend)
     unit = "step" if method == "gradient" else "trial"
-    with stop_on_interrupt(out or "runs/<name>-calibration"):
+    with stop_on_interrupt(out or default_calibration_folder(file, set_)):
         try:
             summary = fit(
                 file,

@@ -807,6 +807,33 @@ def test_an_interrupted_command_says_whether_an_earlier_output_is_kept(tmp_path,
         assert not out.exists()
 
 
+def test_an_interrupted_calibration_without_out_names_its_default_folder(tmp_path, monkeypatch):
+    """It named the pattern runs/<name>-calibration, not the folder, and so could not say that an
+    earlier calibration there is kept."""
+    from conftest import tiny_calibration
+
+    import abm.calibration.optimize
+    from abm.outputs.run_folder import atomic_folder
+
+    def stop(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    scenario = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    name = yaml.safe_load(scenario.read_text())["name"]
+    monkeypatch.setattr(abm.calibration.optimize, "simulate_values", stop)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["calibrate", str(scenario), "--workers", "1"])
+    assert result.exit_code == 130 and result.output.splitlines()[-1] == (
+        f"interrupted: no results were written to {Path('runs') / f'{name}-calibration'}"
+    ), result.output
+    with atomic_folder(tmp_path / "runs" / f"{name}-calibration", "calibration") as tmp:
+        (tmp / "earlier.txt").write_text("earlier")
+    result = runner.invoke(app, ["calibrate", str(scenario), "--workers", "1"])
+    assert result.exit_code == 130 and result.output.splitlines()[-1] == (
+        f"interrupted: no results were written; the earlier results in {Path('runs') / f'{name}-calibration'} are kept"
+    ), result.output
+
+
 def test_an_interrupt_turned_into_another_error_while_starting_ends_with_one_line(tmp_path):
     script = [sys.executable, "-c", INTERRUPTED_IN_COMPILED_CODE, "importing", "SIGINT"]
     proc = subprocess.run([*script, "run", str(SCENARIO), "--out", str(tmp_path / "o")], capture_output=True, text=True)
