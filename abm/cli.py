@@ -629,6 +629,9 @@ def calibrate(
         ),
     ] = None,
     ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
+    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
+    replicates: Annotated[int | None, typer.Option(help="replicates of each trial")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N")] = None,
     set_: SetOption = None,
 ) -> None:
     """Fit a scenario's free parameters to observed data.
@@ -680,6 +683,9 @@ def calibrate(
                 workers=workers,
                 ray_address=ray_address,
                 names=COMMAND_LINE,
+                agents=agents,
+                replicates=replicates,
+                device=device,
             )
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:

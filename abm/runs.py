@@ -223,13 +223,33 @@ def resolve(
         data, source = read_scenario_data(scenario), str(scenario)
         if not sets and not any(v is not None for v in (overrides or {}).values()):
             origin = key_origin(scenario)  # which file of its extends chain set a bad value
-    given: list[tuple[str, Any]] = []
-    set_keys = {item.split("=", 1)[0].strip() for item in sets}
     for i, item in enumerate(sets):
         data = apply_set(data, item, names.set_item(i))
-    for key, value in (overrides or {}).items():
-        if value is None:
-            continue
+    data = apply_overrides(data, overrides, sets, source, names, origin)
+    return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin)
+
+
+def given(overrides: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The overrides that change something (a value of None leaves the scenario's), in order:
+    what messages name with the scenario (``FILE (with --agents 5)``)."""
+    return [(key, value) for key, value in (overrides or {}).items() if value is not None]
+
+
+def apply_overrides(
+    data: dict[str, Any],
+    overrides: dict[str, Any] | None,
+    sets: list[str],
+    source: str,
+    names: OptionNames = COMMAND_LINE,
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+) -> dict[str, Any]:
+    """``data`` (the sets already applied) with ``overrides`` (``agents``, ``days``,
+    ``replicates``, ``seed``, ``device``: :data:`OVERRIDE_KEYS`) applied. One that sets the same
+    key as one of ``sets`` is refused, naming both; one the file has no section for (a list
+    there, say) gets the file's own message (``source``; ``origin``: :func:`validate`'s)."""
+    set_keys = {item.split("=", 1)[0].strip() for item in sets}
+    done: list[tuple[str, Any]] = []
+    for key, value in given(overrides):
         if key not in OVERRIDE_KEYS:
             raise ScenarioError(f"override {key!r} is not allowed; allowed: {', '.join(OVERRIDE_KEYS)}")
         path = OVERRIDE_KEYS[key]
@@ -242,10 +262,10 @@ def resolve(
         try:
             data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", names.name(key))
         except ScenarioError:  # the file has no section there (a list, say): the file is what is wrong
-            validate(data, names.scenario(source, sets, given), origin)
+            validate(data, names.scenario(source, sets, done), origin)
             raise
-        given.append((key, value))
-    return validate(with_full_data_paths(data), names.scenario(source, sets, given), origin)
+        done.append((key, value))
+    return data
 
 
 def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Population:

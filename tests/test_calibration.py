@@ -687,6 +687,36 @@ def test_abm_calibrate_says_where_it_wrote_its_results(tmp_path, monkeypatch):
     assert result.output.rstrip().endswith(f"results in {Path('runs') / 'tiny-calibration'}")
 
 
+def test_abm_calibrate_takes_agents_and_replicates_as_abm_run_does(tmp_path):
+    """--agents and --replicates change the simulations of every trial (they needed --set), and
+    the calibrated scenario says so; the same trials as the --set form; an option and a --set of
+    the same key are refused, naming both."""
+    from conftest import tiny_calibration
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    runner = CliRunner()
+    options = ["calibrate", str(path), "--workers", "1"]
+    result = runner.invoke(app, [*options, "--agents", "2000", "--replicates", "2", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    calibrated = yaml.safe_load((tmp_path / "a" / "calibrated.yaml").read_text())
+    assert (calibrated["population"]["agents"], calibrated["simulation"]["replicates"]) == (2000, 2)
+    sets = ["--set", "population.agents=2000", "--set", "simulation.replicates=2"]
+    result = runner.invoke(app, [*options, *sets, "--out", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    trials = [pd.read_csv(tmp_path / f / "trials.csv").filter(like="params_") for f in ("a", "b")]
+    pd.testing.assert_frame_equal(*trials)
+    result = runner.invoke(app, [*options, "--agents", "0", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and f"{path} (with --agents 0): invalid scenario: population.agents: 0" in " ".join(
+        result.output.split()
+    )
+    result = runner.invoke(app, [*options, "--agents", "9", sets[0], sets[1], "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "--agents and --set population.agents=... both set" in result.output
+    assert not (tmp_path / "c").exists()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "options", "python_says", "cli_says"),
     [

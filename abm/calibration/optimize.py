@@ -51,7 +51,7 @@ from abm.parallel import (
     workers_record,
 )
 from abm.populations import load_region
-from abm.runs import TASK_REUSE, run
+from abm.runs import TASK_REUSE, apply_overrides, given, run
 from abm.scenario import (
     COMMAND_LINE,
     PYTHON,
@@ -158,9 +158,14 @@ def check_series_region(sc: Scenario, source: str) -> None:
 
 
 def checked_inputs(
-    path: str | Path, sets: list[str] | None = None, method: str = "optuna", names: OptionNames = COMMAND_LINE
+    path: str | Path,
+    sets: list[str] | None = None,
+    method: str = "optuna",
+    names: OptionNames = COMMAND_LINE,
+    overrides: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Scenario, pd.DataFrame]:
-    """The scenario's data (``--set`` applied), the validated scenario and the observed series,
+    """The scenario's data (``--set`` and ``overrides``, as ``--agents``, applied:
+    :func:`abm.runs.apply_overrides`), the validated scenario and the observed series,
     after every check made before anything runs: a calibration section, windows the simulation
     covers, valid free parameters (``optuna``) and data over the windows. Errors name the file.
     The data are checked before the windows' length: a window outside the data is named as such,
@@ -168,8 +173,8 @@ def checked_inputs(
     data = read_scenario_data(path)
     for i, item in enumerate(sets or []):
         data = apply_set(data, item, names.set_item(i))
-    data = with_full_data_paths(data)
-    source = names.scenario(str(path), list(sets or []), [])
+    data = with_full_data_paths(apply_overrides(data, overrides, list(sets or []), str(path), names))
+    source = names.scenario(str(path), list(sets or []), given(overrides))
     gradient = names.given("method", "gradient")
     sc = validate(data, source)
     if sc.calibration is None:
@@ -689,6 +694,9 @@ def calibrate(
     workers: int | None = None,
     ray_address: str | None = None,
     names: OptionNames = PYTHON,
+    agents: int | None = None,
+    replicates: int | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
@@ -704,11 +712,13 @@ def calibrate(
     ``note`` is told, before anything runs, of the free parameters the gradient method holds at
     the scenario's values and of kept trials found; when stopped, of the trials kept. Messages
     name the arguments as Python has them (``method``, ``sets``); ``abm calibrate`` gives
-    ``names=COMMAND_LINE`` (``--method``, ``--set``)."""
+    ``names=COMMAND_LINE`` (``--method``, ``--set``). ``agents``, ``replicates`` (per trial) and
+    ``device`` replace the scenario's, as ``abm calibrate --agents`` does."""
     _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
-    data, sc, observed = checked_inputs(path, sets, method, names)
-    source = names.scenario(str(path), list(sets or []), [])
+    overrides = {"agents": agents, "replicates": replicates, "device": device}
+    data, sc, observed = checked_inputs(path, sets, method, names, overrides)
+    source = names.scenario(str(path), list(sets or []), given(overrides))
     # The gradient method and local trials (in this process or its workers) run on this machine;
     # on Ray every simulation (trials and re-ranked trials) runs on the cluster.
     if method == "gradient" or backend == "local":
