@@ -66,10 +66,15 @@ class Pace:
         self.start = time.monotonic()
         self.recent: deque[tuple[int, float]] = deque(maxlen=11)
 
-    def __call__(self, done: int, total: int) -> str:
-        """The text for ``done`` of ``total`` steps finished now."""
+    def mark(self, done: int) -> float:
+        """``done`` steps are finished now (the pace counts every step, told or not); returns now."""
         now = time.monotonic()
         self.recent.append((done, now))
+        return now
+
+    def __call__(self, done: int, total: int) -> str:
+        """The text for ``done`` of ``total`` steps finished now."""
+        now = self.mark(done)
         text = clock(now - self.start)
         (first, then) = self.recent[0]
         if done - first >= 2 and done < total:
@@ -99,7 +104,7 @@ def count_lines(unit: str, lines: int = 10) -> Callable[[int, int], None]:
 
     def show(done: int, total: int) -> None:
         if done == said[0] or (done < total and done < said[0] + math.ceil(total / lines)):
-            pace.recent.append((done, time.monotonic()))  # the pace counts every step
+            pace.mark(done)
             return
         said[0] = done
         err_console.print(f"{unit}: {done} of {total} done ({pace(done, total)})", highlight=False)

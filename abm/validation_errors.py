@@ -266,10 +266,11 @@ def not_finite_text(value: Any) -> bool:
         return False
 
 
-def number_as_text(value: Any) -> str:
-    """For a whole number written so that YAML reads it as text (``1e4``, ``1_000.0``): how to
-    write it (``; YAML reads 1e4 as text: write 10000``), else nothing."""
-    if not isinstance(value, str):
+def number_as_text(value: Any, msg: str) -> str:
+    """Where a whole number is expected (``msg``) and was written so that YAML reads it as text
+    (``1e4``, ``1_000.0``): how to write it (``; YAML reads 1e4 as text: write 10000``), else
+    nothing (a date written as '2020' gets no such hint)."""
+    if not isinstance(value, str) or "whole number" not in msg:
         return ""
     try:
         number = float(value)
@@ -377,7 +378,7 @@ def error_lines(
         elif value is None:  # `key:` with nothing after it, or null
             text = f"{path}: has no value; {msg}"
         else:
-            text = f"{path}: {shown(value)} is not allowed: {msg}" + number_as_text(value)
+            text = f"{path}: {shown(value)} is not allowed: {msg}" + number_as_text(value, msg)
         if root is not None:
             merged[loc] = len(lines)
         lines.append((loc, text))

@@ -888,6 +888,10 @@ def test_a_section_written_as_a_list_a_number_or_nothing_is_named_with_its_keys(
             "population.agents: '1e4' is not allowed: must be a whole number; YAML reads 1e4 as text: write 10000",
         ),
         ("population.agents=abc", "population.agents: 'abc' is not allowed: must be a whole number"),
+        (  # no number hint where no number is expected
+            "calibration.start_date='2020'",
+            "calibration.start_date: '2020' is not allowed: must be a date, written YYYY-MM-DD (e.g. 2020-02-01)",
+        ),
     ],
 )
 def test_values_are_shown_as_yaml_writes_them(small, setting, said):
