@@ -387,8 +387,38 @@ def note_unapplied_settings(file: Path, sets: list[str] | None) -> None:
                 f"interventions.{name} has no value, so {name} is off; write `{name}: {{}}` to turn it on "
                 "with its defaults"
             )
+    vaccination = interventions.get("vaccination") if isinstance(interventions, dict) else None
+    if isinstance(vaccination, dict) and None not in (
+        vaccination.get("daily_doses"),
+        vaccination.get("daily_doses_per_100k"),
+    ):
+        notes.append(
+            f"interventions.vaccination gives daily_doses ({vaccination['daily_doses']}) and daily_doses_per_100k "
+            f"({vaccination['daily_doses_per_100k']}): daily_doses replaces the rate, which is not used; to use the "
+            "rate, set interventions.vaccination.daily_doses=null"
+        )
     for text in notes:
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
+
+
+def note_same_variants(sweep_plan) -> None:
+    """A note for each group of a sweep's variants that resolve to the same scenario: the swept
+    values change nothing the runs use (a rate that another key replaces, a setting of an
+    intervention that is off), so those variants' results are the same."""
+    import json
+
+    groups: dict[str, list[int]] = {}
+    for v, sc in enumerate(sweep_plan.variants):
+        groups.setdefault(json.dumps(sc.model_dump(mode="json", by_alias=True), sort_keys=True), []).append(v)
+    for variants in groups.values():
+        if len(variants) > 1:
+            labels = " and ".join(f"({sweep_plan.label(v, short=True)})" for v in variants)
+            err_console.print(
+                f"note: the variants {labels} resolve to the same scenario (the swept values change nothing the "
+                "runs use), so their results are the same",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def note_workers(workers: int | None, backend: str) -> None:
@@ -782,6 +812,7 @@ def sweep(
     note_switched_on(file, sp.variants, options, overrides)
     note_unapplied_settings(file, set_)
     note_idle(sp.variants)
+    note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates
     with progress_bar("runs") as bar:

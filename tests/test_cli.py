@@ -1212,6 +1212,46 @@ def test_a_set_mapping_that_drops_the_files_keys_gets_a_note():
         assert result.exit_code == 0 and "note:" not in result.output, result.output
 
 
+def test_a_dose_rate_that_daily_doses_replaces_gets_a_note():
+    """daily_doses replaces daily_doses_per_100k: a rate given with --set (or by a file) on a
+    scenario that gives daily_doses was not used, without a word; it is named, with the way to
+    use it. A scenario that gives daily_doses alone gets no such note."""
+    src = str(SCENARIOS / "reference/vacc_budget.yaml")  # daily_doses: 124
+    result = runner.invoke(app, ["validate", src, "--set", "interventions.vaccination.daily_doses_per_100k=500"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and "is valid" in text
+    assert (
+        "note: interventions.vaccination gives daily_doses (124) and daily_doses_per_100k (500): daily_doses "
+        "replaces the rate, which is not used; to use the rate, set interventions.vaccination.daily_doses=null"
+    ) in text
+    rate_in_use = ["--set", "interventions.vaccination.daily_doses=null"]
+    rate_in_use += ["--set", "interventions.vaccination.daily_doses_per_100k=500"]
+    for sets in ([], rate_in_use):
+        result = runner.invoke(app, ["validate", src, *sets])
+        assert result.exit_code == 0 and "note:" not in result.output, result.output
+
+
+def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
+    """A swept rate that daily_doses replaces gave variants with the same results, and abm sweep
+    said nothing: a table that read as 'the rate changes nothing'. Variants that resolve to the
+    same scenario are named; a sweep whose variants differ gets no such note."""
+    from abm.cli import note_same_variants
+    from abm.sweep import plan
+
+    src = SCENARIOS / "reference/vacc_budget.yaml"  # daily_doses: 124
+    rates = "interventions.vaccination.daily_doses_per_100k=300,1000"
+    note_same_variants(plan(src, [rates], replicates=1, agents=2000, days=5))
+    text = " ".join(capsys.readouterr().err.split())
+    assert (
+        "note: the variants (daily_doses_per_100k=300) and (daily_doses_per_100k=1000) resolve to the same scenario"
+    ) in text
+    note_same_variants(
+        plan(src, [rates], replicates=1, agents=2000, days=5, sets=["interventions.vaccination.daily_doses=null"])
+    )
+    note_same_variants(plan(src, ["interventions.vaccination.daily_doses=100,200"], replicates=1, agents=2000, days=5))
+    assert capsys.readouterr().err == ""
+
+
 def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):
     """No initial infections is allowed (a run of vaccination costs alone) but named; a run with
     seeds has no such note."""
