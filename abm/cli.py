@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,6 +20,9 @@ from rich.text import Text
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
 from abm.outputs.journal import journal_path
 from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target, is_output_folder, output_path
+
+if TYPE_CHECKING:
+    from abm.sweep import SweepPlan
 
 app = typer.Typer(
     add_completion=False,
@@ -304,7 +307,7 @@ def validate(
     except (ScenarioError, LearningScenarioError, CalibrationError) as exc:
         fail(str(exc))
     if kind is None:
-        name, resolved = sc.name, sc.resolved_yaml()
+        name, resolved = sc.name, sc.with_capacity().resolved_yaml()
     else:
         import yaml
 
@@ -401,7 +404,7 @@ def note_unapplied_settings(file: Path, sets: list[str] | None) -> None:
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
-def note_same_variants(sweep_plan) -> None:
+def note_same_variants(sweep_plan: SweepPlan) -> None:
     """A note for each group of a sweep's variants that resolve to the same scenario: the swept
     values change nothing the runs use (a rate that another key replaces, a setting of an
     intervention that is off), so those variants' results are the same."""
@@ -1055,7 +1058,7 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     ph = s["peak_hospitalized"]
     table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when(ph) or ' (no one hospitalized)'}")
     po = s["peak_hospital_occupancy"]
-    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{when(po)}")
+    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{when(po) or ' (no one in hospital)'}")
     cap = s["hospital_capacity"]
     table.add_row("hospital capacity (beds)", f"{cap['beds']:,.1f} ({cap['beds_per_100k']:,.0f}/100k)")
     over = cap.get("replicates_over_capacity", 0)

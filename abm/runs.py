@@ -420,9 +420,8 @@ def run(
             f"do not fit in the memory of {device}; use fewer agents or replicates{other}"
         ) from None
     t2 = time.perf_counter()
-    beds = sc.outputs.hospital_beds_per_100k or region.figures.hospital_beds_per_100k
-    # The resolved scenario names the capacity used (the region's, where the file left it out).
-    sc = sc.model_copy(update={"outputs": sc.outputs.model_copy(update={"hospital_beds_per_100k": beds})})
+    sc = sc.with_capacity()  # the resolved scenario names the capacity used
+    beds = sc.outputs.hospital_beds_per_100k
     meta = {
         "scenario": sc.name,
         "region": region.name,

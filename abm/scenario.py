@@ -181,6 +181,14 @@ class Scenario(BaseModel):
             )
         return self
 
+    def with_capacity(self) -> Scenario:
+        """This scenario with the hospital capacity it runs with filled in: the region's figure
+        where ``outputs.hospital_beds_per_100k`` is left out (the capacity line, the days over it)."""
+        if self.outputs.hospital_beds_per_100k is not None:
+            return self
+        beds = load_region(self.population.region).figures.hospital_beds_per_100k
+        return self.model_copy(update={"outputs": self.outputs.model_copy(update={"hospital_beds_per_100k": beds})})
+
     def resolved_yaml(self) -> str:
         """Every value, defaults included: loading this text gives the same scenario. An
         intervention that is off by absence is left out (as absent, it stays off)."""

@@ -378,10 +378,12 @@ def test_validate_show_prints_every_value_and_round_trips(tmp_path):
     # defaults the file never states are there: the digital tracing window and the default test
     assert shown["interventions"]["digital_tracing"]["window_days"] == 7
     assert shown["interventions"]["testing"]["tests"][0]["name"] == "rt_pcr"
+    # the capacity the run uses, as its scenario.resolved.yaml names it: the region's (it showed null)
+    assert shown["outputs"]["hospital_beds_per_100k"] == pytest.approx(55.0, 0.01)
     (tmp_path / "full.yaml").write_text(proc.stdout, encoding="utf-8")
     again = load_scenario(tmp_path / "full.yaml")
     assert again.resolved_yaml() == proc.stdout
-    assert again == load_scenario(src, ["simulation.days=77"])
+    assert again == load_scenario(src, ["simulation.days=77"]).with_capacity()
     learning = runner.invoke(app, ["validate", str(SCENARIOS / "learning/gmm_mapl.yaml"), "--show"])
     verdict = " ".join(learning.stderr.split())
     assert learning.exit_code == 0 and "'gmm_mapl' is valid" in verdict and "is valid" not in learning.stdout

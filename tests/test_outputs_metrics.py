@@ -341,6 +341,25 @@ def test_the_console_summary_says_how_a_peak_curve_ends_and_counts_replicates(mo
     assert "replicate(s)" not in text and "?" not in text
 
 
+def test_the_console_summary_of_a_run_with_no_one_in_hospital(monkeypatch, tmp_path: Path):
+    """Both hospital rows say why they are 0 (the beds row said a bare 0.0 under "(no one
+    hospitalized)")."""
+    from rich.console import Console
+
+    from abm import cli
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
+    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    for key in ("peak_hospitalized", "peak_hospital_occupancy"):
+        s[key] = {"value": 0.0, "day": 0, "per_100k": 0.0, "at_end": False}
+    cli.print_summary(s, 0.25, tmp_path)
+    lines = buffer.getvalue().splitlines()
+    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in lines if line.count("│") == 3)}
+    assert rows["peak hospitalized (mean curve)"] == "0.0 (no one hospitalized)"
+    assert rows["peak hospital beds incl. ICU"] == "0.0 (no one in hospital)"
+
+
 def hand_run(
     label: str, agents: int, admissions: list[list[int]], cost: list[float], seed: int | None = None, **summary: object
 ) -> RunTables:
