@@ -772,8 +772,8 @@ def sweep(
 
     FILE is a scenario YAML file (`abm validate FILE` checks it without
     running); --set, --agents, --days, --seed and --device change it for every
-    variant. Writes one combined table (sweep.csv), a mean/sd table per variant
-    and sweep.json, at the end, all at once; the tables do not depend on the
+    variant. Writes one combined table (sweep.csv), a mean/sd table per variant,
+    a plot (sweep.png) and sweep.json, at the end, all at once; the tables do not depend on the
     backend or on --workers. Finished runs are kept beside the folder until
     then (.<folder>.runs.jsonl): a sweep stopped before its end continues from
     them when the same command runs again, with the same tables.

@@ -1,4 +1,5 @@
-"""Key paths in scenario data: what the user wrote at a path that an error names."""
+"""Key paths in scenario data: what the user wrote at a path that an error names, and the
+shortest distinct forms of dotted paths for labels."""
 
 from __future__ import annotations
 
@@ -41,3 +42,12 @@ def not_finite(data: Any, path: tuple[str, ...] = ()) -> list[str]:
         head, last = path[:-1], path[-1] if path else ""
         return [p for i, v in enumerate(data) for p in not_finite(v, (*head, f"{last}[{i}]"))]
     return []
+
+
+def short_keys(keys: list[str]) -> list[str]:
+    """Each dotted key by its last components, as few as keep the keys distinct."""
+    for n in range(1, max(k.count(".") for k in keys) + 2):
+        tails = [".".join(k.split(".")[-n:]) for k in keys]
+        if len(set(tails)) == len(tails):
+            return tails
+    return keys

@@ -34,13 +34,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 import yaml
 
 from abm import __version__, invocation
-from abm.key_paths import lookup
+from abm.key_paths import lookup, short_keys
 from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
 from abm.outputs.journal import Journal, work_key
@@ -48,6 +49,7 @@ from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
+from abm.outputs.sweep_plot import sweep_figure
 from abm.parallel import (
     ProcessPool,
     check_ray_address,
@@ -153,14 +155,20 @@ class SweepResult:
     kept_in: Journal | None = field(default=None, repr=False)
 
     def write(self, out: str | Path) -> Path:
-        """Write ``sweep.csv``, ``sweep_summary.csv`` and ``sweep.json`` into ``out`` (atomically);
-        then the runs kept while it ran go."""
+        """Write ``sweep.csv``, ``sweep_summary.csv``, ``sweep.json`` and the plot ``sweep.png``
+        (:mod:`abm.outputs.sweep_plot`; where ``info`` holds the variants, as :func:`run_sweep`'s
+        does) into ``out`` (atomically); then the runs kept while it ran go."""
         out = Path(out)
         with atomic_folder(out, "sweep") as tmp:
             days = {c: "Int64" for c in INTEGER_OUTCOMES if c in self.table}  # 54, not 54.0 (empty: no peak)
             self.table.astype(days).to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
             (tmp / "sweep.json").write_text(dumps(self.info), encoding="utf-8")
+            if self.info.get("variants"):  # run_sweep's result (a table built by hand has no variants to draw)
+                plt.switch_backend("Agg")
+                fig = sweep_figure(self.info["scenario"], self.table, self.info["variants"], self.info["sweeps"])
+                fig.savefig(tmp / "sweep.png", dpi=100)
+                plt.close(fig)
         if self.kept_in is not None:
             self.kept_in.remove()
         return out
@@ -280,15 +288,6 @@ class SweepPlan:
         if short:
             keys = short_keys(keys)
         return ", ".join(f"{k}={t}" for k, t in zip(keys, self.assignments[v]["texts"], strict=True))
-
-
-def short_keys(keys: list[str]) -> list[str]:
-    """Each dotted key by its last components, as few as keep the keys distinct."""
-    for n in range(1, max(k.count(".") for k in keys) + 2):
-        tails = [".".join(k.split(".")[-n:]) for k in keys]
-        if len(set(tails)) == len(tails):
-            return tails
-    return keys
 
 
 def plan(

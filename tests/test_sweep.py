@@ -483,7 +483,8 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "6 runs (3 per variant)" in result.output and f"resultsin{out}" in "".join(result.output.split())
-    assert sorted(p.name for p in out.iterdir()) == [MARK, "sweep.csv", "sweep.json", "sweep_summary.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [MARK, "sweep.csv", "sweep.json", "sweep.png", "sweep_summary.csv"]
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in tmp_path.iterdir()] == ["sw"]  # no temporary folder left
     table = pd.read_csv(out / "sweep.csv")
     assert len(table) == 6
@@ -571,7 +572,7 @@ def test_sweep_json_records_the_runs_the_ray_cluster_ran_at_once():
 
 
 def test_short_keys_keep_keys_distinct():
-    from abm.sweep import short_keys
+    from abm.key_paths import short_keys
 
     assert short_keys(["contacts.community.weight", "interventions.vaccination.start_day"]) == ["weight", "start_day"]
     assert short_keys(["contacts.community.weight", "contacts.household.weight"]) == [

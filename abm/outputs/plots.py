@@ -136,7 +136,7 @@ def _days_axis(ax: Any) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
-def _colors(n: int) -> list[Any]:
+def colors(n: int) -> list[Any]:
     """``n`` distinct colours: tab10's up to 10 runs, tab20's up to 20, then spread over turbo
     (tab10 repeated itself from the 11th run: the thesis's ten scenarios and one more shared a colour)."""
     if n > 20:
@@ -168,7 +168,7 @@ def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str) -> None:
 def hospital_occupancy(runs: list[RunTables]) -> Figure:
     """Hospital beds in use (hospitalized, ICU, step-down) per 100,000 against capacity."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
-    for run, color in zip(runs, _colors(len(runs)), strict=True):
+    for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "hospital_occupancy", 1e5 / run.agents), run.label, color)
     capacities = sorted({r.beds_per_100k for r in runs})
     for beds, style in zip(capacities, ["--", ":", "-."] * len(capacities), strict=False):
@@ -183,7 +183,7 @@ def new_infections(runs: list[RunTables]) -> Figure:
     """Daily new infections per 100,000, the seeded ones on their seeding day (summary.json's
     ``peak_new_infections`` counts infections by transmission only, so the title says so)."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
-    for run, color in zip(runs, _colors(len(runs)), strict=True):
+    for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "new_infections", 1e5 / run.agents), run.label, color)
     title = "Daily new infections (seeded ones on their seeding day)"
     return _finish(fig, ax, title, "new infections per 100,000", runs)
@@ -192,7 +192,7 @@ def new_infections(runs: list[RunTables]) -> Figure:
 def cumulative_infections(runs: list[RunTables]) -> Figure:
     """Share of the population ever infected, in percent."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
-    for run, color in zip(runs, _colors(len(runs)), strict=True):
+    for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "cumulative_infected", 100 / run.agents), run.label, color)
     return _finish(fig, ax, "Cumulative infections", "% of population ever infected", runs)
 
@@ -200,10 +200,10 @@ def cumulative_infections(runs: list[RunTables]) -> Figure:
 def cumulative_by_age(runs: list[RunTables]) -> Figure:
     """Share of each age group ever infected, in percent: one panel per age group."""
     fig, axes = plt.subplots(3, 3, figsize=(10, 7.5), sharex=True, sharey=True, layout="constrained")
-    colors = _colors(len(runs))
+    palette = colors(len(runs))
     top = 0.0
     for ax, group in zip(axes.flat, AGE_GROUP_LABELS, strict=True):
-        for run, color in zip(runs, colors, strict=True):
+        for run, color in zip(runs, palette, strict=True):
             agents = _group_agents(run, group)
             if agents == 0:  # no one of this age: no line (a 0% line would read as no one infected)
                 ax.plot([], [], color=color, label=run.label)
@@ -236,7 +236,7 @@ def _group_agents(run: RunTables, group: str) -> float:
 def cumulative_cost(runs: list[RunTables]) -> Figure:
     """Cumulative spending booked by interventions, in dollars."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
-    for run, color in zip(runs, _colors(len(runs)), strict=True):
+    for run, color in zip(runs, colors(len(runs)), strict=True):
         cum = cumulative_cost_table(run)
         b = pd.DataFrame({"mean": cum.mean(axis=1), "low": cum.min(axis=1), "high": cum.max(axis=1)})
         _draw(ax, b, f"{run.label} ({run.agents:,} agents)", color)

@@ -1,0 +1,112 @@
+"""The plot of a sweep (``sweep.png``): four outcomes against a swept value, one line per
+combination of the other swept values.
+
+The outcomes are those of ``abm sweep``'s console table, per 100,000 agents so that variants of
+different sizes compare: the share infected, the peak of hospital beds in use (against the
+capacity line, where the variants share one), deaths and total cost. Each point is the mean over
+a variant's replicates, with a bar from the lowest to the highest replicate (as the run plots'
+band). The x axis is the first swept key whose values are all numbers (spaced by value), else
+the first swept key (its values in the order given).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from abm.key_paths import short_keys
+from abm.outputs.plots import colors
+from abm.plurals import counted
+
+# (column of sweep.csv, panel title, scale: "share" to percent, "per_100k" per 100,000 agents, or none)
+PANELS = (
+    ("cumulative_infected_share", "infected (% of agents)", "percent"),
+    ("peak_hospital_occupancy_per_100k", "peak hospital beds in use per 100,000 agents", None),
+    ("deaths", "deaths per 100,000 agents", "per_100k"),
+    ("total_cost", "total cost per 100,000 agents ($)", "per_100k"),
+)
+
+
+def value_text(value: Any) -> str:
+    """A swept value as the sweep's labels write it: text as it is, anything else as YAML flow
+    (null, true, 0.2, [10, 20])."""
+    return value if isinstance(value, str) else json.dumps(value).replace(",", ", ").replace(":", ": ")
+
+
+def is_number(value: Any) -> bool:
+    """A number the x axis can place by value (not a bool, which is categorical)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def x_key(sweeps: dict[str, list[Any]]) -> str:
+    """The swept key on the x axis: the first whose values are all numbers, else the first."""
+    return next((k for k, values in sweeps.items() if all(is_number(v) for v in values)), next(iter(sweeps)))
+
+
+def sweep_figure(
+    name: str, table: pd.DataFrame, variants: Sequence[dict[str, Any]], sweeps: dict[str, list[Any]]
+) -> Figure:
+    """The figure of the sweep of scenario ``name`` from its per-run table (``sweep.csv``'s
+    rows), its variants (``sweep.json``'s: each with ``variant``, ``sweep``, the swept values,
+    and ``scenario``, as it ran) and its swept keys and values in the order given."""
+    key = x_key(sweeps)
+    numeric = all(is_number(v) for v in sweeps[key])
+    order = {value_text(v): i for i, v in enumerate(sweeps[key])}
+    short = dict(zip(sweeps, short_keys(list(sweeps)), strict=True))  # as the console's labels
+    others = [k for k in sweeps if k != key]
+
+    def position(var: dict[str, Any]) -> float:  # on the x axis: the value, or the category's place
+        x = var["sweep"][key]
+        return float(x) if numeric else float(order[value_text(x)])
+
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for var in variants:
+        label = ", ".join(f"{short[k]}={value_text(var['sweep'][k])}" for k in others)
+        lines.setdefault(label, []).append(var)
+    beds = {var["scenario"]["outputs"]["hospital_beds_per_100k"] for var in variants}
+    agents = {int(v): a for v, a in table.groupby("variant")["agents"].first().items()}
+    replicates = sorted(set(table.groupby("variant").size()))
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), layout="constrained")
+    for ax, (column, title, scale) in zip(axes.flat, PANELS, strict=True):
+        for (label, members), color in zip(lines.items(), colors(len(lines)), strict=True):
+            xs, mean, low, high = [], [], [], []
+            for var in sorted(members, key=position):  # a line from left to right
+                v = int(var["variant"])
+                values = table.loc[table["variant"] == v, column].to_numpy(dtype=float)
+                if scale == "percent":
+                    values = values * 100
+                elif scale == "per_100k":
+                    values = values * 1e5 / agents[v]
+                xs.append(position(var))
+                mean.append(values.mean())
+                low.append(values.min())
+                high.append(values.max())
+            mean_a = np.array(mean)
+            yerr = np.array([mean_a - np.array(low), np.array(high) - mean_a])
+            ax.errorbar(xs, mean_a, yerr=yerr, color=color, marker="o", capsize=3, linewidth=1.6, label=label or None)
+        if column == "peak_hospital_occupancy_per_100k" and len(beds) == 1:
+            ax.axhline(next(iter(beds)), color="#b22222", linestyle="--", linewidth=1.2, label="capacity")
+        ax.set_title(title, fontsize=11)
+        ax.set_xlabel(key)
+        if not numeric:
+            ax.set_xticks(range(len(order)), list(order))
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if abs(y) >= 1000 else f"{y:g}"))
+        ax.grid(alpha=0.3)
+    handles, names = axes.flat[1].get_legend_handles_labels()
+    if handles:
+        axes.flat[1].legend(handles, names, fontsize=8, loc="best")
+    reps = "/".join(str(r) for r in replicates)
+    note = (
+        "one replicate: no bars" if replicates == [1] else f"point: mean; bar: lowest to highest of {reps} replicates"
+    )
+    fig.suptitle(f"sweep of {name}: {counted(len(variants), 'variant')}; {note}", fontsize=10)
+    return fig

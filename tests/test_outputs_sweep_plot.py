@@ -1,0 +1,119 @@
+"""The sweep plot: each point is a variant's mean over its replicates of the panel's outcome (per
+100,000 agents where the panel says so), its bar the lowest to the highest replicate; one line per
+combination of the other swept values; the capacity line where the variants share one."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from abm.outputs.sweep_plot import PANELS, sweep_figure, x_key
+
+START, WEIGHT = "interventions.vaccination.start_day", "contacts.community.weight"
+
+
+def hand_sweep(beds: tuple[float, ...] = (55.0,) * 4, agents: tuple[int, ...] = (2000,) * 4):
+    """Four variants (start day 30 and 10 by weight 0.2 and 0.4, in that order), two replicates
+    each, with outcomes chosen by hand."""
+    sweeps = {START: [30, 10], WEIGHT: [0.2, 0.4]}
+    values = [(30, 0.2), (30, 0.4), (10, 0.2), (10, 0.4)]
+    rows = []
+    for v, (start, weight) in enumerate(values):
+        for r in range(2):
+            rows.append(
+                {
+                    "variant": v,
+                    START: start,
+                    WEIGHT: weight,
+                    "replicate": r,
+                    "agents": agents[v],
+                    "cumulative_infected_share": 0.1 * (v + 1) + 0.02 * r,
+                    "peak_hospital_occupancy_per_100k": 10.0 * (v + 1) + 4 * r,
+                    "deaths": float(v + r),
+                    "total_cost": 1000.0 * (v + 1) * (r + 1),
+                }
+            )
+    variants = [
+        {
+            "variant": v,
+            "sweep": {START: start, WEIGHT: weight},
+            "scenario": {"outputs": {"hospital_beds_per_100k": beds[v]}},
+        }
+        for v, (start, weight) in enumerate(values)
+    ]
+    return pd.DataFrame(rows), variants, sweeps
+
+
+def plotted(ax) -> dict[str, dict[str, np.ndarray]]:
+    """Per line label: the points' x and y, and each bar's low and high end."""
+    out = {}
+    for container in ax.containers:
+        x, y = container.lines[0].get_data()
+        segments = container.lines[2][0].get_segments()
+        out[container.get_label()] = {
+            "x": np.asarray(x, dtype=float),
+            "y": np.asarray(y, dtype=float),
+            "low": np.array([seg[:, 1].min() for seg in segments]),
+            "high": np.array([seg[:, 1].max() for seg in segments]),
+        }
+    return out
+
+
+def test_points_are_means_and_bars_the_replicates_range_per_line():
+    table, variants, sweeps = hand_sweep(agents=(2000, 2000, 2000, 4000))
+    fig = sweep_figure("s", table, variants, sweeps)
+    try:
+        panels = {ax.get_title(): plotted(ax) for ax in fig.axes}
+        assert [ax.get_xlabel() for ax in fig.axes] == [START] * 4  # the first numeric key
+        infected = panels["infected (% of agents)"]
+        assert sorted(infected) == ["weight=0.2", "weight=0.4"]
+        # weight 0.2: variants 2 (start 10) and 0 (start 30), in the order of the x values
+        line = infected["weight=0.2"]
+        assert line["x"].tolist() == [10.0, 30.0]
+        assert line["y"] == pytest.approx([31.0, 11.0])  # percent: (0.3 + 0.32) / 2, (0.1 + 0.12) / 2
+        assert line["low"] == pytest.approx([30.0, 10.0]) and line["high"] == pytest.approx([32.0, 12.0])
+        # deaths per 100,000 agents: variant 3 has 4,000 agents, deaths 3 and 4
+        deaths = panels["deaths per 100,000 agents"]["weight=0.4"]
+        assert deaths["y"] == pytest.approx([3.5 * 1e5 / 4000, 1.5 * 1e5 / 2000])
+        cost = panels["total cost per 100,000 agents ($)"]["weight=0.4"]
+        assert cost["low"] == pytest.approx([4000 * 25, 2000 * 50])
+        assert cost["high"] == pytest.approx([8000 * 25, 4000 * 50])
+        beds = panels["peak hospital beds in use per 100,000 agents"]["weight=0.2"]
+        assert beds["y"] == pytest.approx([32.0, 12.0])  # already per 100,000: not scaled again
+        capacity = [ln for ln in fig.axes[1].lines if ln.get_label() == "capacity"]
+        assert len(capacity) == 1 and capacity[0].get_ydata()[0] == 55.0
+        assert "2 replicates" in fig._suptitle.get_text() and "4 variants" in fig._suptitle.get_text()
+    finally:
+        plt.close(fig)
+
+
+def test_no_capacity_line_where_variants_differ_and_categories_keep_their_order():
+    table, variants, sweeps = hand_sweep(beds=(55.0, 30.0, 55.0, 30.0))
+    # no key of numbers: the first key's values on the x axis as given, evenly spaced
+    sweeps = {START: ["late", "early"], WEIGHT: ["low", "high"]}
+    for var in variants:
+        var["sweep"][START] = "late" if var["sweep"][START] == 30 else "early"
+        var["sweep"][WEIGHT] = "low" if var["sweep"][WEIGHT] == 0.2 else "high"
+    fig = sweep_figure("s", table, variants, sweeps)
+    try:
+        assert not [ln for ln in fig.axes[1].lines if ln.get_label() == "capacity"]
+        ax = fig.axes[0]
+        assert ax.get_xlabel() == START
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["late", "early"]
+        line = plotted(ax)["weight=low"]  # variants 0 (late) and 2 (early)
+        assert line["x"].tolist() == [0.0, 1.0] and line["y"] == pytest.approx([11.0, 31.0])
+    finally:
+        plt.close(fig)
+
+
+def test_the_x_key_is_the_first_all_numeric_one_else_the_first():
+    assert x_key({"a.b": ["x", "y"], "c": [1, 2.5]}) == "c"
+    assert x_key({"a": [True, False], "b": [None, 3]}) == "a"  # bools and null are categories
+    assert x_key({"a": [[1], [2]]}) == "a"
+    assert len(PANELS) == 4
