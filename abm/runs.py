@@ -83,7 +83,8 @@ class RunResult:
     def _map_days(self, days: list[int] | tuple[int, ...] | None, argument: str) -> tuple[int, ...]:
         """The snapshot days: ``days`` (checked, named in messages as the caller's ``argument``),
         else the scenario's ``outputs.map_days``, else the default days within the run (its last
-        day if none is). An empty list asks for no snapshot."""
+        day in place of those past its end: a run shorter than the last default day still shows
+        its end). An empty list asks for no snapshot."""
         from abm.outputs.maps import DEFAULT_SNAPSHOT_DAYS
 
         if days is not None:
@@ -101,7 +102,7 @@ class RunResult:
         if configured is not None:
             return tuple(configured)  # as set: [] is no snapshot
         n = self.summary["days"]
-        return tuple(d for d in DEFAULT_SNAPSHOT_DAYS if d < n) or (n - 1,)
+        return tuple(sorted({min(d, n - 1) for d in DEFAULT_SNAPSHOT_DAYS}))
 
     def _boundaries(self, boundaries: str | Path | None) -> str | Path | None:
         return boundaries if boundaries is not None else getattr(self.scenario.outputs, "boundaries", None)

@@ -99,7 +99,7 @@ class OutputConfig(BaseModel):
     map_days: list[int] | None = Field(
         None,
         description="days of the map's PNG snapshots, each within the run ([] for none); default: 50, 70 and 120, "
-        "those within the run (else its last day)",
+        "each past the run's end replaced by its last day",
     )
     boundaries: str | None = Field(
         None,

@@ -140,6 +140,15 @@ def test_an_empty_map_days_list_writes_no_snapshot(tmp_path) -> None:
     assert (tmp_path / "none" / "plots" / "hospital_occupancy.png").is_file()
 
 
+@pytest.mark.parametrize(("days", "snapshots"), [(120, [50, 70, 119]), (51, [50]), (180, [50, 70, 120])])
+def test_default_snapshot_days_past_the_end_become_the_last_day(tmp_path, days: int, snapshots: list[int]) -> None:
+    """The default days 50, 70 and 120, each past the run's end replaced by its last day: a
+    120-day run (days 0..119) showed 50 and 70 but not its end."""
+    abm.run(NI, agents=300, days=days, replicates=1).write_figures(tmp_path, map_days=None)
+    names = sorted(p.name for p in (tmp_path / "plots").glob("map_day*"))
+    assert names == [f"map_day{d:03d}.png" for d in snapshots]
+
+
 def test_a_lone_tracts_cell_is_a_round_disc_of_its_land_on_the_ground() -> None:
     """One tract of 100 km2: its cell is the disc of radius 0.9 sqrt(100 / pi) + 0.5 km around its
     centroid, round on the ground (at latitude 47.6 a degree of longitude is 0.67 of one of
