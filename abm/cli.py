@@ -1053,7 +1053,8 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
         end = peak_at_end(p, s["days"])
         later = f" ({AT_END_WORDS[end]} on the last day: {PEAK_MAY_COME_LATER})" if end else ""
-        return f" on day {p['day']} ({p['per_100k']:,.0f}/100k){later}" if p["value"] > 0 else ""
+        dated = f", {p['date']}" if "date" in p else ""  # with simulation.start_date
+        return f" on day {p['day']}{dated} ({p['per_100k']:,.0f}/100k){later}" if p["value"] > 0 else ""
 
     ph = s["peak_hospitalized"]
     table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when(ph) or ' (no one hospitalized)'}")

@@ -25,6 +25,7 @@ from abm.engine import Simulation, SimulationResult
 from abm.engine.contacts import CommunityLayer
 from abm.engine.reference_contacts import community_layer
 from abm.outputs import tables
+from abm.outputs.calendar import with_dates
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import summarize
@@ -430,8 +431,11 @@ def run(
         "seed": sc.simulation.seed,
         "device": str(device),
     }
-    summary = summarize(res, meta, beds)
-    ts, ba, bt = tables.timeseries(res), tables.by_age(res), tables.by_tract(res, pop.tracts)
+    start = sc.simulation.start_date
+    summary = summarize(res, meta, beds, start)
+    ts, ba, bt = (
+        with_dates(t, start) for t in (tables.timeseries(res), tables.by_age(res), tables.by_tract(res, pop.tracts))
+    )
     manifest = {
         "abm_version": __version__,
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),

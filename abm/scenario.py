@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -86,6 +87,12 @@ class SimulationConfig(BaseModel):
     )
     threads: int | None = Field(
         1, ge=1, le=512, description="CPU threads for torch; none: torch's default (1 was fastest at 100k on 2 cores)"
+    )
+    start_date: date | None = Field(
+        None,
+        description="calendar date of day 0 (YYYY-MM-DD); given, the run's tables get a date column and its "
+        "summary, console, plots and map name dates beside days; none: days only. Days in the scenario stay "
+        "days (day d is start_date + d)",
     )
 
 
@@ -178,6 +185,12 @@ class Scenario(BaseModel):
             raise ValueError(
                 f"seeding.day: {self.seeding.day} is not within the {self.simulation.days} simulated days "
                 f"(0..{self.simulation.days - 1}); nothing would happen"
+            )
+        start, fitted = self.simulation.start_date, self.calibration.start_date if self.calibration else None
+        if start is not None and fitted is not None and start != fitted:
+            raise ValueError(  # named by calibration's key, which a date mix-up there names first
+                f"calibration.start_date: {fitted} is not simulation.start_date: {start}: day 0 is one date; give "
+                "the same (or leave simulation.start_date out)"
             )
         return self
 

@@ -284,9 +284,10 @@ def shown(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 # Scenario keys that may differ between compared runs without a word: what a comparison is of
 # (interventions), names, outputs, and settings that change no result's meaning (a seed changes
-# the draws, whose noise the averted counts' intervals show).
+# the draws, whose noise the averted counts' intervals show; a start date only names the days).
 EXPECTED_DIFFERENCES = ("name", "description", "interventions", "outputs", "calibration", "simulation.device",
-                        "simulation.threads", "simulation.replicates", "simulation.seed")  # fmt: skip
+                        "simulation.threads", "simulation.replicates", "simulation.seed",
+                        "simulation.start_date")  # fmt: skip
 
 
 def flat(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -54,6 +54,11 @@ class MapData:
     bins: dict[str, list[float]]  # upper edges of the colour classes, ascending: 0 first (the "0" class)
     colors: dict[str, list[str]]  # ZERO_COLOR first
     title: str = ""
+    dates: list[str] | None = None  # the frames' dates, where the run gives the date of day 0
+
+    def day_text(self, k: int) -> str:
+        """Frame ``k``'s day as the map names it: "day 71", or "day 71 (2020-04-12)" with dates."""
+        return f"day {self.days[k]}" + (f" ({self.dates[k]})" if self.dates else "")
 
     def color_of(self, measure: str, value: float) -> str:
         """The fill colour of a value (the same rule as the map's JavaScript)."""
@@ -142,7 +147,11 @@ def map_data(
             "agents": agents.astype(int),
         }
     )
-    return MapData(frames, info, values, bins, colors, title)
+    dates = None
+    if "date" in by_tract:  # the run gives the date of day 0 (simulation.start_date)
+        by_day = by_tract.drop_duplicates("day").set_index("day")["date"]
+        dates = [str(by_day[d]) for d in frames]
+    return MapData(frames, info, values, bins, colors, title, dates)
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -163,10 +172,11 @@ _JS = r"""
               color: '#555', weight: 0.4, className: 'abm-tract'};
     };
   }
+  function dayText(k) { return D.days[k] + (D.dates ? ' (' + D.dates[k] + ')' : ''); }
   function fmt(v) { return v === null ? 'no agents' : Math.round(v).toLocaleString('en-US'); }
   function tip(i) {
     var t = D.tracts[i], s = '<b>Tract ' + t[1] + '</b> (' + t[0] + ')<br>Residents: ' +
-      t[2].toLocaleString('en-US') + ' (' + t[3].toLocaleString('en-US') + ' agents)<br>Day ' + D.days[frame];
+      t[2].toLocaleString('en-US') + ' (' + t[3].toLocaleString('en-US') + ' agents)<br>Day ' + dayText(frame);
     for (var m = 0; m < D.measures.length; m++) {
       var row = D.measures[m].label + ': ' + fmt(D.measures[m].values[frame][i]);
       s += '<br>' + (m === measure ? '<b>' + row + '</b>' : row);
@@ -204,7 +214,7 @@ _JS = r"""
   var slider = L.control({position: 'bottomleft'});
   slider.onAdd = function () {
     var div = L.DomUtil.create('div', 'abm-slider');
-    div.innerHTML = '<div class="abm-title">' + D.title + '</div><label>Day <span id="abm-day">' + D.days[frame] +
+    div.innerHTML = '<div class="abm-title">' + D.title + '</div><label>Day <span id="abm-day">' + dayText(frame) +
       '</span></label><br><input id="abm-day-slider" type="range" min="0" max="' + (D.days.length - 1) +
       '" step="1" value="' + frame + '">';
     L.DomEvent.disableClickPropagation(div);
@@ -213,7 +223,7 @@ _JS = r"""
   };
   function refresh() {
     layers[measure].setStyle(style(measure));
-    document.getElementById('abm-day').textContent = D.days[frame];
+    document.getElementById('abm-day').textContent = dayText(frame);
     document.getElementById('abm-day-slider').value = frame;
     legend._div.innerHTML = legendHtml();
   }
@@ -295,6 +305,7 @@ def render_html(shapes: TractShapes, data: MapData, tiles: bool = True) -> str:
     payload: dict[str, Any] = {
         "title": data.title,
         "days": data.days,
+        "dates": data.dates,  # null without a start date
         "start": len(data.days) - 1,
         "noAgents": NO_AGENTS_COLOR,
         # The tooltip is HTML: a tract's geoid and name (free text of the region's tracts.csv) as text.
@@ -371,7 +382,7 @@ def snapshot_figure(shapes: TractShapes, data: MapData, day: int, measure: str =
     ax.set_ylabel("latitude")
     # What and which day first; the run's title (long for a run of few agents a tract) wrapped
     # under it, so that the title stays inside the figure.
-    ax.set_title("\n".join([f"{label}, day {day}", *textwrap.wrap(data.title, 100)]), fontsize=11)
+    ax.set_title("\n".join([f"{label}, {data.day_text(k)}", *textwrap.wrap(data.title, 100)]), fontsize=11)
     handles = [
         Patch(facecolor=color, edgecolor="#999999", label=text)
         for text, color in zip(data.labels(measure), data.colors[measure], strict=True)

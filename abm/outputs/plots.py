@@ -145,9 +145,16 @@ def colors(n: int) -> list[Any]:
     return [cmap(k) for k in range(n)]
 
 
+def day_label(runs: list[RunTables]) -> str:
+    """The x axis's label: "day", with the date of day 0 where every run gives the same
+    (``simulation.start_date``)."""
+    starts = {r.summary.get("start_date") for r in runs}
+    return f"day (day 0 = {starts.pop()})" if len(starts) == 1 and None not in starts else "day"
+
+
 def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]) -> Figure:
     ax.set_title(title, fontsize=11)
-    ax.set_xlabel("day")
+    ax.set_xlabel(day_label(runs))
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     _days_axis(ax)
@@ -219,7 +226,7 @@ def cumulative_by_age(runs: list[RunTables]) -> Figure:
         _days_axis(ax)
     axes.flat[0].set_ylim(0, max(1.0, min(100.0, top) * 1.05))
     for ax in axes[-1]:
-        ax.set_xlabel("day")
+        ax.set_xlabel(day_label(runs))
     for ax in axes[:, 0]:
         ax.set_ylabel("% ever infected")
     axes.flat[0].legend(fontsize=7, loc="upper left")

@@ -4,14 +4,19 @@ replicates."""
 from __future__ import annotations
 
 import math
+from datetime import date
 from typing import Any
 
 import numpy as np
 
 from abm.engine.disease import Stage
 from abm.engine.recorder import SimulationResult
+from abm.outputs.calendar import date_of
 from abm.outputs.peaks import peak
 from abm.outputs.tables import HOSPITAL_STAGES
+
+# The summary's peaks (each with ``day``: null for a curve that stays at zero).
+PEAKS = ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu", "peak_new_infections")
 
 
 def mean_sd(values: np.ndarray) -> dict[str, float]:
@@ -21,8 +26,11 @@ def mean_sd(values: np.ndarray) -> dict[str, float]:
     return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else math.nan}
 
 
-def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float) -> dict[str, Any]:
-    """The summary.json contents."""
+def summarize(
+    res: SimulationResult, meta: dict[str, Any], beds_per_100k: float, start_date: date | None = None
+) -> dict[str, Any]:
+    """The summary.json contents; with ``start_date`` (the date of day 0), also that date and
+    each peak's ``date``."""
     n = res.agents
     st = res.stages.astype(np.float64)  # [day, replicate, stage]
     final = st[-1]
@@ -59,4 +67,9 @@ def summarize(res: SimulationResult, meta: dict[str, Any], beds_per_100k: float)
         "deaths": mean_sd(final[:, Stage.DEATH]),
         "total_cost": mean_sd(res.cost_totals),
     }
+    if start_date is not None:
+        out["start_date"] = start_date.isoformat()
+        for key in PEAKS:
+            if out[key]["day"] is not None:
+                out[key]["date"] = date_of(start_date, out[key]["day"])
     return out

@@ -1,0 +1,115 @@
+"""simulation.start_date: the date of day 0 names the days in a run's tables, summary, console,
+plots and map; it changes no result, and without it nothing changes."""
+
+from __future__ import annotations
+
+import io
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import abm
+from abm.cli import app
+from abm.outputs.calendar import date_of, with_dates
+from abm.outputs.compare import scenario_differences
+from abm.outputs.plots import RunTables, day_label
+
+NI = Path(__file__).resolve().parents[1] / "scenarios/king_county/no_intervention.yaml"
+START = "simulation.start_date=2020-02-27"  # day 2 is 2020-02-29 (a leap day), day 3 2020-03-01
+runner = CliRunner()
+
+
+def test_date_of_counts_calendar_days_through_a_leap_year():
+    assert [date_of(date(2020, 2, 27), d) for d in (0, 2, 3, 365)] == [
+        "2020-02-27",
+        "2020-02-29",
+        "2020-03-01",
+        "2021-02-26",
+    ]
+
+
+def test_with_dates_puts_the_date_after_the_day_and_leaves_a_table_without_a_start_as_it_is():
+    table = pd.DataFrame({"day": [0, 0, 1, 31], "replicate": [0, 1, 0, 0]})
+    dated = with_dates(table, date(2021, 1, 1))
+    assert list(dated.columns) == ["day", "date", "replicate"]
+    assert dated["date"].tolist() == ["2021-01-01", "2021-01-01", "2021-01-02", "2021-02-01"]
+    assert list(table.columns) == ["day", "replicate"]  # the input is not changed
+    assert with_dates(table, None) is table
+
+
+@pytest.fixture(scope="module")
+def runs():
+    dated = abm.run(NI, agents=1500, days=40, replicates=2, sets=[START])
+    plain = abm.run(NI, agents=1500, days=40, replicates=2)
+    return dated, plain
+
+
+def test_a_dated_run_names_its_days_and_simulates_the_same_epidemic(runs):
+    dated, plain = runs
+    for name in ("timeseries", "by_age", "by_tract"):
+        with_date, without = getattr(dated, name), getattr(plain, name)
+        assert list(with_date.columns) == [without.columns[0], "date", *without.columns[1:]]
+        expected = [date_of(date(2020, 2, 27), d) for d in with_date["day"]]
+        assert with_date["date"].tolist() == expected
+        pd.testing.assert_frame_equal(with_date.drop(columns="date"), without)  # the same epidemic
+    s = dated.summary
+    assert s["start_date"] == "2020-02-27" and "start_date" not in plain.summary
+    for key in ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu", "peak_new_infections"):
+        peak = s[key]
+        assert peak.get("date") == (None if peak["day"] is None else date_of(date(2020, 2, 27), peak["day"]))
+        assert "date" not in plain.summary[key]
+    data = dated.map(tiles=False).data
+    assert data.dates == [date_of(date(2020, 2, 27), d) for d in data.days]
+    assert data.day_text(data.days.index(7)) == "day 7 (2020-03-05)"  # the frames are weekly
+    assert plain.map(tiles=False).data.dates is None
+
+
+def test_plots_name_day_0_where_every_run_gives_the_same_date(runs):
+    dated, plain = runs
+    one, other = RunTables.from_result(dated), RunTables.from_result(plain)
+    assert day_label([one]) == "day (day 0 = 2020-02-27)"
+    assert day_label([one, other]) == day_label([other]) == "day"
+    # a start date is no difference between the runs' epidemics: compare does not call it one
+    assert scenario_differences([one, other]) == {}
+
+
+def test_the_console_names_the_peak_date(runs, monkeypatch, tmp_path):
+    from rich.console import Console
+
+    from abm import cli
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
+    s = dict(runs[0].summary)
+    s["peak_hospital_occupancy"] = {"value": 2.0, "day": 3, "per_100k": 133.3, "at_end": False, "date": "2020-03-01"}
+    cli.print_summary(s, 0.1, tmp_path)
+    lines = buffer.getvalue().splitlines()
+    rows = {c[1].strip(): c[2].strip() for c in (x.split("│") for x in lines if x.count("│") == 3)}
+    assert rows["peak hospital beds incl. ICU"] == "2.0 on day 3, 2020-03-01 (133/100k)"
+    del s["peak_hospital_occupancy"]["date"]  # a summary without dates (no start date): days only
+    cli.print_summary(s, 0.1, tmp_path)
+    assert "2.0 on day 3 (133/100k)" in buffer.getvalue()
+
+
+def test_a_date_that_is_not_one_is_refused_naming_the_key(tmp_path):
+    result = runner.invoke(
+        app, ["run", str(NI), "--set", "simulation.start_date=2021-02-29", "--out", str(tmp_path / "o")]
+    )
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "simulation.start_date" in text and "2021-02-29" in text, text
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_start_date_other_than_the_calibrations_is_refused(tmp_path):
+    """Day 0 is one date: a calibration scenario's simulation.start_date must be its
+    calibration.start_date (2020-02-01 in calibrate_2020.yaml)."""
+    src = NI.parent / "calibrate_2020.yaml"
+    other = runner.invoke(app, ["validate", str(src), "--set", "simulation.start_date=2020-02-02"])
+    text = " ".join(other.output.split())
+    assert other.exit_code == 2, text
+    assert "calibration.start_date: 2020-02-01 is not simulation.start_date: 2020-02-02: day 0 is one date" in text
+    same = runner.invoke(app, ["validate", str(src), "--set", "simulation.start_date=2020-02-01"])
+    assert same.exit_code == 0 and "is valid" in same.output, same.output
