@@ -36,10 +36,12 @@ def register(name: str) -> Callable[[type], type]:
 
 
 def registered() -> dict[str, type]:
-    """Built-in and plug-in interventions by name."""
+    """Built-in and plug-in interventions by name. A plug-in's class is registered under its entry
+    point's name, which becomes its ``name`` (as :func:`register` sets it); a plug-in named as a
+    built-in is left out."""
     for ep in entry_points(group="abm.interventions"):
         if ep.name not in REGISTRY:
-            REGISTRY[ep.name] = ep.load()
+            register(ep.name)(ep.load())
     return REGISTRY
 
 
