@@ -36,15 +36,17 @@ def entry_point() -> tuple[str, str]:
     return name, target
 
 
-def install(site: Path) -> Path:
+def install(site: Path, target: str | None = None) -> Path:
     """Install the example plug-in into ``site`` as pip would: its module and a dist-info folder
-    whose entry_points.txt declares the ``abm.interventions`` entry point of its pyproject.toml."""
+    whose entry_points.txt declares the ``abm.interventions`` entry point of its pyproject.toml
+    (pointing at ``target`` when given)."""
     site.mkdir(parents=True, exist_ok=True)
     shutil.copy(EXAMPLE / "abm_mask_directive.py", site)
     info = site / "abm_mask_directive-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: abm-mask-directive\nVersion: 0.1\n")
-    name, target = entry_point()
+    name, declared = entry_point()
+    target = target or declared
     (info / "entry_points.txt").write_text(f"[abm.interventions]\n{name} = {target}\n")
     return site
 
@@ -130,6 +132,25 @@ def test_without_the_plugin_its_key_is_unknown(tmp_path):
     done = abm(None, "validate", scenario(tmp_path, "masks", {"efficacy": 0.5}))
     assert done.returncode == 2
     assert "interventions.mask_directive: unknown key" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        ("abm_mask_directive:MaskDirectve", "cannot be loaded: AttributeError: module 'abm_mask_directive' has no"),
+        ("abm_mask_directive:MaskDirectiveConfig", "is not an intervention: it must name a class whose config_model"),
+    ],
+)
+def test_a_broken_plugin_is_named_in_one_line(tmp_path, target, problem):
+    """An entry point that names no intervention class: one line naming the plug-in, exit code 2
+    (it was a traceback ending in "cannot import name 'InterventionsConfig'", or in the plug-in's
+    own AttributeError)."""
+    site = install(tmp_path / "site", target)
+    done = abm(site, "validate", scenario(tmp_path, "masks", None))
+    assert done.returncode == 2
+    expected = f"error: the abm.interventions plug-in 'mask_directive' ({target}, from abm-mask-directive 0.1) "
+    assert done.stderr.startswith(expected + problem), done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_plugin_module_may_be_imported_first(site):
