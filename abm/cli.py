@@ -20,6 +20,7 @@ from rich.text import Text
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
 from abm.outputs.journal import journal_path
 from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target, is_output_folder, output_path
+from abm.plugin_errors import PluginError
 
 if TYPE_CHECKING:
     from abm.sweep import SweepPlan
@@ -1081,6 +1082,9 @@ def main() -> None:
     except KeyboardInterrupt:
         report(STARTING)
         raise SystemExit(130) from None
+    except PluginError as exc:  # raised as the scenario model is built, before a command's own handling
+        err_console.print(Text.assemble(("error:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None
     except SystemExit as exc:
         if exc.code == 130 and not reported():
             report(STARTING)

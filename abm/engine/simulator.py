@@ -38,6 +38,9 @@ from abm.engine.relaxed import infection_weight
 from abm.engine.rng import generator
 from abm.populations.population import Population
 
+# The contact layers, as ``Simulation.layer_scale`` names them.
+LAYER_NAMES = ("household", "occupation", "community")
+
 
 class Phase(IntEnum):
     """The fixed order of a day. Interventions hook into phases; the engine runs
@@ -141,8 +144,9 @@ class Simulation:
         if built is not None and not built.built_for(pop, cfg.community, r, d, self.seed, shared):
             raise ValueError("community_built: a community layer built for another population, settings or seed")
         self.community = built or community_layer(pop, cfg.community, r, d, self.seed, shared)
-        # Per-day multipliers of each layer's weight (contact reductions set them).
-        self.layer_scale = {"household": 1.0, "occupation": 1.0, "community": 1.0}
+        # Per-day multipliers of each layer's weight: 1 at the start of each day (``step``), set
+        # or multiplied by contact reductions' hooks before the day's transmission.
+        self.layer_scale = dict.fromkeys(LAYER_NAMES, 1.0)
         # The days on which some contacts did not happen, for tracing to skip: day -> (layers
         # whose multiplier was 0, occupation settings closed); set by contact reductions.
         self.closed: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -214,6 +218,7 @@ class Simulation:
         """One day, phase by phase."""
         if not self._scanned:
             self.rescan()
+        self.layer_scale.update(dict.fromkeys(LAYER_NAMES, 1.0))
         for phase in Phase:
             for hook in self._hooks[phase]:
                 hook(self, day)

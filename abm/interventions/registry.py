@@ -7,10 +7,12 @@ registered intervention, so every setting is validated with its full key path.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from abm.plugin_errors import PluginError
 
 if TYPE_CHECKING:
     import torch
@@ -36,11 +38,32 @@ def register(name: str) -> Callable[[type], type]:
 
 
 def registered() -> dict[str, type]:
-    """Built-in and plug-in interventions by name."""
+    """Built-in and plug-in interventions by name. A plug-in's class is registered under its entry
+    point's name, which becomes its ``name`` (as :func:`register` sets it); a plug-in named as a
+    built-in is left out."""
     for ep in entry_points(group="abm.interventions"):
         if ep.name not in REGISTRY:
-            REGISTRY[ep.name] = ep.load()
+            register(ep.name)(load_plugin(ep))
     return REGISTRY
+
+
+def load_plugin(ep: EntryPoint) -> type:
+    """The intervention class an entry point names; a :class:`PluginError` naming the entry point
+    and its package when it cannot be imported or is not an intervention class (an error while
+    the scenario model is built would otherwise read as that model missing)."""
+    where = f"the abm.interventions plug-in {ep.name!r} ({ep.value}"
+    where += f", from {ep.dist.name} {ep.dist.version})" if ep.dist is not None else ")"
+    try:
+        cls = ep.load()
+    except Exception as exc:
+        raise PluginError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall it") from exc
+    model = getattr(cls, "config_model", None)
+    if not (isinstance(cls, type) and isinstance(model, type) and issubclass(model, BaseModel)):
+        raise PluginError(
+            f"{where} is not an intervention: it must name a class whose config_model is a pydantic model "
+            "(docs/plugins.md)"
+        )
+    return cls
 
 
 class InterventionBase:
