@@ -855,7 +855,7 @@ def test_a_gradient_calibration_that_does_not_fit_the_device_gets_one_message(tm
 def test_a_section_written_as_a_list_a_number_or_nothing_is_named_with_its_keys(tmp_path, small):
     """pydantic's "a valid dictionary or instance of SimulationConfig" becomes what to write; an
     option that goes into such a section (--days) does not take the blame for the file."""
-    keys = "(allowed keys: days, replicates, seed, device, threads)"
+    keys = "(allowed keys: days, replicates, seed, device, threads, start_date)"
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"extends: {small}\nsimulation:\n  - days: 10\ninterventions: {{testing: 5}}\n")
     result = runner.invoke(app, ["validate", str(bad)])
