@@ -187,6 +187,11 @@ class Scenario(BaseModel):
                 f"(0..{self.simulation.days - 1}); nothing would happen"
             )
         start, fitted = self.simulation.start_date, self.calibration.start_date if self.calibration else None
+        if start is not None and (date.max - start).days < self.simulation.days - 1:
+            raise ValueError(  # the last day's date would not exist (9999-12-31 is the last)
+                f"simulation.start_date: {start} is too late: the {self.simulation.days} simulated days would end "
+                f"after {date.max}"
+            )
         if start is not None and fitted is not None and start != fitted:
             raise ValueError(  # named by calibration's key, which a date mix-up there names first
                 f"calibration.start_date: {fitted} is not simulation.start_date: {start}: day 0 is one date; give "

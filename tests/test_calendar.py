@@ -113,3 +113,19 @@ def test_a_start_date_other_than_the_calibrations_is_refused(tmp_path):
     assert "calibration.start_date: 2020-02-01 is not simulation.start_date: 2020-02-02: day 0 is one date" in text
     same = runner.invoke(app, ["validate", str(src), "--set", "simulation.start_date=2020-02-01"])
     assert same.exit_code == 0 and "is valid" in same.output, same.output
+
+
+def test_a_start_date_whose_days_run_past_the_last_date_is_refused(tmp_path):
+    """A run from 9999-12-31 crashed after simulating (OverflowError in date_of as the tables got
+    their dates); it is bad input, refused before anything runs."""
+    out = tmp_path / "o"
+    args = ["run", str(NI), "--agents", "500", "--days", "2", "--set", "simulation.start_date=9999-12-31"]
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert "simulation.start_date: 9999-12-31 is too late: the 2 simulated days would end after 9999-12-31" in text
+    assert not out.exists()
+    last = runner.invoke(
+        app, ["validate", str(NI), "--set", "simulation.days=1", "--set", "simulation.start_date=9999-12-31"]
+    )
+    assert last.exit_code == 0, last.output

@@ -117,3 +117,11 @@ def test_the_x_key_is_the_first_all_numeric_one_else_the_first():
     assert x_key({"a": [True, False], "b": [None, 3]}) == "a"  # bools and null are categories
     assert x_key({"a": [[1], [2]]}) == "a"
     assert len(PANELS) == 4
+
+
+def test_a_key_swept_over_one_value_is_not_the_x_axis_where_another_varies():
+    # seeding.day=0 was the x axis (every point at x=0, the varied keys in the legend alone)
+    assert x_key({"seeding.day": [0], "a": [True, False], "b": [None, {}]}) == "a"
+    assert x_key({"seeding.day": [0], "a": ["x", "y"], "c": [1, 2]}) == "c"
+    assert x_key({"seeding.day": [0], "a": [[1], [1]]}) == "seeding.day"  # nothing varies
+    assert x_key({"a": [[10], [20]], "seeding.day": [0]}) == "a"

@@ -6,7 +6,8 @@ different sizes compare: the share infected, the peak of hospital beds in use (a
 capacity line, where the variants share one), deaths and total cost. Each point is the mean over
 a variant's replicates, with a bar from the lowest to the highest replicate (as the run plots'
 band). The x axis is the first swept key whose values are all numbers (spaced by value), else
-the first swept key (its values in the order given).
+the first swept key (its values in the order given); a key swept over one value comes only where
+every key is.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ def is_number(value: Any) -> bool:
 
 
 def x_key(sweeps: dict[str, list[Any]]) -> str:
-    """The swept key on the x axis: the first whose values are all numbers, else the first."""
-    return next((k for k, values in sweeps.items() if all(is_number(v) for v in values)), next(iter(sweeps)))
+    """The swept key on the x axis: the first whose values are all numbers, else the first; a key
+    swept over one value only where every key is (it would put every point at one x, its other
+    keys' values in the legend alone)."""
+    varied = [k for k, values in sweeps.items() if len({value_text(v) for v in values}) > 1] or list(sweeps)
+    return next((k for k in varied if all(is_number(v) for v in sweeps[k])), varied[0])
 
 
 def sweep_figure(
