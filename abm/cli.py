@@ -1054,7 +1054,7 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
         end = peak_at_end(p, s["days"])
         later = f" ({AT_END_WORDS[end]} on the last day: {PEAK_MAY_COME_LATER})" if end else ""
-        dated = f", {p['date']}" if "date" in p else ""  # with simulation.start_date
+        dated = f", {p['date']}" if p.get("date") else ""  # with simulation.start_date
         return f" on day {p['day']}{dated} ({p['per_100k']:,.0f}/100k){later}" if p["value"] > 0 else ""
 
     ph = s["peak_hospitalized"]

@@ -69,7 +69,7 @@ def summarize(
     }
     if start_date is not None:
         out["start_date"] = start_date.isoformat()
-        for key in PEAKS:
-            if out[key]["day"] is not None:
-                out[key]["date"] = date_of(start_date, out[key]["day"])
+        for key in PEAKS:  # null, as the day, for a curve that stays at zero
+            day = out[key]["day"]
+            out[key]["date"] = None if day is None else date_of(start_date, day)
     return out
