@@ -125,3 +125,16 @@ def test_a_key_swept_over_one_value_is_not_the_x_axis_where_another_varies():
     assert x_key({"seeding.day": [0], "a": ["x", "y"], "c": [1, 2]}) == "c"
     assert x_key({"seeding.day": [0], "a": [[1], [1]]}) == "seeding.day"  # nothing varies
     assert x_key({"a": [[10], [20]], "seeding.day": [0]}) == "a"
+
+
+def test_a_key_swept_over_one_value_is_named_in_the_title_not_in_every_label():
+    table, variants, sweeps = hand_sweep()
+    sweeps = {**sweeps, "seeding.day": [0]}
+    for var in variants:
+        var["sweep"]["seeding.day"] = 0
+    fig = sweep_figure("s", table, variants, sweeps)
+    try:
+        assert sorted(plotted(fig.axes[0])) == ["weight=0.2", "weight=0.4"]  # was "weight=0.2, day=0"
+        assert fig._suptitle.get_text().startswith("sweep of s, day=0: 4 variants;")
+    finally:
+        plt.close(fig)

@@ -7,7 +7,7 @@ capacity line, where the variants share one), deaths and total cost. Each point 
 a variant's replicates, with a bar from the lowest to the highest replicate (as the run plots'
 band). The x axis is the first swept key whose values are all numbers (spaced by value), else
 the first swept key (its values in the order given); a key swept over one value comes only where
-every key is.
+every key is, and is otherwise named in the title rather than in every line's label.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def sweep_figure(
     numeric = all(is_number(v) for v in sweeps[key])
     order = {value_text(v): i for i, v in enumerate(sweeps[key])}
     short = dict(zip(sweeps, short_keys(list(sweeps)), strict=True))  # as the console's labels
-    others = [k for k in sweeps if k != key]
+    fixed = [k for k in sweeps if k != key and len({value_text(v) for v in sweeps[k]}) == 1]  # in the title
+    others = [k for k in sweeps if k != key and k not in fixed]
 
     def position(var: dict[str, Any]) -> float:  # on the x axis: the value, or the category's place
         x = var["sweep"][key]
@@ -112,5 +113,6 @@ def sweep_figure(
     note = (
         "one replicate: no bars" if replicates == [1] else f"point: mean; bar: lowest to highest of {reps} replicates"
     )
-    fig.suptitle(f"sweep of {name}: {counted(len(variants), 'variant')}; {note}", fontsize=10)
+    held = "".join(f", {short[k]}={value_text(sweeps[k][0])}" for k in fixed)
+    fig.suptitle(f"sweep of {name}{held}: {counted(len(variants), 'variant')}; {note}", fontsize=10)
     return fig
