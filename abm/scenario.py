@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from abm.calibration.config import BUNDLED, CalibrationConfig
+from abm.day_dates import days_from_dates
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.engine.disease import MAX_DAYS
@@ -28,7 +29,7 @@ from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.plurals import counted
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
-from abm.validation_errors import name_field, validated
+from abm.validation_errors import invalid_message, name_field, validated
 from abm.yaml_loader import load_yaml
 
 
@@ -91,8 +92,8 @@ class SimulationConfig(BaseModel):
     start_date: date | None = Field(
         None,
         description="calendar date of day 0 (YYYY-MM-DD); given, the run's tables get a date column and its "
-        "summary, console, plots and map name dates beside days; none: days only. Days in the scenario stay "
-        "days (day d is start_date + d)",
+        "summary, console, plots and map name dates beside days, and a day setting (start_day, from_day, "
+        "until_day, seeding.day, map_days) may be written as a date, read as the days after it; none: days only",
     )
 
 
@@ -575,7 +576,11 @@ def validate(
     data: dict[str, Any], source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
 ) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
-    the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`)."""
+    the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`).
+    Days written as dates are read as days after ``simulation.start_date`` (:mod:`abm.day_dates`)."""
+    data, problems = days_from_dates(data)
+    if problems:
+        raise ScenarioError(invalid_message(source, problems))
     scenario = validated(Scenario, data, source, ScenarioError, origin)
     check_run_inputs(scenario, source)
     check_memory(scenario, source)

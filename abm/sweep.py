@@ -41,6 +41,7 @@ import torch
 import yaml
 
 from abm import __version__, invocation
+from abm.day_dates import dates_as_text
 from abm.key_paths import lookup, short_keys
 from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
@@ -212,7 +213,7 @@ def parse_axis(option: str, names: OptionNames = COMMAND_LINE) -> SweepAxis:
     values = []
     for t in texts:
         try:
-            values.append(load_yaml(t))
+            values.append(dates_as_text(load_yaml(t)))  # a date (of a day setting) as its text
         except yaml.YAMLError as exc:
             raise ScenarioError(f"{source}: {key}: {t!r} is not a valid value ({yaml_problem(exc)})") from None
     seen = set()

@@ -130,3 +130,67 @@ def test_a_start_date_whose_days_run_past_the_last_date_is_refused(tmp_path):
         app, ["validate", str(NI), "--set", "simulation.days=1", "--set", "simulation.start_date=9999-12-31"]
     )
     assert last.exit_code == 0, last.output
+
+
+def test_day_settings_written_as_dates_are_the_days_after_the_start_date(tmp_path):
+    """With a start date, start_day, from_day, until_day, seeding.day and map_days entries may be
+    dates (YAML's, or ISO text as a quoted value or a sweep's); the scenario holds day numbers."""
+    from abm.scenario import load_scenario
+
+    src = tmp_path / "dated.yaml"
+    src.write_text(
+        f"extends: {NI.parent / 'vacc.yaml'}\n"
+        "simulation: {start_date: 2020-02-27, days: 60}\n"
+        "seeding: {day: 2020-02-29}\n"
+        "outputs: {map_days: [2020-03-01, 10]}\n"
+        "interventions:\n"
+        "  vaccination: {start_day: '2020-03-28'}\n"
+        "  contact_multipliers: {closures: [{from_day: 2020-03-02, until_day: 2020-04-01}]}\n",
+        encoding="utf-8",
+    )
+    sc = load_scenario(src)
+    assert sc.seeding.day == 2 and sc.outputs.map_days == [3, 10]  # 2020-02-29 is a leap day
+    assert sc.interventions.vaccination.start_day == 30
+    closure = sc.interventions.contact_multipliers.closures[0]
+    assert (closure.from_day, closure.until_day) == (4, 34)
+    assert "start_day: 30" in sc.resolved_yaml() and "2020-03-28" not in sc.resolved_yaml()
+    assert (
+        load_scenario(src, ["interventions.vaccination.start_day=2020-03-07"]).interventions.vaccination.start_day == 9
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "simulation.start_date=null",
+            "interventions.vaccination.start_day: 2021-01-15 is a date: give simulation.start_date (the date of "
+            "day 0) to write days as dates, or write the day's number",
+        ),
+        (
+            "simulation.start_date=2021-02-01",
+            "interventions.vaccination.start_day: 2021-01-15 is not allowed: it is before simulation.start_date "
+            "(2021-02-01)",
+        ),
+    ],
+)
+def test_a_day_written_as_a_date_needs_a_start_date_before_it(tmp_path, setting: str, message: str):
+    src = tmp_path / "dated.yaml"
+    src.write_text(
+        f"extends: {NI.parent / 'vacc.yaml'}\nsimulation: {{start_date: 2021-01-01}}\n"
+        "interventions: {vaccination: {start_day: 2021-01-15}}\n",
+        encoding="utf-8",
+    )
+    assert runner.invoke(app, ["validate", str(src)]).exit_code == 0
+    result = runner.invoke(app, ["validate", str(src), "--set", setting])
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+
+
+def test_a_sweep_over_dates_runs_each_day_and_keeps_the_dates_as_text(tmp_path):
+    from abm.sweep import plan
+
+    src = tmp_path / "dated.yaml"
+    src.write_text(f"extends: {NI.parent / 'vacc.yaml'}\nsimulation: {{start_date: 2021-01-01}}\n", encoding="utf-8")
+    sp = plan(src, ["interventions.vaccination.start_day=2021-01-10,2021-01-20"], replicates=1, agents=2000, days=30)
+    assert [v.interventions.vaccination.start_day for v in sp.variants] == [9, 19]
+    assert list(sp.axes[0].values) == ["2021-01-10", "2021-01-20"]  # text in sweep.csv and sweep.json

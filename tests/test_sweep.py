@@ -181,7 +181,8 @@ def test_values_split_at_top_level_commas_only():
         ),
         (["--sweep", "population.agents=100,-4"], "population.agents: -4 is not allowed"),
         (["--sweep", "simulation.days=5,5"], "the value '5' is given twice"),
-        (["--sweep", "name=2020-01-01"], "name: '2020-01-01' is not allowed; give numbers, strings"),
+        # a date is kept as its text (a day setting reads it as a date); a time of day is no value
+        (["--sweep", "name=2020-01-01 10:00:00"], "name: '2020-01-01 10:00:00' is not allowed; give numbers, strings"),
         (["--sweep", "simulation.days=5", "--sweep", "simulation.days=6"], "simulation.days: the key is swept twice"),
         (["--sweep", "simulation.replicates=1,2"], "cannot be swept; give the number of replicates with --replicates"),
         (  # a section holding the replicates: every variant ran variant 0's 2 replicates, without a word

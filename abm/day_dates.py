@@ -1,0 +1,81 @@
+"""Days written as dates in a scenario: with ``simulation.start_date`` (the date of day 0), a day
+setting (``start_day``, ``from_day``, ``until_day``, ``seeding.day``, an entry of
+``outputs.map_days``) may be written as a date, YYYY-MM-DD, and is read as the number of days
+after the start date. The scenario as run holds day numbers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+# The keys whose values are simulation days, wherever they are in a scenario.
+DAY_KEYS = frozenset({"day", "start_day", "from_day", "until_day"})
+DAY_LISTS = frozenset({"map_days"})
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def as_date(value: Any) -> dt.date | None:
+    """``value`` as a date when it is one (YAML reads 2020-03-01 as a date; a sweep's values
+    and quoted text are ISO strings), else None."""
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, str) and ISO_DATE.match(value.strip()):
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError:
+            return None  # not a calendar date: the schema names the value as it is
+    return None
+
+
+def dates_as_text(value: Any) -> Any:
+    """``value`` with every date (at any depth) as its ISO text, as a sweep's values are kept
+    (text goes into its tables and JSON; a day setting reads the text as a date)."""
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: dates_as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [dates_as_text(v) for v in value]
+    return value
+
+
+def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``data`` with every day written as a date replaced by its day number, and the problems
+    (a date without ``simulation.start_date``, or one before it), each naming the key."""
+    simulation = data.get("simulation")
+    start = as_date(simulation.get("start_date")) if isinstance(simulation, dict) else None
+    problems: list[str] = []
+
+    def day_of(value: Any, where: str) -> Any:
+        when = as_date(value)
+        if when is None:
+            return value
+        if start is None:
+            problems.append(
+                f"{where}: {when} is a date: give simulation.start_date (the date of day 0) to write days as "
+                "dates, or write the day's number"
+            )
+            return value
+        if when < start:
+            problems.append(f"{where}: {when} is not allowed: it is before simulation.start_date ({start})")
+            return value
+        return (when - start).days
+
+    def walk(node: Any, path: str) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                where = f"{path}.{key}" if path else str(key)
+                if key in DAY_KEYS:
+                    out[key] = day_of(value, where)
+                elif key in DAY_LISTS and isinstance(value, list):
+                    out[key] = [day_of(v, f"{where}[{i}]") for i, v in enumerate(value)]
+                else:
+                    out[key] = walk(value, where)
+            return out
+        if isinstance(node, list):
+            return [walk(v, f"{path}[{i}]") for i, v in enumerate(node)]
+        return node
+
+    return walk(data, ""), problems
