@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import abm
 from abm.cli import app
 from abm.outputs.calendar import date_of, with_dates
-from abm.outputs.compare import scenario_differences
+from abm.outputs.compare import scenario_differences, table_note
 from abm.outputs.plots import RunTables, day_label
 
 NI = Path(__file__).resolve().parents[1] / "scenarios/king_county/no_intervention.yaml"
@@ -73,8 +73,12 @@ def test_plots_name_day_0_where_every_run_gives_the_same_date(runs):
     one, other = RunTables.from_result(dated), RunTables.from_result(plain)
     assert day_label([one]) == "day (day 0 = 2020-02-27)"
     assert day_label([one, other]) == day_label([other]) == "day"
-    # a start date is no difference between the runs' epidemics: compare does not call it one
+    # a start date is no difference between the runs' epidemics: compare does not call it one,
+    # but says that their days are not the same dates
     assert scenario_differences([one, other]) == {}
+    note = " ".join(table_note([one, other]).split())
+    assert "The runs give different dates for day 0 (no_intervention: 2020-02-27, no_intervention: none)" in note
+    assert "different dates for day 0" not in table_note([one, one])
 
 
 def test_the_console_names_the_peak_date(runs, monkeypatch, tmp_path):

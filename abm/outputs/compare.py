@@ -403,6 +403,13 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
             f" The runs are of different regions ({listed}): shares and figures per agent or per 100,000 "
             "compare, capacities and county totals differ."
         )
+    starts = {run.summary.get("start_date") for run in runs}
+    if len(starts) > 1:  # simulation.start_date: it changes no result, but the days are other dates
+        listed = ", ".join(f"{run.label}: {run.summary.get('start_date') or 'none'}" for run in runs)
+        note += (
+            f" The runs give different dates for day 0 ({listed}): they are compared day by day, so the same "
+            "day is not the same date in each."
+        )
     differ = scenario_differences(runs)
     if differ:
         labels = [run.label for run in runs if run.scenario is not None]
