@@ -44,7 +44,10 @@ def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``data`` with every day written as a date replaced by its day number, and the problems
     (a date without ``simulation.start_date``, or one before it), each naming the key."""
     simulation = data.get("simulation")
-    start = as_date(simulation.get("start_date")) if isinstance(simulation, dict) else None
+    given = simulation.get("start_date") if isinstance(simulation, dict) else None
+    start = as_date(given)
+    if given is not None and start is None:
+        return data, []  # a start date that is none: the schema names it (not "give a start date")
     problems: list[str] = []
 
     def day_of(value: Any, where: str) -> Any:

@@ -190,6 +190,21 @@ def test_a_day_written_as_a_date_needs_a_start_date_before_it(tmp_path, setting:
     assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
 
 
+def test_a_bad_start_date_is_named_not_asked_for(tmp_path):
+    """A day written as a date beside a start date that is no date: the message names the start
+    date's value (it said "give simulation.start_date", which the file gives)."""
+    src = tmp_path / "dated.yaml"
+    src.write_text(
+        f"extends: {NI.parent / 'vacc.yaml'}\nsimulation: {{start_date: soon}}\n"
+        "interventions: {vaccination: {start_day: 2021-01-15}}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["validate", str(src)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "simulation.start_date: 'soon' is not allowed: must be a date" in text, text
+    assert "give simulation.start_date" not in text
+
+
 def test_a_sweep_over_dates_runs_each_day_and_keeps_the_dates_as_text(tmp_path):
     from abm.sweep import plan
 
