@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import abm
 from abm.cli import app
 from abm.outputs.calendar import date_of, with_dates
-from abm.outputs.compare import scenario_differences, table_note
+from abm.outputs.compare import comparison_table, markdown, scenario_differences, table_note
 from abm.outputs.plots import RunTables, day_label
 
 NI = Path(__file__).resolve().parents[1] / "scenarios/king_county/no_intervention.yaml"
@@ -79,6 +79,22 @@ def test_plots_name_day_0_where_every_run_gives_the_same_date(runs):
     note = " ".join(table_note([one, other]).split())
     assert "The runs give different dates for day 0 (no_intervention: 2020-02-27, no_intervention: none)" in note
     assert "different dates for day 0" not in table_note([one, one])
+
+
+def test_the_comparison_table_gives_the_peak_date_where_a_run_has_dates(runs):
+    dated, plain = runs
+    one, other = RunTables.from_result(dated), RunTables.from_result(plain)
+    table = comparison_table([one, other])
+    columns = list(table.columns)
+    assert columns[columns.index("peak_hospital_day") + 1] == "peak_hospital_date"
+    peak = dated.summary["peak_hospital_occupancy"]
+    assert table["peak_hospital_date"][0] == date_of(date(2020, 2, 27), peak["day"])
+    assert pd.isna(table["peak_hospital_date"][1])  # no start date: empty
+    head, _, first, second = markdown(table).splitlines()[:4]
+    cells = [c.strip() for c in head.split("|")]
+    at = cells.index("date of peak")
+    assert first.split("|")[at].strip() == table["peak_hospital_date"][0] and second.split("|")[at].strip() == ""
+    assert "peak_hospital_date" not in comparison_table([other, other]).columns  # no dates: no column
 
 
 def test_the_console_names_the_peak_date(runs, monkeypatch, tmp_path):

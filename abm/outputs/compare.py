@@ -39,6 +39,7 @@ COLUMNS = {
     "peak_hospital_occupancy": "peak hospital beds in use (mean curve, of the agents)",
     "peak_hospital_occupancy_per_100k": "peak beds per 100k",
     "peak_hospital_day": "day of peak",
+    "peak_hospital_date": "date of peak",
     "peak_share_of_capacity": "peak / capacity",
     "days_over_capacity": "days over capacity",
     "share_of_days_over_capacity": "share of days over capacity",
@@ -181,13 +182,16 @@ def _row(keys: list[str], values: tuple[Any, ...]) -> str:
 
 
 def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
-    """One row per run with the measures of :data:`COLUMNS` (machine names)."""
+    """One row per run with the measures of :data:`COLUMNS` (machine names); the peak's date only
+    where a run has dates (``simulation.start_date``; empty for a run without, or without a peak)."""
+    dated = any(run.summary.get("start_date") for run in runs)
     rows = []
     for run in runs:
         s = run.summary
         n = run.agents
         occ, cap = s["peak_hospital_occupancy"], s["hospital_capacity"]
         hosp = hospitalizations(run)
+        peak_date = occ.get("date") if isinstance(occ.get("date"), str) else None
         rows.append(
             {
                 "run": run.label,
@@ -196,6 +200,7 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
                 "peak_hospital_occupancy": occ["value"],
                 "peak_hospital_occupancy_per_100k": occ["per_100k"],
                 "peak_hospital_day": math.nan if occ["day"] is None else occ["day"],  # no peak: empty
+                **({"peak_hospital_date": peak_date} if dated else {}),
                 "peak_share_of_capacity": occ["value"] / cap["beds"] if cap["beds"] else math.nan,
                 "days_over_capacity": cap["days_over_capacity"],
                 "share_of_days_over_capacity": cap["days_over_capacity"] / s["days"],
