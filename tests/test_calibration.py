@@ -361,10 +361,16 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
             "cal.yaml: calibration.fit_window: 2020-02-28 to 2021-01-31 lies outside the data of 'king_county_2020' "
             "(2020-01-22 to 2020-12-31)",
         ),
-        (
+        (  # a misspelt key is named as no setting, not as a bound that gives an invalid scenario
             {"parameters": {"disease.transmision_rate": {"low": 2.0, "high": 8.0}}},
-            "calibration.parameters.disease.transmision_rate: low 2.0 gives an invalid scenario: "
-            "disease.transmision_rate: unknown key",
+            "cal.yaml: calibration.parameters.disease.transmision_rate: not allowed; disease.transmision_rate names "
+            "no setting of the scenario (disease.transmision_rate: unknown key; did you mean 'transmission_rate'? "
+            "allowed keys: transmission_rate,",
+        ),
+        (
+            {"parameters": {"diseas.transmission_rate": {"low": 2.0, "high": 8.0}}},
+            "cal.yaml: calibration.parameters.diseas.transmission_rate: not allowed; diseas.transmission_rate names "
+            "no setting of the scenario (diseas: unknown key; did you mean 'disease'?",
         ),
         (
             {"parameters": {"calibration.observation.death_delay_days": {"low": 0.0, "high": 40.0}}},

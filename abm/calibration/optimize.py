@@ -134,6 +134,13 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
                 check_horizon(sc.simulation.days, sc.calibration, source)
             except ScenarioError as exc:
                 reason = str(exc).removeprefix(f"{source}: invalid scenario")
+                at, _, problem = reason.removeprefix(": ").partition(": ")
+                if "\n" not in reason and problem.startswith("unknown key") and overlaps(key, at):
+                    # the key path, not the bound: any value would be refused (a misspelt key)
+                    raise CalibrationError(
+                        f"{source}: calibration.parameters.{key}: not allowed; {key} names no setting of the "
+                        f"scenario ({at}: {problem})"
+                    ) from None
                 raise CalibrationError(f"{where} gives an invalid scenario{reason}") from None
             except CalibrationError as exc:
                 raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
