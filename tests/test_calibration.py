@@ -211,10 +211,17 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
         plotted.update(sim=sim, band=band)
         plot_fit(observed, sim, band, cfg, file)
 
-    plot_fit = optimize.plot_fit
+    def legend(fig):
+        plotted["legend"] = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        close(fig)
+
+    plot_fit, close = optimize.plot_fit, optimize.plt.close
     monkeypatch.setattr(optimize, "plot_fit", keep)
+    monkeypatch.setattr(optimize.plt, "close", legend)
     summary = calibrate(path, out)
     ranked = summary["reranked"]
+    # The legend says the band is of the re-runs (it named only "best 3 trials").
+    assert plotted["legend"] == ["held out", "best 3 trials, re-run with 3 replicates", "observed", "best fit"]
     # The fit plot's band is drawn from the re-run curves, the best fit first: it holds the line.
     assert len(plotted["band"]) == 3 and plotted["band"][0] is plotted["sim"]
     assert all("curve" not in r for r in ranked)

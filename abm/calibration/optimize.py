@@ -810,8 +810,10 @@ def calibrate(
 def plot_fit(
     observed: pd.DataFrame, sim: pd.DataFrame, band: list[pd.DataFrame], cfg: CalibrationConfig, file: Path
 ) -> None:
-    """Weekly data, the best fit and the band of the best trials, fit and held-out windows."""
+    """Weekly data, the best fit and the band of the best trials (with ``rerank_trials``, of
+    their re-runs, as the legend says), fit and held-out windows."""
     windows = [cfg.fit_window] + ([cfg.holdout_window] if cfg.holdout_window else [])
+    rerun = f", re-run with {counted(cfg.rerank_replicates, 'replicate')}" if cfg.rerank_trials else ""
 
     def blocks(frame: pd.DataFrame, t: str) -> np.ndarray:  # the weeks the losses score, window by window
         return np.concatenate([weekly(frame, w)[t].to_numpy() for w in windows])
@@ -830,7 +832,12 @@ def plot_fit(
         if band:
             stack = np.stack([blocks(b, t) for b in band])
             ax.fill_between(
-                weeks, stack.min(axis=0), stack.max(axis=0), color="C0", alpha=0.25, label=f"best {len(band)} trials"
+                weeks,
+                stack.min(axis=0),
+                stack.max(axis=0),
+                color="C0",
+                alpha=0.25,
+                label=f"best {counted(len(band), 'trial')}{rerun}",
             )
         ax.plot(weeks, blocks(observed, t), "ko", ms=4, label="observed")
         ax.plot(weeks, blocks(sim, t), "C0-", label="best fit")
