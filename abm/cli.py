@@ -86,14 +86,21 @@ class Pace:
         return text
 
 
-def step_lines(unit: str) -> Callable[[int, int, float], None]:
+def step_lines(unit: str, best: bool = False) -> Callable[[int, int, float], None]:
     """A progress callback that prints a line per finished ``unit`` (trial, step) on stderr with
     its loss, the time so far and about how long is left (:class:`Pace`):
-    ``trial 57 of 200 done: loss 0.412 (2 min 10 s, about 5 min left)``."""
+    ``trial 57 of 200 done: loss 0.412 (2 min 10 s, about 5 min left)``; with ``best``, the
+    lowest loss so far too (where the lowest is what is kept: Optuna's trials, their re-runs):
+    ``trial 57 of 200 done: loss 0.412, best so far 0.305 (...)``."""
     pace = Pace()
+    lowest = [math.inf]
 
     def show(done: int, total: int, loss: float) -> None:
-        err_console.print(f"{unit} {done} of {total} done: loss {loss:.3f} ({pace(done, total)})", highlight=False)
+        lowest[0] = min(lowest[0], loss)  # a NaN loss is never the lowest
+        so_far = f", best so far {lowest[0]:.3f}" if best and math.isfinite(lowest[0]) else ""
+        err_console.print(
+            f"{unit} {done} of {total} done: loss {loss:.3f}{so_far} ({pace(done, total)})", highlight=False
+        )
 
     return show
 
@@ -715,7 +722,8 @@ def calibrate(
                 out,
                 trials,
                 set_,
-                progress=step_lines(unit),
+                progress=step_lines(unit, best=method != "gradient"),  # the gradient keeps its last step
+                rerun_progress=step_lines("re-run", best=True),
                 note=lambda text: err_console.print(f"note: {text}", highlight=False, soft_wrap=True),
                 method=method,
                 backend=backend,
@@ -981,6 +989,26 @@ def _loss(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f}"
 
 
+def chosen_trial(summary: dict) -> str | None:
+    """Which Optuna trial the fitted values are, as the progress lines count trials (from 1) and
+    by its ``number`` in trials.csv (from 0), and, where trials were re-ranked, that it is the
+    best re-run, with its loss re-run and as it ran (the progress lines showed the latter); None
+    for the gradient method."""
+    number = summary.get("best_trial")
+    if number is None:
+        return None
+    which = f"the fit is trial {number + 1} of {summary['trials']} (number {number} in trials.csv, which counts from 0)"
+    reranked = summary.get("reranked")
+    if not reranked:
+        return f"{which}: the trial of lowest fit loss"
+    best = reranked[0]
+    return (
+        f"{which}: the best of the {len(reranked)} trials of lowest loss, re-run with "
+        f"{summary['rerank_replicates']} replicates each (fit loss {_loss(best['loss_fit'])} re-run, "
+        f"{_loss(best['loss_as_run'])} as it ran)"
+    )
+
+
 def print_calibration(summary: dict) -> None:
     """Two short tables on stdout, for a reader who has not read docs/calibration.md: the fitted
     parameters (value, bounds, whether at a bound) and, per target, each loss on the fit and
@@ -1002,6 +1030,7 @@ def print_calibration(summary: dict) -> None:
         if key in summary["at_bounds"] and low is not None:
             bound = "low" if abs(value - low) <= abs(high - value) else "high"
         params.add_row(key, shown, f"{_number(low)} to {_number(high)}" if low is not None else "", bound)
+    params.caption = chosen_trial(summary)
     out_console.print(params)
     windows = [("fit", "fit window"), ("holdout", "held-out window")]
     windows = [(key, label) for key, label in windows if summary.get(key) is not None]

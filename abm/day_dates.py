@@ -1,7 +1,9 @@
 """Days written as dates in a scenario: with ``simulation.start_date`` (the date of day 0), a day
 setting (``start_day``, ``from_day``, ``until_day``, ``seeding.day``, an entry of
 ``outputs.map_days``) may be written as a date, YYYY-MM-DD, and is read as the number of days
-after the start date. The scenario as run holds day numbers."""
+after the start date. The scenario as run holds day numbers. ``simulation.start_date`` and
+``calibration.start_date`` name one date, day 0's: either, given alone, gives it to the other
+(:func:`shared_start_date`)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,23 @@ def dates_as_text(value: Any) -> Any:
     if isinstance(value, list):
         return [dates_as_text(v) for v in value]
     return value
+
+
+def shared_start_date(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with day 0's date given to both ``simulation.start_date`` and
+    ``calibration.start_date`` when a scenario with a calibration section gives it in only one of
+    them (a key left out or null is not given; neither given: as it is, the calibration's default
+    then being 2020-02-01 and the run's none). Only a date is given on: a value that is none is
+    left for the schema to name at its own key; two different dates are refused by the schema."""
+    simulation, calibration = data.get("simulation"), data.get("calibration")
+    if not isinstance(calibration, dict) or not (simulation is None or isinstance(simulation, dict)):
+        return data
+    run_date, fitted = (simulation or {}).get("start_date"), calibration.get("start_date")
+    if run_date is None and as_date(fitted) is not None:
+        return {**data, "simulation": {**(simulation or {}), "start_date": fitted}}
+    if fitted is None and as_date(run_date) is not None:
+        return {**data, "calibration": {**calibration, "start_date": run_date}}
+    return data
 
 
 def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from abm.calibration.config import BUNDLED, CalibrationConfig
-from abm.day_dates import days_from_dates
+from abm.day_dates import days_from_dates, shared_start_date
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
 from abm.engine.contacts import default_degrees
 from abm.engine.disease import MAX_DAYS
@@ -93,7 +93,9 @@ class SimulationConfig(BaseModel):
         None,
         description="calendar date of day 0 (YYYY-MM-DD); given, the run's tables get a date column and its "
         "summary, console, plots and map name dates beside days, and a day setting (start_day, from_day, "
-        "until_day, seeding.day, map_days) may be written as a date, read as the days after it; none: days only",
+        "until_day, seeding.day, map_days) may be written as a date, read as the days after it; none: days only; "
+        "with a calibration section, calibration.start_date when only that is given (give the date in one of "
+        "them, or the same in both)",
     )
 
 
@@ -194,9 +196,9 @@ class Scenario(BaseModel):
                 f"after {date.max}"
             )
         if start is not None and fitted is not None and start != fitted:
-            raise ValueError(  # named by calibration's key, which a date mix-up there names first
-                f"calibration.start_date: {fitted} is not simulation.start_date: {start}: day 0 is one date; give "
-                "the same (or leave simulation.start_date out)"
+            raise ValueError(  # both given (either alone is given to the other: abm.day_dates.shared_start_date)
+                f"calibration.start_date: {fitted} is not simulation.start_date: {start}; both are the date of day "
+                "0: give it in one of them (the other takes it) or the same date in both"
             )
         return self
 
@@ -577,8 +579,9 @@ def validate(
 ) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
     the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`).
-    Days written as dates are read as days after ``simulation.start_date`` (:mod:`abm.day_dates`)."""
-    data, problems = days_from_dates(data)
+    Day 0's date given in only one of ``simulation.start_date`` and ``calibration.start_date`` is
+    given to the other, and days written as dates are read as days after it (:mod:`abm.day_dates`)."""
+    data, problems = days_from_dates(shared_start_date(data))
     if problems:
         raise ScenarioError(invalid_message(source, problems))
     scenario = validated(Scenario, data, source, ScenarioError, origin)

@@ -4,11 +4,13 @@ plots and map; it changes no result, and without it nothing changes."""
 from __future__ import annotations
 
 import io
+import json
 from datetime import date
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 import abm
@@ -125,15 +127,89 @@ def test_a_date_that_is_not_one_is_refused_naming_the_key(tmp_path):
 
 
 def test_a_start_date_other_than_the_calibrations_is_refused(tmp_path):
-    """Day 0 is one date: a calibration scenario's simulation.start_date must be its
-    calibration.start_date (2020-02-01 in calibrate_2020.yaml)."""
+    """Day 0 is one date: a calibration scenario that gives both simulation.start_date and
+    calibration.start_date (2020-02-01 in calibrate_2020.yaml) must give the same; abm calibrate
+    refuses two before anything runs and writes nothing."""
     src = NI.parent / "calibrate_2020.yaml"
     other = runner.invoke(app, ["validate", str(src), "--set", "simulation.start_date=2020-02-02"])
     text = " ".join(other.output.split())
     assert other.exit_code == 2, text
-    assert "calibration.start_date: 2020-02-01 is not simulation.start_date: 2020-02-02: day 0 is one date" in text
+    assert (
+        "invalid scenario: calibration.start_date: 2020-02-01 is not simulation.start_date: 2020-02-02; both are the "
+        "date of day 0: give it in one of them (the other takes it) or the same date in both" in text
+    )
     same = runner.invoke(app, ["validate", str(src), "--set", "simulation.start_date=2020-02-01"])
     assert same.exit_code == 0 and "is valid" in same.output, same.output
+    out = tmp_path / "cal"
+    args = ["calibrate", str(src), "--set", "simulation.start_date=2020-02-02", "--trials", "1", "--out", str(out)]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "both are the date of day 0" in " ".join(refused.output.split())
+    assert list(tmp_path.iterdir()) == []  # no folder, no kept trials
+
+
+def dated_calibration(tmp_path: Path, start_in: str) -> Path:
+    """A small calibration scenario whose day 0 (2020-03-01) is given only in ``start_in``
+    (simulation or calibration), with its seeding day written as a date."""
+    src = tmp_path / f"{start_in}.yaml"
+    sim, cal = ("start_date: 2020-03-01, ", "") if start_in == "simulation" else ("", "  start_date: 2020-03-01\n")
+    src.write_text(
+        f"extends: {NI.parent / 'base.yaml'}\n"
+        "name: dated\n"
+        "population: {agents: 1000}\n"
+        f"simulation: {{{sim}days: 75, replicates: 1}}\n"
+        "seeding: {day: 2020-03-03}\n"
+        f"calibration:\n{cal}"
+        "  fit_window: [2020-03-02, 2020-04-05]\n"
+        "  holdout_window: [2020-04-06, 2020-05-14]\n"
+        "  parameters: {disease.transmission_rate: {low: 2, high: 5}}\n"
+        "  trials: 1\n",
+        encoding="utf-8",
+    )
+    return src
+
+
+@pytest.mark.parametrize("start_in", ["simulation", "calibration"])
+def test_a_start_date_given_once_is_day_0_of_the_run_and_of_the_calibration(tmp_path, start_in):
+    """Either start date, given alone, is given to the other: only simulation.start_date no
+    longer meets the calibration's default (2020-02-01) and is refused as two dates, and only
+    calibration.start_date lets day settings be dates and the calibrated scenario name dates."""
+    from abm.scenario import load_scenario
+
+    src = dated_calibration(tmp_path, start_in)
+    sc = load_scenario(src)
+    assert (sc.simulation.start_date, sc.calibration.start_date) == (date(2020, 3, 1), date(2020, 3, 1))
+    assert sc.seeding.day == 2
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["calibrate", str(src), "--workers", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    calibrated = yaml.safe_load((out / "calibrated.yaml").read_text(encoding="utf-8"))
+    assert calibrated["simulation"]["start_date"] == calibrated["calibration"]["start_date"] == "2020-03-01"
+    assert calibrated["seeding"]["day"] == 2
+    report = json.loads((out / "calibration.json").read_text(encoding="utf-8"))
+    assert report["fit_window"] == ["2020-03-02", "2020-04-05"]
+    assert list(report["fit"]) == ["hospital_admissions", "deaths"]
+
+
+def test_a_run_scenarios_start_date_adds_no_calibration():
+    """A scenario without a calibration section keeps none when it gives simulation.start_date."""
+    from abm.day_dates import shared_start_date
+
+    data = {"simulation": {"start_date": date(2020, 3, 1)}}
+    assert shared_start_date(data) == {"simulation": {"start_date": date(2020, 3, 1)}}
+    assert shared_start_date({"simulation": {}, "calibration": {}}) == {"simulation": {}, "calibration": {}}
+    result = runner.invoke(app, ["validate", str(NI), "--set", "simulation.start_date=2020-03-01"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("start_in", ["simulation", "calibration"])
+def test_a_bad_start_date_given_once_is_named_at_its_own_key_only(tmp_path, start_in):
+    """A start date that is no date is not given on: one message, at the key that holds it."""
+    src = dated_calibration(tmp_path, start_in)
+    result = runner.invoke(app, ["validate", str(src), "--set", f"{start_in}.start_date=2021-02-29"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    other = "calibration" if start_in == "simulation" else "simulation"
+    assert f"{start_in}.start_date" in text and "2021-02-29" in text and f"{other}.start_date" not in text, text
 
 
 def test_a_start_date_whose_days_run_past_the_last_date_is_refused(tmp_path):

@@ -211,10 +211,17 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
         plotted.update(sim=sim, band=band)
         plot_fit(observed, sim, band, cfg, file)
 
-    plot_fit = optimize.plot_fit
+    def legend(fig):
+        plotted["legend"] = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        close(fig)
+
+    plot_fit, close = optimize.plot_fit, optimize.plt.close
     monkeypatch.setattr(optimize, "plot_fit", keep)
+    monkeypatch.setattr(optimize.plt, "close", legend)
     summary = calibrate(path, out)
     ranked = summary["reranked"]
+    # The legend says the band is of the re-runs (it named only "best 3 trials").
+    assert plotted["legend"] == ["held out", "best 3 trials, re-run with 3 replicates", "observed", "best fit"]
     # The fit plot's band is drawn from the re-run curves, the best fit first: it holds the line.
     assert len(plotted["band"]) == 3 and plotted["band"][0] is plotted["sim"]
     assert all("curve" not in r for r in ranked)
@@ -361,10 +368,16 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
             "cal.yaml: calibration.fit_window: 2020-02-28 to 2021-01-31 lies outside the data of 'king_county_2020' "
             "(2020-01-22 to 2020-12-31)",
         ),
-        (
+        (  # a misspelt key is named as no setting, not as a bound that gives an invalid scenario
             {"parameters": {"disease.transmision_rate": {"low": 2.0, "high": 8.0}}},
-            "calibration.parameters.disease.transmision_rate: low 2.0 gives an invalid scenario: "
-            "disease.transmision_rate: unknown key",
+            "cal.yaml: calibration.parameters.disease.transmision_rate: not allowed; disease.transmision_rate names "
+            "no setting of the scenario (disease.transmision_rate: unknown key; did you mean 'transmission_rate'? "
+            "allowed keys: transmission_rate,",
+        ),
+        (
+            {"parameters": {"diseas.transmission_rate": {"low": 2.0, "high": 8.0}}},
+            "cal.yaml: calibration.parameters.diseas.transmission_rate: not allowed; diseas.transmission_rate names "
+            "no setting of the scenario (diseas: unknown key; did you mean 'disease'?",
         ),
         (
             {"parameters": {"calibration.observation.death_delay_days": {"low": 0.0, "high": 40.0}}},
@@ -804,7 +817,11 @@ def test_abm_calibrate_prints_the_fit_as_tables_with_plain_labels(tmp_path, monk
         "bounds": {"disease.transmission_rate": [2.0, 8.0], "seeding.day": [0.0, 14.0]},
     }
     if method == "optuna":
-        summary["trials"] = 3
+        summary.update(trials=3, best_trial=1, rerank_replicates=10)
+        summary["reranked"] = [
+            {"trial": 1, "loss_as_run": 0.5, "loss_fit": 0.40617},
+            {"trial": 0, "loss_as_run": 0.45, "loss_fit": 0.6},
+        ]
     else:
         summary.update(steps=1, holdout=None, holdout_window=None)
         summary["best_parameters"]["weekly_transmission_multipliers"] = [0.5, 1.25, 1.0]
@@ -851,9 +868,56 @@ def test_abm_calibrate_prints_the_fit_as_tables_with_plain_labels(tmp_path, monk
         assert "(fit window 2020-02-28 to 2020-04-30)" in " ".join(out.split()) and "held-out" not in out
     assert rows == params + table
     assert "on the fit window: 0.406" in " ".join(out.split())
+    chosen = (  # the trial as the progress lines count it (from 1) and as trials.csv does (from 0)
+        "the fit is trial 2 of 3 (number 1 in trials.csv, which counts from 0): the best of the 2 trials of lowest "
+        "loss, re-run with 10 replicates each (fit loss 0.406 re-run, 0.500 as it ran)"
+    )
+    assert (chosen in " ".join(out.split())) == (method == "optuna")
+    assert ("trials.csv" in out) == (method == "optuna")  # the gradient method has no trials
     for raw in ("nd_weekly", "rmse_log1p_weekly", "best_parameters", "{"):
         assert raw not in out
     assert out.rstrip().endswith(f"results in {tmp_path / 'out'}")
+
+
+def test_abm_calibrate_shows_the_progress_of_the_trials_and_of_their_re_runs(tmp_path):
+    """A line per trial with its loss and the lowest so far, then a note that the best trials are
+    re-run (which took as long as the trials, in silence) and a line per re-run; the losses are
+    those of trials.csv and calibration.json, and the fitted-parameters table says which trial
+    is the fit (trials.csv counts from 0, the lines from 1) and its loss re-run and as it ran."""
+    from conftest import tiny_calibration
+    from typer.testing import CliRunner
+
+    import abm.cli as cli
+
+    out = tmp_path / "out"
+    path = tiny_calibration(tmp_path, trials=3, rerank_trials=2)
+    result = CliRunner().invoke(cli.app, ["calibrate", str(path), "--workers", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    trials = pd.read_csv(out / "trials.csv").sort_values("number")
+    report = json.loads((out / "calibration.json").read_text())
+    lines = [line.split(" (")[0] for line in result.output.splitlines() if " done: loss " in line]
+    values = trials["value"].tolist()
+    expected = [
+        f"trial {i + 1} of 3 done: loss {v:.3f}, best so far {min(values[: i + 1]):.3f}" for i, v in enumerate(values)
+    ]
+    reruns = [r["loss_fit"] for r in sorted(report["reranked"], key=lambda r: r["loss_as_run"])]  # run best first
+    expected += [
+        f"re-run {i + 1} of 2 done: loss {v:.3f}, best so far {min(reruns[: i + 1]):.3f}" for i, v in enumerate(reruns)
+    ]
+    assert lines == expected
+    assert (
+        "note: re-running the 2 trials of lowest loss with 2 replicates each (calibration.rerank_trials, "
+        "rerank_replicates): the best re-run is the fit" in text
+    )
+    assert text.index("trial 3 of 3 done") < text.index("note: re-running") < text.index("re-run 1 of 2 done")
+    best = report["reranked"][0]
+    assert best["trial"] == report["best_trial"] == trials.loc[trials["chosen"], "number"].item()
+    assert (
+        f"the fit is trial {best['trial'] + 1} of 3 (number {best['trial']} in trials.csv, which counts from 0): the "
+        f"best of the 2 trials of lowest loss, re-run with 2 replicates each (fit loss {best['loss_fit']:.3f} "
+        f"re-run, {best['loss_as_run']:.3f} as it ran)" in text
+    )
 
 
 def test_trials_in_this_process_build_their_population_once(tmp_path, builds):

@@ -69,7 +69,11 @@ def test_an_interrupted_calibration_continues_where_it_stopped(tmp_path, monkeyp
     notes.clear()
     optimize.calibrate(path, out, workers=1, note=notes.append)
     assert len(trials.ran) == 3 + 2  # trials 4, 5 and 6, then the 2 re-ranked
-    assert notes == [f"continuing an interrupted run: 5 finished trials are kept in {kept}"]
+    assert notes == [
+        f"continuing an interrupted run: 5 finished trials are kept in {kept}",
+        "re-running the 2 trials of lowest loss with 2 replicates each (calibration.rerank_trials, rerank_replicates): "
+        "the best re-run is the fit",
+    ]
     assert not kept.exists()  # gone once the folder is written
     a, b = pd.read_csv(out / "trials.csv"), pd.read_csv(uninterrupted / "trials.csv")
     pd.testing.assert_frame_equal(a.drop(columns=TIMINGS), b.drop(columns=TIMINGS))

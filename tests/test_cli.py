@@ -1728,3 +1728,21 @@ def test_calibration_progress_says_the_time_so_far_and_about_how_long_is_left(mo
         "trial 4 of 200 done: loss 0.125 (40 s, about 32 min 40 s left)",
         "trial 200 of 200 done: loss 0.100 (6 min 40 s)",
     ]
+
+
+def test_calibration_progress_can_say_the_lowest_loss_so_far(monkeypatch, capsys):
+    """Optuna's trials and their re-runs: the lowest loss so far beside each trial's (a NaN loss
+    is never the lowest, and before any number there is none to say)."""
+    import abm.cli as cli
+
+    now = iter([0.0, 1.0, 2.0, 3.0, 4.0])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
+    show = cli.step_lines("re-run", best=True)
+    for done, loss in [(1, float("nan")), (2, 0.5), (3, 0.75), (4, 0.25)]:
+        show(done, 4, loss)
+    assert capsys.readouterr().err.splitlines() == [
+        "re-run 1 of 4 done: loss nan (1 s)",
+        "re-run 2 of 4 done: loss 0.500, best so far 0.500 (2 s)",
+        "re-run 3 of 4 done: loss 0.750, best so far 0.500 (3 s, about 1 s left)",
+        "re-run 4 of 4 done: loss 0.250, best so far 0.250 (4 s)",
+    ]

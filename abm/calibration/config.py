@@ -119,7 +119,11 @@ class CalibrationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     data: str = Field("king_county_2020", description="a bundled series name or a CSV file (date plus target columns)")
-    start_date: dt.date = Field(dt.date(2020, 2, 1), description="the calendar date of simulation day 0")
+    start_date: dt.date = Field(
+        dt.date(2020, 2, 1),
+        description="the calendar date of simulation day 0; simulation.start_date when only that is given (give "
+        "the date in one of them, or the same in both)",
+    )
     targets: list[Target] = Field(
         ["hospital_admissions", "deaths"],
         min_length=1,

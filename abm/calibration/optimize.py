@@ -50,6 +50,7 @@ from abm.parallel import (
     usable_cpus,
     workers_record,
 )
+from abm.plurals import counted
 from abm.populations import load_region
 from abm.runs import TASK_REUSE, apply_overrides, given, run
 from abm.scenario import (
@@ -133,6 +134,13 @@ def check_parameters(data: dict[str, Any], cfg: CalibrationConfig, source: str) 
                 check_horizon(sc.simulation.days, sc.calibration, source)
             except ScenarioError as exc:
                 reason = str(exc).removeprefix(f"{source}: invalid scenario")
+                at, _, problem = reason.removeprefix(": ").partition(": ")
+                if "\n" not in reason and problem.startswith("unknown key") and overlaps(key, at):
+                    # the key path, not the bound: any value would be refused (a misspelt key)
+                    raise CalibrationError(
+                        f"{source}: calibration.parameters.{key}: not allowed; {key} names no setting of the "
+                        f"scenario ({at}: {problem})"
+                    ) from None
                 raise CalibrationError(f"{where} gives an invalid scenario{reason}") from None
             except CalibrationError as exc:
                 raise CalibrationError(f"{where}: {str(exc).removeprefix(source + ': ')}") from None
@@ -487,13 +495,15 @@ def rerank(
     run_batch: RunBatch,
     observed: pd.DataFrame,
     sets: dict[str, float],
+    progress: Progress = None,
 ) -> list[dict[str, Any]]:
     """Re-run the ``top`` trials with ``sets`` (more replicates) where the trials ran, profile
-    their observation parameters again on the new curves, and rank them by the new fit loss.
-    Returns the ranking, best first: trial number, loss as it ran, new loss, values (drawn and
-    profiled), new curve."""
+    their observation parameters again on the new curves, and rank them by the new fit loss;
+    ``progress`` is told of each re-run as it is scored (in the order of ``top``), with its new
+    loss. Returns the ranking, best first: trial number, loss as it ran, new loss, values (drawn
+    and profiled), new curve."""
     loss = FitLoss(observed, cfg)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for trial, raw in zip(top, run_batch([{**t.params, **sets} for t in top]), strict=True):
         profiled = profile(raw, cfg, loss) if profiled_keys(cfg) else {}
         trial_cfg = cfg.model_copy(update={"observation": observation_with(cfg, {**trial.params, **profiled})})
@@ -507,6 +517,8 @@ def rerank(
                 "curve": sim,
             }
         )
+        if progress is not None:
+            progress(len(rows), len(top), rows[-1]["loss_fit"])
     return sorted(rows, key=lambda r: r["loss_fit"])
 
 
@@ -634,11 +646,13 @@ def _fit_by_optuna(
     ray_address: str | None,
     names: OptionNames = COMMAND_LINE,
     journal: TrialJournal | None = None,
+    rerun_progress: Progress = None,
+    note: Callable[[str], None] | None = None,
 ) -> _Fit:
     """The study's trials (those ``journal`` holds told from it), then the best: the best of the
-    top trials re-run with more replicates (``rerank_trials``, on the trials' workers), or else
-    the study's best trial; the band from the best curves. Messages name the options as
-    ``names`` does."""
+    top trials re-run with more replicates (``rerank_trials``, on the trials' workers; ``note``
+    is told as they start and ``rerun_progress`` of each), or else the study's best trial; the
+    band from the best curves. Messages name the options as ``names`` does."""
     cfg = sc.calibration
     assert cfg is not None
     n_trials = trials or cfg.trials
@@ -652,7 +666,14 @@ def _fit_by_optuna(
         )
         if cfg.rerank_trials > 0:
             rerun = {"simulation.replicates": cfg.rerank_replicates}
-            reranked = rerank(ranked[: cfg.rerank_trials], cfg, run_batch, observed, rerun)
+            top = ranked[: cfg.rerank_trials]
+            if note is not None:  # the re-runs take longer than the trials: say what runs now
+                note(
+                    f"re-running the {counted(len(top), 'trial')} of lowest loss with "
+                    f"{counted(cfg.rerank_replicates, 'replicate')} each (calibration.rerank_trials, "
+                    "rerank_replicates): the best re-run is the fit"
+                )
+            reranked = rerank(top, cfg, run_batch, observed, rerun, rerun_progress)
     if reranked:
         best_number, drawn, sim = reranked[0]["trial"], reranked[0]["values"], reranked[0]["curve"]
         # the band from the re-run curves too, so that it holds the best fit drawn from them
@@ -697,6 +718,7 @@ def calibrate(
     agents: int | None = None,
     replicates: int | None = None,
     device: str | None = None,
+    rerun_progress: Progress = None,
 ) -> dict[str, Any]:
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
@@ -713,7 +735,10 @@ def calibrate(
     the scenario's values and of kept trials found; when stopped, of the trials kept. Messages
     name the arguments as Python has them (``method``, ``sets``); ``abm calibrate`` gives
     ``names=COMMAND_LINE`` (``--method``, ``--set``). ``agents``, ``replicates`` (per trial) and
-    ``device`` replace the scenario's, as ``abm calibrate --agents`` does."""
+    ``device`` replace the scenario's, as ``abm calibrate --agents`` does. ``progress`` is told
+    of each finished trial (or gradient step) and ``rerun_progress`` of each re-run of the
+    re-ranking (``calibration.rerank_trials``; ``note`` is told as it starts): how many are done,
+    of how many, and the last loss."""
     _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
     overrides = {"agents": agents, "replicates": replicates, "device": device}
@@ -740,7 +765,19 @@ def calibrate(
         journal = TrialJournal(target, sc, cfg, note)
         with journal.keeping(bad=(ScenarioError, CalibrationError)):  # bad values would fail again
             fit = _fit_by_optuna(
-                sc, data, source, observed, trials, progress, backend, workers, ray_address, names, journal
+                sc,
+                data,
+                source,
+                observed,
+                trials,
+                progress,
+                backend,
+                workers,
+                ray_address,
+                names,
+                journal,
+                rerun_progress,
+                note,
             )
     summary = {
         "scenario": sc.name,
@@ -773,8 +810,10 @@ def calibrate(
 def plot_fit(
     observed: pd.DataFrame, sim: pd.DataFrame, band: list[pd.DataFrame], cfg: CalibrationConfig, file: Path
 ) -> None:
-    """Weekly data, the best fit and the band of the best trials, fit and held-out windows."""
+    """Weekly data, the best fit and the band of the best trials (with ``rerank_trials``, of
+    their re-runs, as the legend says), fit and held-out windows."""
     windows = [cfg.fit_window] + ([cfg.holdout_window] if cfg.holdout_window else [])
+    rerun = f", re-run with {counted(cfg.rerank_replicates, 'replicate')}" if cfg.rerank_trials else ""
 
     def blocks(frame: pd.DataFrame, t: str) -> np.ndarray:  # the weeks the losses score, window by window
         return np.concatenate([weekly(frame, w)[t].to_numpy() for w in windows])
@@ -793,7 +832,12 @@ def plot_fit(
         if band:
             stack = np.stack([blocks(b, t) for b in band])
             ax.fill_between(
-                weeks, stack.min(axis=0), stack.max(axis=0), color="C0", alpha=0.25, label=f"best {len(band)} trials"
+                weeks,
+                stack.min(axis=0),
+                stack.max(axis=0),
+                color="C0",
+                alpha=0.25,
+                label=f"best {counted(len(band), 'trial')}{rerun}",
             )
         ax.plot(weeks, blocks(observed, t), "ko", ms=4, label="observed")
         ax.plot(weeks, blocks(sim, t), "C0-", label="best fit")
