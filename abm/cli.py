@@ -1090,11 +1090,20 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when(ph) or ' (no one hospitalized)'}")
     po = s["peak_hospital_occupancy"]
     table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{when(po) or ' (no one in hospital)'}")
-    cap = s["hospital_capacity"]
-    table.add_row("hospital capacity (beds)", f"{cap['beds']:,.1f} ({cap['beds_per_100k']:,.0f}/100k)")
-    over = cap.get("replicates_over_capacity", 0)
-    crossed = f" ({over} of {replicates} went over)" if over else ""
-    table.add_row("days over capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}")
+
+    def capacity_rows(cap: dict, kind: str) -> None:  # the beds, and the days the mean curve is over them
+        table.add_row(f"{kind}capacity (beds)", f"{cap['beds']:,.1f} ({count(cap['beds_per_100k'])}/100k)")
+        over = cap.get("replicates_over_capacity", 0)
+        crossed = f" ({over} of {replicates} went over)" if over else ""
+        table.add_row(
+            f"days over {kind.removeprefix('hospital ')}capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}"
+        )
+
+    capacity_rows(s["hospital_capacity"], "hospital ")
+    pi = s["peak_icu"]
+    table.add_row("peak ICU beds", f"{pi['value']:,.1f}{when(pi) or ' (no one in ICU)'}")
+    if s.get("icu_capacity"):  # none where the region gives no ICU figure
+        capacity_rows(s["icu_capacity"], "ICU ")
     table.add_row("deaths", ms(s["deaths"]))
     table.add_row("total cost ($)", ms(s["total_cost"]))
     table.add_row("engine seconds", f"{engine_seconds:.2f}")

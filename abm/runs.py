@@ -423,7 +423,7 @@ def run(
         ) from None
     t2 = time.perf_counter()
     sc = sc.with_capacity()  # the resolved scenario names the capacity used
-    beds = sc.outputs.hospital_beds_per_100k
+    beds, icu_beds = sc.outputs.hospital_beds_per_100k, sc.outputs.icu_beds_per_100k
     meta = {
         "scenario": sc.name,
         "region": region.name,
@@ -432,7 +432,7 @@ def run(
         "device": str(device),
     }
     start = sc.simulation.start_date
-    summary = summarize(res, meta, beds, start)
+    summary = summarize(res, meta, beds, start, icu_beds)
     ts, ba, bt = (
         with_dates(t, start) for t in (tables.timeseries(res), tables.by_age(res), tables.by_tract(res, pop.tracts))
     )

@@ -106,6 +106,12 @@ class OutputConfig(BaseModel):
     hospital_beds_per_100k: float | None = Field(
         None, gt=0, description="hospital capacity line; default: the region's figure"
     )
+    icu_beds_per_100k: float | None = Field(
+        None,
+        gt=0,
+        description="ICU capacity line (ICU beds for the epidemic's patients); default: the region's figure (King "
+        "County 6.1); a region without one: no ICU line",
+    )
     map_days: list[int] | None = Field(
         None,
         description="days of the map's PNG snapshots, each within the run ([] for none); default: 50, 70 and 120, "
@@ -203,12 +209,15 @@ class Scenario(BaseModel):
         return self
 
     def with_capacity(self) -> Scenario:
-        """This scenario with the hospital capacity it runs with filled in: the region's figure
-        where ``outputs.hospital_beds_per_100k`` is left out (the capacity line, the days over it)."""
-        if self.outputs.hospital_beds_per_100k is not None:
+        """This scenario with the hospital and ICU capacities it runs with filled in: the region's
+        figures where ``outputs.hospital_beds_per_100k`` or ``icu_beds_per_100k`` is left out (the
+        capacity lines, the days over them; a region without an ICU figure leaves ICU's out)."""
+        keys = ("hospital_beds_per_100k", "icu_beds_per_100k")
+        if all(getattr(self.outputs, key) is not None for key in keys):
             return self
-        beds = load_region(self.population.region).figures.hospital_beds_per_100k
-        return self.model_copy(update={"outputs": self.outputs.model_copy(update={"hospital_beds_per_100k": beds})})
+        figures = load_region(self.population.region).figures
+        filled = {key: getattr(figures, key) for key in keys if getattr(self.outputs, key) is None}
+        return self.model_copy(update={"outputs": self.outputs.model_copy(update=filled)})
 
     def resolved_yaml(self) -> str:
         """Every value, defaults included: loading this text gives the same scenario. An

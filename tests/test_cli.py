@@ -208,6 +208,11 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     assert ((by_day.hospitalized <= beds) & (by_day.hospital_occupancy > beds)).any()
     per_replicate = ts.groupby("replicate").hospital_occupancy.max()
     assert capacity["replicates_over_capacity"] == int((per_replicate > beds).sum())
+    # ICU capacity: the region's 6.1 ICU beds per 100,000, against the mean ICU curve.
+    icu_beds = 6.1 * 3000 / 1e5
+    assert s["icu_capacity"]["beds_per_100k"] == 6.1 and s["icu_capacity"]["beds"] == pytest.approx(icu_beds)
+    assert s["icu_capacity"]["days_over_capacity"] == int((by_day.icu > icu_beds).sum())
+    assert s["icu_capacity"]["replicates_over_capacity"] == int((ts.groupby("replicate").icu.max() > icu_beds).sum())
     # by_tract: means over replicates per tract, which add up to the timeseries' means.
     by_tract = pd.read_csv(out / "by_tract.csv", dtype={"geoid": str})
     assert by_tract.geoid.str.startswith("53033").all() and by_tract.day.nunique() == 30
@@ -1506,6 +1511,8 @@ def test_the_console_summary_keeps_small_means(monkeypatch, tmp_path):
         "cumulative_infected": {"mean": 138.0, "sd": 111.2, "share": 0.0138},
         "peak_hospitalized": peak, "peak_hospital_occupancy": peak,
         "hospital_capacity": {"beds_per_100k": 55.0, "beds": 5.5, "days_over_capacity": 0},
+        "peak_icu": {"value": 1 / 3, "day": 40, "per_100k": 3.3, "at_end": False},
+        "icu_capacity": {"beds_per_100k": 6.1, "beds": 0.61, "days_over_capacity": 2, "replicates_over_capacity": 1},
         "deaths": {"mean": 1 / 3, "sd": 0.5774}, "total_cost": {"mean": 458.3, "sd": 378.9},
     }  # fmt: skip
 
@@ -1519,8 +1526,15 @@ def test_the_console_summary_keeps_small_means(monkeypatch, tmp_path):
     shown = rows()
     assert shown["deaths"] == "0.33 ± 0.58"
     assert shown["total cost ($)"] == "458 ± 379" and shown["cumulative infected"] == "138 ± 111 (1.4%)"
+    assert shown["hospital capacity (beds)"] == "5.5 (55/100k)" and shown["days over capacity (mean curve)"] == "0"
+    assert shown["peak ICU beds"] == "0.3 on day 40 (3/100k)"
+    assert shown["ICU capacity (beds)"] == "0.6 (6.1/100k)"
+    assert shown["days over ICU capacity (mean curve)"] == "2 (1 of 3 replicates went over)"
     summary["deaths"] = {"mean": 0.0, "sd": 0.0}
-    assert rows()["deaths"] == "0 ± 0"
+    summary["icu_capacity"] = None  # a region without an ICU figure: no ICU capacity rows
+    shown = rows()
+    assert shown["deaths"] == "0 ± 0"
+    assert "ICU capacity (beds)" not in shown and "days over ICU capacity (mean curve)" not in shown
 
 
 @pytest.mark.parametrize("escape", ["typer_exit_130", "keyboard_interrupt", "reported"])

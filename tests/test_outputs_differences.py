@@ -164,6 +164,7 @@ def _tiny_run(label: str, hospitalizations: list[float], costs: list[float], age
         "days": 1,
         "replicates": len(hospitalizations),
         "peak_hospital_occupancy": {"value": 1.0, "day": 0, "per_100k": 1e5 / agents, "at_end": False},
+        "peak_icu": {"value": 0.0, "day": None, "per_100k": 0.0, "at_end": False},
         "hospital_capacity": {"beds_per_100k": 55.0, "beds": 55.0 * agents / 1e5, "days_over_capacity": 0},
         "cumulative_infected": {"share": 0.1},
         "deaths": {"mean": 0.0},

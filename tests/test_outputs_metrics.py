@@ -133,6 +133,12 @@ def test_summary_of_a_hand_built_result():
         "days_over_capacity": 1,
         "replicates_over_capacity": 1,
     }
+    # ICU r0 0 0 1 1 0, r1 0: mean 0 0 0.5 0.5 0. Without an ICU capacity, none; with 4,000
+    # ICU beds per 100,000 (0.4 beds for 10 agents) the mean is over it on days 2 and 3, and
+    # replicate 0 alone ever is.
+    assert s["icu_capacity"] is None
+    icu = summarize(tiny_result(), {"scenario": "tiny"}, BEDS_PER_100K, None, 4000.0)["icu_capacity"]
+    assert icu == {"beds_per_100k": 4000.0, "beds": 0.4, "days_over_capacity": 2, "replicates_over_capacity": 1}
     # Cumulative infected r0 1 3 6 7 7, r1 1 2 4 5 5 (mean 1 2.5 5 6 6: second differences 1
     # -1.5 -1), but r0's 3 introduced on day 2 are no rise in the rate: by transmission the mean
     # cumulative is 0 1.5 2.5 3.5 3.5, first differences 1.5 1 1 0, second -0.5 0 -1.
@@ -391,6 +397,7 @@ def hand_run(
         "days": 4,
         "replicates": reps,
         "peak_hospital_occupancy": {"value": 3.0, "day": 2, "per_100k": 3e5 / agents, "at_end": False},
+        "peak_icu": {"value": 1.0, "day": 2, "per_100k": 1e5 / agents, "at_end": False},
         "hospital_capacity": {"beds": 2.0, "beds_per_100k": 2e5 / agents, "days_over_capacity": 1},
         "cumulative_infected": {"share": 0.5},
         "deaths": {"mean": 1.0},
@@ -434,6 +441,28 @@ def test_comparison_table_of_hand_built_runs():
         "replicates." in note
     )
     assert "On the last simulated day the hospital curve of base is at its maximum again: the peak may" in note
+
+
+def test_the_comparison_table_gives_peak_icu_beds_and_days_over_each_runs_icu_capacity():
+    """Peak ICU beds per 100,000 and the days over ICU capacity from each summary; empty where a
+    run has no ICU capacity (a region without an ICU figure, an earlier version's folder), and
+    the note names ICU capacities that differ."""
+    icu = {"beds_per_100k": 6.1, "beds": 0.061, "days_over_capacity": 3, "replicates_over_capacity": 2}
+    base = hand_run("base", 1000, [[0, 4, 6, 0]], [0.0], icu_capacity=icu)
+    other = hand_run("other", 2000, [[0, 4, 6, 0]], [0.0], icu_capacity=icu | {"days_over_capacity": 0})
+    old = hand_run("old", 1000, [[0, 4, 6, 0]], [0.0])  # no icu_capacity at all
+    table = comparison_table([base, other, old]).set_index("run")
+    assert table["peak_icu_per_100k"].tolist() == [100.0, 50.0, 100.0]  # 1 ICU bed of 1,000 and of 2,000 agents
+    assert table.loc[["base", "other"], "days_over_icu_capacity"].tolist() == [3, 0]
+    assert math.isnan(table.loc["old", "days_over_icu_capacity"])
+    head, _, *rows = markdown(table.reset_index()).splitlines()[:5]
+    at = [c.strip() for c in head.split("|")].index("days over ICU capacity")
+    assert [row.split("|")[at].strip() for row in rows] == ["3", "0", ""]
+    note = " ".join(table_note([base, other, old]).split())
+    assert (
+        "different ICU capacities (base: 6.1, other: 6.1 ICU beds per 100,000; none for old): each run's days" in note
+    )
+    assert "ICU capacities" not in table_note([base, other])
 
 
 def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():

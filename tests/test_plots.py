@@ -15,8 +15,11 @@ import pytest
 from abm.outputs import plots
 
 
-def hand_run(label: str, days: int = 5, replicates: int = 2, beds_per_100k: float = 55.0) -> plots.RunTables:
-    """A run of 1,000 agents (100 an age group, 9 groups): every count is day + replicate."""
+def hand_run(
+    label: str, days: int = 5, replicates: int = 2, beds_per_100k: float = 55.0, icu_beds_per_100k: float | None = 6.1
+) -> plots.RunTables:
+    """A run of 1,000 agents (100 an age group, 9 groups): every count is day + replicate (ICU
+    beds in use: half of it)."""
     agents = 1000
     day = np.tile(np.arange(days), replicates)
     rep = np.repeat(np.arange(replicates), days)
@@ -26,6 +29,7 @@ def hand_run(label: str, days: int = 5, replicates: int = 2, beds_per_100k: floa
             "day": day,
             "replicate": rep,
             "hospital_occupancy": value,
+            "icu": value / 2,
             "new_infections": value,
             "cumulative_infected": value,
         }
@@ -43,6 +47,7 @@ def hand_run(label: str, days: int = 5, replicates: int = 2, beds_per_100k: floa
         "days": days,
         "replicates": replicates,
         "hospital_capacity": {"beds_per_100k": beds_per_100k},
+        "icu_capacity": None if icu_beds_per_100k is None else {"beds_per_100k": icu_beds_per_100k},
     }
     return plots.RunTables(label, ts, by_age, costs, summary)
 
@@ -71,6 +76,22 @@ def test_capacities_that_differ_name_their_runs_and_differ_in_style():
     lines = [line for line in fig.axes[0].lines if line.get_label().startswith("capacity")]
     assert [line.get_ydata()[0] for line in lines] == [30, 55]
     assert lines[0].get_linestyle() != lines[1].get_linestyle()
+
+
+def test_the_icu_plot_draws_icu_beds_per_100k_against_each_runs_icu_capacity():
+    """ICU beds in use per 100,000 (the ``icu`` column: day + replicate, halved, of 1,000 agents)
+    and a line per ICU capacity; a run without one (a region without an ICU figure, an earlier
+    version's folder) is named as having none."""
+    fig = plots.icu_occupancy([hand_run("ni"), hand_run("vacc")])
+    assert capacity_labels(fig) == ["capacity: 6.1 beds per 100k"]
+    mean = fig.axes[0].lines[0].get_ydata()  # mean over replicates 0 and 1 of (day + replicate) / 2, per 100k
+    assert list(mean) == [(d + 0.5) / 2 * 100 for d in range(5)]
+    runs = [hand_run("ni"), hand_run("old", icu_beds_per_100k=None), hand_run("low", icu_beds_per_100k=3)]
+    fig = plots.icu_occupancy(runs)
+    assert capacity_labels(fig) == ["capacity of low: 3 beds per 100k", "capacity of ni: 6.1 beds per 100k"]
+    assert "no capacity given for old" in [line.get_label() for line in fig.axes[0].lines]
+    fig = plots.icu_occupancy([hand_run("old", icu_beds_per_100k=None)])
+    assert capacity_labels(fig) == [] and not any("no capacity" in x.get_label() for x in fig.axes[0].lines)
 
 
 @pytest.mark.parametrize("name", list(plots.FIGURES))

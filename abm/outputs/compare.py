@@ -43,6 +43,8 @@ COLUMNS = {
     "peak_share_of_capacity": "peak / capacity",
     "days_over_capacity": "days over capacity",
     "share_of_days_over_capacity": "share of days over capacity",
+    "peak_icu_per_100k": "peak ICU beds per 100k",
+    "days_over_icu_capacity": "days over ICU capacity",
     "cumulative_infected_share": "cumulative infected share",
     "deaths": "deaths (mean, of the agents)",
     "hospitalizations": "hospitalizations (mean, of the agents)",
@@ -79,6 +81,7 @@ def hospitalizations(run: RunTables) -> float:
 SUMMARY_NUMBERS = ("agents", "days", "replicates")
 SUMMARY_SECTIONS = {
     "peak_hospital_occupancy": ("value", "day", "per_100k"),
+    "peak_icu": ("per_100k",),
     "hospital_capacity": ("beds", "beds_per_100k", "days_over_capacity"),
     "cumulative_infected": ("share",),
     "deaths": ("mean",),
@@ -91,6 +94,7 @@ TABLE_COLUMNS = {
         "day",
         "replicate",
         "hospital_occupancy",
+        "icu",
         "new_infections",
         "cumulative_infected",
         "new_hospitalizations",
@@ -192,6 +196,8 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
         occ, cap = s["peak_hospital_occupancy"], s["hospital_capacity"]
         hosp = hospitalizations(run)
         peak_date = occ.get("date") if isinstance(occ.get("date"), str) else None
+        icu = s.get("icu_capacity")  # none: a region without an ICU figure, or an earlier version's run
+        icu_days = icu.get("days_over_capacity") if isinstance(icu, dict) else None
         rows.append(
             {
                 "run": run.label,
@@ -204,6 +210,8 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
                 "peak_share_of_capacity": occ["value"] / cap["beds"] if cap["beds"] else math.nan,
                 "days_over_capacity": cap["days_over_capacity"],
                 "share_of_days_over_capacity": cap["days_over_capacity"] / s["days"],
+                "peak_icu_per_100k": s["peak_icu"]["per_100k"],
+                "days_over_icu_capacity": icu_days if _is_number(icu_days) else math.nan,
                 "cumulative_infected_share": s["cumulative_infected"]["share"],
                 "deaths": s["deaths"]["mean"],
                 "hospitalizations": hosp,
@@ -228,7 +236,7 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
 # How the Markdown and HTML tables show a column's numbers (:func:`column_places`): shares in %,
 # whole counts, and money in dollars; any other column is a mean count or a figure per 100,000.
 SHARES = ("peak_share_of_capacity", "share_of_days_over_capacity", "cumulative_infected_share")
-COUNTS = ("agents", "replicates", "peak_hospital_day", "days_over_capacity")
+COUNTS = ("agents", "replicates", "peak_hospital_day", "days_over_capacity", "days_over_icu_capacity")
 MONEY = ("total_cost", "cost_per_averted_hospitalization")
 
 
@@ -401,6 +409,18 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
             "run's peak / capacity and days over capacity are against its own capacity, so they differ by more "
             "than the interventions' effect."
         )
+    icu = [run.icu_beds_per_100k for run in runs]
+    if len(set(icu)) > 1:  # outputs.icu_beds_per_100k, or the regions' own (or none)
+        pairs = list(zip(runs, icu, strict=True))
+        listed = ", ".join(f"{run.label}: {b:g}" for run, b in pairs if b is not None)
+        none = [run.label for run, b in pairs if b is None]
+        listed = "; ".join(
+            ([f"{listed} ICU beds per 100,000"] if listed else []) + ([f"none for {', '.join(none)}"] if none else [])
+        )
+        note += (
+            f" The runs are measured against different ICU capacities ({listed}): each run's days over ICU "
+            "capacity are against its own."
+        )
     regions = {run.summary.get("region") for run in runs}
     if len(regions) > 1:
         listed = ", ".join(f"{run.label}: {run.summary.get('region')}" for run in runs)
@@ -540,7 +560,8 @@ class Comparison:
         out = Path(out)
         table = self.table
         with atomic_folder(out, "comparison") as tmp:
-            days = table.astype({"peak_hospital_day": "Int64"})  # a day reads 54, not 54.0 (NaN: no peak)
+            # a day reads 54, not 54.0 (NaN: no peak, no ICU capacity)
+            days = table.astype({"peak_hospital_day": "Int64", "days_over_icu_capacity": "Int64"})
             days.to_csv(tmp / "comparison.csv", index=False)
             (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs, table)), encoding="utf-8")
             write_plots(self.runs, tmp / "plots")

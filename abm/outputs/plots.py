@@ -1,10 +1,10 @@
-"""Run plots (PNG, matplotlib Agg): hospital occupancy against capacity, daily new infections,
+"""Run plots (PNG, matplotlib Agg): hospital and ICU occupancy against capacity, daily new infections,
 cumulative infections, cumulative infections by age group and cumulative cost. Each draws the
 mean over replicates with a band from the lowest to the highest replicate, and several runs
 overlay in the same axes (``abm compare``).
 
 Infections and hospital occupancy are shown per 100,000 people (agents scaled), so runs of
-different sizes compare and the capacity line is the scenario's beds per 100,000; costs are in
+different sizes compare and the capacity lines are the scenario's beds per 100,000; costs are in
 dollars as booked for the run's agents.
 """
 
@@ -26,6 +26,7 @@ from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: tha
 
 PLOT_FILES = {
     "hospital_occupancy": "hospital_occupancy.png",
+    "icu_occupancy": "icu_occupancy.png",
     "new_infections": "new_infections.png",
     "cumulative_infections": "cumulative_infections.png",
     "cumulative_by_age": "cumulative_by_age.png",
@@ -61,8 +62,15 @@ class RunTables:
 
     @property
     def beds_per_100k(self) -> float:
-        """The region's hospital capacity."""
+        """The run's hospital capacity per 100,000."""
         return float(self.summary["hospital_capacity"]["beds_per_100k"])
+
+    @property
+    def icu_beds_per_100k(self) -> float | None:
+        """The run's ICU capacity per 100,000; None where it has none (a region without an ICU
+        figure, or a run folder written before abm had one)."""
+        icu = self.summary.get("icu_capacity")
+        return float(icu["beds_per_100k"]) if isinstance(icu, dict) else None
 
     @classmethod
     def from_result(cls, result: Any, label: str | None = None) -> RunTables:
@@ -172,18 +180,42 @@ def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str) -> None:
     fig.text(0.99, y, note, ha="right", va=va, fontsize=7, color="#555555")
 
 
+def _capacity_lines(ax: Any, runs: list[RunTables], beds: list[float | None]) -> None:
+    """A horizontal line per capacity (``beds`` per 100,000: each run's, None where it has none);
+    where the runs' differ each line names its runs (else it would read as every run's), and runs
+    without one are named too."""
+    capacities = sorted({b for b in beds if b is not None})
+    for line, style in zip(capacities, ["--", ":", "-."] * len(capacities), strict=False):
+        whose = (
+            ""
+            if len(set(beds)) == 1
+            else " of " + ", ".join(r.label for r, b in zip(runs, beds, strict=True) if b == line)
+        )
+        ax.axhline(
+            line, color="black", linestyle=style, linewidth=1.2, label=f"capacity{whose}: {line:g} beds per 100k"
+        )
+    without = [r.label for r, b in zip(runs, beds, strict=True) if b is None]
+    if without and capacities:  # with no line at all, no line says as much
+        ax.plot([], [], " ", label=f"no capacity given for {', '.join(without)}")
+
+
 def hospital_occupancy(runs: list[RunTables]) -> Figure:
     """Hospital beds in use (hospitalized, ICU, step-down) per 100,000 against capacity."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
     for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "hospital_occupancy", 1e5 / run.agents), run.label, color)
-    capacities = sorted({r.beds_per_100k for r in runs})
-    for beds, style in zip(capacities, ["--", ":", "-."] * len(capacities), strict=False):
-        # runs of different capacities: each line names its runs (else it reads as every run's)
-        whose = "" if len(capacities) == 1 else " of " + ", ".join(r.label for r in runs if r.beds_per_100k == beds)
-        label = f"capacity{whose}: {beds:g} beds per 100k"
-        ax.axhline(beds, color="black", linestyle=style, linewidth=1.2, label=label)
+    _capacity_lines(ax, runs, [r.beds_per_100k for r in runs])
     return _finish(fig, ax, "Hospital occupancy against capacity", "beds in use per 100,000", runs)
+
+
+def icu_occupancy(runs: list[RunTables]) -> Figure:
+    """ICU beds in use (agents in the critical, ICU stage) per 100,000 against the ICU capacity
+    (none drawn for a run without one)."""
+    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    for run, color in zip(runs, colors(len(runs)), strict=True):
+        _draw(ax, band(run.timeseries, "icu", 1e5 / run.agents), run.label, color)
+    _capacity_lines(ax, runs, [r.icu_beds_per_100k for r in runs])
+    return _finish(fig, ax, "ICU occupancy against ICU capacity", "ICU beds in use per 100,000", runs)
 
 
 def new_infections(runs: list[RunTables]) -> Figure:
@@ -252,6 +284,7 @@ def cumulative_cost(runs: list[RunTables]) -> Figure:
 
 FIGURES = {
     "hospital_occupancy": hospital_occupancy,
+    "icu_occupancy": icu_occupancy,
     "new_infections": new_infections,
     "cumulative_infections": cumulative_infections,
     "cumulative_by_age": cumulative_by_age,

@@ -26,19 +26,35 @@ def mean_sd(values: np.ndarray) -> dict[str, float]:
     return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else math.nan}
 
 
+def capacity(occupancy: np.ndarray, beds_per_100k: float, agents: int) -> dict[str, Any]:
+    """Beds per 100,000 and for the ``agents``, and the days the mean of ``occupancy`` [day,
+    replicate] is above them, and the replicates that ever are."""
+    beds = beds_per_100k * agents / 1e5
+    return {
+        "beds_per_100k": beds_per_100k,
+        "beds": beds,
+        "days_over_capacity": int((occupancy.mean(axis=1) > beds).sum()),
+        # the mean curve can stay under a line that some replicates cross
+        "replicates_over_capacity": int((occupancy > beds).any(axis=0).sum()),
+    }
+
+
 def summarize(
-    res: SimulationResult, meta: dict[str, Any], beds_per_100k: float, start_date: date | None = None
+    res: SimulationResult,
+    meta: dict[str, Any],
+    beds_per_100k: float,
+    start_date: date | None = None,
+    icu_beds_per_100k: float | None = None,
 ) -> dict[str, Any]:
     """The summary.json contents; with ``start_date`` (the date of day 0), also that date and
-    each peak's ``date``."""
+    each peak's ``date``; ``icu_capacity`` null without ``icu_beds_per_100k``."""
     n = res.agents
     st = res.stages.astype(np.float64)  # [day, replicate, stage]
     final = st[-1]
     cumulative = n - final[:, Stage.SUSCEPTIBLE]
     hosp = st[:, :, Stage.HOSPITALIZED]
     occupancy = st[:, :, HOSPITAL_STAGES].sum(-1)
-    capacity = beds_per_100k * n / 1e5
-    mean_occ = occupancy.mean(axis=1)
+    icu = st[:, :, Stage.CRITICAL_ICU]
     # Cumulative infections by transmission (mean over replicates): seeded infections are left
     # out, so that seeding after day 0 is not read as a jump in the infection rate.
     cum_transmitted = np.cumsum(res.transmitted.astype(np.float64).mean(axis=1))
@@ -50,20 +66,15 @@ def summarize(
         "cumulative_infected": {**mean_sd(cumulative), "share": float(cumulative.mean() / n)},
         "peak_hospitalized": peak(hosp, n),
         "peak_hospital_occupancy": peak(occupancy, n),
-        "peak_icu": peak(st[:, :, Stage.CRITICAL_ICU], n),
+        "peak_icu": peak(icu, n),
         # Infections by transmission: the initial (seeded) infections are not an epidemic's peak.
         "peak_new_infections": peak(res.transmitted.astype(np.float64), n),
         # The thesis's "peak daily infection rate": max second difference of the mean
         # cumulative-infected curve, by transmission (none for a run of 1 or 2 days). With every
         # seed on day 0, as in the thesis, this is the second difference of all cumulative infections.
         "peak_infection_rate_2nd_difference": float(np.diff(cum_transmitted, n=2).max()) if res.days > 2 else None,
-        "hospital_capacity": {
-            "beds_per_100k": beds_per_100k,
-            "beds": capacity,
-            "days_over_capacity": int((mean_occ > capacity).sum()),
-            # the mean curve can stay under a line that some replicates cross
-            "replicates_over_capacity": int((occupancy > capacity).any(axis=0).sum()),
-        },
+        "hospital_capacity": capacity(occupancy, beds_per_100k, n),
+        "icu_capacity": None if icu_beds_per_100k is None else capacity(icu, icu_beds_per_100k, n),
         "deaths": mean_sd(final[:, Stage.DEATH]),
         "total_cost": mean_sd(res.cost_totals),
     }

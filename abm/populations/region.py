@@ -132,6 +132,7 @@ class RegionFigures(BaseModel):
     workplace_sizes: list[tuple[int, int, float]]
     long_term_care: LongTermCare
     hospital_beds_per_100k: float = Field(gt=0)
+    icu_beds_per_100k: float | None = Field(None, gt=0)  # none: no ICU capacity line
 
     @field_validator("age_bands")
     @classmethod
