@@ -551,9 +551,6 @@ def check_selection(key: str, params: dict[str, Any], participants: int, member:
         )
 
 
-RUNNERS = ("inprocess", "flower-sim", "flower")
-
-
 def check_indices(source: str, scenario: LearningScenario) -> None:
     """Class numbers in the split and participant/round numbers in dropouts must exist."""
     from abm.learning.data import SKLEARN_CLASSES
