@@ -257,6 +257,15 @@ SetOption = Annotated[
     ),
 ]
 
+LearnSetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="override a scenario value: key.path=value, the value read as YAML (rounds=3, "
+        "split.label_skew={alpha: 0.5}; a list item by its index: protocols[0].params.lr=0.1); repeatable",
+    ),
+]
+
 
 @app.command()
 def validate(
@@ -582,7 +591,7 @@ def learn(
         str | None,
         typer.Option(help="inprocess, flower-sim or flower (default: the scenario's runner key)"),
     ] = None,
-    set_: SetOption = None,
+    set_: LearnSetOption = None,
 ) -> None:
     """Run a decentralized-learning scenario; write report.json and plots.
 
@@ -594,10 +603,12 @@ def learn(
     (protocols[0].params.lr=0.1); scenario.json holds the scenario as run.
     The report folder is written at the end, all at once.
 
-    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
-    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept); 1
-    when the file system fails as the folder is written (a full disk: nothing
-    is written, an earlier report is kept)."""
+    Exit code 0 when done; 2 for bad input, sizes this machine's memory cannot
+    hold included (nothing is written); 130 after Ctrl-C, 143 after SIGTERM
+    (nothing is written, an earlier report is kept); 1 when the run fails (a
+    Flower client ends or fails, a secure-aggregation round cannot be summed)
+    or the file system fails as the folder is written (a full disk: nothing is
+    written, an earlier report is kept)."""
     from abm.learning.scenario import RUNNERS
 
     if runner is not None and runner not in RUNNERS:  # the option, not the file's runner key, is at fault

@@ -14,15 +14,40 @@ from abm.learning.errors import FlowerRunError, LearningScenarioError, SecureAgg
 def load_or_exit(
     load: Callable[..., tuple[Any, Any]], file: Path, runner: str | None, sets: list[str] | None = None
 ) -> Any:
-    """The scenario ``load(file, runner, sets)`` returns first; on an invalid one, its message on
-    stderr and exit code 2."""
+    """The scenario ``load(file, runner, sets)`` returns first, with the checks ``abm validate``
+    makes of it before it runs (:func:`check_before_run`: a learning scenario's split, Flower
+    installed), so that a scenario they refuse gets its one message before anything is said of a
+    run; on an invalid one, its message on stderr and exit code 2."""
     import typer
 
     try:
-        return load(file, runner, sets)[0]
+        scenario, source = load(file, runner, sets)
+        check_before_run(scenario, source)
+        return scenario
     except LearningScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(code=2) from None
+
+
+# What sets a run's memory, by the kind of output (run_or_exit's ``kind``): named when it runs out.
+SIZE_KEYS = {
+    "learning": "data.n_samples, data.n_features, the models' hidden, channels and embed_dim, split.participants",
+    "private_calibration": "institutions[*].agents and budget, the evaluation's simulations, the models' widths",
+}
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation that failed: NumPy's MemoryError, or torch's RuntimeError
+    from its CPU allocator ("can't allocate memory") or a GPU's ``OutOfMemoryError``."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+
+
+def memory_message(kind: str) -> str:
+    """What a run of ``kind`` that ran out of memory says (after the file's name)."""
+    return f"the run needs more memory than this machine has; give smaller sizes ({SIZE_KEYS[kind]})"
 
 
 def check_before_run(scenario: Any, source: str) -> None:
@@ -44,6 +69,10 @@ def check_before_run(scenario: Any, source: str) -> None:
             import_flwr()
     except LearningScenarioError as e:
         raise LearningScenarioError(f"{source}: {e}") from None
+    except (MemoryError, RuntimeError) as e:  # the data of absurd sizes (n_samples: 1e11) are built here
+        if not out_of_memory(e):
+            raise
+        raise LearningScenarioError(f"{source}: {memory_message('learning')}") from None
 
 
 def run_or_exit(
@@ -56,8 +85,10 @@ def run_or_exit(
     secure-aggregation round that cannot be summed (a diverged update), a Flower run that cannot
     go on (a client process ended, a client operation raised or went unanswered), or a file
     system that fails as the folder is written (a full disk), one line and exit code 1;
-    Ctrl-C a one-line notice and exit code 130 (nothing is written in any of these, and the lines
-    say whether an earlier output in ``target`` is kept: :func:`abm.cli.not_written`)."""
+    a run that runs out of memory (sizes too large for the machine: :func:`out_of_memory`), one
+    line naming what sets them and exit code 2; Ctrl-C a one-line notice and exit code 130 (nothing
+    is written in any of these, and the lines say whether an earlier output in ``target`` is kept:
+    :func:`abm.cli.not_written`)."""
     import typer
 
     from abm.cli import learning_progress, not_written, progress_bar
@@ -88,6 +119,11 @@ def run_or_exit(
     except FlowerRunError as e:  # a client ended, failed or went silent, or the clients did not connect in time
         print(f"error: {file}: the Flower run failed: {e}; {not_written(target)}", file=sys.stderr)
         raise typer.Exit(code=1) from None
+    except (MemoryError, RuntimeError) as e:
+        if not out_of_memory(e):
+            raise
+        print(f"error: {file}: {memory_message(kind)}; {not_written(target)}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
     except KeyboardInterrupt:
         report(f"interrupted: {not_written(target)}")
         raise typer.Exit(code=130) from None
@@ -108,7 +144,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     (``key.path=value``, as ``abm run --set``) override any key. An invalid scenario, runner or
     set prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.report import few_test_samples, run_scenario
+    from abm.learning.report import few_test_samples, privacy_lines, run_scenario
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
     from abm.scenario import COMMAND_LINE
@@ -124,6 +160,8 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
             f"{key:<22}{r['mean_score']:>8.3f}{r['mcg']:>8.3f}{r['cgs']:>8.3f}"
             f"{r['min_gain']:>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
         )
+    for line in privacy_lines(report["protocols"]):
+        print(line)
     print(f"report: {target / 'report.json'}")
     note = few_test_samples(report)
     if note:

@@ -41,6 +41,24 @@ def few_test_samples(report: dict[str, Any]) -> str | None:
     )
 
 
+def privacy_lines(protocols: dict[str, Any], member: str = "participant") -> list[str]:
+    """A console line per protocol of a report's ``protocols`` that ran with differential privacy:
+    the epsilon spent at its delta (the guarantee is per ``member``), the noisy releases and rounds
+    it was spent on, the accountant, the clip and the noise multiplier; protocols without DP get none."""
+    lines = []
+    for key, r in protocols.items():
+        dp = (r.get("privacy") or {}).get("dp")
+        if dp is None or r.get("epsilon") is None:
+            continue
+        releases = dp["releases"] if dp["releases"] is not None else dp["rounds"]
+        lines.append(
+            f"{key}: differential privacy, epsilon {r['epsilon']:.3g} at delta {r['delta']:g} per {member} over "
+            f"{releases} noisy releases in {dp['rounds']} rounds ({dp['accountant']} accountant, clip {dp['clip']:g}, "
+            f"noise multiplier {dp['noise_multiplier']:.3g})"
+        )
+    return lines
+
+
 def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None:
     """Lay ``fig`` out, write it at 100 dpi and close it; its file name goes into ``files``."""
     import matplotlib.pyplot as plt
@@ -58,8 +76,9 @@ def line_style(k: int) -> dict[str, str]:
     return {"color": f"C{k % 10}", "linestyle": ("-", "--", ":", "-.")[(k // 10) % 4]}
 
 
-def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> None:
-    """One line per protocol: its ``history`` (the mean score after each round), saved to ``path``."""
+def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path, title: str = "") -> None:
+    """One line per protocol: its ``history`` (the mean score after each round), saved to ``path``
+    under ``title``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,8 +91,15 @@ def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path) -> Non
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
     save_figure(fig, path)
+
+
+def scored_on_text(report: dict[str, Any]) -> str:
+    """What a learning report's scores are measured on, for the plots' labels (``evaluate_on``)."""
+    return "the global test set" if report["evaluate_on"] == "global" else "each one's own test split"
 
 
 def _plots(report: dict[str, Any], out: Path) -> list[str]:
@@ -94,8 +120,9 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
         ax.bar(np.arange(len(keys)) + i * width, vals, width, label=f"participant {i}")
     ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
     ax.set_xticklabels(keys, rotation=30, ha="right")
+    scored_on = scored_on_text(report)
     ax.set_ylabel("accuracy")
-    ax.set_title(f"{report['scenario']}: score per participant")
+    ax.set_title(f"{report['scenario']}: final accuracy per participant (on {scored_on})", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     save_figure(fig, out / "scores.png", files)
 
@@ -106,12 +133,17 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
     ax.set_xticklabels(keys, rotation=30, ha="right")
-    ax.set_ylabel("gain over local-only")
-    ax.set_title("collaboration gain G_n = A_n - B_n")
+    ax.set_ylabel("gain over local-only (accuracy)")
+    ax.set_title(f"{report['scenario']}: collaboration gain G_n = A_n - B_n (accuracy on {scored_on})", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     save_figure(fig, out / "gains.png", files)
 
-    plot_round_curves(prots, "mean accuracy", out / "curves.png")
+    plot_round_curves(
+        prots,
+        "mean accuracy over participants",
+        out / "curves.png",
+        f"{report['scenario']}: after each round, on {scored_on}",
+    )
     files.append("curves.png")
 
     for k in keys:

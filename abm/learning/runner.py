@@ -67,6 +67,7 @@ class ProtocolResult:
     privacy: dict[str, Any] | None = None  # the privacy wrappers as run (privacy_settings)
     summary: dict[str, Any] = field(default_factory=dict)
     kinds_sent: dict[int, list[str]] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # the protocol's params as run, defaults filled in
 
 
 def load_source(scenario: LearningScenario) -> DataSource:
@@ -309,7 +310,8 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
     Scores are asked of the participants (``score`` client operation) after every round.
     """
     cls = protocol_class(spec.name)
-    protocol = cls(cls.Config.model_validate(spec.params))
+    config = cls.Config.model_validate(spec.params)
+    protocol = cls(config)
     ids = ctx.ids
 
     def scores_now() -> list[float]:
@@ -346,6 +348,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         ),
         summary=protocol.summary(ctx),
         kinds_sent={i: sorted(net.kinds_sent.get(i, set())) for i in ids},
+        params=config.model_dump(mode="json"),
     )
 
 
@@ -409,6 +412,7 @@ def build_report(
         g = gains(r.scores, base.scores)
         report["protocols"][r.key] = {
             "protocol": r.name,
+            "params": r.params,
             "participants": [
                 {
                     "id": i,

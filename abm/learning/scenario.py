@@ -551,9 +551,6 @@ def check_selection(key: str, params: dict[str, Any], participants: int, member:
         )
 
 
-RUNNERS = ("inprocess", "flower-sim", "flower")
-
-
 def check_indices(source: str, scenario: LearningScenario) -> None:
     """Class numbers in the split and participant/round numbers in dropouts must exist."""
     from abm.learning.data import SKLEARN_CLASSES
@@ -573,6 +570,19 @@ def check_indices(source: str, scenario: LearningScenario) -> None:
     for key, c in named:
         if not 0 <= c < n_classes:
             raise LearningScenarioError(f"{source}: {key}: {c} is not allowed: classes are 0..{n_classes - 1}")
+
+
+def check_classes(source: str, data: GaussianMixtureSpec | SklearnSpec) -> None:
+    """A Gaussian mixture draws each sample's class uniformly: with fewer samples than classes
+    some class surely has none, and the participants would be scored on classes nobody could
+    learn (it ran, scoring 0 with 500 classes and 300 samples). Raises LearningScenarioError
+    naming ``data.n_classes``."""
+    if isinstance(data, GaussianMixtureSpec) and data.n_samples < data.n_classes:
+        raise LearningScenarioError(
+            f"{source}: data.n_classes: {data.n_classes} is not allowed with n_samples {data.n_samples}: each "
+            "sample's class is drawn uniformly, so with fewer samples than classes some classes would have no "
+            f"sample; give at most {data.n_samples} classes, or more samples"
+        )
 
 
 def check_known_groups(source: str, scenario: LearningScenario) -> None:
@@ -648,6 +658,7 @@ def load_scenario(
         source, scenario.protocols, scenario.models, scenario.runner, scenario.split.participants, scenario.rounds
     )
     check_indices(source, scenario)
+    check_classes(source, scenario.data)
     check_known_groups(source, scenario)
     # the scenario's models and every protocol's own (they were built only when the protocol ran,
     # which then failed with a traceback)

@@ -36,7 +36,9 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """The console table of a private-calibration report: per protocol, recovery (overall and per
     institution), MCG, CGS, the same under each institution's own prior ("n/a" where the scenario
-    evaluates none: ``own_holdout_simulations: 0``), ND and megabytes sent; then what the columns mean."""
+    evaluates none: ``own_holdout_simulations: 0``), ND and megabytes sent; then what the columns
+    mean, and a line per protocol run with differential privacy (its epsilon: :func:`privacy_lines`)."""
+    from abm.learning.report import privacy_lines
 
     def own(value: float, spec: str) -> str:
         return "n/a" if math.isnan(value) else format(value, spec)
@@ -57,4 +59,4 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     lines.append(
         "recovery: held-out simulations over the full range; own rec, own MCG: under each institution's own prior"
     )
-    return lines
+    return lines + privacy_lines(report["protocols"], "institution")

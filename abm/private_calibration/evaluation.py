@@ -126,6 +126,7 @@ def protocol_table(
             )
         out[r.key] = {
             "protocol": r.name,
+            "params": r.params,
             "institutions": rows,
             "mean_recovery": float(np.mean(scores)),
             "mean_nd": mean_of_known(row["nd_mean"] for row in rows),

@@ -89,6 +89,7 @@ class ProtocolRun:
     delta: float | None
     summary: dict[str, Any]
     privacy: dict[str, Any] | None = None  # the privacy wrappers as run (learning's privacy_settings)
+    params: dict[str, Any] = field(default_factory=dict)  # the protocol's params as run, defaults filled in
 
 
 def calibration_specs(scenario: PrivateCalibrationScenario) -> list[CalibrationProtocolSpec]:
@@ -142,6 +143,7 @@ def protocol_run(
         delta=result.delta,
         summary=result.summary,
         privacy=result.privacy,
+        params=result.params,
     )
 
 

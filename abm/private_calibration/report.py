@@ -219,7 +219,12 @@ def _plots(
     axes[0, 0].legend(fontsize=7)
     save_figure(fig, out / "fits.png", files)
 
-    plot_round_curves(prots, "mean recovery accuracy", out / "curves.png")
+    plot_round_curves(
+        prots,
+        "mean recovery accuracy",
+        out / "curves.png",
+        f"{report['scenario']}: after each round, on held-out simulations (full range)",
+    )
     files.append("curves.png")
 
     fig, ax = plt.subplots(figsize=(5, 5))

@@ -232,7 +232,8 @@ def test_protocol_table_by_hand():
             return {"transmission": self._score}
 
     def run(key: str, scores: list[tuple[float, float]], network: Network) -> ProtocolRun:
-        return ProtocolRun(key, key, [Scored(*s) for s in scores], [], network, 1.0, None, None, {})
+        params = {"mu": 0.0} if key == "fedavg" else {}
+        return ProtocolRun(key, key, [Scored(*s) for s in scores], [], network, 1.0, None, None, {}, params=params)
 
     net = Network()
     net.send(Message(MessageKind.MODEL_UPDATE, 0, SERVER, {"v": torch.zeros(25)}))  # 100 bytes
@@ -255,6 +256,7 @@ def test_protocol_table_by_hand():
     assert fedavg["bytes_total"] == 156 and table["local"]["bytes_total"] == 0
     assert fedavg["institutions"][0]["nd_mean"] == pytest.approx(0.2) and fedavg["mean_nd"] == pytest.approx(0.2)
     assert table["local"]["mcg"] == 0.0
+    assert (fedavg["params"], table["local"]["params"]) == ({"mu": 0.0}, {})  # the protocol's params as run
 
 
 def test_abm_learn_end_to_end(tmp_path):
@@ -291,6 +293,11 @@ def test_abm_learn_end_to_end(tmp_path):
             assert r["bytes_total"] > 0
     assert report["protocols"]["local"]["mcg"] == 0.0
     assert "masked_vector" in report["protocols"]["fedavg"]["bytes_by_kind"]
+    # each protocol's params as run: the file's (tiny.yaml gives mapl two) with the defaults filled in
+    from abm.learning.protocols.mapl import MAPLConfig
+
+    assert report["protocols"]["mapl"]["params"] == MAPLConfig(proto_dim=8, projector_hidden=8).model_dump(mode="json")
+    assert report["protocols"]["mapl"]["params"]["proto_dim"] == 8 and report["protocols"]["local"]["params"] == {}
     assert not {"input_gradients", "logits"} & report["protocols"]["codream"]["bytes_by_kind"].keys()  # only masked
     md = (out / "report.md").read_text()
     assert "| codream |" in md and "| truth |" in md and "mean recovery (own prior)" in md
@@ -485,6 +492,32 @@ def test_console_summary_says_n_a_where_no_own_prior_evaluation_ran():
     assert lines[1].split() == ["fedavg", "0.500", "0.250", "0.750", "+0.125", "0.000", "n/a", "n/a", "0.30", "2.00"]
     assert lines[2].split() == ["ipa", "0.500", "0.250", "0.750", "+0.125", "0.000", "0.625", "-0.125", "0.30", "2.00"]
     assert "nan" not in "\n".join(lines)
+    assert len(lines) == 4  # the header, a row per protocol and what the columns mean: no DP, no DP line
+
+
+def test_console_summary_gives_the_epsilon_of_a_dp_protocol():
+    """A DP protocol's epsilon was in report.json and report.md but not on the console: it now
+    gets a line after the table, per institution (the level the guarantee is for)."""
+    from abm.private_calibration.cli import summary_lines
+
+    row = {
+        "mean_recovery": 0.5,
+        "institutions": [{"recovery": 0.5}],
+        "mcg": 0.0,
+        "cgs": 0.0,
+        "mean_recovery_own": 0.5,
+        "mcg_own": 0.0,
+        "mean_nd": 0.3,
+        "bytes_total": 1_000_000,
+    }
+    dp = {"clip": 0.4, "delta": 1e-5, "noise_multiplier": 4.03, "rounds": 40, "releases": 40, "accountant": "rdp"}
+    private = {**row, "epsilon": 7.99, "delta": 1e-5, "privacy": {"secure_aggregation": True, "dp": dp}}
+    report = {"institutions": [{"name": "Seattle"}], "protocols": {"local": row, "fedavg_secure_dp": private}}
+    assert summary_lines(report)[-1] == (
+        "fedavg_secure_dp: differential privacy, epsilon 7.99 at delta 1e-05 per institution over 40 noisy "
+        "releases in 40 rounds (rdp accountant, clip 0.4, noise multiplier 4.03)"
+    )
+    assert len(summary_lines(report)) == 5
 
 
 def test_mean_nd_skips_an_institution_without_any_nd():

@@ -1,0 +1,187 @@
+"""`abm learn` as a user meets it: the console summary of DP runs, the protocols' params as run
+in report.json, the plots' labels, and bad input (classes without samples, sizes the memory
+cannot hold, a split refused) said in one line with nothing written."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from abm.learning.protocols.cycle import CYCleConfig
+
+
+def _scenario(tmp_path: Path, **over: Any) -> Path:
+    sc = {
+        "name": "tiny",
+        "seed": 0,
+        "data": {"source": "iris"},
+        "split": {"participants": 2},
+        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
+        "rounds": 2,
+        "evaluate_on": "global",
+        "protocols": [{"name": "fedavg"}],
+    }
+    sc.update(over)
+    f = tmp_path / "tiny.yaml"
+    f.write_text(yaml.safe_dump(sc))
+    return f
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_learn_prints_the_epsilon_of_each_protocol_run_with_dp(tmp_path):
+    """The console table had no word of privacy: a DP protocol's epsilon was only in report.json.
+    Each DP protocol now gets a line after the table with the epsilon the report holds; the
+    others none."""
+    dp = {"secure_aggregation": True, "dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1.0e-5}}
+    protocols = [{"name": "fedavg"}, {"name": "fedavg", "label": "fedavg_dp", "privacy": dp}]
+    f, out = _scenario(tmp_path, protocols=protocols), tmp_path / "out"
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "report.json").read_text())
+    eps = report["protocols"]["fedavg_dp"]["epsilon"]
+    assert eps > 0 and report["protocols"]["fedavg"]["epsilon"] is None
+    lines = [line for line in res.stdout.splitlines() if "differential privacy" in line]
+    assert lines == [
+        f"fedavg_dp: differential privacy, epsilon {eps:.3g} at delta 1e-05 per participant over 2 noisy releases "
+        "in 2 rounds (rdp accountant, clip 1, noise multiplier 1)"
+    ]
+    assert res.stdout.splitlines()[-1] == f"report: {out / 'report.json'}"
+
+
+def test_report_holds_each_protocols_params_as_run_defaults_filled_in(tmp_path):
+    """scenario.json holds the params as written ({} for a protocol given none), so the values a
+    protocol ran with (its defaults) were recorded nowhere; report.json now has them."""
+    protocols = [{"name": "fedprox", "params": {"mu": 0.05}}, {"name": "cycle", "params": {"period": 3}}]
+    f, out = _scenario(tmp_path, protocols=protocols), tmp_path / "out"
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    prots = json.loads((out / "report.json").read_text())["protocols"]
+    assert prots["local"]["params"] == {}
+    assert prots["fedprox"]["params"] == {"mu": 0.05, "server_lr": 1.0, "weighting": "size", "bn_stats": "auto"}
+    cycle = prots["cycle"]["params"]
+    assert cycle["period"] == 3 and cycle["tau_max"] == 0.75 and cycle["warmup_rounds"] is None
+    assert cycle == CYCleConfig(period=3).model_dump(mode="json")
+    # the scenario as written stays as written, so that it loads again as it did
+    assert json.loads((out / "scenario.json").read_text())["protocols"][1]["params"] == {"period": 3}
+
+
+def _gmm(classes: int, samples: int) -> dict[str, Any]:
+    return {"source": "gaussian_mixture", "n_samples": samples, "n_classes": classes, "n_features": 4}
+
+
+def test_fewer_samples_than_classes_is_refused_by_learn_and_validate(tmp_path):
+    """500 classes drawn over 300 samples ran, every participant scoring 0 (most classes had no
+    sample); now one line naming the key, exit code 2, nothing written."""
+    f, out = _scenario(tmp_path, data=_gmm(500, 300)), tmp_path / "out"
+    message = (
+        f"error: {f}: data.n_classes: 500 is not allowed with n_samples 300: each sample's class is drawn "
+        "uniformly, so with fewer samples than classes some classes would have no sample; give at most 300 "
+        "classes, or more samples"
+    )
+    res = _cli("learn", str(f), "--out", str(out))
+    assert (res.exit_code, res.output.strip().splitlines()) == (2, [message])
+    assert not out.exists()
+    res = _cli("validate", str(f))
+    assert res.exit_code == 2 and message in res.output
+    f = _scenario(tmp_path, data=_gmm(300, 300))  # as many samples as classes: allowed
+    assert _cli("validate", str(f)).exit_code == 0
+
+
+def test_a_split_refused_once_the_data_are_built_is_the_only_line(tmp_path):
+    """A split refused once the data were built came after the line announcing the run; it is now
+    found first, the one line said."""
+    split = {"participants": 40, "label_skew": {"alpha": 0.5}}
+    f, out = _scenario(tmp_path, data=_gmm(3, 300), split=split), tmp_path / "out"
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        f"error: {f}: split.label_skew.min_size: 10 is not allowed: 40 participants x 10 samples each is 400, more "
+        "than the 225 samples shared (the data less the global test set); give a smaller min_size, fewer "
+        "participants (split.participants) or more samples (data.n_samples)"
+    ]
+    assert not out.exists()
+
+
+TORCH_ALLOCATION = RuntimeError(
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+    "allocate 1600000000000 bytes. Error code 12 (Cannot allocate memory)"
+)
+
+
+@pytest.mark.parametrize("error", [MemoryError("Unable to allocate 745. GiB"), TORCH_ALLOCATION], ids=repr)
+def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error):
+    """data.n_samples: 1e11 (NumPy) or a hidden width of 1e11 (torch's CPU allocator) ended in a
+    traceback, from abm learn and abm validate alike. Now one line naming what sets the sizes,
+    exit code 2, nothing written. (The allocation is made to fail here: a real one of that size
+    may be granted by an overcommitting kernel.)"""
+    from abm.learning import runner
+
+    f, out = _scenario(tmp_path), tmp_path / "out"
+    sizes = "data.n_samples, data.n_features, the models' hidden, channels and embed_dim, split.participants"
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    with monkeypatch.context() as m:  # the data are built: abm validate and learn's check before it runs
+        m.setattr(runner, "load_source", fail)
+        line = f"error: {f}: the run needs more memory than this machine has; give smaller sizes ({sizes})"
+        res = _cli("validate", str(f))
+        assert res.exit_code == 2 and res.output.strip().splitlines() == [line]
+        res = _cli("learn", str(f), "--out", str(out))
+        assert (res.exit_code, res.output.strip().splitlines()) == (2, [line])
+    monkeypatch.setattr(runner, "run_protocol", fail)  # as the protocols run (a model's layers are built)
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1] == f"{line}; no results were written to {out}"
+    assert not out.exists()
+
+
+def test_another_runtime_error_is_not_taken_for_memory(tmp_path, monkeypatch):
+    """Only an allocation that failed is said to be memory: another RuntimeError goes on as it is."""
+    from abm.learning import runner
+    from abm.learning.cli import out_of_memory
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(runner, "run_protocol", fail)
+    res = _cli("learn", str(_scenario(tmp_path)), "--out", str(tmp_path / "out"))
+    assert isinstance(res.exception, RuntimeError) and "shapes cannot be multiplied" in str(res.exception)
+    assert not out_of_memory(ValueError("can't allocate memory"))
+    assert out_of_memory(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+
+
+@pytest.mark.parametrize(("evaluate_on", "scored_on"), [("global", "the global test set"), ("own", None)])
+def test_plots_name_the_scenario_and_what_the_scores_are_measured_on(tmp_path, monkeypatch, evaluate_on, scored_on):
+    """gains.png and curves.png had no scenario name, and no plot said which test set the
+    accuracy is measured on (evaluate_on)."""
+    from abm.learning import report as learning_report
+
+    scored_on = scored_on or "each one's own test split"
+    titles: dict[str, str] = {}
+
+    def keep(fig: Any, path: Path, files: list[str] | None = None) -> None:
+        titles[path.name] = fig.axes[0].get_title()
+        if files is not None:
+            files.append(path.name)
+
+    monkeypatch.setattr(learning_report, "save_figure", keep)
+    row = {"collaborative": 0.5, "gain": 0.1}
+    prot = {"participants": [row, row], "history": [0.4, 0.5]}
+    report = {"scenario": "demo", "participants": 2, "evaluate_on": evaluate_on, "protocols": {"local": prot}}
+    files = learning_report._plots(report, tmp_path)
+    assert files == ["scores.png", "gains.png", "curves.png"]
+    assert titles == {
+        "scores.png": f"demo: final accuracy per participant (on {scored_on})",
+        "gains.png": f"demo: collaboration gain G_n = A_n - B_n (accuracy on {scored_on})",
+        "curves.png": f"demo: after each round, on {scored_on}",
+    }
