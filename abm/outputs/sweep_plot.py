@@ -16,7 +16,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -79,7 +78,10 @@ def sweep_figure(
     agents = {int(v): a for v, a in table.groupby("variant")["agents"].first().items()}
     replicates = sorted(set(table.groupby("variant").size()))
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), layout="constrained")
+    # Not pyplot's: drawing it neither needs nor changes pyplot's backend (a notebook's stays inline),
+    # and no figure is left open in pyplot once it is written.
+    fig = Figure(figsize=(10, 7), layout="constrained")
+    axes = fig.subplots(2, 2)
     for ax, (column, title, scale) in zip(axes.flat, PANELS, strict=True):
         for (label, members), color in zip(lines.items(), colors(len(lines)), strict=True):
             xs, mean, low, high = [], [], [], []
