@@ -1,7 +1,13 @@
-"""abm: a tensorized agent-based epidemic simulator for King County, WA, and beyond."""
+"""abm: a tensorized agent-based epidemic simulator for King County, WA, and beyond.
+
+From Python: ``abm.run`` (a run's tables, summary, plots and map), ``abm.compare`` (runs side by
+side) and ``abm.run_sweep`` (variants x replicates; also ``abm.sweep.run_sweep``). Bad input
+raises ``abm.scenario.ScenarioError``, a ``ValueError``.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -9,22 +15,28 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from abm.outputs.compare import Comparison, compare
     from abm.runs import RunResult, run
+    from abm.sweep import SweepResult, run_sweep
 
 _EXPORTS = {
     "Comparison": "abm.outputs.compare",
     "compare": "abm.outputs.compare",
     "RunResult": "abm.runs",
     "run": "abm.runs",
+    "SweepResult": "abm.sweep",
+    "run_sweep": "abm.sweep",
 }
+# Modules a notebook reaches as attributes after ``import abm`` alone (``abm.sweep.run_sweep``,
+# ``except abm.scenario.ScenarioError``), imported on first use like the names above.
+_MODULES = ("outputs", "scenario", "sweep")
 
 
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use (so that `abm --help` and Ctrl-C at start-up are quick)."""
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'abm' has no attribute {name!r}")
 
 
-__all__ = ["Comparison", "RunResult", "__version__", "compare", "run"]
+__all__ = ["Comparison", "RunResult", "SweepResult", "__version__", "compare", "run", "run_sweep"]

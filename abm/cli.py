@@ -792,11 +792,12 @@ def sweep(
 
     FILE is a scenario YAML file (`abm validate FILE` checks it without
     running); --set, --agents, --days, --seed and --device change it for every
-    variant. Writes one combined table (sweep.csv), a mean/sd table per variant,
-    a plot (sweep.png) and sweep.json, at the end, all at once; the tables do not depend on the
-    backend or on --workers. Finished runs are kept beside the folder until
-    then (.<folder>.runs.jsonl): a sweep stopped before its end continues from
-    them when the same command runs again, with the same tables.
+    variant. Writes one combined table (sweep.csv), a mean/sd table per variant
+    (sweep_summary.csv), a plot (sweep.png) and sweep.json, at the end, all at
+    once; the tables do not depend on the backend or on --workers. Finished
+    runs are kept beside the folder until then (.<folder>.runs.jsonl): a sweep
+    stopped before its end continues from them when the same command runs
+    again, with the same tables.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
     process is lost (killed, out of memory) or the file system fails as the

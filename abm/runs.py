@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import numbers
 import platform
+import reprlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from abm.scenario import (
     apply_set,
     check_device,
     key_origin,
+    option_texts,
     overlaps,
     read_scenario_data,
     validate,
@@ -215,16 +217,21 @@ def resolve(
     key=value``; the default), as :func:`run` takes them (``PYTHON``: ``agents=0``,
     ``sets=['key=value']``) or as a file's key (``sets`` from a learning scenario's
     ``model.set``)."""
-    sets = [sets] if isinstance(sets, str) else list(sets or [])
+    sets = option_texts(sets, "set", names)
     origin = None
     if isinstance(scenario, Scenario):
         data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
     elif isinstance(scenario, dict):
         data, source = dict(scenario), "scenario"
-    else:
+    elif isinstance(scenario, str | Path):
         data, source = read_scenario_data(scenario), str(scenario)
         if not sets and not any(v is not None for v in (overrides or {}).values()):
             origin = key_origin(scenario)  # which file of its extends chain set a bad value
+    else:
+        raise ScenarioError(
+            f"scenario: {reprlib.repr(scenario)} is not allowed; give a scenario file's path, plain data as a "
+            "file holds it (a dict) or a Scenario"
+        )
     for i, item in enumerate(sets):
         data = apply_set(data, item, names.set_item(i))
     data = apply_overrides(data, overrides, sets, source, names, origin)
@@ -374,6 +381,13 @@ def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simul
     return Simulation(**{**args, **changes})
 
 
+def check_progress(progress: Any, calls: str) -> None:
+    """Refuse a ``progress`` argument that cannot be called (before any work, rather than with a
+    ``TypeError`` once the first step is done); ``calls`` says how it is called, for the message."""
+    if progress is not None and not callable(progress):
+        raise ScenarioError(f"progress: {reprlib.repr(progress)} is not allowed; give a function {calls}, or None")
+
+
 def run(
     scenario: Scenario | str | Path | dict[str, Any],
     *,
@@ -399,6 +413,7 @@ def run(
     it neither prints nor exits.
     """
     t0 = time.perf_counter()
+    check_progress(progress, "progress(day, days)")
     sc = resolve(scenario, overrides, sets, names=PYTHON)
     check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)

@@ -583,6 +583,32 @@ def with_options(source: str, options: list[str], sep: str = " ") -> str:
     return f"{source} (with {sep.join(options)})" if options else source
 
 
+# What each repeatable option's texts look like, for the message that refuses a value that is no
+# list of texts (``sets=5``, ``sweeps=[0.2]``).
+OPTION_TEXTS = {
+    "set": ("key.path=value", "contacts.community.weight=0.3"),
+    "sweep": ("key.path=value1,value2,...", "contacts.community.weight=0.2,0.4"),
+}
+
+
+def option_texts(value: Any, option: str, names: OptionNames = COMMAND_LINE) -> list[str]:
+    """The texts given to a repeatable option (``set`` or ``sweep``: ``sets=[...]`` and
+    ``sweeps=[...]`` from Python) as a list: one text alone is a list of one, None is none.
+    Anything else (a number, a dict, a list holding anything but texts) raises
+    :class:`ScenarioError` naming the option as ``names`` says and the texts it takes."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        return list(value)
+    form, example = OPTION_TEXTS[option]
+    raise ScenarioError(
+        f"{names.name(option)}: {value!r} is not allowed; give a list of {form!r} texts, "
+        f"e.g. {names.given(option, [example])}"
+    )
+
+
 def validate(
     data: dict[str, Any], source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
 ) -> Scenario:

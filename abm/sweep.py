@@ -34,11 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 import yaml
+from matplotlib.figure import Figure
 
 from abm import __version__, invocation
 from abm.day_dates import dates_as_text
@@ -63,9 +63,18 @@ from abm.parallel import (
     run_and_release,
     workers_record,
 )
-from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_population_settings, resolve
+from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_population_settings, check_progress, resolve
 from abm.runs import run as run_scenario
-from abm.scenario import COMMAND_LINE, PYTHON, OptionNames, Scenario, ScenarioError, overlaps, yaml_problem
+from abm.scenario import (
+    COMMAND_LINE,
+    PYTHON,
+    OptionNames,
+    Scenario,
+    ScenarioError,
+    option_texts,
+    overlaps,
+    yaml_problem,
+)
 from abm.yaml_loader import load_yaml
 
 BACKENDS = ("local", "ray")
@@ -155,6 +164,18 @@ class SweepResult:
     # Where its runs were kept while it ran (run_sweep's ``keep``): removed once it is written.
     kept_in: Journal | None = field(default=None, repr=False)
 
+    def plot(self) -> Figure:
+        """The figure ``sweep.png`` holds (:mod:`abm.outputs.sweep_plot`: the infected share, peak
+        hospital beds, deaths and cost against a swept value, a point per variant's mean with a bar
+        from its lowest to its highest replicate); a matplotlib figure, which a notebook shows.
+        Needs ``info`` as :func:`run_sweep` gives it (its variants); a :class:`ValueError` else."""
+        if not self.info.get("variants"):
+            raise ValueError(
+                "this SweepResult has no info['variants'] to draw (run_sweep's result has them); "
+                "table and summary are all it holds"
+            )
+        return sweep_figure(self.info["scenario"], self.table, self.info["variants"], self.info["sweeps"])
+
     def write(self, out: str | Path) -> Path:
         """Write ``sweep.csv``, ``sweep_summary.csv``, ``sweep.json`` and the plot ``sweep.png``
         (:mod:`abm.outputs.sweep_plot`; where ``info`` holds the variants, as :func:`run_sweep`'s
@@ -166,10 +187,7 @@ class SweepResult:
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
             (tmp / "sweep.json").write_text(dumps(self.info), encoding="utf-8")
             if self.info.get("variants"):  # run_sweep's result (a table built by hand has no variants to draw)
-                plt.switch_backend("Agg")
-                fig = sweep_figure(self.info["scenario"], self.table, self.info["variants"], self.info["sweeps"])
-                fig.savefig(tmp / "sweep.png", dpi=100)
-                plt.close(fig)
+                self.plot().savefig(tmp / "sweep.png", dpi=100)
         if self.kept_in is not None:
             self.kept_in.remove()
         return out
@@ -305,8 +323,8 @@ def plan(
     ``seed``, ``device`` as for :func:`abm.run`. Messages name the options as ``names`` says:
     as ``abm sweep`` takes them (``--sweep``, ``--replicates``; the default) or as
     :func:`run_sweep` does (``PYTHON``: ``sweeps``, ``replicates``)."""
-    sweeps = [sweeps] if isinstance(sweeps, str) else sweeps
-    sets = [sets] if isinstance(sets, str) else sets
+    sweeps = option_texts(sweeps, "sweep", names)
+    sets = option_texts(sets, "set", names)
     axes = parse_axes(sweeps, names)
     if replicates is not None and (isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1):
         raise ScenarioError(
@@ -609,6 +627,7 @@ def run_sweep(
     if backend not in BACKENDS:
         raise ScenarioError(f"{names.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     check_workers(workers, ScenarioError, names.name("workers"))
+    check_progress(progress, "progress(done, total)")
     check_ray_address(ray_address, backend, ScenarioError, names)
     sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, names=names, **overrides)
     tasks = sp.tasks

@@ -340,6 +340,24 @@ def test_the_python_api_raises_its_documented_error_without_printing_or_writing(
             r"^sets: outputs\.map_days\.0: outputs\.map_days is not in the file, so it has no item to set",
         ),
         ((NI,), {"speed": 2}, r"override 'speed' is not allowed; allowed: agents, days, replicates, seed, device"),
+        # Arguments of the wrong kind: one message each, not a TypeError from deep inside (sets=5 said
+        # "'int' object is not iterable"; sets={...} was read as its keys; progress=5 failed after the
+        # population was built).
+        (
+            (NI,),
+            {"sets": 5},
+            r"^sets: 5 is not allowed; give a list of 'key\.path=value' texts, "
+            r"e\.g\. sets=\['contacts\.community\.weight=0\.3'\]$",
+        ),
+        ((NI,), {"sets": {"simulation.days": 3}}, r"^sets: \{'simulation\.days': 3\} is not allowed; give a list of"),
+        ((NI,), {"sets": ["simulation.days=3", 4]}, r"^sets: \['simulation\.days=3', 4\] is not allowed; give a list"),
+        (
+            (5,),
+            {},
+            r"^scenario: 5 is not allowed; give a scenario file's path, plain data as a file holds it \(a dict\) "
+            r"or a Scenario$",
+        ),
+        ((NI,), {"progress": 5}, r"^progress: 5 is not allowed; give a function progress\(day, days\), or None$"),
     ]
     for args, kwargs, message in cases:
         with pytest.raises(ScenarioError, match=message) as caught:

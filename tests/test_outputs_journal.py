@@ -73,7 +73,10 @@ def test_work_stopped_before_its_first_entry_leaves_no_file(tmp_path):
         journal.add({"task": 0})
         raise KeyboardInterrupt
     assert [json.loads(line) for line in path.read_text().splitlines()] == [{"format": 1, "key": "this"}, {"task": 0}]
-    assert notes == [f"1 finished runs are kept in {path}; the same command continues from them"]
+    assert notes == [f"1 finished run is kept in {path}; the same command continues from them"]  # not "1 ... runs are"
+    notes.clear()
+    assert started(path, notes).found == 1
+    assert notes == [f"continuing an interrupted run: 1 finished run is kept in {path}"]
 
 
 def test_another_works_file_replaced_then_stopped_before_an_entry_is_gone(tmp_path):

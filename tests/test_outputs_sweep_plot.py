@@ -138,3 +138,29 @@ def test_a_key_swept_over_one_value_is_named_in_the_title_not_in_every_label():
         assert fig._suptitle.get_text().startswith("sweep of s, day=0: 4 variants;")
     finally:
         plt.close(fig)
+
+
+def test_a_day_swept_as_dates_is_spaced_by_day():
+    """A day setting swept as dates (start_day=2020-03-01,2020-03-15,2020-05-01) is placed on the
+    x axis by its day, as numbers are (it was placed in the order given, evenly: 14 days apart
+    looked as far apart as 47), each tick labelled with its date as given."""
+    dates = ["2020-03-01", "2020-03-15", "2020-05-01"]
+    rows = [
+        {"variant": v, START: d, "replicate": 0, "agents": 1000, "cumulative_infected_share": 0.1 * (v + 1),
+         "peak_hospital_occupancy_per_100k": 10.0, "deaths": 1.0, "total_cost": 100.0}
+        for v, d in enumerate(dates)
+    ]  # fmt: skip
+    variants = [
+        {"variant": v, "sweep": {START: d}, "scenario": {"outputs": {"hospital_beds_per_100k": 55.0}}}
+        for v, d in enumerate(dates)
+    ]
+    fig = sweep_figure("s", pd.DataFrame(rows), variants, {START: dates})
+    try:
+        ax = fig.axes[0]
+        (line,) = plotted(ax).values()
+        first = pd.Timestamp(dates[0]).toordinal()
+        assert list(line["x"] - first) == [0, 14, 61] and np.allclose(line["y"], [10, 20, 30])
+        assert list(ax.get_xticks() - first) == [0, 14, 61]
+        assert [t.get_text() for t in ax.get_xticklabels()] == dates
+    finally:
+        plt.close(fig)

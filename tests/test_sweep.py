@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -320,6 +322,103 @@ def test_run_sweep_names_its_arguments_where_abm_sweep_names_its_options(tmp_pat
     flat = " ".join(result.output.split())
     assert result.exit_code == 2 and cli in flat and flat.count("error:") == 1, flat
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("sweeps", "given", "message"),
+    [
+        (
+            [0.2],
+            {},
+            "sweeps: [0.2] is not allowed; give a list of 'key.path=value1,value2,...' texts, "
+            "e.g. sweeps=['contacts.community.weight=0.2,0.4']",
+        ),
+        (
+            {"contacts.community.weight": [0.2, 0.4]},
+            {},
+            "sweeps: {'contacts.community.weight': [0.2, 0.4]} is not allowed; give a list of "
+            "'key.path=value1,value2,...' texts, e.g. sweeps=['contacts.community.weight=0.2,0.4']",
+        ),
+        (
+            ["contacts.community.weight=0.2,0.4"],
+            {"sets": 3},
+            "sets: 3 is not allowed; give a list of 'key.path=value' texts, "
+            "e.g. sets=['contacts.community.weight=0.3']",
+        ),
+        (
+            ["contacts.community.weight=0.2,0.4"],
+            {"progress": True},
+            "progress: True is not allowed; give a function progress(done, total), or None",
+        ),
+    ],
+)
+def test_run_sweep_refuses_arguments_of_the_wrong_kind_with_one_message(monkeypatch, sweeps, given, message):
+    """Arguments only Python can give wrong (a list of numbers for sweeps, a dict, a number for
+    sets, a progress that cannot be called) get one ScenarioError naming the argument, before any
+    run (they raised TypeError: "argument of type 'float' is not iterable", or failed after the
+    first run)."""
+    import abm.sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "run_task", lambda task: pytest.fail("a run started"))
+    with pytest.raises(ScenarioError) as caught:
+        run_sweep(SCENARIO, sweeps, replicates=1, **TINY, **given)
+    assert str(caught.value) == message
+
+
+def test_sweep_result_plot_is_sweep_png_and_leaves_pyplot_alone(tmp_path, local_sweep):
+    """SweepResult.plot() gives the figure that write() saves as sweep.png, as RunResult.plot()
+    does for a run; neither changes pyplot's backend (write switched it to Agg: a notebook's
+    inline figures stopped showing) nor leaves a pyplot figure open. A table built by hand has no
+    variants to draw: one message."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    backend, open_before = matplotlib.get_backend(), plt.get_fignums()
+    fig = local_sweep.plot()
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == [
+        "infected (% of agents)",
+        "peak hospital beds in use per 100,000 agents",
+        "deaths per 100,000 agents",
+        "total cost per 100,000 agents ($)",
+    ]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["contacts.community.weight"] * 4
+    # The first panel's points are the variants' mean infected shares, in percent.
+    points = fig.axes[0].lines[0].get_ydata()
+    expected = local_sweep.table.groupby("variant")["cumulative_infected_share"].mean().to_numpy() * 100
+    assert np.allclose(points, expected)
+    keep = local_sweep.kept_in
+    plt.switch_backend("svg")  # a backend other than Agg, as a notebook's inline one is
+    try:
+        local_sweep.kept_in = None  # the module's fixture: nothing of it to remove
+        local_sweep.write(tmp_path / "sw")
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        local_sweep.kept_in = keep
+        plt.switch_backend(backend)
+    assert (tmp_path / "sw" / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plt.get_fignums() == open_before
+    bare = abm.SweepResult(local_sweep.table, local_sweep.summary)
+    with pytest.raises(ValueError, match=r"^this SweepResult has no info\['variants'\] to draw"):
+        bare.plot()
+
+
+def test_import_abm_alone_reaches_the_sweep_and_the_error_class():
+    """After `import abm` alone, a notebook reaches abm.sweep.run_sweep (also abm.run_sweep) and
+    abm.scenario.ScenarioError, as README and the docstrings name them (abm.sweep raised
+    AttributeError until something else imported the module); abm itself still imports no torch."""
+    code = (
+        "import sys, abm\n"
+        "assert 'torch' not in sys.modules\n"
+        "assert abm.sweep.run_sweep is abm.run_sweep and abm.SweepResult is abm.sweep.SweepResult\n"
+        "assert issubclass(abm.scenario.ScenarioError, ValueError)\n"
+        "print(sorted(abm.__all__))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(
+        ["Comparison", "RunResult", "SweepResult", "__version__", "compare", "run", "run_sweep"]
+    )
 
 
 def test_a_full_disk_while_the_sweep_is_written_gets_one_message_exit_1_and_writes_nothing(tmp_path, monkeypatch):

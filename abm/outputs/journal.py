@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from abm import __version__
+from abm.plurals import plural
 
 FORMAT = 1
 
@@ -45,7 +46,7 @@ class Journal:
     """The finished pieces of one command's work (:mod:`abm.outputs.journal`), in ``entries``
     in the order they were kept; ``found`` of them were read from an earlier, stopped run of the
     same work; ``replaced``: the file was another work's, or not a journal (this work's, with no
-    entry yet, is not replaced).
+    entry yet, is not replaced). ``what`` names the pieces in the plural (``runs``, ``trials``).
     ``warn`` is told of both, of a file that cannot be written, and of what is kept when the
     work stops (:meth:`keeping`)."""
 
@@ -65,10 +66,15 @@ class Journal:
             self.entries = entries or []
             self.found = len(self.entries)
         if warn is not None and self.found:
-            warn(f"continuing an interrupted run: {self.found} finished {what} are kept in {path}")
+            warn(f"continuing an interrupted run: {self._kept(self.found)}")
         elif warn is not None and self.replaced:
             warn(f"{path} held the {what} of other work (another scenario or abm version); replaced")
         self._rewrite()
+
+    def _kept(self, n: int) -> str:
+        """``3 finished runs are kept in PATH``, or ``1 finished run is kept in PATH``."""
+        one = self.what.removesuffix("s")  # runs, trials
+        return f"{n:,} finished {plural(one, n)} {'is' if n == 1 else 'are'} kept in {self.path}"
 
     def _failed(self, exc: OSError) -> None:
         """Keep no more (the command goes on), and say so once."""
@@ -149,10 +155,7 @@ class Journal:
             if not self.entries and self.writable:
                 self.remove()
             elif self.entries and self.writable and self.warn is not None:
-                self.warn(
-                    f"{len(self.entries)} finished {self.what} are kept in {self.path}; the same command continues "
-                    "from them"
-                )
+                self.warn(f"{self._kept(len(self.entries))}; the same command continues from them")
             raise
 
     def remove(self) -> None:

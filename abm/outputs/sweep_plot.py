@@ -6,7 +6,8 @@ different sizes compare: the share infected, the peak of hospital beds in use (a
 capacity line, where the variants share one), deaths and total cost. Each point is the mean over
 a variant's replicates, with a bar from the lowest to the highest replicate (as the run plots'
 band). The x axis is the first swept key whose values are all numbers (spaced by value), else
-the first swept key (its values in the order given); a key swept over one value comes only where
+the first swept key: its values spaced by day where they are dates (a day setting written as
+dates), else in the order given; a key swept over one value comes only where
 every key is, and is otherwise named in the title rather than in every line's label.
 """
 
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import date
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -46,6 +47,17 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def as_date(value: Any) -> date | None:
+    """A day setting swept as dates (``2020-03-01``, as the sweep keeps it: its text) as a date the
+    x axis can place by its day; None for any other value."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        return None
+
+
 def x_key(sweeps: dict[str, list[Any]]) -> str:
     """The swept key on the x axis: the first whose values are all numbers, else the first; a key
     swept over one value only where every key is (it would put every point at one x, its other
@@ -62,14 +74,22 @@ def sweep_figure(
     and ``scenario``, as it ran) and its swept keys and values in the order given."""
     key = x_key(sweeps)
     numeric = all(is_number(v) for v in sweeps[key])
-    order = {value_text(v): i for i, v in enumerate(sweeps[key])}
+    dates = [as_date(v) for v in sweeps[key]]
+    dated = None not in dates
+    places: dict[str, float] = {}  # each value's place on the x axis
+    for i, (v, d) in enumerate(zip(sweeps[key], dates, strict=True)):
+        if numeric:
+            places[value_text(v)] = float(v)
+        elif dated and d is not None:  # days written as dates: spaced as the days are
+            places[value_text(v)] = float(d.toordinal())
+        else:  # in the order given
+            places[value_text(v)] = float(i)
     short = dict(zip(sweeps, short_keys(list(sweeps)), strict=True))  # as the console's labels
     fixed = [k for k in sweeps if k != key and len({value_text(v) for v in sweeps[k]}) == 1]  # in the title
     others = [k for k in sweeps if k != key and k not in fixed]
 
-    def position(var: dict[str, Any]) -> float:  # on the x axis: the value, or the category's place
-        x = var["sweep"][key]
-        return float(x) if numeric else float(order[value_text(x)])
+    def position(var: dict[str, Any]) -> float:  # on the x axis
+        return places[value_text(var["sweep"][key])]
 
     lines: dict[str, list[dict[str, Any]]] = {}
     for var in variants:
@@ -79,7 +99,10 @@ def sweep_figure(
     agents = {int(v): a for v, a in table.groupby("variant")["agents"].first().items()}
     replicates = sorted(set(table.groupby("variant").size()))
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), layout="constrained")
+    # Not pyplot's: drawing it neither needs nor changes pyplot's backend (a notebook's stays inline),
+    # and no figure is left open in pyplot once it is written.
+    fig = Figure(figsize=(10, 7), layout="constrained")
+    axes = fig.subplots(2, 2)
     for ax, (column, title, scale) in zip(axes.flat, PANELS, strict=True):
         for (label, members), color in zip(lines.items(), colors(len(lines)), strict=True):
             xs, mean, low, high = [], [], [], []
@@ -102,7 +125,9 @@ def sweep_figure(
         ax.set_title(title, fontsize=11)
         ax.set_xlabel(key)
         if not numeric:
-            ax.set_xticks(range(len(order)), list(order))
+            ax.set_xticks(list(places.values()), list(places))
+        if dated:  # dates a week apart would overlap
+            ax.tick_params(axis="x", labelrotation=30)
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if abs(y) >= 1000 else f"{y:g}"))
         ax.grid(alpha=0.3)
