@@ -90,6 +90,7 @@ OUTCOMES = (
     "days_over_capacity",
     "share_of_days_over_capacity",
     "peak_icu",
+    "days_over_icu_capacity",
     "peak_new_infections",
     "peak_new_infections_day",
     "hospitalizations",
@@ -97,7 +98,7 @@ OUTCOMES = (
     "total_cost",
 )
 
-INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "peak_new_infections_day"}
+INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "days_over_icu_capacity", "peak_new_infections_day"}
 # Days of a peak: none in a replicate whose curve stays at zero, so the summary also counts the
 # replicates its mean is over (``<outcome>_n``).
 PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
@@ -413,12 +414,14 @@ def outcome(name: str, value: Any) -> int | float | None:
     return int(value) if name in INTEGER_OUTCOMES else float(value)
 
 
-def as_run(sc: Scenario, beds_per_100k: float) -> dict[str, Any]:
+def as_run(sc: Scenario, result: dict[str, Any]) -> dict[str, Any]:
     """A variant's scenario as each of its replicates ran: one replicate (with seed
-    ``simulation.seed + r``), and the hospital capacity it used (the region's if unset)."""
+    ``simulation.seed + r``), and the hospital and ICU capacities it used (the region's if
+    unset), as a replicate's ``result`` (:func:`run_task`) gives them."""
     data = sc.model_dump(mode="json", by_alias=True)
     data["simulation"]["replicates"] = 1
-    data["outputs"]["hospital_beds_per_100k"] = beds_per_100k
+    data["outputs"]["hospital_beds_per_100k"] = result["beds_per_100k"]
+    data["outputs"]["icu_beds_per_100k"] = result.get("icu_beds_per_100k")  # a journal's older results lack it
     return data
 
 
@@ -443,6 +446,7 @@ def run_task(task: SweepTask) -> dict[str, Any]:
         "replicate": task.replicate,
         "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES} | at_end,
         "beds_per_100k": float(s["hospital_capacity"]["beds_per_100k"]),
+        "icu_beds_per_100k": None if s["icu_capacity"] is None else float(s["icu_capacity"]["beds_per_100k"]),
         "region_population": int(s["region_population"]),
         "engine_seconds": float(result.manifest["timings"]["engine_seconds"]),
         "population_seconds": float(result.manifest["timings"]["population_seconds"]),
@@ -696,7 +700,7 @@ def run_sweep(
                 "variant": v,
                 "label": sp.label(v),
                 "sweep": {a.key: x for a, x in zip(sp.axes, sp.assignments[v]["values"], strict=True)},
-                "scenario": as_run(sc, next(r["beds_per_100k"] for r in results if r["variant"] == v)),
+                "scenario": as_run(sc, next(r for r in results if r["variant"] == v)),
             }
             for v, sc in enumerate(sp.variants)
         ],

@@ -59,6 +59,7 @@ def test_rows_are_ordered_and_seeded_by_variant_and_replicate(local_sweep):
     # sweep.json records each variant as its replicates ran: one replicate, the capacity used.
     ran = local_sweep.info["variants"][1]["scenario"]
     assert ran["simulation"]["replicates"] == 1 and ran["outputs"]["hospital_beds_per_100k"] == pytest.approx(55, 0.01)
+    assert ran["outputs"]["icu_beds_per_100k"] == 6.1  # the region's, as the runs used it
     assert local_sweep.info["agents"] == [TINY["agents"]] and local_sweep.info["region_population"] == [2_252_782]
 
 
@@ -69,6 +70,8 @@ def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):
     assert row["cumulative_infected"] == s["cumulative_infected"]["mean"]
     assert row["peak_hospital_occupancy"] == s["peak_hospital_occupancy"]["value"]
     assert row["peak_new_infections"] == s["peak_new_infections"]["value"]
+    assert row["peak_icu"] == s["peak_icu"]["value"]
+    assert row["days_over_icu_capacity"] == s["icu_capacity"]["days_over_capacity"]
     assert row["deaths"] == s["deaths"]["mean"] and row["total_cost"] == s["total_cost"]["mean"]
     assert row["peak_hospital_at_end"] == s["peak_hospital_occupancy"]["at_end"]
     assert row["peak_new_infections_at_end"] == s["peak_new_infections"]["at_end"]
