@@ -26,6 +26,7 @@ from abm.engine.disease import MAX_DAYS
 from abm.engine.simulator import AGE_CLASS_SHARES, DEFAULT_COMMUNITY_STUBS
 from abm.interventions import InterventionsConfig
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
+from abm.interventions.vaccination import RESIDENTS
 from abm.key_paths import lookup
 from abm.plurals import counted
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
@@ -184,6 +185,13 @@ class Scenario(BaseModel):
                     f"interventions.contact_multipliers.closures[{i}].settings: unknown settings {bad}; "
                     f"allowed: the settings of contacts.occupation.degree ({', '.join(settings)})"
                 )
+        vaccination = getattr(self.interventions, "vaccination", None)
+        bad = [x for x in vaccination.priority_settings() if x not in settings] if vaccination is not None else []
+        if bad:
+            raise ValueError(
+                f"interventions.vaccination.priority: unknown settings {bad}; allowed: {RESIDENTS} and "
+                f"the settings of contacts.occupation.degree ({', '.join(settings)})"
+            )
         late = [d for d in self.outputs.map_days or [] if not 0 <= d < self.simulation.days]
         if late:
             raise ValueError(

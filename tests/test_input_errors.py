@@ -789,8 +789,11 @@ def test_a_key_of_several_forms_is_named_by_its_key_path_and_brackets_survive(sm
         "interventions.vaccination.priority: 'bogus' is not allowed: must be 'oldest_first' or "
         "'youngest_first'; or must be a list"
     )
-    assert error("interventions.vaccination.priority=[1, x, 3]").endswith(
-        "interventions.vaccination.priority[1]: 'x' is not allowed: must be a whole number"
+    assert error("interventions.vaccination.priority=[1, [2], 3]").endswith(
+        "interventions.vaccination.priority[1]: [2] is not allowed: must be a whole number; or must be text"
+    )
+    assert error("interventions.vaccination.priority=[1, x, 3]").endswith(  # text, but no entry's name
+        "long_term_care_residents or an occupation setting (upper case, a key of contacts.occupation.degree); not 'x'"
     )
     result = runner.invoke(app, ["validate", str(small), "--set", "contacts.same_in_every_replicate=[occupation]"])
     assert result.exit_code == 0, result.output

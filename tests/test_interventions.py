@@ -19,7 +19,7 @@ from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConf
 from abm.interventions.manual_tracing import ManualTracing, ManualTracingConfig
 from abm.interventions.quarantine import Quarantine, QuarantineConfig
 from abm.interventions.testing import Testing, TestingConfig
-from abm.interventions.vaccination import Vaccination, VaccinationConfig
+from abm.interventions.vaccination import RESIDENTS, Vaccination, VaccinationConfig, priority_classes
 from abm.outputs.tables import timeseries
 from abm.scenario import ScenarioError, load_scenario, validate
 
@@ -57,6 +57,51 @@ def test_a_priority_list_vaccinates_only_the_groups_it_names():
     dosed = vacc.doses[:n] > 0
     assert sorted(set(pop.age_group[dosed.numpy()].tolist())) == [3, 8]
     assert int(dosed.sum()) == 200  # both groups whole (50 a day for 30 days), no one else
+
+
+def priority_population():
+    """300 agents: 0-49 long-term care residents aged 85 and 50-59 their staff aged 40 (one
+    LONG_TERM_CARE facility), 60-109 office workers aged 30 (one OFFICE workplace), 110-149
+    aged 85 at home, 150-299 aged 50 at home."""
+    ages = [85] * 50 + [40] * 10 + [30] * 50 + [85] * 40 + [50] * 150
+    pop = make_population([[i] for i in range(300)], groups=[list(range(60, 110)), list(range(60))], ages=ages)
+    pop.group_category = np.array([0, pop.categories.index("LONG_TERM_CARE")], dtype=np.int16)
+    pop.long_term_care[:50] = True
+    return pop
+
+
+def test_priority_classes_put_each_agent_in_its_first_entry():
+    pop = priority_population()
+    rank = priority_classes(pop, [RESIDENTS, "OFFICE", 8])
+    assert rank[:50].tolist() == [0] * 50  # residents, though also 80+
+    assert rank[50:60].tolist() == [-1] * 10  # staff: in no entry
+    assert rank[60:110].tolist() == [1] * 50 and rank[110:150].tolist() == [2] * 40
+    assert rank[150:].tolist() == [-1] * 150
+    both = priority_classes(pop, ["LONG_TERM_CARE", 8])  # the setting: staff and residents alike
+    assert both[:60].tolist() == [0] * 60 and both[110:150].tolist() == [1] * 40
+    with pytest.raises(ValueError, match="'SCHOOLS' is no occupation setting of the population"):
+        priority_classes(pop, ["SCHOOLS"])
+
+
+def test_a_priority_list_of_residents_and_a_setting_doses_them_first_class_by_class():
+    """[long_term_care_residents, OFFICE, 8] at 10 first doses a day: residents on days 0-4, the
+    office workers on days 5-9, the other 80+ on days 10-13, no one else (no second doses)."""
+    pop = priority_population()
+    cfg = VaccinationConfig(start_day=0, daily_doses=10, priority=[RESIDENTS, "OFFICE", 8], dose2_dropout=1.0)
+    vacc = Vaccination(cfg)
+    sim_of(pop, [vacc], days=20).run()
+    day = vacc.dose1_day[:300].numpy()
+    assert sorted(set(day[:50].tolist())) == [0, 1, 2, 3, 4]
+    assert sorted(set(day[60:110].tolist())) == [5, 6, 7, 8, 9]
+    assert sorted(set(day[110:150].tolist())) == [10, 11, 12, 13]
+    assert (vacc.doses[50:60] == 0).all() and (vacc.doses[150:300] == 0).all()
+
+
+def test_a_priority_setting_the_scenario_does_not_have_is_refused():
+    with pytest.raises(ScenarioError, match=r"interventions.vaccination.priority: unknown settings \['HEALTHCAR'\]"):
+        validate({"name": "x", "interventions": {"vaccination": {"priority": [RESIDENTS, "HEALTHCAR"]}}}, "x.yaml")
+    ok = validate({"name": "x", "interventions": {"vaccination": {"priority": [RESIDENTS, "HEALTHCARE", 8]}}}, "x.yaml")
+    assert ok.interventions.vaccination.priority == [RESIDENTS, "HEALTHCARE", 8]
 
 
 def test_vaccination_supply_binding_gives_exactly_51000_doses_and_1020000_dollars():
@@ -1138,7 +1183,7 @@ def test_out_of_range_intervention_parameters_are_rejected():
             },
             "result delays must be 0 to 10000 days",
         ),
-        ({"vaccination": {"priority": []}}, "a priority list holds one or more distinct age groups 0..8"),
+        ({"vaccination": {"priority": []}}, "a priority list holds one or more distinct entries, each an age group"),
     ]
     for interventions, message in bad:
         with pytest.raises(ScenarioError) as err:

@@ -1,4 +1,5 @@
-"""Two-dose vaccination: oldest first (or a custom order of age groups), first doses before
+"""Two-dose vaccination: oldest first (or a custom order of age groups, long-term care residents
+and occupation settings, such as health care workers first), first doses before
 second doses, a daily supply with a shelf life, delayed protection with an efficacy per dose,
 a dose-2 gap and a dose-2 dropout drawn once per agent; all-or-nothing or leaky protection.
 
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,6 +24,11 @@ from abm.engine.disease import MAX_DAYS, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import AgentState, Phase, Simulation
 from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
+from abm.populations.population import Population
+
+# A priority entry for the residents of long-term care facilities (the setting's name,
+# LONG_TERM_CARE, names its staff and residents alike).
+RESIDENTS = "long_term_care_residents"
 
 
 class VaccinationConfig(BaseModel):
@@ -44,9 +51,13 @@ class VaccinationConfig(BaseModel):
         "null)",
     )
     shelf_life_days: int = Field(2, ge=0, le=MAX_DAYS, description="days a dose can wait before it expires")
-    priority: Literal["oldest_first", "youngest_first"] | list[int] = Field(
+    priority: Literal["oldest_first", "youngest_first"] | list[int | str] = Field(
         "oldest_first",
-        description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose)",
+        description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose); "
+        f"a list may also name {RESIDENTS} and occupation settings (a key of contacts.occupation.degree: HEALTHCARE, "
+        "the health care sector's workers; LONG_TERM_CARE, the facilities' staff and residents; SCHOOL, pupils and "
+        "staff), each agent in the class of the first entry it belongs to: [long_term_care_residents, HEALTHCARE, "
+        "8, 7] vaccinates residents, then health care workers, then the others of 80+, then of 70-79",
     )
     first_doses_first: bool = Field(
         True,
@@ -83,11 +94,26 @@ class VaccinationConfig(BaseModel):
     @field_validator("priority")
     @classmethod
     def _groups(cls, v: object) -> object:
-        if isinstance(v, list) and (not v or sorted(set(v)) != sorted(v) or not all(0 <= g <= 8 for g in v)):
+        if not isinstance(v, list):
+            return v
+        bad = [x for x in v if isinstance(x, int) and not 0 <= x <= 8]
+        bad += [x for x in v if isinstance(x, str) and x != RESIDENTS and not x.isupper()]
+        if not v or len(set(v)) != len(v) or bad:
             raise ValueError(
-                "a priority list holds one or more distinct age groups 0..8 (an empty one vaccinates no one)"
+                "a priority list holds one or more distinct entries, each an age group 0..8, "
+                f"{RESIDENTS} or an occupation setting (upper case, a key of contacts.occupation.degree)"
+                + (f"; not {', '.join(repr(x) for x in bad)}" if bad else "")
+                + (" (an empty one vaccinates no one)" if not v else "")
             )
         return v
+
+    def priority_settings(self) -> list[str]:
+        """The occupation settings the priority list names (checked against the scenario's)."""
+        return (
+            [x for x in self.priority if isinstance(x, str) and x != RESIDENTS]
+            if isinstance(self.priority, list)
+            else []
+        )
 
     @model_validator(mode="after")
     def _supply(self) -> VaccinationConfig:
@@ -147,6 +173,28 @@ class _DoseRules:
         return done
 
 
+def priority_classes(pop: Population, entries: list[int | str]) -> np.ndarray:
+    """Each agent's priority class: the position of the first of ``entries`` (age groups,
+    :data:`RESIDENTS`, occupation settings) that it belongs to; -1 for none (no dose). A setting
+    the population does not have is a ``ValueError``."""
+    group = np.maximum(pop.group, 0)
+    rank = np.full(pop.size, -1, dtype=np.int64)
+    for i, entry in enumerate(entries):
+        if isinstance(entry, int):
+            member = pop.age_group == entry
+        elif entry == RESIDENTS:
+            member = pop.long_term_care
+        elif entry in pop.categories:
+            member = (pop.group >= 0) & (pop.group_category[group] == pop.categories.index(entry))
+        else:
+            raise ValueError(
+                f"interventions.vaccination.priority: {entry!r} is no occupation setting of the population; "
+                f"allowed: {RESIDENTS}, {', '.join(pop.categories)}"
+            )
+        rank[(rank < 0) & member] = i
+    return rank
+
+
 @register("vaccination")
 class Vaccination(InterventionBase):
     """Allocates each day's doses by priority class and applies protection."""
@@ -164,15 +212,6 @@ class Vaccination(InterventionBase):
 
     def attach(self, sim: Simulation) -> None:
         c, d = self.cfg, sim.device
-        if isinstance(c.priority, list):
-            groups = list(c.priority)
-        else:
-            groups = list(range(8, -1, -1)) if c.priority == "oldest_first" else list(range(9))
-        self.num_groups = len(groups)
-        rank = torch.full((9,), -1, dtype=torch.int64)
-        for i, g in enumerate(groups):
-            rank[g] = i
-        self.group_rank = rank.to(d)
         self.doses = torch.zeros(sim.total, dtype=torch.int8, device=d)
         self.dose1_day = torch.full((sim.total,), -10_000, dtype=torch.int32, device=d)
         self.protect_day = torch.full((sim.total,), -1, dtype=torch.int16, device=d)
@@ -185,10 +224,13 @@ class Vaccination(InterventionBase):
         gen = generator(sim.seed, "vaccination", -1, d)
         self.returns = torch.rand(sim.total, generator=gen, device=d) >= c.dose2_dropout
         # Priority key: class + a uniform within the class (float64 keeps the order exact).
-        rank = self.group_rank.index_select(0, sim.age_group)
+        entries = list(c.priority) if isinstance(c.priority, list) else list(range(9))
+        if c.priority == "oldest_first":
+            entries.reverse()
+        rank = torch.as_tensor(priority_classes(sim.population, entries)).repeat(sim.replicates).to(d)
         self.in_program = rank >= 0
         u = torch.rand(sim.total, generator=gen, device=d, dtype=torch.float64)
-        groups = self.num_groups
+        groups = len(entries)
         first_cls = rank if c.first_doses_first else 2 * rank + 1
         second_cls = rank + groups if c.first_doses_first else 2 * rank
         self.first_key = first_cls.double() + u
