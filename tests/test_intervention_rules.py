@@ -11,6 +11,7 @@ import torch
 from conftest import make_population, quiet_contacts, sim_of
 
 from abm.engine import Stage
+from abm.interventions.contact_multipliers import ContactMultipliers, ContactMultipliersConfig
 from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConfig
 from abm.interventions.manual_tracing import ManualTracing, ManualTracingConfig
 from abm.interventions.testing import Testing as TestingIntervention
@@ -218,3 +219,24 @@ def test_a_contact_already_in_quarantine_is_neither_notified_nor_counted(tracer)
     assert sim.fields["quarantine_request"].tolist() == [False, False, True, True, True, False]
     name = "app_notifications" if tracer == "digital" else "manual_notifications"
     assert sim.activity[name][:2, 0].tolist() == [0, 3]
+
+
+# ----------------------------------------------------------------------------- contact multipliers
+def test_a_closure_closes_its_settings_in_every_simulation_the_same_object_serves():
+    """An intervention keeps its state per simulation (docs/plugins.md: ``attach`` creates it).
+    One ContactMultipliers object closes the OFFICE on days 0 and 1 and serves two simulations
+    in turn: a 2-day run, which ends with the office closed, then a 3-day run. Agent 0 is
+    infectious (mild) at a work weight that makes any contact infect for certain: its workmates
+    1 and 2 stay susceptible in the first run and are infected on day 2, the day the office opens
+    again, in the second. (The object remembered the first run's closure and never closed the
+    office in the second, whose workmates were infected on day 1.)"""
+    pop = make_population([[0], [1], [2]], groups=[[0, 1, 2]])
+    closure = ContactMultipliersConfig(closures=[{"from_day": 0, "until_day": 2, "settings": ["OFFICE"]}])
+    multipliers = ContactMultipliers(closure)
+    for days, infected in ((2, [0, -1, -1]), (3, [0, 2, 2])):
+        sim = sim_of(pop, [multipliers], days=days, contacts=quiet_contacts(occupation={"weight": 1e6}))
+        sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
+        sim.state.infected_day[0] = 0
+        sim.state.next_day[0] = 10_000
+        sim.run()
+        assert sim.state.infected_day.tolist() == infected, f"the {days}-day run"

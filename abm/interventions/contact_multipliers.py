@@ -200,7 +200,13 @@ class ContactMultipliers(InterventionBase):
         super().__init__(cfg)
         self.series = cfg.series.values() if cfg.series else []
         self.levels = cfg.series.levels(self.series) if cfg.series else []
-        self._closed: tuple[str, ...] = ()
+        self._closed: tuple[str, ...] = ()  # the settings closed in the simulation attached to
+
+    def attach(self, sim: Simulation) -> None:
+        """Start from open settings, as a new simulation's occupation layer does: the settings
+        closed are remembered per simulation, so the same object may serve several runs (one
+        that remembered another run's closures would not close them in the next)."""
+        self._closed = ()
 
     @classmethod
     def first_day(cls, cfg: ContactMultipliersConfig) -> int | None:
