@@ -90,6 +90,41 @@ def test_a_positive_is_tested_again_once_infected_after_a_false_positive():
     assert sim.activity["tests"][:3, 0].tolist() == [1, 0, 1]
 
 
+@pytest.mark.parametrize(("infection_day", "retested"), [(3, True), (2, False)])
+def test_an_infection_on_the_day_of_a_false_positive_result_is_after_it(infection_day, retested):
+    """docs/model.md: a positive is tested again only if it is infected after a false positive.
+    Agent 0, susceptible, asks for a test on day 2 (specificity 0, result after 1 day): a false
+    positive, arriving on day 3 at the start of the day (phase TEST_RESULTS). Its housemate 1
+    turns infectious (mild, infected on day 0) before that day's transmission, with a household
+    weight so large that agent 0 is infected that day for certain. Infected on day 3, after the
+    result (transmission comes later in the day), agent 0 is tested again when it asks on day 4;
+    infected on day 2, before the result arrived, it is a positive who is not."""
+    pop = make_population([[0, 1]])
+    test = {
+        "name": "pcr",
+        "sensitivity": 1.0,
+        "specificity": 0.0,
+        "result_delay_days": [1],
+        "result_delay_probs": [1.0],
+        "given_to": ["traced"],
+    }
+    testing = TestingIntervention(TestingConfig(tests=[test]))
+    sim = sim_of(pop, [testing], days=6, contacts=quiet_contacts(household={"weight": 1e6}))
+    request = sim.field("test_request", torch.bool)
+    for day in range(5):
+        if day == infection_day:  # housemate 1 infectious from today's transmission on
+            sim.state.stage[1] = int(Stage.MILD_SYMPTOMS)
+            sim.state.infected_day[1] = 0
+            sim.state.next_day[1] = 10_000
+            sim.rescan()
+        request[0] = day in (2, 4)
+        sim.step(day)
+    assert sim.fields["positive_day"].tolist() == [3, -1]
+    assert sim.state.infected_day.tolist() == [infection_day, 0]
+    assert sim.activity["tests"][:5, 0].tolist() == [0, 0, 1, 0, int(retested)]
+    assert sim.fields["last_test_day"].tolist() == [4 if retested else 2, -1]
+
+
 # ----------------------------------------------------------------------------- tracing
 def tracer_of(kind: str, **cfg) -> DigitalTracing | ManualTracing:
     """A tracer whose every draw succeeds (``cfg`` overrides)."""

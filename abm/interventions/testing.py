@@ -253,8 +253,10 @@ class Testing(InterventionBase):
         if not self.cfg.test_quarantined:
             ok &= ~st.isolated.index_select(0, cand)
         if not self.cfg.retest_positives:  # no retest after a positive, unless infected since
+            # Infected on the day of the positive result counts as since: the result arrives at
+            # the start of the day, an infection in its transmission (so that positive was false).
             pos = self.positive_day.index_select(0, cand)
-            ok &= (pos < 0) | (pos < st.infected_day.index_select(0, cand))
+            ok &= (pos < 0) | (pos <= st.infected_day.index_select(0, cand))
         cand = cand.index_select(0, ok.nonzero().squeeze(1))
         cand_symptomatic = self.symptomatic_stage.index_select(0, stage.index_select(0, cand).long())
         cand_request = self.request.index_select(0, cand)
