@@ -241,6 +241,7 @@ def test_run_writes_a_complete_run_folder(tmp_path):
         "hospitalized_recovering": 2,
     }
     assert resolved.outputs.hospital_beds_per_100k == capacity["beds_per_100k"] == pytest.approx(55.0, 0.01)
+    assert resolved.outputs.icu_beds_per_100k == s["icu_capacity"]["beds_per_100k"] == 6.1
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["abm_version"] == version("abm-epidemic") and manifest["torch"] == torch.__version__
     assert manifest["python"] == platform.python_version()
@@ -385,6 +386,7 @@ def test_validate_show_prints_every_value_and_round_trips(tmp_path):
     assert shown["interventions"]["testing"]["tests"][0]["name"] == "rt_pcr"
     # the capacity the run uses, as its scenario.resolved.yaml names it: the region's (it showed null)
     assert shown["outputs"]["hospital_beds_per_100k"] == pytest.approx(55.0, 0.01)
+    assert shown["outputs"]["icu_beds_per_100k"] == 6.1
     (tmp_path / "full.yaml").write_text(proc.stdout, encoding="utf-8")
     again = load_scenario(tmp_path / "full.yaml")
     assert again.resolved_yaml() == proc.stdout

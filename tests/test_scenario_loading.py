@@ -120,3 +120,16 @@ def test_each_reader_of_a_region_gets_its_own_tract_table() -> None:
     first.tracts.drop(index=1, inplace=True)
     again = load_region("king_county")
     assert float(again.tracts.loc[0, "lat"]) == lat and len(again.tracts) == 397
+
+
+def test_the_capacities_a_run_uses_are_the_regions_unless_given() -> None:
+    """with_capacity fills each of the hospital and ICU capacities the scenario leaves out with
+    the region's figure (King County: 55 and 6.1 per 100,000) and keeps a value it gives."""
+    from abm.scenario import validate
+
+    both = validate({"name": "x"}, "x.yaml").with_capacity().outputs
+    assert (both.hospital_beds_per_100k, both.icu_beds_per_100k) == (55.0, 6.1)
+    given = validate({"name": "x", "outputs": {"icu_beds_per_100k": 3.5}}, "x.yaml").with_capacity().outputs
+    assert (given.hospital_beds_per_100k, given.icu_beds_per_100k) == (55.0, 3.5)
+    with pytest.raises(ScenarioError, match=r"outputs\.icu_beds_per_100k: 0 is not allowed"):
+        validate({"name": "x", "outputs": {"icu_beds_per_100k": 0}}, "x.yaml")
