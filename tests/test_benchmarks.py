@@ -76,3 +76,40 @@ def test_gradient_step_finds_its_default_scenario_from_any_folder(
     monkeypatch.setattr(sys, "argv", ["gradient_step.py", "--seeds", "1"])
     module.main()
     assert capsys.readouterr().out.startswith("calibrate_2020: 100,000 agents x 1 replicate x 151 days")
+
+
+def test_calibration_benchmark_reports_the_weighted_fit_loss_and_needs_no_held_out_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--evaluate``'s "fit loss" is the calibration's objective: with ``target_weights:
+    {deaths: 0.25}`` it is (RMSE admissions + 0.25 RMSE deaths) / 1.25 of the printed per-target
+    RMSEs, not their plain mean (which it was). A calibrated scenario without a held-out window
+    is evaluated on its fit window alone (it stopped with a TypeError)."""
+    import yaml
+
+    module = benchmark("calibration_king_county")
+    scenario = {
+        "name": "weighted",
+        "population": {"agents": 2000},
+        "simulation": {"days": 70, "replicates": 2, "seed": 5},
+        "seeding": {"infections": {"asymptomatic": 30}},
+        "disease": {"transmission_rate": 3.0},
+        "calibration": {
+            "targets": ["hospital_admissions", "deaths"],
+            "target_weights": {"deaths": 0.25},
+            "fit_window": ["2020-02-29", "2020-04-03"],  # 35 days: 5 weeks
+            "holdout_window": None,
+            "parameters": {"disease.transmission_rate": {"low": 1.0, "high": 5.0}},
+        },
+    }
+    path = tmp_path / "calibrated.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    result = module.check(path, 2, 5)
+    rmse = {t: v["rmse_log1p_weekly"] for t, v in result["fit"].items()}
+    assert result["loss_fit"] == pytest.approx((rmse["hospital_admissions"] + 0.25 * rmse["deaths"]) / 1.25, rel=1e-12)
+    assert abs(result["loss_fit"] - (rmse["hospital_admissions"] + rmse["deaths"]) / 2) > 1e-3  # the weights matter
+    assert result["holdout"] is None and result["holdout_weekly_sim_obs"] is None
+    assert len(result["fit_weekly_sim_obs"]["deaths"]) == 5
+    module.evaluate(path, [2], [5])
+    printed = capsys.readouterr().out
+    assert f"fit loss {result['loss_fit']:.3f}, ND " in printed and "held-out weekly" not in printed

@@ -424,3 +424,21 @@ def test_positive_tests_need_testing_and_the_optuna_method(tmp_path):
     fitted["calibration"]["parameters"] = {"calibration.observation.ascertainment": {"low": 0.1, "high": 0.5}}
     with pytest.raises(ScenarioError, match=r"parameters.calibration.observation.ascertainment acts on cases from "):
         validate(fitted, "x")
+
+
+def test_a_severity_change_whose_first_and_last_days_are_one_is_a_step_on_that_day():
+    """death_multiplier_after holds from the change's last day on, also when the first day is
+    that day: [2020-02-03, 2020-02-03] from day 0 2020-02-01 gives 2, 2 (days 0 and 1), then 0.5
+    from day 2 (it gave 2 on day 2 too). A one-day ramp [02-03, 02-04] keeps 2 on the 3rd and
+    gives 0.5 on the 4th. Deaths of 10 a day, reported on the day, read 20, 20, 5, 5, 5."""
+    import datetime as dt
+
+    start = dt.date(2020, 2, 1)
+    step = Observation(death_multiplier=2.0, death_multiplier_after=0.5, death_multiplier_change=["2020-02-03"] * 2)
+    assert severity_multipliers(step, start, 5).tolist() == [2.0, 2.0, 0.5, 0.5, 0.5]
+    ramp = Observation(
+        death_multiplier=2.0, death_multiplier_after=0.5, death_multiplier_change=["2020-02-03", "2020-02-04"]
+    )
+    assert severity_multipliers(ramp, start, 5).tolist() == [2.0, 2.0, 2.0, 0.5, 0.5]
+    raw = {c: np.full(5, 10.0) for c in RAW}
+    assert observe_arrays(raw, step, ["deaths"], start)["deaths"].tolist() == [20.0, 20.0, 5.0, 5.0, 5.0]

@@ -59,11 +59,13 @@ def _like(constant: np.ndarray, series: Series) -> Series:
 def severity_multipliers(obs: Observation, start_date: dt.date, days: int) -> np.ndarray:
     """The severity multiplier of each simulated day (day 0 is ``start_date``), by date of death:
     ``death_multiplier``, or with ``death_multiplier_change`` [first, last] a linear move from it
-    on ``first`` to ``death_multiplier_after`` on ``last``, held after."""
+    on ``first`` to ``death_multiplier_after`` on ``last``, held after (``death_multiplier_after``
+    from ``last`` on, so a change whose first and last days are one day is a step on that day)."""
     if obs.death_multiplier_change is None or obs.death_multiplier_after is None:
         return np.full(days, obs.death_multiplier)
     first, last = ((d - start_date).days for d in obs.death_multiplier_change)
-    share = np.clip((np.arange(days) - first) / max(last - first, 1), 0.0, 1.0)
+    day = np.arange(days)
+    share = np.clip((day - first) / (last - first), 0.0, 1.0) if last > first else (day >= last).astype(float)
     return obs.death_multiplier + share * (obs.death_multiplier_after - obs.death_multiplier)
 
 
