@@ -367,18 +367,26 @@ def test_the_console_summary_of_a_run_with_no_one_in_hospital(monkeypatch, tmp_p
 
 
 def hand_run(
-    label: str, agents: int, admissions: list[list[int]], cost: list[float], seed: int | None = None, **summary: object
+    label: str,
+    agents: int,
+    admissions: list[list[int]],
+    cost: list[float],
+    seed: int | None = None,
+    deaths: list[int] | None = None,
+    **summary: object,
 ) -> RunTables:
-    """A run of 4 days: ``admissions[r]`` per day of replicate r, 1 death a replicate by day 3,
-    ``cost[r]`` booked on day 1 (nothing where 0); the summary's other entries from ``summary``;
-    ``seed``: its scenario's (runs of one seed, agents and replicates are paired)."""
+    """A run of 4 days: ``admissions[r]`` per day of replicate r, ``deaths[r]`` deaths of
+    replicate r on day 2 (default 1 each), ``cost[r]`` booked on day 1 (nothing where 0); the
+    summary's other entries from ``summary``; ``seed``: its scenario's (runs of one seed, agents
+    and replicates are paired)."""
     reps = len(admissions)
+    died = np.array(deaths if deaths is not None else [1] * reps)
     ts = pd.DataFrame(
         {
             "day": np.tile(np.arange(4), reps),
             "replicate": np.repeat(np.arange(reps), 4),
             "new_hospitalizations": np.concatenate(admissions),
-            "deaths": np.tile([0, 0, 1, 1], reps),
+            "deaths": np.outer(died, [0, 0, 1, 1]).reshape(-1),
         }
     )
     booked = [(r, c) for r, c in enumerate(cost) if c]
@@ -400,7 +408,7 @@ def hand_run(
         "peak_icu": {"value": 1.0, "day": 2, "per_100k": 1e5 / agents, "at_end": False},
         "hospital_capacity": {"beds": 2.0, "beds_per_100k": 2e5 / agents, "days_over_capacity": 1},
         "cumulative_infected": {"share": 0.5},
-        "deaths": {"mean": 1.0},
+        "deaths": {"mean": float(died.mean())},
         "total_cost": {"mean": float(np.mean(cost))},
     } | summary
     return RunTables(label, ts, pd.DataFrame(), costs, s, None if seed is None else {"simulation": {"seed": seed}})
@@ -463,6 +471,38 @@ def test_the_comparison_table_gives_peak_icu_beds_and_days_over_each_runs_icu_ca
         "different ICU capacities (base: 6.1, other: 6.1 ICU beds per 100,000; none for old): each run's days" in note
     )
     assert "ICU capacities" not in table_note([base, other])
+
+
+def test_cost_per_averted_death_of_hand_built_runs():
+    """As for hospitalizations, with deaths: paired runs whose deaths per agent fall by 0.003,
+    0.004 and 0.002 for an extra $0.060, $0.075 and $0.065 a head cost 0.0667 / 0.003 = $22.2 per
+    averted death (the ratio of means); Fieller's ends reach t(0.975, 2); a run that averts no
+    death has none, and the note names deaths averted within noise."""
+    from scipy import stats
+
+    base = hand_run("base", 1000, [[0, 9, 0, 0]] * 3, [0.0] * 3, seed=1, deaths=[5, 6, 4])
+    other = hand_run("other", 1000, [[0, 9, 0, 0]] * 3, [60.0, 75.0, 65.0], seed=1, deaths=[2, 2, 2])
+    same = hand_run("same", 1000, [[0, 9, 0, 0]] * 3, [10.0] * 3, seed=1, deaths=[5, 6, 4])
+    table = comparison_table([base, other, same]).set_index("run")
+    extra, averted = np.array([0.060, 0.075, 0.065]), np.array([0.003, 0.004, 0.002])
+    assert table.loc["other", "deaths_averted_per_100k"] == pytest.approx(300.0)
+    assert table.loc["other", "cost_per_averted_death"] == pytest.approx(extra.mean() / averted.mean())
+
+    def t_of(r: float) -> float:
+        d = extra - r * averted
+        return abs(d.mean()) / (d.std(ddof=1) / np.sqrt(3))
+
+    low, high = table.loc["other", ["cost_per_averted_death_low", "cost_per_averted_death_high"]]
+    assert low < extra.mean() / averted.mean() < high
+    assert t_of(low) == pytest.approx(stats.t.ppf(0.975, 2)) and t_of(high) == pytest.approx(stats.t.ppf(0.975, 2))
+    assert table.loc["same"].filter(like="cost_per_averted_death").isna().all()  # no death averted
+    assert math.isnan(table.loc["other", "cost_per_averted_hospitalization"])  # no admission averted
+    head, _, *rows = markdown(table.reset_index()).splitlines()[:5]
+    at = [c.strip() for c in head.split("|")].index("cost per averted death $ (vs first run)")
+    assert rows[1].split("|")[at].strip() == f"{extra.mean() / averted.mean():,.2f} ({low:,.2f} to {high:,.2f})"
+    wobbly = hand_run("wobbly", 1000, [[0, 9, 0, 0]] * 3, [30.0] * 3, seed=1, deaths=[2, 7, 3])
+    note = " ".join(table_note([base, wobbly]).split())
+    assert "The deaths averted by wobbly are not beyond noise, so their cost per averted death is not reliable" in note
 
 
 def test_paired_cost_per_averted_hospitalization_of_hand_built_runs():

@@ -50,6 +50,7 @@ COLUMNS = {
     "hospitalizations": "hospitalizations (mean, of the agents)",
     "total_cost": "total cost $ (mean, for the agents)",
     "cost_per_averted_hospitalization": "cost per averted hospitalization $ (vs first run)",
+    "cost_per_averted_death": "cost per averted death $ (vs first run)",
     "hospitalizations_averted_per_100k": "hospitalizations averted per 100k (95% interval)",
     "hospitalizations_averted_low": "low end of that interval",
     "hospitalizations_averted_high": "high end of that interval",
@@ -58,11 +59,18 @@ COLUMNS = {
     "deaths_averted_high": "high end of that interval",
     "cost_per_averted_low": "low end of the cost per averted hospitalization's interval",
     "cost_per_averted_high": "high end of the cost per averted hospitalization's interval",
+    "cost_per_averted_death_low": "low end of the cost per averted death's interval",
+    "cost_per_averted_death_high": "high end of the cost per averted death's interval",
     "averted_by": "averted by",
 }
 # Shown in the Markdown and HTML tables as one cell "mean (low to high)".
 INTERVALS = {f"{m}_averted_per_100k": (f"{m}_averted_low", f"{m}_averted_high") for m in ("hospitalizations", "deaths")}
-INTERVALS["cost_per_averted_hospitalization"] = ("cost_per_averted_low", "cost_per_averted_high")
+# The cost per averted hospitalization and per averted death: (measure averted, its column, its interval's ends).
+COST_PER_AVERTED = (
+    ("hospitalizations", "cost_per_averted_hospitalization", differences.COST_ENDS["hospitalizations"]),
+    ("deaths", "cost_per_averted_death", differences.COST_ENDS["deaths"]),
+)
+INTERVALS |= {column: ends for _, column, ends in COST_PER_AVERTED}
 
 
 class CompareError(ValueError):
@@ -220,16 +228,15 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
         )
     table = pd.DataFrame(rows)
     base = table.iloc[0]
-    per_agent_cost = table["total_cost"] / table["agents"]
-    per_agent_hosp = table["hospitalizations"] / table["agents"]
-    averted = base["hospitalizations"] / base["agents"] - per_agent_hosp
-    extra = per_agent_cost - base["total_cost"] / base["agents"]
-    cpa = (extra / averted).where(averted > 0)
-    cpa.iloc[0] = math.nan
-    table["cost_per_averted_hospitalization"] = cpa
+    extra = table["total_cost"] / table["agents"] - base["total_cost"] / base["agents"]
+    for measure, column, _ in COST_PER_AVERTED:  # per agent, so that runs of different sizes compare
+        averted = base[measure] / base["agents"] - table[measure] / table["agents"]
+        ratio = (extra / averted).where(averted > 0)
+        ratio.iloc[0] = math.nan
+        table[column] = ratio
     table = pd.concat([table, pd.DataFrame(differences.averted(runs))], axis=1)
-    none = table["cost_per_averted_hospitalization"].isna()  # no ratio (nothing averted): no interval either
-    table.loc[none, ["cost_per_averted_low", "cost_per_averted_high"]] = math.nan
+    for _, column, ends in COST_PER_AVERTED:
+        table.loc[table[column].isna(), list(ends)] = math.nan  # no ratio (nothing averted): no interval either
     return table
 
 
@@ -237,7 +244,7 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
 # whole counts, and money in dollars; any other column is a mean count or a figure per 100,000.
 SHARES = ("peak_share_of_capacity", "share_of_days_over_capacity", "cumulative_infected_share")
 COUNTS = ("agents", "replicates", "peak_hospital_day", "days_over_capacity", "days_over_icu_capacity")
-MONEY = ("total_cost", "cost_per_averted_hospitalization")
+MONEY = ("total_cost", "cost_per_averted_hospitalization", "cost_per_averted_death")
 
 
 def column_places(key: str, values: Iterable[Any]) -> int:
@@ -328,6 +335,40 @@ def scenario_differences(runs: list[RunTables]) -> dict[str, list[Any]]:
     }
 
 
+def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, low: str) -> str:
+    """The sentences naming the runs whose cost per averted ``measure`` (``column``, its
+    interval's low end ``low``) is not reliable: what they avert is within noise, or cannot be
+    told from it (one replicate), or the ratio's interval is unbounded though it is not."""
+    one = {"hospitalizations": "hospitalization", "deaths": "death"}[measure]
+    costed = [row for _, row in table.iloc[1:].iterrows() if not math.isnan(row[column])]
+    within = [str(row.run) for row in costed if row[f"{measure}_averted_low"] <= 0]
+    single = [str(row.run) for row in costed if math.isnan(row[f"{measure}_averted_low"])]  # one replicate
+    note = ""
+    for runs_, why in (
+        (within, "are not beyond noise"),
+        (single, "cannot be told from noise with one replicate (no interval)"),
+    ):
+        if runs_:
+            note += (
+                f" The {measure} averted by {', '.join(runs_)} {why}, so their cost per averted {one} is not "
+                "reliable: run more replicates."
+            )
+    # Fieller's t for independent runs (the smaller run's degrees of freedom) is wider than Welch's for
+    # the averted count, so a cost interval can be unbounded though the averted interval excludes 0.
+    wide = [
+        str(row.run)
+        for _, row in table.iloc[1:].iterrows()
+        if str(row.run) not in within + single and math.isinf(row[low])
+    ]
+    if wide:
+        note += (
+            f" The cost per averted {one} of {', '.join(wide)} has an unbounded 95% interval although the "
+            f"{measure} averted are beyond noise: compared as independent runs, too few replicates for the ratio; "
+            "run more replicates."
+        )
+    return note
+
+
 def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     """The note under the table (``table``: theirs, made here when not given): what the costs
     count (the items the runs booked in costs.csv; unpriced work is free), how to read a negative
@@ -350,8 +391,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         f"Costs are the items each run booked in its costs.csv ({items}). An intervention's work without a "
         "price in the scenario costs nothing: by default tracing notifications, interviews and quarantine days "
         "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day). "
-        "A negative cost per averted hospitalization means fewer hospitalizations for less money than the first run; "
-        "it is blank for the first run and for a run that averts none. "
+        "A negative cost per averted hospitalization (or death) means fewer hospitalizations (or deaths) for less "
+        "money than the first run; each is blank for the first run and for a run that averts none. "
         f"The first run, the baseline of every comparison here, is {runs[0].label}."
     )
     note += (
@@ -359,37 +400,13 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "over replicates: taken replicate by replicate where a run shares the first run's seed, agents, number "
         "of replicates, region and kind of device (common random numbers), else as independent runs (Welch); "
         "an interval that includes 0 is a difference within the replicates' noise. The cost per averted "
-        "hospitalization's 95% interval is Fieller's for a ratio of means (for independent runs, with the t "
-        "quantile of the smaller run's replicates less one); it is unbounded when the hospitalizations averted "
-        "are within noise."
+        "hospitalization's (and death's) 95% interval is Fieller's for a ratio of means (for independent runs, "
+        "with the t quantile of the smaller run's replicates less one); it is unbounded when the hospitalizations "
+        "(deaths) averted are within noise."
     )
     table = comparison_table(runs) if table is None else table
-    costed = [row for _, row in table.iloc[1:].iterrows() if not math.isnan(row.cost_per_averted_hospitalization)]
-    within = [str(row.run) for row in costed if row.hospitalizations_averted_low <= 0]
-    single = [str(row.run) for row in costed if math.isnan(row.hospitalizations_averted_low)]  # one replicate
-    noisy = within + single
-    for runs_, why in (
-        (within, "are not beyond noise"),
-        (single, "cannot be told from noise with one replicate (no interval)"),
-    ):
-        if runs_:
-            note += (
-                f" The hospitalizations averted by {', '.join(runs_)} {why}, so their cost per averted "
-                "hospitalization is not reliable: run more replicates."
-            )
-    # Fieller's t for independent runs (the smaller run's degrees of freedom) is wider than Welch's for
-    # the averted count, so a cost interval can be unbounded though the averted interval excludes 0.
-    wide = [
-        str(row.run)
-        for _, row in table.iloc[1:].iterrows()
-        if str(row.run) not in noisy and math.isinf(row.cost_per_averted_low)
-    ]
-    if wide:
-        note += (
-            f" The cost per averted hospitalization of {', '.join(wide)} has an unbounded 95% interval although "
-            "the hospitalizations averted are beyond noise: compared as independent runs, too few replicates "
-            "for the ratio; run more replicates."
-        )
+    for measure, column, (low, _) in COST_PER_AVERTED:
+        note += _cost_per_averted_note(table, measure, column, low)
     # at_end: the hospital curve is at its maximum on the last day, the peak may come after the run
     ends = {run.label: peak_at_end(run.summary["peak_hospital_occupancy"], run.days) for run in runs}
     rising, again = ([label for label, end in ends.items() if end == kind] for kind in ("rising", "again"))

@@ -29,6 +29,11 @@ from abm.outputs.plots import RunTables
 
 LEVEL = 0.95
 MEASURES = ("hospitalizations", "deaths")
+# The columns of the ends of the cost per averted hospitalization's and death's intervals.
+COST_ENDS = {
+    "hospitalizations": ("cost_per_averted_low", "cost_per_averted_high"),
+    "deaths": ("cost_per_averted_death_low", "cost_per_averted_death_high"),
+}
 
 
 def replicate_totals(run: RunTables) -> dict[str, np.ndarray]:
@@ -108,15 +113,15 @@ def ratio_interval(means: np.ndarray, cov: np.ndarray, df: float, level: float =
 
 
 def cost_per_averted(
-    base: RunTables, other: RunTables, hospitalizations: tuple[np.ndarray, np.ndarray], same: bool, level: float = LEVEL
+    base: RunTables, other: RunTables, outcomes: tuple[np.ndarray, np.ndarray], same: bool, level: float = LEVEL
 ) -> Interval:
-    """The extra cost per averted hospitalization of ``other`` against ``base`` (per agent, so
-    runs of different sizes compare) with Fieller's interval: from replicate-by-replicate
-    differences when ``same`` (paired), else from the two runs' own (co)variances (t on the
-    smaller run's degrees of freedom). ``hospitalizations``: the two runs' per replicate, per
-    100,000 agents (:func:`replicate_totals`)."""
+    """The extra cost per averted outcome (hospitalization, death) of ``other`` against ``base``
+    (per agent, so runs of different sizes compare) with Fieller's interval: from
+    replicate-by-replicate differences when ``same`` (paired), else from the two runs' own
+    (co)variances (t on the smaller run's degrees of freedom). ``outcomes``: the two runs' counts
+    per replicate, per 100,000 agents (:func:`replicate_totals`)."""
     cost = [replicate_costs(r) / r.agents for r in (base, other)]
-    hosp = [h / 1e5 for h in hospitalizations]
+    hosp = [h / 1e5 for h in outcomes]
     if same:
         pairs = np.stack([cost[1] - cost[0], hosp[0] - hosp[1]])  # extra cost, averted
         n = pairs.shape[1]
@@ -180,7 +185,9 @@ def averted(runs: list[RunTables], level: float = LEVEL) -> list[dict[str, Any]]
         if i == 0:
             for m in MEASURES:
                 row |= {f"{m}_averted_per_100k": math.nan, f"{m}_averted_low": math.nan, f"{m}_averted_high": math.nan}
-            rows.append(row | {"cost_per_averted_low": math.nan, "cost_per_averted_high": math.nan, "averted_by": ""})
+            rows.append(
+                row | dict.fromkeys((e for ends in COST_ENDS.values() for e in ends), math.nan) | {"averted_by": ""}
+            )
             continue
         same = paired(runs[0], run)
         interval = paired_interval if same else welch_interval
@@ -188,8 +195,9 @@ def averted(runs: list[RunTables], level: float = LEVEL) -> list[dict[str, Any]]
         for m in MEASURES:
             iv = interval(first[m], totals[m], level)
             row |= {f"{m}_averted_per_100k": iv.mean, f"{m}_averted_low": iv.low, f"{m}_averted_high": iv.high}
-        cpa = cost_per_averted(runs[0], run, (first["hospitalizations"], totals["hospitalizations"]), same, level)
-        row |= {"cost_per_averted_low": cpa.low, "cost_per_averted_high": cpa.high}
+        for m in MEASURES:
+            cpa = cost_per_averted(runs[0], run, (first[m], totals[m]), same, level)
+            row |= dict(zip(COST_ENDS[m], (cpa.low, cpa.high), strict=True))
         row["averted_by"] = "paired replicates" if same else "independent runs"
         rows.append(row)
     return rows
