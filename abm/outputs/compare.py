@@ -1,13 +1,14 @@
 """Comparing runs: overlay plots and one table (CSV, Markdown, HTML report).
 
-Per run: peak hospital occupancy of the mean curve and its day, that peak as a share of
-capacity, days (and share of days) over capacity, cumulative infected share, deaths,
-hospitalizations (admissions), total cost, and the cost per averted hospitalization against
-the first run: (cost - cost of the first run) / (hospitalizations of the first run -
-hospitalizations), both per agent, so runs of different sizes compare. It is empty for the
-first run and where no hospitalization is averted. And the hospitalizations and deaths averted
-per 100,000 against the first run, with their 95% intervals over replicates
-(:mod:`abm.outputs.differences`), so that a reader sees which differences are beyond noise.
+Per run: peak hospital occupancy of the mean curve, its day (and date, for dated runs), that
+peak as a share of capacity, days (and share of days) over capacity, peak ICU beds and days over
+ICU capacity, cumulative infected share, deaths, hospitalizations (admissions), total cost, and
+the cost per averted hospitalization against the first run: (cost - cost of the first run) /
+(hospitalizations of the first run - hospitalizations), both per agent, so runs of different
+sizes compare. It is empty for the first run and where no hospitalization is averted; the cost
+per averted death likewise. And the hospitalizations and deaths averted per 100,000 against the
+first run, with their 95% intervals over replicates (:mod:`abm.outputs.differences`), so that a
+reader sees which differences are beyond noise.
 """
 
 from __future__ import annotations
