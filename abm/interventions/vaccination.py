@@ -61,8 +61,8 @@ class VaccinationConfig(BaseModel):
     )
     first_doses_first: bool = Field(
         True,
-        description="true: all first doses before any second dose; false: age group by age group in priority order, "
-        "within a group second doses (those due) before first doses",
+        description="true: all first doses before any second dose; false: priority class by priority class (an "
+        "age group, or an entry of a priority list), within a class second doses (those due) before first doses",
     )
     dose1_efficacy: float = Field(
         0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)"
