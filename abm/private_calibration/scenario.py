@@ -47,7 +47,10 @@ class ModelSection(_Strict):
         "../king_county/calibrate_2020.yaml", description="engine scenario (path relative to this file)"
     )
     set: list[str] = Field([], description="key=value overrides of that scenario, as `abm run --set`")
-    start_date: dt.date = Field(dt.date(2020, 2, 1), description="calendar date of simulation day 0")
+    start_date: dt.date = Field(
+        dt.date(2020, 2, 1),
+        description="calendar date of simulation day 0; the model scenario's simulation.start_date where it gives one",
+    )
     seeding_day: int = Field(10, ge=0, description="simulation day of the initial infections")
     window: tuple[dt.date, dt.date] = Field(
         (dt.date(2020, 2, 29), dt.date(2020, 4, 24)), description="observed window (whole weeks)"
@@ -317,6 +320,13 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
             if not scenario.model.set or str(alone) == str(exc):  # the file, whatever model.set says
                 raise LearningScenarioError(f"{where}: {' '.join(str(alone).split())}") from None
         raise LearningScenarioError(str(exc)) from None
+    day0 = model.simulation.start_date  # the model's day 0, where it names one (its settings' dates count from it)
+    if day0 is not None and day0 != scenario.model.start_date:
+        raise LearningScenarioError(
+            f"{source}: model.start_date: {scenario.model.start_date} is not the model scenario's day 0, its "
+            f"simulation.start_date {day0} ({scenario.model.scenario}): the observed window would be read "
+            f"{abs((scenario.model.start_date - day0).days)} days off its simulated days; give {day0}"
+        )
     vaccination = model.interventions.enabled().get("vaccination")
     if vaccination is not None and vaccination.protection == "leaky" and vaccination.start_day < scenario.model.days:
         # the per-replicate transmission multiplier lives in susceptibility_scale, which leaky

@@ -227,6 +227,13 @@ def test_engine_infect_is_public_and_deterministic(county):
             ),
             r"model\.window: 2021-02-27 to 2021-04-23 lies outside the data",
         ),
+        # the model scenario's day 0 is 2020-02-01 (calibrate_2020.yaml): another date would shift the window
+        (
+            lambda d: d["model"].update(start_date="2020-02-05"),
+            r"model\.start_date: 2020-02-05 is not the model scenario's day 0, its simulation\.start_date 2020-02-01 "
+            r"\(.*calibrate_2020\.yaml\): the observed window would be read 4 days off its simulated days; give "
+            r"2020-02-01$",
+        ),
     ],
 )
 def test_what_the_schema_cannot_see_is_checked_at_load(tmp_path, change, message):
