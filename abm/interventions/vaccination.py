@@ -282,7 +282,7 @@ class Vaccination(InterventionBase):
     def allocate(self, sim: Simulation, day: int) -> None:
         """Today's doses, by priority class, to the agents eligible.
 
-        Priority classes: (dose to give, age group in priority order); within a class, a random
+        Priority classes: (dose to give, entry of the priority list in order); within a class, a random
         order drawn once per agent. Today's doses go to the eligible agents first in that order,
         so a class is served whole before the next while doses last. Steps: restock; read the
         candidates off the queue; give the doses to the first of them; move the queue past the
