@@ -159,6 +159,20 @@ def test_ipa_without_coupling_is_local_training_even_with_a_last_batch_of_one():
     assert ipa == local
 
 
+def test_ipa_without_coupling_trains_the_scenarios_local_epochs_each_turn():
+    """With ``local_epochs: 2`` local-only makes two passes a round; IPA with lam = 0 must too, or it
+    is compared with a baseline trained twice as long (it made one pass a turn, so its round 2
+    scored what local-only scored after round 1). Same SGD, batches and seeds: identical scores in
+    every round."""
+    sc = _scenario(lam=0.0)
+    sc["protocols"] = [{"name": "local"}, {"name": "ipa", "params": {"lam": 0.0}}]
+    sc["training"] = {"optimizer": "sgd", "momentum": 0.0, "lr": 0.1, "batch_size": 32}
+    sc["local_epochs"] = 2
+    out = run_all(load_scenario(sc)[0])["protocols"]
+    assert out["ipa"]["history"] == out["local"]["history"]
+    assert [p["gain"] for p in out["ipa"]["participants"]] == [0.0, 0.0, 0.0]
+
+
 def test_alignment_mean_reduction_divides_each_layer_by_its_size():
     """Layer 1: a 2 x 3 difference of ones (L1 sum 6, squared sum 6, 6 elements); layer 2:
     difference (2, 0, 0, 0) (L1 sum 2, squared sum 4, 4 elements). ``sum``: 8 (p = 1), 10 (p = 2);

@@ -1,7 +1,8 @@
 """IPA: iterative parameter alignment on a ring (same architecture, different initialisations).
 
-The token holding all N parameter sets travels around the ring; on its turn peer i runs one
-epoch of SGD on CE(D_i; theta_i) + lam * sum_l sum_{j != i} a_ij * dist_p(theta_i^l, theta_j^l)
+The token holding all N parameter sets travels around the ring; on its turn peer i runs
+``local_epochs`` passes over its data (Algorithm 1's one pass when it is 1; as many as local-only
+training makes a round) of SGD on CE(D_i; theta_i) + lam * sum_l sum_{j != i} a_ij * dist_p(theta_i^l, theta_j^l)
 over *all* copies (``update_others``), so theta_i learns from its data and every other copy is
 pulled toward it. ``p = 1``: sum of absolute differences; ``p = 2``: sum of squared differences
 (``reduction: mean`` divides by the layer size). Pair weights a_ij are 1 (``uniform``) or
@@ -81,16 +82,18 @@ class IPA(Protocol):
         opt = torch.optim.SGD(trainable, lr=cfg.lr if cfg.lr is not None else pi.train_config.lr)
         data = pi.data.train
         models[i].train()
-        for idx in minibatch_indices(len(data), pi.train_config.batch_size, pi.generator):  # local training's batches
-            loss = F.cross_entropy(models[i](data.x[idx]), data.y[idx])
-            for j in range(ctx.n):
-                if j == i:
-                    continue
-                other = params[j] if cfg.update_others else [q.detach() for q in params[j]]
-                loss = loss + cfg.lam * float(self.a[i, j]) * alignment(params[i], other, cfg.p, cfg.reduction)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        # local training's epochs and minibatches, so that with lam = 0 a peer trains as local-only does
+        for _ in range(ctx.local_epochs):
+            for idx in minibatch_indices(len(data), pi.train_config.batch_size, pi.generator):
+                loss = F.cross_entropy(models[i](data.x[idx]), data.y[idx])
+                for j in range(ctx.n):
+                    if j == i:
+                        continue
+                    other = params[j] if cfg.update_others else [q.detach() for q in params[j]]
+                    loss = loss + cfg.lam * float(self.a[i, j]) * alignment(params[i], other, cfg.p, cfg.reduction)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
 
     def run_round(self, ctx: RunContext, t: int) -> None:
         cfg = self.config
