@@ -269,3 +269,30 @@ def test_forced_rounds_count_from_the_end_of_the_warm_up():
     assert history == [0, 1, 1, 2]
     # forced rounds 1 and 3: every ordered pair shares in each of them
     assert (protocol.share_counts[off] >= 2).all()
+
+
+def test_the_sender_shares_with_the_probability_of_its_own_view_and_the_receiver_weights_by_its_own():
+    """cycle.md 2.4: k sends its predictions to n with probability r_(k,n), k's private view of n
+    (row = rater), while n weights what it receives by its own view, lambda_(n,k) = r_(n,k) / (N - 1).
+    Each pair's two views differ here by at least 0.3, so reading the matrix the other way round
+    would show: over 4,000 rounds a frequency lies within 5 standard errors (at most 0.04) of its
+    probability. A forced round shares every ordered pair."""
+    from types import SimpleNamespace
+
+    from abm.learning.protocols.cycle import CYCle, CYCleConfig
+
+    r = np.array([[np.nan, 0.9, 0.1], [0.2, np.nan, 0.7], [0.6, 0.4, np.nan]])
+    people = [SimpleNamespace(pid=k, rng=np.random.default_rng(k)) for k in range(3)]
+    ctx = SimpleNamespace(n=3, participants=people)
+    protocol = CYCle(CYCleConfig())
+    protocol.reputation = r
+    rounds = 4000
+    counts = sum(protocol._shares(ctx, forced=False).astype(int) for _ in range(rounds))
+    off = ~np.eye(3, dtype=bool)
+    freq = counts[off] / rounds
+    tolerance = 5 * np.sqrt(r[off] * (1 - r[off]) / rounds)
+    assert (np.abs(freq - r[off]) < tolerance).all(), (freq, r[off])
+    assert np.diag(counts).tolist() == [0, 0, 0]
+    assert protocol._shares(ctx, forced=True).tolist() == off.tolist()
+    assert protocol._weight(1, 0, ctx) == pytest.approx(0.2 / 2)
+    assert protocol._weight(0, 1, ctx) == pytest.approx(0.9 / 2)
