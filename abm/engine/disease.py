@@ -314,8 +314,12 @@ class DiseaseModel:
         self.cfg = cfg
         self.device = device
         branching = torch.tensor(cfg.branching, dtype=torch.float64)
-        cdf = branching.cumsum(-1)
-        cdf[..., -1] = torch.where(branching.sum(-1) > 0, 1.0, 0.0)
+        # The cdf is 1 from a row's last stage of positive probability on: a row may sum to 1
+        # within 1e-6 only (validation), and a cdf ending below 1 there would send the draws above
+        # it to the row's last column (recovered), a stage of probability 0.
+        positive = branching > 0
+        tail = positive.cumsum(-1) == positive.sum(-1, keepdim=True)
+        cdf = torch.where(tail & positive.any(-1, keepdim=True), 1.0, branching.cumsum(-1))
         self.branch_cdf = cdf.to(device=device, dtype=torch.float32)
         self.infectiousness = torch.zeros(NUM_STAGES, dtype=torch.float32)
         for name, value in cfg.infectiousness_by_stage.items():
