@@ -357,3 +357,16 @@ def test_a_row_summing_just_below_1_never_draws_a_stage_of_probability_0():
     for age in range(9):
         nxt = m.next_stage(torch.full((5,), age), torch.zeros(5, dtype=torch.long), u)
         assert nxt.tolist() == [Stage.ASYMPTOMATIC] * 2 + [Stage.PRESYMPTOMATIC_MILD] * 3, age
+
+
+def test_two_dwell_times_for_one_pair_are_refused():
+    """The engine keeps one dwell time per (from, to) pair: of two entries it used the last and
+    ignored the first without a word (a list written as two halves, an edit that added an entry
+    instead of changing one). Two entries for a pair are refused, naming it."""
+    from abm.scenario import ScenarioError, validate
+
+    dwell = [d.model_dump(by_alias=True) for d in DiseaseConfig().dwell_times]
+    dwell.append({"from": "mild_symptoms", "to": "recovered", "distribution": "two_point", "mean": 3.0})
+    with pytest.raises(ScenarioError, match=r"dwell_times has two entries from mild_symptoms to recovered; give one$"):
+        validate({"name": "x", "disease": {"dwell_times": dwell}}, "x.yaml")
+    assert len(validate({"name": "x", "disease": {"dwell_times": dwell[:-1]}}, "x.yaml").disease.dwell_times) == 12

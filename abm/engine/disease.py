@@ -293,7 +293,11 @@ class DiseaseConfig(BaseModel):
     @model_validator(mode="after")
     def _dwell_cover(self) -> DiseaseConfig:
         t = torch.tensor(self.branching)
-        have = {(d.from_stage, d.to_stage) for d in self.dwell_times}
+        have: set[tuple[str, str]] = set()
+        for d in self.dwell_times:  # the engine would take the last of two entries and ignore the first
+            if (d.from_stage, d.to_stage) in have:
+                raise ValueError(f"dwell_times has two entries from {d.from_stage} to {d.to_stage}; give one")
+            have.add((d.from_stage, d.to_stage))
         for frm in range(1, NUM_STAGES):
             for to in range(NUM_STAGES):
                 if (t[:, frm, to] > 0).any() and (STAGE_NAMES[frm], STAGE_NAMES[to]) not in have:
