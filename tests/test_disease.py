@@ -341,3 +341,32 @@ def test_each_agent_progresses_by_its_own_age_groups_branching_rows():
     sim = sim_of(pop, [], days=5, disease=DiseaseConfig(branching=table))
     sim.infect(everyone, torch.full((9,), SEV), 0)
     assert sim.state.next_stage.tolist() == [H if e else R for e in even]
+
+
+def test_a_row_summing_just_below_1_never_draws_a_stage_of_probability_0():
+    """Validation takes a branching row that sums to 1 within 1e-6. The cdf of such a row ended
+    below 1 at its last stage of positive probability, and a draw above that went to the row's
+    last column: here, S -> (asymptomatic 0.4, presymptomatic mild 0.5999995) sent the top 5e-7
+    of the uniforms to recovered, an infection that was never infectious. The largest uniforms
+    (the largest float32 below 1 among them) now give the last stage of positive probability."""
+    table = DiseaseConfig().branching
+    for rows in table:
+        rows[Stage.SUSCEPTIBLE][Stage.ASYMPTOMATIC : Stage.PRESYMPTOMATIC_SEVERE + 1] = [0.4, 0.5999995, 0.0]
+    m = DiseaseModel(DiseaseConfig(branching=table), horizon=10, device=torch.device("cpu"))
+    u = torch.tensor([0.0, 0.3999, 0.4001, 0.9999995, float(np.nextafter(np.float32(1), np.float32(0)))])
+    for age in range(9):
+        nxt = m.next_stage(torch.full((5,), age), torch.zeros(5, dtype=torch.long), u)
+        assert nxt.tolist() == [Stage.ASYMPTOMATIC] * 2 + [Stage.PRESYMPTOMATIC_MILD] * 3, age
+
+
+def test_two_dwell_times_for_one_pair_are_refused():
+    """The engine keeps one dwell time per (from, to) pair: of two entries it used the last and
+    ignored the first without a word (a list written as two halves, an edit that added an entry
+    instead of changing one). Two entries for a pair are refused, naming it."""
+    from abm.scenario import ScenarioError, validate
+
+    dwell = [d.model_dump(by_alias=True) for d in DiseaseConfig().dwell_times]
+    dwell.append({"from": "mild_symptoms", "to": "recovered", "distribution": "two_point", "mean": 3.0})
+    with pytest.raises(ScenarioError, match=r"dwell_times has two entries from mild_symptoms to recovered; give one$"):
+        validate({"name": "x", "disease": {"dwell_times": dwell}}, "x.yaml")
+    assert len(validate({"name": "x", "disease": {"dwell_times": dwell[:-1]}}, "x.yaml").disease.dwell_times) == 12

@@ -43,3 +43,24 @@ def test_seeding_may_infect_every_agent_but_not_more():
     assert (sim.state.stage == Stage.ASYMPTOMATIC).all()
     with pytest.raises(ValueError, match="seeding asks for 11 infections but there are 10 agents"):
         seeded({"asymptomatic": 11}, day=0, replicates=1).step(0)
+
+
+def test_infecting_an_agent_that_is_not_susceptible_is_refused():
+    """``Simulation.infect`` (the call a hook uses to introduce infections) takes susceptible
+    agents, each once. An agent given again, or one already infected, was counted as a new
+    infection a second time and taken out of the susceptible count once more: two agents gave
+    4 new infections and -1 susceptible agents. Now the call is refused and the state is left
+    as it was."""
+    import torch
+
+    sim = seeded({}, n=3, replicates=1)
+    sim.infect(torch.tensor([0]), torch.tensor([int(Stage.MILD_SYMPTOMS)]), 0)
+    with pytest.raises(ValueError, match=r"infect: 1 of the agents are not susceptible \(e\.g\. \[0\]\)"):
+        sim.infect(torch.tensor([2, 0]), None, 0)
+    with pytest.raises(ValueError, match="infect: an agent is given more than once"):
+        sim.infect(torch.tensor([2, 2]), None, 0)
+    assert sim.state.stage.tolist() == [int(Stage.MILD_SYMPTOMS), 0, 0]
+    sim.recorder.record(0)
+    res = sim.recorder.result(0.0, sim.ledger)
+    assert res.new_infections[0].tolist() == [1]
+    assert res.stages[0, 0, Stage.SUSCEPTIBLE] == 2 and res.stages[0, 0].sum() == 3

@@ -432,7 +432,7 @@ def test_same_in_every_replicate_shares_one_draw_of_the_daily_contacts(king_coun
 def test_community_other_ends_follow_the_formula(kc_100k, share):
     """A community contact's other end, for the stub at position f of a replicate of c stubs
     and its uniform u: f + round((u / s - 0.5) * 2 sqrt(3) spread) when u < s (local share s),
-    else floor((u - s) / (1 - s) * (c - 1)), clamped to the stubs [0, c - 1]."""
+    reflected at the ends (-1 -> 0, c -> c - 1), else floor((u - s) / (1 - s) * (c - 1))."""
     from abm.engine.contacts import CommunityContacts, PooledCommunityLayer
 
     cfg = CommunityContacts(local_share=share)
@@ -440,16 +440,17 @@ def test_community_other_ends_follow_the_formula(kc_100k, share):
     count = int(layer.counts[0])
     gen = torch.Generator().manual_seed(5)
     first = torch.randint(0, count, (20_000,), generator=gen)
-    first[:4] = torch.tensor([0, 1, count - 2, count - 1])  # near both ends: clamped
+    first[:4] = torch.tensor([0, 1, count - 2, count - 1])  # near both ends: reflected
     u = torch.rand(first.shape[0], generator=gen, dtype=torch.float64)
     got = layer.other_ends(first, count, u)
     want = []
     for f, x in zip(first.tolist(), u.tolist(), strict=True):
         if x < share:
             end = f + round((x / share - 0.5) * (2 * math.sqrt(3) * layer.spread))
+            end = -1 - end if end < 0 else (2 * count - 1 - end if end >= count else end)
         else:
             end = math.floor((x - share) / max(1 - share, 1e-12) * (count - 1))
-        want.append(min(max(end, 0), count - 1))
+        want.append(end)
     assert got.tolist() == want
 
 
@@ -652,3 +653,28 @@ def test_a_community_mean_of_zero_with_a_positive_sd_gives_no_contacts(construct
         owner, partner = layer.contacts_of(torch.arange(2 * len(ages)), day)
         met = set(owner.tolist()) | set(partner.tolist())
         assert not met & {0, 1, 6, 7}, (day, met)  # the children of both replicates meet no one
+
+
+def test_local_community_contacts_do_not_pile_up_at_the_ends_of_the_stubs():
+    """Every stub starts h = cycle_days / 2 potential contacts; with local_share 1 each ends at
+    a stub uniformly within +-W = sqrt(3) spread of its own. Reflected at the ends, every stub
+    receives h of them in expectation, the first and the last too. Clamped, as they were, the
+    draws beyond an end all fell on its end stub: at W = 346 stubs the agent at either end
+    received about h W / 4 = 430 of them (the agents of the first and last stubs of a King
+    County replicate of 100,000 met about 260 people a day, against their 2-4). One stub per
+    agent here, so the 20 agents at each end receive 200 in all, within 4 Poisson sd (57)."""
+    from abm.engine.contacts import PooledCommunityLayer
+
+    n = 4000
+    pop = make_population([[i] for i in range(n)])
+    cfg = quiet_contacts(
+        community={"weight": 1.0, "mean_contacts": (1, 1, 1), "sd_contacts": (0, 0, 0), "local_share": 1.0,
+                   "local_spread_tracts": 0.05}
+    ).community  # fmt: skip
+    layer = PooledCommunityLayer(pop, cfg, 1, torch.device("cpu"), 7)
+    h = cfg.cycle_days // 2
+    assert int(layer.counts[0]) == n and math.sqrt(3) * layer.spread == pytest.approx(346.4, abs=0.1)
+    received = torch.bincount(layer.partner.long(), minlength=n).double()
+    ends = torch.cat([received[:20], received[-20:]])
+    assert abs(ends.sum().item() - 40 * h) < 4 * math.sqrt(40 * h), ends.tolist()
+    assert ends.max().item() < 20 and received.mean().item() == h

@@ -642,8 +642,8 @@ class CommunityLayer(ContactLayer):
     def other_ends(self, first: torch.Tensor, count: int, u: torch.Tensor) -> torch.Tensor:
         """The other end of contacts whose first ends are the stub positions ``first`` (within a
         replicate of ``count`` stubs), placed by uniforms ``u``: with probability local_share a
-        stub near the first (uniformly within +-sqrt(3) sd of it, so the sd is the local spread),
-        otherwise any stub."""
+        stub near the first (uniformly within +-sqrt(3) sd of it, so the sd is the local spread,
+        reflected at the ends of the stubs), otherwise any stub."""
         share, last = self.cfg.local_share, float(count - 1)
         local = u < share
         # first + round((u / share - 0.5) * width) where local, else floor((u - share) / (1 -
@@ -651,6 +651,12 @@ class CommunityLayer(ContactLayer):
         # network of a whole county is built from tens of millions of these.
         if share > 0:
             near = u.div(share).sub_(0.5).mul_(2 * math.sqrt(3) * self.spread).round_().add_(first)
+            # A position beyond an end is reflected back (-1 -> 0, count -> count - 1), which keeps
+            # every stub's expected share of local contacts equal; clamped, the draws beyond an end
+            # all fell on its stub, whose agent met about 0.09 sqrt(3) spread people a day.
+            period = 2.0 * count
+            near.remainder_(period)
+            near = torch.where(near < count, near, (period - 1) - near)
         else:
             near = first.to(u.dtype)
         far = u.sub(share).div_(max(1 - share, 1e-12)).mul_(last).floor_()

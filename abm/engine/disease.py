@@ -293,7 +293,11 @@ class DiseaseConfig(BaseModel):
     @model_validator(mode="after")
     def _dwell_cover(self) -> DiseaseConfig:
         t = torch.tensor(self.branching)
-        have = {(d.from_stage, d.to_stage) for d in self.dwell_times}
+        have: set[tuple[str, str]] = set()
+        for d in self.dwell_times:  # the engine would take the last of two entries and ignore the first
+            if (d.from_stage, d.to_stage) in have:
+                raise ValueError(f"dwell_times has two entries from {d.from_stage} to {d.to_stage}; give one")
+            have.add((d.from_stage, d.to_stage))
         for frm in range(1, NUM_STAGES):
             for to in range(NUM_STAGES):
                 if (t[:, frm, to] > 0).any() and (STAGE_NAMES[frm], STAGE_NAMES[to]) not in have:
@@ -314,8 +318,12 @@ class DiseaseModel:
         self.cfg = cfg
         self.device = device
         branching = torch.tensor(cfg.branching, dtype=torch.float64)
-        cdf = branching.cumsum(-1)
-        cdf[..., -1] = torch.where(branching.sum(-1) > 0, 1.0, 0.0)
+        # The cdf is 1 from a row's last stage of positive probability on: a row may sum to 1
+        # within 1e-6 only (validation), and a cdf ending below 1 there would send the draws above
+        # it to the row's last column (recovered), a stage of probability 0.
+        positive = branching > 0
+        tail = positive.cumsum(-1) == positive.sum(-1, keepdim=True)
+        cdf = torch.where(tail & positive.any(-1, keepdim=True), 1.0, branching.cumsum(-1))
         self.branch_cdf = cdf.to(device=device, dtype=torch.float32)
         self.infectiousness = torch.zeros(NUM_STAGES, dtype=torch.float32)
         for name, value in cfg.infectiousness_by_stage.items():

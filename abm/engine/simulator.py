@@ -377,7 +377,16 @@ class Simulation:
         for any infection; each then draws its next stage and day, and the recorder counts the
         infections. Random draws come from ``gen``, by default a stream keyed by (seed, "infect",
         day), so a hook that seeds infections (e.g. per replicate) stays deterministic.
+
+        Raises ValueError if an agent is not susceptible or is given twice: its infection would
+        be counted again and taken out of the susceptible count it is no longer in.
         """
+        infected = flat_nonzero(self.state.stage.index_select(0, idx) != Stage.SUSCEPTIBLE)
+        if infected.numel() > 0:
+            some = idx.index_select(0, infected[:5]).tolist()
+            raise ValueError(f"infect: {infected.numel()} of the agents are not susceptible (e.g. {some})")
+        if torch.unique(idx).shape[0] != idx.shape[0]:
+            raise ValueError("infect: an agent is given more than once")
         if gen is None:
             gen = generator(self.seed, "infect", day, self.device)
         self._infect(idx, stage, day, gen)
