@@ -178,20 +178,21 @@ class Scenario(BaseModel):
             )
         settings = self.contacts.occupation.degree
         multipliers = getattr(self.interventions, "contact_multipliers", None)
-        for i, closure in enumerate(multipliers.closures if multipliers is not None else []):
-            bad = [x for x in closure.settings if x not in settings]
+        vaccination = getattr(self.interventions, "vaccination", None)
+        # (key, the occupation settings it names, what else it may name)
+        named = [
+            (f"interventions.contact_multipliers.closures[{i}].settings", closure.settings, "")
+            for i, closure in enumerate(multipliers.closures if multipliers is not None else [])
+        ]
+        if vaccination is not None:
+            named.append(("interventions.vaccination.priority", vaccination.priority_settings(), f"{RESIDENTS} and "))
+        for key, names, also in named:
+            bad = [x for x in names if x not in settings]
             if bad:
                 raise ValueError(
-                    f"interventions.contact_multipliers.closures[{i}].settings: unknown settings {bad}; "
-                    f"allowed: the settings of contacts.occupation.degree ({', '.join(settings)})"
+                    f"{key}: unknown settings {bad}; allowed: {also}the settings of contacts.occupation.degree "
+                    f"({', '.join(settings)})"
                 )
-        vaccination = getattr(self.interventions, "vaccination", None)
-        bad = [x for x in vaccination.priority_settings() if x not in settings] if vaccination is not None else []
-        if bad:
-            raise ValueError(
-                f"interventions.vaccination.priority: unknown settings {bad}; allowed: {RESIDENTS} and "
-                f"the settings of contacts.occupation.degree ({', '.join(settings)})"
-            )
         late = [d for d in self.outputs.map_days or [] if not 0 <= d < self.simulation.days]
         if late:
             raise ValueError(
