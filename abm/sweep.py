@@ -30,7 +30,7 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from matplotlib.figure import Figure
 from abm import __version__, invocation
 from abm.day_dates import dates_as_text
 from abm.key_paths import lookup, short_keys
+from abm.outputs.calendar import date_of
 from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
 from abm.outputs.journal import Journal, work_key
@@ -106,6 +107,9 @@ PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
 # its last day (summary.json's ``at_end``: the peak may come after the run, the peak and its day
 # are lower bounds); the summary counts those replicates (``<column>_n``).
 AT_END = {"peak_hospital_day": "peak_hospital_at_end", "peak_new_infections_day": "peak_new_infections_at_end"}
+# Per peak day, the column of sweep.csv with its date, and of sweep_summary.csv with the date of
+# the mean day (rounded half up), for a sweep whose variants have ``simulation.start_date``.
+PEAK_DATES = {"peak_hospital_day": "peak_hospital_date", "peak_new_infections_day": "peak_new_infections_date"}
 # Outcomes whose change against the first variant the summary gives with a 95% interval, per
 # 100,000 agents: replicate by replicate (replicate r of every variant runs with the same seed) where
 # the variant draws the first's population and random streams, else as independent runs.
@@ -551,6 +555,12 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             }
         )
     table = pd.DataFrame(rows)
+    starts = [sc.simulation.start_date for sc in sweep_plan.variants]
+    dated = any(start is not None for start in starts)
+    if dated:  # each peak day's date after it, empty for a variant without a start date or a day without a peak
+        for day, column in PEAK_DATES.items():
+            dates = [_date_of_day(starts[int(v)], d) for v, d in zip(table["variant"], table[day], strict=True)]
+            table.insert(table.columns.get_loc(day) + 1, column, dates)
     first = sweep_plan.variants[0].model_dump(mode="json", by_alias=True)
     summary_rows = []
     for v, group in table.groupby("variant", sort=True):
@@ -567,6 +577,8 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             stats = mean_sd(values) if values.size else {"mean": math.nan, "sd": math.nan}
             row[f"{name}_mean"], row[f"{name}_sd"] = stats["mean"], stats["sd"]
             if name in PEAK_DAYS:
+                if dated:
+                    row[f"{name}_mean_date"] = _date_of_day(starts[int(v)], stats["mean"], rounded=True)
                 row[f"{name}_n"] = int(values.size)
                 row[f"{AT_END[name]}_n"] = int(group[AT_END[name]].sum())
         paired = same_draws(first, sweep_plan.variants[int(v)].model_dump(mode="json", by_alias=True))
@@ -574,6 +586,14 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
         changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"
         summary_rows.append(row | changes | {"changes_by": changes_by})
     return table, pd.DataFrame(summary_rows)
+
+
+def _date_of_day(start: date | None, day: float | None, *, rounded: bool = False) -> str | None:
+    """The date of simulation day ``day`` (a mean day ``rounded`` half up to a whole day) where
+    day 0 is ``start``; None without a start date or a day (a peak that does not exist)."""
+    if start is None or day is None or math.isnan(day):
+        return None
+    return date_of(start, math.floor(day + 0.5) if rounded else int(day))
 
 
 def changes_from_first(table: pd.DataFrame, variant: int, *, paired: bool) -> dict[str, float]:

@@ -3,6 +3,7 @@ table on the local and the Ray backend, bad input, and the command end to end.""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import logging
@@ -739,7 +740,9 @@ def test_combine_of_hand_made_results():
     def variant(agents: int) -> SimpleNamespace:
         data = {"simulation": {"seed": 10, "device": "cpu"}, "population": {"agents": agents, "region": "x"}}
         return SimpleNamespace(
-            simulation=SimpleNamespace(seed=10), population=SimpleNamespace(agents=agents), model_dump=lambda **_: data
+            simulation=SimpleNamespace(seed=10, start_date=None),
+            population=SimpleNamespace(agents=agents),
+            model_dump=lambda **_: data,
         )
 
     sweep_plan = SweepPlan(
@@ -840,3 +843,66 @@ def test_a_ray_worker_that_dies_fails_the_sweep_as_on_the_local_backend(tmp_path
         "ended before its run did (killed, out of memory, or its node was lost); Ray does not run it again"
     ) in flat, flat
     assert not out.exists()
+
+
+def test_peak_dates_of_a_sweep_with_a_start_date(tmp_path):
+    """A sweep whose variants have ``simulation.start_date`` writes each peak day's date beside
+    it (the date summary.json gives the same run) and the date of the mean peak day in the summary;
+    a sweep without one writes neither (``local_sweep``'s columns, tested above)."""
+    from abm.outputs.calendar import date_of
+
+    result = run_sweep(
+        SCENARIO, ["contacts.community.weight=0.3"], replicates=2, sets=["simulation.start_date=2020-03-01"], **TINY
+    )
+    t = result.table
+    cols = list(t.columns)
+    assert cols[cols.index("peak_new_infections_day") + 1] == "peak_new_infections_date"
+    assert cols[cols.index("peak_hospital_day") + 1] == "peak_hospital_date"
+    for _, row in t.iterrows():
+        dated = ["simulation.start_date=2020-03-01"]
+        again = abm.run(SCENARIO, sets=dated, seed=int(row["seed"]), replicates=1, **TINY)
+        peak = again.summary["peak_new_infections"]
+        assert row["peak_new_infections_date"] == peak["date"] == date_of(dt.date(2020, 3, 1), peak["day"])
+    mean_day = t["peak_new_infections_day"].mean()
+    expected = date_of(dt.date(2020, 3, 1), int(np.floor(mean_day + 0.5)))
+    assert result.summary["peak_new_infections_day_mean_date"].tolist() == [expected]
+    written = pd.read_csv(result.write(tmp_path / "s") / "sweep.csv")
+    assert written["peak_new_infections_date"].tolist() == t["peak_new_infections_date"].tolist()
+
+
+def test_peak_dates_of_hand_made_results_half_up_and_missing():
+    """Dates from hand-made results: a mean day of 5.5 is dated day 6; a variant without a start
+    date and a replicate without a peak get no date."""
+    from types import SimpleNamespace
+
+    from abm.sweep import SweepAxis, SweepPlan, combine
+
+    def variant(start: dt.date | None) -> SimpleNamespace:
+        data = {"simulation": {"seed": 10, "device": "cpu", "start_date": start and start.isoformat()}}
+        return SimpleNamespace(
+            simulation=SimpleNamespace(seed=10, start_date=start),
+            population=SimpleNamespace(agents=1000),
+            model_dump=lambda **_: data,
+        )
+
+    starts = [dt.date(2020, 2, 27), None]
+    texts = ("2020-02-27", "null")
+    plan_ = SweepPlan(
+        "x.yaml",
+        [SweepAxis("simulation.start_date", ("2020-02-27", None), texts)],
+        2,
+        [variant(s) for s in starts],
+        [{"values": [v], "texts": [x]} for v, x in zip(("2020-02-27", None), texts, strict=True)],
+    )
+
+    def result(v: int, r: int, day: int | None) -> dict:
+        outcomes = dict.fromkeys(OUTCOMES, 1.0) | {"peak_hospital_day": day, "peak_new_infections_day": 3}
+        return {"variant": v, "replicate": r, "outcomes": outcomes | dict.fromkeys(AT_END.values(), False)}
+
+    table, summary = combine(plan_, [result(0, 0, 5), result(0, 1, 6), result(1, 0, 5), result(1, 1, None)])
+    # 2020 is a leap year: day 3 after 2020-02-27 is 2020-03-01.
+    assert table["peak_new_infections_date"].tolist()[:2] == ["2020-03-01", "2020-03-01"]
+    assert table["peak_hospital_date"].tolist()[:2] == ["2020-03-03", "2020-03-04"]
+    assert table.loc[2:, ["peak_new_infections_date", "peak_hospital_date"]].isna().all().all()
+    assert summary["peak_hospital_day_mean_date"].iloc[0] == "2020-03-04"  # day 5.5 -> 6
+    assert pd.isna(summary["peak_hospital_day_mean_date"].iloc[1])
