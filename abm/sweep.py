@@ -150,17 +150,18 @@ class SweepTask:
 class SweepResult:
     """A finished sweep.
 
-    ``table``: one row per (variant, replicate) with the swept values, the seed, the outcomes
-    of :data:`OUTCOMES` and the flags of :data:`AT_END`; ``summary``: one row per variant with
-    the mean and sd over replicates of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a
-    peak day also ``<outcome>_n``, the replicates that have a peak, and ``<flag>_n``, those whose
-    curve is at its peak on the last day), and for each outcome of :data:`CHANGES` its change
+    ``table``: one row per (variant, replicate) with the swept values, the seed, the outcomes of
+    :data:`OUTCOMES` and the flags of :data:`AT_END` (and the dates of :data:`PEAK_DATES` where a
+    variant has a start date); ``summary``: one row per variant with the mean and sd over replicates
+    of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a peak day also ``<outcome>_n``, the
+    replicates that have a peak, and ``<flag>_n``, those whose curve is at its peak on the last day,
+    and ``<outcome>_mean_date`` where dated), and for each outcome of :data:`CHANGES` its change
     against the first variant per 100,000 agents with a 95% interval (``<outcome>_change_per_100k``,
     ``_change_low``, ``_change_high``; empty for the first variant), paired by replicate where the
     variant shares the first's agents, region and kind of device, else as independent runs
     (``changes_by``: ``paired replicates`` or ``independent runs``, as ``abm compare``'s
-    ``averted_by``); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved scenarios,
-    timings).
+    ``averted_by``); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved
+    scenarios, timings).
     """
 
     table: pd.DataFrame
