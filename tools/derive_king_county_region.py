@@ -45,14 +45,18 @@ def ring_centroid(ring: list[list[float]]) -> tuple[float, float, float]:
 
 
 def polygon_centroid(geometry: dict) -> tuple[float, float]:
-    """Area-weighted centroid (lat, lon) of a Polygon or MultiPolygon."""
+    """Area-weighted centroid (lat, lon) of a Polygon or MultiPolygon. Each polygon's first ring
+    is its exterior and adds its area, the others are holes and take theirs away, whichever way
+    the rings are wound (GeoJSON winds exteriors counterclockwise, shapefiles clockwise, and some
+    writers wind holes as their exteriors)."""
     polys = geometry["coordinates"]
     if geometry["type"] == "Polygon":
         polys = [polys]
     total = sx = sy = 0.0
     for poly in polys:
-        for ring in poly:
+        for i, ring in enumerate(poly):
             area, x, y = ring_centroid(ring)
+            area = abs(area) if i == 0 else -abs(area)
             total += area
             sx += area * x
             sy += area * y
