@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,53 @@ def test_parts_of_a_multipolygon_count_by_their_areas_whatever_their_winding():
     lat, lon = derive.polygon_centroid({"type": "MultiPolygon", "coordinates": [[big], [small]]})
     assert lon == pytest.approx((4 * -121.99 + 1 * -121.895) / 5, abs=1e-5)
     assert lat == pytest.approx((4 * 47.51 + 1 * 47.505) / 5, abs=1e-5)
+
+
+def write_extracts(folder: Path, polygons: list[str]) -> None:
+    """The three extracts the script reads, for tracts A (8 people), B (5) and Z (none), with
+    polygons for ``polygons``."""
+    features = [
+        {
+            "type": "Feature",
+            "properties": {"GEOID": g, "NAME": g, "ALAND": 1_500_000, "AWATER": 0},
+            "geometry": {"type": "Polygon", "coordinates": [square(-122.0 + i / 10, 47.5, 0.01, True)]},
+        }
+        for i, g in enumerate(polygons)
+    ]
+    (folder / "king_county_tracts_2010_cb2018.geojson").write_text(
+        json.dumps({"type": "FeatureCollection", "features": features}), encoding="utf-8"
+    )
+    bands = [*derive.SOURCE_BANDS]
+    people = {"A": [1] * 8 + [0] * 10, "B": [0] * 13 + [1] * 5, "Z": [0] * 18}
+    lines = [",".join(["GEOID", "name", "total", *bands])]
+    lines += [f'{g},"Census Tract {g}, King, WA",{sum(c)},' + ",".join(map(str, c)) for g, c in people.items()]
+    (folder / "king_county_tract_age_acs2018_tract2010.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = [",".join(["GEOID", "name", "households_total", *derive.HH_SIZES])]
+    lines += [f'{g},"Census Tract {g}, King, WA",{n},{n},0,0,0,0,0,0' for g, n in (("A", 3), ("B", 2), ("Z", 0))]
+    (folder / "king_county_tract_household_size_acs2018_tract2010.csv").write_text(
+        "\n".join(lines) + "\n", encoding="utf-8"
+    )
+
+
+def test_check_says_whether_the_table_is_what_the_extracts_give(tmp_path, capsys):
+    write_extracts(tmp_path, ["A", "B", "Z"])
+    table = tmp_path / "out" / "tracts.csv"
+    assert derive.main(tmp_path, table)
+    rows = list(csv.DictReader(table.open(encoding="utf-8")))
+    assert [r["geoid"] for r in rows] == ["A", "B"]  # Z has no residents
+    assert rows[0]["age_0_4"] == "1" and rows[1]["age_85_plus"] == "1" and rows[0]["land_km2"] == "1.5000"
+    assert derive.main(tmp_path, table, check=True)
+    assert capsys.readouterr().out.endswith("as derived (2 tracts)\n")
+    table.write_text(table.read_text(encoding="utf-8").replace("1.5000", "1.5001", 1), encoding="utf-8")
+    assert not derive.main(tmp_path, table, check=True)
+    assert "DIFFERS from the extracts" in capsys.readouterr().out
+
+
+def test_a_tract_with_residents_and_no_polygon_is_refused(tmp_path):
+    """Tract B has people but no polygon: the script stops naming it (it left B out without a
+    word, and its residents with it). Tract Z, without people, needs none."""
+    write_extracts(tmp_path, ["A"])
+    table = tmp_path / "tracts.csv"
+    with pytest.raises(SystemExit, match=r"no figures in the extracts: B \(polygon\)"):
+        derive.main(tmp_path, table)
+    assert not table.exists()

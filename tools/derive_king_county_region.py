@@ -3,17 +3,20 @@
 Run once, by a maintainer, against the public King County extracts (not shipped with the
 project)::
 
-    python tools/derive_king_county_region.py ../shared/data/king_county
+    python tools/derive_king_county_region.py ../shared/data/king_county [--check]
 
 It writes ``abm/populations/regions/king_county/tracts.csv``: one row per 2010-vintage census
 tract with people (GEOID, name, centroid, land area, population by 18 five-year age bands, households by
 size). Polygons are read only to compute each tract's area-weighted centroid; no polygon is
 written. County-level figures live in ``region.yaml`` next to it, with their sources.
+
+``--check`` writes nothing and says whether the committed table is what the extracts give.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import math
@@ -63,41 +66,70 @@ def polygon_centroid(geometry: dict) -> tuple[float, float]:
     return sy / total, sx / total
 
 
-def main(src: Path, dst: Path) -> None:
+def derive_rows(src: Path) -> list[dict[str, str]]:
+    """The rows of tracts.csv from the extracts in ``src``: every tract of the age table with
+    residents, in GEOID order. A tract with residents but no polygon or no household row is an
+    error (it was left out without a word, taking its residents with it)."""
     geo = json.loads((src / "king_county_tracts_2010_cb2018.geojson").read_text(encoding="utf-8"))
     shapes = {f["properties"]["GEOID"]: f for f in geo["features"]}
     with open(src / "king_county_tract_age_acs2018_tract2010.csv", encoding="utf-8") as fh:
         ages = {r["GEOID"]: r for r in csv.DictReader(fh)}
     with open(src / "king_county_tract_household_size_acs2018_tract2010.csv", encoding="utf-8") as fh:
         hh = {r["GEOID"]: r for r in csv.DictReader(fh)}
+    people = sorted(g for g, a in ages.items() if int(a["total"]) > 0)
+    tables = {"polygon": shapes, "households": hh}
+    missing = [f"{g} ({what})" for g in people for what, table in tables.items() if g not in table]
+    if missing:
+        raise SystemExit(f"tracts with residents but no figures in the extracts: {', '.join(missing)}")
     rows = []
-    for geoid in sorted(ages):
-        a = ages[geoid]
-        if int(a["total"]) == 0 or geoid not in shapes:
-            continue
+    for geoid in people:
+        a, h = ages[geoid], hh[geoid]
         lat, lon = polygon_centroid(shapes[geoid]["geometry"])
-        props = shapes[geoid]["properties"]
-        h = hh[geoid]
         rows.append(
             {
                 "geoid": geoid,
                 "name": a["name"].split(",")[0].replace("Census Tract ", ""),
                 "lat": f"{lat:.6f}",
                 "lon": f"{lon:.6f}",
-                "land_km2": f"{props['ALAND'] / 1e6:.4f}",
-                **{b: a[src] for b, src in zip(AGE_BANDS, SOURCE_BANDS, strict=True)},
+                "land_km2": f"{shapes[geoid]['properties']['ALAND'] / 1e6:.4f}",
+                **{band: a[column] for band, column in zip(AGE_BANDS, SOURCE_BANDS, strict=True)},
                 "households": h["households_total"],
                 **{k.replace("hh_size_", "hh_"): h[k] for k in HH_SIZES},
             }
         )
+    return rows
+
+
+def table_text(rows: list[dict[str, str]]) -> str:
+    """tracts.csv's text (CSV with CRLF line ends, as the committed file has)."""
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def main(src: Path, dst: Path, check: bool = False) -> bool:
+    """Write ``dst`` from the extracts in ``src`` or, with ``check``, write nothing and say
+    whether ``dst`` is what the extracts give; True when it is (or was written)."""
+    rows = derive_rows(src)
+    text = table_text(rows)
+    if check:
+        same = dst.is_file() and dst.read_bytes().decode("utf-8") == text
+        print(f"{dst}: {'as derived' if same else 'DIFFERS from the extracts'} ({len(rows)} tracts)")
+        return same
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with open(dst, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    dst.write_text(text, encoding="utf-8", newline="")
     print(f"wrote {len(rows)} tracts, {sum(int(r['age_0_4']) for r in rows)} aged 0-4, to {dst}")
+    return True
 
 
 if __name__ == "__main__":
+    args = sys.argv[1:]
     root = Path(__file__).resolve().parents[1]
-    main(Path(sys.argv[1]), root / "abm/populations/regions/king_county/tracts.csv")
+    ok = main(
+        Path(next(a for a in args if a != "--check")),
+        root / "abm/populations/regions/king_county/tracts.csv",
+        check="--check" in args,
+    )
+    sys.exit(0 if ok else 1)
