@@ -133,7 +133,10 @@ def _draw(ax: Any, b: pd.DataFrame, label: str, color: Any) -> None:
     single = len(b) == 1  # a one-day run: a line of one point draws nothing, so mark it
     ax.plot(b.index, b["mean"], color=color, label=label, linewidth=1.8, marker="o" if single else None)
     if single:
-        ax.errorbar(b.index, b["mean"], yerr=[b["mean"] - b["low"], b["high"] - b["mean"]], color=color, alpha=0.4)
+        # The float mean of equal replicates can lie a rounding error outside their range (three
+        # 0.1s average 0.10000000000000002): no bar is shorter than 0.
+        below, above = (b["mean"] - b["low"]).clip(lower=0), (b["high"] - b["mean"]).clip(lower=0)
+        ax.errorbar(b.index, b["mean"], yerr=[below, above], color=color, alpha=0.4)
 
 
 def _days_axis(ax: Any) -> None:
