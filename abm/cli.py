@@ -559,7 +559,7 @@ def run(
 
     err_console.print(
         f"running {sc.name}: {sc.population.agents:,} agents x {counted(sc.simulation.replicates, 'replicate')}, "
-        f"{sc.simulation.days} days -> {target}",
+        f"{counted(sc.simulation.days, 'day')} -> {target}",
         highlight=False,
         soft_wrap=True,
     )
