@@ -559,7 +559,7 @@ def run(
 
     err_console.print(
         f"running {sc.name}: {sc.population.agents:,} agents x {counted(sc.simulation.replicates, 'replicate')}, "
-        f"{sc.simulation.days} days -> {target}",
+        f"{counted(sc.simulation.days, 'day')} -> {target}",
         highlight=False,
         soft_wrap=True,
     )
@@ -1086,25 +1086,31 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     def count(v: float) -> str:  # 0.3 deaths must not read as 0: two digits under 10
         return f"{v:,.0f}" if v == 0 or abs(v) >= 10 else f"{v:.2g}"
 
+    def fixed(v: float, decimals: int) -> str:  # likewise a peak of 0.03 beds or 0.04% infected
+        text = f"{v:,.{decimals}f}"
+        if v == 0 or any(c not in "0.,-" for c in text):
+            return text
+        return f"{v:.{max(decimals, -math.floor(math.log10(abs(v))))}f}"  # its first significant digit
+
     def ms(x: dict) -> str:
         return count(x["mean"]) + (f" ± {count(x['sd'])}" if s["replicates"] > 1 else "")
 
     ci = s["cumulative_infected"]
-    table.add_row("cumulative infected", f"{ms(ci)} ({100 * ci['share']:.1f}%)")
+    table.add_row("cumulative infected", f"{ms(ci)} ({fixed(100 * ci['share'], 1)}%)")
 
     def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
         end = peak_at_end(p, s["days"])
         later = f" ({AT_END_WORDS[end]} on the last day: {PEAK_MAY_COME_LATER})" if end else ""
         dated = f", {p['date']}" if p.get("date") else ""  # with simulation.start_date
-        return f" on day {p['day']}{dated} ({p['per_100k']:,.0f}/100k){later}" if p["value"] > 0 else ""
+        return f" on day {p['day']}{dated} ({fixed(p['per_100k'], 0)}/100k){later}" if p["value"] > 0 else ""
 
     ph = s["peak_hospitalized"]
-    table.add_row("peak hospitalized (mean curve)", f"{ph['value']:,.1f}{when(ph) or ' (no one hospitalized)'}")
+    table.add_row("peak hospitalized (mean curve)", f"{fixed(ph['value'], 1)}{when(ph) or ' (no one hospitalized)'}")
     po = s["peak_hospital_occupancy"]
-    table.add_row("peak hospital beds incl. ICU", f"{po['value']:,.1f}{when(po) or ' (no one in hospital)'}")
+    table.add_row("peak hospital beds incl. ICU", f"{fixed(po['value'], 1)}{when(po) or ' (no one in hospital)'}")
 
     def capacity_rows(cap: dict, kind: str) -> None:  # the beds, and the days the mean curve is over them
-        table.add_row(f"{kind}capacity (beds)", f"{cap['beds']:,.1f} ({count(cap['beds_per_100k'])}/100k)")
+        table.add_row(f"{kind}capacity (beds)", f"{fixed(cap['beds'], 1)} ({count(cap['beds_per_100k'])}/100k)")
         over = cap.get("replicates_over_capacity", 0)
         crossed = f" ({over} of {replicates} went over)" if over else ""
         table.add_row(
@@ -1113,7 +1119,7 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
 
     capacity_rows(s["hospital_capacity"], "hospital ")
     pi = s["peak_icu"]
-    table.add_row("peak ICU beds", f"{pi['value']:,.1f}{when(pi) or ' (no one in ICU)'}")
+    table.add_row("peak ICU beds", f"{fixed(pi['value'], 1)}{when(pi) or ' (no one in ICU)'}")
     if s.get("icu_capacity"):  # none where the region gives no ICU figure
         capacity_rows(s["icu_capacity"], "ICU ")
     table.add_row("deaths", ms(s["deaths"]))

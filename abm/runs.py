@@ -98,7 +98,8 @@ class RunResult:
             late = [int(d) for d in days if not 0 <= d < n]
             if late:
                 raise ScenarioError(
-                    f"{argument}: {late} not allowed; map days must lie within the {n} simulated days (0..{n - 1})"
+                    f"{argument}: {late} not allowed; map days must lie within the {counted(n, 'simulated day')} "
+                    f"(0..{n - 1})"
                 )
             return tuple(int(d) for d in days)
         configured = getattr(self.scenario.outputs, "map_days", None)

@@ -196,18 +196,20 @@ class Scenario(BaseModel):
         late = [d for d in self.outputs.map_days or [] if not 0 <= d < self.simulation.days]
         if late:
             raise ValueError(
-                f"outputs.map_days: {late} not allowed; map days must lie within the {self.simulation.days} "
-                f"simulated days (0..{self.simulation.days - 1})"
+                f"outputs.map_days: {late} not allowed; map days must lie within the "
+                f"{counted(self.simulation.days, 'simulated day')} (0..{self.simulation.days - 1})"
             )
         if self.seeding.day >= self.simulation.days:
             raise ValueError(
-                f"seeding.day: {self.seeding.day} is not within the {self.simulation.days} simulated days "
+                f"seeding.day: {self.seeding.day} is not within the "
+                f"{counted(self.simulation.days, 'simulated day')} "
                 f"(0..{self.simulation.days - 1}); nothing would happen"
             )
         start, fitted = self.simulation.start_date, self.calibration.start_date if self.calibration else None
         if start is not None and (date.max - start).days < self.simulation.days - 1:
             raise ValueError(  # the last day's date would not exist (9999-12-31 is the last)
-                f"simulation.start_date: {start} is too late: the {self.simulation.days} simulated days would end "
+                f"simulation.start_date: {start} is too late: the "
+                f"{counted(self.simulation.days, 'simulated day')} would end "
                 f"after {date.max}"
             )
         if start is not None and fitted is not None and start != fitted:

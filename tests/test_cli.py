@@ -75,6 +75,20 @@ def test_abm_run_counts_its_replicates_in_words(tmp_path, replicates, said):
     assert f"no_intervention: 300 agents, 3 days, {said}" in result.stdout and "replicate(s)" not in result.stdout
 
 
+def test_a_one_day_run_counts_its_day_in_words(tmp_path):
+    """`abm run --days 1` said "running vacc: 300 agents x 1 replicate, 1 days" and noted that
+    vaccination "starts on day 10, after the 1 simulated days (0..0)"; its table's title says "1 day"."""
+    out = tmp_path / "run"
+    vacc = SCENARIOS / "king_county/vacc.yaml"
+    args = ["run", str(vacc), "--agents", "300", "--days", "1", "--replicates", "1", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"running vacc: 300 agents x 1 replicate, 1 day -> {out}\n" in result.stderr
+    text = " ".join(result.stderr.split())
+    assert "note: interventions.vaccination starts on day 10, after the 1 simulated day (0..0)" in text
+    assert "vacc: 300 agents, 1 day, 1 replicate" in result.stdout and "1 days" not in result.output
+
+
 def test_one_replicate_has_no_sd(tmp_path):
     """One replicate has no spread to measure: summary.json wrote an sd of 0, which reads as no
     variation at all. It is null, and the console shows the mean alone."""

@@ -366,6 +366,32 @@ def test_the_console_summary_of_a_run_with_no_one_in_hospital(monkeypatch, tmp_p
     assert rows["peak hospital beds incl. ICU"] == "0.0 (no one in hospital)"
 
 
+def test_the_console_summary_of_a_small_outbreak_reads_as_no_zero(monkeypatch, tmp_path: Path):
+    """A peak, a share or a rate above 0 is not shown as 0: vacc_ct at its 100,000 agents and 10
+    replicates printed "40 ± 24 (0.0%)", "0.3 on day 36 (0/100k)" and "0.1 on day 27 (0/100k)".
+    Such a figure gets its first significant digit; larger ones keep their whole numbers."""
+    from rich.console import Console
+
+    from abm import cli
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
+    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    s["cumulative_infected"] = {"mean": 40.0, "sd": 24.0, "share": 0.0004}
+    s["peak_hospitalized"] = {"value": 0.3, "day": 36, "per_100k": 0.3, "at_end": False}
+    s["peak_hospital_occupancy"] = {"value": 1 / 30, "day": 36, "per_100k": 0.0333, "at_end": False}
+    s["peak_icu"] = {"value": 0.1, "day": 27, "per_100k": 0.000049, "at_end": False}
+    s["hospital_capacity"] |= {"beds_per_100k": 55.0, "beds": 0.011}
+    cli.print_summary(s, 0.25, tmp_path)
+    lines = buffer.getvalue().splitlines()
+    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in lines if line.count("│") == 3)}
+    assert rows["cumulative infected"] == "40 ± 24 (0.04%)"
+    assert rows["peak hospitalized (mean curve)"] == "0.3 on day 36 (0.3/100k)"
+    assert rows["peak hospital beds incl. ICU"] == "0.03 on day 36 (0.03/100k)"
+    assert rows["peak ICU beds"] == "0.1 on day 27 (0.00005/100k)"  # never in powers of ten
+    assert rows["hospital capacity (beds)"] == "0.01 (55/100k)"  # 20 agents' share of 55 beds
+
+
 def hand_run(
     label: str,
     agents: int,

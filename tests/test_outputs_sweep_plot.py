@@ -164,3 +164,19 @@ def test_a_day_swept_as_dates_is_spaced_by_day():
         assert [t.get_text() for t in ax.get_xticklabels()] == dates
     finally:
         plt.close(fig)
+
+
+def test_a_variant_of_equal_replicates_has_bars_of_0_not_below():
+    """Every replicate of variant 0 infects 0.1% of its agents: the float mean of the percentages
+    (0.1 each) is 0.10000000000000002, above their maximum, and the bar up to the maximum was
+    negative, which matplotlib refuses (``abm sweep --days 1 --replicates 3`` failed with "'yerr'
+    must not contain negative values"). The bar is 0.1 to 0.1."""
+    table, variants, sweeps = hand_sweep()
+    table = pd.concat([table, table[table["replicate"] == 0].assign(replicate=2)], ignore_index=True)
+    table.loc[table["variant"] == 0, "cumulative_infected_share"] = 0.001
+    fig = sweep_figure("s", table, variants, sweeps)
+    try:
+        line = plotted(fig.axes[0])["weight=0.2"]
+        assert line["low"][1] == pytest.approx(0.1) and line["high"][1] == pytest.approx(0.1)  # variant 0: start 30
+    finally:
+        plt.close(fig)

@@ -107,6 +107,22 @@ def test_a_one_day_run_shows_day_0_inside_every_axes_and_no_later_day(name):
 
 
 @pytest.mark.parametrize("name", list(plots.FIGURES))
+def test_a_one_day_run_of_equal_replicates_draws_its_marker_without_a_negative_bar(name):
+    """Three replicates of one day with 1 case each (0.1% of 1,000 agents, 1% of 100): the float
+    mean of three 0.1s is 0.10000000000000002, above their maximum, and the bar from the mean to
+    the maximum was negative, which matplotlib refuses (``abm run --days 1`` failed with "'yerr'
+    must not contain negative values"). The bar is 0 on both sides."""
+    run = hand_run("ni", days=1, replicates=3)
+    for table in (run.timeseries, run.by_age):
+        table[table.columns.difference(["day", "replicate", "age_group", "agents"])] = 1.0
+    fig = plots.FIGURES[name]([run])
+    for ax in fig.axes:
+        for bars in ax.containers:  # the marker's error bar: no length either way
+            for segment in bars.lines[2][0].get_segments():
+                assert segment[0][1] == pytest.approx(segment[1][1])
+
+
+@pytest.mark.parametrize("name", list(plots.FIGURES))
 def test_a_longer_run_starts_at_day_0_and_shows_its_last_day(name):
     fig = plots.FIGURES[name]([hand_run("ni", days=5)])
     for ax in fig.axes:

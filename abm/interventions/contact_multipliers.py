@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from abm.engine.simulator import Phase, Simulation
 from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
+from abm.plurals import counted
 
 LAYERS = ("household", "occupation", "community")
 BUNDLED_SERIES = {"king_county_mobility_2020": "king_county_mobility_2020.csv"}
@@ -228,7 +229,7 @@ class ContactMultipliers(InterventionBase):
         if cfg.series is not None:
             starts.append(("series", cfg.series.start_day))
         return [
-            f"interventions.{cls.name}.{key} starts on day {day}, after the {days} simulated days "
+            f"interventions.{cls.name}.{key} starts on day {day}, after the {counted(days, 'simulated day')} "
             f"(0..{days - 1}): it does nothing in this run"
             for key, day in starts
             if day >= days

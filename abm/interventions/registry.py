@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from abm.plugin_errors import PluginError
+from abm.plurals import counted
 
 if TYPE_CHECKING:
     import torch
@@ -133,8 +134,8 @@ class InterventionsBase(BaseModel):
             missing = [need for need in known[name].needs if need not in on]
             if first is not None and first >= days:
                 notes.append(
-                    f"interventions.{name} starts on day {first}, after the {days} simulated days (0..{days - 1}): "
-                    "it does nothing in this run"
+                    f"interventions.{name} starts on day {first}, after the {counted(days, 'simulated day')} "
+                    f"(0..{days - 1}): it does nothing in this run"
                 )
             elif missing:
                 notes.append(

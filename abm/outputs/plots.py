@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from numpy.typing import ArrayLike
 
 from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: that loads torch
 
@@ -128,12 +129,21 @@ def cumulative_cost_table(run: RunTables) -> pd.DataFrame:
     return cum
 
 
+def range_bars(mean: ArrayLike, low: ArrayLike, high: ArrayLike) -> np.ndarray:
+    """Error bars from each ``mean`` down to ``low`` and up to ``high`` (matplotlib's ``yerr``,
+    [2, n]). The float mean of equal replicates can lie a rounding error outside their range
+    (three 0.1s average 0.10000000000000002, above their maximum), and matplotlib refuses a
+    negative bar: such a bar is 0."""
+    mean, low, high = (np.asarray(v, dtype=float) for v in (mean, low, high))
+    return np.clip(np.stack([mean - low, high - mean]), 0.0, None)
+
+
 def _draw(ax: Any, b: pd.DataFrame, label: str, color: Any) -> None:
     ax.fill_between(b.index, b["low"], b["high"], color=color, alpha=0.2, linewidth=0)
     single = len(b) == 1  # a one-day run: a line of one point draws nothing, so mark it
     ax.plot(b.index, b["mean"], color=color, label=label, linewidth=1.8, marker="o" if single else None)
     if single:
-        ax.errorbar(b.index, b["mean"], yerr=[b["mean"] - b["low"], b["high"] - b["mean"]], color=color, alpha=0.4)
+        ax.errorbar(b.index, b["mean"], yerr=range_bars(b["mean"], b["low"], b["high"]), color=color, alpha=0.4)
 
 
 def _days_axis(ax: Any) -> None:

@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from abm.key_paths import short_keys
-from abm.outputs.plots import colors
+from abm.outputs.plots import colors, range_bars
 from abm.plurals import counted
 
 # (column of sweep.csv, panel title, scale: "share" to percent, "per_100k" per 100,000 agents, or none)
@@ -117,9 +116,8 @@ def sweep_figure(
                 mean.append(values.mean())
                 low.append(values.min())
                 high.append(values.max())
-            mean_a = np.array(mean)
-            yerr = np.array([mean_a - np.array(low), np.array(high) - mean_a])
-            ax.errorbar(xs, mean_a, yerr=yerr, color=color, marker="o", capsize=3, linewidth=1.6, label=label or None)
+            yerr = range_bars(mean, low, high)
+            ax.errorbar(xs, mean, yerr=yerr, color=color, marker="o", capsize=3, linewidth=1.6, label=label or None)
         if column == "peak_hospital_occupancy_per_100k" and len(beds) == 1:
             ax.axhline(next(iter(beds)), color="#b22222", linestyle="--", linewidth=1.2, label="capacity")
         ax.set_title(title, fontsize=11)
