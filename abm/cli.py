@@ -1122,6 +1122,7 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     table.add_row("peak ICU beds", f"{fixed(pi['value'], 1)}{when(pi) or ' (no one in ICU)'}")
     if s.get("icu_capacity"):  # none where the region gives no ICU figure
         capacity_rows(s["icu_capacity"], "ICU ")
+    table.add_row("hospitalizations (admissions)", ms(s["hospitalizations"]))
     table.add_row("deaths", ms(s["deaths"]))
     table.add_row("total cost ($)", ms(s["total_cost"]))
     table.add_row("engine seconds", f"{engine_seconds:.2f}")

@@ -211,6 +211,9 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     cumulative = by_day.cumulative_infected
     assert s["peak_infection_rate_2nd_difference"] == pytest.approx(cumulative.diff().diff().max())
     assert s["deaths"] == {"mean": pytest.approx(final.deaths.mean()), "sd": pytest.approx(final.deaths.std(ddof=1))}
+    admitted = ts.groupby("replicate").new_hospitalizations.sum()
+    assert s["hospitalizations"] == {"mean": pytest.approx(admitted.mean()), "sd": pytest.approx(admitted.std(ddof=1))}
+    assert s["hospitalizations"]["mean"] > 0  # the two replicates admit someone
     assert s["total_cost"] == {"mean": 0.0, "sd": 0.0}
     # Capacity: 55 beds per 100,000 of the 3,000 agents; days over it are the mean curve's.
     beds = 55.0 * 3000 / 1e5
@@ -1535,6 +1538,7 @@ def test_the_console_summary_keeps_small_means(monkeypatch, tmp_path):
         "hospital_capacity": {"beds_per_100k": 55.0, "beds": 5.5, "days_over_capacity": 0},
         "peak_icu": {"value": 1 / 3, "day": 40, "per_100k": 3.3, "at_end": False},
         "icu_capacity": {"beds_per_100k": 6.1, "beds": 0.61, "days_over_capacity": 2, "replicates_over_capacity": 1},
+        "hospitalizations": {"mean": 2 / 3, "sd": 0.5774},
         "deaths": {"mean": 1 / 3, "sd": 0.5774}, "total_cost": {"mean": 458.3, "sd": 378.9},
     }  # fmt: skip
 
@@ -1546,7 +1550,7 @@ def test_the_console_summary_keeps_small_means(monkeypatch, tmp_path):
         return {line.split("│")[1].strip(): line.split("│")[2].strip() for line in lines if line.count("│") == 3}
 
     shown = rows()
-    assert shown["deaths"] == "0.33 ± 0.58"
+    assert shown["deaths"] == "0.33 ± 0.58" and shown["hospitalizations (admissions)"] == "0.67 ± 0.58"
     assert shown["total cost ($)"] == "458 ± 379" and shown["cumulative infected"] == "138 ± 111 (1.4%)"
     assert shown["hospital capacity (beds)"] == "5.5 (55/100k)" and shown["days over capacity (mean curve)"] == "0"
     assert shown["peak ICU beds"] == "0.3 on day 40 (3/100k)"

@@ -75,6 +75,8 @@ def summarize(
         "peak_infection_rate_2nd_difference": float(np.diff(cum_transmitted, n=2).max()) if res.days > 2 else None,
         "hospital_capacity": capacity(occupancy, beds_per_100k, n),
         "icu_capacity": None if icu_beds_per_100k is None else capacity(icu, icu_beds_per_100k, n),
+        # Admissions over the run (entries into hospital, as the timeseries' new_hospitalizations).
+        "hospitalizations": mean_sd(res.admissions.sum(axis=0)),
         "deaths": mean_sd(final[:, Stage.DEATH]),
         "total_cost": mean_sd(res.cost_totals),
     }
