@@ -290,10 +290,9 @@ def validate(
 
     Exit code 0 when it is valid, 2 when it is not."""
     with loading():
-        from abm.calibration.observed import CalibrationError
+        from abm.calibration.errors import CalibrationError
         from abm.learning.errors import LearningScenarioError
-        from abm.runs import check_population_settings
-        from abm.scenario import COMMAND_LINE, ScenarioError, check_device, load_scenario
+        from abm.scenario import COMMAND_LINE, ScenarioError, check_device, check_population_settings, load_scenario
 
     kind = learning_kind(file)
     if kind is not None:

@@ -31,8 +31,7 @@ from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import summarize
 from abm.plurals import counted
-from abm.populations import Population, build_population, load_region
-from abm.populations.reference import build_reference_population
+from abm.populations import Population, load_region
 from abm.populations.region import Region
 from abm.scenario import (
     COMMAND_LINE,
@@ -45,6 +44,7 @@ from abm.scenario import (
     key_origin,
     option_texts,
     overlaps,
+    population_of,
     read_scenario_data,
     validate,
     with_full_data_paths,
@@ -278,15 +278,6 @@ def apply_overrides(
     return data
 
 
-def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Population:
-    """The scenario's population (``population.kind``: the region's synthetic population, or the
-    thesis's reference population) drawn from ``seed`` (default ``simulation.seed``)."""
-    seed = sc.simulation.seed if seed is None else seed
-    if sc.population.kind == "reference":
-        return build_reference_population(sc.population.agents, seed)
-    return build_population(region, sc.population.agents, seed)
-
-
 class Reuse:
     """Populations and community contact networks kept from one run for the next runs that
     would build the same again: calibration trials, which change disease, seeding and
@@ -341,28 +332,6 @@ class Reuse:
 # worker process's, kept while it lives; a command that runs them in its own process clears it
 # when it is done with them.
 TASK_REUSE = Reuse()
-
-
-def check_population_settings(
-    sc: Scenario, source: str, seed: int | None = None, built: dict[tuple[str, int], torch.Tensor] | None = None
-) -> None:
-    """Refuse a setting that the scenario's population (drawn from ``seed``, default
-    ``simulation.seed``) makes impossible, such as an app adoption the age weights cannot reach, as
-    the run would once it has its population. The population is built only when such a setting
-    could be at stake, and kept in ``built`` (by population settings and seed) for the next call."""
-    seed = sc.simulation.seed if seed is None else seed
-    built = {} if built is None else built
-    key = (sc.population.model_dump_json(), seed)
-
-    def age_groups() -> torch.Tensor:
-        if key not in built:
-            pop = population_of(sc, load_region(sc.population.region), seed)
-            built[key] = torch.as_tensor(pop.age_group, dtype=torch.int64)
-        return built[key]
-
-    problems = sc.interventions.population_problems(age_groups)
-    if problems:
-        raise ScenarioError(f"{source}: {problems[0]}")
 
 
 def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simulation:

@@ -13,25 +13,36 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from abm.calibration.config import BUNDLED, CalibrationConfig
 from abm.day_dates import days_from_dates, shared_start_date
-from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, estimate_memory_bytes
-from abm.engine.contacts import default_degrees
-from abm.engine.disease import MAX_DAYS
-from abm.engine.simulator import AGE_CLASS_SHARES, DEFAULT_COMMUNITY_STUBS
+from abm.engine.config import (
+    AGE_CLASS_SHARES,
+    DEFAULT_COMMUNITY_STUBS,
+    MAX_DAYS,
+    ContactConfig,
+    DiseaseConfig,
+    SeedingConfig,
+    default_degrees,
+    estimate_memory_bytes,
+)
 from abm.interventions import InterventionsConfig
+from abm.interventions.config.vaccination import RESIDENTS
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
-from abm.interventions.vaccination import RESIDENTS
 from abm.key_paths import lookup
 from abm.plurals import counted
+from abm.populations import Population, Region, build_population
+from abm.populations.reference import build_reference_population
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.validation_errors import invalid_message, name_field, validated
 from abm.yaml_loader import load_yaml
+
+if TYPE_CHECKING:
+    import torch
 
 
 class ScenarioError(ValueError):
@@ -705,11 +716,11 @@ def check_device(scenario: Scenario, source: str) -> None:
     """The CUDA device a scenario asks for exists on this machine, and the least memory the run
     takes is not beyond all of the device's (a run that passes but does not fit the device's free
     memory ends with one message when it runs out, :func:`abm.runs.run`)."""
-    import torch
-
     device = scenario.simulation.device
     if not device.startswith("cuda"):
         return
+    import torch  # here only: a scenario on the CPU goes without it (a second or more to load)
+
     if not torch.cuda.is_available():
         raise ScenarioError(
             f"{source}: simulation.device: {device!r} is not allowed here: no CUDA device is available; use cpu"
@@ -728,6 +739,40 @@ def check_device(scenario: Scenario, source: str) -> None:
             f"{need / 1e9:.1f} GB, but {device} has {total / 1e9:.1f} GB; use fewer agents or replicates, or "
             "simulation.device: cpu"
         )
+
+
+def population_of(sc: Scenario, region: Region, seed: int | None = None) -> Population:
+    """The scenario's population (``population.kind``: the region's synthetic population, or the
+    thesis's reference population) drawn from ``seed`` (default ``simulation.seed``)."""
+    seed = sc.simulation.seed if seed is None else seed
+    if sc.population.kind == "reference":
+        return build_reference_population(sc.population.agents, seed)
+    return build_population(region, sc.population.agents, seed)
+
+
+def check_population_settings(
+    sc: Scenario, source: str, seed: int | None = None, built: dict[tuple[str, int], torch.Tensor] | None = None
+) -> None:
+    """Refuse a setting that the scenario's population (drawn from ``seed``, default
+    ``simulation.seed``) makes impossible, such as an app adoption the age weights cannot reach, as
+    the run would once it has its population. The population is built only when such a setting
+    could be at stake, and kept in ``built`` (by population settings and seed) for the next call
+    (torch, too, is loaded only then)."""
+    seed = sc.simulation.seed if seed is None else seed
+    built = {} if built is None else built
+    key = (sc.population.model_dump_json(), seed)
+
+    def age_groups() -> torch.Tensor:
+        import torch
+
+        if key not in built:
+            pop = population_of(sc, load_region(sc.population.region), seed)
+            built[key] = torch.as_tensor(pop.age_group, dtype=torch.int64)
+        return built[key]
+
+    problems = sc.interventions.population_problems(age_groups)
+    if problems:
+        raise ScenarioError(f"{source}: {problems[0]}")
 
 
 def available_memory_bytes() -> int:

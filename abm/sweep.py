@@ -64,7 +64,7 @@ from abm.parallel import (
     run_and_release,
     workers_record,
 )
-from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_population_settings, check_progress, resolve
+from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_progress, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import (
     COMMAND_LINE,
@@ -72,6 +72,7 @@ from abm.scenario import (
     OptionNames,
     Scenario,
     ScenarioError,
+    check_population_settings,
     option_texts,
     overlaps,
     yaml_problem,

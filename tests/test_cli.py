@@ -1201,7 +1201,7 @@ def test_validate_refuses_an_app_adoption_the_population_cannot_reach(monkeypatc
     """abm validate finds what the run would find once it has its population (the same message,
     named by the file and its --set options), and builds the population only when age weights
     of 0 put the adoption at stake."""
-    import abm.runs
+    import abm.scenario
 
     src = str(SCENARIOS / "king_county/vacc_ct.yaml")
     zero = "interventions.digital_tracing.age_weights=[0,0,1,1,1,1,1,1,1]"
@@ -1218,7 +1218,7 @@ def test_validate_refuses_an_app_adoption_the_population_cannot_reach(monkeypatc
     def no_population(*_args, **_kwargs):
         raise AssertionError("the population was built")
 
-    monkeypatch.setattr(abm.runs, "population_of", no_population)
+    monkeypatch.setattr(abm.scenario, "population_of", no_population)
     assert runner.invoke(app, ["validate", src]).exit_code == 0  # weights all above 0: nothing built
     result = runner.invoke(app, [*args, "--set", "interventions.digital_tracing.app_adoption=0.95"])
     assert isinstance(result.exception, AssertionError)  # with weights of 0 it is

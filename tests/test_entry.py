@@ -6,6 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+SCENARIOS = Path(__file__).parent.parent / "scenarios"
 
 # A child that runs the console script with ARGS after SETUP, as `abm ARGS` would; it says so
 # when the script returns to it (the interpreter's own exit) instead of leaving at once.
@@ -74,6 +77,30 @@ def test_version_help_and_compare_do_not_load_torch():
         assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: False", (args, done.stdout)
     code = 'import sys, abm.outputs.compare; print("torch" in sys.modules)'
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+def test_validate_checks_an_epidemic_scenario_without_loading_torch():
+    """`abm validate` answers while a scenario is being edited: for an epidemic scenario without a
+    calibration section it loads no torch (a second or more; the engine's settings and the
+    interventions' checks need none), and says what it said before. Only a check that needs the
+    population (age weights of 0 under an app adoption) loads it."""
+    report = 'import atexit; atexit.register(lambda: print("torch loaded:", "torch" in sys.modules))\n'
+    names = {"king_county/vacc_ct": "vacc_ct", "reference/vacc_t30_ct": "reference_vacc_t30_ct"}
+    names["king_county/vacc_phase1a"] = "vacc_phase1a"  # priority by occupation setting: checked without torch
+    for scenario, name in names.items():
+        path = SCENARIOS / f"{scenario}.yaml"
+        done = console_script(["validate", str(path)], report)
+        assert done.returncode == 0, done.stderr
+        verdict = f"ok {path}: scenario {name!r} is valid"
+        assert done.stdout.splitlines() == [verdict, "torch loaded: False"], done.stdout
+    shown = console_script(["validate", "--show", str(path)], report)
+    assert shown.returncode == 0 and shown.stderr.strip() == verdict
+    assert shown.stdout.startswith("name: vacc_phase1a\n")
+    assert shown.stdout.endswith("\ntorch loaded: False\n")
+    zero = "interventions.digital_tracing.age_weights=[0,0,1,1,1,1,1,1,1]"
+    args = ["validate", str(SCENARIOS / "king_county/vacc_ct.yaml"), "--set", "population.agents=2000", "--set", zero]
+    done = console_script(args, report)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: True"
 
 
 def test_an_interrupt_python_cannot_raise_is_not_printed_once_noted():

@@ -243,3 +243,27 @@ def test_layer_multipliers_start_each_day_at_1():
     halve = HalveCommunity()
     sim_of(make_population([[0, 1], [2, 3]]), [halve], days=4).run()
     assert halve.seen == [0.5] * 4
+
+
+def test_each_built_in_is_registered_by_its_settings_and_built_as_its_runner():
+    """The built-ins are registered by classes that hold their settings and checks only
+    (abm.interventions.config, without torch, for `abm validate`); a run builds the subclass their
+    runner_path names, with their name, order and needs. A class without runner_path (a plug-in),
+    or a subclass of a runner (a plug-in built on a built-in), runs itself."""
+    from abm.interventions import registered
+    from abm.interventions.testing import Testing
+    from abm.scenario import validate
+
+    for name, spec in registered().items():
+        runner = spec.runner()
+        assert issubclass(runner, spec) and runner.runner() is runner, name
+        assert (runner.name, runner.order, runner.needs) == (name, spec.order, spec.needs)
+        assert spec.__module__.startswith("abm.interventions.config.") == (runner is not spec), name
+    sc = validate({"name": "x", "interventions": {"testing": {}, "quarantine": {}}}, "x.yaml")
+    assert [type(iv).__name__ for iv in sc.interventions.build()] == ["Quarantine", "Testing"]
+    assert HalveCommunity.runner() is HalveCommunity
+
+    class RetestingPlugin(Testing):
+        pass
+
+    assert RetestingPlugin.runner() is RetestingPlugin

@@ -12,12 +12,9 @@ import numpy as np
 import pandas as pd
 
 from abm.calibration.config import BUNDLED, CalibrationConfig
+from abm.calibration.errors import CalibrationError
 from abm.calibration.observation import RAW, Series, array_module, observe_arrays, weekly_sums
 from abm.runs import RunResult
-
-
-class CalibrationError(ValueError):
-    """Bad calibration data or windows; the message is meant for the user as is."""
 
 
 def read_dated_table(source: str, at: str = "") -> pd.DataFrame:

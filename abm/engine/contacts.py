@@ -11,128 +11,19 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Annotated, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from abm.engine.config import CommunityContacts, HouseholdContacts, OccupationContacts
+from abm.engine.config import ContactConfig as ContactConfig  # the layers' settings, named here as before
+from abm.engine.config import default_degrees as default_degrees
 from abm.engine.rng import generator
-from abm.populations.population import LONG_TERM_CARE, SCHOOL, Population
+from abm.populations.population import Population
 
 # Contact ids at or above this need int64 (int32 holds fewer).
 INDEX_LIMIT = 2**31
 AGE_CLASS_OF_GROUP = [0, 0, 1, 1, 1, 1, 1, 2, 2]  # child 0-19, adult 20-69, elderly 70+
-
-
-def default_degrees() -> dict[str, float]:
-    """Mean daily contacts inside a school, workplace or facility, by setting (thesis model)."""
-    return {
-        "AGRICULTURE": 14, "MINING": 7, "UTILITIES": 7, "CONSTRUCTION": 7, "MANUFACTURING": 7,
-        "WHOLESALETRADE": 1.75, "RETAILTRADE": 4.69, "TRANSPORTATION": 8.75, "INFORMATION": 1.75,
-        "FINANCEINSURANCE": 4.69, "REALESTATERENTAL": 3.5, "SCIENTIFICTECHNICAL": 3.5,
-        "ENTERPRISEMANAGEMENT": 3.5, "WASTEMANAGEMENT": 5.6, "EDUCATION": 2.31, "HEALTHCARE": 19.95,
-        "ART": 3.5, "FOOD": 5.46, "OTHER": 4.69, SCHOOL: 10, LONG_TERM_CARE: 3,
-    }  # fmt: skip
-
-
-class HouseholdContacts(BaseModel):
-    """Everyone in a household meets everyone else every day."""
-
-    model_config = ConfigDict(extra="forbid")
-    weight: float = Field(2.0, ge=0, description="relative weight of a household contact")
-    normalizer: Literal["size", "member_list_string"] = Field(
-        "size",
-        description="what a household contact's force is divided by: size, the household's size (intended); "
-        "member_list_string, the length of the text of its member-id list, e.g. 14 for '[12345, 12346]' "
-        "(reproduces the reference code, docs/reference.md §11 Q2; needs consecutive member ids)",
-    )
-
-
-class OccupationContacts(BaseModel):
-    """Schools, workplaces and care facilities: a Watts-Strogatz graph per group each day."""
-
-    model_config = ConfigDict(extra="forbid")
-    weight: float = Field(1.0, ge=0, description="relative weight of a school or work contact")
-    rewire_probability: float = Field(0.1, ge=0, le=1, description="share of ring contacts rewired daily")
-    degree: dict[str, Annotated[float, Field(ge=0)]] = Field(
-        default_factory=default_degrees,
-        description="mean daily contacts by setting (sector, SCHOOL, LONG_TERM_CARE; CHILD and ELDERLY in the "
-        "reference population; a region's own sectors); settings not given keep their defaults",
-    )
-
-    @field_validator("degree")
-    @classmethod
-    def _merge(cls, v: dict[str, float]) -> dict[str, float]:
-        return {**default_degrees(), **v}
-
-
-NonNegative = Annotated[float, Field(ge=0)]
-# Contact surveys give means of 10-20 contacts a day, rarely hundreds for one person; a mean above
-# this is a typo, and near 1e19 numpy's draw fails ("lam value too large") after validation passed.
-DailyContacts = Annotated[float, Field(ge=0, le=1000)]
-
-
-class CommunityContacts(BaseModel):
-    """Random daily contacts, each agent with a fixed daily number, mostly near home."""
-
-    model_config = ConfigDict(extra="forbid")
-    weight: float = Field(0.25, ge=0, description="relative weight of a community contact")
-    mean_contacts: tuple[DailyContacts, DailyContacts, DailyContacts] = Field(
-        (2.0, 4.0, 3.0), description="mean daily contacts of children (0-19), adults, elderly (70+)"
-    )
-    sd_contacts: tuple[DailyContacts, DailyContacts, DailyContacts] = Field(
-        (2.0, 4.0, 3.0), description="sd of daily contacts by age class (negative binomial, sd^2 > mean)"
-    )
-    local_share: float = Field(0.7, ge=0, le=1, description="share of contacts made near home")
-    local_spread_tracts: float = Field(
-        2.0, gt=0, description="sd, in tracts along the map's space-filling order, of a local contact"
-    )
-    cycle_days: int = Field(
-        10,
-        ge=2,
-        multiple_of=2,
-        description="local_mix: community contacts recur on a cycle of this many days: over a cycle an agent meets "
-        "about cycle_days * k_i different people, the same again in the next cycle (longer: fewer repeat "
-        "contacts, more memory)",
-    )
-    construction: Literal["local_mix", "stub_path"] = Field(
-        "local_mix",
-        description="local_mix: half the stubs start a contact each day, mostly near home, on a cycle "
-        "(degree about k_i, intended; see cycle_days); "
-        "stub_path: every agent's k_i stubs shuffled daily and consecutive stubs joined, a path with degree "
-        "about 2 k_i (reproduces the reference code, docs/reference.md §11 Q8; local_share is not used)",
-    )
-
-
-class ContactConfig(BaseModel):
-    """The three contact layers."""
-
-    model_config = ConfigDict(extra="forbid")
-    household: HouseholdContacts = Field(
-        HouseholdContacts(), description="household layer: everyone in a household meets everyone else every day"
-    )
-    occupation: OccupationContacts = Field(
-        OccupationContacts(),
-        description="occupation layer: schools, workplaces and care facilities, a Watts-Strogatz graph per group",
-    )
-    community: CommunityContacts = Field(
-        CommunityContacts(), description="community layer: random daily contacts, mostly near home"
-    )
-    same_in_every_replicate: bool | list[Literal["occupation", "community"]] = Field(
-        False,
-        description="false: each replicate draws its own daily contacts (intended: a mean over replicates "
-        "averages over contact networks too); a list of layers: one draw of those layers shared by every "
-        "replicate ([occupation]: each day's occupation rewiring; community: each agent's daily number of "
-        "community contacts and the community contacts); true: both, as the reference code re-used its "
-        "pre-generated occupation and random network files in every run (docs/reference.md §1 and section 2). "
-        "It acts among one run's replicates (abm sweep runs each replicate on its own)",
-    )
-
-    def shares(self, layer: str) -> bool:
-        """Whether every replicate meets one draw of ``layer``'s contacts."""
-        shared = self.same_in_every_replicate
-        return shared if isinstance(shared, bool) else layer in shared
 
 
 def tile(a: np.ndarray, replicates: int, stride: int, device: torch.device) -> torch.Tensor:

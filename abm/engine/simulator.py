@@ -6,31 +6,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import Annotated, Protocol
+from typing import Protocol
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.contacts import (
-    CommunityLayer,
-    ContactConfig,
-    Edges,
-    HouseholdLayer,
-    OccupationLayer,
-    flat_nonzero,
-)
-from abm.engine.disease import (
+from abm.engine.config import (
     ABSORBING,
+    AGE_CLASS_SHARES,
+    DEFAULT_COMMUNITY_STUBS,
     NEVER,
     NUM_AGE_GROUPS,
     NUM_STAGES,
     STAGE_NAMES,
+    ContactConfig,
     DiseaseConfig,
-    DiseaseModel,
-    InfectedStageName,
+    Phase,
+    SeedingConfig,
     Stage,
+    estimate_memory_bytes,
 )
+from abm.engine.contacts import CommunityLayer, Edges, HouseholdLayer, OccupationLayer, flat_nonzero
+from abm.engine.disease import DiseaseModel
 from abm.engine.ledger import CostLedger
 from abm.engine.recorder import Recorder, SimulationResult
 from abm.engine.reference_contacts import community_layer
@@ -42,21 +38,6 @@ from abm.populations.population import Population
 LAYER_NAMES = ("household", "occupation", "community")
 
 
-class Phase(IntEnum):
-    """The fixed order of a day. Interventions hook into phases; the engine runs
-    transmission, progression and recording itself, after the phase's hooks."""
-
-    TEST_RESULTS = 0
-    TRACING = 1
-    TESTING = 2
-    QUARANTINE = 3
-    VACCINATION = 4
-    TRANSMISSION = 5
-    PROGRESSION = 6
-    CONTACT_LOGGING = 7
-    RECORDING = 8
-
-
 class Intervention(Protocol):
     """What the engine needs of an intervention: hooks by phase, called as hook(sim, day)."""
 
@@ -65,25 +46,6 @@ class Intervention(Protocol):
     def hooks(self) -> dict[Phase, Callable[[Simulation, int], None]]: ...
 
     def attach(self, sim: Simulation) -> None: ...
-
-
-class SeedingConfig(BaseModel):
-    """Who is infected at the start, per replicate."""
-
-    model_config = ConfigDict(extra="forbid")
-    day: int = Field(0, ge=0, description="day the initial infections happen")
-    infections: dict[InfectedStageName, Annotated[int, Field(ge=0)]] = Field(
-        default_factory=lambda: {"asymptomatic": 3, "presymptomatic_mild": 2},
-        description="number of agents put in each stage on that day (chosen at random)",
-    )
-    resample_per_replicate: bool = Field(
-        True,
-        description=(
-            "true: every replicate draws its own infected agents; false: the same agents (drawn once from "
-            "the simulation seed, among agents susceptible in every replicate) in every replicate, as the "
-            "reference code's population file fixes them (specs: epidemic model section 2.7)"
-        ),
-    )
 
 
 @dataclass
@@ -498,22 +460,9 @@ class Simulation:
         return torch.bincount(idx // self.n, minlength=self.replicates)
 
 
-# Community contacts a day, weighted by age class (children 0-19, adults, elderly 70+: about 23%,
-# 67% and 10% of King County's residents), and the cycle they recur on, at the defaults.
-AGE_CLASS_SHARES = (0.23, 0.67, 0.10)
-DEFAULT_COMMUNITY_STUBS = (0.23 * 2.0 + 0.67 * 4.0 + 0.10 * 3.0) * 10
-
-
-def estimate_memory_bytes(agents: int, replicates: int, community_stubs: float = DEFAULT_COMMUNITY_STUBS) -> int:
-    """Peak memory of a run: about 920-1,030 bytes per agent-replicate measured (BENCHMARKS.md),
-    with headroom, plus the interpreter and torch; and 16 bytes per community contact over a
-    cycle (``community_stubs``: mean daily contacts times ``cycle_days``) beyond the defaults'
-    34 (measured 100-160 bytes per extra daily contact at 50,000 agents x 2 replicates)."""
-    extra = 16 * max(0.0, community_stubs - DEFAULT_COMMUNITY_STUBS)
-    return int((1200 + extra) * agents * replicates + 250e6)
-
-
 __all__ = [
+    "AGE_CLASS_SHARES",
+    "DEFAULT_COMMUNITY_STUBS",
     "NUM_AGE_GROUPS",
     "NUM_STAGES",
     "AgentState",

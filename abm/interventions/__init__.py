@@ -1,19 +1,16 @@
 """Interventions: one module per intervention, each owning its config model, registered by
 name. The engine calls their hooks by phase (see :class:`abm.engine.Phase`); they talk through
 shared per-agent fields (``sim.field``) and the agent state, never by calling each other.
-Plug-ins add others through the ``abm.interventions`` entry-point group (docs/plugins.md)."""
+Plug-ins add others through the ``abm.interventions`` entry-point group (docs/plugins.md).
+
+The built-ins that need torch keep their settings and checks in :mod:`abm.interventions.config`,
+which is what this package imports: a scenario loads and is checked without torch, and an
+intervention's module is imported when a run builds it (:meth:`InterventionsBase.build`)."""
 
 import functools
 from typing import Any
 
-from abm.interventions import (  # noqa: F401  (registers the built-in interventions)
-    contact_multipliers,
-    digital_tracing,
-    manual_tracing,
-    quarantine,
-    testing,
-    vaccination,
-)
+from abm.interventions import config, contact_multipliers  # noqa: F401  (registers the built-in interventions)
 from abm.interventions.registry import InterventionBase, InterventionsBase, interventions_model, register, registered
 
 

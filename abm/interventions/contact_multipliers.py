@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from abm.engine.simulator import Phase, Simulation
+from abm.engine.config import Phase
 from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 from abm.plurals import counted
+
+if TYPE_CHECKING:
+    from abm.engine.simulator import Simulation
 
 LAYERS = ("household", "occupation", "community")
 BUNDLED_SERIES = {"king_county_mobility_2020": "king_county_mobility_2020.csv"}

@@ -14,73 +14,19 @@ columns): ``interviews`` (index cases reached) and ``manual_notifications`` (con
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
-from abm.engine.simulator import Phase, Simulation
-from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
+from abm.engine.config import Phase
+from abm.engine.simulator import Simulation
+from abm.interventions.config.manual_tracing import ManualTracingConfig as ManualTracingConfig  # named here as before
+from abm.interventions.config.manual_tracing import ManualTracingSpec
 from abm.interventions.selection import first_per_replicate
 from abm.interventions.testing import positives_to_trace
-from abm.interventions.tracing import bernoulli, can_be_asked, keep_window, notify, tracing_notes, window_contacts
+from abm.interventions.tracing import bernoulli, can_be_asked, keep_window, notify, window_contacts
 
 
-class ManualTracingConfig(BaseModel):
-    """Manual tracing (thesis: 7 days, recall 0.7, compliance 0.9; reachability 0.8)."""
-
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = Field(True, description=ENABLED_HELP)
-    window_days: int = Field(
-        7, ge=1, le=30, description="days of contacts traced back (quarantine keeps 30 days of isolation history)"
-    )
-    recall: float = Field(0.7, ge=0, le=1, description="P(an index case recalls a given contact)")
-    reachable: float = Field(0.8, ge=0, le=1, description="P(tracers reach an index case; and, separately, a contact)")
-    compliance: float = Field(0.9, ge=0, le=1, description="P(a traced contact quarantines)")
-    daily_capacity: int | None = Field(
-        None,
-        ge=0,
-        le=MAX_DAILY_COUNT,
-        description="index cases interviewed per day per replicate, drawn at random among the day's reachable "
-        "positives (those beyond it are not interviewed later); none: unlimited",
-    )
-    cost_per_interview: float = Field(0.0, ge=0, description="US$ per index case interviewed")
-    mode: Literal["parallel", "two_step"] = Field(
-        "two_step", description="how manual tracing combines with digital tracing"
-    )
-    test_contacts: bool = Field(
-        False, description="traced contacts who comply also ask for a test (taken by a test type given to traced)"
-    )
-    recall_unit: Literal["pair", "contact"] = Field(
-        "pair",
-        description="pair: an index case recalls each of its contacts independently (intended); contact: one recall "
-        "draw per traced agent per day, however many index cases met it (reproduces the reference code, specs "
-        "section 7.4)",
-    )
-    reachability: Literal["daily", "per_agent"] = Field(
-        "daily",
-        description="daily: whether tracers reach an agent is drawn each time (intended); per_agent: drawn once per "
-        "agent at the start, so the same agents are never reached (reproduces the reference code)",
-    )
-    skip_tested_contacts: bool = Field(
-        False,
-        description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
-        "the reference code does this (docs/reference.md §6 step 2)",
-    )
-
-
-@register("manual_tracing")
-class ManualTracing(InterventionBase):
+class ManualTracing(ManualTracingSpec):
     """Tracers follow household and school/work contacts of positives."""
-
-    config_model = ManualTracingConfig
-    needs = ("testing",)
-    order = 31
-
-    @classmethod
-    def unused_settings(cls, cfg: Any, on: dict[str, Any], days: int) -> list[str]:
-        """Notes when its notices would do less than asked (:func:`tracing_notes`)."""
-        return tracing_notes(cls.name, cfg, on)
 
     def attach(self, sim: Simulation) -> None:
         sim.field("positive_day", torch.int16, -1)  # read through positives_to_trace; exists from the start

@@ -6,6 +6,7 @@ registered intervention, so every setting is validated with its full key path.""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
@@ -75,9 +76,23 @@ class InterventionBase:
     order = 0
     config_model: type[BaseModel]
     needs: tuple[str, ...] = ()  # interventions whose results it acts on (without them it does nothing)
+    # "module:Class" of the subclass that runs it, for a class that holds only what loading and
+    # checking a scenario need (the built-ins: abm.interventions.config), so that `abm validate`
+    # does not load torch; it applies to the class that sets it, not to its subclasses.
+    runner_path: str = ""
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
+
+    @classmethod
+    def runner(cls) -> type[InterventionBase]:
+        """The class whose instances run in a simulation: the one :attr:`runner_path` names when
+        this class sets it (imported now), else this class itself (a runner, a plug-in)."""
+        path = vars(cls).get("runner_path", "")
+        if not path:
+            return cls
+        module, name = path.split(":")
+        return getattr(importlib.import_module(module), name)
 
     @classmethod
     def first_day(cls, cfg: Any) -> int | None:
@@ -153,9 +168,9 @@ class InterventionsBase(BaseModel):
         return [problem for problem in found if problem is not None]
 
     def build(self) -> list[Any]:
-        """The enabled interventions."""
+        """The enabled interventions, ready to attach to a simulation."""
         known = registered()
-        return [known[name](cfg) for name, cfg in self.enabled().items()]
+        return [known[name].runner()(cfg) for name, cfg in self.enabled().items()]
 
 
 def summary(model: type[BaseModel]) -> str:

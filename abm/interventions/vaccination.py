@@ -14,114 +14,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from abm.engine.disease import MAX_DAYS, Stage
+from abm.engine.config import Phase, Stage
 from abm.engine.rng import generator
-from abm.engine.simulator import AgentState, Phase, Simulation
-from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
+from abm.engine.simulator import AgentState, Simulation
+from abm.interventions.config.vaccination import RESIDENTS, VaccinationSpec
+from abm.interventions.config.vaccination import VaccinationConfig as VaccinationConfig  # named here as before
 from abm.populations.population import Population
-
-# A priority entry for the residents of long-term care facilities (the setting's name,
-# LONG_TERM_CARE, names its staff and residents alike).
-RESIDENTS = "long_term_care_residents"
-
-
-class VaccinationConfig(BaseModel):
-    """Two-dose vaccination (thesis defaults: from day 10, 0.3% of the population a day)."""
-
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = Field(True, description=ENABLED_HELP)
-    start_day: int = Field(10, ge=0, description="first vaccination day")
-    daily_doses_per_100k: float | None = Field(
-        300.0,
-        ge=0,
-        le=100_000,
-        description="doses produced per day per 100,000 agents (300 = 0.3%; 100,000: a dose for every agent each day)",
-    )
-    daily_doses: int | None = Field(
-        None,
-        ge=0,
-        le=MAX_DAILY_COUNT,
-        description="doses produced per day (replaces daily_doses_per_100k, which the resolved scenario then shows as "
-        "null)",
-    )
-    shelf_life_days: int = Field(2, ge=0, le=MAX_DAYS, description="days a dose can wait before it expires")
-    priority: Literal["oldest_first", "youngest_first"] | list[int | str] = Field(
-        "oldest_first",
-        description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose); "
-        f"a list may also name {RESIDENTS} and occupation settings (a key of contacts.occupation.degree: HEALTHCARE, "
-        "the health care sector's workers; LONG_TERM_CARE, the facilities' staff and residents; SCHOOL, pupils and "
-        "staff), each agent in the class of the first entry it belongs to: [long_term_care_residents, HEALTHCARE, "
-        "8, 7] vaccinates residents, then health care workers, then the others of 80+, then of 70-79",
-    )
-    first_doses_first: bool = Field(
-        True,
-        description="true: all first doses before any second dose; false: priority class by priority class (an "
-        "age group, or an entry of a priority list), within a class second doses (those due) before first doses",
-    )
-    dose1_efficacy: float = Field(
-        0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)"
-    )
-    dose2_efficacy: float = Field(0.95, ge=0, le=1, description="P(protected) after dose 2")
-    dose1_delay_days: int = Field(14, ge=0, le=MAX_DAYS, description="days from dose 1 to protection")
-    dose2_delay_days: int = Field(0, ge=0, le=MAX_DAYS, description="days from dose 2 to protection")
-    dose2_gap_days: int = Field(21, ge=0, le=MAX_DAYS, description="minimum days between doses")
-    dose2_dropout: float = Field(0.3, ge=0, le=1, description="P(not returning for dose 2) (see dose2_dropout_draw)")
-    protection: Literal["all_or_nothing", "leaky"] = Field(
-        "all_or_nothing",
-        description="all_or_nothing: a dose makes the agent immune with probability equal to its efficacy (see "
-        "dose2_combine); leaky: from a dose's protection day the agent's susceptibility is multiplied by 1 - "
-        "efficacy of the latest dose in effect (so a dose 2 less effective than dose 1 lowers the protection)",
-    )
-    price_per_dose: float = Field(20.0, ge=0, description="US$ per dose administered")
-    dose2_combine: Literal["either", "overwrite"] = Field(
-        "either",
-        description="all-or-nothing protection after dose 2: either, protected if the dose-1 or the dose-2 draw "
-        "protects (intended); overwrite, the dose-2 draw replaces the dose-1 draw (reproduces the reference code, "
-        "docs/reference.md §11 Q6)",
-    )
-    dose2_dropout_draw: Literal["once", "daily"] = Field(
-        "once",
-        description="once: whether an agent returns for dose 2 is drawn once (intended); daily: redrawn every day "
-        "(reproduces the reference code, docs/reference.md §11 Q6)",
-    )
-
-    @field_validator("priority")
-    @classmethod
-    def _groups(cls, v: object) -> object:
-        if not isinstance(v, list):
-            return v
-        bad = [x for x in v if isinstance(x, int) and not 0 <= x <= 8]
-        bad += [x for x in v if isinstance(x, str) and x != RESIDENTS and not x.isupper()]
-        if not v or len(set(v)) != len(v) or bad:
-            raise ValueError(
-                "a priority list holds one or more distinct entries, each an age group 0..8, "
-                f"{RESIDENTS} or an occupation setting (upper case, a key of contacts.occupation.degree)"
-                + (f"; not {', '.join(repr(x) for x in bad)}" if bad else "")
-                + (" (an empty one vaccinates no one)" if not v else "")
-            )
-        return v
-
-    def priority_settings(self) -> list[str]:
-        """The occupation settings the priority list names (checked against the scenario's)."""
-        return (
-            [x for x in self.priority if isinstance(x, str) and x != RESIDENTS]
-            if isinstance(self.priority, list)
-            else []
-        )
-
-    @model_validator(mode="after")
-    def _supply(self) -> VaccinationConfig:
-        if self.daily_doses is None and self.daily_doses_per_100k is None:
-            raise ValueError("give daily_doses or daily_doses_per_100k")
-        if self.daily_doses is not None:
-            self.daily_doses_per_100k = None  # replaced: the resolved scenario shows the rule in use only
-        return self
 
 
 class _Scan(NamedTuple):
@@ -195,20 +98,8 @@ def priority_classes(pop: Population, entries: list[int | str]) -> np.ndarray:
     return rank
 
 
-@register("vaccination")
-class Vaccination(InterventionBase):
+class Vaccination(VaccinationSpec):
     """Allocates each day's doses by priority class and applies protection."""
-
-    config_model = VaccinationConfig
-    order = 20
-
-    @classmethod
-    def unused_settings(cls, cfg: VaccinationConfig, on: dict, days: int) -> list[str]:
-        """A note when the supply is 0 doses a day: the programme gives no dose."""
-        key = "daily_doses" if cfg.daily_doses is not None else "daily_doses_per_100k"
-        if getattr(cfg, key) == 0:
-            return [f"interventions.{cls.name}.{key} is 0: no dose is given, so it does nothing in this run"]
-        return []
 
     def attach(self, sim: Simulation) -> None:
         c, d = self.cfg, sim.device
