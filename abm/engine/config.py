@@ -446,6 +446,20 @@ class SeedingConfig(BaseModel):
             "reference code's population file fixes them (specs: epidemic model section 2.7)"
         ),
     )
+    prior_immunity: Annotated[float, Field(ge=0, le=1)] | Annotated[
+        list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=AGE_GROUPS, max_length=AGE_GROUPS)
+    ] = Field(
+        0.0,
+        description="share of the agents immune from an earlier infection before day 0: one share, or a list of "
+        "the 9 age groups' (0-9 .. 80+); that many of each age group (the share of its agents, rounded) are chosen "
+        "at random, per replicate unless resample_per_replicate is false, and are never infected in the run; they "
+        "stay in the susceptible stage's counts, as agents a vaccine protects do, and count among no infections",
+    )
+
+    def immune_shares(self) -> list[float]:
+        """The share of each age group immune before day 0 (``prior_immunity``, per age group)."""
+        shares = self.prior_immunity
+        return list(shares) if isinstance(shares, list) else [float(shares)] * AGE_GROUPS
 
 
 # Community contacts a day, weighted by age class (children 0-19, adults, elderly 70+: about 23%,

@@ -122,6 +122,11 @@ class Simulation:
             susceptibility_scale=torch.ones(self.total, dtype=torch.float32, device=d),
             infectiousness_scale=torch.ones(self.total, dtype=torch.float32, device=d),
         )
+        # Agents immune from an earlier infection (seeding.prior_immunity), kept apart from a
+        # vaccine's protection, which cannot take it away; None when no one is.
+        self.prior_immune = self._prior_immunity()
+        if self.prior_immune is not None:
+            self.state.immune |= self.prior_immune
         # Per-agent fields interventions share (written by one, read by others), by name.
         self.fields: dict[str, torch.Tensor] = {}
         # Values interventions derive and share (e.g. a day's traced contacts), keyed by what
@@ -401,6 +406,29 @@ class Simulation:
         s.stage[due] = new.to(torch.int8)
         self._schedule(due, new, day, generator(self.seed, "progression", day, self.device))
         self.recorder.transitions(due, old, new)
+
+    def _prior_immunity(self) -> torch.Tensor | None:
+        """Per agent, whether it is immune before day 0 (``seeding.prior_immunity``): in each age
+        group its share of the group's agents, rounded half up, chosen at random, per replicate
+        or (``resample_per_replicate: false``) one choice for every replicate; None when no one is."""
+        d = self.device
+        group = self.age_group[: self.n]
+        sizes = torch.bincount(group, minlength=NUM_AGE_GROUPS)
+        shares = torch.tensor(self.seeding.immune_shares(), dtype=torch.float64, device=d)
+        wanted = torch.floor(shares * sizes + 0.5).long()
+        if int(wanted.sum()) == 0:
+            return None
+        draws = self.replicates if self.seeding.resample_per_replicate else 1
+        gen = generator(self.seed, "prior-immunity", 0, d)
+        keys = torch.rand(draws, self.n, generator=gen, device=d, dtype=torch.float64)
+        first = torch.cumsum(sizes, 0) - sizes  # each age group's first position in the order below
+        chosen = []
+        for row in keys:
+            order = torch.argsort(group * 2 + row)  # by age group, at random within it
+            rank = torch.empty_like(order)
+            rank[order] = torch.arange(self.n, device=d) - first.index_select(0, group.index_select(0, order))
+            chosen.append(rank < wanted.index_select(0, group))
+        return torch.cat(chosen if draws > 1 else chosen * self.replicates)
 
     def _seed(self, day: int) -> None:
         """Put the seeding's agents into their stages: drawn per replicate, or one draw shared by

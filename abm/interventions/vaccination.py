@@ -381,7 +381,9 @@ class Vaccination(VaccinationSpec):
         level = self.protect_level.index_select(0, due)
         before = self.protected.index_select(0, due)
         if self.cfg.protection == "all_or_nothing" and self.cfg.dose2_combine == "overwrite":
-            sim.state.immune[due] = level > 0
+            prior = sim.prior_immune
+            # a dose that fails takes away the vaccine's protection, not an earlier infection's
+            sim.state.immune[due] = (level > 0) | (prior.index_select(0, due) if prior is not None else False)
             now = level > 0
         elif self.cfg.protection == "all_or_nothing":
             sim.state.immune[due[level > 0]] = True
