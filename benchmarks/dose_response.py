@@ -117,6 +117,12 @@ CASES = (
     Case("occupation_multiplier", {}, {"interventions": multiplier(occupation=0.6)}, {"infections": -1}),
     Case("household_multiplier", {}, {"interventions": multiplier(household=0.6)}, {"infections": -1}),
     Case(
+        "prior_immunity",
+        {"seeding": {"prior_immunity": 0.05}},
+        {"seeding": {"prior_immunity": 0.2}},
+        {"infections": -1},
+    ),
+    Case(
         "transmission_rate",
         {},
         {"disease": {"transmission_rate": 4.0}},

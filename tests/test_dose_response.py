@@ -55,6 +55,7 @@ EFFECTS = {
     ("app_adoption", "app_notifications"),
     ("manual_tracing_capacity", "infections"),
     ("community_multiplier", "infections"),
+    ("prior_immunity", "infections"),
     ("occupation_multiplier", "infections"),
     ("transmission_rate", "infections"),
     ("transmission_rate", "peak_day"),
