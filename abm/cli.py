@@ -23,6 +23,7 @@ from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_ta
 from abm.plugin_errors import PluginError
 
 if TYPE_CHECKING:
+    from abm.scenario import Scenario
     from abm.sweep import SweepPlan
 
 app = typer.Typer(
@@ -486,16 +487,24 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
         )
 
 
+def seeds_no_one(sc: Scenario) -> str:
+    """What says that a scenario's seeding infects no one (its counts, or its rate per 100,000
+    rounded to none at its agents)."""
+    if sc.seeding.infections_per_100k is None:
+        return "seeding.infections seeds no one"
+    return f"seeding.infections_per_100k seeds no one at {sc.population.agents:,} agents (rounded half up)"
+
+
 def note_idle(resolved: list) -> None:
     """A note for each intervention that starts after the last simulated day, since the run then
     goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
     scenarios: a sweep's variants)."""
     texts = [note for sc in resolved for note in sc.interventions.idle(sc.simulation.days)]
     texts += [
-        "seeding.infections seeds no one, so no one is infected in this run (only the interventions' own "
-        "counts and costs, such as doses, are recorded)"
+        f"{seeds_no_one(sc)}, so no one is infected in this run (only the interventions' own counts and costs, such "
+        "as doses, are recorded)"
         for sc in resolved
-        if not any(sc.seeding.infections.values())
+        if not any(sc.seeding.counts(sc.population.agents).values())
     ]
     for text in dict.fromkeys(texts):
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)

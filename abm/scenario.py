@@ -182,11 +182,10 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
-        total = sum(self.seeding.infections.values())
+        total = sum(self.seeding.counts(self.population.agents).values())
         if total > self.population.agents:
-            raise ValueError(
-                f"seeding.infections: {total} infections but population.agents is {self.population.agents}"
-            )
+            key = "infections" if self.seeding.infections_per_100k is None else "infections_per_100k"
+            raise ValueError(f"seeding.{key}: {total} infections but population.agents is {self.population.agents}")
         settings = self.contacts.occupation.degree
         multipliers = getattr(self.interventions, "contact_multipliers", None)
         vaccination = getattr(self.interventions, "vaccination", None)

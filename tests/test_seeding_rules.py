@@ -64,3 +64,47 @@ def test_infecting_an_agent_that_is_not_susceptible_is_refused():
     res = sim.recorder.result(0.0, sim.ledger)
     assert res.new_infections[0].tolist() == [1]
     assert res.stages[0, 0, Stage.SUSCEPTIBLE] == 2 and res.stages[0, 0].sum() == 3
+
+
+def test_infections_per_100k_scale_with_the_agents_rounded_half_up():
+    """infections_per_100k: 25 asymptomatic and 10 mild per 100,000 are 5 and 2 at 20,000 agents,
+    and at 10 agents 0.0025 and 0.001: none (and 50 per 100,000 of 1,000 agents, 0.5, is 1)."""
+    cfg = SeedingConfig(infections_per_100k={"asymptomatic": 25, "mild_symptoms": 10})
+    assert cfg.counts(20_000) == {"asymptomatic": 5, "mild_symptoms": 2}
+    assert cfg.counts(10) == {"asymptomatic": 0, "mild_symptoms": 0}
+    assert SeedingConfig(infections_per_100k={"asymptomatic": 50}).counts(1000) == {"asymptomatic": 1}
+    assert SeedingConfig(infections={"asymptomatic": 7}).counts(20_000) == {"asymptomatic": 7}
+    pop = make_population([[i] for i in range(400)])
+    seeding = SeedingConfig(day=0, infections_per_100k={"asymptomatic": 1000, "mild_symptoms": 500})
+    sim = Simulation(pop, DiseaseConfig(), quiet_contacts(), seeding, days=1, replicates=3, seed=2)
+    sim.step(0)
+    stage = sim.state.stage.view(3, 400)
+    assert ((stage == Stage.ASYMPTOMATIC).sum(1) == 4).all() and ((stage == Stage.MILD_SYMPTOMS).sum(1) == 2).all()
+
+
+def test_infections_and_infections_per_100k_are_not_both_given():
+    """Counts and a rate per 100,000 are not both given; counts of 0 (a base file's, set to 0 by
+    the file that extends it) or none give way to the rate."""
+    with pytest.raises(ValueError, match="as infections \\(counts\\) or as infections_per_100k, not both"):
+        SeedingConfig(infections={"asymptomatic": 1}, infections_per_100k={"asymptomatic": 1})
+    for none in ({}, {"asymptomatic": 0, "presymptomatic_mild": 0}):
+        cfg = SeedingConfig(infections=none, infections_per_100k={"asymptomatic": 10})
+        assert cfg.counts(100_000) == {"asymptomatic": 10}
+
+
+def test_a_run_seeded_per_100k_keeps_its_share_at_other_agents():
+    """King County with 50 asymptomatic per 100,000: 10 seeds at 20,000 agents and 1 at 2,000, as
+    the run's day-0 infections say; the scenario's 5 absolute seeds stay 5 at both."""
+    import abm
+
+    for agents, seeds in ((20_000, 10), (2_000, 1)):
+        run = abm.run(
+            "scenarios/king_county/no_intervention.yaml",
+            sets=["seeding={day: 0, infections_per_100k: {asymptomatic: 50}}"],
+            agents=agents,
+            days=1,
+            replicates=2,
+        )
+        assert run.result.introduced[0].tolist() == [seeds, seeds]
+        plain = abm.run("scenarios/king_county/no_intervention.yaml", agents=agents, days=1, replicates=2)
+        assert plain.result.introduced[0].tolist() == [5, 5]

@@ -438,6 +438,11 @@ class SeedingConfig(BaseModel):
         default_factory=lambda: {"asymptomatic": 3, "presymptomatic_mild": 2},
         description="number of agents put in each stage on that day (chosen at random)",
     )
+    infections_per_100k: dict[InfectedStageName, Annotated[float, Field(ge=0)]] | None = Field(
+        None,
+        description="instead of infections: agents put in each stage per 100,000 agents, so that the seeding keeps "
+        "its share at any population.agents (--agents); the count is this times agents / 100,000, rounded half up",
+    )
     resample_per_replicate: bool = Field(
         True,
         description=(
@@ -446,15 +451,33 @@ class SeedingConfig(BaseModel):
             "reference code's population file fixes them (specs: epidemic model section 2.7)"
         ),
     )
-    prior_immunity: Annotated[float, Field(ge=0, le=1)] | Annotated[
-        list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=AGE_GROUPS, max_length=AGE_GROUPS)
-    ] = Field(
+    prior_immunity: (
+        Annotated[float, Field(ge=0, le=1)]
+        | Annotated[list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=AGE_GROUPS, max_length=AGE_GROUPS)]
+    ) = Field(
         0.0,
         description="share of the agents immune from an earlier infection before day 0: one share, or a list of "
         "the 9 age groups' (0-9 .. 80+); that many of each age group (the share of its agents, rounded) are chosen "
         "at random, per replicate unless resample_per_replicate is false, and are never infected in the run; they "
         "stay in the susceptible stage's counts, as agents a vaccine protects do, and count among no infections",
     )
+
+    @model_validator(mode="after")
+    def _one_kind_of_count(self) -> SeedingConfig:
+        given = "infections" in self.model_fields_set and any(self.infections.values())
+        if self.infections_per_100k is not None and given:
+            raise ValueError(
+                "give the initial infections as infections (counts) or as infections_per_100k, not both; to seed "
+                "by infections_per_100k where a base file gives counts, set infections: {} (or each count to 0)"
+            )
+        return self
+
+    def counts(self, agents: int) -> dict[str, int]:
+        """The number of agents put in each stage on the seeding day, for ``agents`` agents:
+        ``infections``, or ``infections_per_100k`` scaled to them and rounded half up."""
+        if self.infections_per_100k is None:
+            return dict(self.infections)
+        return {k: math.floor(v * agents / 1e5 + 0.5) for k, v in self.infections_per_100k.items()}
 
     def immune_shares(self) -> list[float]:
         """The share of each age group immune before day 0 (``prior_immunity``, per age group)."""
