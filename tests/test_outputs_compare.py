@@ -350,6 +350,34 @@ def test_compare_of_a_run_without_the_columns_the_averted_counts_read_says_so(ru
     assert not out.exists()
 
 
+def test_compare_of_a_table_cut_short_or_with_a_word_for_a_number_says_so(runs, tmp_path):
+    """A timeseries.csv cut off in its last row (a copy that stopped half-way) was read with empty
+    cells and compared: hospitalizations summed over the cells left (wrong numbers, exit code 0);
+    a word in a count column ended in a traceback. Both get one line and exit code 2."""
+    cut = _edited_copy(runs["sq"], tmp_path / "cut")
+    (cut / "timeseries.parquet").unlink()
+    text = (cut / "timeseries.csv").read_text()
+    (cut / "timeseries.csv").write_text(text[: text.rstrip("\n").rfind(",", 0, -30)])
+    rows = len(pd.read_csv(runs["sq"] / "timeseries.csv"))
+    word = _edited_copy(runs["sq"], tmp_path / "word")
+    (word / "timeseries.parquet").unlink()
+    ts = pd.read_csv(word / "timeseries.csv").astype({"new_hospitalizations": object})
+    ts.loc[4, "new_hospitalizations"] = "four"
+    ts.to_csv(word / "timeseries.csv", index=False)
+    out = tmp_path / "cmp"
+    for bad, message in (
+        (cut, f"cells in hospital_occupancy, icu, new_infections, cumulative_infected, new_hospitalizations, deaths, "
+              f"the first in row {rows:,} of its {rows:,} rows"),
+        (word, f"holds 1 empty or non-number cell in new_hospitalizations, the first in row 5 of its {rows:,} rows"),
+    ):  # fmt: skip
+        result = compare(runs["ni"], bad, "--out", out)
+        assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr  # one line
+        said = result.stderr.strip()
+        assert f"{bad}: cannot be compared: timeseries.parquet (or .csv) holds " in said and message in said, said
+        assert not out.exists()
+
+
 def test_compare_help_says_what_runs_are_and_the_exit_codes():
     """typer 0.20 with click 8.5 drops the RUNS argument's own help, so the command's text says it."""
     from typer.testing import CliRunner

@@ -115,6 +115,8 @@ TABLE_COLUMNS = {
 # The tables with one row per replicate, day and these columns' values (costs.csv has rows for
 # the booked items only).
 TABLE_GROUPS = {TIMESERIES: (), "by_age.csv": ("age_group",)}
+# The columns of TABLE_COLUMNS that hold text, not numbers.
+TEXT_COLUMNS = ("age_group", "item")
 
 
 def _is_number(v: Any) -> bool:
@@ -142,10 +144,32 @@ def run_problems(run: RunTables) -> list[str]:
         problems += [f"{name} lacks the columns {', '.join(missing)}"] if missing else []
     if problems:
         return problems
+    for name, table in tables.items():
+        problems += cell_problems(name, table, TABLE_COLUMNS[name])
+    if problems:
+        return problems
     counts = {"replicates": s["replicates"], "days": s["days"]}
     for name, table in tables.items():
         problems += grid_problems(name, table, counts, TABLE_GROUPS.get(name))
     return problems
+
+
+def cell_problems(name: str, table: pd.DataFrame, columns: tuple[str, ...]) -> list[str]:
+    """What is wrong with the cells of a run's table (``name``) in the ``columns`` compare reads:
+    empty cells (a table cut short, as a copy that stopped half-way leaves it) and, outside
+    :data:`TEXT_COLUMNS`, cells that are not numbers. Empty when every cell holds a value."""
+    bad = pd.DataFrame(
+        {c: table[c].isna() if c in TEXT_COLUMNS else pd.to_numeric(table[c], errors="coerce").isna() for c in columns}
+    )
+    rows = bad.any(axis=1).to_numpy()
+    if not rows.any():
+        return []
+    listed = ", ".join(c for c in columns if bad[c].any())
+    first = int(rows.argmax())
+    return [
+        f"{name} holds {counted(int(bad.to_numpy().sum()), 'empty or non-number cell')} in {listed}, the first "
+        f"in row {first + 1:,} of its {len(table):,} rows"
+    ]
 
 
 def _listed(values: Iterable[Any]) -> str:
