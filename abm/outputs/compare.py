@@ -19,6 +19,7 @@ import json
 import math
 import numbers
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,7 +337,11 @@ EXPECTED_DIFFERENCES = ("name", "description", "interventions", "outputs", "cali
 
 
 def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as {dotted key path: leaf value} (lists are leaves)."""
+    """A nested mapping as {key path: leaf value}: mappings' keys dotted, the items of a list of
+    mappings by their index as ``--set`` takes them (``disease.dwell_times[3].scale``), so that a
+    difference names the entry that differs; any other list is a leaf (``[2.0, 4.0, 3.0]``)."""
+    if isinstance(tree, list) and tree and all(isinstance(item, dict) for item in tree):
+        return {k: v for i, item in enumerate(tree) for k, v in flat(item, f"{prefix}[{i}]").items()}
     if not isinstance(tree, dict):
         return {prefix: tree}
     out: dict[str, Any] = {}
@@ -345,11 +350,18 @@ def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _path_order(key: str) -> list[tuple[int, Any]]:
+    """A key path's sort key: its names in order, and list indices as numbers (``[2]`` before
+    ``[10]``)."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"[.\[\]]+", key) if part]
+
+
 def scenario_differences(runs: list[RunTables]) -> dict[str, list[Any]]:
     """The scenario values, run by run, of each key that differs between the runs outside
-    :data:`EXPECTED_DIFFERENCES` (runs whose scenario is not known are left out)."""
+    :data:`EXPECTED_DIFFERENCES` (runs whose scenario is not known are left out), by key path
+    (:func:`flat`)."""
     known = [flat(run.scenario) for run in runs if run.scenario is not None]
-    keys = sorted({k for f in known for k in f})
+    keys = sorted({k for f in known for k in f}, key=_path_order)
     expected = tuple(f"{e}." for e in EXPECTED_DIFFERENCES)
     return {
         k: [f.get(k) for f in known]
