@@ -501,18 +501,26 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
         )
 
 
-def note_idle(resolved: list) -> None:
+def note_idle(resolved: list, labels: list[str] | None = None) -> None:
     """A note for each intervention that starts after the last simulated day, since the run then
     goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
-    scenarios: a sweep's variants)."""
-    texts = [note for sc in resolved for note in sc.interventions.idle(sc.simulation.days)]
-    texts += [
-        "seeding.infections seeds no one, so no one is infected in this run (only the interventions' own "
-        "counts and costs, such as doses, are recorded)"
-        for sc in resolved
-        if not any(sc.seeding.infections.values())
-    ]
-    for text in dict.fromkeys(texts):
+    scenarios: a sweep's variants, each named by its ``labels`` in a note that holds for some of
+    them only)."""
+    from abm.plurals import plural
+
+    where: dict[str, list[int]] = {}
+    for v, sc in enumerate(resolved):
+        texts = sc.interventions.idle(sc.simulation.days)
+        if not any(sc.seeding.infections.values()):
+            texts.append(
+                "seeding.infections seeds no one, so no one is infected in this run (only the interventions' own "
+                "counts and costs, such as doses, are recorded)"
+            )
+        for text in dict.fromkeys(texts):
+            where.setdefault(text, []).append(v)
+    for text, variants in where.items():
+        if labels is not None and len(variants) < len(resolved):
+            text += f" ({plural('variant', len(variants))} {'; '.join(labels[v] for v in variants)})"
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
@@ -849,7 +857,7 @@ def sweep(
     options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
     note_switched_on(file, sp.variants, options, overrides)
     note_unapplied_settings(file, set_, sp.axes)
-    note_idle(sp.variants)
+    note_idle(sp.variants, [sp.label(v, short=True) for v in range(len(sp.variants))])
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates

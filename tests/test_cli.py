@@ -1285,6 +1285,32 @@ def test_a_swept_mapping_that_drops_the_files_keys_gets_the_note_set_gets(capsys
     assert [sc.interventions.vaccination.daily_doses_per_100k for sc in variants] == [300.0, 300.0, 50.0]
 
 
+def test_a_sweep_names_the_variants_in_which_an_intervention_does_nothing(capsys):
+    """A note that holds for some of a sweep's variants only names them: a swept start day after
+    the run's end was noted as 'it does nothing in this run', without saying which variant; a note
+    for every variant, or for a run, names none."""
+    from abm.cli import note_idle
+    from abm.sweep import plan
+
+    src = SCENARIOS / "king_county/vacc.yaml"
+    sp = plan(src, ["interventions.vaccination.start_day=2,8,9"], replicates=1, agents=2000, days=5)
+    labels = [sp.label(v, short=True) for v in range(len(sp.variants))]
+    note_idle(sp.variants, labels)
+    lines = capsys.readouterr().err.splitlines()
+    suffix = "simulated days (0..4): it does nothing in this run"
+    assert lines == [
+        f"note: interventions.vaccination starts on day 8, after the 5 {suffix} (variant start_day=8)",
+        f"note: interventions.vaccination starts on day 9, after the 5 {suffix} (variant start_day=9)",
+    ]
+    every = plan(src, ["contacts.community.weight=0.5,0.6"], replicates=1, agents=2000, days=5)
+    note_idle(every.variants, ["weight=0.5", "weight=0.6"])
+    note_idle(every.variants[:1])
+    assert (
+        capsys.readouterr().err.splitlines()
+        == [f"note: interventions.vaccination starts on day 10, after the 5 {suffix}"] * 2
+    )
+
+
 def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):
     """No initial infections is allowed (a run of vaccination costs alone) but named; a run with
     seeds has no such note."""
