@@ -245,6 +245,31 @@ def test_compare_names_a_comparison_folder_given_as_a_run(runs, tmp_path):
     )
 
 
+def test_compare_says_a_run_folder_lacks_a_file_removed_since_abm_wrote_it(runs, tmp_path):
+    """A run folder (its mark says so and lists the file) from which summary.json, or both
+    timeseries files, were removed was "not a run folder (missing summary.json); give folders
+    written by `abm run`", though `abm run` wrote it: it is named a run folder that lacks them,
+    to be run again. A folder without abm's mark is as before."""
+    out = tmp_path / "cmp"
+    for name, removed in (("summary", ("summary.json",)), ("tables", ("timeseries.parquet", "timeseries.csv"))):
+        bad = _edited_copy(runs["sq"], tmp_path / name)
+        for file in removed:
+            (bad / file).unlink()
+        result = compare(runs["ni"], bad, "--out", out)
+        assert (result.exit_code, result.stderr) == (
+            2,
+            f"error: {bad}: is a run folder that lacks {', '.join(removed)}, removed since `abm run` wrote it; run "
+            "it again\n",
+        )
+        assert not out.exists()
+    (tmp_path / "tables" / MARK).unlink()
+    result = compare(runs["ni"], tmp_path / "tables", "--out", out)
+    assert result.stderr == (
+        f"error: {tmp_path / 'tables'}: not a run folder (missing timeseries.parquet, timeseries.csv); give folders "
+        "written by `abm run`\n"
+    )
+
+
 def test_python_compare_of_results_and_folders(runs, vacc_result):
     with pytest.raises(CompareError, match="the result of 'vacc' is given twice; give each run once"):
         abm.compare([vacc_result, runs["ni"], vacc_result])  # as a folder given twice is refused

@@ -31,7 +31,7 @@ import yaml
 from abm.outputs import differences
 from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
-from abm.outputs.run_folder import KINDS, atomic_folder, folder_kind, is_output_folder
+from abm.outputs.run_folder import KINDS, atomic_folder, folder_kind, is_output_folder, written_entries
 from abm.plurals import counted, plural
 
 COLUMNS = {
@@ -626,10 +626,15 @@ class Comparison:
 def not_a_run(folder: Path, missing: list[str]) -> str:
     """The message for a ``folder`` that lacks a run's files (``missing``): an output folder of
     another kind abm wrote (a comparison, a sweep...: its mark's kind; a comparison marked before
-    marks had kinds: its comparison.csv) is named as such."""
+    marks had kinds: its comparison.csv) is named as such, and a run folder that abm wrote with
+    them (its mark lists them) as one they were removed from."""
     kind = folder_kind(folder) if is_output_folder(folder) else None
     if kind is None and (folder / "comparison.csv").is_file():
         kind = "comparison"
+    if kind == "run" and not set(missing) - set(written_entries(folder)):
+        return (
+            f"{folder}: is a run folder that lacks {', '.join(missing)}, removed since `abm run` wrote it; run it again"
+        )
     if kind is not None and kind != "run":
         what = KINDS.get(kind, f"an abm {kind}")
         return f"{folder}: is {what} folder, not a run folder; compare takes run folders, written by `abm run`"
@@ -662,7 +667,7 @@ def load_runs(items: list[Any]) -> Comparison:
             raise CompareError(f"{folder}: no such run folder")
         missing = [n for n in ("summary.json", "by_age.csv", "costs.csv") if not (folder / n).is_file()]
         if missing or not any((folder / n).is_file() for n in ("timeseries.parquet", "timeseries.csv")):
-            raise CompareError(not_a_run(folder, missing or ["timeseries"]))
+            raise CompareError(not_a_run(folder, missing or ["timeseries.parquet", "timeseries.csv"]))
         try:
             run = RunTables.from_folder(folder)
         except (ValueError, KeyError, OSError, yaml.YAMLError) as exc:

@@ -79,15 +79,20 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p != folder / MARK)
 
 
+def written_entries(folder: Path) -> list[str]:
+    """The entries abm wrote into an abm output folder, as its mark lists them (paths relative to
+    it, ``plots/map_day050.png``); none when the mark predates the list of entries."""
+    return [line.strip() for line in _mark_lines(folder)[1:] if line.startswith("  ")]
+
+
 def added_entries(folder: Path) -> list[str]:
     """Entries of an abm output folder that abm did not write there, as paths relative to it
     (none when its mark predates the list of entries). A subfolder's entries are checked too
     (a file added to ``plots/`` is found), unless the mark lists the subfolder without any of
     its entries, as marks did before they listed subfolders' entries."""
-    lines = _mark_lines(folder)
-    if not lines:
+    if not _mark_lines(folder):
         return []
-    written = {line.strip() for line in lines[1:] if line.startswith("  ")}
+    written = set(written_entries(folder))
     added: list[str] = []
 
     def walk(current: Path, prefix: str) -> None:
