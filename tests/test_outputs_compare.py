@@ -270,6 +270,31 @@ def test_compare_says_a_run_folder_lacks_a_file_removed_since_abm_wrote_it(runs,
     )
 
 
+def test_compare_refuses_the_hidden_folder_of_an_unfinished_write(runs, tmp_path):
+    """A run killed (SIGKILL) while it drew its plots leaves .ni.partial-HOST-PID with its tables
+    and summary but a mark that lists nothing; given to `abm compare` it was compared as a run
+    (exit code 0). It is refused in one line: killed, or still being written by a live process."""
+    from abm.outputs.run_folder import MARK_TEXT
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process id that no longer runs
+    out = tmp_path / "cmp"
+    for pid, message in (
+        (gone.pid, "is the hidden folder of a write of sq that did not finish (its process was killed): it may lack "
+                   "files or hold them cut short; run it again"),
+        (os.getpid(), f"is the hidden folder in which abm (process {os.getpid()}) is writing sq; give sq once it has "
+                      "finished"),
+    ):  # fmt: skip
+        staging = tmp_path / f".sq.partial-some_host-{pid}"
+        shutil.copytree(runs["sq"], staging)
+        (staging / MARK).write_text(MARK_TEXT)
+        result = compare(runs["ni"], staging, "--out", out)
+        assert (result.exit_code, result.stderr) == (2, f"error: {staging}: {message}\n")
+        assert not out.exists()
+    result = compare(runs["ni"], _edited_copy(runs["sq"], tmp_path / ".sq.partial-some_host-1-old"), "--out", out)
+    assert result.exit_code == 0, result.stderr  # an earlier output, complete, that a write set aside
+
+
 def test_python_compare_of_results_and_folders(runs, vacc_result):
     with pytest.raises(CompareError, match="the result of 'vacc' is given twice; give each run once"):
         abm.compare([vacc_result, runs["ni"], vacc_result])  # as a folder given twice is refused

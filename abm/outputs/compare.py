@@ -31,7 +31,14 @@ import yaml
 from abm.outputs import differences
 from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
-from abm.outputs.run_folder import KINDS, atomic_folder, folder_kind, is_output_folder, written_entries
+from abm.outputs.run_folder import (
+    KINDS,
+    atomic_folder,
+    folder_kind,
+    is_output_folder,
+    unfinished_write,
+    written_entries,
+)
 from abm.plurals import counted, plural
 
 COLUMNS = {
@@ -665,6 +672,9 @@ def load_runs(items: list[Any]) -> Comparison:
             raise CompareError(f"{folder}: is a file, not a run folder; give the folder written by `abm run`")
         if not folder.is_dir():
             raise CompareError(f"{folder}: no such run folder")
+        unfinished = unfinished_write(folder)
+        if unfinished is not None:
+            raise CompareError(f"{folder}: {unfinished}")
         missing = [n for n in ("summary.json", "by_age.csv", "costs.csv") if not (folder / n).is_file()]
         if missing or not any((folder / n).is_file() for n in ("timeseries.parquet", "timeseries.csv")):
             raise CompareError(not_a_run(folder, missing or ["timeseries.parquet", "timeseries.csv"]))
