@@ -7,7 +7,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -24,7 +24,7 @@ from abm.plugin_errors import PluginError
 
 if TYPE_CHECKING:
     from abm.scenario import Scenario
-    from abm.sweep import SweepPlan
+    from abm.sweep import SweepAxis, SweepPlan
 
 app = typer.Typer(
     add_completion=False,
@@ -379,11 +379,19 @@ def learning_kind(file: Path) -> str | None:
     return "learning" if {"protocols", "split", "data"} & data.keys() else None
 
 
-def note_unapplied_settings(file: Path, sets: list[str] | None) -> None:
+def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence[SweepAxis] = ()) -> None:
     """A note for each intervention whose key is present with no value (``vaccination:``): it is
     off (a file that extends another turns one off so), while ``{}`` turns it on; and for each
-    ``--set`` whose mapping replaces one of the file's and so drops keys the file gives."""
+    ``--set`` whose mapping replaces one of the file's and so drops keys the file gives, and each
+    swept mapping (of ``sweeps``, a sweep's axes) that does so in its variants."""
     from abm.scenario import ScenarioError, apply_set, dotted, read_scenario_data, replaced_keys
+
+    def replaces(option: str, key: str, dropped: list[str], where: str, instead: str) -> str:
+        return (
+            f"{option} replaces {key} as a whole{where}, so {', '.join(dropped)} given by {file} "
+            f"{'is' if len(dropped) == 1 else 'are'} dropped; to change one entry and keep the others, "
+            f"write {instead}"
+        )
 
     notes = []
     try:
@@ -392,14 +400,20 @@ def note_unapplied_settings(file: Path, sets: list[str] | None) -> None:
             dropped = replaced_keys(data, item)
             if dropped:
                 key = dotted(item.partition("=")[0].strip())
-                notes.append(
-                    f"--set {item} replaces {key} as a whole, so {', '.join(dropped)} given by {file} "
-                    f"{'is' if len(dropped) == 1 else 'are'} dropped; to change one entry and keep the others, "
-                    f"write --set {key}.NAME=VALUE"
-                )
+                notes.append(replaces(f"--set {item}", key, dropped, "", f"--set {key}.NAME=VALUE"))
             data = apply_set(data, item)
     except ScenarioError:
         return
+    for axis in sweeps:  # the values that drop the same keys, in one note
+        by_dropped: dict[tuple[str, ...], list[str]] = {}
+        for text in axis.texts:
+            dropped = tuple(replaced_keys(data, f"{axis.key}={text}"))
+            if dropped:
+                by_dropped.setdefault(dropped, []).append(text)
+        for dropped, texts in by_dropped.items():
+            key, where = dotted(axis.key), " in its variants" if len(texts) > 1 else " in its variant"
+            option = f"--sweep {axis.key}={','.join(texts)}"
+            notes.append(replaces(option, key, list(dropped), where, f"--sweep {key}.NAME=VALUE1,VALUE2,..."))
     interventions = data.get("interventions")
     for name, value in interventions.items() if isinstance(interventions, dict) else []:
         if value is None:
@@ -495,18 +509,26 @@ def seeds_no_one(sc: Scenario) -> str:
     return f"seeding.infections_per_100k seeds no one at {sc.population.agents:,} agents (rounded half up)"
 
 
-def note_idle(resolved: list) -> None:
+def note_idle(resolved: list, labels: list[str] | None = None) -> None:
     """A note for each intervention that starts after the last simulated day, since the run then
     goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
-    scenarios: a sweep's variants)."""
-    texts = [note for sc in resolved for note in sc.interventions.idle(sc.simulation.days)]
-    texts += [
-        f"{seeds_no_one(sc)}, so no one is infected in this run (only the interventions' own counts and costs, such "
-        "as doses, are recorded)"
-        for sc in resolved
-        if not any(sc.seeding.counts(sc.population.agents).values())
-    ]
-    for text in dict.fromkeys(texts):
+    scenarios: a sweep's variants, each named by its ``labels`` in a note that holds for some of
+    them only)."""
+    from abm.plurals import plural
+
+    where: dict[str, list[int]] = {}
+    for v, sc in enumerate(resolved):
+        texts = sc.interventions.idle(sc.simulation.days)
+        if not any(sc.seeding.counts(sc.population.agents).values()):
+            texts.append(
+                f"{seeds_no_one(sc)}, so no one is infected in this run (only the interventions' own counts and "
+                "costs, such as doses, are recorded)"
+            )
+        for text in dict.fromkeys(texts):
+            where.setdefault(text, []).append(v)
+    for text, variants in where.items():
+        if labels is not None and len(variants) < len(resolved):
+            text += f" ({plural('variant', len(variants))} {'; '.join(labels[v] for v in variants)})"
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
@@ -842,8 +864,8 @@ def sweep(
         fail(str(exc))
     options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
     note_switched_on(file, sp.variants, options, overrides)
-    note_unapplied_settings(file, set_)
-    note_idle(sp.variants)
+    note_unapplied_settings(file, set_, sp.axes)
+    note_idle(sp.variants, [sp.label(v, short=True) for v in range(len(sp.variants))])
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates

@@ -348,12 +348,27 @@ def plan(
                 raise ScenarioError(f"{swept}: the key is also set by {names.name(name)}; give one of them")
     resolve(scenario, given, list(sets or []), names=names)  # the file and its own options first, blamed on themselves
     names = replace(names, swept_from=len(sets or []))  # the swept values, named by the messages' prefix
+
+    def assigned(values: Sequence[tuple[SweepAxis, Any]]) -> list[str]:
+        return [*(sets or []), *(f"{a.key}={json.dumps(v)}" for a, v in values)]
+
+    def resolves_with_others(axis: SweepAxis, value: Any) -> bool:
+        """Whether ``value`` of ``axis`` is valid with some values of the other axes (a day given
+        as a date, with the swept simulation.start_date)."""
+        others = [a for a in axes if a is not axis]
+        for combo in itertools.product(*(a.values for a in others)):
+            with contextlib.suppress(ScenarioError):
+                resolve(scenario, given, assigned([(axis, value), *zip(others, combo, strict=True)]), names=names)
+                return True
+        return False
+
     for axis in axes:  # each value alone first, so that a message names the one at fault
         for value, text in zip(axis.values, axis.texts, strict=True):
             try:
-                resolve(scenario, given, [*(sets or []), f"{axis.key}={json.dumps(value)}"], names=names)
+                resolve(scenario, given, assigned([(axis, value)]), names=names)
             except ScenarioError as exc:
-                raise ScenarioError(f"{names.name('sweep')} {axis.key}={text}: {exc}") from exc
+                if len(axes) == 1 or not resolves_with_others(axis, value):
+                    raise ScenarioError(f"{names.name('sweep')} {axis.key}={text}: {exc}") from exc
     variants, assignments = [], []
     for combo in itertools.product(*(range(len(a.values)) for a in axes)):
         texts = [a.texts[i] for a, i in zip(axes, combo, strict=True)]

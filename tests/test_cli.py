@@ -1278,6 +1278,56 @@ def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_a_swept_mapping_that_drops_the_files_keys_gets_the_note_set_gets(capsys):
+    """--set interventions.vaccination={start_day: 10} on vacc_budget.yaml (daily_doses_per_100k:
+    124) notes that the mapping replaces the section and drops the budget's rate; the same mapping
+    swept dropped it without a word (every variant ran at the default 300 doses per 100,000). The
+    values that drop the same keys share a note; a value that keeps them, or a key, gets none."""
+    from abm.cli import note_unapplied_settings
+    from abm.sweep import parse_axes, plan
+
+    src = SCENARIOS / "king_county/vacc_budget.yaml"
+    swept = "interventions.vaccination={start_day: 10},{start_day: 20},{daily_doses_per_100k: 50, start_day: 5}"
+    note_unapplied_settings(src, None, parse_axes([swept]))
+    text = " ".join(capsys.readouterr().err.split())
+    assert text == (
+        "note: --sweep interventions.vaccination={start_day: 10},{start_day: 20} replaces interventions.vaccination "
+        f"as a whole in its variants, so daily_doses_per_100k given by {src} is dropped; to change one entry and "
+        "keep the others, write --sweep interventions.vaccination.NAME=VALUE1,VALUE2,..."
+    )
+    note_unapplied_settings(src, None, parse_axes(["interventions.vaccination.start_day=10,20"]))
+    note_unapplied_settings(src, None, parse_axes(["interventions.vaccination={daily_doses_per_100k: 50}"]))
+    assert capsys.readouterr().err == ""
+    variants = plan(src, [swept], replicates=1, agents=2000, days=5).variants  # as noted: the default rate
+    assert [sc.interventions.vaccination.daily_doses_per_100k for sc in variants] == [300.0, 300.0, 50.0]
+
+
+def test_a_sweep_names_the_variants_in_which_an_intervention_does_nothing(capsys):
+    """A note that holds for some of a sweep's variants only names them: a swept start day after
+    the run's end was noted as 'it does nothing in this run', without saying which variant; a note
+    for every variant, or for a run, names none."""
+    from abm.cli import note_idle
+    from abm.sweep import plan
+
+    src = SCENARIOS / "king_county/vacc.yaml"
+    sp = plan(src, ["interventions.vaccination.start_day=2,8,9"], replicates=1, agents=2000, days=5)
+    labels = [sp.label(v, short=True) for v in range(len(sp.variants))]
+    note_idle(sp.variants, labels)
+    lines = capsys.readouterr().err.splitlines()
+    suffix = "simulated days (0..4): it does nothing in this run"
+    assert lines == [
+        f"note: interventions.vaccination starts on day 8, after the 5 {suffix} (variant start_day=8)",
+        f"note: interventions.vaccination starts on day 9, after the 5 {suffix} (variant start_day=9)",
+    ]
+    every = plan(src, ["contacts.community.weight=0.5,0.6"], replicates=1, agents=2000, days=5)
+    note_idle(every.variants, ["weight=0.5", "weight=0.6"])
+    note_idle(every.variants[:1])
+    assert (
+        capsys.readouterr().err.splitlines()
+        == [f"note: interventions.vaccination starts on day 10, after the 5 {suffix}"] * 2
+    )
+
+
 def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):
     """No initial infections is allowed (a run of vaccination costs alone) but named; a run with
     seeds has no such note."""

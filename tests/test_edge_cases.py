@@ -114,6 +114,28 @@ def test_compare_notes_scenario_values_that_differ_besides_interventions(tiny, t
     assert "differ in more" not in table_note(load_runs([tiny, other]).runs)
 
 
+def test_compare_names_the_entry_of_a_list_that_differs_not_the_whole_list(tiny, tmp_path):
+    """A run of the reference profile against a King County run differs in the scales of most
+    disease.dwell_times entries: the note printed both lists of 12 entries whole (about 2,500
+    characters of JSON); it names each entry's key that differs, as --set writes it, in order."""
+    other = tmp_path / "other"
+    shutil.copytree(tiny, other)
+    resolved = yaml.safe_load((other / "scenario.resolved.yaml").read_text())
+    dwell = resolved["disease"]["dwell_times"]
+    before = {i: dwell[i]["scale"] for i in (2, 10)}
+    for i in before:
+        dwell[i]["scale"] = 0.5
+    (other / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved))
+    runs = load_runs([tiny, other]).runs
+    assert scenario_differences(runs) == {f"disease.dwell_times[{i}].scale": [s, 0.5] for i, s in before.items()}
+    note = table_note(runs)
+    assert (
+        f"differ in more than their interventions: disease.dwell_times[2].scale (ni (tiny): {before[2]}, "
+        f"ni (other): 0.5); disease.dwell_times[10].scale (ni (tiny): {before[10]}, ni (other): 0.5); their"
+    ) in note
+    assert '"from"' not in note
+
+
 def test_tracts_and_age_groups_without_agents_are_empty_not_zero(tiny):
     by_tract = pd.read_csv(tiny / "by_tract.csv", dtype={"geoid": str})
     empty = by_tract.agents == 0

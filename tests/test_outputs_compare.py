@@ -245,6 +245,56 @@ def test_compare_names_a_comparison_folder_given_as_a_run(runs, tmp_path):
     )
 
 
+def test_compare_says_a_run_folder_lacks_a_file_removed_since_abm_wrote_it(runs, tmp_path):
+    """A run folder (its mark says so and lists the file) from which summary.json, or both
+    timeseries files, were removed was "not a run folder (missing summary.json); give folders
+    written by `abm run`", though `abm run` wrote it: it is named a run folder that lacks them,
+    to be run again. A folder without abm's mark is as before."""
+    out = tmp_path / "cmp"
+    for name, removed in (("summary", ("summary.json",)), ("tables", ("timeseries.parquet", "timeseries.csv"))):
+        bad = _edited_copy(runs["sq"], tmp_path / name)
+        for file in removed:
+            (bad / file).unlink()
+        result = compare(runs["ni"], bad, "--out", out)
+        assert (result.exit_code, result.stderr) == (
+            2,
+            f"error: {bad}: is a run folder that lacks {', '.join(removed)}, removed since `abm run` wrote it; run "
+            "it again\n",
+        )
+        assert not out.exists()
+    (tmp_path / "tables" / MARK).unlink()
+    result = compare(runs["ni"], tmp_path / "tables", "--out", out)
+    assert result.stderr == (
+        f"error: {tmp_path / 'tables'}: not a run folder (missing timeseries.parquet, timeseries.csv); give folders "
+        "written by `abm run`\n"
+    )
+
+
+def test_compare_refuses_the_hidden_folder_of_an_unfinished_write(runs, tmp_path):
+    """A run killed (SIGKILL) while it drew its plots leaves .ni.partial-HOST-PID with its tables
+    and summary but a mark that lists nothing; given to `abm compare` it was compared as a run
+    (exit code 0). It is refused in one line: killed, or still being written by a live process."""
+    from abm.outputs.run_folder import MARK_TEXT
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process id that no longer runs
+    out = tmp_path / "cmp"
+    for pid, message in (
+        (gone.pid, "is the hidden folder of a write of sq that did not finish (its process was killed): it may lack "
+                   "files or hold them cut short; run it again"),
+        (os.getpid(), f"is the hidden folder in which abm (process {os.getpid()}) is writing sq; give sq once it has "
+                      "finished"),
+    ):  # fmt: skip
+        staging = tmp_path / f".sq.partial-some_host-{pid}"
+        shutil.copytree(runs["sq"], staging)
+        (staging / MARK).write_text(MARK_TEXT)
+        result = compare(runs["ni"], staging, "--out", out)
+        assert (result.exit_code, result.stderr) == (2, f"error: {staging}: {message}\n")
+        assert not out.exists()
+    result = compare(runs["ni"], _edited_copy(runs["sq"], tmp_path / ".sq.partial-some_host-1-old"), "--out", out)
+    assert result.exit_code == 0, result.stderr  # an earlier output, complete, that a write set aside
+
+
 def test_python_compare_of_results_and_folders(runs, vacc_result):
     with pytest.raises(CompareError, match="the result of 'vacc' is given twice; give each run once"):
         abm.compare([vacc_result, runs["ni"], vacc_result])  # as a folder given twice is refused
@@ -348,6 +398,34 @@ def test_compare_of_a_run_without_the_columns_the_averted_counts_read_says_so(ru
     message = f"{bad}: cannot be compared: timeseries.parquet (or .csv) lacks the columns new_hospitalizations, deaths;"
     assert message in " ".join(result.stderr.split()), result.stderr
     assert not out.exists()
+
+
+def test_compare_of_a_table_cut_short_or_with_a_word_for_a_number_says_so(runs, tmp_path):
+    """A timeseries.csv cut off in its last row (a copy that stopped half-way) was read with empty
+    cells and compared: hospitalizations summed over the cells left (wrong numbers, exit code 0);
+    a word in a count column ended in a traceback. Both get one line and exit code 2."""
+    cut = _edited_copy(runs["sq"], tmp_path / "cut")
+    (cut / "timeseries.parquet").unlink()
+    text = (cut / "timeseries.csv").read_text()
+    (cut / "timeseries.csv").write_text(text[: text.rstrip("\n").rfind(",", 0, -30)])
+    rows = len(pd.read_csv(runs["sq"] / "timeseries.csv"))
+    word = _edited_copy(runs["sq"], tmp_path / "word")
+    (word / "timeseries.parquet").unlink()
+    ts = pd.read_csv(word / "timeseries.csv").astype({"new_hospitalizations": object})
+    ts.loc[4, "new_hospitalizations"] = "four"
+    ts.to_csv(word / "timeseries.csv", index=False)
+    out = tmp_path / "cmp"
+    for bad, message in (
+        (cut, f"cells in hospital_occupancy, icu, new_infections, cumulative_infected, new_hospitalizations, deaths, "
+              f"the first in row {rows:,} of its {rows:,} rows"),
+        (word, f"holds 1 empty or non-number cell in new_hospitalizations, the first in row 5 of its {rows:,} rows"),
+    ):  # fmt: skip
+        result = compare(runs["ni"], bad, "--out", out)
+        assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr  # one line
+        said = result.stderr.strip()
+        assert f"{bad}: cannot be compared: timeseries.parquet (or .csv) holds " in said and message in said, said
+        assert not out.exists()
 
 
 def test_compare_help_says_what_runs_are_and_the_exit_codes():

@@ -191,6 +191,25 @@ def test_note_names_an_unbounded_cost_interval_even_where_the_averted_interval_e
     assert "The hospitalizations averted by other are not beyond noise" not in note  # they are, by their interval
 
 
+@pytest.mark.parametrize("admitted", [1.0, 2.0])
+@pytest.mark.parametrize("cost", [20.0, 163.0, 5400.0])
+def test_a_cost_per_averted_hospitalization_without_noise_has_the_ratio_at_both_ends(admitted, cost):
+    """Every replicate spends the same (vaccination's doses are the same each replicate: $5,400 in
+    each of 3 replicates at 3,000 agents, 40 days) and averts the same: the interval is the ratio
+    itself. Fieller's discriminant, b^2 - 4ac, was left a rounding error below 0 about a third of
+    the time (in each of these cases) and the interval read as unbounded, named in the note as too
+    few replicates, though the averted count's own interval is a point above 0."""
+    base = _tiny_run("base", [3.0] * 3, [0.0] * 3, agents=3000)
+    other = _tiny_run("other", [admitted] * 3, [cost] * 3, agents=3000)
+    table = comparison_table([base, other])
+    row = table.iloc[1]
+    ratio = cost / (3.0 - admitted)
+    assert row.cost_per_averted_hospitalization == pytest.approx(ratio)
+    assert (row.cost_per_averted_low, row.cost_per_averted_high) == pytest.approx((ratio, ratio))
+    assert "has an unbounded 95% interval" not in table_note([base, other], table)
+    assert "(unbounded)" not in markdown(table)
+
+
 def test_note_names_hospital_capacities_that_differ():
     """Runs of one region with different outputs.hospital_beds_per_100k: each run's peak /
     capacity and days over capacity are against its own line, so a run with more beds read as

@@ -531,6 +531,28 @@ def test_a_bad_value_names_the_file_key_value_and_what_is_allowed():
     assert str(SCENARIO) in msg and "contacts.community.weight: 'abc' is not allowed" in msg
 
 
+def test_a_day_swept_as_a_date_takes_the_start_date_swept_beside_it():
+    """simulation.start_date swept over dates with a day setting given as a date: each value was
+    first checked alone, and the date alone, without the swept start date, was refused ('give
+    simulation.start_date'), though it was given. A value valid with some values of the other
+    swept keys passes that check; a combination that is invalid is named whole, and a value that
+    is invalid with every other value is named alone, as before."""
+    vacc = SCENARIO.parent / "vacc.yaml"
+    day = "interventions.vaccination.start_day=2020-02-15"
+    sp = plan(vacc, ["simulation.start_date=2020-02-01,2020-02-10", day], replicates=1, agents=2000, days=30)
+    assert [sc.interventions.vaccination.start_day for sc in sp.variants] == [14, 5]
+    with pytest.raises(ScenarioError) as caught:
+        plan(vacc, ["simulation.start_date=2020-02-01,2020-02-20", day], replicates=1, agents=2000, days=30)
+    assert str(caught.value).startswith(
+        "--sweep simulation.start_date=2020-02-20, interventions.vaccination.start_day=2020-02-15: "
+    ) and "it is before simulation.start_date (2020-02-20)" in str(caught.value)
+    with pytest.raises(ScenarioError) as caught:
+        plan(vacc, ["contacts.community.weight=0.5,-1", day], replicates=1, agents=2000, days=30)
+    assert str(caught.value).startswith("--sweep contacts.community.weight=-1: "), caught.value
+    with pytest.raises(ScenarioError, match=r"^--sweep interventions.vaccination.start_day=2020-02-15: .* is a date"):
+        plan(vacc, ["contacts.community.weight=0.5,0.6", day], replicates=1, agents=2000, days=30)
+
+
 def test_a_bad_swept_value_is_named_by_the_sweep_not_as_a_set_nobody_gave(tmp_path):
     """A swept value is applied as a set, and the message named it so ("--sweep k=abc: FILE (with
     --set k="abc")"; from Python "(with sets=[...])" with no sets given): the prefix names the value

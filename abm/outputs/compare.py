@@ -19,6 +19,7 @@ import json
 import math
 import numbers
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,14 @@ import yaml
 from abm.outputs import differences
 from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
-from abm.outputs.run_folder import KINDS, atomic_folder, folder_kind, is_output_folder
+from abm.outputs.run_folder import (
+    KINDS,
+    atomic_folder,
+    folder_kind,
+    is_output_folder,
+    unfinished_write,
+    written_entries,
+)
 from abm.plurals import counted, plural
 
 COLUMNS = {
@@ -115,6 +123,8 @@ TABLE_COLUMNS = {
 # The tables with one row per replicate, day and these columns' values (costs.csv has rows for
 # the booked items only).
 TABLE_GROUPS = {TIMESERIES: (), "by_age.csv": ("age_group",)}
+# The columns of TABLE_COLUMNS that hold text, not numbers.
+TEXT_COLUMNS = ("age_group", "item")
 
 
 def _is_number(v: Any) -> bool:
@@ -142,10 +152,32 @@ def run_problems(run: RunTables) -> list[str]:
         problems += [f"{name} lacks the columns {', '.join(missing)}"] if missing else []
     if problems:
         return problems
+    for name, table in tables.items():
+        problems += cell_problems(name, table, TABLE_COLUMNS[name])
+    if problems:
+        return problems
     counts = {"replicates": s["replicates"], "days": s["days"]}
     for name, table in tables.items():
         problems += grid_problems(name, table, counts, TABLE_GROUPS.get(name))
     return problems
+
+
+def cell_problems(name: str, table: pd.DataFrame, columns: tuple[str, ...]) -> list[str]:
+    """What is wrong with the cells of a run's table (``name``) in the ``columns`` compare reads:
+    empty cells (a table cut short, as a copy that stopped half-way leaves it) and, outside
+    :data:`TEXT_COLUMNS`, cells that are not numbers. Empty when every cell holds a value."""
+    bad = pd.DataFrame(
+        {c: table[c].isna() if c in TEXT_COLUMNS else pd.to_numeric(table[c], errors="coerce").isna() for c in columns}
+    )
+    rows = bad.any(axis=1).to_numpy()
+    if not rows.any():
+        return []
+    listed = ", ".join(c for c in columns if bad[c].any())
+    first = int(rows.argmax())
+    return [
+        f"{name} holds {counted(int(bad.to_numpy().sum()), 'empty or non-number cell')} in {listed}, the first "
+        f"in row {first + 1:,} of its {len(table):,} rows"
+    ]
 
 
 def _listed(values: Iterable[Any]) -> str:
@@ -312,7 +344,11 @@ EXPECTED_DIFFERENCES = ("name", "description", "interventions", "outputs", "cali
 
 
 def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as {dotted key path: leaf value} (lists are leaves)."""
+    """A nested mapping as {key path: leaf value}: mappings' keys dotted, the items of a list of
+    mappings by their index as ``--set`` takes them (``disease.dwell_times[3].scale``), so that a
+    difference names the entry that differs; any other list is a leaf (``[2.0, 4.0, 3.0]``)."""
+    if isinstance(tree, list) and tree and all(isinstance(item, dict) for item in tree):
+        return {k: v for i, item in enumerate(tree) for k, v in flat(item, f"{prefix}[{i}]").items()}
     if not isinstance(tree, dict):
         return {prefix: tree}
     out: dict[str, Any] = {}
@@ -321,11 +357,18 @@ def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _path_order(key: str) -> list[tuple[int, Any]]:
+    """A key path's sort key: its names in order, and list indices as numbers (``[2]`` before
+    ``[10]``)."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"[.\[\]]+", key) if part]
+
+
 def scenario_differences(runs: list[RunTables]) -> dict[str, list[Any]]:
     """The scenario values, run by run, of each key that differs between the runs outside
-    :data:`EXPECTED_DIFFERENCES` (runs whose scenario is not known are left out)."""
+    :data:`EXPECTED_DIFFERENCES` (runs whose scenario is not known are left out), by key path
+    (:func:`flat`)."""
     known = [flat(run.scenario) for run in runs if run.scenario is not None]
-    keys = sorted({k for f in known for k in f})
+    keys = sorted({k for f in known for k in f}, key=_path_order)
     expected = tuple(f"{e}." for e in EXPECTED_DIFFERENCES)
     return {
         k: [f.get(k) for f in known]
@@ -590,10 +633,15 @@ class Comparison:
 def not_a_run(folder: Path, missing: list[str]) -> str:
     """The message for a ``folder`` that lacks a run's files (``missing``): an output folder of
     another kind abm wrote (a comparison, a sweep...: its mark's kind; a comparison marked before
-    marks had kinds: its comparison.csv) is named as such."""
+    marks had kinds: its comparison.csv) is named as such, and a run folder that abm wrote with
+    them (its mark lists them) as one they were removed from."""
     kind = folder_kind(folder) if is_output_folder(folder) else None
     if kind is None and (folder / "comparison.csv").is_file():
         kind = "comparison"
+    if kind == "run" and not set(missing) - set(written_entries(folder)):
+        return (
+            f"{folder}: is a run folder that lacks {', '.join(missing)}, removed since `abm run` wrote it; run it again"
+        )
     if kind is not None and kind != "run":
         what = KINDS.get(kind, f"an abm {kind}")
         return f"{folder}: is {what} folder, not a run folder; compare takes run folders, written by `abm run`"
@@ -624,9 +672,12 @@ def load_runs(items: list[Any]) -> Comparison:
             raise CompareError(f"{folder}: is a file, not a run folder; give the folder written by `abm run`")
         if not folder.is_dir():
             raise CompareError(f"{folder}: no such run folder")
+        unfinished = unfinished_write(folder)
+        if unfinished is not None:
+            raise CompareError(f"{folder}: {unfinished}")
         missing = [n for n in ("summary.json", "by_age.csv", "costs.csv") if not (folder / n).is_file()]
         if missing or not any((folder / n).is_file() for n in ("timeseries.parquet", "timeseries.csv")):
-            raise CompareError(not_a_run(folder, missing or ["timeseries"]))
+            raise CompareError(not_a_run(folder, missing or ["timeseries.parquet", "timeseries.csv"]))
         try:
             run = RunTables.from_folder(folder)
         except (ValueError, KeyError, OSError, yaml.YAMLError) as exc:

@@ -17,6 +17,7 @@ import contextlib
 import glob
 import hashlib
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -79,15 +80,20 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p != folder / MARK)
 
 
+def written_entries(folder: Path) -> list[str]:
+    """The entries abm wrote into an abm output folder, as its mark lists them (paths relative to
+    it, ``plots/map_day050.png``); none when the mark predates the list of entries."""
+    return [line.strip() for line in _mark_lines(folder)[1:] if line.startswith("  ")]
+
+
 def added_entries(folder: Path) -> list[str]:
     """Entries of an abm output folder that abm did not write there, as paths relative to it
     (none when its mark predates the list of entries). A subfolder's entries are checked too
     (a file added to ``plots/`` is found), unless the mark lists the subfolder without any of
     its entries, as marks did before they listed subfolders' entries."""
-    lines = _mark_lines(folder)
-    if not lines:
+    if not _mark_lines(folder):
         return []
-    written = {line.strip() for line in lines[1:] if line.startswith("  ")}
+    written = set(written_entries(folder))
     added: list[str] = []
 
     def walk(current: Path, prefix: str) -> None:
@@ -246,6 +252,23 @@ def _staging_prefix(target: Path) -> str:
 def _staging_name(target: Path) -> str:
     """The name of the hidden folder beside ``target`` that this process writes it in."""
     return f"{_staging_prefix(target)}{os.getpid()}"
+
+
+def unfinished_write(folder: Path) -> str | None:
+    """For a hidden folder in which abm writes an output (``.NAME.partial-HOST-PID``, whose mark
+    lists nothing yet: the write has not finished), a message saying so: the process is still
+    writing NAME, or it was killed (a SIGKILL, which leaves the folder for the next write of NAME
+    to remove); None for any other folder."""
+    match = re.fullmatch(r"\.(.+)\.partial-[^-]+-(\d+)", folder.name)
+    if match is None or not is_output_folder(folder) or _mark_lines(folder) != [MARK_TEXT.rstrip("\n")]:
+        return None
+    name, pid = match.groups()
+    if _running(pid):
+        return f"is the hidden folder in which abm (process {pid}) is writing {name}; give {name} once it has finished"
+    return (
+        f"is the hidden folder of a write of {name} that did not finish (its process was killed): it may lack "
+        f"files or hold them cut short; run it again"
+    )
 
 
 def _read_only(folder: Path) -> Path | None:
