@@ -57,7 +57,7 @@ class AgentState:
     next_day: torch.Tensor  # int16, NEVER when none
     infected_day: torch.Tensor  # int16, -1 when never infected
     isolated: torch.Tensor  # bool: no contacts in either direction today
-    immune: torch.Tensor  # bool: protected from infection (vaccine)
+    immune: torch.Tensor  # bool: protected from infection (a vaccine, or seeding.prior_immunity)
     susceptibility_scale: torch.Tensor  # float32: leaky protection multiplies susceptibility
     infectiousness_scale: torch.Tensor  # float32: multiplies an agent's infectiousness
     # Differentiable mode only: float32, 1.0 in the forward pass; carries the gradient of each
