@@ -106,3 +106,27 @@ def test_a_run_with_prior_immunity_infects_fewer_and_the_scenario_keeps_it(tmp_p
 def test_a_share_outside_0_to_1_or_a_list_of_other_than_9_is_refused(value, message):
     with pytest.raises(ScenarioError, match=message):
         abm.run("scenarios/king_county/no_intervention.yaml", sets=[f"seeding.prior_immunity={value}"], agents=1000)
+
+
+def test_shares_round_half_up_exactly_as_written():
+    """0.35 of 90 agents is 31.5: 32 (rounded half up), although 0.35 * 90 is 31.4999... in
+    floating point, which gave 31; 0.29 of 50 (14.5) is 15, 0.25 of 90 (22.5) is 23."""
+    cfg = SeedingConfig(prior_immunity=[0.35, 0.29, 0.25, 0, 0, 0, 0, 0, 0])
+    assert cfg.immune_counts([90, 50, 90, 0, 0, 0, 0, 0, 0]) == [32, 15, 23, 0, 0, 0, 0, 0, 0]
+    pop = make_population([list(range(810))], ages=[10 * (i // 90) + 5 for i in range(810)])
+    seeding = SeedingConfig(infections={}, prior_immunity=0.35)
+    sim = Simulation(pop, DiseaseConfig(), quiet_contacts(), seeding, days=1, replicates=2, seed=7)
+    assert sim.state.immune.view(2, 9, 90).sum(2).tolist() == [[32] * 9] * 2
+
+
+def test_a_seeding_larger_than_the_agents_left_not_immune_is_refused():
+    """Everyone immune before day 0 and 5 initial infections: no agent is left to seed, which ran
+    without a word and infected no one; now refused, naming both settings. As many infections as
+    agents left is fine."""
+    with pytest.raises(ScenarioError, match=r"5 initial infections a replicate, but seeding\.prior_immunity leaves 0"):
+        abm.run("scenarios/king_county/no_intervention.yaml", sets=["seeding.prior_immunity=1"], agents=1000, days=2)
+    with pytest.raises(ScenarioError, match="leaves 45 of the 90 agents"):
+        simulation(0.5, infections={"asymptomatic": 46})
+    sim = simulation(0.5, infections={"asymptomatic": 45})
+    sim.step(0)
+    assert ((sim.state.stage != Stage.SUSCEPTIBLE) == ~sim.prior_immune).all()

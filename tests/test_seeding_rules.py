@@ -3,6 +3,8 @@ mutation audit)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import make_population, quiet_contacts
 
@@ -108,3 +110,27 @@ def test_a_run_seeded_per_100k_keeps_its_share_at_other_agents():
         assert run.result.introduced[0].tolist() == [seeds, seeds]
         plain = abm.run("scenarios/king_county/no_intervention.yaml", agents=agents, days=1, replicates=2)
         assert plain.result.introduced[0].tolist() == [5, 5]
+
+
+def test_infections_per_100k_round_half_up_exactly_as_written():
+    """16.4 per 100,000 of 125,000 agents is 20.5: 21, although 16.4 * 125000 / 1e5 is 20.4999...
+    in floating point, which gave 20."""
+    assert SeedingConfig(infections_per_100k={"asymptomatic": 16.4}).counts(125_000) == {"asymptomatic": 21}
+
+
+def test_the_advice_for_a_base_files_counts_works_in_a_file_that_extends_it(tmp_path):
+    """A file that extends one with counts and gives infections_per_100k is refused; the message
+    named infections: {}, which a file merges into the base's counts (only --set replaces a
+    mapping), so following it was refused again. It names the counts to set to 0, and they work."""
+    from abm.scenario import ScenarioError, load_scenario
+
+    base = Path("scenarios/king_county/no_intervention.yaml").resolve()
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {base}\nseeding:\n  infections_per_100k: {{asymptomatic: 50}}\n")
+    with pytest.raises(ScenarioError, match=r"set infections: \{asymptomatic: 0, presymptomatic_mild: 0\}"):
+        load_scenario(child)
+    child.write_text(
+        f"extends: {base}\nseeding:\n  infections: {{asymptomatic: 0, presymptomatic_mild: 0}}\n"
+        "  infections_per_100k: {asymptomatic: 50}\n"
+    )
+    assert load_scenario(child).seeding.counts(20_000) == {"asymptomatic": 10}

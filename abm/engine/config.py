@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from enum import IntEnum
+from fractions import Fraction
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -464,11 +465,14 @@ class SeedingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_kind_of_count(self) -> SeedingConfig:
-        given = "infections" in self.model_fields_set and any(self.infections.values())
+        given = [k for k, v in self.infections.items() if v] if "infections" in self.model_fields_set else []
         if self.infections_per_100k is not None and given:
+            # A file's infections: {} merges into the counts of the file it extends (only --set
+            # replaces a mapping), so the counts to set to 0 are named.
+            zeros = ", ".join(f"{k}: 0" for k in given)
             raise ValueError(
                 "give the initial infections as infections (counts) or as infections_per_100k, not both; to seed "
-                "by infections_per_100k where a base file gives counts, set infections: {} (or each count to 0)"
+                f"by infections_per_100k where a base file gives counts, set infections: {{{zeros}}}"
             )
         return self
 
@@ -477,12 +481,23 @@ class SeedingConfig(BaseModel):
         ``infections``, or ``infections_per_100k`` scaled to them and rounded half up."""
         if self.infections_per_100k is None:
             return dict(self.infections)
-        return {k: math.floor(v * agents / 1e5 + 0.5) for k, v in self.infections_per_100k.items()}
+        return {k: round_half_up(v, agents, 100_000) for k, v in self.infections_per_100k.items()}
+
+    def immune_counts(self, sizes: list[int]) -> list[int]:
+        """The number of each age group's agents immune before day 0, of ``sizes`` agents in each:
+        its share (``prior_immunity``) of them, rounded half up."""
+        return [round_half_up(share, size) for share, size in zip(self.immune_shares(), sizes, strict=True)]
 
     def immune_shares(self) -> list[float]:
         """The share of each age group immune before day 0 (``prior_immunity``, per age group)."""
         shares = self.prior_immunity
         return list(shares) if isinstance(shares, list) else [float(shares)] * AGE_GROUPS
+
+
+def round_half_up(value: float, count: int, per: int = 1) -> int:
+    """``value * count / per`` rounded half up, exactly for ``value`` as written (its shortest
+    decimal): in floating point 0.35 * 90 is 31.499..., which would round down to 31."""
+    return math.floor(Fraction(repr(float(value))) * count / per + Fraction(1, 2))
 
 
 # Community contacts a day, weighted by age class (children 0-19, adults, elderly 70+: about 23%,

@@ -127,6 +127,7 @@ class Simulation:
         self.prior_immune = self._prior_immunity()
         if self.prior_immune is not None:
             self.state.immune |= self.prior_immune
+            self._check_seeding_room()
         # Per-agent fields interventions share (written by one, read by others), by name.
         self.fields: dict[str, torch.Tensor] = {}
         # Values interventions derive and share (e.g. a day's traced contacts), keyed by what
@@ -414,8 +415,7 @@ class Simulation:
         d = self.device
         group = self.age_group[: self.n]
         sizes = torch.bincount(group, minlength=NUM_AGE_GROUPS)
-        shares = torch.tensor(self.seeding.immune_shares(), dtype=torch.float64, device=d)
-        wanted = torch.floor(shares * sizes + 0.5).long()
+        wanted = torch.tensor(self.seeding.immune_counts(sizes.tolist()), dtype=torch.int64, device=d)
         if int(wanted.sum()) == 0:
             return None
         draws = self.replicates if self.seeding.resample_per_replicate else 1
@@ -429,6 +429,19 @@ class Simulation:
             rank[order] = torch.arange(self.n, device=d) - first.index_select(0, group.index_select(0, order))
             chosen.append(rank < wanted.index_select(0, group))
         return torch.cat(chosen if draws > 1 else chosen * self.replicates)
+
+    def _check_seeding_room(self) -> None:
+        """The seeding infects agents not immune before day 0 only: there must be as many of
+        them as it asks for, or fewer (even none) would be seeded without a word."""
+        asked = sum(self.seeding.counts(self.n).values())
+        free = self.n - int(self.prior_immune[: self.n].sum())  # the same in every replicate
+        if asked > free:
+            from abm.scenario import ScenarioError  # the scenario module imports the engine
+
+            raise ScenarioError(
+                f"seeding: {asked} initial infections a replicate, but seeding.prior_immunity leaves {free} of the "
+                f"{self.n:,} agents not immune to infect; lower the infections or the prior immunity"
+            )
 
     def _seed(self, day: int) -> None:
         """Put the seeding's agents into their stages: drawn per replicate, or one draw shared by
