@@ -327,6 +327,13 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
             f"simulation.start_date {day0} ({scenario.model.scenario}): the observed window would be read "
             f"{abs((scenario.model.start_date - day0).days)} days off its simulated days; give {day0}"
         )
+    if any(model.seeding.immune_shares()):
+        # the per-replicate seeding (abm.private_calibration.simulate) draws among all agents
+        raise LearningScenarioError(
+            f"{where}: seeding.prior_immunity: {model.seeding.prior_immunity} is not allowed: private calibration "
+            "seeds each replicate itself, among all agents, and its calibrators learn epidemics without prior "
+            "immunity; give 0"
+        )
     vaccination = model.interventions.enabled().get("vaccination")
     if vaccination is not None and vaccination.protection == "leaky" and vaccination.start_day < scenario.model.days:
         # the per-replicate transmission multiplier lives in susceptibility_scale, which leaky

@@ -194,6 +194,11 @@ def test_engine_infect_is_public_and_deterministic(county):
             lambda d: d["model"].update(set=[*d["model"]["set"], "interventions.vaccination.protection=leaky"]),
             r"model\.scenario: .*interventions\.vaccination\.protection: 'leaky' is not allowed",
         ),
+        (
+            # the per-replicate seeding draws among all agents, the immune too
+            lambda d: d["model"].update(set=[*d["model"]["set"], "seeding.prior_immunity=0.2"]),
+            r"model\.scenario: .*seeding\.prior_immunity: 0\.2 is not allowed: private calibration seeds each",
+        ),
         # no protocol: the report compared nothing with the local-only baseline
         (lambda d: d.update(protocols=[]), r"invalid scenario: protocols: has 0 items; give at least 1"),
         (lambda d: d.pop("protocols"), r"invalid scenario: protocols: required key is missing"),
