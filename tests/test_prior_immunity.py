@@ -3,6 +3,8 @@ numbers per age group, never infected in the run, and not counted as infected.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from conftest import make_population, quiet_contacts
@@ -95,17 +97,24 @@ def test_a_run_with_prior_immunity_infects_fewer_and_the_scenario_keeps_it(tmp_p
     assert "prior_immunity: 0.5" in (tmp_path / "run" / "scenario.resolved.yaml").read_text()
 
 
+ALLOWED = "give one share between 0 and 1, or a list of 9 \\(the age groups 0-9 \\.\\. 80\\+\\)$"
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("1.5", "seeding.prior_immunity"),
-        ("[0.1, 0.2]", "seeding.prior_immunity"),
-        ("[0.1, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, -0.1]", "seeding.prior_immunity"),
+        ("1.5", r"1\.5 is not allowed: 1\.5 outside 0\.\.1; " + ALLOWED),
+        ("[0.1, 0.2]", r"\[0\.1, 0\.2\] is not allowed: " + ALLOWED),
+        ("[0.1, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, -0.1]", r"-0\.1 outside 0\.\.1; " + ALLOWED),
+        ("abc", r"'abc' is not allowed: " + ALLOWED),
     ],
 )
 def test_a_share_outside_0_to_1_or_a_list_of_other_than_9_is_refused(value, message):
-    with pytest.raises(ScenarioError, match=message):
+    """One line naming the key, the value and what is allowed (not one line per kind of value)."""
+    with pytest.raises(ScenarioError, match=r"invalid scenario: seeding\.prior_immunity: ") as caught:
         abm.run("scenarios/king_county/no_intervention.yaml", sets=[f"seeding.prior_immunity={value}"], agents=1000)
+    assert "\n" not in str(caught.value)
+    assert re.search(message, str(caught.value)), str(caught.value)
 
 
 def test_shares_round_half_up_exactly_as_written():

@@ -452,16 +452,29 @@ class SeedingConfig(BaseModel):
             "reference code's population file fixes them (specs: epidemic model section 2.7)"
         ),
     )
-    prior_immunity: (
-        Annotated[float, Field(ge=0, le=1)]
-        | Annotated[list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=AGE_GROUPS, max_length=AGE_GROUPS)]
-    ) = Field(
+    prior_immunity: float | list[float] = Field(
         0.0,
         description="share of the agents immune from an earlier infection before day 0: one share, or a list of "
-        "the 9 age groups' (0-9 .. 80+); that many of each age group (the share of its agents, rounded) are chosen "
-        "at random, per replicate unless resample_per_replicate is false, and are never infected in the run; they "
-        "stay in the susceptible stage's counts, as agents a vaccine protects do, and count among no infections",
+        "the 9 age groups' (0-9 .. 80+), each between 0 and 1; that many of each age group (the share of its "
+        "agents, rounded half up) are chosen at random, per replicate unless resample_per_replicate is false; "
+        "transmission and seeding never infect them; they stay in the susceptible stage's counts, as agents a "
+        "vaccine protects do, and count among no infections",
     )
+
+    @field_validator("prior_immunity", mode="before")
+    @classmethod
+    def _one_share_or_nine(cls, v: object) -> object:
+        """One message for a value that is neither a share nor 9 of them (not one per branch of
+        the two kinds of value)."""
+        allowed = f"give one share between 0 and 1, or a list of {AGE_GROUPS} (the age groups 0-9 .. 80+)"
+        shares = v if isinstance(v, list) else [v]
+        numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in shares)
+        if not numbers or (isinstance(v, list) and len(v) != AGE_GROUPS):
+            raise ValueError(allowed)  # the message names the key and the value before it
+        outside = [x for x in shares if not 0 <= x <= 1]
+        if outside:
+            raise ValueError(f"{', '.join(f'{x:g}' for x in outside)} outside 0..1; {allowed}")
+        return v
 
     @model_validator(mode="after")
     def _one_kind_of_count(self) -> SeedingConfig:

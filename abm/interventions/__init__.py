@@ -1,6 +1,6 @@
-"""Interventions: one module per intervention, each owning its config model, registered by
-name. The engine calls their hooks by phase (see :class:`abm.engine.Phase`); they talk through
-shared per-agent fields (``sim.field``) and the agent state, never by calling each other.
+"""Interventions: one module per intervention, registered by name with its config model. The
+engine calls their hooks by phase (see :class:`abm.engine.Phase`); they talk through shared
+per-agent fields (``sim.field``) and the agent state, never by calling each other.
 Plug-ins add others through the ``abm.interventions`` entry-point group (docs/plugins.md).
 
 The built-ins that need torch keep their settings and checks in :mod:`abm.interventions.config`,
