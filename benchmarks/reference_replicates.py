@@ -66,7 +66,7 @@ def main() -> None:
         return
     sim = simulation_of(sc, pop, replicates=a.replicates, seed=a.seed, device=torch.device(a.device))
     if a.set_size > 1:
-        stages = torch.cat([torch.full((v,), int(Stage[k.upper()])) for k, v in sc.seeding.infections.items()])
+        stages = torch.cat([torch.full((v,), int(Stage[k.upper()])) for k, v in sc.seeding.counts(sim.n).items()])
         stages = stages.to(sim.device)
 
         def shared_sets(day: int) -> None:
