@@ -1098,20 +1098,30 @@ def print_calibration(summary: dict) -> None:
 def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     """A short table of the main results on stdout. A peak whose curve is at its maximum on the
     last day says so (:func:`abm.outputs.summary.peak_at_end`): still rising then, or that maximum
-    reached again (a flat top); either way the peak may come later."""
+    reached again (a flat top); either way the peak may come later. A second column, headed by the
+    region's name and factor, gives each count and cost scaled to the region (the summary's
+    ``region_scaled``, in whole numbers); rows that are no counts leave it empty. A summary
+    without ``region_scaled`` has no such column."""
     from abm.outputs.peaks import AT_END_WORDS, PEAK_MAY_COME_LATER, peak_at_end
     from abm.plurals import counted
 
     n = s["agents"]
+    scaled = s.get("region_scaled")
     replicates = counted(s["replicates"], "replicate")
     table = Table(title=f"{s['scenario']}: {n:,} agents, {counted(s['days'], 'day')}, {replicates}")
     table.add_column("measure")
-    table.add_column("value", justify="right")
-    scale = s["region_population"] / n
-    table.caption = (
-        f"counts and costs are for the {n:,} simulated agents; the region has {s['region_population']:,} "
-        f"residents (x {scale:,.1f})"
-    ) + ("; ± is the sd over replicates" if s["replicates"] > 1 else "")
+    table.add_column("simulated agents", justify="right")
+    if scaled is None:
+        table.caption = f"counts and costs are for the {n:,} simulated agents"
+    else:
+        region = f"{s['region']} (x {scaled['factor']:,.1f})"
+        table.add_column(region, justify="right", no_wrap=True)
+        table.caption = (
+            f"simulated agents: counts and costs of the {n:,} agents simulated; {region}: each count and cost "
+            f"multiplied by the region's {s['region_population']:,} residents / {n:,} agents, which assumes the "
+            "agents are a representative sample of the residents, rounded to whole numbers"
+        )
+    table.caption += "; ± is the sd over replicates" if s["replicates"] > 1 else ""
 
     def count(v: float) -> str:  # 0.3 deaths must not read as 0: two digits under 10
         return f"{v:,.0f}" if v == 0 or abs(v) >= 10 else f"{v:.2g}"
@@ -1125,8 +1135,17 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     def ms(x: dict) -> str:
         return count(x["mean"]) + (f" ± {count(x['sd'])}" if s["replicates"] > 1 else "")
 
+    def whole(x: float | dict) -> str:  # a scaled count is an estimate: whole people, beds or dollars
+        if isinstance(x, dict):
+            return f"{x['mean']:,.0f}" + (f" ± {x['sd']:,.0f}" if s["replicates"] > 1 else "")
+        return f"{x:,.0f}"
+
+    def add(measure: str, value: str, key: str | None = None) -> None:  # key: its figure in region_scaled
+        region = [] if scaled is None else ["" if key is None else whole(scaled[key])]
+        table.add_row(measure, value, *region)
+
     ci = s["cumulative_infected"]
-    table.add_row("cumulative infected", f"{ms(ci)} ({fixed(100 * ci['share'], 1)}%)")
+    add("cumulative infected", f"{ms(ci)} ({fixed(100 * ci['share'], 1)}%)", "cumulative_infected")
 
     def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
         end = peak_at_end(p, s["days"])
@@ -1135,27 +1154,33 @@ def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
         return f" on day {p['day']}{dated} ({fixed(p['per_100k'], 0)}/100k){later}" if p["value"] > 0 else ""
 
     ph = s["peak_hospitalized"]
-    table.add_row("peak hospitalized (mean curve)", f"{fixed(ph['value'], 1)}{when(ph) or ' (no one hospitalized)'}")
+    add(
+        "peak hospitalized (mean curve)",
+        f"{fixed(ph['value'], 1)}{when(ph) or ' (no one hospitalized)'}",
+        "peak_hospitalized",
+    )
     po = s["peak_hospital_occupancy"]
-    table.add_row("peak hospital beds incl. ICU", f"{fixed(po['value'], 1)}{when(po) or ' (no one in hospital)'}")
+    add(
+        "peak hospital beds incl. ICU",
+        f"{fixed(po['value'], 1)}{when(po) or ' (no one in hospital)'}",
+        "peak_hospital_occupancy",
+    )
 
-    def capacity_rows(cap: dict, kind: str) -> None:  # the beds, and the days the mean curve is over them
-        table.add_row(f"{kind}capacity (beds)", f"{fixed(cap['beds'], 1)} ({count(cap['beds_per_100k'])}/100k)")
+    def capacity_rows(cap: dict, kind: str, key: str) -> None:  # the beds, and the days the mean curve is over them
+        add(f"{kind}capacity (beds)", f"{fixed(cap['beds'], 1)} ({count(cap['beds_per_100k'])}/100k)", key)
         over = cap.get("replicates_over_capacity", 0)
         crossed = f" ({over} of {replicates} went over)" if over else ""
-        table.add_row(
-            f"days over {kind.removeprefix('hospital ')}capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}"
-        )
+        add(f"days over {kind.removeprefix('hospital ')}capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}")
 
-    capacity_rows(s["hospital_capacity"], "hospital ")
+    capacity_rows(s["hospital_capacity"], "hospital ", "hospital_capacity_beds")
     pi = s["peak_icu"]
-    table.add_row("peak ICU beds", f"{fixed(pi['value'], 1)}{when(pi) or ' (no one in ICU)'}")
+    add("peak ICU beds", f"{fixed(pi['value'], 1)}{when(pi) or ' (no one in ICU)'}", "peak_icu")
     if s.get("icu_capacity"):  # none where the region gives no ICU figure
-        capacity_rows(s["icu_capacity"], "ICU ")
-    table.add_row("hospitalizations (admissions)", ms(s["hospitalizations"]))
-    table.add_row("deaths", ms(s["deaths"]))
-    table.add_row("total cost ($)", ms(s["total_cost"]))
-    table.add_row("engine seconds", f"{engine_seconds:.2f}")
+        capacity_rows(s["icu_capacity"], "ICU ", "icu_capacity_beds")
+    add("hospitalizations (admissions)", ms(s["hospitalizations"]), "hospitalizations")
+    add("deaths", ms(s["deaths"]), "deaths")
+    add("total cost ($)", ms(s["total_cost"]), "total_cost")
+    add("engine seconds", f"{engine_seconds:.2f}")
     out_console.print(table)
     out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 

@@ -110,7 +110,7 @@ def test_the_console_names_the_peak_date(runs, monkeypatch, tmp_path):
     s["peak_hospital_occupancy"] = {"value": 2.0, "day": 3, "per_100k": 133.3, "at_end": False, "date": "2020-03-01"}
     cli.print_summary(s, 0.1, tmp_path)
     lines = buffer.getvalue().splitlines()
-    rows = {c[1].strip(): c[2].strip() for c in (x.split("│") for x in lines if x.count("│") == 3)}
+    rows = {c[1].strip(): c[2].strip() for c in (x.split("│") for x in lines if x.count("│") == 4)}
     assert rows["peak hospital beds incl. ICU"] == "2.0 on day 3, 2020-03-01 (133/100k)"
     del s["peak_hospital_occupancy"]["date"]  # a summary without dates (no start date): days only
     cli.print_summary(s, 0.1, tmp_path)

@@ -100,6 +100,11 @@ def test_one_replicate_has_no_sd(tmp_path):
     assert result.summary["total_cost"]["mean"] > 0  # something to spread: doses were booked
     for key in ("cumulative_infected", "deaths", "total_cost"):
         assert s[key]["sd"] is None, key
+    for key in ("cumulative_infected", "hospitalizations", "deaths", "total_cost"):  # scaled to the county too
+        assert s["region_scaled"][key]["sd"] is None, key
+    factor = 2_252_782 / 500
+    assert s["region_scaled"]["total_cost"]["mean"] == pytest.approx(s["total_cost"]["mean"] * factor)
+    assert s["region_scaled"]["cumulative_infected"]["mean"] == pytest.approx(s["cumulative_infected"]["mean"] * factor)
     two = abm.run(SCENARIO, agents=500, days=3, replicates=2)
     assert two.summary["cumulative_infected"]["sd"] == pytest.approx(
         two.timeseries[two.timeseries.day == 2].cumulative_infected.std(ddof=1)
@@ -230,6 +235,32 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     assert s["icu_capacity"]["beds_per_100k"] == 6.1 and s["icu_capacity"]["beds"] == pytest.approx(icu_beds)
     assert s["icu_capacity"]["days_over_capacity"] == int((by_day.icu > icu_beds).sum())
     assert s["icu_capacity"]["replicates_over_capacity"] == int((ts.groupby("replicate").icu.max() > icu_beds).sum())
+    # Scaled to the county: each count x 2,252,782 residents / 3,000 agents; the unscaled keys as above.
+    factor = 2_252_782 / 3000
+    scaled = s["region_scaled"]
+    assert scaled["factor"] == pytest.approx(factor, rel=1e-15)
+    for key in ("cumulative_infected", "hospitalizations", "deaths", "total_cost"):
+        assert scaled[key] == {
+            "mean": pytest.approx(s[key]["mean"] * factor),
+            "sd": pytest.approx(s[key]["sd"] * factor),
+        }
+    for key in ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu"):
+        assert scaled[key] == pytest.approx(s[key]["value"] * factor), key
+    assert scaled["hospital_capacity_beds"] == pytest.approx(55.0 * 2_252_782 / 1e5)
+    assert scaled["icu_capacity_beds"] == pytest.approx(6.1 * 2_252_782 / 1e5)
+    # The console: a column headed by the county and its factor, with whole numbers in thousands.
+    lines = proc.stdout.splitlines()
+    assert "King County, WA (x 750.9)" in next(line for line in lines if "measure" in line)
+    cells = {c[1].strip(): c[3].strip() for c in (line.split("│") for line in lines if line.count("│") == 4)}
+    ci = scaled["cumulative_infected"]
+    assert cells["cumulative infected"] == f"{ci['mean']:,.0f} ± {ci['sd']:,.0f}"
+    assert re.fullmatch(r"\d{1,3}(,\d{3})+ ± \d{1,3}(,\d{3})*", cells["cumulative infected"])  # over 1,000
+    deaths = scaled["deaths"]  # (the longer labels wrap at the 80 columns of a pipe)
+    assert cells["deaths"] == f"{deaths['mean']:,.0f} ± {deaths['sd']:,.0f}" and cells["total cost ($)"] == "0 ± 0"
+    assert cells["engine seconds"] == ""
+    footer = " ".join(proc.stdout.split())
+    assert "simulated agents: counts and costs of the 3,000 agents simulated" in footer
+    assert "multiplied by the region's 2,252,782 residents / 3,000 agents, which assumes the agents are a" in footer
     # by_tract: means over replicates per tract, which add up to the timeseries' means.
     by_tract = pd.read_csv(out / "by_tract.csv", dtype={"geoid": str})
     assert by_tract.geoid.str.startswith("53033").all() and by_tract.day.nunique() == 30

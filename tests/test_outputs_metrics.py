@@ -76,6 +76,8 @@ COSTS = pd.DataFrame(
     }
 )
 BEDS_PER_100K = 15_000.0  # 1.5 beds for the 10 agents
+# A region of 1,000 residents: the 10 agents stand for 100 residents each.
+REGION_META = {"scenario": "tiny", "region": "Tiny County", "region_population": 1000}
 
 
 def tiny_result() -> SimulationResult:
@@ -147,6 +149,31 @@ def test_summary_of_a_hand_built_result():
     assert s["deaths"] == pytest.approx({"mean": 0.5, "sd": math.sqrt(0.5)})
     assert s["total_cost"] == pytest.approx({"mean": 47.5, "sd": 65 / math.sqrt(2)})
     assert s["scenario"] == "tiny" and (s["agents"], s["days"], s["replicates"]) == (10, 5, 2)
+    assert s["region_scaled"] is None  # no region_population in the meta
+
+
+def test_region_scaled_figures_of_a_hand_built_result():
+    """Each count x 1,000 residents / 10 agents = 100, worked out from the counts above."""
+    s = summarize(tiny_result(), REGION_META, BEDS_PER_100K, None, 4000.0)
+    scaled = s["region_scaled"]
+    assert scaled.keys() == {
+        "factor", "cumulative_infected", "hospitalizations", "deaths", "total_cost", "peak_hospitalized",
+        "peak_hospital_occupancy", "peak_icu", "hospital_capacity_beds", "icu_capacity_beds",
+    }  # fmt: skip
+    assert scaled["factor"] == 100.0
+    assert scaled["cumulative_infected"] == pytest.approx({"mean": 600.0, "sd": 100 * math.sqrt(2)})  # 7 and 5
+    assert scaled["hospitalizations"] == pytest.approx({"mean": 150.0, "sd": 100 * math.sqrt(0.5)})  # 2 and 1
+    assert scaled["deaths"] == pytest.approx({"mean": 50.0, "sd": 100 * math.sqrt(0.5)})
+    assert scaled["total_cost"] == pytest.approx({"mean": 4750.0, "sd": 6500 / math.sqrt(2)})  # $80 and $15
+    # Peaks of the mean curves (1 hospitalized, 2 beds, 0.5 in ICU), and the beds: 15,000 and
+    # 4,000 per 100,000 of the 1,000 residents.
+    assert [scaled[k] for k in ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu")] == pytest.approx(
+        [100.0, 200.0, 50.0]
+    )
+    assert (scaled["hospital_capacity_beds"], scaled["icu_capacity_beds"]) == pytest.approx((150.0, 40.0))
+    # The unscaled keys are as they were; without an ICU figure, no ICU beds.
+    assert s["cumulative_infected"] == pytest.approx({"mean": 6.0, "sd": math.sqrt(2), "share": 0.6})
+    assert summarize(tiny_result(), REGION_META, BEDS_PER_100K)["region_scaled"]["icu_capacity_beds"] is None
 
 
 def test_a_curve_that_stays_at_zero_has_no_peak_day():
@@ -299,12 +326,12 @@ def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path
 
     buffer = io.StringIO()
     monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
-    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    s = summarize(tiny_result(), REGION_META, BEDS_PER_100K)
     s["peak_hospital_occupancy"]["at_end"] = True  # only this curve is at its peak on the last day
     s["hospital_capacity"]["days_over_capacity"] = 3  # edited so that days and replicates differ
     cli.print_summary(s, 0.25, tmp_path)
     text = buffer.getvalue()
-    cells = [line.split("│") for line in text.splitlines() if line.count("│") == 3]
+    cells = [line.split("│") for line in text.splitlines() if line.count("│") == 4]
     rows = {c[1].strip(): c[2].strip() for c in cells}
     assert rows["cumulative infected"] == "6 ± 1.4 (60.0%)"
     assert rows["peak hospitalized (mean curve)"] == "1.0 on day 2 (10,000/100k)"
@@ -316,7 +343,45 @@ def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path
     assert rows["days over capacity (mean curve)"] == "3 (1 of 2 replicates went over)"
     assert rows["deaths"] == "0.5 ± 0.71"
     assert rows["total cost ($)"] == "48 ± 46"
-    assert "the region has 1,000 residents (x 100.0); ± is the sd over replicates" in " ".join(text.split())
+    # The region's column: each count x 100 (1,000 residents / 10 agents) in whole numbers, by
+    # the figures worked out in test_region_scaled_figures_of_a_hand_built_result; none for the
+    # rows that are no counts.
+    head = next(line for line in text.splitlines() if "measure" in line).split("┃")
+    assert [h.strip() for h in head[1:4]] == ["measure", "simulated agents", "Tiny County (x 100.0)"]
+    region = {c[1].strip(): c[3].strip() for c in cells}
+    assert region == {
+        "cumulative infected": "600 ± 141",
+        "peak hospitalized (mean curve)": "100",
+        "peak hospital beds incl. ICU": "200",
+        "hospital capacity (beds)": "150",
+        "days over capacity (mean curve)": "",
+        "peak ICU beds": "50",
+        "hospitalizations (admissions)": "150 ± 71",
+        "deaths": "50 ± 71",
+        "total cost ($)": "4,750 ± 4,596",
+        "engine seconds": "",
+    }
+    assert (
+        "simulated agents: counts and costs of the 10 agents simulated; Tiny County (x 100.0): each count and "
+        "cost multiplied by the region's 1,000 residents / 10 agents, which assumes the agents are a "
+        "representative sample of the residents, rounded to whole numbers; ± is the sd over replicates"
+    ) in " ".join(text.split())
+
+
+def test_the_console_summary_without_region_scaled_figures(monkeypatch, tmp_path: Path):
+    """A summary without region_population (summarize's meta without it) has no region column,
+    and the footer says the counts are the agents'."""
+    from rich.console import Console
+
+    from abm import cli
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
+    cli.print_summary(summarize(tiny_result(), {"scenario": "tiny"}, BEDS_PER_100K), 0.25, tmp_path)
+    text = buffer.getvalue()
+    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in text.splitlines() if line.count("│") == 3)}
+    assert rows["cumulative infected"] == "6 ± 1.4 (60.0%)" and "(x " not in text
+    assert "counts and costs are for the 10 simulated agents; ± is the sd over replicates" in " ".join(text.split())
 
 
 def test_the_console_summary_says_how_a_peak_curve_ends_and_counts_replicates(monkeypatch, tmp_path: Path):
@@ -329,13 +394,13 @@ def test_the_console_summary_says_how_a_peak_curve_ends_and_counts_replicates(mo
 
     buffer = io.StringIO()
     monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
-    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    s = summarize(tiny_result(), REGION_META, BEDS_PER_100K)
     s["peak_hospitalized"] = {"value": 1.0, "day": 4, "per_100k": 1e4, "at_end": True}  # day 4 is the last
     s["peak_hospital_occupancy"] = {"value": 2.0, "day": 2, "per_100k": 2e4, "at_end": True}
     s["replicates"] = 1
     cli.print_summary(s, 0.25, tmp_path)
     text = buffer.getvalue()
-    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in text.splitlines() if line.count("│") == 3)}
+    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in text.splitlines() if line.count("│") == 4)}
     assert rows["peak hospitalized (mean curve)"] == (
         "1.0 on day 4 (10,000/100k) (still rising on the last day: the peak may come later)"
     )
@@ -356,12 +421,12 @@ def test_the_console_summary_of_a_run_with_no_one_in_hospital(monkeypatch, tmp_p
 
     buffer = io.StringIO()
     monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
-    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    s = summarize(tiny_result(), REGION_META, BEDS_PER_100K)
     for key in ("peak_hospitalized", "peak_hospital_occupancy"):
         s[key] = {"value": 0.0, "day": 0, "per_100k": 0.0, "at_end": False}
     cli.print_summary(s, 0.25, tmp_path)
     lines = buffer.getvalue().splitlines()
-    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in lines if line.count("│") == 3)}
+    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in lines if line.count("│") == 4)}
     assert rows["peak hospitalized (mean curve)"] == "0.0 (no one hospitalized)"
     assert rows["peak hospital beds incl. ICU"] == "0.0 (no one in hospital)"
 
@@ -376,7 +441,7 @@ def test_the_console_summary_of_a_small_outbreak_reads_as_no_zero(monkeypatch, t
 
     buffer = io.StringIO()
     monkeypatch.setattr(cli, "out_console", Console(file=buffer, width=200, markup=False))
-    s = summarize(tiny_result(), {"scenario": "tiny", "region_population": 1000}, BEDS_PER_100K)
+    s = summarize(tiny_result(), REGION_META, BEDS_PER_100K)
     s["cumulative_infected"] = {"mean": 40.0, "sd": 24.0, "share": 0.0004}
     s["peak_hospitalized"] = {"value": 0.3, "day": 36, "per_100k": 0.3, "at_end": False}
     s["peak_hospital_occupancy"] = {"value": 1 / 30, "day": 36, "per_100k": 0.0333, "at_end": False}
@@ -384,7 +449,7 @@ def test_the_console_summary_of_a_small_outbreak_reads_as_no_zero(monkeypatch, t
     s["hospital_capacity"] |= {"beds_per_100k": 55.0, "beds": 0.011}
     cli.print_summary(s, 0.25, tmp_path)
     lines = buffer.getvalue().splitlines()
-    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in lines if line.count("│") == 3)}
+    rows = {c[1].strip(): c[2].strip() for c in (line.split("│") for line in lines if line.count("│") == 4)}
     assert rows["cumulative infected"] == "40 ± 24 (0.04%)"
     assert rows["peak hospitalized (mean curve)"] == "0.3 on day 36 (0.3/100k)"
     assert rows["peak hospital beds incl. ICU"] == "0.03 on day 36 (0.03/100k)"

@@ -17,6 +17,9 @@ from abm.outputs.tables import HOSPITAL_STAGES
 
 # The summary's peaks (each with ``day``: null for a curve that stays at zero).
 PEAKS = ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu", "peak_new_infections")
+# The counts that ``region_scaled`` gives for the region: mean and sd over replicates, and peaks.
+SCALED_MEAN_SD = ("cumulative_infected", "hospitalizations", "deaths", "total_cost")
+SCALED_PEAKS = ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu")
 
 
 def mean_sd(values: np.ndarray) -> dict[str, float]:
@@ -39,6 +42,31 @@ def capacity(occupancy: np.ndarray, beds_per_100k: float, agents: int) -> dict[s
     }
 
 
+def region_scaled(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The summary's counts and costs of the agents scaled to the region: each multiplied by
+    ``factor``, ``region_population`` / ``agents``, which takes the agents for a representative
+    sample of the region's residents. Means and sds over replicates (an sd stays NaN, null in
+    summary.json, for a single replicate), the peaks of the mean curves, and the hospital and ICU
+    beds (``icu_capacity_beds`` None where ``icu_capacity`` is). None for a summary without a
+    ``region_population``."""
+    people = summary.get("region_population")
+    if people is None:
+        return None
+    factor = people / summary["agents"]
+
+    def times(value: float) -> float:  # NaN stays math.nan (one replicate has no sd)
+        return math.nan if math.isnan(value) else value * factor
+
+    icu = summary["icu_capacity"]
+    return {
+        "factor": factor,
+        **{key: {k: times(summary[key][k]) for k in ("mean", "sd")} for key in SCALED_MEAN_SD},
+        **{key: times(summary[key]["value"]) for key in SCALED_PEAKS},
+        "hospital_capacity_beds": times(summary["hospital_capacity"]["beds"]),
+        "icu_capacity_beds": None if icu is None else times(icu["beds"]),
+    }
+
+
 def summarize(
     res: SimulationResult,
     meta: dict[str, Any],
@@ -47,7 +75,8 @@ def summarize(
     icu_beds_per_100k: float | None = None,
 ) -> dict[str, Any]:
     """The summary.json contents; with ``start_date`` (the date of day 0), also that date and
-    each peak's ``date``; ``icu_capacity`` null without ``icu_beds_per_100k``."""
+    each peak's ``date``; ``icu_capacity`` null without ``icu_beds_per_100k``; ``region_scaled``
+    (:func:`region_scaled`) null without ``region_population`` in ``meta``."""
     n = res.agents
     st = res.stages.astype(np.float64)  # [day, replicate, stage]
     final = st[-1]
@@ -80,6 +109,7 @@ def summarize(
         "deaths": mean_sd(final[:, Stage.DEATH]),
         "total_cost": mean_sd(res.cost_totals),
     }
+    out["region_scaled"] = region_scaled(out)
     if start_date is not None:
         out["start_date"] = start_date.isoformat()
         for key in PEAKS:  # null, as the day, for a curve that stays at zero
