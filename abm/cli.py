@@ -1096,91 +1096,18 @@ def print_calibration(summary: dict) -> None:
 
 
 def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
-    """A short table of the main results on stdout. A peak whose curve is at its maximum on the
-    last day says so (:func:`abm.outputs.summary.peak_at_end`): still rising then, or that maximum
-    reached again (a flat top); either way the peak may come later. A second column, headed by the
-    region's name and factor, gives each count and cost scaled to the region (the summary's
-    ``region_scaled``, in whole numbers); rows that are no counts leave it empty. A summary
-    without ``region_scaled`` has no such column."""
-    from abm.outputs.peaks import AT_END_WORDS, PEAK_MAY_COME_LATER, peak_at_end
-    from abm.plurals import counted
+    """A short table of the main results on stdout (:func:`abm.outputs.summary_table.summary_table`,
+    as ``report.html`` shows it, with the engine's seconds), and where the results are."""
+    from abm.outputs.summary_table import summary_table
 
-    n = s["agents"]
-    scaled = s.get("region_scaled")
-    replicates = counted(s["replicates"], "replicate")
-    table = Table(title=f"{s['scenario']}: {n:,} agents, {counted(s['days'], 'day')}, {replicates}")
-    table.add_column("measure")
-    table.add_column("simulated agents", justify="right")
-    if scaled is None:
-        table.caption = f"counts and costs are for the {n:,} simulated agents"
-    else:
-        region = f"{s['region']} (x {scaled['factor']:,.1f})"
-        table.add_column(region, justify="right", no_wrap=True)
-        table.caption = (
-            f"simulated agents: counts and costs of the {n:,} agents simulated; {region}: each count and cost "
-            f"multiplied by the region's {s['region_population']:,} residents / {n:,} agents, which assumes the "
-            "agents are a representative sample of the residents, rounded to whole numbers"
-        )
-    table.caption += "; ± is the sd over replicates" if s["replicates"] > 1 else ""
-
-    def count(v: float) -> str:  # 0.3 deaths must not read as 0: two digits under 10
-        return f"{v:,.0f}" if v == 0 or abs(v) >= 10 else f"{v:.2g}"
-
-    def fixed(v: float, decimals: int) -> str:  # likewise a peak of 0.03 beds or 0.04% infected
-        text = f"{v:,.{decimals}f}"
-        if v == 0 or any(c not in "0.,-" for c in text):
-            return text
-        return f"{v:.{max(decimals, -math.floor(math.log10(abs(v))))}f}"  # its first significant digit
-
-    def ms(x: dict) -> str:
-        return count(x["mean"]) + (f" ± {count(x['sd'])}" if s["replicates"] > 1 else "")
-
-    def whole(x: float | dict) -> str:  # a scaled count is an estimate: whole people, beds or dollars
-        if isinstance(x, dict):
-            return f"{x['mean']:,.0f}" + (f" ± {x['sd']:,.0f}" if s["replicates"] > 1 else "")
-        return f"{x:,.0f}"
-
-    def add(measure: str, value: str, key: str | None = None) -> None:  # key: its figure in region_scaled
-        region = [] if scaled is None else ["" if key is None else whole(scaled[key])]
-        table.add_row(measure, value, *region)
-
-    ci = s["cumulative_infected"]
-    add("cumulative infected", f"{ms(ci)} ({fixed(100 * ci['share'], 1)}%)", "cumulative_infected")
-
-    def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
-        end = peak_at_end(p, s["days"])
-        later = f" ({AT_END_WORDS[end]} on the last day: {PEAK_MAY_COME_LATER})" if end else ""
-        dated = f", {p['date']}" if p.get("date") else ""  # with simulation.start_date
-        return f" on day {p['day']}{dated} ({fixed(p['per_100k'], 0)}/100k){later}" if p["value"] > 0 else ""
-
-    ph = s["peak_hospitalized"]
-    add(
-        "peak hospitalized (mean curve)",
-        f"{fixed(ph['value'], 1)}{when(ph) or ' (no one hospitalized)'}",
-        "peak_hospitalized",
-    )
-    po = s["peak_hospital_occupancy"]
-    add(
-        "peak hospital beds incl. ICU",
-        f"{fixed(po['value'], 1)}{when(po) or ' (no one in hospital)'}",
-        "peak_hospital_occupancy",
-    )
-
-    def capacity_rows(cap: dict, kind: str, key: str) -> None:  # the beds, and the days the mean curve is over them
-        add(f"{kind}capacity (beds)", f"{fixed(cap['beds'], 1)} ({count(cap['beds_per_100k'])}/100k)", key)
-        over = cap.get("replicates_over_capacity", 0)
-        crossed = f" ({over} of {replicates} went over)" if over else ""
-        add(f"days over {kind.removeprefix('hospital ')}capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}")
-
-    capacity_rows(s["hospital_capacity"], "hospital ", "hospital_capacity_beds")
-    pi = s["peak_icu"]
-    add("peak ICU beds", f"{fixed(pi['value'], 1)}{when(pi) or ' (no one in ICU)'}", "peak_icu")
-    if s.get("icu_capacity"):  # none where the region gives no ICU figure
-        capacity_rows(s["icu_capacity"], "ICU ", "icu_capacity_beds")
-    add("hospitalizations (admissions)", ms(s["hospitalizations"]), "hospitalizations")
-    add("deaths", ms(s["deaths"]), "deaths")
-    add("total cost ($)", ms(s["total_cost"]), "total_cost")
-    add("engine seconds", f"{engine_seconds:.2f}")
+    st = summary_table(s, engine_seconds)
+    table = Table(title=st.title, caption=st.caption)
+    table.add_column(st.columns[0])
+    table.add_column(st.columns[1], justify="right")
+    for column in st.columns[2:]:
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in st.rows:
+        table.add_row(*row)
     out_console.print(table)
     out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 

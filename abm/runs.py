@@ -177,6 +177,17 @@ class RunResult:
         t3 = time.perf_counter()
         return {"plots_seconds": t1 - t0, "map_seconds": t2 - t1, "map_snapshots_seconds": t3 - t2}
 
+    def _write_report(self, folder: Path) -> None:
+        """``report.html`` of the run folder being written in ``folder`` (after its other files,
+        whose names it links)."""
+        from abm.outputs.run_report import run_report_html
+
+        plots = folder / "plots"
+        images = sorted(p.name for p in plots.glob("*.png")) if plots.is_dir() else []
+        files = sorted(p.name for p in folder.iterdir())
+        page = run_report_html(self.summary, self.scenario.model_dump(mode="json", by_alias=True), files, images)
+        (folder / "report.html").write_text(page, encoding="utf-8")
+
     def write(
         self,
         out: str | Path,
@@ -186,7 +197,7 @@ class RunResult:
         map_days: list[int] | tuple[int, ...] | None = None,
     ) -> Path:
         """Write the run folder (atomically) and return its path: tables, summary, manifest,
-        and (``figures``) ``plots/`` and ``map.html``."""
+        ``report.html`` and (``figures``) ``plots/`` and ``map.html``."""
         out = Path(out)
         start = time.perf_counter()
         with atomic_folder(out, "run") as tmp:
@@ -199,6 +210,7 @@ class RunResult:
             (tmp / "summary.json").write_text(dumps(self.summary), encoding="utf-8")
             if figures:
                 self.manifest["timings"].update(self.write_figures(tmp, boundaries=boundaries, map_days=map_days))
+            self._write_report(tmp)
             self.manifest["timings"]["output_seconds"] = time.perf_counter() - start
             self.manifest["files"] = [*sorted(p.name for p in tmp.iterdir()), "manifest.json"]
             (tmp / "manifest.json").write_text(dumps(self.manifest), encoding="utf-8")

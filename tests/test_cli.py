@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import platform
@@ -24,6 +25,7 @@ from typer.testing import CliRunner
 from abm.cli import app
 from abm.engine import STAGE_NAMES
 from abm.outputs.run_folder import MARK
+from abm.outputs.summary_table import summary_table
 from abm.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,6 +153,7 @@ def test_run_writes_a_complete_run_folder(tmp_path):
         "costs.csv",
         "map.html",
         "plots",
+        "report.html",
     }
     # The mark lists every entry abm wrote (those of plots/ too), the kind of output, and each file's content.
     entries = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.name != MARK)
@@ -261,6 +264,29 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     footer = " ".join(proc.stdout.split())
     assert "simulated agents: counts and costs of the 3,000 agents simulated" in footer
     assert "multiplied by the region's 2,252,782 residents / 3,000 agents, which assumes the agents are a" in footer
+    # report.html: the console's rows, cell for cell, without the engine's seconds (a timing would
+    # make a repeated run's page differ); the facts of the run; every plot and snapshot; the files.
+    page = (out / "report.html").read_text()
+    rows = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr>(.*?)</tr>", page)]
+    console_rows = summary_table(s, 1.0).rows  # as abm run prints them, with its seconds last
+    assert [r for r in rows if r] == console_rows[:-1] and console_rows[-1][0] == "engine seconds"
+    html_cells = {r[0]: r[2] for r in rows if r}
+    assert html_cells["cumulative infected"] == cells["cumulative infected"] and html_cells["deaths"] == cells["deaths"]
+    assert "King County, WA (2,252,782 residents), 3,000 agents, 30 days, 2 replicates, seed 9, device cpu." in page
+    assert "None: the epidemic runs without interventions." in page
+    images = sorted(re.findall(r'<img src="plots/([^"]+)"', page))
+    assert images == sorted(p.name for p in (out / "plots").glob("*.png")) and "hospital_occupancy.png" in images
+    assert sorted(re.findall(r'<li><a href="([^"]+)"', page)) == sorted(
+        [
+            "scenario.resolved.yaml",
+            "summary.json",
+            "timeseries.csv",
+            "by_age.csv",
+            "by_tract.csv",
+            "costs.csv",
+            "map.html",
+        ]
+    )
     # by_tract: means over replicates per tract, which add up to the timeseries' means.
     by_tract = pd.read_csv(out / "by_tract.csv", dtype={"geoid": str})
     assert by_tract.geoid.str.startswith("53033").all() and by_tract.day.nunique() == 30

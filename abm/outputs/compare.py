@@ -39,6 +39,7 @@ from abm.outputs.run_folder import (
     unfinished_write,
     written_entries,
 )
+from abm.outputs.run_report import REPORT_CSS
 from abm.plurals import counted, plural
 
 COLUMNS = {
@@ -571,11 +572,7 @@ def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path 
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Comparison: {", ".join(html.escape(r.label) for r in runs)}</title>
 <style>
-body {{ font: 14px/1.45 sans-serif; margin: 24px; color: #222; }}
-table {{ border-collapse: collapse; margin: 12px 0; }}
-th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
-th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
-figure {{ display: inline-block; margin: 8px; }} img {{ max-width: 720px; border: 1px solid #ddd; }}
+{REPORT_CSS}
 </style></head><body>
 <h1>Comparison of {len(runs)} runs</h1>
 <p>Cost per averted hospitalization is against the first run, <b>{base}</b>. Files:

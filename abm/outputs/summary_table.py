@@ -1,0 +1,117 @@
+"""The table of a run's main results, as `abm run` prints it and `report.html` shows it.
+
+:func:`summary_table` turns a run's summary (``summary.json``) into titled rows of text, so the
+console (``rich``) and the HTML report give the same figures in the same words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from abm.outputs.peaks import AT_END_WORDS, PEAK_MAY_COME_LATER, peak_at_end
+from abm.plurals import counted
+
+
+@dataclass(frozen=True)
+class SummaryTable:
+    """A run's main results as text: a title, column headers, rows (one text per column) and a
+    caption saying what the columns count."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str
+
+
+def count(v: float) -> str:
+    """A count: whole with thousands separators, or two significant digits under 10 (0.3 deaths
+    must not read as 0)."""
+    return f"{v:,.0f}" if v == 0 or abs(v) >= 10 else f"{v:.2g}"
+
+
+def fixed(v: float, decimals: int) -> str:
+    """``v`` with ``decimals`` decimals, or down to its first significant digit where that would
+    read as 0 (a peak of 0.03 beds, 0.04% infected)."""
+    text = f"{v:,.{decimals}f}"
+    if v == 0 or any(c not in "0.,-" for c in text):
+        return text
+    return f"{v:.{max(decimals, -math.floor(math.log10(abs(v))))}f}"
+
+
+def summary_table(s: dict, engine_seconds: float | None = None) -> SummaryTable:
+    """The main results of summary ``s``. A peak whose curve is at its maximum on the last day
+    says so (:func:`abm.outputs.summary.peak_at_end`): still rising then, or that maximum reached
+    again (a flat top); either way the peak may come later. A third column, headed by the region's
+    name and factor, gives each count and cost scaled to the region (the summary's
+    ``region_scaled``, in whole numbers); rows that are no counts leave it empty. A summary without
+    ``region_scaled`` has no such column. ``engine_seconds``, when given, adds its row."""
+    n = s["agents"]
+    scaled = s.get("region_scaled")
+    replicates = counted(s["replicates"], "replicate")
+    title = f"{s['scenario']}: {n:,} agents, {counted(s['days'], 'day')}, {replicates}"
+    columns = ["measure", "simulated agents"]
+    if scaled is None:
+        caption = f"counts and costs are for the {n:,} simulated agents"
+    else:
+        region = f"{s['region']} (x {scaled['factor']:,.1f})"
+        columns.append(region)
+        caption = (
+            f"simulated agents: counts and costs of the {n:,} agents simulated; {region}: each count and cost "
+            f"multiplied by the region's {s['region_population']:,} residents / {n:,} agents, which assumes the "
+            "agents are a representative sample of the residents, rounded to whole numbers"
+        )
+    caption += "; ± is the sd over replicates" if s["replicates"] > 1 else ""
+    rows: list[list[str]] = []
+
+    def ms(x: dict) -> str:
+        return count(x["mean"]) + (f" ± {count(x['sd'])}" if s["replicates"] > 1 else "")
+
+    def whole(x: float | dict) -> str:  # a scaled count is an estimate: whole people, beds or dollars
+        if isinstance(x, dict):
+            return f"{x['mean']:,.0f}" + (f" ± {x['sd']:,.0f}" if s["replicates"] > 1 else "")
+        return f"{x:,.0f}"
+
+    def add(measure: str, value: str, key: str | None = None) -> None:  # key: its figure in region_scaled
+        region = [] if scaled is None else ["" if key is None else whole(scaled[key])]
+        rows.append([measure, value, *region])
+
+    ci = s["cumulative_infected"]
+    add("cumulative infected", f"{ms(ci)} ({fixed(100 * ci['share'], 1)}%)", "cumulative_infected")
+
+    def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
+        end = peak_at_end(p, s["days"])
+        later = f" ({AT_END_WORDS[end]} on the last day: {PEAK_MAY_COME_LATER})" if end else ""
+        dated = f", {p['date']}" if p.get("date") else ""  # with simulation.start_date
+        return f" on day {p['day']}{dated} ({fixed(p['per_100k'], 0)}/100k){later}" if p["value"] > 0 else ""
+
+    ph = s["peak_hospitalized"]
+    add(
+        "peak hospitalized (mean curve)",
+        f"{fixed(ph['value'], 1)}{when(ph) or ' (no one hospitalized)'}",
+        "peak_hospitalized",
+    )
+    po = s["peak_hospital_occupancy"]
+    add(
+        "peak hospital beds incl. ICU",
+        f"{fixed(po['value'], 1)}{when(po) or ' (no one in hospital)'}",
+        "peak_hospital_occupancy",
+    )
+
+    def capacity_rows(cap: dict, kind: str, key: str) -> None:  # the beds, and the days the mean curve is over them
+        add(f"{kind}capacity (beds)", f"{fixed(cap['beds'], 1)} ({count(cap['beds_per_100k'])}/100k)", key)
+        over = cap.get("replicates_over_capacity", 0)
+        crossed = f" ({over} of {replicates} went over)" if over else ""
+        add(f"days over {kind.removeprefix('hospital ')}capacity (mean curve)", f"{cap['days_over_capacity']}{crossed}")
+
+    capacity_rows(s["hospital_capacity"], "hospital ", "hospital_capacity_beds")
+    pi = s["peak_icu"]
+    add("peak ICU beds", f"{fixed(pi['value'], 1)}{when(pi) or ' (no one in ICU)'}", "peak_icu")
+    if s.get("icu_capacity"):  # none where the region gives no ICU figure
+        capacity_rows(s["icu_capacity"], "ICU ", "icu_capacity_beds")
+    add("hospitalizations (admissions)", ms(s["hospitalizations"]), "hospitalizations")
+    add("deaths", ms(s["deaths"]), "deaths")
+    add("total cost ($)", ms(s["total_cost"]), "total_cost")
+    if engine_seconds is not None:
+        add("engine seconds", f"{engine_seconds:.2f}")
+    return SummaryTable(title, columns, rows, caption)

@@ -1,0 +1,54 @@
+"""report.html of a run folder: what was run, the main results, plots and links."""
+
+import html
+import re
+from pathlib import Path
+
+import yaml
+
+import abm
+from abm.outputs.summary_table import summary_table
+
+VACC_CT = Path(__file__).resolve().parents[1] / "scenarios/king_county/vacc_ct.yaml"
+
+
+def _sections(page: str) -> dict[str, str]:
+    """Each intervention's name -> its settings as the page shows them (unescaped YAML)."""
+    found = re.findall(r"<details><summary>(.*?)</summary><pre>(.*?)</pre></details>", page, re.S)
+    return {html.unescape(name): html.unescape(text) for name, text in found}
+
+
+def test_report_lists_each_intervention_that_is_on_with_its_resolved_settings(tmp_path):
+    result = abm.run(
+        VACC_CT,
+        agents=2000,
+        days=12,
+        replicates=1,
+        sets=["interventions.manual_tracing.enabled=false", "simulation.start_date=2021-01-04"],
+    )
+    out = result.write(tmp_path / "run", figures=False)
+    page = (out / "report.html").read_text()
+    resolved = yaml.safe_load((out / "scenario.resolved.yaml").read_text())["interventions"]
+    shown = _sections(page)
+    # manual tracing is in the resolved scenario, switched off: not listed as run
+    assert resolved["manual_tracing"]["enabled"] is False
+    assert sorted(shown) == ["digital_tracing", "quarantine", "testing", "vaccination"]
+    for name, text in shown.items():
+        assert yaml.safe_load(text) == resolved[name], name
+    assert "12 days from 2021-01-04 (day 0), 1 replicate, seed 1234, device cpu." in page
+    # One replicate: no sd in either column; the table is summary_table's, less the engine's seconds.
+    rows = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr>(.*?)</tr>", page)]
+    assert [r for r in rows if r] == summary_table(result.summary).rows
+    assert not any("±" in cell for row in rows for cell in row)
+    assert "± is the sd" not in page
+    # Without figures: no plots section and no map link; the tables are linked.
+    assert "<h2>Plots</h2>" not in page and "map.html" not in page
+    assert '<a href="costs.csv">' in page and '<a href="scenario.resolved.yaml">' in page
+
+
+def test_report_says_when_no_intervention_runs(tmp_path):
+    ni = VACC_CT.parent / "no_intervention.yaml"
+    out = abm.run(ni, agents=1000, days=3, replicates=2).write(tmp_path / "ni", figures=False)
+    page = (out / "report.html").read_text()
+    assert "None: the epidemic runs without interventions." in page and _sections(page) == {}
+    assert "<h1>no_intervention</h1>" in page
