@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
 import time
 from collections import deque
@@ -32,9 +33,13 @@ app = typer.Typer(
     help="Agent-based epidemic simulator for King County, WA: run scenarios, compare interventions, calibrate "
     "to observed data, calibrate across institutions without pooling data.",
 )
+LOG_WIDTH = 120  # columns of stdout in a file or a pipe
+
 # Messages carry the user's text (paths, values, --set options such as `key=[a, b]`), which rich
-# would read as markup: markup is off, and the few styled words are Text spans.
-out_console = Console(markup=False)
+# would read as markup: markup is off, and the few styled words are Text spans. Written to a file or
+# a pipe (a batch job's log), where rich would take 80 columns and wrap the tables' cells, stdout
+# takes 120 unless COLUMNS says otherwise.
+out_console = Console(markup=False, width=None if os.environ.get("COLUMNS") or sys.stdout.isatty() else LOG_WIDTH)
 err_console = Console(stderr=True, markup=False)
 
 

@@ -39,8 +39,8 @@ def listing(mark: str) -> list[str]:
     return [line for line in mark.splitlines() if not line.startswith("sha256: ")]
 
 
-def abm_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "abm", *args], capture_output=True, text=True, check=False)
+def abm_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "abm", *args], capture_output=True, text=True, check=False, env=env)
 
 
 def peak_of(curve: pd.Series, agents: int) -> dict:
@@ -137,7 +137,8 @@ def test_run_writes_a_complete_run_folder(tmp_path):
         "--set",
         "seeding.infections={severe_symptoms: 60, hospitalized_recovering: 2}",
     )
-    proc = abm_cli(*args)
+    # os.environ as the child's environment: under pytest, children otherwise inherit COLUMNS=80
+    proc = abm_cli(*args, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
     assert proc.returncode == 0, proc.stderr
     assert "cumulative infected" in proc.stdout
     names = {p.name for p in out.iterdir()}
@@ -258,7 +259,9 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     ci = scaled["cumulative_infected"]
     assert cells["cumulative infected"] == f"{ci['mean']:,.0f} ± {ci['sd']:,.0f}"
     assert re.fullmatch(r"\d{1,3}(,\d{3})+ ± \d{1,3}(,\d{3})*", cells["cumulative infected"])  # over 1,000
-    deaths = scaled["deaths"]  # (the longer labels wrap at the 80 columns of a pipe)
+    # Without COLUMNS a pipe gets 120 columns: no label wraps onto a second line.
+    assert set(cells) - {"measure"} == {row[0] for row in summary_table(s, 1.0).rows}
+    deaths = scaled["deaths"]
     assert cells["deaths"] == f"{deaths['mean']:,.0f} ± {deaths['sd']:,.0f}" and cells["total cost ($)"] == "0 ± 0"
     assert cells["engine seconds"] == ""
     footer = " ".join(proc.stdout.split())
