@@ -475,6 +475,23 @@ def note_workers(workers: int | None, backend: str) -> None:
         )
 
 
+def note_memory(
+    scenarios: list[Scenario],
+    *,
+    replicates: int | None = None,
+    runs: int = 1,
+    fewer: tuple[str, ...] = ("replicates", "agents"),
+) -> None:
+    """A note when ``runs`` CPU runs at once of the largest of ``scenarios`` (with ``replicates``,
+    default their own) may need more memory than this machine has available
+    (:func:`abm.memory.memory_note`; ``fewer``: what to reduce)."""
+    from abm.memory import memory_note
+
+    text = memory_note(scenarios, replicates=replicates, runs=runs, fewer=fewer)
+    if text is not None:
+        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
+
+
 def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]], overrides: dict) -> None:
     """A note for each intervention that is on in a ``resolved`` scenario while ``file`` (with
     ``overrides``, without the options) lacks it: the ``(option, key=value)`` options turned it on,
@@ -555,12 +572,15 @@ def run(
     FILE is a scenario YAML file (`abm validate FILE` checks it without running).
     The options change its values for this run; the run folder's
     scenario.resolved.yaml holds every value used. The folder is written at the
-    end, all at once; an earlier one is replaced only if abm wrote it.
+    end, all at once; an earlier one is replaced only if abm wrote it. A note
+    comes first where the run's estimated memory exceeds what this machine has
+    available (the run goes on).
 
-    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
-    Ctrl-C, 143 after SIGTERM (nothing is written, an earlier run is kept); 1
-    when the file system fails as the folder is written (a full disk: nothing
-    is written, an earlier run is kept)."""
+    Exit code 0 when done; 2 for bad input, a run this machine's memory cannot
+    hold included (nothing is written); 130 after Ctrl-C, 143 after SIGTERM
+    (nothing is written, an earlier run is kept); 1 when the file system fails
+    as the folder is written (a full disk: nothing is written, an earlier run
+    is kept)."""
     with loading():
         from abm.runs import resolve
         from abm.runs import run as run_scenario
@@ -590,6 +610,7 @@ def run(
             highlight=False,
             soft_wrap=True,
         )
+    note_memory([sc])
     from abm.plurals import counted
 
     err_console.print(
@@ -874,6 +895,8 @@ def sweep(
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates
+    if backend == "local":  # each run is one replicate; --workers of them at once
+        note_memory(sp.variants, replicates=1, runs=min(workers or 1, total), fewer=("agents",))
     with progress_bar("runs") as bar:
         task = bar.add_task(f"{sp.variants[0].name}: {len(sp.variants)} variants x {sp.replicates}", total=total)
         with stop_on_interrupt(target, bar):

@@ -12,7 +12,8 @@ import numbers
 import platform
 import reprlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from abm import __version__, invocation
 from abm.engine import Simulation, SimulationResult
 from abm.engine.contacts import CommunityLayer
 from abm.engine.reference_contacts import community_layer
+from abm.memory import cpu_allocation_failed
 from abm.outputs import tables
 from abm.outputs.calendar import with_dates
 from abm.outputs.run_folder import atomic_folder
@@ -363,6 +365,25 @@ def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simul
     return Simulation(**{**args, **changes})
 
 
+@contextmanager
+def memory_errors(sc: Scenario, device: torch.device) -> Iterator[None]:
+    """Turn a failed allocation in the block (a GPU's ``torch.OutOfMemoryError``, or on the CPU
+    torch's allocator failing or a ``MemoryError``: :func:`abm.memory.cpu_allocation_failed`) into
+    one :class:`ScenarioError` naming ``sc``'s size and what to change; any other error passes."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+        if not isinstance(exc, torch.OutOfMemoryError) and not cpu_allocation_failed(exc):
+            raise
+        where = device if isinstance(exc, torch.OutOfMemoryError) else torch.device("cpu")
+        other = ", or simulation.device: cpu" if where.type != "cpu" else ""
+        raise ScenarioError(
+            f"{sc.name}: population.agents: {sc.population.agents} agents x "
+            f"{counted(sc.simulation.replicates, 'replicate')} "
+            f"do not fit in the memory of {where}; use fewer agents or replicates{other}"
+        ) from None
+
+
 def check_progress(progress: Any, calls: str) -> None:
     """Refuse a ``progress`` argument that cannot be called (before any work, rather than with a
     ``TypeError`` once the first step is done); ``calls`` says how it is called, for the message."""
@@ -400,24 +421,18 @@ def run(
     check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
-    pop = reuse.population(sc, region) if reuse else population_of(sc, region)
-    t1 = time.perf_counter()
     days = sc.simulation.days
-    try:
-        with torch_threads(sc.simulation.threads):
-            built = reuse.community(sc, pop, device) if reuse else None
-            sim = simulation_of(sc, pop, device=device, community_built=built)
-            res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
-    except ScenarioError as exc:  # a setting the population makes impossible (an intervention's attach)
-        where = str(scenario) if isinstance(scenario, (str, Path)) else sc.name
-        raise ScenarioError(f"{where}: {exc}") from None
-    except torch.OutOfMemoryError:
-        other = ", or simulation.device: cpu" if device.type != "cpu" else ""
-        raise ScenarioError(
-            f"{sc.name}: population.agents: {sc.population.agents} agents x "
-            f"{counted(sc.simulation.replicates, 'replicate')} "
-            f"do not fit in the memory of {device}; use fewer agents or replicates{other}"
-        ) from None
+    with memory_errors(sc, device):
+        pop = reuse.population(sc, region) if reuse else population_of(sc, region)
+        t1 = time.perf_counter()
+        try:
+            with torch_threads(sc.simulation.threads):
+                built = reuse.community(sc, pop, device) if reuse else None
+                sim = simulation_of(sc, pop, device=device, community_built=built)
+                res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
+        except ScenarioError as exc:  # a setting the population makes impossible (an intervention's attach)
+            where = str(scenario) if isinstance(scenario, (str, Path)) else sc.name
+            raise ScenarioError(f"{where}: {exc}") from None
     t2 = time.perf_counter()
     sc = sc.with_capacity()  # the resolved scenario names the capacity used
     beds, icu_beds = sc.outputs.hospital_beds_per_100k, sc.outputs.icu_beds_per_100k

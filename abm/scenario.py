@@ -7,7 +7,6 @@ path, the bad value and what is allowed.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,19 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from abm.calibration.config import BUNDLED, CalibrationConfig
 from abm.day_dates import days_from_dates, shared_start_date
 from abm.engine.config import (
-    AGE_CLASS_SHARES,
-    DEFAULT_COMMUNITY_STUBS,
     MAX_DAYS,
     ContactConfig,
     DiseaseConfig,
     SeedingConfig,
     default_degrees,
-    estimate_memory_bytes,
 )
 from abm.interventions import InterventionsConfig
 from abm.interventions.config.vaccination import RESIDENTS
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
+from abm.memory import ESTIMATE_OVER_PEAK, run_memory_bytes, run_size, total_memory_bytes
 from abm.plurals import counted
 from abm.populations import Population, Region, build_population
 from abm.populations.reference import build_reference_population
@@ -774,32 +771,20 @@ def check_population_settings(
         raise ScenarioError(f"{source}: {problems[0]}")
 
 
-def available_memory_bytes() -> int:
-    """Memory this machine can give a run now (physical memory available)."""
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):  # pragma: no cover - platforms without sysconf
-        return 1 << 62
-
-
 def check_memory(scenario: Scenario, source: str) -> None:
-    """Refuse a run whose estimated memory exceeds what the machine has."""
+    """Refuse a CPU run that cannot fit on this machine at all: the least it needs (its estimate,
+    :func:`abm.memory.run_memory_bytes`, over :data:`abm.memory.ESTIMATE_OVER_PEAK`) is beyond
+    all of the machine's memory and swap. Nothing is checked where that cannot be read; a run
+    that may not fit in the memory available now gets a note, not a refusal
+    (:func:`abm.memory.memory_note`)."""
     if not scenario.simulation.device.startswith("cpu"):
         return
-    community = scenario.contacts.community
-    mean = sum(s * k for s, k in zip(AGE_CLASS_SHARES, community.mean_contacts, strict=True))
-    stubs = mean * community.cycle_days
-    need = estimate_memory_bytes(scenario.population.agents, scenario.simulation.replicates, stubs)
-    have = available_memory_bytes()
-    if need > have:
-        contacts = (
-            f" with {mean:.0f} community contacts a day over a {community.cycle_days}-day cycle"
-            if stubs > DEFAULT_COMMUNITY_STUBS + 1e-9
-            else ""
-        )
+    least = run_memory_bytes(scenario) / ESTIMATE_OVER_PEAK
+    total = total_memory_bytes()
+    if total is not None and least > total:
+        size, contacts = run_size(scenario, digits="")
         fewer = "agents, replicates or community contacts" if contacts else "agents or replicates"
         raise ScenarioError(
-            f"{source}: population.agents: {scenario.population.agents} agents x "
-            f"{counted(scenario.simulation.replicates, 'replicate')}{contacts} need about {need / 1e9:.1f} GB, but "
-            f"this machine has {have / 1e9:.1f} GB available; use fewer {fewer}"
+            f"{source}: population.agents: {size} need at least about {least / 1e9:.1f} GB, but this machine has "
+            f"{total / 1e9:.1f} GB of memory and swap in all; use fewer {fewer}"
         )

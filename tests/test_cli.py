@@ -572,7 +572,7 @@ BAD = [
     ),
     ("seeding: {infections: {asymptomatic: -3}}", "seeding.infections.asymptomatic: -3 is not allowed"),
     ("seeding: {day: -1}", "seeding.day: -1 is not allowed: must be at least 0"),
-    ("population: {agents: 900000000000}", "population.agents: 900000000000 agents x 1 replicate need about"),
+    ("population: {agents: 900000000000}", "population.agents: 900000000000 agents x 1 replicate need at least about"),
     ("simulation: [1, 2", "invalid YAML"),
     (
         "population: {region: nowhere}",
@@ -1528,7 +1528,10 @@ def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes
     run_help = " ".join(runner.invoke(app, ["run", "--help"]).output.replace("│", " ").split())
     assert "FILE is a scenario YAML file" in run_help
     assert "the value read as YAML" in run_help and "disease.dwell_times[0].shape=2" in run_help
-    codes = "Exit code 0 when done; 2 for bad input (nothing is written); 130 after Ctrl-C, 143 after SIGTERM"
+    codes = (
+        "Exit code 0 when done; 2 for bad input, a run this machine's memory cannot hold included (nothing is "
+        "written); 130 after Ctrl-C, 143 after SIGTERM"
+    )
     assert codes in run_help
     assert "cpu, cuda or cuda:N" in run_help
     validate_help = " ".join(runner.invoke(app, ["validate", "--help"]).output.replace("│", " ").split())

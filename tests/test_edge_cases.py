@@ -392,29 +392,6 @@ def test_the_python_api_raises_its_documented_error_without_printing_or_writing(
     assert "CompareError" in (abm.compare.__doc__ or "")
 
 
-def test_the_memory_check_counts_community_contacts_beyond_the_defaults(monkeypatch):
-    """Community contacts take 16 bytes per contact over a cycle (measured 100-160 bytes per extra
-    daily contact and agent-replicate): 30 times the default contacts raise the estimate from
-    1,200 to about 17,200 bytes per agent-replicate, so a run that fits with the defaults is
-    refused with them, naming the contacts; the defaults' estimate is unchanged."""
-    import abm.scenario as scenario_module
-    from abm.engine.simulator import DEFAULT_COMMUNITY_STUBS, estimate_memory_bytes
-    from abm.scenario import check_memory, load_scenario
-
-    assert estimate_memory_bytes(100_000, 10) == int(1200 * 1_000_000 + 250e6)
-    assert estimate_memory_bytes(100_000, 10, DEFAULT_COMMUNITY_STUBS + 100) == int(2800 * 1_000_000 + 250e6)
-    monkeypatch.setattr(scenario_module, "available_memory_bytes", lambda: 3e9)  # 100,000 x 10 at defaults: 1.45 GB
-    sets = ["population.agents=100000", "simulation.replicates=10"]
-    check_memory(load_scenario(NI, sets), "ni.yaml")
-    with pytest.raises(ScenarioError) as err:
-        load_scenario(NI, [*sets, "contacts.community.mean_contacts=[60, 120, 90]"])  # load checks memory
-    assert str(err.value).endswith(
-        "population.agents: 100000 agents x 10 replicates with 103 community contacts a day over a "
-        "10-day cycle need about 17.4 GB, but this machine has 3.0 GB available; use fewer agents, replicates "
-        "or community contacts"
-    )
-
-
 def _hand_edited(tiny: Path, dest: Path, table: str, edit, summary: dict | None = None) -> Path:
     """A copy of ``tiny`` whose ``table`` (timeseries.csv, by_age.csv or costs.csv; the parquet
     timeseries removed) is replaced by ``edit`` of it, and whose summary.json gets ``summary``."""

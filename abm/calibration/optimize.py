@@ -34,6 +34,7 @@ from abm.calibration.observed import (
     weekly,
 )
 from abm.key_paths import lookup
+from abm.memory import memory_note
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
 from abm.parallel import (
@@ -660,6 +661,13 @@ def _fit_by_optuna(
     reranked: list[dict[str, Any]] = []
     runner = trial_runner(cfg, data, source, backend, workers, ray_address, sc.simulation.device, n_trials, names)
     with runner as (run_batch, used):
+        if backend == "local" and note is not None:  # a worker's largest run: a trial's or a re-ranked one's
+            reranked_larger = cfg.rerank_trials > 0 and cfg.rerank_replicates > sc.simulation.replicates
+            fewer = ("agents", "calibration.rerank_replicates") if reranked_larger else ("replicates", "agents")
+            replicates = cfg.rerank_replicates if reranked_larger else None
+            text = memory_note([sc], replicates=replicates, runs=used["workers"], fewer=fewer, names=names)
+            if text is not None:
+                note(text)
         study, curves = _run_study(cfg, observed, n_trials, run_batch, progress, journal)
         ranked = sorted(
             (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value

@@ -519,10 +519,22 @@ AGE_CLASS_SHARES = (0.23, 0.67, 0.10)
 DEFAULT_COMMUNITY_STUBS = (0.23 * 2.0 + 0.67 * 4.0 + 0.10 * 3.0) * 10
 
 
+# Peak resident memory of `abm run` on the CPU, rounded up from its measured peaks (BENCHMARKS.md,
+# "Peak memory of abm run", 2026-11-28: 438 MB at 2,000 agents; 1,340 and 2,000 MB at 1,000,000
+# agents x 1 and x 2 replicates; 1,193 MB at 100,000 x 10; the days simulated change it by a few
+# percent at most): the interpreter, torch and the region's data; each agent (the population);
+# each agent and replicate (the epidemic's state).
+MEMORY_FIXED_BYTES = 500_000_000
+MEMORY_BYTES_PER_AGENT = 300
+MEMORY_BYTES_PER_AGENT_REPLICATE = 800
+
+
 def estimate_memory_bytes(agents: int, replicates: int, community_stubs: float = DEFAULT_COMMUNITY_STUBS) -> int:
-    """Peak memory of a run: about 920-1,030 bytes per agent-replicate measured (BENCHMARKS.md),
-    with headroom, plus the interpreter and torch; and 16 bytes per community contact over a
-    cycle (``community_stubs``: mean daily contacts times ``cycle_days``) beyond the defaults'
-    34 (measured 100-160 bytes per extra daily contact at 50,000 agents x 2 replicates)."""
+    """Peak memory of a CPU run of ``agents`` x ``replicates``, conservatively: 1.1 to 1.3 times
+    the peaks measured at 2,000 to 1,000,000 agents (:data:`MEMORY_FIXED_BYTES` and the bytes per
+    agent and per agent-replicate); and 16 bytes per community contact over a cycle
+    (``community_stubs``: mean daily contacts times ``cycle_days``) and agent-replicate beyond the
+    defaults' 34 (measured 100-160 bytes per extra daily contact at 50,000 agents x 2 replicates)."""
     extra = 16 * max(0.0, community_stubs - DEFAULT_COMMUNITY_STUBS)
-    return int((1200 + extra) * agents * replicates + 250e6)
+    per_agent = MEMORY_BYTES_PER_AGENT + (MEMORY_BYTES_PER_AGENT_REPLICATE + extra) * replicates
+    return math.ceil(MEMORY_FIXED_BYTES + per_agent * agents)
