@@ -133,9 +133,41 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
         else:
             assert math.isnan(row.cost_per_averted_hospitalization)
     assert math.isnan(table.cost_per_averted_hospitalization.iloc[0])
+    # Scaled to the county: the total cost x residents / agents, the averted counts (and their
+    # intervals' ends) per 100,000 x residents / 100,000; the first run averts nothing.
+    people = 2_252_782
+    assert list(table.region) == ["King County, WA"] * 4
+    assert table.total_cost_region.to_numpy() == pytest.approx(table.total_cost * people / table.agents)
+    for m in ("hospitalizations", "deaths"):
+        for per_100k, region in (
+            (f"{m}_averted_per_100k", f"{m}_averted_region"),
+            (f"{m}_averted_low", f"{m}_averted_region_low"),
+            (f"{m}_averted_high", f"{m}_averted_region_high"),
+        ):
+            assert table[region].iloc[1:].to_numpy() == pytest.approx(table[per_100k].iloc[1:] * people / 1e5)
+            assert math.isnan(table[region].iloc[0])
     md = (out / "comparison.md").read_text()
     lines = md.splitlines()
-    assert len(lines) == 8 and lines[0].startswith("| run |") and lines[5].startswith("| ct |")
+    assert lines[0].startswith("| run |") and lines[5].startswith("| ct |") and lines[6] == ""
+    assert "total_cost_region" not in lines[0] and "in the region" not in lines[0]
+    # The region's table follows the note: run, region, cost and averted counts in whole numbers.
+    assert lines[9] == (
+        "| run | region | total cost $ in the region | hospitalizations averted in the region (95% interval) | "
+        "deaths averted in the region (95% interval) |"
+    )
+    ct = table[table.run == "ct"].iloc[0]
+    h = [
+        f"{v:,.0f}"
+        for v in (
+            ct.hospitalizations_averted_region,
+            ct.hospitalizations_averted_region_low,
+            ct.hospitalizations_averted_region_high,
+        )
+    ]
+    assert lines[14].startswith(f"| ct | King County, WA | {ct.total_cost_region:,.0f} | {h[0]} ({h[1]} to {h[2]}) |")
+    assert lines[11] == "| ni | King County, WA | 0 |  |  |"
+    assert lines[16].startswith("Scaled to each run's region:") and len(lines) == 17
+    assert "<h2>In the region</h2>" in (out / "report.html").read_text()
     # The costs' note names the items booked (tests and doses here) and what costs nothing.
     assert "(test_rt_pcr, vaccine_dose)" in lines[7] and "cost_per_interview" in lines[7]
     assert "The first run, the baseline of every comparison here, is ni." in lines[7]  # named in the file too

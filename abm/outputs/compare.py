@@ -72,9 +72,22 @@ COLUMNS = {
     "cost_per_averted_death_low": "low end of the cost per averted death's interval",
     "cost_per_averted_death_high": "high end of the cost per averted death's interval",
     "averted_by": "averted by",
+    "region": "region",
+    "total_cost_region": "total cost $ in the region",
+    "hospitalizations_averted_region": "hospitalizations averted in the region (95% interval)",
+    "hospitalizations_averted_region_low": "low end of that interval",
+    "hospitalizations_averted_region_high": "high end of that interval",
+    "deaths_averted_region": "deaths averted in the region (95% interval)",
+    "deaths_averted_region_low": "low end of that interval",
+    "deaths_averted_region_high": "high end of that interval",
 }
+# The columns scaled to each run's region (its summary's region_population): shown in a table of
+# their own, after the run's name and region.
+REGION_COLUMNS = ("total_cost_region", "hospitalizations_averted_region", "deaths_averted_region")
 # Shown in the Markdown and HTML tables as one cell "mean (low to high)".
-INTERVALS = {f"{m}_averted_per_100k": (f"{m}_averted_low", f"{m}_averted_high") for m in ("hospitalizations", "deaths")}
+AVERTED = ("hospitalizations", "deaths")
+INTERVALS = {f"{m}_averted_per_100k": (f"{m}_averted_low", f"{m}_averted_high") for m in AVERTED}
+INTERVALS |= {f"{m}_averted_region": (f"{m}_averted_region_low", f"{m}_averted_region_high") for m in AVERTED}
 # The cost per averted hospitalization and per averted death: (measure averted, its column, its interval's ends).
 COST_PER_AVERTED = (
     ("hospitalizations", "cost_per_averted_hospitalization", differences.COST_ENDS["hospitalizations"]),
@@ -271,6 +284,25 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
     table = pd.concat([table, pd.DataFrame(differences.averted(runs))], axis=1)
     for _, column, ends in COST_PER_AVERTED:
         table.loc[table[column].isna(), list(ends)] = math.nan  # no ratio (nothing averted): no interval either
+    return with_region_figures(table, runs)
+
+
+def with_region_figures(table: pd.DataFrame, runs: list[RunTables]) -> pd.DataFrame:
+    """``table`` with the columns of :data:`REGION_COLUMNS` (and their intervals' ends): each
+    run's total cost times its region's residents over its agents, and its hospitalizations and
+    deaths averted per 100,000 times its residents over 100,000; blank for a run whose summary
+    has no region population. Taking the agents for a representative sample of the residents is
+    the same assumption as summary.json's ``region_scaled``."""
+    table["region"] = [str(run.summary.get("region") or "") for run in runs]
+    people = [run.summary.get("region_population") for run in runs]
+    residents = pd.Series([float(p) if _is_number(p) and p > 0 else math.nan for p in people], index=table.index)
+    table["total_cost_region"] = table["total_cost"] * residents / table["agents"]
+    for m in AVERTED:
+        for per_100k, region in (
+            (f"{m}_averted_per_100k", f"{m}_averted_region"),
+            *zip(INTERVALS[f"{m}_averted_per_100k"], INTERVALS[f"{m}_averted_region"], strict=True),
+        ):
+            table[region] = table[per_100k] * residents / 1e5
     return table
 
 
@@ -278,7 +310,9 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
 # whole counts, and money in dollars; any other column is a mean count or a figure per 100,000.
 SHARES = ("peak_share_of_capacity", "share_of_days_over_capacity", "cumulative_infected_share")
 COUNTS = ("agents", "replicates", "peak_hospital_day", "days_over_capacity", "days_over_icu_capacity")
-MONEY = ("total_cost", "cost_per_averted_hospitalization", "cost_per_averted_death")
+MONEY = ("total_cost", "cost_per_averted_hospitalization", "cost_per_averted_death", "total_cost_region")
+# Region figures are estimates of whole people: shown without decimals, as counts are.
+WHOLE = ("hospitalizations_averted_region", "deaths_averted_region")
 
 
 def column_places(key: str, values: Iterable[Any]) -> int:
@@ -288,7 +322,7 @@ def column_places(key: str, values: Iterable[Any]) -> int:
     all; one place for the others (shares in %). More where the smallest value but 0 would read
     as 0, to show its first significant digit: 0.04 deaths, not 0.0; 0.04%, not 0.0%; $0.004, not
     $0.00. Blank and infinite values do not count."""
-    if key in COUNTS:
+    if key in COUNTS or key in WHOLE:
         return 0
     scale = 100 if key in SHARES else 1
     sizes = [abs(scale * float(v)) for v in values if _is_number(v) and math.isfinite(v) and v != 0]
@@ -312,12 +346,16 @@ def format_cell(key: str, v: Any, places: int | None = None) -> str:
     return f"{v:,.{places}f}"
 
 
-def shown(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+def shown(table: pd.DataFrame, region: bool = False) -> tuple[list[str], list[list[str]]]:
     """The table as the Markdown and HTML reports show it: its columns (an interval's ends folded
     into its mean's cell, "mean (low to high)") and each row's cells as text, each column's
-    numbers with the same decimal places (:func:`column_places`)."""
+    numbers with the same decimal places (:func:`column_places`). The main table leaves out the
+    region's figures, which ``region`` shows instead, after each run's name and region."""
     ends = {end for pair in INTERVALS.values() for end in pair}
-    keys = [c for c in table.columns if c not in ends]
+    if region:
+        keys = ["run", "region", *REGION_COLUMNS]
+    else:
+        keys = [c for c in table.columns if c not in ends and c not in REGION_COLUMNS and c != "region"]
     places = {
         key: column_places(key, [v for c in (key, *INTERVALS.get(key, ())) for v in table[c].tolist()]) for key in keys
     }
@@ -512,13 +550,33 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     return note
 
 
+REGION_NOTE = (
+    "Scaled to each run's region: its total cost times the region's residents over its agents, and the "
+    "hospitalizations and deaths it averts per 100,000 (with their 95% intervals) times the residents over "
+    "100,000, which takes the agents for a representative sample of the residents."
+)
+
+
+def has_region_figures(table: pd.DataFrame) -> bool:
+    """Whether some run of ``table`` has figures scaled to its region (its summary gives the
+    region's residents)."""
+    return bool(table["total_cost_region"].notna().any())
+
+
 def markdown(table: pd.DataFrame, note: str = "") -> str:
-    """The table in Markdown, with readable headers and numbers (and ``note`` below it)."""
-    keys, rows = shown(table)
-    head = "| " + " | ".join(COLUMNS[c] for c in keys) + " |"
-    rule = "|" + "|".join("---" if c in ("run", "averted_by") else "---:" for c in keys) + "|"
-    body = ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join([head, rule, *body]) + "\n" + (f"\n{note}\n" if note else "")
+    """The table in Markdown, with readable headers and numbers (and ``note`` below it), then the
+    figures scaled to the runs' regions (:data:`REGION_COLUMNS`) in a table of their own."""
+
+    def block(region: bool) -> list[str]:
+        keys, rows = shown(table, region)
+        head = "| " + " | ".join(COLUMNS[c] for c in keys) + " |"
+        rule = "|" + "|".join("---" if c in ("run", "averted_by", "region") else "---:" for c in keys) + "|"
+        return [head, rule, *("| " + " | ".join(row) + " |" for row in rows)]
+
+    text = "\n".join(block(False)) + "\n" + (f"\n{note}\n" if note else "")
+    if has_region_figures(table):
+        text += "\n" + "\n".join(block(True)) + f"\n\n{REGION_NOTE}\n"
+    return text
 
 
 def run_facts(run: RunTables) -> str:
@@ -542,9 +600,15 @@ def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path 
         rel = os.path.relpath(target.resolve(), out.resolve())
         return f'<a href="{html.escape(rel)}">{html.escape(text)}</a>'
 
-    keys, rows = shown(table)
-    head = "".join(f"<th>{html.escape(COLUMNS[c])}</th>" for c in keys)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    def html_table(region: bool) -> str:
+        keys, rows = shown(table, region)
+        head = "".join(f"<th>{html.escape(COLUMNS[c])}</th>" for c in keys)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    region_section = ""
+    if has_region_figures(table):
+        region_section = f"<h2>In the region</h2>{html_table(True)}<p>{html.escape(REGION_NOTE)}</p>"
     items = []
     for run, folder in zip(runs, folders, strict=True):
         facts = html.escape(run_facts(run))
@@ -577,8 +641,9 @@ def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path 
 <h1>Comparison of {len(runs)} runs</h1>
 <p>Cost per averted hospitalization is against the first run, <b>{base}</b>. Files:
 <a href="comparison.csv">comparison.csv</a>, <a href="comparison.md">comparison.md</a>.</p>
-<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+{html_table(False)}
 <p>{html.escape(table_note(runs, table))}</p>
+{region_section}
 <h2>Runs</h2><ul>{"".join(items)}</ul>
 <h2>Plots</h2>{figures}
 </body></html>
