@@ -579,6 +579,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             dates = [_date_of_day(starts[int(v)], d) for v, d in zip(table["variant"], table[day], strict=True)]
             table.insert(table.columns.get_loc(day) + 1, column, dates)
     first = sweep_plan.variants[0].model_dump(mode="json", by_alias=True)
+    residents = {res["variant"]: res.get("region_population") for res in results}  # a journal's older results lack it
     summary_rows = []
     for v, group in table.groupby("variant", sort=True):
         values = sweep_plan.assignments[int(v)]["values"]
@@ -599,7 +600,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
                 row[f"{name}_n"] = int(values.size)
                 row[f"{AT_END[name]}_n"] = int(group[AT_END[name]].sum())
         paired = same_draws(first, sweep_plan.variants[int(v)].model_dump(mode="json", by_alias=True))
-        changes = changes_from_first(table, int(v), paired=paired)
+        changes = in_region(changes_from_first(table, int(v), paired=paired), residents.get(int(v)))
         changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"
         summary_rows.append(row | changes | {"changes_by": changes_by})
     return table, pd.DataFrame(summary_rows)
@@ -611,6 +612,19 @@ def _date_of_day(start: date | None, day: float | None, *, rounded: bool = False
     if start is None or day is None or math.isnan(day):
         return None
     return date_of(start, math.floor(day + 0.5) if rounded else int(day))
+
+
+def in_region(changes: dict[str, float], residents: int | None) -> dict[str, float]:
+    """``changes`` (:func:`changes_from_first`) with each change and its interval's ends also for
+    the variant's region: per 100,000 agents times ``residents`` / 100,000 (``<outcome>_change_region``,
+    ``_region_low``, ``_region_high``), taking the agents for a representative sample of the
+    residents as summary.json's ``region_scaled`` does; NaN where ``residents`` is not known."""
+    factor = residents / 1e5 if residents else math.nan
+    out = dict(changes)
+    for name in CHANGES:
+        for suffix, region in (("per_100k", "region"), ("low", "region_low"), ("high", "region_high")):
+            out[f"{name}_change_{region}"] = changes[f"{name}_change_{suffix}"] * factor
+    return out
 
 
 def changes_from_first(table: pd.DataFrame, variant: int, *, paired: bool) -> dict[str, float]:

@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -22,7 +23,17 @@ import abm
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import ScenarioError
-from abm.sweep import AT_END, OUTCOMES, SweepTask, changes_from_first, parse_axis, plan, run_sweep, split_values
+from abm.sweep import (
+    AT_END,
+    OUTCOMES,
+    SweepTask,
+    changes_from_first,
+    in_region,
+    parse_axis,
+    plan,
+    run_sweep,
+    split_values,
+)
 
 SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
 TINY = {"agents": 1500, "days": 15}
@@ -121,6 +132,15 @@ def test_summary_gives_changes_from_the_first_variant_paired_by_replicate(local_
         half = 4.302653 * d.std(ddof=1) / np.sqrt(3)
         got = [changes[f"{name}_change_per_100k"], changes[f"{name}_change_low"], changes[f"{name}_change_high"]]
         assert got == pytest.approx([d.mean(), d.mean() - half, d.mean() + half])
+    # For King County: each change and its interval's ends x 2,252,782 residents / 100,000.
+    second = local_sweep.summary.iloc[1]
+    for name in ("hospitalizations", "deaths", "total_cost"):
+        for ends in (("per_100k", "region"), ("low", "region_low"), ("high", "region_high")):
+            scaled = second[f"{name}_change_{ends[1]}"]
+            assert scaled == pytest.approx(second[f"{name}_change_{ends[0]}"] * 22.52782), (name, ends)
+    region = in_region(changes, 1_000_000)  # a region of a million: 10 times the change per 100,000
+    assert region["deaths_change_region_low"] == pytest.approx(10 * changes["deaths_change_low"])
+    assert all(math.isnan(v) for k, v in in_region(changes, None).items() if "_region" in k)  # residents unknown
 
 
 def test_several_sweeps_run_the_cartesian_product():
