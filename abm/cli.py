@@ -571,7 +571,8 @@ def run(
 
     FILE is a scenario YAML file (`abm validate FILE` checks it without running).
     The options change its values for this run; the run folder's
-    scenario.resolved.yaml holds every value used. The folder is written at the
+    scenario.resolved.yaml holds every value used, and its report.html shows
+    the run on one page (open it in a browser). The folder is written at the
     end, all at once; an earlier one is replaced only if abm wrote it. A note
     comes first where the run's estimated memory exceeds what this machine has
     available (the run goes on).
