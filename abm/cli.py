@@ -920,24 +920,14 @@ def sweep(
                 fail(str(exc))
             except (WorkerLost, OutputWriteError) as exc:
                 fail(str(exc), code=1)
-    table = Table(title=f"{total} runs ({sp.replicates} per variant); means over replicates")
-    people, agents = result.info["region_population"], result.info["agents"]
-    table.caption = (
-        f"deaths, beds and costs are for the {' or '.join(f'{a:,}' for a in agents)} simulated agents of a run; "
-        f"the region has {' or '.join(f'{p:,}' for p in people)} residents"
-    )
-    table.add_column("variant")
-    for name in ("infected", "peak beds", "deaths", "cost $"):
-        table.add_column(name, justify="right")
-    for v, row in result.summary.iterrows():
-        table.add_row(
-            sp.label(int(v), short=True),
-            f"{row['cumulative_infected_share_mean']:.1%}",
-            f"{row['peak_hospital_occupancy_mean']:,.1f}",
-            f"{row['deaths_mean']:,.1f}",
-            f"{row['total_cost_mean']:,.0f}",
-        )
-    out_console.print(table)
+    for st in result.tables():  # the means, then the changes from the first variant
+        table = Table(title=st.title, caption=st.caption)
+        table.add_column(st.columns[0])
+        for name in st.columns[1:]:
+            table.add_column(name, justify="right")
+        for row in st.rows:
+            table.add_row(*row)
+        out_console.print(table)
     late = int(result.table["peak_hospital_at_end"].sum())
     if late:
         err_console.print(

@@ -51,7 +51,9 @@ from abm.outputs.plots import RunTables
 from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
+from abm.outputs.summary_table import SummaryTable
 from abm.outputs.sweep_plot import sweep_figure
+from abm.outputs.sweep_report import sweep_report_html, sweep_tables
 from abm.parallel import (
     ProcessPool,
     check_ray_address,
@@ -158,7 +160,8 @@ class SweepResult:
     replicates that have a peak, and ``<flag>_n``, those whose curve is at its peak on the last day,
     and ``<outcome>_mean_date`` where dated), and for each outcome of :data:`CHANGES` its change
     against the first variant per 100,000 agents with a 95% interval (``<outcome>_change_per_100k``,
-    ``_change_low``, ``_change_high``; empty for the first variant), paired by replicate where the
+    ``_change_low``, ``_change_high``; empty for the first variant; and for the variant's region,
+    ``<outcome>_change_region``, ``_region_low``, ``_region_high``), paired by replicate where the
     variant shares the first's agents, region and kind of device, else as independent runs
     (``changes_by``: ``paired replicates`` or ``independent runs``, as ``abm compare``'s
     ``averted_by``); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved
@@ -183,10 +186,17 @@ class SweepResult:
             )
         return sweep_figure(self.info["scenario"], self.table, self.info["variants"], self.info["sweeps"])
 
+    def tables(self) -> list[SummaryTable]:
+        """The means and the changes tables (:func:`abm.outputs.sweep_report.sweep_tables`), as
+        `abm sweep` prints them; needs ``info`` as :func:`run_sweep` gives it."""
+        labels = [v["short_label"] for v in self.info["variants"]]
+        return sweep_tables(self.summary, labels, self.info["agents"], self.info["region_population"])
+
     def write(self, out: str | Path) -> Path:
-        """Write ``sweep.csv``, ``sweep_summary.csv``, ``sweep.json`` and the plot ``sweep.png``
-        (:mod:`abm.outputs.sweep_plot`; where ``info`` holds the variants, as :func:`run_sweep`'s
-        does) into ``out`` (atomically); then the runs kept while it ran go."""
+        """Write ``sweep.csv``, ``sweep_summary.csv``, ``sweep.json``, and where ``info`` holds the
+        variants, as :func:`run_sweep`'s does, the plot ``sweep.png`` (:mod:`abm.outputs.sweep_plot`)
+        and ``report.html`` (the tables `abm sweep` prints, the plot and links) into ``out``
+        (atomically); then the runs kept while it ran go."""
         out = Path(out)
         with atomic_folder(out, "sweep") as tmp:
             days = {c: "Int64" for c in INTEGER_OUTCOMES if c in self.table}  # 54, not 54.0 (empty: no peak)
@@ -195,6 +205,9 @@ class SweepResult:
             (tmp / "sweep.json").write_text(dumps(self.info), encoding="utf-8")
             if self.info.get("variants"):  # run_sweep's result (a table built by hand has no variants to draw)
                 self.plot().savefig(tmp / "sweep.png", dpi=100)
+                files = sorted(p.name for p in tmp.iterdir())
+                page = sweep_report_html(self.info["scenario"], self.info["sweeps"], self.tables(), files)
+                (tmp / "report.html").write_text(page, encoding="utf-8")
         if self.kept_in is not None:
             self.kept_in.remove()
         return out
@@ -750,6 +763,7 @@ def run_sweep(
             {
                 "variant": v,
                 "label": sp.label(v),
+                "short_label": sp.label(v, short=True),  # as the console's and report.html's tables name it
                 "sweep": {a.key: x for a, x in zip(sp.axes, sp.assignments[v]["values"], strict=True)},
                 "scenario": as_run(sc, next(r for r in results if r["variant"] == v)),
             }

@@ -4,6 +4,7 @@ table on the local and the Ray backend, bad input, and the command end to end.""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import io
 import json
 import logging
@@ -629,7 +630,8 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "6 runs (3 per variant)" in result.output and f"resultsin{out}" in "".join(result.output.split())
-    assert sorted(p.name for p in out.iterdir()) == [MARK, "sweep.csv", "sweep.json", "sweep.png", "sweep_summary.csv"]
+    files = [MARK, "report.html", "sweep.csv", "sweep.json", "sweep.png", "sweep_summary.csv"]
+    assert sorted(p.name for p in out.iterdir()) == files
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in tmp_path.iterdir()] == ["sw"]  # no temporary folder left
     table = pd.read_csv(out / "sweep.csv")
@@ -649,6 +651,22 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     sc = info["variants"][1]["scenario"]
     assert sc["contacts"]["household"]["weight"] == 1.5
     assert sc["population"]["agents"] == 1000 and sc["simulation"]["days"] == 10 and sc["simulation"]["seed"] == 40
+    assert [v["short_label"] for v in info["variants"]] == ["weight=0.5", "weight=1.5"]
+    # The changes for the county: the CSV's per-100k change and interval x 2,252,782 / 100,000, as
+    # the console's second table and report.html show them in whole numbers.
+    second = summary.iloc[1]
+    for name in ("hospitalizations", "deaths", "total_cost"):
+        for per_100k, region in (("per_100k", "region"), ("low", "region_low"), ("high", "region_high")):
+            assert second[f"{name}_change_{region}"] == pytest.approx(second[f"{name}_change_{per_100k}"] * 22.52782)
+    deaths = [f"{second[f'deaths_change_{e}']:,.0f}" for e in ("region", "region_low", "region_high")]
+    cell = f"{deaths[0]} ({deaths[1]} to {deaths[2]})"
+    assert "changes in the region from the first variant (weight=0.5)" in " ".join(result.output.split())
+    page = (out / "report.html").read_text()
+    rows = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr>(.*?)</tr>", page)]
+    rows = [r for r in rows if r]  # the header rows have no <td>
+    assert rows[3][0] == "weight=1.5" and rows[3][2] == cell  # means: rows 0-1; changes: rows 2-3
+    assert rows[2] == ["weight=0.5", "", "", ""] and rows[0][0] == "weight=0.5"
+    assert '<img src="sweep.png"' in page and "contacts.household.weight: 0.5, 1.5" in page
 
 
 def test_cli_notes_hospital_peaks_held_to_the_last_day(tmp_path):

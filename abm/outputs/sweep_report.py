@@ -1,0 +1,122 @@
+"""The tables of a finished sweep, as `abm sweep` prints them and its ``report.html`` shows them:
+the variants' means over replicates, and each variant's changes from the first with their 95%
+intervals, per 100,000 agents and for the region.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+
+from abm.outputs.run_report import REPORT_CSS
+from abm.outputs.summary_table import SummaryTable
+from abm.plurals import counted
+
+# The changes shown, with their words: sweep_summary.csv's <outcome>_change_... columns.
+CHANGE_WORDS = {"hospitalizations": "hospitalizations", "deaths": "deaths", "total_cost": "cost $"}
+
+SWEEP_FILES = {
+    "sweep.csv": "one row per variant and replicate",
+    "sweep_summary.csv": "one row per variant: means, sds and the changes from the first variant",
+    "sweep.json": "the swept keys and values, each variant's resolved scenario, timings",
+    "sweep.png": "the outcomes against the first swept key with numbers",
+}
+"""The sweep folder's files the report links to, with what each holds."""
+
+
+# The columns of a change and its interval's ends: per 100,000 agents, and for the region.
+ENDS = {"per_100k": ("per_100k", "low", "high"), "region": ("region", "region_low", "region_high")}
+
+
+def _change(row: pd.Series, name: str, unit: str, places: int) -> str:
+    """A change and its 95% interval, "mean (low to high)"; blank for the first variant."""
+    mean, low, high = (float(row[f"{name}_change_{end}"]) for end in ENDS[unit])
+    if math.isnan(mean):
+        return ""
+    if math.isnan(low) or math.isnan(high):
+        return f"{mean:,.{places}f} (one replicate: no interval)"
+    return f"{mean:,.{places}f} ({low:,.{places}f} to {high:,.{places}f})"
+
+
+def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], people: list[int]) -> list[SummaryTable]:
+    """The means table and the changes table of a sweep: ``summary`` (sweep_summary.csv), the
+    variants' ``labels`` (``start_day=10``), the agents of its runs and its regions' residents
+    (sweep.json's ``agents`` and ``region_population``)."""
+    runs = int(summary["replicates"].sum())
+    per_variant = summary["replicates"].iloc[0]
+    means = SummaryTable(
+        title=f"{counted(runs, 'run')} ({per_variant} per variant); means over replicates",
+        columns=["variant", "infected", "peak beds", "deaths", "cost $"],
+        rows=[
+            [
+                label,
+                f"{row['cumulative_infected_share_mean']:.1%}",
+                f"{row['peak_hospital_occupancy_mean']:,.1f}",
+                f"{row['deaths_mean']:,.1f}",
+                f"{row['total_cost_mean']:,.0f}",
+            ]
+            for label, (_, row) in zip(labels, summary.iterrows(), strict=True)
+        ],
+        caption=(
+            f"deaths, beds and costs are for the {' or '.join(f'{a:,}' for a in agents)} simulated agents of a run; "
+            f"the region has {' or '.join(f'{p:,}' for p in people)} residents"
+        ),
+    )
+    region = summary.get("hospitalizations_change_region")
+    unit = "region" if region is not None and bool(region.notna().any()) else "per_100k"
+    rows = []
+    for label, (_, row) in zip(labels, summary.iterrows(), strict=True):
+        rows.append([label, *(_change(row, name, unit, 0 if unit == "region" else 1) for name in CHANGE_WORDS)])
+    where = "in the region" if unit == "region" else "per 100,000 agents"
+    changes = SummaryTable(
+        title=f"changes {where} from the first variant ({labels[0]}), with 95% intervals over replicates",
+        columns=["variant", *CHANGE_WORDS.values()],
+        rows=rows,
+        caption=(
+            (
+                "the changes per 100,000 agents times the region's residents / 100,000 (sweep_summary.csv has both); "
+                if unit == "region"
+                else ""
+            )
+            + "taken replicate by replicate where a variant shares the first's agents, region and kind of device, "
+            "else as independent runs (changes_by in sweep_summary.csv); an interval that includes 0 is a change "
+            "within the replicates' noise"
+        ),
+    )
+    return [means, changes]
+
+
+def _html_table(t: SummaryTable) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in t.rows)
+    return (
+        f"<h2>{html.escape(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f"<p>{html.escape(t.caption)}.</p>"
+    )
+
+
+def sweep_report_html(name: str, sweeps: dict[str, list], tables: list[SummaryTable], files: list[str]) -> str:
+    """The page of a sweep of scenario ``name``: what was swept (``sweeps``: key -> values), its
+    ``tables`` (:func:`sweep_tables`), the plot, and links to those of :data:`SWEEP_FILES` among
+    ``files``."""
+    swept = "".join(f"<li>{html.escape(k)}: {html.escape(', '.join(map(str, v)))}</li>" for k, v in sweeps.items())
+    links = "".join(
+        f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {html.escape(what)}</li>'
+        for f, what in SWEEP_FILES.items()
+        if f in files
+    )
+    figure = '<h2>Plot</h2><img src="sweep.png" alt="sweep.png">' if "sweep.png" in files else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(name)}: abm sweep</title>
+<style>
+{REPORT_CSS}
+</style></head><body>
+<h1>Sweep of {html.escape(name)}</h1>
+<p>Swept:</p><ul>{swept}</ul>
+{"".join(_html_table(t) for t in tables)}
+{figure}
+<h2>Files</h2><ul>{links}</ul>
+</body></html>
+"""
