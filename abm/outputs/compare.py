@@ -560,7 +560,7 @@ REGION_NOTE = (
 def has_region_figures(table: pd.DataFrame) -> bool:
     """Whether some run of ``table`` has figures scaled to its region (its summary gives the
     region's residents)."""
-    return bool(table["total_cost_region"].notna().any())
+    return "total_cost_region" in table and bool(table["total_cost_region"].notna().any())
 
 
 def markdown(table: pd.DataFrame, note: str = "") -> str:
