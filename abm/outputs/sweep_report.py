@@ -1,6 +1,6 @@
 """The tables of a finished sweep, as `abm sweep` prints them and its ``report.html`` shows them:
 the variants' means over replicates, and each variant's changes from the first with their 95%
-intervals, per 100,000 agents and for the region.
+intervals for the region (per 100,000 agents where the region's residents are not known).
 """
 
 from __future__ import annotations
