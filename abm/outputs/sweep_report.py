@@ -35,8 +35,8 @@ def _change(row: pd.Series, name: str, unit: str, places: int) -> str:
     mean, low, high = (float(row[f"{name}_change_{end}"]) for end in ENDS[unit])
     if math.isnan(mean):
         return ""
-    if math.isnan(low) or math.isnan(high):
-        return f"{mean:,.{places}f} (one replicate: no interval)"
+    if math.isnan(low) or math.isnan(high):  # one replicate: no interval
+        return f"{mean:,.{places}f}"
     return f"{mean:,.{places}f} ({low:,.{places}f} to {high:,.{places}f})"
 
 
@@ -71,7 +71,8 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
         rows.append([label, *(_change(row, name, unit, 0 if unit == "region" else 1) for name in CHANGE_WORDS)])
     where = "in the region" if unit == "region" else "per 100,000 agents"
     changes = SummaryTable(
-        title=f"changes {where} from the first variant ({labels[0]}), with 95% intervals over replicates",
+        title=f"changes {where} from the first variant ({labels[0]})"
+        + (", with 95% intervals over replicates" if per_variant > 1 else "; one replicate, so no intervals"),
         columns=["variant", *CHANGE_WORDS.values()],
         rows=rows,
         caption=(
