@@ -1030,88 +1030,24 @@ def data_boundaries(
         )
 
 
-# Plain names of the losses in calibration.json (docs/calibration.md, calibration.json).
-LOSS_LABELS = {
-    "nd_weekly": "normalized deviation of weekly counts (ND)",
-    "rmse_log1p_weekly": "RMSE of log(1 + weekly count)",
-}
-
-
-def _number(value: float) -> str:
-    """A fitted value or a bound for the console: whole numbers as they are, others to 4
-    significant digits."""
-    if float(value).is_integer() and abs(value) < 1e15:
-        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.0f}"
-    return f"{value:.4g}"
-
-
-def _loss(value: float) -> str:
-    """A loss for the console, to 3 decimals; "n/a" for NaN (a window without data)."""
-    return "n/a" if math.isnan(value) else f"{value:.3f}"
-
-
-def chosen_trial(summary: dict) -> str | None:
-    """Which Optuna trial the fitted values are, as the progress lines count trials (from 1) and
-    by its ``number`` in trials.csv (from 0), and, where trials were re-ranked, that it is the
-    best re-run, with its loss re-run and as it ran (the progress lines showed the latter); None
-    for the gradient method."""
-    number = summary.get("best_trial")
-    if number is None:
-        return None
-    which = f"the fit is trial {number + 1} of {summary['trials']} (number {number} in trials.csv, which counts from 0)"
-    reranked = summary.get("reranked")
-    if not reranked:
-        return f"{which}: the trial of lowest fit loss"
-    best = reranked[0]
-    return (
-        f"{which}: the best of the {len(reranked)} trials of lowest loss, re-run with "
-        f"{summary['rerank_replicates']} replicates each (fit loss {_loss(best['loss_fit'])} re-run, "
-        f"{_loss(best['loss_as_run'])} as it ran)"
-    )
-
-
 def print_calibration(summary: dict) -> None:
-    """Two short tables on stdout, for a reader who has not read docs/calibration.md: the fitted
-    parameters (value, bounds, whether at a bound) and, per target, each loss on the fit and
-    held-out windows, with plain labels (calibration.json holds the same values under its keys)."""
-    n, unit = (summary["steps"], "step") if summary["method"] == "gradient" else (summary["trials"], "trial")
-    count = f"{n} {unit}{'' if n == 1 else 's'}"
-    params = Table(title=f"{summary['scenario']}: fitted parameters ({summary['method']}, {count})")
-    params.add_column("parameter", overflow="fold")
-    params.add_column("value", justify="right")
-    params.add_column("bounds", justify="right")
-    params.add_column("at a bound")
-    for key, value in summary["best_parameters"].items():
-        low, high = summary.get("bounds", {}).get(key, (None, None))
-        if isinstance(value, list):  # the gradient method's weekly multipliers (in calibrated.yaml)
-            shown = f"{len(value)} weekly values, {min(value):.3g} to {max(value):.3g}" if value else "none"
-        else:
-            shown = _number(value)
-        bound = ""
-        if key in summary["at_bounds"] and low is not None:
-            bound = "low" if abs(value - low) <= abs(high - value) else "high"
-        params.add_row(key, shown, f"{_number(low)} to {_number(high)}" if low is not None else "", bound)
-    params.caption = chosen_trial(summary)
-    out_console.print(params)
-    windows = [("fit", "fit window"), ("holdout", "held-out window")]
-    windows = [(key, label) for key, label in windows if summary.get(key) is not None]
-    spans = ", ".join(
-        f"{label} {summary[f'{key}_window'][0]} to {summary[f'{key}_window'][1]}" for key, label in windows
-    )
-    losses = Table(title=f"losses per target, lower is better ({spans})")
-    losses.add_column("target / loss", overflow="fold")
-    for _, label in windows:
-        losses.add_column(label, justify="right")
-    for target in summary["fit"]:
-        losses.add_row(Text(target.replace("_", " "), style="bold"), *["" for _ in windows])
-        for name, label in LOSS_LABELS.items():
-            losses.add_row(f"  {label}", *[_loss(summary[key][target][name]) for key, _ in windows])
-    losses.caption = (
-        "ND = sum |simulated - observed| / sum observed: 0 is exact, and a forecast of zero scores 1. "
-        "The fit minimized the mean RMSE over targets (weighted by calibration.target_weights) on the fit "
-        f"window: {_loss(summary['loss_fit'])}"
-    )
-    out_console.print(losses)
+    """Two short tables on stdout, for a reader who has not read docs/calibration.md
+    (:func:`abm.calibration.report.calibration_tables`, as ``report.html`` shows them): the
+    fitted parameters and, per target, each loss on the fit and held-out windows (a target's own
+    row in bold)."""
+    from abm.calibration.report import calibration_tables
+
+    for st in calibration_tables(summary):
+        table = Table(title=st.title, caption=st.caption or None)
+        table.add_column(st.columns[0], overflow="fold")
+        for name in st.columns[1:]:
+            table.add_column(name, justify="left" if name == "at a bound" else "right")
+        for row in st.rows:
+            heading = not any(row[1:])  # a target's own row, its losses below
+            table.add_row(
+                Text(row[0], style="bold") if heading and st.columns[0] == "target / loss" else row[0], *row[1:]
+            )
+        out_console.print(table)
 
 
 def print_summary(s: dict, engine_seconds: float, target: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import abm
 from abm.calibration.config import CalibrationConfig
 from abm.calibration.observed import CalibrationError, load_observed, losses, simulated
 from abm.calibration.optimize import calibrate, check_horizon
+from abm.calibration.report import calibration_tables
 from abm.outputs.run_folder import MARK
 from abm.scenario import validate
 
@@ -62,7 +65,16 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     summary = calibrate(path, out)
     assert abs(summary["best_parameters"]["disease.transmission_rate"] - 3.0) < 0.5, summary
     assert summary["fit"]["cases"]["nd_weekly"] < 0.3
-    assert {p.name for p in out.iterdir()} == {MARK, "calibrated.yaml", "trials.csv", "calibration.json", "fit.png"}
+    files = {MARK, "calibrated.yaml", "trials.csv", "calibration.json", "fit.png", "report.html"}
+    assert {p.name for p in out.iterdir()} == files
+    # report.html: the console's two tables, row for row, the fit plot, links to the files.
+    page = (out / "report.html").read_text()
+    rows = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr>(.*?)</tr>", page)]
+    expected = [row for t in calibration_tables(summary) for row in t.rows]
+    assert [[c.replace("\xa0", " ") for c in r] for r in rows if r] == expected
+    rate = summary["best_parameters"]["disease.transmission_rate"]
+    assert expected[0] == ["disease.transmission_rate", f"{rate:.4g}", "1 to 6", ""]
+    assert '<img src="fit.png"' in page and '<a href="trials.csv">' in page and "steps.csv" not in page
     calibrated = yaml.safe_load((out / "calibrated.yaml").read_text())
     assert calibrated["disease"]["transmission_rate"] == summary["best_parameters"]["disease.transmission_rate"]
     table = pd.read_csv(out / "trials.csv")

@@ -210,7 +210,10 @@ def test_gradient_calibration_moves_beta_to_the_truth(tmp_path):
     assert steps["loss"].iloc[-3:].mean() < 0.5 * steps["loss"].iloc[:2].mean()
     assert summary["fit"]["cases"]["nd_weekly"] < 0.2
     assert yaml.safe_load((out / "calibrated.yaml").read_text())["disease"]["transmission_rate"] == beta
-    assert {p.name for p in out.iterdir()} == {MARK, "calibrated.yaml", "steps.csv", "calibration.json", "fit.png"}
+    files = {MARK, "calibrated.yaml", "steps.csv", "calibration.json", "fit.png", "report.html"}
+    assert {p.name for p in out.iterdir()} == files
+    page = (out / "report.html").read_text()
+    assert "fitted parameters (gradient, 10 steps)" in page and '<a href="steps.csv">' in page
 
 
 def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path, monkeypatch):

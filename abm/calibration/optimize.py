@@ -33,6 +33,7 @@ from abm.calibration.observed import (
     simulated,
     weekly,
 )
+from abm.calibration.report import calibration_report_html
 from abm.key_paths import lookup
 from abm.memory import memory_note
 from abm.outputs.run_folder import atomic_folder, check_target
@@ -804,14 +805,17 @@ def calibrate(
         "holdout": losses(fit.sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
         "seconds": time.perf_counter() - start,
     }
+    bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
     with atomic_folder(target, "calibration") as tmp:
         (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml(), encoding="utf-8")
         fit.table.to_csv(tmp / fit.table_name, index=False)
         (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
         plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
+        files = sorted(p.name for p in tmp.iterdir())
+        page = calibration_report_html({**summary, "bounds": bounds}, files)
+        (tmp / "report.html").write_text(page, encoding="utf-8")
     if journal is not None:
         journal.remove()
-    bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
     return {**summary, "folder": str(target), "bounds": bounds}
 
 
