@@ -37,12 +37,12 @@ SIZE_KEYS = {
 
 
 def out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` is an allocation that failed: NumPy's MemoryError, or torch's RuntimeError
-    from its CPU allocator ("can't allocate memory") or a GPU's ``OutOfMemoryError``."""
-    if isinstance(exc, MemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+    """Whether ``exc`` is an allocation that failed: on the CPU, NumPy's MemoryError or torch's
+    allocator (:func:`abm.memory.cpu_allocation_failed`, as ``abm run`` knows them), or a GPU's
+    (a RuntimeError that says "out of memory", as ``torch.OutOfMemoryError`` does)."""
+    from abm.memory import cpu_allocation_failed
+
+    return cpu_allocation_failed(exc) or (isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
 
 
 def memory_message(kind: str) -> str:
