@@ -444,3 +444,32 @@ def test_each_step_runs_the_scenarios_gradient_estimator(tmp_path, monkeypatch, 
     with pytest.raises(KeyboardInterrupt):
         gradient.optimize(sc, load_observed(sc.calibration), None, 1)
     assert seen[0]["differentiable"] is True and seen[0]["gradient_estimator"] == estimator
+
+
+@pytest.mark.parametrize("kind", ["cpu allocator", "other"])
+def test_a_failed_cpu_allocation_of_the_gradient_method_is_one_message(tmp_path, monkeypatch, kind):
+    """A differentiable run too large for the CPU's memory (torch's allocator failing) ends with
+    the message a GPU's out-of-memory gives, naming the cpu, exit code 2 and nothing written; any
+    other RuntimeError keeps its traceback."""
+    import abm.calibration.gradient as gradient
+
+    text = (
+        "DefaultCPUAllocator: can't allocate memory: you tried to allocate 123 bytes"
+        if kind == "cpu allocator"
+        else "mat1 and mat2 shapes cannot be multiplied"
+    )
+
+    def fail(*args, **kwargs):
+        raise RuntimeError(text)
+
+    monkeypatch.setattr(gradient, "adam_step", fail)
+    path = synthetic(tmp_path, 3.0, 5.0)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--method", "gradient", "--out", str(out)])
+    assert not out.exists()
+    if kind == "other":
+        assert isinstance(result.exception, RuntimeError) and "shapes cannot be multiplied" in str(result.exception)
+        return
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert "of a differentiable run do not fit in the memory of cpu; use fewer agents or replicates" in flat

@@ -38,6 +38,7 @@ from abm.calibration.observation import observe_arrays
 from abm.calibration.observed import CalibrationError, fit_loss, weekly
 from abm.engine import Simulation, Stage
 from abm.engine.disease import SYMPTOMATIC
+from abm.memory import cpu_allocation_failed
 from abm.plurals import counted
 from abm.populations import Population, load_region
 from abm.runs import population_of, simulation_of
@@ -165,12 +166,15 @@ def optimize(
                 schedule.step()
                 if progress is not None:
                     progress(step + 1, n_steps, history[-1].loss)
-    except torch.OutOfMemoryError:
+    except (torch.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+        # a GPU's, or on the CPU torch's allocator failing or a MemoryError; any other error passes
+        if not isinstance(exc, torch.OutOfMemoryError) and not cpu_allocation_failed(exc):
+            raise
+        where = sc.simulation.device if isinstance(exc, torch.OutOfMemoryError) else "cpu"
         raise CalibrationError(
             f"{sc.name}: population.agents: {sc.population.agents} agents x "
             f"{counted(sc.simulation.replicates, 'replicate')} "
-            f"of a differentiable run do not fit in the memory of {sc.simulation.device}; use fewer agents or "
-            "replicates"
+            f"of a differentiable run do not fit in the memory of {where}; use fewer agents or replicates"
         ) from None
     weekly_m = multipliers(theta.detach()) if g.weekly_multipliers else None
     # exactly within the bounds (exp of the float32 log of a bound can pass it by a rounding)
