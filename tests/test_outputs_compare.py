@@ -534,3 +534,10 @@ def test_report_says_what_each_run_simulated(runs, vacc_result, tmp_path):
         "Two-dose vaccination from day 10; 40 days (day 0 to 39), 3,000 agents (x 750.9 for the region&#x27;s "
         "2,252,782 residents), 3 replicates, seed 4"
     )
+
+
+def test_a_negative_figure_that_rounds_to_zero_reads_zero():
+    """An interval's end of -0.3 deaths in the region is 0 whole people: "0", not "-0"."""
+    assert format_cell("deaths_averted_region", -0.3, 0) == "0" and format_cell("deaths_averted_region", -0.6) == "-1"
+    assert format_cell("deaths_averted_per_100k", -0.04, 1) == "0.0" and format_cell("total_cost", -0.2, 0) == "0"
+    assert format_cell("cumulative_infected_share", -0.0001, 1) == "0.0%"

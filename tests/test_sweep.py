@@ -966,3 +966,42 @@ def test_peak_dates_of_hand_made_results_half_up_and_missing():
     assert table.loc[2:, ["peak_new_infections_date", "peak_hospital_date"]].isna().all().all()
     assert summary["peak_hospital_day_mean_date"].iloc[0] == "2020-03-04"  # day 5.5 -> 6
     assert pd.isna(summary["peak_hospital_day_mean_date"].iloc[1])
+
+
+def test_changes_table_shows_no_minus_zero():
+    """A change or an interval's end that rounds to 0 whole people reads 0, not -0."""
+    from abm.outputs.sweep_report import sweep_tables
+
+    nan = math.nan
+    summary = pd.DataFrame(
+        {
+            "replicates": [3, 3],
+            "cumulative_infected_share_mean": [0.1, 0.1],
+            "peak_hospital_occupancy_mean": [2.0, 2.0],
+            "deaths_mean": [1.0, 1.0],
+            "total_cost_mean": [0.0, 100.0],
+            **{
+                f"{name}_change_{end}": [nan, value]
+                for name in ("hospitalizations", "deaths", "total_cost")
+                for end, value in (
+                    ("per_100k", -0.01),
+                    ("low", -0.02),
+                    ("high", 1.0),
+                    ("region", -0.3),
+                    ("region_low", -0.45),
+                    ("region_high", 22.5),
+                )
+            },
+        }
+    )
+    changes = sweep_tables(summary, ["a", "b"], [5000], [2252782])[1]
+    assert changes.rows[1][1:] == ["0 (0 to 22)"] * 3
+    per_100k = sweep_tables(
+        summary.drop(columns=[c for c in summary if "_region" in c]).assign(
+            **{f"{n}_change_region": [nan, nan] for n in ("hospitalizations", "deaths", "total_cost")}
+        ),
+        ["a", "b"],
+        [5000],
+        [2252782],
+    )[1]
+    assert per_100k.rows[1][1:] == ["0.0 (0.0 to 1.0)"] * 3

@@ -40,6 +40,7 @@ from abm.outputs.run_folder import (
     written_entries,
 )
 from abm.outputs.run_report import REPORT_CSS
+from abm.outputs.summary_table import without_minus_zero
 from abm.plurals import counted, plural
 
 COLUMNS = {
@@ -342,8 +343,8 @@ def format_cell(key: str, v: Any, places: int | None = None) -> str:
         return ""
     places = column_places(key, [v]) if places is None else places
     if key in SHARES:
-        return f"{100 * v:,.{places}f}%"
-    return f"{v:,.{places}f}"
+        return without_minus_zero(f"{100 * v:,.{places}f}%")
+    return without_minus_zero(f"{v:,.{places}f}")
 
 
 def shown(table: pd.DataFrame, region: bool = False) -> tuple[list[str], list[list[str]]]:

@@ -30,6 +30,12 @@ def count(v: float) -> str:
     return f"{v:,.0f}" if v == 0 or abs(v) >= 10 else f"{v:.2g}"
 
 
+def without_minus_zero(text: str) -> str:
+    """A formatted number without the sign of a negative value that rounds to 0 ("-0" and
+    "-0.0" read as "0" and "0.0": an interval's end of -0.3 deaths is 0 to whole people)."""
+    return text[1:] if text.startswith("-") and all(c in "0.,%" for c in text[1:]) else text
+
+
 def fixed(v: float, decimals: int) -> str:
     """``v`` with ``decimals`` decimals, or down to its first significant digit where that would
     read as 0 (a peak of 0.03 beds, 0.04% infected)."""

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from abm.outputs.run_report import REPORT_CSS
-from abm.outputs.summary_table import SummaryTable
+from abm.outputs.summary_table import SummaryTable, without_minus_zero
 from abm.plurals import counted
 
 # The changes shown, with their words: sweep_summary.csv's <outcome>_change_... columns.
@@ -35,9 +35,10 @@ def _change(row: pd.Series, name: str, unit: str, places: int) -> str:
     mean, low, high = (float(row[f"{name}_change_{end}"]) for end in ENDS[unit])
     if math.isnan(mean):
         return ""
+    shown = [without_minus_zero(f"{v:,.{places}f}") for v in (mean, low, high)]  # -0.3 deaths: 0, not -0
     if math.isnan(low) or math.isnan(high):  # one replicate: no interval
-        return f"{mean:,.{places}f}"
-    return f"{mean:,.{places}f} ({low:,.{places}f} to {high:,.{places}f})"
+        return shown[0]
+    return f"{shown[0]} ({shown[1]} to {shown[2]})"
 
 
 def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], people: list[int]) -> list[SummaryTable]:
