@@ -944,3 +944,38 @@ def test_trials_in_this_process_build_their_population_once(tmp_path, builds):
     assert builds == {"population": 1, "community": 1}
     assert len(pd.read_csv(tmp_path / "out" / "trials.csv")) == 3
     assert not TASK_REUSE._populations and not TASK_REUSE._networks
+
+
+def test_calibration_report_names_a_band_and_a_forecast_only_where_the_plot_has_them():
+    """The gradient method draws no band of trials, and a calibration without a held-out window
+    no forecast: report.html's words on fit.png say only what it shows."""
+    from abm.calibration.report import calibration_report_html
+
+    losses = {"cases": {"nd_weekly": 0.1, "rmse_log1p_weekly": 0.2}}
+    gradient = {
+        "scenario": "s",
+        "method": "gradient",
+        "targets": ["cases"],
+        "seed": 1,
+        "steps": 2,
+        "loss_fit": 0.2,
+        "best_parameters": {"disease.transmission_rate": 3.0},
+        "at_bounds": [],
+        "fit_window": ["2020-03-01", "2020-03-28"],
+        "holdout_window": None,
+        "fit": losses,
+        "holdout": None,
+        "bounds": {"disease.transmission_rate": [1.0, 6.0]},
+    }
+    page = calibration_report_html(gradient, ["fit.png", "steps.csv"])
+    assert "<p>Weekly data, the fit.</p>" in page and "band" not in page and "held-out" not in page
+    optuna = gradient | {
+        "method": "optuna",
+        "trials": 4,
+        "best_trial": 2,
+        "band_trials": [2, 0],
+        "holdout_window": ["2020-03-29", "2020-04-11"],
+        "holdout": losses,
+    }
+    page = calibration_report_html(optuna, ["fit.png", "trials.csv"])
+    assert "<p>Weekly data, the fit and the held-out forecast, with the band of the best trials.</p>" in page

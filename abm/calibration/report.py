@@ -127,9 +127,10 @@ def calibration_report_html(summary: dict[str, Any], files: list[str]) -> str:
         for f, what in CALIBRATION_FILES.items()
         if f in files
     )
+    forecast = " and the held-out forecast" if summary.get("holdout_window") else ""
+    band = ", with the band of the best trials" if summary.get("band_trials") else ""  # none from the gradient method
     figure = (
-        "<h2>Fit</h2><p>Weekly data, the fit and the held-out forecast, with the band of the best trials.</p>"
-        '<img src="fit.png" alt="fit.png">'
+        f'<h2>Fit</h2><p>Weekly data, the fit{forecast}{band}.</p><img src="fit.png" alt="fit.png">'
         if "fit.png" in files
         else ""
     )
