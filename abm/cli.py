@@ -756,8 +756,9 @@ def calibrate(
     once, so the trials are the same for any --workers. It prints the fitted
     parameters and each target's losses on the fit and held-out windows as
     tables. The output folder holds calibrated.yaml, trials.csv (or steps.csv),
-    fit.png and calibration.json (the same values, for programs); it is written
-    at the end, all at once, and replaces only a calibration abm wrote. Optuna
+    fit.png, calibration.json (the same values, for programs) and report.html
+    (the tables and the plot on one page); it is written at the end, all at
+    once, and replaces only a calibration abm wrote. Optuna
     trials that finished are kept beside it until then
     (.<folder>.trials.jsonl): a calibration stopped before its end continues
     from them when the same command runs again, with the same results.
@@ -850,8 +851,10 @@ def sweep(
     FILE is a scenario YAML file (`abm validate FILE` checks it without
     running); --set, --agents, --days, --seed and --device change it for every
     variant. Writes one combined table (sweep.csv), a mean/sd table per variant
-    (sweep_summary.csv), a plot (sweep.png) and sweep.json, at the end, all at
-    once; the tables do not depend on the backend or on --workers. Finished
+    with its changes from the first (sweep_summary.csv), a plot (sweep.png),
+    sweep.json and report.html (the tables it prints, the plot and links), at
+    the end, all at once; the tables do not depend on the backend or on
+    --workers. Finished
     runs are kept beside the folder until then (.<folder>.runs.jsonl): a sweep
     stopped before its end continues from them when the same command runs
     again, with the same tables.

@@ -1550,17 +1550,29 @@ def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes
 @pytest.mark.parametrize(
     ("command", "says"),
     [
-        ("sweep", ["FILE is a scenario YAML file", "runs at once", "the tables do not depend on it"]),
+        (
+            "sweep",
+            [
+                "FILE is a scenario YAML file",
+                "runs at once",
+                "the tables do not depend on it",
+                "sweep.json and report.html",
+            ],
+        ),
         (
             "calibrate",
-            ["FILE is a scenario YAML file with a calibration section", "the trials do not depend on it"],
+            [
+                "FILE is a scenario YAML file with a calibration section",
+                "the trials do not depend on it",
+                "calibration.json (the same values, for programs) and report.html",
+            ],
         ),
         ("learn", ["FILE is a learning scenario", "or a private-calibration scenario"]),
     ],
 )
 def test_sweep_calibrate_and_learn_help_say_what_file_is(command, says):
     """As for `abm run`, the text says what FILE is (typer shows only PATH [required]); --workers
-    says that the results do not depend on it."""
+    says that the results do not depend on it; sweep's and calibrate's name the report.html they write."""
     text = " ".join(runner.invoke(app, [command, "--help"]).output.replace("│", " ").split())
     for words in says:
         assert words in text, words
