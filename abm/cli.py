@@ -758,10 +758,10 @@ def calibrate(
     tables. The output folder holds calibrated.yaml, trials.csv (or steps.csv),
     fit.png, calibration.json (the same values, for programs) and report.html
     (the tables and the plot on one page); it is written at the end, all at
-    once, and replaces only a calibration abm wrote. Optuna
-    trials that finished are kept beside it until then
-    (.<folder>.trials.jsonl): a calibration stopped before its end continues
-    from them when the same command runs again, with the same results.
+    once, and replaces only a calibration abm wrote. Optuna trials that
+    finished are kept beside it until then (.<folder>.trials.jsonl): a
+    calibration stopped before its end continues from them when the same
+    command runs again, with the same results.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
     process is lost (killed, out of memory) or the file system fails as the
@@ -854,10 +854,9 @@ def sweep(
     with its changes from the first (sweep_summary.csv), a plot (sweep.png),
     sweep.json and report.html (the tables it prints, the plot and links), at
     the end, all at once; the tables do not depend on the backend or on
-    --workers. Finished
-    runs are kept beside the folder until then (.<folder>.runs.jsonl): a sweep
-    stopped before its end continues from them when the same command runs
-    again, with the same tables.
+    --workers. Finished runs are kept beside the folder until then
+    (.<folder>.runs.jsonl): a sweep stopped before its end continues from them
+    when the same command runs again, with the same tables.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
     process is lost (killed, out of memory) or the file system fails as the
