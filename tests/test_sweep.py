@@ -1005,3 +1005,34 @@ def test_changes_table_shows_no_minus_zero():
         [2252782],
     )[1]
     assert per_100k.rows[1][1:] == ["0.0 (0.0 to 1.0)"] * 3
+
+
+def test_changes_table_of_one_replicate_says_nothing_of_intervals():
+    """With one replicate a variant's changes have no interval, and the caption does not explain one."""
+    from abm.outputs.sweep_report import sweep_tables
+
+    nan = math.nan
+    summary = pd.DataFrame(
+        {
+            "replicates": [1, 1],
+            "cumulative_infected_share_mean": [0.1, 0.1],
+            "peak_hospital_occupancy_mean": [2.0, 2.0],
+            "deaths_mean": [1.0, 1.0],
+            "total_cost_mean": [0.0, 100.0],
+            **{
+                f"{name}_change_{end}": [nan, value]
+                for name in ("hospitalizations", "deaths", "total_cost")
+                for end, value in (("per_100k", 2.0), ("low", nan), ("high", nan))
+            },
+            **{
+                f"{name}_change_{end}": [nan, value]
+                for name in ("hospitalizations", "deaths", "total_cost")
+                for end, value in (("region", 45.1), ("region_low", nan), ("region_high", nan))
+            },
+        }
+    )
+    changes = sweep_tables(summary, ["a", "b"], [5000], [2252782])[1]
+    assert changes.rows[1][1:] == ["45"] * 3 and "no intervals" in changes.title
+    assert "interval" not in changes.caption
+    summary["replicates"] = 2
+    assert "an interval that includes 0" in sweep_tables(summary, ["a", "b"], [5000], [2252782])[1].caption

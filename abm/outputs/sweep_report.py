@@ -83,8 +83,8 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
                 else ""
             )
             + "taken replicate by replicate where a variant shares the first's agents, region and kind of device, "
-            "else as independent runs (changes_by in sweep_summary.csv); an interval that includes 0 is a change "
-            "within the replicates' noise"
+            "else as independent runs (changes_by in sweep_summary.csv)"
+            + ("; an interval that includes 0 is a change within the replicates' noise" if per_variant > 1 else "")
         ),
     )
     return [means, changes]
