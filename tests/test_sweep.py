@@ -968,14 +968,13 @@ def test_peak_dates_of_hand_made_results_half_up_and_missing():
     assert pd.isna(summary["peak_hospital_day_mean_date"].iloc[1])
 
 
-def test_changes_table_shows_no_minus_zero():
-    """A change or an interval's end that rounds to 0 whole people reads 0, not -0."""
-    from abm.outputs.sweep_report import sweep_tables
-
+def changes_summary(replicates: int, ends: dict[str, float]) -> pd.DataFrame:
+    """A sweep_summary of two variants with ``replicates`` each whose second variant changes every
+    outcome of the changes table by ``ends`` (``per_100k``, ``low``, ``region``...: the value)."""
     nan = math.nan
-    summary = pd.DataFrame(
+    return pd.DataFrame(
         {
-            "replicates": [3, 3],
+            "replicates": [replicates, replicates],
             "cumulative_infected_share_mean": [0.1, 0.1],
             "peak_hospital_occupancy_mean": [2.0, 2.0],
             "deaths_mean": [1.0, 1.0],
@@ -983,27 +982,21 @@ def test_changes_table_shows_no_minus_zero():
             **{
                 f"{name}_change_{end}": [nan, value]
                 for name in ("hospitalizations", "deaths", "total_cost")
-                for end, value in (
-                    ("per_100k", -0.01),
-                    ("low", -0.02),
-                    ("high", 1.0),
-                    ("region", -0.3),
-                    ("region_low", -0.45),
-                    ("region_high", 22.5),
-                )
+                for end, value in ends.items()
             },
         }
     )
-    changes = sweep_tables(summary, ["a", "b"], [5000], [2252782])[1]
+
+
+def test_changes_table_shows_no_minus_zero():
+    """A change or an interval's end that rounds to 0 whole people reads 0, not -0."""
+    from abm.outputs.sweep_report import sweep_tables
+
+    ends = {"per_100k": -0.01, "low": -0.02, "high": 1.0, "region": -0.3, "region_low": -0.45, "region_high": 22.5}
+    changes = sweep_tables(changes_summary(3, ends), ["a", "b"], [5000], [2252782])[1]
     assert changes.rows[1][1:] == ["0 (0 to 22)"] * 3
-    per_100k = sweep_tables(
-        summary.drop(columns=[c for c in summary if "_region" in c]).assign(
-            **{f"{n}_change_region": [nan, nan] for n in ("hospitalizations", "deaths", "total_cost")}
-        ),
-        ["a", "b"],
-        [5000],
-        [2252782],
-    )[1]
+    unknown = ends | {"region": math.nan, "region_low": math.nan, "region_high": math.nan}  # residents not known
+    per_100k = sweep_tables(changes_summary(3, unknown), ["a", "b"], [5000], [2252782])[1]
     assert per_100k.rows[1][1:] == ["0.0 (0.0 to 1.0)"] * 3
 
 
@@ -1012,25 +1005,8 @@ def test_changes_table_of_one_replicate_says_nothing_of_intervals():
     from abm.outputs.sweep_report import sweep_tables
 
     nan = math.nan
-    summary = pd.DataFrame(
-        {
-            "replicates": [1, 1],
-            "cumulative_infected_share_mean": [0.1, 0.1],
-            "peak_hospital_occupancy_mean": [2.0, 2.0],
-            "deaths_mean": [1.0, 1.0],
-            "total_cost_mean": [0.0, 100.0],
-            **{
-                f"{name}_change_{end}": [nan, value]
-                for name in ("hospitalizations", "deaths", "total_cost")
-                for end, value in (("per_100k", 2.0), ("low", nan), ("high", nan))
-            },
-            **{
-                f"{name}_change_{end}": [nan, value]
-                for name in ("hospitalizations", "deaths", "total_cost")
-                for end, value in (("region", 45.1), ("region_low", nan), ("region_high", nan))
-            },
-        }
-    )
+    ends = {"per_100k": 2.0, "low": nan, "high": nan, "region": 45.1, "region_low": nan, "region_high": nan}
+    summary = changes_summary(1, ends)
     changes = sweep_tables(summary, ["a", "b"], [5000], [2252782])[1]
     assert changes.rows[1][1:] == ["45"] * 3 and "no intervals" in changes.title
     assert "interval" not in changes.caption
