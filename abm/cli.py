@@ -650,7 +650,7 @@ def learn(
     ] = None,
     set_: LearnSetOption = None,
 ) -> None:
-    """Run a decentralized-learning scenario; write report.json and plots.
+    """Run a decentralized-learning scenario; write report.json, plots, and report.md and report.html.
 
     FILE is a learning scenario (data, split and protocols: docs/learning.md)
     or a private-calibration scenario (kind: private_calibration:

@@ -1567,7 +1567,7 @@ def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes
                 "calibration.json (the same values, for programs) and report.html",
             ],
         ),
-        ("learn", ["FILE is a learning scenario", "or a private-calibration scenario"]),
+        ("learn", ["FILE is a learning scenario", "or a private-calibration scenario", "report.md and report.html"]),
     ],
 )
 def test_sweep_calibrate_and_learn_help_say_what_file_is(command, says):

@@ -10,7 +10,7 @@ import html
 import math
 from typing import Any
 
-from abm.outputs.run_report import REPORT_CSS
+from abm.outputs.html_pages import REPORT_CSS
 from abm.outputs.summary_table import SummaryTable
 from abm.plurals import counted
 

@@ -138,7 +138,8 @@ def announce(scenario: Any, protocols: int, members: str, target: Path) -> str:
 
 
 def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: list[str] | None = None) -> None:
-    """Run a learning scenario; write report.json and plots to OUT (default runs/<name>).
+    """Run a learning scenario; write report.json, report.md, report.html and plots to OUT
+    (default runs/<name>).
 
     ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key; ``sets``
     (``key.path=value``, as ``abm run --set``) override any key. An invalid scenario, runner or

@@ -1,4 +1,5 @@
-"""Running a learning scenario end to end: report.json and PNG plots, written atomically."""
+"""Running a learning scenario end to end: report.json, report.md, report.html and PNG plots,
+written atomically."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
+from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps, jsonable
 
@@ -97,6 +99,42 @@ def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path, title:
     save_figure(fig, path)
 
 
+LEARNING_FILES = {
+    "report.json": "every figure, per protocol and participant",
+    "report.md": "this page's text and tables",
+    "scenario.json": "the scenario as run",
+}
+"""The learning folder's files its report.html links to, with what each holds."""
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """A learning report's results as Markdown: what the scores are measured on, one row per
+    protocol (as ``abm learn`` prints it: mean score, MCG, CGS, the lowest gain, megabytes sent),
+    the differential-privacy lines and the note on small test sets."""
+    lines = [
+        f"# Learning: {report['scenario']}",
+        "",
+        f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}. MCG: mean "
+        "collaboration gain over local-only; CGS: collaborative fairness; min gain: the lowest participant's gain; "
+        "MB: megabytes sent.",
+        "",
+        "| protocol | mean | MCG | CGS | min gain | MB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, r in report["protocols"].items():
+        lines.append(
+            f"| {key} | {r['mean_score']:.3f} | {r['mcg']:.3f} | {r['cgs']:.3f} | {r['min_gain']:.3f} "
+            f"| {r['bytes_total'] / 1e6:.2f} |"
+        )
+    extra = [*privacy_lines(report["protocols"])]
+    note = few_test_samples(report)
+    if note:
+        extra.append(f"Note: {note}.")
+    for line in extra:
+        lines += ["", line]
+    return "\n".join(lines) + "\n"
+
+
 def scored_on_text(report: dict[str, Any]) -> str:
     """What a learning report's scores are measured on, for the plots' labels (``evaluate_on``)."""
     return "the global test set" if report["evaluate_on"] == "global" else "each one's own test split"
@@ -180,7 +218,8 @@ def run_scenario(
     runner: str | None = None,
     sets: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Validate and run a learning scenario; write ``report.json`` and PNG plots to ``out_dir``.
+    """Validate and run a learning scenario; write ``report.json``, ``report.md``, ``report.html``
+    (the results table and the plots on one page) and PNG plots to ``out_dir``.
 
     Everything is written into a temporary sibling folder that is renamed to ``out_dir`` at the
     end, so a failure leaves nothing half-written (an existing ``out_dir`` is replaced only on
@@ -201,7 +240,11 @@ def run_scenario(
         report = jsonable(report)
         (tmp / "report.json").write_text(dumps(report, indent=1), encoding="utf-8")
         (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=1), encoding="utf-8")
+        text = markdown(report)
+        (tmp / "report.md").write_text(text, encoding="utf-8")
+        page = markdown_page_html(f"{report['scenario']}: abm learn", text, report["plots"], LEARNING_FILES)
+        (tmp / "report.html").write_text(page, encoding="utf-8")
     return report
 
 
-__all__ = ["LearningScenarioError", "run_scenario"]
+__all__ = ["LearningScenarioError", "markdown", "run_scenario"]

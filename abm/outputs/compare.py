@@ -29,6 +29,7 @@ import pandas as pd
 import yaml
 
 from abm.outputs import differences
+from abm.outputs.html_pages import REPORT_CSS
 from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
 from abm.outputs.run_folder import (
@@ -39,7 +40,6 @@ from abm.outputs.run_folder import (
     unfinished_write,
     written_entries,
 )
-from abm.outputs.run_report import REPORT_CSS
 from abm.outputs.summary_table import without_minus_zero
 from abm.plurals import counted, plural
 

@@ -12,17 +12,10 @@ from pathlib import Path
 
 import yaml
 
+from abm.outputs.html_pages import REPORT_CSS
 from abm.outputs.plots import PLOT_FILES
 from abm.outputs.summary_table import summary_table
 from abm.plurals import counted
-
-REPORT_CSS = """body { font: 14px/1.45 sans-serif; margin: 24px; color: #222; }
-table { border-collapse: collapse; margin: 12px 0; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-figure { display: inline-block; margin: 8px; } img { max-width: 720px; border: 1px solid #ddd; }
-pre { background: #f7f7f7; padding: 8px; }"""
-"""The style of abm's HTML reports (a run's, a comparison's)."""
 
 RUN_FILES = {
     "scenario.resolved.yaml": "every value the run used: `abm run` on it re-creates the run",

@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from abm.outputs.run_report import REPORT_CSS
+from abm.outputs.html_pages import REPORT_CSS
 from abm.outputs.summary_table import SummaryTable, without_minus_zero
 from abm.plurals import counted
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from abm.learning.report import line_style, plot_round_curves, save_figure
+from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
@@ -239,6 +240,14 @@ def _plots(
     return files
 
 
+PRIVATE_FILES = {
+    "report.json": "every figure, per protocol and institution",
+    "report.md": "this page's text and tables",
+    "scenario.json": "the scenario as run",
+}
+"""The private calibration folder's files its report.html links to, with what each holds."""
+
+
 def run_private_calibration(
     path_or_dict: str | Path | dict[str, Any],
     out: str | Path | None = None,
@@ -247,7 +256,8 @@ def run_private_calibration(
 ) -> dict[str, Any]:
     """Validate, run and write a private-calibration scenario; returns the report.
 
-    Writes ``report.json``, ``report.md``, ``scenario.json`` and the plots into ``out``
+    Writes ``report.json``, ``report.md``, ``report.html`` (its text, tables and plots on one
+    page), ``scenario.json`` and the plots into ``out``
     (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key; ``sets``
     (``key.path=value``, as ``abm learn --set``) override any key: ``scenario.json`` holds the
     scenario as run.
@@ -261,8 +271,11 @@ def run_private_calibration(
         report["plots"] = _plots(report, curves, institutions, tmp)
         # strict JSON: a figure that cannot be computed (NaN) is written as null
         (tmp / "report.json").write_text(dumps(report), encoding="utf-8")
-        (tmp / "report.md").write_text(markdown(report), encoding="utf-8")
+        text = markdown(report)
+        (tmp / "report.md").write_text(text, encoding="utf-8")
         (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        page = markdown_page_html(f"{report['scenario']}: abm learn", text, report["plots"], PRIVATE_FILES)
+        (tmp / "report.html").write_text(page, encoding="utf-8")
     return report
 
 

@@ -3,6 +3,7 @@ in report.json, the plots' labels, and bad input (classes without samples, sizes
 cannot hold, a split refused) said in one line with nothing written."""
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,14 @@ def test_learn_prints_the_epsilon_of_each_protocol_run_with_dp(tmp_path):
         "in 2 rounds (rdp accountant, clip 1, noise multiplier 1)"
     ]
     assert res.stdout.splitlines()[-1] == f"report: {out / 'report.json'}"
+    # report.md and report.html: the console's table, a row per protocol, the DP line, every plot.
+    md = (out / "report.md").read_text()
+    dp_row = report["protocols"]["fedavg_dp"]
+    assert f"| fedavg_dp | {dp_row['mean_score']:.3f} | {dp_row['mcg']:.3f} |" in md and lines[0] in md
+    page = (out / "report.html").read_text()
+    assert "<table>" in page and "<td>fedavg_dp</td>" in page and f"epsilon {eps:.3g}" in page
+    assert sorted(re.findall(r'<img src="([^"]+)"', page)) == sorted(report["plots"])
+    assert {"curves.png", "gains.png", "scores.png"} <= set(report["plots"])
 
 
 def test_report_holds_each_protocols_params_as_run_defaults_filled_in(tmp_path):

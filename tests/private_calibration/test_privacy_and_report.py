@@ -303,6 +303,9 @@ def test_abm_learn_end_to_end(tmp_path):
     assert not {"input_gradients", "logits"} & report["protocols"]["codream"]["bytes_by_kind"].keys()  # only masked
     md = (out / "report.md").read_text()
     assert "| codream |" in md and "| truth |" in md and "mean recovery (own prior)" in md
+    page = (out / "report.html").read_text()  # report.md's tables rendered, then the plots
+    assert page.count("<table>") == md.count("\n|---") == 3 and "<td>codream</td>" in page
+    assert all(f'<img src="{name}"' in page for name in report["plots"]) and "regions.png" in report["plots"]
     for f in ("recovery.png", "gains.png", "gains_own.png", "nd.png", "fits.png", "curves.png", "regions.png"):
         assert (out / f).stat().st_size > 1000
     assert "codream" in proc.stdout and "report:" in proc.stdout
