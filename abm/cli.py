@@ -24,6 +24,7 @@ from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_ta
 from abm.plugin_errors import PluginError
 
 if TYPE_CHECKING:
+    from abm.outputs.summary_table import SummaryTable
     from abm.scenario import Scenario
     from abm.sweep import SweepAxis, SweepPlan
 
@@ -923,13 +924,7 @@ def sweep(
             except (WorkerLost, OutputWriteError) as exc:
                 fail(str(exc), code=1)
     for st in result.tables():  # the means, then the changes from the first variant
-        table = Table(title=st.title, caption=st.caption)
-        table.add_column(st.columns[0])
-        for name in st.columns[1:]:
-            table.add_column(name, justify="right")
-        for row in st.rows:
-            table.add_row(*row)
-        out_console.print(table)
+        print_table(st)
     late = int(result.table["peak_hospital_at_end"].sum())
     if late:
         err_console.print(
@@ -1032,6 +1027,27 @@ def data_boundaries(
         )
 
 
+def print_table(
+    st: SummaryTable, *, left: tuple[str, ...] = (), no_wrap_from: int | None = None, headings: bool = False
+) -> None:
+    """``st`` as a rich table on stdout: its first column and those named in ``left`` to the left,
+    the others to the right (from column ``no_wrap_from`` on, never wrapped); with ``headings``, a
+    row whose other cells are all empty (a heading over the rows below it) in bold."""
+    table = Table(title=st.title, caption=st.caption or None)
+    for i, name in enumerate(st.columns):
+        right = i > 0 and name not in left
+        table.add_column(
+            name,
+            justify="right" if right else "left",
+            overflow="fold",
+            no_wrap=no_wrap_from is not None and i >= no_wrap_from,
+        )
+    for row in st.rows:
+        heading = headings and not any(row[1:])
+        table.add_row(Text(row[0], style="bold") if heading else row[0], *row[1:])
+    out_console.print(table)
+
+
 def print_calibration(summary: dict) -> None:
     """Two short tables on stdout, for a reader who has not read docs/calibration.md
     (:func:`abm.calibration.report.calibration_tables`, as ``report.html`` shows them): the
@@ -1040,32 +1056,16 @@ def print_calibration(summary: dict) -> None:
     from abm.calibration.report import calibration_tables
 
     for st in calibration_tables(summary):
-        table = Table(title=st.title, caption=st.caption or None)
-        table.add_column(st.columns[0], overflow="fold")
-        for name in st.columns[1:]:
-            table.add_column(name, justify="left" if name == "at a bound" else "right")
-        for row in st.rows:
-            heading = not any(row[1:])  # a target's own row, its losses below
-            table.add_row(
-                Text(row[0], style="bold") if heading and st.columns[0] == "target / loss" else row[0], *row[1:]
-            )
-        out_console.print(table)
+        print_table(st, left=("at a bound",), headings=st.columns[0] == "target / loss")
 
 
 def print_summary(s: dict, engine_seconds: float, target: Path) -> None:
     """A short table of the main results on stdout (:func:`abm.outputs.summary_table.summary_table`,
-    as ``report.html`` shows it, with the engine's seconds), and where the results are."""
+    as ``report.html`` shows it, with the engine's seconds; the region's column never wrapped), and
+    where the results are."""
     from abm.outputs.summary_table import summary_table
 
-    st = summary_table(s, engine_seconds)
-    table = Table(title=st.title, caption=st.caption)
-    table.add_column(st.columns[0])
-    table.add_column(st.columns[1], justify="right")
-    for column in st.columns[2:]:
-        table.add_column(column, justify="right", no_wrap=True)
-    for row in st.rows:
-        table.add_row(*row)
-    out_console.print(table)
+    print_table(summary_table(s, engine_seconds), no_wrap_from=2)
     out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 
 

@@ -10,7 +10,7 @@ import html
 import math
 from typing import Any
 
-from abm.outputs.html_pages import REPORT_CSS
+from abm.outputs.html_pages import REPORT_CSS, html_table
 from abm.outputs.summary_table import SummaryTable
 from abm.plurals import counted
 
@@ -112,16 +112,6 @@ def calibration_report_html(summary: dict[str, Any], files: list[str]) -> str:
     """The page of a calibration: its tables (:func:`calibration_tables`), the fit plot, and
     links to those of :data:`CALIBRATION_FILES` among the folder's ``files``."""
 
-    def block(t: SummaryTable) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(cell).replace('  ', '&nbsp;&nbsp;')}</td>" for cell in row) + "</tr>"
-            for row in t.rows
-        )
-        caption = f"<p>{html.escape(t.caption)}.</p>" if t.caption else ""
-        table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        return f"<h2>{html.escape(t.title)}</h2>{table}{caption}"
-
     links = "".join(
         f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {html.escape(what)}</li>'
         for f, what in CALIBRATION_FILES.items()
@@ -142,7 +132,7 @@ def calibration_report_html(summary: dict[str, Any], files: list[str]) -> str:
 </style></head><body>
 <h1>Calibration of {name}</h1>
 <p>Targets: {html.escape(", ".join(t.replace("_", " ") for t in summary["targets"]))}; seed {summary["seed"]}.</p>
-{"".join(block(t) for t in calibration_tables(summary))}
+{"".join(html_table(t) for t in calibration_tables(summary))}
 {figure}
 <h2>Files</h2><ul>{links}</ul>
 </body></html>

@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from abm.outputs.summary_table import SummaryTable
+
 REPORT_CSS = """body { font: 14px/1.45 sans-serif; margin: 24px; color: #222; }
 table { border-collapse: collapse; margin: 12px 0; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
@@ -13,6 +15,19 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 figure { display: inline-block; margin: 8px; } img { max-width: 720px; border: 1px solid #ddd; }
 pre { background: #f7f7f7; padding: 8px; }"""
 """The style of abm's HTML reports (a run's, a comparison's, a sweep's, a calibration's, a learning run's)."""
+
+
+def html_table(t: SummaryTable, *, title: bool = True) -> str:
+    """``t`` as HTML: its title as a heading (``title``), the table (a cell's leading spaces, an
+    indented row's, kept) and its caption as a paragraph (where it has one)."""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell).replace('  ', '&nbsp;&nbsp;')}</td>" for cell in row) + "</tr>"
+        for row in t.rows
+    )
+    heading = f"<h2>{html.escape(t.title)}</h2>" if title else ""
+    caption = f"<p>{html.escape(t.caption)}.</p>" if t.caption else ""
+    return f"{heading}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
 
 
 def markdown_page_html(title: str, markdown_text: str, images: list[str], files: dict[str, str]) -> str:

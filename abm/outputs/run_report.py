@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from abm.outputs.html_pages import REPORT_CSS
+from abm.outputs.html_pages import REPORT_CSS, html_table
 from abm.outputs.plots import PLOT_FILES
 from abm.outputs.summary_table import summary_table
 from abm.plurals import counted
@@ -55,13 +55,6 @@ def _interventions(scenario_data: dict) -> str:
     return "".join(items)
 
 
-def _table(summary: dict) -> str:
-    st = summary_table(summary)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in st.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in st.rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{html.escape(st.caption)}.</p>"
-
-
 def _figures(plots: list[str]) -> str:
     """The run's plots in PLOT_FILES order, then the other images of ``plots/`` (the map
     snapshots) by name."""
@@ -99,7 +92,7 @@ def run_report_html(summary: dict, scenario_data: dict, files: list[str], plots:
 <h1>{name}</h1>
 <p>{html.escape(_facts(summary))}</p>
 <h2>Interventions</h2>{_interventions(scenario_data)}
-<h2>Main results</h2>{_table(summary)}
+<h2>Main results</h2>{html_table(summary_table(summary), title=False)}
 {map_line}{plot_section}
 <h2>Files</h2><ul>{links}</ul>
 </body></html>

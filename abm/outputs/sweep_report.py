@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from abm.outputs.html_pages import REPORT_CSS
+from abm.outputs.html_pages import REPORT_CSS, html_table
 from abm.outputs.summary_table import SummaryTable, without_minus_zero
 from abm.plurals import counted
 
@@ -90,15 +90,6 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
     return [means, changes]
 
 
-def _html_table(t: SummaryTable) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in t.rows)
-    return (
-        f"<h2>{html.escape(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        f"<p>{html.escape(t.caption)}.</p>"
-    )
-
-
 def sweep_report_html(name: str, sweeps: dict[str, list], tables: list[SummaryTable], files: list[str]) -> str:
     """The page of a sweep of scenario ``name``: what was swept (``sweeps``: key -> values), its
     ``tables`` (:func:`sweep_tables`), the plot, and links to those of :data:`SWEEP_FILES` among
@@ -117,7 +108,7 @@ def sweep_report_html(name: str, sweeps: dict[str, list], tables: list[SummaryTa
 </style></head><body>
 <h1>Sweep of {html.escape(name)}</h1>
 <p>Swept:</p><ul>{swept}</ul>
-{"".join(_html_table(t) for t in tables)}
+{"".join(html_table(t) for t in tables)}
 {figure}
 <h2>Files</h2><ul>{links}</ul>
 </body></html>
