@@ -14,9 +14,11 @@ TEEN_BANDS = ("age_10_14", "age_15_19")
 
 def test_each_tract_draws_its_ages_from_its_own_age_bands(kc_100k, king_county):
     """Per tract, each age band gets the floor of its quota (the tract's agents x the band's
-    share of the tract's residents) or one more (systematic rounding; synthesis.py docstring),
-    so |count - quota| < 1 in every tract and band, the teen bands aside. Ages drawn from
-    another tract's bands miss this by many agents."""
+    share of the tract's residents) or one more (systematic rounding; synthesis.py docstring).
+    A household that runs past its tract's people then takes at most ``size_7up - 1`` of the next
+    tract's, and the tract's quotas follow its agents, so a tract's counts differ from its quotas
+    by less than one per band plus four per person moved, the teen bands aside. Ages drawn from
+    a neighbouring tract's bands (in the table's order) miss this by 83 agents a tract on average."""
     bands = king_county.band_counts()
     names = list(king_county.figures.age_bands)
     edges = [lo for lo, _ in king_county.figures.age_bands.values()] + [95]
@@ -26,7 +28,8 @@ def test_each_tract_draws_its_ages_from_its_own_age_bands(kc_100k, king_county):
     counts = np.zeros_like(bands)
     np.add.at(counts, (kc_100k.tract, band), 1)
     kept = [i for i, name in enumerate(names) if name not in TEEN_BANDS]
-    assert np.abs(counts[:, kept] - quota[:, kept]).max() < 1 + 1e-9
+    moved = king_county.figures.household_size_7up - 1
+    assert np.abs(counts[:, kept] - quota[:, kept]).sum(axis=1).max() < len(kept) + 4 * moved
 
 
 def test_single_year_ages_are_uniform_within_each_band(kc_100k, king_county):
