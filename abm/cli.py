@@ -287,13 +287,23 @@ def validate(
             "scenario",
         ),
     ] = False,
+    severity: Annotated[
+        bool,
+        typer.Option(
+            "--severity",
+            help="also print what an infection leads to by age under the scenario's disease settings: the chance of "
+            "symptoms, a hospital stay, intensive care and death (the infection fatality ratio), and for all ages "
+            "weighted by the region's residents (epidemic scenarios)",
+        ),
+    ] = False,
 ) -> None:
     """Check a scenario file without running it.
 
     FILE is an epidemic scenario (for `abm run`, `abm sweep` or `abm calibrate`)
     or a learning or private-calibration scenario (for `abm learn`). Says what
     is wrong (file, key, value and what is allowed), or that it is valid.
-    With --show, also prints every value the scenario would run with.
+    With --show, also prints every value the scenario would run with; with
+    --severity, the chances of each outcome of an infection by age.
 
     Exit code 0 when it is valid, 2 when it is not."""
     with loading():
@@ -301,7 +311,11 @@ def validate(
         from abm.learning.errors import LearningScenarioError
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device, check_population_settings, load_scenario
 
+    if severity and show:
+        fail("--severity and --show both write to standard output; give one of them")
     kind = learning_kind(file)
+    if severity and kind is not None:
+        fail(f"{file}: --severity is for epidemic scenarios, and this is a {kind} scenario")
     if kind is not None:
         require_learning_extra(file)
     try:
@@ -343,6 +357,10 @@ def validate(
         err_console.print(verdict, highlight=False, soft_wrap=True)
     else:
         out_console.print(verdict, highlight=False, soft_wrap=True)
+    if severity:
+        from abm.outputs.severity_table import scenario_severity_table
+
+        print_table(scenario_severity_table(sc))
 
 
 def refuse_learning_scenario(file: Path) -> None:

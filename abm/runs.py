@@ -183,11 +183,13 @@ class RunResult:
         """``report.html`` of the run folder being written in ``folder`` (after its other files,
         whose names it links)."""
         from abm.outputs.run_report import run_report_html
+        from abm.outputs.severity_table import scenario_severity_table
 
         plots = folder / "plots"
         images = sorted(p.name for p in plots.glob("*.png")) if plots.is_dir() else []
         files = sorted(p.name for p in folder.iterdir())
-        page = run_report_html(self.summary, self.scenario.model_dump(mode="json", by_alias=True), files, images)
+        scenario = self.scenario.model_dump(mode="json", by_alias=True)
+        page = run_report_html(self.summary, scenario, files, images, scenario_severity_table(self.scenario))
         (folder / "report.html").write_text(page, encoding="utf-8")
 
     def write(

@@ -97,6 +97,9 @@ def test_validate_checks_an_epidemic_scenario_without_loading_torch():
     assert shown.returncode == 0 and shown.stderr.strip() == verdict
     assert shown.stdout.startswith("name: vacc_phase1a\n")
     assert shown.stdout.endswith("\ntorch loaded: False\n")
+    severity = console_script(["validate", "--severity", str(path)], report)  # the chances by age: none either
+    assert severity.returncode == 0 and "80+" in severity.stdout
+    assert severity.stdout.endswith("\ntorch loaded: False\n")
     zero = "interventions.digital_tracing.age_weights=[0,0,1,1,1,1,1,1,1]"
     args = ["validate", str(SCENARIOS / "king_county/vacc_ct.yaml"), "--set", "population.agents=2000", "--set", zero]
     done = console_script(args, report)

@@ -7,7 +7,9 @@ from pathlib import Path
 import yaml
 
 import abm
+from abm.outputs.severity_table import scenario_severity_table
 from abm.outputs.summary_table import summary_table
+from abm.scenario import load_scenario
 
 VACC_CT = Path(__file__).resolve().parents[1] / "scenarios/king_county/vacc_ct.yaml"
 
@@ -16,6 +18,14 @@ def _sections(page: str) -> dict[str, str]:
     """Each intervention's name -> its settings as the page shows them (unescaped YAML)."""
     found = re.findall(r"<details><summary>(.*?)</summary><pre>(.*?)</pre></details>", page, re.S)
     return {html.unescape(name): html.unescape(text) for name, text in found}
+
+
+def _table_rows(page: str) -> list[list[list[str]]]:
+    """Each table's body rows on the page, as unescaped cell texts."""
+    return [
+        [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr>(.*?)</tr>", body)]
+        for body in re.findall(r"<tbody>(.*?)</tbody>", page, re.S)
+    ]
 
 
 def test_report_lists_each_intervention_that_is_on_with_its_resolved_settings(tmp_path):
@@ -37,8 +47,8 @@ def test_report_lists_each_intervention_that_is_on_with_its_resolved_settings(tm
         assert yaml.safe_load(text) == resolved[name], name
     assert "12 days from 2021-01-04 (day 0), 1 replicate, seed 1234, device cpu." in page
     # One replicate: no sd in either column; the table is summary_table's, less the engine's seconds.
-    rows = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr>(.*?)</tr>", page)]
-    assert [r for r in rows if r] == summary_table(result.summary).rows
+    rows = _table_rows(page)[0]
+    assert rows == summary_table(result.summary).rows
     assert not any("±" in cell for row in rows for cell in row)
     assert "± is the sd" not in page
     # Without figures: no plots section and no map link; the tables are linked.
@@ -52,3 +62,8 @@ def test_report_says_when_no_intervention_runs(tmp_path):
     page = (out / "report.html").read_text()
     assert "None: the epidemic runs without interventions." in page and _sections(page) == {}
     assert "<h1>no_intervention</h1>" in page
+    # The disease settings' chances by age, as `abm validate --severity` prints them.
+    assert "<h2>What an infection leads to, by age (disease.branching)</h2>" in page
+    severity = _table_rows(page)[1]
+    assert severity == scenario_severity_table(load_scenario(ni)).rows
+    assert severity[8][0] == "80+" and severity[8][4] == "9.32%" and severity[9][0] == "all ages"

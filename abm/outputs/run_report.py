@@ -14,7 +14,7 @@ import yaml
 
 from abm.outputs.html_pages import REPORT_CSS, html_table
 from abm.outputs.plots import PLOT_FILES
-from abm.outputs.summary_table import summary_table
+from abm.outputs.summary_table import SummaryTable, summary_table
 from abm.plurals import counted
 
 RUN_FILES = {
@@ -67,10 +67,13 @@ def _figures(plots: list[str]) -> str:
     )
 
 
-def run_report_html(summary: dict, scenario_data: dict, files: list[str], plots: list[str]) -> str:
+def run_report_html(
+    summary: dict, scenario_data: dict, files: list[str], plots: list[str], severity: SummaryTable | None = None
+) -> str:
     """The page of a run: ``summary`` (summary.json's content), ``scenario_data`` (the resolved
     scenario as plain data), the names of the run folder's ``files`` (links are given to those of
-    :data:`RUN_FILES` that are there) and of the images in its ``plots/`` folder."""
+    :data:`RUN_FILES` that are there) and of the images in its ``plots/`` folder; ``severity``,
+    when given, the disease settings' chances by age (:mod:`abm.outputs.severity_table`)."""
     name = html.escape(summary["scenario"])
     links = "".join(
         f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {html.escape(what)}</li>'
@@ -84,6 +87,7 @@ def run_report_html(summary: dict, scenario_data: dict, files: list[str], plots:
         else ""
     )
     plot_section = f"<h2>Plots</h2>{_figures(plots)}" if plots else ""
+    severity_section = html_table(severity) if severity else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{name}: abm run</title>
 <style>
@@ -93,7 +97,7 @@ def run_report_html(summary: dict, scenario_data: dict, files: list[str], plots:
 <p>{html.escape(_facts(summary))}</p>
 <h2>Interventions</h2>{_interventions(scenario_data)}
 <h2>Main results</h2>{html_table(summary_table(summary), title=False)}
-{map_line}{plot_section}
+{map_line}{plot_section}{severity_section}
 <h2>Files</h2><ul>{links}</ul>
 </body></html>
 """

@@ -1,0 +1,60 @@
+"""The severity table: what an infection leads to by age under a scenario's disease settings
+(:mod:`abm.engine.severity`), as ``abm validate --severity`` prints it and a run's
+``report.html`` shows it, with a row for all ages weighted by the region's residents."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from abm.engine.config import AGE_GROUP_LABELS, DiseaseConfig
+from abm.engine.severity import severity_by_age, weighted_severity
+from abm.outputs.summary_table import SummaryTable
+
+if TYPE_CHECKING:
+    from abm.scenario import Scenario
+
+COLUMNS = ["age group", "symptoms", "hospital", "intensive care", "death"]
+
+
+def percent(p: float) -> str:
+    """A chance as a percentage to three significant digits, never in exponent form (0.0000182%,
+    9.32%, 63%), 0 as "0"."""
+    return "0" if p == 0 else np.format_float_positional(p * 100, precision=3, fractional=False, trim="-") + "%"
+
+
+def residents_by_age_group(band_counts: np.ndarray, bands: dict[str, tuple[int, int]]) -> np.ndarray:
+    """The region's residents in each ten-year age group (0-9 .. 80+) from its age bands' counts
+    (``band_counts``: per tract and band; a band goes to the group of its first year)."""
+    groups = np.minimum(np.array([lo for lo, _ in bands.values()]) // 10, len(AGE_GROUP_LABELS) - 1)
+    return np.bincount(groups, weights=band_counts.sum(axis=0), minlength=len(AGE_GROUP_LABELS))
+
+
+def severity_table(disease: DiseaseConfig, residents: np.ndarray, region_name: str) -> SummaryTable:
+    """Each age group's chances per infection, and those of an infection of a resident drawn at
+    random (``residents`` per age group): the population's ratios if every age were infected
+    alike, which no epidemic does."""
+    rows = severity_by_age(disease)
+    everyone = weighted_severity(rows, residents, "all ages")
+    cells = [[r.age_group, percent(r.symptoms), percent(r.hospital), percent(r.icu), percent(r.death)]
+             for r in [*rows, everyone]]  # fmt: skip
+    return SummaryTable(
+        title="What an infection leads to, by age (disease.branching)",
+        columns=COLUMNS,
+        rows=cells,
+        caption=(
+            "the chance that an infection brings symptoms, a hospital stay, intensive care and death, for an agent "
+            "without vaccine or earlier infection; all ages: weighted by the residents of "
+            f"{region_name}, as if every age were infected alike. Death / infection is the infection fatality ratio"
+        ),
+    )
+
+
+def scenario_severity_table(sc: Scenario) -> SummaryTable:
+    """The severity table of epidemic scenario ``sc``: its disease settings, its region's residents."""
+    from abm.populations.region import load_region
+
+    region = load_region(sc.population.region)
+    residents = residents_by_age_group(region.band_counts(), region.figures.age_bands)
+    return severity_table(sc.disease, residents, region.name)
