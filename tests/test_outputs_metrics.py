@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from abm.engine.disease import NUM_AGE_GROUPS, Stage
+from abm.engine.disease import AGE_GROUP_LABELS, NUM_AGE_GROUPS, Stage
 from abm.engine.recorder import SimulationResult
 from abm.outputs import tables
 from abm.outputs.compare import comparison_table, markdown, table_note
@@ -24,6 +24,7 @@ from abm.outputs.peaks import peak, peak_at_end
 from abm.outputs.plots import RunTables
 from abm.outputs.reference_results import ReferenceMetrics, qualitative_claims, reference_metrics
 from abm.outputs.summary import summarize
+from abm.outputs.summary_table import by_age_table
 from abm.plurals import counted
 
 H, ICU, HR, D, A, S, R = (
@@ -115,6 +116,32 @@ def tiny_result() -> SimulationResult:
         engine_seconds=0.0,
         introduced=INTRODUCED,
     )
+
+
+def test_summary_by_age_of_a_hand_built_result():
+    """Age group 0 (8 agents): susceptible at the end r0 3 - 1 = 2, r1 5 - 2 = 3, so 6 and 5
+    infected; no deaths (replicate 0's death is the 80+ agent's). 80+ (2 agents): 1 and 0
+    infected, 1 and 0 dead: 100 deaths per 100 infected. Empty groups: no share, no ratio.
+    The report's table shows the same, in words."""
+    s = summarize(tiny_result(), {"scenario": "tiny"}, BEDS_PER_100K)
+    young, old = s["by_age"][0], s["by_age"][8]
+    assert [g["age_group"] for g in s["by_age"]] == AGE_GROUP_LABELS
+    assert young == {
+        "age_group": "0-9",
+        "agents": 8,
+        "infected": pytest.approx({"mean": 5.5, "sd": math.sqrt(0.5), "share": 5.5 / 8}),
+        "deaths": {"mean": 0.0, "sd": 0.0},
+        "deaths_per_100_infected": 0.0,
+    }
+    assert old["agents"] == 2 and old["infected"] == pytest.approx({"mean": 0.5, "sd": math.sqrt(0.5), "share": 0.25})
+    assert old["deaths"] == pytest.approx({"mean": 0.5, "sd": math.sqrt(0.5)})
+    assert old["deaths_per_100_infected"] == 100.0
+    empty = s["by_age"][4]
+    assert empty["agents"] == 0 and empty["infected"]["share"] is None and empty["deaths_per_100_infected"] is None
+    table = by_age_table(s)
+    assert table.rows[0] == ["0-9", "8", "5.5 ± 0.71", "68.8%", "0 ± 0", "0"]
+    assert table.rows[8] == ["80+", "2", "0.5 ± 0.71", "25.0%", "0.5 ± 0.71", "100.0"]
+    assert table.rows[4] == ["40-49", "0", "0 ± 0", "", "0 ± 0", ""]
 
 
 def test_summary_of_a_hand_built_result():

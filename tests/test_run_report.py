@@ -1,6 +1,7 @@
 """report.html of a run folder: what was run, the main results, plots and links."""
 
 import html
+import json
 import re
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import yaml
 
 import abm
 from abm.outputs.severity_table import scenario_severity_table
-from abm.outputs.summary_table import summary_table
+from abm.outputs.summary_table import by_age_table, summary_table
 from abm.scenario import load_scenario
 
 VACC_CT = Path(__file__).resolve().parents[1] / "scenarios/king_county/vacc_ct.yaml"
@@ -62,8 +63,14 @@ def test_report_says_when_no_intervention_runs(tmp_path):
     page = (out / "report.html").read_text()
     assert "None: the epidemic runs without interventions." in page and _sections(page) == {}
     assert "<h1>no_intervention</h1>" in page
-    # The disease settings' chances by age, as `abm validate --severity` prints them.
+    # Who was infected and died by age (summary.json's by_age), then the disease settings'
+    # chances by age, as `abm validate --severity` prints them.
+    summary = json.loads((out / "summary.json").read_text())
+    assert "<h2>Who was infected and who died, by age</h2>" in page
+    assert _table_rows(page)[1] == by_age_table(summary).rows
+    assert [row[1] for row in _table_rows(page)[1]] == [f"{g['agents']:,}" for g in summary["by_age"]]
+    assert sum(g["agents"] for g in summary["by_age"]) == 1000
     assert "<h2>What an infection leads to, by age (disease.branching)</h2>" in page
-    severity = _table_rows(page)[1]
+    severity = _table_rows(page)[2]
     assert severity == scenario_severity_table(load_scenario(ni)).rows
     assert severity[8][0] == "80+" and severity[8][4] == "9.32%" and severity[9][0] == "all ages"

@@ -14,7 +14,7 @@ import yaml
 
 from abm.outputs.html_pages import REPORT_CSS, html_table
 from abm.outputs.plots import PLOT_FILES
-from abm.outputs.summary_table import SummaryTable, summary_table
+from abm.outputs.summary_table import SummaryTable, by_age_table, summary_table
 from abm.plurals import counted
 
 RUN_FILES = {
@@ -87,7 +87,8 @@ def run_report_html(
         else ""
     )
     plot_section = f"<h2>Plots</h2>{_figures(plots)}" if plots else ""
-    severity_section = html_table(severity) if severity else ""
+    ages = by_age_table(summary)
+    severity_section = (html_table(ages) if ages else "") + (html_table(severity) if severity else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{name}: abm run</title>
 <style>

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from abm.engine.disease import Stage
+from abm.engine.disease import AGE_GROUP_LABELS, Stage
 from abm.engine.recorder import SimulationResult
 from abm.outputs.calendar import date_of
 from abm.outputs.peaks import peak
@@ -67,6 +67,29 @@ def region_scaled(summary: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def by_age(res: SimulationResult) -> list[dict[str, Any]]:
+    """Per ten-year age group: its agents, those infected by the end (seeded ones too; mean and
+    sd over replicates, and the share of the group) and those dead, with deaths per 100 infected
+    (of the means; null where no one was infected). Infections of the run's last weeks may not
+    have ended yet, so deaths per 100 infected can be lower than the disease settings' chance."""
+    first, last = res.stages_by_age[0, 0].astype(np.float64), res.stages_by_age[-1].astype(np.float64)
+    rows = []
+    for a, label in enumerate(AGE_GROUP_LABELS):
+        agents = int(first[a].sum())
+        infected = agents - last[:, a, Stage.SUSCEPTIBLE]
+        deaths = last[:, a, Stage.DEATH]
+        rows.append(
+            {
+                "age_group": label,
+                "agents": agents,
+                "infected": {**mean_sd(infected), "share": float(infected.mean() / agents) if agents else None},
+                "deaths": mean_sd(deaths),
+                "deaths_per_100_infected": float(100 * deaths.mean() / infected.mean()) if infected.mean() else None,
+            }
+        )
+    return rows
+
+
 def summarize(
     res: SimulationResult,
     meta: dict[str, Any],
@@ -109,6 +132,7 @@ def summarize(
         "deaths": mean_sd(final[:, Stage.DEATH]),
         "total_cost": mean_sd(res.cost_totals),
     }
+    out["by_age"] = by_age(res)
     out["region_scaled"] = region_scaled(out)
     if start_date is not None:
         out["start_date"] = start_date.isoformat()

@@ -121,3 +121,41 @@ def summary_table(s: dict, engine_seconds: float | None = None) -> SummaryTable:
     if engine_seconds is not None:
         add("engine seconds", f"{engine_seconds:.2f}")
     return SummaryTable(title, columns, rows, caption)
+
+
+def by_age_table(s: dict) -> SummaryTable | None:
+    """Who was infected and who died, by age group (summary ``s``'s ``by_age``; None for a
+    summary without it): the group's agents, those infected by the end with their share of the
+    group, deaths, and deaths per 100 infected."""
+    groups = s.get("by_age")
+    if not groups:
+        return None
+    spread = s["replicates"] > 1
+
+    def ms(x: dict) -> str:
+        return count(x["mean"]) + (f" ± {count(x['sd'])}" if spread else "")
+
+    rows = [
+        [
+            g["age_group"],
+            f"{g['agents']:,}",
+            ms(g["infected"]),
+            "" if g["infected"]["share"] is None else f"{fixed(100 * g['infected']['share'], 1)}%",
+            ms(g["deaths"]),
+            _per_100(g["deaths_per_100_infected"]),
+        ]
+        for g in groups
+    ]
+    caption = (
+        f"counts are for the {s['agents']:,} simulated agents, infected by the last day (seeded infections too)"
+        + ("; ± is the sd over replicates" if spread else "")
+        + "; deaths per 100 infected is of the means, and infections of the last weeks may not have ended yet"
+    )
+    columns = ["age group", "agents", "infected", "% of the group", "deaths", "deaths per 100 infected"]
+    return SummaryTable("Who was infected and who died, by age", columns, rows, caption)
+
+
+def _per_100(x: float | None) -> str:
+    """Deaths per 100 infected: one decimal (or down to the first significant digit), "0" for
+    none, empty where no one was infected."""
+    return "" if x is None else "0" if x == 0 else fixed(x, 1)
