@@ -966,8 +966,9 @@ def compare(
 
     RUNS are run folders written by `abm run`, of the same number of days; the
     first is the reference for the cost per averted hospitalization. The report
-    folder (--out) holds comparison.csv, comparison.md, report.html and plots/;
-    it is written at the end, all at once, and replaces only a comparison abm
+    folder (--out) holds comparison.csv, comparison_by_age.csv (deaths by age
+    and what each run averts there), comparison.md, report.html and plots/; it
+    is written at the end, all at once, and replaces only a comparison abm
     wrote.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 130 after

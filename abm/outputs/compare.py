@@ -8,7 +8,8 @@ the cost per averted hospitalization against the first run: (cost - cost of the 
 sizes compare. It is empty for the first run and where no hospitalization is averted; the cost
 per averted death likewise. And the hospitalizations and deaths averted per 100,000 against the
 first run, with their 95% intervals over replicates (:mod:`abm.outputs.differences`), so that a
-reader sees which differences are beyond noise.
+reader sees which differences are beyond noise. Deaths by age, with what each run averts in each
+age group, are in :mod:`abm.outputs.compare_by_age` (``comparison_by_age.csv``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from abm.outputs import differences
+from abm.outputs import differences, html_pages
+from abm.outputs.compare_by_age import by_age_summary, by_age_table
 from abm.outputs.html_pages import REPORT_CSS
 from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
@@ -40,7 +42,7 @@ from abm.outputs.run_folder import (
     unfinished_write,
     written_entries,
 )
-from abm.outputs.summary_table import without_minus_zero
+from abm.outputs.summary_table import SummaryTable, without_minus_zero
 from abm.plurals import counted, plural
 
 COLUMNS = {
@@ -596,7 +598,9 @@ def run_facts(run: RunTables) -> str:
     return f"{description.rstrip('.')}; {text}" if isinstance(description, str) and description else text
 
 
-def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path | None], out: Path) -> str:
+def _html_report(
+    table: pd.DataFrame, runs: list[RunTables], folders: list[Path | None], out: Path, ages: SummaryTable
+) -> str:
     def link(target: Path, text: str) -> str:
         rel = os.path.relpath(target.resolve(), out.resolve())
         return f'<a href="{html.escape(rel)}">{html.escape(text)}</a>'
@@ -641,10 +645,12 @@ def _html_report(table: pd.DataFrame, runs: list[RunTables], folders: list[Path 
 </style></head><body>
 <h1>Comparison of {len(runs)} runs</h1>
 <p>Cost per averted hospitalization is against the first run, <b>{base}</b>. Files:
-<a href="comparison.csv">comparison.csv</a>, <a href="comparison.md">comparison.md</a>.</p>
+<a href="comparison.csv">comparison.csv</a>, <a href="comparison_by_age.csv">comparison_by_age.csv</a>,
+<a href="comparison.md">comparison.md</a>.</p>
 {html_table(False)}
 <p>{html.escape(table_note(runs, table))}</p>
 {region_section}
+{html_pages.html_table(ages)}
 <h2>Runs</h2><ul>{"".join(items)}</ul>
 <h2>Plots</h2>{figures}
 </body></html>
@@ -687,9 +693,13 @@ class Comparison:
             # a day reads 54, not 54.0 (NaN: no peak, no ICU capacity)
             days = table.astype({"peak_hospital_day": "Int64", "days_over_icu_capacity": "Int64"})
             days.to_csv(tmp / "comparison.csv", index=False)
-            (tmp / "comparison.md").write_text(markdown(table, table_note(self.runs, table)), encoding="utf-8")
+            ages = by_age_table(self.runs)
+            ages.to_csv(tmp / "comparison_by_age.csv", index=False)
+            text = markdown(table, table_note(self.runs, table)) + "\n" + by_age_summary(ages).markdown()
+            (tmp / "comparison.md").write_text(text, encoding="utf-8")
             write_plots(self.runs, tmp / "plots")
-            (tmp / "report.html").write_text(_html_report(table, self.runs, self.folders, out), encoding="utf-8")
+            page = _html_report(table, self.runs, self.folders, out, by_age_summary(ages))
+            (tmp / "report.html").write_text(page, encoding="utf-8")
         return out
 
 

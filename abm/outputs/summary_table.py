@@ -23,6 +23,14 @@ class SummaryTable:
     rows: list[list[str]]
     caption: str
 
+    def markdown(self) -> str:
+        """The table in Markdown: its title as a second-level heading, the first column to the
+        left and the others to the right, and its caption below."""
+        rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(self.columns))) + "|"
+        lines = [f"## {self.title}", "", "| " + " | ".join(self.columns) + " |", rule]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines) + (f"\n\n{self.caption}.\n" if self.caption else "\n")
+
 
 def count(v: float) -> str:
     """A count: whole with thousands separators, or two significant digits under 10 (0.3 deaths

@@ -1,0 +1,101 @@
+"""Deaths by age in a comparison: per run and ten-year age group, the share of the group infected
+and its deaths per 100,000 of the group, and for every run after the first the deaths it averts
+in each group with a 95% interval over replicates (paired where the runs share their draws, as
+the main table's; :mod:`abm.outputs.differences`). Read from each run's ``by_age.csv`` on its
+last day; written as ``comparison_by_age.csv`` and shown in ``comparison.md`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from abm.outputs.differences import LEVEL, paired, paired_interval, welch_interval
+from abm.outputs.plots import RunTables
+from abm.outputs.summary_table import SummaryTable, fixed, without_minus_zero
+
+# comparison_by_age.csv's columns, in order.
+COLUMNS = [
+    "run", "age_group", "agents", "infected_share", "deaths_per_100k",
+    "deaths_averted_per_100k", "deaths_averted_low", "deaths_averted_high", "averted_by",
+]  # fmt: skip
+
+
+def last_day_by_age(run: RunTables) -> tuple[pd.Series, pd.DataFrame, pd.DataFrame]:
+    """A run's agents per age group, and per replicate (rows, in order) and age group (columns,
+    in the order of ``by_age.csv``) those infected and dead by its last day."""
+    t = run.by_age
+    last = t[t["day"] == t["day"].max()]
+    groups = list(dict.fromkeys(t["age_group"]))
+    agents = last.groupby("age_group", sort=False)["agents"].first().reindex(groups)
+    infected = last.pivot(index="replicate", columns="age_group", values="cumulative_infected")[groups]
+    deaths = last.pivot(index="replicate", columns="age_group", values="deaths")[groups]
+    return agents, infected.sort_index(), deaths.sort_index()
+
+
+def by_age_table(runs: list[RunTables], level: float = LEVEL) -> pd.DataFrame:
+    """One row per run and age group (:data:`COLUMNS`): the share of the group infected and its
+    deaths per 100,000 of the group (means over replicates), and the deaths per 100,000 of the
+    group the run averts against the first run, with its interval (empty for the first run)."""
+    first_agents, _, first_deaths = last_day_by_age(runs[0])
+    rows = []
+    for i, run in enumerate(runs):
+        agents, infected, deaths = last_day_by_age(run)
+        same = i > 0 and paired(runs[0], run)
+        for group in agents.index:
+            n = float(agents[group])
+            per_100k = deaths[group].to_numpy(dtype=float) * 1e5 / n if n else np.full(len(deaths), math.nan)
+            row = {
+                "run": run.label,
+                "age_group": group,
+                "agents": int(n),
+                "infected_share": float(infected[group].mean() / n) if n else math.nan,
+                "deaths_per_100k": float(per_100k.mean()),
+                "deaths_averted_per_100k": math.nan,
+                "deaths_averted_low": math.nan,
+                "deaths_averted_high": math.nan,
+                "averted_by": "",
+            }
+            base_n = float(first_agents.get(group, 0))
+            if i > 0 and n and base_n:
+                base = first_deaths[group].to_numpy(dtype=float) * 1e5 / base_n
+                iv = (paired_interval if same else welch_interval)(base, per_100k, level)
+                row |= dict(zip(COLUMNS[5:8], (iv.mean, iv.low, iv.high), strict=True))
+                row["averted_by"] = "paired replicates" if same else "independent runs"
+            rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _averted(row: pd.Series) -> str:
+    """``12 (3 to 21)``: deaths averted per 100,000 of the group with its interval, or the mean
+    alone where there is no interval (one replicate)."""
+    mean = without_minus_zero(fixed(row["deaths_averted_per_100k"], 0))
+    if math.isnan(row["deaths_averted_low"]):
+        return mean
+    low, high = (without_minus_zero(fixed(row[k], 0)) for k in ("deaths_averted_low", "deaths_averted_high"))
+    return f"{mean} ({low} to {high})"
+
+
+def by_age_summary(table: pd.DataFrame) -> SummaryTable:
+    """The table as text, one row per age group: each run's deaths per 100,000 of the group
+    and, after the first run, the deaths it averts there with their 95% interval."""
+    labels = list(dict.fromkeys(table["run"]))
+    columns = ["age group", f"{labels[0]}: deaths /100k"]
+    for label in labels[1:]:
+        columns += [f"{label}: deaths /100k", f"{label}: averted /100k (95%)"]
+    rows = []
+    for group, part in table.groupby("age_group", sort=False):
+        by_run = {r["run"]: r for _, r in part.iterrows()}
+        cells = [str(group), fixed(by_run[labels[0]]["deaths_per_100k"], 0)]
+        for label in labels[1:]:
+            r = by_run[label]
+            cells += [fixed(r["deaths_per_100k"], 0), "" if math.isnan(r["deaths_averted_per_100k"]) else _averted(r)]
+        rows.append(cells)
+    caption = (
+        f"deaths by the last day per 100,000 agents of each age group (means over replicates); averted: against "
+        f"{labels[0]}, with its 95% interval over replicates, paired where the runs share their draws "
+        "(comparison_by_age.csv says which); an interval that includes 0 is within the replicates' noise"
+    )
+    return SummaryTable("Deaths by age", columns, rows, caption)

@@ -1,0 +1,94 @@
+"""Deaths by age in `abm compare` (abm.outputs.compare_by_age): exact figures on hand-made runs,
+paired and independent intervals, and the files a comparison writes."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from abm.outputs.compare_by_age import COLUMNS, by_age_summary, by_age_table
+from abm.outputs.plots import RunTables
+
+T_2DF = 4.302652729911275  # t quantile 0.975 with 2 degrees of freedom
+T_1DF = 12.706204736174707  # with 1
+
+
+def hand_made(label: str, deaths: list[int], infected: list[int], seed: int | None) -> RunTables:
+    """A run of 3 replicates and two age groups (0-9: 1,000 agents, nobody dies; 80+: 500
+    agents, ``deaths`` and ``infected`` per replicate by the last day, day 1)."""
+    rows = []
+    for rep, (d, i) in enumerate(zip(deaths, infected, strict=True)):
+        for day in (0, 1):
+            rows.append({"day": day, "replicate": rep, "age_group": "0-9", "agents": 1000,
+                         "cumulative_infected": 10 * day, "deaths": 0})  # fmt: skip
+            rows.append({"day": day, "replicate": rep, "age_group": "80+", "agents": 500,
+                         "cumulative_infected": i * day, "deaths": d * day})  # fmt: skip
+    scenario = {"simulation": {"seed": seed}, "population": {"agents": 1500, "region": "king_county"}}
+    summary = {"agents": 1500, "days": 2, "replicates": len(deaths)}
+    return RunTables(label, pd.DataFrame(), pd.DataFrame(rows), pd.DataFrame(), summary, scenario)
+
+
+def test_deaths_by_age_against_the_first_run():
+    """80+ of 500 agents: the first run's deaths 1, 2, 3 (200, 400, 600 per 100,000), the second's
+    0, 0, 0. Same seed: paired differences 200, 400, 600, mean 400, sd 200, interval 400 -+ t(2)
+    x 200 / sqrt 3. Another seed: Welch, the second run without spread, so 2 degrees of freedom
+    and the same interval here; a run of 2 replicates against 3: Welch with 1 degree of freedom."""
+    first = hand_made("a", [1, 2, 3], [50, 60, 70], seed=1)
+    same = hand_made("b", [0, 0, 0], [20, 20, 20], seed=1)
+    table = by_age_table([first, same])
+    assert list(table.columns) == COLUMNS
+    old = table[(table.run == "b") & (table.age_group == "80+")].iloc[0]
+    half = T_2DF * 200 / math.sqrt(3)
+    assert old["deaths_per_100k"] == 0 and old["infected_share"] == pytest.approx(20 / 500)
+    assert old["deaths_averted_per_100k"] == pytest.approx(400)
+    assert (old["deaths_averted_low"], old["deaths_averted_high"]) == pytest.approx((400 - half, 400 + half))
+    assert old["averted_by"] == "paired replicates"
+    base = table[(table.run == "a") & (table.age_group == "80+")].iloc[0]
+    assert base["deaths_per_100k"] == pytest.approx(400) and base["infected_share"] == pytest.approx(0.12)
+    assert math.isnan(base["deaths_averted_per_100k"]) and base["averted_by"] == ""
+    young = table[(table.run == "b") & (table.age_group == "0-9")].iloc[0]
+    assert young["deaths_averted_per_100k"] == 0 and young["infected_share"] == pytest.approx(0.01)
+    other = by_age_table([first, hand_made("c", [0, 0, 0], [20, 20, 20], seed=2)])
+    welch = other[(other.run == "c") & (other.age_group == "80+")].iloc[0]
+    assert welch["averted_by"] == "independent runs"
+    assert (welch["deaths_averted_low"], welch["deaths_averted_high"]) == pytest.approx((400 - half, 400 + half))
+    short = by_age_table([first, hand_made("d", [1, 3], [20, 20], seed=1)])
+    two = short[(short.run == "d") & (short.age_group == "80+")].iloc[0]
+    # 200, 600 per 100,000: mean 400, sd 282.8; Welch: va = 200^2 / 3, vb = 282.8^2 / 2
+    va, vb = 200**2 / 3, 2 * 200**2 / 2
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 1)
+    assert two["averted_by"] == "independent runs" and two["deaths_averted_per_100k"] == pytest.approx(0)
+    assert df < 2 and two["deaths_averted_high"] > T_2DF * math.sqrt(va + vb)  # wider than with 2 df
+    text = by_age_summary(table)
+    assert text.columns == ["age group", "a: deaths /100k", "b: deaths /100k", "b: averted /100k (95%)"]
+    assert text.rows[1] == ["80+", "400", "0", f"400 ({400 - half:.0f} to {400 + half:.0f})"]
+    assert text.rows[0] == ["0-9", "0", "0", "0 (0 to 0)"]
+
+
+def test_compare_writes_deaths_by_age(tmp_path):
+    """`abm.compare` of two runs writes comparison_by_age.csv (9 age groups a run) and the table
+    in comparison.md and report.html; each group's deaths per 100,000 are the run's by_age.csv's
+    last day, means over replicates."""
+    import abm
+
+    ni = "scenarios/king_county/no_intervention.yaml"
+    a = abm.run(ni, agents=3000, days=30, replicates=2, seed=5, sets=["disease.transmission_rate=8"])
+    b = abm.run(ni, agents=3000, days=30, replicates=2, seed=5, sets=["disease.transmission_rate=4"])
+    out = tmp_path / "cmp"
+    abm.compare([a.write(tmp_path / "a", figures=False), b.write(tmp_path / "b", figures=False)], out=out)
+    written = pd.read_csv(out / "comparison_by_age.csv")
+    assert list(written.columns) == COLUMNS and len(written) == 18
+    runs = list(dict.fromkeys(written["run"]))
+    ages = pd.read_csv(tmp_path / "a" / "by_age.csv")
+    last = ages[ages.day == ages.day.max()]
+    for group, part in last.groupby("age_group"):
+        row = written[(written.run == runs[0]) & (written.age_group == group)].iloc[0]
+        assert row["deaths_per_100k"] == pytest.approx(part["deaths"].mean() * 1e5 / part["agents"].iloc[0])
+        assert row["agents"] == part["agents"].iloc[0]
+    assert (written[written.run == runs[1]]["averted_by"] == "paired replicates").all()
+    md = (out / "comparison.md").read_text()
+    assert "## Deaths by age" in md and "| 80+ |" in md
+    page = (out / "report.html").read_text()
+    assert "<h2>Deaths by age</h2>" in page and '<a href="comparison_by_age.csv">' in page
