@@ -47,6 +47,25 @@ def test_a_table_that_loops_counts_each_path_once():
     assert hitting_probability(table, (int(Stage.MILD_SYMPTOMS), int(Stage.SEVERE_SYMPTOMS))) == 1.0
 
 
+def test_a_loop_left_rarely_is_counted_to_its_limit():
+    """Hospital -> ICU 0.99999 (else recovered), ICU -> hospital 0.99999 (else death): from
+    hospital, death = p (1 - p) / (1 - p^2) = 0.4999975. Iterating the chain 10,000 steps from 0
+    gave 0.048 here (the loop is left once in 100,000 passes)."""
+    p = 0.99999
+    table = np.zeros((11, 11))
+    table[Stage.SUSCEPTIBLE, Stage.SEVERE_SYMPTOMS] = 1.0
+    table[Stage.SEVERE_SYMPTOMS, Stage.HOSPITALIZED] = 1.0
+    table[Stage.HOSPITALIZED, [Stage.CRITICAL_ICU, Stage.RECOVERED]] = [p, 1 - p]
+    table[Stage.CRITICAL_ICU, [Stage.HOSPITALIZED, Stage.DEATH]] = [p, 1 - p]
+    assert hitting_probability(table, (int(Stage.DEATH),)) == pytest.approx(p * (1 - p) / (1 - p * p), rel=1e-9)
+    assert hitting_probability(table, (int(Stage.CRITICAL_ICU),)) == pytest.approx(p, rel=1e-12)
+    # a stage that loops on itself and is left only to death: everyone entering it dies
+    table[Stage.HOSPITALIZED] = 0.0
+    table[Stage.HOSPITALIZED, [Stage.HOSPITALIZED, Stage.DEATH]] = [0.99999, 0.00001]
+    assert hitting_probability(table, (int(Stage.DEATH),)) == pytest.approx(1.0, abs=1e-9)
+    assert hitting_probability(table, (int(Stage.CRITICAL_ICU),)) == 0.0
+
+
 def test_weighted_chances_and_percentages():
     rows = severity_by_age(DiseaseConfig())
     weights = np.zeros(9)

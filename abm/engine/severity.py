@@ -23,26 +23,32 @@ OUTCOMES: dict[str, tuple[int, ...]] = {
     "icu": (int(Stage.CRITICAL_ICU),),
     "death": (int(Stage.DEATH),),
 }
-_SWEEPS = 10_000  # steps of the chain at most; each path's stages number 11, so a loop-free table needs 11
-_TOLERANCE = 1e-15
 
 
 def hitting_probability(branching: np.ndarray, targets: tuple[int, ...]) -> float:
     """The chance that an infection (the susceptible row of one age group's ``branching``, an
-    11 x 11 table) ever enters one of ``targets``."""
+    11 x 11 table) ever enters one of ``targets``.
+
+    Solved exactly: ``h = into + onward @ h`` over the stages from which a target can be reached
+    (elsewhere ``h`` is 0), a system without a singular matrix since every such stage leaks to a
+    target. (Iterating the equation from 0 took a step per stage passed, so a loop that is left
+    rarely, 1 time in 100,000, was far from its limit after 10,000 steps.)"""
     rows = np.asarray(branching, dtype=np.float64)
     into = rows[:, list(targets)].sum(axis=1)
     onward = rows.copy()
     onward[:, list(targets)] = 0.0  # a path stops counting at its first target
     onward[:, [int(s) for s in ABSORBING]] = 0.0
-    hit = np.zeros(rows.shape[0])
-    for _ in range(_SWEEPS):  # h = into + onward @ h, from h = 0: the chance within k steps
-        nxt = into + onward @ hit
-        if np.abs(nxt - hit).max() <= _TOLERANCE:
-            hit = nxt
+    reach = into > 0
+    while True:  # the stages with a path to a target
+        more = reach | (onward[:, reach] > 0).any(axis=1)
+        if (more == reach).all():
             break
-        hit = nxt
-    return float(hit[Stage.SUSCEPTIBLE])
+        reach = more
+    hit = np.zeros(rows.shape[0])
+    at = np.flatnonzero(reach)
+    if at.size:
+        hit[at] = np.linalg.solve(np.eye(at.size) - onward[np.ix_(at, at)], into[at])
+    return float(np.clip(hit[Stage.SUSCEPTIBLE], 0.0, 1.0))
 
 
 @dataclass(frozen=True)
