@@ -146,3 +146,14 @@ def test_the_table_follows_the_scenario_settings():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert table_cells(proc.stdout)["80+"][3] == percent(0.347 * 0.379 * (0.67355 / 2 + 0.03545)) == "4.9%"
+
+
+def test_residents_of_a_band_that_spans_two_groups_are_shared_by_their_years():
+    """A region's own bands 0-14 (30 residents), 15-24 (100) and 25-100 (76): agents' ages are
+    drawn evenly over a band's years, so 0-9 gets 20, 10-19 10 + 50, 20-29 50 + 5, 30-39 .. 70-79
+    10 each and 80+ its 21 years of the last band (the band's first year took it all before: 0-9
+    30, 10-19 100, 20-29 76)."""
+    bands = {"a": (0, 14), "b": (15, 24), "c": (25, 100)}
+    counts = np.array([[10.0, 60.0, 76.0], [20.0, 40.0, 0.0]])  # two tracts
+    got = residents_by_age_group(counts, bands)
+    assert got.tolist() == pytest.approx([20, 60, 55, 10, 10, 10, 10, 10, 21], abs=1e-12)

@@ -26,9 +26,15 @@ def percent(p: float) -> str:
 
 def residents_by_age_group(band_counts: np.ndarray, bands: dict[str, tuple[int, int]]) -> np.ndarray:
     """The region's residents in each ten-year age group (0-9 .. 80+) from its age bands' counts
-    (``band_counts``: per tract and band; a band goes to the group of its first year)."""
-    groups = np.minimum(np.array([lo for lo, _ in bands.values()]) // 10, len(AGE_GROUP_LABELS) - 1)
-    return np.bincount(groups, weights=band_counts.sum(axis=0), minlength=len(AGE_GROUP_LABELS))
+    (``band_counts``: per tract and band). A band's residents are spread evenly over its years,
+    as the population draws its agents' ages, so a band that spans two groups (15-24 of a
+    region's own bands) gives each its share of the years."""
+    last = len(AGE_GROUP_LABELS) - 1
+    out = np.zeros(len(AGE_GROUP_LABELS))
+    for (lo, hi), residents in zip(bands.values(), band_counts.sum(axis=0), strict=True):
+        years = np.arange(lo, hi + 1)
+        np.add.at(out, np.minimum(years // 10, last), residents / years.shape[0])
+    return out
 
 
 def severity_table(disease: DiseaseConfig, residents: np.ndarray, region_name: str) -> SummaryTable:
