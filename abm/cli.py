@@ -293,7 +293,8 @@ def validate(
             "--severity",
             help="also print what an infection leads to by age under the scenario's disease settings: the chance of "
             "symptoms, a hospital stay, intensive care and death (the infection fatality ratio), and for all ages "
-            "weighted by the region's residents (epidemic scenarios)",
+            "weighted by the region's residents (the reference population's own age weights for population.kind: "
+            "reference; epidemic scenarios)",
         ),
     ] = False,
 ) -> None:

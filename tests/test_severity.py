@@ -157,3 +157,19 @@ def test_residents_of_a_band_that_spans_two_groups_are_shared_by_their_years():
     counts = np.array([[10.0, 60.0, 76.0], [20.0, 40.0, 0.0]])  # two tracts
     got = residents_by_age_group(counts, bands)
     assert got.tolist() == pytest.approx([20, 60, 55, 10, 10, 10, 10, 10, 21], abs=1e-12)
+
+
+def test_the_reference_population_is_weighted_as_its_agents_are_drawn():
+    """population.kind: reference draws agents' age groups from the thesis's census counts
+    (AGE_GROUP_COUNTS), not from the bundled tracts: the all-ages row uses those weights and says
+    so (0.722% against the tracts' 0.734%)."""
+    from abm.outputs.severity_table import scenario_severity_table
+    from abm.populations.reference import AGE_GROUP_COUNTS
+    from abm.scenario import load_scenario
+
+    table = scenario_severity_table(load_scenario("scenarios/reference/ni.yaml"))
+    everyone = weighted_severity(severity_by_age(DiseaseConfig()), np.array(AGE_GROUP_COUNTS, float), "all ages")
+    assert table.rows[-1] == ["all ages", percent(everyone.symptoms), percent(everyone.hospital),
+                              percent(everyone.icu), percent(everyone.death)]  # fmt: skip
+    assert table.rows[-1][4] == "0.722%" and "thesis reference population" in table.caption
+    assert "the residents of King County, WA" in scenario_severity_table(load_scenario(KC)).caption

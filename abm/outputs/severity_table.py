@@ -37,10 +37,10 @@ def residents_by_age_group(band_counts: np.ndarray, bands: dict[str, tuple[int, 
     return out
 
 
-def severity_table(disease: DiseaseConfig, residents: np.ndarray, region_name: str) -> SummaryTable:
+def severity_table(disease: DiseaseConfig, residents: np.ndarray, weighted_by: str) -> SummaryTable:
     """Each age group's chances per infection, and those of an infection of a resident drawn at
-    random (``residents`` per age group): the population's ratios if every age were infected
-    alike, which no epidemic does."""
+    random (``residents`` per age group, who they are: ``weighted_by``): the population's ratios
+    if every age were infected alike, which no epidemic does."""
     rows = severity_by_age(disease)
     everyone = weighted_severity(rows, residents, "all ages")
     cells = [[r.age_group, percent(r.symptoms), percent(r.hospital), percent(r.icu), percent(r.death)]
@@ -51,16 +51,24 @@ def severity_table(disease: DiseaseConfig, residents: np.ndarray, region_name: s
         rows=cells,
         caption=(
             "the chance that an infection brings symptoms, a hospital stay, intensive care and death, for an agent "
-            "without vaccine or earlier infection; all ages: weighted by the residents of "
-            f"{region_name}, as if every age were infected alike. Death / infection is the infection fatality ratio"
+            f"without vaccine or earlier infection; all ages: weighted by {weighted_by}, as if every age were "
+            "infected alike. Death / infection is the infection fatality ratio"
         ),
     )
 
 
 def scenario_severity_table(sc: Scenario) -> SummaryTable:
-    """The severity table of epidemic scenario ``sc``: its disease settings, its region's residents."""
+    """The severity table of epidemic scenario ``sc``: its disease settings, and all ages weighted
+    as its population's agents are drawn (the region's residents; the reference population's own
+    census counts by age group for ``population.kind: reference``)."""
+    if sc.population.kind == "reference":
+        from abm.populations.reference import AGE_GROUP_COUNTS
+
+        weights = np.asarray(AGE_GROUP_COUNTS, dtype=np.float64)
+        whom = "the census counts by age group the thesis reference population draws its ages from"
+        return severity_table(sc.disease, weights, whom)
     from abm.populations.region import load_region
 
     region = load_region(sc.population.region)
     residents = residents_by_age_group(region.band_counts(), region.figures.age_bands)
-    return severity_table(sc.disease, residents, region.name)
+    return severity_table(sc.disease, residents, f"the residents of {region.name}")
