@@ -67,6 +67,24 @@ def test_deaths_by_age_against_the_first_run():
     assert text.rows[0] == ["0-9", "0", "0", "0 (0 to 0)"]
 
 
+def test_an_age_group_without_agents_is_left_empty():
+    """A run with no agents of 80+ (a small population): its row has no rates (NaN in the CSV)
+    and the table shows empty cells for it, not "nan"; the first run's figures stay."""
+    first = hand_made("a", [1, 2, 3], [50, 60, 70], seed=1)
+    empty = hand_made("b", [0, 0, 0], [0, 0, 0], seed=1)
+    old = empty.by_age["age_group"] == "80+"
+    empty.by_age.loc[old, "agents"] = 0
+    table = by_age_table([first, empty])
+    row = table[(table.run == "b") & (table.age_group == "80+")].iloc[0]
+    assert row["agents"] == 0 and math.isnan(row["deaths_per_100k"]) and math.isnan(row["infected_share"])
+    assert math.isnan(row["deaths_averted_per_100k"]) and row["averted_by"] == ""
+    text = by_age_summary(table)
+    assert text.rows[1] == ["80+", "400", "", ""]
+    assert "nan" not in text.markdown()
+    reversed_ = by_age_summary(by_age_table([empty, first]))
+    assert reversed_.rows[1] == ["80+", "", "400", ""]
+
+
 def test_compare_writes_deaths_by_age(tmp_path):
     """`abm.compare` of two runs writes comparison_by_age.csv (9 age groups a run) and the table
     in comparison.md and report.html; each group's deaths per 100,000 are the run's by_age.csv's

@@ -78,6 +78,11 @@ def _averted(row: pd.Series) -> str:
     return f"{mean} ({low} to {high})"
 
 
+def _rate(v: float) -> str:
+    """Deaths per 100,000 of a group, whole; empty for a group without agents (NaN)."""
+    return "" if math.isnan(v) else fixed(v, 0)
+
+
 def by_age_summary(table: pd.DataFrame) -> SummaryTable:
     """The table as text, one row per age group: each run's deaths per 100,000 of the group
     and, after the first run, the deaths it averts there with their 95% interval."""
@@ -88,14 +93,15 @@ def by_age_summary(table: pd.DataFrame) -> SummaryTable:
     rows = []
     for group, part in table.groupby("age_group", sort=False):
         by_run = {r["run"]: r for _, r in part.iterrows()}
-        cells = [str(group), fixed(by_run[labels[0]]["deaths_per_100k"], 0)]
+        cells = [str(group), _rate(by_run[labels[0]]["deaths_per_100k"])]
         for label in labels[1:]:
             r = by_run[label]
-            cells += [fixed(r["deaths_per_100k"], 0), "" if math.isnan(r["deaths_averted_per_100k"]) else _averted(r)]
+            cells += [_rate(r["deaths_per_100k"]), "" if math.isnan(r["deaths_averted_per_100k"]) else _averted(r)]
         rows.append(cells)
     caption = (
         f"deaths by the last day per 100,000 agents of each age group (means over replicates); averted: against "
         f"{labels[0]}, with its 95% interval over replicates, paired where the runs share their draws "
-        "(comparison_by_age.csv says which); an interval that includes 0 is within the replicates' noise"
+        "(comparison_by_age.csv says which); an interval that includes 0 is within the replicates' noise; empty "
+        "where a run has no agents of the group"
     )
     return SummaryTable("Deaths by age", columns, rows, caption)
