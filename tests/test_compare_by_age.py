@@ -110,3 +110,31 @@ def test_compare_writes_deaths_by_age(tmp_path):
     assert "## Deaths by age" in md and "| 80+ |" in md
     page = (out / "report.html").read_text()
     assert "<h2>Deaths by age</h2>" in page and '<a href="comparison_by_age.csv">' in page
+
+
+def test_a_by_age_table_without_deaths_is_refused_with_one_line(small_comparison, tmp_path):
+    """Deaths by age read by_age.csv's deaths: a run folder whose by_age.csv lacks the column, or
+    has an empty cell in it, ended `abm compare` in a traceback (KeyError) or NaN deaths; now one
+    line naming the folder, the file and the column, exit code 2, nothing written."""
+    from conftest import copy_output
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    table = pd.read_csv(small_comparison["b"] / "by_age.csv")
+    dropped = copy_output(small_comparison["b"], tmp_path / "dropped")
+    table.drop(columns=["deaths"]).to_csv(dropped / "by_age.csv", index=False)
+    blank = copy_output(small_comparison["b"], tmp_path / "blank")
+    table.astype({"deaths": object}).assign(deaths=lambda t: t["deaths"].where(t.index != 3, "")).to_csv(
+        blank / "by_age.csv", index=False
+    )
+    out = tmp_path / "cmp"
+    for bad, said in (
+        (dropped, "by_age.csv lacks the columns deaths"),
+        (blank, "by_age.csv holds 1 empty or non-number cell in deaths, the first in row 4"),
+    ):
+        result = CliRunner().invoke(app, ["compare", str(small_comparison["a"]), str(bad), "--out", str(out)])
+        assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr
+        text = " ".join(result.stderr.split())
+        assert text.startswith(f"error: {bad}: cannot be compared: ") and said in text, text
+        assert not out.exists()

@@ -134,7 +134,7 @@ TABLE_COLUMNS = {
         "new_hospitalizations",
         "deaths",
     ),
-    "by_age.csv": ("day", "replicate", "age_group", "agents", "cumulative_infected"),
+    "by_age.csv": ("day", "replicate", "age_group", "agents", "cumulative_infected", "deaths"),  # deaths by age
     "costs.csv": ("item", "day", "replicate", "count", "unit_cost"),
 }
 # The tables with one row per replicate, day and these columns' values (costs.csv has rows for
