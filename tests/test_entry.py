@@ -79,6 +79,17 @@ def test_version_help_and_compare_do_not_load_torch():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
 
 
+def test_compare_of_run_folders_loads_no_torch(small_comparison, tmp_path):
+    """`abm compare` of two run folders, to the end: it imported abm.runs (and with it torch) to
+    tell a result of abm.run from a folder, which only a Python caller can give."""
+    report = 'import atexit; atexit.register(lambda: print("torch loaded:", "torch" in sys.modules))\n'
+    out = tmp_path / "cmp"
+    runs = [str(small_comparison[name]) for name in ("a", "b")]
+    done = console_script(["compare", *runs, "--out", str(out)], report)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "torch loaded: False" and (out / "comparison_by_age.csv").is_file()
+
+
 def test_validate_checks_an_epidemic_scenario_without_loading_torch():
     """`abm validate` answers while a scenario is being edited: for an epidemic scenario without a
     calibration section it loads no torch (a second or more; the engine's settings and the

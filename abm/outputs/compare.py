@@ -21,6 +21,7 @@ import math
 import numbers
 import os
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -721,15 +722,22 @@ def not_a_run(folder: Path, missing: list[str]) -> str:
     return f"{folder}: not a run folder (missing {', '.join(missing)}); give folders written by `abm run`"
 
 
+def run_result_type() -> tuple[type, ...]:
+    """:class:`abm.RunResult` where :mod:`abm.runs` is loaded, else none: a result of ``abm.run``
+    exists only once that module is, and importing it for a comparison of run folders would load
+    torch (a second or more at every `abm compare`)."""
+    module = sys.modules.get("abm.runs")
+    return (module.RunResult,) if module is not None else ()
+
+
 def load_runs(items: list[Any]) -> Comparison:
     """Runs from run folders and/or :class:`abm.RunResult` objects; labels made unique: runs of
     one scenario name are each labelled with their folder's name (or path)."""
-    from abm.runs import RunResult
-
+    result_type = run_result_type()
     runs, folders = [], []
     given: dict[Path, Any] = {}
     for item in items:
-        if isinstance(item, RunResult):
+        if isinstance(item, result_type):
             if sum(other is item for other in items) > 1:
                 raise CompareError(f"the result of {item.summary['scenario']!r} is given twice; give each run once")
             runs.append(RunTables.from_result(item))
@@ -798,9 +806,7 @@ def compare(items: list[Any] | Any, out: str | Path | None = None) -> Comparison
     Raises :class:`CompareError` (a ``ValueError``) for runs that cannot be compared, and
     :class:`abm.outputs.run_folder.OutputFolderError` (a ``ValueError``) for an ``out`` that
     cannot be written without losing something; nothing is written then."""
-    from abm.runs import RunResult
-
-    one = isinstance(items, (str, Path, RunResult)) or not isinstance(items, Iterable)
+    one = isinstance(items, (str, Path, *run_result_type())) or not isinstance(items, Iterable)
     comp = load_runs([items] if one else list(items))
     if out is not None:
         comp.write(out)
