@@ -680,8 +680,9 @@ class Comparison:
         return FIGURES[which](self.runs)
 
     def write(self, out: str | Path) -> Path:
-        """Write comparison.csv, comparison.md, report.html and plots/ (atomically). A report needs at
-        least two runs (a :class:`CompareError` for one: nothing to compare; nothing is written)."""
+        """Write comparison.csv, comparison_by_age.csv, comparison.md, report.html and plots/
+        (atomically). A report needs at least two runs (a :class:`CompareError` for one: nothing to
+        compare; nothing is written)."""
         if len(self.runs) < 2:
             only = self.folders[0] if self.folders[0] is not None else self.runs[0].label
             raise CompareError(
