@@ -986,16 +986,14 @@ def compare(
     with stop_on_interrupt(out):
         try:
             check_target(out, "comparison")
-            comp = compare_runs(runs, out)
+            compare_runs(runs, out)
             results_written()
         except (CompareError, OutputFolderError) as exc:
             fail(str(exc))
         except OutputWriteError as exc:
             fail(str(exc), code=1)
-    from abm.outputs.compare import markdown, table_note
-
-    table = comp.table
-    out_console.print(markdown(table, table_note(comp.runs, table)), highlight=False, soft_wrap=True)
+    # comparison.md as written: the table, its note, the region's figures and deaths by age
+    out_console.print((out / "comparison.md").read_text(encoding="utf-8"), highlight=False, soft_wrap=True)
     out_console.print(f"report in {out / 'report.html'}", highlight=False, soft_wrap=True)
 
 

@@ -88,6 +88,10 @@ def test_compare_of_run_folders_loads_no_torch(small_comparison, tmp_path):
     done = console_script(["compare", *runs, "--out", str(out)], report)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "torch loaded: False" and (out / "comparison_by_age.csv").is_file()
+    # the console shows comparison.md as written (deaths by age too), then where the report is
+    md = (out / "comparison.md").read_text()
+    assert "## Deaths by age" in md and done.stdout.startswith(md)
+    assert done.stdout.splitlines()[-2] == f"report in {out / 'report.html'}"
 
 
 def test_validate_checks_an_epidemic_scenario_without_loading_torch():
