@@ -118,6 +118,18 @@ def tiny_result() -> SimulationResult:
     )
 
 
+def test_replicates_whose_epidemic_is_over():
+    """On the last day replicate 0 has one agent in step-down care and replicate 1 one in
+    hospital: neither epidemic is over. Sent home (recovered), replicate 0's is over, then both."""
+    res = tiny_result()
+    assert summarize(res, {"scenario": "tiny"}, BEDS_PER_100K)["replicates_epidemic_over"] == 0
+    for replicate, stage in ((0, Stage.HOSPITALIZED_RECOVERING), (1, Stage.HOSPITALIZED)):
+        res.stages_by_age[-1, replicate, 0, stage] -= 1
+        res.stages_by_age[-1, replicate, 0, Stage.RECOVERED] += 1
+        over = summarize(res, {"scenario": "tiny"}, BEDS_PER_100K)["replicates_epidemic_over"]
+        assert over == replicate + 1
+
+
 def test_summary_by_age_of_a_hand_built_result():
     """Age group 0 (8 agents): susceptible at the end r0 3 - 1 = 2, r1 5 - 2 = 3, so 6 and 5
     infected; no deaths (replicate 0's death is the 80+ agent's). 80+ (2 agents): 1 and 0
@@ -361,6 +373,7 @@ def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path
     cells = [line.split("│") for line in text.splitlines() if line.count("│") == 4]
     rows = {c[1].strip(): c[2].strip() for c in cells}
     assert rows["cumulative infected"] == "6 ± 1.4 (60.0%)"
+    assert rows["epidemic over by the last day"] == "0 of 2 replicates"
     assert rows["peak hospitalized (mean curve)"] == "1.0 on day 2 (10,000/100k)"
     assert rows["peak hospital beds incl. ICU"] == (
         "2.0 on day 3 (20,000/100k) (maximum reached again on the last day: the peak may come later)"
@@ -378,6 +391,7 @@ def test_the_console_summary_of_a_hand_built_summary(monkeypatch, tmp_path: Path
     region = {c[1].strip(): c[3].strip() for c in cells}
     assert region == {
         "cumulative infected": "600 ± 141",
+        "epidemic over by the last day": "",
         "peak hospitalized (mean curve)": "100",
         "peak hospital beds incl. ICU": "200",
         "hospital capacity (beds)": "150",

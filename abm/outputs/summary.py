@@ -13,7 +13,7 @@ from abm.engine.disease import AGE_GROUP_LABELS, Stage
 from abm.engine.recorder import SimulationResult
 from abm.outputs.calendar import date_of
 from abm.outputs.peaks import peak
-from abm.outputs.tables import HOSPITAL_STAGES
+from abm.outputs.tables import ACTIVE_STAGES, HOSPITAL_STAGES
 
 # The summary's peaks (each with ``day``: null for a curve that stays at zero).
 PEAKS = ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu", "peak_new_infections")
@@ -116,6 +116,10 @@ def summarize(
         "days": res.days,
         "replicates": res.replicates,
         "cumulative_infected": {**mean_sd(cumulative), "share": float(cumulative.mean() / n)},
+        # Replicates whose epidemic is over by the last day (no one infected then): their means
+        # and those of epidemics still going are averaged alike, and one that died out early
+        # (a few seeds) pulls the mean down.
+        "replicates_epidemic_over": int((final[:, ACTIVE_STAGES].sum(axis=1) == 0).sum()),
         "peak_hospitalized": peak(hosp, n),
         "peak_hospital_occupancy": peak(occupancy, n),
         "peak_icu": peak(icu, n),

@@ -92,6 +92,8 @@ def summary_table(s: dict, engine_seconds: float | None = None) -> SummaryTable:
 
     ci = s["cumulative_infected"]
     add("cumulative infected", f"{ms(ci)} ({fixed(100 * ci['share'], 1)}%)", "cumulative_infected")
+    if "replicates_epidemic_over" in s:  # a summary written before abm had it has none
+        add("epidemic over by the last day", f"{s['replicates_epidemic_over']} of {replicates}")
 
     def when(p: dict) -> str:  # the peak's day, and how the curve ends against it
         end = peak_at_end(p, s["days"])
