@@ -7,12 +7,12 @@ import math
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from abm.outputs.compare_by_age import COLUMNS, by_age_summary, by_age_table
 from abm.outputs.plots import RunTables
 
 T_2DF = 4.302652729911275  # t quantile 0.975 with 2 degrees of freedom
-T_1DF = 12.706204736174707  # with 1
 
 
 def hand_made(label: str, deaths: list[int], infected: list[int], seed: int | None) -> RunTables:
@@ -34,7 +34,7 @@ def test_deaths_by_age_against_the_first_run():
     """80+ of 500 agents: the first run's deaths 1, 2, 3 (200, 400, 600 per 100,000), the second's
     0, 0, 0. Same seed: paired differences 200, 400, 600, mean 400, sd 200, interval 400 -+ t(2)
     x 200 / sqrt 3. Another seed: Welch, the second run without spread, so 2 degrees of freedom
-    and the same interval here; a run of 2 replicates against 3: Welch with 1 degree of freedom."""
+    and the same interval here; a run of 2 replicates against 3: Welch, with 1.68 degrees of freedom."""
     first = hand_made("a", [1, 2, 3], [50, 60, 70], seed=1)
     same = hand_made("b", [0, 0, 0], [20, 20, 20], seed=1)
     table = by_age_table([first, same])
@@ -60,7 +60,9 @@ def test_deaths_by_age_against_the_first_run():
     va, vb = 200**2 / 3, 2 * 200**2 / 2
     df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 1)
     assert two["averted_by"] == "independent runs" and two["deaths_averted_per_100k"] == pytest.approx(0)
-    assert df < 2 and two["deaths_averted_high"] > T_2DF * math.sqrt(va + vb)  # wider than with 2 df
+    wide = stats.t.ppf(0.975, df) * math.sqrt(va + vb)  # Welch-Satterthwaite: df = 1.68
+    assert (two["deaths_averted_low"], two["deaths_averted_high"]) == pytest.approx((-wide, wide))
+    assert wide > T_2DF * math.sqrt(va + vb)  # wider than with 2 degrees of freedom
     text = by_age_summary(table)
     assert text.columns == ["age group", "a: deaths /100k", "b: deaths /100k", "b: averted /100k (95%)"]
     assert text.rows[1] == ["80+", "400", "0", f"400 ({400 - half:.0f} to {400 + half:.0f})"]

@@ -697,10 +697,11 @@ class Comparison:
             days.to_csv(tmp / "comparison.csv", index=False)
             ages = by_age_table(self.runs)
             ages.to_csv(tmp / "comparison_by_age.csv", index=False)
-            text = markdown(table, table_note(self.runs, table)) + "\n" + by_age_summary(ages).markdown()
+            ages_text = by_age_summary(ages)
+            text = markdown(table, table_note(self.runs, table)) + "\n" + ages_text.markdown()
             (tmp / "comparison.md").write_text(text, encoding="utf-8")
             write_plots(self.runs, tmp / "plots")
-            page = _html_report(table, self.runs, self.folders, out, by_age_summary(ages))
+            page = _html_report(table, self.runs, self.folders, out, ages_text)
             (tmp / "report.html").write_text(page, encoding="utf-8")
         return out
 
