@@ -1,5 +1,7 @@
 """IPA: alignment term properties and the ring protocol."""
 
+import numpy as np
+import pytest
 import torch
 
 from abm.learning.protocols.ipa import alignment
@@ -204,3 +206,164 @@ def test_a_turn_pulls_each_other_copy_with_its_own_pair_weight():
     for j, a_0j in ((1, 1.5), (2, 0.9)):
         expected = before[j] - 0.1 * 2 * 0.5 * a_0j * (before[j] - before[0])
         assert torch.allclose(flat_params(ctx.participants[j].model), expected, atol=1e-6), j
+
+
+def _controlled_fair_stop(monkeypatch, fair_stop: dict, phi: list[float], rounds_xi: list[list[float]]):
+    """IPA with ``fair_stop`` on a 3-peer linear ring of 4 rounds whose standalone validation
+    accuracies are ``phi`` and whose validation accuracy after round t is ``rounds_xi[t]`` (the
+    models train for real; only the accuracies are given)."""
+    import abm.learning.protocols.ipa as ipa
+
+    ctx = _linear_ring([6, 6, 6])
+    accuracies = iter(rounds_xi)
+    round_accuracies: list[float] = []
+
+    def accuracy(model, data):
+        if not round_accuracies:
+            round_accuracies.extend(next(accuracies))
+        return round_accuracies.pop(0)
+
+    monkeypatch.setattr(ipa, "standalone_val_accuracy", lambda ctx: list(phi))
+    monkeypatch.setattr(ipa, "accuracy", accuracy)
+    protocol = ipa.IPA(ipa.IPAConfig(fair_stop=fair_stop))
+    protocol.setup(ctx)
+    return ctx, protocol
+
+
+def test_last_fair_gives_back_the_models_of_the_last_round_with_rho_at_least_rho_min(monkeypatch):
+    """ipa.md 7.7 (b): phi = (0.2, 0.5, 0.8). Round 1: xi = phi + 0.1, rho = 1 (fair). Round 2:
+    xi = (0.5, 0.4, 0.9): centred phi (-0.3, 0, 0.3), centred xi (-0.1, -0.2, 0.3), so rho =
+    0.12 / sqrt(0.18 * 0.14) = 0.7559 < 0.8 (not fair). Round 3: xi = (0.7, 0.8, 0.9), rho = 1
+    (fair). Round 4: every xi 0.9, constant: rho NaN, not fair. All four rounds train; the peers
+    end with their models of round 3, the last fair one."""
+    from abm.learning.models import flat_params
+
+    xi = [[0.3, 0.6, 0.9], [0.5, 0.4, 0.9], [0.7, 0.8, 0.9], [0.9, 0.9, 0.9]]
+    ctx, protocol = _controlled_fair_stop(monkeypatch, {"rho_min": 0.8}, [0.2, 0.5, 0.8], xi)
+    after = []
+    for t in range(4):
+        protocol.run_round(ctx, t)
+        after.append([flat_params(p.model).clone() for p in ctx.participants])
+        assert protocol.stopped_at is None, t
+    assert protocol.kept_round == 3
+    np.testing.assert_allclose(protocol.rho[:3], [1.0, 0.12 / np.sqrt(0.18 * 0.14), 1.0], rtol=1e-9)
+    assert np.isnan(protocol.rho[3])
+    assert protocol.val_accuracy == xi
+    for k, p in enumerate(ctx.participants):
+        assert not torch.equal(after[1][k], after[2][k])  # round 3 trained
+        assert torch.equal(flat_params(p.model), after[2][k])  # and its models are the ones kept
+    summary = protocol.summary(ctx)["fair_stop"]
+    assert summary["rule"] == "last_fair" and summary["rho_min"] == 0.8 and summary["kept_round"] == 3
+    assert summary["standalone_val_accuracy"] == [0.2, 0.5, 0.8] and summary["val_accuracy"] == xi
+
+
+def test_last_fair_keeps_the_final_models_when_no_round_is_fair(monkeypatch):
+    """A constant phi gives rho NaN in every round, which is never fair: nothing is restored
+    (the final models stay, round 4's training included) and kept_round is None."""
+    from abm.learning.models import flat_params
+
+    xi = [[0.3, 0.6, 0.9]] * 4
+    ctx, protocol = _controlled_fair_stop(monkeypatch, {"rule": "last_fair", "rho_min": -1.0}, [0.5] * 3, xi)
+    for t in range(3):
+        protocol.run_round(ctx, t)
+    before_last = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 3)
+    assert protocol.kept_round is None and all(np.isnan(protocol.rho))
+    assert all(not torch.equal(flat_params(p.model), b) for p, b in zip(ctx.participants, before_last, strict=True))
+    assert protocol.summary(ctx)["fair_stop"]["kept_round"] is None
+
+
+def test_first_all_gain_stops_at_the_first_fair_round_in_which_every_peer_gains(monkeypatch):
+    """ipa.md 7.7 (c): phi = (0.2, 0.5, 0.8). Round 1: xi = phi - 0.1, rho = 1 but nobody gains.
+    Round 2: xi = (0.9, 0.6, 0.8), everyone at or above phi but rho < 0 (centred xi (0.133,
+    -0.167, 0.033): covariance -0.03). Round 3: xi = (0.3, 0.6, 0.8): every xi_i >= phi_i (peer 3
+    ties) and rho = 0.15 / sqrt(0.18 * 0.12667) = 0.9934: stop, stopped_at 3. Round 4 is frozen
+    and records nothing."""
+    from abm.learning.models import flat_params
+
+    xi = [[0.1, 0.4, 0.7], [0.9, 0.6, 0.8], [0.3, 0.6, 0.8]]
+    ctx, protocol = _controlled_fair_stop(monkeypatch, {"rule": "first_all_gain"}, [0.2, 0.5, 0.8], xi)
+    for t in range(2):
+        protocol.run_round(ctx, t)
+        assert protocol.stopped_at is None, t
+    protocol.run_round(ctx, 2)
+    assert protocol.stopped_at == 3 and protocol.kept_round == 3
+    assert protocol.rho[0] == pytest.approx(1.0) and protocol.rho[1] < 0
+    assert protocol.rho[2] == pytest.approx(0.15 / np.sqrt(0.18 * 0.38 / 3), rel=1e-9)
+    frozen = [flat_params(p.model).clone() for p in ctx.participants]
+    protocol.run_round(ctx, 3)
+    assert all(torch.equal(flat_params(p.model), f) for p, f in zip(ctx.participants, frozen, strict=True))
+    assert len(protocol.rho) == 3 and protocol.val_accuracy == xi
+
+
+def test_first_all_gain_never_stops_on_a_nan_rho(monkeypatch):
+    """Every peer gains in every round, but xi is constant: rho is NaN, so the rule never fires
+    even at rho_min -1."""
+    ctx, protocol = _controlled_fair_stop(
+        monkeypatch, {"rule": "first_all_gain", "rho_min": -1.0}, [0.2, 0.5, 0.8], [[0.9, 0.9, 0.9]] * 4
+    )
+    for t in range(4):
+        protocol.run_round(ctx, t)
+    assert protocol.stopped_at is None and protocol.kept_round is None and len(protocol.rho) == 4
+
+
+def test_fair_stop_config_is_validated():
+    """rho_min is a correlation, within [-1, 1]; the rule is one of two; fair_stop is a rule of
+    its own, refused beside stop_round or target_accuracy; a scenario names the key."""
+    from pydantic import ValidationError
+
+    from abm.learning.errors import LearningScenarioError
+    from abm.learning.protocols.ipa import FairStop, IPAConfig
+
+    assert FairStop() == FairStop(rule="last_fair", rho_min=0.8)
+    FairStop(rho_min=-1.0)
+    FairStop(rho_min=1.0)
+    for bad in (1.5, -1.01, float("nan")):
+        with pytest.raises(ValidationError, match="rho_min"):
+            FairStop(rho_min=bad)
+    with pytest.raises(ValidationError, match="rule"):
+        FairStop(rule="first_fair")
+    with pytest.raises(ValidationError, match="rhomin"):
+        IPAConfig(fair_stop={"rhomin": 0.5})
+    for other in ({"stop_round": 2}, {"target_accuracy": 0.9}):
+        with pytest.raises(ValidationError, match="fair_stop is an early-stopping rule of its own"):
+            IPAConfig(fair_stop={}, **other)
+    with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.params\.fair_stop\.rho_min: 2"):
+        load_scenario(_scenario(fair_stop={"rho_min": 2}))
+
+
+def test_fair_stop_report_phi_is_local_onlys_validation_accuracy_and_last_fair_restores():
+    """Through the runner (3 peers with 10 / 30 / 60 % of the data, lam 0.1, 5 rounds, rho_min
+    0.5): phi in the report is exactly what the local-only baseline of the run scores on each
+    peer's validation split; rho(t) is the Pearson of phi and the recorded xi(t); the rule trains
+    as IPA without it does (same history up to the last round), and the last fair round is round
+    2 (rho 0.66; later rounds below 0.5), so the final scores are round 2's."""
+    from abm.learning.metrics import collaborative_fairness
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.runner import build_participants, execute_protocol, prepare_data
+    from abm.learning.scenario import ProtocolSpec
+    from abm.learning.training import accuracy
+
+    sc = _scenario(lam=0.1, fair_stop={"rho_min": 0.5})
+    sc["protocols"].append({"name": "ipa", "label": "ipa_plain", "params": {"lam": 0.1}})
+    sc["split"] = {"participants": 3, "quantity_skew": {"fractions": [0.1, 0.3, 0.6]}}
+    sc["rounds"] = 5
+    sc["training"] = {"optimizer": "sgd", "momentum": 0.0, "lr": 0.1, "batch_size": 16}
+    scenario = load_scenario(sc)[0]
+    out = run_all(scenario)["protocols"]
+    fair = out["ipa"]["summary"]["fair_stop"]
+    assert "fair_stop" not in out["ipa_plain"]["summary"]
+
+    data = prepare_data(scenario)
+    local = build_participants(scenario, data, scenario.models)
+    ctx = RunContext(participants=local, n_classes=4, input_shape=(6,), rounds=5, local_epochs=1, seed=0)
+    execute_protocol(scenario, ProtocolSpec(name="local"), ctx)
+    assert fair["standalone_val_accuracy"] == [accuracy(p.model, p.data.val) for p in local]
+
+    assert len(fair["val_accuracy"]) == len(fair["rho"]) == 5
+    expected = [collaborative_fairness(fair["standalone_val_accuracy"], xi) for xi in fair["val_accuracy"]]
+    assert fair["rho"] == expected
+    assert fair["kept_round"] == 2 == 1 + max(t for t, r in enumerate(fair["rho"]) if r >= 0.5)
+    assert out["ipa"]["summary"]["stopped_at"] is None
+    assert out["ipa"]["history"][:4] == out["ipa_plain"]["history"][:4]
+    assert out["ipa"]["history"][4] == out["ipa"]["history"][1] != out["ipa_plain"]["history"][4]

@@ -115,6 +115,21 @@ class _Recording(SumAggregator):
         return total
 
 
+def test_ipa_fair_stop_on_calibrators_takes_phi_from_local_training_of_its_architecture(setup):
+    """IPA's fair_stop works on calibrators: phi is exactly the validation accuracy of local-only
+    run with IPA's one calibrator architecture (not local-only's mixed calibrators), and rho(t)
+    and xi(t) are recorded each round."""
+    from abm.learning.training import accuracy
+
+    scenario, institutions = setup
+    spec = next(s for s in scenario.protocols if s.name == "ipa")
+    fair = spec.model_copy(update={"params": {"fair_stop": {"rule": "first_all_gain", "rho_min": 0.0}}})
+    summary = run_protocol(scenario, institutions, fair).summary["fair_stop"]
+    local = run_protocol(scenario, institutions, CalibrationProtocolSpec(name="local", models=spec.models))
+    assert summary["standalone_val_accuracy"] == [accuracy(p.model, p.data.val) for p in local.participants]
+    assert len(summary["rho"]) == len(summary["val_accuracy"]) == (summary["kept_round"] or scenario.rounds)
+
+
 def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch):
     scenario, institutions = setup
     spec = next(s for s in scenario.protocols if s.name == "codream")

@@ -6,25 +6,59 @@ training makes a round) of SGD on CE(D_i; theta_i) + lam * sum_l sum_{j != i} a_
 over *all* copies (``update_others``), so theta_i learns from its data and every other copy is
 pulled toward it. ``p = 1``: sum of absolute differences; ``p = 2``: sum of squared differences
 (``reduction: mean`` divides by the layer size). Pair weights a_ij are 1 (``uniform``) or
-N |D_j| / |D| (``size``: the weighted coupling). Early stopping: a fixed ``stop_round`` or the
-first round at which every peer's validation accuracy reaches ``target_accuracy``; after the stop
-the models are frozen.
+N |D_j| / |D| (``size``: the weighted coupling). Early stopping: a fixed ``stop_round``, the
+first round at which every peer's validation accuracy reaches ``target_accuracy`` (after the stop
+the models are frozen), or ``fair_stop`` (:class:`FairStop`), ipa.md's fair regime (4.6, 7.7 (b)
+and (c)): rounds whose Pearson rho between the peers' standalone and IPA validation accuracies is
+at least ``rho_min``.
+
+``fair_stop``'s information assumption: whoever applies the rule learns every peer's scalar
+validation accuracies, standalone (phi_i, once) and IPA's after each round (xi_i(t)); the peers
+publish these numbers, nothing else (``target_accuracy`` assumes the same of xi). Each peer gets
+phi_i by training a copy of its initial model alone before round 1 (:func:`standalone_val_accuracy`).
 """
 
 from __future__ import annotations
 
+import copy
+import math
 from collections.abc import Iterable
 from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from abm.learning.messages import Message, MessageKind
+from abm.learning.metrics import collaborative_fairness
 from abm.learning.models import architecture_key, flat_params
+from abm.learning.participant import Participant
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 from abm.learning.training import accuracy, minibatch_indices
+
+INFORMATION_ASSUMPTION = (
+    "the peers publish their scalar validation accuracies (standalone once, IPA's after each round) "
+    "to whoever applies the rule"
+)
+
+
+class FairStop(BaseModel):
+    """IPA's fairness-based early stopping (ipa.md 4.6 and 7.7): a round is fair when
+    rho(phi, xi(t)) >= ``rho_min``, rho being the Pearson correlation of the peers' standalone
+    validation accuracies phi and their IPA validation accuracies xi(t) after round t (NaN, when
+    either is constant, is not fair).
+
+    ``last_fair`` (7.7 (b)): run every round, then give each peer back its model of the last fair
+    round, t* = max{t : rho >= rho_min} (the final models when no round was fair).
+    ``first_all_gain`` (7.7 (c)): stop, freezing the models, at the first round that is fair and
+    in which every peer's xi_i >= phi_i.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: Literal["last_fair", "first_all_gain"] = "last_fair"
+    rho_min: float = Field(0.8, ge=-1, le=1)
 
 
 class IPAConfig(ProtocolConfig):
@@ -38,6 +72,29 @@ class IPAConfig(ProtocolConfig):
     pair_weights: Literal["uniform", "size"] = "uniform"
     stop_round: int | None = Field(None, ge=1)
     target_accuracy: float | None = Field(None, ge=0, le=1)
+    fair_stop: FairStop | None = None
+
+    @model_validator(mode="after")
+    def _one_stopping_rule(self) -> IPAConfig:
+        if self.fair_stop is not None and (self.stop_round is not None or self.target_accuracy is not None):
+            raise ValueError(
+                "fair_stop is an early-stopping rule of its own: give it without stop_round and target_accuracy"
+            )
+        return self
+
+
+def standalone_val_accuracy(ctx: RunContext) -> list[float]:
+    """phi: each peer's validation accuracy after training a copy of its model, as it is now, alone
+    for the run's rounds x ``local_epochs`` passes with its own optimizer settings, batch size and
+    seed. Called before round 1 it is local-only's training, so phi is the validation accuracy of
+    the local-only baseline of a run with as many rounds. The copies draw their minibatches from
+    generators of their own, so the peers' IPA training is as it would be without them."""
+    out = []
+    for p in ctx.participants:
+        alone = Participant(p.pid, p.data, copy.deepcopy(p.model), p.train_config, p.seed)
+        alone.train(ctx.rounds * ctx.local_epochs)
+        out.append(accuracy(alone.model, alone.data.val))
+    return out
 
 
 def alignment(
@@ -72,6 +129,12 @@ class IPA(Protocol):
             self.a = np.ones((n, n))
         self.stopped_at: int | None = None
         self.distances_l1: list[float] = []
+        # fair_stop: phi, xi(t) and rho(t) per round, the round whose models are kept and a copy of them
+        self.phi: list[float] = standalone_val_accuracy(ctx) if self.config.fair_stop is not None else []
+        self.val_accuracy: list[list[float]] = []
+        self.rho: list[float] = []
+        self.kept_round: int | None = None
+        self._kept: list[dict[str, torch.Tensor]] | None = None
 
     def _turn(self, ctx: RunContext, i: int) -> None:
         cfg = self.config
@@ -113,6 +176,38 @@ class IPA(Protocol):
             accs = [accuracy(p.model, p.data.val) for p in ctx.participants]
             if min(accs) >= cfg.target_accuracy:
                 self.stopped_at = t + 1
+        if cfg.fair_stop is not None:
+            self._fair_stop(ctx, t, cfg.fair_stop)
+
+    def _fair_stop(self, ctx: RunContext, t: int, rule: FairStop) -> None:
+        """Record xi(t) and rho(t); apply ``rule`` (:class:`FairStop`) after round ``t``."""
+        xi = [accuracy(p.model, p.data.val) for p in ctx.participants]
+        rho = collaborative_fairness(self.phi, xi)
+        self.val_accuracy.append(xi)
+        self.rho.append(rho)
+        fair = not math.isnan(rho) and rho >= rule.rho_min
+        if rule.rule == "first_all_gain":
+            if fair and all(x >= f for x, f in zip(xi, self.phi, strict=True)):
+                self.stopped_at = self.kept_round = t + 1
+            return
+        if fair:
+            self.kept_round = t + 1
+            self._kept = [{k: v.detach().clone() for k, v in p.model.state_dict().items()} for p in ctx.participants]
+        if t + 1 == ctx.rounds and self._kept is not None and self.kept_round != t + 1:
+            for p, state in zip(ctx.participants, self._kept, strict=True):
+                p.model.load_state_dict(state)
 
     def summary(self, ctx: RunContext) -> dict:
-        return {"stopped_at": self.stopped_at, "mean_abs_param_distance": self.distances_l1}
+        out: dict = {"stopped_at": self.stopped_at, "mean_abs_param_distance": self.distances_l1}
+        rule = self.config.fair_stop
+        if rule is not None:
+            out["fair_stop"] = {
+                "rule": rule.rule,
+                "rho_min": rule.rho_min,
+                "standalone_val_accuracy": self.phi,
+                "val_accuracy": self.val_accuracy,
+                "rho": self.rho,
+                "kept_round": self.kept_round,
+                "information_assumption": INFORMATION_ASSUMPTION,
+            }
+        return out
