@@ -363,6 +363,7 @@ def simulation_of(sc: Scenario, population: Population, **changes: Any) -> Simul
         "seed": sc.simulation.seed,
         "device": torch.device(sc.simulation.device),
         "interventions": sc.interventions.build(),
+        "attribute_infections": sc.outputs.reproduction_number,
     }
     return Simulation(**{**args, **changes})
 

@@ -126,6 +126,12 @@ class OutputConfig(BaseModel):
         description="days of the map's PNG snapshots, each within the run ([] for none); default: 50, 70 and 120, "
         "each past the run's end replaced by its last day",
     )
+    reproduction_number: bool = Field(
+        True,
+        description="put each infection by transmission down to one infector, for the reproduction number by day "
+        "of infection (timeseries, summary, plot); it changes no result and costs up to about 15% more engine time "
+        "(BENCHMARKS.md); false: none",
+    )
     boundaries: str | None = Field(
         None,
         description="tract boundary file (Census shapefile .zip/.shp or GeoJSON with GEOID); "

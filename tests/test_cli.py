@@ -169,7 +169,8 @@ def test_run_writes_a_complete_run_folder(tmp_path):
     entries = ["new_hospitalizations", "new_icu", "new_deaths"]
     # No intervention: no intervention columns. ("hospitalized" is a stage and a derived column.)
     stage_derived = ["new_infections", "cumulative_infected", "active", "icu", "hospital_occupancy", "deaths"]
-    assert list(ts.columns) == ["day", "replicate", *STAGE_NAMES, *stage_derived, *entries]
+    reproduction = ["secondary_infections", "reproduction_number", "generation_interval"]
+    assert list(ts.columns) == ["day", "replicate", *STAGE_NAMES, *stage_derived, *entries, *reproduction]
     assert (ts[STAGE_NAMES].sum(axis=1) == 3000).all()
     assert ts.equals(pd.read_parquet(out / "timeseries.parquet"))
     # Derived columns, from the stage counts of the same row.
@@ -1912,3 +1913,27 @@ def test_calibration_progress_can_say_the_lowest_loss_so_far(monkeypatch, capsys
         "re-run 3 of 4 done: loss 0.750, best so far 0.500 (3 s, about 1 s left)",
         "re-run 4 of 4 done: loss 0.250, best so far 0.250 (4 s)",
     ]
+
+
+def test_an_interrupt_while_the_folder_is_probed_leaves_no_probe(tmp_path, monkeypatch):
+    """check_target makes and removes a folder to learn that it can write beside the output. A
+    Ctrl-C that lands between the two (as abm learn's interrupt test once caught it) used to leave
+    a `.abm-probe-...` folder behind; the probe's name is now known before it is made, and it is
+    removed on the way out."""
+    import os
+
+    from abm.outputs import run_folder
+
+    real_rmdir = os.rmdir
+    calls = []
+
+    def interrupted_rmdir(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real_rmdir(path)
+
+    monkeypatch.setattr(run_folder.os, "rmdir", interrupted_rmdir)
+    with pytest.raises(KeyboardInterrupt):
+        run_folder.check_target(tmp_path / "out")
+    assert len(calls) == 2 and list(tmp_path.iterdir()) == []

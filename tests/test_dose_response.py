@@ -140,10 +140,13 @@ def test_variants_share_the_epidemic_until_the_intervention_acts() -> None:
     """Same seed, same draws: vaccination from day 10 protects no one before day 24 (dose 1 takes
     14 days) and draws from streams of its own, so every replicate's epidemic is the same as
     without vaccination up to day 23, to the agent count; what the pairing of the differences
-    rests on."""
+    rests on. (The reproduction number's columns look forward, to what the agents infected on a
+    day go on to cause, and are left out.)"""
     base = run({}).timeseries
     vacc = run(CASES["vaccination_doses"].weak).timeseries
-    columns = [c for c in base.columns if c in vacc.columns]
+    forward = {"secondary_infections", "reproduction_number"}
+    columns = [c for c in base.columns if c in vacc.columns and c not in forward]
+    assert "generation_interval" in columns
     early = base[base.day < 24][columns].reset_index(drop=True)
     np.testing.assert_array_equal(early.to_numpy(), vacc[vacc.day < 24][columns].reset_index(drop=True).to_numpy())
     later = base[base.day == DAYS - 1].cumulative_infected.to_numpy()

@@ -442,8 +442,9 @@ def test_compare_of_a_table_cut_short_or_with_a_word_for_a_number_says_so(runs, 
     a word in a count column ended in a traceback. Both get one line and exit code 2."""
     cut = _edited_copy(runs["sq"], tmp_path / "cut")
     (cut / "timeseries.parquet").unlink()
-    text = (cut / "timeseries.csv").read_text()
-    (cut / "timeseries.csv").write_text(text[: text.rstrip("\n").rfind(",", 0, -30)])
+    lines = (cut / "timeseries.csv").read_text().rstrip("\n").split("\n")
+    stop = lines[0].split(",").index("new_infections")  # the last row ends before its new_infections
+    (cut / "timeseries.csv").write_text("\n".join([*lines[:-1], ",".join(lines[-1].split(",")[:stop])]))
     rows = len(pd.read_csv(runs["sq"] / "timeseries.csv"))
     word = _edited_copy(runs["sq"], tmp_path / "word")
     (word / "timeseries.parquet").unlink()
@@ -453,7 +454,7 @@ def test_compare_of_a_table_cut_short_or_with_a_word_for_a_number_says_so(runs, 
     out = tmp_path / "cmp"
     for bad, message in (
         (cut, f"cells in hospital_occupancy, icu, new_infections, cumulative_infected, new_hospitalizations, deaths, "
-              f"the first in row {rows:,} of its {rows:,} rows"),
+              f"secondary_infections, the first in row {rows:,} of its {rows:,} rows"),
         (word, f"holds 1 empty or non-number cell in new_hospitalizations, the first in row 5 of its {rows:,} rows"),
     ):  # fmt: skip
         result = compare(runs["ni"], bad, "--out", out)

@@ -59,7 +59,9 @@ class GradientStep:
 
 def simulation(sc: Scenario, pop: Population, seed: int, estimator: str) -> Simulation:
     """A differentiable simulation of the scenario with run seed ``seed``."""
-    return simulation_of(sc, pop, seed=seed, differentiable=True, gradient_estimator=estimator)
+    return simulation_of(
+        sc, pop, seed=seed, differentiable=True, gradient_estimator=estimator, attribute_infections=False
+    )
 
 
 def simulated_series(sim: Simulation, cfg: CalibrationConfig, scale: float) -> dict[str, torch.Tensor]:

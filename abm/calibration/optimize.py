@@ -254,6 +254,7 @@ def simulate_values(data: dict[str, Any], values: dict[str, float], source: str)
     sc = validate(with_values(data, values), f"{source} (a calibration trial's values: {drawn})")
     cfg = sc.calibration
     assert cfg is not None
+    sc.outputs.reproduction_number = False  # a trial's series need no infectors
     TASK_REUSE.keep = cfg.population_draws  # the population and network of each draw
     draws = [
         raw_series(run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k if k else None, reuse=TASK_REUSE), cfg)

@@ -90,6 +90,11 @@ class ContactLayer(ABC):
     def contacts_of(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs (position in ``agents``, contact) of the agents' contacts on ``day``."""
 
+    def contacts_on(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pairs of :meth:`contacts_of` for one day and distinct ``agents``, in any order
+        (a layer may find them faster so)."""
+        return self.contacts_of(agents, day)
+
     @abstractmethod
     def edges(self, day: int) -> Edges:
         """The day's contacts, each once."""
@@ -281,6 +286,7 @@ class OccupationLayer(ContactLayer):
         self.group_edges = tile(np.cumsum(per_group) - per_group, replicates, e, device)
         self.group_edges_end = tile(np.cumsum(per_group), replicates, e, device)
         self._rewired_by_day: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._ends: tuple[int, torch.Tensor] | None = None  # a day's new members of all its rewired contacts
         # Per agent-replicate, whether it is among the agents of a contacts_of call (all false
         # between calls).
         self._mark = torch.zeros(self.agent_group.shape[0], dtype=torch.bool, device=device)
@@ -364,6 +370,46 @@ class OccupationLayer(ContactLayer):
         keep = partner != agents.index_select(0, owner)
         return owner.masked_select(keep), partner.masked_select(keep)
 
+    def contacts_on(self, agents: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pairs of :meth:`contacts_of` for one day and distinct ``agents``, in another
+        order: their incident ring contacts, each kept, or, if rewired today, kept by its first
+        end with the new member; then the day's rewired contacts whose new member is one of them."""
+        if agents.numel() == 0:
+            return agents[:0], agents[:0]
+        pos, owner = expand_rows(self.inc_ptr, agents)
+        edge = self.inc_edge.index_select(0, pos)
+        idx = self.rewired_ids(day)
+        at, moved = find_sorted(idx, edge)
+        stays, went = flat_nonzero(~moved), flat_nonzero(moved)
+        owners = [owner.index_select(0, stays)]
+        partners = [self.inc_nbr.index_select(0, pos.index_select(0, stays))]
+        # A rewired contact stays with its first end, who meets the new member instead.
+        went = went.index_select(
+            0,
+            flat_nonzero(
+                self.src.index_select(0, edge.index_select(0, went))
+                == agents.index_select(0, owner.index_select(0, went))
+            ),
+        )
+        owners.append(owner.index_select(0, went))
+        partners.append(self.rewired_to(day, at.index_select(0, went)))
+        # The rewired contacts whose new member is one of the agents: among all of the day's,
+        # if the day's transmission found their new members, else among their groups'.
+        if self._ends is not None and self._ends[0] == day:
+            ends, first_ends = self._ends[1], idx
+        else:
+            j = self.rewired_in_groups(day, agents)
+            ends, first_ends = self.rewired_to(day, j), idx.index_select(0, j)
+        self._mark[agents] = True
+        hit = flat_nonzero(self._mark.index_select(0, ends))
+        self._mark[agents] = False
+        mine, order = torch.sort(agents)
+        owners.append(order.index_select(0, find_sorted(mine, ends.index_select(0, hit))[0]))
+        partners.append(self.src.index_select(0, first_ends.index_select(0, hit)))
+        owner, partner = torch.cat(owners), torch.cat(partners)
+        keep = partner != agents.index_select(0, owner)
+        return owner.masked_select(keep), partner.masked_select(keep)
+
     def _rewiring_of(self, day: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The day's rewired contacts (sorted ids) and the uniforms that place their new ends."""
         self.rewired_ids(day)
@@ -434,8 +480,10 @@ class OccupationLayer(ContactLayer):
         :meth:`rewired_ids` (all when ``None``): a member of the contact's group."""
         idx, u = self._rewiring_of(day)
         if j is not None:
-            idx, u = idx.index_select(0, j), u.index_select(0, j)
-        return self.new_ends(idx, u)
+            return self.new_ends(idx.index_select(0, j), u.index_select(0, j))
+        ends = self.new_ends(idx, u)
+        self._ends = (day, ends)  # kept for the day: who infected whom reads them again
+        return ends
 
     def new_ends(self, edges: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """The new other ends of rewired contacts ``edges`` placed by uniforms ``u``: a member

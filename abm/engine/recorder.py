@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from abm.engine.contacts import flat_nonzero
 from abm.engine.disease import NUM_AGE_GROUPS, NUM_STAGES, SYMPTOMATIC, Stage
 from abm.engine.ledger import CostLedger
 
@@ -42,6 +43,14 @@ class SimulationResult:
     # [day, replicate] infections put in by seeding (or a hook's ``Simulation.infect``), not by
     # transmission; they are part of ``new_infections``.
     introduced: np.ndarray | None = None
+    # [day, replicate]: infections that the agents infected on that day caused by the end of the
+    # run (each infection by transmission is put down to one infector: abm.engine.infectors),
+    # how many of those agents are still infected at the end (their count may yet grow), and the
+    # days from the infector's infection to the infectee's, summed over the day's transmissions.
+    # None where infections were not attributed.
+    secondary: np.ndarray | None = None
+    unfinished: np.ndarray | None = None
+    generation_days: np.ndarray | None = None
 
     @property
     def days(self) -> int:
@@ -74,6 +83,19 @@ class SimulationResult:
         new = self.new_infections
         return new if self.introduced is None else new - self.introduced
 
+    @property
+    def reproduction_number(self) -> np.ndarray | None:
+        """[day, replicate] the case reproduction number by day of infection: the infections
+        caused, on average, by the agents infected that day. NaN on a day without infections or
+        with agents still infected at the end (their count is not final); None where infections
+        were not attributed."""
+        if self.secondary is None or self.unfinished is None:
+            return None
+        new = self.new_infections.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = self.secondary / new
+        return np.where((new > 0) & (self.unfinished == 0), r, np.nan)
+
 
 class Recorder:
     """Keeps [replicate, tract, stage] and [replicate, age, stage] counts and daily snapshots."""
@@ -102,6 +124,10 @@ class Recorder:
         # Differentiable mode: per day, the [replicate, stage] entries summed over the agents'
         # infection weights (equal to the counts in value, carrying their gradients).
         self.weighted_entries: list[torch.Tensor] = []
+        # Per agent, the infections it caused; per day and replicate, the generation intervals'
+        # sum (infections by transmission that day, days since their infector's infection).
+        self.secondary = torch.zeros(sim.total, dtype=torch.int32, device=dev)
+        self.hist_generation = torch.zeros(d, r, dtype=torch.int32, device=dev)
         self._weighted_today = torch.zeros(r * NUM_STAGES, dtype=torch.float32, device=dev)
 
     def _keys(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,6 +147,12 @@ class Recorder:
         self.new_age.index_add_(0, ka, one)
         if introduced_on is not None:  # rare (seeding days): counted straight into the history
             self.hist_introduced[introduced_on].index_add_(0, self.sim.replicate.index_select(0, idx), one)
+
+    def transmissions(self, infectees: torch.Tensor, infectors: torch.Tensor, day: int) -> None:
+        """Count today's infections of ``infectees``, each by its infector in ``infectors``."""
+        self.secondary.index_add_(0, infectors, torch.ones_like(infectors, dtype=torch.int32))
+        days = day - self.sim.state.infected_day.index_select(0, infectors).int()
+        self.hist_generation[day].index_add_(0, self.sim.replicate.index_select(0, infectees), days)
 
     def transitions(self, idx: torch.Tensor, old: torch.Tensor, new: torch.Tensor) -> None:
         """Move agents ``idx`` from stage ``old`` to ``new`` in the counts."""
@@ -152,8 +184,26 @@ class Recorder:
             self.weighted_entries.append(self._weighted_today.view(r, -1))
             self._weighted_today = torch.zeros_like(self._weighted_today)
 
+    def by_infection_day(self) -> tuple[np.ndarray, np.ndarray]:
+        """[day, replicate] the infections caused by the agents infected that day, and how many
+        of those agents are still infected (neither recovered nor dead)."""
+        sim, r = self.sim, self.sim.replicates
+        s = sim.state
+        infected = flat_nonzero(s.infected_day >= 0)
+        key = s.infected_day.index_select(0, infected).long() * r + sim.replicate.index_select(0, infected)
+        size = self.hist_generation.numel()
+        caused = torch.zeros(size, dtype=torch.int64, device=key.device)
+        caused.index_add_(0, key, self.secondary.index_select(0, infected).long())
+        stage = s.stage.index_select(0, infected)
+        going = ((stage != Stage.RECOVERED) & (stage != Stage.DEATH)).long()
+        still = torch.zeros(size, dtype=torch.int64, device=key.device).index_add_(0, key, going)
+        shape = tuple(self.hist_generation.shape)
+        return caused.view(shape).cpu().numpy(), still.view(shape).cpu().numpy()
+
     def result(self, seconds: float, ledger: CostLedger) -> SimulationResult:
         """Move the history to the CPU as numpy arrays."""
+        attributed = self.sim.attribute_infections
+        secondary, unfinished = self.by_infection_day() if attributed else (None, None)
         return SimulationResult(
             agents=self.sim.n,
             replicates=self.sim.replicates,
@@ -167,4 +217,7 @@ class Recorder:
             engine_seconds=seconds,
             activity={name: v.cpu().numpy() for name, v in self.sim.activity.items()},
             introduced=self.hist_introduced.cpu().numpy(),
+            secondary=secondary,
+            unfinished=unfinished,
+            generation_days=self.hist_generation.cpu().numpy() if attributed else None,
         )

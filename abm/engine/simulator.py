@@ -27,6 +27,7 @@ from abm.engine.config import (
 )
 from abm.engine.contacts import CommunityLayer, Edges, HouseholdLayer, OccupationLayer, flat_nonzero
 from abm.engine.disease import DiseaseModel
+from abm.engine.infectors import choose
 from abm.engine.ledger import CostLedger
 from abm.engine.recorder import Recorder, SimulationResult
 from abm.engine.reference_contacts import community_layer
@@ -90,6 +91,9 @@ class Simulation:
     # ``built_for`` holds): used instead of a new one. It keeps no state of a run, so the run
     # is the same (:class:`abm.runs.Reuse`, which calibration trials use).
     community_built: CommunityLayer | None = None
+    # Put each infection by transmission down to one of the day's infectious contacts
+    # (abm.engine.infectors), for the reproduction number; the epidemic is the same without.
+    attribute_infections: bool = True
 
     def __post_init__(self) -> None:
         d, pop, r = self.device, self.population, self.replicates
@@ -270,6 +274,7 @@ class Simulation:
         force of infection on each: the sum over their contacts of layer weight *
         infectiousness / normaliser, layer by layer."""
         src, w = self.infectiousness(day)
+        self._sources = (src, w)
         empty = src[:0]
         if src.numel() == 0:
             return empty, w[:0]
@@ -334,7 +339,45 @@ class Simulation:
             if score:
                 missed = ~hit
                 s.survival = s.survival.index_add(0, cand[missed], -lam[missed])  # log(1 - p) = -lam
-        self._infect(cand.index_select(0, flat_nonzero(hit)), None, day, gen, introduced=False)
+        new = cand.index_select(0, flat_nonzero(hit))
+        if self.attribute_infections and new.numel() > 0:
+            self.recorder.transmissions(new, self.infectors(new, day), day)
+        self._infect(new, None, day, gen, introduced=False)
+
+    def infector_pairs(self, targets: torch.Tensor, day: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The infectious contacts of ``targets`` (distinct agents) today, after the day's
+        exposure: pairs (position in ``targets``, contact, what the contact adds to the target's
+        force of infection), only pairs that add something. Summed per target, the values are its
+        force of infection (:meth:`exposure`)."""
+        src, w = self._sources
+        x = self._x.index_copy_(0, src, w.detach())
+        owners, partners, values = [], [], []
+        for layer in self.layers:
+            scale = self.layer_scale[layer.name]
+            if scale <= 0:
+                continue
+            pos, partner = layer.contacts_on(targets, day)
+            coef = layer.coef.index_select(0, targets.index_select(0, pos))
+            v = x.index_select(0, partner) * coef * scale
+            keep = flat_nonzero(v > 0)
+            owners.append(pos.index_select(0, keep))
+            partners.append(partner.index_select(0, keep))
+            values.append(v.index_select(0, keep))
+        x.index_fill_(0, src, 0.0)
+        if not owners:
+            empty = targets[:0]
+            return empty, empty, torch.zeros(0, device=self.device)
+        return torch.cat(owners), torch.cat(partners), torch.cat(values)
+
+    def infectors(self, targets: torch.Tensor, day: int) -> torch.Tensor:
+        """For each of ``targets``, infected by transmission today, the contact who infected it:
+        one of its infectious contacts, drawn in proportion to what each added to its force of
+        infection (:func:`abm.engine.infectors.choose`; stream ``infector``)."""
+        owner, partner, value = self.infector_pairs(targets, day)
+        u = torch.rand(
+            targets.shape[0], generator=generator(self.seed, "infector", day, self.device), device=self.device
+        )
+        return partner.index_select(0, choose(owner, value, u))
 
     def infect(
         self, idx: torch.Tensor, stage: torch.Tensor | None, day: int, gen: torch.Generator | None = None

@@ -143,6 +143,10 @@ TABLE_COLUMNS = {
 TABLE_GROUPS = {TIMESERIES: (), "by_age.csv": ("age_group",)}
 # The columns of TABLE_COLUMNS that hold text, not numbers.
 TEXT_COLUMNS = ("age_group", "item")
+# Columns compare reads where a run has them (the reproduction number's plot): checked as above,
+# and a run without them is compared without that plot's line. reproduction_number and
+# generation_interval may be empty by design, so a cut row shows in secondary_infections.
+OPTIONAL_COLUMNS = {TIMESERIES: ("secondary_infections",)}
 
 
 def _is_number(v: Any) -> bool:
@@ -171,7 +175,8 @@ def run_problems(run: RunTables) -> list[str]:
     if problems:
         return problems
     for name, table in tables.items():
-        problems += cell_problems(name, table, TABLE_COLUMNS[name])
+        optional = tuple(c for c in OPTIONAL_COLUMNS.get(name, ()) if c in table)
+        problems += cell_problems(name, table, TABLE_COLUMNS[name] + optional)
     if problems:
         return problems
     counts = {"replicates": s["replicates"], "days": s["days"]}

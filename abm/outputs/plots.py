@@ -1,5 +1,5 @@
 """Run plots (PNG, matplotlib Agg): hospital and ICU occupancy against capacity, daily new infections,
-cumulative infections, cumulative infections by age group and cumulative cost. Each draws the
+cumulative infections, cumulative infections by age group, cumulative cost and the reproduction number. Each draws the
 mean over replicates with a band from the lowest to the highest replicate, and several runs
 overlay in the same axes (``abm compare``).
 
@@ -11,6 +11,7 @@ dollars as booked for the run's agents.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from numpy.typing import ArrayLike
 
+from abm.outputs import reproduction
 from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: that loads torch
 
 PLOT_FILES = {
@@ -32,6 +34,7 @@ PLOT_FILES = {
     "cumulative_infections": "cumulative_infections.png",
     "cumulative_by_age": "cumulative_by_age.png",
     "cumulative_cost": "cumulative_cost.png",
+    "reproduction_number": "reproduction_number.png",
 }
 
 
@@ -292,6 +295,40 @@ def cumulative_cost(runs: list[RunTables]) -> Figure:
     return _finish(fig, ax, "Cumulative cost of interventions", "$ (for the run's agents)", runs)
 
 
+def reproduction_number(runs: list[RunTables]) -> Figure:
+    """The reproduction number by day of infection: per replicate, the infections caused per
+    infection over the week centred on each day (:func:`abm.outputs.reproduction.weekly`; days
+    whose count is not final left out), against 1. A run without the figures is named so."""
+    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    top = 2.0
+    for run, color in zip(runs, colors(len(runs)), strict=True):
+        got = reproduction.arrays(run.timeseries)
+        if got is None:
+            ax.plot([], [], " ", label=f"{run.label}: no reproduction number recorded")
+            continue
+        weeks = reproduction.weekly(*got)
+        with warnings.catch_warnings():  # a day no replicate has a final figure for stays empty
+            warnings.simplefilter("ignore", RuntimeWarning)
+            b = pd.DataFrame(
+                {"mean": np.nanmean(weeks, axis=1), "low": np.nanmin(weeks, axis=1), "high": np.nanmax(weeks, axis=1)}
+            )
+        _draw(ax, b, run.label, color)
+        if b["mean"].notna().any():
+            top = max(top, 1.25 * float(b["mean"].max()))
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1.2, label="1: each infection passed on once")
+    last = max(r.days for r in runs) - 1
+    ax.set_xlim(*((0, last) if last >= 1 else (-0.5, 0.5)))  # the runs' days, where some have no figure
+    _finish(
+        fig,
+        ax,
+        "Reproduction number by day of infection (weeks centred on each day)",
+        "infections caused per infection",
+        runs,
+    )
+    ax.set_ylim(0, top)
+    return fig
+
+
 FIGURES = {
     "hospital_occupancy": hospital_occupancy,
     "icu_occupancy": icu_occupancy,
@@ -299,6 +336,7 @@ FIGURES = {
     "cumulative_infections": cumulative_infections,
     "cumulative_by_age": cumulative_by_age,
     "cumulative_cost": cumulative_cost,
+    "reproduction_number": reproduction_number,
 }
 
 
@@ -309,6 +347,8 @@ def write_plots(runs: list[RunTables], folder: str | Path, dpi: int = 100) -> li
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for key, make in FIGURES.items():
+        if key == "reproduction_number" and all(reproduction.arrays(r.timeseries) is None for r in runs):
+            continue  # no run put its infections down to infectors
         fig = make(runs)
         path = folder / PLOT_FILES[key]
         fig.savefig(path, dpi=dpi)

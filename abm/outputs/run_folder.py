@@ -18,9 +18,9 @@ import glob
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import socket
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -234,12 +234,20 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
         )
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise OutputFolderError(f"{where}: cannot write in {str(parent.absolute())!r} (no permission or not a folder)")
-    try:  # permissions do not tell everything (a read-only mount, /proc, a full disk): try it
-        os.rmdir(tempfile.mkdtemp(prefix=".abm-probe-", dir=parent))
+    # Permissions do not tell everything (a read-only mount, /proc, a full disk): try it, under a
+    # name known before it is made, so that an interrupt (Ctrl-C) between making and removing it
+    # leaves nothing behind.
+    probe = parent / f".abm-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.mkdir(probe)
+        os.rmdir(probe)
     except OSError as exc:
         raise OutputFolderError(
             f"{where}: cannot write in {str(parent.absolute())!r} ({exc.strerror or exc})"
         ) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(probe)
     return target
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from abm.engine.disease import AGE_GROUP_LABELS, Stage
 from abm.engine.recorder import SimulationResult
+from abm.outputs import reproduction
 from abm.outputs.calendar import date_of
 from abm.outputs.peaks import peak
 from abm.outputs.tables import ACTIVE_STAGES, HOSPITAL_STAGES
@@ -90,6 +91,25 @@ def by_age(res: SimulationResult) -> list[dict[str, Any]]:
     return rows
 
 
+def reproduction_summary(res: SimulationResult) -> dict[str, Any] | None:
+    """``initial``: the reproduction number of each replicate's first week of infections (mean and
+    sd over the replicates where it is final: ``replicates``); ``generation_interval_days``: per
+    replicate, the mean days from an infector's infection to its infectee's, over all infections
+    by transmission (mean and sd over the replicates with any). None where infections were not
+    put down to infectors."""
+    if res.secondary is None or res.unfinished is None or res.generation_days is None:
+        return None
+    new = res.new_infections.astype(np.float64)
+    initial = reproduction.first_week(new, res.secondary.astype(np.float64), res.unfinished == 0)
+    initial = initial[~np.isnan(initial)]
+    transmitted = res.transmitted.sum(axis=0)
+    interval = res.generation_days.sum(axis=0)[transmitted > 0] / transmitted[transmitted > 0]
+    return {
+        "initial": {**mean_sd(initial), "replicates": int(initial.size)} if initial.size else None,
+        "generation_interval_days": {**mean_sd(interval), "replicates": int(interval.size)} if interval.size else None,
+    }
+
+
 def summarize(
     res: SimulationResult,
     meta: dict[str, Any],
@@ -137,6 +157,7 @@ def summarize(
         "total_cost": mean_sd(res.cost_totals),
     }
     out["by_age"] = by_age(res)
+    out["reproduction_number"] = reproduction_summary(res)
     out["region_scaled"] = region_scaled(out)
     if start_date is not None:
         out["start_date"] = start_date.isoformat()

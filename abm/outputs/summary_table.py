@@ -125,6 +125,18 @@ def summary_table(s: dict, engine_seconds: float | None = None) -> SummaryTable:
     add("peak ICU beds", f"{fixed(pi['value'], 1)}{when(pi) or ' (no one in ICU)'}", "peak_icu")
     if s.get("icu_capacity"):  # none where the region gives no ICU figure
         capacity_rows(s["icu_capacity"], "ICU ", "icu_capacity_beds")
+    rn = s.get("reproduction_number")  # none where infections were not put down to infectors
+    if rn:
+
+        def spread(x: dict, decimals: int) -> str:  # ± over the replicates it is taken from
+            sd = f" ± {fixed(x['sd'], decimals)}" if x["replicates"] > 1 else ""
+            some = "" if x["replicates"] == s["replicates"] else f" ({x['replicates']} of {replicates})"
+            return f"{fixed(x['mean'], decimals)}{sd}{some}"
+
+        if rn["initial"]:
+            add("reproduction number, first week's infections", spread(rn["initial"], 2))
+        if rn["generation_interval_days"]:
+            add("generation interval (days)", spread(rn["generation_interval_days"], 1))
     add("hospitalizations (admissions)", ms(s["hospitalizations"]), "hospitalizations")
     add("deaths", ms(s["deaths"]), "deaths")
     add("total cost ($)", ms(s["total_cost"]), "total_cost")

@@ -33,6 +33,10 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
     HOSPITALIZED stage alone and ``hospital_occupancy`` adds ICU and step-down beds;
     ``new_hospitalizations``, ``new_icu`` and ``new_deaths`` count entries that day. The
     run's interventions add their daily counts (``SimulationResult.activity``: tests, doses...).
+    Where infections were put down to infectors: ``secondary_infections``, those caused by the
+    agents infected that day; ``reproduction_number``, their mean per agent (empty on a day
+    without infections or with agents still infected at the end); ``generation_interval``, the
+    mean days from infector's infection to infectee's over the day's infections by transmission.
     """
     d, r = res.days, res.replicates
     stages = res.stages
@@ -50,6 +54,13 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
     cols["new_deaths"] = entries[:, :, Stage.DEATH].reshape(-1)
     for name, counts in res.activity.items():
         cols[name] = counts.reshape(-1)
+    r = res.reproduction_number
+    if r is not None and res.secondary is not None and res.generation_days is not None:
+        cols["secondary_infections"] = res.secondary.reshape(-1)
+        cols["reproduction_number"] = r.reshape(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            interval = res.generation_days / res.transmitted
+        cols["generation_interval"] = np.where(res.transmitted > 0, interval, np.nan).reshape(-1)
     return pd.DataFrame(cols)
 
 

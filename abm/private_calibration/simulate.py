@@ -104,6 +104,7 @@ def simulate(
         replicates=len(multipliers),
         seed=seed,
         interventions=[*model.interventions.build(), ReplicateParameters(multipliers, seeds, section.seeding_day)],
+        attribute_infections=False,  # the series need no infectors
     )
     res = sim.run()
     return SimulatedSeries(res.symptomatic_onsets.astype(np.int64), res.admissions.astype(np.int64), population.size)

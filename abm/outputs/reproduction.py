@@ -1,0 +1,63 @@
+"""The reproduction number from who infected whom (:mod:`abm.engine.infectors`): for the agents
+infected on a day, the infections they caused, on average (the case reproduction number by day of
+infection). A day's figure is final once none of its agents is still infected; until then it is
+left out. Works on plain arrays [day, replicate] and on a run's ``timeseries`` table, without torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# Days in the windows that pool a replicate's days (the first week; the plotted curve, centred).
+WEEK = 7
+
+
+def arrays(ts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """[day, replicate] new infections, the infections they caused and whether that count is final,
+    from a ``timeseries`` table; None for a table without the reproduction number's columns (a run
+    with ``outputs.reproduction_number: false``, or one written before abm had them)."""
+    if "secondary_infections" not in ts.columns or "reproduction_number" not in ts.columns:
+        return None
+
+    def wide(column: str) -> np.ndarray:
+        return ts.pivot(index="day", columns="replicate", values=column).to_numpy(dtype=np.float64)
+
+    new, r = wide("new_infections"), wide("reproduction_number")
+    return new, wide("secondary_infections"), (new == 0) | ~np.isnan(r)
+
+
+def pooled(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> float:
+    """Infections caused per infection over the given cells; NaN without infections or with a cell
+    whose count is not final."""
+    total = float(new.sum())
+    return float(caused.sum()) / total if total > 0 and bool(final.all()) else float("nan")
+
+
+def first_week(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray:
+    """Per replicate, the reproduction number of the infections of its first week (the day of its
+    first infection and the six after it); NaN for a replicate without infections or whose first
+    week's count is not final."""
+    out = np.full(new.shape[1], np.nan)
+    for r in range(new.shape[1]):
+        days = np.flatnonzero(new[:, r] > 0)
+        if days.size:
+            w = slice(days[0], days[0] + WEEK)
+            out[r] = pooled(new[w, r], caused[w, r], final[w, r])
+    return out
+
+
+def weekly(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray:
+    """[day, replicate] the reproduction number of the infections of the week centred on each day
+    (three days each side, fewer at the run's ends); NaN where that week has no infections or a
+    count that is not final."""
+    days, half = new.shape[0], WEEK // 2
+
+    def window_sums(x: np.ndarray) -> np.ndarray:
+        c = np.concatenate([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0, dtype=np.float64)])
+        d = np.arange(days)
+        return c[np.minimum(days, d + half + 1)] - c[np.maximum(0, d - half)]
+
+    n, k, open_ = window_sums(new), window_sums(caused), window_sums(~final)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n > 0) & (open_ == 0), k / n, np.nan)

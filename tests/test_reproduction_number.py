@@ -1,0 +1,223 @@
+"""Who infected whom, and the reproduction number built on it (abm.engine.infectors,
+abm.outputs.reproduction, the timeseries columns, summary, console and plot)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from abm.engine import DiseaseConfig, SeedingConfig, Simulation
+from abm.engine.infectors import choose
+from abm.outputs import reproduction
+from abm.outputs.summary_table import summary_table
+from abm.runs import population_of, resolve, simulation_of
+from abm.scenario import load_region
+from tests.conftest import make_population, quiet_contacts
+
+
+def test_choose_draws_each_pair_in_proportion_to_its_value():
+    # target 0 owns positions 1 (2.0) and 3 (0.0); target 1 owns 0 (1.0), 2 (3.0) and 4 (4.0):
+    # cumulative shares 1/8, 4/8, 8/8, so u picks the first pair whose share exceeds it.
+    owner = torch.tensor([1, 0, 1, 0, 1])
+    value = torch.tensor([1.0, 2.0, 3.0, 0.0, 4.0])
+    for u0, u1, expected in [
+        (0.0, 0.0, [1, 0]),
+        (0.999, 0.1249, [1, 0]),
+        (0.5, 0.125, [1, 2]),
+        (0.5, 0.49, [1, 2]),
+        (0.5, 0.5, [1, 4]),
+        (0.5, 0.9999, [1, 4]),
+    ]:
+        assert choose(owner, value, torch.tensor([u0, u1])).tolist() == expected
+    with pytest.raises(ValueError, match="without any pair"):
+        choose(torch.tensor([0]), torch.tensor([1.0]), torch.tensor([0.5, 0.5]))
+    with pytest.raises(ValueError, match="carry nothing"):
+        choose(torch.tensor([0, 1]), torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]))
+
+
+def test_choose_frequencies_follow_the_values():
+    # 40,000 draws among values 1, 2, 5: shares 1/8, 2/8, 5/8, each within 4 binomial sds.
+    n = 40_000
+    owner = torch.arange(n).repeat_interleave(3)
+    value = torch.tensor([1.0, 2.0, 5.0]).repeat(n)
+    u = torch.rand(n, generator=torch.Generator().manual_seed(3))
+    counts = torch.bincount(choose(owner, value, u) % 3, minlength=3).numpy()
+    for got, share in zip(counts, (1 / 8, 2 / 8, 5 / 8), strict=True):
+        assert abs(got - n * share) < 4 * math.sqrt(n * share * (1 - share))
+
+
+def _mid_epidemic(construction: str, replicates: int = 2, days: int = 25) -> Simulation:
+    sc = resolve(
+        "scenarios/king_county/no_intervention.yaml",
+        {"agents": 4000, "replicates": replicates, "days": 60, "seed": 3},
+        [f"contacts.community.construction={construction}", "seeding.infections={asymptomatic: 40}"],
+    )
+    sim = simulation_of(sc, population_of(sc, load_region(sc.population.region)), device=torch.device("cpu"))
+    for day in range(days):
+        sim.step(day)
+    return sim
+
+
+@pytest.mark.parametrize("construction", ["local_mix", "stub_path"])
+def test_each_infectors_share_sums_to_the_force_of_infection(construction):
+    """Every agent exposed today: its infectious contacts' values, summed, are its force of
+    infection, layer by layer weights and normalisers included, also with a closed setting and a
+    scaled layer; and each pair's contact is one of today's infectious agents."""
+    sim = _mid_epidemic(construction)
+    day = 25
+    for closures in ({}, {"SCHOOL": 0.0, "OFFICE": 0.5}):
+        sim.occupation.scale_settings(closures)
+        sim.layer_scale["community"] = 0.5 if closures else 1.0
+        target, force = sim.exposure(day)
+        assert target.numel() > 500
+        src, _ = sim._sources
+        # an infectious agent's force may hold its own infectiousness (a rewired contact that
+        # came back to it), which infects no one: the agents who can be infected are compared
+        keep = ~torch.isin(target, src)
+        target, force = target[keep], force[keep]
+        owner, partner, value = sim.infector_pairs(target, day)
+        summed = torch.zeros_like(force).index_add_(0, owner, value)
+        torch.testing.assert_close(summed, force, rtol=1e-5, atol=1e-9)
+        assert bool(torch.isin(partner, src).all())
+    assert float(sim._x.abs().sum()) == 0.0  # the scratch vector is left clean
+
+
+def test_the_occupation_layers_one_day_lookup_finds_the_same_pairs():
+    sim = _mid_epidemic("local_mix", days=3)
+    agents = torch.randperm(sim.total, generator=torch.Generator().manual_seed(1))[:1500]
+    for day in (0, 2, 9):
+        for layer in sim.layers:
+            a, b = layer.contacts_of(agents, day), layer.contacts_on(agents, day)
+            assert sorted(zip(*[t.tolist() for t in a], strict=True)) == sorted(
+                zip(*[t.tolist() for t in b], strict=True)
+            )
+
+
+def test_one_household_seed_infects_the_other_two_exactly():
+    """Three agents in one household, one seeded, transmission certain: the seed causes both other
+    infections the next day (reproduction number 2 on day 0, 0 on day 1, a generation interval
+    of 1 day), final once everyone has recovered or died."""
+    pop = make_population([[0, 1, 2]])
+    sim = Simulation(
+        pop,
+        DiseaseConfig(transmission_rate=1e6),
+        quiet_contacts(household={"weight": 1.0}),
+        SeedingConfig(infections={"asymptomatic": 1}),
+        days=120,
+        replicates=3,
+        seed=2,
+    )
+    res = sim.run()
+    assert res.new_infections[:2].tolist() == [[1, 1, 1], [2, 2, 2]]
+    assert res.secondary[:2].tolist() == [[2, 2, 2], [0, 0, 0]]
+    assert res.unfinished.sum() == 0
+    r = res.reproduction_number
+    assert r[:2].tolist() == [[2.0, 2.0, 2.0], [0.0, 0.0, 0.0]]
+    assert np.isnan(r[2:]).all()  # no one infected on the later days
+    assert res.generation_days[1].tolist() == [2, 2, 2]  # two infections, 1 day each
+
+
+def test_attribution_changes_no_epidemic_and_accounts_for_every_transmission():
+    sc = resolve("scenarios/king_county/no_intervention.yaml", {"agents": 5000, "replicates": 3, "days": 90}, None)
+    pop = population_of(sc, load_region(sc.population.region))
+    off = simulation_of(sc, pop, device=torch.device("cpu"), attribute_infections=False).run()
+    on = simulation_of(sc, pop, device=torch.device("cpu")).run()
+    for key in ("stages_by_tract", "new_by_tract", "stages_by_age", "entries", "introduced"):
+        assert np.array_equal(getattr(off, key), getattr(on, key)), key
+    assert off.secondary is None and off.reproduction_number is None
+    assert on.transmitted.sum() > 300
+    # every infection by transmission has one infector among the agents infected in the run
+    assert on.secondary.sum(axis=0).tolist() == on.transmitted.sum(axis=0).tolist()
+    # an infector infects from the day after its own infection: every interval is 1 day or more
+    assert (on.generation_days >= on.transmitted).all()
+    # a day's figure is final only where none of its agents is still infected
+    final = on.unfinished == 0
+    r = on.reproduction_number
+    assert np.isnan(r[~final]).all() and (on.unfinished[-1] > 0).any()
+
+
+def test_weekly_and_first_week_pool_the_final_days_only():
+    new = np.array([[2, 1], [0, 0], [4, 0], [1, 3]], dtype=float)
+    caused = np.array([[4, 3], [0, 0], [2, 0], [0, 1]], dtype=float)
+    final = np.array([[True, True], [True, True], [True, True], [False, True]])
+    np.testing.assert_allclose(reproduction.first_week(new, caused, final), [np.nan, 1.0])
+    final[3, 0] = True
+    np.testing.assert_allclose(reproduction.first_week(new, caused, final), [6 / 7, 1.0])
+    w = reproduction.weekly(new, caused, final)
+    # a centred week holds days d-3..d+3: here every day sees the whole run
+    np.testing.assert_allclose(w, [[6 / 7, 1.0]] * 4)
+    final[2, 1] = False  # a day of replicate 1 not final: every window that holds it is empty
+    assert np.isnan(reproduction.weekly(new, caused, final)[:, 1]).all()
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    out = tmp_path_factory.mktemp("r") / "run"
+    result = CliRunner().invoke(
+        app,
+        ["run", "scenarios/king_county/no_intervention.yaml", "--agents", "5000", "--replicates", "3",
+         "--days", "150", "--out", str(out)],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_abm_run_writes_the_reproduction_number(run_folder):
+    out, console = run_folder
+    ts = pd.read_csv(out / "timeseries.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    for _, row in ts[ts["reproduction_number"].notna()].iterrows():
+        assert row["reproduction_number"] == pytest.approx(row["secondary_infections"] / row["new_infections"])
+    per_replicate = ts.groupby("replicate")
+    resolved = yaml.safe_load((out / "scenario.resolved.yaml").read_text())
+    seeded = sum(resolved["seeding"]["infections"].values())  # a replicate, on day 0
+    transmitted = per_replicate["new_infections"].sum() - seeded
+    assert per_replicate["secondary_infections"].sum().tolist() == transmitted.astype(int).tolist()
+    rn = summary["reproduction_number"]
+    new, caused, final = reproduction.arrays(ts)
+    first = reproduction.first_week(new, caused, final)
+    assert rn["initial"]["mean"] == pytest.approx(np.nanmean(first))
+    assert rn["initial"]["replicates"] == int((~np.isnan(first)).sum())
+    # the mean generation interval of each replicate, from the per-day means and counts
+    ts["transmitted"] = ts["new_infections"] - np.where(ts["day"] == 0, seeded, 0)
+    ts["days"] = ts["generation_interval"].fillna(0) * ts["transmitted"]
+    sums = ts.groupby("replicate")[["days", "transmitted"]].sum()
+    assert rn["generation_interval_days"]["mean"] == pytest.approx((sums["days"] / sums["transmitted"]).mean())
+    # the console prints the summary's table (whose cells may wrap on a narrow terminal)
+    table = summary_table(summary).markdown()
+    assert f"| reproduction number, first week's infections | {rn['initial']['mean']:.2f} ± " in table
+    assert f"| generation interval (days) | {rn['generation_interval_days']['mean']:.1f} ± " in table
+    assert f"{rn['initial']['mean']:.2f} ± {rn['initial']['sd']:.2f}" in console
+    assert (out / "plots" / "reproduction_number.png").is_file()
+    assert "reproduction_number.png" in (out / "report.html").read_text()
+
+
+def test_reproduction_number_off_writes_none(tmp_path):
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["run", "scenarios/king_county/no_intervention.yaml", "--agents", "2000", "--replicates", "1",
+         "--days", "20", "--set", "outputs.reproduction_number=false", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    ts = pd.read_csv(out / "timeseries.csv")
+    assert "reproduction_number" not in ts.columns and "secondary_infections" not in ts.columns
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reproduction_number"] is None
+    assert not (out / "plots" / "reproduction_number.png").exists()
+    assert "reproduction number" not in summary_table(summary).markdown()
