@@ -100,12 +100,19 @@ OUTCOMES = (
     "hospitalizations",
     "deaths",
     "total_cost",
+    "reproduction_number_initial",
+    "generation_interval",
 )
 
 INTEGER_OUTCOMES = {"peak_hospital_day", "days_over_capacity", "days_over_icu_capacity", "peak_new_infections_day"}
 # Days of a peak: none in a replicate whose curve stays at zero, so the summary also counts the
 # replicates its mean is over (``<outcome>_n``).
 PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
+# The reproduction number of a replicate's first week of infections and its mean generation
+# interval (summary.json's reproduction_number): none where the run does not attribute its
+# infections (outputs.reproduction_number: false), the first week's figure is not final by the
+# run's end, or nothing was transmitted; the summary counts the replicates that have one.
+REPRODUCTION = ("reproduction_number_initial", "generation_interval")
 # Per peak day, the column of sweep.csv that says whether the replicate's curve is at its peak on
 # its last day (summary.json's ``at_end``: the peak may come after the run, the peak and its day
 # are lower bounds); the summary counts those replicates (``<column>_n``).
@@ -471,6 +478,9 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     out["peak_icu"] = s["peak_icu"]["value"]
     out["peak_new_infections"] = s["peak_new_infections"]["value"]
     out["peak_new_infections_day"] = s["peak_new_infections"]["day"]
+    rn = s.get("reproduction_number") or {}
+    for name, key in zip(REPRODUCTION, ("initial", "generation_interval_days"), strict=True):
+        out[name] = rn[key]["mean"] if rn.get(key) else None
     at_end = {
         AT_END["peak_hospital_day"]: bool(s["peak_hospital_occupancy"]["at_end"]),
         AT_END["peak_new_infections_day"]: bool(s["peak_new_infections"]["at_end"]),
@@ -612,6 +622,8 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
                     row[f"{name}_mean_date"] = _date_of_day(starts[int(v)], stats["mean"], rounded=True)
                 row[f"{name}_n"] = int(values.size)
                 row[f"{AT_END[name]}_n"] = int(group[AT_END[name]].sum())
+            if name in REPRODUCTION:
+                row[f"{name}_n"] = int(values.size)
         paired = same_draws(first, sweep_plan.variants[int(v)].model_dump(mode="json", by_alias=True))
         changes = in_region(changes_from_first(table, int(v), paired=paired), residents.get(int(v)))
         changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"

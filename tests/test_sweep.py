@@ -88,6 +88,12 @@ def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):
     assert row["deaths"] == s["deaths"]["mean"] and row["total_cost"] == s["total_cost"]["mean"]
     assert row["peak_hospital_at_end"] == s["peak_hospital_occupancy"]["at_end"]
     assert row["peak_new_infections_at_end"] == s["peak_new_infections"]["at_end"]
+    rn = s["reproduction_number"]
+    assert row["generation_interval"] == rn["generation_interval_days"]["mean"]
+    if rn["initial"] is None:  # 15 days: the first week's infections may still be going on
+        assert pd.isna(row["reproduction_number_initial"])
+    else:
+        assert row["reproduction_number_initial"] == rn["initial"]["mean"]
 
 
 def test_the_variants_of_a_replicate_share_its_population_and_network(builds):
@@ -109,6 +115,11 @@ def test_summary_is_mean_and_sample_sd_per_variant(local_sweep):
         x = t.loc[t.variant == v, "cumulative_infected"].to_numpy()
         assert s.loc[v, "cumulative_infected_mean"] == pytest.approx((x[0] + x[1]) / 2)
         assert s.loc[v, "cumulative_infected_sd"] == pytest.approx(abs(x[0] - x[1]) / np.sqrt(2))
+        for name in ("reproduction_number_initial", "generation_interval"):  # over the replicates that have one
+            x = t.loc[t.variant == v, name].dropna().to_numpy()
+            assert s.loc[v, f"{name}_n"] == len(x)
+            assert s.loc[v, f"{name}_mean"] == pytest.approx(x.mean()) if len(x) else np.isnan(s.loc[v, f"{name}_mean"])
+        assert s.loc[v, "generation_interval_n"] == 2
 
 
 def test_summary_gives_changes_from_the_first_variant_paired_by_replicate(local_sweep):
@@ -1013,3 +1024,20 @@ def test_changes_table_of_one_replicate_says_nothing_of_intervals():
     assert "interval" not in changes.caption
     summary["replicates"] = 2
     assert "an interval that includes 0" in sweep_tables(summary, ["a", "b"], [5000], [2252782])[1].caption
+
+
+def test_means_table_gives_the_first_weeks_reproduction_number_where_replicates_have_it():
+    """The means table's last column: the mean over the replicates with a final first week, saying
+    how many when not all; empty when none has one, or for a summary written before sweeps had it."""
+    from abm.outputs.sweep_report import sweep_tables
+
+    ends = {"per_100k": 2.0, "low": 1.0, "high": 3.0, "region": 45.1, "region_low": 22.0, "region_high": 67.0}
+    summary = changes_summary(3, ends)
+    means = sweep_tables(summary, ["a", "b"], [5000], [2252782])[0]
+    assert means.columns[-1] == "R first week" and [r[-1] for r in means.rows] == ["", ""]
+    summary["reproduction_number_initial_mean"] = [1.234, 0.9]
+    summary["reproduction_number_initial_n"] = [3, 1]
+    means = sweep_tables(summary, ["a", "b"], [5000], [2252782])[0]
+    assert [r[-1] for r in means.rows] == ["1.23", "0.90 (1 of 3)"]
+    summary["reproduction_number_initial_n"] = [0, 3]
+    assert sweep_tables(summary, ["a", "b"], [5000], [2252782])[0].rows[0][-1] == ""

@@ -41,6 +41,16 @@ def _change(row: pd.Series, name: str, unit: str, places: int) -> str:
     return f"{shown[0]} ({shown[1]} to {shown[2]})"
 
 
+def _initial_r(row: pd.Series) -> str:
+    """The mean reproduction number of the replicates' first week, and over how many when not all
+    have one (not final by the run's end); empty where none has (or an older sweep's table)."""
+    n = row.get("reproduction_number_initial_n")
+    if n is None or pd.isna(n) or int(n) == 0:
+        return ""
+    some = "" if int(n) == int(row["replicates"]) else f" ({int(n)} of {int(row['replicates'])})"
+    return f"{row['reproduction_number_initial_mean']:.2f}{some}"
+
+
 def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], people: list[int]) -> list[SummaryTable]:
     """The means table and the changes table of a sweep: ``summary`` (sweep_summary.csv), the
     variants' ``labels`` (``start_day=10``), the agents of its runs and its regions' residents
@@ -49,7 +59,7 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
     per_variant = summary["replicates"].iloc[0]
     means = SummaryTable(
         title=f"{counted(runs, 'run')} ({per_variant} per variant); means over replicates",
-        columns=["variant", "infected", "peak beds", "deaths", "cost $"],
+        columns=["variant", "infected", "peak beds", "deaths", "cost $", "R first week"],
         rows=[
             [
                 label,
@@ -57,6 +67,7 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
                 f"{row['peak_hospital_occupancy_mean']:,.1f}",
                 f"{row['deaths_mean']:,.1f}",
                 f"{row['total_cost_mean']:,.0f}",
+                _initial_r(row),
             ]
             for label, (_, row) in zip(labels, summary.iterrows(), strict=True)
         ],
