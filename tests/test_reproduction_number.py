@@ -196,7 +196,7 @@ def test_abm_run_writes_the_reproduction_number(run_folder):
     assert rn["generation_interval_days"]["mean"] == pytest.approx((sums["days"] / sums["transmitted"]).mean())
     # the console prints the summary's table (whose cells may wrap on a narrow terminal)
     table = summary_table(summary).markdown()
-    assert f"| reproduction number, first week's infections | {rn['initial']['mean']:.2f} ± " in table
+    assert f"| reproduction number, first week | {rn['initial']['mean']:.2f} ± " in table
     assert f"| generation interval (days) | {rn['generation_interval_days']['mean']:.1f} ± " in table
     assert f"{rn['initial']['mean']:.2f} ± {rn['initial']['sd']:.2f}" in console
     assert (out / "plots" / "reproduction_number.png").is_file()
@@ -221,3 +221,49 @@ def test_reproduction_number_off_writes_none(tmp_path):
     assert summary["reproduction_number"] is None
     assert not (out / "plots" / "reproduction_number.png").exists()
     assert "reproduction number" not in summary_table(summary).markdown()
+
+
+def test_a_day_is_final_once_its_agents_can_infect_no_one():
+    """Agents in hospital (infectiousness 0, and every stage after it too) cannot add to their
+    day's count: that day is final; an infection table that sends the hospital back to an
+    infectious stage makes it open again."""
+    from abm.engine.config import DwellTime
+    from abm.engine.disease import STAGE_NAMES, DiseaseModel
+
+    can = DiseaseModel(DiseaseConfig(), 10, torch.device("cpu")).can_still_infect
+    open_ = {"susceptible", "asymptomatic", "presymptomatic_mild", "presymptomatic_severe", "mild_symptoms",
+             "severe_symptoms"}  # fmt: skip
+    assert {n for n, c in zip(STAGE_NAMES, can[4].tolist(), strict=True) if c} == open_
+    table = DiseaseConfig().branching
+    h, m = STAGE_NAMES.index("hospitalized"), STAGE_NAMES.index("mild_symptoms")
+    for rows in table:  # from hospital, back to mild symptoms (a table no one would write; it tests the reach)
+        rows[h] = [1.0 if k == m else 0.0 for k in range(len(STAGE_NAMES))]
+    back = DwellTime.model_validate(
+        {"from": "hospitalized", "to": "mild_symptoms", "distribution": "two_point", "mean": 2}
+    )
+    cfg = DiseaseConfig(branching=table, dwell_times=[*DiseaseConfig().dwell_times, back])
+    looped = DiseaseModel(cfg, 10, torch.device("cpu"))
+    assert bool(looped.can_still_infect[4, h]) and not bool(looped.can_still_infect[4, STAGE_NAMES.index("death")])
+
+
+def test_an_agent_whose_infectiousness_profile_is_spent_counts_as_done():
+    """The profile's tail is only zero in the limit: an agent with at most DONE (1e-4) of it left
+    counts as done, which with the default profile (gamma, mean 5.5, sd 2.14 days) is from day 18
+    after its infection on: 1 - F(17) = 1.16e-4 and 1 - F(18) = 4.7e-5, F the gamma's cdf."""
+    from scipy.stats import gamma
+
+    from abm.engine.disease import DiseaseModel
+    from abm.engine.recorder import DONE
+
+    left = DiseaseModel(DiseaseConfig(), 60, torch.device("cpu")).profile_left
+    shape, scale = 5.5**2 / 2.14**2, 2.14**2 / 5.5
+    np.testing.assert_allclose(left[:30].numpy(), gamma.sf(np.arange(30), shape, scale=scale), rtol=1e-5, atol=1e-9)
+    assert next(k for k in range(30) if left[k] <= DONE) == 18
+    # a run: every agent infected on day 0 of a 19-day run has day 18 behind it, so day 0 is final
+    # unless one of them is still in an infectious stage and was infected less than 18 days ago
+    pop = make_population([[i] for i in range(50)])
+    sim = Simulation(pop, DiseaseConfig(), quiet_contacts(), SeedingConfig(infections={"mild_symptoms": 50}), days=19)
+    res = sim.run()
+    assert res.unfinished[0, 0] == 0 and res.reproduction_number[0, 0] == 0.0
+    short = Simulation(pop, DiseaseConfig(), quiet_contacts(), SeedingConfig(infections={"mild_symptoms": 50}), days=18)
+    assert short.run().unfinished[0, 0] > 0  # 17 days on, some are still mildly ill with 1.2e-4 left

@@ -57,12 +57,22 @@ class DiseaseModel:
         for name, value in cfg.infectiousness_by_stage.items():
             self.infectiousness[STAGE_NAMES.index(name)] = value
         self.infectiousness = self.infectiousness.to(device)
+        # [age group, stage]: whether an agent there may still infect anyone: its stage is
+        # infectious, or one it may move on to is (a stage in hospital, say, leads only to others
+        # that are not).
+        can = (self.infectiousness.cpu() > 0).expand(branching.shape[0], NUM_STAGES).clone()
+        for _ in range(NUM_STAGES):
+            can = can | ((branching > 0) & can[:, None, :]).any(-1)
+        self.can_still_infect = can.to(device)
         self.susceptibility = torch.tensor(cfg.susceptibility_by_age, dtype=torch.float32, device=device)
         # Infectiousness profile g(k) = F(k) - F(k-1), k days since infection; g(0) = 0.
         m, s = cfg.infectiousness_profile_mean, cfg.infectiousness_profile_sd
         k = torch.arange(horizon + 2, dtype=torch.float64)
         f = torch.special.gammainc(torch.tensor(m**2 / s**2, dtype=torch.float64), k * m / s**2)
         self.profile = torch.diff(f, prepend=torch.zeros(1, dtype=torch.float64)).to(device, torch.float32)
+        # The share of the profile left after day k (1 - F(k)): what an agent infected k days ago
+        # may still pass on, relative to its whole infectiousness.
+        self.profile_left = (1 - f).clamp_min(0).to(device, torch.float32)
         # Dwell times: one discrete cdf row per (from, to) pair, over 0..max_days.
         self.max_days = max(horizon, 1) + 60
         pair = torch.full((NUM_STAGES, NUM_STAGES), -1, dtype=torch.long)

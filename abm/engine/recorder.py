@@ -45,7 +45,7 @@ class SimulationResult:
     introduced: np.ndarray | None = None
     # [day, replicate]: infections that the agents infected on that day caused by the end of the
     # run (each infection by transmission is put down to one infector: abm.engine.infectors),
-    # how many of those agents are still infected at the end (their count may yet grow), and the
+    # how many of those agents may still infect someone at the end (their count may yet grow), and the
     # days from the infector's infection to the infectee's, summed over the day's transmissions.
     # None where infections were not attributed.
     secondary: np.ndarray | None = None
@@ -87,14 +87,20 @@ class SimulationResult:
     def reproduction_number(self) -> np.ndarray | None:
         """[day, replicate] the case reproduction number by day of infection: the infections
         caused, on average, by the agents infected that day. NaN on a day without infections or
-        with agents still infected at the end (their count is not final); None where infections
-        were not attributed."""
+        with agents who may still infect someone at the end (their count is not final); None
+        where infections were not attributed."""
         if self.secondary is None or self.unfinished is None:
             return None
         new = self.new_infections.astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             r = self.secondary / new
         return np.where((new > 0) & (self.unfinished == 0), r, np.nan)
+
+
+# An agent with less than this share of its infectiousness profile left (1 - F(days since its
+# infection)) counts as done: its expected further infections are below DONE times its own
+# reproduction number (the profile's tail is only zero in the limit).
+DONE = 1e-4
 
 
 class Recorder:
@@ -186,7 +192,9 @@ class Recorder:
 
     def by_infection_day(self) -> tuple[np.ndarray, np.ndarray]:
         """[day, replicate] the infections caused by the agents infected that day, and how many
-        of those agents are still infected (neither recovered nor dead)."""
+        of those agents may still infect someone: in an infectious stage, or one that may lead to
+        one (not recovered, dead or in hospital), with more than :data:`DONE` of their
+        infectiousness profile still ahead."""
         sim, r = self.sim, self.sim.replicates
         s = sim.state
         infected = flat_nonzero(s.infected_day >= 0)
@@ -194,8 +202,11 @@ class Recorder:
         size = self.hist_generation.numel()
         caused = torch.zeros(size, dtype=torch.int64, device=key.device)
         caused.index_add_(0, key, self.secondary.index_select(0, infected).long())
-        stage = s.stage.index_select(0, infected)
-        going = ((stage != Stage.RECOVERED) & (stage != Stage.DEATH)).long()
+        stage = s.stage.index_select(0, infected).long()
+        age = sim.age_group.index_select(0, infected)
+        left = sim.disease.profile_left
+        since = (sim.days - 1 - s.infected_day.index_select(0, infected).long()).clamp(0, left.shape[0] - 1)
+        going = (sim.disease.can_still_infect[age, stage] & (left.index_select(0, since) > DONE)).long()
         still = torch.zeros(size, dtype=torch.int64, device=key.device).index_add_(0, key, going)
         shape = tuple(self.hist_generation.shape)
         return caused.view(shape).cpu().numpy(), still.view(shape).cpu().numpy()

@@ -1,6 +1,6 @@
 """The reproduction number from who infected whom (:mod:`abm.engine.infectors`): for the agents
 infected on a day, the infections they caused, on average (the case reproduction number by day of
-infection). A day's figure is final once none of its agents is still infected; until then it is
+infection). A day's figure is final once none of its agents may still infect anyone; until then it is
 left out. Works on plain arrays [day, replicate] and on a run's ``timeseries`` table, without torch.
 """
 

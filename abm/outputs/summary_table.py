@@ -134,7 +134,7 @@ def summary_table(s: dict, engine_seconds: float | None = None) -> SummaryTable:
             return f"{fixed(x['mean'], decimals)}{sd}{some}"
 
         if rn["initial"]:
-            add("reproduction number, first week's infections", spread(rn["initial"], 2))
+            add("reproduction number, first week", spread(rn["initial"], 2))
         if rn["generation_interval_days"]:
             add("generation interval (days)", spread(rn["generation_interval_days"], 1))
     add("hospitalizations (admissions)", ms(s["hospitalizations"]), "hospitalizations")

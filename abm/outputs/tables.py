@@ -35,7 +35,7 @@ def timeseries(res: SimulationResult) -> pd.DataFrame:
     run's interventions add their daily counts (``SimulationResult.activity``: tests, doses...).
     Where infections were put down to infectors: ``secondary_infections``, those caused by the
     agents infected that day; ``reproduction_number``, their mean per agent (empty on a day
-    without infections or with agents still infected at the end); ``generation_interval``, the
+    without infections or with agents who may still infect someone at the end); ``generation_interval``, the
     mean days from infector's infection to infectee's over the day's infections by transmission.
     """
     d, r = res.days, res.replicates
