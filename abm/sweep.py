@@ -117,6 +117,10 @@ REPRODUCTION = ("reproduction_number_initial", "generation_interval")
 # its last day (summary.json's ``at_end``: the peak may come after the run, the peak and its day
 # are lower bounds); the summary counts those replicates (``<column>_n``).
 AT_END = {"peak_hospital_day": "peak_hospital_at_end", "peak_new_infections_day": "peak_new_infections_at_end"}
+# The column of sweep.csv that says whether the replicate's epidemic is over by its last day (no one
+# infected then: it died out or ended; summary.json's replicates_epidemic_over); the summary counts
+# those replicates (``epidemic_over_n``), so a mean over ended and ongoing epidemics can be read.
+EPIDEMIC_OVER = "epidemic_over"
 # Per peak day, the column of sweep.csv with its date, and of sweep_summary.csv with the date of
 # the mean day (rounded half up), for a sweep whose variants have ``simulation.start_date``.
 PEAK_DATES = {"peak_hospital_day": "peak_hospital_date", "peak_new_infections_day": "peak_new_infections_date"}
@@ -488,7 +492,9 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     return {
         "variant": task.variant,
         "replicate": task.replicate,
-        "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES} | at_end,
+        "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES}
+        | at_end
+        | {EPIDEMIC_OVER: bool(s["replicates_epidemic_over"])},
         "beds_per_100k": float(s["hospital_capacity"]["beds_per_100k"]),
         "icu_beds_per_100k": None if s["icu_capacity"] is None else float(s["icu_capacity"]["beds_per_100k"]),
         "region_population": int(s["region_population"]),
@@ -611,6 +617,8 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             **{a.key: _column_value(x) for a, x in zip(sweep_plan.axes, values, strict=True)},
         }
         row["replicates"] = len(group)
+        if EPIDEMIC_OVER in group:  # results made by hand (tests) may lack it
+            row[f"{EPIDEMIC_OVER}_n"] = int(group[EPIDEMIC_OVER].fillna(False).astype(bool).sum())
         row["agents"] = sweep_plan.variants[int(v)].population.agents
         for name in OUTCOMES:
             values = group[name].to_numpy(dtype=float)

@@ -68,7 +68,8 @@ def test_rows_are_ordered_and_seeded_by_variant_and_replicate(local_sweep):
     assert list(t["contacts.community.weight"]) == [0.3, 0.3, 0.6, 0.6]
     # Replicate r runs with the scenario's seed + r, the same in every variant.
     assert list(t["seed"]) == [1234, 1235, 1234, 1235]
-    assert list(t.columns[4:]) == ["agents", *OUTCOMES, *AT_END.values()] and (t["agents"] == TINY["agents"]).all()
+    columns = ["agents", *OUTCOMES, *AT_END.values(), "epidemic_over"]
+    assert list(t.columns[4:]) == columns and (t["agents"] == TINY["agents"]).all()
     # sweep.json records each variant as its replicates ran: one replicate, the capacity used.
     ran = local_sweep.info["variants"][1]["scenario"]
     assert ran["simulation"]["replicates"] == 1 and ran["outputs"]["hospital_beds_per_100k"] == pytest.approx(55, 0.01)
@@ -1041,3 +1042,19 @@ def test_means_table_gives_the_first_weeks_reproduction_number_where_replicates_
     assert [r[-1] for r in means.rows] == ["1.23", "0.90 (1 of 3)"]
     summary["reproduction_number_initial_n"] = [0, 3]
     assert sweep_tables(summary, ["a", "b"], [5000], [2252782])[0].rows[0][-1] == ""
+
+
+def test_each_row_says_whether_its_epidemic_is_over_and_the_summary_counts_them():
+    """With no transmission the seeded infections end within the run: every replicate's epidemic
+    is over by its last day (summary.json's replicates_epidemic_over of the row's own run), and
+    none transmits, so there is no generation interval either; with transmission it goes on."""
+    result = run_sweep(SCENARIO, ["disease.transmission_rate=0,3.137"], replicates=2, agents=1500, days=60)
+    t, s = result.table, result.summary
+    assert t["epidemic_over"].tolist() == [True, True, False, False]
+    assert s["epidemic_over_n"].tolist() == [2, 0]
+    assert s["generation_interval_n"].tolist() == [0, 2] and t.loc[t.variant == 0, "generation_interval"].isna().all()
+    row = t.iloc[2]
+    again = abm.run(
+        SCENARIO, sets=["disease.transmission_rate=3.137"], seed=int(row["seed"]), replicates=1, agents=1500, days=60
+    )
+    assert row["epidemic_over"] == bool(again.summary["replicates_epidemic_over"])
