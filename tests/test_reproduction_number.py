@@ -267,3 +267,27 @@ def test_an_agent_whose_infectiousness_profile_is_spent_counts_as_done():
     assert res.unfinished[0, 0] == 0 and res.reproduction_number[0, 0] == 0.0
     short = Simulation(pop, DiseaseConfig(), quiet_contacts(), SeedingConfig(infections={"mild_symptoms": 50}), days=18)
     assert short.run().unfinished[0, 0] > 0  # 17 days on, some are still mildly ill with 1.2e-4 left
+
+
+def test_compare_report_shows_only_the_plots_it_wrote(tmp_path):
+    """abm compare of runs none of which recorded the reproduction number (outputs.reproduction_number:
+    false, or folders written before abm had it) writes no reproduction_number.png: its report.html
+    showed that figure anyway, a broken image. With one run that has it, the plot is drawn and shown."""
+    import re
+
+    import abm
+
+    def run(name: str, on: bool) -> object:
+        sets = [f"outputs.reproduction_number={'true' if on else 'false'}"]
+        return abm.run(f"scenarios/king_county/{name}.yaml", agents=1000, days=15, replicates=1, seed=1, sets=sets)
+
+    off = {name: run(name, False).write(tmp_path / name, figures=False) for name in ("ni", "sq")}
+    on = run("ni", True).write(tmp_path / "ni_on", figures=False)
+    for folders, shown in (([off["ni"], off["sq"]], False), ([on, off["sq"]], True)):
+        out = tmp_path / f"cmp_{shown}"
+        abm.compare(folders, out=out)
+        sources = re.findall(r'src="(plots/[^"]+)"', (out / "report.html").read_text())
+        assert len(sources) == 6 + shown
+        assert ("plots/reproduction_number.png" in sources) == shown
+        for src in sources:
+            assert (out / src).is_file(), src
