@@ -267,3 +267,71 @@ def test_an_agent_whose_infectiousness_profile_is_spent_counts_as_done():
     assert res.unfinished[0, 0] == 0 and res.reproduction_number[0, 0] == 0.0
     short = Simulation(pop, DiseaseConfig(), quiet_contacts(), SeedingConfig(infections={"mild_symptoms": 50}), days=18)
     assert short.run().unfinished[0, 0] > 0  # 17 days on, some are still mildly ill with 1.2e-4 left
+
+
+def test_compare_report_shows_only_the_plots_it_wrote(tmp_path):
+    """abm compare of runs none of which recorded the reproduction number (outputs.reproduction_number:
+    false, or folders written before abm had it) writes no reproduction_number.png: its report.html
+    showed that figure anyway, a broken image. With one run that has it, the plot is drawn and shown."""
+    import re
+
+    import abm
+
+    def run(name: str, on: bool) -> object:
+        sets = [f"outputs.reproduction_number={'true' if on else 'false'}"]
+        return abm.run(f"scenarios/king_county/{name}.yaml", agents=1000, days=15, replicates=1, seed=1, sets=sets)
+
+    off = {name: run(name, False).write(tmp_path / name, figures=False) for name in ("ni", "sq")}
+    on = run("ni", True).write(tmp_path / "ni_on", figures=False)
+    for folders, shown in (([off["ni"], off["sq"]], False), ([on, off["sq"]], True)):
+        out = tmp_path / f"cmp_{shown}"
+        abm.compare(folders, out=out)
+        sources = re.findall(r'src="(plots/[^"]+)"', (out / "report.html").read_text())
+        assert len(sources) == 6 + shown
+        assert ("plots/reproduction_number.png" in sources) == shown
+        for src in sources:
+            assert (out / src).is_file(), src
+
+
+@pytest.mark.parametrize(
+    ("scenario", "sets"),
+    [
+        ("scenarios/king_county/vacc_ct.yaml", ["contacts.same_in_every_replicate=[occupation]"]),
+        ("scenarios/reference/ct.yaml", ["interventions.quarantine.blocks=infector"]),
+    ],
+)
+def test_attribution_changes_no_traced_epidemic_and_sums_to_each_force(scenario, sets):
+    """Tracing reads the occupation layer's rewiring, which the infectors' look-up reuses (a day's
+    new members kept by rewired_to): with tracing, vaccination, shared rewiring, the reference
+    population and isolated targets left exposed, every recorded array and count is the same
+    with or without attribution; and on every day each infected agent's pairs sum to its force."""
+    sc = resolve(
+        scenario, {"agents": 2000, "replicates": 2, "days": 45, "seed": 4}, [*sets, "disease.transmission_rate=12"]
+    )
+    pop = population_of(sc, load_region(sc.population.region) if sc.population.kind != "reference" else None)
+    off = simulation_of(sc, pop, device=torch.device("cpu"), attribute_infections=False).run()
+    sim = simulation_of(sc, pop, device=torch.device("cpu"))
+    exposure, infectors, checked = sim.exposure, sim.infectors, []
+
+    def check(targets: torch.Tensor, day: int) -> torch.Tensor:
+        target, force = exposure(day)  # the same force again: exposure draws nothing
+        at = torch.searchsorted(target, targets)  # every infected agent was exposed today
+        assert bool((target[at.clamp_max(target.shape[0] - 1)] == targets).all())
+        owner, partner, value = sim.infector_pairs(targets, day)
+        summed = torch.zeros(targets.shape[0], dtype=torch.float64).index_add_(0, owner, value.double())
+        torch.testing.assert_close(summed, force[at].double(), rtol=1e-5, atol=0.0)
+        assert bool(torch.isin(partner, sim._sources[0]).all())  # each infector infectious today
+        checked.append(targets.shape[0])
+        return infectors(targets, day)
+
+    sim.infectors = check
+    on = sim.run()
+    assert sum(checked) == on.transmitted.sum() > 1000
+    for key in ("stages_by_tract", "new_by_tract", "stages_by_age", "entries", "introduced", "cost_totals"):
+        assert np.array_equal(getattr(off, key), getattr(on, key)), key
+    assert off.activity.keys() == on.activity.keys()
+    for name, counts in on.activity.items():
+        assert np.array_equal(off.activity[name], counts), name
+    assert on.activity["app_notifications"].sum() > 0 and on.activity["interviews"].sum() > 0
+    assert on.secondary.sum(axis=0).tolist() == on.transmitted.sum(axis=0).tolist()
+    assert (on.generation_days >= on.transmitted).all()

@@ -605,8 +605,16 @@ def run_facts(run: RunTables) -> str:
 
 
 def _html_report(
-    table: pd.DataFrame, runs: list[RunTables], folders: list[Path | None], out: Path, ages: SummaryTable
+    table: pd.DataFrame,
+    runs: list[RunTables],
+    folders: list[Path | None],
+    out: Path,
+    ages: SummaryTable,
+    drawn: set[str] | None = None,
 ) -> str:
+    """The comparison's report.html; ``drawn``: the plot files written (all of PLOT_FILES when
+    None): a plot not drawn (the reproduction number where no run has it) is not shown."""
+
     def link(target: Path, text: str) -> str:
         rel = os.path.relpath(target.resolve(), out.resolve())
         return f'<a href="{html.escape(rel)}">{html.escape(text)}</a>'
@@ -642,6 +650,7 @@ def _html_report(
     figures = "".join(
         f'<figure><img src="plots/{name}" alt="{key}"><figcaption>{key.replace("_", " ")}</figcaption></figure>'
         for key, name in PLOT_FILES.items()
+        if drawn is None or name in drawn
     )
     base = html.escape(runs[0].label)
     return f"""<!DOCTYPE html>
@@ -705,8 +714,8 @@ class Comparison:
             ages_text = by_age_summary(ages)
             text = markdown(table, table_note(self.runs, table)) + "\n" + ages_text.markdown()
             (tmp / "comparison.md").write_text(text, encoding="utf-8")
-            write_plots(self.runs, tmp / "plots")
-            page = _html_report(table, self.runs, self.folders, out, ages_text)
+            drawn = {p.name for p in write_plots(self.runs, tmp / "plots")}
+            page = _html_report(table, self.runs, self.folders, out, ages_text, drawn)
             (tmp / "report.html").write_text(page, encoding="utf-8")
         return out
 
