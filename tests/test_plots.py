@@ -147,8 +147,8 @@ def test_lines_are_the_means_over_replicates_per_100k_and_in_percent():
 def test_the_reproduction_number_plot_names_a_run_without_it_and_is_left_out_when_none_has_it(tmp_path):
     """A run written with ``outputs.reproduction_number: false`` (or before abm had it) has no
     line and is named so; with no such run at all, no reproduction_number.png is written. The
-    line is the mean over replicates of each replicate's centred week: 1.0 wherever every day of
-    the week had infections, as every count here equals its new infections."""
+    line pools the replicates' centred weeks: 1.0 wherever the week had infections, as every count
+    here equals its new infections."""
     with_it = hand_run("with", days=10)
     without = hand_run("without", days=10)
     without.timeseries = without.timeseries.drop(columns=["secondary_infections", "reproduction_number"])
@@ -157,6 +157,7 @@ def test_the_reproduction_number_plot_names_a_run_without_it_and_is_left_out_whe
     assert "without: no reproduction number recorded" in labels and "with" in labels
     line = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "with")
     np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), np.ones(10))
+    assert "line: the replicates pooled; band: lowest to highest of 2 replicates" in [t.get_text() for t in fig.texts]
     written = plots.write_plots([without], tmp_path / "a")
     assert "reproduction_number.png" not in {p.name for p in written}
     assert "reproduction_number.png" in {p.name for p in plots.write_plots([with_it, without], tmp_path / "b")}

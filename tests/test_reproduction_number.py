@@ -152,8 +152,13 @@ def test_weekly_and_first_week_pool_the_final_days_only():
     w = reproduction.weekly(new, caused, final)
     # a centred week holds days d-3..d+3: here every day sees the whole run
     np.testing.assert_allclose(w, [[6 / 7, 1.0]] * 4)
+    # pooled: the replicates' infections together (6 + 4 caused by 7 + 4), not the mean of 6/7 and 1
+    np.testing.assert_allclose(reproduction.weekly_pooled(new, caused, final), [10 / 11] * 4)
     final[2, 1] = False  # a day of replicate 1 not final: every window that holds it is empty
     assert np.isnan(reproduction.weekly(new, caused, final)[:, 1]).all()
+    np.testing.assert_allclose(reproduction.weekly_pooled(new, caused, final), [6 / 7] * 4)  # replicate 0's alone
+    final[0, 0] = False
+    assert np.isnan(reproduction.weekly_pooled(new, caused, final)).all()
 
 
 @pytest.fixture(scope="module")

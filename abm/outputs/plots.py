@@ -296,9 +296,11 @@ def cumulative_cost(runs: list[RunTables]) -> Figure:
 
 
 def reproduction_number(runs: list[RunTables]) -> Figure:
-    """The reproduction number by day of infection: per replicate, the infections caused per
-    infection over the week centred on each day (:func:`abm.outputs.reproduction.weekly`; days
-    whose count is not final left out), against 1. A run without the figures is named so."""
+    """The reproduction number by day of infection over the week centred on each day, against 1:
+    the line pools the replicates (:func:`abm.outputs.reproduction.weekly_pooled`: the infections
+    caused per infection, so that a replicate with a handful of infections weighs a handful), the
+    band spans the replicates' own figures (:func:`~abm.outputs.reproduction.weekly`); weeks whose
+    count is not final are left out. A run without the figures is named so."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
     top = 2.0
     for run, color in zip(runs, colors(len(runs)), strict=True):
@@ -310,7 +312,11 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
         with warnings.catch_warnings():  # a day no replicate has a final figure for stays empty
             warnings.simplefilter("ignore", RuntimeWarning)
             b = pd.DataFrame(
-                {"mean": np.nanmean(weeks, axis=1), "low": np.nanmin(weeks, axis=1), "high": np.nanmax(weeks, axis=1)}
+                {
+                    "mean": reproduction.weekly_pooled(*got),
+                    "low": np.nanmin(weeks, axis=1),
+                    "high": np.nanmax(weeks, axis=1),
+                }
             )
         _draw(ax, b, run.label, color)
         if b["mean"].notna().any():
@@ -326,6 +332,8 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
         runs,
     )
     ax.set_ylim(0, top)
+    if any(r.replicates > 1 for r in runs):  # the line pools the replicates' infections: not a mean of their figures
+        fig.texts[-1].set_text(fig.texts[-1].get_text().replace("line: mean", "line: the replicates pooled"))
     return fig
 
 

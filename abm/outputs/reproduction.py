@@ -47,10 +47,9 @@ def first_week(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.nda
     return out
 
 
-def weekly(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray:
-    """[day, replicate] the reproduction number of the infections of the week centred on each day
-    (three days each side, fewer at the run's ends); NaN where that week has no infections or a
-    count that is not final."""
+def _weeks(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[day, replicate] sums over the week centred on each day (three days each side, fewer at
+    the run's ends) of the infections, those they caused, and the days whose count is not final."""
     days, half = new.shape[0], WEEK // 2
 
     def window_sums(x: np.ndarray) -> np.ndarray:
@@ -58,6 +57,23 @@ def weekly(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray
         d = np.arange(days)
         return c[np.minimum(days, d + half + 1)] - c[np.maximum(0, d - half)]
 
-    n, k, open_ = window_sums(new), window_sums(caused), window_sums(~final)
+    return window_sums(new), window_sums(caused), window_sums(~final)
+
+
+def weekly(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray:
+    """[day, replicate] the reproduction number of the infections of the week centred on each day;
+    NaN where that week has no infections or a count that is not final."""
+    n, k, open_ = _weeks(new, caused, final)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((n > 0) & (open_ == 0), k / n, np.nan)
+
+
+def weekly_pooled(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray:
+    """[day] the same over the replicates together: the infections that the week's infections of
+    every replicate whose week is final caused, per infection (a replicate with few infections
+    counts for few); NaN where no such replicate has any."""
+    n, k, open_ = _weeks(new, caused, final)
+    done = open_ == 0
+    total = np.where(done, n, 0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, np.where(done, k, 0).sum(axis=1) / total, np.nan)
