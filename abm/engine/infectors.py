@@ -15,7 +15,9 @@ def choose(owner: torch.Tensor, value: torch.Tensor, u: torch.Tensor) -> torch.T
     uniform ``u[k]`` in [0, 1): the pair whose cumulative share first exceeds ``u[k]``.
 
     Every target must own at least one pair of positive value; pairs of value 0 are never drawn.
-    Sums are taken in float64, so a pair's chance is exact to about 1e-15 of the target's total.
+    The shares come from one float64 running sum over all the targets' pairs, so a pair's chance
+    is exact to about 1e-16 of that whole sum (a target whose force is 1e-12 of the day's total
+    still has its shares to within 1e-4 of their own size).
     """
     n = u.shape[0]
     if n == 0:
