@@ -37,6 +37,9 @@ def hand_sweep(beds: tuple[float, ...] = (55.0,) * 4, agents: tuple[int, ...] = 
                     "peak_hospital_occupancy_per_100k": 10.0 * (v + 1) + 4 * r,
                     "deaths": float(v + r),
                     "total_cost": 1000.0 * (v + 1) * (r + 1),
+                    # variant 1's replicate 0 has no final first week; variant 3 has none at all
+                    "reproduction_number_initial": np.nan if (v, r) == (1, 0) or v == 3 else 1.0 + 0.1 * v + 0.2 * r,
+                    "generation_interval": 6.0 + v,
                 }
             )
     variants = [
@@ -70,7 +73,7 @@ def test_points_are_means_and_bars_the_replicates_range_per_line():
     fig = sweep_figure("s", table, variants, sweeps)
     try:
         panels = {ax.get_title(): plotted(ax) for ax in fig.axes}
-        assert [ax.get_xlabel() for ax in fig.axes] == [START] * 4  # the first numeric key
+        assert [ax.get_xlabel() for ax in fig.axes] == [START] * 6  # the first numeric key
         infected = panels["infected (% of agents)"]
         assert sorted(infected) == ["weight=0.2", "weight=0.4"]
         # weight 0.2: variants 2 (start 10) and 0 (start 30), in the order of the x values
@@ -84,6 +87,15 @@ def test_points_are_means_and_bars_the_replicates_range_per_line():
         cost = panels["total cost per 100,000 agents ($)"]["weight=0.4"]
         assert cost["low"] == pytest.approx([4000 * 25, 2000 * 50])
         assert cost["high"] == pytest.approx([8000 * 25, 4000 * 50])
+        # the reproduction number: over the replicates that have one; a variant with none has no point
+        r0 = panels["reproduction number, first week"]
+        assert r0["weight=0.2"]["y"] == pytest.approx([1.3, 1.1])  # variants 2 and 0: (1.2 + 1.4) / 2, (1.0 + 1.2) / 2
+        assert r0["weight=0.4"]["x"].tolist() == [30.0] and r0["weight=0.4"]["y"] == pytest.approx(
+            [1.3]
+        )  # variant 1, r 1
+        one = [ln for ln in fig.axes[4].lines if ln.get_linestyle() == "--"]
+        assert len(one) == 1 and one[0].get_ydata()[0] == 1.0
+        assert panels["generation interval (days)"]["weight=0.4"]["y"] == pytest.approx([9.0, 7.0])
         beds = panels["peak hospital beds in use per 100,000 agents"]["weight=0.2"]
         assert beds["y"] == pytest.approx([32.0, 12.0])  # already per 100,000: not scaled again
         capacity = [ln for ln in fig.axes[1].lines if ln.get_label() == "capacity"]
@@ -116,7 +128,7 @@ def test_the_x_key_is_the_first_all_numeric_one_else_the_first():
     assert x_key({"a.b": ["x", "y"], "c": [1, 2.5]}) == "c"
     assert x_key({"a": [True, False], "b": [None, 3]}) == "a"  # bools and null are categories
     assert x_key({"a": [[1], [2]]}) == "a"
-    assert len(PANELS) == 4
+    assert len(PANELS) == 6
 
 
 def test_a_key_swept_over_one_value_is_not_the_x_axis_where_another_varies():
@@ -178,5 +190,20 @@ def test_a_variant_of_equal_replicates_has_bars_of_0_not_below():
     try:
         line = plotted(fig.axes[0])["weight=0.2"]
         assert line["low"][1] == pytest.approx(0.1) and line["high"][1] == pytest.approx(0.1)  # variant 0: start 30
+    finally:
+        plt.close(fig)
+
+
+def test_a_panel_no_run_has_says_so():
+    """A table without the reproduction number (outputs.reproduction_number: false gives empty
+    cells; a sweep.csv of an earlier version has no column) draws no point there and says so."""
+    table, variants, sweeps = hand_sweep()
+    table = table.drop(columns=["reproduction_number_initial"])  # an earlier version's sweep.csv
+    table["generation_interval"] = np.nan  # every cell empty
+    fig = sweep_figure("s", table, variants, sweeps)
+    try:
+        texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig.axes}
+        assert texts["reproduction number, first week"] == ["no run has it"]
+        assert texts["generation interval (days)"] == ["no run has it"] and texts["infected (% of agents)"] == []
     finally:
         plt.close(fig)

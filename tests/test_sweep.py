@@ -418,8 +418,10 @@ def test_sweep_result_plot_is_sweep_png_and_leaves_pyplot_alone(tmp_path, local_
         "peak hospital beds in use per 100,000 agents",
         "deaths per 100,000 agents",
         "total cost per 100,000 agents ($)",
+        "reproduction number, first week",
+        "generation interval (days)",
     ]
-    assert [ax.get_xlabel() for ax in fig.axes] == ["contacts.community.weight"] * 4
+    assert [ax.get_xlabel() for ax in fig.axes] == ["contacts.community.weight"] * 6
     # The first panel's points are the variants' mean infected shares, in percent.
     points = fig.axes[0].lines[0].get_ydata()
     expected = local_sweep.table.groupby("variant")["cumulative_infected_share"].mean().to_numpy() * 100

@@ -1,14 +1,16 @@
-"""The plot of a sweep (``sweep.png``): four outcomes against a swept value, one line per
+"""The plot of a sweep (``sweep.png``): six outcomes against a swept value, one line per
 combination of the other swept values.
 
 The outcomes are those of ``abm sweep``'s console table, per 100,000 agents so that variants of
 different sizes compare: the share infected, the peak of hospital beds in use (against the
-capacity line, where the variants share one), deaths and total cost. Each point is the mean over
-a variant's replicates, with a bar from the lowest to the highest replicate (as the run plots'
-band). The x axis is the first swept key whose values are all numbers (spaced by value), else
-the first swept key: its values spaced by day where they are dates (a day setting written as
-dates), else in the order given; a key swept over one value comes only where
-every key is, and is otherwise named in the title rather than in every line's label.
+capacity line, where the variants share one), deaths and total cost; then the first week's
+reproduction number (against 1) and the generation interval, over the replicates that have one
+(a panel no run has says so). Each point is the mean over a variant's replicates, with a bar
+from the lowest to the highest replicate (as the run plots' band). The x axis is the first
+swept key whose values are all numbers (spaced by value), else the first swept key: its values
+spaced by day where they are dates (a day setting written as dates), else in the order given; a
+key swept over one value comes only where every key is, and is otherwise named in the title
+rather than in every line's label.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
@@ -32,6 +35,8 @@ PANELS = (
     ("peak_hospital_occupancy_per_100k", "peak hospital beds in use per 100,000 agents", None),
     ("deaths", "deaths per 100,000 agents", "per_100k"),
     ("total_cost", "total cost per 100,000 agents ($)", "per_100k"),
+    ("reproduction_number_initial", "reproduction number, first week", None),
+    ("generation_interval", "generation interval (days)", None),
 )
 
 
@@ -100,14 +105,19 @@ def sweep_figure(
 
     # Not pyplot's: drawing it neither needs nor changes pyplot's backend (a notebook's stays inline),
     # and no figure is left open in pyplot once it is written.
-    fig = Figure(figsize=(10, 7), layout="constrained")
-    axes = fig.subplots(2, 2)
+    fig = Figure(figsize=(10, 10), layout="constrained")
+    axes = fig.subplots(3, 2)
     for ax, (column, title, scale) in zip(axes.flat, PANELS, strict=True):
         for (label, members), color in zip(lines.items(), colors(len(lines)), strict=True):
             xs, mean, low, high = [], [], [], []
             for var in sorted(members, key=position):  # a line from left to right
                 v = int(var["variant"])
+                if column not in table:  # a table written before sweeps had the column
+                    continue
                 values = table.loc[table["variant"] == v, column].to_numpy(dtype=float)
+                values = values[~np.isnan(values)]  # the replicates that have one (a first week not final...)
+                if values.size == 0:
+                    continue
                 if scale == "percent":
                     values = values * 100
                 elif scale == "per_100k":
@@ -116,8 +126,14 @@ def sweep_figure(
                 mean.append(values.mean())
                 low.append(values.min())
                 high.append(values.max())
+            if not xs:
+                continue
             yerr = range_bars(mean, low, high)
             ax.errorbar(xs, mean, yerr=yerr, color=color, marker="o", capsize=3, linewidth=1.6, label=label or None)
+        if not ax.lines and not ax.collections:  # e.g. outputs.reproduction_number: false, or no first week final
+            ax.text(0.5, 0.5, "no run has it", transform=ax.transAxes, ha="center", va="center", color="#777777")
+        if column == "reproduction_number_initial":
+            ax.axhline(1.0, color="black", linestyle="--", linewidth=1.0)
         if column == "peak_hospital_occupancy_per_100k" and len(beds) == 1:
             ax.axhline(next(iter(beds)), color="#b22222", linestyle="--", linewidth=1.2, label="capacity")
         ax.set_title(title, fontsize=11)
