@@ -98,8 +98,9 @@ def run_or_exit(
 
     try:
         check_target(target, kind)
-        if header:
-            print(header, file=sys.stderr)
+        if header:  # one write: print() writes the line and its newline apart, and a Ctrl-C between
+            sys.stderr.write(f"{header}\n")  # the two glued the interrupt's line to this one
+            sys.stderr.flush()
         with progress_bar("") as bar, listening(learning_progress(bar)):  # gone before the table prints
             result = work()
             results_written()  # the output is complete: an interrupt as the bar closes is ignored (abm.entry)

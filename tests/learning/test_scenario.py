@@ -922,3 +922,40 @@ def test_the_progress_bar_is_not_drawn_again_after_its_line():
     after = text[text.index("fedavg: 3 rounds, mean score 0.927") :]
     assert "1/3" in text and "/3" not in after, repr(after)
     assert "\x1b[2Ka line alone\n" in after  # the note alone, after the line that clears the bar
+
+
+def test_an_interrupt_as_the_header_is_written_gets_a_line_of_its_own(tmp_path, monkeypatch):
+    """abm learn says "running ..." and then, after Ctrl-C, "interrupted: ...". print() wrote the
+    header and its newline in two writes, and a Ctrl-C between them glued the two lines together
+    (CI caught it once: ".../learninterrupted: no results were written"). The header is now one
+    write; a stream that is interrupted at a lone newline, as that Ctrl-C was, shows it."""
+    import io
+    import sys
+
+    import typer
+
+    from abm import interrupts
+    from abm.learning.cli import run_or_exit
+
+    class Interrupted(io.StringIO):
+        def write(self, text: str) -> int:
+            if text == "\n":
+                raise KeyboardInterrupt
+            return super().write(text)
+
+    def work() -> dict:
+        raise KeyboardInterrupt
+
+    stream = Interrupted()
+    monkeypatch.setattr(sys, "stderr", stream)
+    interrupts.reset()
+    try:
+        with pytest.raises(typer.Exit) as e:
+            run_or_exit(work, tmp_path / "out", tmp_path / "tiny.yaml", header="running tiny")
+    finally:
+        interrupts.reset()
+    assert e.value.exit_code == 130
+    assert stream.getvalue().splitlines() == [
+        "running tiny",
+        f"interrupted: no results were written to {tmp_path / 'out'}",
+    ]
