@@ -130,9 +130,10 @@ class Recorder:
         # Differentiable mode: per day, the [replicate, stage] entries summed over the agents'
         # infection weights (equal to the counts in value, carrying their gradients).
         self.weighted_entries: list[torch.Tensor] = []
-        # Per agent, the infections it caused; per day and replicate, the generation intervals'
-        # sum (infections by transmission that day, days since their infector's infection).
-        self.secondary = torch.zeros(sim.total, dtype=torch.int32, device=dev)
+        # Per agent, the infections it caused (none kept where infections are not attributed);
+        # per day and replicate, the generation intervals' sum (infections by transmission that
+        # day, days since their infector's infection).
+        self.secondary = torch.zeros(sim.total if sim.attribute_infections else 0, dtype=torch.int32, device=dev)
         self.hist_generation = torch.zeros(d, r, dtype=torch.int32, device=dev)
         self._weighted_today = torch.zeros(r * NUM_STAGES, dtype=torch.float32, device=dev)
 

@@ -173,7 +173,7 @@ def day_label(runs: list[RunTables]) -> str:
     return f"day (day 0 = {starts.pop()})" if len(starts) == 1 and None not in starts else "day"
 
 
-def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]) -> Figure:
+def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables], line: str = "mean") -> Figure:
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(day_label(runs))
     ax.set_ylabel(ylabel)
@@ -181,15 +181,15 @@ def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables]
     _days_axis(ax)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="best")
-    _band_note(fig, runs, 0.005, "bottom")
+    _band_note(fig, runs, 0.005, "bottom", line)
     return fig
 
 
-def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str) -> None:
+def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str, line: str = "mean") -> None:
     """The note that tells what the line and the band are, in the figure's right corner."""
     counts = sorted({r.replicates for r in runs})
     reps = "/".join(str(r) for r in counts)
-    note = "one replicate: no band" if counts == [1] else f"line: mean; band: lowest to highest of {reps} replicates"
+    note = "one replicate: no band" if counts == [1] else f"line: {line}; band: lowest to highest of {reps} replicates"
     fig.text(0.99, y, note, ha="right", va=va, fontsize=7, color="#555555")
 
 
@@ -330,10 +330,9 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
         "Reproduction number by day of infection (weeks centred on each day)",
         "infections caused per infection",
         runs,
+        line="the replicates pooled",  # their infections together, not a mean of their figures
     )
     ax.set_ylim(0, top)
-    if any(r.replicates > 1 for r in runs):  # the line pools the replicates' infections: not a mean of their figures
-        fig.texts[-1].set_text(fig.texts[-1].get_text().replace("line: mean", "line: the replicates pooled"))
     return fig
 
 
