@@ -117,6 +117,8 @@ def test_a_one_day_run_of_equal_replicates_draws_its_marker_without_a_negative_b
     run = hand_run("ni", days=1, replicates=3)
     for table in (run.timeseries, run.by_age):
         table[table.columns.difference(["day", "replicate", "age_group", "agents"])] = 1.0
+    if name == "reproduction_number":  # a week of one infection has no figure to draw
+        run.timeseries[["new_infections", "secondary_infections"]] = float(plots.reproduction.PLOTTED_LEAST)
     fig = plots.FIGURES[name]([run])
     for ax in fig.axes:
         for bars in ax.containers:  # the marker's error bar: no length either way
@@ -156,8 +158,11 @@ def test_the_reproduction_number_plot_names_a_run_without_it_and_is_left_out_whe
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert "without: no reproduction number recorded" in labels and "with" in labels
     line = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "with")
-    np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), np.ones(10))
+    # day 0's week (days 0-3) holds 6 + 10 infections, under PLOTTED_LEAST (25): no figure; day 1's 10 + 15
+    assert plots.reproduction.PLOTTED_LEAST == 25
+    np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), [np.nan] + [1.0] * 9)
     assert "line: the replicates pooled; band: lowest to highest of 2 replicates" in [t.get_text() for t in fig.texts]
+    assert "weeks of fewer than 25 infections: not drawn" in labels
     written = plots.write_plots([without], tmp_path / "a")
     assert "reproduction_number.png" not in {p.name for p in written}
     assert "reproduction_number.png" in {p.name for p in plots.write_plots([with_it, without], tmp_path / "b")}

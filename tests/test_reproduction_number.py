@@ -161,6 +161,57 @@ def test_weekly_and_first_week_pool_the_final_days_only():
     assert np.isnan(reproduction.weekly_pooled(new, caused, final)).all()
 
 
+def test_weeks_of_too_few_infections_are_left_out():
+    """``least``: a replicate's week (weekly) or the replicates' weeks together (weekly_pooled) with
+    fewer infections than that has no figure; at the bound it has one."""
+    new = np.array([[3, 9], [2, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 1]], dtype=float)
+    caused = np.array([[3, 9], [4, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 2]], dtype=float)
+    final = np.ones_like(new, dtype=bool)
+    # day 0's week (days 0-3) holds 5 infections in replicate 0 and 9 in replicate 1; day 4's
+    # (days 1-7) 2 and 1; day 7's (days 4-7) 0 and 1
+    w = reproduction.weekly(new, caused, final, least=5)
+    np.testing.assert_allclose(w[0], [7 / 5, 1.0])
+    assert np.isnan(w[4:, :]).all()
+    np.testing.assert_allclose(reproduction.weekly(new, caused, final, least=9)[0], [np.nan, 1.0])
+    pooled = reproduction.weekly_pooled(new, caused, final, least=14)
+    # days 0-3's weeks hold day 0: 5 + 9 infections; day 4's (days 1-7) 2 + 1
+    np.testing.assert_allclose(pooled[:4], [16 / 14] * 4)
+    assert np.isnan(pooled[4:]).all()
+    np.testing.assert_allclose(reproduction.weekly_pooled(new, caused, final, least=15)[:2], [np.nan, np.nan])
+    assert reproduction.weekly_pooled(new, caused, final, least=3)[4] == pytest.approx(6 / 3)
+    # least below 1 means 1: a week without infections never has a figure
+    assert np.isnan(reproduction.weekly(new, caused, final, least=0)[7, 0])
+
+
+def test_the_plot_leaves_out_weeks_of_too_few_infections():
+    """The reproduction number's plot draws no line or band over weeks of fewer than
+    PLOTTED_LEAST infections, and its legend says so."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from abm.outputs import plots
+
+    days, least = 30, reproduction.PLOTTED_LEAST
+    # one replicate: `least` infections a day for 10 days, then one a day; each causes one
+    new = np.where(np.arange(days) < 10, least, 1).astype(float)
+    ts = pd.DataFrame(
+        {"day": np.arange(days), "replicate": 0, "new_infections": new, "secondary_infections": new,
+         "reproduction_number": np.ones(days)}
+    )  # fmt: skip
+    run = plots.RunTables("r", ts, pd.DataFrame(), pd.DataFrame(), {"agents": 1000, "days": days, "replicates": 1})
+    fig = plots.FIGURES["reproduction_number"]([run])
+    line = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "r")
+    y = np.asarray(line.get_ydata(), dtype=float)
+    # day d's week holds days d-3..d+3: from day 13 on, at most 3 + 3 ones... below `least`
+    assert np.isfinite(y[:13]).all() and (y[:13] == 1.0).all()
+    assert np.isnan(y[13:]).all()
+    assert f"weeks of fewer than {least} infections: not drawn" in fig.axes[0].get_legend_handles_labels()[1]
+    plt.close(fig)
+
+
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory):
     from typer.testing import CliRunner

@@ -300,7 +300,9 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
     the line pools the replicates (:func:`abm.outputs.reproduction.weekly_pooled`: the infections
     caused per infection, so that a replicate with a handful of infections weighs a handful), the
     band spans the replicates' own figures (:func:`~abm.outputs.reproduction.weekly`); weeks whose
-    count is not final are left out. A run without the figures is named so."""
+    count is not final, and weeks of fewer than :data:`~abm.outputs.reproduction.PLOTTED_LEAST`
+    infections (the line: over the replicates pooled; the band: in the replicate), are left out.
+    A run without the figures is named so."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
     top = 2.0
     for run, color in zip(runs, colors(len(runs)), strict=True):
@@ -308,12 +310,13 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
         if got is None:
             ax.plot([], [], " ", label=f"{run.label}: no reproduction number recorded")
             continue
-        weeks = reproduction.weekly(*got)
+        least = reproduction.PLOTTED_LEAST
+        weeks = reproduction.weekly(*got, least=least)
         with warnings.catch_warnings():  # a day no replicate has a final figure for stays empty
             warnings.simplefilter("ignore", RuntimeWarning)
             b = pd.DataFrame(
                 {
-                    "mean": reproduction.weekly_pooled(*got),
+                    "mean": reproduction.weekly_pooled(*got, least=least),
                     "low": np.nanmin(weeks, axis=1),
                     "high": np.nanmax(weeks, axis=1),
                 }
@@ -322,6 +325,7 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
         if b["mean"].notna().any():
             top = max(top, 1.25 * float(b["mean"].max()))
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1.2, label="1: each infection passed on once")
+    ax.plot([], [], " ", label=f"weeks of fewer than {reproduction.PLOTTED_LEAST} infections: not drawn")
     last = max(r.days for r in runs) - 1
     ax.set_xlim(*((0, last) if last >= 1 else (-0.5, 0.5)))  # the runs' days, where some have no figure
     _finish(

@@ -12,6 +12,13 @@ import pandas as pd
 # Days in the windows that pool a replicate's days (the first week; the plotted curve, centred).
 WEEK = 7
 
+# The fewest infections a week must hold for the plot to draw its reproduction number. A week's
+# figure is a mean over its infections of the infections each caused: were those Poisson with mean
+# R (no overdispersion, which the model's households and settings add), its standard error would be
+# sqrt(R / n), 0.2 at R = 1 and n = 25; fewer infections give a line that wanders across 1 by
+# chance alone (a tracing run's tail of a handful of infections a week).
+PLOTTED_LEAST = 25
+
 
 def arrays(ts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """[day, replicate] new infections, the infections they caused and whether that count is final,
@@ -60,20 +67,22 @@ def _weeks(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> tuple[np.n
     return window_sums(new), window_sums(caused), window_sums(~final)
 
 
-def weekly(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray:
+def weekly(new: np.ndarray, caused: np.ndarray, final: np.ndarray, least: int = 1) -> np.ndarray:
     """[day, replicate] the reproduction number of the infections of the week centred on each day;
-    NaN where that week has no infections or a count that is not final."""
+    NaN where that week has fewer than ``least`` infections (at least one) or a count that is not
+    final."""
     n, k, open_ = _weeks(new, caused, final)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((n > 0) & (open_ == 0), k / n, np.nan)
+        return np.where((n >= max(1, least)) & (open_ == 0), k / n, np.nan)
 
 
-def weekly_pooled(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.ndarray:
+def weekly_pooled(new: np.ndarray, caused: np.ndarray, final: np.ndarray, least: int = 1) -> np.ndarray:
     """[day] the same over the replicates together: the infections that the week's infections of
     every replicate whose week is final caused, per infection (a replicate with few infections
-    counts for few); NaN where no such replicate has any."""
+    counts for few); NaN where those replicates' weeks hold fewer than ``least`` infections (at
+    least one)."""
     n, k, open_ = _weeks(new, caused, final)
     done = open_ == 0
     total = np.where(done, n, 0).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, np.where(done, k, 0).sum(axis=1) / total, np.nan)
+        return np.where(total >= max(1, least), np.where(done, k, 0).sum(axis=1) / total, np.nan)
