@@ -166,3 +166,22 @@ def test_the_reproduction_number_plot_names_a_run_without_it_and_is_left_out_whe
     written = plots.write_plots([without], tmp_path / "a")
     assert "reproduction_number.png" not in {p.name for p in written}
     assert "reproduction_number.png" in {p.name for p in plots.write_plots([with_it, without], tmp_path / "b")}
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [(0, "$0"), (950, "$950"), (1000, "$1k"), (12_500, "$12.5k"), (250_000, "$250k"), (1_000_000, "$1M"),
+     (1_020_000, "$1.02M"), (1_500_000, "$1.5M"), (23_000_000, "$23M"), (230_000_000, "$230M"),
+     (4_500_000_000, "$4.5B"), (999.5, "$1k"), (999_999, "$1M"), (-2_500, "-$2.5k")],
+)  # fmt: skip
+def test_cost_ticks_read_in_dollars(value, label):
+    assert plots.dollars(value) == label
+
+
+def test_the_cost_plot_labels_its_axis_in_dollars_without_an_offset():
+    fig = plots.cumulative_cost([hand_run("ni", days=5)])
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "cost for the run's agents"
+    assert ax.yaxis.get_major_formatter()(2_000_000, 0) == "$2M"
+    fig.canvas.draw()
+    assert ax.yaxis.get_offset_text().get_text() == ""

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 from numpy.typing import ArrayLike
 
 from abm.outputs import reproduction
@@ -285,6 +285,16 @@ def _group_agents(run: RunTables, group: str) -> float:
     return float(table["agents"].iloc[0]) if len(table) else 0.0
 
 
+def dollars(value: float, _position: object = None) -> str:
+    """A tick label in dollars to three significant digits: $950, $12.5k, $1.02M (matplotlib's
+    default wrote 1.0 under a "1e6")."""
+    sign, size = "-" if value < 0 else "", float(f"{abs(value):.3g}")  # rounded first: 999,999 is $1M
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if size >= scale:
+            return f"{sign}${size / scale:.3g}{suffix}"
+    return f"{sign}${size:.3g}"
+
+
 def cumulative_cost(runs: list[RunTables]) -> Figure:
     """Cumulative spending booked by interventions, in dollars."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
@@ -292,7 +302,8 @@ def cumulative_cost(runs: list[RunTables]) -> Figure:
         cum = cumulative_cost_table(run)
         b = pd.DataFrame({"mean": cum.mean(axis=1), "low": cum.min(axis=1), "high": cum.max(axis=1)})
         _draw(ax, b, f"{run.label} ({run.agents:,} agents)", color)
-    return _finish(fig, ax, "Cumulative cost of interventions", "$ (for the run's agents)", runs)
+    ax.yaxis.set_major_formatter(FuncFormatter(dollars))
+    return _finish(fig, ax, "Cumulative cost of interventions", "cost for the run's agents", runs)
 
 
 def reproduction_number(runs: list[RunTables]) -> Figure:
