@@ -10,6 +10,7 @@ from datetime import date
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,3 +114,27 @@ def test_calibration_benchmark_reports_the_weighted_fit_loss_and_needs_no_held_o
     module.evaluate(path, [2], [5])
     printed = capsys.readouterr().out
     assert f"fit loss {result['loss_fit']:.3f}, ND " in printed and "held-out weekly" not in printed
+
+
+def test_holdout_noise_floor_fits_a_decline_and_draws_counts_of_the_stated_spread() -> None:
+    """benchmarks/holdout_noise_floor.py: the log-linear fit finds a clean decline's ratio, and the
+    ND of exact means against drawn counts matches E|X - mu| / mu computed exactly from scipy's
+    Poisson and negative binomial (the variance 2 x mean the dispersion asks for)."""
+    from scipy.stats import nbinom, poisson
+
+    module = benchmark("holdout_noise_floor")
+    y = np.round(100 * 0.8 ** np.arange(8))
+    assert module.log_linear_fit(y)[1] / module.log_linear_fit(y)[0] == pytest.approx(0.8, abs=0.01)
+    mu = np.full(8, 20.0)
+    got = module.floor(mu, 2.0, 20_000, np.random.default_rng(3))
+    k = np.arange(400)
+    exact = {
+        "poisson": float((np.abs(k - 20) * poisson.pmf(k, 20)).sum() / 20),
+        "negative binomial (variance 2.00 x mean)": float((np.abs(k - 20) * nbinom.pmf(k, 20.0, 0.5)).sum() / 20),
+    }
+    assert set(got) == set(exact)
+    for kind, value in exact.items():
+        # ND is a ratio of sums over 8 weeks: its mean is E|X - mu| / mu to well under 3% here
+        assert got[kind].mean() == pytest.approx(value, rel=0.03), kind
+    assert exact["negative binomial (variance 2.00 x mean)"] > 1.3 * exact["poisson"]
+    assert set(module.floor(mu, 0.8, 10, np.random.default_rng(0))) == {"poisson"}
