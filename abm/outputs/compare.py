@@ -9,7 +9,10 @@ sizes compare. It is empty for the first run and where no hospitalization is ave
 per averted death likewise. And the hospitalizations and deaths averted per 100,000 against the
 first run, with their 95% intervals over replicates (:mod:`abm.outputs.differences`), so that a
 reader sees which differences are beyond noise. Deaths by age, with what each run averts in each
-age group, are in :mod:`abm.outputs.compare_by_age` (``comparison_by_age.csv``).
+age group, are in :mod:`abm.outputs.compare_by_age` (``comparison_by_age.csv``). The first week's
+reproduction number and the generation interval, with their changes against the first run, are
+read from the runs' summaries by :mod:`abm.outputs.compare_reproduction` ("n/a" for a run without
+them).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from abm.outputs import differences, html_pages
+from abm.outputs import compare_reproduction, differences, html_pages
 from abm.outputs.compare_by_age import by_age_summary, by_age_table
 from abm.outputs.html_pages import REPORT_CSS
 from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
@@ -76,6 +79,7 @@ COLUMNS = {
     "cost_per_averted_death_low": "low end of the cost per averted death's interval",
     "cost_per_averted_death_high": "high end of the cost per averted death's interval",
     "averted_by": "averted by",
+    **compare_reproduction.LABELS,
     "region": "region",
     "total_cost_region": "total cost $ in the region",
     "hospitalizations_averted_region": "hospitalizations averted in the region (95% interval)",
@@ -98,6 +102,7 @@ COST_PER_AVERTED = (
     ("deaths", "cost_per_averted_death", differences.COST_ENDS["deaths"]),
 )
 INTERVALS |= {column: ends for _, column, ends in COST_PER_AVERTED}
+INTERVALS |= compare_reproduction.ENDS
 
 
 class CompareError(ValueError):
@@ -167,6 +172,7 @@ def run_problems(run: RunTables) -> list[str]:
         entries = s.get(section) if isinstance(s.get(section), dict) else {}
         no_peak = {"day"} if "day" in entries and entries["day"] is None else set()
         lacking += [f"{section}.{k}" for k in keys if k not in no_peak and not _is_number(entries.get(k))]
+    lacking += compare_reproduction.summary_problems(s)
     problems += [f"summary.json lacks the numbers {', '.join(lacking)}"] if lacking else []
     tables = {TIMESERIES: run.timeseries, "by_age.csv": run.by_age, "costs.csv": run.costs}
     for name, columns in TABLE_COLUMNS.items():
@@ -291,6 +297,7 @@ def comparison_table(runs: list[RunTables]) -> pd.DataFrame:
         ratio.iloc[0] = math.nan
         table[column] = ratio
     table = pd.concat([table, pd.DataFrame(differences.averted(runs))], axis=1)
+    table = pd.concat([table, compare_reproduction.columns([run.summary for run in runs])], axis=1)
     for _, column, ends in COST_PER_AVERTED:
         table.loc[table[column].isna(), list(ends)] = math.nan  # no ratio (nothing averted): no interval either
     return with_region_figures(table, runs)
@@ -328,9 +335,10 @@ def column_places(key: str, values: Iterable[Any]) -> int:
     """The decimal places of every number in column ``key`` of the Markdown and HTML tables, from
     the column's ``values`` (an interval's ends too), so that a column's numbers line up: none
     for counts; for money whole dollars when every value but 0 is at least $100, else cents for
-    all; one place for the others (shares in %). More where the smallest value but 0 would read
-    as 0, to show its first significant digit: 0.04 deaths, not 0.0; 0.04%, not 0.0%; $0.004, not
-    $0.00. Blank and infinite values do not count."""
+    all; for the first week's reproduction number and its change two
+    (:data:`abm.outputs.compare_reproduction.PLACES`); one place for the others (shares in %).
+    More where the smallest value but 0 would read as 0, to show its first significant digit:
+    0.04 deaths, not 0.0; 0.04%, not 0.0%; $0.004, not $0.00. Blank and infinite values do not count."""
     if key in COUNTS or key in WHOLE:
         return 0
     scale = 100 if key in SHARES else 1
@@ -338,7 +346,7 @@ def column_places(key: str, values: Iterable[Any]) -> int:
     if key in MONEY and all(size >= 100 for size in sizes):
         return 0
     first_digit = -math.floor(math.log10(min(sizes))) if sizes else 0
-    return max(2 if key in MONEY else 1, first_digit)
+    return max(2 if key in MONEY else compare_reproduction.PLACES.get(key, 1), first_digit)
 
 
 def format_cell(key: str, v: Any, places: int | None = None) -> str:
@@ -358,18 +366,20 @@ def format_cell(key: str, v: Any, places: int | None = None) -> str:
 def shown(table: pd.DataFrame, region: bool = False) -> tuple[list[str], list[list[str]]]:
     """The table as the Markdown and HTML reports show it: its columns (an interval's ends folded
     into its mean's cell, "mean (low to high)") and each row's cells as text, each column's
-    numbers with the same decimal places (:func:`column_places`). The main table leaves out the
-    region's figures, which ``region`` shows instead, after each run's name and region."""
-    ends = {end for pair in INTERVALS.values() for end in pair}
+    numbers with the same decimal places (:func:`column_places`); the reproduction number's and
+    generation interval's cells as :func:`abm.outputs.compare_reproduction.cell` gives them ("n/a"
+    for a run without them, their replicates folded into the mean's cell). The main table leaves
+    out the region's figures, which ``region`` shows instead, after each run's name and region."""
+    folded = {end for pair in INTERVALS.values() for end in pair} | set(compare_reproduction.REPLICATES.values())
     if region:
         keys = ["run", "region", *REGION_COLUMNS]
     else:
-        keys = [c for c in table.columns if c not in ends and c not in REGION_COLUMNS and c != "region"]
+        keys = [c for c in table.columns if c not in folded and c not in REGION_COLUMNS and c != "region"]
     places = {
         key: column_places(key, [v for c in (key, *INTERVALS.get(key, ())) for v in table[c].tolist()]) for key in keys
     }
 
-    def cell(row: pd.Series, key: str) -> str:
+    def cell(row: pd.Series, key: str, first: bool) -> str:
         text = format_cell(key, row[key], places[key])
         if key in INTERVALS and text:
             ends = [row[end] for end in INTERVALS[key]]
@@ -378,9 +388,9 @@ def shown(table: pd.DataFrame, region: bool = False) -> tuple[list[str], list[li
                 text += " (unbounded)"
             else:
                 text += f" ({low} to {high})" if low and high else " (one replicate: no interval)"
-        return text
+        return compare_reproduction.cell(key, text, row, first)
 
-    return keys, [[cell(row, k) for k in keys] for _, row in table.iterrows()]
+    return keys, [[cell(row, k, i == 0) for k in keys] for i, (_, row) in enumerate(table.iterrows())]
 
 
 # Scenario keys that may differ between compared runs without a word: what a comparison is of
@@ -466,8 +476,10 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     count (the items the runs booked in costs.csv; unpriced work is free), how to read a negative
     cost per averted hospitalization and the averted counts' intervals (naming the runs whose
     cost per averted hospitalization rests on a difference within noise), each run's hospital
-    capacity and region where they differ, and the scenario values other than interventions that differ
-    (a different epidemic, not only a different intervention)."""
+    capacity and region where they differ, the scenario values other than interventions that differ
+    (a different epidemic, not only a different intervention), and how the reproduction number and
+    generation interval are taken, naming the runs without them
+    (:func:`abm.outputs.compare_reproduction.note`)."""
     booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
     items = ", ".join(booked) if booked else "none"
     scales = dict.fromkeys(  # in the runs' order
@@ -499,6 +511,7 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     table = comparison_table(runs) if table is None else table
     for measure, column, (low, _) in COST_PER_AVERTED:
         note += _cost_per_averted_note(table, measure, column, low)
+    note += compare_reproduction.note([run.label for run in runs], [run.summary for run in runs])
     # at_end: the hospital curve is at its maximum on the last day, the peak may come after the run
     ends = {run.label: peak_at_end(run.summary["peak_hospital_occupancy"], run.days) for run in runs}
     rising, again = ([label for label, end in ends.items() if end == kind] for kind in ("rising", "again"))
@@ -706,8 +719,9 @@ class Comparison:
         out = Path(out)
         table = self.table
         with atomic_folder(out, "comparison") as tmp:
-            # a day reads 54, not 54.0 (NaN: no peak, no ICU capacity)
-            days = table.astype({"peak_hospital_day": "Int64", "days_over_icu_capacity": "Int64"})
+            # a day reads 54, not 54.0, and replicates 3, not 3.0 (NaN: no peak, no ICU capacity, no R)
+            whole = ["peak_hospital_day", "days_over_icu_capacity", *compare_reproduction.REPLICATES.values()]
+            days = table.astype(dict.fromkeys(whole, "Int64"))
             days.to_csv(tmp / "comparison.csv", index=False)
             ages = by_age_table(self.runs)
             ages.to_csv(tmp / "comparison_by_age.csv", index=False)

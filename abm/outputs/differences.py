@@ -73,14 +73,26 @@ def welch_interval(base: np.ndarray, other: np.ndarray, level: float = LEVEL) ->
     """Difference of the means of two independent samples with Welch's t interval
     (Welch-Satterthwaite degrees of freedom)."""
     a, b = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
-    mean = float(a.mean() - b.mean())
-    if len(a) < 2 or len(b) < 2:
+
+    def moments(x: np.ndarray) -> tuple[float, float, int]:
+        return x.mean(), x.var(ddof=1) if len(x) > 1 else math.nan, len(x)
+
+    return welch_of_moments(moments(a), moments(b), level)
+
+
+def welch_of_moments(base: tuple[float, float, int], other: tuple[float, float, int], level: float = LEVEL) -> Interval:
+    """:func:`welch_interval` from each sample's mean, variance (n - 1 in its denominator) and
+    size, for figures whose replicates' own values are not kept (summary.json's mean and sd):
+    ``base``'s mean minus ``other``'s, with NaN bounds where a sample has fewer than two values."""
+    (mean_a, var_a, n_a), (mean_b, var_b, n_b) = base, other
+    mean = float(mean_a - mean_b)
+    if n_a < 2 or n_b < 2:
         return Interval(mean, math.nan, math.nan)
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    va, vb = var_a / n_a, var_b / n_b
     se = math.sqrt(va + vb)
     if se == 0:
         return Interval(mean, mean, mean)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
     half = float(stats.t.ppf(0.5 + level / 2, df)) * se
     return Interval(mean, mean - half, mean + half)
 
