@@ -641,15 +641,16 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
         paired = same_draws(first, sweep_plan.variants[int(v)].model_dump(mode="json", by_alias=True))
         changes = in_region(changes_from_first(table, int(v), paired=paired), residents.get(int(v)))
         changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"
-        by_age = {f"{c}_{k}": x for c in AGE_COLUMNS for k, x in _over_replicates(group[c]).items()}
+        ages = group[list(AGE_COLUMNS)].to_numpy(dtype=float)  # once for all: a column at a time costs more
+        by_age = {f"{c}_{k}": x for j, c in enumerate(AGE_COLUMNS) for k, x in _over_replicates(ages[:, j]).items()}
         summary_rows.append(row | changes | {"changes_by": changes_by} | by_age)
     return table, pd.DataFrame(summary_rows)
 
 
-def _over_replicates(column: pd.Series) -> dict[str, float]:
+def _over_replicates(column: pd.Series | np.ndarray) -> dict[str, float]:
     """Mean and sample sd of a variant's ``column`` over the replicates that have a value (a peak
     day: those with a peak); NaN for both where none has."""
-    values = column.to_numpy(dtype=float)
+    values = np.asarray(column, dtype=float)
     values = values[~np.isnan(values)]
     return mean_sd(values) if values.size else {"mean": math.nan, "sd": math.nan}
 
