@@ -870,8 +870,9 @@ def sweep(
 
     FILE is a scenario YAML file (`abm validate FILE` checks it without
     running); --set, --agents, --days, --seed and --device change it for every
-    variant. Writes one combined table (sweep.csv), a mean/sd table per variant
-    with its changes from the first (sweep_summary.csv), a plot (sweep.png),
+    variant. Writes one combined table (sweep.csv, with infections and deaths
+    by age group in its last columns), a mean/sd table per variant with its
+    changes from the first (sweep_summary.csv), a plot (sweep.png),
     sweep.json and report.html (the tables it prints, the plot and links), at
     the end, all at once; the tables do not depend on the backend or on
     --workers. Finished runs are kept beside the folder until then
@@ -884,6 +885,7 @@ def sweep(
     kept); 130 after Ctrl-C, 143 after SIGTERM (no folder is written, finished
     runs are kept, no worker is left running)."""
     with loading():
+        from abm.outputs.sweep_by_age import WHERE_BY_AGE
         from abm.parallel import WorkerLost, check_ray_address, check_workers
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
         from abm.sweep import BACKENDS, plan, run_sweep
@@ -953,6 +955,7 @@ def sweep(
             highlight=False,
             soft_wrap=True,
         )
+    out_console.print(WHERE_BY_AGE, highlight=False, soft_wrap=True)
     out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 
 

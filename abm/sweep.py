@@ -52,6 +52,7 @@ from abm.outputs.run_folder import atomic_folder
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
 from abm.outputs.summary_table import SummaryTable
+from abm.outputs.sweep_by_age import AGE_COLUMNS, age_outcomes
 from abm.outputs.sweep_plot import sweep_figure
 from abm.outputs.sweep_report import sweep_report_html, sweep_tables
 from abm.parallel import (
@@ -166,10 +167,12 @@ class SweepResult:
 
     ``table``: one row per (variant, replicate) with the swept values, the seed, the outcomes of
     :data:`OUTCOMES` and the flags of :data:`AT_END` (and the dates of :data:`PEAK_DATES` where a
-    variant has a start date); ``summary``: one row per variant with the mean and sd over replicates
-    of each outcome (``<outcome>_mean``, ``<outcome>_sd``; for a peak day also ``<outcome>_n``, the
-    replicates that have a peak, and ``<flag>_n``, those whose curve is at its peak on the last day,
-    and ``<outcome>_mean_date`` where dated), and for each outcome of :data:`CHANGES` its change
+    variant has a start date), then infections and deaths by age group (the columns of
+    :data:`abm.outputs.sweep_by_age.AGE_COLUMNS`, which add up to ``cumulative_infected`` and
+    ``deaths``); ``summary``: one row per variant with the mean and sd over replicates of each
+    outcome (``<outcome>_mean``, ``<outcome>_sd``, those by age group last; for a peak day also
+    ``<outcome>_n``, the replicates that have a peak, and ``<flag>_n``, those whose curve is at its
+    peak on the last day, and ``<outcome>_mean_date`` where dated), and for each outcome of :data:`CHANGES` its change
     against the first variant per 100,000 agents with a 95% interval (``<outcome>_change_per_100k``,
     ``_change_low``, ``_change_high``; empty for the first variant; and for the variant's region,
     ``<outcome>_change_region``, ``_region_low``, ``_region_high``), paired by replicate where the
@@ -210,8 +213,9 @@ class SweepResult:
         (atomically); then the runs kept while it ran go."""
         out = Path(out)
         with atomic_folder(out, "sweep") as tmp:
-            days = {c: "Int64" for c in INTEGER_OUTCOMES if c in self.table}  # 54, not 54.0 (empty: no peak)
-            self.table.astype(days).to_csv(tmp / "sweep.csv", index=False)
+            # 54, not 54.0 (empty: no peak, or no count by age in a run kept by an older abm)
+            whole = {c: "Int64" for c in (*INTEGER_OUTCOMES, *AGE_COLUMNS) if c in self.table}
+            self.table.astype(whole).to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
             (tmp / "sweep.json").write_text(dumps(self.info), encoding="utf-8")
             if self.info.get("variants"):  # run_sweep's result (a table built by hand has no variants to draw)
@@ -494,7 +498,8 @@ def run_task(task: SweepTask) -> dict[str, Any]:
         "replicate": task.replicate,
         "outcomes": {name: outcome(name, out[name]) for name in OUTCOMES}
         | at_end
-        | {EPIDEMIC_OVER: bool(s["replicates_epidemic_over"])},
+        | {EPIDEMIC_OVER: bool(s["replicates_epidemic_over"])}
+        | age_outcomes(s),
         "beds_per_100k": float(s["hospital_capacity"]["beds_per_100k"]),
         "icu_beds_per_100k": None if s["icu_capacity"] is None else float(s["icu_capacity"]["beds_per_100k"]),
         "region_population": int(s["region_population"]),
@@ -587,6 +592,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
     rows = []
     for res in sorted(results, key=lambda r: (r["variant"], r["replicate"])):
         v = res["variant"]
+        outcomes = res["outcomes"]
         swept = {
             a.key: _column_value(x) for a, x in zip(sweep_plan.axes, sweep_plan.assignments[v]["values"], strict=True)
         }
@@ -597,7 +603,9 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
                 "replicate": res["replicate"],
                 "seed": sweep_plan.variants[v].simulation.seed + res["replicate"],
                 "agents": sweep_plan.variants[v].population.agents,  # the counts are these agents'
-                **res["outcomes"],
+                **outcomes,
+                # last; none in a run kept by an older abm (its journal), nor in results made by hand
+                **{c: outcomes.get(c) for c in AGE_COLUMNS},
             }
         )
     table = pd.DataFrame(rows)
@@ -621,22 +629,30 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
             row[f"{EPIDEMIC_OVER}_n"] = int(group[EPIDEMIC_OVER].fillna(False).astype(bool).sum())
         row["agents"] = sweep_plan.variants[int(v)].population.agents
         for name in OUTCOMES:
-            values = group[name].to_numpy(dtype=float)
-            values = values[~np.isnan(values)]  # a peak day over the replicates that have a peak
-            stats = mean_sd(values) if values.size else {"mean": math.nan, "sd": math.nan}
+            stats = _over_replicates(group[name])
             row[f"{name}_mean"], row[f"{name}_sd"] = stats["mean"], stats["sd"]
             if name in PEAK_DAYS:
                 if dated:
                     row[f"{name}_mean_date"] = _date_of_day(starts[int(v)], stats["mean"], rounded=True)
-                row[f"{name}_n"] = int(values.size)
+                row[f"{name}_n"] = int(group[name].notna().sum())
                 row[f"{AT_END[name]}_n"] = int(group[AT_END[name]].sum())
             if name in REPRODUCTION:
-                row[f"{name}_n"] = int(values.size)
+                row[f"{name}_n"] = int(group[name].notna().sum())
         paired = same_draws(first, sweep_plan.variants[int(v)].model_dump(mode="json", by_alias=True))
         changes = in_region(changes_from_first(table, int(v), paired=paired), residents.get(int(v)))
         changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"
-        summary_rows.append(row | changes | {"changes_by": changes_by})
+        ages = group[list(AGE_COLUMNS)].to_numpy(dtype=float)  # once for all: a column at a time costs more
+        by_age = {f"{c}_{k}": x for j, c in enumerate(AGE_COLUMNS) for k, x in _over_replicates(ages[:, j]).items()}
+        summary_rows.append(row | changes | {"changes_by": changes_by} | by_age)
     return table, pd.DataFrame(summary_rows)
+
+
+def _over_replicates(column: pd.Series | np.ndarray) -> dict[str, float]:
+    """Mean and sample sd of a variant's ``column`` over the replicates that have a value (a peak
+    day: those with a peak); NaN for both where none has."""
+    values = np.asarray(column, dtype=float)
+    values = values[~np.isnan(values)]
+    return mean_sd(values) if values.size else {"mean": math.nan, "sd": math.nan}
 
 
 def _date_of_day(start: date | None, day: float | None, *, rounded: bool = False) -> str | None:

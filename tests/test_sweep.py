@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 import abm
 from abm.cli import app
 from abm.outputs.run_folder import MARK
+from abm.outputs.sweep_by_age import AGE_COLUMNS, WHERE_BY_AGE
 from abm.scenario import ScenarioError
 from abm.sweep import (
     AT_END,
@@ -68,7 +69,7 @@ def test_rows_are_ordered_and_seeded_by_variant_and_replicate(local_sweep):
     assert list(t["contacts.community.weight"]) == [0.3, 0.3, 0.6, 0.6]
     # Replicate r runs with the scenario's seed + r, the same in every variant.
     assert list(t["seed"]) == [1234, 1235, 1234, 1235]
-    columns = ["agents", *OUTCOMES, *AT_END.values(), "epidemic_over"]
+    columns = ["agents", *OUTCOMES, *AT_END.values(), "epidemic_over", *AGE_COLUMNS]
     assert list(t.columns[4:]) == columns and (t["agents"] == TINY["agents"]).all()
     # sweep.json records each variant as its replicates ran: one replicate, the capacity used.
     ran = local_sweep.info["variants"][1]["scenario"]
@@ -176,7 +177,7 @@ def test_several_sweeps_run_the_cartesian_product():
     assert (t.loc[t["seeding.infections.asymptomatic"] == 9, "cumulative_infected"] >= 11).all()
     # One replicate a variant has no sd (it was written as 0, which reads as no variation).
     sds = result.summary.filter(regex="_sd$")
-    assert len(sds.columns) == len(OUTCOMES) and sds.isna().all().all()
+    assert len(sds.columns) == len(OUTCOMES) + len(AGE_COLUMNS) and sds.isna().all().all()
 
 
 def test_a_section_that_gives_every_variant_the_same_replicates_is_swept():
@@ -644,6 +645,7 @@ def test_cli_end_to_end_writes_the_combined_tables(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "6 runs (3 per variant)" in result.output and f"resultsin{out}" in "".join(result.output.split())
+    assert "".join(WHERE_BY_AGE.split()) in "".join(result.output.split())  # where the columns by age are
     files = [MARK, "report.html", "sweep.csv", "sweep.json", "sweep.png", "sweep_summary.csv"]
     assert sorted(p.name for p in out.iterdir()) == files
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -856,6 +858,9 @@ def test_combine_of_hand_made_results():
     assert summary["changes_by"].tolist() == ["", "independent runs"]
     assert one.total_cost_change_per_100k == pytest.approx(2000.0)  # 1,500 and 2,500 per 100,000
     assert summary.iloc[0].filter(like="_change_").isna().all()
+    # Results without counts by age (kept by an older abm, made by hand) leave those columns empty.
+    assert list(table.columns[-len(AGE_COLUMNS) :]) == list(AGE_COLUMNS) and table[list(AGE_COLUMNS)].isna().all().all()
+    assert summary[[f"{c}_mean" for c in AGE_COLUMNS]].isna().all().all()
 
 
 @pytest.mark.parametrize(

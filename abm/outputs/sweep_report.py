@@ -18,8 +18,8 @@ from abm.plurals import counted
 CHANGE_WORDS = {"hospitalizations": "hospitalizations", "deaths": "deaths", "total_cost": "cost $"}
 
 SWEEP_FILES = {
-    "sweep.csv": "one row per variant and replicate",
-    "sweep_summary.csv": "one row per variant: means, sds and the changes from the first variant",
+    "sweep.csv": "one row per variant and replicate; infections and deaths by age group in its last columns",
+    "sweep_summary.csv": "one row per variant: means, sds (by age group last) and the changes from the first variant",
     "sweep.json": "the swept keys and values, each variant's resolved scenario, timings",
     "sweep.png": "the outcomes against the first swept key with numbers",
 }

@@ -1,0 +1,98 @@
+"""Infections and deaths by age group in ``abm sweep``'s tables: taken from each run's summary
+(``by_age``, as ``abm run`` gives it), adding up to the totals, and as ``abm run`` of the same
+variant and seed gives them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import abm
+from abm.engine.disease import AGE_GROUP_LABELS
+from abm.outputs.sweep_by_age import AGE_COLUMNS, WHERE_BY_AGE, age_column, age_outcomes
+from abm.sweep import run_sweep
+
+SCENARIO = Path("scenarios/king_county/no_intervention.yaml").resolve()
+# Long enough, and fast enough a spread, for some deaths: a check of deaths by age that all read 0 proves little.
+SETTINGS = {"agents": 1500, "days": 60}
+SWEPT = "disease.transmission_rate"
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return run_sweep(SCENARIO, [f"{SWEPT}=3,4"], replicates=2, **SETTINGS)
+
+
+def infected_columns() -> list[str]:
+    return [age_column("cumulative_infected", g) for g in AGE_GROUP_LABELS]
+
+
+def death_columns() -> list[str]:
+    return [age_column("deaths", g) for g in AGE_GROUP_LABELS]
+
+
+def test_column_names_are_stable_identifiers_one_per_outcome_and_age_group():
+    assert age_column("cumulative_infected", "0-9") == "cumulative_infected_age_0_9"
+    assert age_column("deaths", "80+") == "deaths_age_80_plus"
+    assert len(set(AGE_COLUMNS)) == len(AGE_COLUMNS) == 2 * len(AGE_GROUP_LABELS)
+    assert all(re.fullmatch(r"[a-z0-9_]+", c) for c in AGE_COLUMNS)
+    assert list(AGE_COLUMNS) == infected_columns() + death_columns()
+    assert len(WHERE_BY_AGE) <= 120 and "sweep.csv" in WHERE_BY_AGE
+
+
+def test_age_outcomes_are_a_single_replicates_counts_and_refuse_several():
+    rows = [
+        {"age_group": g, "infected": {"mean": float(10 + i), "sd": float("nan")}, "deaths": {"mean": float(i % 2)}}
+        for i, g in enumerate(AGE_GROUP_LABELS)
+    ]
+    got = age_outcomes({"replicates": 1, "by_age": rows[::-1]})  # matched by label, not by position
+    assert got["cumulative_infected_age_0_9"] == 10 and got["cumulative_infected_age_80_plus"] == 18
+    assert [got[c] for c in death_columns()] == [i % 2 for i in range(len(AGE_GROUP_LABELS))]
+    assert all(type(v) is int for v in got.values())
+    with pytest.raises(ValueError, match="one replicate, not 2"):
+        age_outcomes({"replicates": 2, "by_age": rows})
+
+
+def test_by_age_columns_add_up_to_the_totals_in_every_row(sweep):
+    t = sweep.table
+    assert list(t.columns[-len(AGE_COLUMNS) :]) == list(AGE_COLUMNS)  # last, after every other column
+    assert (t[infected_columns()].sum(axis=1) == t["cumulative_infected"]).all()
+    assert (t[death_columns()].sum(axis=1) == t["deaths"]).all()
+    assert t["deaths"].sum() > 0 and (t[infected_columns()] > 0).sum(axis=1).min() > 1  # not all in one group
+
+
+def test_a_rows_counts_by_age_are_abm_runs_of_the_same_variant_and_seed(sweep):
+    t = sweep.table
+    row = t[t["deaths"] > 0].iloc[-1]
+    again = abm.run(SCENARIO, sets=[f"{SWEPT}={row[SWEPT]}"], seed=int(row["seed"]), replicates=1, **SETTINGS)
+    by_age = {r["age_group"]: r for r in again.summary["by_age"]}
+    for group in AGE_GROUP_LABELS:
+        assert row[age_column("cumulative_infected", group)] == by_age[group]["infected"]["mean"]
+        assert row[age_column("deaths", group)] == by_age[group]["deaths"]["mean"]
+
+
+def test_summary_gives_mean_and_sd_over_replicates_of_each_by_age_column(sweep):
+    t, s = sweep.table, sweep.summary
+    stats = [f"{c}_{k}" for c in AGE_COLUMNS for k in ("mean", "sd")]
+    assert list(s.columns[-len(stats) :]) == stats
+    for v, group in t.groupby("variant"):
+        for c in AGE_COLUMNS:
+            assert s.loc[v, f"{c}_mean"] == pytest.approx(group[c].mean())
+            assert s.loc[v, f"{c}_sd"] == pytest.approx(group[c].std(ddof=1))
+        means = s.loc[v, [f"{c}_mean" for c in infected_columns()]].to_numpy(dtype=float)
+        assert means.sum() == pytest.approx(s.loc[v, "cumulative_infected_mean"])
+
+
+def test_sweep_csv_writes_counts_by_age_as_whole_numbers(tmp_path, sweep):
+    sweep.kept_in = None  # a fixture's result: no kept runs to remove
+    sweep.write(tmp_path / "sw")
+    text = (tmp_path / "sw" / "sweep.csv").read_text().splitlines()
+    header, first = text[0].split(","), text[1].split(",")
+    cells = [first[header.index(c)] for c in AGE_COLUMNS]
+    assert all(re.fullmatch(r"\d+", c) for c in cells), cells
+    back = pd.read_csv(tmp_path / "sw" / "sweep.csv")
+    assert np.array_equal(back[list(AGE_COLUMNS)].to_numpy(), sweep.table[list(AGE_COLUMNS)].to_numpy())
