@@ -179,9 +179,16 @@ def test_cost_ticks_read_in_dollars(value, label):
 
 
 def test_the_cost_plot_labels_its_axis_in_dollars_without_an_offset():
-    fig = plots.cumulative_cost([hand_run("ni", days=5)])
+    """Costs of millions, where matplotlib's own labels read 0.5 ... 3.0 under a "1e6" offset (a
+    run that booked nothing draws an axis of cents, which has no offset either way)."""
+    run = hand_run("ni", days=5)
+    run.costs = pd.DataFrame({"item": "vaccine_dose", "day": [1, 3], "replicate": 0, "count": [1, 2],
+                              "unit_cost": 1_000_000.0})  # fmt: skip
+    fig = plots.cumulative_cost([run])
     ax = fig.axes[0]
     assert ax.get_ylabel() == "cost for the run's agents"
     assert ax.yaxis.get_major_formatter()(2_000_000, 0) == "$2M"
     fig.canvas.draw()
     assert ax.yaxis.get_offset_text().get_text() == ""
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "$0" in labels and "$3M" in labels and all(t.startswith("$") for t in labels), labels
