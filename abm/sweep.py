@@ -170,7 +170,8 @@ class SweepResult:
     variant has a start date), then infections and deaths by age group (the columns of
     :data:`abm.outputs.sweep_by_age.AGE_COLUMNS`, which add up to ``cumulative_infected`` and
     ``deaths``); ``summary``: one row per variant with the mean and sd over replicates of each
-    outcome (``<outcome>_mean``, ``<outcome>_sd``, those by age group last; for a peak day also
+    outcome (``<outcome>_mean``, ``<outcome>_sd``, those by age group last, empty for a variant
+    one of whose runs lacks them; for a peak day also
     ``<outcome>_n``, the replicates that have a peak, and ``<flag>_n``, those whose curve is at its
     peak on the last day, and ``<outcome>_mean_date`` where dated), and for each outcome of :data:`CHANGES` its change
     against the first variant per 100,000 agents with a 95% interval (``<outcome>_change_per_100k``,
@@ -642,6 +643,8 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
         changes = in_region(changes_from_first(table, int(v), paired=paired), residents.get(int(v)))
         changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"
         ages = group[list(AGE_COLUMNS)].to_numpy(dtype=float)  # once for all: a column at a time costs more
+        if np.isnan(ages).any():  # a run kept by an older abm: means of the others would not add up to the totals
+            ages = np.full_like(ages, np.nan)
         by_age = {f"{c}_{k}": x for j, c in enumerate(AGE_COLUMNS) for k, x in _over_replicates(ages[:, j]).items()}
         summary_rows.append(row | changes | {"changes_by": changes_by} | by_age)
     return table, pd.DataFrame(summary_rows)

@@ -96,3 +96,41 @@ def test_sweep_csv_writes_counts_by_age_as_whole_numbers(tmp_path, sweep):
     assert all(re.fullmatch(r"\d+", c) for c in cells), cells
     back = pd.read_csv(tmp_path / "sw" / "sweep.csv")
     assert np.array_equal(back[list(AGE_COLUMNS)].to_numpy(), sweep.table[list(AGE_COLUMNS)].to_numpy())
+
+
+def test_a_variant_some_of_whose_runs_lack_counts_by_age_gets_no_means_by_age():
+    """A sweep resumed from a journal whose runs an older abm kept (no counts by age) beside runs
+    of this one: the variant's means by age would be over other replicates than its totals' and
+    not add up to them, so they are left empty; a variant whose runs all have them keeps them."""
+    from types import SimpleNamespace
+
+    from abm.sweep import OUTCOMES, SweepAxis, SweepPlan, combine
+
+    data = {"simulation": {"seed": 10, "device": "cpu"}, "population": {"agents": 1000, "region": "x"}}
+    variant = SimpleNamespace(
+        simulation=SimpleNamespace(seed=10, start_date=None),
+        population=SimpleNamespace(agents=1000),
+        model_dump=lambda **_: data,
+    )
+    sweep_plan = SweepPlan(
+        "x.yaml",
+        [SweepAxis("disease.transmission_rate", (3, 4), ("3", "4"))],
+        2,
+        [variant, variant],
+        [{"values": [3], "texts": ["3"]}, {"values": [4], "texts": ["4"]}],
+    )
+    by_age = {c: 1 for c in infected_columns()} | {c: 0 for c in death_columns()}
+
+    def result(v: int, r: int, ages: bool) -> dict:
+        outcomes = dict.fromkeys(OUTCOMES, 1.0) | {"cumulative_infected": 9.0, "deaths": 0.0, "peak_hospital_day": 3}
+        at_end = {"peak_hospital_at_end": False, "peak_new_infections_at_end": False}
+        return {"variant": v, "replicate": r, "outcomes": outcomes | at_end | (by_age if ages else {})}
+
+    # variant 0: replicate 0 kept by an older abm, replicate 1 run now; variant 1: both run now
+    results = [result(0, 0, False), result(0, 1, True), result(1, 0, True), result(1, 1, True)]
+    table, summary = combine(sweep_plan, results)
+    assert table.loc[0, list(AGE_COLUMNS)].isna().all() and table.loc[1, list(AGE_COLUMNS)].notna().all()
+    stats = [f"{c}_{k}" for c in AGE_COLUMNS for k in ("mean", "sd")]
+    assert summary.loc[0, stats].isna().all()
+    means = summary.loc[1, [f"{c}_mean" for c in infected_columns()]].to_numpy(dtype=float)
+    assert means.sum() == summary.loc[1, "cumulative_infected_mean"] == 9.0

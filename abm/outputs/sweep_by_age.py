@@ -6,7 +6,9 @@ those infected by the end, seeded ones too, and those dead. The sweep takes them
 counts of the run's agents like ``cumulative_infected`` and ``deaths``, so that over the groups
 they add up to those two columns. They are named :func:`age_column` (``deaths_age_80_plus``) and
 come last in ``sweep.csv``; ``sweep_summary.csv`` gives their mean and sd over replicates, as for
-the other outcomes, also last.
+the other outcomes, also last. A run kept by an older abm (a sweep resumed from its journal) has
+none: its row's are empty, and so are its variant's means and sds, which over the other replicates
+would not add up to the variant's totals.
 """
 
 from __future__ import annotations
