@@ -162,7 +162,7 @@ def test_the_reproduction_number_plot_names_a_run_without_it_and_is_left_out_whe
     assert plots.reproduction.PLOTTED_LEAST == 25
     np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), [np.nan] + [1.0] * 9)
     assert "line: the replicates pooled; band: lowest to highest of 2 replicates" in [t.get_text() for t in fig.texts]
-    assert "weeks of fewer than 25 infections: not drawn" in labels
+    assert "weeks of fewer than 25 infections (the band: in the replicate): not drawn" in labels
     written = plots.write_plots([without], tmp_path / "a")
     assert "reproduction_number.png" not in {p.name for p in written}
     assert "reproduction_number.png" in {p.name for p in plots.write_plots([with_it, without], tmp_path / "b")}

@@ -208,7 +208,8 @@ def test_the_plot_leaves_out_weeks_of_too_few_infections():
     # day d's week holds days d-3..d+3: from day 13 on, at most 3 + 3 ones... below `least`
     assert np.isfinite(y[:13]).all() and (y[:13] == 1.0).all()
     assert np.isnan(y[13:]).all()
-    assert f"weeks of fewer than {least} infections: not drawn" in fig.axes[0].get_legend_handles_labels()[1]
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert f"weeks of fewer than {least} infections (the band: in the replicate): not drawn" in labels
     plt.close(fig)
 
 

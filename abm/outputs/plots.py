@@ -315,13 +315,12 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
     infections (the line: over the replicates pooled; the band: in the replicate), are left out.
     A run without the figures is named so."""
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
-    top = 2.0
+    top, least = 2.0, reproduction.PLOTTED_LEAST
     for run, color in zip(runs, colors(len(runs)), strict=True):
         got = reproduction.arrays(run.timeseries)
         if got is None:
             ax.plot([], [], " ", label=f"{run.label}: no reproduction number recorded")
             continue
-        least = reproduction.PLOTTED_LEAST
         weeks = reproduction.weekly(*got, least=least)
         with warnings.catch_warnings():  # a day no replicate has a final figure for stays empty
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -336,7 +335,8 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
         if b["mean"].notna().any():
             top = max(top, 1.25 * float(b["mean"].max()))
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1.2, label="1: each infection passed on once")
-    ax.plot([], [], " ", label=f"weeks of fewer than {reproduction.PLOTTED_LEAST} infections: not drawn")
+    # the band's weeks are a replicate's own, so where few replicates have enough it may miss the line
+    ax.plot([], [], " ", label=f"weeks of fewer than {least} infections (the band: in the replicate): not drawn")
     last = max(r.days for r in runs) - 1
     ax.set_xlim(*((0, last) if last >= 1 else (-0.5, 0.5)))  # the runs' days, where some have no figure
     _finish(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from abm.engine.disease import AGE_GROUP_LABELS
+from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: that loads torch
 
 # The sweep's outcomes given by age group, with the key of summary.json's by_age rows they come from.
 BY_AGE = {"cumulative_infected": "infected", "deaths": "deaths"}
