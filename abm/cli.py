@@ -980,16 +980,16 @@ def compare(
     when the file system fails as the folder is written (a full disk: nothing
     is written, an earlier report is kept)."""
     with loading():
-        from abm.outputs.compare import CompareError
-        from abm.outputs.compare import compare as compare_runs
+        from abm.outputs.compare import CompareError, load_runs
 
     here = out.resolve()
-    if any(here == r.resolve() or here in r.resolve().parents for r in runs):
-        fail(f"--out {out} is one of the runs or holds one; choose another folder")
     with stop_on_interrupt(out):
         try:
+            comparison = load_runs(runs)  # first: a folder that is no run is named as such
+            if any(here == r.resolve() or here in r.resolve().parents for r in runs):
+                fail(f"--out {out} (the report folder) is one of the runs or holds one; give another with --out")
             check_target(out, "comparison")
-            compare_runs(runs, out)
+            comparison.write(out)
             results_written()
         except (CompareError, OutputFolderError) as exc:
             fail(str(exc))

@@ -114,9 +114,10 @@ class RunResult:
         return boundaries if boundaries is not None else getattr(self.scenario.outputs, "boundaries", None)
 
     def plot(self, which: str | None = None) -> Any:
-        """Matplotlib figures of the run: one of ``hospital_occupancy``, ``new_infections``,
-        ``cumulative_infections``, ``cumulative_by_age``, ``cumulative_cost``, or (None) a dict
-        of all of them."""
+        """Matplotlib figures of the run: one of ``hospital_occupancy``, ``icu_occupancy``,
+        ``new_infections``, ``cumulative_infections``, ``cumulative_by_age``, ``cumulative_cost``,
+        ``reproduction_number`` (the keys of :data:`abm.outputs.plots.FIGURES`, the plots/ files of
+        a run folder), or (None) a dict of all of them."""
         from abm.outputs import plots
 
         runs = [plots.RunTables.from_result(self)]

@@ -191,8 +191,9 @@ class SweepResult:
 
     def plot(self) -> Figure:
         """The figure ``sweep.png`` holds (:mod:`abm.outputs.sweep_plot`: the infected share, peak
-        hospital beds, deaths and cost against a swept value, a point per variant's mean with a bar
-        from its lowest to its highest replicate); a matplotlib figure, which a notebook shows.
+        hospital beds, deaths, cost, the first week's reproduction number and the generation
+        interval against a swept value, a point per variant's mean with a bar from its lowest to its
+        highest replicate); a matplotlib figure, which a notebook shows.
         Needs ``info`` as :func:`run_sweep` gives it (its variants); a :class:`ValueError` else."""
         if not self.info.get("variants"):
             raise ValueError(

@@ -877,7 +877,7 @@ def test_an_interrupted_command_says_whether_an_earlier_output_is_kept(tmp_path,
                   (abm.sweep, "run_task"), "sweep"),
         "calibrate": (["calibrate", str(tiny_calibration(tmp_path, trials=2, rerank_trials=0)), "--workers", "1"],
                       (abm.calibration.optimize, "simulate_values"), "calibration"),
-        "compare": (["compare", str(tmp_path / "a"), str(tmp_path / "b")], (abm.outputs.compare, "compare"),
+        "compare": (["compare", str(tmp_path / "a"), str(tmp_path / "b")], (abm.outputs.compare, "load_runs"),
                     "comparison"),
     }[command]  # fmt: skip
     monkeypatch.setattr(*patched, stop)
@@ -1053,7 +1053,8 @@ def test_an_output_path_that_abm_did_not_write_is_never_replaced(tmp_path, monke
     assert (runs / "a" / "timeseries.csv").read_text() != first  # another seed, another epidemic
     assert sorted(p.name for p in runs.iterdir()) == ["a"]  # no staging or old folder left behind
     # A comparison may not be written over the folder that holds its runs.
-    result = runner.invoke(app, ["compare", str(runs / "a"), str(runs / "a"), "--out", str(runs)])
+    copy_output(runs / "a", tmp_path / "b")
+    result = runner.invoke(app, ["compare", str(runs / "a"), str(tmp_path / "b"), "--out", str(runs)])
     assert result.exit_code == 2 and "is one of the runs or holds one" in " ".join(result.output.split())
     assert sorted(p.name for p in (runs / "a").iterdir()) == written
 

@@ -281,6 +281,27 @@ def test_compare_names_a_comparison_folder_given_as_a_run(runs, tmp_path):
     )
 
 
+def test_compare_names_the_default_report_folder_given_as_a_run_for_what_it_is(runs, tmp_path, monkeypatch):
+    """After the tutorial's `abm compare ... --out runs/comparison`, giving runs/comparison among
+    the runs with no --out said "--out runs/comparison is one of the runs or holds one", an option
+    the user had not given: the folder is named for what it is, a comparison and no run."""
+    monkeypatch.chdir(tmp_path)
+    cmp = Path("runs/comparison")
+    assert compare(runs["ni"], runs["sq"]).exit_code == 0 and (cmp / "comparison.csv").is_file()
+    before = sorted(p.name for p in cmp.iterdir())
+    result = compare(runs["ni"], cmp)
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: {cmp}: is a comparison folder, not a run folder; compare takes run folders, written by `abm run`\n",
+    )
+    assert sorted(p.name for p in cmp.iterdir()) == before
+    # A true run given as the report folder is refused as before, named as the report folder.
+    result = compare(runs["ni"], runs["sq"], "--out", runs["sq"])
+    assert result.exit_code == 2 and result.stderr == (
+        f"error: --out {runs['sq']} (the report folder) is one of the runs or holds one; give another with --out\n"
+    )
+
+
 def test_compare_says_a_run_folder_lacks_a_file_removed_since_abm_wrote_it(runs, tmp_path):
     """A run folder (its mark says so and lists the file) from which summary.json, or both
     timeseries files, were removed was "not a run folder (missing summary.json); give folders

@@ -154,3 +154,15 @@ def test_the_scenario_reference_states_the_default_test_in_full():
         f"given to {' and '.join(test.given_to)}",
     ):
         assert part in meaning, (part, meaning)
+
+
+def test_the_plot_methods_name_every_figure_they_draw():
+    """RunResult.plot's docstring listed five figures after icu_occupancy and reproduction_number
+    were added: help() names every figure that ``which`` takes."""
+    import inspect
+
+    from abm.outputs.plots import FIGURES
+    from abm.runs import RunResult
+
+    doc = inspect.getdoc(RunResult.plot)
+    assert [name for name in FIGURES if f"``{name}``" not in doc] == []

@@ -747,3 +747,33 @@ def test_each_column_of_the_markdown_table_shows_its_numbers_alike():
     assert "| c | 12,000 | 5,250.40 | 647.00 (120.40 to 1,300.00) |" in markdown(table)
     # A lone value takes the rule by itself.
     assert format_cell("total_cost", 5250.4) == "5,250" and format_cell("total_cost", 90.0) == "90.00"
+
+
+def test_a_column_takes_more_decimals_only_where_its_smallest_number_would_read_as_0():
+    """The tutorial's comparison showed "$1,058.366 (791.210 to 1,597.908)" per averted
+    hospitalization: one interval's end of -$0.007 gave its whole column a third decimal, though
+    in cents it reads -0.01, not 0. A column keeps its places unless its smallest number but 0
+    would read as 0 there."""
+    from abm.outputs.compare import column_places, shown
+
+    nan = math.nan
+    table = pd.DataFrame(
+        {
+            "run": ["ni", "vacc", "ct"],
+            "cost_per_averted_hospitalization": [nan, 1058.366, 0.885],
+            "cost_per_averted_low": [nan, 791.21, -0.007],
+            "cost_per_averted_high": [nan, 1597.908, 1.914],
+            "deaths": [59.5, 5.5, 0.07],
+        }
+    )
+    keys, rows = shown(table)
+    assert keys == ["run", "cost_per_averted_hospitalization", "deaths"]
+    assert rows == [
+        ["ni", "", "59.5"],
+        ["vacc", "1,058.37 (791.21 to 1,597.91)", "5.5"],
+        ["ct", "0.89 (-0.01 to 1.91)", "0.1"],
+    ]
+    # Where the smallest would read as 0, the column goes down to its first significant digit.
+    assert column_places("cost_per_averted_hospitalization", [1058.366, -0.004]) == 3
+    assert column_places("deaths", [59.5, 0.04]) == 2
+    assert column_places("cumulative_infected_share", [0.5, 0.0004]) == 2

@@ -1065,3 +1065,18 @@ def test_each_row_says_whether_its_epidemic_is_over_and_the_summary_counts_them(
         SCENARIO, sets=["disease.transmission_rate=3.137"], seed=int(row["seed"]), replicates=1, agents=1500, days=60
     )
     assert row["epidemic_over"] == bool(again.summary["replicates_epidemic_over"])
+
+
+def test_means_table_shows_a_small_mean_down_to_its_first_significant_digit():
+    """A sweep of vacc_ct printed "0.0%" infected beside 0.4 deaths per variant: a mean that would
+    read as 0 at one decimal is shown down to its first significant digit, as the run's table does;
+    a true 0 stays 0."""
+    from abm.outputs.sweep_report import sweep_tables
+
+    ends = {"per_100k": 2.0, "low": 1.0, "high": 3.0, "region": 45.1, "region_low": 22.0, "region_high": 67.0}
+    summary = changes_summary(3, ends)
+    summary["cumulative_infected_share_mean"] = [0.000324, 0.1786]
+    summary["peak_hospital_occupancy_mean"] = [0.04, 1234.5]
+    summary["deaths_mean"] = [0.0, 0.02]
+    means = sweep_tables(summary, ["a", "b"], [5000], [2252782])[0]
+    assert [r[1:4] for r in means.rows] == [["0.03%", "0.04", "0.0"], ["17.9%", "1,234.5", "0.02"]]

@@ -336,17 +336,21 @@ def column_places(key: str, values: Iterable[Any]) -> int:
     the column's ``values`` (an interval's ends too), so that a column's numbers line up: none
     for counts; for money whole dollars when every value but 0 is at least $100, else cents for
     all; for the first week's reproduction number and its change two
-    (:data:`abm.outputs.compare_reproduction.PLACES`); one place for the others (shares in %).
-    More where the smallest value but 0 would read as 0, to show its first significant digit:
-    0.04 deaths, not 0.0; 0.04%, not 0.0%; $0.004, not $0.00. Blank and infinite values do not count."""
+    (:data:`abm.outputs.compare_reproduction.PLACES`); one place for the others (shares in %). More
+    only where the smallest value but 0 would read as 0, to show its first significant digit: 0.04
+    deaths, not 0.0; 0.04%, not 0.0%; $0.004, not $0.00 (an interval's end of -$0.007 reads -0.01 in
+    cents, so its column keeps cents, not $1,058.366). Blank and infinite values do not count."""
     if key in COUNTS or key in WHOLE:
         return 0
     scale = 100 if key in SHARES else 1
     sizes = [abs(scale * float(v)) for v in values if _is_number(v) and math.isfinite(v) and v != 0]
     if key in MONEY and all(size >= 100 for size in sizes):
         return 0
-    first_digit = -math.floor(math.log10(min(sizes))) if sizes else 0
-    return max(2 if key in MONEY else compare_reproduction.PLACES.get(key, 1), first_digit)
+    places = 2 if key in MONEY else compare_reproduction.PLACES.get(key, 1)
+    smallest = min(sizes, default=0.0)
+    if smallest and float(f"{smallest:.{places}f}") == 0:  # it would read as 0
+        places = -math.floor(math.log10(smallest))
+    return places
 
 
 def format_cell(key: str, v: Any, places: int | None = None) -> str:

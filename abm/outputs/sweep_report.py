@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from abm.outputs.html_pages import REPORT_CSS, html_table
-from abm.outputs.summary_table import SummaryTable, without_minus_zero
+from abm.outputs.summary_table import SummaryTable, fixed, without_minus_zero
 from abm.plurals import counted
 
 # The changes shown, with their words: sweep_summary.csv's <outcome>_change_... columns.
@@ -63,9 +63,9 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
         rows=[
             [
                 label,
-                f"{row['cumulative_infected_share_mean']:.1%}",
-                f"{row['peak_hospital_occupancy_mean']:,.1f}",
-                f"{row['deaths_mean']:,.1f}",
+                f"{fixed(100 * row['cumulative_infected_share_mean'], 1)}%",  # 0.03%, not 0.0%
+                fixed(row["peak_hospital_occupancy_mean"], 1),
+                fixed(row["deaths_mean"], 1),
                 f"{row['total_cost_mean']:,.0f}",
                 _initial_r(row),
             ]
