@@ -191,6 +191,17 @@ def name_field(what: str, more: str = "", **field: Any) -> Any:
     return Field(pattern=NAME_PATTERN, json_schema_extra={"allowed": f"{what}: {NAME_WORDS}{more}"}, **field)
 
 
+# The largest seed a scenario may give where a seed reaches a library's generator: Optuna's
+# sampler (numpy's legacy generator) takes seeds below 2**32, torch's below 2**64 with the offsets
+# the learning protocols add; a seed beyond would end the run with a traceback.
+SEED_MAX = 2**32 - 1
+
+
+def seed_field(default: int = 0, description: str | None = None) -> Any:
+    """A random seed's field (pydantic ``Field``): a whole number from 0 to :data:`SEED_MAX`."""
+    return Field(default, ge=0, le=SEED_MAX, description=description)
+
+
 # pydantic's error types for a mapping (a section) given something else, whose own messages
 # name Python types ("a valid dictionary or instance of SimulationConfig").
 SECTION_EXPECTED = ("model_type", "model_attributes_type", "dict_type")

@@ -1452,3 +1452,87 @@ def test_a_daily_count_or_shelf_life_too_large_to_run_is_refused_before_the_run(
         assert result.exit_code == 2, result.output
         assert message in text(result)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("written", "line", "problem"),
+    [
+        ("? [a, b]\n: 3\n", 3, "column 3: a key must be a name (text), not a list"),
+        ("? {a: 1}\n: 3\n", 3, "column 3: a key must be a name (text), not a mapping"),
+        (
+            "days: &d [1, *d]\n",
+            3,
+            "column 14: *d refers to the value &d that holds it, a value without end; write the value out",
+        ),
+    ],
+)
+def test_a_key_that_is_a_list_or_a_value_that_holds_itself_is_refused_with_its_line(tmp_path, written, line, problem):
+    """A list or mapping as a key ended validate and run with a TypeError traceback (exit 1), and
+    a value that holds itself through an alias with a RecursionError; both are YAML mistakes,
+    named by their line, in epidemic and learning scenarios alike."""
+    scenario = tmp_path / "odd.yaml"
+    scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
+    learning = tmp_path / "odd_learning.yaml"
+    learning.write_text(f"name: odd\nseed: 0\n{written}", encoding="utf-8")
+    for args, path in (
+        (["validate", str(scenario)], scenario),
+        (["run", str(scenario), "--out", str(tmp_path / "out")], scenario),
+        (["learn", str(learning), "--out", str(tmp_path / "out")], learning),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {path}: invalid YAML at line {line}, {problem}"
+    assert not (tmp_path / "out").exists()
+    assert load_yaml("a: &x {b: 1}\nc: *x\nd: [&y 1, *y]\ne: {<<: *x, f: 2}") == {
+        "a": {"b": 1},
+        "c": {"b": 1},
+        "d": [1, 1],
+        "e": {"b": 1, "f": 2},
+    }
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ("a: [\n", "invalid YAML at line 2, column 1: expected the node content, but found '<stream end>'"),
+        ("[1, 2]\n", "holds a list, not the mapping of keys `abm run` writes"),
+        ("just text\n", "holds the single value 'just text', not the mapping of keys `abm run` writes"),
+        ("", "holds nothing, not the mapping of keys `abm run` writes"),
+    ],
+)
+def test_compare_names_a_damaged_resolved_scenario_on_one_line(tmp_path, small_run_folder, written, problem):
+    """A run folder's scenario.resolved.yaml that is no mapping ended `abm compare` with an
+    AttributeError traceback (exit 1); invalid YAML was told with YAML's copy of the line, over
+    several lines. Nothing is written."""
+    damaged = copy_output(small_run_folder, tmp_path / "damaged")
+    (damaged / "scenario.resolved.yaml").write_text(written, encoding="utf-8")
+    out = tmp_path / "comparison"
+    result = runner.invoke(app, ["compare", str(small_run_folder), str(damaged), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert text(result) == f"error: {damaged}: cannot read the run (scenario.resolved.yaml: {problem})"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "scenario", "key"),
+    [
+        ("calibrate", CALIBRATION, "calibration.seed"),
+        ("learn", ROOT / "scenarios/learning/gmm_mapl.yaml", "seed"),
+        ("learn", ROOT / "scenarios/learning/private_calibration.yaml", "seed"),
+    ],
+)
+def test_a_seed_beyond_what_the_generators_take_is_refused_before_anything_runs(tmp_path, command, scenario, key):
+    """A sampler seed of 2**32 or more passed validate and ended `abm calibrate` with numpy's
+    "Seed must be between 0 and 2**32 - 1" traceback (exit 1); a learning seed of 2**64 ended
+    `abm learn` with torch's "Overflow when unpacking long long"."""
+    for args in (
+        ["validate", str(scenario)],
+        [command, str(scenario), "--out", str(tmp_path / "out")],
+    ):
+        result = runner.invoke(app, [*args, "--set", f"{key}=4294967296"])
+        assert result.exit_code == 2, result.output
+        assert text(result) == (
+            f"error: {scenario} (with --set {key}=4294967296): invalid scenario: {key}: 4294967296 is not allowed: "
+            "must be at most 4294967295"
+        )
+    assert not (tmp_path / "out").exists()
