@@ -15,9 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from abm.key_paths import lookup, not_finite
+from abm.yaml_loader import load_yaml
 
 TOP_LEVEL = "(top level)"
 
@@ -283,13 +285,40 @@ def number_as_text(value: Any, msg: str) -> str:
     nothing (a date written as '2020' gets no such hint)."""
     if not isinstance(value, str) or "whole number" not in msg:
         return ""
+    return how_to_write(value, whole=True)
+
+
+def how_to_write(text: str, whole: bool) -> str:
+    """How to write the number that ``text`` (a value YAML read as text) stands for, where a
+    number (``whole``: a whole number) is expected: without its quotes where YAML reads it as a
+    number so (``'3'``), else as YAML writes it (``1e-3`` and ``1.0e19``, which YAML 1.1 reads
+    as text: ``0.001``, ``1.0e+19``; ``'010'``: ``10.0``); nothing where it stands for no such number."""
     try:
-        number = float(value)
+        number = float(text)
     except ValueError:
         return ""
-    if not math.isfinite(number) or not number.is_integer():
+    if not math.isfinite(number) or (whole and not number.is_integer()):
         return ""
-    return f"; YAML reads {value} as text: write {int(number)}"
+    try:
+        plain = load_yaml(text)
+    except yaml.YAMLError:  # 010: YAML's octal (abm.yaml_loader)
+        plain = None
+    if isinstance(plain, (int, float)) and not isinstance(plain, bool):
+        return f"; write the number without quotes: {text.strip()}"
+    written = str(int(number)) if whole else yaml.safe_dump(number).splitlines()[0]  # 0.001, 1.0e+19
+    read = f"YAML reads {text.strip()} as text: " if isinstance(plain, str) else ""
+    return f"; {read}write {written}"
+
+
+def number_as_text_problem(options: list[Any], value: Any) -> str | None:
+    """What is allowed where ``value`` is text and the schema's ``options`` (a key's types) take
+    a number only: pydantic would read ``'3'`` as 3, and a file that quotes a number reads as text
+    in other YAML readers (and to its readers: quotes mark text). None where that is not so; text
+    for an infinite or NaN number is named as such (:func:`abm.key_paths.not_finite`)."""
+    kind = number_kind(options)
+    if kind is None or not isinstance(value, str) or not_finite_text(value):
+        return None
+    return f"must be {kind}" + how_to_write(value, whole=kind == "a whole number")
 
 
 def size_problem(ctx: dict[str, Any], value: Any) -> str:
@@ -482,6 +511,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             problems.append(f"{where}: {str(value).lower()} is not allowed: {expected}")
         elif number_for_date(options, value):
             problems.append(f"{where}: {shown(value)} is not allowed: {PLAIN['date_type']}")
+        elif number_as_text_problem(options, value):
+            problems.append(f"{where}: {shown(value)} is not allowed: {number_as_text_problem(options, value)}")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {shown(value)} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
@@ -540,10 +571,21 @@ def entry_mixups(annotation: Any, value: Any, path: tuple[str, ...]) -> list[str
                 )
             elif number_for_date(options, entry):
                 problems.append(f"{'.'.join(where)}: {shown(entry)} is not allowed: {PLAIN['date_type']}")
+            elif number_as_text_problem(options, entry):
+                problems.append(
+                    f"{'.'.join(where)}: {shown(entry)} is not allowed: {number_as_text_problem(options, entry)}"
+                )
             elif isinstance(entry, (list, dict)):
                 problems += entry_mixups(entry_annotation, entry, where)
         return problems
     return problems
+
+
+def unnamed(lines: list[str], more: list[str]) -> list[str]:
+    """The lines of ``more``, each once, whose key path (before the first ``": "``) no line of
+    ``lines`` names (``more`` may name a key on several lines: its problems)."""
+    named = {line.split(": ", 1)[0] for line in lines}
+    return [line for line in dict.fromkeys(more) if line.split(": ", 1)[0] not in named]
 
 
 M = typing.TypeVar("M", bound=BaseModel)
@@ -563,19 +605,18 @@ def validated(
     or a section (:func:`bool_mixups`), infinite or NaN numbers, ``extra`` problems the caller
     found (parts validated on their own), and what the schema refuses (:func:`error_lines`; a
     key already named is named once)."""
-    # a problem found twice (a YAML .inf in a protocol's params is also in ``extra``) is named once
-    mixups = list(dict.fromkeys(bool_mixups(model, data) + not_finite(data) + list(extra or [])))
+    # a key is named once: a problem found twice (a YAML .inf in a protocol's params is also in
+    # ``extra``, where its schema also finds it not above 0) by its first line
+    mixups = unnamed([], bool_mixups(model, data) + not_finite(data))
+    mixups += unnamed(mixups, extra or [])
     try:
         result = model.model_validate(data)
     except ValidationError as exc:
-        named = {line.split(": ", 1)[0] for line in mixups}
-        schema = error_lines(exc, model, data, origin=origin)
-        lines = mixups + [x for x in schema if x.split(": ", 1)[0] not in named]
+        lines = mixups + unnamed(mixups, error_lines(exc, model, data, origin=origin))
         raise error(invalid_message(source, lines, heading)) from None
     # A number written as text ("inf", "nan", "-Infinity") passes the check above as a string
     # and becomes a float only in validation: look again at what validation made of it.
-    # (A value found before validation, as a YAML .inf is, is named once.)
-    mixups = list(dict.fromkeys(mixups + not_finite(result.model_dump(mode="python", by_alias=True))))
+    mixups += unnamed(mixups, not_finite(result.model_dump(mode="python", by_alias=True)))
     if mixups:
         raise error(invalid_message(source, mixups, heading))
     return result

@@ -1116,9 +1116,9 @@ def test_a_file_of_comments_only_is_named_as_such(tmp_path):
 @pytest.mark.parametrize(
     "setting",
     [
-        "disease.infectiousness_by_stage.asymptomatic=1.0e39",  # overflowed the engine's 32-bit table (exit 1)
-        "disease.infectiousness_profile_mean=1.0e300",  # overflowed building the profile (exit 1)
-        "contacts.community.weight=1.0e300",
+        "disease.infectiousness_by_stage.asymptomatic=1.0e+39",  # overflowed the engine's 32-bit table (exit 1)
+        "disease.infectiousness_profile_mean=1.0e+300",  # overflowed building the profile (exit 1)
+        "contacts.community.weight=1.0e+300",
     ],
 )
 def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting):
@@ -1133,7 +1133,7 @@ def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting)
     assert not out.exists()
 
 
-@pytest.mark.parametrize("value", ["1.0e19", "1.0e30", "1001"])
+@pytest.mark.parametrize("value", ["1.0e+19", "1.0e+30", "1001"])  # YAML 1.1 reads 1.0e19 as text
 def test_community_contacts_beyond_a_thousand_a_day_are_refused_before_the_run(small, value):
     """A mean of 1e19 to 3.4e38 community contacts a day passed validate (below the 32-bit
     limit) and ended `abm run` in numpy's 'lam value too large' traceback; contact surveys give
@@ -1427,8 +1427,8 @@ def test_a_nan_in_a_tract_table_is_named_as_written(tmp_path, small, written):
             "interventions.vaccination.daily_doses: 100000000000000000000 is not allowed: must be at most 1000000000",
         ),
         (
-            "interventions.vaccination.daily_doses_per_100k=3.0e38",
-            "interventions.vaccination.daily_doses_per_100k: '3.0e38' is not allowed: must be at most 100000",
+            "interventions.vaccination.daily_doses_per_100k=3.0e+38",  # YAML 1.1 reads 3.0e38 as text
+            "interventions.vaccination.daily_doses_per_100k: 3e+38 is not allowed: must be at most 100000",
         ),
         (
             "interventions.testing.tests[0].daily_capacity=100000000000000000000",
@@ -1536,3 +1536,92 @@ def test_a_seed_beyond_what_the_generators_take_is_refused_before_anything_runs(
             "must be at most 4294967295"
         )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "disease.transmission_rate='3'",
+            "disease.transmission_rate: '3' is not allowed: must be a number; write the number without quotes: 3",
+        ),
+        (
+            'simulation.days="6"',
+            "simulation.days: '6' is not allowed: must be a whole number; write the number without quotes: 6",
+        ),
+        (
+            "seeding.infections={asymptomatic: '3'}",
+            "seeding.infections.asymptomatic: '3' is not allowed: must be a whole number; write the number without "
+            "quotes: 3",
+        ),
+        (
+            "disease.susceptibility_by_age=['0.5', 1, 1, 1, 1, 1, 1, 1, 1]",
+            "disease.susceptibility_by_age[0]: '0.5' is not allowed: must be a number; write the number without "
+            "quotes: 0.5",
+        ),
+        (
+            "calibration.parameters={disease.transmission_rate: {low: '2', high: 6}}",
+            "calibration.parameters.disease.transmission_rate.low: '2' is not allowed: must be a number; write the "
+            "number without quotes: 2",
+        ),
+        # YAML 1.1 reads an exponent without a dot and a sign as text: the number YAML reads is named
+        (
+            "disease.transmission_rate=1e-3",
+            "disease.transmission_rate: '1e-3' is not allowed: must be a number; YAML reads 1e-3 as text: write 0.001",
+        ),
+        (
+            "contacts.community.weight=2.5e19",
+            "contacts.community.weight: '2.5e19' is not allowed: must be a number; YAML reads 2.5e19 as text: write "
+            "2.5e+19",
+        ),
+        (
+            "disease.transmission_rate='010'",
+            "disease.transmission_rate: '010' is not allowed: must be a number; write 10.0",
+        ),
+        ("disease.transmission_rate='three'", "disease.transmission_rate: 'three' is not allowed: must be a number"),
+    ],
+)
+def test_a_number_written_as_text_is_refused_with_how_to_write_it(small, setting, message):
+    """pydantic's lax mode read `transmission_rate: "3"` as 3 without a word (and `1e-3`, which
+    YAML 1.1 reads as text, as 0.001); a number in quotes reads as text to the file's readers and
+    to other YAML readers, and a test of this file once took '3.0e38' for a number. Every key
+    that takes numbers only refuses text, in one place (abm.validation_errors), saying how to
+    write the number; validate and run alike, nothing written."""
+    out = small.parent / "out"
+    for args in (["validate", str(small)], ["run", str(small), "--out", str(out)]):
+        result = runner.invoke(app, [*args, "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {small} (with --set {setting}): invalid scenario: {message}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("rounds='4'", "rounds: '4' is not allowed: must be a whole number; write the number without quotes: 4"),
+        (
+            "protocols[0].params.lr='0.1'",
+            "protocols[0].params.lr: '0.1' is not allowed: must be a number; write the number without quotes: 0.1",
+        ),
+    ],
+)
+def test_a_number_written_as_text_in_a_learning_scenario_is_refused(tmp_path, setting, message):
+    """As in epidemic scenarios, and in a protocol's params (validated by the protocol's own config)."""
+    scenario = ROOT / "scenarios/learning/gmm_mapl.yaml"
+    for args in (["validate", str(scenario)], ["learn", str(scenario), "--out", str(tmp_path / "out")]):
+        result = runner.invoke(app, [*args, "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {scenario} (with --set {setting}): invalid scenario: {message}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_nan_in_a_protocols_params_is_named_once(tmp_path):
+    """A YAML .nan for a protocol's learning rate was named twice: as no finite number, and by the
+    protocol's config as not above 0."""
+    scenario = ROOT / "scenarios/learning/gmm_mapl.yaml"
+    result = runner.invoke(app, ["validate", str(scenario), "--set", "protocols[0].params.lr=.nan"])
+    assert result.exit_code == 2, result.output
+    assert text(result) == (
+        f"error: {scenario} (with --set protocols[0].params.lr=.nan): invalid scenario: protocols[0].params.lr: nan "
+        "is not allowed: a finite number is expected here"
+    )
