@@ -299,6 +299,8 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if not isinstance(parent, str):
         raise ScenarioError(f"{path}: extends: {parent!r} is not allowed; give the path of a scenario file")
     base_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
+    if base_path.is_dir():
+        raise ScenarioError(f"{path}: extends: {parent!r} is a folder ({base_path}); give the path of a scenario file")
     if not base_path.is_file():
         raise ScenarioError(f"{path}: extends: {parent!r} not found (looked for {base_path})")
     parent_data = load_raw(base_path, (*_seen, resolved))

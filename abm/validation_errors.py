@@ -331,6 +331,26 @@ def size_problem(ctx: dict[str, Any], value: Any) -> str:
     return f"{has}; give at most {ctx['max_length']}"
 
 
+def error_location(err: Any) -> tuple[Any, ...]:
+    """A pydantic error's location, but for a key that is no text (``invalid_key``) the key itself
+    as the file holds it: pydantic names ``null`` as 'None', a date by its repr and ``true`` as 1."""
+    loc = tuple(err["loc"])
+    return (*loc[:-1], err["input"]) if err["type"] == "invalid_key" and loc else loc
+
+
+def read_as(value: Any) -> str:
+    """What YAML read a value as, in words: null, true or false, a number, a date, a list..."""
+    if value is None:
+        return "null (no value)"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dt.date):
+        return "a date"
+    return "text" if isinstance(value, str) else f"a {type(value).__name__}"
+
+
 def error_lines(
     exc: ValidationError,
     model: type[BaseModel],
@@ -347,7 +367,7 @@ def error_lines(
     protocol's own config). A key that takes several forms (true/false or a list, a name or a
     list) is named by its own key path: what each form allows goes on one line, and where a list
     was given and an item is at fault, only the item is named."""
-    entries = [(err, *user_key_path(prefix + tuple(err["loc"]), data)) for err in exc.errors()]
+    entries = [(err, *user_key_path(prefix + error_location(err), data)) for err in exc.errors()]
     # A list (or mapping) given where a key takes several forms, with an item at fault: the item
     # says what is wrong; the other forms' "should be a boolean" would only mislead.
     items_at_fault = {loc[:root] for _, loc, root in entries if root is not None and len(loc) > root}
@@ -397,6 +417,11 @@ def error_lines(
             close = likely_meant(str(loc[-1]), allowed)
             required = " (a required key, which is missing)" if loc in meant else ""
             text = f"{path}: unknown key; " + (f"did you mean {close!r}{required}? " if close else "") + hint
+        elif kind == "invalid_key":  # a key YAML read as no name (null, true, 3, 2020-01-01)
+            allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
+            hint = f"allowed keys: {', '.join(allowed)}" if allowed else "write the key as a name"
+            parent = format_key_path(loc[:-1], data) + "." if loc[:-1] else ""
+            text = f"{parent}{shown(value)}: unknown key (YAML reads it as {read_as(value)}, not as a name); {hint}"
         elif kind == "missing" and loc[:-1] in short:
             if any(at == loc[:-1] for at, _ in lines):
                 continue

@@ -1625,3 +1625,49 @@ def test_a_nan_in_a_protocols_params_is_named_once(tmp_path):
         f"error: {scenario} (with --set protocols[0].params.lr=.nan): invalid scenario: protocols[0].params.lr: nan "
         "is not allowed: a finite number is expected here"
     )
+
+
+@pytest.mark.parametrize(
+    ("written", "key", "read_as"),
+    [
+        ("null: 3", "null", "null (no value)"),
+        ("true: 3", "true", "true or false"),
+        ("3: 4", "3", "a number"),
+        ("2020-01-01: 4", "2020-01-01", "a date"),
+    ],
+)
+def test_a_key_that_yaml_reads_as_no_name_is_named_as_written(tmp_path, small, written, key, read_as):
+    """A key YAML reads as null, true, a number or a date was named as pydantic names it ("None",
+    "datetime.date(2020, 1, 1)", true as "1") with pydantic's "Keys should be strings"."""
+    scenario = tmp_path / "keys.yaml"
+    scenario.write_text(f"extends: {small}\n{written}\n", encoding="utf-8")
+    nested = tmp_path / "nested.yaml"
+    nested.write_text(f"extends: {small}\ndisease: {{{written}}}\n", encoding="utf-8")
+    allowed = {
+        scenario: "name, description, population, simulation, disease, contacts, seeding, interventions, outputs, "
+        "calibration",
+        nested: "transmission_rate, seasonality, susceptibility_by_age, infectiousness_by_stage, "
+        "infectiousness_profile_mean, infectiousness_profile_sd, branching, dwell_times",
+    }
+    for path, where in ((scenario, key), (nested, f"disease.{key}")):
+        for args in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "out")]):
+            result = runner.invoke(app, args)
+            assert result.exit_code == 2, result.output
+            assert text(result) == (
+                f"error: {path}: invalid scenario: {where}: unknown key (YAML reads it as {read_as}, not as a name); "
+                f"allowed keys: {allowed[path]}"
+            )
+    assert not (tmp_path / "out").exists()
+
+
+def test_extends_naming_a_folder_says_so(tmp_path):
+    """`extends:` naming a folder was told "not found" though the folder is there."""
+    (tmp_path / "base").mkdir()
+    scenario = tmp_path / "child.yaml"
+    scenario.write_text("extends: base\n", encoding="utf-8")
+    result = runner.invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert text(result) == (
+        f"error: {scenario}: extends: 'base' is a folder ({tmp_path / 'base'}); give the path of a scenario file"
+    )
+    assert not (tmp_path / "out").exists()
