@@ -1,7 +1,7 @@
 """YAML reading for scenario files: safe loading that refuses a key given twice in one mapping
 (plain YAML keeps the last silently, so a duplicated section would drop settings), a key that is
-a list or a mapping, a value that holds itself through an alias, and a number written with a
-leading 0 (YAML 1.1 reads ``010`` as the octal 8, and ``06037`` as 3103)."""
+a list or a mapping, a value that holds itself through an alias or is nested absurdly deep, and
+a number written with a leading 0 (YAML 1.1 reads ``010`` as the octal 8, and ``06037`` as 3103)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,19 @@ from typing import Any
 
 import yaml
 
+# The deepest nesting of lists and mappings read: a scenario's deepest (disease.branching, a table
+# in a section) is 4 levels; hundreds would end reading, or the checks after it, with a
+# RecursionError.
+DEEPEST = 50
+
 
 class UniqueKeyLoader(yaml.SafeLoader):
     """A safe loader whose mappings refuse duplicate keys, naming the key and its line."""
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         """A node; an alias to a value that is still being read (``a: &x [*x]``, a value that
-        holds itself) is refused with its line: nothing could read such a value to its end."""
+        holds itself) is refused with its line: nothing could read such a value to its end; so is
+        a value nested deeper than :data:`DEEPEST`."""
         open_anchors: list[str] = self.__dict__.setdefault("_open_anchors", [])
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
@@ -29,6 +35,13 @@ class UniqueKeyLoader(yaml.SafeLoader):
                     event.start_mark,
                 )
             return super().compose_node(parent, index)
+        if len(open_anchors) >= DEEPEST:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"values nested more than {DEEPEST} levels deep; no scenario needs that many",
+                event.start_mark,
+            )
         anchor = getattr(event, "anchor", None)
         open_anchors.append(anchor)
         try:

@@ -1464,12 +1464,18 @@ def test_a_daily_count_or_shelf_life_too_large_to_run_is_refused_before_the_run(
             3,
             "column 14: *d refers to the value &d that holds it, a value without end; write the value out",
         ),
+        (
+            "days: " + "[" * 60 + "]" * 60 + "\n",
+            3,
+            "column 56: values nested more than 50 levels deep; no scenario needs that many",
+        ),
     ],
 )
 def test_a_key_that_is_a_list_or_a_value_that_holds_itself_is_refused_with_its_line(tmp_path, written, line, problem):
     """A list or mapping as a key ended validate and run with a TypeError traceback (exit 1), and
-    a value that holds itself through an alias with a RecursionError; both are YAML mistakes,
-    named by their line, in epidemic and learning scenarios alike."""
+    a value that holds itself through an alias, or lists nested hundreds deep, with a
+    RecursionError; all are YAML mistakes, named by their line, in epidemic and learning
+    scenarios alike."""
     scenario = tmp_path / "odd.yaml"
     scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
     learning = tmp_path / "odd_learning.yaml"
