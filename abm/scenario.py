@@ -36,7 +36,7 @@ from abm.populations import Population, Region, build_population
 from abm.populations.reference import build_reference_population
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.validation_errors import invalid_message, name_field, validated
-from abm.yaml_loader import load_yaml
+from abm.yaml_loader import load_yaml, yaml_error_text
 
 if TYPE_CHECKING:
     import torch
@@ -263,10 +263,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{path}: invalid YAML{at}: {problem}") from exc
+        raise ScenarioError(f"{path}: {yaml_error_text(exc)}") from exc
     if data is None:  # comments only: YAML reads no document
         raise ScenarioError(
             f"{path}: the file holds only comments; a scenario needs at least a name or an `extends:` line"
@@ -302,6 +299,8 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if not isinstance(parent, str):
         raise ScenarioError(f"{path}: extends: {parent!r} is not allowed; give the path of a scenario file")
     base_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
+    if base_path.is_dir():
+        raise ScenarioError(f"{path}: extends: {parent!r} is a folder ({base_path}); give the path of a scenario file")
     if not base_path.is_file():
         raise ScenarioError(f"{path}: extends: {parent!r} not found (looked for {base_path})")
     parent_data = load_raw(base_path, (*_seen, resolved))

@@ -15,9 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from abm.key_paths import lookup, not_finite
+from abm.yaml_loader import load_yaml
 
 TOP_LEVEL = "(top level)"
 
@@ -191,6 +193,17 @@ def name_field(what: str, more: str = "", **field: Any) -> Any:
     return Field(pattern=NAME_PATTERN, json_schema_extra={"allowed": f"{what}: {NAME_WORDS}{more}"}, **field)
 
 
+# The largest seed a scenario may give where a seed reaches a library's generator: Optuna's
+# sampler (numpy's legacy generator) takes seeds below 2**32, torch's below 2**64 with the offsets
+# the learning protocols add; a seed beyond would end the run with a traceback.
+SEED_MAX = 2**32 - 1
+
+
+def seed_field(default: int = 0, description: str | None = None) -> Any:
+    """A random seed's field (pydantic ``Field``): a whole number from 0 to :data:`SEED_MAX`."""
+    return Field(default, ge=0, le=SEED_MAX, description=description)
+
+
 # pydantic's error types for a mapping (a section) given something else, whose own messages
 # name Python types ("a valid dictionary or instance of SimulationConfig").
 SECTION_EXPECTED = ("model_type", "model_attributes_type", "dict_type")
@@ -272,13 +285,40 @@ def number_as_text(value: Any, msg: str) -> str:
     nothing (a date written as '2020' gets no such hint)."""
     if not isinstance(value, str) or "whole number" not in msg:
         return ""
+    return how_to_write(value, whole=True)
+
+
+def how_to_write(text: str, whole: bool) -> str:
+    """How to write the number that ``text`` (a value YAML read as text) stands for, where a
+    number (``whole``: a whole number) is expected: without its quotes where YAML reads it as a
+    number so (``'3'``), else as YAML writes it (``1e-3`` and ``1.0e19``, which YAML 1.1 reads
+    as text: ``0.001``, ``1.0e+19``; ``'010'``: ``10.0``); nothing where it stands for no such number."""
     try:
-        number = float(value)
+        number = float(text)
     except ValueError:
         return ""
-    if not math.isfinite(number) or not number.is_integer():
+    if not math.isfinite(number) or (whole and not number.is_integer()):
         return ""
-    return f"; YAML reads {value} as text: write {int(number)}"
+    try:
+        plain = load_yaml(text)
+    except yaml.YAMLError:  # 010: YAML's octal (abm.yaml_loader)
+        plain = None
+    if isinstance(plain, (int, float)) and not isinstance(plain, bool):
+        return f"; write the number without quotes: {text.strip()}"
+    written = str(int(number)) if whole else yaml.safe_dump(number).splitlines()[0]  # 0.001, 1.0e+19
+    read = f"YAML reads {text.strip()} as text: " if isinstance(plain, str) else ""
+    return f"; {read}write {written}"
+
+
+def number_as_text_problem(options: list[Any], value: Any) -> str | None:
+    """What is allowed where ``value`` is text and the schema's ``options`` (a key's types) take
+    a number only: pydantic would read ``'3'`` as 3, and a file that quotes a number reads as text
+    in other YAML readers (and to its readers: quotes mark text). None where that is not so; text
+    for an infinite or NaN number is named as such (:func:`abm.key_paths.not_finite`)."""
+    kind = number_kind(options)
+    if kind is None or not isinstance(value, str) or not_finite_text(value):
+        return None
+    return f"must be {kind}" + how_to_write(value, whole=kind == "a whole number")
 
 
 def size_problem(ctx: dict[str, Any], value: Any) -> str:
@@ -289,6 +329,26 @@ def size_problem(ctx: dict[str, Any], value: Any) -> str:
     if "min_length" in ctx:
         return f"{has}; give at least {ctx['min_length']}"
     return f"{has}; give at most {ctx['max_length']}"
+
+
+def error_location(err: Any) -> tuple[Any, ...]:
+    """A pydantic error's location, but for a key that is no text (``invalid_key``) the key itself
+    as the file holds it: pydantic names ``null`` as 'None', a date by its repr and ``true`` as 1."""
+    loc = tuple(err["loc"])
+    return (*loc[:-1], err["input"]) if err["type"] == "invalid_key" and loc else loc
+
+
+def read_as(value: Any) -> str:
+    """What YAML read a value as, in words: null, true or false, a number, a date, a list..."""
+    if value is None:
+        return "null (no value)"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dt.date):
+        return "a date"
+    return "text" if isinstance(value, str) else f"a {type(value).__name__}"
 
 
 def error_lines(
@@ -307,7 +367,7 @@ def error_lines(
     protocol's own config). A key that takes several forms (true/false or a list, a name or a
     list) is named by its own key path: what each form allows goes on one line, and where a list
     was given and an item is at fault, only the item is named."""
-    entries = [(err, *user_key_path(prefix + tuple(err["loc"]), data)) for err in exc.errors()]
+    entries = [(err, *user_key_path(prefix + error_location(err), data)) for err in exc.errors()]
     # A list (or mapping) given where a key takes several forms, with an item at fault: the item
     # says what is wrong; the other forms' "should be a boolean" would only mislead.
     items_at_fault = {loc[:root] for _, loc, root in entries if root is not None and len(loc) > root}
@@ -357,6 +417,11 @@ def error_lines(
             close = likely_meant(str(loc[-1]), allowed)
             required = " (a required key, which is missing)" if loc in meant else ""
             text = f"{path}: unknown key; " + (f"did you mean {close!r}{required}? " if close else "") + hint
+        elif kind == "invalid_key":  # a key YAML read as no name (null, true, 3, 2020-01-01)
+            allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
+            hint = f"allowed keys: {', '.join(allowed)}" if allowed else "write the key as a name"
+            parent = format_key_path(loc[:-1], data) + "." if loc[:-1] else ""
+            text = f"{parent}{shown(value)}: unknown key (YAML reads it as {read_as(value)}, not as a name); {hint}"
         elif kind == "missing" and loc[:-1] in short:
             if any(at == loc[:-1] for at, _ in lines):
                 continue
@@ -471,6 +536,8 @@ def bool_mixups(model: type[BaseModel], data: Any, path: tuple[str, ...] = ()) -
             problems.append(f"{where}: {str(value).lower()} is not allowed: {expected}")
         elif number_for_date(options, value):
             problems.append(f"{where}: {shown(value)} is not allowed: {PLAIN['date_type']}")
+        elif number_as_text_problem(options, value):
+            problems.append(f"{where}: {shown(value)} is not allowed: {number_as_text_problem(options, value)}")
         elif ann is bool and not isinstance(value, bool):
             problems.append(f"{where}: {shown(value)} is not allowed: write true or false")
         elif bool in options and not isinstance(value, (bool, list)):  # true/false or a list
@@ -529,10 +596,21 @@ def entry_mixups(annotation: Any, value: Any, path: tuple[str, ...]) -> list[str
                 )
             elif number_for_date(options, entry):
                 problems.append(f"{'.'.join(where)}: {shown(entry)} is not allowed: {PLAIN['date_type']}")
+            elif number_as_text_problem(options, entry):
+                problems.append(
+                    f"{'.'.join(where)}: {shown(entry)} is not allowed: {number_as_text_problem(options, entry)}"
+                )
             elif isinstance(entry, (list, dict)):
                 problems += entry_mixups(entry_annotation, entry, where)
         return problems
     return problems
+
+
+def unnamed(lines: list[str], more: list[str]) -> list[str]:
+    """The lines of ``more``, each once, whose key path (before the first ``": "``) no line of
+    ``lines`` names (``more`` may name a key on several lines: its problems)."""
+    named = {line.split(": ", 1)[0] for line in lines}
+    return [line for line in dict.fromkeys(more) if line.split(": ", 1)[0] not in named]
 
 
 M = typing.TypeVar("M", bound=BaseModel)
@@ -552,19 +630,18 @@ def validated(
     or a section (:func:`bool_mixups`), infinite or NaN numbers, ``extra`` problems the caller
     found (parts validated on their own), and what the schema refuses (:func:`error_lines`; a
     key already named is named once)."""
-    # a problem found twice (a YAML .inf in a protocol's params is also in ``extra``) is named once
-    mixups = list(dict.fromkeys(bool_mixups(model, data) + not_finite(data) + list(extra or [])))
+    # a key is named once: a problem found twice (a YAML .inf in a protocol's params is also in
+    # ``extra``, where its schema also finds it not above 0) by its first line
+    mixups = unnamed([], bool_mixups(model, data) + not_finite(data))
+    mixups += unnamed(mixups, extra or [])
     try:
         result = model.model_validate(data)
     except ValidationError as exc:
-        named = {line.split(": ", 1)[0] for line in mixups}
-        schema = error_lines(exc, model, data, origin=origin)
-        lines = mixups + [x for x in schema if x.split(": ", 1)[0] not in named]
+        lines = mixups + unnamed(mixups, error_lines(exc, model, data, origin=origin))
         raise error(invalid_message(source, lines, heading)) from None
     # A number written as text ("inf", "nan", "-Infinity") passes the check above as a string
     # and becomes a float only in validation: look again at what validation made of it.
-    # (A value found before validation, as a YAML .inf is, is named once.)
-    mixups = list(dict.fromkeys(mixups + not_finite(result.model_dump(mode="python", by_alias=True))))
+    mixups += unnamed(mixups, not_finite(result.model_dump(mode="python", by_alias=True)))
     if mixups:
         raise error(invalid_message(source, mixups, heading))
     return result

@@ -1,16 +1,53 @@
 """YAML reading for scenario files: safe loading that refuses a key given twice in one mapping
-(plain YAML keeps the last silently, so a duplicated section would drop settings) and a number
-written with a leading 0 (YAML 1.1 reads ``010`` as the octal 8, and ``06037`` as 3103)."""
+(plain YAML keeps the last silently, so a duplicated section would drop settings), a key that is
+a list or a mapping, a value that holds itself through an alias or is nested absurdly deep, and
+a number written with a leading 0 (YAML 1.1 reads ``010`` as the octal 8, and ``06037`` as 3103)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import yaml
 
+# The deepest nesting of lists and mappings read: a scenario's deepest (disease.branching, a table
+# in a section) is 4 levels; hundreds would end reading, or the checks after it, with a
+# RecursionError.
+DEEPEST = 50
+
 
 class UniqueKeyLoader(yaml.SafeLoader):
     """A safe loader whose mappings refuse duplicate keys, naming the key and its line."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        """A node; an alias to a value that is still being read (``a: &x [*x]``, a value that
+        holds itself) is refused with its line: nothing could read such a value to its end; so is
+        a value nested deeper than :data:`DEEPEST`."""
+        open_anchors: list[str] = self.__dict__.setdefault("_open_anchors", [])
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in open_anchors:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"*{event.anchor} refers to the value &{event.anchor} that holds it, a value without end; "
+                    "write the value out",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+        if len(open_anchors) >= DEEPEST:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"values nested more than {DEEPEST} levels deep; no scenario needs that many",
+                event.start_mark,
+            )
+        anchor = getattr(event, "anchor", None)
+        open_anchors.append(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            open_anchors.pop()
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -19,6 +56,13 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
+            if not isinstance(key, Hashable):
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"a key must be a name (text), not a {'list' if isinstance(key, list) else 'mapping'}",
+                    key_node.start_mark,
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None,
@@ -56,6 +100,15 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", UniqueKeyLoader.construct_yaml_timestamp)
+
+
+def yaml_error_text(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line, as messages give it after the file's name: ``invalid YAML at
+    line 3, column 5: <problem>`` (with the position where YAML knows one), without YAML's copy
+    of the line."""
+    where = getattr(exc, "problem_mark", None)
+    at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+    return f"invalid YAML{at}: " + " ".join(str(getattr(exc, "problem", None) or exc).split())
 
 
 def load_yaml(text: str) -> Any:

@@ -55,8 +55,8 @@ def main() -> None:
     except ScenarioError as exc:
         out["unreachable_adoption"] = str(exc).split(": ", 1)[1]
     finals = {}
-    for degree in ("0", "1e-4"):
-        sets = [f"contacts.occupation.degree.HEALTHCARE={degree}", "disease.transmission_rate=4.567"]
+    for degree, written in (("0", "0"), ("1e-4", "1.0e-4")):  # YAML 1.1 reads 1e-4 as text: the scenario refuses it
+        sets = [f"contacts.occupation.degree.HEALTHCARE={written}", "disease.transmission_rate=4.567"]
         r = abm.run(KC / "no_intervention.yaml", agents=20000, days=120, replicates=2, device=device, sets=sets)
         finals[degree] = r.summary["cumulative_infected"]["mean"]
     out["healthcare_degree_final_size"] = finals

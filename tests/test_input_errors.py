@@ -1116,9 +1116,9 @@ def test_a_file_of_comments_only_is_named_as_such(tmp_path):
 @pytest.mark.parametrize(
     "setting",
     [
-        "disease.infectiousness_by_stage.asymptomatic=1.0e39",  # overflowed the engine's 32-bit table (exit 1)
-        "disease.infectiousness_profile_mean=1.0e300",  # overflowed building the profile (exit 1)
-        "contacts.community.weight=1.0e300",
+        "disease.infectiousness_by_stage.asymptomatic=1.0e+39",  # overflowed the engine's 32-bit table (exit 1)
+        "disease.infectiousness_profile_mean=1.0e+300",  # overflowed building the profile (exit 1)
+        "contacts.community.weight=1.0e+300",
     ],
 )
 def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting):
@@ -1133,7 +1133,7 @@ def test_a_number_beyond_32_bit_floats_is_refused_before_the_run(small, setting)
     assert not out.exists()
 
 
-@pytest.mark.parametrize("value", ["1.0e19", "1.0e30", "1001"])
+@pytest.mark.parametrize("value", ["1.0e+19", "1.0e+30", "1001"])  # YAML 1.1 reads 1.0e19 as text
 def test_community_contacts_beyond_a_thousand_a_day_are_refused_before_the_run(small, value):
     """A mean of 1e19 to 3.4e38 community contacts a day passed validate (below the 32-bit
     limit) and ended `abm run` in numpy's 'lam value too large' traceback; contact surveys give
@@ -1427,8 +1427,8 @@ def test_a_nan_in_a_tract_table_is_named_as_written(tmp_path, small, written):
             "interventions.vaccination.daily_doses: 100000000000000000000 is not allowed: must be at most 1000000000",
         ),
         (
-            "interventions.vaccination.daily_doses_per_100k=3.0e38",
-            "interventions.vaccination.daily_doses_per_100k: '3.0e38' is not allowed: must be at most 100000",
+            "interventions.vaccination.daily_doses_per_100k=3.0e+38",  # YAML 1.1 reads 3.0e38 as text
+            "interventions.vaccination.daily_doses_per_100k: 3e+38 is not allowed: must be at most 100000",
         ),
         (
             "interventions.testing.tests[0].daily_capacity=100000000000000000000",
@@ -1452,3 +1452,228 @@ def test_a_daily_count_or_shelf_life_too_large_to_run_is_refused_before_the_run(
         assert result.exit_code == 2, result.output
         assert message in text(result)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("written", "line", "problem"),
+    [
+        ("? [a, b]\n: 3\n", 3, "column 3: a key must be a name (text), not a list"),
+        ("? {a: 1}\n: 3\n", 3, "column 3: a key must be a name (text), not a mapping"),
+        (
+            "days: &d [1, *d]\n",
+            3,
+            "column 14: *d refers to the value &d that holds it, a value without end; write the value out",
+        ),
+        (
+            "days: " + "[" * 60 + "]" * 60 + "\n",
+            3,
+            "column 56: values nested more than 50 levels deep; no scenario needs that many",
+        ),
+    ],
+)
+def test_a_key_that_is_a_list_or_a_value_that_holds_itself_is_refused_with_its_line(tmp_path, written, line, problem):
+    """A list or mapping as a key ended validate and run with a TypeError traceback (exit 1), and
+    a value that holds itself through an alias, or lists nested hundreds deep, with a
+    RecursionError; all are YAML mistakes, named by their line, in epidemic and learning
+    scenarios alike."""
+    scenario = tmp_path / "odd.yaml"
+    scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
+    learning = tmp_path / "odd_learning.yaml"
+    learning.write_text(f"name: odd\nseed: 0\n{written}", encoding="utf-8")
+    for args, path in (
+        (["validate", str(scenario)], scenario),
+        (["run", str(scenario), "--out", str(tmp_path / "out")], scenario),
+        (["learn", str(learning), "--out", str(tmp_path / "out")], learning),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {path}: invalid YAML at line {line}, {problem}"
+    assert not (tmp_path / "out").exists()
+    assert load_yaml("a: &x {b: 1}\nc: *x\nd: [&y 1, *y]\ne: {<<: *x, f: 2}") == {
+        "a": {"b": 1},
+        "c": {"b": 1},
+        "d": [1, 1],
+        "e": {"b": 1, "f": 2},
+    }
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ("a: [\n", "invalid YAML at line 2, column 1: expected the node content, but found '<stream end>'"),
+        ("[1, 2]\n", "holds a list, not the mapping of keys `abm run` writes"),
+        ("just text\n", "holds the single value 'just text', not the mapping of keys `abm run` writes"),
+        ("", "holds nothing, not the mapping of keys `abm run` writes"),
+    ],
+)
+def test_compare_names_a_damaged_resolved_scenario_on_one_line(tmp_path, small_run_folder, written, problem):
+    """A run folder's scenario.resolved.yaml that is no mapping ended `abm compare` with an
+    AttributeError traceback (exit 1); invalid YAML was told with YAML's copy of the line, over
+    several lines. Nothing is written."""
+    damaged = copy_output(small_run_folder, tmp_path / "damaged")
+    (damaged / "scenario.resolved.yaml").write_text(written, encoding="utf-8")
+    out = tmp_path / "comparison"
+    result = runner.invoke(app, ["compare", str(small_run_folder), str(damaged), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert text(result) == f"error: {damaged}: cannot read the run (scenario.resolved.yaml: {problem})"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "scenario", "key"),
+    [
+        ("calibrate", CALIBRATION, "calibration.seed"),
+        ("learn", ROOT / "scenarios/learning/gmm_mapl.yaml", "seed"),
+        ("learn", ROOT / "scenarios/learning/private_calibration.yaml", "seed"),
+    ],
+)
+def test_a_seed_beyond_what_the_generators_take_is_refused_before_anything_runs(tmp_path, command, scenario, key):
+    """A sampler seed of 2**32 or more passed validate and ended `abm calibrate` with numpy's
+    "Seed must be between 0 and 2**32 - 1" traceback (exit 1); a learning seed of 2**64 ended
+    `abm learn` with torch's "Overflow when unpacking long long"."""
+    for args in (
+        ["validate", str(scenario)],
+        [command, str(scenario), "--out", str(tmp_path / "out")],
+    ):
+        result = runner.invoke(app, [*args, "--set", f"{key}=4294967296"])
+        assert result.exit_code == 2, result.output
+        assert text(result) == (
+            f"error: {scenario} (with --set {key}=4294967296): invalid scenario: {key}: 4294967296 is not allowed: "
+            "must be at most 4294967295"
+        )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "disease.transmission_rate='3'",
+            "disease.transmission_rate: '3' is not allowed: must be a number; write the number without quotes: 3",
+        ),
+        (
+            'simulation.days="6"',
+            "simulation.days: '6' is not allowed: must be a whole number; write the number without quotes: 6",
+        ),
+        (
+            "seeding.infections={asymptomatic: '3'}",
+            "seeding.infections.asymptomatic: '3' is not allowed: must be a whole number; write the number without "
+            "quotes: 3",
+        ),
+        (
+            "disease.susceptibility_by_age=['0.5', 1, 1, 1, 1, 1, 1, 1, 1]",
+            "disease.susceptibility_by_age[0]: '0.5' is not allowed: must be a number; write the number without "
+            "quotes: 0.5",
+        ),
+        (
+            "calibration.parameters={disease.transmission_rate: {low: '2', high: 6}}",
+            "calibration.parameters.disease.transmission_rate.low: '2' is not allowed: must be a number; write the "
+            "number without quotes: 2",
+        ),
+        # YAML 1.1 reads an exponent without a dot and a sign as text: the number YAML reads is named
+        (
+            "disease.transmission_rate=1e-3",
+            "disease.transmission_rate: '1e-3' is not allowed: must be a number; YAML reads 1e-3 as text: write 0.001",
+        ),
+        (
+            "contacts.community.weight=2.5e19",
+            "contacts.community.weight: '2.5e19' is not allowed: must be a number; YAML reads 2.5e19 as text: write "
+            "2.5e+19",
+        ),
+        (
+            "disease.transmission_rate='010'",
+            "disease.transmission_rate: '010' is not allowed: must be a number; write 10.0",
+        ),
+        ("disease.transmission_rate='three'", "disease.transmission_rate: 'three' is not allowed: must be a number"),
+    ],
+)
+def test_a_number_written_as_text_is_refused_with_how_to_write_it(small, setting, message):
+    """pydantic's lax mode read `transmission_rate: "3"` as 3 without a word (and `1e-3`, which
+    YAML 1.1 reads as text, as 0.001); a number in quotes reads as text to the file's readers and
+    to other YAML readers, and a test of this file once took '3.0e38' for a number. Every key
+    that takes numbers only refuses text, in one place (abm.validation_errors), saying how to
+    write the number; validate and run alike, nothing written."""
+    out = small.parent / "out"
+    for args in (["validate", str(small)], ["run", str(small), "--out", str(out)]):
+        result = runner.invoke(app, [*args, "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {small} (with --set {setting}): invalid scenario: {message}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("rounds='4'", "rounds: '4' is not allowed: must be a whole number; write the number without quotes: 4"),
+        (
+            "protocols[0].params.lr='0.1'",
+            "protocols[0].params.lr: '0.1' is not allowed: must be a number; write the number without quotes: 0.1",
+        ),
+    ],
+)
+def test_a_number_written_as_text_in_a_learning_scenario_is_refused(tmp_path, setting, message):
+    """As in epidemic scenarios, and in a protocol's params (validated by the protocol's own config)."""
+    scenario = ROOT / "scenarios/learning/gmm_mapl.yaml"
+    for args in (["validate", str(scenario)], ["learn", str(scenario), "--out", str(tmp_path / "out")]):
+        result = runner.invoke(app, [*args, "--set", setting])
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {scenario} (with --set {setting}): invalid scenario: {message}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_nan_in_a_protocols_params_is_named_once(tmp_path):
+    """A YAML .nan for a protocol's learning rate was named twice: as no finite number, and by the
+    protocol's config as not above 0."""
+    scenario = ROOT / "scenarios/learning/gmm_mapl.yaml"
+    result = runner.invoke(app, ["validate", str(scenario), "--set", "protocols[0].params.lr=.nan"])
+    assert result.exit_code == 2, result.output
+    assert text(result) == (
+        f"error: {scenario} (with --set protocols[0].params.lr=.nan): invalid scenario: protocols[0].params.lr: nan "
+        "is not allowed: a finite number is expected here"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "key", "read_as"),
+    [
+        ("null: 3", "null", "null (no value)"),
+        ("true: 3", "true", "true or false"),
+        ("3: 4", "3", "a number"),
+        ("2020-01-01: 4", "2020-01-01", "a date"),
+    ],
+)
+def test_a_key_that_yaml_reads_as_no_name_is_named_as_written(tmp_path, small, written, key, read_as):
+    """A key YAML reads as null, true, a number or a date was named as pydantic names it ("None",
+    "datetime.date(2020, 1, 1)", true as "1") with pydantic's "Keys should be strings"."""
+    scenario = tmp_path / "keys.yaml"
+    scenario.write_text(f"extends: {small}\n{written}\n", encoding="utf-8")
+    nested = tmp_path / "nested.yaml"
+    nested.write_text(f"extends: {small}\ndisease: {{{written}}}\n", encoding="utf-8")
+    allowed = {
+        scenario: "name, description, population, simulation, disease, contacts, seeding, interventions, outputs, "
+        "calibration",
+        nested: "transmission_rate, seasonality, susceptibility_by_age, infectiousness_by_stage, "
+        "infectiousness_profile_mean, infectiousness_profile_sd, branching, dwell_times",
+    }
+    for path, where in ((scenario, key), (nested, f"disease.{key}")):
+        for args in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "out")]):
+            result = runner.invoke(app, args)
+            assert result.exit_code == 2, result.output
+            assert text(result) == (
+                f"error: {path}: invalid scenario: {where}: unknown key (YAML reads it as {read_as}, not as a name); "
+                f"allowed keys: {allowed[path]}"
+            )
+    assert not (tmp_path / "out").exists()
+
+
+def test_extends_naming_a_folder_says_so(tmp_path):
+    """`extends:` naming a folder was told "not found" though the folder is there."""
+    (tmp_path / "base").mkdir()
+    scenario = tmp_path / "child.yaml"
+    scenario.write_text("extends: base\n", encoding="utf-8")
+    result = runner.invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert text(result) == (
+        f"error: {scenario}: extends: 'base' is a folder ({tmp_path / 'base'}); give the path of a scenario file"
+    )
+    assert not (tmp_path / "out").exists()

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from abm.validation_errors import seed_field
+
 Target = Literal["hospital_admissions", "deaths", "cases"]
 # Observed series shipped with the package (abm/calibration/data/), by the name calibration.data takes.
 BUNDLED = {"king_county_2020": "king_county_2020.csv"}
@@ -190,7 +192,7 @@ class CalibrationConfig(BaseModel):
         "order); the trials depend on it, not on how many run at once (--workers), so a calibration gives the "
         "same trials on any machine",
     )
-    seed: int = Field(0, ge=0, description="sampler seed")
+    seed: int = seed_field(0, "sampler seed")
     band_trials: int = Field(
         5,
         ge=1,

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
 from abm.learning.selection import PolicyName
-from abm.validation_errors import TOP_LEVEL, bool_mixups, error_lines, name_field, validated
-from abm.yaml_loader import load_yaml
+from abm.validation_errors import TOP_LEVEL, bool_mixups, error_lines, name_field, seed_field, validated
+from abm.yaml_loader import load_yaml, yaml_error_text
 
 Runner = Literal["inprocess", "flower-sim", "flower"]
 FLOWER_TIMEOUT = 600.0
@@ -273,7 +273,7 @@ class LearningScenario(_Strict):
 
     name: str = name_field("a folder name")  # runs/<name> by default
     description: str = ""
-    seed: int = Field(0, ge=0)
+    seed: int = seed_field(0)
     data: Annotated[GaussianMixtureSpec | SklearnSpec, Field(discriminator="source")]
     global_test_fraction: float = Field(0.25, gt=0, lt=0.9)
     split: SplitSpec
@@ -612,7 +612,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = load_yaml(text)
     except yaml.YAMLError as e:
-        raise LearningScenarioError(f"{source}: not valid YAML: {e}") from e
+        raise LearningScenarioError(f"{source}: {yaml_error_text(e)}") from e
     if not isinstance(data, dict):
         raise LearningScenarioError(f"{source}: {TOP_LEVEL}: expected a mapping of keys")
     return data

@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike
 
 from abm.outputs import reproduction
 from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: that loads torch
+from abm.yaml_loader import yaml_error_text
 
 PLOT_FILES = {
     "hospital_occupancy": "hospital_occupancy.png",
@@ -105,11 +106,22 @@ class RunTables:
         by_age = read("by_age.csv", lambda p: pd.read_csv(p, dtype={"age_group": str}))
         costs = read("costs.csv", pd.read_csv)
         resolved = folder / "scenario.resolved.yaml"
-        scenario = (
-            read(resolved.name, lambda p: yaml.safe_load(p.read_text(encoding="utf-8"))) if resolved.is_file() else None
-        )
+        scenario = read(resolved.name, _resolved_scenario) if resolved.is_file() else None
         name = summary.get("scenario") if isinstance(summary, dict) else None  # compare checks the summary
         return cls(label or str(name or folder.name), ts, by_age, costs, summary, scenario)
+
+
+def _resolved_scenario(path: Path) -> dict[str, Any]:
+    """A run folder's ``scenario.resolved.yaml`` as a mapping; ValueError (on one line) where it is
+    no YAML or no mapping of keys (a file edited since abm wrote it)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(yaml_error_text(exc)) from None
+    if not isinstance(data, dict):
+        what = "nothing" if data is None else "a list" if isinstance(data, list) else f"the single value {data!r}"
+        raise ValueError(f"holds {what}, not the mapping of keys `abm run` writes")
+    return data
 
 
 def band(table: pd.DataFrame, column: str, scale: float = 1.0, by: str = "day") -> pd.DataFrame:

@@ -27,7 +27,9 @@ its full path (`--set interventions.testing.start_day=10`). Each section lists i
 type, default, allowed range and meaning (units are in the meaning). `key[]` is an entry of a
 list; `key.<name>` an entry of a mapping. Interventions are off unless their key is present
 (`testing: {}` turns testing on with its defaults). A default too long for the table ends in `...`;
-`abm validate FILE --show` prints every value a scenario runs with, in full.
+`abm validate FILE --show` prints every value a scenario runs with, in full. Numbers are written
+without quotes (`"3"` is text, refused where a number is expected) and, as YAML 1.1 reads them,
+with a dot and a signed exponent where they have one (`1.0e-5`; `1e-5` is text).
 """
 
 

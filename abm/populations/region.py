@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
 from abm.validation_errors import likely_meant, validated
-from abm.yaml_loader import load_yaml
+from abm.yaml_loader import load_yaml, yaml_error_text
 
 REGIONS_DIR = Path(__file__).parent / "regions"
 HOUSEHOLD_COLUMNS = ["hh_1", "hh_2", "hh_3", "hh_4", "hh_5", "hh_6", "hh_7up"]
@@ -353,9 +353,7 @@ def _read_figures(fig_file: Path) -> RegionFigures:
     try:
         data = load_yaml(fig_file.read_text(encoding="utf-8-sig"))
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise RegionError(f"{fig_file}: invalid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+        raise RegionError(f"{fig_file}: {yaml_error_text(exc)}") from None
     # as scenarios are: true/false for a number, and infinite or NaN numbers, are named too
     return validated(RegionFigures, data, str(fig_file), RegionError, heading="")
 

@@ -27,7 +27,7 @@ from abm.learning.scenario import (
     scenario_data,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
-from abm.validation_errors import name_field, validated
+from abm.validation_errors import name_field, seed_field, validated
 
 KIND = "private_calibration"
 # Every protocol of the learning package but peer-to-peer selection (its averaging partners are
@@ -178,7 +178,7 @@ class PrivateCalibrationScenario(_Strict):
     kind: Literal["private_calibration"]
     name: str = name_field("a folder name")
     description: str = ""
-    seed: int = Field(0, ge=0, description="random seed of the institutions, the simulations and the training")
+    seed: int = seed_field(0, "random seed of the institutions, the simulations and the training")
     mode: Literal["known_truth", "kc2020"] = "known_truth"
     model: ModelSection = ModelSection()
     parameters: dict[str, ParameterSpec] = Field(default_factory=_default_parameters)
