@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 from conftest import make_population, sim_of
 
-from abm.engine import Phase, Simulation
+from abm.engine import Phase, Simulation, Stage
+from abm.engine.config import RESULT_COLUMNS
+from abm.interventions.quarantine import Quarantine, QuarantineConfig
 from abm.interventions.registry import InterventionBase
+from abm.outputs.tables import timeseries
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "plugin_intervention"
@@ -267,3 +271,76 @@ def test_each_built_in_is_registered_by_its_settings_and_built_as_its_runner():
         pass
 
     assert RetestingPlugin.runner() is RetestingPlugin
+
+
+class DailyCount(InterventionBase):
+    """A hook that declares the daily count ``column`` and counts 1 a day in every replicate."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__(None)
+        self.column = column
+
+    def attach(self, sim: Simulation) -> None:
+        sim.declare_activity(self.column)
+
+    def hooks(self) -> dict:
+        return {Phase.RECORDING: self.count}
+
+    def count(self, sim: Simulation, day: int) -> None:
+        sim.count_activity(self.column, day, torch.ones(sim.replicates, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("column", ["day", "date", "deaths", "susceptible", "reproduction_number"])
+def test_a_daily_count_may_not_take_a_column_the_engine_fills(column):
+    """docs/plugins.md: a plug-in's count named as an engine column is refused (it replaced the
+    column, "day" or "deaths" say, was replaced by it, reproduction_number, or made writing the
+    run folder fail with "cannot insert date, already exists" under simulation.start_date)."""
+    with pytest.raises(ValueError, match=f"declare_activity: '{column}' is a column of timeseries.csv"):
+        sim_of(make_population([[0, 1]]), [DailyCount(column)], days=2)
+
+
+def test_the_engine_columns_are_those_of_the_timeseries():
+    """RESULT_COLUMNS, which declare_activity refuses, names every column the timeseries has
+    besides the interventions' counts (date: only with a start date)."""
+    res = sim_of(make_population([[0, 1]]), [DailyCount("plugin_count")], replicates=2, days=3).run()
+    columns = list(timeseries(res).columns)
+    assert columns.count("plugin_count") == 1
+    assert [c for c in columns if c != "plugin_count"] == [c for c in RESULT_COLUMNS if c != "date"]
+
+
+def test_two_interventions_that_declare_one_count_add_to_it():
+    """docs/plugins.md: a count declared by two interventions is one column, their sum."""
+    res = sim_of(make_population([[0, 1]]), [DailyCount("shared"), DailyCount("shared")], days=3).run()
+    assert timeseries(res)["shared"].tolist() == [2, 2, 2]
+
+
+class IsolateAgentOne(InterventionBase):
+    """A plug-in that isolates agent 1 before day 0 and keeps it isolated (it never releases it)."""
+
+    order = -1
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def attach(self, sim: Simulation) -> None:
+        sim.state.isolated[1] = True
+
+
+@pytest.mark.parametrize("persistence", ["full", "entry_day"])
+def test_quarantine_leaves_alone_the_agents_a_plugin_isolated(persistence):
+    """docs/plugins.md: quarantine keeps its own list of the agents it isolated and releases only
+    those. Agent 1 (infectious, mild) is isolated by a plug-in; quarantine has no one to hold.
+    Quarantine took every agent isolated before its first day for its own, with a quarantine
+    already over (so it released agent 1 on day 0 and made it no longer infectious), and entry_day
+    quarantine released every isolated agent at the end of each day."""
+    q = Quarantine(QuarantineConfig(persistence=persistence, daily_dropout=0.0))
+    sim = sim_of(make_population([[0], [1]]), [q, IsolateAgentOne()], days=3)
+    sim.state.stage[1] = int(Stage.MILD_SYMPTOMS)
+    sim.state.infected_day[1] = 0
+    sim.state.next_day[1] = 10_000
+    sim.rescan()
+    for day in range(3):
+        sim.step(day)
+        assert sim.state.isolated.tolist() == [False, True], day
+    assert sim.state.infectiousness_scale[1] == 1.0
+    assert sim.activity["in_quarantine"][:, 0].tolist() == [0, 0, 0]

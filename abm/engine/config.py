@@ -43,6 +43,15 @@ NUM_STAGES = len(Stage)
 NUM_AGE_GROUPS = AGE_GROUPS  # ten-year groups 0-9 .. 80+ (abm.populations.population)
 ABSORBING = (Stage.DEATH, Stage.RECOVERED)
 SYMPTOMATIC = (Stage.MILD_SYMPTOMS, Stage.SEVERE_SYMPTOMS)  # entering one is the onset of symptoms
+# The columns of timeseries.csv that the engine and the run's outputs fill, whatever the
+# interventions: an intervention's daily count (``Simulation.declare_activity``) may not take one
+# of these names, which it would overwrite (day, deaths), be overwritten by (reproduction_number)
+# or collide with (date, added with simulation.start_date).
+RESULT_COLUMNS = (
+    "day", "date", "replicate", *STAGE_NAMES, "new_infections", "cumulative_infected", "active", "icu",
+    "hospital_occupancy", "deaths", "new_hospitalizations", "new_icu", "new_deaths", "secondary_infections",
+    "reproduction_number", "generation_interval",
+)  # fmt: skip
 NEVER = 32767  # "no scheduled transition" in the int16 day field
 # The longest simulation, and the longest delay or duration a setting may give (a result's delay,
 # a quarantine, a dose's protection): a day plus such a delay stays below NEVER in an int16 field.

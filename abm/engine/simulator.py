@@ -17,6 +17,7 @@ from abm.engine.config import (
     NEVER,
     NUM_AGE_GROUPS,
     NUM_STAGES,
+    RESULT_COLUMNS,
     STAGE_NAMES,
     ContactConfig,
     DiseaseConfig,
@@ -531,7 +532,17 @@ class Simulation:
         self.ledger.book(item, day, counts, unit_cost)
 
     def declare_activity(self, name: str) -> None:
-        """Add a daily count per replicate to the results (a timeseries column), zero until counted."""
+        """Add a daily count per replicate to the results (a timeseries column), zero until counted.
+        Declared again (by another intervention, say), it is the same count, and both add to it.
+
+        Raises ValueError for the name of a column the engine and the outputs fill
+        (:data:`abm.engine.config.RESULT_COLUMNS`), which the count would replace or be replaced by.
+        """
+        if name in RESULT_COLUMNS:
+            raise ValueError(
+                f"declare_activity: {name!r} is a column of timeseries.csv that the engine fills; give the daily "
+                "count a name of its own"
+            )
         if name not in self.activity:
             self.activity[name] = torch.zeros(self.days, self.replicates, dtype=torch.int64, device=self.device)
 

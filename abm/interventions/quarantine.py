@@ -39,7 +39,9 @@ class Quarantine(QuarantineSpec):
         self.until = torch.full((sim.total,), -1, dtype=torch.int16, device=sim.device)
         sim.field("positive_day", torch.int16, -1)  # read through positives_today; exists from the start
         self.request = sim.field("quarantine_request", torch.bool, False)
-        self.members: torch.Tensor | None = None  # isolated agents, ascending (from the first step)
+        # The agents it isolated, ascending: only these does it release (others, a plug-in's, say,
+        # are not its to release, nor to quarantine).
+        self.members = torch.zeros(0, dtype=torch.int64, device=sim.device)
         sim.declare_activity("in_quarantine")
         # Per stage, whether an agent in it is away (:meth:`_away`): one look-up instead of a
         # comparison per stage, on every call.
@@ -61,9 +63,9 @@ class Quarantine(QuarantineSpec):
 
     def lift(self, sim: Simulation, day: int) -> None:
         """Entry-day persistence: today's quarantines end once the day's contacts are over."""
-        st = sim.state  # a one-day quarantine is not a completed one: no reset of infectiousness
-        st.isolated.zero_()
-        self.members = self.members[:0] if self.members is not None else None
+        # A one-day quarantine is not a completed one: no reset of infectiousness.
+        sim.state.isolated[self.members] = False
+        self.members = self.members[:0]
 
     def step(self, sim: Simulation, day: int) -> None:
         """Quarantines end, positives (and those asked to) enter, some drop out. Works on the
@@ -74,7 +76,7 @@ class Quarantine(QuarantineSpec):
         def draw(idx: torch.Tensor, p: float) -> torch.Tensor:
             return idx[torch.rand(idx.shape[0], generator=gen, device=sim.device) < p]
 
-        members = st.isolated.nonzero().squeeze(1) if self.members is None else self.members
+        members = self.members
         ends = self.until.index_select(0, members) <= day
         ending = members[ends]
         if c.reset_infectiousness:
