@@ -1033,3 +1033,6 @@ def test_calibration_report_names_a_band_and_a_forecast_only_where_the_plot_has_
     }
     page = calibration_report_html(optuna, ["fit.png", "trials.csv"])
     assert "<p>Weekly data, the fit and the held-out forecast, with the band of the best trials.</p>" in page
+    # the links' words show a command as code, not as the backticks of plain text
+    page = calibration_report_html(optuna, ["calibrated.yaml"])
+    assert "<code>abm run</code> on it re-creates the fit" in page and "`" not in page
