@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 import abm
 from abm.calibration.config import CalibrationConfig
-from abm.calibration.observed import CalibrationError, load_observed, losses, simulated
+from abm.calibration.observed import CalibrationError, load_observed, losses, read_dated_table, simulated
 from abm.calibration.optimize import calibrate, check_horizon
 from abm.calibration.report import calibration_tables
 from abm.outputs.run_folder import MARK
@@ -113,7 +113,7 @@ def test_bad_targets_get_clear_messages(tmp_path):
         load_observed(config(fit_window=["2020-03-01", "2020-03-08"]))
     with pytest.raises(CalibrationError, match="no value on 2020-03-09"):
         load_observed(config(fit_window=["2020-03-05", "2020-03-12"]))
-    with pytest.raises(CalibrationError, match=f"lies outside the data of '{bad}'"):
+    with pytest.raises(CalibrationError, match=f"ends after the data of '{bad}'"):
         load_observed(config(fit_window=["2020-03-01", "2020-04-30"]))
     with pytest.raises(CalibrationError, match="'cases' is not a column"):
         load_observed(config(targets=["cases"]))
@@ -134,7 +134,7 @@ def test_bad_targets_get_clear_messages(tmp_path):
         ("2020-03-01", "2020-03-07"): "'cases', has no value on 2020-03-03 (empty or NaN); counts must be numbers >= 0",
         ("2020-03-02", "2020-03-08"): "has no value on 2020-03-08: the date has no row (1 of the window's dates "
         "missing); give one row per date, with a count >= 0 per target",
-        ("2020-03-04", "2020-03-12"): "lies outside the data",
+        ("2020-03-04", "2020-03-12"): "ends after the data",
     }
     for window, message in messages.items():
         with pytest.raises(CalibrationError) as info:
@@ -172,6 +172,60 @@ def test_bad_targets_get_clear_messages(tmp_path):
         assert str(info.value).endswith(
             f"date {stamp!r} has a time or a time zone; the counts are per day, so write plain dates (YYYY-MM-DD)"
         ), str(info.value)
+
+
+def test_a_window_is_named_by_the_end_that_leaves_the_data(tmp_path):
+    """A window partly outside the data was said to lie outside it; the message names the end
+    that leaves the data (or that it lies wholly outside) and the data's dates."""
+    data = tmp_path / "d.csv"
+    data.write_text("date,deaths\n" + "".join(f"2020-03-{d:02d},1\n" for d in range(1, 22)))
+    where = {
+        ("2020-02-25", "2020-03-10"): "starts before",
+        ("2020-03-10", "2020-03-30"): "ends after",
+        ("2020-02-25", "2020-03-30"): "starts before and ends after",
+        ("2020-04-01", "2020-04-30"): "lies outside",
+    }
+    for (a, b), text in where.items():
+        cfg = validate(
+            {"name": "x", "calibration": {"data": str(data), "targets": ["deaths"], "fit_window": [a, b]}}, "x.yaml"
+        ).calibration
+        with pytest.raises(CalibrationError) as info:
+            load_observed(cfg.model_copy(update={"holdout_window": None}))
+        assert str(info.value) == (
+            f"calibration.fit_window: {a} to {b} {text} the data of '{data}' (2020-03-01 to 2020-03-21); "
+            "give a window within the data's dates"
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (  # a row without a date was read as NaN and named as a date with a time or a time zone
+            "date,deaths\n2020-03-01,1\n,2\n2020-03-03,1\n",
+            "'{file}': the row after date '2020-03-01' has no date; give every row a date written YYYY-MM-DD",
+        ),
+        (
+            "date,deaths\n,2\n2020-03-02,1\n",
+            "'{file}': the first row has no date; give every row a date written YYYY-MM-DD",
+        ),
+        (  # was pandas' "(Error tokenizing data. C error: Expected 2 fields in line 3, saw 3\n)"
+            "date,deaths\n2020-03-01,1\n2020-03-02,1,7\n",
+            "cannot read '{file}' (line 3 has 3 values, the header 2); give each line as many comma-separated "
+            "values as the header has columns",
+        ),
+        (
+            "date;deaths\n2020-03-01;1\n",
+            "'{file}' has no 'date' column (columns: date;deaths); it needs a date column (YYYY-MM-DD) and a column "
+            "per target; separate the columns with commas, not ';'",
+        ),
+    ],
+)
+def test_a_malformed_data_file_is_named_with_its_fault(tmp_path, text, message):
+    data = tmp_path / "d.csv"
+    data.write_text(text)
+    with pytest.raises(CalibrationError) as info:
+        read_dated_table(str(data))
+    assert str(info.value) == "calibration.data: " + message.format(file=data)
 
 
 def test_bundled_king_county_series_cover_the_2020_windows():
@@ -377,8 +431,8 @@ KC_CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios/king_county/ca
         ({"fit_window": ["2020-03-01", "2020-03-03"]}, "fit_window 2020-03-01 to 2020-03-03 holds no whole week"),
         (  # a window beyond the data is named as such, not as too few simulation.days for it
             {"fit_window": ["2020-02-28", "2021-01-31"], "holdout_window": None},
-            "cal.yaml: calibration.fit_window: 2020-02-28 to 2021-01-31 lies outside the data of 'king_county_2020' "
-            "(2020-01-22 to 2020-12-31)",
+            "cal.yaml: calibration.fit_window: 2020-02-28 to 2021-01-31 ends after the data of 'king_county_2020' "
+            "(2020-01-22 to 2020-12-31); give a window within the data's dates",
         ),
         (  # a misspelt key is named as no setting, not as a bound that gives an invalid scenario
             {"parameters": {"disease.transmision_rate": {"low": 2.0, "high": 8.0}}},
@@ -979,3 +1033,6 @@ def test_calibration_report_names_a_band_and_a_forecast_only_where_the_plot_has_
     }
     page = calibration_report_html(optuna, ["fit.png", "trials.csv"])
     assert "<p>Weekly data, the fit and the held-out forecast, with the band of the best trials.</p>" in page
+    # the links' words show a command as code, not as the backticks of plain text
+    page = calibration_report_html(optuna, ["calibrated.yaml"])
+    assert "<code>abm run</code> on it re-creates the fit" in page and "`" not in page

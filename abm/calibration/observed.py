@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
@@ -33,16 +34,34 @@ def read_dated_table(source: str, at: str = "") -> pd.DataFrame:
             f"{at}calibration.data: {source!r} is empty; it needs a header line (date and a column per target) "
             "and one row per date"
         ) from None
+    except pd.errors.ParserError as exc:  # "Error tokenizing data. C error: Expected 2 fields in line 7, saw 3\n"
+        shape = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+        problem = (
+            f"line {shape[2]} has {shape[3]} values, the header {shape[1]}" if shape else " ".join(str(exc).split())
+        )
+        raise CalibrationError(
+            f"{at}calibration.data: cannot read {source!r} ({problem}); give each line as many comma-separated "
+            "values as the header has columns"
+        ) from None
     except (OSError, ValueError) as exc:
         raise CalibrationError(f"{at}calibration.data: cannot read {source!r} ({exc})") from exc
     if "date" not in frame.columns:
+        columns = [str(c) for c in frame.columns]
+        other = next((sep for sep in (";", "\t") if len(columns) == 1 and sep in columns[0]), None)
+        hint = f"; separate the columns with commas, not {other!r}" if other else ""
         raise CalibrationError(
-            f"{at}calibration.data: {source!r} has no 'date' column (columns: {', '.join(map(str, frame.columns))}); "
-            "it needs a date column (YYYY-MM-DD) and a column per target"
+            f"{at}calibration.data: {source!r} has no 'date' column (columns: {', '.join(columns)}); "
+            f"it needs a date column (YYYY-MM-DD) and a column per target{hint}"
         )
     if frame.empty:
         raise CalibrationError(f"{at}calibration.data: {source!r} has no rows; it needs one row per date")
     raw = frame["date"]
+    if raw.isna().any():  # read as NaN, which would pass for a date with a time
+        row = int(np.flatnonzero(raw.isna().to_numpy())[0])
+        where = f"the row after date {raw.iloc[row - 1]!r}" if row and pd.notna(raw.iloc[row - 1]) else "the first row"
+        raise CalibrationError(
+            f"{at}calibration.data: {source!r}: {where} has no date; give every row a date written YYYY-MM-DD"
+        )
     try:  # ISO dates only: 03/01/2020 is 1 March to some and 3 January to others
         frame["date"] = pd.to_datetime(frame["date"], format="ISO8601")
     except (ValueError, TypeError):
@@ -94,10 +113,11 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
     )
     for name, (a, b) in windows:
         days = pd.date_range(a, b, freq="D")
-        if days[0] < frame.index.min() or days[-1] > frame.index.max():
+        first, last = frame.index.min(), frame.index.max()
+        if days[0] < first or days[-1] > last:
             raise CalibrationError(
-                f"{at}calibration.{name}: {a} to {b} lies outside the data of {source!r} "
-                f"({frame.index.min().date()} to {frame.index.max().date()})"
+                f"{at}calibration.{name}: {a} to {b} {beyond(days[0], days[-1], first, last)} the data of "
+                f"{source!r} ({first.date()} to {last.date()}); give a window within the data's dates"
             )
         absent = days[~days.isin(frame.index)]
         if len(absent):
@@ -120,6 +140,15 @@ def load_observed(cfg: CalibrationConfig, scenario: str = "") -> pd.DataFrame:
                     f"{allowed}"
                 )
     return frame[cfg.targets].astype(float)
+
+
+def beyond(start: pd.Timestamp, end: pd.Timestamp, first: pd.Timestamp, last: pd.Timestamp) -> str:
+    """How a window from ``start`` to ``end`` leaves the data's dates, ``first`` to ``last``:
+    wholly (``lies outside``) or at one end or both (``starts before``, ``ends after``)."""
+    if end < first or start > last:
+        return "lies outside"
+    ends = [text for text, out in (("starts before", start < first), ("ends after", end > last)) if out]
+    return " and ".join(ends)
 
 
 def first_cell(flags: pd.DataFrame) -> tuple[pd.Timestamp, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any
 
 from abm.outputs.html_pages import REPORT_CSS, html_table
@@ -108,12 +109,17 @@ def calibration_tables(summary: dict[str, Any]) -> list[SummaryTable]:
     return [params, losses]
 
 
+def as_code(text: str) -> str:
+    """``text`` escaped for a page, with what it writes in backticks (a command) shown as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def calibration_report_html(summary: dict[str, Any], files: list[str]) -> str:
     """The page of a calibration: its tables (:func:`calibration_tables`), the fit plot, and
     links to those of :data:`CALIBRATION_FILES` among the folder's ``files``."""
 
     links = "".join(
-        f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {html.escape(what)}</li>'
+        f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {as_code(what)}</li>'
         for f, what in CALIBRATION_FILES.items()
         if f in files
     )
