@@ -961,6 +961,15 @@ def test_an_interrupt_as_the_header_is_written_gets_a_line_of_its_own(tmp_path, 
     ]
 
 
+def test_the_package_entry_point_takes_sets_as_abm_learn_does(tmp_path):
+    """``abm.learning.run_scenario``, the entry point docs/learning.md names, took no ``sets``:
+    only the report module's function did, so a scripted sweep could not override a key."""
+    out = tmp_path / "out"
+    report = run_scenario(_tiny(), out, None, ["rounds=1"])
+    assert report["sets"] == ["rounds=1"] and len(report["protocols"]["fedavg"]["history"]) == 1
+    assert json.loads((out / "scenario.json").read_text())["rounds"] == 1
+
+
 def test_a_shifted_participant_is_scored_on_the_global_test_set_with_its_own_labels():
     """With ``evaluate_on: global`` a participant under concept shift was scored on the global
     test set's unshifted labels, so learning its own task well cost it the swapped classes (the
