@@ -220,6 +220,12 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     return files
 
 
+def provenance(path_or_dict: str | Path | dict[str, Any], sets: list[str] | None) -> dict[str, Any]:
+    """Where a run's scenario came from, for its ``report.json``: ``source`` (the file, or
+    ``<dict>``) and ``sets``, the ``key.path=value`` overrides applied to it."""
+    return {"source": "<dict>" if isinstance(path_or_dict, dict) else str(path_or_dict), "sets": list(sets or [])}
+
+
 def run_scenario(
     path_or_dict: str | Path | dict[str, Any],
     out_dir: str | Path,
@@ -241,8 +247,7 @@ def run_scenario(
     scenario, _ = load_scenario(path_or_dict, runner, sets)
     out = check_target(out_dir, "learning")
     report = run_all(scenario)
-    report["source"] = "<dict>" if isinstance(path_or_dict, dict) else str(path_or_dict)
-    report["sets"] = list(sets or [])
+    report.update(provenance(path_or_dict, sets))
     with atomic_folder(out, "learning") as tmp:
         report["plots"] = _plots(report, tmp)
         report = jsonable(report)
