@@ -12,16 +12,21 @@ from abm.learning.errors import LearningScenarioError, SecureAggregationError
 
 
 def run_scenario(
-    path_or_dict: str | Path | dict[str, Any], out_dir: str | Path, runner: str | None = None
+    path_or_dict: str | Path | dict[str, Any],
+    out_dir: str | Path,
+    runner: str | None = None,
+    sets: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run a learning scenario; write ``report.json`` and PNG plots into ``out_dir``.
+    """Run a learning scenario; write ``report.json``, ``report.md``, ``report.html``,
+    ``scenario.json`` and the PNG plots into ``out_dir``; return the report.
 
-    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's. See
+    ``runner`` (inprocess, flower-sim, flower) overrides the scenario's; ``sets``
+    (``key.path=value``, as ``abm learn --set``) override any key. See
     :func:`abm.learning.report.run_scenario` (atomic output, validation errors).
     """
     from abm.learning.report import run_scenario as _run
 
-    return _run(path_or_dict, out_dir, runner)
+    return _run(path_or_dict, out_dir, runner, sets)
 
 
 __all__ = ["LearningScenarioError", "SecureAggregationError", "run_scenario"]

@@ -146,7 +146,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     (``key.path=value``, as ``abm run --set``) override any key. An invalid scenario, runner or
     set prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.report import few_test_samples, privacy_lines, run_scenario
+    from abm.learning.report import few_test_samples, key_width, privacy_lines, run_scenario
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
     from abm.scenario import COMMAND_LINE
@@ -156,10 +156,11 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
     named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
     report = run_or_exit(lambda: run_scenario(file, target, runner, sets), target, named, header=header)
-    print(f"{'protocol':<22}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
+    width = key_width(report["protocols"], 22)
+    print(f"{'protocol':<{width}}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():
         print(
-            f"{key:<22}{r['mean_score']:>8.3f}{r['mcg']:>8.3f}{r['cgs']:>8.3f}"
+            f"{key:<{width}}{r['mean_score']:>8.3f}{r['mcg']:>8.3f}{r['cgs']:>8.3f}"
             f"{r['min_gain']:>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
         )
     for line in privacy_lines(report["protocols"]):

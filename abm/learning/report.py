@@ -3,6 +3,7 @@ written atomically."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,12 @@ def few_test_samples(report: dict[str, Any]) -> str | None:
         f"their own: participant (samples) {listed}; a score moves in steps of 1/n, so their gains say little; "
         "give the participants more data, a larger split.test_fraction, or evaluate_on: global"
     )
+
+
+def key_width(keys: Iterable[str], least: int) -> int:
+    """The width of a console table's protocol column: ``least``, or the longest of ``keys`` and
+    two spaces, so that a long label does not push its row's figures out of their columns."""
+    return max([least, *(len(k) + 2 for k in keys)])
 
 
 def privacy_lines(protocols: dict[str, Any], member: str = "participant") -> list[str]:
@@ -109,14 +116,15 @@ LEARNING_FILES = {
 
 def markdown(report: dict[str, Any]) -> str:
     """A learning report's results as Markdown: what the scores are measured on, one row per
-    protocol (as ``abm learn`` prints it: mean score, MCG, CGS, the lowest gain, megabytes sent),
+    protocol (as ``abm learn`` prints it: mean score, MCG, CGS, the lowest gain, megabytes of every message),
     the differential-privacy lines and the note on small test sets."""
     lines = [
         f"# Learning: {report['scenario']}",
         "",
         f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}. MCG: mean "
-        "collaboration gain over local-only; CGS: collaborative fairness; min gain: the lowest participant's gain; "
-        "MB: megabytes sent.",
+        "collaboration gain over local-only; CGS: collaboration gain spread, the standard deviation of the gains "
+        "over participants; min gain: the lowest participant's gain; MB: megabytes of every message sent, the "
+        "server's to the participants included.",
         "",
         "| protocol | mean | MCG | CGS | min gain | MB |",
         "|---|---:|---:|---:|---:|---:|",
@@ -212,6 +220,12 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     return files
 
 
+def provenance(path_or_dict: str | Path | dict[str, Any], sets: list[str] | None) -> dict[str, Any]:
+    """Where a run's scenario came from, for its ``report.json``: ``source`` (the file, or
+    ``<dict>``) and ``sets``, the ``key.path=value`` overrides applied to it."""
+    return {"source": "<dict>" if isinstance(path_or_dict, dict) else str(path_or_dict), "sets": list(sets or [])}
+
+
 def run_scenario(
     path_or_dict: str | Path | dict[str, Any],
     out_dir: str | Path,
@@ -233,8 +247,7 @@ def run_scenario(
     scenario, _ = load_scenario(path_or_dict, runner, sets)
     out = check_target(out_dir, "learning")
     report = run_all(scenario)
-    report["source"] = "<dict>" if isinstance(path_or_dict, dict) else str(path_or_dict)
-    report["sets"] = list(sets or [])
+    report.update(provenance(path_or_dict, sets))
     with atomic_folder(out, "learning") as tmp:
         report["plots"] = _plots(report, tmp)
         report = jsonable(report)

@@ -108,9 +108,7 @@ def prepare_data(scenario: LearningScenario) -> PreparedData:
         idx = iid_indices(len(rest), n, rng)
     parts = []
     for k in range(n):
-        share = rest.subset(idx[k])
-        if sp.concept_shift and k in sp.concept_shift.participants:
-            share = permute_labels(share, [tuple(s) for s in sp.concept_shift.swaps])
+        share = concept_of(scenario, k, rest.subset(idx[k]))
         parts.append(split_train_val_test(share, sp.val_fraction, sp.test_fraction, rng))
     check_part_sizes(parts, len(rest), skew_advice(sp))
     return PreparedData(source, parts, global_test, known_groups(scenario))
@@ -209,10 +207,22 @@ def build_participant(scenario: LearningScenario, data: PreparedData, models: li
     return Participant(k, part, model, cfg, seed, scored_on(scenario, data, k))
 
 
+def concept_of(scenario: LearningScenario, k: int, samples: Dataset) -> Dataset:
+    """``samples`` labelled as participant ``k`` labels them: with its ``split.concept_shift``
+    swaps where the shift lists it, else as they are."""
+    shift = scenario.split.concept_shift
+    if shift is None or k not in shift.participants:
+        return samples
+    return permute_labels(samples, [tuple(s) for s in shift.swaps])
+
+
 def scored_on(scenario: LearningScenario, data: PreparedData, k: int) -> Dataset:
     """The samples participant ``k``'s scores are measured on: its own test split, or the global
-    test set (``evaluate_on``)."""
-    return data.global_test if scenario.evaluate_on == "global" else data.parts[k].test
+    test set (``evaluate_on``), labelled as ``k`` labels its own data (:func:`concept_of`), so
+    that a participant under concept shift is scored on its own task."""
+    if scenario.evaluate_on != "global":
+        return data.parts[k].test
+    return concept_of(scenario, k, data.global_test)
 
 
 def build_participants(scenario: LearningScenario, data: PreparedData, models: list[ModelSpec]) -> list[Participant]:

@@ -38,21 +38,22 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     institution), MCG, CGS, the same under each institution's own prior ("n/a" where the scenario
     evaluates none: ``own_holdout_simulations: 0``), ND and megabytes sent; then what the columns
     mean, and a line per protocol run with differential privacy (its epsilon: :func:`privacy_lines`)."""
-    from abm.learning.report import privacy_lines
+    from abm.learning.report import key_width, privacy_lines
 
     def own(value: float, spec: str) -> str:
         return "n/a" if math.isnan(value) else format(value, spec)
 
     names = [i["name"] for i in report["institutions"]]
+    width = key_width(report["protocols"], 18)
     lines = [
-        f"{'protocol':<18}{'recovery':>9}"
+        f"{'protocol':<{width}}{'recovery':>9}"
         + "".join(f"{n[:9]:>10}" for n in names)
         + f"{'MCG':>8}{'CGS':>7}{'own rec':>9}{'own MCG':>9}{'ND':>7}{'MB':>8}"
     ]
     for key, r in report["protocols"].items():
         per = "".join(f"{row['recovery']:>10.3f}" for row in r["institutions"])
         lines.append(
-            f"{key:<18}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
+            f"{key:<{width}}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
             f"{own(r['mean_recovery_own'], '.3f'):>9}{own(r['mcg_own'], '+.3f'):>9}{r['mean_nd']:>7.2f}"
             f"{r['bytes_total'] / 1e6:>8.2f}"
         )

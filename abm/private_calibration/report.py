@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from abm.learning.report import line_style, plot_round_curves, save_figure
+from abm.learning.report import line_style, plot_round_curves, provenance, save_figure
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
@@ -259,14 +259,15 @@ def run_private_calibration(
     Writes ``report.json``, ``report.md``, ``report.html`` (its text, tables and plots on one
     page), ``scenario.json`` and the plots into ``out``
     (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key; ``sets``
-    (``key.path=value``, as ``abm learn --set``) override any key: ``scenario.json`` holds the
-    scenario as run.
+    (``key.path=value``, as ``abm learn --set``) override any key: ``report.json`` lists them
+    (``sets``) beside the file (``source``), and ``scenario.json`` holds the scenario as run.
     """
     scenario, base = load_scenario(path_or_dict, runner, sets)
     target = check_target(Path(out) if out is not None else Path("runs") / scenario.name, "private_calibration")
     start = time.perf_counter()
     report, institutions, curves = run_all(scenario, base)
     report["timings_s"]["total"] = time.perf_counter() - start
+    report.update(provenance(path_or_dict, sets))
     with atomic_folder(target, "private_calibration") as tmp:
         report["plots"] = _plots(report, curves, institutions, tmp)
         # strict JSON: a figure that cannot be computed (NaN) is written as null

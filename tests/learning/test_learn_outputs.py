@@ -194,3 +194,51 @@ def test_plots_name_the_scenario_and_what_the_scores_are_measured_on(tmp_path, m
         "gains.png": f"demo: collaboration gain G_n = A_n - B_n (accuracy on {scored_on})",
         "curves.png": f"demo: after each round, on {scored_on}",
     }
+
+
+def test_report_md_says_what_cgs_and_mb_are():
+    """report.md called CGS "collaborative fairness", the name docs/learning.md gives CF (the
+    correlation of standalone and collaborative scores), while the column is the spread of the
+    gains; and "MB: megabytes sent" for a total that counts the server's messages too."""
+    from abm.learning.report import markdown
+
+    row = {"mean_score": 0.5, "mcg": 0.1, "cgs": 0.05, "min_gain": 0.0, "bytes_total": 2_000_000, "epsilon": None}
+    report = {
+        "scenario": "s",
+        "participants": 2,
+        "evaluate_on": "own",
+        "test_sizes": [40, 40],
+        "protocols": {"fedavg": row},
+    }
+    md = markdown(report)
+    assert "collaborative fairness" not in md
+    assert "CGS: collaboration gain spread, the standard deviation of the gains over participants" in md
+    assert "MB: megabytes of every message sent, the server's to the participants included" in md
+    assert "| fedavg | 0.500 | 0.100 | 0.050 | 0.000 | 2.00 |" in md
+
+
+def test_a_long_label_keeps_the_console_tables_columns(tmp_path):
+    """The protocol column was 22 characters wide (18 for private calibration), so a label as long
+    as gmm_codream's 'codream_nf_no_collaboration' pushed its row's figures right of the header's."""
+    from abm.private_calibration.cli import summary_lines
+
+    label = "fedavg_with_a_rather_long_label"
+    f, out = _scenario(tmp_path, protocols=[{"name": "fedavg", "label": label}]), tmp_path / "out"
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    table = [line for line in res.stdout.splitlines() if not line.startswith("report:")]
+    assert table[0].startswith("protocol") and table[-1].startswith(label)
+    assert len({len(line) for line in table}) == 1, table
+
+    row = {
+        "mean_recovery": 0.5,
+        "institutions": [{"recovery": 0.5}],
+        "mcg": 0.0,
+        "cgs": 0.0,
+        "mean_recovery_own": 0.5,
+        "mcg_own": 0.0,
+        "mean_nd": 1.0,
+        "bytes_total": 0,
+    }
+    lines = summary_lines({"institutions": [{"name": "Seattle"}], "protocols": {"local": row, label: row}})
+    assert len({len(line) for line in lines[:3]}) == 1, lines[:3]

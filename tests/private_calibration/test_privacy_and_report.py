@@ -580,3 +580,16 @@ def test_mean_nd_skips_an_institution_without_any_nd():
     assert table["institutions"][0]["nd_mean"] == pytest.approx(0.3)
     assert np.isnan(table["institutions"][1]["nd_mean"])
     assert table["mean_nd"] == pytest.approx(0.3)
+
+
+def test_report_json_lists_the_sets_and_the_file_as_learning_reports_do(tmp_path):
+    """docs/learning.md: ``report.json`` lists the ``--set`` options (``sets``) beside the file
+    (``source``). A learning report did; a private-calibration one, also written by ``abm learn``,
+    had neither, so only scenario.json's values told that a run was not the file's."""
+    from abm.private_calibration.report import run_private_calibration
+
+    sets = ["rounds=1", "protocols=[{name: centralized}]"]
+    report = run_private_calibration(TINY, tmp_path / "out", None, sets)
+    written = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert written["sets"] == report["sets"] == sets and written["source"] == str(TINY)
+    assert list(written["protocols"]) == ["local", "centralized"]
