@@ -74,3 +74,17 @@ def test_report_says_when_no_intervention_runs(tmp_path):
     severity = _table_rows(page)[2]
     assert severity == scenario_severity_table(load_scenario(ni)).rows
     assert severity[8][0] == "80+" and severity[8][4] == "9.32%" and severity[9][0] == "all ages"
+
+
+def test_report_links_and_images_name_files_of_the_folder_and_show_commands_as_code(tmp_path):
+    """Every link and image of report.html names a file the run folder holds, and a link's words
+    show a command as code: the resolved scenario's line read "`abm run` on it re-creates the run",
+    backticks and all, as plain text."""
+    ni = VACC_CT.parent / "no_intervention.yaml"
+    out = abm.run(ni, agents=1000, days=3, replicates=1).write(tmp_path / "ni")
+    page = (out / "report.html").read_text()
+    targets = re.findall(r'(?:href|src)="([^"]+)"', page)
+    assert "map.html" in targets and "plots/map_day002.png" in targets
+    assert [t for t in targets if not (out / html.unescape(t)).is_file()] == []
+    files = page[page.index("<h2>Files</h2>") :]
+    assert "<code>abm run</code> on it re-creates the run" in files and "`" not in files

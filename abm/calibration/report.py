@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from typing import Any
 
-from abm.outputs.html_pages import REPORT_CSS, html_table
+from abm.outputs.html_pages import REPORT_CSS, as_code, html_table
 from abm.outputs.summary_table import SummaryTable
 from abm.plurals import counted
 
@@ -107,11 +106,6 @@ def calibration_tables(summary: dict[str, Any]) -> list[SummaryTable]:
         ),
     )
     return [params, losses]
-
-
-def as_code(text: str) -> str:
-    """``text`` escaped for a page, with what it writes in backticks (a command) shown as code."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
 def calibration_report_html(summary: dict[str, Any], files: list[str]) -> str:

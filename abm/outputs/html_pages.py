@@ -4,6 +4,7 @@ its plots (``abm learn``'s ``report.html``)."""
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from abm.outputs.summary_table import SummaryTable
@@ -15,6 +16,11 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 figure { display: inline-block; margin: 8px; } img { max-width: 720px; border: 1px solid #ddd; }
 pre { background: #f7f7f7; padding: 8px; }"""
 """The style of abm's HTML reports (a run's, a comparison's, a sweep's, a calibration's, a learning run's)."""
+
+
+def as_code(text: str) -> str:
+    """``text`` escaped for a page, with what it writes in backticks (a command) shown as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
 def html_table(t: SummaryTable, *, title: bool = True) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from abm.outputs.html_pages import REPORT_CSS, html_table
+from abm.outputs.html_pages import REPORT_CSS, as_code, html_table
 from abm.outputs.plots import PLOT_FILES
 from abm.outputs.summary_table import SummaryTable, by_age_table, summary_table
 from abm.plurals import counted
@@ -76,7 +76,7 @@ def run_report_html(
     when given, the disease settings' chances by age (:mod:`abm.outputs.severity_table`)."""
     name = html.escape(summary["scenario"])
     links = "".join(
-        f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {html.escape(what)}</li>'
+        f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {as_code(what)}</li>'
         for f, what in RUN_FILES.items()
         if f in files
     )
