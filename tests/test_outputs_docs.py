@@ -166,3 +166,41 @@ def test_the_plot_methods_name_every_figure_they_draw():
 
     doc = inspect.getdoc(RunResult.plot)
     assert [name for name in FIGURES if f"``{name}``" not in doc] == []
+
+
+def _keys(value: object) -> set[str]:
+    """Every key of a JSON value, at any depth (the keys of a list's mappings too)."""
+    if isinstance(value, dict):
+        return set(value).union(*(_keys(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_keys(v) for v in value))
+    return set()
+
+
+def test_the_readme_names_every_column_and_key_of_a_run_folder(tmp_path):
+    """The README's run-folder section names, in backticks, each column of the run's tables and
+    each key of its summary.json and manifest.json: it named manifest.json's fields by what they
+    hold ("version", "torch version") and not at all its `files`, `created_utc` or `python`, the
+    costs' columns as "unit cost", not the 11 stages' columns, and not summary.json's
+    `per_100k` of a peak or `hospital_capacity` and its keys."""
+    import json
+
+    import pandas as pd
+
+    import abm
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    section = readme[
+        readme.index("A run writes `runs/<scenario name>/`") : readme.index("## Maps, plots and comparisons")
+    ]
+    scenario = root / "scenarios/king_county/vacc_ct.yaml"
+    result = abm.run(scenario, agents=1000, days=3, replicates=2, sets=["simulation.start_date=2021-01-04"])
+    out = result.write(tmp_path / "run")
+    names = {"timeseries.csv", "by_age.csv", "by_tract.csv", "costs.csv", "summary.json", "manifest.json"}
+    names |= {p.name for p in out.iterdir() if p.name != ".abm-output"} - {"plots", "timeseries.parquet"}
+    for table in ("timeseries", "by_age", "by_tract", "costs"):
+        names |= set(pd.read_csv(out / f"{table}.csv", nrows=0).columns)
+    for meta in ("summary", "manifest"):
+        names |= _keys(json.loads((out / f"{meta}.json").read_text()))
+    assert sorted(n for n in names if f"`{n}`" not in section) == []
