@@ -368,11 +368,11 @@ def plan(
             f"{names.name('replicates')}: {replicates!r} is not allowed; give a whole number, at least 1"
         )
     given = {k: v for k, v in overrides.items() if v is not None}
-    set_keys = {item.split("=", 1)[0].strip() for item in sets or []}
     for axis in axes:
         swept = names.item("sweep", axis.key)
-        if any(overlaps(k, axis.key) for k in set_keys):
-            raise ScenarioError(f"{swept}: the key is also set by {names.name('set')}; give one of them")
+        for item in sets or []:  # named, as the key it sets may hold the swept one (seeding={day: 4})
+            if overlaps(item.split("=", 1)[0].strip(), axis.key):
+                raise ScenarioError(f"{swept}: the key is also set by {names.item('set', item)}; give one of them")
         for name in given:
             if name in OVERRIDE_KEYS and overlaps(OVERRIDE_KEYS[name], axis.key):
                 raise ScenarioError(f"{swept}: the key is also set by {names.name(name)}; give one of them")

@@ -107,7 +107,10 @@ def test_kept_trials_cut_short_or_of_another_scenario_are_not_told(tmp_path, mon
     notes: list[str] = []
     optimize.calibrate(path, out, workers=1, note=notes.append)
     assert len(trials.ran) == 4
-    assert notes == [f"{kept} held the trials of other work (another scenario or abm version); replaced"]
+    assert notes == [
+        f"{kept} held the trials of other work (another scenario, other options or another abm version), "
+        "which this command cannot reuse; replaced"
+    ]
     assert not kept.exists()
 
 

@@ -41,10 +41,16 @@ def test_a_file_of_this_work_with_no_entry_is_taken_without_a_note(tmp_path):
     ids=["another_key", "another_key_no_entry", "another_format", "empty", "not_json"],
 )
 def test_a_file_of_other_work_or_none_is_replaced_with_a_note(tmp_path, content):
+    """The note named only another scenario or abm version as the cause, though the same command
+    with other options (a sweep rerun with other --replicates or --sweep values) is other work too:
+    it now names other options, and says the kept work cannot be reused."""
     path, notes = tmp_path / ".out.runs.jsonl", []
     path.write_text(content)
     journal = started(path, notes)
-    assert notes == [f"{path} held the runs of other work (another scenario or abm version); replaced"]
+    assert notes == [
+        f"{path} held the runs of other work (another scenario, other options or another abm version), "
+        "which this command cannot reuse; replaced"
+    ]
     assert (journal.found, journal.replaced, journal.entries) == (0, True, [])
     assert path.read_text() == json.dumps({"format": 1, "key": "this"}) + "\n"
 
@@ -88,7 +94,10 @@ def test_another_works_file_replaced_then_stopped_before_an_entry_is_gone(tmp_pa
     with pytest.raises(RuntimeError), journal.keeping(bad=(ValueError,)):
         raise RuntimeError("a worker was lost")
     assert not path.exists()
-    assert notes == [f"{path} held the runs of other work (another scenario or abm version); replaced"]
+    assert notes == [
+        f"{path} held the runs of other work (another scenario, other options or another abm version), "
+        "which this command cannot reuse; replaced"
+    ]
 
 
 def test_a_file_that_cannot_be_read_is_left_as_it_is_when_the_work_stops(tmp_path):

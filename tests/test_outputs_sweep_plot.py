@@ -207,3 +207,28 @@ def test_a_panel_no_run_has_says_so():
         assert texts["generation interval (days)"] == ["no run has it"] and texts["infected (% of agents)"] == []
     finally:
         plt.close(fig)
+
+
+def test_list_and_mapping_values_are_written_with_one_space_after_commas_and_colons():
+    """A swept list or mapping (``outputs.map_days=[10,20],[30]``, ``seeding.infections={asymptomatic:
+    10},...``) was labelled ``[10,  20]`` and ``{"asymptomatic":  10}``: JSON's own ", " and ": "
+    got a second space. The x ticks and the legend now write each value as JSON does."""
+    days, seeds = "outputs.map_days", "seeding.infections"
+    sweeps = {days: [[10, 20], [30]], seeds: [{"asymptomatic": 10}, {"asymptomatic": 20}]}
+    combos = [(d, s) for d in sweeps[days] for s in sweeps[seeds]]
+    rows = [
+        {"variant": v, "replicate": 0, "agents": 1000, "cumulative_infected_share": 0.1, "deaths": 1.0,
+         "peak_hospital_occupancy_per_100k": 10.0, "total_cost": 100.0}
+        for v in range(len(combos))
+    ]  # fmt: skip
+    variants = [
+        {"variant": v, "sweep": {days: d, seeds: s}, "scenario": {"outputs": {"hospital_beds_per_100k": 55.0}}}
+        for v, (d, s) in enumerate(combos)
+    ]
+    fig = sweep_figure("s", pd.DataFrame(rows), variants, sweeps)
+    try:
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["[10, 20]", "[30]"]
+        assert sorted(plotted(ax)) == ['infections={"asymptomatic": 10}', 'infections={"asymptomatic": 20}']
+    finally:
+        plt.close(fig)

@@ -298,8 +298,8 @@ def test_bad_input_gets_one_message_exit_2_and_writes_nothing(tmp_path, args, me
         (
             ["seeding.day=1,2"],
             {"sets": ["seeding={day: 4}"]},
-            "error: --sweep seeding.day: the key is also set by --set; give one",
-            "sweeps item 'seeding.day': the key is also set by sets; give one",
+            "error: --sweep seeding.day: the key is also set by --set seeding={day: 4}; give one",
+            "sweeps item 'seeding.day': the key is also set by sets item 'seeding={day: 4}'; give one",
         ),
         (
             ["simulation.replicates=1,2"],

@@ -68,7 +68,10 @@ class Journal:
         if warn is not None and self.found:
             warn(f"continuing an interrupted run: {self._kept(self.found)}")
         elif warn is not None and self.replaced:
-            warn(f"{path} held the {what} of other work (another scenario or abm version); replaced")
+            warn(
+                f"{path} held the {what} of other work (another scenario, other options or another abm version), "
+                "which this command cannot reuse; replaced"
+            )
         self._rewrite()
 
     def _kept(self, n: int) -> str:

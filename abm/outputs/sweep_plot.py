@@ -15,7 +15,6 @@ rather than in every line's label.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
@@ -27,6 +26,7 @@ from matplotlib.ticker import FuncFormatter
 
 from abm.key_paths import short_keys
 from abm.outputs.plots import colors, range_bars
+from abm.outputs.sweep_report import value_text
 from abm.plurals import counted
 
 # (column of sweep.csv, panel title, scale: "share" to percent, "per_100k" per 100,000 agents, or none)
@@ -38,12 +38,6 @@ PANELS = (
     ("reproduction_number_initial", "reproduction number, first week", None),
     ("generation_interval", "generation interval (days)", None),
 )
-
-
-def value_text(value: Any) -> str:
-    """A swept value as the sweep's labels write it: text as it is, anything else as YAML flow
-    (null, true, 0.2, [10, 20])."""
-    return value if isinstance(value, str) else json.dumps(value).replace(",", ", ").replace(":", ": ")
 
 
 def is_number(value: Any) -> bool:

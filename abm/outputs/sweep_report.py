@@ -6,7 +6,9 @@ intervals for the region (per 100,000 agents where the region's residents are no
 from __future__ import annotations
 
 import html
+import json
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -21,9 +23,17 @@ SWEEP_FILES = {
     "sweep.csv": "one row per variant and replicate; infections and deaths by age group in its last columns",
     "sweep_summary.csv": "one row per variant: means, sds (by age group last) and the changes from the first variant",
     "sweep.json": "the swept keys and values, each variant's resolved scenario, timings",
-    "sweep.png": "the outcomes against the first swept key with numbers",
+    "sweep.png": "the outcomes against a swept key (the first whose values are numbers, else the first), one line "
+    "per combination of the other keys' values",
 }
 """The sweep folder's files the report links to, with what each holds."""
+
+
+def value_text(value: Any) -> str:
+    """A swept value as sweep.png and report.html write it (sweep.json keeps the values, not the
+    texts given): text as it is, anything else as YAML flow in JSON's spelling (null, true, 0.2,
+    [10, 20], {"asymptomatic": 10})."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 # The columns of a change and its interval's ends: per 100,000 agents, and for the region.
@@ -105,7 +115,9 @@ def sweep_report_html(name: str, sweeps: dict[str, list], tables: list[SummaryTa
     """The page of a sweep of scenario ``name``: what was swept (``sweeps``: key -> values), its
     ``tables`` (:func:`sweep_tables`), the plot, and links to those of :data:`SWEEP_FILES` among
     ``files``."""
-    swept = "".join(f"<li>{html.escape(k)}: {html.escape(', '.join(map(str, v)))}</li>" for k, v in sweeps.items())
+    swept = "".join(
+        f"<li>{html.escape(k)}: {html.escape(', '.join(map(value_text, v)))}</li>" for k, v in sweeps.items()
+    )
     links = "".join(
         f'<li><a href="{html.escape(f)}">{html.escape(f)}</a>: {html.escape(what)}</li>'
         for f, what in SWEEP_FILES.items()
