@@ -37,6 +37,7 @@ from abm.outputs.reference_results import (
     qualitative_claims,
     reference_metrics,
 )
+from abm.plurals import counted
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = [
@@ -81,10 +82,14 @@ def tolerance_text(t: Target) -> str:
 
 
 def run_all(names: list[str], replicates: int, cache: Path, reuse: bool) -> dict[str, dict]:
-    """Metrics of every scenario, from the cache where allowed."""
-    done = json.loads(cache.read_text(encoding="utf-8")) if reuse and cache.is_file() else {}
+    """Metrics of the scenarios ``names``, and of those the cache holds besides.
+
+    With ``reuse``, a scenario the cache holds at ``replicates`` is not run again; without it,
+    every scenario of ``names`` runs afresh. Either way the cache keeps its other scenarios, so
+    that a run of ``--only`` some of them leaves the rest for a later ``--reuse``."""
+    done = json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
     for name in names:
-        if name in done and done[name]["replicates"] == replicates:
+        if reuse and name in done and done[name]["replicates"] == replicates:
             continue
         t = time.perf_counter()
         res = abm.run(ROOT / "scenarios/reference" / f"{name}.yaml", replicates=replicates)
@@ -121,7 +126,8 @@ def markdown(rows: dict[str, dict], replicates: int) -> str:
         f"Command: `python benchmarks/reference_tables.py --replicates {replicates}` (scenarios/reference/, "
         f"100,000 agents of the reference population, 180 days, {replicates} replicates, seed 1234, torch threads "
         f"1). Machine: the 2-core developer machine ({platform.machine()}, Python {platform.python_version()}, "
-        f"torch {torch.__version__}); date {date.today().isoformat()}; {seconds / 60:.0f} minutes of runs in all.",
+        f"torch {torch.__version__}); date {date.today().isoformat()}; "
+        f"{counted(round(seconds / 60), 'minute')} of runs in all.",
         "",
         "Metrics as the published numbers define them (specs: epidemic model section 9; "
         "`abm/outputs/reference_results.py`): the reference code records stage counts at the start of each day, "
@@ -189,16 +195,23 @@ def write_section(path: Path, section: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--replicates", type=int, default=10)
+    ap.add_argument("--replicates", type=int, default=10, help="replicates per scenario (default 10, as published)")
     ap.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
     ap.add_argument("--reuse", action="store_true", help="reuse cached metrics of scenarios already run")
-    ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "reference_tables.json")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=ROOT / "runs" / "reference_tables.json",
+        help="JSON file of each scenario's metrics, added to as scenarios finish (default runs/reference_tables.json)",
+    )
     ap.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     args = ap.parse_args()
     torch.set_num_threads(1)
     names = [n for n in args.only.split(",") if n] or NAMES
-    rows = run_all(names, args.replicates, args.cache, args.reuse)
-    rows = {k: rows[k] for k in NAMES if k in rows}
+    cached = run_all(names, args.replicates, args.cache, args.reuse)
+    # The table holds what this run ran and, with --reuse, what the cache holds at its replicates.
+    reused = {k for k, v in cached.items() if v["replicates"] == args.replicates} if args.reuse else set()
+    rows = {k: cached[k] for k in NAMES if k in set(names) | reused}
     section = markdown(rows, args.replicates)
     print(section)
     if args.no_write:

@@ -4,6 +4,7 @@ benchmarks/*.md come from them, and reviewers re-run their recorded commands).""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from datetime import date
@@ -65,6 +66,63 @@ def test_reference_tables_writes_benchmarks_md_only_with_every_scenario(
         assert text == recorded
         err = capsys.readouterr().err
         assert "BENCHMARKS.md left as it is" in err and "sq" in err and "vacc_budget" in err
+
+
+def fake_reference_run(module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make reference_tables.py's runs instant; the list returned collects the scenarios run."""
+    from types import SimpleNamespace
+
+    from abm.outputs.reference_results import ReferenceMetrics
+
+    ran: list[str] = []
+
+    def run(path: Path, replicates: int) -> SimpleNamespace:
+        ran.append(Path(path).stem)
+        return SimpleNamespace(result=SimpleNamespace(engine_seconds=1.0, replicates=replicates))
+
+    def metrics(result: SimpleNamespace) -> ReferenceMetrics:
+        zero = {50: 0.0, 70: 0.0, 120: 0.0}
+        return ReferenceMetrics(
+            100, result.replicates, 0.0, 0, 0.0, 0.0, 0.0, zero, zero, np.zeros(9), 0.0, 0.0, 0.0, (0, 0)
+        )
+
+    monkeypatch.setattr(module.abm, "run", run)
+    monkeypatch.setattr(module, "reference_metrics", metrics)
+    monkeypatch.setattr(module, "markdown", lambda rows, reps: f"table of {','.join(rows)}\n")
+    return ran
+
+
+def test_reference_tables_without_reuse_keeps_the_other_scenarios_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only ni`` without ``--reuse`` runs ni afresh and must leave the cache's other scenarios
+    there for a later ``--reuse`` (it rewrote the cache with ni alone); its table is ni's only."""
+    module = benchmark("reference_tables")
+    ran = fake_reference_run(module, monkeypatch)
+    cache = tmp_path / "cache.json"
+    module.run_all(["sq", "ni"], 10, cache, False)
+    argv = ["reference_tables.py", "--only", "ni", "--no-write", "--cache", str(cache)]
+    monkeypatch.setattr(sys, "argv", argv)
+    module.main()
+    assert ran == ["sq", "ni", "ni"]
+    assert sorted(json.loads(cache.read_text())) == ["ni", "sq"]
+    assert capsys.readouterr().out.startswith("table of ni\n")
+
+
+def test_reference_tables_reuse_tables_only_scenarios_cached_at_the_replicates_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table of 10 replicates must not mix in a scenario the cache holds at 40."""
+    module = benchmark("reference_tables")
+    ran = fake_reference_run(module, monkeypatch)
+    cache = tmp_path / "cache.json"
+    module.run_all(["sq"], 40, cache, True)
+    module.run_all(["vacc"], 10, cache, True)
+    argv = ["reference_tables.py", "--only", "ni", "--reuse", "--no-write", "--cache", str(cache)]
+    monkeypatch.setattr(sys, "argv", argv)
+    module.main()
+    assert ran == ["sq", "vacc", "ni"]
+    assert capsys.readouterr().out.startswith("table of ni,vacc\n")
 
 
 def test_gradient_step_finds_its_default_scenario_from_any_folder(

@@ -524,13 +524,16 @@ def test_reference_scenarios_draw_their_initial_infections_per_replicate():
 
 
 # ----------------------------------------------------------------------------- scenarios
-SWITCH_DEFAULTS = {
+SWITCH_DEFAULTS = {  # every switch of docs/reference.md's table of reference behaviours
     "seeding.resample_per_replicate": True,
+    "contacts.same_in_every_replicate": False,
     "population.kind": "region",
     "contacts.household.normalizer": "size",
     "contacts.community.construction": "local_mix",
     "interventions.testing.never_tested_day": -1,
+    "interventions.testing.retest_positives": False,
     "interventions.quarantine.persistence": "full",
+    "interventions.quarantine.reset_infectiousness": True,
     "interventions.quarantine.blocks": "both",
     "interventions.digital_tracing.require_app": "both",
     "interventions.digital_tracing.skip_tested_contacts": False,
@@ -572,11 +575,14 @@ def test_reference_scenarios_set_the_reference_behaviours():
     values = switch_values(ct)
     assert values == {
         "seeding.resample_per_replicate": True,
+        "contacts.same_in_every_replicate": False,
         "population.kind": "reference",
         "contacts.household.normalizer": "member_list_string",
         "contacts.community.construction": "stub_path",
         "interventions.testing.never_tested_day": 0,
+        "interventions.testing.retest_positives": True,
         "interventions.quarantine.persistence": "entry_day",
+        "interventions.quarantine.reset_infectiousness": False,
         "interventions.quarantine.blocks": "infector",
         "interventions.digital_tracing.require_app": "recipient",
         "interventions.digital_tracing.skip_tested_contacts": True,
