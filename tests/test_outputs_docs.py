@@ -177,12 +177,17 @@ def _keys(value: object) -> set[str]:
     return set()
 
 
-def test_the_readme_names_every_column_and_key_of_a_run_folder(tmp_path):
-    """The README's run-folder section names, in backticks, each column of the run's tables and
-    each key of its summary.json and manifest.json: it named manifest.json's fields by what they
-    hold ("version", "torch version") and not at all its `files`, `created_utc` or `python`, the
-    costs' columns as "unit cost", not the 11 stages' columns, and not summary.json's
-    `per_100k` of a peak or `hospital_capacity` and its keys."""
+def _section(text: str, start: str, end: str) -> str:
+    return text[text.index(start) : text.index(end)]
+
+
+def test_the_output_reference_names_every_column_and_key_of_a_run_folder(tmp_path):
+    """docs/outputs.md's run-folder section (the README's table, before it moved there) names, in
+    backticks, each column of the run's tables and each key of its summary.json and manifest.json:
+    the README named manifest.json's fields by what they hold ("version", "torch version") and not
+    at all its `files`, `created_utc` or `python`, the costs' columns as "unit cost", not the 11
+    stages' columns, and not summary.json's `per_100k` of a peak or `hospital_capacity` and its keys.
+    The README names each file of the folder and links to the reference."""
     import json
 
     import pandas as pd
@@ -190,17 +195,62 @@ def test_the_readme_names_every_column_and_key_of_a_run_folder(tmp_path):
     import abm
 
     root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "outputs.md").read_text()
+    section = _section(doc, "## The run folder", "## The comparison folder")
     readme = (root / "README.md").read_text()
-    section = readme[
-        readme.index("A run writes `runs/<scenario name>/`") : readme.index("## Maps, plots and comparisons")
-    ]
+    readme_files = _section(readme, "### What a run writes", "### How output folders are written")
+    assert "(docs/outputs.md#the-run-folder)" in readme_files
     scenario = root / "scenarios/king_county/vacc_ct.yaml"
     result = abm.run(scenario, agents=1000, days=3, replicates=2, sets=["simulation.start_date=2021-01-04"])
     out = result.write(tmp_path / "run")
+    files = {p.name for p in out.iterdir() if p.name != ".abm-output"}
+    assert sorted(f for f in files if f"`{f}" not in readme_files) == []
     names = {"timeseries.csv", "by_age.csv", "by_tract.csv", "costs.csv", "summary.json", "manifest.json"}
-    names |= {p.name for p in out.iterdir() if p.name != ".abm-output"} - {"plots", "timeseries.parquet"}
+    names |= files - {"plots", "timeseries.parquet"}
     for table in ("timeseries", "by_age", "by_tract", "costs"):
         names |= set(pd.read_csv(out / f"{table}.csv", nrows=0).columns)
     for meta in ("summary", "manifest"):
         names |= _keys(json.loads((out / f"{meta}.json").read_text()))
     assert sorted(n for n in names if f"`{n}`" not in section) == []
+
+
+def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp_path):
+    """docs/outputs.md names, in backticks, each column of comparison.csv and comparison_by_age.csv
+    in its comparison section, and each column of sweep.csv and sweep_summary.csv in its sweep
+    section (but the swept key's; the age groups between the first and the last, which it gives as
+    a series; and sweep_summary.csv's X_mean and X_sd of a column X of sweep.csv, which it names as
+    the mean and sd of each)."""
+    import pandas as pd
+
+    import abm
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "outputs.md").read_text()
+    compared = _section(doc, "## The comparison folder", "## The sweep folder")
+    swept = doc[doc.index("## The sweep folder") :]
+    scenarios = root / "scenarios/king_county"
+    runs = [abm.run(scenarios / f"{name}.yaml", agents=500, days=3, replicates=2) for name in ("ni", "vacc")]
+    out = abm.compare(runs).write(tmp_path / "comparison")
+    names = {"comparison.csv", "comparison.md", "comparison_by_age.csv", "report.html"}
+    for table in ("comparison", "comparison_by_age"):
+        names |= set(pd.read_csv(out / f"{table}.csv", nrows=0).columns)
+    assert sorted(n for n in names if f"`{n}`" not in compared) == []
+
+    key = "interventions.vaccination.start_day"
+    sweep = abm.run_sweep(
+        scenarios / "vacc.yaml",
+        [f"{key}=1,2"],
+        replicates=2,
+        agents=500,
+        days=3,
+        sets=["simulation.start_date=2021-01-04"],
+    )
+    out = sweep.write(tmp_path / "sweep")
+    table = set(pd.read_csv(out / "sweep.csv", nrows=0).columns) - {key}
+    summary = set(pd.read_csv(out / "sweep_summary.csv", nrows=0).columns) - {key}
+    summary -= {f"{c}_{s}" for c in table for s in ("mean", "sd")}
+    ages = {c for c in table if "_age_" in c} - {
+        f"{m}_age_{g}" for m in ("cumulative_infected", "deaths") for g in ("0_9", "80_plus")
+    }
+    names = {p.name for p in out.iterdir() if p.name != ".abm-output"} | (table - ages) | summary
+    assert sorted(n for n in names if f"`{n}`" not in swept) == []
