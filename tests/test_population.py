@@ -551,3 +551,26 @@ def test_a_repeated_tract_column_is_refused(tmp_path):
     with pytest.raises(RegionError, match=match) as caught:
         load_region(folder)
     assert str(caught.value).startswith(f"{folder / 'tracts.csv'}: ")
+
+
+@pytest.mark.parametrize(
+    ("row", "cells", "match"),
+    [
+        (0, 1, r"row 2: 32 cells is not allowed; every row needs one cell per column, 31 as in the header \(a number "),
+        (1, 1, r"row 3: 32 cells is not allowed;"),
+        (1, -1, r"row 3: 30 cells is not allowed; every row needs one cell per column, 31 as in the header$"),
+    ],
+)
+def test_a_tract_row_with_a_cell_too_many_or_too_few_is_refused(tmp_path, row, cells, match):
+    """A row of another number of cells than the header (a count written 1,200): on the first row
+    pandas took the extra cell as the row's name and shifted every figure to the next column, and
+    a short row was read as empty cells at its end, both named as some other cell's fault."""
+    folder = tmp_path / "county"
+    _tiny_region(folder, [TRACT, {**TRACT, "geoid": "99001000101", "lat": 44.1}])
+    lines = (folder / "tracts.csv").read_text().splitlines()
+    cut = lines[row + 1].split(",")
+    lines[row + 1] = ",".join([*cut, "0"] if cells > 0 else cut[:-1])
+    (folder / "tracts.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(RegionError, match=match) as caught:
+        load_region(folder)
+    assert str(caught.value).startswith(f"{folder / 'tracts.csv'}: ")

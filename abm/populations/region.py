@@ -302,6 +302,8 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         text = {column: str for column in header if column.strip() in ("geoid", "name")}
         # a cell is read as written: NaN, NA or null is no figure, named as such, not an empty cell
         tracts = pd.read_csv(tract_file, dtype=text, keep_default_na=False)
+    except RegionError:
+        raise
     except (ValueError, pd.errors.ParserError) as exc:
         raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
     tracts.columns = [str(c).strip() for c in tracts.columns]  # "geoid, name, lat": spaces around names
@@ -361,9 +363,20 @@ def _read_figures(fig_file: Path) -> RegionFigures:
 def _tract_header(tract_file: Path) -> list[str]:
     """The column names of ``tract_file`` as written, none twice (spaces around a name aside):
     pandas reads the second as ``name.1``, which nothing uses, so figures pasted twice (or a
-    wrong column under a right name) went unread."""
+    wrong column under a right name) went unread. Every row has one cell per column: pandas took
+    a first row with a cell too many (``1,200`` for 1200) as one whose first cell names the row,
+    and read every figure under the next column's name; a row with too few cells was read as
+    empty cells at its end."""
     with tract_file.open(encoding="utf-8-sig", newline="") as f:
-        header = next(csv.reader(f), [])
+        reader = csv.reader(f)
+        header = next(reader, [])
+        for row in reader:
+            if row and len(row) != len(header):  # pandas skips blank lines
+                hint = " (a number written with a comma, 1,200, makes two cells: write 1200)"
+                raise RegionError(
+                    f"{tract_file}: row {reader.line_num}: {len(row)} cells is not allowed; every row needs one "
+                    f"cell per column, {len(header)} as in the header" + (hint if len(row) > len(header) else "")
+                )
     seen: dict[str, int] = {}
     for i, column in enumerate(c.strip() for c in header):
         if column in seen:
