@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from abm.populations import RegionError, build_population, load_region
-from abm.populations.region import HOUSEHOLD_COLUMNS, RegionFigures
+from abm.populations.population import LONG_TERM_CARE
+from abm.populations.region import HOUSEHOLD_COLUMNS, Region, RegionFigures
 from abm.populations.synthesis import largest_remainder, systematic_round
 
 
@@ -574,3 +575,17 @@ def test_a_tract_row_with_a_cell_too_many_or_too_few_is_refused(tmp_path, row, c
     with pytest.raises(RegionError, match=match) as caught:
         load_region(folder)
     assert str(caught.value).startswith(f"{folder / 'tracts.csv'}: ")
+
+
+def test_a_region_without_care_homes_may_give_no_facility_sizes(tmp_path, king_county):
+    """With no residence rate above 0 nobody lives in care, so there is no facility to size:
+    ``sizes: []`` used to be refused as weights that do not add up to more than 0, which left a
+    region without care homes no way to say so. A region with care homes still needs sizes."""
+    data = king_county.figures.model_dump()
+    data["long_term_care"] = {"residence_rate": [], "sizes": [], "residents_per_staff": 9}
+    figures = RegionFigures.model_validate(data)
+    pop = build_population(Region(king_county.path, figures, king_county.tracts), 2000, 1)
+    assert not pop.long_term_care.any() and LONG_TERM_CARE not in {pop.categories[c] for c in pop.group_category}
+    data["long_term_care"]["residence_rate"] = [(85, 100, 0.11)]
+    with pytest.raises(ValidationError, match=r"add up to more than 0, as residence_rate puts people in care homes"):
+        RegionFigures.model_validate(data)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
 from abm.validation_errors import likely_meant, validated
@@ -83,17 +83,23 @@ def age_spans(ages: list[int]) -> str:
     return ("age " if len(ages) == 1 else "ages ") + text
 
 
-def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-    """``[fewest, most, weight]`` size brackets: 1 <= fewest <= most, weights at least 0, and some
-    weight above 0 (sizes are drawn from these brackets)."""
+def check_size_rows(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+    """``[fewest, most, weight]`` size brackets, each with 1 <= fewest <= most and a weight of at
+    least 0."""
     for lo, hi, weight in rows:
         if not (1 <= lo <= hi and weight >= 0):
             raise ValueError(
                 f"row [{lo}, {hi}, {weight}] is not allowed; a row is [fewest, most, weight] with "
                 "1 <= fewest <= most and the weight at least 0"
             )
-    if sum(w for _, _, w in rows) <= 0:
-        raise ValueError(f"{rows} is not allowed; the weights must add up to more than 0")
+    return rows
+
+
+def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+    """Size brackets as :func:`check_size_rows` wants them, with some weight above 0 (sizes are
+    drawn from these brackets)."""
+    if sum(w for _, _, w in check_size_rows(rows)) <= 0:
+        raise ValueError("the weights must add up to more than 0")
     return rows
 
 
@@ -108,7 +114,20 @@ class LongTermCare(BaseModel):
     residents_per_staff: float = Field(gt=0)
 
     _rates = field_validator("residence_rate")(check_age_rates)
-    _sizes = field_validator("sizes")(check_size_weights)
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v: list[tuple[int, int, float]], info: ValidationInfo) -> list[tuple[int, int, float]]:
+        """Size brackets as :func:`check_size_weights` wants them; a region without care homes (no
+        ``residence_rate`` share above 0) may give none, as it has no facility to size."""
+        check_size_rows(v)
+        rates = info.data.get("residence_rate")  # absent where it was refused
+        if sum(w for _, _, w in v) <= 0 and (rates is None or any(share > 0 for _, _, share in rates)):
+            raise ValueError(
+                "the weights must add up to more than 0, as residence_rate puts people in care homes (a region "
+                "without care homes gives residence_rate: [], and may then give sizes: [])"
+            )
+        return v
 
 
 class RegionFigures(BaseModel):
