@@ -589,3 +589,17 @@ def test_a_region_without_care_homes_may_give_no_facility_sizes(tmp_path, king_c
     data["long_term_care"]["residence_rate"] = [(85, 100, 0.11)]
     with pytest.raises(ValidationError, match=r"add up to more than 0, as residence_rate puts people in care homes"):
         RegionFigures.model_validate(data)
+
+
+def test_tract_rows_are_named_by_their_line_in_the_file(tmp_path):
+    """Pandas skips blank lines, and a row was named by its place in the table: a bad figure or a
+    repeated geoid after a blank line was put one row before the line it is on."""
+    folder = tmp_path / "county"
+    _tiny_region(folder, [TRACT, {**TRACT, "geoid": "99001000101", "lat": 44.1, "hh_2": -450}])
+    lines = (folder / "tracts.csv").read_text().splitlines()
+    (folder / "tracts.csv").write_text("\n".join([*lines[:2], "", "   ", *lines[2:]]) + "\n")
+    with pytest.raises(RegionError, match=r"row 5 \(tract 99001000101\), column hh_2: -450 is not allowed"):
+        load_region(folder)
+    (folder / "tracts.csv").write_text("\n".join([*lines[:2], "", lines[1]]) + "\n")
+    with pytest.raises(RegionError, match=r"column geoid: '99001000100' is on rows \[2, 4\]"):
+        load_region(folder)
