@@ -9,7 +9,8 @@ A region folder holds two files:
     One row per census tract: ``geoid, name, lat, lon, land_km2``, one column per age band
     named in ``region.yaml`` (people) and ``hh_1 .. hh_6, hh_7up`` (households by size); a
     ``households`` column (the total) may be there, but households are drawn from ``hh_*``.
-    Spaces around a column name are ignored; cells are read as written (``NaN`` is no figure).
+    Spaces around a column name are ignored; every row has one cell per column; cells are read
+    as written (``NaN`` is no figure).
 
 Another county needs only another folder; no code changes.
 """
