@@ -98,7 +98,7 @@ def test_a_shapefile_gives_each_tract_its_polygon_by_geoid(king_county, tract_fi
     shapes = shapes_from_file(king_county.tracts, path)
     assert shapes.geoid == geoids and len(shapes.geometry[0].interiors) == 1
     assert shapes.geometry[5].area == pytest.approx(centroid_cells(king_county.tracts).geometry[5].area, rel=0.05)
-    assert shapes.source == f"{path} (1 tracts not in the file drawn as centroid cells)"
+    assert shapes.source == f"{path} (1 tract not in the file drawn as centroid cells)"
     assert tract_shapes(king_county.tracts, path).source == shapes.source
 
 

@@ -361,6 +361,29 @@ def test_a_bad_region_file_is_named_with_its_row_column_and_value(tmp_path, smal
     assert result.exit_code == 2 and "column age_5_9: an empty cell is not allowed; figures must" in text(result)
 
 
+def test_a_count_written_with_a_thousands_comma_is_refused_and_nothing_written(tmp_path, small):
+    """1,200 in a tract row makes a cell too many: the first data row's figures were read shifted
+    one column (its geoid taken as the row's name) and the message blamed another row's empty cell;
+    now validate and run refuse it naming the row, exit 2 and write nothing."""
+    region = tmp_path / "region"
+    region.mkdir()
+    bundled = ROOT / "abm/populations/regions/king_county"
+    (region / "region.yaml").write_text((bundled / "region.yaml").read_text())
+    header, first, *rest = (bundled / "tracts.csv").read_text().splitlines()
+    cells = first.split(",")
+    cells[6] = "1,200"  # age_0_4
+    (region / "tracts.csv").write_text("\n".join([header, ",".join(cells), *rest]) + "\n")
+    out = tmp_path / "out"
+    for command in (["validate"], ["run", "--out", str(out)]):
+        result = runner.invoke(app, [*command, str(small), "--set", f"population.region={region}"])
+        assert result.exit_code == 2, result.output
+        assert (
+            f"{region / 'tracts.csv'}: row 2: 32 cells is not allowed; every row needs one cell per column, 31 as in "
+            "the header (a number written with a comma, 1,200, makes two cells: write 1200)"
+        ) in text(result)
+        assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("column", "written", "shown"),
     [

@@ -270,7 +270,7 @@ def test_boundary_file_geojson_is_used(king_county, tmp_path):
     shapes = shapes_from_file(tracts, path)
     assert shapes.geometry[0].area == pytest.approx(1e-4, rel=1e-3)
     cell = centroid_cells(tracts).geometry[5]
-    assert shapes.geometry[5].area == pytest.approx(cell.area, rel=0.05) and "1 tracts not in the file" in shapes.source
+    assert shapes.geometry[5].area == pytest.approx(cell.area, rel=0.05) and "1 tract not in the file" in shapes.source
     assert tract_shapes(tracts, path).source == shapes.source
     other = tmp_path / "other.geojson"
     other.write_text(json.dumps({"type": "FeatureCollection", "features": []}))

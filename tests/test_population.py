@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from abm.populations import RegionError, build_population, load_region
-from abm.populations.region import HOUSEHOLD_COLUMNS, RegionFigures
+from abm.populations.population import LONG_TERM_CARE
+from abm.populations.region import HOUSEHOLD_COLUMNS, Region, RegionFigures
 from abm.populations.synthesis import largest_remainder, systematic_round
 
 
@@ -551,3 +552,54 @@ def test_a_repeated_tract_column_is_refused(tmp_path):
     with pytest.raises(RegionError, match=match) as caught:
         load_region(folder)
     assert str(caught.value).startswith(f"{folder / 'tracts.csv'}: ")
+
+
+@pytest.mark.parametrize(
+    ("row", "cells", "match"),
+    [
+        (0, 1, r"row 2: 32 cells is not allowed; every row needs one cell per column, 31 as in the header \(a number "),
+        (1, 1, r"row 3: 32 cells is not allowed;"),
+        (1, -1, r"row 3: 30 cells is not allowed; every row needs one cell per column, 31 as in the header$"),
+    ],
+)
+def test_a_tract_row_with_a_cell_too_many_or_too_few_is_refused(tmp_path, row, cells, match):
+    """A row of another number of cells than the header (a count written 1,200): on the first row
+    pandas took the extra cell as the row's name and shifted every figure to the next column, and
+    a short row was read as empty cells at its end, both named as some other cell's fault."""
+    folder = tmp_path / "county"
+    _tiny_region(folder, [TRACT, {**TRACT, "geoid": "99001000101", "lat": 44.1}])
+    lines = (folder / "tracts.csv").read_text().splitlines()
+    cut = lines[row + 1].split(",")
+    lines[row + 1] = ",".join([*cut, "0"] if cells > 0 else cut[:-1])
+    (folder / "tracts.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(RegionError, match=match) as caught:
+        load_region(folder)
+    assert str(caught.value).startswith(f"{folder / 'tracts.csv'}: ")
+
+
+def test_a_region_without_care_homes_may_give_no_facility_sizes(tmp_path, king_county):
+    """With no residence rate above 0 nobody lives in care, so there is no facility to size:
+    ``sizes: []`` used to be refused as weights that do not add up to more than 0, which left a
+    region without care homes no way to say so. A region with care homes still needs sizes."""
+    data = king_county.figures.model_dump()
+    data["long_term_care"] = {"residence_rate": [], "sizes": [], "residents_per_staff": 9}
+    figures = RegionFigures.model_validate(data)
+    pop = build_population(Region(king_county.path, figures, king_county.tracts), 2000, 1)
+    assert not pop.long_term_care.any() and LONG_TERM_CARE not in {pop.categories[c] for c in pop.group_category}
+    data["long_term_care"]["residence_rate"] = [(85, 100, 0.11)]
+    with pytest.raises(ValidationError, match=r"add up to more than 0, as residence_rate puts people in care homes"):
+        RegionFigures.model_validate(data)
+
+
+def test_tract_rows_are_named_by_their_line_in_the_file(tmp_path):
+    """Pandas skips blank lines, and a row was named by its place in the table: a bad figure or a
+    repeated geoid after a blank line was put one row before the line it is on."""
+    folder = tmp_path / "county"
+    _tiny_region(folder, [TRACT, {**TRACT, "geoid": "99001000101", "lat": 44.1, "hh_2": -450}])
+    lines = (folder / "tracts.csv").read_text().splitlines()
+    (folder / "tracts.csv").write_text("\n".join([*lines[:2], "", "   ", *lines[2:]]) + "\n")
+    with pytest.raises(RegionError, match=r"row 5 \(tract 99001000101\), column hh_2: -450 is not allowed"):
+        load_region(folder)
+    (folder / "tracts.csv").write_text("\n".join([*lines[:2], "", lines[1]]) + "\n")
+    with pytest.raises(RegionError, match=r"column geoid: '99001000100' is on rows \[2, 4\]"):
+        load_region(folder)

@@ -267,7 +267,8 @@ def shapes_from_file(tracts: pd.DataFrame, path: str | Path) -> TractShapes:
     cells = centroid_cells(tracts) if len(hits) < len(geoids) else None
     geoms = [found[g] if g in found else cells.geometry[i] for i, g in enumerate(geoids)]  # type: ignore[union-attr]
     missing = len(geoids) - len(hits)
-    source = str(path) + (f" ({missing} tracts not in the file drawn as centroid cells)" if missing else "")
+    tracts_word = "tract" if missing == 1 else "tracts"
+    source = str(path) + (f" ({missing} {tracts_word} not in the file drawn as centroid cells)" if missing else "")
     return TractShapes(geoids, [g.simplify(0.0003) for g in geoms], source, missing)
 
 

@@ -9,7 +9,8 @@ A region folder holds two files:
     One row per census tract: ``geoid, name, lat, lon, land_km2``, one column per age band
     named in ``region.yaml`` (people) and ``hh_1 .. hh_6, hh_7up`` (households by size); a
     ``households`` column (the total) may be there, but households are drawn from ``hh_*``.
-    Spaces around a column name are ignored; cells are read as written (``NaN`` is no figure).
+    Spaces around a column name are ignored; every row has one cell per column; cells are read
+    as written (``NaN`` is no figure).
 
 Another county needs only another folder; no code changes.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
 from abm.validation_errors import likely_meant, validated
@@ -83,17 +84,23 @@ def age_spans(ages: list[int]) -> str:
     return ("age " if len(ages) == 1 else "ages ") + text
 
 
-def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-    """``[fewest, most, weight]`` size brackets: 1 <= fewest <= most, weights at least 0, and some
-    weight above 0 (sizes are drawn from these brackets)."""
+def check_size_rows(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+    """``[fewest, most, weight]`` size brackets, each with 1 <= fewest <= most and a weight of at
+    least 0."""
     for lo, hi, weight in rows:
         if not (1 <= lo <= hi and weight >= 0):
             raise ValueError(
                 f"row [{lo}, {hi}, {weight}] is not allowed; a row is [fewest, most, weight] with "
                 "1 <= fewest <= most and the weight at least 0"
             )
-    if sum(w for _, _, w in rows) <= 0:
-        raise ValueError(f"{rows} is not allowed; the weights must add up to more than 0")
+    return rows
+
+
+def check_size_weights(rows: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+    """Size brackets as :func:`check_size_rows` wants them, with some weight above 0 (sizes are
+    drawn from these brackets)."""
+    if sum(w for _, _, w in check_size_rows(rows)) <= 0:
+        raise ValueError("the weights must add up to more than 0")
     return rows
 
 
@@ -108,7 +115,20 @@ class LongTermCare(BaseModel):
     residents_per_staff: float = Field(gt=0)
 
     _rates = field_validator("residence_rate")(check_age_rates)
-    _sizes = field_validator("sizes")(check_size_weights)
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v: list[tuple[int, int, float]], info: ValidationInfo) -> list[tuple[int, int, float]]:
+        """Size brackets as :func:`check_size_weights` wants them; a region without care homes (no
+        ``residence_rate`` share above 0) may give none, as it has no facility to size."""
+        check_size_rows(v)
+        rates = info.data.get("residence_rate")  # absent where it was refused
+        if sum(w for _, _, w in v) <= 0 and (rates is None or any(share > 0 for _, _, share in rates)):
+            raise ValueError(
+                "the weights must add up to more than 0, as residence_rate puts people in care homes (a region "
+                "without care homes gives residence_rate: [], and may then give sizes: [])"
+            )
+        return v
 
 
 class RegionFigures(BaseModel):
@@ -298,13 +318,17 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
     fig_file, tract_file = path / "region.yaml", path / "tracts.csv"
     figures = _read_figures(fig_file)
     try:
-        header = _tract_header(tract_file)
+        header, lines = _tract_layout(tract_file)
         text = {column: str for column in header if column.strip() in ("geoid", "name")}
         # a cell is read as written: NaN, NA or null is no figure, named as such, not an empty cell
         tracts = pd.read_csv(tract_file, dtype=text, keep_default_na=False)
+    except RegionError:
+        raise
     except (ValueError, pd.errors.ParserError) as exc:
         raise RegionError(f"{tract_file}: not a readable CSV table ({' '.join(str(exc).split())})") from None
     tracts.columns = [str(c).strip() for c in tracts.columns]  # "geoid, name, lat": spaces around names
+    if len(lines) != len(tracts):  # not expected: then rows are counted as if the file had no blank line
+        lines = list(range(2, len(tracts) + 2))
     needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, *HOUSEHOLD_COLUMNS]
     _check_columns(tracts, tract_file, needed, list(figures.age_bands))
     if "households" in tracts.columns:  # optional and not used (households come from hh_*), but checked
@@ -321,12 +345,12 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         shown = "an empty cell" if empty else repr(value.item() if hasattr(value, "item") else value)
         finite = "finite " if np.isinf(numeric[column].iloc[row]) else ""
         raise RegionError(
-            f"{tract_file}: row {row + 2} (tract {tracts['geoid'].iloc[row]}), column {column}: "
+            f"{tract_file}: row {lines[row]} (tract {tracts['geoid'].iloc[row]}), column {column}: "
             f"{shown} is not allowed; figures must be {finite}numbers"
             + (", and counts and areas at least 0" if column in needed[3:] else "")
         )
     tracts[needed[1:]] = numeric
-    _check_tract_places(tracts, tract_file)
+    _check_tract_places(tracts, tract_file, lines)
     tracts = tracts[tracts[list(figures.age_bands)].sum(axis=1) > 0]
     if tracts.empty:
         raise RegionError(
@@ -358,12 +382,29 @@ def _read_figures(fig_file: Path) -> RegionFigures:
     return validated(RegionFigures, data, str(fig_file), RegionError, heading="")
 
 
-def _tract_header(tract_file: Path) -> list[str]:
-    """The column names of ``tract_file`` as written, none twice (spaces around a name aside):
+def _tract_layout(tract_file: Path) -> tuple[list[str], list[int]]:
+    """The column names of ``tract_file`` as written and the line of the file each row of the
+    table is on (pandas skips blank lines, so messages count lines rather than rows). No column
+    name is there twice (spaces around a name aside):
     pandas reads the second as ``name.1``, which nothing uses, so figures pasted twice (or a
-    wrong column under a right name) went unread."""
+    wrong column under a right name) went unread. Every row has one cell per column: pandas took
+    a first row with a cell too many (``1,200`` for 1200) as one whose first cell names the row,
+    and read every figure under the next column's name; a row with too few cells was read as
+    empty cells at its end."""
     with tract_file.open(encoding="utf-8-sig", newline="") as f:
-        header = next(csv.reader(f), [])
+        reader = csv.reader(f)
+        header = next(reader, [])
+        lines: list[int] = []
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):  # a blank line, which pandas skips
+                continue
+            lines.append(reader.line_num)
+            if len(row) != len(header):
+                hint = " (a number written with a comma, 1,200, makes two cells: write 1200)"
+                raise RegionError(
+                    f"{tract_file}: row {reader.line_num}: {len(row)} cells is not allowed; every row needs one "
+                    f"cell per column, {len(header)} as in the header" + (hint if len(row) > len(header) else "")
+                )
     seen: dict[str, int] = {}
     for i, column in enumerate(c.strip() for c in header):
         if column in seen:
@@ -372,7 +413,7 @@ def _tract_header(tract_file: Path) -> list[str]:
                 "each column may be there once"
             )
         seen[column] = i
-    return header
+    return header, lines
 
 
 def _check_columns(tracts: pd.DataFrame, tract_file: Path, needed: list[str], bands: list[str]) -> None:
@@ -392,26 +433,28 @@ def _check_columns(tracts: pd.DataFrame, tract_file: Path, needed: list[str], ba
     )
 
 
-def _check_tract_places(tracts: pd.DataFrame, tract_file: Path) -> None:
+def _check_tract_places(tracts: pd.DataFrame, tract_file: Path, lines: list[int]) -> None:
     """Every tract has its own geoid and a centroid on the globe (latitude -90..90, longitude
-    -180..180, decimal degrees): tables and maps key tracts by geoid and draw them by centroid."""
+    -180..180, decimal degrees): tables and maps key tracts by geoid and draw them by centroid.
+    ``lines`` gives the line of the file each row is on, as messages name it."""
     geoid = tracts["geoid"]
     empty = geoid.isna() | (geoid.astype(str).str.strip() == "")
     if empty.any():
         row = int(np.flatnonzero(empty.to_numpy())[0])
-        raise RegionError(f"{tract_file}: row {row + 2}, column geoid: is empty; every tract needs a geoid")
+        raise RegionError(f"{tract_file}: row {lines[row]}, column geoid: is empty; every tract needs a geoid")
     repeated = geoid.duplicated(keep=False).to_numpy()
     if repeated.any():
-        rows = [int(r) + 2 for r in np.flatnonzero(repeated)]
-        value = geoid.iloc[rows[0] - 2]
+        at = np.flatnonzero(repeated)
+        rows = [lines[int(r)] for r in at]
+        value = geoid.iloc[int(at[0])]
         raise RegionError(f"{tract_file}: column geoid: {value!r} is on rows {rows}; every tract needs its own geoid")
     for column, limit in (("lat", 90), ("lon", 180)):
         outside = (tracts[column].abs() > limit).to_numpy()
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
             raise RegionError(
-                f"{tract_file}: row {row + 2} (tract {geoid.iloc[row]}), column {column}: {tracts[column].iloc[row]} "
-                f"is not allowed; {column} is in decimal degrees, from -{limit} to {limit}"
+                f"{tract_file}: row {lines[row]} (tract {geoid.iloc[row]}), column {column}: "
+                f"{tracts[column].iloc[row]} is not allowed; {column} is in decimal degrees, from -{limit} to {limit}"
             )
 
 
