@@ -60,9 +60,12 @@ def test_the_exit_skips_the_teardown_of_modules_unless_a_tracer_or_a_thread_need
     traced = console_script(["--version"], "sys.settrace(lambda *a: None)\n")  # coverage, a debugger
     assert traced.returncode == 0 and traced.stdout.splitlines()[-1] == "normal exit"
     late = tmp_path / "late.txt"
+    # The thread waits for the main thread's end, so it is still running when the command ends however
+    # long the command takes (a 0.5 s sleep could end first on a loaded machine, and the exit was quick).
     thread = f"""
-    import threading, time
-    threading.Thread(target=lambda: (time.sleep(0.5), open({str(late)!r}, "w").write("done"))).start()
+    import threading
+    main = threading.main_thread()
+    threading.Thread(target=lambda: (main.join(), open({str(late)!r}, "w").write("done"))).start()
     """
     waited = console_script(["--version"], thread)
     assert waited.returncode == 0 and late.read_text() == "done" and waited.stdout.splitlines()[-1] == "normal exit"
