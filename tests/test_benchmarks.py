@@ -196,3 +196,19 @@ def test_holdout_noise_floor_fits_a_decline_and_draws_counts_of_the_stated_sprea
         assert got[kind].mean() == pytest.approx(value, rel=0.03), kind
     assert exact["negative binomial (variance 2.00 x mean)"] > 1.3 * exact["poisson"]
     assert set(module.floor(mu, 0.8, 10, np.random.default_rng(0))) == {"poisson"}
+
+
+def test_deaths_per_admission_divides_the_lagged_deaths_by_the_months_admissions() -> None:
+    """benchmarks/deaths_per_admission.py: each month's figure is the deaths of its days shifted by
+    the lag over the month's admissions, exactly."""
+    import pandas as pd
+
+    module = benchmark("deaths_per_admission")
+    days = pd.date_range("2020-02-20", "2020-07-15", freq="D")
+    frame = pd.DataFrame({"hospital_admissions": 2.0, "deaths": 0.0}, index=days)
+    frame.loc["2020-04-06":"2020-05-05", "deaths"] = 1.0  # April's days shifted by 5
+    # lag 5: April's window (April 6 to May 5) holds all 30 deaths, March's (to April 5) and May's
+    # (from May 6) none
+    assert module.per_admission(frame, lag=5) == pytest.approx([0.0, 30 / 60, 0.0, 0.0])
+    # lag 0: April holds 25 of them (from April 6), May 5 (May 1-5) over 31 days x 2 admissions
+    assert module.per_admission(frame, lag=0) == pytest.approx([0.0, 25 / 60, 5 / 62, 0.0])
