@@ -276,7 +276,8 @@ def test_a_second_dose_before_the_first_protects_keeps_the_earlier_protection(ga
     [
         ({"dose2_delay_days": 14}, [1.0] * 14 + [0.4] * 7 + [0.1] * 9),  # dose 1's protection, then dose 2's
         ({"dose2_delay_days": 2}, [1.0] * 9 + [0.1] * 21),  # dose 2 protects sooner; dose 1's start changes nothing
-        ({"dose2_delay_days": 14, "dose2_efficacy": 0.0}, [1.0] * 14 + [0.4] * 16),  # dose 2 adds nothing
+        # dose 2 of efficacy 0 is the latest dose in effect from its start: no protection left
+        ({"dose2_delay_days": 14, "dose2_efficacy": 0.0}, [1.0] * 14 + [0.4] * 7 + [1.0] * 9),
     ],
 )
 def test_leaky_protection_of_dose_1_is_kept_when_dose_2_comes_before_it_starts(dose2, scale):
@@ -304,6 +305,36 @@ def test_leaky_protection_of_dose_1_is_kept_when_dose_2_comes_before_it_starts(d
     assert sim.activity["second_doses"][:, 0].tolist() == [0] * 7 + [1] + [0] * (days - 8)
     assert np.allclose(got, scale, rtol=0, atol=1e-6), got
     assert sim.activity["vaccine_protected"][:, 0].tolist() == [int(x < 1) for x in scale]
+
+
+@pytest.mark.parametrize("dose2_efficacy", [0.0, 0.001, 0.3])
+def test_a_leaky_dose_2_less_effective_than_dose_1_lowers_the_protection_down_to_none(dose2_efficacy):
+    """Leaky protection: dose 1 (efficacy 0.6, no delay) on day 0, dose 2 (no delay) on day 7.
+    From day 7 the susceptibility is 1 - dose2_efficacy, the latest dose's, as
+    ``vaccination.protection`` says: a dose 2 of efficacy 0 leaves none (it once kept dose 1's
+    0.6, while 0.001 left 0.001: a jump at 0), and the agent leaves the protected count."""
+    days = 12
+    pop = make_population([[0]], ages=[85])
+    cfg = VaccinationConfig(
+        start_day=0,
+        daily_doses=1,
+        protection="leaky",
+        dose1_efficacy=0.6,
+        dose2_efficacy=dose2_efficacy,
+        dose1_delay_days=0,
+        dose2_delay_days=0,
+        dose2_gap_days=7,
+        dose2_dropout=0.0,
+    )
+    sim = sim_of(pop, [Vaccination(cfg)], days=days)
+    got = []
+    for day in range(days):
+        sim.step(day)
+        got.append(float(sim.state.susceptibility_scale[0]))
+    assert sim.activity["second_doses"][:, 0].tolist() == [0] * 7 + [1] + [0] * (days - 8)
+    assert np.allclose(got, [0.4] * 7 + [1 - dose2_efficacy] * (days - 7), rtol=0, atol=1e-6), got
+    protected = [1] * 7 + [int(dose2_efficacy > 0)] * (days - 7)
+    assert sim.activity["vaccine_protected"][:, 0].tolist() == protected
 
 
 def test_leaky_protection_scales_susceptibility_and_the_infected_leave_the_protected_count():

@@ -339,8 +339,10 @@ class Vaccination(VaccinationSpec):
         else:
             level = eff.float()
         take = level > 0
-        if c.dose2_combine == "overwrite" and c.protection == "all_or_nothing":
-            take |= ~one  # a dose-2 draw that fails removes the dose-1 protection
+        if c.protection == "leaky" or c.dose2_combine == "overwrite":
+            # Dose 2 replaces dose 1's protection even with none of its own: leaky, the latest
+            # dose's efficacy is the one in effect (0 too); overwrite, a failed draw removes it.
+            take |= ~one
         start = day + delay
         if c.protection == "all_or_nothing" and c.dose2_combine == "either":
             # A dose-1 protection still to come keeps its day unless dose 2's draw protects sooner.
