@@ -348,7 +348,10 @@ class OccupationContacts(BaseModel):
     degree: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=default_degrees,
         description="mean daily contacts by setting (sector, SCHOOL, LONG_TERM_CARE; CHILD and ELDERLY in the "
-        "reference population; a region's own sectors); settings not given keep their defaults",
+        "reference population; a region's own sectors); settings not given keep their defaults; also the layer's "
+        "normaliser: a contact's force is divided by the mean of the setting of the agent it reaches, so a larger "
+        "mean spreads that agent's occupation force over more contacts rather than adding to it (docs/model.md, "
+        "Contacts)",
     )
 
     @field_validator("degree")
@@ -368,7 +371,10 @@ class CommunityContacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(0.25, ge=0, description="relative weight of a community contact")
     mean_contacts: tuple[DailyContacts, DailyContacts, DailyContacts] = Field(
-        (2.0, 4.0, 3.0), description="mean daily contacts of children (0-19), adults, elderly (70+)"
+        (2.0, 4.0, 3.0),
+        description="mean daily contacts of children (0-19), adults, elderly (70+); also the layer's normaliser: a "
+        "contact's force is divided by the mean of the class of the agent it reaches, so a larger mean spreads that "
+        "agent's community force over more contacts rather than adding to it (docs/model.md, Contacts)",
     )
     sd_contacts: tuple[DailyContacts, DailyContacts, DailyContacts] = Field(
         (2.0, 4.0, 3.0), description="sd of daily contacts by age class (negative binomial, sd^2 > mean)"

@@ -22,7 +22,13 @@ class TestType(BaseModel):
         json_schema_extra={"allowed": "lower-case letters, digits and _ (e.g. rt_pcr)"},
     )
     sensitivity: float = Field(ge=0, le=1, description="P(positive | infected)")
-    specificity: float = Field(1.0, ge=0, le=1, description="P(negative | not infected)")
+    specificity: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="P(negative | not infected); symptomatic agents are all infected, so it acts only on traced "
+        "contacts' tests (given_to traced, and a tracing with test_contacts)",
+    )
     result_delay_days: list[int] = Field(description="possible days until the result", min_length=1)
     result_delay_probs: list[float] = Field(description="probability of each delay", min_length=1)
     cost: float = Field(5.0, ge=0, description="US$ per test")
@@ -36,7 +42,10 @@ class TestType(BaseModel):
         "lapses); none: unlimited",
     )
     given_to: list[Literal["symptomatic", "traced"]] = Field(
-        ["symptomatic"], min_length=1, description="who takes this test"
+        ["symptomatic"],
+        min_length=1,
+        description="who takes this test: symptomatic agents, traced contacts (those a tracing with test_contacts "
+        "asks to test)",
     )
 
     @model_validator(mode="after")

@@ -13,6 +13,9 @@ from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, Interventi
 # LONG_TERM_CARE, names its staff and residents alike).
 RESIDENTS = "long_term_care_residents"
 
+# Appended to each dose-2 setting's description: under first_doses_first it may never act.
+SECOND_DOSES = " (second doses: see first_doses_first)"
+
 
 class VaccinationConfig(BaseModel):
     """Two-dose vaccination (thesis defaults: from day 10, 0.3% of the population a day)."""
@@ -33,7 +36,14 @@ class VaccinationConfig(BaseModel):
         description="doses produced per day (replaces daily_doses_per_100k, which the resolved scenario then shows as "
         "null)",
     )
-    shelf_life_days: int = Field(2, ge=0, le=MAX_DAYS, description="days a dose can wait before it expires")
+    shelf_life_days: int = Field(
+        2,
+        ge=0,
+        le=MAX_DAYS,
+        description="days an unused dose can wait before it expires (doses are left over on a day when fewer agents "
+        "can take one than are made, e.g. while candidates are in quarantine or once the programme has run out of "
+        "them; kept, they serve later days)",
+    )
     priority: Literal["oldest_first", "youngest_first"] | list[int | str] = Field(
         "oldest_first",
         description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose); "
@@ -44,17 +54,22 @@ class VaccinationConfig(BaseModel):
     )
     first_doses_first: bool = Field(
         True,
-        description="true: all first doses before any second dose; false: priority class by priority class (an "
-        "age group, or an entry of a priority list), within a class second doses (those due) before first doses",
+        description="true: all first doses before any second dose: a day's doses go to second doses only when no "
+        "one else can take a first dose that day (at the default supply, 0.3% of the agents a day, first doses reach "
+        "half the agents in 170 days, so a 180-day run of every age group gives no second dose and the dose2_* "
+        "settings change nothing); false: priority class by priority class (an age group, or an entry of a priority "
+        "list), within a class second doses (those due) before first doses",
     )
     dose1_efficacy: float = Field(
         0.90, ge=0, le=1, description="P(protected) after dose 1 (leaky: susceptibility reduction)"
     )
-    dose2_efficacy: float = Field(0.95, ge=0, le=1, description="P(protected) after dose 2")
+    dose2_efficacy: float = Field(0.95, ge=0, le=1, description="P(protected) after dose 2" + SECOND_DOSES)
     dose1_delay_days: int = Field(14, ge=0, le=MAX_DAYS, description="days from dose 1 to protection")
-    dose2_delay_days: int = Field(0, ge=0, le=MAX_DAYS, description="days from dose 2 to protection")
-    dose2_gap_days: int = Field(21, ge=0, le=MAX_DAYS, description="minimum days between doses")
-    dose2_dropout: float = Field(0.3, ge=0, le=1, description="P(not returning for dose 2) (see dose2_dropout_draw)")
+    dose2_delay_days: int = Field(0, ge=0, le=MAX_DAYS, description="days from dose 2 to protection" + SECOND_DOSES)
+    dose2_gap_days: int = Field(21, ge=0, le=MAX_DAYS, description="minimum days between doses" + SECOND_DOSES)
+    dose2_dropout: float = Field(
+        0.3, ge=0, le=1, description="P(not returning for dose 2), drawn as dose2_dropout_draw says" + SECOND_DOSES
+    )
     protection: Literal["all_or_nothing", "leaky"] = Field(
         "all_or_nothing",
         description="all_or_nothing: a dose makes the agent immune with probability equal to its efficacy (see "
@@ -66,12 +81,12 @@ class VaccinationConfig(BaseModel):
         "either",
         description="all-or-nothing protection after dose 2: either, protected if the dose-1 or the dose-2 draw "
         "protects (intended); overwrite, the dose-2 draw replaces the dose-1 draw (reproduces the reference code, "
-        "docs/reference.md §11 Q6)",
+        "docs/reference.md §11 Q6)" + SECOND_DOSES,
     )
     dose2_dropout_draw: Literal["once", "daily"] = Field(
         "once",
         description="once: whether an agent returns for dose 2 is drawn once (intended); daily: redrawn every day "
-        "(reproduces the reference code, docs/reference.md §11 Q6)",
+        "(reproduces the reference code, docs/reference.md §11 Q6)" + SECOND_DOSES,
     )
 
     @field_validator("priority")
