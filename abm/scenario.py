@@ -293,17 +293,27 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         chain = " -> ".join(str(p) for p in (*_seen, resolved))
         raise ScenarioError(f"{path}: extends: circular chain {chain}")
     data = paths_beside(_read_yaml(path), path)
+    return extended(data, str(path), path.parent, (*_seen, resolved))
+
+
+def extended(data: dict[str, Any], source: str, folder: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """``data`` merged over the scenario file its ``extends`` names (a path relative to
+    ``folder``: a file's own folder, or the working folder for data given from Python), if any;
+    the base's ``name`` is not inherited. Messages name ``data`` as ``source``."""
+    data = dict(data)
     parent = data.pop("extends", None)
     if parent is None:
         return data
-    if not isinstance(parent, str):
-        raise ScenarioError(f"{path}: extends: {parent!r} is not allowed; give the path of a scenario file")
-    base_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
+    if not isinstance(parent, str | Path):
+        raise ScenarioError(f"{source}: extends: {parent!r} is not allowed; give the path of a scenario file")
+    base_path = folder / parent  # an absolute path stays itself
     if base_path.is_dir():
-        raise ScenarioError(f"{path}: extends: {parent!r} is a folder ({base_path}); give the path of a scenario file")
+        raise ScenarioError(
+            f"{source}: extends: {str(parent)!r} is a folder ({base_path}); give the path of a scenario file"
+        )
     if not base_path.is_file():
-        raise ScenarioError(f"{path}: extends: {parent!r} not found (looked for {base_path})")
-    parent_data = load_raw(base_path, (*_seen, resolved))
+        raise ScenarioError(f"{source}: extends: {str(parent)!r} not found (looked for {base_path})")
+    parent_data = load_raw(base_path, _seen)
     parent_data.pop("name", None)  # a scenario is named by itself or by its own file, not by its base
     return merge(parent_data, data)
 
