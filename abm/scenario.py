@@ -624,18 +624,20 @@ OPTION_TEXTS = {
 }
 
 
-def option_texts(value: Any, option: str, names: OptionNames = COMMAND_LINE) -> list[str]:
+def option_texts(value: Any, option: str, names: OptionNames = COMMAND_LINE, example: str | None = None) -> list[str]:
     """The texts given to a repeatable option (``set`` or ``sweep``: ``sets=[...]`` and
     ``sweeps=[...]`` from Python) as a list: one text alone is a list of one, None is none.
     Anything else (a number, a dict, a list holding anything but texts) raises
-    :class:`ScenarioError` naming the option as ``names`` says and the texts it takes."""
+    :class:`ScenarioError` naming the option as ``names`` says and the texts it takes, with
+    ``example`` (default: one of a run's scenario, :data:`OPTION_TEXTS`)."""
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
     if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
         return list(value)
-    form, example = OPTION_TEXTS[option]
+    form, usual = OPTION_TEXTS[option]
+    example = example or usual
     raise ScenarioError(
         f"{names.name(option)}: {value!r} is not allowed; give a list of {form!r} texts, "
         f"e.g. {names.given(option, [example])}"

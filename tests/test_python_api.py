@@ -110,3 +110,35 @@ def test_a_scenario_given_as_a_dict_may_extend_a_file(tmp_path, monkeypatch):
     with pytest.raises(ScenarioError, match=r"^scenario: extends: 'ni\.yaml' not found \(looked for .*ni\.yaml\)$"):
         abm.run({"extends": "ni.yaml", "name": "x"})
     assert Path(data["extends"]).name == "ni.yaml"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((3, "out"), {}, r"^path_or_dict: 3 is not allowed; give a scenario file's path or its data \(a dict\)$"),
+        (
+            ("scenarios/learning/digits_codream.yaml", "out"),
+            {"sets": 5},
+            r"^sets: 5 is not allowed; give a list of 'key\.path=value' texts, e\.g\. sets=\['rounds=5'\]$",
+        ),
+    ],
+)
+def test_learning_arguments_of_the_wrong_kind_are_named(tmp_path, monkeypatch, args, kwargs, message):
+    """abm.learning.run_scenario(3, ...) and sets=5 raised TypeError from deep inside."""
+    from abm.learning import LearningScenarioError, run_scenario
+
+    monkeypatch.chdir(tmp_path)
+    path, out = args
+    path = path if not isinstance(path, str) else Path(__file__).resolve().parents[1] / path
+    with pytest.raises(LearningScenarioError, match=message):
+        run_scenario(path, out, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_learning_set_given_as_one_text_is_a_list_of_one():
+    """sets='rounds=0' was read letter by letter ('r', 'o', ...); it is one set, as for abm.run."""
+    from abm.learning import LearningScenarioError
+    from abm.learning.scenario import load_scenario
+
+    with pytest.raises(LearningScenarioError, match=r"rounds: 0 is not allowed: must be at least 1"):
+        load_scenario("scenarios/learning/digits_codream.yaml", sets="rounds=0")
