@@ -29,7 +29,7 @@ from abm.engine.reference_contacts import community_layer
 from abm.memory import cpu_allocation_failed
 from abm.outputs import tables
 from abm.outputs.calendar import with_dates
-from abm.outputs.run_folder import atomic_folder
+from abm.outputs.run_folder import atomic_folder, output_path
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import summarize
 from abm.plurals import counted
@@ -43,6 +43,7 @@ from abm.scenario import (
     ScenarioError,
     apply_set,
     check_device,
+    extended,
     key_origin,
     option_texts,
     overlaps,
@@ -84,6 +85,19 @@ class RunResult:
     costs: pd.DataFrame
     manifest: dict[str, Any] = field(default_factory=dict)
     state_fips: str = ""  # for the cached Census boundary file (abm data boundaries)
+
+    def __repr__(self) -> str:
+        """What ran and its main figures in one line (the tables, population and raw counts
+        would fill a notebook's cell)."""
+        s = self.summary
+        infected, hosp, deaths = (s.get(k, {}) for k in ("cumulative_infected", "hospitalizations", "deaths"))
+        share = f" ({infected['share']:.1%})" if "share" in infected else ""
+        return (
+            f"<RunResult of {s.get('scenario', self.scenario.name)!r}: {s.get('agents', '?')} agents x "
+            f"{counted(s.get('replicates', 0), 'replicate')}, {s.get('days', '?')} days, seed {s.get('seed', '?')}, "
+            f"{s.get('device', '?')}; means over replicates: infected {infected.get('mean', float('nan')):g}{share}, "
+            f"hospitalizations {hosp.get('mean', float('nan')):g}, deaths {deaths.get('mean', float('nan')):g}>"
+        )
 
     def _map_days(self, days: list[int] | tuple[int, ...] | None, argument: str) -> tuple[int, ...]:
         """The snapshot days: ``days`` (checked, named in messages as the caller's ``argument``),
@@ -202,9 +216,15 @@ class RunResult:
         map_days: list[int] | tuple[int, ...] | None = None,
     ) -> Path:
         """Write the run folder (atomically) and return its path: tables, summary, manifest,
-        ``report.html`` and (``figures``) ``plots/`` and ``map.html``."""
-        out = Path(out)
+        ``report.html`` and (``figures``) ``plots/`` and ``map.html``. ``out`` must be a new or
+        empty folder, or one abm wrote (:mod:`abm.outputs.run_folder`); a result may be written
+        to several folders. ``boundaries`` and ``map_days`` are as for :meth:`map` (default: the
+        scenario's ``outputs.boundaries`` and ``outputs.map_days``)."""
+        out = output_path(out, "out")
         start = time.perf_counter()
+        # This write's own manifest: another write of the result (without figures, say) does not
+        # carry this one's timings or files.
+        manifest = {**self.manifest, "timings": dict(self.manifest["timings"])}
         with atomic_folder(out, "run") as tmp:
             (tmp / "scenario.resolved.yaml").write_text(self.scenario.resolved_yaml(), encoding="utf-8")
             self.timeseries.to_csv(tmp / "timeseries.csv", index=False)
@@ -214,11 +234,11 @@ class RunResult:
             self.costs.to_csv(tmp / "costs.csv", index=False)
             (tmp / "summary.json").write_text(dumps(self.summary), encoding="utf-8")
             if figures:
-                self.manifest["timings"].update(self.write_figures(tmp, boundaries=boundaries, map_days=map_days))
+                manifest["timings"].update(self.write_figures(tmp, boundaries=boundaries, map_days=map_days))
             self._write_report(tmp)
-            self.manifest["timings"]["output_seconds"] = time.perf_counter() - start
-            self.manifest["files"] = [*sorted(p.name for p in tmp.iterdir()), "manifest.json"]
-            (tmp / "manifest.json").write_text(dumps(self.manifest), encoding="utf-8")
+            manifest["timings"]["output_seconds"] = time.perf_counter() - start
+            manifest["files"] = [*sorted(p.name for p in tmp.iterdir()), "manifest.json"]
+            (tmp / "manifest.json").write_text(dumps(manifest), encoding="utf-8")
         return out
 
 
@@ -240,7 +260,8 @@ def resolve(
     if isinstance(scenario, Scenario):
         data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
     elif isinstance(scenario, dict):
-        data, source = dict(scenario), "scenario"
+        # as a file holds it, ``extends`` included (a path relative to the working folder)
+        data, source = extended(scenario, "scenario", Path.cwd()), "scenario"
     elif isinstance(scenario, str | Path):
         data, source = read_scenario_data(scenario), str(scenario)
         if not sets and not any(v is not None for v in (overrides or {}).values()):
@@ -406,12 +427,13 @@ def run(
     """Run a scenario and return its tables and summary; nothing is written (``write`` on the
     result writes the run folder).
 
-    ``scenario``: a scenario file's path, plain data as a file holds it, or a :class:`Scenario`.
+    ``scenario``: a scenario file's path, plain data as a file holds it (a dict; its ``extends``,
+    if any, a path relative to the working folder), or a :class:`Scenario`.
     ``sets``: ``key.path=value`` texts, as ``abm run --set`` takes them. ``overrides``: any of
     ``agents``, ``days``, ``replicates``, ``seed`` and ``device``, as the options of ``abm run``
     (None leaves the scenario's value). ``progress(day, days)`` is called after each simulated day.
     ``reuse``: where to keep the population and community network for the next runs that make
-    the same (:class:`Reuse`).
+    the same (a :class:`Reuse`; None: nothing is kept).
     The same scenario and seed give the tables and summary ``abm run`` writes.
 
     Raises :class:`abm.scenario.ScenarioError` (a ``ValueError``) with the message ``abm run``
@@ -421,6 +443,8 @@ def run(
     """
     t0 = time.perf_counter()
     check_progress(progress, "progress(day, days)")
+    if reuse is not None and not isinstance(reuse, Reuse):
+        raise ScenarioError(f"reuse: {reprlib.repr(reuse)} is not allowed; give an abm.runs.Reuse(), or None")
     sc = resolve(scenario, overrides, sets, names=PYTHON)
     check_device(sc, sc.name)
     device = torch.device(sc.simulation.device)

@@ -293,17 +293,27 @@ def load_raw(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         chain = " -> ".join(str(p) for p in (*_seen, resolved))
         raise ScenarioError(f"{path}: extends: circular chain {chain}")
     data = paths_beside(_read_yaml(path), path)
+    return extended(data, str(path), path.parent, (*_seen, resolved))
+
+
+def extended(data: dict[str, Any], source: str, folder: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """``data`` merged over the scenario file its ``extends`` names (a path relative to
+    ``folder``: a file's own folder, or the working folder for data given from Python), if any;
+    the base's ``name`` is not inherited. Messages name ``data`` as ``source``."""
+    data = dict(data)
     parent = data.pop("extends", None)
     if parent is None:
         return data
-    if not isinstance(parent, str):
-        raise ScenarioError(f"{path}: extends: {parent!r} is not allowed; give the path of a scenario file")
-    base_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
+    if not isinstance(parent, str | Path):
+        raise ScenarioError(f"{source}: extends: {parent!r} is not allowed; give the path of a scenario file")
+    base_path = folder / parent  # an absolute path stays itself
     if base_path.is_dir():
-        raise ScenarioError(f"{path}: extends: {parent!r} is a folder ({base_path}); give the path of a scenario file")
+        raise ScenarioError(
+            f"{source}: extends: {str(parent)!r} is a folder ({base_path}); give the path of a scenario file"
+        )
     if not base_path.is_file():
-        raise ScenarioError(f"{path}: extends: {parent!r} not found (looked for {base_path})")
-    parent_data = load_raw(base_path, (*_seen, resolved))
+        raise ScenarioError(f"{source}: extends: {str(parent)!r} not found (looked for {base_path})")
+    parent_data = load_raw(base_path, _seen)
     parent_data.pop("name", None)  # a scenario is named by itself or by its own file, not by its base
     return merge(parent_data, data)
 
@@ -614,18 +624,20 @@ OPTION_TEXTS = {
 }
 
 
-def option_texts(value: Any, option: str, names: OptionNames = COMMAND_LINE) -> list[str]:
+def option_texts(value: Any, option: str, names: OptionNames = COMMAND_LINE, example: str | None = None) -> list[str]:
     """The texts given to a repeatable option (``set`` or ``sweep``: ``sets=[...]`` and
     ``sweeps=[...]`` from Python) as a list: one text alone is a list of one, None is none.
     Anything else (a number, a dict, a list holding anything but texts) raises
-    :class:`ScenarioError` naming the option as ``names`` says and the texts it takes."""
+    :class:`ScenarioError` naming the option as ``names`` says and the texts it takes, with
+    ``example`` (default: one of a run's scenario, :data:`OPTION_TEXTS`)."""
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
     if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
         return list(value)
-    form, example = OPTION_TEXTS[option]
+    form, usual = OPTION_TEXTS[option]
+    example = example or usual
     raise ScenarioError(
         f"{names.name(option)}: {value!r} is not allowed; give a list of {form!r} texts, "
         f"e.g. {names.given(option, [example])}"

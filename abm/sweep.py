@@ -48,7 +48,7 @@ from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
 from abm.outputs.journal import Journal, work_key
 from abm.outputs.plots import RunTables
-from abm.outputs.run_folder import atomic_folder
+from abm.outputs.run_folder import atomic_folder, output_path
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
 from abm.outputs.summary_table import SummaryTable
@@ -67,6 +67,7 @@ from abm.parallel import (
     run_and_release,
     workers_record,
 )
+from abm.plurals import counted
 from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_progress, resolve
 from abm.runs import run as run_scenario
 from abm.scenario import (
@@ -189,6 +190,17 @@ class SweepResult:
     # Where its runs were kept while it ran (run_sweep's ``keep``): removed once it is written.
     kept_in: Journal | None = field(default=None, repr=False)
 
+    def __repr__(self) -> str:
+        """What was swept and the tables' sizes in one line (the tables themselves would fill a
+        notebook's cell; ``summary`` shows them)."""
+        swept = "; ".join(f"{key}={values}" for key, values in self.info.get("sweeps", {}).items())
+        scenario = f" of {self.info['scenario']!r}" if "scenario" in self.info else ""
+        return (
+            f"<SweepResult{scenario}: {counted(len(self.summary), 'variant')}"
+            + (f" ({swept})" if swept else "")
+            + f"; table {counted(len(self.table), 'row')}, summary {counted(len(self.summary), 'row')}>"
+        )
+
     def plot(self) -> Figure:
         """The figure ``sweep.png`` holds (:mod:`abm.outputs.sweep_plot`: the infected share, peak
         hospital beds, deaths, cost, the first week's reproduction number and the generation
@@ -213,7 +225,7 @@ class SweepResult:
         variants, as :func:`run_sweep`'s does, the plot ``sweep.png`` (:mod:`abm.outputs.sweep_plot`)
         and ``report.html`` (the tables `abm sweep` prints, the plot and links) into ``out``
         (atomically); then the runs kept while it ran go."""
-        out = Path(out)
+        out = output_path(out, "out")
         with atomic_folder(out, "sweep") as tmp:
             # 54, not 54.0 (empty: no peak, or no count by age in a run kept by an older abm)
             whole = {c: "Int64" for c in (*INTEGER_OUTCOMES, *AGE_COLUMNS) if c in self.table}
@@ -347,7 +359,7 @@ class SweepPlan:
 
 
 def plan(
-    scenario: str | Path,
+    scenario: Scenario | str | Path | dict[str, Any],
     sweeps: Sequence[str],
     *,
     replicates: int | None = None,
@@ -701,7 +713,7 @@ def changes_from_first(table: pd.DataFrame, variant: int, *, paired: bool) -> di
 
 
 def run_sweep(
-    scenario: str | Path,
+    scenario: Scenario | str | Path | dict[str, Any],
     sweeps: Sequence[str],
     *,
     replicates: int | None = None,
@@ -716,7 +728,8 @@ def run_sweep(
     note: Callable[[str], None] | None = None,
     **overrides: Any,
 ) -> SweepResult:
-    """Run every variant of ``sweeps`` (``key.path=v1,v2,...`` each; their cartesian product)
+    """Run every variant of ``sweeps`` (``key.path=v1,v2,...`` each; their cartesian product) of
+    ``scenario`` (a file's path, plain data or a :class:`Scenario`, as :func:`abm.run` takes it)
     with ``replicates`` replicates (default: the scenario's) on ``backend`` (``local`` or
     ``ray``) and return the combined tables (nothing is written; see :meth:`SweepResult.write`).
     ``workers``: runs at once; ``local``: worker processes (default 1: every run holds its

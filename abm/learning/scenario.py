@@ -626,13 +626,22 @@ def scenario_data(
     (:func:`abm.scenario.apply_set`), applied in order; and its name for messages: the file
     path or '<dict>', followed by the sets (``FILE (with --set rounds=2)``) so that an error a
     set caused is not blamed on the file alone. A bad set raises :class:`LearningScenarioError`."""
-    from abm.scenario import COMMAND_LINE, ScenarioError, apply_set
+    from abm.scenario import COMMAND_LINE, PYTHON, ScenarioError, apply_set, option_texts
 
+    # Arguments of the wrong kind come only from Python (abm learn gives a path and a list of
+    # texts), so those messages name the Python arguments.
     if isinstance(path_or_dict, dict):
         data, source = path_or_dict, "<dict>"
-    else:
+    elif isinstance(path_or_dict, str | Path):
         data, source = read_yaml(path_or_dict), str(path_or_dict)
-    sets = list(sets or [])
+    else:
+        raise LearningScenarioError(
+            f"path_or_dict: {path_or_dict!r} is not allowed; give a scenario file's path or its data (a dict)"
+        )
+    try:
+        sets = option_texts(sets, "set", PYTHON, example="rounds=5")
+    except ScenarioError as e:
+        raise LearningScenarioError(str(e)) from None
     for i, item in enumerate(sets):
         try:
             data = apply_set(data, item, COMMAND_LINE.set_item(i))

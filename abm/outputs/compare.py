@@ -43,6 +43,7 @@ from abm.outputs.run_folder import (
     atomic_folder,
     folder_kind,
     is_output_folder,
+    output_path,
     unfinished_write,
     written_entries,
 )
@@ -696,6 +697,10 @@ class Comparison:
     runs: list[RunTables]
     folders: list[Path | None]
 
+    def __repr__(self) -> str:
+        """The runs compared, by label, in one line (their tables would fill a notebook's cell)."""
+        return f"<Comparison of {counted(len(self.runs), 'run')}: {', '.join(repr(r.label) for r in self.runs)}>"
+
     @property
     def table(self) -> pd.DataFrame:
         """One row per run, in the order given: the measures of :data:`COLUMNS` (machine names;
@@ -720,7 +725,7 @@ class Comparison:
                 f"only one run given ({only}): a comparison needs at least two runs, the first the reference "
                 "the others are compared with; give the runs to compare it with too"
             )
-        out = Path(out)
+        out = output_path(out, "out")
         table = self.table
         with atomic_folder(out, "comparison") as tmp:
             # a day reads 54, not 54.0, and replicates 3, not 3.0 (NaN: no peak, no ICU capacity, no R)

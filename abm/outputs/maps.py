@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from abm.outputs.boundaries import TractShapes
+from abm.outputs.run_folder import output_path
 
 ASSETS = Path(__file__).parent / "assets"
 DEFAULT_SNAPSHOT_DAYS = (50, 70, 120)
@@ -351,9 +352,11 @@ def write_map(path: str | Path, shapes: TractShapes, data: MapData, tiles: bool 
 
 
 # ----------------------------------------------------------------------------- PNG snapshots
-def snapshot_figure(shapes: TractShapes, data: MapData, day: int, measure: str = "cumulative") -> Any:
-    """A matplotlib figure of the map on ``day`` (one of ``data.days``)."""
-    import matplotlib.pyplot as plt
+def snapshot_figure(
+    shapes: TractShapes, data: MapData, day: int, measure: str = "cumulative", *, pyplot: bool = True
+) -> Any:
+    """A matplotlib figure of the map on ``day`` (one of ``data.days``); pyplot's or, for a file,
+    not (``pyplot``: :func:`abm.outputs.plots.new_figure`)."""
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, PathPatch
     from matplotlib.path import Path as MplPath
@@ -372,7 +375,10 @@ def snapshot_figure(shapes: TractShapes, data: MapData, day: int, measure: str =
             )
             patches.append(PathPatch(MplPath(verts, codes)))
             facecolors.append(color)
-    fig, ax = plt.subplots(figsize=(9, 6.4), layout="constrained")
+    from abm.outputs.plots import new_figure
+
+    fig = new_figure(pyplot, figsize=(9, 6.4), layout="constrained")
+    ax = fig.subplots()
     ax.add_collection(PatchCollection(patches, facecolors=facecolors, edgecolors="#555555", linewidths=0.25))
     west, south, east, north = shapes.bounds
     ax.set_xlim(west, east)
@@ -407,19 +413,15 @@ def write_snapshots(
     measure: str = "cumulative",
 ) -> list[Path]:
     """PNG snapshots ``map_day050.png``... for those of ``days`` within the run (none for an
-    empty list)."""
-    import matplotlib.pyplot as plt
-
-    plt.switch_backend("Agg")
+    empty list); drawn without pyplot, which keeps its backend and figures."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     chosen = [d for d in days if d in data.days]
     out = []
     for day in chosen:
-        fig = snapshot_figure(shapes, data, day, measure)
+        fig = snapshot_figure(shapes, data, day, measure, pyplot=False)
         path = folder / f"map_day{day:03d}.png"
         fig.savefig(path, dpi=100)
-        plt.close(fig)
         out.append(path)
     return out
 
@@ -444,8 +446,8 @@ class MapPage:
         self.html, self.shapes, self.data = html, shapes, data
 
     def save(self, path: str | Path) -> Path:
-        """Write the page."""
-        path = Path(path)
+        """Write the page to ``path`` (a file; its folder must exist) and return the path."""
+        path = output_path(path, "path")
         path.write_text(self.html, encoding="utf-8")
         return path
 

@@ -224,46 +224,59 @@ def _capacity_lines(ax: Any, runs: list[RunTables], beds: list[float | None]) ->
         ax.plot([], [], " ", label=f"no capacity given for {', '.join(without)}")
 
 
-def hospital_occupancy(runs: list[RunTables]) -> Figure:
+def new_figure(pyplot: bool, **kwargs: Any) -> Figure:
+    """An empty figure (``kwargs``: :class:`~matplotlib.figure.Figure`'s). With ``pyplot`` it is
+    pyplot's, as one drawn for the user (``RunResult.plot()``: a notebook shows it, ``plt.show()``
+    too); without, one drawn for a file: drawing and saving it neither needs nor changes pyplot's
+    backend (a notebook's stays inline, its open figures stay open) and leaves no figure open."""
+    return plt.figure(**kwargs) if pyplot else Figure(**kwargs)
+
+
+def hospital_occupancy(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """Hospital beds in use (hospitalized, ICU, step-down) per 100,000 against capacity."""
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig = new_figure(pyplot, figsize=(8, 4.8), layout="constrained")
+    ax = fig.subplots()
     for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "hospital_occupancy", 1e5 / run.agents), run.label, color)
     _capacity_lines(ax, runs, [r.beds_per_100k for r in runs])
     return _finish(fig, ax, "Hospital occupancy against capacity", "beds in use per 100,000", runs)
 
 
-def icu_occupancy(runs: list[RunTables]) -> Figure:
+def icu_occupancy(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """ICU beds in use (agents in the critical, ICU stage) per 100,000 against the ICU capacity
     (none drawn for a run without one)."""
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig = new_figure(pyplot, figsize=(8, 4.8), layout="constrained")
+    ax = fig.subplots()
     for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "icu", 1e5 / run.agents), run.label, color)
     _capacity_lines(ax, runs, [r.icu_beds_per_100k for r in runs])
     return _finish(fig, ax, "ICU occupancy against ICU capacity", "ICU beds in use per 100,000", runs)
 
 
-def new_infections(runs: list[RunTables]) -> Figure:
+def new_infections(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """Daily new infections per 100,000, the seeded ones on their seeding day (summary.json's
     ``peak_new_infections`` counts infections by transmission only, so the title says so)."""
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig = new_figure(pyplot, figsize=(8, 4.8), layout="constrained")
+    ax = fig.subplots()
     for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "new_infections", 1e5 / run.agents), run.label, color)
     title = "Daily new infections (seeded ones on their seeding day)"
     return _finish(fig, ax, title, "new infections per 100,000", runs)
 
 
-def cumulative_infections(runs: list[RunTables]) -> Figure:
+def cumulative_infections(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """Share of the population ever infected, in percent."""
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig = new_figure(pyplot, figsize=(8, 4.8), layout="constrained")
+    ax = fig.subplots()
     for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "cumulative_infected", 100 / run.agents), run.label, color)
     return _finish(fig, ax, "Cumulative infections", "% of population ever infected", runs)
 
 
-def cumulative_by_age(runs: list[RunTables]) -> Figure:
+def cumulative_by_age(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """Share of each age group ever infected, in percent: one panel per age group."""
-    fig, axes = plt.subplots(3, 3, figsize=(10, 7.5), sharex=True, sharey=True, layout="constrained")
+    fig = new_figure(pyplot, figsize=(10, 7.5), layout="constrained")
+    axes = fig.subplots(3, 3, sharex=True, sharey=True)
     palette = colors(len(runs))
     top = 0.0
     for ax, group in zip(axes.flat, AGE_GROUP_LABELS, strict=True):
@@ -307,9 +320,10 @@ def dollars(value: float, _position: object = None) -> str:
     return f"{sign}${size:.3g}"
 
 
-def cumulative_cost(runs: list[RunTables]) -> Figure:
+def cumulative_cost(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """Cumulative spending booked by interventions, in dollars."""
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig = new_figure(pyplot, figsize=(8, 4.8), layout="constrained")
+    ax = fig.subplots()
     for run, color in zip(runs, colors(len(runs)), strict=True):
         cum = cumulative_cost_table(run)
         b = pd.DataFrame({"mean": cum.mean(axis=1), "low": cum.min(axis=1), "high": cum.max(axis=1)})
@@ -318,7 +332,7 @@ def cumulative_cost(runs: list[RunTables]) -> Figure:
     return _finish(fig, ax, "Cumulative cost of interventions", "cost for the run's agents", runs)
 
 
-def reproduction_number(runs: list[RunTables]) -> Figure:
+def reproduction_number(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """The reproduction number by day of infection over the week centred on each day, against 1:
     the line pools the replicates (:func:`abm.outputs.reproduction.weekly_pooled`: the infections
     caused per infection, so that a replicate with a handful of infections weighs a handful), the
@@ -326,7 +340,8 @@ def reproduction_number(runs: list[RunTables]) -> Figure:
     count is not final, and weeks of fewer than :data:`~abm.outputs.reproduction.PLOTTED_LEAST`
     infections (the line: over the replicates pooled; the band: in the replicate), are left out.
     A run without the figures is named so."""
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig = new_figure(pyplot, figsize=(8, 4.8), layout="constrained")
+    ax = fig.subplots()
     top, least = 2.0, reproduction.PLOTTED_LEAST
     for run, color in zip(runs, colors(len(runs)), strict=True):
         got = reproduction.arrays(run.timeseries)
@@ -375,17 +390,16 @@ FIGURES = {
 
 
 def write_plots(runs: list[RunTables], folder: str | Path, dpi: int = 100) -> list[Path]:
-    """Write every plot as PNG into ``folder``; return the paths."""
-    plt.switch_backend("Agg")
+    """Write every plot as PNG into ``folder``; return the paths. The figures are not pyplot's
+    (:func:`new_figure`), so that writing from a notebook leaves its backend and figures alone."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for key, make in FIGURES.items():
         if key == "reproduction_number" and all(reproduction.arrays(r.timeseries) is None for r in runs):
             continue  # no run put its infections down to infectors
-        fig = make(runs)
+        fig = make(runs, pyplot=False)
         path = folder / PLOT_FILES[key]
         fig.savefig(path, dpi=dpi)
-        plt.close(fig)
         out.append(path)
     return out

@@ -152,11 +152,15 @@ def folder_kind(folder: Path) -> str | None:
     return kinds[0] if kinds else None
 
 
-def output_path(value: str | Path) -> Path:
-    """An output folder as given (``--out``) as a Path; :class:`OutputFolderError` for an empty
-    value, which Path would read as the working folder and a message would name ``'.'``."""
+def output_path(value: object, argument: str = "output folder") -> Path:
+    """An output path as given (``--out``; from Python, named ``argument`` in messages: ``out``)
+    as a Path; :class:`OutputFolderError` for an empty value, which Path would read as the working
+    folder and a message would name ``'.'``, and for anything but a text or a path (a number, None:
+    a ``TypeError`` from deep inside :mod:`pathlib` else)."""
+    if not isinstance(value, str | os.PathLike):
+        raise OutputFolderError(f"{argument}: {value!r} is not allowed; give a path (a str or a pathlib.Path)")
     if str(value) == "":
-        raise OutputFolderError("output folder '': give a folder name, not an empty value")
+        raise OutputFolderError(f"{argument} '': give a folder name, not an empty value")
     return Path(value)
 
 

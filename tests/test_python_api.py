@@ -1,0 +1,144 @@
+"""The Python API as a notebook uses it: a result written twice, the reprs a cell shows, pyplot
+left as the session set it, and arguments of the wrong kind refused with one message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+import abm
+from abm.outputs.run_folder import OutputFolderError
+from abm.scenario import ScenarioError
+
+NI = "scenarios/king_county/ni.yaml"
+SMALL = {"agents": 2000, "days": 20, "replicates": 2}
+
+
+@pytest.fixture(scope="module")
+def result() -> abm.RunResult:
+    return abm.run(NI, **SMALL)
+
+
+def test_a_result_written_twice_gives_each_folder_its_own_manifest(result, tmp_path):
+    """write() kept its timings and file list in the result's manifest: a second write without
+    figures recorded the first write's plot and map timings, for files it did not write."""
+    before = json.dumps(result.manifest, sort_keys=True)
+    result.write(tmp_path / "full")
+    result.write(tmp_path / "tables", figures=False)
+    full = json.loads((tmp_path / "full" / "manifest.json").read_text())
+    tables = json.loads((tmp_path / "tables" / "manifest.json").read_text())
+    assert "plots_seconds" in full["timings"] and "map.html" in full["files"]
+    assert not {"plots_seconds", "map_seconds", "map_snapshots_seconds"} & set(tables["timings"])
+    assert "map.html" not in tables["files"] and "output_seconds" in tables["timings"]
+    assert json.dumps(result.manifest, sort_keys=True) == before  # the result is as abm.run gave it
+    result.write(tmp_path / "full")  # a folder abm wrote is replaced
+    assert (tmp_path / "full" / "map.html").is_file()
+
+
+def test_writing_a_result_leaves_pyplots_backend_and_open_figures_alone(result, tmp_path):
+    """write() switched pyplot to Agg (closing every open figure with it): a notebook's inline
+    backend was gone, and the figures the user had open with it."""
+    plt.switch_backend("svg")  # any backend but Agg stands for a notebook's
+    try:
+        mine = plt.figure()
+        result.write(tmp_path / "run")
+        abm.compare([result, result.write(tmp_path / "again")]).write(tmp_path / "cmp")
+        assert plt.get_backend() == "svg"
+        assert plt.get_fignums() == [mine.number]  # the user's figure open, none of abm's left behind
+        figure = result.plot("hospital_occupancy")  # drawn for the user: pyplot's, as before
+        assert figure.number in plt.get_fignums()
+    finally:
+        plt.close("all")
+        plt.switch_backend("Agg")
+
+
+def test_the_reprs_a_notebook_cell_shows_are_one_line(result):
+    """A result's repr was the dataclass's: every table, the population and the raw counts (36,000
+    characters for 5,000 agents)."""
+    text = repr(result)
+    assert text == (
+        f"<RunResult of 'ni': 2000 agents x 2 replicates, 20 days, seed {result.summary['seed']}, cpu; means over "
+        f"replicates: infected {result.summary['cumulative_infected']['mean']:g} "
+        f"({result.summary['cumulative_infected']['share']:.1%}), hospitalizations "
+        f"{result.summary['hospitalizations']['mean']:g}, deaths {result.summary['deaths']['mean']:g}>"
+    )
+    assert repr(abm.compare(result)) == "<Comparison of 1 run: 'ni'>"
+    sweep = abm.run_sweep(NI, ["contacts.community.weight=0.2,0.4"], agents=2000, days=5, replicates=1)
+    assert repr(sweep) == (
+        "<SweepResult of 'ni': 2 variants (contacts.community.weight=[0.2, 0.4]); table 2 rows, summary 2 rows>"
+    )
+    assert (
+        repr(abm.SweepResult(sweep.table, sweep.summary)) == "<SweepResult: 2 variants; table 2 rows, summary 2 rows>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda r, _: r.write(3), r"^out: 3 is not allowed; give a path \(a str or a pathlib\.Path\)$"),
+        (lambda r, _: r.write(None), r"^out: None is not allowed"),
+        (lambda r, tmp: abm.compare([r, r.write(tmp / "a")]).write(7), r"^out: 7 is not allowed"),
+        (lambda r, _: r.map(2.5), r"^path: 2\.5 is not allowed"),
+    ],
+)
+def test_an_output_path_of_the_wrong_kind_is_named(result, tmp_path, call, message):
+    """write(3) raised pathlib's TypeError ('expected str, bytes or os.PathLike object, not int')."""
+    with pytest.raises(OutputFolderError, match=message):
+        call(result, tmp_path)
+
+
+def test_a_reuse_of_the_wrong_kind_is_named_before_anything_runs():
+    """reuse=1 raised AttributeError ('int' object has no attribute 'population') once the region
+    was loaded."""
+    with pytest.raises(ScenarioError, match=r"^reuse: 1 is not allowed; give an abm\.runs\.Reuse\(\), or None$"):
+        abm.run(NI, reuse=1, **SMALL)
+
+
+def test_a_scenario_given_as_a_dict_may_extend_a_file(tmp_path, monkeypatch):
+    """Plain data "as a file holds it" (abm.run's docstring) may name a base with ``extends``, a path
+    relative to the working folder (it was refused: 'extends: unknown key'); the dict given is left
+    as it was, and a base that is missing is named."""
+    data = {"extends": NI, "name": "mine", "simulation": {"seed": 7}}
+    got = abm.run(data, agents=2000, days=5, replicates=1)
+    assert data == {"extends": NI, "name": "mine", "simulation": {"seed": 7}}
+    assert (got.scenario.name, got.scenario.simulation.seed) == ("mine", 7)
+    assert got.scenario.disease == abm.run(NI, agents=2000, days=5, replicates=1).scenario.disease
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioError, match=r"^scenario: extends: 'ni\.yaml' not found \(looked for .*ni\.yaml\)$"):
+        abm.run({"extends": "ni.yaml", "name": "x"})
+    assert Path(data["extends"]).name == "ni.yaml"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((3, "out"), {}, r"^path_or_dict: 3 is not allowed; give a scenario file's path or its data \(a dict\)$"),
+        (
+            ("scenarios/learning/digits_codream.yaml", "out"),
+            {"sets": 5},
+            r"^sets: 5 is not allowed; give a list of 'key\.path=value' texts, e\.g\. sets=\['rounds=5'\]$",
+        ),
+    ],
+)
+def test_learning_arguments_of_the_wrong_kind_are_named(tmp_path, monkeypatch, args, kwargs, message):
+    """abm.learning.run_scenario(3, ...) and sets=5 raised TypeError from deep inside."""
+    from abm.learning import LearningScenarioError, run_scenario
+
+    monkeypatch.chdir(tmp_path)
+    path, out = args
+    path = path if not isinstance(path, str) else Path(__file__).resolve().parents[1] / path
+    with pytest.raises(LearningScenarioError, match=message):
+        run_scenario(path, out, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_learning_set_given_as_one_text_is_a_list_of_one():
+    """sets='rounds=0' was read letter by letter ('r', 'o', ...); it is one set, as for abm.run."""
+    from abm.learning import LearningScenarioError
+    from abm.learning.scenario import load_scenario
+
+    with pytest.raises(LearningScenarioError, match=r"rounds: 0 is not allowed: must be at least 1"):
+        load_scenario("scenarios/learning/digits_codream.yaml", sets="rounds=0")
