@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,6 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tests name scenario files relative to the repository root (scenarios/king_county/...), as the
 # README's commands do; running pytest from another folder (`pytest /path/to/repo/tests`) works too.
 os.chdir(ROOT)
+
+
+@pytest.fixture(autouse=True)
+def _close_pyplot_figures() -> Iterator[None]:
+    """Each test's pyplot figures are closed after it (``RunResult.plot()`` draws through pyplot, and
+    writing a run no longer switches pyplot's backend, which used to close them), so figures do not
+    pile up in a worker process from one test to the next."""
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")
 
 
 def make_population(
