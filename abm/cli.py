@@ -22,6 +22,7 @@ from abm.interrupts import STARTING, interrupted, report, reported, results_writ
 from abm.outputs.journal import journal_path
 from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target, is_output_folder, output_path
 from abm.plugin_errors import PluginError
+from abm.plurals import counted
 
 if TYPE_CHECKING:
     from abm.outputs.summary_table import SummaryTable
@@ -83,6 +84,12 @@ class Pace:
         self.recent.append((done, now))
         return now
 
+    def restart(self, done: int) -> None:
+        """The ``done`` steps so far were not run here (kept ones, told at once): the pace counts
+        from now, as it counts from its first step (a continued sweep tells its kept runs as one)."""
+        self.recent.clear()
+        self.mark(done)
+
     def __call__(self, done: int, total: int) -> str:
         """The text for ``done`` of ``total`` steps finished now."""
         now = self.mark(done)
@@ -93,23 +100,41 @@ class Pace:
         return text
 
 
-def step_lines(unit: str, best: bool = False) -> Callable[[int, int, float], None]:
+class StepLines:
     """A progress callback that prints a line per finished ``unit`` (trial, step) on stderr with
     its loss, the time so far and about how long is left (:class:`Pace`):
     ``trial 57 of 200 done: loss 0.412 (2 min 10 s, about 5 min left)``; with ``best``, the
     lowest loss so far too (where the lowest is what is kept: Optuna's trials, their re-runs):
-    ``trial 57 of 200 done: loss 0.412, best so far 0.305 (...)``."""
-    pace = Pace()
-    lowest = [math.inf]
+    ``trial 57 of 200 done: loss 0.412, best so far 0.305 (...)``. Told by :meth:`reused` that
+    the steps so far were kept ones (a continued calibration), it says so in the lines after and
+    takes the pace from the steps run afresh only:
+    ``trial 57 of 200 done: loss 0.412 (40 kept trials reused; 2 min 10 s, about 5 min left)``."""
 
-    def show(done: int, total: int, loss: float) -> None:
-        lowest[0] = min(lowest[0], loss)  # a NaN loss is never the lowest
-        so_far = f", best so far {lowest[0]:.3f}" if best and math.isfinite(lowest[0]) else ""
+    def __init__(self, unit: str, best: bool = False) -> None:
+        self.unit, self.best = unit, best
+        self.pace = Pace()
+        self.lowest = math.inf
+        self.kept = 0
+
+    def reused(self, count: int) -> None:
+        """The first ``count`` steps told were kept ones, told at once; the next is run afresh."""
+        self.kept = count
+        self.pace.restart(count)
+
+    def __call__(self, done: int, total: int, loss: float) -> None:
+        self.lowest = min(self.lowest, loss)  # a NaN loss is never the lowest
+        so_far = f", best so far {self.lowest:.3f}" if self.best and math.isfinite(self.lowest) else ""
+        kept = f"{counted(self.kept, 'kept ' + self.unit)} reused; " if self.kept else ""
         err_console.print(
-            f"{unit} {done} of {total} done: loss {loss:.3f}{so_far} ({pace(done, total)})", highlight=False
+            f"{self.unit} {done} of {total} done: loss {loss:.3f}{so_far} ({kept}{self.pace(done, total)})",
+            highlight=False,
+            soft_wrap=True,  # one line, however long (a log file)
         )
 
-    return show
+
+def step_lines(unit: str, best: bool = False) -> StepLines:
+    """A :class:`StepLines` for ``unit``."""
+    return StepLines(unit, best)
 
 
 def count_lines(unit: str, lines: int = 10) -> Callable[[int, int], None]:
@@ -804,6 +829,7 @@ def calibrate(
     note_unapplied_settings(file, set_)
     note_workers(workers, backend)
     unit = "step" if method == "gradient" else "trial"
+    lines = step_lines(unit, best=method != "gradient")  # the gradient keeps its last step
     with stop_on_interrupt(out or default_calibration_folder(file, set_)):
         try:
             summary = fit(
@@ -811,7 +837,8 @@ def calibrate(
                 out,
                 trials,
                 set_,
-                progress=step_lines(unit, best=method != "gradient"),  # the gradient keeps its last step
+                progress=lines,
+                reused=lines.reused,
                 rerun_progress=step_lines("re-run", best=True),
                 note=lambda text: err_console.print(f"note: {text}", highlight=False, soft_wrap=True),
                 method=method,

@@ -67,8 +67,13 @@ def test_an_interrupted_calibration_continues_where_it_stopped(tmp_path, monkeyp
     assert [json.loads(x)["number"] for x in lines[1:]] == [0, 1, 2, 3, 4]
     trials.again()
     notes.clear()
-    optimize.calibrate(path, out, workers=1, note=notes.append)
+    told: list[tuple[int, int]] = []
+    reused: list[int] = []
+    progress = lambda done, total, loss: told.append((done, total))  # noqa: E731
+    optimize.calibrate(path, out, workers=1, note=notes.append, progress=progress, reused=reused.append)
     assert len(trials.ran) == 3 + 2  # trials 4, 5 and 6, then the 2 re-ranked
+    assert told == [(k, 7) for k in range(1, 8)]  # the kept ones too, as before
+    assert reused == [4]  # told once, as trial 4 began to run
     assert notes == [
         f"continuing an interrupted run: 5 finished trials are kept in {kept}",
         "re-running the 2 trials of lowest loss with 2 replicates each (calibration.rerank_trials, rerank_replicates): "
@@ -136,6 +141,24 @@ def test_abm_calibrate_says_the_finished_trials_are_kept_when_interrupted(tmp_pa
     said = " ".join(result.output.split())
     assert f"2 finished trials are kept in {journal_path(out, 'trials')}; the same command continues from them" in said
     assert f"interrupted: no results were written to {out}" in said
+
+
+def test_abm_calibrate_says_how_many_kept_trials_it_reused(tmp_path, monkeypatch):
+    """The lines of the trials run afresh say how many were kept (their pace is left out of the
+    time left); the kept ones' lines do not."""
+    path = tiny_calibration(tmp_path, trials=3, rerank_trials=0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["parallel_trials"] = 2
+    path.write_text(yaml.safe_dump(data))
+    trials = Trials(monkeypatch, stop_after=2)
+    args = ["calibrate", str(path), "--workers", "1", "--out", str(tmp_path / "out")]
+    assert CliRunner().invoke(app, args).exit_code == 130
+    trials.again()
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("trial ")]
+    assert len(lines) == 3 and len(trials.ran) == 1
+    assert ["2 kept trials reused" in line for line in lines] == [False, False, True]
 
 
 def test_a_calibration_stopped_before_its_first_trial_leaves_no_kept_trials(tmp_path, monkeypatch):

@@ -1898,6 +1898,30 @@ def test_calibration_progress_says_the_time_so_far_and_about_how_long_is_left(mo
     ]
 
 
+def test_a_continued_calibration_takes_the_time_left_from_the_trials_run_afresh(monkeypatch, capsys):
+    """Kept trials are told at once: their pace (none) used to make the time left about 0 s until
+    10 trials had run afresh. Told that they were reused, the lines say how many and take the
+    pace from the trials run afresh only."""
+    import abm.cli as cli
+
+    now = iter([0.0, 0.01, 0.02, 0.03, 1.0, 11.0, 21.0, 31.0])  # Pace's start, 3 kept trials, then 10 s a trial
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
+    show = cli.step_lines("trial", best=True)
+    for done in (1, 2, 3):
+        show(done, 20, 0.5)
+    show.reused(3)
+    for done in (4, 5, 6):
+        show(done, 20, 0.25)
+    assert capsys.readouterr().err.splitlines() == [
+        "trial 1 of 20 done: loss 0.500, best so far 0.500 (0 s)",
+        "trial 2 of 20 done: loss 0.500, best so far 0.500 (0 s)",
+        "trial 3 of 20 done: loss 0.500, best so far 0.500 (0 s, about 0 s left)",  # kept: no pace yet
+        "trial 4 of 20 done: loss 0.250, best so far 0.250 (3 kept trials reused; 11 s)",
+        "trial 5 of 20 done: loss 0.250, best so far 0.250 (3 kept trials reused; 21 s, about 2 min 30 s left)",
+        "trial 6 of 20 done: loss 0.250, best so far 0.250 (3 kept trials reused; 31 s, about 2 min 20 s left)",
+    ]
+
+
 def test_calibration_progress_can_say_the_lowest_loss_so_far(monkeypatch, capsys):
     """Optuna's trials and their re-runs: the lowest loss so far beside each trial's (a NaN loss
     is never the lowest, and before any number there is none to say)."""

@@ -460,17 +460,25 @@ def run_trials(
     score: Score,
     progress: Progress,
     journal: TrialJournal | None = None,
+    reused: Callable[[int], None] | None = None,
 ) -> None:
     """Trials in batches of ``calibration.parallel_trials``: ask the sampler for a batch, run it
     with ``run_batch``, tell the results in trial order. With the sampler's seed and the batch
     size fixed, the trials are the same however many of a batch run at once, and wherever.
     ``journal``: where finished trials are kept, and a batch it already holds is told from it
-    instead of being run (:mod:`abm.calibration.journal`)."""
+    instead of being run (:mod:`abm.calibration.journal`); ``progress`` is told of those too, at
+    once, and ``reused`` of how many there were as the first batch that runs begins."""
     done = 0
+    told_from_journal = 0
     while done < n_trials:
         trials = [study.ask() for _ in range(min(cfg.parallel_trials, n_trials - done))]
         values = [suggest(t, cfg) for t in trials]
         kept = journal.kept(done, values) if journal is not None else None
+        if kept is not None:
+            told_from_journal += len(kept)
+        elif told_from_journal and reused is not None:  # the kept ones come first: once, at the first run
+            reused(told_from_journal)
+            reused = None
         for trial, v, raw in zip(trials, values, kept or run_batch(values), strict=True):
             loss = score(trial, v, raw)
             study.tell(trial, loss)
@@ -610,13 +618,15 @@ def _run_study(
     run_batch: RunBatch,
     progress: Progress,
     journal: TrialJournal | None = None,
+    reused: Callable[[int], None] | None = None,
 ) -> tuple[optuna.Study, dict[int, pd.DataFrame]]:
     """The seeded TPE study after ``n_trials`` trials run by ``run_batch`` (or told from
-    ``journal``), and each trial's observed-like curve by trial number."""
+    ``journal``; ``reused`` is told how many, :func:`run_trials`), and each trial's
+    observed-like curve by trial number."""
     curves: dict[int, pd.DataFrame] = {}
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial's error is raised
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
-    run_trials(study, cfg, n_trials, run_batch, trial_scorer(observed, cfg, curves), progress, journal)
+    run_trials(study, cfg, n_trials, run_batch, trial_scorer(observed, cfg, curves), progress, journal, reused)
     return study, curves
 
 
@@ -651,6 +661,7 @@ def _fit_by_optuna(
     journal: TrialJournal | None = None,
     rerun_progress: Progress = None,
     note: Callable[[str], None] | None = None,
+    reused: Callable[[int], None] | None = None,
 ) -> _Fit:
     """The study's trials (those ``journal`` holds told from it), then the best: the best of the
     top trials re-run with more replicates (``rerank_trials``, on the trials' workers; ``note``
@@ -670,7 +681,7 @@ def _fit_by_optuna(
             text = memory_note([sc], replicates=replicates, runs=used["workers"], fewer=fewer, names=names)
             if text is not None:
                 note(text)
-        study, curves = _run_study(cfg, observed, n_trials, run_batch, progress, journal)
+        study, curves = _run_study(cfg, observed, n_trials, run_batch, progress, journal, reused)
         ranked = sorted(
             (t for t in study.trials if t.value is not None and math.isfinite(t.value)), key=lambda t: t.value
         )
@@ -729,6 +740,7 @@ def calibrate(
     replicates: int | None = None,
     device: str | None = None,
     rerun_progress: Progress = None,
+    reused: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
@@ -748,7 +760,10 @@ def calibrate(
     ``device`` replace the scenario's, as ``abm calibrate --agents`` does. ``progress`` is told
     of each finished trial (or gradient step) and ``rerun_progress`` of each re-run of the
     re-ranking (``calibration.rerank_trials``; ``note`` is told as it starts): how many are done,
-    of how many, and the last loss."""
+    of how many, and the last loss. Kept trials are told to ``progress`` too, at once, as they
+    are read; ``reused`` is told how many there were as the first trial that runs begins (not
+    when every trial was kept), so that a pace taken from ``progress`` can leave them out (``abm
+    calibrate``'s time left)."""
     _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
     overrides = {"agents": agents, "replicates": replicates, "device": device}
@@ -788,6 +803,7 @@ def calibrate(
                 journal,
                 rerun_progress,
                 note,
+                reused,
             )
     summary = {
         "scenario": sc.name,
