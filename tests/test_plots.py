@@ -92,8 +92,19 @@ def test_the_icu_plot_draws_icu_beds_per_100k_against_each_runs_icu_capacity():
     fig = plots.icu_occupancy(runs)
     assert capacity_labels(fig) == ["capacity of low: 3 beds per 100k", "capacity of ni: 6.1 beds per 100k"]
     assert "no capacity given for old" in [line.get_label() for line in fig.axes[0].lines]
+    assert fig.axes[0].get_title() == "ICU occupancy against ICU capacity"
     fig = plots.icu_occupancy([hand_run("old", icu_beds_per_100k=None)])
     assert capacity_labels(fig) == [] and not any("no capacity" in x.get_label() for x in fig.axes[0].lines)
+
+
+def test_the_icu_plot_without_any_icu_capacity_is_not_titled_against_it():
+    """No run has an ICU capacity (a region without an ICU figure): no line is drawn, so the title
+    says ICU occupancy only; one run with a capacity keeps the title, and names the others."""
+    runs = [hand_run("old", icu_beds_per_100k=None), hand_run("older", icu_beds_per_100k=None)]
+    assert plots.icu_occupancy(runs).axes[0].get_title() == "ICU occupancy"
+    fig = plots.icu_occupancy([*runs, hand_run("ni")])
+    assert fig.axes[0].get_title() == "ICU occupancy against ICU capacity"
+    assert "no capacity given for old, older" in [line.get_label() for line in fig.axes[0].lines]
 
 
 @pytest.mark.parametrize("name", list(plots.FIGURES))

@@ -205,10 +205,10 @@ def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str, line: str 
     fig.text(0.99, y, note, ha="right", va=va, fontsize=7, color="#555555")
 
 
-def _capacity_lines(ax: Any, runs: list[RunTables], beds: list[float | None]) -> None:
+def _capacity_lines(ax: Any, runs: list[RunTables], beds: list[float | None]) -> bool:
     """A horizontal line per capacity (``beds`` per 100,000: each run's, None where it has none);
     where the runs' differ each line names its runs (else it would read as every run's), and runs
-    without one are named too."""
+    without one are named too. Returns whether any line was drawn (for the title)."""
     capacities = sorted({b for b in beds if b is not None})
     for line, style in zip(capacities, ["--", ":", "-."] * len(capacities), strict=False):
         whose = (
@@ -222,6 +222,7 @@ def _capacity_lines(ax: Any, runs: list[RunTables], beds: list[float | None]) ->
     without = [r.label for r, b in zip(runs, beds, strict=True) if b is None]
     if without and capacities:  # with no line at all, no line says as much
         ax.plot([], [], " ", label=f"no capacity given for {', '.join(without)}")
+    return bool(capacities)
 
 
 def new_figure(pyplot: bool, **kwargs: Any) -> Figure:
@@ -244,13 +245,14 @@ def hospital_occupancy(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
 
 def icu_occupancy(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
     """ICU beds in use (agents in the critical, ICU stage) per 100,000 against the ICU capacity
-    (none drawn for a run without one)."""
+    (none drawn for a run without one; with none at all, the title does not name it)."""
     fig = new_figure(pyplot, figsize=(8, 4.8), layout="constrained")
     ax = fig.subplots()
     for run, color in zip(runs, colors(len(runs)), strict=True):
         _draw(ax, band(run.timeseries, "icu", 1e5 / run.agents), run.label, color)
-    _capacity_lines(ax, runs, [r.icu_beds_per_100k for r in runs])
-    return _finish(fig, ax, "ICU occupancy against ICU capacity", "ICU beds in use per 100,000", runs)
+    drawn = _capacity_lines(ax, runs, [r.icu_beds_per_100k for r in runs])
+    title = "ICU occupancy against ICU capacity" if drawn else "ICU occupancy"
+    return _finish(fig, ax, title, "ICU beds in use per 100,000", runs)
 
 
 def new_infections(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
