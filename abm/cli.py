@@ -21,7 +21,7 @@ from rich.text import Text
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
 from abm.outputs.journal import journal_path
 from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target, is_output_folder, output_path
-from abm.plugin_errors import PluginError
+from abm.plugin_errors import PluginError, PluginFailure
 from abm.plurals import counted
 
 if TYPE_CHECKING:
@@ -204,6 +204,20 @@ def fail(message: str, code: int = 2) -> None:
     for another reason (a lost worker process, an output the file system failed to write)."""
     err_console.print(Text.assemble(("error:", "bold red"), f" {message}"), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def plugin_failed(command: str, exc: PluginFailure, target: str | Path, bar: Progress | None = None) -> None:
+    """End ``abm command`` after an installed plug-in's code failed (a defect of the plug-in, not
+    bad input: exit code 1): one line naming the plug-in, its hook, the day and the error, what
+    became of the output (:func:`not_written`), then the plug-in's traceback from its frame down,
+    as Python prints one (without the local variables a traceback of the command would show).
+    ``bar`` is stopped first, so that the lines stay."""
+    if bar is not None:
+        bar.stop()
+    err_console.print(Text.assemble((f"abm {command}:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)
+    err_console.print(f"{not_written(target)}; the plug-in's traceback follows", highlight=False, soft_wrap=True)
+    err_console.print(exc.details.rstrip("\n"), highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
 
 
 def out_option(value: str | Path) -> Path:
@@ -624,9 +638,10 @@ def run(
 
     Exit code 0 when done; 2 for bad input, a run this machine's memory cannot
     hold included (nothing is written); 130 after Ctrl-C, 143 after SIGTERM
-    (nothing is written, an earlier run is kept); 1 when the file system fails
-    as the folder is written (a full disk: nothing is written, an earlier run
-    is kept)."""
+    (nothing is written, an earlier run is kept); 1 when an installed
+    plug-in's code fails (one line naming it, then its traceback; nothing is
+    written) or the file system fails as the folder is written (a full disk:
+    nothing is written, an earlier run is kept)."""
     with loading():
         from abm.runs import resolve
         from abm.runs import run as run_scenario
@@ -679,6 +694,8 @@ def run(
                 fail(f"{COMMAND_LINE.scenario(str(file), set_ or [], given)}: {str(exc).removeprefix(sc.name + ': ')}")
             except OutputWriteError as exc:
                 fail(str(exc), code=1)
+            except PluginFailure as exc:
+                plugin_failed("run", exc, target, bar)
     print_summary(result.summary, result.manifest["timings"]["engine_seconds"], target)
 
 
@@ -907,7 +924,8 @@ def sweep(
     when the same command runs again, with the same tables.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
-    process is lost (killed, out of memory) or the file system fails as the
+    process is lost (killed, out of memory), an installed plug-in's code fails
+    (no folder is written, no runs are kept) or the file system fails as the
     folder is written (a full disk; no folder is written, finished runs are
     kept); 130 after Ctrl-C, 143 after SIGTERM (no folder is written, finished
     runs are kept, no worker is left running)."""
@@ -971,6 +989,8 @@ def sweep(
                 fail(str(exc))
             except (WorkerLost, OutputWriteError) as exc:
                 fail(str(exc), code=1)
+            except PluginFailure as exc:
+                plugin_failed("sweep", exc, target, bar)
     for st in result.tables():  # the means, then the changes from the first variant
         print_table(st)
     late = int(result.table["peak_hospital_at_end"].sum())

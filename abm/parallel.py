@@ -454,7 +454,7 @@ def ray_finished(
                 except ray.exceptions.RayTaskError as exc:
                     cause = getattr(exc, "cause", None)
                     if isinstance(cause, errors):
-                        raise type(cause)(str(cause)) from exc
+                        raise type(cause)(*cause.args) from exc
                     raise
                 except lost:
                     raise WorkerLost(

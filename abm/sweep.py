@@ -67,6 +67,7 @@ from abm.parallel import (
     run_and_release,
     workers_record,
 )
+from abm.plugin_errors import PluginFailure
 from abm.plurals import counted
 from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_progress, resolve
 from abm.runs import run as run_scenario
@@ -596,7 +597,7 @@ def run_ray(
             return f"variant {t.variant}{f' ({label(t.variant)})' if label else ''}, replicate {t.replicate}"
 
         used = workers_record(workers or len(tasks), len(tasks), ray_cpus(ray), len(on_gpu), gpus)
-        finished = ray_finished(ray, calls, workers, (ScenarioError,), backend, named)
+        finished = ray_finished(ray, calls, workers, (ScenarioError, PluginFailure), backend, named)
         return _collect(finished, len(tasks), done), used
 
 
@@ -773,7 +774,7 @@ def run_sweep(
     t0 = time.perf_counter()
     local = backend == "local"
     to_run = [tasks[i] for i in todo]
-    with journal.keeping(bad=(ScenarioError,)) if journal is not None else contextlib.nullcontext():
+    with journal.keeping(bad=(ScenarioError, PluginFailure)) if journal is not None else contextlib.nullcontext():
         ran, used = (
             run_local(to_run, done, workers or 1, names)
             if local

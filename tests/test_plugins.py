@@ -344,3 +344,119 @@ def test_quarantine_leaves_alone_the_agents_a_plugin_isolated(persistence):
         assert sim.state.isolated.tolist() == [False, True], day
     assert sim.state.infectiousness_scale[1] == 1.0
     assert sim.activity["in_quarantine"][:, 0].tolist() == [0, 0, 0]
+
+
+FAILING_PLUGIN = """
+from pydantic import BaseModel, ConfigDict
+
+from abm.engine import Phase
+from abm.interventions.registry import InterventionBase
+
+
+class SickLeaveConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    fail_in: str = "hook"
+    day: int = 3
+
+
+class SickLeave(InterventionBase):
+    config_model = SickLeaveConfig
+
+    def attach(self, sim):
+        if self.cfg.fail_in == "attach":
+            raise RuntimeError("no sick-leave register")
+        if self.cfg.fail_in == "scenario":
+            from abm.scenario import ScenarioError
+
+            raise ScenarioError("interventions.sick_leave.day: too late for this population")
+
+    def hooks(self):
+        return {Phase.TRANSMISSION: self.apply}
+
+    def apply(self, sim, day):
+        if day == self.cfg.day:
+            raise ValueError(f"no beds for agent {day + 4}")
+"""
+
+
+@pytest.fixture(scope="module")
+def failing_site(tmp_path_factory) -> Path:
+    """A plug-in ``sick_leave`` whose code raises: in attach, or in its TRANSMISSION hook on a day."""
+    site = tmp_path_factory.mktemp("failing_site")
+    (site / "abm_sick_leave.py").write_text(FAILING_PLUGIN)
+    info = site / "abm_sick_leave-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: abm-sick-leave\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[abm.interventions]\nsick_leave = abm_sick_leave:SickLeave\n")
+    return site
+
+
+def sick_leave(folder: Path, **settings: object) -> Path:
+    path = folder / "sick.yaml"
+    path.write_text(yaml.safe_dump({"extends": str(BASE), "name": "sick", "interventions": {"sick_leave": settings}}))
+    return path
+
+
+FAILURES = {
+    "hook": (
+        {"day": 3},
+        "the plug-in 'sick_leave' failed in its TRANSMISSION hook (SickLeave.apply) on day 3: "
+        "ValueError: no beds for agent 7",
+        ['    raise ValueError(f"no beds for agent {day + 4}")', "ValueError: no beds for agent 7"],
+    ),
+    "attach": (
+        {"fail_in": "attach"},
+        "the plug-in 'sick_leave' failed in attach, before day 0: RuntimeError: no sick-leave register",
+        ['    raise RuntimeError("no sick-leave register")', "RuntimeError: no sick-leave register"],
+    ),
+}
+
+
+def assert_plugin_failure(done: subprocess.CompletedProcess, command: str, out: Path, where: str) -> None:
+    """One line naming the plug-in, its hook, the day and the error; what became of the output;
+    then the plug-in's traceback as Python prints it, from its own frame (no rich traceback with
+    local variables, no frame of abm's engine above it); exit code 1 and no output folder."""
+    _, line, ending = FAILURES[where]
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    start = lines.index(f"abm {command}: {line}")
+    assert lines[start + 1] == f"no results were written to {out}; the plug-in's traceback follows"
+    assert lines[start + 2] == "Traceback (most recent call last):"
+    assert lines[start + 3].startswith('  File "') and "abm_sick_leave.py" in lines[start + 3]
+    assert lines[-2:] == ending
+    assert "simulator.py" not in done.stderr and "locals" not in done.stderr
+    assert not out.exists()
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []  # nothing kept beside
+
+
+@pytest.mark.parametrize("where", FAILURES)
+def test_a_plugin_that_fails_in_a_run_is_named_in_one_line(failing_site, tmp_path, where):
+    """docs/plugins.md, "When a plug-in fails": an exception of the plug-in's own code ended
+    `abm run` with a rich traceback of abm's frames and their local variables (tensors included)."""
+    out = tmp_path / "runs" / "sick"
+    out.parent.mkdir()
+    done = abm(
+        failing_site, "run", sick_leave(tmp_path, **FAILURES[where][0]), "--agents", "500", "--days", "6", "--out", out
+    )
+    assert_plugin_failure(done, "run", out, where)
+
+
+def test_a_plugin_that_fails_in_a_sweep_is_named_in_one_line(failing_site, tmp_path):
+    """The same in `abm sweep`, with worker processes (the failure crosses a process): no sweep
+    folder, and no finished runs kept beside it (they were made by the failing plug-in)."""
+    out = tmp_path / "runs" / "sick-sweep"
+    out.parent.mkdir()
+    args = ["--sweep", "interventions.sick_leave.day=9,3", "--agents", "500", "--days", "6", "--replicates", "1"]
+    done = abm(failing_site, "sweep", sick_leave(tmp_path), *args, "--workers", "2", "--out", out)
+    assert_plugin_failure(done, "sweep", out, "hook")
+
+
+def test_a_scenario_error_of_a_plugins_attach_is_still_bad_input(failing_site, tmp_path):
+    """A ScenarioError raised in attach is bad input (docs/plugins.md): exit code 2, named by the file."""
+    file = sick_leave(tmp_path, fail_in="scenario")
+    done = abm(failing_site, "run", file, "--agents", "500", "--days", "6", "--out", tmp_path / "out")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"error: {file} (with --agents 500 --days 6): interventions.sick_leave.day: too late for this population"
+    )
+    assert not (tmp_path / "out").exists()

@@ -50,6 +50,43 @@ class Intervention(Protocol):
     def attach(self, sim: Simulation) -> None: ...
 
 
+def plugin_failure(name: str, hook: str, day: int | None, exc: Exception) -> Exception | None:
+    """What to raise, with ``exc`` as its cause, for the plug-in ``name`` raising ``exc`` in
+    ``hook``: a :class:`abm.plugin_errors.PluginFailure` naming it, the hook and the day; None
+    (``exc`` goes on as it is) where abm handles it already: a ``ScenarioError`` (a setting the
+    population makes impossible: bad input), memory that runs out (the run's size), or an
+    interrupt that a library's compiled code turned into another error."""
+    from abm.interrupts import interrupted
+    from abm.memory import cpu_allocation_failed
+    from abm.plugin_errors import PluginFailure
+    from abm.scenario import ScenarioError
+
+    if (
+        isinstance(exc, (ScenarioError, PluginFailure, torch.OutOfMemoryError, MemoryError))
+        or cpu_allocation_failed(exc)
+        or interrupted() is not None
+    ):
+        return None
+    return PluginFailure.of(name, hook, day, exc)
+
+
+def plugin_hook(name: str, phase: Phase, hook: Callable[[Simulation, int], None]) -> Callable[[Simulation, int], None]:
+    """``hook`` of the plug-in ``name``, in ``phase``: an exception it raises is reported as the
+    plug-in's (:func:`plugin_failure`)."""
+    label = f"{phase.name} hook ({getattr(hook, '__qualname__', None) or repr(hook)})"
+
+    def call(sim: Simulation, day: int) -> None:
+        try:
+            hook(sim, day)
+        except Exception as exc:
+            failure = plugin_failure(name, label, day, exc)
+            if failure is None:
+                raise
+            raise failure from exc
+
+    return call
+
+
 @dataclass
 class AgentState:
     """Per-agent dynamic state for R * N agents, smallest dtypes that fit."""
@@ -169,9 +206,27 @@ class Simulation:
         self.layers = (self.household, self.occupation, self.community)
         self._hooks: dict[Phase, list[Callable[[Simulation, int], None]]] = {p: [] for p in Phase}
         for iv in sorted(self.interventions, key=lambda iv: getattr(iv, "order", 0)):
-            iv.attach(self)
-            for phase, hook in iv.hooks().items():
-                self._hooks[phase].append(hook)
+            if not getattr(iv, "plugin_entry_point", ""):
+                iv.attach(self)
+                for phase, hook in iv.hooks().items():
+                    self._hooks[phase].append(hook)
+                continue
+            try:  # an installed plug-in: what its code raises is reported as its failure
+                iv.attach(self)
+            except Exception as exc:
+                failure = plugin_failure(iv.name, "attach", None, exc)
+                if failure is None:
+                    raise
+                raise failure from exc
+            try:
+                hooks = iv.hooks()
+            except Exception as exc:
+                failure = plugin_failure(iv.name, "hooks()", None, exc)
+                if failure is None:
+                    raise
+                raise failure from exc
+            for phase, hook in hooks.items():
+                self._hooks[phase].append(plugin_hook(iv.name, phase, hook))
 
     # ----------------------------------------------------------------- public API
     def run(self, progress: Callable[[int], None] | None = None) -> SimulationResult:

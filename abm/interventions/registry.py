@@ -45,7 +45,9 @@ def registered() -> dict[str, type]:
     built-in is left out."""
     for ep in entry_points(group="abm.interventions"):
         if ep.name not in REGISTRY:
-            register(ep.name)(load_plugin(ep))
+            cls = load_plugin(ep)
+            cls.plugin_entry_point = ep.value  # the engine reports its failures as the plug-in's
+            register(ep.name)(cls)
     return REGISTRY
 
 
@@ -80,6 +82,10 @@ class InterventionBase:
     # checking a scenario need (the built-ins: abm.interventions.config), so that `abm validate`
     # does not load torch; it applies to the class that sets it, not to its subclasses.
     runner_path: str = ""
+    # "module:Class" of the entry point of an installed plug-in (set as it is loaded; empty for a
+    # built-in): an exception its attach or hooks raise is reported as the plug-in's
+    # (:class:`abm.plugin_errors.PluginFailure`).
+    plugin_entry_point: str = ""
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
