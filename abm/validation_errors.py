@@ -312,13 +312,39 @@ def how_to_write(text: str, whole: bool) -> str:
 
 def number_as_text_problem(options: list[Any], value: Any) -> str | None:
     """What is allowed where ``value`` is text and the schema's ``options`` (a key's types) take
-    a number only: pydantic would read ``'3'`` as 3, and a file that quotes a number reads as text
-    in other YAML readers (and to its readers: quotes mark text). None where that is not so; text
-    for an infinite or NaN number is named as such (:func:`abm.key_paths.not_finite`)."""
-    kind = number_kind(options)
-    if kind is None or not isinstance(value, str) or not_finite_text(value):
+    a number only, or a number or a word (named choices, a date or any text) where ``value`` is a
+    number and none of the words: pydantic would read ``'3'`` as 3 (or as the word '3'), and a file
+    that quotes a number reads as text in other YAML readers (and to its readers: quotes mark
+    text). None where that is not so; text for an infinite or NaN number is named as such
+    (:func:`abm.key_paths.not_finite`)."""
+    if not isinstance(value, str) or not_finite_text(value):
         return None
-    return f"must be {kind}" + how_to_write(value, whole=kind == "a whole number")
+    kind = number_kind(options)
+    if kind is not None:
+        return f"must be {kind}" + how_to_write(value, whole=kind == "a whole number")
+    # A number or a word (``int | str``, a number or a named choice, a day or a date): pydantic
+    # reads '30' as 30 (or keeps it as a word), so a quoted number is refused here as well,
+    # where the field's alternatives that are no text are all numbers and '30' is none of its words.
+    kind = number_kind([o for o in options if o in (int, float)])
+    words = [word_name(o) for o in options if o not in (int, float)]
+    if kind is None or not words or None in words or value in literal_words(options):
+        return None
+    hint = how_to_write(value, whole=kind == "a whole number")
+    return f"must be {kind} or {' or '.join(dict.fromkeys(str(w) for w in words))}{hint}" if hint else None
+
+
+def word_name(option: Any) -> str | None:
+    """How a union's alternative written as text is named (``'a' or 'b'``, a date, a word);
+    None for one that is no text (a list, true/false, a section)."""
+    if typing.get_origin(option) is typing.Literal:
+        args = typing.get_args(option)
+        return one_of(args) if all(isinstance(a, str) for a in args) else None
+    return {str: "a word", dt.date: "a date"}.get(option)
+
+
+def literal_words(options: list[Any]) -> set[Any]:
+    """The named choices of a union's ``Literal`` alternatives."""
+    return {a for o in options if typing.get_origin(o) is typing.Literal for a in typing.get_args(o)}
 
 
 def size_problem(ctx: dict[str, Any], value: Any) -> str:

@@ -9,11 +9,13 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 import pytest
 import yaml
 from conftest import copy_output, write_small_scenario
+from pydantic import BaseModel, ConfigDict
 from typer.testing import CliRunner
 
 from abm.calibration.config import CalibrationConfig
@@ -1642,6 +1644,73 @@ def test_a_number_written_as_text_in_a_learning_scenario_is_refused(tmp_path, se
         assert result.exit_code == 2, result.output
         assert text(result) == f"error: {scenario} (with --set {setting}): invalid scenario: {message}"
     assert not (tmp_path / "out").exists()
+
+
+class _NumberOrWord(BaseModel):
+    """Keys that take a number or a word, as a schema may hold them."""
+
+    model_config = ConfigDict(extra="forbid")
+    day: int | Literal["end"] = 0
+    share: float | str = 0.0
+    start: int | dt.date = 0
+    days: list[int | Literal["end"]] = []
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"day": "30"},
+            "day: '30' is not allowed: must be a whole number or 'end'; write the number without quotes: 30",
+        ),
+        (
+            {"share": "0.5"},
+            "share: '0.5' is not allowed: must be a number or a word; write the number without quotes: 0.5",
+        ),
+        (
+            {"start": "30"},
+            "start: '30' is not allowed: must be a whole number or a date; write the number without quotes: 30",
+        ),
+        (
+            {"days": [3, "4"]},
+            "days[1]: '4' is not allowed: must be a whole number or 'end'; write the number without quotes: 4",
+        ),
+    ],
+)
+def test_a_number_written_as_text_is_refused_where_a_key_takes_a_number_or_a_word(data, message):
+    """pydantic read `day: "30"` as 30 without a word where the key takes a number or a word
+    (``int | Literal[...]``, ``float | str``, a day or a date): the check that refuses a quoted
+    number for keys of numbers only (abm.validation_errors) covers those keys too."""
+    from abm.validation_errors import validated
+
+    with pytest.raises(ScenarioError) as caught:
+        validated(_NumberOrWord, data, "f.yaml", ScenarioError)
+    assert str(caught.value) == f"f.yaml: invalid scenario: {message}"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"day": "end"}, {"share": "half"}, {"start": "2020-03-01"}, {"days": [3, "end"]}, {"day": 30}, {"share": "inf"}],
+)
+def test_words_and_dates_are_kept_where_a_key_takes_a_number_or_a_word(data):
+    """Only a quoted number is refused: the key's words and dates, and numbers, are read as before."""
+    from abm.validation_errors import validated
+
+    validated(_NumberOrWord, data, "f.yaml", ScenarioError)
+
+
+def test_a_quoted_age_group_in_a_vaccination_priority_list_is_refused_with_how_to_write_it(small):
+    """A priority entry (an age group or a setting's name) written '8' was named only as no
+    setting of the population: it says to write the age group without quotes."""
+    setting = "interventions.vaccination.priority=[HEALTHCARE, '8']"
+    result = runner.invoke(app, ["validate", str(small), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert (
+        "interventions.vaccination.priority[1]: '8' is not allowed: must be a whole number or a word; write the "
+        "number without quotes: 8"
+    ) in text(result)
+    ok = runner.invoke(app, ["validate", str(small), "--set", "interventions.vaccination.priority=[HEALTHCARE, 8]"])
+    assert ok.exit_code == 0, ok.output
 
 
 def test_a_nan_in_a_protocols_params_is_named_once(tmp_path):

@@ -145,3 +145,42 @@ def test_a_learning_set_given_as_one_text_is_a_list_of_one():
 
     with pytest.raises(LearningScenarioError, match=r"rounds: 0 is not allowed: must be at least 1"):
         load_scenario("scenarios/learning/digits_codream.yaml", sets="rounds=0")
+
+
+@pytest.mark.parametrize("entry", ["learning", "private_calibration"])
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["rounds=0"], r" \(with sets=\['rounds=0'\]\): invalid scenario: rounds: 0 is not allowed: must be at least"),
+        (["rounds"], r": sets: 'rounds' is not allowed; write key\.path=value$"),
+    ],
+)
+def test_learning_sets_are_named_as_the_python_argument(tmp_path, entry, sets, message):
+    """abm.learning.run_scenario and run_private_calibration named a bad ``sets`` item as the
+    command line's option ("FILE (with --set rounds=0)", "FILE: --set: 'rounds' ..."), which a
+    Python caller never typed; they name ``sets=[...]`` as abm.run does (abm learn keeps --set)."""
+    from abm.learning import LearningScenarioError, run_scenario
+    from abm.private_calibration.report import run_private_calibration
+
+    run, name = {
+        "learning": (run_scenario, "digits_codream.yaml"),
+        "private_calibration": (run_private_calibration, "private_calibration.yaml"),
+    }[entry]
+    path = f"scenarios/learning/{name}"
+    with pytest.raises(LearningScenarioError, match="^" + path.replace(".", r"\.") + message):
+        run(path, tmp_path / "out", sets=sets)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["digits_codream.yaml", "private_calibration.yaml"])
+def test_abm_learn_still_names_its_set_option(tmp_path, name):
+    """The command line's messages keep naming ``--set`` (only the Python entry points say sets=)."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    path = f"scenarios/learning/{name}"
+    for sets, message in ((["rounds=0"], f"{path} (with --set rounds=0): invalid"), (["rounds"], "--set: 'rounds'")):
+        result = CliRunner().invoke(app, ["learn", path, "--out", str(tmp_path / "out"), "--set", *sets])
+        assert result.exit_code == 2 and message in " ".join(result.stderr.split()), result.output
+    assert not (tmp_path / "out").exists()

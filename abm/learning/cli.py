@@ -155,7 +155,9 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
     named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
-    report = run_or_exit(lambda: run_scenario(file, target, runner, sets), target, named, header=header)
+    report = run_or_exit(
+        lambda: run_scenario(file, target, runner, sets, names=COMMAND_LINE), target, named, header=header
+    )
     width = key_width(report["protocols"], 22)
     print(f"{'protocol':<{width}}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():

@@ -18,6 +18,8 @@ from abm.outputs.strict_json import dumps, jsonable
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from abm.scenario import OptionNames
+
 
 # Below this many samples a participant's accuracy moves in steps of more than 0.05: its gains say little.
 FEW_TEST_SAMPLES = 20
@@ -231,6 +233,8 @@ def run_scenario(
     out_dir: str | Path,
     runner: str | None = None,
     sets: list[str] | None = None,
+    *,
+    names: OptionNames | None = None,
 ) -> dict[str, Any]:
     """Validate and run a learning scenario; write ``report.json``, ``report.md``, ``report.html``
     (the results table and the plots on one page) and PNG plots to ``out_dir``.
@@ -241,10 +245,14 @@ def run_scenario(
     ``runner`` overrides the scenario's ``runner`` key (inprocess, flower-sim, flower); ``sets``
     (``key.path=value``, as ``abm learn --set``) override any key: ``report.json`` lists them
     (``sets``) beside the file (``source``), and ``scenario.json`` holds the scenario as run.
+    Messages name the sets as ``names`` says: by default as the Python argument
+    (``sets=['rounds=0']``, :data:`abm.scenario.PYTHON`); ``abm learn`` gives ``COMMAND_LINE``
+    (``--set rounds=0``).
     """
     from abm.learning.runner import run_all
+    from abm.scenario import PYTHON
 
-    scenario, _ = load_scenario(path_or_dict, runner, sets)
+    scenario, _ = load_scenario(path_or_dict, runner, sets, names or PYTHON)
     out = check_target(out_dir, "learning")
     report = run_all(scenario)
     report.update(provenance(path_or_dict, sets))

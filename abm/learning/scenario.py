@@ -19,6 +19,9 @@ from abm.learning.selection import PolicyName
 from abm.validation_errors import TOP_LEVEL, bool_mixups, error_lines, name_field, seed_field, validated
 from abm.yaml_loader import load_yaml, yaml_error_text
 
+if typing.TYPE_CHECKING:
+    from abm.scenario import OptionNames
+
 Runner = Literal["inprocess", "flower-sim", "flower"]
 FLOWER_TIMEOUT = 600.0
 # 30 days: longer waits are no limit in practice, and beyond about 9.2e9 s Python's waits overflow
@@ -619,14 +622,19 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def scenario_data(
-    path_or_dict: str | Path | dict[str, Any], sets: list[str] | None = None
+    path_or_dict: str | Path | dict[str, Any], sets: list[str] | None = None, names: OptionNames | None = None
 ) -> tuple[dict[str, Any], str]:
     """A learning or private-calibration scenario's mapping (read from its file, or the dict
     given) with ``sets``, ``key.path=value`` overrides as ``abm run --set`` takes them
     (:func:`abm.scenario.apply_set`), applied in order; and its name for messages: the file
-    path or '<dict>', followed by the sets (``FILE (with --set rounds=2)``) so that an error a
-    set caused is not blamed on the file alone. A bad set raises :class:`LearningScenarioError`."""
+    path or '<dict>', followed by the sets so that an error a set caused is not blamed on the
+    file alone. Messages name the sets as ``names`` says: as ``abm learn`` takes them
+    (``FILE (with --set rounds=2)``; the default, :data:`abm.scenario.COMMAND_LINE`) or as the
+    Python entry points do (``PYTHON``: ``FILE (with sets=['rounds=2'])``). A bad set raises
+    :class:`LearningScenarioError`."""
     from abm.scenario import COMMAND_LINE, PYTHON, ScenarioError, apply_set, option_texts
+
+    names = names or COMMAND_LINE
 
     # Arguments of the wrong kind come only from Python (abm learn gives a path and a list of
     # texts), so those messages name the Python arguments.
@@ -644,22 +652,26 @@ def scenario_data(
         raise LearningScenarioError(str(e)) from None
     for i, item in enumerate(sets):
         try:
-            data = apply_set(data, item, COMMAND_LINE.set_item(i))
+            data = apply_set(data, item, names.set_item(i))
         except ScenarioError as e:
             raise LearningScenarioError(f"{source}: {e}") from None
-    return data, COMMAND_LINE.scenario(source, sets, [])
+    return data, names.scenario(source, sets, [])
 
 
 def load_scenario(
-    path_or_dict: str | Path | dict[str, Any], runner: str | None = None, sets: list[str] | None = None
+    path_or_dict: str | Path | dict[str, Any],
+    runner: str | None = None,
+    sets: list[str] | None = None,
+    names: OptionNames | None = None,
 ) -> tuple[LearningScenario, str]:
     """Read and validate a scenario; returns it with its name for messages (file path or
     '<dict>', with the sets: :func:`scenario_data`).
 
     ``runner`` overrides the scenario's ``runner`` key (validated the same way); ``sets``
-    (``key.path=value``) override any key, as ``abm learn --set`` does.
+    (``key.path=value``) override any key, as ``abm learn --set`` does; messages name them as
+    ``names`` says (:func:`scenario_data`; default: as ``abm learn`` takes them).
     """
-    data, source = scenario_data(path_or_dict, sets)
+    data, source = scenario_data(path_or_dict, sets, names)
     if runner is not None:
         data = {**data, "runner": runner}
     scenario = validated(LearningScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data))

@@ -27,7 +27,11 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     header = announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
     named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
     report = run_or_exit(
-        lambda: run_private_calibration(file, target, runner, sets), target, named, "private_calibration", header
+        lambda: run_private_calibration(file, target, runner, sets, names=COMMAND_LINE),
+        target,
+        named,
+        "private_calibration",
+        header,
     )
     print("\n".join(summary_lines(report)))
     print(f"report: {target / 'report.json'}")

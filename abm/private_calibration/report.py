@@ -20,6 +20,7 @@ from abm.private_calibration.evaluation import end_to_end, estimates, protocol_t
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
 from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario
+from abm.scenario import PYTHON, OptionNames
 from abm.threads import torch_threads
 
 
@@ -253,6 +254,8 @@ def run_private_calibration(
     out: str | Path | None = None,
     runner: str | None = None,
     sets: list[str] | None = None,
+    *,
+    names: OptionNames = PYTHON,
 ) -> dict[str, Any]:
     """Validate, run and write a private-calibration scenario; returns the report.
 
@@ -261,8 +264,11 @@ def run_private_calibration(
     (default ``runs/<name>``). ``runner`` overrides the scenario's ``runner`` key; ``sets``
     (``key.path=value``, as ``abm learn --set``) override any key: ``report.json`` lists them
     (``sets``) beside the file (``source``), and ``scenario.json`` holds the scenario as run.
+    Messages name the sets as ``names`` says: by default as the Python argument
+    (``sets=['rounds=0']``, :data:`abm.scenario.PYTHON`); ``abm learn`` gives ``COMMAND_LINE``
+    (``--set rounds=0``).
     """
-    scenario, base = load_scenario(path_or_dict, runner, sets)
+    scenario, base = load_scenario(path_or_dict, runner, sets, names)
     target = check_target(Path(out) if out is not None else Path("runs") / scenario.name, "private_calibration")
     start = time.perf_counter()
     report, institutions, curves = run_all(scenario, base)

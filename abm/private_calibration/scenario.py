@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -28,6 +28,9 @@ from abm.learning.scenario import (
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 from abm.validation_errors import name_field, seed_field, validated
+
+if TYPE_CHECKING:
+    from abm.scenario import OptionNames
 
 KIND = "private_calibration"
 # Every protocol of the learning package but peer-to-peer selection (its averaging partners are
@@ -262,14 +265,19 @@ def is_private_calibration(data: Any) -> bool:
 
 
 def load_scenario(
-    path_or_dict: str | Path | dict[str, Any], runner: str | None = None, sets: list[str] | None = None
+    path_or_dict: str | Path | dict[str, Any],
+    runner: str | None = None,
+    sets: list[str] | None = None,
+    names: OptionNames | None = None,
 ) -> tuple[PrivateCalibrationScenario, Path]:
     """Validate a scenario; returns it and the folder its relative paths are resolved against.
 
     ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key; ``sets``
-    (``key.path=value``, as ``abm learn --set`` takes them) override any key.
+    (``key.path=value``, as ``abm learn --set`` takes them) override any key; messages name them
+    as ``names`` says (:func:`abm.learning.scenario.scenario_data`; default: as ``abm learn``
+    takes them).
     """
-    data, source = scenario_data(path_or_dict, sets)
+    data, source = scenario_data(path_or_dict, sets, names)
     base = Path("scenarios/learning") if isinstance(path_or_dict, dict) else Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}
