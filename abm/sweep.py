@@ -43,6 +43,7 @@ from matplotlib.figure import Figure
 from abm import __version__, invocation
 from abm.day_dates import dates_as_text
 from abm.key_paths import lookup, short_keys
+from abm.outputs import compare_reproduction
 from abm.outputs.calendar import date_of
 from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
@@ -115,7 +116,9 @@ PEAK_DAYS = ("peak_hospital_day", "peak_new_infections_day")
 # interval (summary.json's reproduction_number): none where the run does not attribute its
 # infections (outputs.reproduction_number: false), the first week's figure is not final by the
 # run's end, or nothing was transmitted; the summary counts the replicates that have one.
-REPRODUCTION = ("reproduction_number_initial", "generation_interval")
+# The comparison table's columns of them (abm.outputs.compare_reproduction, from the summary),
+# taken from its row as the other outcomes are.
+REPRODUCTION = tuple(compare_reproduction.FIGURES)
 # Per peak day, the column of sweep.csv that says whether the replicate's curve is at its peak on
 # its last day (summary.json's ``at_end``: the peak may come after the run, the peak and its day
 # are lower bounds); the summary counts those replicates (``<column>_n``).
@@ -501,9 +504,6 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     out["peak_icu"] = s["peak_icu"]["value"]
     out["peak_new_infections"] = s["peak_new_infections"]["value"]
     out["peak_new_infections_day"] = s["peak_new_infections"]["day"]
-    rn = s.get("reproduction_number") or {}
-    for name, key in zip(REPRODUCTION, ("initial", "generation_interval_days"), strict=True):
-        out[name] = rn[key]["mean"] if rn.get(key) else None
     at_end = {
         AT_END["peak_hospital_day"]: bool(s["peak_hospital_occupancy"]["at_end"]),
         AT_END["peak_new_infections_day"]: bool(s["peak_new_infections"]["at_end"]),

@@ -3,10 +3,11 @@ and recording. No Python loop over agents; R replicates run as one population of
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -70,19 +71,25 @@ def plugin_failure(name: str, hook: str, day: int | None, exc: Exception) -> Exc
     return PluginFailure.of(name, hook, day, exc)
 
 
+def plugin_call(name: str, hook: str, day: int | None, call: Callable[[], Any]) -> Any:
+    """``call()`` on behalf of the plug-in ``name`` (in ``hook``, on ``day`` where there is one):
+    an exception it raises is reported as the plug-in's (:func:`plugin_failure`)."""
+    try:
+        return call()
+    except Exception as exc:
+        failure = plugin_failure(name, hook, day, exc)
+        if failure is None:
+            raise
+        raise failure from exc
+
+
 def plugin_hook(name: str, phase: Phase, hook: Callable[[Simulation, int], None]) -> Callable[[Simulation, int], None]:
     """``hook`` of the plug-in ``name``, in ``phase``: an exception it raises is reported as the
-    plug-in's (:func:`plugin_failure`)."""
+    plug-in's (:func:`plugin_call`)."""
     label = f"{phase.name} hook ({getattr(hook, '__qualname__', None) or repr(hook)})"
 
     def call(sim: Simulation, day: int) -> None:
-        try:
-            hook(sim, day)
-        except Exception as exc:
-            failure = plugin_failure(name, label, day, exc)
-            if failure is None:
-                raise
-            raise failure from exc
+        plugin_call(name, label, day, functools.partial(hook, sim, day))
 
     return call
 
@@ -211,21 +218,9 @@ class Simulation:
                 for phase, hook in iv.hooks().items():
                     self._hooks[phase].append(hook)
                 continue
-            try:  # an installed plug-in: what its code raises is reported as its failure
-                iv.attach(self)
-            except Exception as exc:
-                failure = plugin_failure(iv.name, "attach", None, exc)
-                if failure is None:
-                    raise
-                raise failure from exc
-            try:
-                hooks = iv.hooks()
-            except Exception as exc:
-                failure = plugin_failure(iv.name, "hooks()", None, exc)
-                if failure is None:
-                    raise
-                raise failure from exc
-            for phase, hook in hooks.items():
+            # an installed plug-in: what its code raises is reported as its failure
+            plugin_call(iv.name, "attach", None, functools.partial(iv.attach, self))
+            for phase, hook in plugin_call(iv.name, "hooks()", None, iv.hooks).items():
                 self._hooks[phase].append(plugin_hook(iv.name, phase, hook))
 
     # ----------------------------------------------------------------- public API
