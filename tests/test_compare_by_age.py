@@ -69,6 +69,17 @@ def test_deaths_by_age_against_the_first_run():
     assert text.rows[0] == ["0-9", "0", "0", "0 (0 to 0)"]
 
 
+def test_the_caption_says_what_a_negative_number_averted_is():
+    """A run with more deaths in a group than the first shows a negative number averted there
+    (-400 per 100,000 of 80+); the caption said only 'averted: against a', so '-400' read as a
+    count averted."""
+    first = hand_made("a", [0, 0, 0], [20, 20, 20], seed=1)
+    more = hand_made("b", [1, 2, 3], [50, 60, 70], seed=1)
+    text = by_age_summary(by_age_table([first, more]))
+    assert text.rows[1][3].startswith("-400 (")
+    assert "averted: against a (a negative number: that many more deaths than a), with its 95%" in text.caption
+
+
 def test_an_age_group_without_agents_is_left_empty():
     """A run with no agents of 80+ (a small population): its row has no rates (NaN in the CSV)
     and the table shows empty cells for it, not "nan"; the first run's figures stay."""

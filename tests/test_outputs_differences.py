@@ -278,3 +278,51 @@ def test_a_run_that_averts_exactly_no_hospitalization_has_no_cost_per_averted_ho
     assert row.hospitalizations == base.timeseries.new_hospitalizations.mean() == 100.0
     assert math.isnan(row.cost_per_averted_hospitalization)
     assert math.isnan(row.cost_per_averted_low) and math.isnan(row.cost_per_averted_high)
+
+
+def test_note_says_what_a_negative_number_averted_is_and_names_the_runs():
+    """A run with more admissions than the first averts a negative number (worse: 120.5 a run of
+    1,000 agents against the base's 101, -1,950 per 100,000). The table showed it as '-1,950.0
+    hospitalizations averted' and the region's table as a negative count averted, and the note
+    said only that the cost per averted hospitalization is blank 'for a run that averts none'."""
+    base = _tiny_run("base", [100.0, 104.0, 98.0, 102.0], [0.0] * 4)
+    worse = _tiny_run("worse", [120.0, 118.0, 123.0, 121.0], [50.0] * 4)
+    fewer = _tiny_run("fewer", [10.0, 12.0, 11.0, 9.0], [300.0] * 4)
+    for run in (base, worse, fewer):
+        run.summary |= {"region": "King County, WA", "region_population": 2252782}
+    table = comparison_table([base, worse, fewer])
+    assert table.hospitalizations_averted_per_100k.tolist()[1:] == pytest.approx([-1950.0, 9050.0])
+    assert table.loc[1].filter(like="cost_per_averted").isna().all()
+    note = table_note([base, worse, fewer], table)
+    negative = "A negative number averted is that many more than the first run, base: more hospitalizations in worse."
+    assert negative in note
+    assert "blank for the first run and for a run that averts none (or has more than the first run)" in note
+    assert "A negative number averted" not in table_note([base, fewer])
+    assert "A negative number averted is that many more than the first run." in markdown(table)  # the region's table
+
+
+def test_note_names_a_cost_per_averted_interval_that_includes_0():
+    """Admissions fall far beyond noise (about 9,000 per 100,000, low end above 0), but the extra
+    cost varies from $0 to $900 between replicates (mean $302.5, sd $415: within t(3) sds of 0),
+    so Fieller's interval runs from below 0 to above the ratio. The table read '3.34 (-4.13 to
+    10.65)' and the note, which says a negative cost per averted hospitalization means fewer
+    hospitalizations for less money, said nothing: a reader took the low end for a possible
+    saving. A bounded Fieller interval includes 0 exactly when the extra cost's own t interval
+    does; with steady costs it excludes 0 and the note is silent."""
+    base = _tiny_run("base", [100.0, 104.0, 98.0, 102.0], [0.0] * 4)
+    noisy = _tiny_run("noisy", [10.0, 12.0, 11.0, 9.0], [0.0, 300.0, 10.0, 900.0])
+    table = comparison_table([base, noisy])
+    row = table.iloc[1]
+    assert row.hospitalizations_averted_low > 0
+    assert row.cost_per_averted_low < 0 < row.cost_per_averted_hospitalization < row.cost_per_averted_high
+    costs = np.array([0.0, 300.0, 10.0, 900.0])
+    assert abs(costs.mean()) <= stats.t.ppf(0.975, 3) * costs.std(ddof=1) / 2  # the extra cost within noise
+    expected = (
+        "The 95% interval of the cost per averted hospitalization includes 0 for noisy: the cost differs from "
+        "base's by less than the replicates' noise, so an end below 0 is not a saving the runs show; run more"
+    )
+    assert expected in table_note([base, noisy], table)
+    steady = _tiny_run("steady", [10.0, 12.0, 11.0, 9.0], [290.0, 300.0, 310.0, 300.0])
+    table = comparison_table([base, steady])
+    assert table.iloc[1].cost_per_averted_low > 0
+    assert "includes 0 for" not in table_note([base, steady], table)

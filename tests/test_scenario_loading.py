@@ -133,3 +133,20 @@ def test_the_capacities_a_run_uses_are_the_regions_unless_given() -> None:
     assert (given.hospital_beds_per_100k, given.icu_beds_per_100k) == (55.0, 3.5)
     with pytest.raises(ScenarioError, match=r"outputs\.icu_beds_per_100k: 0 is not allowed"):
         validate({"name": "x", "outputs": {"icu_beds_per_100k": 0}}, "x.yaml")
+
+
+def test_vacc_budgets_description_gives_the_budget_for_the_agents_it_was_set_for_and_for_the_county() -> None:
+    """vacc_budget's 124 doses per 100,000 a day cost the thesis's $0.42M over 170 days for its
+    100,000 agents; for King County's residents the same rate costs about $9.5M. The description,
+    shown in the comparison's report beside the runs' costs in the region, said only "(the $0.42M
+    budget)", which read as the county's budget next to a county cost of $9.5M."""
+    from abm.populations import load_region
+    from abm.scenario import load_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/king_county/vacc_budget.yaml")
+    vacc = sc.interventions.vaccination
+    per_100k = vacc.daily_doses_per_100k * (sc.simulation.days - vacc.start_day) * vacc.price_per_dose
+    county = per_100k * load_region(sc.population.region).figures.population / 1e5
+    assert (round(per_100k), round(county, -5)) == (421_600, 9_500_000)
+    assert f"${per_100k / 1e6:.2f}M for its 100,000 agents" in sc.description
+    assert f"about ${county / 1e6:.1f}M for King County" in sc.description

@@ -442,10 +442,14 @@ def scenario_differences(runs: list[RunTables]) -> dict[str, list[Any]]:
     }
 
 
-def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, low: str) -> str:
+def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, ends: tuple[str, str]) -> str:
     """The sentences naming the runs whose cost per averted ``measure`` (``column``, its
-    interval's low end ``low``) is not reliable: what they avert is within noise, or cannot be
-    told from it (one replicate), or the ratio's interval is unbounded though it is not."""
+    interval's ends ``ends``) is not reliable: what they avert is within noise, or cannot be
+    told from it (one replicate), or the ratio's interval is unbounded though it is not, or the
+    interval includes 0. A bounded Fieller interval includes 0 exactly when the extra cost's own t
+    interval does (at a ratio of 0 Fieller's condition reads |mean extra cost| <= t sd), so its
+    end below 0 is the noise of the cost, not a saving the runs show."""
+    low, high = ends
     one = {"hospitalizations": "hospitalization", "deaths": "death"}[measure]
     costed = [row for _, row in table.iloc[1:].iterrows() if not math.isnan(row[column])]
     within = [str(row.run) for row in costed if row[f"{measure}_averted_low"] <= 0]
@@ -473,14 +477,47 @@ def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, low: 
             f"{measure} averted are beyond noise: compared as independent runs, too few replicates for the ratio; "
             "run more replicates."
         )
+    crossing = [
+        str(row.run)
+        for row in costed
+        if str(row.run) not in within + single
+        and math.isfinite(row[low])
+        and math.isfinite(row[high])
+        and row[low] <= 0 <= row[high]
+        and row[low] < row[high]
+    ]
+    if crossing:
+        base = table.iloc[0]["run"]
+        note += (
+            f" The 95% interval of the cost per averted {one} includes 0 for {', '.join(crossing)}: the cost "
+            f"differs from {base}'s by less than the replicates' noise, so an end below 0 is not a saving the runs "
+            "show; run more replicates."
+        )
     return note
+
+
+def _negative_averted_note(table: pd.DataFrame) -> str:
+    """The sentence naming the runs that avert fewer than none (hospitalizations or deaths averted
+    below 0 on average): their negative count averted is that many more than the first run."""
+    rest = table.iloc[1:]
+    more = []
+    for measure in AVERTED:
+        runs_ = rest.loc[rest[f"{measure}_averted_per_100k"] < 0, "run"].astype(str).tolist()
+        more += [f"{measure} in {', '.join(runs_)}"] if runs_ else []
+    if not more:
+        return ""
+    return (
+        f" A negative number averted is that many more than the first run, {table.iloc[0]['run']}: more "
+        f"{'; more '.join(more)}."
+    )
 
 
 def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     """The note under the table (``table``: theirs, made here when not given): what the costs
     count (the items the runs booked in costs.csv; unpriced work is free), how to read a negative
-    cost per averted hospitalization and the averted counts' intervals (naming the runs whose
-    cost per averted hospitalization rests on a difference within noise), each run's hospital
+    cost per averted hospitalization and the averted counts' intervals (naming the runs that avert
+    a negative number, that is have more than the first run, and those whose cost per averted
+    hospitalization rests on a difference within noise or has an interval that includes 0), each run's hospital
     capacity and region where they differ, the scenario values other than interventions that differ
     (a different epidemic, not only a different intervention), and how the reproduction number and
     generation interval are taken, naming the runs without them
@@ -501,7 +538,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "price in the scenario costs nothing: by default tracing notifications, interviews and quarantine days "
         "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day). "
         "A negative cost per averted hospitalization (or death) means fewer hospitalizations (or deaths) for less "
-        "money than the first run; each is blank for the first run and for a run that averts none. "
+        "money than the first run; each is blank for the first run and for a run that averts none (or has more "
+        "than the first run). "
         f"The first run, the baseline of every comparison here, is {runs[0].label}."
     )
     note += (
@@ -514,8 +552,9 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "(deaths) averted are within noise."
     )
     table = comparison_table(runs) if table is None else table
-    for measure, column, (low, _) in COST_PER_AVERTED:
-        note += _cost_per_averted_note(table, measure, column, low)
+    note += _negative_averted_note(table)
+    for measure, column, ends in COST_PER_AVERTED:
+        note += _cost_per_averted_note(table, measure, column, ends)
     note += compare_reproduction.note([run.label for run in runs], [run.summary for run in runs])
     # at_end: the hospital curve is at its maximum on the last day, the peak may come after the run
     ends = {run.label: peak_at_end(run.summary["peak_hospital_occupancy"], run.days) for run in runs}
@@ -580,7 +619,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
 REGION_NOTE = (
     "Scaled to each run's region: its total cost times the region's residents over its agents, and the "
     "hospitalizations and deaths it averts per 100,000 (with their 95% intervals) times the residents over "
-    "100,000, which takes the agents for a representative sample of the residents."
+    "100,000, which takes the agents for a representative sample of the residents. A negative number averted "
+    "is that many more than the first run."
 )
 
 

@@ -100,7 +100,8 @@ def by_age_summary(table: pd.DataFrame) -> SummaryTable:
         rows.append(cells)
     caption = (
         f"deaths by the last day per 100,000 agents of each age group (means over replicates); averted: against "
-        f"{labels[0]}, with its 95% interval over replicates, paired where the runs share their draws "
+        f"{labels[0]} (a negative number: that many more deaths than {labels[0]}), with its 95% interval over "
+        "replicates, paired where the runs share their draws "
         "(comparison_by_age.csv says which); an interval that includes 0 is within the replicates' noise; empty "
         "where a run has no agents of the group"
     )
