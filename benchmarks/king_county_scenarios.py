@@ -18,7 +18,7 @@ import abm
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = [
     "ni", "sq", "vacc", "ct", "vacc_ct", "vacc_budget", "vacc_t30", "vacc_t60", "vacc_t30_ct", "vacc_t60_ct",
-    "vacc_phase1a",
+    "vacc_phase1a", "vacc_on_schedule",
 ]  # fmt: skip
 
 

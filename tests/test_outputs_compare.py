@@ -560,7 +560,8 @@ def test_report_says_what_each_run_simulated(runs, vacc_result, tmp_path):
         assert f'<a href="{rel}">scenario</a>' in items[label]
     # A result of abm.run has no folder to link to, but says what it simulated.
     assert items["vacc"] == (
-        "Two-dose vaccination from day 10; 40 days (day 0 to 39), 3,000 agents (x 750.9 for the region&#x27;s "
+        "Vaccination from day 10, first doses first, so no second dose within its 180 days (second doses on "
+        "schedule in vacc_on_schedule); 40 days (day 0 to 39), 3,000 agents (x 750.9 for the region&#x27;s "
         "2,252,782 residents), 3 replicates, seed 4"
     )
 
