@@ -212,3 +212,35 @@ def test_deaths_per_admission_divides_the_lagged_deaths_by_the_months_admissions
     assert module.per_admission(frame, lag=5) == pytest.approx([0.0, 30 / 60, 0.0, 0.0])
     # lag 0: April holds 25 of them (from April 6), May 5 (May 1-5) over 31 days x 2 admissions
     assert module.per_admission(frame, lag=0) == pytest.approx([0.0, 25 / 60, 5 / 62, 0.0])
+
+
+def test_model_figures_count_contacts_as_the_layers_give_them(king_county) -> None:
+    """benchmarks/model_figures.py (docs/model.md's contact figures): the occupation contacts per
+    member are the day's ring contacts, two ends each, less those that landed on the agent itself,
+    as the layer gives them agent by agent; the community's daily contacts likewise over its cycle."""
+    import torch
+
+    from abm.engine.config import CommunityContacts, OccupationContacts
+    from abm.engine.contacts import OccupationLayer
+    from abm.engine.reference_contacts import community_layer
+    from abm.populations import build_population
+
+    module = benchmark("model_figures")
+    pop = build_population(king_county, 3000, seed=5)
+    members = np.flatnonzero(pop.group >= 0)
+    occupation = module.occupation_figures(pop, 5)
+    assert occupation["no_group"] == pytest.approx(1 - members.size / pop.size)
+    layer = OccupationLayer(pop, OccupationContacts(), 1, torch.device("cpu"), 5)
+    ring = layer.src.shape[0]
+    landed = round(occupation["self_of_all"] * ring)
+    assert landed > 0  # a small population's groups are small: some rewired contacts land home
+    assert occupation["per_member"] == pytest.approx(2 * (ring - landed) / members.size)
+    owner, _ = layer.contacts_of(torch.as_tensor(members), 0)
+    assert occupation["per_member"] == pytest.approx(owner.numel() / members.size)
+    community = module.community_figures(pop, 5)
+    cfg = CommunityContacts()
+    days = [community_layer(pop, cfg, 1, torch.device("cpu"), 5).edges(d) for d in range(cfg.cycle_days)]
+    started = sum(e.src.numel() for e in days)
+    home = sum(int((e.src == e.dst).sum()) for e in days)
+    assert home > 0 and community["self_of_all"] == pytest.approx(home / started)
+    assert community["daily"] == pytest.approx(2 * (started - home) / cfg.cycle_days / pop.size)

@@ -377,7 +377,10 @@ class CommunityContacts(BaseModel):
         "agent's community force over more contacts rather than adding to it (docs/model.md, Contacts)",
     )
     sd_contacts: tuple[DailyContacts, DailyContacts, DailyContacts] = Field(
-        (2.0, 4.0, 3.0), description="sd of daily contacts by age class (negative binomial, sd^2 > mean)"
+        (2.0, 4.0, 3.0),
+        description="sd of daily contacts by age class: a negative binomial where sd^2 > mean; a Poisson (sd "
+        "sqrt(mean)) where 0 < sd^2 <= mean; 0: every agent of the class the mean rounded to a whole number (half "
+        "to even)",
     )
     local_share: float = Field(0.7, ge=0, le=1, description="share of contacts made near home")
     local_spread_tracts: float = Field(
