@@ -158,12 +158,20 @@ class SweepAxis:
 
 @dataclass(frozen=True)
 class SweepTask:
-    """One run of a sweep: the resolved scenario (plain data) of a variant's replicate."""
+    """One run of a sweep: the resolved scenario (plain data) of a variant's replicate, and the
+    variant's ``key=value`` label (:meth:`SweepPlan.label`; a failing plug-in's line names it)."""
 
     variant: int
     replicate: int
     seed: int
     scenario: dict[str, Any]
+    label: str = ""
+
+    @property
+    def named(self) -> str:
+        """The run as messages name it: ``variant 1 (masks.day=3), replicate 0``."""
+        label = f" ({self.label})" if self.label else ""
+        return f"variant {self.variant}{label}, replicate {self.replicate}"
 
 
 @dataclass
@@ -350,7 +358,7 @@ class SweepPlan:
                 seed = sc.simulation.seed + r
                 data = sc.model_dump(mode="json", by_alias=True)
                 data["simulation"] = {**data["simulation"], "replicates": 1, "seed": seed}
-                out.append(SweepTask(v, r, seed, data))
+                out.append(SweepTask(v, r, seed, data, self.label(v)))
         return out
 
     def label(self, v: int, short: bool = False) -> str:
@@ -495,8 +503,12 @@ def as_run(sc: Scenario, result: dict[str, Any]) -> dict[str, Any]:
 def run_task(task: SweepTask) -> dict[str, Any]:
     """Run one (variant, replicate) and return its outcomes (and its engine seconds, kept
     apart from the table because timings differ from run to run). The population and community
-    network of the task's seed are kept for the process's next task (:data:`abm.runs.TASK_REUSE`)."""
-    result = run_scenario(task.scenario, reuse=TASK_REUSE)
+    network of the task's seed are kept for the process's next task (:data:`abm.runs.TASK_REUSE`).
+    A plug-in that fails raises its :class:`PluginFailure` naming the task's variant and replicate."""
+    try:
+        result = run_scenario(task.scenario, reuse=TASK_REUSE)
+    except PluginFailure as exc:
+        raise exc.in_run(f"{task.named} (seed {task.seed})") from exc
     row = comparison_table([RunTables.from_result(result)]).iloc[0].to_dict()
     s = result.summary
     out: dict[str, Any] = {name: row[name] for name in OUTCOMES if name in row}
@@ -564,14 +576,13 @@ def run_ray(
     workers: int | None = None,
     backend: str = "--backend ray",
     given: str | None = None,
-    label: Callable[[int], str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
     the cluster takes) and return the results in task order and what ``sweep.json`` records of the
     workers (:func:`abm.parallel.workers_record`: at most the cluster's CPUs, which it records as
     ``ray_cpus``, and for runs on cuda at most its GPUs, recorded as ``ray_gpus``). A task whose
-    worker process dies fails the sweep (:class:`abm.parallel.WorkerLost`, naming its variant, as
-    ``label`` gives its values, and replicate).
+    worker process dies fails the sweep (:class:`abm.parallel.WorkerLost`, naming its variant, by
+    its values where the task has its label, and replicate: :attr:`SweepTask.named`).
 
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
@@ -592,12 +603,8 @@ def run_ray(
         gpu = remote.options(num_gpus=1)  # a run on cuda gets a GPU of the cluster to itself
         calls = [(gpu if t.scenario["simulation"]["device"].startswith("cuda") else remote, (t,)) for t in tasks]
 
-        def named(index: int) -> str:
-            t = tasks[index]
-            return f"variant {t.variant}{f' ({label(t.variant)})' if label else ''}, replicate {t.replicate}"
-
         used = workers_record(workers or len(tasks), len(tasks), ray_cpus(ray), len(on_gpu), gpus)
-        finished = ray_finished(ray, calls, workers, (ScenarioError, PluginFailure), backend, named)
+        finished = ray_finished(ray, calls, workers, (ScenarioError, PluginFailure), backend, lambda i: tasks[i].named)
         return _collect(finished, len(tasks), done), used
 
 
@@ -785,7 +792,6 @@ def run_sweep(
                 workers,
                 names.given("backend", "ray"),
                 names.given("ray-address", ray_address),
-                sp.label,
             )
         )
     wall = time.perf_counter() - t0
