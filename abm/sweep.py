@@ -192,8 +192,9 @@ class SweepResult:
     ``<outcome>_change_region``, ``_region_low``, ``_region_high``), paired by replicate where the
     variant shares the first's agents, region and kind of device, else as independent runs
     (``changes_by``: ``paired replicates`` or ``independent runs``, as ``abm compare``'s
-    ``averted_by``); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved
-    scenarios, timings).
+    ``averted_by``); then, last, the same changes of each by-age column (after the means and sds
+    by age; empty where the variant or the first has a run that lacks them); ``info``: what
+    ``sweep.json`` holds (the axes, the variants' resolved scenarios, timings).
     """
 
     table: pd.DataFrame
@@ -667,6 +668,8 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
         if np.isnan(ages).any():  # a run kept by an older abm: means of the others would not add up to the totals
             ages = np.full_like(ages, np.nan)
         by_age = {f"{c}_{k}": x for j, c in enumerate(AGE_COLUMNS) for k, x in _over_replicates(ages[:, j]).items()}
+        age_changes = changes_from_first(table, int(v), paired=paired, outcomes=AGE_COLUMNS)
+        by_age |= in_region(age_changes, residents.get(int(v)), AGE_COLUMNS)
         summary_rows.append(row | changes | {"changes_by": changes_by} | by_age)
     return table, pd.DataFrame(summary_rows)
 
@@ -687,34 +690,39 @@ def _date_of_day(start: date | None, day: float | None, *, rounded: bool = False
     return date_of(start, math.floor(day + 0.5) if rounded else int(day))
 
 
-def in_region(changes: dict[str, float], residents: int | None) -> dict[str, float]:
-    """``changes`` (:func:`changes_from_first`) with each change and its interval's ends also for
-    the variant's region: per 100,000 agents times ``residents`` / 100,000 (``<outcome>_change_region``,
-    ``_region_low``, ``_region_high``), taking the agents for a representative sample of the
-    residents as summary.json's ``region_scaled`` does; NaN where ``residents`` is not known."""
+def in_region(changes: dict[str, float], residents: int | None, outcomes: Sequence[str] = CHANGES) -> dict[str, float]:
+    """``changes`` (:func:`changes_from_first`, of ``outcomes``) with each change and its
+    interval's ends also for the variant's region: per 100,000 agents times ``residents`` /
+    100,000 (``<outcome>_change_region``, ``_region_low``, ``_region_high``), taking the agents for
+    a representative sample of the residents as summary.json's ``region_scaled`` does; NaN where
+    ``residents`` is not known."""
     factor = residents / 1e5 if residents else math.nan
     out = dict(changes)
-    for name in CHANGES:
+    for name in outcomes:
         for suffix, region in (("per_100k", "region"), ("low", "region_low"), ("high", "region_high")):
             out[f"{name}_change_{region}"] = changes[f"{name}_change_{suffix}"] * factor
     return out
 
 
-def changes_from_first(table: pd.DataFrame, variant: int, *, paired: bool) -> dict[str, float]:
-    """The change of each outcome of :data:`CHANGES` from the first variant to ``variant``, per
-    100,000 agents, with a 95% interval over replicates: ``paired``, replicate by replicate
-    (replicate r of every variant runs with the same seed: common random numbers, where the two
-    draw the same population and random streams), else Welch's for independent runs; NaN for
-    the first variant."""
+def changes_from_first(
+    table: pd.DataFrame, variant: int, *, paired: bool, outcomes: Sequence[str] = CHANGES
+) -> dict[str, float]:
+    """The change of each of ``outcomes`` (columns of ``table``: those of :data:`CHANGES`, or the
+    counts by age group of :data:`AGE_COLUMNS`) from the first variant to ``variant``, per 100,000
+    agents, with a 95% interval over replicates: ``paired``, replicate by replicate (replicate r
+    of every variant runs with the same seed: common random numbers, where the two draw the same
+    population and random streams), else Welch's for independent runs; NaN for the first
+    variant, and where a run of either lacks the outcome (a run kept by an older abm has no
+    counts by age)."""
     interval = paired_interval if paired else welch_interval
     out: dict[str, float] = {}
     first, this = (table[table.variant == v].sort_values("replicate") for v in (0, variant))
-    for name in CHANGES:
+    for name in outcomes:
         keys = (f"{name}_change_per_100k", f"{name}_change_low", f"{name}_change_high")
-        if variant == 0:
+        per_100k = [t[name].to_numpy(dtype=float) / t["agents"].to_numpy(dtype=float) * 1e5 for t in (this, first)]
+        if variant == 0 or any(np.isnan(x).any() for x in per_100k):
             out |= dict.fromkeys(keys, math.nan)
             continue
-        per_100k = [(t[name] / t["agents"] * 1e5).to_numpy(dtype=float) for t in (this, first)]
         iv = interval(*per_100k)
         out |= dict(zip(keys, (iv.mean, iv.low, iv.high), strict=True))
     return out
