@@ -725,8 +725,9 @@ def learn(
     Exit code 0 when done; 2 for bad input, sizes this machine's memory cannot
     hold included (nothing is written); 130 after Ctrl-C, 143 after SIGTERM
     (nothing is written, an earlier report is kept); 1 when the run fails (a
-    Flower client ends or fails, a secure-aggregation round cannot be summed)
-    or the file system fails as the folder is written (a full disk: nothing is
+    Flower client ends or fails, a secure-aggregation round cannot be summed,
+    an installed plug-in of a private calibration's model scenario fails: one
+    line naming it, then its traceback) or the file system fails as the folder is written (a full disk: nothing is
     written, an earlier report is kept)."""
     from abm.learning.scenario import RUNNERS
 
@@ -826,10 +827,12 @@ def calibrate(
     command runs again, with the same results.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 1 when a worker
-    process is lost (killed, out of memory) or the file system fails as the
-    folder is written (a full disk; no folder is written, finished trials are
-    kept); 130 after Ctrl-C, 143 after SIGTERM (no folder is written, finished
-    trials are kept, no worker is left running)."""
+    process is lost (killed, out of memory), an installed plug-in's code fails
+    (one line naming it and the trial, then its traceback; no folder is
+    written, no trials are kept) or the file system fails as the folder is
+    written (a full disk; no folder is written, finished trials are kept); 130
+    after Ctrl-C, 143 after SIGTERM (no folder is written, finished trials are
+    kept, no worker is left running)."""
     with loading():
         from abm.calibration.observed import CalibrationError
         from abm.calibration.optimize import calibrate as fit
@@ -847,7 +850,8 @@ def calibrate(
     note_workers(workers, backend)
     unit = "step" if method == "gradient" else "trial"
     lines = step_lines(unit, best=method != "gradient")  # the gradient keeps its last step
-    with stop_on_interrupt(out or default_calibration_folder(file, set_)):
+    target = out or default_calibration_folder(file, set_)
+    with stop_on_interrupt(target):
         try:
             summary = fit(
                 file,
@@ -872,6 +876,8 @@ def calibrate(
             fail(str(exc))
         except (WorkerLost, OutputWriteError) as exc:
             fail(str(exc), code=1)
+        except PluginFailure as exc:
+            plugin_failed("calibrate", exc, target)
     print_calibration(summary)
     if summary["at_bounds"]:
         err_console.print(

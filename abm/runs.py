@@ -69,7 +69,8 @@ class RunResult:
 
     ``timeseries`` (per day and replicate), ``by_age`` (per day, replicate and age group),
     ``by_tract`` (per day and tract, means over replicates) and ``costs`` (one row per cost item,
-    day and replicate) are the run folder's tables; ``summary`` and ``manifest`` its summary.json
+    day and replicate), each with a ``date`` column after ``day`` where the scenario has
+    ``simulation.start_date``, are the run folder's tables; ``summary`` and ``manifest`` its summary.json
     and manifest.json; ``scenario`` the resolved scenario, ``population`` the synthetic agents and
     ``result`` the engine's raw counts. :meth:`plot` and :meth:`map` draw the tables;
     :meth:`write` writes the run folder.
@@ -473,8 +474,9 @@ def run(
     }
     start = sc.simulation.start_date
     summary = summarize(res, meta, beds, start, icu_beds)
-    ts, ba, bt = (
-        with_dates(t, start) for t in (tables.timeseries(res), tables.by_age(res), tables.by_tract(res, pop.tracts))
+    ts, ba, bt, costs = (
+        with_dates(t, start)
+        for t in (tables.timeseries(res), tables.by_age(res), tables.by_tract(res, pop.tracts), res.costs)
     )
     manifest = {
         "abm_version": __version__,
@@ -496,4 +498,4 @@ def run(
             "tables_seconds": time.perf_counter() - t2,
         },
     }
-    return RunResult(sc, pop, res, summary, ts, ba, bt, res.costs, manifest, region.figures.fips[:2])
+    return RunResult(sc, pop, res, summary, ts, ba, bt, costs, manifest, region.figures.fips[:2])

@@ -158,12 +158,20 @@ class SweepAxis:
 
 @dataclass(frozen=True)
 class SweepTask:
-    """One run of a sweep: the resolved scenario (plain data) of a variant's replicate."""
+    """One run of a sweep: the resolved scenario (plain data) of a variant's replicate, and the
+    variant's ``key=value`` label (:meth:`SweepPlan.label`; a failing plug-in's line names it)."""
 
     variant: int
     replicate: int
     seed: int
     scenario: dict[str, Any]
+    label: str = ""
+
+    @property
+    def named(self) -> str:
+        """The run as messages name it: ``variant 1 (masks.day=3), replicate 0``."""
+        label = f" ({self.label})" if self.label else ""
+        return f"variant {self.variant}{label}, replicate {self.replicate}"
 
 
 @dataclass
@@ -184,8 +192,9 @@ class SweepResult:
     ``<outcome>_change_region``, ``_region_low``, ``_region_high``), paired by replicate where the
     variant shares the first's agents, region and kind of device, else as independent runs
     (``changes_by``: ``paired replicates`` or ``independent runs``, as ``abm compare``'s
-    ``averted_by``); ``info``: what ``sweep.json`` holds (the axes, the variants' resolved
-    scenarios, timings).
+    ``averted_by``); then, last, the same changes of each by-age column (after the means and sds
+    by age; empty where the variant or the first has a run that lacks them); ``info``: what
+    ``sweep.json`` holds (the axes, the variants' resolved scenarios, timings).
     """
 
     table: pd.DataFrame
@@ -350,7 +359,7 @@ class SweepPlan:
                 seed = sc.simulation.seed + r
                 data = sc.model_dump(mode="json", by_alias=True)
                 data["simulation"] = {**data["simulation"], "replicates": 1, "seed": seed}
-                out.append(SweepTask(v, r, seed, data))
+                out.append(SweepTask(v, r, seed, data, self.label(v)))
         return out
 
     def label(self, v: int, short: bool = False) -> str:
@@ -495,8 +504,12 @@ def as_run(sc: Scenario, result: dict[str, Any]) -> dict[str, Any]:
 def run_task(task: SweepTask) -> dict[str, Any]:
     """Run one (variant, replicate) and return its outcomes (and its engine seconds, kept
     apart from the table because timings differ from run to run). The population and community
-    network of the task's seed are kept for the process's next task (:data:`abm.runs.TASK_REUSE`)."""
-    result = run_scenario(task.scenario, reuse=TASK_REUSE)
+    network of the task's seed are kept for the process's next task (:data:`abm.runs.TASK_REUSE`).
+    A plug-in that fails raises its :class:`PluginFailure` naming the task's variant and replicate."""
+    try:
+        result = run_scenario(task.scenario, reuse=TASK_REUSE)
+    except PluginFailure as exc:
+        raise exc.in_run(f"{task.named} (seed {task.seed})") from exc
     row = comparison_table([RunTables.from_result(result)]).iloc[0].to_dict()
     s = result.summary
     out: dict[str, Any] = {name: row[name] for name in OUTCOMES if name in row}
@@ -564,14 +577,13 @@ def run_ray(
     workers: int | None = None,
     backend: str = "--backend ray",
     given: str | None = None,
-    label: Callable[[int], str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run the tasks as Ray tasks (one CPU each; ``workers`` at most at once, default as many as
     the cluster takes) and return the results in task order and what ``sweep.json`` records of the
     workers (:func:`abm.parallel.workers_record`: at most the cluster's CPUs, which it records as
     ``ray_cpus``, and for runs on cuda at most its GPUs, recorded as ``ray_gpus``). A task whose
-    worker process dies fails the sweep (:class:`abm.parallel.WorkerLost`, naming its variant, as
-    ``label`` gives its values, and replicate).
+    worker process dies fails the sweep (:class:`abm.parallel.WorkerLost`, naming its variant, by
+    its values where the task has its label, and replicate: :attr:`SweepTask.named`).
 
     Uses the Ray instance this process is already connected to; otherwise connects to
     ``address`` (or ``RAY_ADDRESS``), or starts a local instance, and shuts it down at the end.
@@ -592,12 +604,8 @@ def run_ray(
         gpu = remote.options(num_gpus=1)  # a run on cuda gets a GPU of the cluster to itself
         calls = [(gpu if t.scenario["simulation"]["device"].startswith("cuda") else remote, (t,)) for t in tasks]
 
-        def named(index: int) -> str:
-            t = tasks[index]
-            return f"variant {t.variant}{f' ({label(t.variant)})' if label else ''}, replicate {t.replicate}"
-
         used = workers_record(workers or len(tasks), len(tasks), ray_cpus(ray), len(on_gpu), gpus)
-        finished = ray_finished(ray, calls, workers, (ScenarioError, PluginFailure), backend, named)
+        finished = ray_finished(ray, calls, workers, (ScenarioError, PluginFailure), backend, lambda i: tasks[i].named)
         return _collect(finished, len(tasks), done), used
 
 
@@ -660,6 +668,8 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
         if np.isnan(ages).any():  # a run kept by an older abm: means of the others would not add up to the totals
             ages = np.full_like(ages, np.nan)
         by_age = {f"{c}_{k}": x for j, c in enumerate(AGE_COLUMNS) for k, x in _over_replicates(ages[:, j]).items()}
+        age_changes = changes_from_first(table, int(v), paired=paired, outcomes=AGE_COLUMNS)
+        by_age |= in_region(age_changes, residents.get(int(v)), AGE_COLUMNS)
         summary_rows.append(row | changes | {"changes_by": changes_by} | by_age)
     return table, pd.DataFrame(summary_rows)
 
@@ -680,34 +690,39 @@ def _date_of_day(start: date | None, day: float | None, *, rounded: bool = False
     return date_of(start, math.floor(day + 0.5) if rounded else int(day))
 
 
-def in_region(changes: dict[str, float], residents: int | None) -> dict[str, float]:
-    """``changes`` (:func:`changes_from_first`) with each change and its interval's ends also for
-    the variant's region: per 100,000 agents times ``residents`` / 100,000 (``<outcome>_change_region``,
-    ``_region_low``, ``_region_high``), taking the agents for a representative sample of the
-    residents as summary.json's ``region_scaled`` does; NaN where ``residents`` is not known."""
+def in_region(changes: dict[str, float], residents: int | None, outcomes: Sequence[str] = CHANGES) -> dict[str, float]:
+    """``changes`` (:func:`changes_from_first`, of ``outcomes``) with each change and its
+    interval's ends also for the variant's region: per 100,000 agents times ``residents`` /
+    100,000 (``<outcome>_change_region``, ``_region_low``, ``_region_high``), taking the agents for
+    a representative sample of the residents as summary.json's ``region_scaled`` does; NaN where
+    ``residents`` is not known."""
     factor = residents / 1e5 if residents else math.nan
     out = dict(changes)
-    for name in CHANGES:
+    for name in outcomes:
         for suffix, region in (("per_100k", "region"), ("low", "region_low"), ("high", "region_high")):
             out[f"{name}_change_{region}"] = changes[f"{name}_change_{suffix}"] * factor
     return out
 
 
-def changes_from_first(table: pd.DataFrame, variant: int, *, paired: bool) -> dict[str, float]:
-    """The change of each outcome of :data:`CHANGES` from the first variant to ``variant``, per
-    100,000 agents, with a 95% interval over replicates: ``paired``, replicate by replicate
-    (replicate r of every variant runs with the same seed: common random numbers, where the two
-    draw the same population and random streams), else Welch's for independent runs; NaN for
-    the first variant."""
+def changes_from_first(
+    table: pd.DataFrame, variant: int, *, paired: bool, outcomes: Sequence[str] = CHANGES
+) -> dict[str, float]:
+    """The change of each of ``outcomes`` (columns of ``table``: those of :data:`CHANGES`, or the
+    counts by age group of :data:`AGE_COLUMNS`) from the first variant to ``variant``, per 100,000
+    agents, with a 95% interval over replicates: ``paired``, replicate by replicate (replicate r
+    of every variant runs with the same seed: common random numbers, where the two draw the same
+    population and random streams), else Welch's for independent runs; NaN for the first
+    variant, and where a run of either lacks the outcome (a run kept by an older abm has no
+    counts by age)."""
     interval = paired_interval if paired else welch_interval
     out: dict[str, float] = {}
     first, this = (table[table.variant == v].sort_values("replicate") for v in (0, variant))
-    for name in CHANGES:
+    for name in outcomes:
         keys = (f"{name}_change_per_100k", f"{name}_change_low", f"{name}_change_high")
-        if variant == 0:
+        per_100k = [t[name].to_numpy(dtype=float) / t["agents"].to_numpy(dtype=float) * 1e5 for t in (this, first)]
+        if variant == 0 or any(np.isnan(x).any() for x in per_100k):
             out |= dict.fromkeys(keys, math.nan)
             continue
-        per_100k = [(t[name] / t["agents"] * 1e5).to_numpy(dtype=float) for t in (this, first)]
         iv = interval(*per_100k)
         out |= dict(zip(keys, (iv.mean, iv.low, iv.high), strict=True))
     return out
@@ -785,7 +800,6 @@ def run_sweep(
                 workers,
                 names.given("backend", "ray"),
                 names.given("ray-address", ray_address),
-                sp.label,
             )
         )
     wall = time.perf_counter() - t0

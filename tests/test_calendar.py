@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 import abm
 from abm.cli import app
 from abm.outputs.calendar import date_of, with_dates
-from abm.outputs.compare import comparison_table, markdown, scenario_differences, table_note
+from abm.outputs.compare import compare, comparison_table, markdown, scenario_differences, table_note
+from abm.outputs.differences import replicate_costs
 from abm.outputs.plots import RunTables, day_label
 
 NI = Path(__file__).resolve().parents[1] / "scenarios/king_county/no_intervention.yaml"
@@ -68,6 +69,32 @@ def test_a_dated_run_names_its_days_and_simulates_the_same_epidemic(runs):
     assert data.dates == [date_of(date(2020, 2, 27), d) for d in data.days]
     assert data.day_text(data.days.index(7)) == "day 7 (2020-03-05)"  # the frames are weekly
     assert plain.map(tiles=False).data.dates is None
+
+
+def test_costs_csv_gives_the_date_as_the_timeseries_does(runs, tmp_path):
+    """costs.csv had no date column in a dated run, where every other table by day has one: now
+    the date after the day, the timeseries' date of that day; without a start date, none. A run
+    that booked nothing gets the column in its header too. abm compare reads the costs as before:
+    the dated and the plain run cost the same, replicate by replicate."""
+    vacc = NI.parent / "vacc_ct.yaml"
+    dated, plain = (abm.run(vacc, agents=1500, days=20, replicates=2, sets=sets) for sets in ([START], []))
+    folders = [dated.write(tmp_path / "dated", figures=False), plain.write(tmp_path / "plain", figures=False)]
+    costs, without = (pd.read_csv(f / "costs.csv") for f in folders)
+    columns = ["item", "day", "replicate", "count", "unit_cost", "cost"]
+    assert list(without.columns) == columns
+    assert list(costs.columns) == ["item", "day", "date", "replicate", "count", "unit_cost", "cost"]
+    assert len(costs) > 0 and set(costs["item"]) >= {"test_rt_pcr", "vaccine_dose"}
+    ts = pd.read_csv(folders[0] / "timeseries.csv")
+    days = ts.drop_duplicates("day").set_index("day")["date"]
+    assert costs["date"].tolist() == days.loc[costs["day"]].tolist()
+    assert costs["date"].iloc[0] == date_of(date(2020, 2, 27), costs["day"].iloc[0])
+    pd.testing.assert_frame_equal(costs.drop(columns="date"), without)
+    assert list(runs[0].costs.columns) == ["item", "day", "date", *columns[2:]] and runs[0].costs.empty
+    assert list(runs[1].costs.columns) == columns
+    table = compare(folders).table
+    assert table["total_cost"].iloc[0] == table["total_cost"].iloc[1] > 0
+    runs_read = [RunTables.from_folder(f) for f in folders]
+    assert replicate_costs(runs_read[0]).tolist() == replicate_costs(runs_read[1]).tolist()
 
 
 def test_plots_name_day_0_where_every_run_gives_the_same_date(runs):

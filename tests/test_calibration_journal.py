@@ -14,22 +14,23 @@ from typer.testing import CliRunner
 import abm.calibration.optimize as optimize
 from abm.cli import app
 from abm.outputs.journal import journal_path
+from abm.plugin_errors import PluginFailure
 
 TIMINGS = ["datetime_start", "datetime_complete", "duration"]
 
 
 class Trials:
-    """Counts the trials simulated (their values in ``ran``); Ctrl-C as a trial begins once
-    ``stop_after`` have run."""
+    """Counts the trials simulated (their values in ``ran``); Ctrl-C (or ``stop_with``) as a trial
+    begins once ``stop_after`` have run."""
 
-    def __init__(self, monkeypatch, stop_after: int | None = None) -> None:
+    def __init__(self, monkeypatch, stop_after: int | None = None, stop_with: BaseException | None = None) -> None:
         self.ran: list[dict] = []
         self.stop_after = stop_after
         real = optimize.simulate_values
 
         def simulate(data, values, source):
             if self.stop_after is not None and len(self.ran) == self.stop_after:
-                raise KeyboardInterrupt
+                raise stop_with or KeyboardInterrupt()
             self.ran.append(values)
             return real(data, values, source)
 
@@ -141,6 +142,24 @@ def test_abm_calibrate_says_the_finished_trials_are_kept_when_interrupted(tmp_pa
     said = " ".join(result.output.split())
     assert f"2 finished trials are kept in {journal_path(out, 'trials')}; the same command continues from them" in said
     assert f"interrupted: no results were written to {out}" in said
+
+
+def test_a_plugin_that_fails_leaves_no_kept_trials(tmp_path, monkeypatch):
+    """A plug-in that failed in trial 2 left trials 0 and 1 kept beside the folder ("the same
+    command continues from them"), made by the failing plug-in; now none is kept, as a sweep
+    keeps no runs then: exit code 1, the plug-in's line, and nothing but the scenario left."""
+    path = tiny_calibration(tmp_path, trials=4, rerank_trials=0)
+    failure = PluginFailure("sick_leave", "attach", None, "RuntimeError: no register", "Traceback (...)\n")
+    Trials(monkeypatch, stop_after=2, stop_with=failure)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--workers", "1", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert (
+        "abm calibrate: the plug-in 'sick_leave' failed in attach, before day 0: RuntimeError: no register"
+        in result.stderr.splitlines()
+    )
+    assert "kept" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 
 
 def test_abm_calibrate_says_how_many_kept_trials_it_reused(tmp_path, monkeypatch):

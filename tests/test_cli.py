@@ -1545,7 +1545,8 @@ def test_run_and_validate_help_say_what_file_is_how_set_reads_and_the_exit_codes
     assert (
         "Exit code 0 when done; 2 for bad input, sizes this machine's memory cannot hold included (nothing is "
         "written); 130 after Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept); 1 when the "
-        "run fails (a Flower client ends or fails, a secure-aggregation round cannot be summed)"
+        "run fails (a Flower client ends or fails, a secure-aggregation round cannot be summed, an installed "
+        "plug-in of a private calibration's model scenario fails: one line naming it, then its traceback)"
     ) in learn_help
     # learn's --set names learning keys, not an epidemic scenario's
     assert "protocols[0].params.lr=0.1); repeatable" in learn_help and "simulation.days" not in learn_help

@@ -219,7 +219,8 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     in its comparison section, and each column of sweep.csv and sweep_summary.csv in its sweep
     section (but the swept key's; the age groups between the first and the last, which it gives as
     a series; and sweep_summary.csv's X_mean and X_sd of a column X of sweep.csv, which it names as
-    the mean and sd of each)."""
+    the mean and sd of each, and the changes of each by-age column X, which it names once, as
+    ``<column>_change_per_100k`` and so on)."""
     import pandas as pd
 
     import abm
@@ -252,5 +253,8 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     ages = {c for c in table if "_age_" in c} - {
         f"{m}_age_{g}" for m in ("cumulative_infected", "deaths") for g in ("0_9", "80_plus")
     }
+    changes = ("per_100k", "low", "high", "region", "region_low", "region_high")
+    summary -= {f"{c}_change_{s}" for c in table if "_age_" in c for s in changes}
+    summary |= {f"<column>_change_{s}" for s in changes}
     names = {p.name for p in out.iterdir() if p.name != ".abm-output"} | (table - ages) | summary
     assert sorted(n for n in names if f"`{n}`" not in swept) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import make_population, sim_of
+from conftest import make_population, sim_of, tiny_calibration
 
 from abm.engine import Phase, Simulation, Stage
 from abm.engine.config import RESULT_COLUMNS
@@ -29,6 +30,8 @@ from abm.outputs.tables import timeseries
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "plugin_intervention"
 BASE = ROOT / "scenarios" / "king_county" / "no_intervention.yaml"
+CALIBRATION = ROOT / "scenarios" / "king_county" / "calibrate_2020.yaml"
+PRIVATE_CALIBRATION = ROOT / "tests" / "private_calibration" / "tiny.yaml"
 RUN = ["--agents", "2000", "--days", "30", "--replicates", "2"]
 AGENTS = 2000
 
@@ -412,14 +415,21 @@ FAILURES = {
 }
 
 
-def assert_plugin_failure(done: subprocess.CompletedProcess, command: str, out: Path, where: str) -> None:
-    """One line naming the plug-in, its hook, the day and the error; what became of the output;
-    then the plug-in's traceback as Python prints it, from its own frame (no rich traceback with
-    local variables, no frame of abm's engine above it); exit code 1 and no output folder."""
+def assert_plugin_failure(
+    done: subprocess.CompletedProcess, command: str, out: Path, where: str, run: str | None = None
+) -> None:
+    """One line naming the plug-in, the run it failed in where the command runs several (``run``,
+    a regular expression: a sweep's variant, a calibration's trial), its hook, the day and the
+    error; what became of the output; then the plug-in's traceback as Python prints it, from its
+    own frame (no rich traceback with local variables, no frame of abm's engine above it); exit
+    code 1 and no output folder."""
     _, line, ending = FAILURES[where]
     assert done.returncode == 1, done.stderr
     lines = done.stderr.splitlines()
-    start = lines.index(f"abm {command}: {line}")
+    head, tail = line.split(" failed in ", 1)
+    expected = re.escape(f"abm {command}: {head} failed in ") + (f"{run}, in " if run else "") + re.escape(tail)
+    start = next((i for i, x in enumerate(lines) if re.fullmatch(expected, x)), None)
+    assert start is not None, (expected, done.stderr)
     assert lines[start + 1] == f"no results were written to {out}; the plug-in's traceback follows"
     assert lines[start + 2] == "Traceback (most recent call last):"
     assert lines[start + 3].startswith('  File "') and "abm_sick_leave.py" in lines[start + 3]
@@ -443,12 +453,47 @@ def test_a_plugin_that_fails_in_a_run_is_named_in_one_line(failing_site, tmp_pat
 
 def test_a_plugin_that_fails_in_a_sweep_is_named_in_one_line(failing_site, tmp_path):
     """The same in `abm sweep`, with worker processes (the failure crosses a process): no sweep
-    folder, and no finished runs kept beside it (they were made by the failing plug-in)."""
+    folder, and no finished runs kept beside it (they were made by the failing plug-in). The line
+    names the variant by its swept value, its replicate and its seed (the line named neither, so
+    which of the variants failed was left to guess)."""
     out = tmp_path / "runs" / "sick-sweep"
     out.parent.mkdir()
     args = ["--sweep", "interventions.sick_leave.day=9,3", "--agents", "500", "--days", "6", "--replicates", "1"]
-    done = abm(failing_site, "sweep", sick_leave(tmp_path), *args, "--workers", "2", "--out", out)
-    assert_plugin_failure(done, "sweep", out, "hook")
+    done = abm(failing_site, "sweep", sick_leave(tmp_path), *args, "--seed", "7", "--workers", "2", "--out", out)
+    assert_plugin_failure(
+        done, "sweep", out, "hook", re.escape("variant 1 (interventions.sick_leave.day=3), replicate 0 (seed 7)")
+    )
+
+
+def test_a_plugin_that_fails_in_a_calibration_is_named_in_one_line(failing_site, tmp_path):
+    """`abm calibrate` ended with a rich traceback of abm's frames and their local variables where
+    a plug-in of the scenario failed in a trial; now as `abm run` does, naming the trial's values,
+    with the trials in worker processes too. No calibration folder, and no trials kept beside it."""
+    out = tmp_path / "runs" / "sick-calibration"
+    out.parent.mkdir()
+    file = tiny_calibration(tmp_path, trials=2, agents=500, rerank_trials=0)
+    data = yaml.safe_load(file.read_text())
+    file.write_text(yaml.safe_dump({**data, "interventions": {"sick_leave": {"day": 3}}}))
+    done = abm(failing_site, "calibrate", file, "--workers", "2", "--out", out)
+    assert_plugin_failure(done, "calibrate", out, "hook", r"a calibration trial \(disease\.transmission_rate=[0-9.]+\)")
+
+
+def test_a_plugin_that_fails_in_a_private_calibration_is_named_in_one_line(failing_site, tmp_path):
+    """`abm learn` of a private calibration whose model scenario has a plug-in (every institution
+    simulates it) ended with a rich traceback of abm's frames and their local variables; now as
+    `abm run` does. A learning scenario of another kind runs no simulation, so no plug-in."""
+    model = tmp_path / "model.yaml"
+    model.write_text(yaml.safe_dump({"extends": str(CALIBRATION), "interventions": {"sick_leave": {"day": 3}}}))
+    data = yaml.safe_load(PRIVATE_CALIBRATION.read_text())
+    data["model"]["scenario"] = str(model)
+    data["institutions"] = data["institutions"][:2]
+    data["protocols"] = [{"name": "centralized"}]
+    file = tmp_path / "private.yaml"
+    file.write_text(yaml.safe_dump(data))
+    out = tmp_path / "runs" / "sick-learn"
+    out.parent.mkdir()
+    done = abm(failing_site, "learn", file, "--out", out)
+    assert_plugin_failure(done, "learn", out, "hook")
 
 
 def test_a_scenario_error_of_a_plugins_attach_is_still_bad_input(failing_site, tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 import abm
 from abm.engine.disease import AGE_GROUP_LABELS
@@ -75,16 +76,53 @@ def test_a_rows_counts_by_age_are_abm_runs_of_the_same_variant_and_seed(sweep):
         assert row[age_column("deaths", group)] == by_age[group]["deaths"]["mean"]
 
 
+def age_changes() -> list[str]:
+    """sweep_summary.csv's columns of the changes by age group, in order: each column's change per
+    100,000 agents and its interval, then each one's for the region."""
+    per_100k = [f"{c}_change_{k}" for c in AGE_COLUMNS for k in ("per_100k", "low", "high")]
+    return per_100k + [f"{c}_change_{k}" for c in AGE_COLUMNS for k in ("region", "region_low", "region_high")]
+
+
 def test_summary_gives_mean_and_sd_over_replicates_of_each_by_age_column(sweep):
     t, s = sweep.table, sweep.summary
     stats = [f"{c}_{k}" for c in AGE_COLUMNS for k in ("mean", "sd")]
-    assert list(s.columns[-len(stats) :]) == stats
+    assert list(s.columns[-len(stats) - len(age_changes()) :]) == stats + age_changes()
     for v, group in t.groupby("variant"):
         for c in AGE_COLUMNS:
             assert s.loc[v, f"{c}_mean"] == pytest.approx(group[c].mean())
             assert s.loc[v, f"{c}_sd"] == pytest.approx(group[c].std(ddof=1))
         means = s.loc[v, [f"{c}_mean" for c in infected_columns()]].to_numpy(dtype=float)
         assert means.sum() == pytest.approx(s.loc[v, "cumulative_infected_mean"])
+
+
+def test_summary_gives_each_by_age_columns_change_from_the_first_variant(sweep):
+    """sweep_summary.csv gave the changes from the first variant, with 95% intervals, of the
+    totals only (hospitalizations, deaths, cost), not of the infections and deaths by age it
+    gives the means of. Now each by-age column's too, as the totals' (per 100,000 agents, paired
+    replicate by replicate: the variants share their draws; and for the region), last; so the
+    changes of deaths by age add up to the change of deaths."""
+    t, s = sweep.table, sweep.summary
+    assert list(s.columns[-len(age_changes()) :]) == age_changes()
+    assert s.loc[0, age_changes()].isna().all()  # the first variant is the reference
+    assert s.loc[1, "changes_by"] == "paired replicates"
+    first, other = (t[t["variant"] == v].sort_values("replicate") for v in (0, 1))
+    agents, residents = SETTINGS["agents"], sweep.info["region_population"][0]
+    half_width = stats.t.ppf(0.975, len(first) - 1) / np.sqrt(len(first))  # a t interval over paired replicates
+    for c in AGE_COLUMNS:
+        d = (other[c].to_numpy(dtype=float) - first[c].to_numpy(dtype=float)) * 1e5 / agents
+        half = half_width * d.std(ddof=1)
+        got = s.loc[1, [f"{c}_change_per_100k", f"{c}_change_low", f"{c}_change_high"]].to_numpy(dtype=float)
+        assert got == pytest.approx([d.mean(), d.mean() - half, d.mean() + half]), c
+        region = s.loc[1, [f"{c}_change_{k}" for k in ("region", "region_low", "region_high")]].to_numpy(dtype=float)
+        assert region == pytest.approx(got * residents / 1e5), c
+    assert (s.loc[1, [f"{c}_change_per_100k" for c in death_columns()]] != 0).any()  # deaths changed somewhere
+    assert s.loc[1, [f"{c}_change_per_100k" for c in death_columns()]].sum() == pytest.approx(
+        s.loc[1, "deaths_change_per_100k"]
+    )
+    infected = s.loc[1, [f"{c}_change_per_100k" for c in infected_columns()]].sum()
+    assert infected == pytest.approx(
+        (other["cumulative_infected"].mean() - first["cumulative_infected"].mean()) * 1e5 / agents
+    )
 
 
 def test_sweep_csv_writes_counts_by_age_as_whole_numbers(tmp_path, sweep):
@@ -134,3 +172,5 @@ def test_a_variant_some_of_whose_runs_lack_counts_by_age_gets_no_means_by_age():
     assert summary.loc[0, stats].isna().all()
     means = summary.loc[1, [f"{c}_mean" for c in infected_columns()]].to_numpy(dtype=float)
     assert means.sum() == summary.loc[1, "cumulative_infected_mean"] == 9.0
+    # nor a change by age against a first variant that lacks them in a replicate
+    assert summary.loc[1, age_changes()].isna().all() and summary.loc[1, "deaths_change_per_100k"] == 0

@@ -52,6 +52,7 @@ from abm.parallel import (
     usable_cpus,
     workers_record,
 )
+from abm.plugin_errors import PluginFailure
 from abm.plurals import counted
 from abm.populations import load_region
 from abm.runs import TASK_REUSE, apply_overrides, given, run
@@ -249,17 +250,21 @@ def simulate_values(data: dict[str, Any], values: dict[str, float], source: str)
     scenario together (each bound alone was checked before the trials) are named as a trial's.
     The population and community network of each draw are built once in a process and reused by
     its next trials while their settings are the same (:data:`abm.runs.TASK_REUSE`; the default
-    free parameters change neither)."""
+    free parameters change neither). A plug-in that fails raises its :class:`PluginFailure` naming
+    the trial's values."""
     drawn = ", ".join(f"{k}={v:g}" for k, v in values.items())
     sc = validate(with_values(data, values), f"{source} (a calibration trial's values: {drawn})")
     cfg = sc.calibration
     assert cfg is not None
     sc.outputs.reproduction_number = False  # a trial's series need no infectors
     TASK_REUSE.keep = cfg.population_draws  # the population and network of each draw
-    draws = [
-        raw_series(run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k if k else None, reuse=TASK_REUSE), cfg)
-        for k in range(cfg.population_draws)
-    ]
+    try:
+        draws = [
+            raw_series(run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k if k else None, reuse=TASK_REUSE), cfg)
+            for k in range(cfg.population_draws)
+        ]
+    except PluginFailure as exc:
+        raise exc.in_run(f"a calibration trial ({drawn})") from exc
     return sum(draws[1:], draws[0]) / len(draws)
 
 
@@ -428,7 +433,7 @@ def trial_runner(
                 def named(index: int) -> str:
                     return "the trial of " + ", ".join(f"{k}={x:g}" for k, x in values[index].items())
 
-                errors = (CalibrationError, ScenarioError)
+                errors = (CalibrationError, ScenarioError, PluginFailure)
                 return in_order(ray_finished(ray, calls, n, errors, given, named))
 
             yield on_ray, workers_record(n, largest, cpus)
@@ -788,7 +793,8 @@ def calibrate(
         fit = _fit_by_gradient(sc, data, source, observed, progress, trials)
     else:
         journal = TrialJournal(target, sc, cfg, note)
-        with journal.keeping(bad=(ScenarioError, CalibrationError)):  # bad values would fail again
+        # bad values, or a plug-in that fails, would fail again: nothing is kept
+        with journal.keeping(bad=(ScenarioError, CalibrationError, PluginFailure)):
             fit = _fit_by_optuna(
                 sc,
                 data,

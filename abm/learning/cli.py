@@ -84,17 +84,20 @@ def run_or_exit(
     :func:`abm.learning.scenario.scenario_data`), gets its message and exit code 2; a
     secure-aggregation round that cannot be summed (a diverged update), a Flower run that cannot
     go on (a client process ended, a client operation raised or went unanswered), or a file
-    system that fails as the folder is written (a full disk), one line and exit code 1;
+    system that fails as the folder is written (a full disk), one line and exit code 1; an
+    installed plug-in whose code fails in a simulation (a private calibration's model scenario may
+    have one), its line and traceback and exit code 1 (:func:`abm.cli.plugin_failed`);
     a run that runs out of memory (sizes too large for the machine: :func:`out_of_memory`), one
     line naming what sets them and exit code 2; Ctrl-C a one-line notice and exit code 130 (nothing
     is written in any of these, and the lines say whether an earlier output in ``target`` is kept:
     :func:`abm.cli.not_written`)."""
     import typer
 
-    from abm.cli import learning_progress, not_written, progress_bar
+    from abm.cli import learning_progress, not_written, plugin_failed, progress_bar
     from abm.interrupts import report, results_written
     from abm.learning.progress import listening
     from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target
+    from abm.plugin_errors import PluginFailure
 
     try:
         check_target(target, kind)
@@ -120,6 +123,8 @@ def run_or_exit(
     except FlowerRunError as e:  # a client ended, failed or went silent, or the clients did not connect in time
         print(f"error: {file}: the Flower run failed: {e}; {not_written(target)}", file=sys.stderr)
         raise typer.Exit(code=1) from None
+    except PluginFailure as e:  # a plug-in of the model scenario (private calibration) failed: its defect
+        plugin_failed("learn", e, target)
     except (MemoryError, RuntimeError) as e:
         if not out_of_memory(e):
             raise

@@ -14,8 +14,8 @@ def date_of(start: date, day: int) -> str:
 
 
 def with_dates(table: pd.DataFrame, start: date | None) -> pd.DataFrame:
-    """``table`` (with a ``day`` column) with a ``date`` column after it; unchanged without a
-    start date."""
+    """``table`` (with a ``day`` column) with a ``date`` column after it (an empty table gets the
+    column too); unchanged without a start date."""
     if start is None:
         return table
     days = table["day"].unique()

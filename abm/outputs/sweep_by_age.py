@@ -6,9 +6,12 @@ those infected by the end, seeded ones too, and those dead. The sweep takes them
 counts of the run's agents like ``cumulative_infected`` and ``deaths``, so that over the groups
 they add up to those two columns. They are named :func:`age_column` (``deaths_age_80_plus``) and
 come last in ``sweep.csv``; ``sweep_summary.csv`` gives their mean and sd over replicates, as for
-the other outcomes, also last. A run kept by an older abm (a sweep resumed from its journal) has
-none: its row's are empty, and so are its variant's means and sds, which over the other replicates
-would not add up to the variant's totals.
+the other outcomes, also last, and then their changes from the first variant with 95% intervals,
+taken as the totals' are (:func:`abm.sweep.changes_from_first` and :func:`abm.sweep.in_region`:
+per 100,000 agents of all ages, and for the region). A run kept by an older abm (a sweep resumed
+from its journal) has none: its row's are empty, and so are its variant's means and sds, which
+over the other replicates would not add up to the variant's totals, and the changes of a variant
+where it or the first has such a run.
 """
 
 from __future__ import annotations

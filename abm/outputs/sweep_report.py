@@ -21,7 +21,7 @@ CHANGE_WORDS = {"hospitalizations": "hospitalizations", "deaths": "deaths", "tot
 
 SWEEP_FILES = {
     "sweep.csv": "one row per variant and replicate; infections and deaths by age group in its last columns",
-    "sweep_summary.csv": "one row per variant: means, sds (by age group last) and the changes from the first variant",
+    "sweep_summary.csv": "one row per variant: means, sds and the changes from the first variant (by age group last)",
     "sweep.json": "the swept keys and values, each variant's resolved scenario, timings",
     "sweep.png": "the outcomes against a swept key (the first whose values are numbers, else the first), one line "
     "per combination of the other keys' values",
