@@ -1203,6 +1203,46 @@ def test_validate_suggests_the_key_a_typo_meant(tmp_path):
     )
 
 
+TOP_KEYS = "name, description, population, simulation, disease, contacts, seeding, interventions, outputs, calibration"
+
+
+@pytest.mark.parametrize(
+    ("written", "line"),
+    [
+        ("days: 30\n", f"days: unknown key; did you mean 'simulation.days'? allowed keys: {TOP_KEYS}"),
+        (
+            "vaccination:\n  start_day: 30\n",
+            f"vaccination: unknown key; did you mean 'interventions.vaccination'? allowed keys: {TOP_KEYS}",
+        ),
+        (  # start_day one indent short, under a vaccination: left empty: the vaccination's
+            "interventions:\n  vaccination:\n  start_day: 30\n",
+            "interventions.start_day: unknown key; did you mean 'interventions.vaccination.start_day'? allowed keys: "
+            "contact_multipliers, digital_tracing, manual_tracing, quarantine, testing, vaccination",
+        ),
+        (  # no intervention written: every one that has the key
+            "interventions:\n  start_day: 30\n",
+            "interventions.start_day: unknown key; it is a key of interventions.testing, interventions.vaccination: "
+            "indent it under one of them; allowed keys: contact_multipliers, digital_tracing, manual_tracing, "
+            "quarantine, testing, vaccination",
+        ),
+        ("colour: red\n", f"colour: unknown key; allowed keys: {TOP_KEYS}"),  # a key of no section: no guess
+    ],
+)
+def test_a_key_written_one_section_too_high_is_given_its_section(tmp_path, written, line):
+    """A key of a section written without it (`days:` at the top, `vaccination:` outside
+    `interventions:`, `start_day:` indented one step short) got only "unknown key" and the keys of
+    where it was written, which name none that it could mean; now the key path it most likely
+    meant. Likewise from --set."""
+    path = tmp_path / "high.yaml"
+    path.write_text(f"extends: {BASE}\n{written}", encoding="utf-8")
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert " ".join(result.output.split()) == f"error: {path}: invalid scenario: {line}"
+    if written.startswith("days"):
+        result = CliRunner().invoke(app, ["validate", str(BASE), "--set", "days=30"])
+        assert " ".join(result.output.split()) == f"error: {BASE} (with --set days=30): invalid scenario: {line}"
+
+
 @pytest.mark.parametrize("bound", ["low", "high"])
 def test_a_nan_calibration_bound_is_named_as_no_number(bound):
     """A bound written as nan is refused as no finite number, at its own key, not as out of order
