@@ -1565,6 +1565,46 @@ def test_a_key_that_is_a_list_or_a_value_that_holds_itself_is_refused_with_its_l
 @pytest.mark.parametrize(
     ("written", "problem"),
     [
+        (
+            "simulation:\n\tdays: 30\n",
+            "line 4, column 1: found character '\\t' that cannot start any token; YAML indents with spaces, not "
+            "tabs: replace the tab",
+        ),
+        (
+            "simulation:\n    days: 30\n   seed: 2\n",
+            "line 5, column 4: expected <block end>, but found '<block mapping start>'; this line's indentation "
+            "matches no line above it: line it up with the others of its section",
+        ),
+        (
+            "outputs:\n  map_days:\n    - 10\n   - 20\n",
+            "line 6, column 4: expected <block end>, but found '<block sequence start>'; this line's indentation "
+            "matches no line above it: line it up with the others of its section",
+        ),
+        ("name: 'x' y\n", "line 3, column 11: expected <block end>, but found '<scalar>'"),  # no indentation slip
+    ],
+)
+def test_a_tab_or_a_line_indented_to_nothing_is_told_what_it_means(tmp_path, written, problem):
+    """A tab in the indentation and a line indented between two levels were told in YAML's words
+    alone ("found character '\\t' that cannot start any token", "expected <block end>, but found
+    '<block mapping start>'"), which name no fix; epidemic and learning scenarios alike."""
+    scenario = tmp_path / "indent.yaml"
+    scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
+    learning = tmp_path / "indent_learning.yaml"
+    learning.write_text(f"name: odd\nseed: 0\n{written}", encoding="utf-8")
+    for args, path in (
+        (["validate", str(scenario)], scenario),
+        (["run", str(scenario), "--out", str(tmp_path / "out")], scenario),
+        (["learn", str(learning), "--out", str(tmp_path / "out")], learning),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {path}: invalid YAML at {problem}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
         ("a: [\n", "invalid YAML at line 2, column 1: expected the node content, but found '<stream end>'"),
         ("[1, 2]\n", "holds a list, not the mapping of keys `abm run` writes"),
         ("just text\n", "holds the single value 'just text', not the mapping of keys `abm run` writes"),
