@@ -370,6 +370,7 @@ def validate(
         else:
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
+            note_switched_on(file, [sc], [("--set", s) for s in set_ or []], {})
             note_unapplied_settings(file, set_)
             note_idle([sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))

@@ -31,6 +31,7 @@ from abm.interventions.config.vaccination import RESIDENTS
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.memory import ESTIMATE_OVER_PEAK, run_memory_bytes, run_size, total_memory_bytes
+from abm.missing_file import close_file, missing_file_hint
 from abm.plurals import counted
 from abm.populations import Population, Region, build_population
 from abm.populations.reference import build_reference_population
@@ -254,6 +255,9 @@ class Scenario(BaseModel):
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError as exc:
+        hint = missing_file_hint(path)
+        raise ScenarioError(f"{path}: cannot read the scenario file ({exc.strerror or exc}){hint}") from exc
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file ({exc.strerror or exc})") from exc
     except UnicodeDecodeError:
@@ -312,7 +316,9 @@ def extended(data: dict[str, Any], source: str, folder: Path, _seen: tuple[Path,
             f"{source}: extends: {str(parent)!r} is a folder ({base_path}); give the path of a scenario file"
         )
     if not base_path.is_file():
-        raise ScenarioError(f"{source}: extends: {str(parent)!r} not found (looked for {base_path})")
+        meant = close_file(base_path)
+        guess = f"; did you mean {str(Path(parent).with_name(meant.name))!r}?" if meant is not None else ""
+        raise ScenarioError(f"{source}: extends: {str(parent)!r} not found (looked for {base_path}){guess}")
     parent_data = load_raw(base_path, _seen)
     parent_data.pop("name", None)  # a scenario is named by itself or by its own file, not by its base
     return merge(parent_data, data)

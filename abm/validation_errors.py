@@ -171,6 +171,25 @@ def allowed_keys(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> lis
     return list(_keys(section)) if section is not None else None
 
 
+def sections_with_key(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> list[str]:
+    """The sections beside the unknown last key of key path ``loc`` that allow that key, by
+    name (``interventions`` for a top-level ``vaccination``, ``simulation`` for ``days``): where a
+    key was written one section too high. The sections the user wrote come alone where one of
+    them allows it (``start_day`` under ``interventions``, beside a ``vaccination:`` left empty,
+    is the vaccination's)."""
+    section = _section_at(model, loc, data)
+    if section is None or not loc:
+        return []
+    holder = lookup(data, loc[:-1])
+    found = [
+        name
+        for name, field in _keys(section).items()
+        if any(_is_model(m) and str(loc[-1]) in _keys(m) for m in union_members(field.annotation))
+    ]
+    written = [name for name in found if isinstance(holder, dict) and name in holder]
+    return written or found
+
+
 def pattern_words(model: type[BaseModel], loc: tuple[Any, ...], data: Any) -> str | None:
     """What a text key at key path ``loc`` allows, in words: its field's ``json_schema_extra``
     ``{"allowed": ...}`` (a pattern such as ``^(cpu|cuda(:\\d+)?)$`` says it to few readers)."""
@@ -442,7 +461,15 @@ def error_lines(
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "remove it"
             close = likely_meant(str(loc[-1]), allowed)
             required = " (a required key, which is missing)" if loc in meant else ""
-            text = f"{path}: unknown key; " + (f"did you mean {close!r}{required}? " if close else "") + hint
+            guess = f"did you mean {close!r}{required}? " if close else ""
+            if not close and (sections := sections_with_key(model, loc[len(prefix) :], lookup(data, prefix))):
+                paths = [format_key_path((*loc[:-1], name), data) for name in sections]
+                guess = (
+                    f"did you mean {paths[0] + '.' + str(loc[-1])!r}? "
+                    if len(paths) == 1
+                    else f"it is a key of {', '.join(paths)}: indent it under one of them; "
+                )
+            text = f"{path}: unknown key; {guess}{hint}"
         elif kind == "invalid_key":  # a key YAML read as no name (null, true, 3, 2020-01-01)
             allowed = allowed_keys(model, loc[len(prefix) :], lookup(data, prefix))
             hint = f"allowed keys: {', '.join(allowed)}" if allowed else "write the key as a name"

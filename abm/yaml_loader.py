@@ -102,13 +102,25 @@ UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.constru
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", UniqueKeyLoader.construct_yaml_timestamp)
 
 
+# What the two commonest slips of hand-edited YAML mean, after YAML's own words for them: a tab
+# in the indentation, and a line indented to match no key above it.
+INDENTED_TO_NOTHING = "this line's indentation matches no line above it: line it up with the others of its section"
+PROBLEM_HINTS = {
+    "found character '\\t' that cannot start any token": "YAML indents with spaces, not tabs: replace the tab",
+    "expected <block end>, but found '<block mapping start>'": INDENTED_TO_NOTHING,
+    "expected <block end>, but found '<block sequence start>'": INDENTED_TO_NOTHING,
+}
+
+
 def yaml_error_text(exc: yaml.YAMLError) -> str:
     """A YAML error on one line, as messages give it after the file's name: ``invalid YAML at
     line 3, column 5: <problem>`` (with the position where YAML knows one), without YAML's copy
-    of the line."""
+    of the line; a slip of :data:`PROBLEM_HINTS` is told what it means."""
     where = getattr(exc, "problem_mark", None)
     at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-    return f"invalid YAML{at}: " + " ".join(str(getattr(exc, "problem", None) or exc).split())
+    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    hints = [hint for start, hint in PROBLEM_HINTS.items() if problem.startswith(start)]
+    return f"invalid YAML{at}: {problem}" + "".join(f"; {hint}" for hint in hints)
 
 
 def load_yaml(text: str) -> Any:

@@ -428,6 +428,21 @@ def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
     assert result.exit_code == 0 and "note:" not in result.stderr
 
 
+def test_validate_notes_an_option_that_turns_an_intervention_on_as_run_does():
+    """`abm validate FILE --set ...` checks FILE as `abm run` would run it, but said nothing where a
+    --set turned an intervention on with its defaults; the same note as `abm run`'s now, and none
+    where the file has the intervention already."""
+    sets = ["--set", "interventions.vaccination.start_day=30"]
+    result = runner.invoke(app, ["validate", str(SCENARIO), *sets])
+    assert result.exit_code == 0, result.output
+    assert " ".join(result.stderr.split()) == (
+        f"note: --set interventions.vaccination.start_day=30 turns vaccination on ({SCENARIO} has no "
+        "interventions.vaccination); its other settings take their defaults"
+    )
+    result = runner.invoke(app, ["validate", str(SCENARIO.parent / "vacc.yaml"), *sets])
+    assert result.exit_code == 0 and result.stderr == ""
+
+
 def test_validate_accepts_the_shipped_scenarios():
     """Every epidemic scenario shipped (King County's and the reference set), each named as valid."""
     king_county = sorted((SCENARIOS / "king_county").glob("*.yaml"))

@@ -1203,6 +1203,46 @@ def test_validate_suggests_the_key_a_typo_meant(tmp_path):
     )
 
 
+TOP_KEYS = "name, description, population, simulation, disease, contacts, seeding, interventions, outputs, calibration"
+
+
+@pytest.mark.parametrize(
+    ("written", "line"),
+    [
+        ("days: 30\n", f"days: unknown key; did you mean 'simulation.days'? allowed keys: {TOP_KEYS}"),
+        (
+            "vaccination:\n  start_day: 30\n",
+            f"vaccination: unknown key; did you mean 'interventions.vaccination'? allowed keys: {TOP_KEYS}",
+        ),
+        (  # start_day one indent short, under a vaccination: left empty: the vaccination's
+            "interventions:\n  vaccination:\n  start_day: 30\n",
+            "interventions.start_day: unknown key; did you mean 'interventions.vaccination.start_day'? allowed keys: "
+            "contact_multipliers, digital_tracing, manual_tracing, quarantine, testing, vaccination",
+        ),
+        (  # no intervention written: every one that has the key
+            "interventions:\n  start_day: 30\n",
+            "interventions.start_day: unknown key; it is a key of interventions.testing, interventions.vaccination: "
+            "indent it under one of them; allowed keys: contact_multipliers, digital_tracing, manual_tracing, "
+            "quarantine, testing, vaccination",
+        ),
+        ("colour: red\n", f"colour: unknown key; allowed keys: {TOP_KEYS}"),  # a key of no section: no guess
+    ],
+)
+def test_a_key_written_one_section_too_high_is_given_its_section(tmp_path, written, line):
+    """A key of a section written without it (`days:` at the top, `vaccination:` outside
+    `interventions:`, `start_day:` indented one step short) got only "unknown key" and the keys of
+    where it was written, which name none that it could mean; now the key path it most likely
+    meant. Likewise from --set."""
+    path = tmp_path / "high.yaml"
+    path.write_text(f"extends: {BASE}\n{written}", encoding="utf-8")
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert " ".join(result.output.split()) == f"error: {path}: invalid scenario: {line}"
+    if written.startswith("days"):
+        result = CliRunner().invoke(app, ["validate", str(BASE), "--set", "days=30"])
+        assert " ".join(result.output.split()) == f"error: {BASE} (with --set days=30): invalid scenario: {line}"
+
+
 @pytest.mark.parametrize("bound", ["low", "high"])
 def test_a_nan_calibration_bound_is_named_as_no_number(bound):
     """A bound written as nan is refused as no finite number, at its own key, not as out of order
@@ -1520,6 +1560,46 @@ def test_a_key_that_is_a_list_or_a_value_that_holds_itself_is_refused_with_its_l
         "d": [1, 1],
         "e": {"b": 1, "f": 2},
     }
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        (
+            "simulation:\n\tdays: 30\n",
+            "line 4, column 1: found character '\\t' that cannot start any token; YAML indents with spaces, not "
+            "tabs: replace the tab",
+        ),
+        (
+            "simulation:\n    days: 30\n   seed: 2\n",
+            "line 5, column 4: expected <block end>, but found '<block mapping start>'; this line's indentation "
+            "matches no line above it: line it up with the others of its section",
+        ),
+        (
+            "outputs:\n  map_days:\n    - 10\n   - 20\n",
+            "line 6, column 4: expected <block end>, but found '<block sequence start>'; this line's indentation "
+            "matches no line above it: line it up with the others of its section",
+        ),
+        ("name: 'x' y\n", "line 3, column 11: expected <block end>, but found '<scalar>'"),  # no indentation slip
+    ],
+)
+def test_a_tab_or_a_line_indented_to_nothing_is_told_what_it_means(tmp_path, written, problem):
+    """A tab in the indentation and a line indented between two levels were told in YAML's words
+    alone ("found character '\\t' that cannot start any token", "expected <block end>, but found
+    '<block mapping start>'"), which name no fix; epidemic and learning scenarios alike."""
+    scenario = tmp_path / "indent.yaml"
+    scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
+    learning = tmp_path / "indent_learning.yaml"
+    learning.write_text(f"name: odd\nseed: 0\n{written}", encoding="utf-8")
+    for args, path in (
+        (["validate", str(scenario)], scenario),
+        (["run", str(scenario), "--out", str(tmp_path / "out")], scenario),
+        (["learn", str(learning), "--out", str(tmp_path / "out")], learning),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {path}: invalid YAML at {problem}"
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
 from abm.learning.selection import PolicyName
+from abm.missing_file import missing_file_hint
 from abm.validation_errors import TOP_LEVEL, bool_mixups, error_lines, name_field, seed_field, validated
 from abm.yaml_loader import load_yaml, yaml_error_text
 
@@ -608,6 +609,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError as e:
+        hint = missing_file_hint(Path(path))
+        raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}{hint}") from e
     except OSError as e:
         raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
     except UnicodeDecodeError:
