@@ -86,6 +86,7 @@ class RunResult:
     costs: pd.DataFrame
     manifest: dict[str, Any] = field(default_factory=dict)
     state_fips: str = ""  # for the cached Census boundary file (abm data boundaries)
+    bounds: tuple[float, float, float, float] | None = None  # the region's extent: map cells stay inside
 
     def __repr__(self) -> str:
         """What ran and its main figures in one line (the tables, population and raw counts
@@ -156,7 +157,7 @@ class RunResult:
         from abm.outputs import maps
         from abm.outputs.boundaries import tract_shapes
 
-        shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips)
+        shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips, self.bounds)
         data = maps.map_data(
             self.by_tract,
             self.population.tracts,
@@ -185,7 +186,7 @@ class RunResult:
         t0 = time.perf_counter()
         plots.write_plots([plots.RunTables.from_result(self)], folder / "plots")
         t1 = time.perf_counter()
-        shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips)
+        shapes = tract_shapes(self.population.tracts, self._boundaries(boundaries), self.state_fips, self.bounds)
         data = maps.map_data(
             self.by_tract, self.population.tracts, days, maps.map_title(self.summary, len(self.population.tracts))
         )
@@ -498,4 +499,4 @@ def run(
             "tables_seconds": time.perf_counter() - t2,
         },
     }
-    return RunResult(sc, pop, res, summary, ts, ba, bt, costs, manifest, region.figures.fips[:2])
+    return RunResult(sc, pop, res, summary, ts, ba, bt, costs, manifest, region.figures.fips[:2], region.figures.bounds)

@@ -94,3 +94,30 @@ def test_a_tract_with_residents_and_no_polygon_is_refused(tmp_path):
     with pytest.raises(SystemExit, match=r"no figures in the extracts: B \(polygon\)"):
         derive.main(tmp_path, table)
     assert not table.exists()
+
+
+def test_check_compares_the_bounds_of_the_region_yaml_beside_the_table(tmp_path, capsys):
+    """The county's extent in region.yaml (``bounds``, which map cells stay within) is derived from
+    the polygons, rounded outwards to 4 decimals: the three 0.01-degree squares of A, B and Z span
+    lon -122.0 .. -121.79, lat 47.5 .. 47.51. ``--check`` says whether region.yaml holds it."""
+    write_extracts(tmp_path, ["A", "B", "Z"])
+    assert derive.region_bounds(tmp_path) == [-122.0, 47.5, -121.79, 47.51]
+    table = tmp_path / "out" / "tracts.csv"
+    assert derive.main(tmp_path, table)
+    assert "bounds for region.yaml: [-122.0, 47.5, -121.79, 47.51]" in capsys.readouterr().out
+    figures = table.parent / "region.yaml"
+    figures.write_text("name: x\nbounds: [-122.0, 47.5, -121.79, 47.51]\n", encoding="utf-8")
+    assert derive.main(tmp_path, table, check=True)
+    assert "bounds [-122.0, 47.5, -121.79, 47.51] as derived" in capsys.readouterr().out
+    figures.write_text("name: x\nbounds: [-122.0, 47.5, -121.79, 47.52]\n", encoding="utf-8")
+    assert not derive.main(tmp_path, table, check=True)
+    assert "DIFFER from the extracts ([-122.0, 47.5, -121.79, 47.51])" in capsys.readouterr().out
+
+
+def test_bounds_are_rounded_outwards():
+    """A vertex at -122.52813 puts the western bound at -122.5282, not -122.5281 (which would cut
+    the tract); 47.0844, whose float is a hair below, stays 47.0844."""
+    ring = [[-122.52813, 47.0844], [-121.06594, 47.0844], [-121.06594, 47.78058], [-122.52813, 47.0844]]
+    feature = {"properties": {"GEOID": "A"}, "geometry": {"type": "Polygon", "coordinates": [ring]}}
+    geo = {"type": "FeatureCollection", "features": [feature]}
+    assert derive.bounds_of(geo) == [-122.5282, 47.0844, -121.0659, 47.7806]

@@ -1351,7 +1351,7 @@ def test_a_misspelt_required_key_is_named_once_with_the_key_it_meant(tmp_path, s
             f"{region / 'region.yaml'}: populaton: unknown key; did you mean 'population' (a required key, which is "
             "missing)? allowed keys: name, fips, population, age_bands, household_size_7up, school_enrollment, "
             "school_types, school_size_brackets, school_size_shares, pupils_per_staff, employment_rate, sectors, "
-            "workplace_sizes, long_term_care, hospital_beds_per_100k, icu_beds_per_100k"
+            "workplace_sizes, long_term_care, hospital_beds_per_100k, icu_beds_per_100k, bounds"
         ), text(result)
     assert not out.exists()
     path = tmp_path / "learning.yaml"

@@ -161,6 +161,27 @@ def test_centroid_cells_cover_every_tract_and_do_not_overlap(king_county):
     assert union == pytest.approx(total, rel=1e-4)  # cells tile the outline without overlap
 
 
+# King County's extent [west, south, east, north]: the bounding box of the Census cartographic
+# boundaries of its tracts (cb_2018_53_tract_500k), rounded outwards to 4 decimals.
+KING_COUNTY_EXTENT = (-122.5282, 47.0844, -121.0659, 47.7806)
+
+
+def test_offline_map_cells_stay_within_the_county(small_run, tmp_path, monkeypatch):
+    """The cells grown around the tract centroids reached 4.4 km past King County's northern line
+    (12 cells, up to latitude 47.82); a run's map now keeps them within the county's extent, which
+    the region gives, and every tract keeps a cell holding its centroid."""
+    monkeypatch.setenv("ABM_CACHE_DIR", str(tmp_path))  # no cached Census file: the centroid cells
+    shapes = small_run.map(tiles=False).shapes
+    assert shapes.source == "cells from tract centroids"
+    west, south, east, north = KING_COUNTY_EXTENT
+    left, bottom, right, top = shapes.bounds
+    assert west - 1e-9 <= left and south - 1e-9 <= bottom and right <= east + 1e-9 and top <= north + 1e-9
+    assert top > north - 1e-6  # the northern cells are cut at the county line, not shrunk
+    tracts = small_run.population.tracts
+    for geom, lon, lat in zip(shapes.geometry, tracts.lon, tracts.lat, strict=True):
+        assert not geom.is_empty and geom.buffer(1e-4).contains(shapely.Point(lon, lat))
+
+
 def test_map_data_matches_by_tract(small_run):
     data = maps.map_data(small_run.by_tract, small_run.population.tracts, snapshot_days=(10, 33))
     assert data.days == [0, 7, 10, 14, 21, 28, 33, 35, 39]

@@ -264,6 +264,10 @@ def _with(data: dict, path: str, value: object) -> dict:
             r"university: \[20, 100\]\); those pupils would be left out of school",
         ),
         ("school_types.preschool", [4, 5], r"row \[3, 4, 0\.529\] enrols age 3, which no school_types range covers"),
+        # west of east and south of north: a box turned over clipped every map cell away
+        ("bounds", [-121.0, 47.0, -122.5, 47.8], r"\[-121\.0, 47\.0, -122\.5, 47\.8\] is not allowed; bounds are "),
+        ("bounds", [-122.5, 47.8, -121.0, 47.0], r"-90 <= south < north <= 90"),
+        ("bounds", [-122.5, 47.0, 181.0, 47.8], r"-180 <= west < east <= 180"),
     ],
 )
 def test_bad_region_figures_are_rejected_on_loading(king_county, path, value, match):
@@ -329,7 +333,10 @@ def _tiny_region(folder, rows: list[dict]) -> None:
 
     source = load_region("king_county")
     folder.mkdir()
-    (folder / "region.yaml").write_text((source.path / "region.yaml").read_text())
+    figures = (source.path / "region.yaml").read_text()  # without King County's bounds: tracts lie elsewhere
+    (folder / "region.yaml").write_text(
+        "".join(line for line in figures.splitlines(True) if not line.startswith("bounds:"))
+    )
     columns = ["geoid", "name", "lat", "lon", "land_km2", *source.figures.age_bands, "households", *HOUSEHOLD_COLUMNS]
     base = {c: 0 for c in columns}
     pd.DataFrame([{**base, **row} for row in rows], columns=columns).to_csv(folder / "tracts.csv", index=False)
@@ -391,6 +398,22 @@ def test_bad_tract_tables_are_refused_when_read(tmp_path, rows, drop, match):
     with pytest.raises(RegionError, match=match) as caught:
         load_region(folder)
     assert str(caught.value).startswith(f"{folder / 'tracts.csv'}: ")
+
+
+def test_every_tract_must_lie_within_the_regions_bounds(tmp_path):
+    """Maps clip the tracts' cells to the region's bounds: a tract whose centroid lies outside them
+    is refused naming the file, the row, the tract and its centroid (its cell would be clipped away)."""
+    _tiny_region(tmp_path / "county", [TRACT, {**TRACT, "geoid": "99001000101", "lat": 44.2}])
+    figures = tmp_path / "county" / "region.yaml"
+    figures.write_text(figures.read_text() + "bounds: [-100.5, 43.5, -99.5, 44.1]\n")
+    with pytest.raises(RegionError) as caught:
+        load_region(tmp_path / "county")
+    assert str(caught.value).startswith(
+        f"{tmp_path / 'county' / 'tracts.csv'}: row 3 (tract 99001000101): the centroid lat 44.2, lon -100 is not "
+        "allowed; it lies outside the region's bounds [-100.5, 43.5, -99.5, 44.1]"
+    )
+    figures.write_text(figures.read_text().replace("44.1]", "44.2]"))
+    assert load_region(tmp_path / "county").figures.bounds == (-100.5, 43.5, -99.5, 44.2)
 
 
 def test_a_tiny_region_of_ones_own_is_read(tmp_path):

@@ -7,10 +7,12 @@ project)::
 
 It writes ``abm/populations/regions/king_county/tracts.csv``: one row per 2010-vintage census
 tract with people (GEOID, name, centroid, land area, population by 18 five-year age bands, households by
-size). Polygons are read only to compute each tract's area-weighted centroid; no polygon is
-written. County-level figures live in ``region.yaml`` next to it, with their sources.
+size). Polygons are read only to compute each tract's area-weighted centroid and the county's
+extent (``bounds`` of ``region.yaml``, which it prints); no polygon is written. County-level
+figures live in ``region.yaml`` next to it, with their sources.
 
-``--check`` writes nothing and says whether the committed table is what the extracts give.
+``--check`` writes nothing and says whether the committed table, and the ``bounds`` of the
+``region.yaml`` beside it, are what the extracts give.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import json
 import math
 import sys
 from pathlib import Path
+
+import yaml
 
 # Five-year bands of ACS table B01001 (columns Total_0_4 .. Total_85up of the extract), written
 # as age_0_4 .. age_80_84 and age_85_plus.
@@ -64,6 +68,32 @@ def polygon_centroid(geometry: dict) -> tuple[float, float]:
             sx += area * x
             sy += area * y
     return sy / total, sx / total
+
+
+def ring_points(geometry: dict) -> list[list[float]]:
+    """Every vertex (lon, lat) of a Polygon or MultiPolygon."""
+    polys = geometry["coordinates"]
+    if geometry["type"] == "Polygon":
+        polys = [polys]
+    return [p for poly in polys for ring in poly for p in ring]
+
+
+def region_bounds(src: Path) -> list[float]:
+    """The county's extent from the tract polygons of the extracts in ``src`` (:func:`bounds_of`)."""
+    return bounds_of(json.loads((src / "king_county_tracts_2010_cb2018.geojson").read_text(encoding="utf-8")))
+
+
+def bounds_of(geo: dict) -> list[float]:
+    """The extent ``[west, south, east, north]`` of a GeoJSON FeatureCollection's polygons,
+    rounded outwards to 4 decimals (about 10 m), so that every polygon lies within it."""
+    points = [p for f in geo["features"] for p in ring_points(f["geometry"])]
+    lon, lat = [p[0] for p in points], [p[1] for p in points]
+
+    def out(value: float, up: bool) -> float:
+        scaled = round(value * 1e4, 6)  # 47.0844 * 1e4 is 470843.99999...: not a step outwards
+        return (math.ceil(scaled) if up else math.floor(scaled)) / 1e4
+
+    return [out(min(lon), False), out(min(lat), False), out(max(lon), True), out(max(lat), True)]
 
 
 def derive_rows(src: Path) -> list[dict[str, str]]:
@@ -114,10 +144,18 @@ def main(src: Path, dst: Path, check: bool = False) -> bool:
     whether ``dst`` is what the extracts give; True when it is (or was written)."""
     rows = derive_rows(src)
     text = table_text(rows)
+    bounds = region_bounds(src)
     if check:
         same = dst.is_file() and dst.read_bytes().decode("utf-8") == text
         print(f"{dst}: {'as derived' if same else 'DIFFERS from the extracts'} ({len(rows)} tracts)")
+        figures = dst.parent / "region.yaml"
+        if figures.is_file():
+            given = (yaml.safe_load(figures.read_text(encoding="utf-8")) or {}).get("bounds")
+            ok = given == bounds
+            print(f"{figures}: bounds {given} {'as derived' if ok else f'DIFFER from the extracts ({bounds})'}")
+            same &= ok
         return same
+    print(f"bounds for region.yaml: {bounds}")
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text(text, encoding="utf-8", newline="")
     print(f"wrote {len(rows)} tracts, {sum(int(r['age_0_4']) for r in rows)} aged 0-4, to {dst}")

@@ -3,7 +3,8 @@ tract centroids the region carries.
 
 Offline, a tract's cell is its Voronoi cell among the tract centroids, clipped to an outline of
 the region approximated from the centroids (a concave hull of the centroids, widened by a disc
-of each tract's land area). No polygons from elsewhere are carried.
+of each tract's land area) and, where the region gives its ``bounds`` (its extent in degrees),
+to them. No polygons from elsewhere are carried.
 
 Real boundaries come from a file the user names (a Census cartographic boundary shapefile, as
 ``.zip`` or ``.shp``, or a GeoJSON file with a ``GEOID`` property), or from the cache that
@@ -40,6 +41,7 @@ CENSUS_YEAR = 2019  # 2010-vintage tracts, as in the bundled King County figures
 CENSUS_URL = "https://www2.census.gov/geo/tiger/GENZ{year}/shp/cb_{year}_{state}_tract_500k.zip"
 KM_PER_DEG_LAT = 110.574
 KM_PER_DEG_LON_EQUATOR = 111.320
+Bounds = tuple[float, float, float, float]  # [west, south, east, north], decimal degrees
 
 
 class BoundaryError(ValueError):
@@ -109,13 +111,20 @@ def region_outline_km(points: np.ndarray, land_km2: np.ndarray) -> BaseGeometry:
     return parts[0] if len(parts) == 1 else MultiPolygon(parts)
 
 
-def centroid_cells(tracts: pd.DataFrame) -> TractShapes:
-    """Voronoi cells of the tract centroids clipped to the outline of the region."""
+def centroid_cells(tracts: pd.DataFrame, bounds: Bounds | None = None) -> TractShapes:
+    """Voronoi cells of the tract centroids clipped to the outline of the region and to its
+    ``bounds`` ([west, south, east, north] in degrees, if given): the outline, grown around the
+    centroids, reaches past a county line that runs close to its outermost tracts' centroids
+    (King County's northern line by up to 4.4 km)."""
     lat, lon = tracts["lat"].to_numpy(float), tracts["lon"].to_numpy(float)
     lat0, lon0 = float(lat.mean()), float(lon.mean())
     pts = _to_km(lon, lat, lat0, lon0)
     land = tracts["land_km2"].to_numpy(float) if "land_km2" in tracts else np.ones(len(tracts))
     outline = region_outline_km(pts, land)
+    if bounds is not None:
+        west, south, east, north = bounds
+        corners = _to_km(np.array([west, east]), np.array([south, north]), lat0, lon0)
+        outline = outline.intersection(shapely.box(*corners[0], *corners[1]))
     if len(pts) == 1:
         cells = [outline]
     else:
@@ -253,9 +262,10 @@ def _read_boundary_file(path: Path, resolved: Path, mtime: int) -> dict[str, Bas
     raise BoundaryError(f"{path}: unknown boundary file type {suffix!r}; use .zip, .shp, .geojson or .json")
 
 
-def shapes_from_file(tracts: pd.DataFrame, path: str | Path) -> TractShapes:
-    """Tract shapes from a boundary file; tracts the file lacks get their centroid cell.
-    Raises :class:`BoundaryError` if the file holds none of the region's tracts."""
+def shapes_from_file(tracts: pd.DataFrame, path: str | Path, bounds: Bounds | None = None) -> TractShapes:
+    """Tract shapes from a boundary file; tracts the file lacks get their centroid cell (within
+    ``bounds``, if given). Raises :class:`BoundaryError` if the file holds none of the region's
+    tracts."""
     found = read_boundary_file(path)
     geoids = [str(g) for g in tracts["geoid"]]
     hits = [g for g in geoids if g in found]
@@ -264,7 +274,7 @@ def shapes_from_file(tracts: pd.DataFrame, path: str | Path) -> TractShapes:
             f"{path}: none of the region's {len(geoids)} tract GEOIDs (e.g. {geoids[0]}) are in the file; "
             f"is it the right state and census vintage? {vintage_note(geoids[0][:2])}"
         )
-    cells = centroid_cells(tracts) if len(hits) < len(geoids) else None
+    cells = centroid_cells(tracts, bounds) if len(hits) < len(geoids) else None
     geoms = [found[g] if g in found else cells.geometry[i] for i, g in enumerate(geoids)]  # type: ignore[union-attr]
     missing = len(geoids) - len(hits)
     tracts_word = "tract" if missing == 1 else "tracts"
@@ -359,15 +369,18 @@ def download_boundaries(
         tmp.unlink(missing_ok=True)
 
 
-def tract_shapes(tracts: pd.DataFrame, boundaries: str | Path | None = None, state_fips: str = "") -> TractShapes:
+def tract_shapes(
+    tracts: pd.DataFrame, boundaries: str | Path | None = None, state_fips: str = "", bounds: Bounds | None = None
+) -> TractShapes:
     """The shapes a map draws: the given boundary file, else the cached Census file for the
-    state (if any), else cells from the tract centroids."""
+    state (if any), else cells from the tract centroids (within the region's ``bounds``, if
+    given)."""
     if boundaries is not None:
-        return shapes_from_file(tracts, boundaries)
+        return shapes_from_file(tracts, boundaries, bounds)
     cached = cached_boundary_file(state_fips)
     if cached is not None:
         try:
-            return shapes_from_file(tracts, cached)
+            return shapes_from_file(tracts, cached, bounds)
         except BoundaryError:
             pass
-    return centroid_cells(tracts)
+    return centroid_cells(tracts, bounds)

@@ -153,6 +153,9 @@ class RegionFigures(BaseModel):
     long_term_care: LongTermCare
     hospital_beds_per_100k: float = Field(gt=0)
     icu_beds_per_100k: float | None = Field(None, gt=0)  # none: no ICU capacity line
+    bounds: tuple[float, float, float, float] | None = Field(
+        None, description="the region's extent [west, south, east, north] in decimal degrees; map cells stay inside"
+    )
 
     @field_validator("age_bands")
     @classmethod
@@ -171,6 +174,21 @@ class RegionFigures(BaseModel):
         return v
 
     _rates = field_validator("school_enrollment", "employment_rate")(check_age_rates)
+
+    @field_validator("bounds")
+    @classmethod
+    def _extent(cls, v: tuple[float, float, float, float] | None) -> tuple[float, float, float, float] | None:
+        """``[west, south, east, north]``: longitudes -180..180 with west < east, latitudes -90..90
+        with south < north."""
+        if v is not None:
+            west, south, east, north = v
+            if not (-180 <= west < east <= 180 and -90 <= south < north <= 90):
+                raise ValueError(
+                    f"{list(v)} is not allowed; bounds are [west, south, east, north] in decimal degrees, with "
+                    "-180 <= west < east <= 180 and -90 <= south < north <= 90"
+                )
+        return v
+
     _sizes = field_validator("workplace_sizes")(check_size_weights)
 
     @field_validator("school_types")
@@ -351,6 +369,7 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         )
     tracts[needed[1:]] = numeric
     _check_tract_places(tracts, tract_file, lines)
+    _check_within_bounds(tracts, tract_file, lines, figures.bounds)
     tracts = tracts[tracts[list(figures.age_bands)].sum(axis=1) > 0]
     if tracts.empty:
         raise RegionError(
@@ -456,6 +475,26 @@ def _check_tract_places(tracts: pd.DataFrame, tract_file: Path, lines: list[int]
                 f"{tract_file}: row {lines[row]} (tract {geoid.iloc[row]}), column {column}: "
                 f"{tracts[column].iloc[row]} is not allowed; {column} is in decimal degrees, from -{limit} to {limit}"
             )
+
+
+def _check_within_bounds(
+    tracts: pd.DataFrame, tract_file: Path, lines: list[int], bounds: tuple[float, float, float, float] | None
+) -> None:
+    """Every tract's centroid lies within the region's ``bounds`` (``region.yaml``), if it gives
+    them: maps clip the tracts' cells to the bounds, so a tract outside would have no cell."""
+    if bounds is None:
+        return
+    west, south, east, north = bounds
+    lat, lon = tracts["lat"].to_numpy(float), tracts["lon"].to_numpy(float)
+    outside = (lon < west) | (lon > east) | (lat < south) | (lat > north)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise RegionError(
+            f"{tract_file}: row {lines[row]} (tract {tracts['geoid'].iloc[row]}): the centroid lat {lat[row]:g}, "
+            f"lon {lon[row]:g} is not allowed; it lies outside the region's bounds {list(bounds)} "
+            "([west, south, east, north] in region.yaml), and every tract must lie within them (correct the "
+            "bounds, or leave them out and maps draw the cells without them)"
+        )
 
 
 def subset_region(region: Region, geoids: list[str] | np.ndarray, name: str) -> Region:
