@@ -820,7 +820,8 @@ def calibrate(
     once, so the trials are the same for any --workers. It prints the fitted
     parameters and each target's losses on the fit and held-out windows as
     tables. The output folder holds calibrated.yaml, trials.csv (or steps.csv),
-    fit.png, calibration.json (the same values, for programs) and report.html
+    fit.png, fit_weekly.csv (the weekly counts the losses compare),
+    calibration.json (the same values, for programs) and report.html
     (the tables and the plot on one page); it is written at the end, all at
     once, and replaces only a calibration abm wrote. Optuna trials that
     finished are kept beside it until then (.<folder>.trials.jsonl): a

@@ -65,7 +65,7 @@ def test_calibration_recovers_a_known_transmission_rate(tmp_path):
     summary = calibrate(path, out)
     assert abs(summary["best_parameters"]["disease.transmission_rate"] - 3.0) < 0.5, summary
     assert summary["fit"]["cases"]["nd_weekly"] < 0.3
-    files = {MARK, "calibrated.yaml", "trials.csv", "calibration.json", "fit.png", "report.html"}
+    files = {MARK, "calibrated.yaml", "trials.csv", "calibration.json", "fit.png", "fit_weekly.csv", "report.html"}
     assert {p.name for p in out.iterdir()} == files
     # report.html: the console's two tables, row for row, the fit plot, links to the files.
     page = (out / "report.html").read_text()
@@ -311,6 +311,52 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
     assert summary["holdout"] is not None and summary["holdout"]["cases"]["nd_weekly"] > 0
     assert losses(simulated(rerun, cfg), load_observed(cfg), cfg.holdout_window) == summary["holdout"]
     assert json.loads((out / "calibration.json").read_text())["holdout"] == summary["holdout"]
+
+
+def test_fit_weekly_csv_holds_the_weeks_the_losses_compare(tmp_path):
+    """calibration.json's losses could not be checked from the calibration's files: the
+    simulated weekly series (deaths read through the observation model's delay and multiplier)
+    was only drawn in fit.png. fit_weekly.csv holds, per target and window, each scored week's
+    dates, the observed and simulated counts and the band; the losses follow from it by hand.
+    Fit window 2020-03-01 to 03-31: 4 weeks (03-29 to 03-31 left out); held out 04-01 to 04-15:
+    2 weeks (04-15 left out)."""
+    from conftest import tiny_calibration
+
+    path = tiny_calibration(tmp_path, trials=3, rerank_trials=2)
+    scenario = yaml.safe_load(path.read_text())
+    scenario["simulation"]["days"] = 75  # day 74 is 2020-04-15
+    scenario["calibration"].update(
+        targets=["hospital_admissions", "deaths"],
+        holdout_window=["2020-04-01", "2020-04-15"],
+        observation={"death_delay_days": 3.0, "death_multiplier": 1.5},
+    )
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    summary = calibrate(path, out, workers=1)
+    weeks = pd.read_csv(out / "fit_weekly.csv", dtype={"week_start": str, "week_end": str})
+    columns = ["target", "window", "week_start", "week_end", "observed", "simulated", "band_low", "band_high"]
+    assert list(weeks.columns) == columns
+    starts = {"fit": ["2020-03-01", "2020-03-08", "2020-03-15", "2020-03-22"], "holdout": ["2020-04-01", "2020-04-08"]}
+    rerun = abm.run(out / "calibrated.yaml")
+    cfg = rerun.scenario.calibration
+    observed, sim = load_observed(cfg), simulated(rerun, cfg)
+    for target in ("hospital_admissions", "deaths"):
+        for window, key in (("fit", "fit"), ("holdout", "holdout")):
+            rows = weeks[(weeks["target"] == target) & (weeks["window"] == window)]
+            assert rows["week_start"].tolist() == starts[window]
+            assert rows["week_end"].tolist() == [
+                str(pd.Timestamp(d).date() + pd.Timedelta(days=6)) for d in starts[window]
+            ]
+            by_day = [slice(a, b) for a, b in zip(rows["week_start"], rows["week_end"], strict=True)]
+            assert rows["observed"].tolist() == [observed.loc[d, target].sum() for d in by_day]
+            # the simulated counts are those of `abm run` on calibrated.yaml through the observation model
+            assert rows["simulated"].to_numpy() == pytest.approx([sim.loc[d, target].sum() for d in by_day], rel=1e-12)
+            assert (rows["band_low"] <= rows["simulated"]).all() and (rows["simulated"] <= rows["band_high"]).all()
+            s, o = rows["simulated"].to_numpy(), rows["observed"].to_numpy()
+            assert summary[key][target]["nd_weekly"] == pytest.approx(np.abs(s - o).sum() / o.sum(), rel=1e-12)
+            rmse = np.sqrt(np.mean((np.log1p(s) - np.log1p(o)) ** 2))
+            assert summary[key][target]["rmse_log1p_weekly"] == pytest.approx(rmse, rel=1e-12)
+    assert '<a href="fit_weekly.csv">' in (out / "report.html").read_text()
 
 
 def test_losses_are_weekly_rmse_of_log1p_and_normalized_deviation():

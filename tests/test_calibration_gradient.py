@@ -210,8 +210,11 @@ def test_gradient_calibration_moves_beta_to_the_truth(tmp_path):
     assert steps["loss"].iloc[-3:].mean() < 0.5 * steps["loss"].iloc[:2].mean()
     assert summary["fit"]["cases"]["nd_weekly"] < 0.2
     assert yaml.safe_load((out / "calibrated.yaml").read_text())["disease"]["transmission_rate"] == beta
-    files = {MARK, "calibrated.yaml", "steps.csv", "calibration.json", "fit.png", "report.html"}
+    files = {MARK, "calibrated.yaml", "steps.csv", "calibration.json", "fit.png", "fit_weekly.csv", "report.html"}
     assert {p.name for p in out.iterdir()} == files
+    # The weeks the losses compare; no band (the gradient method has no trials).
+    weeks = pd.read_csv(out / "fit_weekly.csv")
+    assert list(weeks.columns) == ["target", "window", "week_start", "week_end", "observed", "simulated"]
     page = (out / "report.html").read_text()
     assert "fitted parameters (gradient, 10 steps)" in page and '<a href="steps.csv">' in page
 

@@ -197,6 +197,37 @@ def weekly(frame: pd.DataFrame, window: tuple[dt.date, dt.date]) -> pd.DataFrame
     return pd.DataFrame(weekly_sums(part.to_numpy(dtype=float), days[0], (days[0], days[-1])), columns=part.columns)
 
 
+def weekly_fit_table(
+    observed: pd.DataFrame, sim: pd.DataFrame, band: list[pd.DataFrame], cfg: CalibrationConfig
+) -> pd.DataFrame:
+    """The weeks the losses score (:func:`weekly`), target by target and window by window (fit,
+    then held out): each week's first and last dates, the observed count, the best fit's
+    simulated count (``sim``: daily, through the observation model, scaled to the region) and,
+    with ``band`` curves, their lowest and highest counts (``band_low``, ``band_high``). What
+    ``fit_weekly.csv`` holds and the fit plot draws."""
+    windows = [("fit", cfg.fit_window)] + ([("holdout", cfg.holdout_window)] if cfg.holdout_window else [])
+    parts = []
+    for target in cfg.targets:
+        for name, window in windows:
+            obs, fit = weekly(observed, window)[target], weekly(sim, window)[target]
+            starts = pd.date_range(window[0], periods=len(obs), freq="7D")
+            part = pd.DataFrame(
+                {
+                    "target": target,
+                    "window": name,
+                    "week_start": starts.strftime("%Y-%m-%d"),
+                    "week_end": (starts + pd.Timedelta(days=6)).strftime("%Y-%m-%d"),
+                    "observed": obs.to_numpy(),
+                    "simulated": fit.to_numpy(),
+                }
+            )
+            if band:
+                curves = np.stack([weekly(b, window)[target].to_numpy() for b in band])
+                part["band_low"], part["band_high"] = curves.min(axis=0), curves.max(axis=0)
+            parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
 def rmse_log1p(sim: Series, obs: Series) -> Series:
     """Root mean squared difference of log1p counts (numpy arrays or tensors, differentiable in
     a tensor ``sim``)."""

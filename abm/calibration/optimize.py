@@ -32,6 +32,7 @@ from abm.calibration.observed import (
     raw_series,
     simulated,
     weekly,
+    weekly_fit_table,
 )
 from abm.calibration.report import calibration_report_html
 from abm.key_paths import lookup
@@ -833,6 +834,7 @@ def calibrate(
         (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml(), encoding="utf-8")
         fit.table.to_csv(tmp / fit.table_name, index=False)
         (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
+        weekly_fit_table(observed, fit.sim, fit.band, cfg).to_csv(tmp / "fit_weekly.csv", index=False)
         plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
         files = sorted(p.name for p in tmp.iterdir())
         page = calibration_report_html({**summary, "bounds": bounds}, files)
@@ -846,16 +848,14 @@ def plot_fit(
     observed: pd.DataFrame, sim: pd.DataFrame, band: list[pd.DataFrame], cfg: CalibrationConfig, file: Path
 ) -> None:
     """Weekly data, the best fit and the band of the best trials (with ``rerank_trials``, of
-    their re-runs, as the legend says), fit and held-out windows."""
-    windows = [cfg.fit_window] + ([cfg.holdout_window] if cfg.holdout_window else [])
+    their re-runs, as the legend says), fit and held-out windows: the weeks of
+    :func:`abm.calibration.observed.weekly_fit_table`, the numbers ``fit_weekly.csv`` holds."""
+    table = weekly_fit_table(observed, sim, band, cfg)
     rerun = f", re-run with {counted(cfg.rerank_replicates, 'replicate')}" if cfg.rerank_trials else ""
-
-    def blocks(frame: pd.DataFrame, t: str) -> np.ndarray:  # the weeks the losses score, window by window
-        return np.concatenate([weekly(frame, w)[t].to_numpy() for w in windows])
-
-    weeks = [pd.Timestamp(w[0]) + pd.Timedelta(days=7 * i) for w in windows for i in range(len(weekly(observed, w)))]
     fig, axes = plt.subplots(len(cfg.targets), 1, figsize=(8, 3.2 * len(cfg.targets)), squeeze=False)
     for ax, t in zip(axes[:, 0], cfg.targets, strict=True):
+        rows = table[table["target"] == t]
+        weeks = pd.to_datetime(rows["week_start"])
         if cfg.holdout_window:
             ax.axvspan(
                 pd.Timestamp(cfg.holdout_window[0]),
@@ -865,17 +865,16 @@ def plot_fit(
                 label="held out",
             )
         if band:
-            stack = np.stack([blocks(b, t) for b in band])
             ax.fill_between(
                 weeks,
-                stack.min(axis=0),
-                stack.max(axis=0),
+                rows["band_low"],
+                rows["band_high"],
                 color="C0",
                 alpha=0.25,
                 label=f"best {counted(len(band), 'trial')}{rerun}",
             )
-        ax.plot(weeks, blocks(observed, t), "ko", ms=4, label="observed")
-        ax.plot(weeks, blocks(sim, t), "C0-", label="best fit")
+        ax.plot(weeks, rows["observed"], "ko", ms=4, label="observed")
+        ax.plot(weeks, rows["simulated"], "C0-", label="best fit")
         ax.set_title(f"{t.replace('_', ' ')} per week (scaled to the region)")
         ax.set_ylabel("count per week")
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))

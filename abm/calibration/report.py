@@ -25,6 +25,7 @@ CALIBRATION_FILES = {
     "trials.csv": "every Optuna trial: its values and fit loss",
     "steps.csv": "every gradient step: its seed, fit loss, beta and seconds",
     "calibration.json": "the method, the fitted values and the losses, with more decimals",
+    "fit_weekly.csv": "the weekly counts the losses compare: observed, the fit and the band, by target and window",
 }
 """The calibration folder's files the report links to, with what each holds."""
 
