@@ -1082,3 +1082,16 @@ def test_calibration_report_names_a_band_and_a_forecast_only_where_the_plot_has_
     # the links' words show a command as code, not as the backticks of plain text
     page = calibration_report_html(optuna, ["calibrated.yaml"])
     assert "<code>abm run</code> on it re-creates the fit" in page and "`" not in page
+
+
+def test_a_loss_table_names_the_last_day_its_weeks_score():
+    """The losses sum whole 7-day weeks from a window's first day; where the window does not end
+    on one, the table's title says which day the scored weeks end on (King County's held-out
+    window, 61 days, scores 8 weeks to 2020-06-25), and says nothing more where it does (its
+    fit window, 63 days)."""
+    from abm.calibration.report import window_span
+
+    assert window_span(["2020-05-01", "2020-06-30"]) == "2020-05-01 to 2020-06-30 (8 whole weeks scored, to 2020-06-25)"
+    assert window_span(["2020-02-28", "2020-04-30"]) == "2020-02-28 to 2020-04-30"
+    assert window_span(["2020-03-01", "2020-03-07"]) == "2020-03-01 to 2020-03-07"
+    assert window_span(["2020-03-01", "2020-03-08"]) == "2020-03-01 to 2020-03-08 (1 whole week scored, to 2020-03-07)"

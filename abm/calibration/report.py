@@ -6,6 +6,7 @@ under its keys).
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import math
 from typing import Any
@@ -28,6 +29,18 @@ CALIBRATION_FILES = {
     "fit_weekly.csv": "the weekly counts the losses compare: observed, the fit and the band, by target and window",
 }
 """The calibration folder's files the report links to, with what each holds."""
+
+
+def window_span(window: list[str]) -> str:
+    """A window's dates as a loss table names them, "first to last", with the last day the
+    losses score where the window does not end on a whole week (they sum whole 7-day weeks from
+    its first day and drop a last partial week): "2020-05-01 to 2020-06-30 (8 whole weeks
+    scored, to 2020-06-25)"."""
+    first, last = (dt.date.fromisoformat(d) for d in window)
+    weeks = ((last - first).days + 1) // 7
+    scored = first + dt.timedelta(days=7 * weeks - 1)
+    text = f"{first} to {last}"
+    return text if scored == last else f"{text} ({counted(weeks, 'whole week')} scored, to {scored})"
 
 
 def number(value: float) -> str:
@@ -88,9 +101,7 @@ def calibration_tables(summary: dict[str, Any]) -> list[SummaryTable]:
     )
     windows = [("fit", "fit window"), ("holdout", "held-out window")]
     windows = [(key, label) for key, label in windows if summary.get(key) is not None]
-    spans = ", ".join(
-        f"{label} {summary[f'{key}_window'][0]} to {summary[f'{key}_window'][1]}" for key, label in windows
-    )
+    spans = ", ".join(f"{label} {window_span(summary[f'{key}_window'])}" for key, label in windows)
     loss_rows = []
     for target in summary["fit"]:
         loss_rows.append([target.replace("_", " "), *["" for _ in windows]])
