@@ -212,14 +212,40 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
                 fig.colorbar(im)
                 save_figure(fig, out / f"{k}_{field}.png", files)
         if summary.get("collaboration"):
-            mats = np.array(summary["collaboration"])
-            fig, ax = plt.subplots(figsize=(4.5, 4))
-            ax.imshow(mats[-10:].sum(0), cmap="Greys")
-            ax.set_title(f"{k}: choices, last 10 rounds", fontsize=9)
-            ax.set_xlabel("chosen")
-            ax.set_ylabel("chooser")
-            save_figure(fig, out / f"{k}_collaboration.png", files)
+            save_figure(collaboration_figure(k, summary["collaboration"]), out / f"{k}_collaboration.png", files)
     return files
+
+
+# The rounds the collaboration plot sums, as the record's collapse indicators count them
+# (distinct_partners_last10, cliques_last10: abm.learning.collaboration).
+COLLABORATION_WINDOW = 10
+
+
+def collaboration_figure(key: str, matrices: list[list[list[int]]]) -> Figure:
+    """Protocol ``key``'s collaboration record (``matrices[r][i][j]`` = 1 when user i chose j in
+    round r) as a heat map: how many times each user chose each peer over the last
+    :data:`COLLABORATION_WINDOW` rounds (or all, when fewer ran), with a colour bar of the counts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    mats = np.array(matrices)
+    window = min(COLLABORATION_WINDOW, len(mats))
+    counts = mats[-window:].sum(0)
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    im = ax.imshow(counts, cmap="Greys", vmin=0, vmax=max(1, int(counts.max())))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(integer=True))  # users are whole
+    ax.set_title(f"{key}: times chosen, last {window} rounds", fontsize=9)
+    ax.set_xlabel("chosen")
+    ax.set_ylabel("chooser")
+    bar = fig.colorbar(im)
+    bar.locator = MaxNLocator(integer=True)
+    bar.update_ticks()
+    bar.set_label("times chosen")
+    return fig
 
 
 def provenance(path_or_dict: str | Path | dict[str, Any], sets: list[str] | None) -> dict[str, Any]:

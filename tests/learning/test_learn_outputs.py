@@ -242,3 +242,23 @@ def test_a_long_label_keeps_the_console_tables_columns(tmp_path):
     }
     lines = summary_lines({"institutions": [{"name": "Seattle"}], "protocols": {"local": row, label: row}})
     assert len({len(line) for line in lines[:3]}) == 1, lines[:3]
+
+
+def test_the_collaboration_plot_says_what_its_shades_count_and_over_how_many_rounds():
+    """The collaboration plot had no colour bar (its shades of grey had no scale) and said "last 10
+    rounds" however many rounds ran."""
+    import matplotlib.pyplot as plt
+
+    from abm.learning.report import collaboration_figure
+
+    rounds = [[[0, 1, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 0], [0, 0, 1], [0, 1, 0]], [[0, 0, 1], [1, 0, 0], [1, 0, 0]]]
+    fig = collaboration_figure("p2p_greedy", rounds)
+    heat, bar = fig.axes
+    assert heat.get_title() == "p2p_greedy: times chosen, last 3 rounds"
+    assert bar.get_ylabel() == "times chosen"
+    assert heat.images[0].get_array().tolist() == [[0, 2, 1], [2, 0, 1], [1, 2, 0]]
+    plt.close(fig)
+    fig = collaboration_figure("p2p_greedy", rounds * 5)  # 15 rounds: the last 10 are summed
+    assert fig.axes[0].get_title() == "p2p_greedy: times chosen, last 10 rounds"
+    assert fig.axes[0].images[0].get_array().max() == 7
+    plt.close(fig)
