@@ -123,10 +123,11 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Learning: {report['scenario']}",
         "",
-        f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}. MCG: mean "
+        f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}, as fractions "
+        "(gains too: 0.010 is one percentage point). MCG: mean "
         "collaboration gain over local-only; CGS: collaboration gain spread, the standard deviation of the gains "
         "over participants; min gain: the lowest participant's gain; MB: megabytes of every message sent, the "
-        "server's to the participants included.",
+        "server's to the participants included (10^6 bytes).",
         "",
         "| protocol | mean | MCG | CGS | min gain | MB |",
         "|---|---:|---:|---:|---:|---:|",
@@ -143,6 +144,14 @@ def markdown(report: dict[str, Any]) -> str:
     for line in extra:
         lines += ["", line]
     return "\n".join(lines) + "\n"
+
+
+def console_legend(report: dict[str, Any]) -> str:
+    """The line under ``abm learn``'s table: what its columns measure, in which units."""
+    return (
+        f"mean: accuracy on {scored_on_text(report)} (a fraction); MCG, CGS, min gain: gains over local-only in "
+        "the same units (0.010 is one percentage point); MB: 10^6 bytes of every message"
+    )
 
 
 def scored_on_text(report: dict[str, Any]) -> str:

@@ -226,7 +226,7 @@ def test_a_long_label_keeps_the_console_tables_columns(tmp_path):
     f, out = _scenario(tmp_path, protocols=[{"name": "fedavg", "label": label}]), tmp_path / "out"
     res = _cli("learn", str(f), "--out", str(out))
     assert res.exit_code == 0, res.output
-    table = [line for line in res.stdout.splitlines() if not line.startswith("report:")]
+    table = [line for line in res.stdout.splitlines() if not line.startswith(("report:", "mean:"))]
     assert table[0].startswith("protocol") and table[-1].startswith(label)
     assert len({len(line) for line in table}) == 1, table
 
@@ -262,3 +262,18 @@ def test_the_collaboration_plot_says_what_its_shades_count_and_over_how_many_rou
     assert fig.axes[0].get_title() == "p2p_greedy: times chosen, last 10 rounds"
     assert fig.axes[0].images[0].get_array().max() == 7
     plt.close(fig)
+
+
+def test_the_console_and_report_md_say_the_scores_and_gains_are_fractions(tmp_path):
+    """The console table had no units, and report.md only "accuracies", while the benchmarks and the
+    CYCle paper give percent and percentage points: an MCG of 0.083 could be read as 0.083 points."""
+    f, out = _scenario(tmp_path), tmp_path / "out"
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert (
+        "mean: accuracy on the global test set (a fraction); MCG, CGS, min gain: gains over local-only in the "
+        "same units (0.010 is one percentage point); MB: 10^6 bytes of every message"
+    ) in res.stdout.splitlines()
+    md = (out / "report.md").read_text()
+    assert "accuracies on the global test set, as fractions (gains too: 0.010 is one percentage point)" in md
+    assert "(10^6 bytes)" in md
