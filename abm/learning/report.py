@@ -123,10 +123,11 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Learning: {report['scenario']}",
         "",
-        f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}. MCG: mean "
+        f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}, as fractions "
+        "(gains too: 0.010 is one percentage point). MCG: mean "
         "collaboration gain over local-only; CGS: collaboration gain spread, the standard deviation of the gains "
         "over participants; min gain: the lowest participant's gain; MB: megabytes of every message sent, the "
-        "server's to the participants included.",
+        "server's to the participants included (10^6 bytes).",
         "",
         "| protocol | mean | MCG | CGS | min gain | MB |",
         "|---|---:|---:|---:|---:|---:|",
@@ -143,6 +144,14 @@ def markdown(report: dict[str, Any]) -> str:
     for line in extra:
         lines += ["", line]
     return "\n".join(lines) + "\n"
+
+
+def console_legend(report: dict[str, Any]) -> str:
+    """The line under ``abm learn``'s table: what its columns measure, in which units."""
+    return (
+        f"mean: accuracy on {scored_on_text(report)} (a fraction); MCG, CGS, min gain: gains over local-only in "
+        "the same units (0.010 is one percentage point); MB: 10^6 bytes of every message"
+    )
 
 
 def scored_on_text(report: dict[str, Any]) -> str:
@@ -212,14 +221,40 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
                 fig.colorbar(im)
                 save_figure(fig, out / f"{k}_{field}.png", files)
         if summary.get("collaboration"):
-            mats = np.array(summary["collaboration"])
-            fig, ax = plt.subplots(figsize=(4.5, 4))
-            ax.imshow(mats[-10:].sum(0), cmap="Greys")
-            ax.set_title(f"{k}: choices, last 10 rounds", fontsize=9)
-            ax.set_xlabel("chosen")
-            ax.set_ylabel("chooser")
-            save_figure(fig, out / f"{k}_collaboration.png", files)
+            save_figure(collaboration_figure(k, summary["collaboration"]), out / f"{k}_collaboration.png", files)
     return files
+
+
+# The rounds the collaboration plot sums, as the record's collapse indicators count them
+# (distinct_partners_last10, cliques_last10: abm.learning.collaboration).
+COLLABORATION_WINDOW = 10
+
+
+def collaboration_figure(key: str, matrices: list[list[list[int]]]) -> Figure:
+    """Protocol ``key``'s collaboration record (``matrices[r][i][j]`` = 1 when user i chose j in
+    round r) as a heat map: how many times each user chose each peer over the last
+    :data:`COLLABORATION_WINDOW` rounds (or all, when fewer ran), with a colour bar of the counts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    mats = np.array(matrices)
+    window = min(COLLABORATION_WINDOW, len(mats))
+    counts = mats[-window:].sum(0)
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    im = ax.imshow(counts, cmap="Greys", vmin=0, vmax=max(1, int(counts.max())))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(integer=True))  # users are whole
+    ax.set_title(f"{key}: times chosen, last {window} rounds", fontsize=9)
+    ax.set_xlabel("chosen")
+    ax.set_ylabel("chooser")
+    bar = fig.colorbar(im)
+    bar.locator = MaxNLocator(integer=True)
+    bar.update_ticks()
+    bar.set_label("times chosen")
+    return fig
 
 
 def provenance(path_or_dict: str | Path | dict[str, Any], sets: list[str] | None) -> dict[str, Any]:

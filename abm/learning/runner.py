@@ -381,9 +381,12 @@ def run_all(scenario: LearningScenario, runner: str | None = None) -> dict[str, 
 
 def protocol_specs(scenario: Any, spec_class: type = ProtocolSpec) -> list[Any]:
     """The scenario's protocols, with local-only (the standalone baseline) first unless listed
-    (as a ``spec_class``: the learning scenario's, or another task's such as private calibration)."""
+    (as a ``spec_class``: the learning scenario's, or another task's such as private calibration).
+
+    The baseline is the protocol whose report key is ``local`` (``name: local`` with no label, or
+    labelled ``local``): the gains are measured against it, so it runs once."""
     specs = list(scenario.protocols)
-    if not any(s.name == "local" and s.label is None for s in specs):
+    if not any(s.key == "local" for s in specs):
         specs.insert(0, spec_class(name="local"))
     return specs
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from abm.private_calibration.institutions import KC2020_NOTE, Institution, build
 from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario
 from abm.scenario import PYTHON, OptionNames
 from abm.threads import torch_threads
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def run_all(
@@ -167,6 +170,44 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# Per institution bar plots: the figure of report.json's institutions[*] they show, the y axis, the title.
+INSTITUTION_BARS = {
+    "recovery": ("recovery accuracy", "recovery (held-out simulations, full range)"),
+    "gain": ("gain in recovery over local-only", "gain in recovery (held-out, full range)"),
+    "gain_own": (
+        "gain in recovery over local-only",
+        "gain in recovery (held-out, own prior)",
+    ),
+    "nd_mean": ("ND at the estimate (mean of channels)", "normalized deviation of the fit at the estimate"),
+}
+
+
+def institution_bars(report: dict[str, Any], names: list[str], metric: str) -> Figure:
+    """A bar per protocol and institution (``names``, in the report's order) of ``metric``, one of
+    :data:`INSTITUTION_BARS`, titled with the scenario and what is measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prots = report["protocols"]
+    keys = list(prots)
+    ylabel, title = INSTITUTION_BARS[metric]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(keys)), 4))
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        vals = [prots[k]["institutions"][i][metric] for k in keys]
+        ax.bar(np.arange(len(keys)) + i * width, vals, width, label=name)
+    if metric.startswith("gain"):
+        ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
+    ax.set_xticklabels(keys, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{report['scenario']}: {title}", fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
 def _plots(
     report: dict[str, Any], curves: dict[str, list[Any]], institutions: list[Institution], out: Path
 ) -> list[str]:
@@ -181,26 +222,15 @@ def _plots(
     n = len(names)
     files = []
     own = any(not np.isnan(prots[k].get("mean_recovery_own", float("nan"))) for k in keys)
-    for metric, ylabel, fname in (
-        ("recovery", "recovery accuracy (held-out simulations)", "recovery.png"),
-        ("gain", "gain over local-only", "gains.png"),
-        ("gain_own", "gain over local-only, own prior", "gains_own.png"),
-        ("nd_mean", "ND at the estimate (mean of channels)", "nd.png"),
+    for metric, fname in (
+        ("recovery", "recovery.png"),
+        ("gain", "gains.png"),
+        ("gain_own", "gains_own.png"),
+        ("nd_mean", "nd.png"),
     ):
         if metric == "gain_own" and not own:  # no own-prior held-out set (own_holdout_simulations: 0)
             continue
-        fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(keys)), 4))
-        width = 0.8 / n
-        for i in range(n):
-            vals = [prots[k]["institutions"][i][metric] for k in keys]
-            ax.bar(np.arange(len(keys)) + i * width, vals, width, label=names[i])
-        if metric.startswith("gain"):
-            ax.axhline(0, color="k", lw=0.8)
-        ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
-        ax.set_xticklabels(keys, rotation=30, ha="right")
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=7, ncol=2)
-        save_figure(fig, out / fname, files)
+        save_figure(institution_bars(report, names, metric), out / fname, files)
 
     fig, axes = plt.subplots(2, n, figsize=(3.2 * n, 5.5), squeeze=False)
     from abm.calibration.observed import weekly

@@ -226,7 +226,7 @@ def test_a_long_label_keeps_the_console_tables_columns(tmp_path):
     f, out = _scenario(tmp_path, protocols=[{"name": "fedavg", "label": label}]), tmp_path / "out"
     res = _cli("learn", str(f), "--out", str(out))
     assert res.exit_code == 0, res.output
-    table = [line for line in res.stdout.splitlines() if not line.startswith("report:")]
+    table = [line for line in res.stdout.splitlines() if not line.startswith(("report:", "mean:"))]
     assert table[0].startswith("protocol") and table[-1].startswith(label)
     assert len({len(line) for line in table}) == 1, table
 
@@ -242,3 +242,38 @@ def test_a_long_label_keeps_the_console_tables_columns(tmp_path):
     }
     lines = summary_lines({"institutions": [{"name": "Seattle"}], "protocols": {"local": row, label: row}})
     assert len({len(line) for line in lines[:3]}) == 1, lines[:3]
+
+
+def test_the_collaboration_plot_says_what_its_shades_count_and_over_how_many_rounds():
+    """The collaboration plot had no colour bar (its shades of grey had no scale) and said "last 10
+    rounds" however many rounds ran."""
+    import matplotlib.pyplot as plt
+
+    from abm.learning.report import collaboration_figure
+
+    rounds = [[[0, 1, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 0], [0, 0, 1], [0, 1, 0]], [[0, 0, 1], [1, 0, 0], [1, 0, 0]]]
+    fig = collaboration_figure("p2p_greedy", rounds)
+    heat, bar = fig.axes
+    assert heat.get_title() == "p2p_greedy: times chosen, last 3 rounds"
+    assert bar.get_ylabel() == "times chosen"
+    assert heat.images[0].get_array().tolist() == [[0, 2, 1], [2, 0, 1], [1, 2, 0]]
+    plt.close(fig)
+    fig = collaboration_figure("p2p_greedy", rounds * 5)  # 15 rounds: the last 10 are summed
+    assert fig.axes[0].get_title() == "p2p_greedy: times chosen, last 10 rounds"
+    assert fig.axes[0].images[0].get_array().max() == 7
+    plt.close(fig)
+
+
+def test_the_console_and_report_md_say_the_scores_and_gains_are_fractions(tmp_path):
+    """The console table had no units, and report.md only "accuracies", while the benchmarks and the
+    CYCle paper give percent and percentage points: an MCG of 0.083 could be read as 0.083 points."""
+    f, out = _scenario(tmp_path), tmp_path / "out"
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert (
+        "mean: accuracy on the global test set (a fraction); MCG, CGS, min gain: gains over local-only in the "
+        "same units (0.010 is one percentage point); MB: 10^6 bytes of every message"
+    ) in res.stdout.splitlines()
+    md = (out / "report.md").read_text()
+    assert "accuracies on the global test set, as fractions (gains too: 0.010 is one percentage point)" in md
+    assert "(10^6 bytes)" in md

@@ -994,3 +994,16 @@ def test_a_shifted_participant_is_scored_on_the_global_test_set_with_its_own_lab
     assert np.array_equal(ys[y >= 2], y[y >= 2])
     standalone = [p["standalone"] for p in run_all(scenario)["protocols"]["local"]["participants"]]
     assert abs(standalone[1] - np.mean([standalone[0], standalone[2]])) < 0.1, standalone
+
+
+def test_local_listed_with_the_label_local_is_the_baseline_and_runs_once():
+    """``{name: local, label: local}`` was not taken for the baseline: a second local-only ran
+    under the same key, the report's 'local' row was the listed one (here 1 round) and its gains
+    were against the other (2 rounds), so local-only showed a nonzero MCG against itself."""
+    from abm.learning.runner import protocol_specs, run_all
+
+    scenario, _ = load_scenario(_tiny(protocols=[{"name": "local", "label": "local", "rounds": 1}, {"name": "fedavg"}]))
+    assert [s.key for s in protocol_specs(scenario)] == ["local", "fedavg"]
+    local = run_all(scenario)["protocols"]["local"]
+    assert len(local["history"]) == 1
+    assert local["mcg"] == 0.0 and all(p["gain"] == 0.0 for p in local["participants"])

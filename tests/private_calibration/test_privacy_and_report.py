@@ -593,3 +593,36 @@ def test_report_json_lists_the_sets_and_the_file_as_learning_reports_do(tmp_path
     written = json.loads((tmp_path / "out" / "report.json").read_text())
     assert written["sets"] == report["sets"] == sets and written["source"] == str(TINY)
     assert list(written["protocols"]) == ["local", "centralized"]
+
+
+def test_the_institution_bar_plots_name_the_scenario_and_what_they_measure():
+    """recovery.png, gains.png, gains_own.png and nd.png had no title: gains.png and gains_own.png
+    differed only by ", own prior" in the y label, and none said the scenario or that the gain is in
+    recovery on held-out simulations."""
+    import matplotlib.pyplot as plt
+
+    from abm.private_calibration.report import institution_bars
+
+    row = {"recovery": 0.5, "gain": 0.1, "gain_own": -0.1, "nd_mean": 0.4}
+    report = {
+        "scenario": "pc",
+        "protocols": {"local": {"institutions": [row, row]}, "fedavg": {"institutions": [row, row]}},
+    }
+    titles = {}
+    for metric in ("recovery", "gain", "gain_own", "nd_mean"):
+        fig = institution_bars(report, ["A", "B"], metric)
+        titles[metric] = (fig.axes[0].get_title(), fig.axes[0].get_ylabel())
+        assert [p.get_height() for p in fig.axes[0].patches] == [row[metric]] * 4
+        plt.close(fig)
+    assert titles == {
+        "recovery": ("pc: recovery (held-out simulations, full range)", "recovery accuracy"),
+        "gain": (
+            "pc: gain in recovery (held-out, full range)",
+            "gain in recovery over local-only",
+        ),
+        "gain_own": (
+            "pc: gain in recovery (held-out, own prior)",
+            "gain in recovery over local-only",
+        ),
+        "nd_mean": ("pc: normalized deviation of the fit at the estimate", "ND at the estimate (mean of channels)"),
+    }
