@@ -14,6 +14,7 @@ from abm.learning.scenario import load_scenario
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps, jsonable
+from abm.plurals import counted
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -64,7 +65,8 @@ def privacy_lines(protocols: dict[str, Any], member: str = "participant") -> lis
         releases = dp["releases"] if dp["releases"] is not None else dp["rounds"]
         lines.append(
             f"{key}: differential privacy, epsilon {r['epsilon']:.3g} at delta {r['delta']:g} per {member} over "
-            f"{releases} noisy releases in {dp['rounds']} rounds ({dp['accountant']} accountant, clip {dp['clip']:g}, "
+            f"{counted(releases, 'noisy release')} in {counted(dp['rounds'], 'round')} "
+            f"({dp['accountant']} accountant, clip {dp['clip']:g}, "
             f"noise multiplier {dp['noise_multiplier']:.3g})"
         )
     return lines

@@ -36,6 +36,7 @@ from abm.learning.privacy.dp import DifferentiallyPrivateSum, noise_multiplier_f
 from abm.learning.protocols import RunContext, protocol_class
 from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec, SplitSpec
 from abm.learning.training import TrainConfig
+from abm.plurals import counted
 from abm.threads import torch_threads
 
 
@@ -337,7 +338,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         protocol.run_round(ctx, t)
         scores = scores_now()
         history.append(float(np.mean(scores)))
-        progress.step(spec.key, t + 1, ctx.rounds, f"{t + 1} rounds, mean score {history[-1]:.3f}")
+        progress.step(spec.key, t + 1, ctx.rounds, f"{counted(t + 1, 'round')}, mean score {history[-1]:.3f}")
     wall = time.perf_counter() - start
     net = ctx.network
     delta = spec.privacy.dp.delta if spec.privacy and spec.privacy.dp else None

@@ -631,16 +631,18 @@ def test_reports_write_strict_json():
     assert jsonable([np.float64("nan"), np.float32("inf"), np.array([1.5, np.nan])]) == [None, None, [1.5, None]]
 
 
-def test_cli_learn_says_what_runs_and_when_each_protocol_ends(tmp_path):
+@pytest.mark.parametrize(("rounds", "said"), [(3, "3 rounds"), (1, "1 round")])
+def test_cli_learn_says_what_runs_and_when_each_protocol_ends(tmp_path, rounds, said):
     """`abm learn` on stderr: one line of what runs and where, then a line per protocol as it
-    ends, with its rounds and the mean score the report holds; the table on stdout."""
+    ends, with its rounds (in the right number) and the mean score the report holds; the table
+    on stdout."""
     import subprocess
     import sys
 
     import yaml
 
     f = tmp_path / "tiny.yaml"
-    f.write_text(yaml.safe_dump(_tiny(rounds=3, evaluate_on="global")))  # 37 test samples: no note
+    f.write_text(yaml.safe_dump(_tiny(rounds=rounds, evaluate_on="global")))  # 37 test samples: no note
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "abm", "learn", str(f), "--out", str(out)], capture_output=True, text=True, timeout=300
@@ -649,7 +651,7 @@ def test_cli_learn_says_what_runs_and_when_each_protocol_ends(tmp_path):
     report = json.loads((out / "report.json").read_text())
     lines = proc.stderr.splitlines()
     assert lines[0] == f"running tiny: 2 participants, 3 protocols (local-only included), runner inprocess -> {out}"
-    assert lines[1:] == [f"{k}: 3 rounds, mean score {r['mean_score']:.3f}" for k, r in report["protocols"].items()]
+    assert lines[1:] == [f"{k}: {said}, mean score {r['mean_score']:.3f}" for k, r in report["protocols"].items()]
     assert list(report["protocols"]) == ["local", "fedavg", "cycle"]
     assert proc.stdout.splitlines()[-1] == f"report: {out / 'report.json'}"
 
