@@ -556,7 +556,7 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
     """A note for each intervention that is on in a ``resolved`` scenario while ``file`` (with
     ``overrides``, without the options) lacks it: the ``(option, key=value)`` options turned it on,
     with the defaults for everything they do not set."""
-    from abm.runs import resolve
+    from abm.overrides import resolve
     from abm.scenario import ScenarioError
 
     try:

@@ -56,6 +56,7 @@ from abm.outputs.summary_table import SummaryTable
 from abm.outputs.sweep_by_age import AGE_COLUMNS, age_outcomes
 from abm.outputs.sweep_plot import sweep_figure
 from abm.outputs.sweep_report import sweep_report_html, sweep_tables
+from abm.overrides import OVERRIDE_KEYS, resolve
 from abm.parallel import (
     ProcessPool,
     check_ray_address,
@@ -70,7 +71,7 @@ from abm.parallel import (
 )
 from abm.plugin_errors import PluginFailure
 from abm.plurals import counted
-from abm.runs import OVERRIDE_KEYS, TASK_REUSE, check_progress, resolve
+from abm.runs import TASK_REUSE, check_progress
 from abm.runs import run as run_scenario
 from abm.scenario import (
     COMMAND_LINE,

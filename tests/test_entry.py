@@ -115,6 +115,10 @@ def test_validate_checks_an_epidemic_scenario_without_loading_torch():
     assert shown.returncode == 0 and shown.stderr.strip() == verdict
     assert shown.stdout.startswith("name: vacc_phase1a\n")
     assert shown.stdout.endswith("\ntorch loaded: False\n")
+    # An option that turns an intervention on is noted, as abm run notes it: still without torch.
+    on = console_script(["validate", str(path), "--set", "interventions.testing.start_day=5"], report)
+    assert on.returncode == 0 and "turns testing on" in on.stderr, on.stderr
+    assert on.stdout.endswith("\ntorch loaded: False\n")
     severity = console_script(["validate", "--severity", str(path)], report)  # the chances by age: none either
     assert severity.returncode == 0 and "80+" in severity.stdout
     assert severity.stdout.endswith("\ntorch loaded: False\n")

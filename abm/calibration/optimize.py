@@ -39,6 +39,7 @@ from abm.key_paths import lookup
 from abm.memory import memory_note
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
+from abm.overrides import apply_overrides, given
 from abm.parallel import (
     ProcessPool,
     check_ray_address,
@@ -56,7 +57,7 @@ from abm.parallel import (
 from abm.plugin_errors import PluginFailure
 from abm.plurals import counted
 from abm.populations import load_region
-from abm.runs import TASK_REUSE, apply_overrides, given, run
+from abm.runs import TASK_REUSE, run
 from abm.scenario import (
     COMMAND_LINE,
     PYTHON,
@@ -177,7 +178,7 @@ def checked_inputs(
     overrides: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Scenario, pd.DataFrame]:
     """The scenario's data (``--set`` and ``overrides``, as ``--agents``, applied:
-    :func:`abm.runs.apply_overrides`), the validated scenario and the observed series,
+    :func:`abm.overrides.apply_overrides`), the validated scenario and the observed series,
     after every check made before anything runs: a calibration section, windows the simulation
     covers, valid free parameters (``optuna``) and data over the windows. Errors name the file.
     The data are checked before the windows' length: a window outside the data is named as such,

@@ -32,7 +32,7 @@ from abm.private_calibration.simulate import (
     simulate,
     weekly_rates,
 )
-from abm.runs import resolve
+from abm.overrides import resolve
 from abm.scenario import OptionNames, Scenario
 
 KC2020_NOTE = (

@@ -10,7 +10,7 @@ per-replicate settings are applied by a hook object passed with the scenario's i
   as for any infection) on the seeding day; the scenario's own seeding is switched off.
 
 Everything else (disease, contacts, the 2020 mobility multipliers) is the model scenario's,
-resolved with :func:`abm.runs.resolve` as ``abm run`` would. Observations follow
+resolved with :func:`abm.overrides.resolve` as ``abm run`` would. Observations follow
 :mod:`abm.calibration.observation`: admissions are new hospitalisations; reported cases are onsets
 of symptoms thinned by the ascertainment (Binomial) and delayed ``case_delay_days``
 (:func:`abm.calibration.observation.shifted`); both are summed over the window's weeks with

@@ -1,0 +1,109 @@
+"""A scenario as a command runs it: the file (or plain data, or a Scenario) with the command's
+``--set`` texts and its overrides (``--agents``, ``--days``, ``--replicates``, ``--seed``,
+``--device``) applied, then validated. Torch-free, so that ``abm validate`` loads no engine.
+"""
+
+from __future__ import annotations
+
+import json
+import reprlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from abm.scenario import (
+    COMMAND_LINE,
+    OptionNames,
+    Scenario,
+    ScenarioError,
+    apply_set,
+    extended,
+    key_origin,
+    option_texts,
+    overlaps,
+    read_scenario_data,
+    validate,
+    with_full_data_paths,
+)
+
+OVERRIDE_KEYS = {
+    "agents": "population.agents",
+    "days": "simulation.days",
+    "replicates": "simulation.replicates",
+    "seed": "simulation.seed",
+    "device": "simulation.device",
+}
+
+
+def resolve(
+    scenario: Scenario | str | Path | dict[str, Any],
+    overrides: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+    *,
+    names: OptionNames = COMMAND_LINE,
+) -> Scenario:
+    """A validated scenario from a path, plain data or a Scenario, with overrides applied
+    (``sets``: ``key.path=value`` texts; one text alone is taken as a list of one). Messages name
+    the options as ``names`` says: as ``abm run`` takes them (``--agents 0``, ``--set
+    key=value``; the default), as :func:`abm.runs.run` takes them (``PYTHON``: ``agents=0``,
+    ``sets=['key=value']``) or as a file's key (``sets`` from a learning scenario's
+    ``model.set``)."""
+    sets = option_texts(sets, "set", names)
+    origin = None
+    if isinstance(scenario, Scenario):
+        data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
+    elif isinstance(scenario, dict):
+        # as a file holds it, ``extends`` included (a path relative to the working folder)
+        data, source = extended(scenario, "scenario", Path.cwd()), "scenario"
+    elif isinstance(scenario, str | Path):
+        data, source = read_scenario_data(scenario), str(scenario)
+        if not sets and not any(v is not None for v in (overrides or {}).values()):
+            origin = key_origin(scenario)  # which file of its extends chain set a bad value
+    else:
+        raise ScenarioError(
+            f"scenario: {reprlib.repr(scenario)} is not allowed; give a scenario file's path, plain data as a "
+            "file holds it (a dict) or a Scenario"
+        )
+    for i, item in enumerate(sets):
+        data = apply_set(data, item, names.set_item(i))
+    data = apply_overrides(data, overrides, sets, source, names, origin)
+    return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin)
+
+
+def given(overrides: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The overrides that change something (a value of None leaves the scenario's), in order:
+    what messages name with the scenario (``FILE (with --agents 5)``)."""
+    return [(key, value) for key, value in (overrides or {}).items() if value is not None]
+
+
+def apply_overrides(
+    data: dict[str, Any],
+    overrides: dict[str, Any] | None,
+    sets: list[str],
+    source: str,
+    names: OptionNames = COMMAND_LINE,
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+) -> dict[str, Any]:
+    """``data`` (the sets already applied) with ``overrides`` (``agents``, ``days``,
+    ``replicates``, ``seed``, ``device``: :data:`OVERRIDE_KEYS`) applied. One that sets the same
+    key as one of ``sets`` is refused, naming both; one the file has no section for (a list
+    there, say) gets the file's own message (``source``; ``origin``: :func:`validate`'s)."""
+    set_keys = {item.split("=", 1)[0].strip() for item in sets}
+    done: list[tuple[str, Any]] = []
+    for key, value in given(overrides):
+        if key not in OVERRIDE_KEYS:
+            raise ScenarioError(f"override {key!r} is not allowed; allowed: {', '.join(OVERRIDE_KEYS)}")
+        path = OVERRIDE_KEYS[key]
+        clash = sorted(k for k in set_keys if overlaps(k, path))
+        if clash:
+            option = names.given(key, value) if names.python else names.name(key)
+            raise ScenarioError(
+                f"{source}: {option} and {names.item('set', f'{clash[0]}=...')} both set {path}; give one"
+            )
+        try:
+            data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", names.name(key))
+        except ScenarioError:  # the file has no section there (a list, say): the file is what is wrong
+            validate(data, names.scenario(source, sets, done), origin)
+            raise
+        done.append((key, value))
+    return data
