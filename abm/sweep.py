@@ -230,7 +230,8 @@ class SweepResult:
         and ``report.html`` (the tables `abm sweep` prints, the plot and links) into ``out``
         (atomically); then the runs kept while it ran go."""
         out = output_path(out, "out")
-        with atomic_folder(out, "sweep") as tmp:
+        kept = self.kept_in.said_in_write_errors() if self.kept_in is not None else contextlib.nullcontext()
+        with kept, atomic_folder(out, "sweep") as tmp:
             # 54, not 54.0 (empty: no peak, or no count by age in a run kept by an older abm)
             whole = {c: "Int64" for c in (*INTEGER_OUTCOMES, *AGE_COLUMNS) if c in self.table}
             self.table.astype(whole).to_csv(tmp / "sweep.csv", index=False)

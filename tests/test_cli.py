@@ -657,6 +657,31 @@ def test_a_full_disk_while_the_run_folder_is_written_gets_one_message_and_exit_1
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
+def test_an_output_folder_taken_while_the_run_ran_gets_one_line_and_exit_2(tmp_path, monkeypatch):
+    """``--out`` is checked before the run and again as the folder is written. A folder someone
+    made there meanwhile, with a file of their own, ends `abm run` with one line naming it and exit
+    code 2, their file kept (it ended with an OutputFolderError traceback and exit code 1)."""
+    import abm.runs
+
+    out, real = tmp_path / "run", abm.runs.run
+
+    def run_then_take_the_folder(*args, **kwargs):
+        result = real(*args, **kwargs)
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+        return result
+
+    monkeypatch.setattr(abm.runs, "run", run_then_take_the_folder)
+    small = ["--agents", "500", "--days", "5", "--replicates", "1", "--out", str(out)]
+    result = runner.invoke(app, ["run", str(SCENARIO), *small])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: output folder '{out}': exists and was not written by abm" in text, text
+    assert text.endswith(f"remove this one yourself; no results were written to {out}"), text
+    assert text.count("error:") == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run"] and (out / "notes.txt").read_text() == "mine"
+
+
 @pytest.mark.parametrize("command", ["calibrate", "learn"])
 def test_calibrate_and_learn_say_a_failed_write_in_one_line_with_exit_1(tmp_path, monkeypatch, command):
     """`abm calibrate` and `abm learn` end on a file system failure (:class:`OutputWriteError`,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -823,7 +824,8 @@ def calibrate(
         "seconds": time.perf_counter() - start,
     }
     bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
-    with atomic_folder(target, "calibration") as tmp:
+    kept = journal.said_in_write_errors() if journal is not None else contextlib.nullcontext()
+    with kept, atomic_folder(target, "calibration") as tmp:
         (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml(), encoding="utf-8")
         fit.table.to_csv(tmp / fit.table_name, index=False)
         (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")

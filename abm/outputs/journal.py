@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from abm import __version__
+from abm.outputs.run_folder import OutputFolderError, OutputWriteError
 from abm.plurals import plural
 
 FORMAT = 1
@@ -143,6 +144,30 @@ class Journal:
             del self.entries[n:]
             self._rewrite()
 
+    def continues(self) -> str:
+        """What the same command continues from, ``3 finished runs are kept in PATH; the same
+        command continues from them``; empty where nothing is kept."""
+        if not self.entries or not self.writable:
+            return ""
+        return f"{self._kept(len(self.entries))}; the same command continues from them"
+
+    @contextmanager
+    def said_in_write_errors(self) -> Iterator[None]:
+        """Writing the command's output folder: where it fails (:class:`OutputFolderError`: the
+        folder was taken while the command worked; :class:`OutputWriteError`: a full disk), the
+        error's message ends with what the same command continues from (``; 3 finished runs are
+        kept in PATH; the same command continues from them``)."""
+        try:
+            yield
+        except (OutputFolderError, OutputWriteError) as exc:
+            said = self.continues()
+            if not said:
+                raise
+            annotated = type(exc)(f"{exc}; {said}")
+            if isinstance(exc, OSError):
+                annotated.errno = exc.errno
+            raise annotated from exc
+
     @contextmanager
     def keeping(self, bad: tuple[type[Exception], ...]) -> Iterator[None]:
         """The command's work, kept as it goes: after a ``bad`` error (bad input, which would
@@ -157,8 +182,8 @@ class Journal:
         except BaseException:
             if not self.entries and self.writable:
                 self.remove()
-            elif self.entries and self.writable and self.warn is not None:
-                self.warn(f"{self._kept(len(self.entries))}; the same command continues from them")
+            elif self.continues() and self.warn is not None:
+                self.warn(self.continues())
             raise
 
     def remove(self) -> None:
