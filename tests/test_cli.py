@@ -996,6 +996,47 @@ def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
     assert entry._interrupt(signal.SIGINT, None) is None and interrupts._received == [signal.SIGTERM]
 
 
+# Ctrl-C just after the output folder is in place, before the command returns: as a sweep removes
+# the runs it kept (Journal.remove), or as `abm run` returns from RunResult.write.
+INTERRUPTED_AFTER_THE_WRITE = """
+import os, signal, sys
+
+from abm import entry, runs
+from abm.outputs.journal import Journal
+
+def interrupt_after(real):
+    def wrapped(*args, **kwargs):
+        value = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return value
+    return wrapped
+
+runs.RunResult.write = interrupt_after(runs.RunResult.write)
+Journal.remove = interrupt_after(Journal.remove)
+sys.argv = ["abm", *sys.argv[1:]]
+entry.main()
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_an_interrupt_once_the_folder_is_in_place_leaves_a_complete_command(tmp_path, command):
+    """Ctrl-C once the new folder has been renamed into place, before the command marked its
+    output complete: the command ends as if it had come later, exit code 0, the folder and nothing
+    else in place. It said "interrupted: no results were written to DIR" of the new results in DIR,
+    with exit code 130, and a sweep left the runs it had kept beside them."""
+    out = tmp_path / "out"
+    small = ["--agents", "500", "--days", "5", "--out", str(out)]
+    args = ["run", str(SCENARIO), *small, "--replicates", "1"]
+    if command == "sweep":
+        args = ["sweep", str(SCENARIO), *small, "--replicates", "1", "--sweep", "contacts.community.weight=0.3,0.6"]
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AFTER_THE_WRITE, *args], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "interrupted" not in proc.stderr, proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and (out / MARK).is_file()
+
+
 @pytest.mark.parametrize(("written", "code"), [(True, 0), (False, 2)])
 def test_the_signals_stay_ignored_through_shutdown_once_the_results_are_written(monkeypatch, written, code):
     """After a command that wrote its output, the console script leaves Ctrl-C and SIGTERM

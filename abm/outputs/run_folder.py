@@ -24,7 +24,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from abm.interrupts import interrupted
+from abm.interrupts import interrupted, results_written
 
 MARK = ".abm-output"  # written into every output folder, with the names of what abm wrote there
 MARK_TEXT = "written by abm; an abm command may replace this folder. Its entries:\n"
@@ -352,13 +352,17 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
 def _swap(new: Path, target: Path, old: Path) -> None:
     """Put folder ``new`` in place of ``target``, whose earlier content goes to ``old`` and is then
     removed. An interrupt (or error) before ``new`` is in place puts the earlier folder back and
-    removes ``new``; one while ``old`` is removed is let go, as the output is then complete (what is
-    left of ``old``, named like a staging folder, is removed by the next write once this process
-    has ended)."""
+    removes ``new``; one after is let go, as the output is then complete: the command's output is
+    marked written (:func:`abm.interrupts.results_written`) at once, so that the console script
+    ignores an interrupt from there on, through whatever the command does after the write
+    (removing what a sweep or calibration kept: it would else say "no results were written" of
+    results in place). What is left of ``old``, named like a staging folder, is removed by the
+    next write once this process has ended."""
     try:
         if target.exists():
             target.rename(old)
         new.rename(target)
+        results_written()
     except BaseException:
         if new.exists():  # not in place
             if old.exists() and not target.exists():
