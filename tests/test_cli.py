@@ -733,6 +733,24 @@ def test_a_folder_put_in_place_by_another_writer_meanwhile_gets_a_write_error(tm
     assert (out / "summary.json").read_text() == "other"
 
 
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_an_output_that_is_not_written_leaves_none_of_the_folders_made_for_it(tmp_path, failure):
+    """``--out new/deeper/run`` makes ``new`` and ``new/deeper`` to write the run in; a write that
+    is interrupted (Ctrl-C) or fails (a full disk) removes them with the run (they were left,
+    empty), up to one that now holds something else."""
+    from abm.outputs.run_folder import OutputWriteError, atomic_folder
+
+    error = OutputWriteError if failure is OSError else KeyboardInterrupt
+    with pytest.raises(error), atomic_folder(tmp_path / "new" / "deeper" / "run", "run") as tmp:
+        (tmp / "summary.json").write_text("{}")
+        raise failure
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(error), atomic_folder(tmp_path / "new" / "deeper" / "run", "run") as tmp:
+        (tmp_path / "new" / "notes.txt").write_text("mine")  # put there meanwhile
+        raise failure
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["notes.txt"]
+
+
 def test_resolved_yaml_round_trips(tmp_path):
     """The resolved scenario a run saves loads back as the same scenario, every field."""
     sc = load_scenario(SCENARIO)

@@ -109,3 +109,18 @@ def test_a_file_that_cannot_be_read_is_left_as_it_is_when_the_work_stops(tmp_pat
     with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
         raise KeyboardInterrupt
     assert path.is_dir() and len(notes) == 1 and notes[0].startswith(f"finished runs cannot be kept in {path} (")
+
+
+def test_work_kept_in_new_folders_that_keeps_nothing_leaves_no_folder(tmp_path):
+    """The file's folders are made for it (``--out new/deeper/sweep``); work that stops before
+    anything is kept leaves none of them (they were left, empty). Work whose output was written
+    there keeps them, with the output."""
+    notes: list[str] = []
+    journal = started(tmp_path / "new" / "deeper" / ".sweep.runs.jsonl", notes)
+    with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == [] and notes == []
+    journal = started(tmp_path / "new" / "deeper" / ".sweep.runs.jsonl", notes)
+    (tmp_path / "new" / "deeper" / "sweep").mkdir()  # the output, in place
+    journal.remove()
+    assert [p.name for p in (tmp_path / "new" / "deeper").iterdir()] == ["sweep"]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from abm import __version__
-from abm.outputs.run_folder import OutputFolderError, OutputWriteError
+from abm.outputs.run_folder import OutputFolderError, OutputWriteError, missing_folders, remove_empty
 from abm.plurals import plural
 
 FORMAT = 1
@@ -57,6 +57,7 @@ class Journal:
         self.found = 0
         self.replaced = False
         self.writable = True  # False once a write failed: nothing more is kept
+        self.made = missing_folders(path.parent)  # removed with the file, if nothing else is put there
         if path.exists():
             try:
                 entries = self._read()
@@ -187,8 +188,11 @@ class Journal:
             raise
 
     def remove(self) -> None:
-        """The output is written, or nothing was kept (:meth:`keeping`): the file goes."""
+        """The output is written, or nothing was kept (:meth:`keeping`): the file goes, and the folders
+        made for it with it, unless something else lies in them (the output)."""
         try:
             self.path.unlink(missing_ok=True)
         except OSError as exc:  # the results are written; a file left behind is harmless
             self._failed(exc)
+            return
+        remove_empty(self.made)

@@ -304,12 +304,42 @@ def _running(pid: str) -> bool:
     return True
 
 
+def missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and the folders above it that do not exist (yet), deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first, as :func:`missing_folders` gives them) that a command
+    made for an output it did not write, up to the first that holds something (another's)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 @contextlib.contextmanager
 def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
-    """Yield a temporary folder; on success it replaces ``target``, on any error it is removed.
+    """Yield a temporary folder; on success it replaces ``target``, on any error it is removed,
+    with the folders above it made for it (``--out new/runs/a``: ``new`` and ``new/runs``).
     Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it.
     A failure of the file system (a full disk, ...) is raised as :class:`OutputWriteError`."""
     target = check_target(target, kind)
+    made = missing_folders(target.parent)
+    try:
+        yield from _write_in_place(target, kind)
+    except BaseException:
+        remove_empty(made)
+        raise
+
+
+def _write_in_place(target: Path, kind: str | None) -> Iterator[Path]:
+    """:func:`atomic_folder`'s work, once ``target`` is checked."""
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f"{glob.escape(_staging_prefix(target))}*"):
         pid = stale.name.removesuffix("-old").rsplit("-", 1)[-1]
