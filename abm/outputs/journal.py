@@ -5,10 +5,12 @@ a power cut), continues from it when run again: a calibration's trials
 
 The file, ``.<output folder name>.<kind>.jsonl``, holds a header line with a key naming what it
 belongs to (a hash of the resolved work and abm's version) and one JSON line per finished piece
-of work, appended and flushed as each finishes. A file with another key (or one that is not such
-a file) is replaced, with a note; one with this work's key and no piece yet (a process killed
-before its first piece finished) is taken as it is, without one; a line cut short by a killed
-process ends what is read. A command that stops before any piece has finished (Ctrl-C, a lost
+of work, appended and flushed as each finishes, with the same key: a line of another key (two
+commands that keep their work in the same file at once, the second having replaced the first's
+file, which the first goes on appending to) is not taken as this work's. A file with another key
+(or one that is not such a file) is replaced, with a note; one with this work's key and no piece
+yet (a process killed before its first piece finished) is taken as it is, without one; a line cut
+short by a killed process ends what is read. A command that stops before any piece has finished (Ctrl-C, a lost
 worker) leaves no file. Keeping never stops the command: where the file cannot be written (a
 read-only folder, a full disk) the command goes on without it and says so once.
 """
@@ -27,7 +29,7 @@ from abm import __version__
 from abm.outputs.run_folder import OutputFolderError, OutputWriteError, missing_folders, remove_empty
 from abm.plurals import plural
 
-FORMAT = 1
+FORMAT = 2  # 2: each entry's line carries the work's key (format 1's did not)
 
 
 def journal_path(target: Path, kind: str) -> Path:
@@ -109,7 +111,8 @@ class Journal:
                     break
                 if not isinstance(entry, dict):
                     break
-                entries.append(entry)
+                if entry.pop("key", None) == self.key:  # else another command's, appended meanwhile
+                    entries.append(entry)
         return entries
 
     def _rewrite(self) -> None:
@@ -122,11 +125,15 @@ class Journal:
             with tmp.open("w", encoding="utf-8") as f:
                 f.write(json.dumps({"format": FORMAT, "key": self.key}) + "\n")
                 for entry in self.entries:
-                    f.write(json.dumps(entry) + "\n")
+                    f.write(self._line(entry))
             tmp.replace(self.path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             self._failed(exc)
+
+    def _line(self, entry: dict[str, Any]) -> str:
+        """The file's line for ``entry``: it, with this work's key."""
+        return json.dumps({"key": self.key, **entry}) + "\n"
 
     def add(self, entry: dict[str, Any]) -> None:
         """Keep a finished piece (appended and flushed at once)."""
@@ -135,7 +142,7 @@ class Journal:
             return
         try:
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(entry) + "\n")
+                f.write(self._line(entry))
         except OSError as exc:
             self._failed(exc)
 
