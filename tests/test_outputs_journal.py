@@ -140,3 +140,20 @@ def test_runs_another_command_appends_to_the_same_file_are_not_taken(tmp_path):
     second.add({"task": 1, "result": "the second's"})
     again = started(path, notes, "second")
     assert again.entries == [{"task": 1, "result": "the second's"}] and again.found == 1
+
+
+def test_an_interrupt_as_the_file_is_rewritten_leaves_no_copy_beside_it(tmp_path, monkeypatch):
+    """The file is written anew beside itself (``.out.runs.jsonl.PID.tmp``) and renamed into place
+    as the command starts; Ctrl-C in between left that copy, hidden, for good (no later command
+    removes it). Now only the file as it was is left."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    started(path, notes).add({"task": 0})
+    before = path.read_bytes()
+
+    def interrupted(self, target):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        started(path, notes)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name] and path.read_bytes() == before

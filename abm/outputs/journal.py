@@ -130,6 +130,9 @@ class Journal:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             self._failed(exc)
+        except BaseException:  # Ctrl-C as it is written: the file as it was, and no copy left beside it
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _line(self, entry: dict[str, Any]) -> str:
         """The file's line for ``entry``: it, with this work's key."""
