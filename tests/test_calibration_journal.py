@@ -228,3 +228,24 @@ def test_a_calibration_folder_taken_while_the_trials_ran_keeps_them_and_says_so(
     trials.again()
     assert CliRunner().invoke(app, args).exit_code == 0
     assert trials.ran == [] and (out / "calibrated.yaml").exists() and not kept.exists()
+
+
+def test_a_calibration_interrupted_as_its_folder_is_written_says_its_trials_are_kept(tmp_path, monkeypatch):
+    """Ctrl-C once every trial is done, as the folder is written (its plot drawn): the trials are
+    kept for the same command, and it says so, as when stopped during the trials (it kept them
+    without a word)."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    out = tmp_path / "out"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(optimize, "plot_fit", interrupted)
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--workers", "1", "--out", str(out)])
+    said = " ".join(result.output.split())
+    kept = journal_path(out, "trials")
+    assert result.exit_code == 130, result.output
+    assert said.endswith(
+        f"note: 2 finished trials are kept in {kept}; the same command continues from them "
+        f"interrupted: no results were written to {out}"
+    ), said

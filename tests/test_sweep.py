@@ -530,6 +530,29 @@ def test_a_sweep_folder_taken_while_the_runs_ran_gets_one_line_and_keeps_the_run
     assert ran == [] and (out / "sweep.csv").exists() and not kept.exists()
 
 
+def test_a_sweep_interrupted_as_its_folder_is_written_says_its_runs_are_kept(tmp_path, monkeypatch):
+    """Ctrl-C once every run is done, as the folder is written: the runs are kept for the same
+    command, and it says so, as when stopped during the runs (it kept them without a word)."""
+    import abm.sweep as sweep_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module, "sweep_figure", interrupted)
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "1"]
+    args += ["--agents", str(TINY["agents"]), "--days", str(TINY["days"]), "--out", str(out)]
+    result = runner.invoke(app, args)
+    said = " ".join(result.output.split())
+    kept = tmp_path / ".sweep.runs.jsonl"
+    assert result.exit_code == 130, result.output
+    assert said.endswith(
+        f"note: 2 finished runs are kept in {kept}; the same command continues from them "
+        f"interrupted: no results were written to {out}"
+    ), said
+    assert [p.name for p in tmp_path.iterdir()] == [kept.name]
+
+
 def test_an_interrupted_sweep_continues_where_it_stopped(tmp_path, monkeypatch, local_sweep):
     """Stopped after 3 of its 4 runs, `abm sweep` keeps them (and says so); the same command
     then runs only the fourth, and writes the tables an uninterrupted sweep gives."""

@@ -163,11 +163,13 @@ class Journal:
         return f"{self._kept(len(self.entries))}; the same command continues from them"
 
     @contextmanager
-    def said_in_write_errors(self) -> Iterator[None]:
-        """Writing the command's output folder: where it fails (:class:`OutputFolderError`: the
-        folder was taken while the command worked; :class:`OutputWriteError`: a full disk), the
-        error's message ends with what the same command continues from (``; 3 finished runs are
-        kept in PATH; the same command continues from them``)."""
+    def said_if_unwritten(self) -> Iterator[None]:
+        """The command's work is done, its output not yet written: where that ends otherwise, the
+        command says what it continues from (``3 finished runs are kept in PATH; the same command
+        continues from them``), as :meth:`keeping` does while it works. An error that kept the
+        folder from being written (:class:`OutputFolderError`: the folder was taken while the
+        command worked; :class:`OutputWriteError`: a full disk) says it in its own message; Ctrl-C,
+        or any other error, in a note before it."""
         try:
             yield
         except (OutputFolderError, OutputWriteError) as exc:
@@ -178,6 +180,10 @@ class Journal:
             if isinstance(exc, OSError):
                 annotated.errno = exc.errno
             raise annotated from exc
+        except BaseException:
+            if self.continues() and self.warn is not None:
+                self.warn(self.continues())
+            raise
 
     @contextmanager
     def keeping(self, bad: tuple[type[Exception], ...]) -> Iterator[None]:
