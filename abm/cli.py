@@ -693,6 +693,8 @@ def run(
             except ScenarioError as exc:  # found once the run has its population: named by the file and options
                 given = [(k, v) for k, v in overrides.items() if v is not None]
                 fail(f"{COMMAND_LINE.scenario(str(file), set_ or [], given)}: {str(exc).removeprefix(sc.name + ': ')}")
+            except OutputFolderError as exc:  # checked before the run; something took the folder since
+                fail(f"{exc}; {not_written(target)}")
             except OutputWriteError as exc:
                 fail(str(exc), code=1)
             except PluginFailure as exc:
@@ -993,7 +995,7 @@ def sweep(
                 )
                 result.write(target)
                 results_written()
-            except ScenarioError as exc:
+            except (ScenarioError, OutputFolderError) as exc:  # the folder: something took it during the runs
                 fail(str(exc))
             except (WorkerLost, OutputWriteError) as exc:
                 fail(str(exc), code=1)

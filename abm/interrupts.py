@@ -16,7 +16,8 @@ STARTING = "interrupted while starting; nothing was run"  # Ctrl-C while the lib
 def results_written() -> None:
     """A command has written all its output (in the console script, later interrupts are
     ignored; elsewhere this changes nothing)."""
-    _written.append(True)
+    if not _written:  # once: abm.run(...).write() may be called any number of times
+        _written.append(True)
 
 
 def output_complete() -> bool:

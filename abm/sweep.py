@@ -240,7 +240,8 @@ class SweepResult:
         and ``report.html`` (the tables `abm sweep` prints, the plot and links) into ``out``
         (atomically); then the runs kept while it ran go."""
         out = output_path(out, "out")
-        with atomic_folder(out, "sweep") as tmp:
+        kept = self.kept_in.said_if_unwritten() if self.kept_in is not None else contextlib.nullcontext()
+        with kept, atomic_folder(out, "sweep") as tmp:
             # 54, not 54.0 (empty: no peak, or no count by age in a run kept by an older abm)
             whole = {c: "Int64" for c in (*INTEGER_OUTCOMES, *AGE_COLUMNS) if c in self.table}
             self.table.astype(whole).to_csv(tmp / "sweep.csv", index=False)
@@ -803,40 +804,42 @@ def run_sweep(
                 names.given("ray-address", ray_address),
             )
         )
-    wall = time.perf_counter() - t0
-    fresh = dict(zip(todo, ran, strict=True))
-    results = [kept[i] if i in kept else fresh[i] for i in range(len(tasks))]
-    table, summary = combine(sp, results)
-    info = {
-        "abm_version": __version__,
-        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": invocation.command(),
-        "scenario": sp.variants[0].name,
-        "source": sp.source,
-        "sweeps": {a.key: list(a.values) for a in sp.axes},
-        "replicates": sp.replicates,
-        "agents": sorted({sc.population.agents for sc in sp.variants}),
-        "region_population": sorted({r["region_population"] for r in results}),
-        "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
-        "backend": backend,
-        **used,  # workers: how many runs could run at once (the tables do not depend on it); Ray: ray_cpus
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "timings": {
-            "wall_seconds": wall,
-            "engine_seconds": sum(r["engine_seconds"] for r in results),
-            "population_seconds": sum(r["population_seconds"] for r in results),
-        },
-        "variants": [
-            {
-                "variant": v,
-                "label": sp.label(v),
-                "short_label": sp.label(v, short=True),  # as the console's and report.html's tables name it
-                "sweep": {a.key: x for a, x in zip(sp.axes, sp.assignments[v]["values"], strict=True)},
-                "scenario": as_run(sc, next(r for r in results if r["variant"] == v)),
-            }
-            for v, sc in enumerate(sp.variants)
-        ],
-    }
+    # the runs are done, the folder not yet written: Ctrl-C now says what is kept, as during the runs
+    with journal.said_if_unwritten() if journal is not None else contextlib.nullcontext():
+        wall = time.perf_counter() - t0
+        fresh = dict(zip(todo, ran, strict=True))
+        results = [kept[i] if i in kept else fresh[i] for i in range(len(tasks))]
+        table, summary = combine(sp, results)
+        info = {
+            "abm_version": __version__,
+            "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": invocation.command(),
+            "scenario": sp.variants[0].name,
+            "source": sp.source,
+            "sweeps": {a.key: list(a.values) for a in sp.axes},
+            "replicates": sp.replicates,
+            "agents": sorted({sc.population.agents for sc in sp.variants}),
+            "region_population": sorted({r["region_population"] for r in results}),
+            "seeding": "replicate r of a variant runs alone with seed = the variant's simulation.seed + r",
+            "backend": backend,
+            **used,  # workers: how many runs could run at once (the tables do not depend on it); Ray: ray_cpus
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "timings": {
+                "wall_seconds": wall,
+                "engine_seconds": sum(r["engine_seconds"] for r in results),
+                "population_seconds": sum(r["population_seconds"] for r in results),
+            },
+            "variants": [
+                {
+                    "variant": v,
+                    "label": sp.label(v),
+                    "short_label": sp.label(v, short=True),  # as the console's and report.html's tables name it
+                    "sweep": {a.key: x for a, x in zip(sp.axes, sp.assignments[v]["values"], strict=True)},
+                    "scenario": as_run(sc, next(r for r in results if r["variant"] == v)),
+                }
+                for v, sc in enumerate(sp.variants)
+            ],
+        }
     return SweepResult(table, summary, info, journal)

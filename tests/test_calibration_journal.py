@@ -216,3 +216,55 @@ def test_a_calibration_whose_trials_cannot_be_kept_goes_on_and_says_so(tmp_path)
     assert len(pd.read_csv(out / "trials.csv")) == 2
     assert len(notes) == 1 and notes[0].startswith(f"finished trials cannot be kept in {journal_path(out, 'trials')} (")
     assert notes[0].endswith("; the command goes on, but if it stops before its end it will start over")
+
+
+def test_a_calibration_folder_taken_while_the_trials_ran_keeps_them_and_says_so(tmp_path, monkeypatch):
+    """``--out`` is checked before the trials and again as the folder is written. A folder someone
+    made there meanwhile, with a file of their own, ends `abm calibrate` with one line naming it
+    and exit code 2, and that line now says the finished trials are kept (they were, unsaid); once
+    the folder is free the same command runs no trial again."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    out = tmp_path / "out"
+    kept = journal_path(out, "trials")
+    trials = Trials(monkeypatch)
+
+    def check_then_take(target, *args, **kwargs):
+        out.mkdir(exist_ok=True)
+        (out / "notes.txt").write_text("mine")
+        return real_atomic(target, *args, **kwargs)
+
+    real_atomic = optimize.atomic_folder
+    monkeypatch.setattr(optimize, "atomic_folder", check_then_take)
+    args = ["calibrate", str(path), "--workers", "1", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: output folder '{out}': exists and was not written by abm" in said, said
+    assert said.endswith(f"2 finished trials are kept in {kept}; the same command continues from them"), said
+    assert said.count("error:") == 1 and (out / "notes.txt").read_text() == "mine" and kept.exists()
+    (out / "notes.txt").unlink()
+    monkeypatch.setattr(optimize, "atomic_folder", real_atomic)
+    trials.again()
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert trials.ran == [] and (out / "calibrated.yaml").exists() and not kept.exists()
+
+
+def test_a_calibration_interrupted_as_its_folder_is_written_says_its_trials_are_kept(tmp_path, monkeypatch):
+    """Ctrl-C once every trial is done, as the folder is written (its plot drawn): the trials are
+    kept for the same command, and it says so, as when stopped during the trials (it kept them
+    without a word)."""
+    path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
+    out = tmp_path / "out"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(optimize, "plot_fit", interrupted)
+    result = CliRunner().invoke(app, ["calibrate", str(path), "--workers", "1", "--out", str(out)])
+    said = " ".join(result.output.split())
+    kept = journal_path(out, "trials")
+    assert result.exit_code == 130, result.output
+    assert said.endswith(
+        f"note: 2 finished trials are kept in {kept}; the same command continues from them "
+        f"interrupted: no results were written to {out}"
+    ), said

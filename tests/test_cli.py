@@ -673,6 +673,31 @@ def test_a_full_disk_while_the_run_folder_is_written_gets_one_message_and_exit_1
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
+def test_an_output_folder_taken_while_the_run_ran_gets_one_line_and_exit_2(tmp_path, monkeypatch):
+    """``--out`` is checked before the run and again as the folder is written. A folder someone
+    made there meanwhile, with a file of their own, ends `abm run` with one line naming it and exit
+    code 2, their file kept (it ended with an OutputFolderError traceback and exit code 1)."""
+    import abm.runs
+
+    out, real = tmp_path / "run", abm.runs.run
+
+    def run_then_take_the_folder(*args, **kwargs):
+        result = real(*args, **kwargs)
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+        return result
+
+    monkeypatch.setattr(abm.runs, "run", run_then_take_the_folder)
+    small = ["--agents", "500", "--days", "5", "--replicates", "1", "--out", str(out)]
+    result = runner.invoke(app, ["run", str(SCENARIO), *small])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"error: output folder '{out}': exists and was not written by abm" in text, text
+    assert text.endswith(f"remove this one yourself; no results were written to {out}"), text
+    assert text.count("error:") == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run"] and (out / "notes.txt").read_text() == "mine"
+
+
 @pytest.mark.parametrize("command", ["calibrate", "learn"])
 def test_calibrate_and_learn_say_a_failed_write_in_one_line_with_exit_1(tmp_path, monkeypatch, command):
     """`abm calibrate` and `abm learn` end on a file system failure (:class:`OutputWriteError`,
@@ -722,6 +747,24 @@ def test_a_folder_put_in_place_by_another_writer_meanwhile_gets_a_write_error(tm
     assert caught.value.errno is not None
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert (out / "summary.json").read_text() == "other"
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_an_output_that_is_not_written_leaves_none_of_the_folders_made_for_it(tmp_path, failure):
+    """``--out new/deeper/run`` makes ``new`` and ``new/deeper`` to write the run in; a write that
+    is interrupted (Ctrl-C) or fails (a full disk) removes them with the run (they were left,
+    empty), up to one that now holds something else."""
+    from abm.outputs.run_folder import OutputWriteError, atomic_folder
+
+    error = OutputWriteError if failure is OSError else KeyboardInterrupt
+    with pytest.raises(error), atomic_folder(tmp_path / "new" / "deeper" / "run", "run") as tmp:
+        (tmp / "summary.json").write_text("{}")
+        raise failure
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(error), atomic_folder(tmp_path / "new" / "deeper" / "run", "run") as tmp:
+        (tmp_path / "new" / "notes.txt").write_text("mine")  # put there meanwhile
+        raise failure
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["notes.txt"]
 
 
 def test_resolved_yaml_round_trips(tmp_path):
@@ -985,6 +1028,47 @@ def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
     assert entry._interrupted_code() == 143
     interrupts.results_written()
     assert entry._interrupt(signal.SIGINT, None) is None and interrupts._received == [signal.SIGTERM]
+
+
+# Ctrl-C just after the output folder is in place, before the command returns: as a sweep removes
+# the runs it kept (Journal.remove), or as `abm run` returns from RunResult.write.
+INTERRUPTED_AFTER_THE_WRITE = """
+import os, signal, sys
+
+from abm import entry, runs
+from abm.outputs.journal import Journal
+
+def interrupt_after(real):
+    def wrapped(*args, **kwargs):
+        value = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return value
+    return wrapped
+
+runs.RunResult.write = interrupt_after(runs.RunResult.write)
+Journal.remove = interrupt_after(Journal.remove)
+sys.argv = ["abm", *sys.argv[1:]]
+entry.main()
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_an_interrupt_once_the_folder_is_in_place_leaves_a_complete_command(tmp_path, command):
+    """Ctrl-C once the new folder has been renamed into place, before the command marked its
+    output complete: the command ends as if it had come later, exit code 0, the folder and nothing
+    else in place. It said "interrupted: no results were written to DIR" of the new results in DIR,
+    with exit code 130, and a sweep left the runs it had kept beside them."""
+    out = tmp_path / "out"
+    small = ["--agents", "500", "--days", "5", "--out", str(out)]
+    args = ["run", str(SCENARIO), *small, "--replicates", "1"]
+    if command == "sweep":
+        args = ["sweep", str(SCENARIO), *small, "--replicates", "1", "--sweep", "contacts.community.weight=0.3,0.6"]
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AFTER_THE_WRITE, *args], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "interrupted" not in proc.stderr, proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and (out / MARK).is_file()
 
 
 @pytest.mark.parametrize(("written", "code"), [(True, 0), (False, 2)])

@@ -23,10 +23,10 @@ def test_a_file_of_this_work_with_no_entry_is_taken_without_a_note(tmp_path):
     work (another scenario or abm version); replaced")."""
     path, notes = tmp_path / ".out.runs.jsonl", []
     started(path, notes)
-    assert path.read_text() == json.dumps({"format": 1, "key": "this"}) + "\n"
+    assert path.read_text() == json.dumps({"format": 2, "key": "this"}) + "\n"
     again = started(path, notes)
     assert notes == [] and (again.found, again.replaced, again.entries) == (0, False, [])
-    assert path.read_text() == json.dumps({"format": 1, "key": "this"}) + "\n"
+    assert path.read_text() == json.dumps({"format": 2, "key": "this"}) + "\n"
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_a_file_of_this_work_with_no_entry_is_taken_without_a_note(tmp_path):
     [
         json.dumps({"format": 1, "key": "another"}) + "\n" + json.dumps({"task": 0}) + "\n",
         json.dumps({"format": 1, "key": "another"}) + "\n",  # another work's, stopped before its first run
-        json.dumps({"format": 2, "key": "this"}) + "\n",
+        json.dumps({"format": 1, "key": "this"}) + "\n" + json.dumps({"task": 0}) + "\n",  # an older abm's
         "",
         "not a journal\n",
     ],
@@ -52,15 +52,16 @@ def test_a_file_of_other_work_or_none_is_replaced_with_a_note(tmp_path, content)
         "which this command cannot reuse; replaced"
     ]
     assert (journal.found, journal.replaced, journal.entries) == (0, True, [])
-    assert path.read_text() == json.dumps({"format": 1, "key": "this"}) + "\n"
+    assert path.read_text() == json.dumps({"format": 2, "key": "this"}) + "\n"
 
 
 def test_a_line_that_is_not_text_ends_what_is_read(tmp_path):
     """Bytes that are not UTF-8 after the kept entries (a write cut short) end what is read, as a
     line cut short does; the entries before them are kept."""
     path, notes = tmp_path / ".out.runs.jsonl", []
-    lines = [{"format": 1, "key": "this"}, {"task": 0}, {"task": 1}]
-    path.write_bytes(b"".join(json.dumps(x).encode() + b"\n" for x in lines) + b'{"task": \xff\xfe2}\n{"task": 3}\n')
+    lines = [{"format": 2, "key": "this"}, {"key": "this", "task": 0}, {"key": "this", "task": 1}]
+    cut = b'{"key": "this", "task": \xff\xfe2}\n{"key": "this", "task": 3}\n'
+    path.write_bytes(b"".join(json.dumps(x).encode() + b"\n" for x in lines) + cut)
     journal = started(path, notes)
     assert journal.entries == [{"task": 0}, {"task": 1}] and not journal.replaced
     assert notes == [f"continuing an interrupted run: 2 finished runs are kept in {path}"]
@@ -78,7 +79,8 @@ def test_work_stopped_before_its_first_entry_leaves_no_file(tmp_path):
     with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
         journal.add({"task": 0})
         raise KeyboardInterrupt
-    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"format": 1, "key": "this"}, {"task": 0}]
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines == [{"format": 2, "key": "this"}, {"key": "this", "task": 0}]
     assert notes == [f"1 finished run is kept in {path}; the same command continues from them"]  # not "1 ... runs are"
     notes.clear()
     assert started(path, notes).found == 1
@@ -109,3 +111,49 @@ def test_a_file_that_cannot_be_read_is_left_as_it_is_when_the_work_stops(tmp_pat
     with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
         raise KeyboardInterrupt
     assert path.is_dir() and len(notes) == 1 and notes[0].startswith(f"finished runs cannot be kept in {path} (")
+
+
+def test_work_kept_in_new_folders_that_keeps_nothing_leaves_no_folder(tmp_path):
+    """The file's folders are made for it (``--out new/deeper/sweep``); work that stops before
+    anything is kept leaves none of them (they were left, empty). Work whose output was written
+    there keeps them, with the output."""
+    notes: list[str] = []
+    journal = started(tmp_path / "new" / "deeper" / ".sweep.runs.jsonl", notes)
+    with pytest.raises(KeyboardInterrupt), journal.keeping(bad=(ValueError,)):
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == [] and notes == []
+    journal = started(tmp_path / "new" / "deeper" / ".sweep.runs.jsonl", notes)
+    (tmp_path / "new" / "deeper" / "sweep").mkdir()  # the output, in place
+    journal.remove()
+    assert [p.name for p in (tmp_path / "new" / "deeper").iterdir()] == ["sweep"]
+
+
+def test_runs_another_command_appends_to_the_same_file_are_not_taken(tmp_path):
+    """Two commands keep their work in the same file at once (two sweeps of one scenario with other
+    --sweep values, both to the default runs/NAME-sweep): the second replaced the first's file, and
+    the first went on appending its runs to it, which the second, stopped and run again, took as
+    its own (a run of the other sweep in its tables)."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    first = started(path, notes, "first")
+    second = started(path, notes, "second")  # replaces the first's file, with a note
+    first.add({"task": 0, "result": "the first's"})
+    second.add({"task": 1, "result": "the second's"})
+    again = started(path, notes, "second")
+    assert again.entries == [{"task": 1, "result": "the second's"}] and again.found == 1
+
+
+def test_an_interrupt_as_the_file_is_rewritten_leaves_no_copy_beside_it(tmp_path, monkeypatch):
+    """The file is written anew beside itself (``.out.runs.jsonl.PID.tmp``) and renamed into place
+    as the command starts; Ctrl-C in between left that copy, hidden, for good (no later command
+    removes it). Now only the file as it was is left."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    started(path, notes).add({"task": 0})
+    before = path.read_bytes()
+
+    def interrupted(self, target):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        started(path, notes)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name] and path.read_bytes() == before

@@ -463,7 +463,8 @@ def test_import_abm_alone_reaches_the_sweep_and_the_error_class():
 
 def test_a_full_disk_while_the_sweep_is_written_gets_one_message_exit_1_and_writes_nothing(tmp_path, monkeypatch):
     """A write that fails part-way (the disk is full) ends `abm sweep` with one line naming the
-    folder and the cause and exit code 1, not a traceback; no folder, staging or complete, is left."""
+    folder and the cause and exit code 1, not a traceback; no folder, staging or complete, is left.
+    The line says that the finished runs are kept for the same command (it did not)."""
     import errno
 
     real = pd.DataFrame.to_csv
@@ -479,13 +480,77 @@ def test_a_full_disk_while_the_sweep_is_written_gets_one_message_exit_1_and_writ
     result = runner.invoke(app, ["sweep", str(SCENARIO), "--out", str(out), *args])
     flat = " ".join(result.output.split())
     assert result.exit_code == 1, result.output
-    assert (
+    kept = tmp_path / ".sweep.runs.jsonl"
+    assert flat.endswith(
         f"error: output folder '{out}': writing failed (No space left on device: sweep_summary.csv); "
-        "nothing was written" in flat
+        f"nothing was written; 2 finished runs are kept in {kept}; the same command continues from them"
     ), flat
     assert flat.count("error:") == 1 and "Traceback" not in result.output
     # Only the finished runs are left, hidden, for the same command once there is room.
     assert [p.name for p in tmp_path.iterdir()] == [".sweep.runs.jsonl"]
+
+
+def test_a_sweep_folder_taken_while_the_runs_ran_gets_one_line_and_keeps_the_runs(tmp_path, monkeypatch):
+    """``--out`` is checked before the runs and again as the folder is written. A folder someone
+    made there meanwhile, with a file of their own, ends `abm sweep` with one line naming it, that
+    the finished runs are kept, and exit code 2 (it ended with an OutputFolderError traceback and
+    exit code 1); once the folder is free, the same command writes the sweep without running again."""
+    import abm.sweep as sweep_module
+
+    out, real_sweep, real_task, ran = tmp_path / "sweep", sweep_module.run_sweep, sweep_module.run_task, []
+
+    def sweep_then_take_the_folder(*args, **kwargs):
+        result = real_sweep(*args, **kwargs)
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+        return result
+
+    def run_task(task):
+        ran.append(task.variant)
+        return real_task(task)
+
+    monkeypatch.setattr(sweep_module, "run_sweep", sweep_then_take_the_folder)
+    monkeypatch.setattr(sweep_module, "run_task", run_task)
+    args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "1"]
+    args += ["--agents", str(TINY["agents"]), "--days", str(TINY["days"]), "--out", str(out)]
+    first = runner.invoke(app, args)
+    said = " ".join(first.output.split())
+    kept = tmp_path / ".sweep.runs.jsonl"
+    assert first.exit_code == 2, first.output
+    assert f"error: output folder '{out}': exists and was not written by abm" in said, said
+    assert said.endswith(
+        f"remove this one yourself; 2 finished runs are kept in {kept}; the same command continues from them"
+    ), said
+    assert said.count("error:") == 1 and (out / "notes.txt").read_text() == "mine" and kept.exists()
+    (out / "notes.txt").unlink()
+    monkeypatch.setattr(sweep_module, "run_sweep", real_sweep)
+    ran.clear()
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert ran == [] and (out / "sweep.csv").exists() and not kept.exists()
+
+
+def test_a_sweep_interrupted_as_its_folder_is_written_says_its_runs_are_kept(tmp_path, monkeypatch):
+    """Ctrl-C once every run is done, as the folder is written: the runs are kept for the same
+    command, and it says so, as when stopped during the runs (it kept them without a word)."""
+    import abm.sweep as sweep_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module, "sweep_figure", interrupted)
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "1"]
+    args += ["--agents", str(TINY["agents"]), "--days", str(TINY["days"]), "--out", str(out)]
+    result = runner.invoke(app, args)
+    said = " ".join(result.output.split())
+    kept = tmp_path / ".sweep.runs.jsonl"
+    assert result.exit_code == 130, result.output
+    assert said.endswith(
+        f"note: 2 finished runs are kept in {kept}; the same command continues from them "
+        f"interrupted: no results were written to {out}"
+    ), said
+    assert [p.name for p in tmp_path.iterdir()] == [kept.name]
 
 
 def test_an_interrupted_sweep_continues_where_it_stopped(tmp_path, monkeypatch, local_sweep):

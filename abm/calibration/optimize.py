@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -813,33 +814,35 @@ def calibrate(
                 note,
                 reused,
             )
-    summary = {
-        "scenario": sc.name,
-        "method": method,
-        "targets": cfg.targets,
-        # optuna: the sampler's seed; gradient: the simulation seed of step 0 (step k uses seed + k)
-        "seed": cfg.seed if method == "optuna" else sc.simulation.seed,
-        **fit.extra,
-        "best_parameters": fit.best,
-        "at_bounds": at_bounds(fit.best, cfg),  # gradient: the rate's bounds, where calibration.parameters has them
-        # gradient: the free parameters it does not fit, held at the scenario's values
-        "held_fixed": fixed,
-        "fit_window": [str(d) for d in cfg.fit_window],
-        "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
-        "fit": losses(fit.sim, observed, cfg.fit_window),
-        "holdout": losses(fit.sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
-        "seconds": time.perf_counter() - start,
-    }
-    bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
-    with atomic_folder(target, "calibration") as tmp:
-        (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml(), encoding="utf-8")
-        fit.table.to_csv(tmp / fit.table_name, index=False)
-        (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
-        weekly_fit_table(observed, fit.sim, fit.band, cfg).to_csv(tmp / "fit_weekly.csv", index=False)
-        plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
-        files = sorted(p.name for p in tmp.iterdir())
-        page = calibration_report_html({**summary, "bounds": bounds}, files)
-        (tmp / "report.html").write_text(page, encoding="utf-8")
+    # the trials are done, the folder not yet written: Ctrl-C now says what is kept, as during the trials
+    with journal.said_if_unwritten() if journal is not None else contextlib.nullcontext():
+        summary = {
+            "scenario": sc.name,
+            "method": method,
+            "targets": cfg.targets,
+            # optuna: the sampler's seed; gradient: the simulation seed of step 0 (step k uses seed + k)
+            "seed": cfg.seed if method == "optuna" else sc.simulation.seed,
+            **fit.extra,
+            "best_parameters": fit.best,
+            "at_bounds": at_bounds(fit.best, cfg),  # gradient: the rate's bounds, where calibration.parameters has them
+            # gradient: the free parameters it does not fit, held at the scenario's values
+            "held_fixed": fixed,
+            "fit_window": [str(d) for d in cfg.fit_window],
+            "holdout_window": [str(d) for d in cfg.holdout_window] if cfg.holdout_window else None,
+            "fit": losses(fit.sim, observed, cfg.fit_window),
+            "holdout": losses(fit.sim, observed, cfg.holdout_window) if cfg.holdout_window else None,
+            "seconds": time.perf_counter() - start,
+        }
+        bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
+        with atomic_folder(target, "calibration") as tmp:
+            (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml(), encoding="utf-8")
+            fit.table.to_csv(tmp / fit.table_name, index=False)
+            (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
+            weekly_fit_table(observed, fit.sim, fit.band, cfg).to_csv(tmp / "fit_weekly.csv", index=False)
+            plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
+            files = sorted(p.name for p in tmp.iterdir())
+            page = calibration_report_html({**summary, "bounds": bounds}, files)
+            (tmp / "report.html").write_text(page, encoding="utf-8")
     if journal is not None:
         journal.remove()
     return {**summary, "folder": str(target), "bounds": bounds}

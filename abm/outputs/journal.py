@@ -5,10 +5,12 @@ a power cut), continues from it when run again: a calibration's trials
 
 The file, ``.<output folder name>.<kind>.jsonl``, holds a header line with a key naming what it
 belongs to (a hash of the resolved work and abm's version) and one JSON line per finished piece
-of work, appended and flushed as each finishes. A file with another key (or one that is not such
-a file) is replaced, with a note; one with this work's key and no piece yet (a process killed
-before its first piece finished) is taken as it is, without one; a line cut short by a killed
-process ends what is read. A command that stops before any piece has finished (Ctrl-C, a lost
+of work, appended and flushed as each finishes, with the same key: a line of another key (two
+commands that keep their work in the same file at once, the second having replaced the first's
+file, which the first goes on appending to) is not taken as this work's. A file with another key
+(or one that is not such a file) is replaced, with a note; one with this work's key and no piece
+yet (a process killed before its first piece finished) is taken as it is, without one; a line cut
+short by a killed process ends what is read. A command that stops before any piece has finished (Ctrl-C, a lost
 worker) leaves no file. Keeping never stops the command: where the file cannot be written (a
 read-only folder, a full disk) the command goes on without it and says so once.
 """
@@ -24,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from abm import __version__
+from abm.outputs.run_folder import OutputFolderError, OutputWriteError, missing_folders, remove_empty
 from abm.plurals import plural
 
-FORMAT = 1
+FORMAT = 2  # 2: each entry's line carries the work's key (format 1's did not)
 
 
 def journal_path(target: Path, kind: str) -> Path:
@@ -56,6 +59,7 @@ class Journal:
         self.found = 0
         self.replaced = False
         self.writable = True  # False once a write failed: nothing more is kept
+        self.made = missing_folders(path.parent)  # removed with the file, if nothing else is put there
         if path.exists():
             try:
                 entries = self._read()
@@ -107,7 +111,8 @@ class Journal:
                     break
                 if not isinstance(entry, dict):
                     break
-                entries.append(entry)
+                if entry.pop("key", None) == self.key:  # else another command's, appended meanwhile
+                    entries.append(entry)
         return entries
 
     def _rewrite(self) -> None:
@@ -120,11 +125,18 @@ class Journal:
             with tmp.open("w", encoding="utf-8") as f:
                 f.write(json.dumps({"format": FORMAT, "key": self.key}) + "\n")
                 for entry in self.entries:
-                    f.write(json.dumps(entry) + "\n")
+                    f.write(self._line(entry))
             tmp.replace(self.path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             self._failed(exc)
+        except BaseException:  # Ctrl-C as it is written: the file as it was, and no copy left beside it
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def _line(self, entry: dict[str, Any]) -> str:
+        """The file's line for ``entry``: it, with this work's key."""
+        return json.dumps({"key": self.key, **entry}) + "\n"
 
     def add(self, entry: dict[str, Any]) -> None:
         """Keep a finished piece (appended and flushed at once)."""
@@ -133,7 +145,7 @@ class Journal:
             return
         try:
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(entry) + "\n")
+                f.write(self._line(entry))
         except OSError as exc:
             self._failed(exc)
 
@@ -142,6 +154,36 @@ class Journal:
         if len(self.entries) > n:
             del self.entries[n:]
             self._rewrite()
+
+    def continues(self) -> str:
+        """What the same command continues from, ``3 finished runs are kept in PATH; the same
+        command continues from them``; empty where nothing is kept."""
+        if not self.entries or not self.writable:
+            return ""
+        return f"{self._kept(len(self.entries))}; the same command continues from them"
+
+    @contextmanager
+    def said_if_unwritten(self) -> Iterator[None]:
+        """The command's work is done, its output not yet written: where that ends otherwise, the
+        command says what it continues from (``3 finished runs are kept in PATH; the same command
+        continues from them``), as :meth:`keeping` does while it works. An error that kept the
+        folder from being written (:class:`OutputFolderError`: the folder was taken while the
+        command worked; :class:`OutputWriteError`: a full disk) says it in its own message; Ctrl-C,
+        or any other error, in a note before it."""
+        try:
+            yield
+        except (OutputFolderError, OutputWriteError) as exc:
+            said = self.continues()
+            if not said:
+                raise
+            annotated = type(exc)(f"{exc}; {said}")
+            if isinstance(exc, OSError):
+                annotated.errno = exc.errno
+            raise annotated from exc
+        except BaseException:
+            if self.continues() and self.warn is not None:
+                self.warn(self.continues())
+            raise
 
     @contextmanager
     def keeping(self, bad: tuple[type[Exception], ...]) -> Iterator[None]:
@@ -157,13 +199,16 @@ class Journal:
         except BaseException:
             if not self.entries and self.writable:
                 self.remove()
-            elif self.entries and self.writable and self.warn is not None:
-                self.warn(f"{self._kept(len(self.entries))}; the same command continues from them")
+            elif self.continues() and self.warn is not None:
+                self.warn(self.continues())
             raise
 
     def remove(self) -> None:
-        """The output is written, or nothing was kept (:meth:`keeping`): the file goes."""
+        """The output is written, or nothing was kept (:meth:`keeping`): the file goes, and the folders
+        made for it with it, unless something else lies in them (the output)."""
         try:
             self.path.unlink(missing_ok=True)
         except OSError as exc:  # the results are written; a file left behind is harmless
             self._failed(exc)
+            return
+        remove_empty(self.made)

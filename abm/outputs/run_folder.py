@@ -24,7 +24,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from abm.interrupts import interrupted
+from abm.interrupts import interrupted, results_written
 
 MARK = ".abm-output"  # written into every output folder, with the names of what abm wrote there
 MARK_TEXT = "written by abm; an abm command may replace this folder. Its entries:\n"
@@ -304,12 +304,42 @@ def _running(pid: str) -> bool:
     return True
 
 
+def missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and the folders above it that do not exist (yet), deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first, as :func:`missing_folders` gives them) that a command
+    made for an output it did not write, up to the first that holds something (another's)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 @contextlib.contextmanager
 def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
-    """Yield a temporary folder; on success it replaces ``target``, on any error it is removed.
+    """Yield a temporary folder; on success it replaces ``target``, on any error it is removed,
+    with the folders above it made for it (``--out new/runs/a``: ``new`` and ``new/runs``).
     Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it.
     A failure of the file system (a full disk, ...) is raised as :class:`OutputWriteError`."""
     target = check_target(target, kind)
+    made = missing_folders(target.parent)
+    try:
+        yield from _write_in_place(target, kind)
+    except BaseException:
+        remove_empty(made)
+        raise
+
+
+def _write_in_place(target: Path, kind: str | None) -> Iterator[Path]:
+    """:func:`atomic_folder`'s work, once ``target`` is checked."""
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f"{glob.escape(_staging_prefix(target))}*"):
         pid = stale.name.removesuffix("-old").rsplit("-", 1)[-1]
@@ -352,13 +382,17 @@ def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
 def _swap(new: Path, target: Path, old: Path) -> None:
     """Put folder ``new`` in place of ``target``, whose earlier content goes to ``old`` and is then
     removed. An interrupt (or error) before ``new`` is in place puts the earlier folder back and
-    removes ``new``; one while ``old`` is removed is let go, as the output is then complete (what is
-    left of ``old``, named like a staging folder, is removed by the next write once this process
-    has ended)."""
+    removes ``new``; one after is let go, as the output is then complete: the command's output is
+    marked written (:func:`abm.interrupts.results_written`) at once, so that the console script
+    ignores an interrupt from there on, through whatever the command does after the write
+    (removing what a sweep or calibration kept: it would else say "no results were written" of
+    results in place). What is left of ``old``, named like a staging folder, is removed by the
+    next write once this process has ended."""
     try:
         if target.exists():
             target.rename(old)
         new.rename(target)
+        results_written()
     except BaseException:
         if new.exists():  # not in place
             if old.exists() and not target.exists():

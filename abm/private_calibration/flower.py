@@ -45,18 +45,12 @@ from abm.private_calibration.federation import (
     protocol_run,
 )
 from abm.private_calibration.institutions import Institution, build_institution, model_scenario
-from abm.private_calibration.scenario import CalibratorSpec, PrivateCalibrationScenario
+from abm.private_calibration.scenario import CalibratorSpec, PrivateCalibrationScenario, portable
 from abm.private_calibration.simulate import CHANNELS
 from abm.threads import torch_threads
 
 _INSTITUTIONS: dict[str, dict[int, Institution]] = {}  # per scenario JSON, per process
 _LOCK = threading.Lock()
-
-
-def portable(scenario: PrivateCalibrationScenario, base: Path) -> PrivateCalibrationScenario:
-    """The scenario with its model scenario path made absolute (clients may run elsewhere)."""
-    path = str((Path(base) / scenario.model.scenario).resolve())
-    return scenario.model_copy(update={"model": scenario.model.model_copy(update={"scenario": path})})
 
 
 def _institution(scenario_json: str, scenario: PrivateCalibrationScenario, k: int) -> Institution:

@@ -19,7 +19,7 @@ from abm.outputs.strict_json import dumps
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
-from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario
+from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario, portable
 from abm.scenario import PYTHON, OptionNames
 from abm.threads import torch_threads
 
@@ -310,7 +310,9 @@ def run_private_calibration(
         (tmp / "report.json").write_text(dumps(report), encoding="utf-8")
         text = markdown(report)
         (tmp / "report.md").write_text(text, encoding="utf-8")
-        (tmp / "scenario.json").write_text(scenario.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        # the model scenario by its full path: `abm learn` on this file, from any folder, runs it again
+        as_run = portable(scenario, base)
+        (tmp / "scenario.json").write_text(as_run.model_dump_json(indent=2) + "\n", encoding="utf-8")
         page = markdown_page_html(f"{report['scenario']}: abm learn", text, report["plots"], PRIVATE_FILES)
         (tmp / "report.html").write_text(page, encoding="utf-8")
     return report

@@ -302,6 +302,14 @@ def load_scenario(
     return scenario, base
 
 
+def portable(scenario: PrivateCalibrationScenario, base: Path) -> PrivateCalibrationScenario:
+    """The scenario with its model scenario's path (``model.scenario``, relative to ``base``, the
+    folder of the file that named it) made absolute, so that it reads the same from any folder: a
+    Flower client's process, or ``abm learn`` on a report's ``scenario.json``."""
+    path = str((Path(base) / scenario.model.scenario).resolve())
+    return scenario.model_copy(update={"model": scenario.model.model_copy(update={"scenario": path})})
+
+
 def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, source: str) -> None:
     """What the schema cannot see: the model scenario with its overrides, each institution's
     tracts, and (kc2020 mode) the data over the window; errors name the file and the key."""

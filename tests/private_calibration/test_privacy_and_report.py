@@ -626,3 +626,35 @@ def test_the_institution_bar_plots_name_the_scenario_and_what_they_measure():
         ),
         "nd_mean": ("pc: normalized deviation of the fit at the estimate", "ND at the estimate (mean of channels)"),
     }
+
+
+def test_scenario_json_runs_the_same_calibration_again_from_any_folder(tmp_path, monkeypatch):
+    """``scenario.json`` holds the scenario as run: ``abm learn`` on it gives the same report, from
+    another working folder too. It kept ``model.scenario`` as the file gave it, relative to the
+    file's folder (``../../scenarios/king_county/calibrate_2020.yaml``), which from the report
+    folder names no file: "model.scenario: ... is not allowed: no such file"."""
+    from abm.private_calibration.report import run_private_calibration
+
+    sets = ["rounds=1", "protocols=[{name: centralized}]"]
+    run_private_calibration(TINY, tmp_path / "first", None, sets)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run_private_calibration(tmp_path / "first" / "scenario.json", tmp_path / "again")
+    ran = json.loads((tmp_path / "first" / "scenario.json").read_text())
+    assert ran["model"]["scenario"] == str((TINY.parent / "../../scenarios/king_county/calibrate_2020.yaml").resolve())
+    assert (tmp_path / "again" / "scenario.json").read_text() == (tmp_path / "first" / "scenario.json").read_text()
+    assert found(tmp_path / "again") == found(tmp_path / "first")
+
+
+def found(folder: Path) -> object:
+    """A report.json as written (an undefined figure as null), less where its scenario came from
+    and how long each part took."""
+    how_run = {"timings_s", "wall_time_s", "source", "sets"}
+
+    def strip(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in how_run}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return strip(json.loads((folder / "report.json").read_text()))
