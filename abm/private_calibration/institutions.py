@@ -18,6 +18,7 @@ from abm.calibration.observed import CalibrationError, load_observed
 from abm.learning import progress
 from abm.learning.data import Dataset
 from abm.learning.partition import ParticipantData
+from abm.overrides import resolve
 from abm.populations import Population, Region, build_population, load_region
 from abm.private_calibration.parameters import BinGrid
 from abm.private_calibration.regions import institution_region
@@ -32,7 +33,6 @@ from abm.private_calibration.simulate import (
     simulate,
     weekly_rates,
 )
-from abm.overrides import resolve
 from abm.scenario import OptionNames, Scenario
 
 KC2020_NOTE = (
