@@ -114,7 +114,7 @@ def test_kept_trials_cut_short_or_of_another_scenario_are_not_told(tmp_path, mon
     optimize.calibrate(path, out, workers=1, note=notes.append)
     assert len(trials.ran) == 4
     assert notes == [
-        f"{kept} held the trials of other work (another scenario, other options or another abm version), "
+        f"{kept} held the trials of other work (another scenario, other options or other abm code), "
         "which this command cannot reuse; replaced"
     ]
     assert not kept.exists()

@@ -48,7 +48,7 @@ def test_a_file_of_other_work_or_none_is_replaced_with_a_note(tmp_path, content)
     path.write_text(content)
     journal = started(path, notes)
     assert notes == [
-        f"{path} held the runs of other work (another scenario, other options or another abm version), "
+        f"{path} held the runs of other work (another scenario, other options or other abm code), "
         "which this command cannot reuse; replaced"
     ]
     assert (journal.found, journal.replaced, journal.entries) == (0, True, [])
@@ -97,7 +97,7 @@ def test_another_works_file_replaced_then_stopped_before_an_entry_is_gone(tmp_pa
         raise RuntimeError("a worker was lost")
     assert not path.exists()
     assert notes == [
-        f"{path} held the runs of other work (another scenario, other options or another abm version), "
+        f"{path} held the runs of other work (another scenario, other options or other abm code), "
         "which this command cannot reuse; replaced"
     ]
 
@@ -157,3 +157,35 @@ def test_an_interrupt_as_the_file_is_rewritten_leaves_no_copy_beside_it(tmp_path
     with pytest.raises(KeyboardInterrupt):
         started(path, notes)
     assert [p.name for p in tmp_path.iterdir()] == [path.name] and path.read_bytes() == before
+
+
+def test_kept_work_belongs_to_the_code_that_did_it(tmp_path, monkeypatch):
+    """abm's version stays 0.1.0 between development commits, so work kept by other code (a
+    changed engine, a changed region figure) was reused as this code's. The key now hashes abm's
+    code and data files: a change to one gives another key; compiled files and the map's script
+    assets do not count."""
+    from abm.outputs import journal
+
+    root = tmp_path / "abm"
+    (root / "engine").mkdir(parents=True)
+    (root / "outputs" / "assets").mkdir(parents=True)
+    (root / "engine" / "simulator.py").write_text("RATE = 1\n")
+    (root / "figures.csv").write_text("tract,people\n1,10\n")
+    monkeypatch.setattr(journal, "PACKAGE", root)
+
+    def key() -> str:
+        journal.code_fingerprint.cache_clear()
+        return journal.work_key({"scenario": "s"})
+
+    first = key()
+    assert key() == first
+    (root / "engine" / "__pycache__").mkdir()
+    (root / "engine" / "__pycache__" / "simulator.cpython-311.pyc").write_bytes(b"\x00")
+    (root / "outputs" / "assets" / "leaflet.js").write_text("x")
+    assert key() == first
+    (root / "figures.csv").write_text("tract,people\n1,11\n")
+    changed = key()
+    assert changed != first
+    (root / "engine" / "simulator.py").write_text("RATE = 2\n")
+    assert key() not in (first, changed)
+    journal.code_fingerprint.cache_clear()

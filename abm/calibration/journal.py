@@ -4,7 +4,7 @@ its end continues from them when the same command runs again.
 
 Each line holds a trial's number, the values the sampler drew and its raw simulated series
 (:func:`abm.calibration.observed.raw_series`); the file belongs to one resolved scenario (its
-calibration section, with the sampler's seed and batch, included) and abm version. A calibration
+calibration section, with the sampler's seed and batch, included) and abm's code. A calibration
 that finds it asks the seeded sampler for the same trials again; each batch whose values all
 match the file's is told the kept series instead of being simulated, so the study, and so every
 output, is what an uninterrupted calibration gives. The first batch that is not in the file (or

@@ -4,19 +4,21 @@ a power cut), continues from it when run again: a calibration's trials
 (:mod:`abm.calibration.journal`), a sweep's runs (:func:`abm.sweep.run_sweep`).
 
 The file, ``.<output folder name>.<kind>.jsonl``, holds a header line with a key naming what it
-belongs to (a hash of the resolved work and abm's version) and one JSON line per finished piece
-of work, appended and flushed as each finishes, with the same key: a line of another key (two
-commands that keep their work in the same file at once, the second having replaced the first's
-file, which the first goes on appending to) is not taken as this work's. A file with another key
-(or one that is not such a file) is replaced, with a note; one with this work's key and no piece
-yet (a process killed before its first piece finished) is taken as it is, without one; a line cut
-short by a killed process ends what is read. A command that stops before any piece has finished (Ctrl-C, a lost
-worker) leaves no file. Keeping never stops the command: where the file cannot be written (a
-read-only folder, a full disk) the command goes on without it and says so once.
+belongs to (a hash of the resolved work and of abm's code: :func:`code_fingerprint`) and one
+JSON line per finished piece of work, appended and flushed as each finishes, with the same key:
+a line of another key (two commands that keep their work in the same file at once, the second
+having replaced the first's file, which the first goes on appending to) is not taken as this
+work's. A file with another key (or one that is not such a file) is replaced, with a note; one
+with this work's key and no piece yet (a process killed before its first piece finished) is
+taken as it is, without one; a line cut short by a killed process ends what is read. A command
+that stops before any piece has finished (Ctrl-C, a lost worker) leaves no file. Keeping never
+stops the command: where the file cannot be written (a read-only folder, a full disk) the
+command goes on without it and says so once.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -38,10 +40,29 @@ def journal_path(target: Path, kind: str) -> Path:
     return target.parent / f".{target.name}.{kind}.jsonl"
 
 
+PACKAGE = Path(__file__).resolve().parents[1]
+"""abm's own folder, whose files :func:`code_fingerprint` hashes."""
+CODE_SUFFIXES = (".py", ".yaml", ".csv", ".json")  # code, and the bundled regions' figures
+
+
+@functools.cache
+def code_fingerprint(root: Path) -> str:
+    """A hash of the code and data files below ``root`` (their paths and contents; not compiled
+    files or the map's script assets): kept work is reused only by the same code, since abm's
+    version number stays the same between development commits."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in CODE_SUFFIXES and "assets" not in path.parts and path.is_file():
+            digest.update(f"{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
 def work_key(work: Any) -> str:
-    """A key for the kept work of ``work`` (plain data: the resolved scenario and settings) and
-    this version of abm."""
-    text = json.dumps({"abm": __version__, "work": work}, sort_keys=True)
+    """A key for the kept work of ``work`` (plain data: the resolved scenario and settings), this
+    version of abm and its code (:func:`code_fingerprint`)."""
+    text = json.dumps({"abm": __version__, "code": code_fingerprint(PACKAGE), "work": work}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -73,7 +94,7 @@ class Journal:
             warn(f"continuing an interrupted run: {self._kept(self.found)}")
         elif warn is not None and self.replaced:
             warn(
-                f"{path} held the {what} of other work (another scenario, other options or another abm version), "
+                f"{path} held the {what} of other work (another scenario, other options or other abm code), "
                 "which this command cannot reuse; replaced"
             )
         self._rewrite()
