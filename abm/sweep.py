@@ -133,8 +133,11 @@ EPIDEMIC_OVER = "epidemic_over"
 PEAK_DATES = {"peak_hospital_day": "peak_hospital_date", "peak_new_infections_day": "peak_new_infections_date"}
 # Outcomes whose change against the first variant the summary gives with a 95% interval, per
 # 100,000 agents: replicate by replicate (replicate r of every variant runs with the same seed) where
-# the variant draws the first's population and random streams, else as independent runs.
-CHANGES = ("hospitalizations", "deaths", "total_cost")
+# the variant draws the first's population and random streams, else as independent runs. A change
+# is the variant's figure minus the first's: below 0, fewer (or less spent) than in the first.
+# Infections too: the changes of infections by age add up to theirs, as those of deaths by age do
+# to the change of deaths.
+CHANGES = ("cumulative_infected", "hospitalizations", "deaths", "total_cost")
 
 # Keys a sweep may not vary (each (variant, replicate) is its own single-replicate run), with the
 # option that gives them instead.
@@ -187,10 +190,10 @@ class SweepResult:
     outcome (``<outcome>_mean``, ``<outcome>_sd``, those by age group last, empty for a variant
     one of whose runs lacks them; for a peak day also
     ``<outcome>_n``, the replicates that have a peak, and ``<flag>_n``, those whose curve is at its
-    peak on the last day, and ``<outcome>_mean_date`` where dated), and for each outcome of :data:`CHANGES` its change
-    against the first variant per 100,000 agents with a 95% interval (``<outcome>_change_per_100k``,
-    ``_change_low``, ``_change_high``; empty for the first variant; and for the variant's region,
-    ``<outcome>_change_region``, ``_region_low``, ``_region_high``), paired by replicate where the
+    peak on the last day, and ``<outcome>_mean_date`` where dated), and for each outcome of :data:`CHANGES` its
+    change against the first variant (the variant's minus the first's) per 100,000 agents with a 95% interval
+    (``<outcome>_change_per_100k``, ``_change_low``, ``_change_high``; empty for the first variant; and for
+    the variant's region, ``<outcome>_change_region``, ``_region_low``, ``_region_high``), paired by replicate where the
     variant shares the first's agents, region and kind of device, else as independent runs
     (``changes_by``: ``paired replicates`` or ``independent runs``, as ``abm compare``'s
     ``averted_by``); then, last, the same changes of each by-age column (after the means and sds

@@ -135,20 +135,28 @@ def test_summary_gives_changes_from_the_first_variant_paired_by_replicate(local_
             "variant": [0, 0, 0, 1, 1, 1],
             "replicate": [2, 0, 1, 0, 1, 2],  # paired by replicate, not by row order
             "agents": [2000] * 6,
+            "cumulative_infected": [900.0, 1000.0, 800.0, 700.0, 1000.0, 500.0],
             "hospitalizations": [10.0, 12.0, 8.0, 7.0, 9.0, 4.0],
             "deaths": [1.0, 2.0, 1.0, 1.0, 1.0, 1.0],
             "total_cost": [0.0] * 3 + [100.0, 160.0, 130.0],
         }
     )
     changes = changes_from_first(table, 1, paired=True)
-    for name, d in (("hospitalizations", [-5, 1, -6]), ("deaths", [-1, 0, 0]), ("total_cost", [100, 160, 130])):
+    # The variant's minus the first's: below 0, fewer than in the first. Infections too (they were
+    # left out, though the summary gives the changes of infections by age, which add up to theirs).
+    for name, d in (
+        ("cumulative_infected", [-300, 200, -400]),
+        ("hospitalizations", [-5, 1, -6]),
+        ("deaths", [-1, 0, 0]),
+        ("total_cost", [100, 160, 130]),
+    ):
         d = np.array(d, dtype=float) * 1e5 / 2000
         half = 4.302653 * d.std(ddof=1) / np.sqrt(3)
         got = [changes[f"{name}_change_per_100k"], changes[f"{name}_change_low"], changes[f"{name}_change_high"]]
         assert got == pytest.approx([d.mean(), d.mean() - half, d.mean() + half])
     # For King County: each change and its interval's ends x 2,252,782 residents / 100,000.
     second = local_sweep.summary.iloc[1]
-    for name in ("hospitalizations", "deaths", "total_cost"):
+    for name in ("cumulative_infected", "hospitalizations", "deaths", "total_cost"):
         for ends in (("per_100k", "region"), ("low", "region_low"), ("high", "region_high")):
             scaled = second[f"{name}_change_{ends[1]}"]
             assert scaled == pytest.approx(second[f"{name}_change_{ends[0]}"] * 22.52782), (name, ends)

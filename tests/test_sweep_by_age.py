@@ -119,10 +119,15 @@ def test_summary_gives_each_by_age_columns_change_from_the_first_variant(sweep):
     assert s.loc[1, [f"{c}_change_per_100k" for c in death_columns()]].sum() == pytest.approx(
         s.loc[1, "deaths_change_per_100k"]
     )
+    # Those of infections by age add up to the change of infections, which the summary gives too
+    # (it gave the changes of hospitalizations, deaths and cost only: the sum had no column to match).
     infected = s.loc[1, [f"{c}_change_per_100k" for c in infected_columns()]].sum()
     assert infected == pytest.approx(
         (other["cumulative_infected"].mean() - first["cumulative_infected"].mean()) * 1e5 / agents
     )
+    assert infected == pytest.approx(s.loc[1, "cumulative_infected_change_per_100k"])
+    infected_region = s.loc[1, [f"{c}_change_region" for c in infected_columns()]].sum()
+    assert infected_region == pytest.approx(s.loc[1, "cumulative_infected_change_region"])
 
 
 def test_sweep_csv_writes_counts_by_age_as_whole_numbers(tmp_path, sweep):

@@ -16,6 +16,10 @@ from abm.outputs.html_pages import REPORT_CSS, html_table
 from abm.outputs.summary_table import SummaryTable, fixed, without_minus_zero
 from abm.plurals import counted
 
+# How a change reads, first in the changes table's caption: abm compare's averted counts are the
+# other way round (the first run's minus the run's), so the sign is said where the numbers are.
+SIGN = "a change is the variant's figure minus the first's: below 0, fewer (or less spent) than in the first; "
+
 # The changes shown, with their words: sweep_summary.csv's <outcome>_change_... columns.
 CHANGE_WORDS = {"hospitalizations": "hospitalizations", "deaths": "deaths", "total_cost": "cost $"}
 
@@ -98,7 +102,8 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
         columns=["variant", *CHANGE_WORDS.values()],
         rows=rows,
         caption=(
-            (
+            SIGN
+            + (
                 "the changes per 100,000 agents times the region's residents / 100,000 (sweep_summary.csv has both); "
                 if unit == "region"
                 else ""
