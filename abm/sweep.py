@@ -830,7 +830,9 @@ def run_sweep(
             "python": platform.python_version(),
             "platform": platform.platform(),
             "timings": {
+                # this command's runs only; the sums below count the kept runs of a continued sweep too
                 "wall_seconds": wall,
+                "runs_reused": len(kept),
                 "engine_seconds": sum(r["engine_seconds"] for r in results),
                 "population_seconds": sum(r["population_seconds"] for r in results),
             },

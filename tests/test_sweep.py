@@ -595,6 +595,8 @@ def test_an_interrupted_sweep_continues_where_it_stopped(tmp_path, monkeypatch, 
     table = pd.read_csv(out / "sweep.csv")
     whole = pd.read_csv(io.StringIO(local_sweep.table.astype({"peak_hospital_day": "Int64"}).to_csv(index=False)))
     pd.testing.assert_frame_equal(table, whole)
+    # sweep.json says how many runs were reused (its wall time is the fourth run's only)
+    assert json.loads((out / "sweep.json").read_text())["timings"]["runs_reused"] == 3
 
 
 def test_a_sweep_stopped_before_its_first_run_leaves_no_kept_runs(tmp_path, monkeypatch):
