@@ -41,3 +41,27 @@ def test_the_changes_table_says_which_way_a_change_goes():
     _, changes = sweep_tables(summary, ["doses=0", "doses=300"], [5000], [2252782])
     assert changes.rows[1][2] == "-50 (-80 to -20)"
     assert "a change is the variant's figure minus the first's: below 0, fewer" in changes.caption
+
+
+def test_a_change_without_spread_says_so_instead_of_an_interval_of_no_width():
+    """A cost fixed by the scenario (doses at a set rate) changed by the same amount in every
+    replicate, and the table read "22,978,376 (22,978,376 to 22,978,376)"."""
+    import pandas as pd
+
+    from abm.outputs.sweep_report import _change
+
+    ends = ("per_100k", "low", "high", "region", "region_low", "region_high")
+    row = pd.Series(
+        dict(
+            zip(
+                (f"total_cost_change_{e}" for e in ends),
+                (1.0, 1.0, 1.0, 22978376.0, 22978376.0, 22978376.2),
+                strict=True,
+            )
+        )
+    )
+    assert _change(row, "total_cost", "region", 0) == "22,978,376 (the same in every replicate)"
+    row["total_cost_change_region_high"] = 22978377.0
+    assert _change(row, "total_cost", "region", 0) == "22,978,376 (22,978,376 to 22,978,377)"
+    row["total_cost_change_region_low"] = float("nan")
+    assert _change(row, "total_cost", "region", 0) == "22,978,376"

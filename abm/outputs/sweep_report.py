@@ -45,13 +45,16 @@ ENDS = {"per_100k": ("per_100k", "low", "high"), "region": ("region", "region_lo
 
 
 def _change(row: pd.Series, name: str, unit: str, places: int) -> str:
-    """A change and its 95% interval, "mean (low to high)"; blank for the first variant."""
+    """A change and its 95% interval, "mean (low to high)", or "mean (the same in every
+    replicate)" where the interval has no width at the places shown; blank for the first variant."""
     mean, low, high = (float(row[f"{name}_change_{end}"]) for end in ENDS[unit])
     if math.isnan(mean):
         return ""
     shown = [without_minus_zero(f"{v:,.{places}f}") for v in (mean, low, high)]  # -0.3 deaths: 0, not -0
     if math.isnan(low) or math.isnan(high):  # one replicate: no interval
         return shown[0]
+    if shown[1] == shown[0] == shown[2]:  # a fixed cost (doses at a set rate): no spread to show
+        return f"{shown[0]} (the same in every replicate)"
     return f"{shown[0]} ({shown[1]} to {shown[2]})"
 
 
