@@ -189,3 +189,24 @@ def test_kept_work_belongs_to_the_code_that_did_it(tmp_path, monkeypatch):
     (root / "engine" / "simulator.py").write_text("RATE = 2\n")
     assert key() not in (first, changed)
     journal.code_fingerprint.cache_clear()
+
+
+def test_a_checkout_in_a_folder_named_assets_still_hashes_its_code(tmp_path, monkeypatch):
+    """Only the map's script assets inside abm are left out of the code's hash: a checkout that
+    lies below a folder named ``assets`` (``~/assets/abm``) hashed none of its files, so kept work
+    was reused by any code there, as before the hash."""
+    from abm.outputs import journal
+
+    root = tmp_path / "assets" / "abm"
+    root.mkdir(parents=True)
+    (root / "simulator.py").write_text("RATE = 1\n")
+    monkeypatch.setattr(journal, "PACKAGE", root)
+
+    def key() -> str:
+        journal.code_fingerprint.cache_clear()
+        return journal.work_key({"scenario": "s"})
+
+    first = key()
+    (root / "simulator.py").write_text("RATE = 2\n")
+    assert key() != first
+    journal.code_fingerprint.cache_clear()
