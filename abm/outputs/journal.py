@@ -233,4 +233,5 @@ class Journal:
         except OSError as exc:  # the results are written; a file left behind is harmless
             self._failed(exc)
             return
+        self.entries = []  # nothing is kept now: a later write that fails says none is (continues)
         remove_empty(self.made)
