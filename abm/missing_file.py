@@ -18,11 +18,13 @@ SCENARIO_SUFFIXES = (".yaml", ".yml")
 def close_file(path: Path) -> Path | None:
     """The scenario file beside ``path`` that it most likely meant: the same name with a YAML
     suffix (``vacc`` for ``vacc.yaml``, ``.yml`` for ``.yaml``), or one whose name is at most two
-    letters away (:func:`abm.validation_errors.likely_meant`); None where there is none."""
+    letters away (:func:`abm.validation_errors.likely_meant`); None where there is none, or where
+    the folder cannot be listed."""
     folder = path.parent
-    if not folder.is_dir():
+    try:
+        files = sorted(p for p in folder.iterdir() if p.suffix in SCENARIO_SUFFIXES and p.is_file() and p != path)
+    except OSError:  # no such folder, or one that cannot be listed (no read permission): no guess
         return None
-    files = sorted(p for p in folder.iterdir() if p.suffix in SCENARIO_SUFFIXES and p.is_file() and p != path)
     stems = [p.stem for p in files]
     stem = path.stem if path.suffix in SCENARIO_SUFFIXES else path.name
     meant = stem if stem in stems else likely_meant(stem, stems)

@@ -71,3 +71,24 @@ def test_a_missing_learning_scenario_gets_the_file_beside_it(tmp_path) -> None:
         f"{tmp_path / 'gmm.yml'}: cannot read the file: No such file or directory; did you mean "
         f"'{tmp_path / 'gmm.yaml'}'?"
     )
+
+
+def test_a_missing_file_in_a_folder_that_cannot_be_listed_gets_the_plain_message(tmp_path, monkeypatch) -> None:
+    """A folder one may open files in but not list (execute permission without read): the file it
+    names is missing, and the guess at a close name cannot look. That ended in a PermissionError
+    traceback with exit code 1; now the message without a guess, exit code 2."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = Path.iterdir
+
+    def iterdir(self: Path):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)  # chmod does not stop root, who runs the tests here
+    result = runner.invoke(app, ["validate", str(locked / "vacc.yml")])
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == (
+        f"error: {locked / 'vacc.yml'}: cannot read the scenario file (No such file or directory)"
+    )

@@ -189,3 +189,41 @@ def test_kept_work_belongs_to_the_code_that_did_it(tmp_path, monkeypatch):
     (root / "engine" / "simulator.py").write_text("RATE = 2\n")
     assert key() not in (first, changed)
     journal.code_fingerprint.cache_clear()
+
+
+def test_a_checkout_in_a_folder_named_assets_still_hashes_its_code(tmp_path, monkeypatch):
+    """Only the map's script assets inside abm are left out of the code's hash: a checkout that
+    lies below a folder named ``assets`` (``~/assets/abm``) hashed none of its files, so kept work
+    was reused by any code there, as before the hash."""
+    from abm.outputs import journal
+
+    root = tmp_path / "assets" / "abm"
+    root.mkdir(parents=True)
+    (root / "simulator.py").write_text("RATE = 1\n")
+    monkeypatch.setattr(journal, "PACKAGE", root)
+
+    def key() -> str:
+        journal.code_fingerprint.cache_clear()
+        return journal.work_key({"scenario": "s"})
+
+    first = key()
+    (root / "simulator.py").write_text("RATE = 2\n")
+    assert key() != first
+    journal.code_fingerprint.cache_clear()
+
+
+def test_once_the_file_is_removed_a_failed_write_says_nothing_is_kept(tmp_path):
+    """A sweep's result written twice from Python (``result.write(a)``, then ``result.write(b)``
+    into a folder someone else holds): the first write removed the kept runs, yet the second's
+    error said "1 finished run is kept in PATH; the same command continues from them" of a file
+    no longer there. Now the error alone."""
+    from abm.outputs.run_folder import OutputFolderError
+
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    journal = started(path, notes)
+    journal.add({"task": 0})
+    journal.remove()
+    assert not path.exists() and journal.continues() == ""
+    with pytest.raises(OutputFolderError) as caught, journal.said_if_unwritten():
+        raise OutputFolderError("output folder 'b': exists and was not written by abm")
+    assert str(caught.value) == "output folder 'b': exists and was not written by abm" and notes == []

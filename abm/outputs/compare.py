@@ -496,6 +496,10 @@ def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, ends:
     return note
 
 
+# How a negative number averted reads, in the note under the table and the region's table.
+NEGATIVE_AVERTED = "A negative number averted is that many more than the first run"
+
+
 def _negative_averted_note(table: pd.DataFrame) -> str:
     """The sentence naming the runs that avert fewer than none (hospitalizations or deaths averted
     below 0 on average): their negative count averted is that many more than the first run."""
@@ -506,10 +510,7 @@ def _negative_averted_note(table: pd.DataFrame) -> str:
         more += [f"{measure} in {', '.join(runs_)}"] if runs_ else []
     if not more:
         return ""
-    return (
-        f" A negative number averted is that many more than the first run, {table.iloc[0]['run']}: more "
-        f"{'; more '.join(more)}."
-    )
+    return f" {NEGATIVE_AVERTED}, {table.iloc[0]['run']}: more {'; more '.join(more)}."
 
 
 def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
@@ -619,8 +620,7 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
 REGION_NOTE = (
     "Scaled to each run's region: its total cost times the region's residents over its agents, and the "
     "hospitalizations and deaths it averts per 100,000 (with their 95% intervals) times the residents over "
-    "100,000, which takes the agents for a representative sample of the residents. A negative number averted "
-    "is that many more than the first run."
+    f"100,000, which takes the agents for a representative sample of the residents. {NEGATIVE_AVERTED}."
 )
 
 

@@ -52,8 +52,9 @@ def code_fingerprint(root: Path) -> str:
     version number stays the same between development commits."""
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
-        if path.suffix in CODE_SUFFIXES and "assets" not in path.parts and path.is_file():
-            digest.update(f"{path.relative_to(root).as_posix()}\0".encode())
+        inside = path.relative_to(root)  # "assets" above root (a checkout in ~/assets/) leaves its files in
+        if path.suffix in CODE_SUFFIXES and "assets" not in inside.parts and path.is_file():
+            digest.update(f"{inside.as_posix()}\0".encode())
             digest.update(path.read_bytes())
             digest.update(b"\0")
     return digest.hexdigest()
@@ -232,4 +233,5 @@ class Journal:
         except OSError as exc:  # the results are written; a file left behind is harmless
             self._failed(exc)
             return
+        self.entries = []  # nothing is kept now: a later write that fails says none is (continues)
         remove_empty(self.made)

@@ -8,10 +8,11 @@ they add up to those two columns. They are named :func:`age_column` (``deaths_ag
 come last in ``sweep.csv``; ``sweep_summary.csv`` gives their mean and sd over replicates, as for
 the other outcomes, also last, and then their changes from the first variant with 95% intervals,
 taken as the totals' are (:func:`abm.sweep.changes_from_first` and :func:`abm.sweep.in_region`:
-per 100,000 agents of all ages, and for the region). A run kept by an older abm (a sweep resumed
-from its journal) has none: its row's are empty, and so are its variant's means and sds, which
-over the other replicates would not add up to the variant's totals, and the changes of a variant
-where it or the first has such a run.
+per 100,000 agents of all ages, and for the region). A result without them (made by hand from
+Python; a sweep resumed from its journal reuses only runs of the same abm code, which have them)
+has empty cells there, and so are its variant's means and sds, which over the other replicates
+would not add up to the variant's totals, and the changes of a variant where it or the first has
+such a result.
 """
 
 from __future__ import annotations

@@ -636,6 +636,8 @@ def test_scenario_json_runs_the_same_calibration_again_from_any_folder(tmp_path,
     from abm.private_calibration.report import run_private_calibration
 
     sets = ["rounds=1", "protocols=[{name: centralized}]"]
+    # the fewest held-out and validation simulations allowed, none of one's own prior: it runs twice
+    sets += ["evaluation.holdout_simulations=4", "evaluation.val_simulations=4", "evaluation.own_holdout_simulations=0"]
     run_private_calibration(TINY, tmp_path / "first", None, sets)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
