@@ -17,6 +17,12 @@ BUNDLED = {"king_county_2020": "king_county_2020.csv"}
 BUNDLED_FIPS = {"king_county_2020": "53033"}
 
 
+def whole_weeks(window: tuple[dt.date, dt.date]) -> int:
+    """How many whole 7-day weeks a window holds from its first day: what the losses score (a
+    last partial week is dropped)."""
+    return ((window[1] - window[0]).days + 1) // 7
+
+
 class ParameterRange(BaseModel):
     """Bounds of one free parameter, named by its scenario key path."""
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
-from abm.calibration.config import Observation
+from abm.calibration.config import Observation, whole_weeks
 
 RAW = ("hospital_admissions", "deaths", "symptomatic_onsets", "positive_tests")
 
@@ -148,5 +148,5 @@ def weekly_sums(daily: Series, start_date: dt.date, window: tuple[dt.date, dt.da
     daily series whose day 0 is ``start_date`` and that covers the window; [weeks] or
     [weeks, n]."""
     first = (window[0] - start_date).days
-    n = ((window[1] - window[0]).days + 1) // 7 * 7
+    n = whole_weeks(window) * 7
     return daily[first : first + n].reshape(-1, 7, *daily.shape[1:]).sum(axis=1)

@@ -11,6 +11,7 @@ import html
 import math
 from typing import Any
 
+from abm.calibration.config import whole_weeks
 from abm.outputs.html_pages import REPORT_CSS, as_code, html_table
 from abm.outputs.summary_table import SummaryTable
 from abm.plurals import counted
@@ -37,7 +38,7 @@ def window_span(window: list[str]) -> str:
     its first day and drop a last partial week): "2020-05-01 to 2020-06-30 (8 whole weeks
     scored, to 2020-06-25)"."""
     first, last = (dt.date.fromisoformat(d) for d in window)
-    weeks = ((last - first).days + 1) // 7
+    weeks = whole_weeks((first, last))
     scored = first + dt.timedelta(days=7 * weeks - 1)
     text = f"{first} to {last}"
     return text if scored == last else f"{text} ({counted(weeks, 'whole week')} scored, to {scored})"
