@@ -33,6 +33,13 @@ def test_region_rules_partition_the_county(county):
     assert (north["lat"] >= 47.70).all()
     east = county.tracts[masks["east"]]
     assert (east["lon"] > -122.23).all() and east["lat"].between(47.50, 47.70, inclusive="left").all()
+    # the cut at -122.23 runs along Lake Washington: the three tracts of East's band just west of it
+    # (within 0.03 degrees) are South's (regions.py)
+    t = county.tracts
+    band = t["lat"].between(47.50, 47.70, inclusive="left") & t["lon"].between(-122.26, -122.23)
+    west = t["geoid"][band.to_numpy() & ~masks["seattle"]].str[5:].tolist()
+    assert all(masks["south"][band.to_numpy() & ~masks["seattle"]])
+    assert sorted(west) == ["024200", "024300", "024602"]
 
 
 def test_subset_region_scales_population_to_its_tracts(county):
