@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from abm.cli import app
 from abm.learning.messages import SERVER, MessageKind
+from abm.learning.models import flat_params
 from abm.learning.privacy.aggregation import SumAggregator
 from abm.learning.privacy.secure_aggregation import SecureSum
 from abm.private_calibration.federation import run_protocol
@@ -112,6 +113,9 @@ def test_what_leaves_an_institution(setup, name):
             assert inst.index == 0 and [(m.receiver, m.round) for m in initial] == [(SERVER, -1)]
             kinds -= {K.MODEL_WEIGHTS}
         assert kinds == SENT[name], f"{name}: {inst.name} sent {sorted(kinds)}"
+        if name == "ipa":  # the token holds every institution's calibrator
+            every = sum(flat_params(p.model).numel() for p in run.participants)
+            assert all(m.payload["theta"].numel() == every for m in msgs)
         for m in msgs:
             if name in ("cycle", "vpdl") and m.kind == MessageKind.PREDICTION_REQUEST:
                 # CYCle's request (and its VPDL baseline's) carries the requester's training inputs, which
