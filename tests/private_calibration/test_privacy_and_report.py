@@ -537,6 +537,41 @@ def test_markdown_names_the_estimated_parameters_only():
     assert "| local | 1.1, 12 (ND 0.30) |" in md
 
 
+def test_markdown_says_centralized_pools_the_simulations():
+    """centralized's "MB communicated" is 0.00 because it pools every institution's simulations in
+    process, not because nothing would move: report.md says so under the table (it said nothing,
+    so the upper bound read as the cheapest private protocol); a report without it has no such line."""
+    from abm.private_calibration.report import markdown
+
+    row = {"recovery": 0.5, "estimate": {"transmission": 1.1}, "nd_mean": 0.3}
+    prot = {
+        "institutions": [row],
+        "mean_recovery": 0.5,
+        "mcg": 0.0,
+        "cgs": 0.0,
+        "min_gain": 0.0,
+        "mean_nd": 0.3,
+        "bytes_total": 0,
+        "wall_time_s": 0.1,
+    }
+    report = {
+        "scenario": "s",
+        "mode": "kc2020",
+        "note": "n",
+        "joint_classes": 4,
+        "parameters": {"transmission": {}},
+        "institutions": [{"name": "A", "truth": None}],
+        "protocols": {"local": {**prot, "protocol": "local"}, "pooled": {**prot, "protocol": "centralized"}},
+    }
+    note = (
+        "pooled: the upper bound, not a private protocol: one calibrator trained on every institution's "
+        "training simulations pooled in this process. Its 0 MB count no messages"
+    )
+    assert note in markdown(report)
+    del report["protocols"]["pooled"]
+    assert "the upper bound" not in markdown(report)
+
+
 def test_round_curves_tick_whole_rounds(tmp_path, monkeypatch):
     """curves.png's x axis counts rounds: a run of a few rounds must not tick 1.5 rounds."""
     from abm.learning import report as learning_report
