@@ -203,7 +203,9 @@ def build_institution(scenario: PrivateCalibrationScenario, model: Scenario, cou
     if scenario.mode == "known_truth":
         truth = {name: float(spec.truth[name]) for name in grid.names}
         obs = observed_known_truth(pop, model, section, truth, rng, seed0 + 4, fixed_asc)
-        truth_class = int(grid.classes_of(np.array([[truth[n] for n in grid.names]]))[0])
+        # the true bin is that of the values simulated: seeding in whole agents, as every simulation
+        simulated = {**truth, "seeding": float(round(truth["seeding"]))}
+        truth_class = int(grid.classes_of(np.array([[simulated[n] for n in grid.names]]))[0])
     else:
         truth, truth_class = None, None
         obs = observed_kc2020(section, county.figures.population)

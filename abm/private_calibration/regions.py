@@ -5,10 +5,12 @@ Rule (2010-vintage Census tract codes, the last six digits of the GEOID, and tra
 * **Seattle**: tract codes 000100-012199, the City of Seattle's tracts (Census numbers 1-121).
 * **North**: other tracts with centroid latitude >= 47.70 (Shoreline, Lake Forest Park, Kenmore,
   Bothell, Woodinville and north-east rural King County).
-* **East**: other tracts with latitude in [47.50, 47.70) and longitude > -122.23 (Mercer Island,
-  Bellevue, Kirkland, Redmond, Issaquah, Sammamish, the Snoqualmie valley).
+* **East**: other tracts with latitude in [47.50, 47.70) and longitude > -122.23 (Bellevue,
+  Kirkland, Redmond, Issaquah, Sammamish, the Snoqualmie valley, most of Mercer Island).
 * **South**: every other tract (Renton, Tukwila, Burien, SeaTac, Kent, Federal Way, Auburn,
-  Vashon, Maple Valley, Enumclaw).
+  Vashon, Maple Valley, Enumclaw). The longitude cut runs along Lake Washington, so the three
+  non-Seattle tracts of that latitude band whose centroids lie just west of it (within 0.03
+  degrees: 024200, 024300 and 024602, on the lake's eastern shore and Mercer Island) are South's, not East's.
 
 The four sets are disjoint and cover the county (tested). A scenario may instead give an
 institution an explicit list of GEOIDs.

@@ -128,6 +128,14 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {key} | {r['mean_recovery']:.3f} | {per} | {r['mcg']:+.3f} | {r['cgs']:.3f} | {r['min_gain']:+.3f} "
             f"| {r['mean_nd']:.2f} | {r['bytes_total'] / 1e6:.2f} | {r['wall_time_s']:.1f} |"
         )
+    pooled = [key for key, r in report["protocols"].items() if r.get("protocol") == "centralized"]
+    if pooled:
+        lines += [
+            "",
+            f"{', '.join(pooled)}: the upper bound, not a private protocol: one calibrator trained on every "
+            "institution's training simulations pooled in this process. Its 0 MB count no messages; the pooled "
+            "simulations are what no institution sends.",
+        ]
     if any(not np.isnan(r.get("mean_recovery_own", float("nan"))) for r in report["protocols"].values()):
         lines += [
             "",

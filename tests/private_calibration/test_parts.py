@@ -33,6 +33,13 @@ def test_region_rules_partition_the_county(county):
     assert (north["lat"] >= 47.70).all()
     east = county.tracts[masks["east"]]
     assert (east["lon"] > -122.23).all() and east["lat"].between(47.50, 47.70, inclusive="left").all()
+    # the cut at -122.23 runs along Lake Washington: the three tracts of East's band just west of it
+    # (within 0.03 degrees) are South's (regions.py)
+    t = county.tracts
+    band = t["lat"].between(47.50, 47.70, inclusive="left") & t["lon"].between(-122.26, -122.23)
+    west = t["geoid"][band.to_numpy() & ~masks["seattle"]].str[5:].tolist()
+    assert all(masks["south"][band.to_numpy() & ~masks["seattle"]])
+    assert sorted(west) == ["024200", "024300", "024602"]
 
 
 def test_subset_region_scales_population_to_its_tracts(county):
@@ -329,3 +336,30 @@ def test_recovery_score_is_the_mean_over_parameters_and_own_score_uses_the_own_h
     assert p.recovery() == {"transmission": 0.5, "seeding": 1.0}
     assert p.score() == pytest.approx(0.75)
     assert p.own_score() == pytest.approx(0.5)
+
+
+def test_the_true_bin_is_that_of_the_seeding_simulated():
+    """Seeding counts agents: the observed series of a truth of 22.6 initial infections is simulated
+    with 23 (as every training simulation rounds its draw), so the true bin that ``truth_bin_hit``
+    judges against is 23's. With seeding bins cut at 22.63 (4 to 128, two log bins) 22.6 lies
+    below the cut and 23 above; the true class was 22.6's."""
+    import yaml
+
+    from abm.private_calibration.institutions import build_institution
+    from abm.private_calibration.scenario import load_scenario
+
+    tiny = Path(__file__).parent / "tiny.yaml"
+    data = yaml.safe_load(tiny.read_text())
+    data["model"]["scenario"] = str((tiny.parent / data["model"]["scenario"]).resolve())
+    data["parameters"]["seeding"] = {"low": 4, "high": 128, "bins": 2, "log": True}
+    data["institutions"][0]["truth"]["seeding"] = 22.6
+    data["institutions"][0].update(budget=8, ascertainment_draws=1)
+    data["evaluation"] = {"holdout_simulations": 4, "val_simulations": 2, "own_holdout_simulations": 0}
+    scenario, base = load_scenario(data)
+    model = model_scenario(scenario, base)
+    grid = scenario.grid()
+    seeding = grid.names.index("seeding")
+    assert grid.params[seeding].bin_of(22.6) == 0 and grid.params[seeding].bin_of(23) == 1
+    inst = build_institution(scenario, model, load_region("king_county"), 0)
+    assert inst.truth is not None and inst.truth["seeding"] == 22.6  # the truth as given
+    assert grid.bins_of(np.array([inst.truth_class]))[0][seeding] == 1

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from abm.cli import app
 from abm.learning.messages import SERVER, MessageKind
+from abm.learning.models import flat_params
 from abm.learning.privacy.aggregation import SumAggregator
 from abm.learning.privacy.secure_aggregation import SecureSum
 from abm.private_calibration.federation import run_protocol
@@ -22,7 +23,6 @@ from abm.private_calibration.institutions import build_institutions
 from abm.private_calibration.scenario import CalibrationProtocolSpec, load_scenario
 
 TINY = Path(__file__).parent / "tiny.yaml"
-WEIGHT_KINDS = {MessageKind.MODEL_WEIGHTS, MessageKind.MODEL_UPDATE, MessageKind.TOKEN}
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +59,46 @@ def _population_arrays(inst) -> list[np.ndarray]:
     return [p.age, p.tract, p.household, p.group]
 
 
-@pytest.mark.parametrize("name", ["local", "centralized", "fedavg", "codream", "mapl", "cycle", "vpdl", "ipa"])
+K = MessageKind
+SENT = {
+    "fedavg": {K.MASKED_VECTOR, K.PUBLIC_KEY},  # tiny.yaml's FedAvg has secure aggregation
+    "fedprox": {K.MODEL_UPDATE},
+    "codream": {K.MASKED_VECTOR, K.PUBLIC_KEY},
+    "codream_fast": {K.GENERATOR, K.DREAMS, K.LOGITS},
+    "mapl": {K.CLASSIFIER_HEAD, K.PROTOTYPES},
+    "mapl+": {K.CLASSIFIER_HEAD, K.PROTOTYPES, K.MODEL_WEIGHTS},
+    "cycle": {K.PREDICTION_REQUEST, K.PREDICTIONS},
+    "vpdl": {K.PREDICTION_REQUEST, K.PREDICTIONS},
+    "ipa": {K.TOKEN},
+}
+"""What every institution sends under each protocol, kind by kind (docs/private_calibration.md,
+"What leaves an institution"); FedAvg and FedProx add institution 0's initial model, once."""
+
+
+def _audited_spec(scenario, name: str) -> CalibrationProtocolSpec:
+    """The protocol as the audit runs it: tiny.yaml's entry where it has one; FedProx, MAPL+ (MAPL
+    averaging the feature bodies, which needs one architecture) and CoDream-fast as the file's
+    FedAvg, MAPL and CoDream give them."""
+    listed = {s.name: s for s in scenario.protocols}
+    if name in listed:
+        return listed[name]
+    if name == "fedprox":
+        return CalibrationProtocolSpec(name="fedprox", models=listed["fedavg"].models)
+    if name == "mapl+":
+        params = {**listed["mapl"].params, "aggregate_backbone": True}
+        return CalibrationProtocolSpec(name="mapl", label="mapl_plus", models=listed["fedavg"].models, params=params)
+    if name == "codream_fast":
+        return CalibrationProtocolSpec(name="codream_fast", params={"n_dreams": 16, "dream_start": 1})
+    return CalibrationProtocolSpec(name=name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["local", "centralized", "fedavg", "fedprox", "codream", "codream_fast", "mapl", "mapl+", "cycle", "vpdl", "ipa"],
+)
 def test_what_leaves_an_institution(setup, name):
     scenario, institutions = setup
-    spec = next((s for s in scenario.protocols if s.name == name), CalibrationProtocolSpec(name=name))
-    run = run_protocol(scenario, institutions, spec)
+    run = run_protocol(scenario, institutions, _audited_spec(scenario, name))
     sent_by = {i.index: [m for m in run.network.messages if m.sender == i.index] for i in institutions}
     if name in ("local", "centralized"):
         # centralized is the upper bound that pools data in process; nothing travels as messages
@@ -73,18 +108,20 @@ def test_what_leaves_an_institution(setup, name):
         msgs = sent_by[inst.index]
         assert msgs, f"{name}: institution {inst.name} sent nothing"
         kinds = {m.kind for m in msgs}
-        if name in ("fedavg", "ipa"):
-            assert kinds & WEIGHT_KINDS or MessageKind.MASKED_VECTOR in kinds
-        else:
-            assert not kinds & WEIGHT_KINDS, f"{name} sent model weights: {kinds}"
-        # MAPL's classifier heads are the one other piece of a model that travels (the last layer)
-        assert (MessageKind.CLASSIFIER_HEAD in kinds) == (name == "mapl")
+        initial = [m for m in msgs if m.kind == K.MODEL_WEIGHTS] if name in ("fedavg", "fedprox") else []
+        if initial:  # the shared initialisation: institution 0's initial calibrator, once, before round 0
+            assert inst.index == 0 and [(m.receiver, m.round) for m in initial] == [(SERVER, -1)]
+            kinds -= {K.MODEL_WEIGHTS}
+        assert kinds == SENT[name], f"{name}: {inst.name} sent {sorted(kinds)}"
+        if name == "ipa":  # the token holds every institution's calibrator
+            every = sum(flat_params(p.model).numel() for p in run.participants)
+            assert all(m.payload["theta"].numel() == every for m in msgs)
         for m in msgs:
             if name in ("cycle", "vpdl") and m.kind == MessageKind.PREDICTION_REQUEST:
                 # CYCle's request (and its VPDL baseline's) carries the requester's training inputs, which
                 # the protocol encrypts (HE); this in-process implementation only accounts their size. It
                 # is the one exception.
-                assert torch.equal(m.payload["x"], inst.data.train.x)
+                assert list(m.payload) == ["x"] and torch.equal(m.payload["x"], inst.data.train.x)
                 continue
             for t in m.payload.values():
                 for arr in _population_arrays(inst):
@@ -130,27 +167,51 @@ def test_ipa_fair_stop_on_calibrators_takes_phi_from_local_training_of_its_archi
     assert len(summary["rho"]) == len(summary["val_accuracy"]) == (summary["kept_round"] or scenario.rounds)
 
 
-def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch):
+@pytest.mark.parametrize("name", ["fedavg", "fedavg_secure_dp", "codream"])
+def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch, name):
+    """With secure aggregation the server gets one masked vector per institution and sum: each far
+    from the contribution it hides, their sum the plain sum. FedAvg's updates, the same under DP
+    (the shipped fedavg_secure_dp: each institution's clipped, noised update is what is masked),
+    and CoDream's input gradients and logits on the dreams."""
+    from abm.learning.privacy.dp import DifferentiallyPrivateSum
+    from abm.learning.runner import build_aggregator
+
     scenario, institutions = setup
-    spec = next(s for s in scenario.protocols if s.name == "codream")
+    spec = next(s for s in scenario.protocols if s.name == name.removesuffix("_secure_dp"))
+    if name == "fedavg_secure_dp":
+        dp = {"clip": 0.4, "epsilon": 8.0, "delta": 1.0e-5}
+        spec = spec.model_validate({**spec.model_dump(), "privacy": {"secure_aggregation": True, "dp": dp}})
     recorders = []
 
     def build(privacy, ids, seed, rounds=None):
-        rec = _Recording(SecureSum(ids, seed))
-        recorders.append(rec)
-        return rec
+        agg = build_aggregator(privacy, ids, seed, rounds)
+        if isinstance(agg, DifferentiallyPrivateSum):  # DP around the secure sum: record the inner sum
+            agg.inner = _Recording(agg.inner)
+            recorders.append(agg.inner)
+            return agg
+        recorders.append(_Recording(agg))
+        return recorders[-1]
 
     monkeypatch.setattr("abm.private_calibration.federation.build_aggregator", build)
-    run_protocol(scenario, institutions, spec)
+    run = run_protocol(scenario, institutions, spec)
+    assert isinstance(recorders[0].inner, SecureSum)
     calls = recorders[0].calls
-    # every dream step's input gradients, and each round's logits on the dreams (the soft labels)
-    assert len(calls) == (spec.params["dream_steps"] + 1) * (scenario.rounds - 1)
+    if name == "codream":  # every dream step's input gradients, and each round's logits on the dreams
+        assert len(calls) == (spec.params["dream_steps"] + 1) * (scenario.rounds - 1)
+    else:  # one update a round
+        assert len(calls) == scenario.rounds
+        assert (run.epsilon is not None) == (name == "fedavg_secure_dp")
     for contributions, total, masked in calls:
+        assert sorted(contributions) == sorted(masked) == [i.index for i in institutions]
         plain = torch.stack(list(contributions.values())).double().sum(0)
         assert torch.allclose(total.double(), plain, atol=1e-5)
         for pid, vec in contributions.items():
-            # what the server receives from one institution is far from its input gradient
+            # what the server receives from one institution is far from what it hides
             assert (masked[pid].double() - vec.double()).abs().max() > 1e3
+    # from round 0 on (FedAvg's shared initial model goes before it) the server receives the
+    # institutions' public keys and masked vectors, nothing else
+    to_server = {m.kind for m in run.network.messages if m.receiver == SERVER and m.round >= 0}
+    assert to_server == {MessageKind.MASKED_VECTOR, MessageKind.PUBLIC_KEY}
 
 
 def test_protocols_with_equal_estimates_get_equal_nd():
@@ -474,6 +535,41 @@ def test_markdown_names_the_estimated_parameters_only():
     md = markdown(report)
     assert "Estimates (transmission multiplier, seeding) and ND per institution:" in md
     assert "| local | 1.1, 12 (ND 0.30) |" in md
+
+
+def test_markdown_says_centralized_pools_the_simulations():
+    """centralized's "MB communicated" is 0.00 because it pools every institution's simulations in
+    process, not because nothing would move: report.md says so under the table (it said nothing,
+    so the upper bound read as the cheapest private protocol); a report without it has no such line."""
+    from abm.private_calibration.report import markdown
+
+    row = {"recovery": 0.5, "estimate": {"transmission": 1.1}, "nd_mean": 0.3}
+    prot = {
+        "institutions": [row],
+        "mean_recovery": 0.5,
+        "mcg": 0.0,
+        "cgs": 0.0,
+        "min_gain": 0.0,
+        "mean_nd": 0.3,
+        "bytes_total": 0,
+        "wall_time_s": 0.1,
+    }
+    report = {
+        "scenario": "s",
+        "mode": "kc2020",
+        "note": "n",
+        "joint_classes": 4,
+        "parameters": {"transmission": {}},
+        "institutions": [{"name": "A", "truth": None}],
+        "protocols": {"local": {**prot, "protocol": "local"}, "pooled": {**prot, "protocol": "centralized"}},
+    }
+    note = (
+        "pooled: the upper bound, not a private protocol: one calibrator trained on every institution's "
+        "training simulations pooled in this process. Its 0 MB count no messages"
+    )
+    assert note in markdown(report)
+    del report["protocols"]["pooled"]
+    assert "the upper bound" not in markdown(report)
 
 
 def test_round_curves_tick_whole_rounds(tmp_path, monkeypatch):
