@@ -583,6 +583,34 @@ def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]],
         )
 
 
+def per_100k_text(count: float, agents: int) -> str:
+    """``count`` per 100,000 of ``agents``, as a note gives it: whole from 10 up (15,000), else
+    two significant figures (0.22)."""
+    rate = count * 1e5 / agents
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+
+
+def fixed_counts(sc: Scenario, option: str) -> list[str]:
+    """Notes (without ``note: ``) on what a scenario gives as counts that stay the same at any
+    number of agents (the initial infections, vaccination's daily_doses), with their share per
+    100,000 of its agents under ``option``, the one that set them (``--agents 2000``)."""
+    counts = []
+    seeds = sum(sc.seeding.infections.values()) if sc.seeding.infections_per_100k is None else 0
+    if seeds:
+        counts.append((f"seeding.infections seeds {counted(seeds, 'agent')}", seeds, "infections_per_100k"))
+    vaccination = getattr(sc.interventions, "vaccination", None)
+    if vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
+        doses = vaccination.daily_doses
+        counts.append(
+            (f"interventions.vaccination.daily_doses gives {doses} doses a day", doses, "daily_doses_per_100k")
+        )
+    return [
+        f"{what} whatever the population: {per_100k_text(count, sc.population.agents)} per 100,000 with {option} "
+        f"({rate} scales instead)"
+        for what, count, rate in counts
+    ]
+
+
 def seeds_no_one(sc: Scenario) -> str:
     """What says that a scenario's seeding infects no one (its counts, or its rate per 100,000
     rounded to none at its agents)."""
@@ -663,15 +691,9 @@ def run(
     note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
     note_unapplied_settings(file, set_)
     note_idle([sc])
-    vaccination = getattr(sc.interventions, "vaccination", None)
-    if agents is not None and vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
-        per_100k = vaccination.daily_doses * 1e5 / sc.population.agents
-        err_console.print(
-            f"note: interventions.vaccination.daily_doses gives {vaccination.daily_doses} doses a day whatever the "
-            f"population: {per_100k:,.0f} per 100,000 with --agents {agents} (daily_doses_per_100k scales instead)",
-            highlight=False,
-            soft_wrap=True,
-        )
+    if agents is not None:
+        for text in fixed_counts(sc, f"--agents {agents}"):
+            err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
     note_memory([sc])
     from abm.plurals import counted
 

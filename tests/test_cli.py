@@ -425,7 +425,11 @@ def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
     # An option that leaves the intervention off gets no note.
     off = [*base[:-1], "interventions.vaccination.enabled=false"]
     result = runner.invoke(app, ["run", str(SCENARIO), "--out", str(tmp_path / "c"), *off])
-    assert result.exit_code == 0 and "note:" not in result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    # the one note left is on the file's 5 initial infections at --agents 2000
+    assert result.exit_code == 0 and [n.split(" whatever")[0] for n in notes] == [
+        "note: seeding.infections seeds 5 agents"
+    ]
 
 
 def test_validate_notes_an_option_that_turns_an_intervention_on_as_run_does():
@@ -1345,6 +1349,33 @@ def test_agents_with_absolute_doses_gets_a_note(tmp_path):
     # Vaccination starts on day 10, after the 3 days run: the run goes without it, and says so.
     assert "note: interventions.vaccination starts on day 10, after the 3 simulated days (0..2)" in text
     assert (tmp_path / "v" / "summary.json").is_file()
+
+
+def test_agents_with_a_count_of_initial_infections_gets_a_note(tmp_path):
+    """The King County scenarios seed 5 agents (seeding.infections), 5 per 100,000 at their 100,000
+    agents; --agents kept the 5, so all of the county (--agents 2252782) started from 0.22 per
+    100,000 and its vacc_ct outbreak died out (37 infected), with no word on why its figures for
+    the county were a thousandth of those of a run of 100,000. --agents now gets a note, as it
+    does for a count of daily doses; a seeding per 100,000 keeps its share and gets none."""
+    from abm.cli import fixed_counts
+    from abm.overrides import resolve
+
+    county = resolve(SCENARIOS / "king_county/vacc_ct.yaml", {"agents": 2_252_782})
+    assert fixed_counts(county, "--agents 2252782") == [
+        "seeding.infections seeds 5 agents whatever the population: 0.22 per 100,000 with --agents 2252782 "
+        "(infections_per_100k scales instead)"
+    ]
+    args = ["--agents", "2000", "--days", "1", "--replicates", "1"]
+    result = runner.invoke(app, ["run", str(SCENARIO), *args, "--out", str(tmp_path / "a")])
+    text = " ".join(result.stderr.split())
+    assert result.exit_code == 0 and "note: seeding.infections seeds 5 agents whatever the population: 250 " in text
+    per_100k = ["--set", "seeding.infections.asymptomatic=0", "--set", "seeding.infections.presymptomatic_mild=0"]
+    per_100k += ["--set", "seeding.infections_per_100k={asymptomatic: 50}"]
+    result = runner.invoke(app, ["run", str(SCENARIO), *args, *per_100k, "--out", str(tmp_path / "b")])
+    assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
+    days = ["--days", "1", "--replicates", "1", "--set", "population.agents=2000"]  # the file's own count: no note
+    result = runner.invoke(app, ["run", str(SCENARIO), *days, "--out", str(tmp_path / "c")])
+    assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
 
 
 def test_a_setting_only_the_population_refuses_names_the_options(tmp_path):

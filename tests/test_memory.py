@@ -21,8 +21,9 @@ CALIBRATION = ROOT / "scenarios/king_county/calibrate_2020.yaml"
 runner = CliRunner()
 
 # Peak resident memory of `abm run scenarios/king_county/SCENARIO.yaml --agents N --replicates R
-# --days D` measured with /usr/bin/time -v (BENCHMARKS.md, "Peak memory of abm run", 2026-11-28),
-# in MB of 10^6 bytes: (scenario, agents, replicates, days, MB).
+# --days D` measured with /usr/bin/time -v (BENCHMARKS.md, "Peak memory of abm run", 2026-11-28;
+# the whole county: "The whole county, command by command", 2026-11-29), in MB of 10^6 bytes:
+# (scenario, agents, replicates, days, MB).
 MEASURED = [
     ("no_intervention", 2_000, 1, 5, 438),
     ("no_intervention", 100_000, 1, 30, 522),
@@ -34,6 +35,9 @@ MEASURED = [
     ("vacc_ct", 100_000, 10, 30, 1_180),
     ("vacc_ct", 300_000, 2, 30, 912),
     ("vacc_ct", 1_000_000, 2, 180, 1_867),
+    ("vacc_ct", 2_252_782, 1, 180, 2_651),
+    ("no_intervention", 2_252_782, 1, 180, 2_730),
+    ("no_intervention", 2_252_782, 2, 180, 3_951),
 ]
 
 

@@ -339,6 +339,39 @@ def test_map_snapshot_title_fits_the_figure_and_shows_the_day(small_run):
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
 
 
+def test_map_snapshot_of_the_whole_county_keeps_its_labels_and_legend_inside(king_county):
+    """A run of all the county's residents has a short title (no noise warning: thousands of
+    agents a tract), so its map is taller; constrained layout then widened the fixed-aspect map
+    past the figure: the PNG cut off "latitude" on the left and the legend's labels ("35,001 -
+    40,000") on the right. Made from a one-day by_tract table (no run)."""
+    tracts = king_county.tracts
+    agents = 5_000
+    by_tract = pd.DataFrame(
+        {
+            "day": 0,
+            "geoid": tracts["geoid"],
+            "agents": agents,
+            # 0 to 40,000 per 100,000 over the tracts: the legend's longest labels
+            "cumulative_infected": np.linspace(0, 0.4 * agents, len(tracts)).round(),
+            "active": 0.0,
+            "hospital_occupancy": 0.0,
+        }
+    )
+    summary = {"scenario": "ni", "agents": agents * len(tracts), "replicates": 1}
+    title = maps.map_title(summary, len(tracts))
+    assert "noisy" not in title
+    data = maps.map_data(by_tract, tracts, snapshot_days=(0,), title=title)
+    fig = maps.snapshot_figure(centroid_cells(tracts, king_county.figures.bounds), data, 0)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert legend.get_texts()[-2].get_text() == "35,001 – 40,000"
+    for artist in (ax.yaxis.label, ax.xaxis.label, ax.title, legend):
+        box = artist.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y0 >= 0 and box.y1 <= fig.bbox.height, artist
+
+
 def test_legend_classes_of_small_values_have_distinct_whole_edges():
     """The map's values are whole numbers per 100,000. Where the largest was under 10 (a small
     epidemic in a large run: one agent in a tract of 5,700 over 10 replicates is 2 per 100,000),

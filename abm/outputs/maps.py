@@ -377,7 +377,7 @@ def snapshot_figure(
             facecolors.append(color)
     from abm.outputs.plots import new_figure
 
-    fig = new_figure(pyplot, figsize=(9, 6.4), layout="constrained")
+    fig = new_figure(pyplot, figsize=(9, 6.4), layout="compressed")
     ax = fig.subplots()
     ax.add_collection(PatchCollection(patches, facecolors=facecolors, edgecolors="#555555", linewidths=0.25))
     west, south, east, north = shapes.bounds
