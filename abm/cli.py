@@ -163,6 +163,17 @@ def advance(bar: Progress, task: TaskID, unit: str) -> Callable[[int, int], None
     return lambda done, total: bar.update(task, completed=done)
 
 
+def staged(bar: Progress, task: TaskID, label: str) -> Callable[[str], None]:
+    """A callback for the part of its work a command is in (building the population, simulating
+    the days, writing files): the bar's description, ``label``, says it after a colon. Nothing
+    shows where the bar does not (stderr not a terminal)."""
+
+    def say(text: str) -> None:
+        bar.update(task, description=f"{label}: {text}", refresh=True)
+
+    return say
+
+
 def _print_version(value: bool) -> None:
     if value:
         from abm import __version__
@@ -704,12 +715,13 @@ def run(
         soft_wrap=True,
     )
     with progress_bar("days") as bar:
-        task = bar.add_task(
-            f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}", total=sc.simulation.days
-        )
+        label = f"{sc.name}: {sc.population.agents:,} agents x {sc.simulation.replicates}"
+        task = bar.add_task(label, total=sc.simulation.days)
         with stop_on_interrupt(target, bar):
             try:
-                result = run_scenario(sc, progress=advance(bar, task, "days"))
+                stage = staged(bar, task, label)
+                result = run_scenario(sc, progress=advance(bar, task, "days"), stage=stage)
+                stage("writing files")
                 result.write(target)
                 results_written()
             except ScenarioError as exc:  # found once the run has its population: named by the file and options

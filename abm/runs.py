@@ -319,11 +319,16 @@ def memory_errors(sc: Scenario, device: torch.device) -> Iterator[None]:
         ) from None
 
 
-def check_progress(progress: Any, calls: str) -> None:
-    """Refuse a ``progress`` argument that cannot be called (before any work, rather than with a
-    ``TypeError`` once the first step is done); ``calls`` says how it is called, for the message."""
+def check_progress(progress: Any, calls: str, name: str = "progress") -> None:
+    """Refuse a ``progress`` argument (the argument ``name``) that cannot be called (before any
+    work, rather than with a ``TypeError`` once the first step is done); ``calls`` says how it is
+    called, for the message."""
     if progress is not None and not callable(progress):
-        raise ScenarioError(f"progress: {reprlib.repr(progress)} is not allowed; give a function {calls}, or None")
+        raise ScenarioError(f"{name}: {reprlib.repr(progress)} is not allowed; give a function {calls}, or None")
+
+
+# What a run tells ``stage`` as it starts each part (the whole county takes 15-20 s before day 0).
+STAGES = ("building the population", "building contacts and interventions", "simulating the days")
 
 
 def run(
@@ -331,6 +336,7 @@ def run(
     *,
     sets: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    stage: Callable[[str], None] | None = None,
     reuse: Reuse | None = None,
     **overrides: Any,
 ) -> RunResult:
@@ -341,7 +347,8 @@ def run(
     if any, a path relative to the working folder), or a :class:`Scenario`.
     ``sets``: ``key.path=value`` texts, as ``abm run --set`` takes them. ``overrides``: any of
     ``agents``, ``days``, ``replicates``, ``seed`` and ``device``, as the options of ``abm run``
-    (None leaves the scenario's value). ``progress(day, days)`` is called after each simulated day.
+    (None leaves the scenario's value). ``progress(day, days)`` is called after each simulated day,
+    and ``stage(text)`` with each of :data:`STAGES` as the run starts it.
     ``reuse``: where to keep the population and community network for the next runs that make
     the same (a :class:`Reuse`; None: nothing is kept).
     The same scenario and seed give the tables and summary ``abm run`` writes.
@@ -353,6 +360,8 @@ def run(
     """
     t0 = time.perf_counter()
     check_progress(progress, "progress(day, days)")
+    check_progress(stage, "stage(text)", "stage")
+    tell = stage or (lambda text: None)
     if reuse is not None and not isinstance(reuse, Reuse):
         raise ScenarioError(f"reuse: {reprlib.repr(reuse)} is not allowed; give an abm.runs.Reuse(), or None")
     sc = resolve(scenario, overrides, sets, names=PYTHON)
@@ -361,12 +370,15 @@ def run(
     region = load_region(sc.population.region)
     days = sc.simulation.days
     with memory_errors(sc, device):
+        tell(STAGES[0])
         pop = reuse.population(sc, region) if reuse else population_of(sc, region)
         t1 = time.perf_counter()
         try:
             with torch_threads(sc.simulation.threads):
+                tell(STAGES[1])
                 built = reuse.community(sc, pop, device) if reuse else None
                 sim = simulation_of(sc, pop, device=device, community_built=built)
+                tell(STAGES[2])
                 res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
         except ScenarioError as exc:  # a setting the population makes impossible (an intervention's attach)
             where = str(scenario) if isinstance(scenario, (str, Path)) else sc.name

@@ -184,3 +184,36 @@ def test_abm_learn_still_names_its_set_option(tmp_path, name):
         result = CliRunner().invoke(app, ["learn", path, "--out", str(tmp_path / "out"), "--set", *sets])
         assert result.exit_code == 2 and message in " ".join(result.stderr.split()), result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_says_which_part_of_its_work_it_is_in():
+    """The whole county spends 15-20 s before its first day with nothing said; `stage` is told
+    each part as it starts, in order, and the days come after the last one. A stage argument that
+    cannot be called is refused before any work."""
+    from abm.runs import STAGES
+
+    told: list[str] = []
+    abm.run(NI, **SMALL, stage=told.append, progress=lambda day, days: told.append(f"day {day}"))
+    assert told[:3] == list(STAGES) and told[3] == "day 1" and told[-1] == f"day {SMALL['days']}"
+    with pytest.raises(ScenarioError, match=r"^stage: 'later' is not allowed; give a function stage\(text\), or None$"):
+        abm.run(NI, **SMALL, stage="later")
+
+
+def test_abm_run_shows_the_part_of_its_work_on_its_bar(tmp_path, monkeypatch):
+    """On a terminal, abm run's bar says what the run does before and after its days: building the
+    population and contacts, then writing the files."""
+    import io
+
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from abm import cli
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "err_console", Console(file=screen, force_terminal=True, width=200, markup=False))
+    args = ["run", NI, "--agents", "2000", "--days", "5", "--replicates", "1", "--out", str(tmp_path / "run")]
+    done = CliRunner().invoke(cli.app, args)
+    assert done.exit_code == 0, done.output
+    shown = screen.getvalue()
+    for text in ("building the population", "building contacts and interventions", "writing files"):
+        assert f"ni: 2,000 agents x 1: {text}" in shown
