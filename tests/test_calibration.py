@@ -965,7 +965,10 @@ def test_abm_calibrate_prints_the_fit_as_tables_with_plain_labels(tmp_path, monk
             [nd, "n/a", "n/a"],
             [rmse, "0.500", "0.500"],
         ]
-        spans = "(fit window 2020-02-28 to 2020-04-30, held-out window 2020-05-01 to 2020-06-30)"
+        spans = (
+            "(fit window 2020-02-28 to 2020-04-30, held-out window 2020-05-01 to 2020-06-30 "
+            "(8 whole weeks scored, to 2020-06-25))"
+        )
         assert spans in " ".join(out.split())  # the title wraps at the table's width
     else:
         table = [
