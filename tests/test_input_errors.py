@@ -1541,19 +1541,7 @@ def test_a_key_that_is_a_list_or_a_value_that_holds_itself_is_refused_with_its_l
     a value that holds itself through an alias, or lists nested hundreds deep, with a
     RecursionError; all are YAML mistakes, named by their line, in epidemic and learning
     scenarios alike."""
-    scenario = tmp_path / "odd.yaml"
-    scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
-    learning = tmp_path / "odd_learning.yaml"
-    learning.write_text(f"name: odd\nseed: 0\n{written}", encoding="utf-8")
-    for args, path in (
-        (["validate", str(scenario)], scenario),
-        (["run", str(scenario), "--out", str(tmp_path / "out")], scenario),
-        (["learn", str(learning), "--out", str(tmp_path / "out")], learning),
-    ):
-        result = runner.invoke(app, args)
-        assert result.exit_code == 2, result.output
-        assert text(result) == f"error: {path}: invalid YAML at line {line}, {problem}"
-    assert not (tmp_path / "out").exists()
+    yaml_refused_everywhere(tmp_path, written, f"line {line}, {problem}")
     assert load_yaml("a: &x {b: 1}\nc: *x\nd: [&y 1, *y]\ne: {<<: *x, f: 2}") == {
         "a": {"b": 1},
         "c": {"b": 1},
@@ -1587,19 +1575,7 @@ def test_a_tab_or_a_line_indented_to_nothing_is_told_what_it_means(tmp_path, wri
     """A tab in the indentation and a line indented between two levels were told in YAML's words
     alone ("found character '\\t' that cannot start any token", "expected <block end>, but found
     '<block mapping start>'"), which name no fix; epidemic and learning scenarios alike."""
-    scenario = tmp_path / "indent.yaml"
-    scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
-    learning = tmp_path / "indent_learning.yaml"
-    learning.write_text(f"name: odd\nseed: 0\n{written}", encoding="utf-8")
-    for args, path in (
-        (["validate", str(scenario)], scenario),
-        (["run", str(scenario), "--out", str(tmp_path / "out")], scenario),
-        (["learn", str(learning), "--out", str(tmp_path / "out")], learning),
-    ):
-        result = runner.invoke(app, args)
-        assert result.exit_code == 2, result.output
-        assert text(result) == f"error: {path}: invalid YAML at {problem}"
-    assert not (tmp_path / "out").exists()
+    yaml_refused_everywhere(tmp_path, written, problem)
 
 
 @pytest.mark.parametrize(
@@ -1848,4 +1824,22 @@ def test_extends_naming_a_folder_says_so(tmp_path):
     assert text(result) == (
         f"error: {scenario}: extends: 'base' is a folder ({tmp_path / 'base'}); give the path of a scenario file"
     )
+    assert not (tmp_path / "out").exists()
+
+
+def yaml_refused_everywhere(tmp_path: Path, written: str, problem: str) -> None:
+    """``written`` after an epidemic scenario's and a learning scenario's first lines is refused by
+    validate, run and learn with exit 2 and "invalid YAML at ``problem``", and nothing is written."""
+    scenario = tmp_path / "odd.yaml"
+    scenario.write_text(f"name: odd\nextends: {BASE}\n{written}", encoding="utf-8")
+    learning = tmp_path / "odd_learning.yaml"
+    learning.write_text(f"name: odd\nseed: 0\n{written}", encoding="utf-8")
+    for args, path in (
+        (["validate", str(scenario)], scenario),
+        (["run", str(scenario), "--out", str(tmp_path / "out")], scenario),
+        (["learn", str(learning), "--out", str(tmp_path / "out")], learning),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert text(result) == f"error: {path}: invalid YAML at {problem}"
     assert not (tmp_path / "out").exists()
