@@ -503,17 +503,11 @@ def test_bad_scenario_exits_2_and_writes_nothing(tmp_path, edit, message):
     assert not out.exists()
 
 
-def test_markdown_names_the_estimated_parameters_only():
-    """The estimates table's caption lists the scenario's free parameters, in the order of the
-    values in its cells: without ascertainment it must not promise an ascertainment value."""
-    from abm.private_calibration.report import markdown
-
-    row = {
-        "recovery": 0.5,
-        "estimate": {"transmission": 1.1, "seeding": 12.0},
-        "nd_mean": 0.3,
-    }
-    prot = {
+def protocol_figures(estimate: dict[str, float]) -> dict[str, object]:
+    """A protocol's entry in a report as markdown() reads it: one institution with ``estimate``
+    (recovery 0.5, ND 0.3), no gains, no bytes."""
+    row = {"recovery": 0.5, "estimate": estimate, "nd_mean": 0.3}
+    return {
         "institutions": [row],
         "mean_recovery": 0.5,
         "mcg": 0.0,
@@ -523,6 +517,14 @@ def test_markdown_names_the_estimated_parameters_only():
         "bytes_total": 0,
         "wall_time_s": 0.1,
     }
+
+
+def test_markdown_names_the_estimated_parameters_only():
+    """The estimates table's caption lists the scenario's free parameters, in the order of the
+    values in its cells: without ascertainment it must not promise an ascertainment value."""
+    from abm.private_calibration.report import markdown
+
+    prot = protocol_figures({"transmission": 1.1, "seeding": 12.0})
     report = {
         "scenario": "s",
         "mode": "known_truth",
@@ -543,17 +545,7 @@ def test_markdown_says_centralized_pools_the_simulations():
     so the upper bound read as the cheapest private protocol); a report without it has no such line."""
     from abm.private_calibration.report import markdown
 
-    row = {"recovery": 0.5, "estimate": {"transmission": 1.1}, "nd_mean": 0.3}
-    prot = {
-        "institutions": [row],
-        "mean_recovery": 0.5,
-        "mcg": 0.0,
-        "cgs": 0.0,
-        "min_gain": 0.0,
-        "mean_nd": 0.3,
-        "bytes_total": 0,
-        "wall_time_s": 0.1,
-    }
+    prot = protocol_figures({"transmission": 1.1})
     report = {
         "scenario": "s",
         "mode": "kc2020",
