@@ -502,7 +502,8 @@ def test_a_sweep_folder_taken_while_the_runs_ran_gets_one_line_and_keeps_the_run
     """``--out`` is checked before the runs and again as the folder is written. A folder someone
     made there meanwhile, with a file of their own, ends `abm sweep` with one line naming it, that
     the finished runs are kept, and exit code 2 (it ended with an OutputFolderError traceback and
-    exit code 1); once the folder is free, the same command writes the sweep without running again."""
+    exit code 1); the line says too that no results were written there, in `abm run`'s words (it said
+    only what was kept); once the folder is free, the same command writes the sweep without running again."""
     import abm.sweep as sweep_module
 
     out, real_sweep, real_task, ran = tmp_path / "sweep", sweep_module.run_sweep, sweep_module.run_task, []
@@ -527,7 +528,8 @@ def test_a_sweep_folder_taken_while_the_runs_ran_gets_one_line_and_keeps_the_run
     assert first.exit_code == 2, first.output
     assert f"error: output folder '{out}': exists and was not written by abm" in said, said
     assert said.endswith(
-        f"remove this one yourself; 2 finished runs are kept in {kept}; the same command continues from them"
+        f"remove this one yourself; no results were written to {out}; 2 finished runs are kept in {kept}; "
+        "the same command continues from them"
     ), said
     assert said.count("error:") == 1 and (out / "notes.txt").read_text() == "mine" and kept.exists()
     (out / "notes.txt").unlink()
