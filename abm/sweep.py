@@ -550,9 +550,10 @@ def run_local(
     tasks: list[SweepTask], done: Done, workers: int = 1, names: OptionNames = COMMAND_LINE
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run the tasks on this machine: one after the other in this process (1 worker), or in
-    ``workers`` worker processes (:class:`abm.parallel.ProcessPool`); ``done`` is called as each
-    finishes. Returns the results in task order and what ``sweep.json`` records of the workers
-    (:func:`abm.parallel.workers_record`)."""
+    ``workers`` worker processes (:class:`abm.parallel.ProcessPool`; a worker process that dies
+    fails the sweep, naming the task it ran where the pool can tell, as :func:`run_ray` does);
+    ``done`` is called as each finishes. Returns the results in task order and what
+    ``sweep.json`` records of the workers (:func:`abm.parallel.workers_record`)."""
     used = workers_record(workers, len(tasks))
     if workers == 1:
         results = []
@@ -564,7 +565,8 @@ def run_local(
             TASK_REUSE.clear()
         return results, used
     with ProcessPool(workers, names) as pool:
-        return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done), used
+        finished = pool.finished(run_task, [(t,) for t in tasks], lambda i: tasks[i].named)
+        return _collect(finished, len(tasks), done), used
 
 
 def _collect(finished: Iterator[tuple[int, dict[str, Any]]], n: int, done: Done) -> list[dict[str, Any]]:
