@@ -20,7 +20,13 @@ from rich.text import Text
 
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
 from abm.outputs.journal import journal_path
-from abm.outputs.run_folder import OutputFolderError, OutputWriteError, check_target, is_output_folder, output_path
+from abm.outputs.run_folder import (
+    OutputFolderError,
+    OutputWriteError,
+    check_target,
+    not_written,
+    output_path,
+)
 from abm.plugin_errors import PluginError, PluginFailure
 from abm.plurals import counted
 
@@ -239,20 +245,6 @@ def out_option(value: str | Path) -> Path:
     except OutputFolderError as exc:
         fail(str(exc))
         raise  # not reached: fail() exits
-
-
-def not_written(target: str | Path) -> str:
-    """What a command that ends without its output folder ``target`` says of it: ``no results
-    were written to runs/sq``; where ``target`` holds an earlier output of abm, which stays as it
-    was (:func:`abm.outputs.run_folder.atomic_folder` replaces it only with a complete one),
-    ``no results were written; the earlier results in runs/sq are kept``."""
-    try:
-        earlier = is_output_folder(Path(target))
-    except OSError:  # cannot be looked at (no permission): nothing is said of it
-        earlier = False
-    if earlier:
-        return f"no results were written; the earlier results in {target} are kept"
-    return f"no results were written to {target}"
 
 
 def stop_on_interrupt(target: str | Path, bar: Progress | None = None) -> contextlib.AbstractContextManager[None]:

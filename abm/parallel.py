@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -110,12 +111,18 @@ _LIBC = _glibc()
 _PR_SET_PDEATHSIG = 1
 
 
-def _start_worker(parent: int) -> None:
+_HELD: list[Connection] = []  # in a worker process: where it tells the parent which task it runs
+
+
+def _start_worker(parent: int, held: Connection | None = None) -> None:
     """A worker process ignores Ctrl-C: the terminal sends it to the whole process group, and
     the parent, which handles it, ends the workers itself. SIGINT came blocked from the parent
     (:meth:`ProcessPool.finished`), so one sent while the worker started is dropped here. On
     Linux the worker is also killed when the parent dies without ending it (kill -9, out of
-    memory), and ends at once if the parent is already gone."""
+    memory), and ends at once if the parent is already gone. ``held``: the pipe on which the
+    worker says which task it starts (:func:`_run_held`)."""
+    if held is not None:
+        _HELD[:] = [held]
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -133,6 +140,15 @@ def run_and_release(fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
     finally:
         release_free_memory()
+
+
+def _run_held(index: int, fn: Callable[..., T], *args: Any) -> T:
+    """In a worker process: tell the parent that this process (by its id) runs task ``index``,
+    then run it (:func:`run_and_release`). The message is a few bytes, written to the pipe at once
+    (a write that cannot be cut short by a kill), so the workers need no lock to share the pipe."""
+    if _HELD:
+        _HELD[0].send((os.getpid(), index))
+    return run_and_release(fn, *args)
 
 
 @contextmanager
@@ -188,7 +204,7 @@ class ProcessPool:
     workers at once, so no process outlives it and no task goes on; nor does one outlive the
     parent's own death, on Linux. A worker that dies (killed, out of memory) raises
     :class:`WorkerLost`, with a message naming the option as ``names`` does (``--workers 4`` or
-    ``workers=4``). After each task a worker gives
+    ``workers=4``), and the task it ran where that is known (:meth:`finished`). After each task a worker gives
     its free memory back to the system (:func:`release_free_memory`).
 
     Each worker imports the main module of the program, as "spawn" does: a script that uses a
@@ -198,13 +214,16 @@ class ProcessPool:
         self.workers = workers
         self.names = names  # None: the command line's (kept out of this module's imports)
         self._executor: ProcessPoolExecutor | None = None
+        self._held: tuple[Connection, Connection] | None = None  # the workers' pipe: which task each runs
 
     def __enter__(self) -> ProcessPool:
+        context = multiprocessing.get_context("spawn")
+        self._held = context.Pipe(duplex=False)
         self._executor = ProcessPoolExecutor(
             max_workers=self.workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=context,
             initializer=_start_worker,
-            initargs=(os.getpid(),),
+            initargs=(os.getpid(), self._held[1]),
         )
         return self
 
@@ -223,32 +242,81 @@ class ProcessPool:
             for process in processes:
                 process.join()
         executor.shutdown(wait=True)
+        held, self._held = self._held, None
+        for end in held or ():
+            end.close()
 
-    def finished(self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, T]]:
+    def _lost_task(self, started: dict[int, int], finished: set[int]) -> int | None:
+        """After a worker process died, the task it ran, or None where that is not known.
+        ``started``: each worker's process id and the task it started last; ``finished``: the
+        tasks that have finished. The pool ends its other workers with SIGTERM once one has died:
+        once they have ended, the lost task is the one held by the single worker that ended
+        otherwise (killed with SIGKILL, out of memory, an exit), or else the only task held. A
+        worker ended by a SIGTERM of its own while others held tasks cannot be told apart."""
+        processes = getattr(self._executor, "_processes", None) or {}
+        for process in list(processes.values()):
+            process.join(timeout=10)
+        self._read_started(started)
+        held = {pid: i for pid, i in started.items() if i not in finished}
+        ended = {pid: process.exitcode for pid, process in processes.items()}
+        killed = [i for pid, i in held.items() if ended.get(pid) not in (None, -signal.SIGTERM)]
+        for candidates in (killed, list(held.values())):
+            if len(candidates) == 1:
+                return candidates[0]
+        return None
+
+    def _read_started(self, started: dict[int, int]) -> None:
+        """Take in the workers' messages of the tasks they started (process id, task)."""
+        reader = self._held[0] if self._held is not None else None
+        while reader is not None and reader.poll():
+            pid, index = reader.recv()
+            started[pid] = index
+
+    def finished(
+        self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], named: Callable[[int], str] | None = None
+    ) -> Iterator[tuple[int, T]]:
         """Run ``fn(*args)`` for each ``args`` of ``calls`` in the workers; yield ``(index,
         result)`` as each finishes. An error in ``fn`` is raised here as it was raised there
-        (the same type and message); leaving the pool's block with it stops the other tasks."""
+        (the same type and message); leaving the pool's block with it stops the other tasks. A
+        worker that dies raises :class:`WorkerLost`, naming the task it ran as ``named(index)``
+        does (``variant 1, replicate 0``) where ``named`` is given and the task is known
+        (:meth:`_lost_task`), as :func:`ray_finished` does."""
         assert self._executor is not None, "use ProcessPool as a context manager"
         with _interrupts_deferred(), _sigint_blocked():
-            futures = [self._executor.submit(run_and_release, fn, *args) for args in calls]
+            futures = [self._executor.submit(_run_held, i, fn, *args) for i, args in enumerate(calls)]
         index: dict[Future[T], int] = {f: i for i, f in enumerate(futures)}
         pending = set(futures)
+        started: dict[int, int] = {}  # worker process id -> the task it started last
+        yielded: set[int] = set()
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            self._read_started(started)  # as the tasks go, so that the pipe never fills
             for future in sorted(done, key=index.__getitem__):
                 try:
                     result = future.result()
                 except BrokenProcessPool:
-                    option, given = "--workers", f"--workers {self.workers}"
-                    if self.names is not None:
-                        option, given = self.names.name("workers"), self.names.given("workers", self.workers)
-                    raise WorkerLost(
-                        f"{given}: a worker process ended before its run did "
-                        "(killed, out of memory, or it could not start: a Python script that calls abm with several "
-                        "workers must make the call under `if __name__ == '__main__':`, since each worker imports the "
-                        f"script); give fewer {option}"
-                    ) from None
+                    lost = self._lost_task(started, yielded) if named is not None else None
+                    raise self._worker_lost(None if lost is None else named(lost)) from None  # type: ignore[misc]
+                yielded.add(index[future])
                 yield index[future], result
+
+    def _worker_lost(self, task: str | None) -> WorkerLost:
+        """The error for a worker process that died running ``task`` (as messages name it; None:
+        not known, and perhaps the worker could not start)."""
+        option, given = "--workers", f"--workers {self.workers}"
+        if self.names is not None:
+            option, given = self.names.name("workers"), self.names.given("workers", self.workers)
+        if task is not None:
+            return WorkerLost(
+                f"{given}: the worker process of {task} ended before its run did (killed, or out of memory); "
+                f"give fewer {option}"
+            )
+        return WorkerLost(
+            f"{given}: a worker process ended before its run did "
+            "(killed, out of memory, or it could not start: a Python script that calls abm with several "
+            "workers must make the call under `if __name__ == '__main__':`, since each worker imports the "
+            f"script); give fewer {option}"
+        )
 
 
 def check_ray_address(address: str | None, backend: str, error: type[Exception], names: OptionNames) -> None:

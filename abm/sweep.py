@@ -49,7 +49,7 @@ from abm.outputs.compare import comparison_table
 from abm.outputs.differences import paired_interval, same_draws, welch_interval
 from abm.outputs.journal import Journal, work_key
 from abm.outputs.plots import RunTables
-from abm.outputs.run_folder import atomic_folder, output_path
+from abm.outputs.run_folder import atomic_folder, output_path, unwritten_said
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import mean_sd
 from abm.outputs.summary_table import SummaryTable
@@ -241,10 +241,11 @@ class SweepResult:
         """Write ``sweep.csv``, ``sweep_summary.csv``, ``sweep.json``, and where ``info`` holds the
         variants, as :func:`run_sweep`'s does, the plot ``sweep.png`` (:mod:`abm.outputs.sweep_plot`)
         and ``report.html`` (the tables `abm sweep` prints, the plot and links) into ``out``
-        (atomically); then the runs kept while it ran go."""
+        (atomically); then the runs kept while it ran go. A folder that cannot be written says that
+        no results were written, and what is kept (:func:`abm.outputs.run_folder.unwritten_said`)."""
         out = output_path(out, "out")
         kept = self.kept_in.said_if_unwritten() if self.kept_in is not None else contextlib.nullcontext()
-        with kept, atomic_folder(out, "sweep") as tmp:
+        with kept, unwritten_said(out), atomic_folder(out, "sweep") as tmp:
             # 54, not 54.0 (empty: no peak, or no count by age in a run kept by an older abm)
             whole = {c: "Int64" for c in (*INTEGER_OUTCOMES, *AGE_COLUMNS) if c in self.table}
             self.table.astype(whole).to_csv(tmp / "sweep.csv", index=False)
@@ -549,9 +550,10 @@ def run_local(
     tasks: list[SweepTask], done: Done, workers: int = 1, names: OptionNames = COMMAND_LINE
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Run the tasks on this machine: one after the other in this process (1 worker), or in
-    ``workers`` worker processes (:class:`abm.parallel.ProcessPool`); ``done`` is called as each
-    finishes. Returns the results in task order and what ``sweep.json`` records of the workers
-    (:func:`abm.parallel.workers_record`)."""
+    ``workers`` worker processes (:class:`abm.parallel.ProcessPool`; a worker process that dies
+    fails the sweep, naming the task it ran where the pool can tell, as :func:`run_ray` does);
+    ``done`` is called as each finishes. Returns the results in task order and what
+    ``sweep.json`` records of the workers (:func:`abm.parallel.workers_record`)."""
     used = workers_record(workers, len(tasks))
     if workers == 1:
         results = []
@@ -563,7 +565,8 @@ def run_local(
             TASK_REUSE.clear()
         return results, used
     with ProcessPool(workers, names) as pool:
-        return _collect(pool.finished(run_task, [(t,) for t in tasks]), len(tasks), done), used
+        finished = pool.finished(run_task, [(t,) for t in tasks], lambda i: tasks[i].named)
+        return _collect(finished, len(tasks), done), used
 
 
 def _collect(finished: Iterator[tuple[int, dict[str, Any]]], n: int, done: Done) -> list[dict[str, Any]]:

@@ -221,8 +221,9 @@ def test_a_calibration_whose_trials_cannot_be_kept_goes_on_and_says_so(tmp_path)
 def test_a_calibration_folder_taken_while_the_trials_ran_keeps_them_and_says_so(tmp_path, monkeypatch):
     """``--out`` is checked before the trials and again as the folder is written. A folder someone
     made there meanwhile, with a file of their own, ends `abm calibrate` with one line naming it
-    and exit code 2, and that line now says the finished trials are kept (they were, unsaid); once
-    the folder is free the same command runs no trial again."""
+    and exit code 2, and that line now says the finished trials are kept (they were, unsaid), and that no
+    results were written there, in `abm run`'s words (it did not); once the folder is free the same command
+    runs no trial again."""
     path = tiny_calibration(tmp_path, trials=2, rerank_trials=0)
     out = tmp_path / "out"
     kept = journal_path(out, "trials")
@@ -240,7 +241,10 @@ def test_a_calibration_folder_taken_while_the_trials_ran_keeps_them_and_says_so(
     said = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert f"error: output folder '{out}': exists and was not written by abm" in said, said
-    assert said.endswith(f"2 finished trials are kept in {kept}; the same command continues from them"), said
+    assert said.endswith(
+        f"remove this one yourself; no results were written to {out}; 2 finished trials are kept in {kept}; "
+        "the same command continues from them"
+    ), said
     assert said.count("error:") == 1 and (out / "notes.txt").read_text() == "mine" and kept.exists()
     (out / "notes.txt").unlink()
     monkeypatch.setattr(optimize, "atomic_folder", real_atomic)

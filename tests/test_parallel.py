@@ -179,6 +179,36 @@ def test_a_worker_that_dies_is_named_with_the_option(names, begins, ends):
     assert multiprocessing.active_children() == []
 
 
+def dies_at_two(how: str, i: int) -> int:
+    """A task of a pool of two: task 2's worker process dies (an exit, or SIGKILL, as the system
+    kills a process out of memory) while the other worker still runs its own task."""
+    if i == 2:
+        time.sleep(0.3)
+        if how == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(2 if i == 3 else 0.05)
+    return i
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_a_worker_that_dies_is_named_by_the_task_it_ran(how):
+    """A worker process that died while another held a task of its own: the error named the
+    option only (Ray's names the task); now it names the task the dead worker ran, as the caller's
+    ``named`` does, whatever the other worker was running. Without ``named``, as before."""
+    calls = [(how, i) for i in range(5)]
+    with pytest.raises(WorkerLost) as info, ProcessPool(2) as pool:
+        list(pool.finished(dies_at_two, calls, lambda i: f"task {i} (of 5)"))
+    assert str(info.value) == (
+        "--workers 2: the worker process of task 2 (of 5) ended before its run did (killed, or out of memory); "
+        "give fewer --workers"
+    )
+    with pytest.raises(WorkerLost) as unnamed, ProcessPool(2) as pool:
+        list(pool.finished(dies_at_two, calls))
+    assert str(unnamed.value).startswith("--workers 2: a worker process ended before its run did (killed, out of")
+    assert multiprocessing.active_children() == []
+
+
 def test_workers_die_with_their_parent(tmp_path):
     """A parent killed outright (kill -9: no Python code runs to end its pool) takes its
     workers with it (Linux: the workers ask the kernel for SIGKILL when their parent dies)."""

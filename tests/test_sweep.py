@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -502,7 +503,8 @@ def test_a_sweep_folder_taken_while_the_runs_ran_gets_one_line_and_keeps_the_run
     """``--out`` is checked before the runs and again as the folder is written. A folder someone
     made there meanwhile, with a file of their own, ends `abm sweep` with one line naming it, that
     the finished runs are kept, and exit code 2 (it ended with an OutputFolderError traceback and
-    exit code 1); once the folder is free, the same command writes the sweep without running again."""
+    exit code 1); the line says too that no results were written there, in `abm run`'s words (it said
+    only what was kept); once the folder is free, the same command writes the sweep without running again."""
     import abm.sweep as sweep_module
 
     out, real_sweep, real_task, ran = tmp_path / "sweep", sweep_module.run_sweep, sweep_module.run_task, []
@@ -527,7 +529,8 @@ def test_a_sweep_folder_taken_while_the_runs_ran_gets_one_line_and_keeps_the_run
     assert first.exit_code == 2, first.output
     assert f"error: output folder '{out}': exists and was not written by abm" in said, said
     assert said.endswith(
-        f"remove this one yourself; 2 finished runs are kept in {kept}; the same command continues from them"
+        f"remove this one yourself; no results were written to {out}; 2 finished runs are kept in {kept}; "
+        "the same command continues from them"
     ), said
     assert said.count("error:") == 1 and (out / "notes.txt").read_text() == "mine" and kept.exists()
     (out / "notes.txt").unlink()
@@ -967,6 +970,37 @@ def test_a_ray_address_that_cannot_be_used_is_refused_before_ray_starts(tmp_path
 def test_a_ray_address_without_ray_is_refused_from_python():
     with pytest.raises(ScenarioError, match=r"^ray_address: only used with backend='ray', not with backend='local'$"):
         run_sweep(SCENARIO, ["simulation.days=5"], ray_address="127.0.0.1:6379", **TINY)
+
+
+def dies_in_variant_1(task: SweepTask) -> dict:
+    """A sweep's run whose worker process dies (SIGKILL, as out of memory) in variant 1,
+    replicate 0, once the file $DIES_ONCE names is written; the other runs run."""
+    from abm.sweep import run_task
+
+    if (task.variant, task.replicate) == (1, 0):
+        Path(os.environ["DIES_ONCE"]).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return run_task(task)
+
+
+def test_a_local_worker_that_dies_names_its_run_as_ray_does(tmp_path, monkeypatch):
+    """`abm sweep --workers 2`: a worker process killed during a run said "a worker process ended
+    before its run did", where --backend ray names the run (variant and replicate); now the local
+    backend names it the same way. Exit 1, one message, nothing written."""
+    marker, out = tmp_path / "died", tmp_path / "sweep"
+    monkeypatch.setenv("DIES_ONCE", str(marker))
+    monkeypatch.setattr("abm.sweep.run_task", dies_in_variant_1)  # the workers import it from this module
+    args = ["sweep", str(SCENARIO), "--sweep", "contacts.community.weight=0.3,0.6", "--replicates", "1",
+            "--agents", "1000", "--days", "5", "--workers", "2", "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    flat = " ".join(result.output.split())
+    assert marker.exists() and result.exit_code == 1, (result.exit_code, flat, result.exception)
+    assert flat.count("error:") == 1, flat
+    assert (
+        "error: --workers 2: the worker process of variant 1 (contacts.community.weight=0.6), replicate 0 ended "
+        "before its run did (killed, or out of memory); give fewer --workers"
+    ) in flat, flat
+    assert not out.exists()
 
 
 @pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores

@@ -38,7 +38,7 @@ from abm.calibration.observed import (
 from abm.calibration.report import calibration_report_html
 from abm.key_paths import lookup
 from abm.memory import memory_note
-from abm.outputs.run_folder import atomic_folder, check_target
+from abm.outputs.run_folder import atomic_folder, check_target, unwritten_said
 from abm.outputs.strict_json import dumps
 from abm.overrides import apply_overrides, given
 from abm.parallel import (
@@ -834,7 +834,7 @@ def calibrate(
             "seconds": time.perf_counter() - start,
         }
         bounds = {key: [b.low, b.high] for key, b in cfg.parameters.items()}
-        with atomic_folder(target, "calibration") as tmp:
+        with unwritten_said(target), atomic_folder(target, "calibration") as tmp:
             (tmp / "calibrated.yaml").write_text(fit.calibrated.resolved_yaml(), encoding="utf-8")
             fit.table.to_csv(tmp / fit.table_name, index=False)
             (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")

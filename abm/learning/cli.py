@@ -90,7 +90,7 @@ def run_or_exit(
     a run that runs out of memory (sizes too large for the machine: :func:`out_of_memory`), one
     line naming what sets them and exit code 2; Ctrl-C a one-line notice and exit code 130 (nothing
     is written in any of these, and the lines say whether an earlier output in ``target`` is kept:
-    :func:`abm.cli.not_written`)."""
+    :func:`abm.outputs.run_folder.not_written`)."""
     import typer
 
     from abm.cli import learning_progress, not_written, plugin_failed, progress_bar

@@ -59,6 +59,31 @@ def is_output_folder(folder: Path) -> bool:
     return (folder / MARK).is_file()
 
 
+def not_written(target: str | Path) -> str:
+    """What a command that ends without its output folder ``target`` says of it: ``no results
+    were written to runs/sq``; where ``target`` holds an earlier output of abm, which stays as it
+    was (:func:`atomic_folder` replaces it only with a complete one), ``no results were written;
+    the earlier results in runs/sq are kept``."""
+    try:
+        earlier = is_output_folder(Path(target))
+    except OSError:  # cannot be looked at (no permission): nothing is said of it
+        earlier = False
+    if earlier:
+        return f"no results were written; the earlier results in {target} are kept"
+    return f"no results were written to {target}"
+
+
+@contextlib.contextmanager
+def unwritten_said(target: Path) -> Iterator[None]:
+    """Around the writing of ``target`` once the command's work is done: an
+    :class:`OutputFolderError` (the folder, checked before the work, was taken meanwhile) says
+    too that no results were written (:func:`not_written`), as `abm run` says it."""
+    try:
+        yield
+    except OutputFolderError as exc:
+        raise OutputFolderError(f"{exc}; {not_written(target)}") from exc
+
+
 KINDS = {  # the kinds of output folder, as messages name them
     "run": "a run",
     "comparison": "a comparison",
