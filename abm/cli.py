@@ -622,6 +622,15 @@ def seeds_no_one(sc: Scenario) -> str:
     return f"seeding.infections_per_100k seeds no one at {sc.population.agents:,} agents (rounded half up)"
 
 
+def note_fixed_counts(resolved: list, agents: int | None) -> None:
+    """With ``--agents`` given, a note for each count of the ``resolved`` scenarios that stays the
+    same at any number of agents (:func:`fixed_counts`), once though several variants have it."""
+    if agents is None:
+        return
+    for text in dict.fromkeys(text for sc in resolved for text in fixed_counts(sc, f"--agents {agents}")):
+        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
+
+
 def note_idle(resolved: list, labels: list[str] | None = None) -> None:
     """A note for each intervention that starts after the last simulated day, since the run then
     goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
@@ -694,9 +703,7 @@ def run(
     note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
     note_unapplied_settings(file, set_)
     note_idle([sc])
-    if agents is not None:
-        for text in fixed_counts(sc, f"--agents {agents}"):
-            err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
+    note_fixed_counts([sc], agents)
     note_memory([sc])
     from abm.plurals import counted
 
@@ -998,6 +1005,7 @@ def sweep(
     note_switched_on(file, sp.variants, options, overrides)
     note_unapplied_settings(file, set_, sp.axes)
     note_idle(sp.variants, [sp.label(v, short=True) for v in range(len(sp.variants))])
+    note_fixed_counts(sp.variants, agents)
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates

@@ -1378,6 +1378,12 @@ def test_agents_with_a_count_of_initial_infections_gets_a_note(tmp_path):
     days = ["--days", "1", "--replicates", "1", "--set", "population.agents=2000"]  # the file's own count: no note
     result = runner.invoke(app, ["run", str(SCENARIO), *days, "--out", str(tmp_path / "c")])
     assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
+    # abm sweep --agents says it too, once for all its variants
+    swept = ["sweep", str(SCENARIO), *args, "--sweep", "contacts.community.weight=0.5,1", "--out", str(tmp_path / "d")]
+    result = runner.invoke(app, swept)
+    text = " ".join(result.stderr.split())
+    assert result.exit_code == 0, result.output
+    assert text.count("note: seeding.infections seeds 5 agents whatever the population: 250 ") == 1
 
 
 def test_a_setting_only_the_population_refuses_names_the_options(tmp_path):
