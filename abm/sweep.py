@@ -246,7 +246,7 @@ class SweepResult:
         out = output_path(out, "out")
         kept = self.kept_in.said_if_unwritten() if self.kept_in is not None else contextlib.nullcontext()
         with kept, unwritten_said(out), atomic_folder(out, "sweep") as tmp:
-            # 54, not 54.0 (empty: no peak, or no count by age in a run kept by an older abm)
+            # 54, not 54.0 (empty: no peak, or no count by age in results made by hand)
             whole = {c: "Int64" for c in (*INTEGER_OUTCOMES, *AGE_COLUMNS) if c in self.table}
             self.table.astype(whole).to_csv(tmp / "sweep.csv", index=False)
             self.summary.to_csv(tmp / "sweep_summary.csv", index=False)
@@ -635,7 +635,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
                 "seed": sweep_plan.variants[v].simulation.seed + res["replicate"],
                 "agents": sweep_plan.variants[v].population.agents,  # the counts are these agents'
                 **outcomes,
-                # last; none in a run kept by an older abm (its journal), nor in results made by hand
+                # last; none in results made by hand (runs kept by other code are not reused: the journal's key)
                 **{c: outcomes.get(c) for c in AGE_COLUMNS},
             }
         )
@@ -673,7 +673,7 @@ def combine(sweep_plan: SweepPlan, results: list[dict[str, Any]]) -> tuple[pd.Da
         changes = in_region(changes_from_first(table, int(v), paired=paired), residents.get(int(v)))
         changes_by = "" if v == 0 else "paired replicates" if paired else "independent runs"
         ages = group[list(AGE_COLUMNS)].to_numpy(dtype=float)  # once for all: a column at a time costs more
-        if np.isnan(ages).any():  # a run kept by an older abm: means of the others would not add up to the totals
+        if np.isnan(ages).any():  # results made by hand without them: means of the others would not add up
             ages = np.full_like(ages, np.nan)
         by_age = {f"{c}_{k}": x for j, c in enumerate(AGE_COLUMNS) for k, x in _over_replicates(ages[:, j]).items()}
         age_changes = changes_from_first(table, int(v), paired=paired, outcomes=AGE_COLUMNS)
@@ -720,7 +720,7 @@ def changes_from_first(
     agents, with a 95% interval over replicates: ``paired``, replicate by replicate (replicate r
     of every variant runs with the same seed: common random numbers, where the two draw the same
     population and random streams), else Welch's for independent runs; NaN for the first
-    variant, and where a run of either lacks the outcome (a run kept by an older abm has no
+    variant, and where a run of either lacks the outcome (results made by hand may have no
     counts by age)."""
     interval = paired_interval if paired else welch_interval
     out: dict[str, float] = {}

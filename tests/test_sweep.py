@@ -939,7 +939,7 @@ def test_combine_of_hand_made_results():
     assert summary["changes_by"].tolist() == ["", "independent runs"]
     assert one.total_cost_change_per_100k == pytest.approx(2000.0)  # 1,500 and 2,500 per 100,000
     assert summary.iloc[0].filter(like="_change_").isna().all()
-    # Results without counts by age (kept by an older abm, made by hand) leave those columns empty.
+    # Results without counts by age (made by hand) leave those columns empty.
     assert list(table.columns[-len(AGE_COLUMNS) :]) == list(AGE_COLUMNS) and table[list(AGE_COLUMNS)].isna().all().all()
     assert summary[[f"{c}_mean" for c in AGE_COLUMNS]].isna().all().all()
 
