@@ -527,7 +527,8 @@ class OccupationLayer(ContactLayer):
 class CommunityLayer(ContactLayer):
     """Random community contacts. Each agent has a fixed daily number of contacts k_i (negative
     binomial by age class), held as k_i "stubs" laid out in home order; what varies is how a
-    day's stubs are joined (:class:`PooledCommunityLayer`, or the reference code's
+    day's stubs are joined, which each construction prepares in its :meth:`_build`
+    (:class:`PooledCommunityLayer`, or the reference code's
     :class:`~abm.engine.reference_contacts.StubPathCommunityLayer`)."""
 
     name = "community"
@@ -562,6 +563,12 @@ class CommunityLayer(ContactLayer):
         self.spread = cfg.local_spread_tracts * per_tract
         norm = np.asarray(cfg.mean_contacts, dtype=np.float32)[cls]
         self.coef = (cfg.weight / torch.as_tensor(np.maximum(norm, 1e-9))).repeat(replicates).to(device)
+        self._build()
+
+    @abstractmethod
+    def _build(self) -> None:
+        """What the construction makes of the stubs, once they are drawn: its network, or what it
+        needs to join a day's stubs (the settings and the stubs are on ``self``)."""
 
     def built_for(
         self, pop: Population, cfg: CommunityContacts, replicates: int, device: torch.device, seed: int, shared: bool
@@ -628,19 +635,13 @@ class PooledCommunityLayer(CommunityLayer):
 
     days_at_once = True  # contacts_of takes one day per agent
 
-    def __init__(
-        self,
-        pop: Population,
-        cfg: CommunityContacts,
-        replicates: int,
-        device: torch.device,
-        seed: int,
-        shared: bool = False,
-    ) -> None:
-        super().__init__(pop, cfg, replicates, device, seed, shared)
-        m = self.cycle = cfg.cycle_days
+    def _build(self) -> None:
+        """Draw every stub's potential contacts of the cycle and index them by the agent they
+        end at and the day of the cycle."""
+        agents, replicates, device, shared = self.agents, self.replicates, self.device, self.shared
+        m = self.cycle = self.cfg.cycle_days
         h = self.per_stub = m // 2
-        gen = generator(seed, "community-cycle", -1, device)
+        gen = generator(self.seed, "community-cycle", -1, device)
         copies = replicates if shared else 1  # shared: replicate 0's network, repeated
         drawn = self.stubs.shape[0] // copies
         self.parity = (torch.rand(drawn, generator=gen, device=device) < 0.5).to(torch.int8).repeat(copies)
@@ -653,11 +654,11 @@ class PooledCommunityLayer(CommunityLayer):
                 u = torch.rand(first.shape[0], generator=gen, device=device, dtype=torch.float64)
                 partner.append(self.stubs.index_select(0, self.other_ends(first, count, u) + start).int())
         if copies > 1:
-            partner = [torch.cat(partner) + r * pop.size for r in range(copies)]
+            partner = [torch.cat(partner) + r * agents for r in range(copies)]
         self.partner = torch.cat(partner) if partner else torch.zeros(0, dtype=torch.int32, device=device)
         del partner
         # Contacts ending at each agent, by (agent, day of the cycle): rows agent * m + day.
-        rows = pop.size * replicates * m
+        rows = agents * replicates * m
         wide = torch.int64 if rows >= INDEX_LIMIT else torch.int32
         phase = self.parity.to(wide).repeat_interleave(h) + (2 * torch.arange(h, dtype=wide, device=device)).repeat(
             self.stubs.shape[0]
@@ -669,7 +670,7 @@ class PooledCommunityLayer(CommunityLayer):
         # longer than one replicate's contacts (torch sorts at most INT_MAX elements at once).
         # rev_from: the agent that starts each of them (the stub's agent), in that order, kept
         # instead of the contacts' ids so that a day's look-up is one gather, not two.
-        wide_agent = torch.int64 if pop.size * replicates >= INDEX_LIMIT else torch.int32
+        wide_agent = torch.int64 if agents * replicates >= INDEX_LIMIT else torch.int32
         self.rev_from = torch.empty(key.shape[0], dtype=wide_agent, device=device)
         for start, count in zip(self.starts.tolist(), self.counts.tolist(), strict=True):
             lo, hi = start * h, (start + count) * h

@@ -32,21 +32,14 @@ class StubPathCommunityLayer(CommunityLayer):
 
     keep_days = 8  # recent days kept (as int32), for tracing's look-back
 
-    def __init__(
-        self,
-        pop: Population,
-        cfg: CommunityContacts,
-        replicates: int,
-        device: torch.device,
-        seed: int,
-        shared: bool = False,
-    ) -> None:
-        super().__init__(pop, cfg, replicates, device, seed, shared)
+    def _build(self) -> None:
+        """Lay out where each replicate's path may join neighbours; the paths themselves are
+        drawn day by day (:meth:`_path`)."""
         self._bounds = [(int(s), int(c)) for s, c in zip(self.starts.tolist(), self.counts.tolist(), strict=True)]
         # A day's path has one position per stub, replicate by replicate (the stubs' own layout):
         # which positions have a neighbour before and after them within their replicate.
         first = torch.repeat_interleave(self.starts, self.counts)
-        place = torch.arange(self.stubs.shape[0], device=device)
+        place = torch.arange(self.stubs.shape[0], device=self.device)
         self._has_left = place > first
         self._has_right = place + 1 < first + torch.repeat_interleave(self.counts, self.counts)
         del first, place
