@@ -18,7 +18,7 @@ definitions (specs: epidemic model section 9), as the reference code computes th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -118,6 +118,15 @@ _PCT3 = 0.03 * N  # final cumulative infected: +-3% of N (absolute)
 # Section 3 gives tolerances for the final size and for t = 50 only; t = 70 is reported only, and
 # t = 120 (past the epidemic's end in NI) borrows the final size's.
 _AT120 = "section 3 gives no tolerance at t = 120: the final size's is applied"
+# CT's published numbers. ct_app70 (CT as the published runs most likely ran it: 70% uniform app
+# adoption) is held to the same ones, without ct's note on the adoption.
+_CT = [
+    Target("ct", "peak", "within 16% of 55", 64, 0.15, True, "published runs used 70% uniform adoption"),
+    Target("ct", "day", "t = 79 (+14 days)", 79, 5, False),
+    Target("ct", "rate", "78 (-72%)", 78, 0.20, True),
+    Target("ct", "cumulative", "54%", 54_185.0, _PCT3, False),
+    Target("ct", "cost", "$0.42M", 420_410.5, 0.05, True),
+]
 # Published results section 2 (raw = the authors' unrounded notes, 10 runs unless noted),
 # tolerances from its section 3.
 TARGETS: list[Target] = [
@@ -139,16 +148,8 @@ TARGETS: list[Target] = [
     Target("vacc", "rate", "nearing NI", 206, 0.20, True),
     Target("vacc", "cumulative", "~70%", 71_495.9, _PCT3, False),
     Target("vacc", "cost", "$1.02M", 1_020_000.0, 0.0, False),
-    Target("ct", "peak", "within 16% of 55", 64, 0.15, True, "published runs used 70% uniform adoption"),
-    Target("ct", "day", "t = 79 (+14 days)", 79, 5, False),
-    Target("ct", "rate", "78 (-72%)", 78, 0.20, True),
-    Target("ct", "cumulative", "54%", 54_185.0, _PCT3, False),
-    Target("ct", "cost", "$0.42M", 420_410.5, 0.05, True),
-    Target("ct_app70", "peak", "within 16% of 55", 64, 0.15, True),
-    Target("ct_app70", "day", "t = 79 (+14 days)", 79, 5, False),
-    Target("ct_app70", "rate", "78 (-72%)", 78, 0.20, True),
-    Target("ct_app70", "cumulative", "54%", 54_185.0, _PCT3, False),
-    Target("ct_app70", "cost", "$0.42M", 420_410.5, 0.05, True),
+    *_CT,
+    *(replace(t, scenario="ct_app70", note="") for t in _CT),
     Target("vacc_ct", "cumulative_at_50", "5%", 4_623, 0.50, True, "1 reference run"),
     Target("vacc_ct", "cumulative_at_70", "19%", 19_312, None, False, "1 reference run; no tolerance given"),
     Target("vacc_ct", "cumulative_at_120", "36%", 36_407, _PCT3, False, f"1 reference run; {_AT120}"),
