@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.interventions.config.tracing import tracing_notes
+from abm.interventions.config.tracing import skip_tested_contacts_field, tracing_notes
 from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
 
 if TYPE_CHECKING:
@@ -51,11 +51,7 @@ class DigitalTracingConfig(BaseModel):
         "(intended); recipient: every positive notifies every contact that owns the app (reproduces the reference "
         "code, docs/reference.md §11 Q4)",
     )
-    skip_tested_contacts: bool = Field(
-        False,
-        description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
-        "the reference code does this (docs/reference.md §6 step 2)",
-    )
+    skip_tested_contacts: bool = skip_tested_contacts_field()
 
 
 @register("digital_tracing")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from abm.interventions.config.tracing import tracing_notes
+from abm.interventions.config.tracing import skip_tested_contacts_field, tracing_notes
 from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
 
 
@@ -46,11 +46,7 @@ class ManualTracingConfig(BaseModel):
         description="daily: whether tracers reach an agent is drawn each time (intended); per_agent: drawn once per "
         "agent at the start, so the same agents are never reached (reproduces the reference code)",
     )
-    skip_tested_contacts: bool = Field(
-        False,
-        description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
-        "the reference code does this (docs/reference.md §6 step 2)",
-    )
+    skip_tested_contacts: bool = skip_tested_contacts_field()
 
 
 @register("manual_tracing")

@@ -5,6 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
+
+def skip_tested_contacts_field() -> Any:
+    """The ``skip_tested_contacts`` setting of both tracings (applied by
+    :func:`abm.interventions.tracing.window_contacts`)."""
+    return Field(
+        False,
+        description="skip a contact of day d who has taken a test on day d or later (field last_test_day); "
+        "the reference code does this (docs/reference.md §6 step 2)",
+    )
+
 
 def tracing_notes(name: str, cfg: Any, on: dict[str, Any]) -> list[str]:
     """Notes on tracing ``name`` that would do less than its settings say: it asks its contacts to
