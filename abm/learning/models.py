@@ -7,6 +7,7 @@ and dreams always have the data's flat shape, whatever the architecture.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -137,3 +138,9 @@ def _float_state(model: nn.Module) -> dict[str, torch.Tensor]:
 def architecture_key(model: nn.Module) -> tuple:
     """Names and shapes of the model's float state, to check that architectures coincide."""
     return tuple((k, tuple(v.shape)) for k, v in _float_state(model).items())
+
+
+def one_architecture(models: Iterable[nn.Module]) -> bool:
+    """Whether the models share one architecture (:func:`architecture_key`), as averaging or
+    aligning their parameters needs."""
+    return len({architecture_key(m) for m in models}) <= 1

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
-from abm.learning.models import architecture_key, flat_params, load_flat_params, load_trainable_flat, trainable_flat
+from abm.learning.models import flat_params, load_flat_params, load_trainable_flat, one_architecture, trainable_flat
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 
 
@@ -79,8 +79,7 @@ class FedAvg(Protocol):
     simulates_dropouts = True
 
     def setup(self, ctx: RunContext) -> None:
-        keys = {architecture_key(ctx.clients.model_template(pid)) for pid in ctx.ids}
-        if len(keys) > 1:
+        if not one_architecture(ctx.clients.model_template(pid) for pid in ctx.ids):
             raise ValueError(f"{self.name} needs identical architectures for all participants")
         noisy = ctx.aggregator.adds_noise
         if self.config.bn_stats == "shared" and noisy:

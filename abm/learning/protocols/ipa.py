@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from abm.learning.messages import Message, MessageKind
 from abm.learning.metrics import collaborative_fairness
-from abm.learning.models import architecture_key, flat_params
+from abm.learning.models import flat_params, one_architecture
 from abm.learning.participant import Participant
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 from abm.learning.training import accuracy, minibatch_indices
@@ -119,7 +119,7 @@ class IPA(Protocol):
     same_architecture = True
 
     def setup(self, ctx: RunContext) -> None:
-        if len({architecture_key(p.model) for p in ctx.participants}) > 1:
+        if not one_architecture(p.model for p in ctx.participants):
             raise ValueError("IPA needs identical architectures for all participants")
         sizes = np.array([p.n_train for p in ctx.participants], dtype=float)
         n = ctx.n

@@ -32,7 +32,7 @@ from pydantic import Field
 from torch import nn
 
 from abm.learning.messages import Message, MessageKind
-from abm.learning.models import architecture_key, load_trainable_flat, trainable_flat
+from abm.learning.models import load_trainable_flat, one_architecture, trainable_flat
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 
 
@@ -179,7 +179,7 @@ class MAPL(Protocol):
         dims = {p.model.embed_dim for p in ctx.participants}
         if len(dims) != 1:
             raise ValueError(f"MAPL needs one embedding width for all models; got {sorted(dims)}")
-        if cfg.aggregate_backbone and len({architecture_key(p.model.body) for p in ctx.participants}) > 1:
+        if cfg.aggregate_backbone and not one_architecture(p.model.body for p in ctx.participants):
             raise ValueError("MAPL+ (aggregate_backbone: true) needs one architecture for all participants")
         d_z = dims.pop()
         self.extra = []

@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 from abm.learning.collaboration import CollaborationRecord
 from abm.learning.messages import Message, MessageKind
 from abm.learning.metrics import cluster_recovery
-from abm.learning.models import architecture_key, flat_params, load_flat_params
+from abm.learning.models import flat_params, load_flat_params, one_architecture
 from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
 from abm.learning.selection import PolicyName, build_policy
 from abm.learning.topology import build_topology
@@ -58,7 +58,7 @@ class P2PSelection(Protocol):
     same_architecture = True
 
     def setup(self, ctx: RunContext) -> None:
-        if len({architecture_key(p.model) for p in ctx.participants}) > 1:
+        if not one_architecture(p.model for p in ctx.participants):
             raise ValueError("p2p_selection averages models: it needs identical architectures")
         cfg = self.config
         params: dict = {}
