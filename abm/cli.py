@@ -296,6 +296,13 @@ def require_learning_extra(file: Path) -> None:
         )
 
 
+# Arguments and options that several commands take alike.
+ScenarioFile = Annotated[Path, typer.Argument(help="scenario YAML file")]
+AgentsOption = Annotated[int | None, typer.Option(help="number of agents")]
+DaysOption = Annotated[int | None, typer.Option(help="days to simulate")]
+DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N")]
+RayAddressOption = Annotated[str | None, typer.Option(help="Ray: address of a running cluster")]
+
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -318,7 +325,7 @@ LearnSetOption = Annotated[
 
 @app.command()
 def validate(
-    file: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    file: ScenarioFile,
     set_: SetOption = None,
     show: Annotated[
         bool,
@@ -656,15 +663,15 @@ def note_idle(resolved: list, labels: list[str] | None = None) -> None:
 
 @app.command()
 def run(
-    file: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    file: ScenarioFile,
     out: Annotated[
         Path | None, typer.Option(parser=out_option, metavar="PATH", help="run folder (default runs/<scenario name>)")
     ] = None,
-    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
-    days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
+    agents: AgentsOption = None,
+    days: DaysOption = None,
     replicates: Annotated[int | None, typer.Option(help="replicates, run as one batch")] = None,
     seed: Annotated[int | None, typer.Option(help="random seed")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N")] = None,
+    device: DeviceOption = None,
     set_: SetOption = None,
 ) -> None:
     """Run a scenario and write its results to a run folder.
@@ -841,10 +848,10 @@ def calibrate(
             "Ray tasks (default: parallel_trials or the cluster's CPUs); the trials do not depend on it"
         ),
     ] = None,
-    ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
-    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
+    ray_address: RayAddressOption = None,
+    agents: AgentsOption = None,
     replicates: Annotated[int | None, typer.Option(help="replicates of each trial")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N")] = None,
+    device: DeviceOption = None,
     set_: SetOption = None,
 ) -> None:
     """Fit a scenario's free parameters to observed data.
@@ -928,7 +935,7 @@ def calibrate(
 
 @app.command()
 def sweep(
-    file: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    file: ScenarioFile,
     sweep_: Annotated[
         list[str] | None,
         typer.Option("--sweep", help="key.path=v1,v2,... (repeatable; variants are every combination)"),
@@ -943,12 +950,12 @@ def sweep(
             "cluster takes); the tables do not depend on it"
         ),
     ] = None,
-    ray_address: Annotated[str | None, typer.Option(help="Ray: address of a running cluster")] = None,
+    ray_address: RayAddressOption = None,
     out: Annotated[
         Path | None, typer.Option(parser=out_option, metavar="PATH", help="output folder (default runs/<name>-sweep)")
     ] = None,
-    agents: Annotated[int | None, typer.Option(help="number of agents")] = None,
-    days: Annotated[int | None, typer.Option(help="days to simulate")] = None,
+    agents: AgentsOption = None,
+    days: DaysOption = None,
     seed: Annotated[int | None, typer.Option(help="seed of replicate 0 (replicate r uses seed + r)")] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
     set_: SetOption = None,
