@@ -957,7 +957,7 @@ def sweep(
     agents: AgentsOption = None,
     days: DaysOption = None,
     seed: Annotated[int | None, typer.Option(help="seed of replicate 0 (replicate r uses seed + r)")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
+    device: DeviceOption = None,
     set_: SetOption = None,
 ) -> None:
     """Run every combination of --sweep values, with replicates, locally or on Ray.
