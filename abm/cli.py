@@ -6,8 +6,6 @@ import contextlib
 import math
 import os
 import sys
-import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -29,6 +27,7 @@ from abm.outputs.run_folder import (
 )
 from abm.plugin_errors import PluginError, PluginFailure
 from abm.plurals import counted
+from abm.progress_lines import LogLines, Pace
 
 if TYPE_CHECKING:
     from abm.outputs.summary_table import SummaryTable
@@ -51,59 +50,42 @@ out_console = Console(markup=False, width=None if os.environ.get("COLUMNS") or s
 err_console = Console(stderr=True, markup=False)
 
 
-def progress_bar(unit: str) -> Progress:
-    """A progress bar on stderr that counts ``unit`` (days, runs) and disappears when done; none
-    where stderr is not a terminal (a log file, a pipe), which it would only fill with a blank line."""
-    return Progress(
-        TextColumn("{task.description}", style="bold", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    )
+class CommandBar(Progress):
+    """A command's progress bar on stderr, counting ``unit`` (days, runs), that disappears when
+    done, where stderr is a terminal. Elsewhere (a log file, a pipe) the bar is off, which would
+    only leave a blank line there, and :attr:`lines` tells the progress in plain lines instead
+    (:class:`abm.progress_lines.LogLines`, the rules for them); None on a terminal."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__(
+            TextColumn("{task.description}", style="bold", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(unit),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=not err_console.is_terminal,
+        )
+        self.lines: LogLines | None = None
+        if self.disable:
+            self.lines = LogLines(lambda text: err_console.print(text, highlight=False, soft_wrap=True))
+
+    def stop(self) -> None:
+        """Take the bar down; no progress line comes after (a stage's line waiting for its moment)."""
+        if self.lines is not None:
+            self.lines.close()
+        super().stop()
 
 
-def clock(seconds: float) -> str:
-    """A duration as people read it: 45 s, 3 min 5 s, 2 h 10 min."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    return f"{s // 3600} h {s % 3600 // 60} min"
+def progress_bar(unit: str) -> CommandBar:
+    """A :class:`CommandBar` counting ``unit``."""
+    return CommandBar(unit)
 
 
-class Pace:
-    """The time since it was made and, from the pace of the last 10 steps, about how long is left:
-    ``2 min 10 s, about 5 min left``."""
-
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-        self.recent: deque[tuple[int, float]] = deque(maxlen=11)
-
-    def mark(self, done: int) -> float:
-        """``done`` steps are finished now (the pace counts every step, told or not); returns now."""
-        now = time.monotonic()
-        self.recent.append((done, now))
-        return now
-
-    def restart(self, done: int) -> None:
-        """The ``done`` steps so far were not run here (kept ones, told at once): the pace counts
-        from now, as it counts from its first step (a continued sweep tells its kept runs as one)."""
-        self.recent.clear()
-        self.mark(done)
-
-    def __call__(self, done: int, total: int) -> str:
-        """The text for ``done`` of ``total`` steps finished now."""
-        now = self.mark(done)
-        text = clock(now - self.start)
-        (first, then) = self.recent[0]
-        if done - first >= 2 and done < total:
-            text += f", about {clock((now - then) / (done - first) * (total - done))} left"
-        return text
+def log_lines(bar: Progress) -> LogLines | None:
+    """The lines ``bar`` tells its progress in, where it is off (stderr not a terminal)."""
+    return bar.lines if isinstance(bar, CommandBar) else None
 
 
 class StepLines:
@@ -143,36 +125,24 @@ def step_lines(unit: str, best: bool = False) -> StepLines:
     return StepLines(unit, best)
 
 
-def count_lines(unit: str, lines: int = 10) -> Callable[[int, int], None]:
-    """A progress callback for stderr that is not a terminal (a log file, a batch job's output),
-    where a bar does not show: about ``lines`` lines, one each time another 1/``lines`` of the
-    work is done and one at the end, with the time so far and about how long is left
-    (:class:`Pace`): ``runs: 3 of 8 done (1 min 2 s, about 2 min left)``."""
-    pace = Pace()
-    said = [0]
-
-    def show(done: int, total: int) -> None:
-        if done == said[0] or (done < total and done < said[0] + math.ceil(total / lines)):
-            pace.mark(done)
-            return
-        said[0] = done
-        err_console.print(f"{unit}: {done} of {total} done ({pace(done, total)})", highlight=False)
-
-    return show
-
-
-def advance(bar: Progress, task: TaskID, unit: str) -> Callable[[int, int], None]:
+def advance(bar: Progress, task: TaskID, unit: str, slowing: bool = False) -> Callable[[int, int], None]:
     """The progress callback of a command's bar: it moves the bar on a terminal, and elsewhere
-    prints :func:`count_lines`."""
-    if bar.disable:
-        return count_lines(unit)
+    tells the progress in lines (:meth:`abm.progress_lines.LogLines.counter`; ``slowing``: the
+    steps may keep taking longer, as a run's days do)."""
+    lines = log_lines(bar)
+    if lines is not None:
+        return lines.counter(unit, slowing)
     return lambda done, total: bar.update(task, completed=done)
 
 
 def staged(bar: Progress, task: TaskID, label: str) -> Callable[[str], None]:
     """A callback for the part of its work a command is in (building the population, simulating
-    the days, writing files): the bar's description, ``label``, says it after a colon. Nothing
-    shows where the bar does not (stderr not a terminal)."""
+    the days, writing files): the bar's description, ``label``, says it after a colon; where the
+    bar is off (stderr not a terminal), a line names it as it starts
+    (:meth:`abm.progress_lines.LogLines.stage`)."""
+    lines = log_lines(bar)
+    if lines is not None:
+        return lines.stage
 
     def say(text: str) -> None:
         bar.update(task, description=f"{label}: {text}", refresh=True)
@@ -726,7 +696,7 @@ def run(
         with stop_on_interrupt(target, bar):
             try:
                 stage = staged(bar, task, label)
-                result = run_scenario(sc, progress=advance(bar, task, "days"), stage=stage)
+                result = run_scenario(sc, progress=advance(bar, task, "days", slowing=True), stage=stage)
                 stage("writing files")
                 result.write(target)
                 results_written()
@@ -792,17 +762,23 @@ def learn(
 def learning_progress(bar: Progress) -> Callable[[str, int, int, str], None]:
     """A listener for :mod:`abm.learning.progress`: a bar per label (a protocol's rounds, the
     institutions' simulations) while it runs, then a line with its note; with no label, the
-    note alone as a line."""
+    note alone as a line. Where the bar is off (stderr not a terminal), lines tell how far each
+    label is as it runs (:meth:`abm.progress_lines.LogLines.counter`), before the line with its note."""
     tasks: dict[str, TaskID] = {}
+    lines = log_lines(bar)
+    counters: dict[str, Callable[[int, int], None]] = {}
 
     def listen(label: str, done: int, total: int, note: str) -> None:
         if not label:
             bar.console.print(note, highlight=False, soft_wrap=True)
             return
+        if lines is not None and done < total:
+            counters.setdefault(label, lines.counter(label))(done, total)
         if label not in tasks:
             tasks[label] = bar.add_task(label, total=total)
         bar.update(tasks[label], completed=done)
         if done == total:
+            counters.pop(label, None)
             bar.remove_task(tasks.pop(label))
             # A line printed under the bar is followed by the bar as last drawn (rich draws the
             # live display it last rendered): render it now, without the finished bar, else

@@ -1974,58 +1974,214 @@ def test_testing_without_capacity_and_tracing_without_app_users_get_a_note(setti
     assert sum(line.startswith("note: ") for line in notes) == 1, result.output
 
 
-def test_progress_off_a_terminal_is_about_ten_lines_with_the_time_left(monkeypatch, capsys):
-    """Where stderr is no terminal (a log file), a run's days and a sweep's runs are told in
-    about ten lines, with the time so far and about how long is left from the pace of the last
-    10 steps; a step told twice (a continued sweep) is said once."""
-    import abm.cli as cli
+class FakeTime:
+    """A clock a test sets (``now``), and a timer that runs what is due when the clock is set."""
 
-    now = iter(float(t) for t in range(0, 1000, 2))  # 2 s a call: Pace's start, then each step
-    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
-    show = cli.count_lines("days")
-    for day in range(1, 31):
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.due: list[tuple[float, object]] = []
+
+    def __call__(self) -> float:
+        return self.t
+
+    def later(self, seconds, action):
+        entry = (self.t + seconds, action)
+        self.due.append(entry)
+        return lambda: self.due.remove(entry) if entry in self.due else None
+
+    def set(self, t: float) -> None:
+        for entry in sorted((e for e in self.due if e[0] <= t), key=lambda e: e[0]):
+            self.due.remove(entry)
+            self.t = entry[0]
+            entry[1]()
+        self.t = t
+
+
+def test_progress_off_a_terminal_is_a_line_a_tenth_and_at_most_one_in_30_s(monkeypatch, capsys):
+    """Where stderr is no terminal (a log file), a loop (a run's days, a sweep's runs) gets a line
+    when another tenth of it is done and 30 s have passed since its last line (or its first step),
+    with the time so far and about how long is left from the pace of the last 10 steps; none in
+    the command's first 5 s; one at the end once it said any; a step told twice (a continued
+    sweep) is said once. It used to be a line every tenth, a run of a second included."""
+    from abm.progress_lines import LogLines
+
+    said: list[str] = []
+    clock = FakeTime()
+    lines = LogLines(said.append, now=clock, later=clock.later)
+    show = lines.counter("days")
+    for day in range(1, 31):  # 4 s a day from day 1 (at 4 s): a line every 9 days (36 s)
+        clock.set(4.0 * day)
         show(day, 30)
     show(30, 30)
-    assert capsys.readouterr().err.splitlines() == [
-        "days: 3 of 30 done (6 s, about 54 s left)",  # 2 s a day, 27 left
-        "days: 6 of 30 done (12 s, about 48 s left)",
-        "days: 9 of 30 done (18 s, about 42 s left)",
-        "days: 12 of 30 done (24 s, about 36 s left)",
-        "days: 15 of 30 done (30 s, about 30 s left)",
-        "days: 18 of 30 done (36 s, about 24 s left)",
-        "days: 21 of 30 done (42 s, about 18 s left)",
-        "days: 24 of 30 done (48 s, about 12 s left)",
-        "days: 27 of 30 done (54 s, about 6 s left)",
-        "days: 30 of 30 done (1 min 0 s)",
+    assert said == [
+        "days: 9 of 30 done (36 s, about 1 min 24 s left)",  # 4 s a day, 21 left
+        "days: 17 of 30 done (1 min 8 s, about 52 s left)",
+        "days: 25 of 30 done (1 min 40 s, about 20 s left)",
+        "days: 30 of 30 done (2 min 0 s)",
     ]
-    show = cli.count_lines("runs")
-    for done in (1, 2, 2, 3):
+    said.clear()
+    show = lines.counter("runs")
+    for done, t in ((1, 200.0), (2, 300.0), (2, 300.0), (3, 400.0)):  # 100 s a run
+        clock.set(t)
         show(done, 3)
-    assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == [
-        "runs: 1 of 3 done",
-        "runs: 2 of 3 done",
-        "runs: 3 of 3 done",
+    assert [line.split(" (")[0] for line in said] == ["runs: 2 of 3 done", "runs: 3 of 3 done"]
+
+
+def test_a_short_loop_or_command_says_nothing_off_a_terminal():
+    """A loop shorter than 30 s has no line, not even at its end; a loop in the first 5 s of the
+    command none however slow; and a stage begun and ended in those 5 s none either."""
+    from abm.progress_lines import LogLines
+
+    said: list[str] = []
+    clock = FakeTime()
+    lines = LogLines(said.append, now=clock, later=clock.later)
+    lines.stage("building the population")
+    clock.set(1.0)
+    lines.stage("simulating the days")
+    show = lines.counter("days")
+    for day in range(1, 11):
+        clock.set(1.0 + 2.9 * day)  # 29 s of days
+        show(day, 10)
+    assert said == ["simulating the days (5 s so far)"]  # the stage under way as the 5 s end
+    said.clear()
+    clock = FakeTime()
+    lines = LogLines(said.append, now=clock, later=clock.later)
+    lines.stage("building the population")
+    show = lines.counter("days")
+    clock.set(4.9)
+    show(5, 10)
+    lines.close()
+    clock.set(60.0)
+    show(10, 10)
+    assert said == [] and clock.due == []
+
+
+def test_stages_are_said_as_they_start_once_the_quiet_seconds_are_over():
+    """Off a terminal, a stage is named as it starts with the time so far; the stage under way
+    when the first 5 s end is named then (the timer), one that ended before not at all."""
+    from abm.progress_lines import LogLines
+
+    said: list[str] = []
+    clock = FakeTime()
+    lines = LogLines(said.append, now=clock, later=clock.later)
+    lines.stage("building the population")
+    clock.set(2.0)
+    lines.stage("building contacts and interventions")
+    clock.set(4.0)
+    assert said == []
+    clock.set(5.0)
+    assert said == ["building contacts and interventions (5 s so far)"]
+    clock.set(17.2)
+    lines.stage("simulating the days")
+    clock.set(80.0)
+    lines.stage("writing files")
+    assert said[1:] == ["simulating the days (17 s so far)", "writing files (1 min 20 s so far)"]
+
+
+def test_the_time_left_of_slowing_days_is_a_lower_bound(monkeypatch):
+    """A run's days take longer as infections grow, so their recent pace gives too short a time
+    left (a 100,000-agent no_intervention run: 1 s left said at 10%, 9 s left in fact). Where the
+    last 10 days took at least 10% longer each than the 10 before them, the line says "at least";
+    days at a steady pace still get "about", as do runs or trials that slow."""
+    from abm.progress_lines import Pace
+
+    clock = FakeTime()
+    pace = Pace("days", now=clock)
+    t = 0.0
+    for day in range(1, 21):  # days 1-10 take 1 s each, days 11-20 1.2 s: 20% slower
+        t += 1.0 if day <= 10 else 1.2
+        clock.set(t)
+        pace.mark(day)
+    clock.set(t + 1.2)
+    assert pace(21, 100) == "23 s, at least 1 min 35 s left: days slowing down"  # 1.2 s a day, 79 left
+    clock = FakeTime()
+    steady = Pace("days", now=clock)
+    for day in range(1, 23):
+        clock.set(1.05 * day)  # 5% slower than 1 s a day, at a steady pace: about
+        text = steady(day, 100)
+    assert text == "23 s, about 1 min 22 s left"  # 1.05 s a day, 78 left
+    clock = FakeTime()
+    runs = Pace(now=clock)  # not slowing: runs or trials slower than the 10 before are told "about"
+    t = 0.0
+    for done in range(1, 22):
+        t += 1.0 if done <= 10 else 2.0
+        clock.set(t)
+        text = runs(done, 100)
+    assert text == "32 s, about 2 min 38 s left"
+    clock = FakeTime()
+    early = Pace("days", now=clock)  # 12 days: no 10 days before the last 10 to compare with
+    for day in range(1, 13):
+        clock.set(day * day)
+        text = early(day, 100)
+    assert text == "2 min 24 s, about 20 min 32 s left"  # 14 s a day over days 3-12, 88 left
+
+
+def test_a_run_logged_to_a_file_tells_its_stages_and_days_in_lines(tmp_path, monkeypatch):
+    """abm run with stderr to a file (CliRunner's is no terminal): a line per stage as it starts
+    and lines of days with the time left, where the run is long enough (here the rules' 5 s and
+    30 s are set to 0); stdout is the same table as without them."""
+    from abm import progress_lines
+
+    args = ["run", str(SCENARIO), "--agents", "300", "--days", "20", "--replicates", "1"]
+    quiet = runner.invoke(app, [*args, "--out", str(tmp_path / "q")])
+    monkeypatch.setattr(progress_lines, "QUIET_S", 0.0)
+    monkeypatch.setattr(progress_lines, "EVERY_S", 0.0)
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    err = [line for line in result.stderr.splitlines() if not line.startswith("note: ")]  # the seeds' count
+    assert err[0].startswith("running no_intervention: 300 agents")
+    stages = [line.split(" (")[0] for line in err if not line.startswith(("days: ", "running "))]
+    assert stages == [
+        "building the population",
+        "building contacts and interventions",
+        "simulating the days",
+        "writing files",
     ]
+    told = [line for line in err if line.startswith("days: ")]
+    assert [line.split(" (")[0] for line in told] == [f"days: {d} of 20 done" for d in range(2, 21, 2)]
+    assert re.fullmatch(r"days: 4 of 20 done \(\d+ s, (about|at least) \d+ s left.*\)", told[1]), told
+    assert err[err.index(told[0]) - 1].startswith("simulating the days (")
+    assert "days: " not in result.stdout and "so far" not in result.stdout
+    assert quiet.stdout.splitlines()[0] == result.stdout.splitlines()[0]  # the table's title
 
 
-def test_a_run_logged_to_a_file_tells_its_progress_in_lines(tmp_path):
-    """abm run with stderr to a file (CliRunner's is no terminal): lines, not a bar."""
+def test_a_short_run_logged_to_a_file_says_only_what_it_runs(tmp_path):
+    """A run of a second or two: no stage and no day lines (they were ten day lines)."""
     result = runner.invoke(
         app,
         ["run", str(SCENARIO), "--agents", "300", "--days", "20", "--replicates", "1", "--out", str(tmp_path / "r")],
     )
     assert result.exit_code == 0, result.output
-    told = [line.split(" (")[0] for line in result.stderr.splitlines() if line.startswith("days: ")]
-    assert told == [f"days: {d} of 20 done" for d in range(2, 21, 2)]
+    running = f"running no_intervention: 300 agents x 1 replicate, 20 days -> {tmp_path / 'r'}"
+    assert [line for line in result.stderr.splitlines() if not line.startswith("note: ")] == [running]
+
+
+def test_a_sweep_logged_to_a_file_tells_its_runs_in_lines(tmp_path, monkeypatch):
+    """abm sweep with stderr to a file: a line per finished run here (the rules' 5 s and 30 s set
+    to 0), none with the defaults (a sweep of a few seconds)."""
+    from abm import progress_lines
+
+    args = ["sweep", str(SCENARIO), "--agents", "300", "--days", "10", "--replicates", "1"]
+    args += ["--sweep", "contacts.community.weight=0.3,0.6"]
+    short = runner.invoke(app, [*args, "--out", str(tmp_path / "q")])
+    assert short.exit_code == 0, short.output
+    assert not any(line.startswith("runs: ") for line in short.stderr.splitlines()), short.stderr
+    monkeypatch.setattr(progress_lines, "QUIET_S", 0.0)
+    monkeypatch.setattr(progress_lines, "EVERY_S", 0.0)
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    told = [line.split(" (")[0] for line in result.stderr.splitlines() if line.startswith("runs: ")]
+    assert told == ["runs: 1 of 2 done", "runs: 2 of 2 done"]
 
 
 def test_calibration_progress_says_the_time_so_far_and_about_how_long_is_left(monkeypatch, capsys):
     """From the pace of the last 10 trials (a continued calibration tells its kept ones at once)."""
     import abm.cli as cli
+    from abm import progress_lines
 
-    assert [cli.clock(x) for x in (0.4, 45, 185, 7800)] == ["0 s", "45 s", "3 min 5 s", "2 h 10 min"]
+    assert [progress_lines.clock(x) for x in (0.4, 45, 185, 7800)] == ["0 s", "45 s", "3 min 5 s", "2 h 10 min"]
     now = iter([0.0, 10.0, 20.0, 30.0, 40.0, 400.0])
-    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
+    monkeypatch.setattr(progress_lines.time, "monotonic", lambda: next(now))
     show = cli.step_lines("trial")
     for done, loss in [(1, 1.0), (2, 0.5), (3, 0.25), (4, 0.125), (200, 0.1)]:
         show(done, 200, loss)
@@ -2043,9 +2199,10 @@ def test_a_continued_calibration_takes_the_time_left_from_the_trials_run_afresh(
     10 trials had run afresh. Told that they were reused, the lines say how many and take the
     pace from the trials run afresh only."""
     import abm.cli as cli
+    from abm import progress_lines
 
     now = iter([0.0, 0.01, 0.02, 0.03, 1.0, 11.0, 21.0, 31.0])  # Pace's start, 3 kept trials, then 10 s a trial
-    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
+    monkeypatch.setattr(progress_lines.time, "monotonic", lambda: next(now))
     show = cli.step_lines("trial", best=True)
     for done in (1, 2, 3):
         show(done, 20, 0.5)
@@ -2066,9 +2223,10 @@ def test_calibration_progress_can_say_the_lowest_loss_so_far(monkeypatch, capsys
     """Optuna's trials and their re-runs: the lowest loss so far beside each trial's (a NaN loss
     is never the lowest, and before any number there is none to say)."""
     import abm.cli as cli
+    from abm import progress_lines
 
     now = iter([0.0, 1.0, 2.0, 3.0, 4.0])
-    monkeypatch.setattr(cli.time, "monotonic", lambda: next(now))
+    monkeypatch.setattr(progress_lines.time, "monotonic", lambda: next(now))
     show = cli.step_lines("re-run", best=True)
     for done, loss in [(1, float("nan")), (2, 0.5), (3, 0.75), (4, 0.25)]:
         show(done, 4, loss)

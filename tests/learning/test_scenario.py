@@ -924,6 +924,26 @@ def test_the_progress_bar_is_not_drawn_again_after_its_line():
     assert "\x1b[2Ka line alone\n" in after  # the note alone, after the line that clears the bar
 
 
+def test_learning_rounds_logged_to_a_file_are_told_in_lines(monkeypatch, capsys):
+    """Off a terminal (stderr a log file) a protocol's rounds had no line until the protocol
+    ended: now a line per tenth of them, where the run is long enough (the rules' 5 s and 30 s,
+    abm.progress_lines, set to 0 here), before the protocol's own line."""
+    from abm import progress_lines
+    from abm.cli import learning_progress, progress_bar
+
+    monkeypatch.setattr(progress_lines, "QUIET_S", 0.0)
+    monkeypatch.setattr(progress_lines, "EVERY_S", 0.0)
+    with progress_bar("") as bar:
+        listen = learning_progress(bar)
+        for done in (1, 2, 3):
+            listen("fedavg", done, 3, "3 rounds, mean score 0.927" if done == 3 else "")
+    assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "fedavg: 1 of 3 done",
+        "fedavg: 2 of 3 done",
+        "fedavg: 3 rounds, mean score 0.927",
+    ]
+
+
 def test_an_interrupt_as_the_header_is_written_gets_a_line_of_its_own(tmp_path, monkeypatch):
     """abm learn says "running ..." and then, after Ctrl-C, "interrupted: ...". print() wrote the
     header and its newline in two writes, and a Ctrl-C between them glued the two lines together
