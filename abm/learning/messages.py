@@ -2,7 +2,9 @@
 
 A message's size is the byte size of its tensor payload (numel x element size), so communication
 is measured, not estimated. The in-process :class:`Network` delivers immediately and keeps a
-ledger per round and per participant.
+ledger per round and per participant; :class:`AuditNetwork` also keeps every message, for audits of
+what leaves whom. Every exchange between participants (or with the server) of every protocol and
+privacy wrapper goes through ``Network.send``, so the ledger's bytes are the sum of the messages.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ class MessageKind(StrEnum):
     MASKED_VECTOR = "masked_vector"
     PUBLIC_KEY = "public_key"
     MASK_SEED = "mask_seed"
+    RECOVERY_REQUEST = "recovery_request"
     TOKEN = "token"
     CHALLENGE = "challenge"
+    VALIDATION_ACCURACY = "validation_accuracy"
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,14 @@ class Network:
     def total_bytes(self) -> int:
         """All bytes sent."""
         return int(sum(self.sent.values()))
+
+
+@dataclass
+class AuditNetwork(Network):
+    """A :class:`Network` that also keeps every message (for audits of what leaves whom)."""
+
+    messages: list[Message] = field(default_factory=list)
+
+    def send(self, msg: Message) -> Message:
+        self.messages.append(msg)
+        return super().send(msg)

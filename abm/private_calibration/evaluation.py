@@ -20,7 +20,7 @@ from abm.learning.metrics import cgs, gains, mcg
 from abm.learning.training import predict
 from abm.private_calibration.federation import ProtocolRun
 from abm.private_calibration.institutions import FIXED_ASCERTAINMENT, Institution, daily_frame
-from abm.private_calibration.parameters import BinGrid
+from abm.private_calibration.parameters import BinGrid, whole_infections
 from abm.private_calibration.scenario import PrivateCalibrationScenario
 from abm.private_calibration.simulate import simulate
 from abm.scenario import Scenario
@@ -68,7 +68,7 @@ def end_to_end(
             row = rows[inst.index]
             e = row["estimate"]
             mult = np.full(reps, e["transmission"])
-            seeds = np.full(reps, max(0, round(e["seeding"])))
+            seeds = np.full(reps, whole_infections(e["seeding"]))
             asc = np.full(reps, e.get("ascertainment", FIXED_ASCERTAINMENT))
             series = simulate(inst.population, model, section, mult, seeds, seed)
             frame = daily_frame(series, asc, section, None)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from abm.learning.data import Dataset
-from abm.learning.messages import Message, Network
+from abm.learning.messages import AuditNetwork
 from abm.learning.models import Classifier
 from abm.learning.participant import Participant
 from abm.learning.privacy.aggregation import SumAggregator
@@ -34,17 +34,6 @@ from abm.private_calibration.scenario import CalibrationProtocolSpec, Calibrator
 from abm.private_calibration.simulate import CHANNELS
 
 _INIT_LOCK = threading.Lock()
-
-
-@dataclass
-class AuditNetwork(Network):
-    """A :class:`Network` that also keeps every message (for audits of what leaves whom)."""
-
-    messages: list[Message] = field(default_factory=list)
-
-    def send(self, msg: Message) -> Message:
-        self.messages.append(msg)
-        return super().send(msg)
 
 
 @dataclass

@@ -30,12 +30,11 @@ from flwr.common import Code, Context, GetPropertiesIns, GetPropertiesRes, Statu
 from abm.learning.flower.client import ParticipantClient
 from abm.learning.flower.client import main as client_main
 from abm.learning.flower.server import FlowerClients
-from abm.learning.messages import Network
+from abm.learning.messages import AuditNetwork, Network
 from abm.learning.models import load_flat_params
 from abm.learning.runner import ProtocolResult
 from abm.populations import load_region
 from abm.private_calibration.federation import (
-    AuditNetwork,
     CalibratorParticipant,
     ProtocolRun,
     build_participant,

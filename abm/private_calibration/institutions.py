@@ -20,7 +20,7 @@ from abm.learning.data import Dataset
 from abm.learning.partition import ParticipantData
 from abm.overrides import resolve
 from abm.populations import Population, Region, build_population, load_region
-from abm.private_calibration.parameters import BinGrid
+from abm.private_calibration.parameters import BinGrid, whole_infections
 from abm.private_calibration.regions import institution_region
 from abm.private_calibration.scenario import InstitutionSpec, ModelSection, PrivateCalibrationScenario
 from abm.private_calibration.simulate import (
@@ -84,7 +84,7 @@ def draw_parameters(
         lo, hi = ranges.get(p.name, (p.low, p.high))
         size = n * draws if p.name == "ascertainment" else n
         out[p.name] = p.sample(rng, size, lo, hi)
-    sim = np.stack([out["transmission"], np.rint(out["seeding"])], axis=1)
+    sim = np.stack([out["transmission"], whole_infections(out["seeding"])], axis=1)
     asc = out["ascertainment"].reshape(n, draws) if "ascertainment" in out else np.full((n, draws), np.nan)
     return sim, asc
 
@@ -124,7 +124,7 @@ def observed_known_truth(
     """One simulated realisation at the true parameters: daily reported cases and admissions
     per 100k residents (the institution's private observed series)."""
     series = simulate(
-        population, model, section, np.array([truth["transmission"]]), np.array([round(truth["seeding"])]), seed
+        population, model, section, np.array([truth["transmission"]]), whole_infections([truth["seeding"]]), seed
     )
     a = np.array([truth.get("ascertainment", fixed_ascertainment)])
     return daily_frame(series, a, section, rng)
@@ -204,7 +204,7 @@ def build_institution(scenario: PrivateCalibrationScenario, model: Scenario, cou
         truth = {name: float(spec.truth[name]) for name in grid.names}
         obs = observed_known_truth(pop, model, section, truth, rng, seed0 + 4, fixed_asc)
         # the true bin is that of the values simulated: seeding in whole agents, as every simulation
-        simulated = {**truth, "seeding": float(round(truth["seeding"]))}
+        simulated = {**truth, "seeding": float(whole_infections(truth["seeding"]))}
         truth_class = int(grid.classes_of(np.array([[simulated[n] for n in grid.names]]))[0])
     else:
         truth, truth_class = None, None

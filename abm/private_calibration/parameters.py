@@ -13,11 +13,21 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 PARAMETER_NAMES = ("transmission", "seeding", "ascertainment")
 """transmission: multiplier of the model scenario's transmission rate; seeding: initial infections
 (agents) on the seeding day; ascertainment: share of symptomatic infections reported as
 cases."""
+
+
+def whole_infections(seeding: ArrayLike) -> np.ndarray:
+    """Seeding sizes as whole initial infections (int64, the shape of ``seeding``): the nearest
+    whole number of agents, a half going to the even neighbour (22.6 -> 23, 22.5 -> 22, 23.5 -> 24,
+    0.4 -> 0), never below 0. Every simulation of a seeding size uses it: the training and held-out
+    pairs, an institution's observed series in known-truth mode (and so its true bin), and the fit
+    at a protocol's estimate."""
+    return np.maximum(np.rint(np.asarray(seeding, dtype=float)), 0.0).astype(np.int64)
 
 
 @dataclass(frozen=True)

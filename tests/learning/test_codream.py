@@ -275,7 +275,8 @@ def test_independent_dreams_are_labelled_by_their_dreamer_and_never_aggregated(m
     """'w/o collaboration' (codream_and_selection.md Table 4; the authors' independent-dreams
     variant): every client dreams alone on its share of the batch, labels its own dreams with its
     own logits, and the labelled dreams are shared. No input gradient travels, and no soft label
-    is an average of several clients' logits."""
+    is an average of several clients' logits. The dreams travel both ways as messages: the server's
+    starting points to each client and the client's dreams back."""
     from abm.learning.protocols import codream as cd
     from abm.learning.training import predict
 
@@ -299,6 +300,8 @@ def test_independent_dreams_are_labelled_by_their_dreamer_and_never_aggregated(m
     assert checked == [1, 2]
     for p in r["participants"]:
         assert "input_gradients" not in p["kinds_sent"]
+    # 2 dreaming rounds x 3 clients x (10 starting points out + 10 dreams back) x 6 features x 4 bytes
+    assert r["bytes_by_kind"]["dreams"] == 2 * 3 * 2 * 10 * 6 * 4
 
 
 def test_ablations_change_the_dream_objective():

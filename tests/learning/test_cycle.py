@@ -296,3 +296,34 @@ def test_the_sender_shares_with_the_probability_of_its_own_view_and_the_receiver
     assert protocol._shares(ctx, forced=True).tolist() == off.tolist()
     assert protocol._weight(1, 0, ctx) == pytest.approx(0.2 / 2)
     assert protocol._weight(0, 1, ctx) == pytest.approx(0.9 / 2)
+
+
+def test_every_participant_asks_every_peer_and_only_sharing_peers_answer():
+    """A participant cannot know a peer's sharing draw, so after the warm-up it sends its request
+    (its 6 x 3 training inputs, 72 bytes) to every peer every round, and the peer answers (6 x 2
+    logits, 48 bytes) only when it shares: with every reputation 0 (tau_opt < tau_max < 0) that
+    is in the forced rounds 1 and 3 only (warm-up 1, period 2), while round 2's requests all go
+    unanswered. The requests used to travel only when the answer would come, as if the asker knew
+    the peer's draw."""
+    from conftest import linear_participants
+
+    from abm.learning.messages import AuditNetwork
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.cycle import CYCle, CYCleConfig
+
+    ps = linear_participants([6, 6, 6])
+    net = AuditNetwork()
+    ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=4, local_epochs=1, seed=0, network=net)
+    protocol = CYCle(CYCleConfig(warmup_rounds=1, period=2, tau_opt=-1.0, tau_max=-0.5))
+    protocol.setup(ctx)
+    for t in range(4):
+        protocol.run_round(ctx, t)
+    pairs = [(n, k) for n in range(3) for k in range(3) if k != n]
+    expected = []
+    for t in (1, 2, 3):
+        for n, k in pairs:
+            expected.append(("prediction_request", n, k, t, 72))
+            if t != 2:
+                expected.append(("predictions", k, n, t, 48))
+    assert [(m.kind.value, m.sender, m.receiver, m.round, m.nbytes) for m in net.messages] == expected
+    assert protocol.share_counts.sum() == 2 * len(pairs)

@@ -50,9 +50,11 @@ def test_strong_coupling_aligns_models_and_early_stop_freezes():
     stopped = run_all(load_scenario(_scenario(stop_round=1))[0])["protocols"]["ipa"]
     assert stopped["summary"]["stopped_at"] == 1
     assert len(set(stopped["history"])) == 1  # frozen after round 1
-    # the token carries all N models: N x |theta| x 4 bytes per hop, N hops per round
+    # the token carries all N models: N x |theta| x 4 bytes per hop, N hops per round; before it,
+    # peers 1 and 2 send their initial models to peer 0, and at the stop peer 2 (the last of the
+    # ring) returns peer 1 its own model
     n_params = 6 * 8 + 8 + 8 * 4 + 4
-    assert stopped["bytes_total"] == 3 * 3 * n_params * 4
+    assert stopped["bytes_total"] == (3 * 3 + 2 + 1) * n_params * 4
 
 
 def test_ipa_peers_with_disjoint_classes_approach_centralized():
@@ -367,3 +369,73 @@ def test_fair_stop_report_phi_is_local_onlys_validation_accuracy_and_last_fair_r
     assert out["ipa"]["summary"]["stopped_at"] is None
     assert out["ipa"]["history"][:4] == out["ipa_plain"]["history"][:4]
     assert out["ipa"]["history"][4] == out["ipa"]["history"][1] != out["ipa_plain"]["history"][4]
+
+
+W, TOKEN, ACC = "model_weights", "token", "validation_accuracy"
+
+
+def _ring_messages(config, rounds: int = 3):
+    """An IPA run of ``rounds`` rounds of 3 linear peers (8 parameters each): (kind, sender, receiver, round, bytes) of
+    every message, the messages, and the protocol. The ledger's total is the messages' sum."""
+    from abm.learning.messages import AuditNetwork
+    from abm.learning.protocols.ipa import IPA
+
+    ctx = _linear_ring([6, 6, 6])
+    ctx.network, ctx.rounds = AuditNetwork(), rounds
+    protocol = IPA(config)
+    protocol.setup(ctx)
+    for t in range(rounds):
+        protocol.run_round(ctx, t)
+    messages = ctx.network.messages
+    got = [(m.kind.value, m.sender, m.receiver, m.round, m.nbytes) for m in messages]
+    assert ctx.network.total_bytes() == sum(m.nbytes for m in messages)
+    return got, messages, protocol
+
+
+def _ring(t: int) -> list[tuple]:
+    """One round's token: every peer's turn ends with all 3 x 8 parameters to the next peer."""
+    return [(TOKEN, i, (i + 1) % 3, t, 3 * 8 * 4) for i in range(3)]
+
+
+def _published(t: int) -> list[tuple]:
+    """Every peer's validation accuracy (one float64) to every other peer."""
+    return [(ACC, i, j, t, 8) for i in range(3) for j in range(3) if j != i]
+
+
+ASSEMBLY = [(W, 1, 0, -1, 32), (W, 2, 0, -1, 32)]  # theta*: the initial models to the first peer
+
+
+def test_every_exchange_of_the_ring_is_a_message():
+    """Nothing reaches a peer outside a message: theta* assembled from the peers' initial models
+    (ipa.md 3, step 1), the token each turn, and the last peer's return of each middle peer's own
+    model once training ends (with update_others the later turns changed it; peer 0 gets the token).
+    Without update_others only a peer's own turn changes its model, so nothing is returned."""
+    from abm.learning.protocols.ipa import IPAConfig
+
+    got = _ring_messages(IPAConfig())[0]
+    assert got == ASSEMBLY + _ring(0) + _ring(1) + _ring(2) + [(W, 2, 1, 2, 32)]
+    got = _ring_messages(IPAConfig(stop_round=2))[0]
+    assert got == ASSEMBLY + _ring(0) + _ring(1) + [(W, 2, 1, 1, 32)]  # returned at the stop; frozen after
+    got = _ring_messages(IPAConfig(update_others=False))[0]
+    assert got == ASSEMBLY + _ring(0) + _ring(1) + _ring(2)
+
+
+def test_the_stopping_rules_publish_each_peers_validation_accuracy_as_a_message():
+    """fair_stop and target_accuracy decide on every peer's validation accuracy: each peer gets its
+    own model back after every round (to measure it on its own validation data) and sends the
+    number, 8 bytes, to every other peer, which applies the rule itself (no decision travels);
+    fair_stop's standalone accuracies phi go the same way before round 1. The published numbers
+    are the ones the rule used (phi and xi in the summary)."""
+    from abm.learning.protocols.ipa import FairStop, IPAConfig
+
+    got, messages, protocol = _ring_messages(IPAConfig(fair_stop=FairStop(rho_min=-1.0)))
+    expected = ASSEMBLY + _published(-1)
+    for t in range(3):
+        expected += [*_ring(t), (W, 2, 1, t, 32), *_published(t)]
+    assert got == expected
+    rows = [protocol.phi, *protocol.val_accuracy]
+    published = [m.payload["accuracy"].tolist() for m in messages if m.kind.value == ACC]
+    assert published == [[row[i]] for row in rows for i in range(3) for j in range(3) if j != i]
+    # target 0: every peer has reached it after round 1, so the ring stops there
+    got = _ring_messages(IPAConfig(target_accuracy=0.0))[0]
+    assert got == ASSEMBLY + _ring(0) + [(W, 2, 1, 0, 32)] + _published(0)

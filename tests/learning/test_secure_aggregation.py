@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from abm.learning.errors import SecureAggregationError
-from abm.learning.messages import MessageKind, Network
+from abm.learning.messages import SERVER, MessageKind, Network
 from abm.learning.privacy.secure_aggregation import SecureSum, _private_key, mask_from_seed, pair_seed
 
 
@@ -42,6 +42,34 @@ def test_dropped_participant_is_recovered():
     expected = c[0] + c[1] + c[3]
     assert torch.allclose(total, expected, atol=1e-5, rtol=0)
     assert net.per_kind[MessageKind.MASK_SEED.value] == 3 * 2 * 32  # 3 survivors x 2 seeds
+
+
+def test_every_exchange_is_a_message_of_the_round_it_belongs_to():
+    """Secure aggregation's exchanges, each an audited message of its kind, size and round: the
+    public keys (32 bytes: each participant's to the server, relayed to each other participant)
+    in the round of the first aggregation (7 here, not 0), then per aggregation a masked vector
+    per survivor (8 bytes a value); after a dropout the server's recovery request to each survivor
+    naming the dropped participants (8 bytes an id) and each survivor's 32-byte pair seed with each.
+    The ledger's bytes are the messages' sum."""
+    from abm.learning.messages import AuditNetwork
+
+    c = _vectors(n=3, d=10)
+    agg = SecureSum(list(c), seed=1)
+    net = AuditNetwork()
+    agg.aggregate(c, 7, net)
+    agg.aggregate(c, 8, net, dropped=frozenset({1}))
+    got = [(m.kind.value, m.sender, m.receiver, m.round, m.nbytes) for m in net.messages]
+    keys = []
+    for i in range(3):
+        keys += [("public_key", i, SERVER, 7, 32)] + [("public_key", SERVER, j, 7, 32) for j in range(3) if j != i]
+    masked = [("masked_vector", i, SERVER, 7, 80) for i in range(3)]
+    masked += [("masked_vector", i, SERVER, 8, 80) for i in (0, 2)]
+    recovery = [("recovery_request", SERVER, i, 8, 8) for i in (0, 2)] + [
+        ("mask_seed", i, SERVER, 8, 32) for i in (0, 2)
+    ]
+    assert got == keys + masked + recovery
+    assert [m.payload["dropped"].tolist() for m in net.messages if m.kind == MessageKind.RECOVERY_REQUEST] == [[1], [1]]
+    assert net.total_bytes() == sum(m.nbytes for m in net.messages)
 
 
 def test_round_fails_loudly_when_recovery_is_impossible():
@@ -121,7 +149,8 @@ def test_the_server_view_is_uniform_even_after_a_dropout_recovery():
     masked = {m.sender: m.payload["y"].numpy().view(np.uint64) for m in received if m.kind == MessageKind.MASKED_VECTOR}
     seeds = [bytes(m.payload["seed"].numpy().tobytes()) for m in received if m.kind == MessageKind.MASK_SEED]
     assert sorted(masked) == [0, 1, 2] and len(seeds) == 3
-    assert {m.kind for m in received} == {MessageKind.PUBLIC_KEY, MessageKind.MASKED_VECTOR, MessageKind.MASK_SEED}
+    to_server = {m.kind for m in received if m.receiver == SERVER}
+    assert to_server == {MessageKind.PUBLIC_KEY, MessageKind.MASKED_VECTOR, MessageKind.MASK_SEED}
     for pid, y in masked.items():
         assert _byte_uniformity_pvalue(y) > 1e-6, pid
         # the server's best unmasking of pid: remove the masks of pid's pair with the dropped participant

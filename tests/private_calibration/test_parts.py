@@ -363,3 +363,16 @@ def test_the_true_bin_is_that_of_the_seeding_simulated():
     inst = build_institution(scenario, model, load_region("king_county"), 0)
     assert inst.truth is not None and inst.truth["seeding"] == 22.6  # the truth as given
     assert grid.bins_of(np.array([inst.truth_class]))[0][seeding] == 1
+
+
+def test_seeding_sizes_become_whole_infections_by_one_rule():
+    """One rule turns a seeding size into whole initial infections, wherever one is simulated (the
+    training and held-out draws, the observed series and its true bin, the fit at an estimate):
+    the nearest whole number, a half going to the even neighbour, never below 0."""
+    from abm.private_calibration.parameters import whole_infections
+
+    sizes = [22.6, 22.4, 22.5, 23.5, 0.4, 0.5, 1.5, 64.0, -3.0]
+    got = whole_infections(sizes)
+    assert got.dtype == np.int64 and got.tolist() == [23, 22, 22, 24, 0, 0, 2, 64, 0]
+    one = whole_infections(22.6)
+    assert one.shape == () and int(one) == 23

@@ -72,7 +72,9 @@ SENT = {
     "ipa": {K.TOKEN},
 }
 """What every institution sends under each protocol, kind by kind (docs/private_calibration.md,
-"What leaves an institution"); FedAvg and FedProx add institution 0's initial model, once."""
+"What leaves an institution"); FedAvg and FedProx add institution 0's initial model, once; IPA adds
+the initial models of every institution but the first, and the last institution's return of each
+middle institution's own model (calibrator weights, as the token carries)."""
 
 
 def _audited_spec(scenario, name: str) -> CalibrationProtocolSpec:
@@ -112,10 +114,19 @@ def test_what_leaves_an_institution(setup, name):
         if initial:  # the shared initialisation: institution 0's initial calibrator, once, before round 0
             assert inst.index == 0 and [(m.receiver, m.round) for m in initial] == [(SERVER, -1)]
             kinds -= {K.MODEL_WEIGHTS}
+        if name == "ipa":  # theta* assembled at institution 0, and the own models returned at the end
+            last, one = len(institutions) - 1, flat_params(run.participants[0].model).numel()
+            own = [m for m in msgs if m.kind == K.MODEL_WEIGHTS]
+            expected = [(0, -1)] if inst.index > 0 else []
+            if inst.index == last:
+                expected += [(j, scenario.rounds - 1) for j in range(1, last)]
+            assert [(m.receiver, m.round) for m in own] == expected
+            assert all(m.payload["theta"].numel() == one for m in own)
+            kinds -= {K.MODEL_WEIGHTS}
         assert kinds == SENT[name], f"{name}: {inst.name} sent {sorted(kinds)}"
         if name == "ipa":  # the token holds every institution's calibrator
             every = sum(flat_params(p.model).numel() for p in run.participants)
-            assert all(m.payload["theta"].numel() == every for m in msgs)
+            assert all(m.payload["theta"].numel() == every for m in msgs if m.kind == K.TOKEN)
         for m in msgs:
             if name in ("cycle", "vpdl") and m.kind == MessageKind.PREDICTION_REQUEST:
                 # CYCle's request (and its VPDL baseline's) carries the requester's training inputs, which
@@ -212,6 +223,114 @@ def test_secure_aggregation_server_sees_only_sums(setup, monkeypatch, name):
     # institutions' public keys and masked vectors, nothing else
     to_server = {m.kind for m in run.network.messages if m.receiver == SERVER and m.round >= 0}
     assert to_server == {MessageKind.MASKED_VECTOR, MessageKind.PUBLIC_KEY}
+    # the keys travel in the round of the first aggregation (CoDream's first dreaming round)
+    first = spec.params.get("dream_start", 0) if name == "codream" else 0
+    assert {m.round for m in run.network.messages if m.kind == MessageKind.PUBLIC_KEY} == {first}
+
+
+def _with_dropout(scenario) -> CalibrationProtocolSpec:
+    """tiny.yaml's FedAvg (secure aggregation) with institution 2 dropping out of round 1."""
+    fedavg = next(s for s in scenario.protocols if s.name == "fedavg")
+    privacy = {"secure_aggregation": True, "dropouts": {1: [2]}}
+    return fedavg.model_validate({**fedavg.model_dump(), "label": "fedavg_dropout", "privacy": privacy})
+
+
+def test_secure_aggregation_audit_holds_every_exchange_and_no_unmasked_update(setup, monkeypatch):
+    """FedAvg with secure aggregation, institution 2 dropping out of round 1: every exchange of the
+    masking is an audited message of its kind and size, and the server gets no update in the
+    clear. Public keys, 32 bytes, once in round 0 (each institution's to the server, relayed to
+    both others); each round a masked update from each survivor (8 bytes a value); in round 1 the
+    server's recovery request to each survivor (the dropped id, 8 bytes) and each survivor's
+    32-byte pair seed with institution 2. The audited messages alone give the server the plain sum
+    of the survivors' updates (to the 2^-24 fixed point), and each masked update is far from the
+    update it hides. Everything else is the shared model (institution 0's initial one, then the
+    server's broadcasts)."""
+    from abm.learning.privacy.secure_aggregation import mask_from_seed
+    from abm.learning.runner import build_aggregator
+
+    scenario, institutions = setup
+    recorders = []
+
+    def build(privacy, ids, seed, rounds=None):
+        recorders.append(_Recording(build_aggregator(privacy, ids, seed, rounds)))
+        return recorders[-1]
+
+    monkeypatch.setattr("abm.private_calibration.federation.build_aggregator", build)
+    run = run_protocol(scenario, institutions, _with_dropout(scenario))
+    secure, calls = recorders[0].inner, recorders[0].calls
+    size = calls[0][0][0].numel()
+    ids = [i.index for i in institutions]
+    survivors = {t: [0, 1] if t == 1 else ids for t in range(scenario.rounds)}
+    expected = []
+    for i in ids:
+        expected += [(K.PUBLIC_KEY, i, SERVER, 0, 32)] + [(K.PUBLIC_KEY, SERVER, j, 0, 32) for j in ids if j != i]
+    for t, alive in survivors.items():
+        expected += [(K.MASKED_VECTOR, i, SERVER, t, 8 * size) for i in alive]
+        if t == 1:
+            expected += [(K.RECOVERY_REQUEST, SERVER, i, 1, 8) for i in alive]
+            expected += [(K.MASK_SEED, i, SERVER, 1, 32) for i in alive]
+    audited = [m for m in run.network.messages if m.kind != K.MODEL_WEIGHTS]
+    assert [(m.kind, m.sender, m.receiver, m.round, m.nbytes) for m in audited] == expected
+    shared = [(m.sender, m.receiver, m.round) for m in run.network.messages if m.kind == K.MODEL_WEIGHTS]
+    assert shared == [(0, SERVER, -1)] + [(SERVER, i, t) for t in range(-1, scenario.rounds) for i in ids]
+    assert [m.payload["dropped"].tolist() for m in audited if m.kind == K.RECOVERY_REQUEST] == [[2], [2]]
+    for t, (contributions, _total, _masked) in enumerate(calls):
+        at = [m for m in audited if m.round == t]
+        with np.errstate(over="ignore"):
+            server = np.zeros(size, dtype=np.uint64)
+            for m in at:
+                if m.kind == K.MASKED_VECTOR:
+                    server = server + m.payload["y"].numpy().view(np.uint64)
+                    hidden = contributions[m.sender].double()
+                    assert (secure.decode(m.payload["y"].numpy()).double() - hidden).abs().max() > 1e3
+                elif m.kind == K.MASK_SEED:  # institution 2 > every survivor: each survivor added the mask
+                    server = server - mask_from_seed(m.payload["seed"].numpy().tobytes(), size)
+        plain = torch.stack([contributions[i] for i in survivors[t]]).double().sum(0)
+        assert torch.allclose(secure.decode(server).double(), plain, atol=1e-5)
+
+
+def test_the_reported_bytes_are_the_audited_messages(setup, monkeypatch):
+    """report.json's bytes (the total, by kind, and each institution's sent and received) are sums
+    over the audited messages, and the audit holds every kind of exchange: FedAvg with secure
+    aggregation and a dropout (keys, masked updates, the recovery request and seeds), CYCle (a
+    request to every peer, the predictions of those that share) and IPA under fair_stop (the
+    token, the models assembled and returned, the published validation accuracies)."""
+    from collections import defaultdict
+
+    import abm.private_calibration.report as report_module
+
+    scenario, _ = setup
+    ipa = next(s for s in scenario.protocols if s.name == "ipa")
+    fair = ipa.model_copy(update={"label": "ipa_fair", "params": {"fair_stop": {"rho_min": 0.0}}})
+    cycle = CalibrationProtocolSpec(name="cycle")
+    scenario = scenario.model_copy(update={"protocols": [_with_dropout(scenario), cycle, fair]})
+    runs = []
+
+    def keep(*args, **kwargs):
+        runs.append(run_protocol(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(report_module, "run_protocol", keep)
+    report = report_module.run_all(scenario, TINY.parent)[0]["protocols"]
+    kinds = {
+        "local": set(),
+        "fedavg_dropout": {"model_weights", "public_key", "masked_vector", "recovery_request", "mask_seed"},
+        "cycle": {"prediction_request", "predictions"},
+        "ipa_fair": {"token", "model_weights", "validation_accuracy"},
+    }
+    assert [r.key for r in runs] == list(kinds)
+    for r in runs:
+        by_kind: dict[str, int] = defaultdict(int)
+        for m in r.network.messages:
+            by_kind[m.kind.value] += m.nbytes
+        row = report[r.key]
+        assert row["bytes_by_kind"] == by_kind and set(by_kind) == kinds[r.key], r.key
+        assert row["bytes_total"] == sum(m.nbytes for m in r.network.messages)
+        for i, inst in enumerate(row["institutions"]):
+            assert inst["bytes_sent"] == sum(m.nbytes for m in r.network.messages if m.sender == i)
+            assert inst["bytes_received"] == sum(m.nbytes for m in r.network.messages if m.receiver == i)
+    sizes = {m.nbytes for m in runs[-1].network.messages if m.kind.value == "validation_accuracy"}
+    assert sizes == {8}
 
 
 def test_protocols_with_equal_estimates_get_equal_nd():

@@ -9,14 +9,23 @@
   only the total, which equals the plain sum up to the fixed-point rounding (2^-frac_bits per
   participant and element).
 * Dropout: if some participants never send their masked vector, the server asks every survivor
-  for its pair seeds with the dropped ones and removes those masks. If a survivor fails to answer
-  (or fewer than ``threshold`` survivors remain), :class:`SecureAggregationError` is raised: the
-  round fails loudly rather than returning a wrong sum. A dropped participant's late vector is
+  for its pair seeds with the dropped ones (a recovery request naming them) and removes those
+  masks. If a survivor fails to answer (or fewer than ``threshold`` survivors remain),
+  :class:`SecureAggregationError` is raised: the round fails loudly rather than returning a wrong
+  sum. A dropped participant's late vector is
   refused (this simplified scheme has no self-masks, so it must not be accepted after recovery).
 * Range: a vector with a non-finite value, or a value too large for the sum of all members' vectors
   to fit the signed 64-bit fixed point (|x| < 2^(63 - frac_bits) / members), raises
   :class:`SecureAggregationError` before any masked vector is sent: the modular sum would wrap
   (NaN and infinity would become -2^(63 - frac_bits)) and differ from the plain sum.
+* Messages: every exchange is a message on the run's network (so the byte ledger and an auditing
+  network see it): ``public_key`` (each participant's key to the server and the server's relay to
+  every other participant, once, in the round of the first aggregation), ``masked_vector`` (a
+  survivor's masked vector, 8 bytes a value) and, after a dropout, ``recovery_request`` (server to
+  each survivor: the dropped ids) and ``mask_seed`` (a survivor's 32-byte pair seed with each
+  dropped participant). The pair seeds themselves come from key agreement and never travel. In
+  process one object does every participant's masking (it holds every private key); that is the
+  simulation's shortcut, not something the server receives.
 """
 
 from __future__ import annotations
@@ -86,15 +95,17 @@ class SecureSum(SumAggregator):
         self._keys_sent = False
         self.calls = 0  # aggregation sequence number, shared knowledge in a synchronous protocol
 
-    def _advertise_keys(self, network: Network) -> None:
+    def _advertise_keys(self, network: Network, round_: int) -> None:
+        """Every participant's public key to the server, and on to every other participant, in the
+        round of the first aggregation (the key agreement itself needs no further message)."""
         for pid in self.ids:
             pub = self._keys[pid].public_key()
             raw = torch.frombuffer(bytearray(pub.public_bytes(_RAW, _RAW_PUB)), dtype=torch.uint8)
-            network.send(Message(MessageKind.PUBLIC_KEY, pid, SERVER, {"key": raw}, 0))
+            network.send(Message(MessageKind.PUBLIC_KEY, pid, SERVER, {"key": raw}, round_))
             # the server relays every key to every other participant
             for other in self.ids:
                 if other != pid:
-                    network.send(Message(MessageKind.PUBLIC_KEY, SERVER, other, {"key": raw}, 0))
+                    network.send(Message(MessageKind.PUBLIC_KEY, SERVER, other, {"key": raw}, round_))
             self._public[pid] = pub
         self._keys_sent = True
 
@@ -144,7 +155,7 @@ class SecureSum(SumAggregator):
         dropped: frozenset[int] = frozenset(),
     ) -> torch.Tensor:
         if not self._keys_sent:
-            self._advertise_keys(network)
+            self._advertise_keys(network, round_)
         seq = self.calls
         self.calls += 1
         members = sorted(contributions)
@@ -197,7 +208,12 @@ class SecureSum(SumAggregator):
         size: int,
         network: Network,
     ) -> np.ndarray:
-        """Remove the masks that survivors share with dropped participants."""
+        """Remove the masks that survivors share with dropped participants: the server names the
+        dropped participants to every survivor (a recovery request), and each survivor answers with
+        its pair seed with each of them."""
+        request = torch.tensor(lost, dtype=torch.int64)
+        for i in survivors:
+            network.send(Message(MessageKind.RECOVERY_REQUEST, SERVER, i, {"dropped": request}, r))
         for i in survivors:
             if i in self.recovery_failures:
                 raise SecureAggregationError(

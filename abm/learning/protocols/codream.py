@@ -485,6 +485,8 @@ class CoDream(Protocol):
         cfg = self.config
         share = max(2, cfg.n_dreams // ctx.n)
         starts = {pid: torch.randn(share, self.dim, generator=self.gen) for pid in ctx.ids}
+        for pid, x0 in starts.items():  # the server draws each client's starting points
+            ctx.network.send(Message(MessageKind.DREAMS, SERVER, pid, {"x": x0}, t))
         replies = ctx.clients.call(
             "codream.dream_alone", {pid: {"x": x0} for pid, x0 in starts.items()}, self._op_config(student)
         )

@@ -10,6 +10,11 @@ model: in the real system k answers on encrypted inputs, so only predictions tra
   h(s) = clip((s - tau_max) / (tau_opt - tau_max), 0, 1). Peer k answers n with probability
   r_(k,n) (its own view of n); every ``period`` rounds everyone shares and reputations are
   recalibrated. The first ``warmup_rounds`` rounds are local CE only.
+
+Messages: after the warm-up, every round, each participant sends its prediction request (its
+training inputs, encrypted in the real system) to every peer, since it cannot know whether the peer
+will answer; the peer's predictions come back only when it shares (cycle.md 8). Reputations and
+sharing draws stay with their owner.
 """
 
 from __future__ import annotations
@@ -149,9 +154,9 @@ class CYCle(Protocol):
         share = self._shares(ctx, forced)
         self.share_counts += share
         for (n, k), logits in teacher.items():
+            # n cannot know k's draw: it asks every peer, and k answers or withholds
+            ctx.network.send(Message(MessageKind.PREDICTION_REQUEST, n, k, {"x": ctx.participants[n].data.train.x}, t))
             if share[k, n]:
-                xs = ctx.participants[n].data.train.x
-                ctx.network.send(Message(MessageKind.PREDICTION_REQUEST, n, k, {"x": xs}, t))
                 ctx.network.send(Message(MessageKind.PREDICTIONS, k, n, {"z": logits}, t))
         for p in ctx.participants:
             peers = [(k, self._weight(p.pid, k, ctx)) for k in range(ctx.n) if k != p.pid and share[k, p.pid]]

@@ -16,6 +16,17 @@ at least ``rho_min``.
 validation accuracies, standalone (phi_i, once) and IPA's after each round (xi_i(t)); the peers
 publish these numbers, nothing else (``target_accuracy`` assumes the same of xi). Each peer gets
 phi_i by training a copy of its initial model alone before round 1 (:func:`standalone_val_accuracy`).
+
+Messages (every one on the run's network): before round 1 every peer but the first sends its
+initial parameters to the first (``model_weights``: theta* assembled, ipa.md's "initialize theta*,
+send to peer 1"); each turn ends with the token to the next peer (``token``). A peer uses its own
+parameter set on its own data after the round (its validation accuracy for ``target_accuracy`` or
+``fair_stop``, and its model once training ends), but with ``update_others`` the turns after its own
+changed that set: the last peer of the ring, which holds theta* as it stands, sends every peer
+but the first (which gets the token) its set back (``model_weights``) after every round that the
+rule evaluates and after the last round trained. The rules' scalars are published to every other
+peer (``validation_accuracy``, one float64 each: phi before round 1, xi after each round), so
+every peer applies the rule itself and no decision travels.
 """
 
 from __future__ import annotations
@@ -97,6 +108,16 @@ def standalone_val_accuracy(ctx: RunContext) -> list[float]:
     return out
 
 
+def publish_accuracies(ctx: RunContext, accuracies: list[float], t: int) -> None:
+    """Every peer sends its validation accuracy (one float64) to every other peer (round ``t``;
+    -1 before round 1), so that every peer can apply the stopping rule itself."""
+    for i, acc in enumerate(accuracies):
+        value = torch.tensor([acc], dtype=torch.float64)
+        for j in range(ctx.n):
+            if j != i:
+                ctx.network.send(Message(MessageKind.VALIDATION_ACCURACY, i, j, {"accuracy": value}, t))
+
+
 def alignment(
     params_i: Iterable[torch.Tensor], params_j: Iterable[torch.Tensor], p: int, reduction: str
 ) -> torch.Tensor:
@@ -129,8 +150,15 @@ class IPA(Protocol):
             self.a = np.ones((n, n))
         self.stopped_at: int | None = None
         self.distances_l1: list[float] = []
+        # theta* assembled: every peer's initial parameters to the first peer of the ring
+        for j in range(1, n):
+            ctx.network.send(
+                Message(MessageKind.MODEL_WEIGHTS, j, 0, {"theta": flat_params(ctx.participants[j].model)}, -1)
+            )
         # fair_stop: phi, xi(t) and rho(t) per round, the round whose models are kept and a copy of them
         self.phi: list[float] = standalone_val_accuracy(ctx) if self.config.fair_stop is not None else []
+        if self.config.fair_stop is not None:
+            publish_accuracies(ctx, self.phi, -1)
         self.val_accuracy: list[list[float]] = []
         self.rho: list[float] = []
         self.kept_round: int | None = None
@@ -170,18 +198,37 @@ class IPA(Protocol):
         flats = [flat_params(p.model) for p in ctx.participants]
         d = [float((flats[i] - flats[j]).abs().mean()) for i in range(n) for j in range(i + 1, n)]
         self.distances_l1.append(float(np.mean(d)) if d else 0.0)
+        evaluates = cfg.target_accuracy is not None or cfg.fair_stop is not None
+        if evaluates:  # each peer measures its own set on its own validation data
+            self._return_own_sets(ctx, t)
         if cfg.stop_round is not None and t + 1 >= cfg.stop_round:
             self.stopped_at = t + 1
         if cfg.target_accuracy is not None:
             accs = [accuracy(p.model, p.data.val) for p in ctx.participants]
+            publish_accuracies(ctx, accs, t)
             if min(accs) >= cfg.target_accuracy:
                 self.stopped_at = t + 1
         if cfg.fair_stop is not None:
             self._fair_stop(ctx, t, cfg.fair_stop)
+        if not evaluates and (self.stopped_at is not None or t + 1 == ctx.rounds):
+            self._return_own_sets(ctx, t)  # training ends: every peer keeps its own set
+
+    def _return_own_sets(self, ctx: RunContext, t: int) -> None:
+        """The last peer of the ring sends every peer but the first (which got the token) its own
+        parameter set as it stands after round ``t``. Without ``update_others`` only a peer's own
+        turn changes its set, so nothing needs to travel."""
+        if not self.config.update_others:
+            return
+        last = ctx.n - 1
+        for j in range(1, last):
+            ctx.network.send(
+                Message(MessageKind.MODEL_WEIGHTS, last, j, {"theta": flat_params(ctx.participants[j].model)}, t)
+            )
 
     def _fair_stop(self, ctx: RunContext, t: int, rule: FairStop) -> None:
         """Record xi(t) and rho(t); apply ``rule`` (:class:`FairStop`) after round ``t``."""
         xi = [accuracy(p.model, p.data.val) for p in ctx.participants]
+        publish_accuracies(ctx, xi, t)
         rho = collaborative_fairness(self.phi, xi)
         self.val_accuracy.append(xi)
         self.rho.append(rho)
