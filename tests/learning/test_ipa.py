@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from abm.learning.protocols.configs import IPAConfig
 from abm.learning.protocols.ipa import alignment
 from abm.learning.runner import run_all
 from abm.learning.scenario import load_scenario
@@ -87,7 +88,7 @@ def test_size_pair_weights_are_n_times_the_data_share():
     uniform: a_ij = 1."""
     import numpy as np
 
-    from abm.learning.protocols.ipa import IPA, IPAConfig
+    from abm.learning.protocols.ipa import IPA
 
     ctx = _linear_ring([4, 10, 6])
     sized = IPA(IPAConfig(pair_weights="size"))
@@ -114,7 +115,7 @@ def test_early_stopping_waits_for_every_peer_to_reach_the_target(monkeypatch):
         return round_accuracies.pop(0)
 
     monkeypatch.setattr(ipa, "accuracy", accuracy)
-    protocol = ipa.IPA(ipa.IPAConfig(target_accuracy=0.8))
+    protocol = ipa.IPA(IPAConfig(target_accuracy=0.8))
     protocol.setup(ctx)
     for t in range(2):
         protocol.run_round(ctx, t)
@@ -129,7 +130,7 @@ def test_early_stopping_waits_for_every_peer_to_reach_the_target(monkeypatch):
 def test_a_fixed_stop_round_runs_that_many_rounds():
     """stop_round 2: rounds 0 and 1 train, then the models are frozen (stopped_at 2)."""
     from abm.learning.models import flat_params
-    from abm.learning.protocols.ipa import IPA, IPAConfig
+    from abm.learning.protocols.ipa import IPA
 
     ctx = _linear_ring([6, 6, 6])
     protocol = IPA(IPAConfig(stop_round=2))
@@ -196,7 +197,7 @@ def test_a_turn_pulls_each_other_copy_with_its_own_pair_weight():
     gradient is 2 lam a_0j (theta_j - theta_0): one step moves it to
     theta_j - 0.1 * 2 * 0.5 * a_0j (theta_j - theta_0)."""
     from abm.learning.models import flat_params
-    from abm.learning.protocols.ipa import IPA, IPAConfig
+    from abm.learning.protocols.ipa import IPA
 
     ctx = _linear_ring([4, 10, 6])
     protocol = IPA(IPAConfig(lam=0.5, p=2, pair_weights="size", lr=0.1))
@@ -225,7 +226,7 @@ def _controlled_fair_stop(monkeypatch, fair_stop: dict, phi: list[float], rounds
 
     monkeypatch.setattr(ipa, "standalone_val_accuracy", lambda ctx: list(phi))
     monkeypatch.setattr(ipa, "accuracy", accuracy)
-    protocol = ipa.IPA(ipa.IPAConfig(fair_stop=fair_stop))
+    protocol = ipa.IPA(IPAConfig(fair_stop=fair_stop))
     protocol.setup(ctx)
     return ctx, protocol
 
@@ -313,7 +314,7 @@ def test_fair_stop_config_is_validated():
     from pydantic import ValidationError
 
     from abm.learning.errors import LearningScenarioError
-    from abm.learning.protocols.ipa import FairStop, IPAConfig
+    from abm.learning.protocols.configs import FairStop
 
     assert FairStop() == FairStop(rule="last_fair", rho_min=0.8)
     FairStop(rho_min=-1.0)
