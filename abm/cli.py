@@ -326,10 +326,9 @@ def validate(
     --severity, the chances of each outcome of an infection by age.
 
     Exit code 0 when it is valid, 2 when it is not."""
-    with loading():
-        from abm.calibration.errors import CalibrationError
-        from abm.learning.errors import LearningScenarioError
-        from abm.scenario import COMMAND_LINE, ScenarioError, check_device, check_population_settings, load_scenario
+    from abm.calibration.errors import CalibrationError
+    from abm.learning.errors import LearningScenarioError
+    from abm.set_options import COMMAND_LINE, ScenarioError
 
     if severity and show:
         fail("--severity and --show both write to standard output; give one of them")
@@ -340,14 +339,19 @@ def validate(
         require_learning_extra(file)
     try:
         if kind == "private calibration":
-            from abm.private_calibration.scenario import load_scenario as load_private_calibration
+            with loading():
+                from abm.private_calibration.scenario import load_scenario as load_private_calibration
 
             learned = load_private_calibration(file, None, set_)[0]
         elif kind == "learning":
-            from abm.learning.scenario import load_scenario as load_learning
+            with loading():
+                from abm.learning.scenario import load_scenario as load_learning
 
             learned = load_learning(file, None, set_)[0]
         else:
+            with loading():
+                from abm.scenario import check_device, check_population_settings, load_scenario
+
             sc = load_scenario(file, set_)
             check_device(sc, str(file))
             note_switched_on(file, [sc], [("--set", s) for s in set_ or []], {})
@@ -394,7 +398,7 @@ def refuse_learning_scenario(file: Path) -> None:
 def is_epidemic_scenario(file: Path) -> bool:
     """Whether ``file`` reads as an epidemic scenario (it extends one or has its sections)."""
     from abm.learning.errors import LearningScenarioError
-    from abm.learning.scenario import read_yaml
+    from abm.learning.files import read_yaml
 
     try:
         data = read_yaml(file)
@@ -408,7 +412,7 @@ def learning_kind(file: Path) -> str | None:
     (an epidemic scenario, or a file the epidemic loader will report as unreadable); exits 2 on a
     ``kind`` other than private_calibration."""
     from abm.learning.errors import LearningScenarioError
-    from abm.learning.scenario import read_yaml
+    from abm.learning.files import read_yaml
 
     try:
         data = read_yaml(file)

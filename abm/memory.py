@@ -21,7 +21,8 @@ from abm.engine.config import AGE_CLASS_SHARES, DEFAULT_COMMUNITY_STUBS, estimat
 from abm.plurals import counted
 
 if TYPE_CHECKING:  # abm.scenario imports this module
-    from abm.scenario import OptionNames, Scenario
+    from abm.scenario import Scenario
+    from abm.set_options import OptionNames
 
 MEMINFO = Path("/proc/meminfo")
 

@@ -13,18 +13,17 @@ from typing import Any
 
 from abm.scenario import (
     COMMAND_LINE,
-    OptionNames,
     Scenario,
     ScenarioError,
     apply_set,
     extended,
     key_origin,
-    option_texts,
     overlaps,
     read_scenario_data,
     validate,
     with_full_data_paths,
 )
+from abm.set_options import OptionNames, option_texts
 
 OVERRIDE_KEYS = {
     "agents": "population.agents",

@@ -27,7 +27,7 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from abm.scenario import OptionNames
+    from abm.set_options import OptionNames
 
 T = TypeVar("T")
 

@@ -35,13 +35,8 @@ from abm.overrides import resolve
 from abm.plurals import counted
 from abm.populations import Population, load_region
 from abm.populations.region import Region
-from abm.scenario import (
-    PYTHON,
-    Scenario,
-    ScenarioError,
-    check_device,
-    population_of,
-)
+from abm.scenario import Scenario, ScenarioError, check_device, population_of
+from abm.set_options import PYTHON
 from abm.threads import torch_threads
 
 

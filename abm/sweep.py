@@ -73,17 +73,8 @@ from abm.plugin_errors import PluginFailure
 from abm.plurals import counted
 from abm.runs import TASK_REUSE, check_progress
 from abm.runs import run as run_scenario
-from abm.scenario import (
-    COMMAND_LINE,
-    PYTHON,
-    OptionNames,
-    Scenario,
-    ScenarioError,
-    check_population_settings,
-    option_texts,
-    overlaps,
-    yaml_problem,
-)
+from abm.scenario import COMMAND_LINE, Scenario, ScenarioError, check_population_settings, overlaps
+from abm.set_options import PYTHON, OptionNames, option_texts, yaml_problem
 from abm.yaml_loader import load_yaml
 
 BACKENDS = ("local", "ray")

@@ -24,8 +24,8 @@ import torch
 import yaml
 
 from abm.learning.messages import MessageKind, Network
+from abm.learning.privacy.accountant import noise_multiplier_for
 from abm.learning.privacy.aggregation import PlainSum
-from abm.learning.privacy.dp import noise_multiplier_for
 from abm.private_calibration.federation import run_protocol
 from abm.private_calibration.institutions import build_institutions
 from abm.private_calibration.scenario import CalibrationProtocolSpec, load_scenario

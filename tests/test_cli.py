@@ -563,7 +563,7 @@ def test_learning_commands_name_the_missing_learning_extra(tmp_path, monkeypatch
 
 def test_the_flower_runners_name_the_missing_flower_extra(monkeypatch):
     from abm.learning.errors import LearningScenarioError
-    from abm.learning.flower.run import import_flwr
+    from abm.learning.flower import import_flwr
 
     monkeypatch.setitem(sys.modules, "flwr", None)
     hint = r"need flwr, which is not installed: pip install -e '\.\[flower\]'"

@@ -128,6 +128,58 @@ def test_validate_checks_an_epidemic_scenario_without_loading_torch():
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: True"
 
 
+def test_validate_checks_learning_and_private_calibration_scenarios_without_torch():
+    """`abm validate` of a learning scenario loaded torch (about 2.8 s: the protocols' configs and
+    flags lived beside their round logic, the privacy package and the split check needed tensors),
+    and of a private calibration the engine's simulation code too (its observed data were read
+    through abm.runs). Now a learning scenario loads neither torch nor any of abm.engine; a private
+    calibration loads only the engine's settings (abm.engine.config: its model scenario is an
+    epidemic scenario, validated as `abm validate` validates one), none of the simulation. The
+    verdicts and messages are as before."""
+    report = (
+        "import atexit\n"
+        "atexit.register(lambda: print('loaded:', sorted(m for m in sys.modules"
+        " if m == 'torch' or m.startswith(('abm.engine', 'abm.runs')))))\n"
+    )
+    learning = SCENARIOS / "learning"
+    engine_settings = "loaded: ['abm.engine', 'abm.engine.config']"
+    cases = [  # file, --set options, kind, what it loads of torch and the engine
+        ("digits_codream", [], "learning", "loaded: []"),  # class groups of scikit-learn's digits
+        ("gmm_selection", [], "learning", "loaded: []"),  # p2p_selection's topology and known groups
+        ("gmm_fedavg_private", ["--set", "rounds=6"], "learning", "loaded: []"),  # secure aggregation, DP
+        ("private_calibration", [], "private calibration", engine_settings),  # a target DP epsilon
+        ("private_calibration_kc2020", [], "private calibration", engine_settings),  # King County's 2020 data
+        ("private_calibration_flower", [], "private calibration", engine_settings),  # Flower installed
+    ]
+    for name, sets, kind, loaded in cases:
+        path = learning / f"{name}.yaml"
+        done = console_script(["validate", str(path), *sets], report)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [f"ok {path}: {kind} scenario {name!r} is valid", loaded], done.stdout
+    refused = [  # a protocol's flags, the DP accountant: the messages of the checks that loaded torch
+        (
+            "gmm_fedavg_private",
+            "runner=flower-sim",
+            "protocols[0].name: 'centralized' is not allowed for runner 'flower-sim': the Flower runners carry "
+            "only local, fedavg, fedprox, codream, codream_fast; use runner: inprocess",
+            "loaded: []",
+        ),
+        (
+            "private_calibration",
+            "protocols[2].privacy.dp.epsilon=0.001",
+            "protocols[2].privacy.dp.epsilon: 0.001 is not allowed with accountant rdp at delta 1e-05: it must be "
+            "above 0.00836708, which no noise multiplier goes below; ask for a larger epsilon, or use accountant: "
+            "gdp (exact, any epsilon > 0)",
+            "loaded: []",  # refused before its model scenario is read
+        ),
+    ]
+    for name, setting, message, loaded in refused:
+        path = learning / f"{name}.yaml"
+        done = console_script(["validate", str(path), "--set", setting], report)
+        assert done.returncode == 2 and done.stdout.splitlines() == [loaded], done.stdout
+        assert " ".join(done.stderr.split()) == f"error: {path} (with --set {setting}): {message}"
+
+
 def test_an_interrupt_python_cannot_raise_is_not_printed_once_noted():
     """Ctrl-C that lands in a weakref callback (as in the import system's module locks while the
     libraries load) cannot be raised there; Python prints "Exception ignored in" and a traceback.

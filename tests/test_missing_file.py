@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from abm.cli import app
 from abm.learning.errors import LearningScenarioError
-from abm.learning.scenario import read_yaml
+from abm.learning.files import read_yaml
 from abm.scenario import ScenarioError, load_raw
 
 ROOT = Path(__file__).resolve().parents[1]

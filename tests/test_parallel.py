@@ -169,7 +169,7 @@ def test_an_error_in_a_worker_reads_as_in_this_process_and_stops_the_workers(fai
 )
 def test_a_worker_that_dies_is_named_with_the_option(names, begins, ends):
     """The command line's option (--workers 2), or from Python the argument (workers=2)."""
-    from abm.scenario import PYTHON
+    from abm.set_options import PYTHON
 
     with pytest.raises(WorkerLost) as info, ProcessPool(2, PYTHON if names else None) as pool:
         list(pool.finished(os._exit, [(3,)]))

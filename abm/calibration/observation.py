@@ -23,36 +23,49 @@ Both delays are one operation, :func:`delayed`: the product with a lower-triangu
 matrix of weights over lags (geometric for deaths, all at one lag for cases, which moves each
 count exactly). The constants (severity multipliers, delay matrices) are numpy float64, cast to
 a tensor's dtype. Losses compare sums over 7-day blocks of a window (:func:`weekly_sums`).
+
+torch is not imported here: a tensor's library is the loaded torch (none exists without it), so
+that observed data are read and checked (``abm validate`` of a private calibration) without it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from types import ModuleType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
 from abm.calibration.config import Observation, whole_weeks
 
+if TYPE_CHECKING:
+    import torch
+
 RAW = ("hospital_admissions", "deaths", "symptomatic_onsets", "positive_tests")
 
-Series = TypeVar("Series", np.ndarray, torch.Tensor)
+Series = TypeVar("Series", np.ndarray, "torch.Tensor")
+
+
+def _torch_of(x: object) -> ModuleType | None:
+    """torch when ``x`` is a tensor, else None."""
+    loaded = sys.modules.get("torch")
+    return loaded if loaded is not None and isinstance(x, loaded.Tensor) else None
 
 
 def array_module(x: np.ndarray | torch.Tensor) -> ModuleType:
     """The library of ``x``: torch for a tensor, numpy otherwise."""
-    return torch if isinstance(x, torch.Tensor) else np
+    return _torch_of(x) or np
 
 
 def _like(constant: np.ndarray, series: Series) -> Series:
     """A numpy constant as the kind of ``series`` (a tensor takes its dtype and device)."""
-    if isinstance(series, torch.Tensor):
-        return torch.tensor(constant, dtype=series.dtype, device=series.device)
+    tensors = _torch_of(series)
+    if tensors is not None:
+        return tensors.tensor(constant, dtype=series.dtype, device=series.device)
     return constant
 
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,9 @@ import pandas as pd
 from abm.calibration.config import BUNDLED, CalibrationConfig
 from abm.calibration.errors import CalibrationError
 from abm.calibration.observation import RAW, Series, array_module, observe_arrays, weekly_sums
-from abm.runs import RunResult
+
+if TYPE_CHECKING:
+    from abm.runs import RunResult
 
 
 def read_dated_table(source: str, at: str = "") -> pd.DataFrame:

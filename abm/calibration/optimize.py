@@ -61,8 +61,6 @@ from abm.populations import load_region
 from abm.runs import TASK_REUSE, run
 from abm.scenario import (
     COMMAND_LINE,
-    PYTHON,
-    OptionNames,
     Scenario,
     ScenarioError,
     apply_set,
@@ -72,6 +70,7 @@ from abm.scenario import (
     validate,
     with_full_data_paths,
 )
+from abm.set_options import PYTHON, OptionNames
 
 
 def with_values(data: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:

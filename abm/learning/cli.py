@@ -53,18 +53,18 @@ def memory_message(kind: str) -> str:
 def check_before_run(scenario: Any, source: str) -> None:
     """The checks ``abm learn`` makes of a loaded scenario (a learning or a private-calibration
     one) only as it runs, for ``abm validate``: a learning scenario's split
-    (:func:`abm.learning.runner.check_split`) and, for the Flower runners, that Flower is
+    (:func:`abm.learning.split.check_split`) and, for the Flower runners, that Flower is
     installed. Raises :class:`LearningScenarioError` with ``source`` (the file, with any
     ``--set`` options) first, as ``abm learn`` says it."""
     from abm.learning.scenario import LearningScenario
 
     try:
         if isinstance(scenario, LearningScenario):
-            from abm.learning.runner import check_split
+            from abm.learning.split import check_split
 
             check_split(scenario)
         if scenario.runner != "inprocess":
-            from abm.learning.flower.run import import_flwr
+            from abm.learning.flower import import_flwr
 
             import_flwr()
     except LearningScenarioError as e:

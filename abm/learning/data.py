@@ -1,4 +1,5 @@
-"""Data sources for learning scenarios: synthetic Gaussian mixtures and scikit-learn's bundled sets.
+"""Data sets as tensors for learning scenarios: synthetic Gaussian mixtures and scikit-learn's
+bundled sets (made as arrays by :mod:`abm.learning.sources`).
 
 Every source returns a :class:`Dataset` of standardized float32 features and int64 labels.
 """
@@ -10,9 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-# scikit-learn's bundled sets and their numbers of classes (checked against the data in tests)
-SKLEARN_CLASSES = {"digits": 10, "wine": 3, "breast_cancer": 2, "iris": 3}
-SKLEARN_SOURCES = tuple(SKLEARN_CLASSES)
+from abm.learning.sources import SourceArrays, sklearn_arrays
 
 
 @dataclass(frozen=True)
@@ -45,52 +44,12 @@ class DataSource:
     input_shape: tuple[int, ...]  # shape of one sample before flattening (e.g. (1, 8, 8))
 
 
-def gaussian_mixture(
-    n_samples: int,
-    n_classes: int,
-    n_features: int,
-    modes_per_class: int,
-    separation: float,
-    seed: int,
-) -> DataSource:
-    """Classification data from a Gaussian mixture with unit-variance modes.
-
-    Mode means are drawn N(0, (separation/2)^2 I); each class owns ``modes_per_class`` modes,
-    so a linear model is imperfect when there is more than one mode.
-    """
-    rng = np.random.default_rng(seed)
-    means = rng.normal(0.0, separation / 2.0, size=(n_classes, modes_per_class, n_features))
-    y = rng.integers(0, n_classes, size=n_samples)
-    mode = rng.integers(0, modes_per_class, size=n_samples)
-    x = means[y, mode] + rng.normal(size=(n_samples, n_features))
-    x = (x - x.mean(0)) / x.std(0)
-    return DataSource(
-        Dataset(torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.long)),
-        n_classes,
-        (n_features,),
-    )
+def tensors(arrays: SourceArrays) -> DataSource:
+    """Pooled data as tensors: float32 features, int64 labels."""
+    x = torch.tensor(arrays.x, dtype=torch.float32)
+    return DataSource(Dataset(x, torch.tensor(arrays.y, dtype=torch.long)), arrays.n_classes, arrays.input_shape)
 
 
 def sklearn_dataset(name: str) -> DataSource:
-    """One of scikit-learn's bundled data sets (no download), standardized per feature."""
-    from sklearn import datasets as skd
-
-    loaders = {
-        "digits": skd.load_digits,
-        "wine": skd.load_wine,
-        "breast_cancer": skd.load_breast_cancer,
-        "iris": skd.load_iris,
-    }
-    if name not in loaders:
-        raise KeyError(f"unknown scikit-learn data set {name!r}; allowed: {SKLEARN_SOURCES}")
-    bunch = loaders[name]()
-    x = np.asarray(bunch.data, dtype=np.float64)
-    y = np.asarray(bunch.target, dtype=np.int64)
-    std = x.std(0)
-    x = (x - x.mean(0)) / np.where(std > 0, std, 1.0)
-    shape = (1, 8, 8) if name == "digits" else (x.shape[1],)
-    return DataSource(
-        Dataset(torch.tensor(x, dtype=torch.float32), torch.tensor(y)),
-        int(y.max()) + 1,
-        shape,
-    )
+    """One of scikit-learn's bundled data sets (:func:`abm.learning.sources.sklearn_arrays`)."""
+    return tensors(sklearn_arrays(name))

@@ -3,11 +3,13 @@ class groups (domains), and concept shift (label permutations for some participa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from abm.learning.data import Dataset
+if TYPE_CHECKING:
+    from abm.learning.data import Dataset
 
 
 @dataclass(frozen=True)
@@ -101,19 +103,15 @@ def permute_labels(data: Dataset, swaps: list[tuple[int, int]]) -> Dataset:
     for a, b in swaps:
         y[data.y == a] = b
         y[data.y == b] = a
-    return Dataset(data.x, y)
+    return replace(data, y=y)
 
 
-def split_train_val_test(
-    data: Dataset, val_fraction: float, test_fraction: float, rng: np.random.Generator
-) -> ParticipantData:
-    """Random train / validation / test split of one participant's share."""
-    n = len(data)
+def train_val_test_rows(
+    n: int, val_fraction: float, test_fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random train / validation / test rows of a share of ``n`` rows (at least one each of
+    validation and test)."""
     perm = rng.permutation(n)
     n_val = max(1, round(val_fraction * n))
     n_test = max(1, round(test_fraction * n))
-    return ParticipantData(
-        train=data.subset(np.sort(perm[n_val + n_test :])),
-        val=data.subset(np.sort(perm[:n_val])),
-        test=data.subset(np.sort(perm[n_val : n_val + n_test])),
-    )
+    return np.sort(perm[n_val + n_test :]), np.sort(perm[:n_val]), np.sort(perm[n_val : n_val + n_test])

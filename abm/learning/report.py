@@ -19,7 +19,7 @@ from abm.plurals import counted
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from abm.scenario import OptionNames
+    from abm.set_options import OptionNames
 
 
 # Below this many samples a participant's accuracy moves in steps of more than 0.05: its gains say little.
@@ -283,11 +283,11 @@ def run_scenario(
     (``key.path=value``, as ``abm learn --set``) override any key: ``report.json`` lists them
     (``sets``) beside the file (``source``), and ``scenario.json`` holds the scenario as run.
     Messages name the sets as ``names`` says: by default as the Python argument
-    (``sets=['rounds=0']``, :data:`abm.scenario.PYTHON`); ``abm learn`` gives ``COMMAND_LINE``
+    (``sets=['rounds=0']``, :data:`abm.set_options.PYTHON`); ``abm learn`` gives ``COMMAND_LINE``
     (``--set rounds=0``).
     """
     from abm.learning.runner import run_all
-    from abm.scenario import PYTHON
+    from abm.set_options import PYTHON
 
     scenario, _ = load_scenario(path_or_dict, runner, sets, names or PYTHON)
     out = check_target(out_dir, "learning")

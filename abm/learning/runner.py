@@ -14,27 +14,19 @@ import numpy as np
 import torch
 
 from abm.learning import progress
-from abm.learning.data import Dataset, DataSource, gaussian_mixture, sklearn_dataset
-from abm.learning.errors import LearningScenarioError
+from abm.learning.data import Dataset, DataSource, tensors
 from abm.learning.messages import Network
 from abm.learning.metrics import cgs, collaborative_fairness, gains, mcg
 from abm.learning.models import build_model
 from abm.learning.participant import Participant
-from abm.learning.partition import (
-    DIRICHLET_TRIES,
-    ParticipantData,
-    class_group_indices,
-    dirichlet_label_indices,
-    fixed_fraction_indices,
-    iid_indices,
-    permute_labels,
-    quantity_indices,
-    split_train_val_test,
-)
+from abm.learning.partition import ParticipantData, permute_labels
+from abm.learning.privacy.accountant import noise_multiplier_for
 from abm.learning.privacy.aggregation import PlainSum, SumAggregator
-from abm.learning.privacy.dp import DifferentiallyPrivateSum, noise_multiplier_for
+from abm.learning.privacy.dp import DifferentiallyPrivateSum
 from abm.learning.protocols import RunContext, protocol_class
-from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec, SplitSpec
+from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, ProtocolSpec
+from abm.learning.sources import source_arrays
+from abm.learning.split import known_groups, plan_split
 from abm.learning.training import TrainConfig
 from abm.plurals import counted
 from abm.threads import torch_threads
@@ -73,123 +65,25 @@ class ProtocolResult:
 
 def load_source(scenario: LearningScenario) -> DataSource:
     """The scenario's pooled data set."""
-    d = scenario.data
-    if d.source == "gaussian_mixture":
-        return gaussian_mixture(d.n_samples, d.n_classes, d.n_features, d.modes_per_class, d.separation, scenario.seed)
-    return sklearn_dataset(d.source)
+    return tensors(source_arrays(scenario.data, scenario.seed))
 
 
 def prepare_data(scenario: LearningScenario) -> PreparedData:
-    """Global test split, partition across participants, per-participant train/val/test.
+    """Global test split, partition across participants, per-participant train/val/test
+    (:func:`abm.learning.split.plan_split`'s rows of the pooled data; a participant under concept
+    shift labels its share as it does, :func:`concept_of`).
 
     A split that cannot be made raises :class:`LearningScenarioError` naming the key
-    (:func:`check_split` makes the same checks without running anything)."""
-    rng = np.random.default_rng(scenario.seed + 1)
+    (:func:`abm.learning.split.check_split` makes the same checks without running anything)."""
     source = load_source(scenario)
     pool = source.data
-    perm = rng.permutation(len(pool))
-    n_test = int(scenario.global_test_fraction * len(pool))
-    global_test = pool.subset(np.sort(perm[:n_test]))
-    rest = pool.subset(np.sort(perm[n_test:]))
-    sp = scenario.split
-    n = sp.participants
-    labels = rest.y.numpy()
-    if sp.label_skew:
-        check_min_size(sp, "label_skew", sp.label_skew.min_size, len(rest))
-        idx = dirichlet_label_indices(labels, n, sp.label_skew.alpha, rng, sp.label_skew.min_size)
-        check_label_skew_min_size(sp, [len(i) for i in idx], len(rest))
-    elif sp.quantity_skew and sp.quantity_skew.fractions:
-        idx = fixed_fraction_indices(len(rest), sp.quantity_skew.fractions, rng)
-    elif sp.quantity_skew:
-        check_min_size(sp, "quantity_skew", sp.quantity_skew.min_size, len(rest))
-        idx = quantity_indices(len(rest), n, sp.quantity_skew.alpha or 1.0, rng, sp.quantity_skew.min_size)
-    elif sp.class_groups:
-        idx = class_group_indices(labels, sp.class_groups.groups, sp.class_groups.assignment, rng)
-    else:
-        idx = iid_indices(len(rest), n, rng)
+    plan = plan_split(scenario, pool.y.numpy())
+    global_test, rest = pool.subset(plan.global_test), pool.subset(plan.shared)
     parts = []
-    for k in range(n):
-        share = concept_of(scenario, k, rest.subset(idx[k]))
-        parts.append(split_train_val_test(share, sp.val_fraction, sp.test_fraction, rng))
-    check_part_sizes(parts, len(rest), skew_advice(sp))
+    for k, rows in enumerate(plan.parts):
+        share = concept_of(scenario, k, rest.subset(rows.share))
+        parts.append(ParticipantData(share.subset(rows.train), share.subset(rows.val), share.subset(rows.test)))
     return PreparedData(source, parts, global_test, known_groups(scenario))
-
-
-def check_split(scenario: LearningScenario) -> None:
-    """The checks :func:`prepare_data` makes of the split (each participant's share, the skews'
-    ``min_size``), without running anything: it builds the data and the split (all sources are
-    generated or bundled with scikit-learn, so this is quick and needs no network) and drops
-    them. Raises :class:`LearningScenarioError` naming the key, as ``abm learn`` would."""
-    prepare_data(scenario)
-
-
-def check_min_size(split: SplitSpec, skew: str, min_size: int, pool: int) -> None:
-    """A skew (``label_skew`` or ``quantity_skew``) that gives every participant at least
-    ``min_size`` samples needs ``participants x min_size`` of the ``pool`` samples shared;
-    otherwise :class:`LearningScenarioError` naming the key ``split.SKEW.min_size``."""
-    need = split.participants * min_size
-    if need > pool:
-        raise LearningScenarioError(
-            f"split.{skew}.min_size: {min_size} is not allowed: {split.participants} "
-            f"participants x {min_size} samples each is {need}, more than the {pool} samples "
-            "shared (the data less the global test set); give a smaller min_size, fewer participants "
-            "(split.participants) or more samples (data.n_samples)"
-        )
-
-
-def check_label_skew_min_size(split: SplitSpec, sizes: list[int], pool: int) -> None:
-    """Dirichlet label skew redraws until every participant's share (``sizes``) holds
-    ``min_size`` samples; when no draw did, :class:`LearningScenarioError` naming the key (the
-    partition would otherwise go on with the smaller shares without a word)."""
-    skew = split.label_skew
-    assert skew is not None
-    k = int(np.argmin(sizes))
-    if sizes[k] < skew.min_size:
-        raise LearningScenarioError(
-            f"split.label_skew.min_size: {skew.min_size} is not allowed here: in {DIRICHLET_TRIES} draws of "
-            f"Dirichlet({skew.alpha:g}) label shares none gave each of the {split.participants} participants at "
-            f"least {skew.min_size} of the {pool} samples shared (participant {k} got {sizes[k]}); give a smaller "
-            "min_size, a larger alpha, fewer participants (split.participants) or more samples (data.n_samples)"
-        )
-
-
-def skew_advice(split: SplitSpec) -> str:
-    """What to change in ``split``'s skew when a participant's share is too small; empty where
-    the split has no skew that makes shares unequal (IID, class groups)."""
-    if split.label_skew:
-        return "a milder label skew (a larger split.label_skew.alpha or split.label_skew.min_size)"
-    if split.quantity_skew and split.quantity_skew.fractions:
-        return "larger small shares (split.quantity_skew.fractions)"
-    if split.quantity_skew:
-        return "a milder quantity skew (a larger split.quantity_skew.alpha or split.quantity_skew.min_size)"
-    return ""
-
-
-def check_part_sizes(parts: list[ParticipantData], pool: int, advice: str = "") -> None:
-    """Every participant needs two training samples (a minibatch for BatchNorm) and a validation
-    and a test sample; otherwise :class:`LearningScenarioError` naming the split, with
-    ``advice`` (:func:`skew_advice`) among the remedies where there is a skew to change."""
-    small = [k for k, p in enumerate(parts) if len(p.train) < 2 or len(p.val) < 1 or len(p.test) < 1]
-    if small:
-        k = small[0]
-        remedies = ["more samples (data.n_samples)", "fewer participants (split.participants)"]
-        remedies += [advice] if advice else []
-        raise LearningScenarioError(
-            f"split: participant {k} gets {len(parts[k].train)} training, {len(parts[k].val)} validation and "
-            f"{len(parts[k].test)} test samples ({len(small)} of {len(parts)} participants are that small; "
-            f"{pool} samples shared); each needs at least 2 training samples and 1 of each other: use "
-            f"{', '.join(remedies[:-1])} or {remedies[-1]}"
-        )
-
-
-def known_groups(scenario: LearningScenario) -> list[int] | None:
-    """Known domain / cluster labels of the participants (class groups or concept shift), for metrics."""
-    sp = scenario.split
-    if sp.concept_shift:
-        return [1 if k in sp.concept_shift.participants else 0 for k in range(sp.participants)]
-    if sp.class_groups:
-        return list(sp.class_groups.assignment)
-    return None
 
 
 def model_for(spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int) -> torch.nn.Module:

@@ -15,13 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from abm.key_paths import not_finite
 from abm.learning.errors import LearningScenarioError
+from abm.learning.files import read_yaml
+from abm.learning.privacy.accountant import min_epsilon
+from abm.learning.protocols.configs import P2PSelectionConfig
+from abm.learning.protocols.traits import PROTOCOLS, protocol_traits
 from abm.learning.selection import PolicyName
-from abm.missing_file import missing_file_hint
-from abm.validation_errors import TOP_LEVEL, bool_mixups, error_lines, name_field, seed_field, validated
-from abm.yaml_loader import load_yaml, yaml_error_text
-
-if typing.TYPE_CHECKING:
-    from abm.scenario import OptionNames
+from abm.learning.sources import SKLEARN_CLASSES, SKLEARN_SOURCES
+from abm.learning.split import known_groups
+from abm.set_options import COMMAND_LINE, PYTHON, OptionNames, ScenarioError, apply_set, option_texts
+from abm.validation_errors import bool_mixups, error_lines, name_field, seed_field, validated
 
 Runner = Literal["inprocess", "flower-sim", "flower"]
 FLOWER_TIMEOUT = 600.0
@@ -33,19 +35,7 @@ FLOWER_TIMEOUT_HELP = (
 )
 RUNNERS: tuple[str, ...] = typing.get_args(Runner)  # where the protocols run (docs/learning.md, "Runners")
 
-PROTOCOL_NAMES = (
-    "local",
-    "centralized",
-    "fedavg",
-    "fedprox",
-    "codream",
-    "codream_fast",
-    "mapl",
-    "cycle",
-    "vpdl",
-    "ipa",
-    "p2p_selection",
-)
+PROTOCOL_NAMES = tuple(PROTOCOLS)  # the registry's (abm.learning.protocols.traits), in its order
 
 
 class _Strict(BaseModel):
@@ -66,7 +56,7 @@ class GaussianMixtureSpec(_Strict):
 class SklearnSpec(_Strict):
     """One of scikit-learn's bundled data sets (no download)."""
 
-    source: Literal["digits", "wine", "breast_cancer", "iris"]
+    source: Literal[SKLEARN_SOURCES]  # type: ignore[valid-type]
 
 
 class LabelSkewSpec(_Strict):
@@ -295,8 +285,6 @@ class LearningScenario(_Strict):
 def protocol_param_problems(data: Any) -> list[str]:
     """A line for each problem in the protocols' ``params``, each validated against its protocol's
     own config (protocols of the file with a known name; the schema names the others)."""
-    from abm.learning.protocols import protocol_class
-
     protocols = data.get("protocols") if isinstance(data, dict) else None
     lines: list[str] = []
     for i, spec in enumerate(protocols if isinstance(protocols, list) else []):
@@ -304,7 +292,7 @@ def protocol_param_problems(data: Any) -> list[str]:
         if not isinstance(params, dict):
             continue
         try:
-            config = protocol_class(spec.get("name")).Config
+            config = protocol_traits(spec.get("name")).config
         except (KeyError, TypeError):
             continue
         # true for a number (pydantic reads it as 1), a number for true/false: named, and nothing
@@ -337,12 +325,10 @@ def check_protocols(
     the schema, :func:`protocol_param_problems`): one architecture where the protocol needs it, what the Flower runners
     carry, privacy wrappers only on summing protocols, DP only under secure aggregation and on
     summed updates, a DP delta below 1 / ``participants`` (the guarantee is per participant) and a
-    target epsilon the accountant can reach (:func:`abm.learning.privacy.dp.min_epsilon`),
+    target epsilon the accountant can reach (:func:`abm.learning.privacy.accountant.min_epsilon`),
     and dropouts only where the protocol simulates them, of existing ``participants`` in existing
     rounds (``rounds``: the scenario's default) that leave two. Raises LearningScenarioError
     naming the file and the key path. ``member``: what a participant is called in messages."""
-    from abm.learning.protocols import protocol_class
-
     seen: dict[str, int] = {}
     for i, spec in enumerate(protocols):
         if spec.key in seen:
@@ -357,9 +343,9 @@ def check_protocols(
                 "local-only baseline (always run, the standalone score of every gain) in the report; give "
                 "another label"
             )
-        cls = protocol_class(spec.name)
+        traits = protocol_traits(spec.name)
         models = spec.models or default_models
-        needs_one = cls.needs_one_architecture(spec.params)
+        needs_one = traits.needs_one_architecture(spec.params)
         if needs_one and len({m.model_dump_json() for m in models}) > 1:
             # the mixed models are the protocol's own, or the scenario's when it gives none
             key = f"protocols[{i}].models" if spec.models else "models"
@@ -392,14 +378,14 @@ def check_protocols(
                 f"{source}: protocols[{i}].params.{key}: {value!r} is not allowed: the run has {last} rounds "
                 f"({where}), counted from 0, and {off}: 0..{last - 1}{instead}"
             )
-        if runner != "inprocess" and not cls.runs_on_clients:
-            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).runs_on_clients)
+        if runner != "inprocess" and not traits.runs_on_clients:
+            allowed = ", ".join(n for n, t in PROTOCOLS.items() if t.runs_on_clients)
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].name: {spec.name!r} is not allowed for runner {runner!r}: "
                 f"the Flower runners carry only {allowed}; use runner: inprocess"
             )
-        if spec.privacy and spec.privacy.dropouts and not cls.simulates_dropouts:
-            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).simulates_dropouts)
+        if spec.privacy and spec.privacy.dropouts and not traits.simulates_dropouts:
+            allowed = ", ".join(n for n, t in PROTOCOLS.items() if t.simulates_dropouts)
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy.dropouts: not allowed for {spec.name}: dropouts are "
                 f"simulated for {allowed}"
@@ -428,16 +414,14 @@ def check_protocols(
                 "runners do not carry the privacy wrappers (secure aggregation, DP, dropouts); "
                 "use runner: inprocess"
             )
-        if dp is not None and dp.epsilon is not None and not cls.one_release_per_round:
-            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).one_release_per_round)
+        if dp is not None and dp.epsilon is not None and not traits.one_release_per_round:
+            allowed = ", ".join(n for n, t in PROTOCOLS.items() if t.one_release_per_round)
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy.dp.epsilon: {dp.epsilon!r} is not allowed for "
                 f"{spec.name}: a target epsilon is allowed for {allowed} (one release per round); "
                 "give noise_multiplier instead"
             )
         if dp is not None and dp.epsilon is not None:
-            from abm.learning.privacy.dp import min_epsilon
-
             floor = min_epsilon(dp.delta, dp.accountant)
             if dp.epsilon <= floor:
                 raise LearningScenarioError(
@@ -445,8 +429,8 @@ def check_protocols(
                     f"{dp.accountant} at delta {dp.delta!r}: it must be above {floor:.6g}, which no noise multiplier "
                     "goes below; ask for a larger epsilon, or use accountant: gdp (exact, any epsilon > 0)"
                 )
-        if private and not cls.uses_aggregator:
-            allowed = ", ".join(n for n in PROTOCOL_NAMES if protocol_class(n).uses_aggregator)
+        if private and not traits.uses_aggregator:
+            allowed = ", ".join(n for n, t in PROTOCOLS.items() if t.uses_aggregator)
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: not allowed for {spec.name}: privacy "
                 f"wrappers apply only to protocols whose aggregation is a sum ({allowed})"
@@ -457,7 +441,7 @@ def check_protocols(
                 f"{member} adds a 1/sqrt(n) share of the noise, which hides its vector only inside the masked "
                 "sum; add secure_aggregation: true"
             )
-        if dp is not None and not cls.sums_updates:
+        if dp is not None and not traits.sums_updates:
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy.dp: not allowed for {spec.name}: it sums the generator's "
                 "weights, BatchNorm statistics and latents, not updates, and clipping and noise on them break "
@@ -488,9 +472,7 @@ def switched_off(
     range ("" or "; or ..."). A default that does so (a short test run) is left alone, as is a
     setting whose mechanism the params switch off anyway. ``params`` are valid; ``member``: what a
     participant is called."""
-    from abm.learning.protocols import protocol_class
-
-    config = protocol_class(name).Config.model_validate(params)
+    config = protocol_traits(name).config.model_validate(params)
     starts: dict[str, tuple[str, str]] = {}
     if name in ("cycle", "vpdl"):
         starts["warmup_rounds"] = (
@@ -526,7 +508,6 @@ def check_selection(key: str, params: dict[str, Any], participants: int, member:
     a k_regular ``degree`` below their number, and no more ``collaborators`` (nor, for top_k, a
     larger ``k``) than the neighbours the topology gives each (they were silently fewer); top_k's
     ``collaborators`` at most its ``k``. Raises LearningScenarioError."""
-    from abm.learning.protocols.p2p_selection import P2PSelectionConfig
     from abm.learning.topology import build_topology
 
     config = P2PSelectionConfig.model_validate(params)  # the params are valid: the schema checked them
@@ -557,8 +538,6 @@ def check_selection(key: str, params: dict[str, Any], participants: int, member:
 
 def check_indices(source: str, scenario: LearningScenario) -> None:
     """Class numbers in the split and participant/round numbers in dropouts must exist."""
-    from abm.learning.data import SKLEARN_CLASSES
-
     data = scenario.data
     n_classes = data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
     split = scenario.split
@@ -592,8 +571,6 @@ def check_classes(source: str, data: GaussianMixtureSpec | SklearnSpec) -> None:
 def check_known_groups(source: str, scenario: LearningScenario) -> None:
     """p2p_selection's oracle policy picks within a participant's known group: the split must give
     the groups (class groups or concept shift); it failed once the protocols had run."""
-    from abm.learning.runner import known_groups
-
     for i, spec in enumerate(scenario.protocols):
         if spec.name == "p2p_selection" and spec.params.get("policy") == "oracle" and known_groups(scenario) is None:
             raise LearningScenarioError(
@@ -603,41 +580,17 @@ def check_known_groups(source: str, scenario: LearningScenario) -> None:
             )
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A learning or private-calibration scenario file's top-level mapping; an unreadable file,
-    invalid YAML or a top level that is not a mapping raise one clear LearningScenarioError."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError as e:
-        hint = missing_file_hint(Path(path))
-        raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}{hint}") from e
-    except OSError as e:
-        raise LearningScenarioError(f"{source}: cannot read the file: {e.strerror}") from e
-    except UnicodeDecodeError:
-        raise LearningScenarioError(f"{source}: not a text file (a YAML scenario is UTF-8 text)") from None
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as e:
-        raise LearningScenarioError(f"{source}: {yaml_error_text(e)}") from e
-    if not isinstance(data, dict):
-        raise LearningScenarioError(f"{source}: {TOP_LEVEL}: expected a mapping of keys")
-    return data
-
-
 def scenario_data(
     path_or_dict: str | Path | dict[str, Any], sets: list[str] | None = None, names: OptionNames | None = None
 ) -> tuple[dict[str, Any], str]:
     """A learning or private-calibration scenario's mapping (read from its file, or the dict
     given) with ``sets``, ``key.path=value`` overrides as ``abm run --set`` takes them
-    (:func:`abm.scenario.apply_set`), applied in order; and its name for messages: the file
+    (:func:`abm.set_options.apply_set`), applied in order; and its name for messages: the file
     path or '<dict>', followed by the sets so that an error a set caused is not blamed on the
     file alone. Messages name the sets as ``names`` says: as ``abm learn`` takes them
-    (``FILE (with --set rounds=2)``; the default, :data:`abm.scenario.COMMAND_LINE`) or as the
+    (``FILE (with --set rounds=2)``; the default, :data:`abm.set_options.COMMAND_LINE`) or as the
     Python entry points do (``PYTHON``: ``FILE (with sets=['rounds=2'])``). A bad set raises
     :class:`LearningScenarioError`."""
-    from abm.scenario import COMMAND_LINE, PYTHON, ScenarioError, apply_set, option_texts
-
     names = names or COMMAND_LINE
 
     # Arguments of the wrong kind come only from Python (abm learn gives a path and a list of

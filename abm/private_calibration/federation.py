@@ -29,9 +29,9 @@ from abm.learning.runner import ProtocolResult, build_aggregator, execute_protoc
 from abm.learning.training import TrainConfig, predict
 from abm.private_calibration.institutions import Institution
 from abm.private_calibration.models import build_calibrator
+from abm.private_calibration.observed import CHANNELS
 from abm.private_calibration.parameters import BinGrid
 from abm.private_calibration.scenario import CalibrationProtocolSpec, CalibratorSpec, PrivateCalibrationScenario
-from abm.private_calibration.simulate import CHANNELS
 
 _INIT_LOCK = threading.Lock()
 

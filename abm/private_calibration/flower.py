@@ -43,9 +43,9 @@ from abm.private_calibration.federation import (
     calibrator_for,
     protocol_run,
 )
-from abm.private_calibration.institutions import Institution, build_institution, model_scenario
+from abm.private_calibration.institutions import Institution, build_institution
+from abm.private_calibration.observed import CHANNELS, model_scenario
 from abm.private_calibration.scenario import CalibratorSpec, PrivateCalibrationScenario, portable
-from abm.private_calibration.simulate import CHANNELS
 from abm.threads import torch_threads
 
 _INSTITUTIONS: dict[str, dict[int, Institution]] = {}  # per scenario JSON, per process
@@ -167,7 +167,8 @@ def run_protocols_flower(
     ``mode`` is ``flower-sim`` (Flower's simulation engine) or ``flower`` (one client process per
     institution on 127.0.0.1).
     """
-    from abm.learning.flower.run import MODES, import_flwr, raise_server_error, run_processes, run_simulation
+    from abm.learning.flower import import_flwr
+    from abm.learning.flower.run import MODES, raise_server_error, run_processes, run_simulation
     from abm.learning.flower.server import ProtocolServer
 
     if mode not in MODES:

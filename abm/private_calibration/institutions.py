@@ -13,19 +13,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from abm.calibration.config import CalibrationConfig
-from abm.calibration.observed import CalibrationError, load_observed
 from abm.learning import progress
 from abm.learning.data import Dataset
 from abm.learning.partition import ParticipantData
-from abm.overrides import resolve
 from abm.populations import Population, Region, build_population, load_region
+from abm.private_calibration.observed import CHANNELS, PER, model_scenario, observed_kc2020
 from abm.private_calibration.parameters import BinGrid, whole_infections
 from abm.private_calibration.regions import institution_region
 from abm.private_calibration.scenario import InstitutionSpec, ModelSection, PrivateCalibrationScenario
 from abm.private_calibration.simulate import (
-    CHANNELS,
-    PER,
     SimulatedSeries,
     features,
     observe,
@@ -33,15 +29,7 @@ from abm.private_calibration.simulate import (
     simulate,
     weekly_rates,
 )
-from abm.scenario import OptionNames, Scenario
-
-KC2020_NOTE = (
-    "kc2020 mode: King County 2020 daily cases (JHU CSSE) and hospital admissions (Public Health - "
-    "Seattle & King County) are published for the county only. Each region's series is derived from "
-    "the county series by population share (region count = county count x region residents / county "
-    "residents), so per 100,000 residents every region observes the county's rates. The truth is unknown: "
-    "only the end-to-end deviation is reported against data."
-)
+from abm.scenario import Scenario
 
 
 @dataclass
@@ -65,14 +53,6 @@ class Institution:
     def name(self) -> str:
         """Institution name."""
         return self.spec.name
-
-
-def model_scenario(scenario: PrivateCalibrationScenario, base: Path, source: str | None = None) -> Scenario:
-    """The engine scenario every institution simulates, with the scenario's overrides
-    (``model.set``). Messages name a bad override by the scenario file ``source`` and its key
-    (``FILE: model.set[1]: ...``), not as the command line's ``--set``."""
-    names = OptionNames(set_key=f"{source}: model.set" if source else "model.set")
-    return resolve(base / scenario.model.scenario, sets=list(scenario.model.set), names=names)
 
 
 def draw_parameters(
@@ -140,19 +120,6 @@ def daily_frame(
     dates = pd.date_range(section.start_date, periods=series.onsets.shape[0], freq="D")
     scale = PER / series.agents
     return pd.DataFrame({"cases": cases * scale, "hospital_admissions": adm * scale}, index=dates)
-
-
-def observed_kc2020(section: ModelSection, county_population: float) -> pd.DataFrame:
-    """The county's 2020 daily series per 100k residents over the window (see KC2020_NOTE)."""
-    cfg = CalibrationConfig(
-        start_date=section.start_date, targets=list(CHANNELS), fit_window=section.window, holdout_window=None
-    )
-    try:
-        frame = load_observed(cfg)
-    except CalibrationError as exc:  # the scenario's key is model.window, not a calibration section's
-        raise CalibrationError(f"model.window: {str(exc).removeprefix('calibration.fit_window: ')}") from None
-    days = pd.date_range(section.window[0], section.window[1], freq="D")
-    return frame.reindex(days) * (PER / county_population)
 
 
 def observed_features(frame: pd.DataFrame, section: ModelSection) -> torch.Tensor:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    import torch
+    from numpy.typing import ArrayLike
 
 PARAMETER_NAMES = ("transmission", "seeding", "ascertainment")
 """transmission: multiplier of the model scenario's transmission rate; seeding: initial infections
@@ -102,7 +105,7 @@ class BinGrid:
 
     def marginals(self, logits: torch.Tensor) -> list[np.ndarray]:
         """Per parameter, the marginal bin probabilities [n, bins] of joint ``logits`` [n, C]."""
-        probs = torch.softmax(logits.detach().double(), dim=1).numpy().reshape(-1, *self.shape)
+        probs = logits.detach().double().softmax(dim=1).numpy().reshape(-1, *self.shape)
         out = []
         for i in range(len(self.params)):
             axes = tuple(a + 1 for a in range(len(self.params)) if a != i)

@@ -18,9 +18,10 @@ from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
 from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
-from abm.private_calibration.institutions import KC2020_NOTE, Institution, build_institutions
+from abm.private_calibration.institutions import Institution, build_institutions
+from abm.private_calibration.observed import KC2020_NOTE
 from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario, portable
-from abm.scenario import PYTHON, OptionNames
+from abm.set_options import PYTHON, OptionNames
 from abm.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -303,7 +304,7 @@ def run_private_calibration(
     (``key.path=value``, as ``abm learn --set``) override any key: ``report.json`` lists them
     (``sets``) beside the file (``source``), and ``scenario.json`` holds the scenario as run.
     Messages name the sets as ``names`` says: by default as the Python argument
-    (``sets=['rounds=0']``, :data:`abm.scenario.PYTHON`); ``abm learn`` gives ``COMMAND_LINE``
+    (``sets=['rounds=0']``, :data:`abm.set_options.PYTHON`); ``abm learn`` gives ``COMMAND_LINE``
     (``--set rounds=0``).
     """
     scenario, base = load_scenario(path_or_dict, runner, sets, names)

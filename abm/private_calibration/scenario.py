@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.learning.errors import LearningScenarioError
+from abm.learning.files import read_yaml
 from abm.learning.scenario import (
     FLOWER_TIMEOUT,
     FLOWER_TIMEOUT_HELP,
@@ -23,14 +24,13 @@ from abm.learning.scenario import (
     TrainingSpec,
     check_protocols,
     protocol_param_problems,
-    read_yaml,
     scenario_data,
 )
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 from abm.validation_errors import name_field, seed_field, validated
 
 if TYPE_CHECKING:
-    from abm.scenario import OptionNames
+    from abm.set_options import OptionNames
 
 KIND = "private_calibration"
 # Every protocol of the learning package but peer-to-peer selection (its averaging partners are
@@ -313,9 +313,9 @@ def portable(scenario: PrivateCalibrationScenario, base: Path) -> PrivateCalibra
 def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, source: str) -> None:
     """What the schema cannot see: the model scenario with its overrides, each institution's
     tracts, and (kc2020 mode) the data over the window; errors name the file and the key."""
-    from abm.calibration.observed import CalibrationError
+    from abm.calibration.errors import CalibrationError
     from abm.populations.region import RegionError, load_region
-    from abm.private_calibration.institutions import model_scenario, observed_kc2020
+    from abm.private_calibration.observed import model_scenario, observed_kc2020
     from abm.private_calibration.regions import institution_region
     from abm.scenario import ScenarioError
     from abm.scenario import load_scenario as load_epidemic

@@ -31,11 +31,9 @@ from abm.engine import Simulation
 from abm.engine.rng import generator
 from abm.engine.simulator import Phase, SeedingConfig
 from abm.populations import Population
+from abm.private_calibration.observed import PER
 from abm.private_calibration.scenario import ModelSection
 from abm.scenario import Scenario
-
-CHANNELS = ("cases", "hospital_admissions")
-PER = 100_000.0
 
 
 class ReplicateParameters:

@@ -11,7 +11,7 @@ from scipy.stats import norm
 
 from abm.learning.messages import Network
 from abm.learning.privacy import DifferentiallyPrivateSum, PlainSum, clip_l2
-from abm.learning.privacy.dp import DPAccountant, gdp_delta, gdp_epsilon, rdp_epsilon
+from abm.learning.privacy.accountant import DPAccountant, gdp_delta, gdp_epsilon, rdp_epsilon
 
 
 def test_clip_bounds_norm_and_keeps_small_vectors():

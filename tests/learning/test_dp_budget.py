@@ -10,7 +10,7 @@ import torch
 from abm.learning.errors import LearningScenarioError
 from abm.learning.messages import Network
 from abm.learning.privacy import DifferentiallyPrivateSum, PlainSum, PrivacyBudgetExceeded, noise_multiplier_for
-from abm.learning.privacy.dp import DPAccountant, gdp_delta, gdp_epsilon, rdp_epsilon
+from abm.learning.privacy.accountant import DPAccountant, gdp_delta, gdp_epsilon, rdp_epsilon
 from abm.learning.runner import build_aggregator, prepare_data, run_protocol
 from abm.learning.scenario import PrivacySpec, ProtocolSpec, load_scenario
 
@@ -136,7 +136,7 @@ def test_bad_dp_settings_are_refused_with_the_key(dp, name, message):
 def test_an_epsilon_the_rdp_accountant_cannot_reach_is_refused_not_an_overflow():
     """RDP's conversion never gives less than about 0.0084 at delta 1e-5 however large sigma is:
     asking for less doubled sigma until the float overflowed (OverflowError)."""
-    from abm.learning.privacy.dp import min_epsilon
+    from abm.learning.privacy.accountant import min_epsilon
 
     floor = min_epsilon(1e-5, "rdp")
     assert 0.008 < floor < 0.009

@@ -104,7 +104,7 @@ def test_dp_reports_epsilon_through_the_runner():
         data,
         ProtocolSpec(name="fedavg", privacy={"dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}}),
     )
-    from abm.learning.privacy.dp import rdp_epsilon
+    from abm.learning.privacy.accountant import rdp_epsilon
 
     assert r.epsilon == rdp_epsilon(1.0, 3, 1e-5)
 
@@ -117,7 +117,7 @@ def test_codream_dp_accounts_the_logits_as_well_as_the_dream_gradients():
     dp = {"clip": 1.0, "noise_multiplier": 2.0, "delta": 1e-5}
     spec = ProtocolSpec(name="codream", params={"dream_steps": 4, "n_dreams": 8, "dream_start": 1}, privacy={"dp": dp})
     r = run_protocol(s, data, spec)
-    from abm.learning.privacy.dp import rdp_epsilon
+    from abm.learning.privacy.accountant import rdp_epsilon
 
     assert r.epsilon == rdp_epsilon(2.0, 2 * (4 + 1), 1e-5)
     assert r.privacy == {
@@ -192,7 +192,7 @@ def test_one_fedprox_round_matches_the_update_computed_by_hand():
     participant starts from participant 0's weights w_g, descends CE + (mu/2)||w - w_g||^2, and the
     new global model is w_g + sum_k |D_k|/sum_j |D_j| (w_k - w_g); mu = 0 is FedAvg."""
 
-    from abm.learning.protocols.fedavg import FedAvgConfig
+    from abm.learning.protocols.configs import FedAvgConfig
 
     for mu in (0.0, 0.5):
         ps = linear_participants([4, 10])
@@ -211,7 +211,7 @@ def test_a_dropped_participants_weight_leaves_the_average():
     by the server's step (0.5 here), each w_k computed by hand (two full-batch SGD epochs from
     w_g, lr 0.1)."""
 
-    from abm.learning.protocols.fedavg import FedAvgConfig
+    from abm.learning.protocols.configs import FedAvgConfig
 
     ps = linear_participants([4, 10, 6])
     w_g = [q.detach().clone() for q in ps[0].model.parameters()]
@@ -228,7 +228,7 @@ def test_uniform_weighting_averages_updates_equally_whatever_the_sizes():
     would give 4/14 and 10/14), so the new global model is w_g + (d_0 + d_1) / 2, with each d_k =
     w_k - w_g computed by hand (two full-batch SGD epochs at lr 0.1 from w_g)."""
 
-    from abm.learning.protocols.fedavg import FedAvgConfig
+    from abm.learning.protocols.configs import FedAvgConfig
 
     ps = linear_participants([4, 10])
     w_g = [q.detach().clone() for q in ps[0].model.parameters()]

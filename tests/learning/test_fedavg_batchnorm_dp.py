@@ -15,7 +15,8 @@ import torch
 from abm.learning.messages import Message, MessageKind, Network
 from abm.learning.models import flat_params, trainable_flat
 from abm.learning.protocols import RunContext
-from abm.learning.protocols.fedavg import FedAvg, FedAvgConfig
+from abm.learning.protocols.configs import FedAvgConfig
+from abm.learning.protocols.fedavg import FedAvg
 from abm.learning.runner import build_aggregator, build_participants, prepare_data
 from abm.learning.scenario import PrivacySpec, load_scenario
 

@@ -110,7 +110,8 @@ def test_flower_client_state_and_codec_reproduce_inprocess(inprocess_report, mon
     proxies = [_DirectProxy(scenario.model_dump_json(), pid) for pid in (2, 0, 1)]
     results, facts = [], {}
     _work(scenario, results, facts)(identify(proxies))
-    from abm.learning.runner import build_report, known_groups
+    from abm.learning.runner import build_report
+    from abm.learning.split import known_groups
 
     report = build_report(
         scenario, results, facts["train_sizes"], known_groups(scenario), "direct", facts["test_sizes"]

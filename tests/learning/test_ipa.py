@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from abm.learning.protocols.configs import IPAConfig
 from abm.learning.protocols.ipa import alignment
 from abm.learning.runner import run_all
 from abm.learning.scenario import load_scenario
@@ -89,7 +90,7 @@ def test_size_pair_weights_are_n_times_the_data_share():
     uniform: a_ij = 1."""
     import numpy as np
 
-    from abm.learning.protocols.ipa import IPA, IPAConfig
+    from abm.learning.protocols.ipa import IPA
 
     ctx = _linear_ring([4, 10, 6])
     sized = IPA(IPAConfig(pair_weights="size"))
@@ -116,7 +117,7 @@ def test_early_stopping_waits_for_every_peer_to_reach_the_target(monkeypatch):
         return round_accuracies.pop(0)
 
     monkeypatch.setattr(ipa, "accuracy", accuracy)
-    protocol = ipa.IPA(ipa.IPAConfig(target_accuracy=0.8))
+    protocol = ipa.IPA(IPAConfig(target_accuracy=0.8))
     protocol.setup(ctx)
     for t in range(2):
         protocol.run_round(ctx, t)
@@ -131,7 +132,7 @@ def test_early_stopping_waits_for_every_peer_to_reach_the_target(monkeypatch):
 def test_a_fixed_stop_round_runs_that_many_rounds():
     """stop_round 2: rounds 0 and 1 train, then the models are frozen (stopped_at 2)."""
     from abm.learning.models import flat_params
-    from abm.learning.protocols.ipa import IPA, IPAConfig
+    from abm.learning.protocols.ipa import IPA
 
     ctx = _linear_ring([6, 6, 6])
     protocol = IPA(IPAConfig(stop_round=2))
@@ -198,7 +199,7 @@ def test_a_turn_pulls_each_other_copy_with_its_own_pair_weight():
     gradient is 2 lam a_0j (theta_j - theta_0): one step moves it to
     theta_j - 0.1 * 2 * 0.5 * a_0j (theta_j - theta_0)."""
     from abm.learning.models import flat_params
-    from abm.learning.protocols.ipa import IPA, IPAConfig
+    from abm.learning.protocols.ipa import IPA
 
     ctx = _linear_ring([4, 10, 6])
     protocol = IPA(IPAConfig(lam=0.5, p=2, pair_weights="size", lr=0.1))
@@ -227,7 +228,7 @@ def _controlled_fair_stop(monkeypatch, fair_stop: dict, phi: list[float], rounds
 
     monkeypatch.setattr(ipa, "standalone_val_accuracy", lambda ctx: list(phi))
     monkeypatch.setattr(ipa, "accuracy", accuracy)
-    protocol = ipa.IPA(ipa.IPAConfig(fair_stop=fair_stop))
+    protocol = ipa.IPA(IPAConfig(fair_stop=fair_stop))
     protocol.setup(ctx)
     return ctx, protocol
 
@@ -315,7 +316,7 @@ def test_fair_stop_config_is_validated():
     from pydantic import ValidationError
 
     from abm.learning.errors import LearningScenarioError
-    from abm.learning.protocols.ipa import FairStop, IPAConfig
+    from abm.learning.protocols.configs import FairStop
 
     assert FairStop() == FairStop(rule="last_fair", rho_min=0.8)
     FairStop(rho_min=-1.0)
@@ -410,7 +411,7 @@ def test_every_exchange_of_the_ring_is_a_message():
     (ipa.md 3, step 1), the token each turn, and the last peer's return of each middle peer's own
     model once training ends (with update_others the later turns changed it; peer 0 gets the token).
     Without update_others only a peer's own turn changes its model, so nothing is returned."""
-    from abm.learning.protocols.ipa import IPAConfig
+    from abm.learning.protocols.configs import IPAConfig
 
     got = _ring_messages(IPAConfig())[0]
     assert got == ASSEMBLY + _ring(0) + _ring(1) + _ring(2) + [(W, 2, 1, 2, 32)]
@@ -426,7 +427,7 @@ def test_the_stopping_rules_publish_each_peers_validation_accuracy_as_a_message(
     number, 8 bytes, to every other peer, which applies the rule itself (no decision travels);
     fair_stop's standalone accuracies phi go the same way before round 1. The published numbers
     are the ones the rule used (phi and xi in the summary)."""
-    from abm.learning.protocols.ipa import FairStop, IPAConfig
+    from abm.learning.protocols.configs import FairStop, IPAConfig
 
     got, messages, protocol = _ring_messages(IPAConfig(fair_stop=FairStop(rho_min=-1.0)))
     expected = ASSEMBLY + _published(-1)

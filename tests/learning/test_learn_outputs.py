@@ -132,7 +132,7 @@ def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error)
     traceback, from abm learn and abm validate alike. Now one line naming what sets the sizes,
     exit code 2, nothing written. (The allocation is made to fail here: a real one of that size
     may be granted by an overcommitting kernel.)"""
-    from abm.learning import runner
+    from abm.learning import runner, split
 
     f, out = _scenario(tmp_path), tmp_path / "out"
     sizes = "data.n_samples, data.n_features, the models' hidden, channels and embed_dim, split.participants"
@@ -141,7 +141,7 @@ def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error)
         raise error
 
     with monkeypatch.context() as m:  # the data are built: abm validate and learn's check before it runs
-        m.setattr(runner, "load_source", fail)
+        m.setattr(split, "source_arrays", fail)
         line = f"error: {f}: the run needs more memory than this machine has; give smaller sizes ({sizes})"
         res = _cli("validate", str(f))
         assert res.exit_code == 2 and res.output.strip().splitlines() == [line]

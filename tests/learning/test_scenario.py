@@ -337,6 +337,22 @@ def test_cli_learn_names_a_bad_runner_option_as_the_option(scenario, tmp_path):
     assert not out.exists()
 
 
+def test_each_registered_protocol_is_run_by_its_own_class_with_the_registry_config():
+    """The scenario checks read a protocol's config and flags from the registry (torch-free,
+    abm/learning/protocols/traits.py); the run takes the class the registry names, whose config
+    must be the one the params were checked with."""
+    from abm.learning.protocols import protocol_class
+    from abm.learning.protocols.traits import PROTOCOLS
+
+    # the order the messages list them in ("allowed: ...")
+    order = "local centralized fedavg fedprox codream codream_fast mapl cycle vpdl ipa p2p_selection"
+    assert list(PROTOCOLS) == order.split()
+    for name, traits in PROTOCOLS.items():
+        cls = protocol_class(name)
+        assert (cls.name, cls.traits, cls.Config) == (name, traits, traits.config), name
+    assert protocol_class("fedprox").Config().mu == 0.01 and protocol_class("fedavg").Config().mu == 0
+
+
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_shipped_scenarios_validate(path):
     import yaml
@@ -615,9 +631,9 @@ def test_true_or_false_mixed_up_with_a_protocol_param_is_named_once(params, line
 
 @pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "iris"])
 def test_the_class_counts_the_checks_use_are_those_of_the_data(name):
-    from abm.learning.data import SKLEARN_CLASSES, sklearn_dataset
+    from abm.learning.sources import SKLEARN_CLASSES, sklearn_arrays
 
-    assert sklearn_dataset(name).n_classes == SKLEARN_CLASSES[name]
+    assert sklearn_arrays(name).n_classes == SKLEARN_CLASSES[name]
 
 
 def test_reports_write_strict_json():
@@ -828,7 +844,7 @@ def test_validate_refuses_the_split_learn_refuses(tmp_path, data, split, message
     ],
 )
 def test_a_split_too_small_names_what_to_change(samples, min_size, starts, ends):
-    from abm.learning.runner import check_split
+    from abm.learning.split import check_split
 
     data = {"source": "gaussian_mixture", "n_samples": samples, "n_classes": 3, "n_features": 4}
     split = {"participants": 10, "label_skew": {"alpha": 0.5, "min_size": min_size}}

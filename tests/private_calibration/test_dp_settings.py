@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from abm.learning.privacy.dp import noise_multiplier_for, rdp_epsilon
+from abm.learning.privacy.accountant import noise_multiplier_for, rdp_epsilon
 from abm.learning.runner import privacy_settings
 from abm.private_calibration.federation import run_protocol
 from abm.private_calibration.institutions import build_institutions

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from abm.interrupts import interrupted
 from abm.learning import progress
-from abm.learning.errors import FlowerRunError, LearningScenarioError
+from abm.learning.errors import FlowerRunError
+from abm.learning.flower import import_flwr
 from abm.learning.messages import Network
 from abm.learning.privacy.aggregation import PlainSum
 from abm.learning.protocols.base import RunContext
@@ -28,11 +29,11 @@ from abm.learning.runner import (
     ProtocolResult,
     build_report,
     execute_protocol,
-    known_groups,
     prepare_data,
     protocol_specs,
 )
 from abm.learning.scenario import LearningScenario
+from abm.learning.split import known_groups
 from abm.parallel import ray_keeps_our_sigterm, ray_tip_quiet
 from abm.threads import torch_threads
 
@@ -45,20 +46,6 @@ if TYPE_CHECKING:
     from abm.learning.flower.server import FlowerClients
 
 MODES = ("flower-sim", "flower")
-
-
-def import_flwr() -> None:
-    """Import Flower, or raise a scenario error (exit 2) with the install hint."""
-    try:
-        import flwr  # noqa: F401
-    except ImportError as e:
-        raise LearningScenarioError(
-            "the Flower runners (flower-sim, flower) need flwr, which is not installed: "
-            "pip install -e '.[flower]' in a checkout of abm, or pip install 'abm-epidemic[flower]' (flwr[simulation] "
-            "1.41); or run with --runner inprocess"
-        ) from e
-    for name in ("flwr", "ray"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def serve_protocols(

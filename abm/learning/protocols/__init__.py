@@ -1,37 +1,38 @@
-"""Protocols, one module each, and a registry by name."""
+"""Protocols, one module each, and a registry by name (:mod:`abm.learning.protocols.traits`).
+
+The registry, the protocols' configs and what the scenario checks read of them load without
+torch; a protocol's class (its round logic) and :class:`Protocol` and :class:`RunContext` are
+imported on first use."""
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
+from abm.learning.protocols.configs import ProtocolConfig
+from abm.learning.protocols.traits import PROTOCOLS, protocol_traits
 
-_REGISTRY = {
-    "local": ("abm.learning.protocols.local", "LocalOnly"),
-    "centralized": ("abm.learning.protocols.centralized", "Centralized"),
-    "fedavg": ("abm.learning.protocols.fedavg", "FedAvg"),
-    "fedprox": ("abm.learning.protocols.fedavg", "FedProx"),
-    "codream": ("abm.learning.protocols.codream", "CoDream"),
-    "codream_fast": ("abm.learning.protocols.codream", "CoDreamFast"),
-    "mapl": ("abm.learning.protocols.mapl", "MAPL"),
-    "cycle": ("abm.learning.protocols.cycle", "CYCle"),
-    "vpdl": ("abm.learning.protocols.cycle", "VPDL"),
-    "ipa": ("abm.learning.protocols.ipa", "IPA"),
-    "p2p_selection": ("abm.learning.protocols.p2p_selection", "P2PSelection"),
-}
+if TYPE_CHECKING:
+    from abm.learning.protocols.base import Protocol, RunContext
 
 
 def protocol_class(name: str) -> type[Protocol]:
     """The protocol class registered under ``name``."""
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown protocol {name!r}; allowed: {', '.join(_REGISTRY)}")
-    module, cls = _REGISTRY[name]
-    return getattr(importlib.import_module(module), cls)
+    module, cls = protocol_traits(name).implementation
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
 
 
 def protocol_names() -> list[str]:
     """Registered protocol names."""
-    return list(_REGISTRY)
+    return list(PROTOCOLS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Protocol", "RunContext"):
+        from abm.learning.protocols import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Protocol", "ProtocolConfig", "RunContext", "protocol_class", "protocol_names"]

@@ -7,19 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from abm.learning.clients import ClientPool, InProcessClients
 from abm.learning.data import Dataset
 from abm.learning.messages import Network
 from abm.learning.participant import Participant
 from abm.learning.privacy.aggregation import PlainSum, SumAggregator
-
-
-class ProtocolConfig(BaseModel):
-    """Base for protocol parameters (unknown keys forbidden)."""
-
-    model_config = ConfigDict(extra="forbid")
+from abm.learning.protocols.configs import ProtocolConfig
+from abm.learning.protocols.traits import ProtocolTraits, protocol_traits
 
 
 @dataclass
@@ -72,19 +67,15 @@ class Protocol(ABC):
     """One collaboration protocol; the runner calls ``setup`` then ``run_round`` per round."""
 
     name: ClassVar[str] = "protocol"
+    traits: ClassVar[ProtocolTraits]  # the registry's entry for ``name`` (:mod:`abm.learning.protocols.traits`)
     Config: ClassVar[type[ProtocolConfig]] = ProtocolConfig
-    same_architecture: ClassVar[bool] = False
-    uses_aggregator: ClassVar[bool] = False
-    runs_on_clients: ClassVar[bool] = False  # touches participants only through ``ctx.clients``
-    one_release_per_round: ClassVar[bool] = False  # one noisy sum a round: a target DP epsilon can be set
-    simulates_dropouts: ClassVar[bool] = False  # reads ``ctx.dropouts`` (privacy.dropouts)
-    sums_updates: ClassVar[bool] = True  # what it sums are updates (DP noise may go on them)
 
-    @classmethod
-    def needs_one_architecture(cls, params: dict[str, Any]) -> str | None:
-        """Who needs one architecture for every participant in a run with these ``params`` (the
-        protocol, or the protocol with the params that make it average models), or None."""
-        return cls.name if cls.same_architecture else None
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A protocol's traits and config are the registry's for its name (one source for the
+        scenario checks and the run)."""
+        super().__init_subclass__(**kwargs)
+        cls.traits = protocol_traits(cls.name)
+        cls.Config = cls.traits.config
 
     def __init__(self, config: ProtocolConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()

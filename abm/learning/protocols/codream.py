@@ -44,51 +44,22 @@ import copy
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 from torch import nn
 
 from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params
 from abm.learning.privacy.aggregation import PlainSum
-from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
+from abm.learning.protocols.base import Protocol, RunContext
+from abm.learning.protocols.configs import CoDreamConfig
 from abm.learning.training import kd_loss, minibatches, predict
 
 if TYPE_CHECKING:
     from abm.learning.data import Dataset
-
-
-class CoDreamConfig(ProtocolConfig):
-    """CoDream parameters (defaults scaled down for small tabular data)."""
-
-    n_dreams: int = Field(128, ge=1)
-    dream_steps: int = Field(60, ge=1)
-    dream_lr: float = Field(0.05, gt=0)
-    w_entropy: float = Field(1.0, ge=0)
-    w_feature: float = Field(1.0, ge=0)
-    w_adv: float = Field(1.0, ge=0)
-    adv_start: int = Field(2, ge=0)
-    collaborate: bool = True
-    independent_labels: Literal["dreamer", "all"] = "dreamer"  # who labels independent dreams (collaborate: false)
-    dream_start: int = Field(1, ge=0)
-    kd_temperature: float = Field(3.0, gt=0)
-    kd_weight: float = Field(1.0, ge=0)
-    kd_epochs: int = Field(1, ge=1)
-    buffer_batches: int = Field(10, ge=1)
-    weighting: Literal["size", "uniform"] = "size"
-    freeze_bn_on_dreams: bool = True  # distillation on dreams leaves BatchNorm running statistics alone
-    # CoDream-fast
-    local_steps: int = Field(5, ge=1)
-    fast_batches: int = Field(2, ge=1)
-    generator_hidden: int = Field(64, ge=1)
-    noise_dim: int = Field(16, ge=1)
-    generator_lr: float = Field(0.005, gt=0)
-    noise_lr: float = Field(0.01, gt=0)
-    meta_lr: float = Field(0.5, gt=0)
 
 
 class _FrozenBNStats:
@@ -407,9 +378,6 @@ class CoDream(Protocol):
     """CoDream with server-side Adam on the aggregated input gradients (DistAdam)."""
 
     name = "codream"
-    Config = CoDreamConfig
-    uses_aggregator = True
-    runs_on_clients = True
 
     def setup(self, ctx: RunContext) -> None:
         torch.manual_seed(ctx.seed + 7919)
@@ -595,7 +563,6 @@ class CoDreamFast(CoDream):
     """CoDream-fast: one aggregation round of ``local_steps`` client steps on a shared generator."""
 
     name = "codream_fast"
-    sums_updates = False  # the generator's weights and BatchNorm statistics, and the latents
 
     def setup(self, ctx: RunContext) -> None:
         super().setup(ctx)

@@ -22,35 +22,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field, model_validator
 
 from abm.learning.messages import Message, MessageKind
 from abm.learning.participant import Participant
-from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
+from abm.learning.protocols.base import Protocol, RunContext
+from abm.learning.protocols.configs import CYCleConfig
 from abm.learning.training import minibatch_indices, predict
-
-
-class CYCleConfig(ProtocolConfig):
-    """CYCle / VPDL parameters (cycle.md defaults)."""
-
-    lambda0: float = Field(50.0, ge=0)
-    alpha: float = Field(0.5, ge=0, le=1)
-    tau_opt: float = 0.25
-    tau_max: float = 0.75
-    period: int = Field(5, ge=1)
-    temperature: float = Field(5.0, gt=0)
-    normalize: bool = True
-    warmup_rounds: int | None = Field(None, ge=0)  # default: a quarter of the rounds
-    reputation_samples: int = Field(512, ge=1)
-
-    @model_validator(mode="after")
-    def _thresholds(self) -> CYCleConfig:
-        if self.tau_opt >= self.tau_max:
-            raise ValueError(
-                f"tau_opt ({self.tau_opt}) must be below tau_max ({self.tau_max}): h(s) gives full trust "
-                "at s <= tau_opt and none at s >= tau_max (s = (1 - cos) / 2, misalignment)"
-            )
-        return self
 
 
 def soft_clip(s: np.ndarray | float, tau_opt: float, tau_max: float) -> np.ndarray:
@@ -76,7 +53,6 @@ class CYCle(Protocol):
     """CYCle: reputation from gradient alignment, probabilistic reciprocal sharing."""
 
     name = "cycle"
-    Config = CYCleConfig
     adaptive = True
 
     def setup(self, ctx: RunContext) -> None:

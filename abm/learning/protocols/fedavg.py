@@ -20,24 +20,14 @@ noisy aggregator is refused.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params, load_trainable_flat, one_architecture, trainable_flat
-from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
-
-
-class FedAvgConfig(ProtocolConfig):
-    """FedAvg / FedProx parameters."""
-
-    mu: float = Field(0.0, ge=0)  # proximal coefficient; 0 = FedAvg
-    server_lr: float = Field(1.0, gt=0)
-    weighting: Literal["size", "uniform"] = "size"
-    bn_stats: Literal["auto", "shared", "local"] = "auto"  # BatchNorm running statistics: see module doc
+from abm.learning.protocols.base import Protocol, RunContext
 
 
 @client_op("fedavg.fit")
@@ -71,12 +61,6 @@ class FedAvg(Protocol):
     """FedAvg (``mu = 0``) or FedProx (``mu > 0``)."""
 
     name = "fedavg"
-    Config = FedAvgConfig
-    same_architecture = True
-    uses_aggregator = True
-    runs_on_clients = True
-    one_release_per_round = True
-    simulates_dropouts = True
 
     def setup(self, ctx: RunContext) -> None:
         if not one_architecture(ctx.clients.model_template(pid) for pid in ctx.ids):
@@ -132,6 +116,3 @@ class FedProx(FedAvg):
     """FedAvg with a proximal term (default mu = 0.01)."""
 
     name = "fedprox"
-
-    class Config(FedAvgConfig):
-        mu: float = Field(0.01, ge=0)

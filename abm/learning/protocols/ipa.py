@@ -34,64 +34,23 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterable
-from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from abm.learning.messages import Message, MessageKind
 from abm.learning.metrics import collaborative_fairness
 from abm.learning.models import flat_params, one_architecture
 from abm.learning.participant import Participant
-from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
+from abm.learning.protocols.base import Protocol, RunContext
+from abm.learning.protocols.configs import FairStop
 from abm.learning.training import accuracy, minibatch_indices
 
 INFORMATION_ASSUMPTION = (
     "the peers publish their scalar validation accuracies (standalone once, IPA's after each round) "
     "to whoever applies the rule"
 )
-
-
-class FairStop(BaseModel):
-    """IPA's fairness-based early stopping (ipa.md 4.6 and 7.7): a round is fair when
-    rho(phi, xi(t)) >= ``rho_min``, rho being the Pearson correlation of the peers' standalone
-    validation accuracies phi and their IPA validation accuracies xi(t) after round t (NaN, when
-    either is constant, is not fair).
-
-    ``last_fair`` (7.7 (b)): run every round, then give each peer back its model of the last fair
-    round, t* = max{t : rho >= rho_min} (the final models when no round was fair).
-    ``first_all_gain`` (7.7 (c)): stop, freezing the models, at the first round that is fair and
-    in which every peer's xi_i >= phi_i.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    rule: Literal["last_fair", "first_all_gain"] = "last_fair"
-    rho_min: float = Field(0.8, ge=-1, le=1)
-
-
-class IPAConfig(ProtocolConfig):
-    """IPA parameters (ipa.md section 8)."""
-
-    lam: float = Field(0.01, ge=0)
-    p: Literal[1, 2] = 1
-    reduction: Literal["sum", "mean"] = "sum"
-    update_others: bool = True
-    lr: float | None = Field(None, gt=0)  # plain SGD; default: the scenario's training lr
-    pair_weights: Literal["uniform", "size"] = "uniform"
-    stop_round: int | None = Field(None, ge=1)
-    target_accuracy: float | None = Field(None, ge=0, le=1)
-    fair_stop: FairStop | None = None
-
-    @model_validator(mode="after")
-    def _one_stopping_rule(self) -> IPAConfig:
-        if self.fair_stop is not None and (self.stop_round is not None or self.target_accuracy is not None):
-            raise ValueError(
-                "fair_stop is an early-stopping rule of its own: give it without stop_round and target_accuracy"
-            )
-        return self
 
 
 def standalone_val_accuracy(ctx: RunContext) -> list[float]:
@@ -136,8 +95,6 @@ class IPA(Protocol):
     """Iterative parameter alignment."""
 
     name = "ipa"
-    Config = IPAConfig
-    same_architecture = True
 
     def setup(self, ctx: RunContext) -> None:
         if not one_architecture(p.model for p in ctx.participants):

@@ -9,7 +9,6 @@ class LocalOnly(Protocol):
     """Each participant trains on its own data, ``local_epochs`` per round."""
 
     name = "local"
-    runs_on_clients = True
 
     def run_round(self, ctx: RunContext, t: int) -> None:
         ctx.clients.broadcast("train", config={"epochs": ctx.local_epochs})

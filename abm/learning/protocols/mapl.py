@@ -23,41 +23,16 @@ projectors and optimizer states stay local.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 from torch import nn
 
 from abm.learning.messages import Message, MessageKind
 from abm.learning.models import load_trainable_flat, one_architecture, trainable_flat
-from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
-
-
-class MAPLConfig(ProtocolConfig):
-    """MAPL parameters (mapl.md section 2.9, toy-scale recommendations)."""
-
-    proto_dim: int = Field(32, ge=1)
-    projector_hidden: int = Field(64, ge=1)
-    tau: float = Field(0.1, gt=0)
-    mu1: float = Field(0.5, ge=0)
-    mu2: float = Field(0.1, ge=0)
-    beta: float = Field(0.5, ge=0)
-    eps: float = Field(1e-6, gt=0)
-    graph_lr: float = Field(0.1, gt=0)
-    graph_step: Literal["adam_reset", "pgd"] = "adam_reset"
-    warmup_rounds: int | None = Field(None, ge=0)  # default: a fifth of the rounds
-    use_confidence: bool = True
-    learn_graph: bool = True
-    aggregate_prototypes: bool = True
-    # MAPL+ (mapl.md 3.4): also average the feature bodies with the same rows W (one architecture)
-    aggregate_backbone: bool = False
-    # noise sd as a fraction of each feature's sd in the own training data (mapl.md 5.4)
-    jitter: float = Field(0.1, ge=0)
-    mask_fraction: float = Field(0.15, ge=0, lt=1)
-    lr: float | None = Field(None, gt=0)  # default: the scenario's training lr
+from abm.learning.protocols.base import Protocol, RunContext
+from abm.learning.protocols.configs import MAPLConfig
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -165,14 +140,6 @@ class MAPL(Protocol):
     """MAPL with per-participant learned collaboration rows."""
 
     name = "mapl"
-    Config = MAPLConfig
-
-    @classmethod
-    def needs_one_architecture(cls, params: dict) -> str | None:
-        """MAPL takes mixed architectures; MAPL+ averages the bodies and needs one."""
-        if params.get("aggregate_backbone"):
-            return "mapl with params.aggregate_backbone: true (MAPL+, which averages the feature bodies)"
-        return None
 
     def setup(self, ctx: RunContext) -> None:
         cfg = self.config

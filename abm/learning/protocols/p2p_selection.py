@@ -12,50 +12,22 @@ each round.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import Field, model_validator
 
 from abm.learning.collaboration import CollaborationRecord
 from abm.learning.messages import Message, MessageKind
 from abm.learning.metrics import cluster_recovery
 from abm.learning.models import flat_params, load_flat_params, one_architecture
-from abm.learning.protocols.base import Protocol, ProtocolConfig, RunContext
-from abm.learning.selection import PolicyName, build_policy
+from abm.learning.protocols.base import Protocol, RunContext
+from abm.learning.selection import build_policy
 from abm.learning.topology import build_topology
 from abm.learning.training import predict
-
-
-class P2PSelectionConfig(ProtocolConfig):
-    """Selection policy and its parameters."""
-
-    policy: PolicyName = "random"
-    collaborators: int = Field(1, ge=1)
-    k: int = Field(3, ge=1)  # top_k
-    eps: float = Field(0.5, ge=0, le=1)  # eps_greedy
-    temperature: float = Field(0.1, gt=0)  # sim_sampling
-    topology: Literal["fully_connected", "ring", "k_regular"] = "fully_connected"
-    degree: int = Field(4, ge=2)  # k_regular: neighbours of each user, even, below the participants
-
-    @model_validator(mode="after")
-    def _topology_fits_policy(self) -> P2PSelectionConfig:
-        if self.topology == "k_regular" and self.degree % 2:
-            raise ValueError(f"degree must be even (degree / 2 ring neighbours either way); got {self.degree}")
-        if self.policy.startswith("consensus") and self.topology != "fully_connected":
-            raise ValueError(
-                f"policy {self.policy} clusters every user's similarity to every other user: it needs "
-                f"topology fully_connected, not {self.topology}"
-            )
-        return self
 
 
 class P2PSelection(Protocol):
     """Local training + similarity-driven selection + equal-weight model averaging."""
 
     name = "p2p_selection"
-    Config = P2PSelectionConfig
-    same_architecture = True
 
     def setup(self, ctx: RunContext) -> None:
         if not one_architecture(p.model for p in ctx.participants):
