@@ -186,6 +186,12 @@ class ModelSpec(_Strict):
     embed_dim: int = Field(32, ge=1)
     batchnorm: bool = True
 
+    @property
+    def embedding_width(self) -> int:
+        """The width of the body's output, which the head reads: the last hidden width of an
+        ``mlp``, ``embed_dim`` of a ``cnn``."""
+        return self.hidden[-1] if self.kind == "mlp" else self.embed_dim
+
 
 class TrainingSpec(_Strict):
     """Local optimizer settings."""
@@ -359,6 +365,14 @@ def check_protocols(
             raise LearningScenarioError(
                 f"{source}: {key}: {shown} is not allowed for protocols[{i}]{inherited}: {needs_one} needs one "
                 f"architecture for every {member}; give a single model under protocols[{i}].models"
+            )
+        widths = sorted({m.embedding_width for m in models})
+        if spec.name == "mapl" and len(widths) > 1:
+            key = f"protocols[{i}].models" if spec.models else "models"
+            raise LearningScenarioError(
+                f"{source}: {key}: embedding widths {widths} are not allowed for protocols[{i}]: mapl compares "
+                f"every {member}'s embeddings with shared prototypes, so they need one width (an mlp's last "
+                "hidden width, a cnn's embed_dim); give every model the same"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
         if spec.name == "p2p_selection":

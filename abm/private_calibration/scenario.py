@@ -155,6 +155,11 @@ class CalibratorSpec(_Strict):
     embed_dim: int = Field(32, ge=1)
     batchnorm: bool = True
 
+    @property
+    def embedding_width(self) -> int:
+        """The width of the body's output: ``embed_dim`` for every kind."""
+        return self.embed_dim
+
 
 class CalibrationProtocolSpec(ProtocolSpec):
     """One protocol run over calibrators: the learning package's protocol spec with calibrator

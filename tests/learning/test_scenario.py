@@ -1058,3 +1058,24 @@ def test_local_listed_with_the_label_local_is_the_baseline_and_runs_once():
     local = run_all(scenario)["protocols"]["local"]
     assert len(local["history"]) == 1
     assert local["mcg"] == 0.0 and all(p["gain"] == 0.0 for p in local["participants"])
+
+
+def test_mapl_with_two_embedding_widths_is_refused_before_any_training(tmp_path):
+    """MAPL compares every participant's embeddings with shared prototypes: models whose body
+    outputs differ in width (an mlp's last hidden width, a cnn's embed_dim) crashed `abm learn` with
+    a ValueError after the data were split; `abm validate` and `abm learn` now refuse them with one
+    line naming the file and the key, and write nothing."""
+    path = SCENARIOS / "gmm_mapl.yaml"
+    setting = "models=[{kind: mlp, hidden: [32]}, {kind: mlp, hidden: [64, 16]}]"
+    out = tmp_path / "out"
+    for args in (("validate", str(path)), ("learn", str(path), "--out", str(out))):
+        res = _cli(*args, "--set", setting)
+        assert res.exit_code == 2, res.output
+        assert _error_line(res.output) == (
+            f"error: {path} (with --set {setting}): models: embedding widths [16, 32] are not allowed for "
+            "protocols[0]: mapl compares every participant's embeddings with shared prototypes, so they need "
+            "one width (an mlp's last hidden width, a cnn's embed_dim); give every model the same"
+        )
+    assert not out.exists()
+    same = _cli("validate", str(path), "--set", "models=[{kind: mlp, hidden: [32]}, {kind: mlp, hidden: [64, 32]}]")
+    assert same.exit_code == 0, same.output
