@@ -244,3 +244,51 @@ def test_model_figures_count_contacts_as_the_layers_give_them(king_county) -> No
     home = sum(int((e.src == e.dst).sum()) for e in days)
     assert home > 0 and community["self_of_all"] == pytest.approx(home / started)
     assert community["daily"] == pytest.approx(2 * (started - home) / cfg.cycle_days / pop.size)
+
+
+def test_death_report_table_matches_the_jhu_deaths_the_project_carries() -> None:
+    """abm/calibration/data/king_county_death_reports_2020.csv: every row's delay is its JHU day
+    less its date of death, and each release's JHU day is the first on which the cumulative deaths
+    of king_county_2020.csv reach the release's total (jhu_cumulative: their value that day)."""
+    import pandas as pd
+
+    module = benchmark("death_report_delay")
+    deaths = module.load()
+    assert ((deaths["jhu_day"] - deaths["date_of_death"]).dt.days == deaths["delay_days"]).all()
+    series = pd.read_csv(ROOT / "abm/calibration/data/king_county_2020.csv", parse_dates=["date"])
+    cumulative = series.set_index("date")["deaths"].cumsum()
+    for (release, basis, total), rows in deaths.groupby(module.RELEASE):
+        assert rows["jhu_day"].nunique() == 1 and rows["jhu_cumulative"].nunique() == 1, release
+        first = cumulative.index[cumulative >= total][0]
+        assert rows["jhu_day"].iloc[0] == first, (release, basis, total)
+        assert rows["jhu_cumulative"].iloc[0] == cumulative[first], (release, basis, total)
+        assert len(rows) <= total and (rows["date_of_death"] <= release).all(), release
+    assert set(deaths["release_basis"]) == {"through", "announced"}
+    assert deaths["source"].str.startswith("https://").all()
+
+
+def test_death_report_delay_figures_are_those_of_the_table() -> None:
+    """benchmarks/death_report_delay.py: the table's 60 delays sum to 161 (mean 161/60, median 2);
+    the geometric maximum-likelihood mean is the delays' mean (the log-likelihood is largest
+    there); the fit conditional on the days of report gives the exact answer of a case worked by
+    hand, and exceeds the plain mean where long delays cannot be seen."""
+    import pandas as pd
+
+    module = benchmark("death_report_delay")
+    deaths = module.load()
+    delays = deaths["delay_days"].to_numpy()
+    assert (len(delays), int(delays.sum()), float(np.median(delays))) == (60, 161, 2.0)
+    assert module.geometric_ml_mean(delays) == pytest.approx(161 / 60)
+    means = np.linspace(0.5, 8, 1501)
+    q = means / (1 + means)
+    loglik = len(delays) * np.log(1 - q) + delays.sum() * np.log(q)
+    assert means[np.argmax(loglik)] == pytest.approx(161 / 60, abs=0.005)
+    # One day of death, reports seen only 1 and 2 days later: 3 deaths at delay 1, 1 at delay 2.
+    # With a shift of 1 the geometric part is 0 or 1, P(1 | 0 or 1) = q / (1 + q) = 1/4, so q = 1/3
+    # and the geometric mean q / (1 - q) = 0.5: 1.5 days in all, above the plain mean of 1.25.
+    died = pd.Timestamp("2020-03-01")
+    hand = pd.DataFrame({"date_of_death": [died] * 4, "delay_days": [1, 1, 1, 2]})
+    hand["jhu_day"] = hand["date_of_death"] + pd.to_timedelta(hand["delay_days"], unit="D")
+    assert module.conditional_ml_mean(hand) == pytest.approx(1.5, abs=1e-4)
+    assert module.conditional_ml_mean(hand, shift=0) == pytest.approx(0.5, abs=1e-4)
+    assert module.conditional_ml_mean(deaths) > module.geometric_ml_mean(delays) + 0.5
