@@ -20,7 +20,13 @@ SERVER = -1
 
 
 class MessageKind(StrEnum):
-    """What a message carries."""
+    """What a message carries.
+
+    ``data_size``: a training-set size (one int64), or the server's total of them, sent once before
+    round 0 to whoever weights by size. ``request``: the sender asks the receiver for what the
+    protocol exchanges (a peer learns that it was chosen); it carries nothing, so 0 bytes (who asks,
+    whom and in which round are the message's envelope, which no message counts).
+    """
 
     MODEL_WEIGHTS = "model_weights"
     MODEL_UPDATE = "model_update"
@@ -40,6 +46,8 @@ class MessageKind(StrEnum):
     TOKEN = "token"
     CHALLENGE = "challenge"
     VALIDATION_ACCURACY = "validation_accuracy"
+    DATA_SIZE = "data_size"
+    REQUEST = "request"
 
 
 @dataclass(frozen=True)

@@ -141,9 +141,9 @@ def test_codream_beats_local_only_on_label_skew():
     # seed 0: local 0.516, CoDream 0.784, CoDream-fast 0.811 (global test set, 4 classes)
     assert r["codream"]["mean_score"] > r["local"]["mean_score"] + 0.1
     assert r["codream_fast"]["mean_score"] > r["local"]["mean_score"] + 0.1
-    # nothing but dreams' gradients, logits and (for fast) generator weights leave a client
+    # nothing but dreams' gradients, logits and its data size leave a client
     for p in r["codream"]["participants"]:
-        assert set(p["kinds_sent"]) <= {"model_update", "input_gradients", "logits"}
+        assert set(p["kinds_sent"]) <= {"data_size", "input_gradients", "logits"}
 
 
 def test_distillation_on_dreams_leaves_batchnorm_statistics_alone():
@@ -275,8 +275,9 @@ def test_independent_dreams_are_labelled_by_their_dreamer_and_never_aggregated(m
     """'w/o collaboration' (codream_and_selection.md Table 4; the authors' independent-dreams
     variant): every client dreams alone on its share of the batch, labels its own dreams with its
     own logits, and the labelled dreams are shared. No input gradient travels, and no soft label
-    is an average of several clients' logits. The dreams travel both ways as messages: the server's
-    starting points to each client and the client's dreams back."""
+    is an average of several clients' logits. The dreams travel as messages: the server's starting
+    points to each client, the client's dreams back, and the pooled dreams to every client (as
+    dreams) before their labels (soft labels, the labels alone)."""
     from abm.learning.protocols import codream as cd
     from abm.learning.training import predict
 
@@ -300,8 +301,58 @@ def test_independent_dreams_are_labelled_by_their_dreamer_and_never_aggregated(m
     assert checked == [1, 2]
     for p in r["participants"]:
         assert "input_gradients" not in p["kinds_sent"]
-    # 2 dreaming rounds x 3 clients x (10 starting points out + 10 dreams back) x 6 features x 4 bytes
-    assert r["bytes_by_kind"]["dreams"] == 2 * 3 * 2 * 10 * 6 * 4
+    # 2 dreaming rounds x 3 clients x (10 starting points out + 10 dreams back + the 30 pooled dreams
+    # in) x 6 features x 4 bytes; their labels: 2 x 3 x 30 dreams x 4 classes x 4 bytes
+    assert r["bytes_by_kind"]["dreams"] == 2 * 3 * (10 + 10 + 30) * 6 * 4
+    assert r["bytes_by_kind"]["soft_labels"] == 2 * 3 * 30 * 4 * 4
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_the_final_dreams_reach_the_clients_as_dreams_before_their_logits_and_the_soft_labels(secure):
+    """A dreaming round's final dreams x (after the last step) reach each client as a dreams message
+    before the client's logits on them (plain: a logits message; secure: a masked vector), and the
+    soft labels follow alone (soft_labels: y, not x again). 3 clients, 5 dreams of 3 features, 2
+    classes, 2 dream steps: x is 5 x 3 x 4 = 60 bytes, y 5 x 2 x 4 = 40 bytes."""
+    from torch import nn
+
+    from abm.learning.data import Dataset
+    from abm.learning.messages import SERVER, AuditNetwork
+    from abm.learning.participant import Participant
+    from abm.learning.partition import ParticipantData
+    from abm.learning.privacy.secure_aggregation import SecureSum
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.codream import CoDream
+    from abm.learning.training import TrainConfig
+
+    participants = []
+    for k, n in enumerate((4, 10, 6)):
+        torch.manual_seed(k)
+        data = ParticipantData(*(Dataset(torch.randn(n, 3), torch.arange(n) % 2) for _ in range(3)))
+        participants.append(Participant(k, data, nn.Linear(3, 2), TrainConfig(), seed=k))
+    ctx = RunContext(participants=participants, n_classes=2, input_shape=(3,), rounds=1, local_epochs=1, seed=0)
+    ctx.network = AuditNetwork()
+    if secure:
+        ctx.aggregator = SecureSum([0, 1, 2], seed=0)
+    protocol = CoDream(CoDreamConfig(n_dreams=5, dream_steps=2, w_adv=0.0, w_feature=0.0, dream_start=0))
+    protocol.setup(ctx)
+    protocol.run_round(ctx, 0)
+    x, y = protocol.buffer[-1]
+    answer = "masked_vector" if secure else "logits"
+    messages = ctx.network.messages
+    sums = [i for i, m in enumerate(messages) if m.kind.value in ("input_gradients", "masked_vector")]
+    after = messages[sums[2 * 3 - 1] + 1 :]  # after the 3 clients' contributions to the 2 dream steps
+    kinds = [(m.kind.value, m.sender, m.receiver, m.nbytes) for m in after if m.kind.value != "public_key"]
+    expected = [("dreams", SERVER, k, 60) for k in range(3)]
+    expected += [(answer, k, SERVER, 5 * 2 * (8 if secure else 4)) for k in range(3)]
+    expected += [("soft_labels", SERVER, k, 40) for k in range(3)]
+    assert kinds == expected
+    for m in after:
+        if m.kind.value == "dreams":
+            assert list(m.payload) == ["x"] and torch.equal(m.payload["x"], x)
+        if m.kind.value == "soft_labels":
+            assert list(m.payload) == ["y"] and torch.equal(m.payload["y"], y)
+    # the round's dreams: the 2 steps' dreams and the final ones, to each client
+    assert ctx.network.per_kind["dreams"] == 3 * 3 * 60
 
 
 def test_ablations_change_the_dream_objective():

@@ -64,10 +64,11 @@ def test_fedavg_on_iid_data_approaches_centralized_and_beats_local():
     assert r["fedavg"]["mean_score"] >= central - 0.04
     assert r["fedavg"]["mean_score"] > r["local"]["mean_score"]
     assert r["fedprox"]["mean_score"] >= central - 0.04
-    # bytes: participant 0's initial model to the server, its broadcast to 4 participants, then
-    # 15 rounds x 4 participants x (upload of the update + download of the new global model)
+    # bytes: each participant's data size to the server and the total back (8 bytes each), participant
+    # 0's initial model to the server, its broadcast to 4 participants, then 15 rounds x 4
+    # participants x (upload of the update + download of the new global model)
     n_params = 8 * 16 + 16 + 16 * 4 + 4
-    assert r["fedavg"]["bytes_total"] == (1 + 4 + 15 * 4 * 2) * n_params * 4
+    assert r["fedavg"]["bytes_total"] == 2 * 4 * 8 + (1 + 4 + 15 * 4 * 2) * n_params * 4
     assert r["local"]["bytes_total"] == 0
 
 

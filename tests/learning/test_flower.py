@@ -308,7 +308,7 @@ def test_a_client_process_killed_mid_run_ends_the_command_with_one_line(tmp_path
 
 
 def test_flower_runner_refuses_what_it_does_not_carry():
-    bad = {**TINY, "runner": "flower", "protocols": [{"name": "mapl"}]}
+    bad = {**TINY, "runner": "flower", "protocols": [{"name": "mapl", "models": [{"kind": "mlp", "hidden": [16]}]}]}
     with pytest.raises(LearningScenarioError, match=r"protocols\[0\]\.name: 'mapl' is not allowed for runner 'flower'"):
         load_scenario(bad)
     private = {

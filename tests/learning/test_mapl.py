@@ -87,9 +87,9 @@ def test_mapl_learned_graph_puts_weight_on_same_cluster_peers():
     assert r["summary"]["within_cluster_mass"] >= 0.8  # measured 1.0 for seeds 0-2
     w = np.array(r["summary"]["graph"])
     assert np.allclose(w.sum(1), 1.0)
-    # only prototypes and classifier heads travel
+    # only prototypes and classifier heads travel, with the requests for them and the data sizes
     for p in r["participants"]:
-        assert set(p["kinds_sent"]) <= {"prototypes", "classifier_head"}
+        assert set(p["kinds_sent"]) <= {"prototypes", "classifier_head", "request", "data_size"}
 
 
 def _record_views(mapl_config):
@@ -214,6 +214,52 @@ def test_mapl_plus_replaces_each_body_by_its_graph_row_of_the_trained_bodies():
     assert ctx.network.sent[1] == 2 * body_bytes + 2 * 3 * proto.config.proto_dim * 4
 
 
+def test_a_peer_learns_it_was_chosen_from_a_request():
+    """A peer sends its prototypes (and, under MAPL+, its body) only to those whose row gives it
+    weight: each such i first asks it, a 0-byte request in the round, so the sender learns that it
+    was chosen from a message. A fixed row matrix with two zeros: edges 0<-1, 2<-0, 2<-1 only."""
+    from abm.learning.messages import AuditNetwork
+    from abm.learning.models import trainable_flat
+    from abm.learning.protocols.mapl import MAPL
+
+    ctx = _mapl_context([[16, 8]] * 3)
+    ctx.network = AuditNetwork()
+    proto = MAPL(MAPLConfig(aggregate_backbone=True, learn_graph=False))
+    proto.setup(ctx)
+    proto.W = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.2, 0.3, 0.5]])
+    proto.run_round(ctx, 0)
+    xi = 3 * proto.config.proto_dim * 4
+    body = trainable_flat(ctx.participants[0].model.body).numel() * 4
+    expected = []
+    for i, j in [(0, 1), (2, 0), (2, 1)]:
+        expected += [("request", i, j, 0, 0), ("prototypes", j, i, 0, xi), ("model_weights", j, i, 0, body)]
+    assert [(m.kind.value, m.sender, m.receiver, m.round, m.nbytes) for m in ctx.network.messages] == expected
+    assert all(m.payload == {} for m in ctx.network.messages if m.kind.value == "request")
+
+
+def test_with_a_learned_graph_every_prototype_answers_a_request_of_its_round():
+    """Two rounds with the graph learned (a step each round): each prototypes message j -> i comes
+    right after i's request to j in the same round, and i asks exactly the peers its row weights."""
+    from abm.learning.messages import AuditNetwork
+    from abm.learning.protocols.mapl import MAPL
+
+    ctx = _mapl_context([[16, 8]] * 3)
+    ctx.network, ctx.rounds = AuditNetwork(), 2
+    proto = MAPL(MAPLConfig(warmup_rounds=0, graph_lr=0.5))
+    proto.setup(ctx)
+    for t in range(2):
+        proto.run_round(ctx, t)
+        edges = {(i, j) for i in range(3) for j in range(3) if i != j and proto.W[i, j] > 0}
+        at = [m for m in ctx.network.messages if m.round == t]
+        requests = [(m.sender, m.receiver) for m in at if m.kind.value == "request"]
+        assert sorted(requests) == sorted(edges)
+        for k, m in enumerate(at):
+            if m.kind.value == "prototypes":
+                ask = at[k - 1]
+                assert (ask.kind.value, ask.sender, ask.receiver, ask.nbytes) == ("request", m.receiver, m.sender, 0)
+    assert sum(proto.active_edges) < 12  # the graph step did zero some edges: not every peer was asked
+
+
 def test_mapl_without_backbone_aggregation_keeps_bodies_local():
     from abm.learning.models import trainable_flat
     from abm.learning.protocols.mapl import MAPL
@@ -336,4 +382,5 @@ def test_confidence_is_each_participants_share_of_the_data():
     ctx = RunContext(participants=parts, n_classes=3, input_shape=(4,), rounds=1, local_epochs=1, seed=0)
     proto = MAPL(MAPLConfig())
     proto.setup(ctx)
-    np.testing.assert_allclose(proto.gamma, [1 / 6, 1 / 2, 1 / 3], rtol=1e-12)
+    # row i: participant i's view, from the sizes the others sent it (tests/learning/test_data_sizes.py)
+    np.testing.assert_allclose(proto.gamma, np.tile([1 / 6, 1 / 2, 1 / 3], (3, 1)), rtol=1e-12)

@@ -380,10 +380,11 @@ def test_cli_learn_writes_report(tmp_path, capsys):
     fedavg = report["protocols"]["fedavg"]
     # iris MLP 4-8-3: 67 parameters of 4 bytes. Weights: participant 0's initial model to the
     # server and its broadcast to 2, then a new global model to each of 2 in each of 2 rounds;
-    # updates: 2 rounds x 2 participants.
+    # updates: 2 rounds x 2 participants; data sizes: each one's to the server and the total back.
     n = (4 * 8 + 8 + 8 * 3 + 3) * 4
-    assert fedavg["bytes_by_kind"] == {"model_weights": (1 + 2 + 2 * 2) * n, "model_update": 2 * 2 * n}
-    assert fedavg["bytes_total"] == 11 * n
+    kinds = {"data_size": 2 * 2 * 8, "model_weights": (1 + 2 + 2 * 2) * n, "model_update": 2 * 2 * n}
+    assert fedavg["bytes_by_kind"] == kinds
+    assert fedavg["bytes_total"] == 11 * n + 32
     gains = [p["collaborative"] - p["standalone"] for p in fedavg["participants"]]
     assert [p["gain"] for p in fedavg["participants"]] == pytest.approx(gains)
     assert fedavg["mcg"] == pytest.approx(np.mean(gains)) and fedavg["min_gain"] == pytest.approx(min(gains))

@@ -282,6 +282,34 @@ def test_p2p_selection_on_a_ring_exchanges_only_with_ring_neighbours():
     assert ring["bytes_by_kind"]["predictions"] * 5 == full["bytes_by_kind"]["predictions"] * 2
 
 
+def test_a_chosen_peer_learns_it_was_chosen_from_a_request():
+    """A user fetches the models of the peers it chose: it asks each (a 0-byte request), which
+    answers with its model, so a peer sends its model only to those whose request it got. 4 users,
+    2 collaborators each, 3 rounds: the requests are exactly the recorded choices."""
+    from conftest import linear_participants
+
+    from abm.learning.messages import AuditNetwork
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.configs import P2PSelectionConfig
+    from abm.learning.protocols.p2p_selection import P2PSelection
+
+    ps = linear_participants([8, 8, 8, 8], holdout=4)
+    ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=3, local_epochs=1, seed=0)
+    ctx.network = AuditNetwork()
+    protocol = P2PSelection(P2PSelectionConfig(policy="random", collaborators=2))
+    protocol.setup(ctx)
+    for t in range(3):
+        protocol.run_round(ctx, t)
+    model = 4 * (3 * 2 + 2)  # the linear model's 8 parameters
+    for t, chosen in enumerate(protocol.record.matrices):
+        at = [m for m in ctx.network.messages if m.round == t and m.kind.value in ("request", "model_weights")]
+        expected = []
+        for i, j in zip(*np.nonzero(chosen), strict=True):
+            expected += [("request", int(i), int(j), 0), ("model_weights", int(j), int(i), model)]
+        assert [(m.kind.value, m.sender, m.receiver, m.nbytes) for m in at] == expected
+        assert len(expected) == 2 * 4 * 2
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [

@@ -61,12 +61,12 @@ def _population_arrays(inst) -> list[np.ndarray]:
 
 K = MessageKind
 SENT = {
-    "fedavg": {K.MASKED_VECTOR, K.PUBLIC_KEY},  # tiny.yaml's FedAvg has secure aggregation
-    "fedprox": {K.MODEL_UPDATE},
-    "codream": {K.MASKED_VECTOR, K.PUBLIC_KEY},
-    "codream_fast": {K.GENERATOR, K.DREAMS, K.LOGITS},
-    "mapl": {K.CLASSIFIER_HEAD, K.PROTOTYPES},
-    "mapl+": {K.CLASSIFIER_HEAD, K.PROTOTYPES, K.MODEL_WEIGHTS},
+    "fedavg": {K.MASKED_VECTOR, K.PUBLIC_KEY, K.DATA_SIZE},  # tiny.yaml's FedAvg has secure aggregation
+    "fedprox": {K.MODEL_UPDATE, K.DATA_SIZE},
+    "codream": {K.MASKED_VECTOR, K.PUBLIC_KEY, K.DATA_SIZE},
+    "codream_fast": {K.GENERATOR, K.DREAMS, K.LOGITS, K.DATA_SIZE},
+    "mapl": {K.CLASSIFIER_HEAD, K.PROTOTYPES, K.REQUEST, K.DATA_SIZE},
+    "mapl+": {K.CLASSIFIER_HEAD, K.PROTOTYPES, K.MODEL_WEIGHTS, K.REQUEST, K.DATA_SIZE},
     "cycle": {K.PREDICTION_REQUEST, K.PREDICTIONS},
     "vpdl": {K.PREDICTION_REQUEST, K.PREDICTIONS},
     "ipa": {K.TOKEN},
@@ -74,7 +74,10 @@ SENT = {
 """What every institution sends under each protocol, kind by kind (docs/private_calibration.md,
 "What leaves an institution"); FedAvg and FedProx add institution 0's initial model, once; IPA adds
 the initial models of every institution but the first, and the last institution's return of each
-middle institution's own model (calibrator weights, as the token carries)."""
+middle institution's own model (calibrator weights, as the token carries). A data size is the
+institution's number of training pairs (8 bytes, before round 0: to the server under FedAvg,
+FedProx and CoDream, to every other institution under MAPL); a request (MAPL's, for the prototypes
+of a peer its row weights) carries nothing."""
 
 
 def _audited_spec(scenario, name: str) -> CalibrationProtocolSpec:
@@ -128,6 +131,10 @@ def test_what_leaves_an_institution(setup, name):
             every = sum(flat_params(p.model).numel() for p in run.participants)
             assert all(m.payload["theta"].numel() == every for m in msgs if m.kind == K.TOKEN)
         for m in msgs:
+            if m.kind == K.DATA_SIZE:
+                assert (m.round, m.nbytes, int(m.payload["n"])) == (-1, 8, len(inst.data.train))
+            if m.kind == K.REQUEST:
+                assert m.payload == {} and m.nbytes == 0 and m.round >= 0
             if name in ("cycle", "vpdl") and m.kind == MessageKind.PREDICTION_REQUEST:
                 # CYCle's request (and its VPDL baseline's) carries the requester's training inputs, which
                 # the protocol encrypts (HE); this in-process implementation only accounts their size. It
@@ -146,6 +153,7 @@ def test_what_leaves_an_institution(setup, name):
             MessageKind.MASKED_VECTOR,
             MessageKind.PUBLIC_KEY,
             MessageKind.MODEL_WEIGHTS,  # the shared initial model, sent once by institution 0
+            MessageKind.DATA_SIZE,  # the institutions' sizes, which the weights of the sums need
         }
 
 
@@ -243,8 +251,9 @@ def test_secure_aggregation_audit_holds_every_exchange_and_no_unmasked_update(se
     server's recovery request to each survivor (the dropped id, 8 bytes) and each survivor's
     32-byte pair seed with institution 2. The audited messages alone give the server the plain sum
     of the survivors' updates (to the 2^-24 fixed point), and each masked update is far from the
-    update it hides. Everything else is the shared model (institution 0's initial one, then the
-    server's broadcasts)."""
+    update it hides. Before all this, the size weights: each institution's size to the server and
+    their total back (8 bytes each). Everything else is the shared model (institution 0's initial
+    one, then the server's broadcasts)."""
     from abm.learning.privacy.secure_aggregation import mask_from_seed
     from abm.learning.runner import build_aggregator
 
@@ -261,7 +270,7 @@ def test_secure_aggregation_audit_holds_every_exchange_and_no_unmasked_update(se
     size = calls[0][0][0].numel()
     ids = [i.index for i in institutions]
     survivors = {t: [0, 1] if t == 1 else ids for t in range(scenario.rounds)}
-    expected = []
+    expected = [(K.DATA_SIZE, i, SERVER, -1, 8) for i in ids] + [(K.DATA_SIZE, SERVER, i, -1, 8) for i in ids]
     for i in ids:
         expected += [(K.PUBLIC_KEY, i, SERVER, 0, 32)] + [(K.PUBLIC_KEY, SERVER, j, 0, 32) for j in ids if j != i]
     for t, alive in survivors.items():
@@ -292,18 +301,23 @@ def test_secure_aggregation_audit_holds_every_exchange_and_no_unmasked_update(se
 def test_the_reported_bytes_are_the_audited_messages(setup, monkeypatch):
     """report.json's bytes (the total, by kind, and each institution's sent and received) are sums
     over the audited messages, and the audit holds every kind of exchange: FedAvg with secure
-    aggregation and a dropout (keys, masked updates, the recovery request and seeds), CYCle (a
-    request to every peer, the predictions of those that share) and IPA under fair_stop (the
-    token, the models assembled and returned, the published validation accuracies)."""
+    aggregation and a dropout (the sizes, keys, masked updates, the recovery request and seeds),
+    CYCle (a request to every peer, the predictions of those that share), IPA under fair_stop with
+    size pair weights (the sizes, the token, the models assembled and returned, the published
+    validation accuracies), MAPL (the sizes, heads, and prototypes each on a request) and CoDream
+    with secure aggregation (the sizes, the dreams, keys, masked gradients and logits, the soft
+    labels, the server's student for the adversarial term)."""
     from collections import defaultdict
 
     import abm.private_calibration.report as report_module
 
     scenario, _ = setup
-    ipa = next(s for s in scenario.protocols if s.name == "ipa")
-    fair = ipa.model_copy(update={"label": "ipa_fair", "params": {"fair_stop": {"rho_min": 0.0}}})
+    listed = {s.name: s for s in scenario.protocols}
+    params = {"fair_stop": {"rho_min": 0.0}, "pair_weights": "size"}
+    fair = listed["ipa"].model_copy(update={"label": "ipa_fair", "params": params})
     cycle = CalibrationProtocolSpec(name="cycle")
-    scenario = scenario.model_copy(update={"protocols": [_with_dropout(scenario), cycle, fair]})
+    protocols = [_with_dropout(scenario), cycle, fair, listed["mapl"], listed["codream"]]
+    scenario = scenario.model_copy(update={"protocols": protocols})
     runs = []
 
     def keep(*args, **kwargs):
@@ -314,9 +328,18 @@ def test_the_reported_bytes_are_the_audited_messages(setup, monkeypatch):
     report = report_module.run_all(scenario, TINY.parent)[0]["protocols"]
     kinds = {
         "local": set(),
-        "fedavg_dropout": {"model_weights", "public_key", "masked_vector", "recovery_request", "mask_seed"},
+        "fedavg_dropout": {
+            "data_size",
+            "model_weights",
+            "public_key",
+            "masked_vector",
+            "recovery_request",
+            "mask_seed",
+        },
         "cycle": {"prediction_request", "predictions"},
-        "ipa_fair": {"token", "model_weights", "validation_accuracy"},
+        "ipa_fair": {"data_size", "token", "model_weights", "validation_accuracy"},
+        "mapl": {"data_size", "classifier_head", "request", "prototypes"},
+        "codream": {"data_size", "dreams", "public_key", "masked_vector", "soft_labels", "model_weights"},
     }
     assert [r.key for r in runs] == list(kinds)
     for r in runs:
@@ -329,8 +352,30 @@ def test_the_reported_bytes_are_the_audited_messages(setup, monkeypatch):
         for i, inst in enumerate(row["institutions"]):
             assert inst["bytes_sent"] == sum(m.nbytes for m in r.network.messages if m.sender == i)
             assert inst["bytes_received"] == sum(m.nbytes for m in r.network.messages if m.receiver == i)
-    sizes = {m.nbytes for m in runs[-1].network.messages if m.kind.value == "validation_accuracy"}
-    assert sizes == {8}
+    audit = {r.key: r.network.messages for r in runs}
+    assert {m.nbytes for m in audit["ipa_fair"] if m.kind == K.VALIDATION_ACCURACY} == {8}
+    # the sizes: once, before round 0, 8 bytes each; to the server and the total back, or to every peer
+    n = len(report["local"]["institutions"])
+    for key, count in [("fedavg_dropout", 2 * n), ("codream", 2 * n), ("ipa_fair", n * (n - 1)), ("mapl", n * (n - 1))]:
+        assert [(m.round, m.nbytes) for m in audit[key] if m.kind == K.DATA_SIZE] == [(-1, 8)] * count, key
+    # MAPL: each prototypes message answers the receiver's request of its round (0 bytes)
+    for k, m in enumerate(audit["mapl"]):
+        if m.kind == K.PROTOTYPES:
+            ask = audit["mapl"][k - 1]
+            assert (ask.kind, ask.sender, ask.receiver, ask.round, ask.nbytes) == (
+                K.REQUEST,
+                m.receiver,
+                m.sender,
+                m.round,
+                0,
+            )
+    # CoDream: in each dreaming round each institution gets a step's dreams per dream step and the
+    # final dreams, then the soft labels alone (not the dreams again)
+    steps, start = listed["codream"].params["dream_steps"], listed["codream"].params["dream_start"]
+    for t in range(start, scenario.rounds):
+        got = [m for m in audit["codream"] if m.receiver == 0 and m.round == t and m.kind in (K.DREAMS, K.SOFT_LABELS)]
+        assert [m.kind for m in got] == [K.DREAMS] * (steps + 1) + [K.SOFT_LABELS]
+        assert list(got[-1].payload) == ["y"] and got[-1].payload["y"].shape[0] == got[-2].payload["x"].shape[0]
 
 
 def test_protocols_with_equal_estimates_get_equal_nd():

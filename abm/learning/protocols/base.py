@@ -26,6 +26,8 @@ class RunContext:
     ``clients`` is where participants' own computations run (by default the ``participants`` in
     this process; the Flower runner passes a pool of remote clients and no ``participants``).
     Protocols that go through ``clients`` only (``runs_on_clients``) run on every runner.
+    ``clients.sizes`` are each participant's own training-set size: another party learns one only
+    from a ``data_size`` message (:mod:`abm.learning.protocols.sizes`).
     """
 
     participants: list[Participant]
@@ -56,11 +58,6 @@ class RunContext:
     def ids(self) -> list[int]:
         """Participant ids, in order."""
         return list(self.clients.ids)
-
-    def weights(self) -> np.ndarray:
-        """Data-size weights |D_k| / sum_j |D_j| (public)."""
-        sizes = np.array(self.clients.sizes, dtype=float)
-        return sizes / sizes.sum()
 
 
 class Protocol(ABC):

@@ -11,15 +11,18 @@ Per round (after ``dream_start`` rounds of local training):
    DeepInversion feature-statistics term sum_l ||mu_l(x) - mu_l^BN|| + ||var_l(x) - var_l^BN||
    over the model's BatchNorm layers (0 for a model without BatchNorm), and R_adv = -JSD(teacher,
    student) with the server's student model (from round ``adv_start``). The gradients are
-   weighted (|D_k| / sum |D_j|) and summed through the context's sum aggregator (so secure
-   aggregation and DP apply), and the server takes an Adam step on x. Architectures may differ:
-   only input-shaped gradients travel.
+   weighted (|D_k| / sum |D_j|: before round 0 each client sends the server its size and gets
+   their total back, :mod:`abm.learning.protocols.sizes`) and summed through the context's sum
+   aggregator (so secure aggregation and DP apply), and the server takes an Adam step on x.
+   Architectures may differ: only input-shaped gradients travel.
    CoDream-fast replaces the many server steps by a shared generator G(z): clients take
    ``local_steps`` Adam steps on (G, z), the server averages both, and a Reptile step moves a
    meta-generator toward the average so later batches start from a good initialisation.
-2. Knowledge acquisition: clients send logits on x; the server averages them (weighted) into soft
-   labels, through the sum aggregator when privacy is on (secure aggregation masks them, DP
-   clips, noises and accounts them); (x, soft labels) enter a FIFO buffer shared with every client.
+2. Knowledge acquisition: the server sends the final x to the clients (``dreams``), which send
+   their logits on x; the server averages them (weighted) into soft labels, through the sum
+   aggregator when privacy is on (secure aggregation masks them, DP clips, noises and accounts
+   them), and sends the soft labels alone (``soft_labels``: the clients hold x); (x, soft labels)
+   enter a FIFO buffer shared with every client.
 3. Distillation: each client trains on KD(buffer) + CE(own data), then ``local_epochs`` of CE;
    the student distils from the buffer too.
 
@@ -56,6 +59,7 @@ from abm.learning.models import flat_params, load_flat_params
 from abm.learning.privacy.aggregation import PlainSum
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.configs import CoDreamConfig
+from abm.learning.protocols.sizes import contribution_weights
 from abm.learning.training import kd_loss, minibatches, predict
 
 if TYPE_CHECKING:
@@ -396,11 +400,10 @@ class CoDream(Protocol):
         self._round_labels: list[tuple[torch.Tensor, list[torch.Tensor] | None]] = []
         self.label_quality: list[dict[str, Any]] = []
         self._agreement_note: str | None = None
-
-    def _weights(self, ctx: RunContext) -> list[float]:
-        if self.config.weighting == "uniform":
-            return [1.0 / ctx.n] * ctx.n
-        return ctx.weights().tolist()
+        # the sums' weights (sizes as messages: protocols.sizes); independent dreams labelled by
+        # their dreamers are never summed, so no sizes travel for them
+        sums = self.config.collaborate or self.config.independent_labels == "all"
+        self.contribution_weights = contribution_weights(ctx, self.config.weighting) if sums else []
 
     def _student_for(self, t: int) -> nn.Module | None:
         if self.config.w_adv <= 0 or t < self.config.adv_start:
@@ -411,20 +414,27 @@ class CoDream(Protocol):
     def _op_config(self, student: nn.Module | None, **extra: Any) -> dict[str, Any]:
         return {"cfg": self._cfg_json, "student": student is not None, **extra}
 
+    @staticmethod
+    def _to_clients(ctx: RunContext, kind: MessageKind, payload: dict[str, torch.Tensor], t: int) -> None:
+        """The server sends ``payload`` to every client (round ``t``). A round's final dreams go as
+        ``dreams`` when the clients get them (for their logits, or with the labels of independent
+        dreams), and the soft labels on them after, as ``soft_labels`` alone."""
+        for pid in ctx.ids:
+            ctx.network.send(Message(kind, SERVER, pid, payload, t))
+
     def _ship_student(self, ctx: RunContext, t: int) -> nn.Module | None:
         """The server ships its student to the clients when the adversarial term is on."""
         student = self._student_for(t)
         if student is not None:
             s = flat_params(student)
-            for pid in ctx.ids:
-                ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, pid, {"s": s}, t))
+            self._to_clients(ctx, MessageKind.MODEL_WEIGHTS, {"s": s}, t)
             ctx.clients.broadcast("codream.student", {"s": s}, {"template": ctx.ids[0]})
         return student
 
     # ---- stage 1: dreaming -------------------------------------------------------------------
     def _dream(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
         cfg = self.config
-        w = self._weights(ctx)
+        w = self.contribution_weights
         if not cfg.collaborate:
             return self._dream_independently(ctx, t, student)
         ids = ctx.ids
@@ -473,12 +483,13 @@ class CoDream(Protocol):
         own = self._own_labels
         if own is not None:  # independent dreams labelled by their dreamers: no aggregation
             self._own_labels = None
-            for pid in ctx.ids:
-                ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": own}, t))
+            self._to_clients(ctx, MessageKind.DREAMS, {"x": x}, t)
+            self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": own}, t)
             self._round_labels.append((own, None))
             self._agreement_note = "each dream is labelled by its dreamer alone: there is one teacher a dream"
             return own
-        w = self._weights(ctx)
+        w = self.contribution_weights
+        self._to_clients(ctx, MessageKind.DREAMS, {"x": x}, t)  # the clients' logits are on the final dreams
         replies = ctx.clients.broadcast("codream.logits", {"x": x})
         if not isinstance(ctx.aggregator, PlainSum):
             # The soft labels are a weighted sum of private logits: with secure aggregation the
@@ -487,8 +498,7 @@ class CoDream(Protocol):
             shape = replies[ctx.ids[0]]["z"].shape
             parts = {pid: (replies[pid]["z"] * w[k]).reshape(-1) for k, pid in enumerate(ctx.ids)}
             total = ctx.aggregator.aggregate(parts, t, ctx.network, MessageKind.LOGITS).reshape(shape)
-            for pid in ctx.ids:
-                ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": total}, t))
+            self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": total}, t)
             self._round_labels.append((total, None))
             self._agreement_note = "the server sees only the sum of the teachers' logits (secure aggregation)"
             return total
@@ -498,8 +508,7 @@ class CoDream(Protocol):
             ctx.network.send(Message(MessageKind.LOGITS, pid, SERVER, {"z": logits}, t))
             total = logits * w[k] if total is None else total + logits * w[k]
         assert total is not None
-        for pid in ctx.ids:
-            ctx.network.send(Message(MessageKind.SOFT_LABELS, SERVER, pid, {"x": x, "y": total}, t))
+        self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": total}, t)
         self._round_labels.append((total, [replies[pid]["z"] for pid in ctx.ids]))
         return total
 
@@ -575,7 +584,7 @@ class CoDreamFast(CoDream):
 
     def _fast_batch(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
         cfg = self.config
-        w = self._weights(ctx)
+        w = self.contribution_weights
         ids = ctx.ids
         z0 = torch.randn(cfg.n_dreams, cfg.noise_dim, generator=self.gen)
         g0 = flat_params(self.meta)

@@ -4,6 +4,8 @@ Each round every participant starts from the global model, trains ``local_epochs
 (mu/2) ||w - w_global||^2), and sends its weighted update w_k (theta_k - theta_global) with
 w_k = |D_k| / sum_j |D_j| through the context's sum aggregator (plain, secure, or DP). The server
 adds the updates, divides by the weight of the participants whose update arrived, and broadcasts.
+The sizes are messages: before round 0 each participant sends the server its size, and the server
+sends each participant the total (``data_size``, 8 bytes each; not with ``weighting: uniform``).
 Participant 0's initial weights are the shared initialisation. Client work goes through
 ``ctx.clients`` (operations ``get_weights``, ``set_weights``, ``fedavg.fit``), so the protocol runs
 in process and over Flower alike.
@@ -28,6 +30,7 @@ from abm.learning.clients import ClientEnv, Payload, client_op
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params, load_trainable_flat, one_architecture, trainable_flat
 from abm.learning.protocols.base import Protocol, RunContext
+from abm.learning.protocols.sizes import contribution_weights
 
 
 @client_op("fedavg.fit")
@@ -72,6 +75,7 @@ class FedAvg(Protocol):
                 "either be noised (corrupting them) or leave without noise; use bn_stats: auto or local"
             )
         self.share_buffers = self.config.bn_stats == "shared" or (self.config.bn_stats == "auto" and not noisy)
+        self.contribution_weights = contribution_weights(ctx, self.config.weighting)
         first = ctx.ids[0]
         init = ctx.clients.call("get_weights", {first: {}})[first]["w"]
         ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, first, SERVER, {"w": init}, -1))
@@ -88,14 +92,9 @@ class FedAvg(Protocol):
             ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, SERVER, pid, {"w": self.global_flat}, t))
         ctx.clients.broadcast("set_weights" if self.share_buffers else "fedavg.set_params", {"w": self.global_flat})
 
-    def _weights(self, ctx: RunContext):
-        if self.config.weighting == "uniform":
-            return [1.0 / ctx.n] * ctx.n
-        return ctx.weights().tolist()
-
     def run_round(self, ctx: RunContext, t: int) -> None:
         cfg = self.config
-        w = self._weights(ctx)
+        w = self.contribution_weights
         ids = ctx.ids
         replies = ctx.clients.call(
             "fedavg.fit",

@@ -17,7 +17,9 @@ validation accuracies, standalone (phi_i, once) and IPA's after each round (xi_i
 publish these numbers, nothing else (``target_accuracy`` assumes the same of xi). Each peer gets
 phi_i by training a copy of its initial model alone before round 1 (:func:`standalone_val_accuracy`).
 
-Messages (every one on the run's network): before round 1 every peer but the first sends its
+Messages (every one on the run's network): with ``pair_weights: size`` every peer first sends its
+training-set size to every other (``data_size``, 8 bytes; row i of a_ij is from what peer i
+received); before round 1 every peer but the first sends its
 initial parameters to the first (``model_weights``: theta* assembled, ipa.md's "initialize theta*,
 send to peer 1"); each turn ends with the token to the next peer (``token``). A peer uses its own
 parameter set on its own data after the round (its validation accuracy for ``target_accuracy`` or
@@ -45,6 +47,7 @@ from abm.learning.models import flat_params, one_architecture
 from abm.learning.participant import Participant
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.configs import FairStop
+from abm.learning.protocols.sizes import sizes_to_peers
 from abm.learning.training import accuracy, minibatch_indices
 
 INFORMATION_ASSUMPTION = (
@@ -99,10 +102,10 @@ class IPA(Protocol):
     def setup(self, ctx: RunContext) -> None:
         if not one_architecture(p.model for p in ctx.participants):
             raise ValueError("IPA needs identical architectures for all participants")
-        sizes = np.array([p.n_train for p in ctx.participants], dtype=float)
         n = ctx.n
-        if self.config.pair_weights == "size":
-            self.a = np.tile(n * sizes / sizes.sum(), (n, 1))
+        if self.config.pair_weights == "size":  # row i from the sizes peer i received (data_size)
+            sizes = sizes_to_peers(ctx)
+            self.a = n * sizes / sizes.sum(1, keepdims=True)
         else:
             self.a = np.ones((n, n))
         self.stopped_at: int | None = None

@@ -11,7 +11,11 @@ s_ij = mean_k cos(Phi_i^k, Phi_j^k), max-normalise (s_ii = 1), and take one step
 L_g(w_i) = mu2 (beta ||w_i|| - log(d_i + eps)) - mu1 sum_j gamma_j s_ij w_ij, projected onto the
 simplex (``graph_step``: ``adam_reset`` = one fresh-Adam step, the authors' code, degree held
 constant; or ``pgd``); (C) prototypes are replaced by sum_j w_ij xi_j over active neighbours.
-Only prototypes (K x d_p) and classifier heads (K x d_z) travel.
+Only prototypes (K x d_p) and classifier heads (K x d_z) travel, with 0-byte ``request`` messages
+(each round i asks every peer j with w_ij > 0 for its prototypes: j learns that it was chosen) and,
+before round 0, every participant's training-set size to every other (``data_size``, 8 bytes: the
+confidences gamma_j = |D_j| / sum |D| of the graph step; not sent when ``use_confidence``,
+``learn_graph`` or ``aggregate_prototypes`` is false).
 
 MAPL+ (``aggregate_backbone: true``, mapl.md 3.4, the homogeneous-model variant): in (C) each
 participant also replaces its feature body's trainable parameters by sum_j w_ij theta_j with the
@@ -33,6 +37,7 @@ from abm.learning.messages import Message, MessageKind
 from abm.learning.models import load_trainable_flat, one_architecture, trainable_flat
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.configs import MAPLConfig
+from abm.learning.protocols.sizes import sizes_to_peers
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -167,9 +172,13 @@ class MAPL(Protocol):
         self.W = np.full((n, n), 1.0 / n)
         if not cfg.aggregate_prototypes:
             self.W = np.eye(n)
-        sizes = np.array([p.n_train for p in ctx.participants], dtype=float)
-        self.gamma = sizes / sizes.sum()
         self.warmup = cfg.warmup_rounds if cfg.warmup_rounds is not None else ctx.rounds // 5
+        # gamma: row i the data-size confidences participant i weights its graph step by, from the
+        # sizes the others sent it (data_size, before round 0); sent only where graph steps use them
+        self.gamma = np.full((n, n), 1.0 / n)
+        if cfg.learn_graph and cfg.aggregate_prototypes and cfg.use_confidence:
+            sizes = sizes_to_peers(ctx)
+            self.gamma = sizes / sizes.sum(1, keepdims=True)
         self.within_mass: list[float] = []
         self.active_edges: list[int] = []
 
@@ -227,7 +236,7 @@ class MAPL(Protocol):
             s = head_similarity(heads)
             new_w = self.W.copy()
             for i in range(n):
-                new_w[i] = graph_step(self.W[i], s[i], self.gamma, i, cfg)
+                new_w[i] = graph_step(self.W[i], s[i], self.gamma[i], i, cfg)
             self.W = new_w
         protos = [h.prototypes.detach().clone() for h in self.extra]
         bodies = [trainable_flat(p.model.body) for p in ctx.participants] if cfg.aggregate_backbone else []
@@ -236,7 +245,8 @@ class MAPL(Protocol):
             body = torch.zeros_like(bodies[i]) if bodies else None
             for j in range(n):
                 if self.W[i, j] > 0:
-                    if j != i:
+                    if j != i:  # i asks the peers its row weights; each answers with its prototypes
+                        ctx.network.send(Message(MessageKind.REQUEST, i, j, {}, t))
                         ctx.network.send(Message(MessageKind.PROTOTYPES, j, i, {"xi": protos[j]}, t))
                     agg = agg + float(self.W[i, j]) * protos[j]
                     if body is not None:

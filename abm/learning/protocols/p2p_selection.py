@@ -3,7 +3,8 @@
 Each round every user trains locally, answers its neighbours' challenges, scores every neighbour
 (``sim[i, j]`` = accuracy of j's model on i's private validation set, the paper's simplification:
 i sends its challenge inputs, j returns predictions), picks up to ``collaborators`` neighbours with
-the selection policy, fetches their models and averages self + chosen with equal weights. The
+the selection policy, fetches their models (a 0-byte ``request`` to each chosen neighbour, which
+answers with its model) and averages self + chosen with equal weights. The
 neighbours are the ``topology``'s: everyone (``fully_connected``, the default), the two ring
 neighbours (``ring``) or ``degree`` ring neighbours (``k_regular``, ``degree`` / 2 either way);
 pairs that are not neighbours exchange nothing. The collaboration record keeps who chose whom
@@ -73,7 +74,8 @@ class P2PSelection(Protocol):
         self.record.record(choices)
         flats = [flat_params(p.model) for p in ctx.participants]
         for i, js in choices.items():
-            for j in js:
+            for j in js:  # i asks each peer it chose (which learns that it was chosen) for its model
+                ctx.network.send(Message(MessageKind.REQUEST, i, j, {}, t))
                 ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, j, i, {"w": flats[j]}, t))
             avg = sum(flats[k] for k in [i, *js]) / (1 + len(js))
             load_flat_params(ctx.participants[i].model, avg)
