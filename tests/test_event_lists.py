@@ -71,6 +71,30 @@ def test_exposure_equals_the_sum_over_every_contact_of_the_day(king_county):
     assert torch.equal(target, torch.unique(target)), "exposed agents come ascending and distinct"
 
 
+def test_the_force_summed_per_agent_and_over_the_exposed_agents_is_the_same_to_the_bit(king_county):
+    """The day's force is summed into per-agent vectors when contacts are many, else over the
+    distinct exposed agents: both add the same values in the same order, so the engine may take
+    either way on any day; here each day's sum is done both ways and compared bit for bit."""
+    sim = simulation(king_county, HOT, agents=8_000, replicates=2, days=60)
+    original = sim._sum_force
+    taken, compared = [], []
+
+    def both(parts: list[tuple], dense: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        taken.append(dense)
+        if any(t is None for *_, t, _ in parts):  # every agent's sum at once: per-agent vectors only
+            return original(parts, dense)
+        (t1, f1), (t2, f2) = original(parts, True), original(parts, False)
+        assert torch.equal(t1, t2) and torch.equal(f1.view(torch.int32), f2.view(torch.int32))
+        compared.append(f1.numel())
+        return (t1, f1) if dense else (t2, f2)
+
+    sim._sum_force = both
+    for day in range(sim.days):
+        sim.step(day)
+    assert taken.count(True) > 5 and taken.count(False) > 5, "the epidemic must take both ways"
+    assert sum(n > 1_000 for n in compared) > 10, "many days with many exposed agents compared"
+
+
 def brute_force_choice(sim: Simulation, vacc, day: int) -> torch.Tensor:
     """Today's doses by ranking every agent: eligible agents by priority key, the first
     ``available`` of each replicate (the rule the queue implements)."""

@@ -499,6 +499,57 @@ def test_community_pointers_widen_with_the_contacts_not_only_the_rows(king_count
         assert torch.equal(o1, o2) and torch.equal(c1, c2)
 
 
+OCCUPATION_IDS = ("inc_edge", "inc_nbr", "inc_ptr", "members", "group_start", "group_size")
+
+
+@pytest.mark.parametrize("limit", [None, 0])
+def test_occupation_tables_are_int32_below_the_index_limit_and_give_the_same_contacts(king_county, monkeypatch, limit):
+    """The occupation layer's tables read for every infectious agent hold ids as int32 (half
+    the memory and the bytes read) below the index limit, int64 at it (forced here); both give
+    the same pushes from the infectious, the same day's contacts of agents and the same
+    contacts over a tracing window, to the bit and as int64."""
+    from abm.engine import contacts
+
+    pop = build_population(king_county, 3_000, seed=4)
+    base = Simulation(pop, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=9, replicates=3, seed=2).occupation
+    if limit is not None:
+        monkeypatch.setattr(contacts, "INDEX_LIMIT", limit)
+    layer = Simulation(pop, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=9, replicates=3, seed=2).occupation
+    assert {getattr(layer, name).dtype for name in OCCUPATION_IDS} == {torch.int64 if limit == 0 else torch.int32}
+    gen = torch.Generator().manual_seed(5)
+    for size in (40, 4_000):  # few sources (their groups' rewired contacts) and many (every rewired one)
+        src = torch.sort(torch.randperm(9_000, generator=gen)[:size]).values
+        w = torch.rand(size, generator=gen)
+        x = torch.zeros(9_000).index_copy_(0, src, w)
+        for day in (1, 2):
+            (t1, v1), (t2, v2) = layer.contributions(day, src, w, x), base.contributions(day, src, w, x)
+            assert t1.dtype == torch.int64 and torch.equal(t1, t2) and torch.equal(v1, v2)
+            assert int((v1 > 0).sum()) > size
+            (o1, c1), (o2, c2) = layer.contacts_on(src, day), base.contacts_on(src, day)
+            assert c1.dtype == torch.int64 and torch.equal(o1, o2) and torch.equal(c1, c2)
+    days = torch.randint(1, 8, (500,), generator=gen)
+    agents = torch.randperm(9_000, generator=gen)[:500]
+    (o1, c1), (o2, c2) = layer.contacts_of(agents, days), base.contacts_of(agents, days)
+    assert c1.dtype == torch.int64 and torch.equal(o1, o2) and torch.equal(c1, c2) and c1.shape[0] > 1_000
+
+
+def test_rewired_contacts_are_the_same_by_binary_search_and_by_the_days_mask(kc_100k):
+    """Whether ring contacts are rewired on a day: a few are looked up by binary search in the
+    day's rewiring, many through a mask over all contacts kept for the day; both must be the
+    day's rewiring, on whichever day is asked, in any order."""
+    sim = Simulation(kc_100k, DiseaseConfig(), ContactConfig(), NO_SEEDS, days=5, replicates=2, seed=3)
+    layer = sim.occupation
+    edges = layer.src.shape[0]
+    gen = torch.Generator().manual_seed(9)
+    every = torch.randperm(edges, generator=gen)
+    few = every[: edges // 512]  # below 1/256 of the contacts: a binary search
+    for day in (1, 3, 1, 2):
+        want = torch.isin(every, layer.rewired_ids(day))
+        assert torch.equal(layer.rewired(day, every), want)
+        assert torch.equal(layer.rewired(day, few), want[: few.shape[0]])
+        assert 0 < int(want[: few.shape[0]].sum()) < few.shape[0]
+
+
 @pytest.mark.parametrize(("households", "sources"), [(40, 60), (800, 10)])  # many sources / few: both sums
 def test_force_with_every_layer_uses_each_targets_normalisers(households, sources):
     """Default layers (weights 2 / 1 / 0.25) on a small population of mixed ages, household sizes

@@ -22,6 +22,7 @@ from abm.engine.contacts import (
     PooledCommunityLayer,
     expand_rows,
     flat_nonzero,
+    other_pairs,
 )
 from abm.engine.rng import generator
 from abm.populations.population import Population
@@ -84,8 +85,7 @@ class StubPathCommunityLayer(CommunityLayer):
         before, after = self._has_left.index_select(0, at), self._has_right.index_select(0, at)
         owner = torch.cat([owner[before], owner[after]])
         partner = torch.cat([path.index_select(0, at[before] - 1), path.index_select(0, at[after] + 1)]).long()
-        keep = partner != agents.index_select(0, owner)
-        return owner.masked_select(keep), partner.masked_select(keep)
+        return other_pairs(agents, owner, partner)
 
     def contributions(
         self, day: int, src: torch.Tensor, w: torch.Tensor, x: torch.Tensor

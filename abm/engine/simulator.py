@@ -343,22 +343,30 @@ class Simulation:
         if not parts:
             return empty, w[:0]
         entries = sum(self.total if t is None else t.shape[0] for *_, t, _ in parts)
-        if 4 * entries > self.total:  # many contacts: sum into per-agent vectors
-            force = torch.zeros(self.total, dtype=w.dtype, device=self.device)
-            for layer, scale, t, v in parts:
-                raw = v if t is None else torch.zeros_like(force).index_add_(0, t, v)
-                force = force + raw * layer.coef * scale
-            target = flat_nonzero(force > 0)
-            return target, force.index_select(0, target)
-        target, slot = torch.unique(torch.cat([t for *_, t, _ in parts]), return_inverse=True)
-        force = torch.zeros(target.shape[0], dtype=w.dtype, device=self.device)
-        start = 0
+        # Many contacts (past 1/8 of the agents, where sorting them costs more than passes over
+        # every agent): summed into per-agent vectors.
+        return self._sum_force(parts, dense=8 * entries > self.total)
+
+    def _sum_force(self, parts: list[tuple], dense: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The agents exposed today (ascending, distinct) and the force on each, from the layers'
+        ``parts`` (layer, scale, agents or None for every agent, values): summed into per-agent
+        vectors (``dense``) or over the distinct agents of the pairs, found by a sort. Both add
+        the same values in the same order, so they give the same bits."""
+        target = None
+        if not dense:
+            target, slot = torch.unique(torch.cat([t for *_, t, _ in parts]), return_inverse=True)
+        size = self.total if target is None else target.shape[0]
+        force, start = None, 0
         for layer, scale, t, v in parts:
-            raw = torch.zeros_like(force).index_add_(0, slot[start : start + t.shape[0]], v)
-            force = force + raw * layer.coef.index_select(0, target) * scale
-            start += t.shape[0]
+            coef = layer.coef if target is None else layer.coef.index_select(0, target)
+            if t is not None:
+                at = t if target is None else slot[start : start + t.shape[0]]
+                v = torch.zeros(size, dtype=v.dtype, device=self.device).index_add_(0, at, v)
+                start += t.shape[0]
+            v = v.mul_(coef).mul_(scale)  # a new vector (or the layer's, made for this call)
+            force = v if force is None else force.add_(v)
         keep = flat_nonzero(force > 0)
-        return target.index_select(0, keep), force.index_select(0, keep)
+        return keep if target is None else target.index_select(0, keep), force.index_select(0, keep)
 
     def force_of_infection(self, day: int) -> torch.Tensor:
         """The force of infection on every agent today, as a per-agent vector."""
