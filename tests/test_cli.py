@@ -2179,6 +2179,23 @@ def test_a_sweep_logged_to_a_file_tells_its_runs_in_lines(tmp_path, monkeypatch)
     assert told == ["runs: 1 of 2 done", "runs: 2 of 2 done"]
 
 
+def test_a_protocol_logged_to_a_file_ends_with_its_own_line(monkeypatch, capsys):
+    """abm learn off a terminal: a protocol's rounds get lines as a run's days do, but the last
+    round's line is the protocol's own line (with its note), as on a terminal, not "3 of 3 done"
+    (docs/outputs.md, Progress in a log file)."""
+    import abm.cli as cli
+    from abm import progress_lines
+
+    monkeypatch.setattr(progress_lines, "QUIET_S", 0.0)
+    monkeypatch.setattr(progress_lines, "EVERY_S", 0.0)
+    with cli.progress_bar("") as bar:
+        listen = cli.learning_progress(bar)
+        for done in (1, 2, 3):
+            listen("mapl", done, 3, "3 rounds, mean score 0.791")
+    told = [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()]
+    assert told == ["mapl: 1 of 3 done", "mapl: 2 of 3 done", "mapl: 3 rounds, mean score 0.791"]
+
+
 def test_calibration_progress_says_the_time_so_far_and_about_how_long_is_left(monkeypatch, capsys):
     """From the pace of the last 10 trials (a continued calibration tells its kept ones at once)."""
     import abm.cli as cli
