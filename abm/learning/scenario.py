@@ -367,10 +367,10 @@ def check_protocols(
                 f"architecture for every {member}; give a single model under protocols[{i}].models"
             )
         widths = sorted({m.embedding_width for m in models})
-        if spec.name == "mapl" and len(widths) > 1:
+        if traits.one_embedding_width and len(widths) > 1:
             key = f"protocols[{i}].models" if spec.models else "models"
             raise LearningScenarioError(
-                f"{source}: {key}: embedding widths {widths} are not allowed for protocols[{i}]: mapl compares "
+                f"{source}: {key}: embedding widths {widths} are not allowed for protocols[{i}]: {spec.name} compares "
                 f"every {member}'s embeddings with shared prototypes, so they need one width (an mlp's last "
                 "hidden width, a cnn's embed_dim); give every model the same"
             )

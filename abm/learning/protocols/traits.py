@@ -33,7 +33,9 @@ class ProtocolTraits:
       every runner (the Flower ones too);
     * ``one_release_per_round``: one noisy sum a round, so a target DP epsilon can be set;
     * ``simulates_dropouts``: it reads the participants that drop out (privacy.dropouts);
-    * ``sums_updates``: what it sums are updates (DP noise may go on them)."""
+    * ``sums_updates``: what it sums are updates (DP noise may go on them);
+    * ``one_embedding_width``: it compares every participant's embeddings (the bodies' outputs)
+      in one space, so they need one width."""
 
     name: str
     implementation: tuple[str, str]
@@ -45,6 +47,7 @@ class ProtocolTraits:
     one_release_per_round: bool = False
     simulates_dropouts: bool = False
     sums_updates: bool = True
+    one_embedding_width: bool = False
 
     def needs_one_architecture(self, params: dict[str, Any]) -> str | None:
         """Who needs one architecture for every participant in a run with these ``params`` (the
@@ -80,7 +83,9 @@ PROTOCOLS: dict[str, ProtocolTraits] = {
         ProtocolTraits("codream", ("codream", "CoDream"), **_CODREAM),
         # its sums are the generator's weights and BatchNorm statistics, and the latents
         ProtocolTraits("codream_fast", ("codream", "CoDreamFast"), **_CODREAM, sums_updates=False),
-        ProtocolTraits("mapl", ("mapl", "MAPL"), MAPLConfig, one_architecture_with=_MAPL_PLUS),
+        ProtocolTraits(
+            "mapl", ("mapl", "MAPL"), MAPLConfig, one_architecture_with=_MAPL_PLUS, one_embedding_width=True
+        ),
         ProtocolTraits("cycle", ("cycle", "CYCle"), CYCleConfig),
         ProtocolTraits("vpdl", ("cycle", "VPDL"), CYCleConfig),
         ProtocolTraits("ipa", ("ipa", "IPA"), IPAConfig, same_architecture=True),
