@@ -159,3 +159,26 @@ def _get_weights(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Pa
 def _set_weights(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
     load_flat_params(env.participant.model, payload["w"])
     return {}
+
+
+_CONTRIBUTION_WEIGHT = "contribution_weight"
+
+
+@client_op("set_contribution_weight")
+def _set_contribution_weight(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    """The participant computes its weight in a server's sums and keeps it: its own size over the
+    total in the payload (``n``, as the ``data_size`` message brought it) or, without a payload,
+    1 / ``config["participants"]`` (uniform weighting)."""
+    own, total = (env.participant.n_train, int(payload["n"].item())) if "n" in payload else (1, config["participants"])
+    env.store[_CONTRIBUTION_WEIGHT] = own / int(total)
+    return {}
+
+
+def contribution_weight(env: ClientEnv) -> float:
+    """The participant's own weight in a server's sums, as ``set_contribution_weight`` computed it
+    (the protocol's setup asks for it: :func:`abm.learning.protocols.sizes.contribution_weights`)."""
+    if _CONTRIBUTION_WEIGHT not in env.store:
+        raise RuntimeError(
+            f"participant {env.participant.pid} has no contribution weight: set_contribution_weight never ran"
+        )
+    return float(env.store[_CONTRIBUTION_WEIGHT])

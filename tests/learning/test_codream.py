@@ -413,9 +413,8 @@ def test_codream_fast_releases_the_dreams_the_clients_optimised():
     g0 = flat_params(protocol.meta)
     z0 = torch.randn(16, 4, generator=torch.Generator().set_state(protocol.gen.get_state()))
     dreams = protocol._fast_batch(ctx, 0, None)
-    reply = ctx.clients.call(
-        "codream_fast.step", {0: {"g": g0, "z": z0}}, protocol._op_config(None, dim=6), {0: {"weight": 1.0}}
-    )[0]
+    ctx.clients.call("set_contribution_weight", {0: {}}, {"participants": 1})  # client 0's (G, z) unweighted
+    reply = ctx.clients.call("codream_fast.step", {0: {"g": g0, "z": z0}}, protocol._op_config(None, dim=6))[0]
     client_gen = Generator(4, 8, 6)
     load_flat_params(client_gen, reply["g"])
     client_gen.train()

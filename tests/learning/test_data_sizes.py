@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from abm.learning import clients
+from abm.learning.clients import contribution_weight
 from abm.learning.messages import SERVER, AuditNetwork, Message, MessageKind
 from abm.learning.protocols import protocol_class
 from abm.learning.protocols.base import RunContext
@@ -105,6 +107,44 @@ def test_a_server_weighting_by_size_learns_the_sizes_from_messages(name, params)
     inflated = cls(cls.Config(**params))
     inflated.setup(_ctx(_Inflating(1, SERVER)))
     assert _weights(inflated).tolist() == [4 / 30, 10 / 30, 6 / 30]
+
+
+FAST = {"n_dreams": 4, "dream_steps": 2, "dream_start": 0, "local_steps": 2, "fast_batches": 1}
+WEIGHTED_OPS = {"fedavg.fit", "codream.grad", "codream_fast.step"}
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "weights"),
+    [
+        ("fedavg", {}, [4 / 20, 10 / 30, 6 / 20]),
+        ("fedprox", {}, [4 / 20, 10 / 30, 6 / 20]),
+        ("codream", {"n_dreams": 4, "dream_steps": 2, "dream_start": 0}, [4 / 20, 10 / 30, 6 / 20]),
+        ("codream_fast", FAST, [4 / 20, 10 / 30, 6 / 20]),
+        ("fedavg", {"weighting": "uniform"}, [1 / 3] * 3),
+        ("codream", {"n_dreams": 4, "dream_steps": 2, "dream_start": 0, "weighting": "uniform"}, [1 / 3] * 3),
+    ],
+)
+def test_each_client_computes_its_own_weight_and_no_operation_config_carries_it(name, params, weights, monkeypatch):
+    """A client's weight is its own size over the total its ``data_size`` message brought (the
+    total to participant 1 arrives 10 larger: 10 / 30) or 1 / N (uniform); it never travels in
+    the configuration of a client operation (seen at the clients' entry point, over a round)."""
+    seen: list[tuple[str, dict]] = []
+    run = clients.run_client_op
+
+    def spy(op, env, payload, config):
+        seen.append((op, dict(config)))
+        return run(op, env, payload, config)
+
+    monkeypatch.setattr(clients, "run_client_op", spy)
+    cls = protocol_class(name)
+    ctx = _ctx(_Inflating(SERVER, 1))
+    protocol = cls(cls.Config(**params))
+    protocol.setup(ctx)
+    protocol.run_round(ctx, 0)
+    assert WEIGHTED_OPS & {op for op, _ in seen}
+    assert all("weight" not in config for _, config in seen)
+    assert [contribution_weight(ctx.clients.envs[pid]) for pid in ctx.ids] == weights
+    assert _weights(protocol).tolist() == weights  # the server's: the same sizes over the same totals
 
 
 @pytest.mark.parametrize(("name", "params", "row"), [("mapl", {}, 1.0), ("ipa", {"pair_weights": "size"}, 3.0)])

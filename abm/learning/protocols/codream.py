@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from abm.learning.clients import ClientEnv, Payload, client_op
+from abm.learning.clients import ClientEnv, Payload, client_op, contribution_weight
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params
 from abm.learning.privacy.aggregation import PlainSum
@@ -309,7 +309,7 @@ def _receive_student(env: ClientEnv, payload: Payload, config: dict[str, Any]) -
 def _grad(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
     cfg = _cfg(config)
     g = input_gradient(env.participant.model, payload["x"], cfg, _client_student(env, config))
-    return {"g": g.reshape(-1) * float(config["weight"])}
+    return {"g": g.reshape(-1) * contribution_weight(env)}
 
 
 @client_op("codream.dream_alone")
@@ -374,7 +374,7 @@ def _fast_step(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payl
                 opt.step()
     finally:
         p.model.train()
-    w = float(config["weight"])
+    w = contribution_weight(env)
     return {"g": flat_params(gk) * w, "z": zk.detach().reshape(-1) * w}
 
 
@@ -434,21 +434,17 @@ class CoDream(Protocol):
     # ---- stage 1: dreaming -------------------------------------------------------------------
     def _dream(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
         cfg = self.config
-        w = self.contribution_weights
         if not cfg.collaborate:
             return self._dream_independently(ctx, t, student)
         ids = ctx.ids
         x = torch.randn(cfg.n_dreams, self.dim, generator=self.gen)
         x.requires_grad_(True)
         opt = torch.optim.Adam([x], lr=cfg.dream_lr)
-        client_cfg = {pid: {"weight": w[k]} for k, pid in enumerate(ids)}
         for _s in range(cfg.dream_steps):
             xd = x.detach()
             for pid in ids:
                 ctx.network.send(Message(MessageKind.DREAMS, SERVER, pid, {"x": xd}, t))
-            replies = ctx.clients.call(
-                "codream.grad", {pid: {"x": xd} for pid in ids}, self._op_config(student), client_cfg
-            )
+            replies = ctx.clients.call("codream.grad", {pid: {"x": xd} for pid in ids}, self._op_config(student))
             grads = {pid: replies[pid]["g"] for pid in ids}
             total = ctx.aggregator.aggregate(grads, t, ctx.network, MessageKind.INPUT_GRADIENTS)
             opt.zero_grad()
@@ -584,7 +580,6 @@ class CoDreamFast(CoDream):
 
     def _fast_batch(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
         cfg = self.config
-        w = self.contribution_weights
         ids = ctx.ids
         z0 = torch.randn(cfg.n_dreams, cfg.noise_dim, generator=self.gen)
         g0 = flat_params(self.meta)
@@ -594,7 +589,6 @@ class CoDreamFast(CoDream):
             "codream_fast.step",
             {pid: {"g": g0, "z": z0} for pid in ids},
             self._op_config(student, dim=self.dim),
-            {pid: {"weight": w[k]} for k, pid in enumerate(ids)},
         )
         gen_sum = {pid: replies[pid]["g"] for pid in ids}
         z_sum = {pid: replies[pid]["z"] for pid in ids}

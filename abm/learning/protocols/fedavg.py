@@ -6,9 +6,10 @@ w_k = |D_k| / sum_j |D_j| through the context's sum aggregator (plain, secure, o
 adds the updates, divides by the weight of the participants whose update arrived, and broadcasts.
 The sizes are messages: before round 0 each participant sends the server its size, and the server
 sends each participant the total (``data_size``, 8 bytes each; not with ``weighting: uniform``).
-Participant 0's initial weights are the shared initialisation. Client work goes through
-``ctx.clients`` (operations ``get_weights``, ``set_weights``, ``fedavg.fit``), so the protocol runs
-in process and over Flower alike.
+Each participant computes its own w_k from its size and the total it received (client operation
+``set_contribution_weight``); the weight is never sent. Participant 0's initial weights are the
+shared initialisation. Client work goes through ``ctx.clients`` (operations ``get_weights``,
+``set_weights``, ``fedavg.fit``), so the protocol runs in process and over Flower alike.
 
 BatchNorm running statistics (floating buffers) are data statistics, not trained weights. With
 ``bn_stats: auto`` (default) they travel with the weights and are averaged, except when the
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from abm.learning.clients import ClientEnv, Payload, client_op
+from abm.learning.clients import ClientEnv, Payload, client_op, contribution_weight
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params, load_trainable_flat, one_architecture, trainable_flat
 from abm.learning.protocols.base import Protocol, RunContext
@@ -50,7 +51,7 @@ def fit_update(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payl
             return 0.5 * mu * prox
 
     p.train(int(config["epochs"]), extra)
-    return {"update": (flatten(p.model) - start) * float(config["weight"])}
+    return {"update": (flatten(p.model) - start) * contribution_weight(env)}
 
 
 @client_op("fedavg.set_params")
@@ -100,7 +101,6 @@ class FedAvg(Protocol):
             "fedavg.fit",
             {pid: {} for pid in ids},
             {"epochs": ctx.local_epochs, "mu": cfg.mu, "share_buffers": self.share_buffers},
-            {pid: {"weight": w[k]} for k, pid in enumerate(ids)},
         )
         updates: dict[int, torch.Tensor] = {pid: replies[pid]["update"] for pid in ids}
         dropped = ctx.dropouts.get(t, frozenset())
