@@ -287,8 +287,8 @@ def test_a_client_process_killed_mid_run_ends_the_command_with_one_line(tmp_path
 
     f, out = tmp_path / "s.yaml", tmp_path / "out"  # the scenario file learn_on_flower writes
     proc = learn_on_flower(tmp_path, {**TINY, "rounds": 1000, "protocols": TINY["protocols"][:1]}, out)
-    seen = proc.stderr.readline() + proc.stderr.readline()  # "running ...", then "local: ...": fedavg runs
-    assert seen.startswith("running tiny_flower") and "\nlocal: 1000 rounds" in seen, seen
+    seen = stderr_until(proc, r"local: [\d,]+ rounds")  # "running ...", "starting ...", "local: N rounds ...": fedavg runs
+    assert seen.startswith("running tiny_flower") and "\nlocal: 1,000 rounds" in seen, seen
     children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
     assert len(children) == 3
     victim = sorted(children)[1]
@@ -589,6 +589,17 @@ def participant_1_fits_thus(tmp_path: Path, action: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
 
 
+def stderr_until(proc: subprocess.Popen, pattern: str) -> str:
+    """The command's stderr lines up to and including the first that ``pattern`` matches at its
+    start (all of them if it ends first); progress lines ("local: 956 of 1000 done") may come before."""
+    seen = ""
+    while line := proc.stderr.readline():
+        seen += line
+        if re.match(pattern, line):
+            break
+    return seen
+
+
 def failed_flower_run(tmp_path: Path, scenario: dict, action: str, within: float) -> str:
     """``abm learn --runner flower`` of ``scenario`` (FedAvg after local-only) in which participant
     1's ``fedavg.fit`` runs ``action``: the command must end within ``within`` seconds of FedAvg's
@@ -597,7 +608,7 @@ def failed_flower_run(tmp_path: Path, scenario: dict, action: str, within: float
 
     out = tmp_path / "out"
     proc = learn_on_flower(tmp_path, scenario, out, participant_1_fits_thus(tmp_path, action))
-    seen = proc.stderr.readline() + proc.stderr.readline()  # "running ...", then "local: ...": fedavg runs
+    seen = stderr_until(proc, r"local: [\d,]+ rounds")  # "running ...", "starting ...", "local: N rounds ...": fedavg runs
     assert "\nlocal: " in seen, seen
     children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
     start = time.monotonic()
