@@ -307,21 +307,15 @@ def test_independent_dreams_are_labelled_by_their_dreamer_and_never_aggregated(m
     assert r["bytes_by_kind"]["soft_labels"] == 2 * 3 * 30 * 4 * 4
 
 
-@pytest.mark.parametrize("secure", [False, True])
-def test_the_final_dreams_reach_the_clients_as_dreams_before_their_logits_and_the_soft_labels(secure):
-    """A dreaming round's final dreams x (after the last step) reach each client as a dreams message
-    before the client's logits on them (plain: a logits message; secure: a masked vector), and the
-    soft labels follow alone (soft_labels: y, not x again). 3 clients, 5 dreams of 3 features, 2
-    classes, 2 dream steps: x is 5 x 3 x 4 = 60 bytes, y 5 x 2 x 4 = 40 bytes."""
+def _three_linear_participants():
+    """A one-round run context of 3 participants with 4, 10 and 6 samples of 3 features and 2
+    classes (each split the same size), each a linear model."""
     from torch import nn
 
     from abm.learning.data import Dataset
-    from abm.learning.messages import SERVER, AuditNetwork
     from abm.learning.participant import Participant
     from abm.learning.partition import ParticipantData
-    from abm.learning.privacy.secure_aggregation import SecureSum
     from abm.learning.protocols.base import RunContext
-    from abm.learning.protocols.codream import CoDream
     from abm.learning.training import TrainConfig
 
     participants = []
@@ -329,7 +323,21 @@ def test_the_final_dreams_reach_the_clients_as_dreams_before_their_logits_and_th
         torch.manual_seed(k)
         data = ParticipantData(*(Dataset(torch.randn(n, 3), torch.arange(n) % 2) for _ in range(3)))
         participants.append(Participant(k, data, nn.Linear(3, 2), TrainConfig(), seed=k))
-    ctx = RunContext(participants=participants, n_classes=2, input_shape=(3,), rounds=1, local_epochs=1, seed=0)
+    return RunContext(participants=participants, n_classes=2, input_shape=(3,), rounds=1, local_epochs=1, seed=0)
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_the_final_dreams_reach_the_clients_as_dreams_before_their_logits_and_the_soft_labels(secure):
+    """A dreaming round's final dreams x (after the last step) reach each client as a dreams message
+    before the client's logits on them (plain: a logits message; secure: a masked vector), and the
+    soft labels follow alone (soft_labels: y, not x again). 3 clients, 5 dreams of 3 features, 2
+    classes, 2 dream steps: x is 5 x 3 x 4 = 60 bytes, y 5 x 2 x 4 = 40 bytes."""
+
+    from abm.learning.messages import SERVER, AuditNetwork
+    from abm.learning.privacy.secure_aggregation import SecureSum
+    from abm.learning.protocols.codream import CoDream
+
+    ctx = _three_linear_participants()
     ctx.network = AuditNetwork()
     if secure:
         ctx.aggregator = SecureSum([0, 1, 2], seed=0)
@@ -548,16 +556,10 @@ def test_dream_gradients_and_soft_labels_are_weighted_by_data_size():
     input gradients times |D_k| / 20 (the server sums them), and the soft labels are
     sum_k |D_k| / 20 z_k of their logits z_k, whether the server sees each client's logits (plain
     sum) or only their sum (any other aggregator, e.g. secure aggregation)."""
-    from torch import nn
 
-    from abm.learning.data import Dataset
     from abm.learning.messages import MessageKind
-    from abm.learning.participant import Participant
-    from abm.learning.partition import ParticipantData
     from abm.learning.privacy.aggregation import PlainSum, SumAggregator
-    from abm.learning.protocols.base import RunContext
     from abm.learning.protocols.codream import CoDream
-    from abm.learning.training import TrainConfig
 
     def record(calls: list, kind: MessageKind, contributions: dict[int, torch.Tensor]) -> None:
         calls.append((kind, {k: v.clone() for k, v in contributions.items()}))
@@ -580,12 +582,7 @@ def test_dream_gradients_and_soft_labels_are_weighted_by_data_size():
 
     share = torch.tensor([4 / 20, 10 / 20, 6 / 20])
     for aggregator in (RecordingPlain(), RecordingSum()):
-        participants = []
-        for k, n in enumerate((4, 10, 6)):
-            torch.manual_seed(k)
-            data = ParticipantData(*(Dataset(torch.randn(n, 3), torch.arange(n) % 2) for _ in range(3)))
-            participants.append(Participant(k, data, nn.Linear(3, 2), TrainConfig(), seed=k))
-        ctx = RunContext(participants=participants, n_classes=2, input_shape=(3,), rounds=1, local_epochs=1, seed=0)
+        ctx = _three_linear_participants()
         ctx.aggregator = aggregator
         cfg = CoDreamConfig(n_dreams=5, dream_steps=1, w_adv=0.0, w_feature=0.0)
         protocol = CoDream(cfg)
@@ -595,11 +592,11 @@ def test_dream_gradients_and_soft_labels_are_weighted_by_data_size():
         x = protocol._dream(ctx, 0, None)
         kind, grads = aggregator.calls[0]
         assert kind == MessageKind.INPUT_GRADIENTS
-        for k, p in enumerate(participants):
+        for k, p in enumerate(ctx.participants):
             expected = share[k] * input_gradient(p.model, x0, cfg, None).reshape(-1)
             assert torch.allclose(grads[k], expected, rtol=1e-6, atol=1e-9)
         labels = protocol._soft_labels(ctx, x, 0)
         with torch.no_grad():
-            expected = sum(share[k] * p.model(x) for k, p in enumerate(participants))
+            expected = sum(share[k] * p.model(x) for k, p in enumerate(ctx.participants))
         assert torch.allclose(labels, expected, rtol=1e-6, atol=1e-7)
         assert len(aggregator.calls) == (1 if isinstance(aggregator, PlainSum) else 2)

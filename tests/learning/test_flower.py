@@ -287,7 +287,7 @@ def test_a_client_process_killed_mid_run_ends_the_command_with_one_line(tmp_path
 
     f, out = tmp_path / "s.yaml", tmp_path / "out"  # the scenario file learn_on_flower writes
     proc = learn_on_flower(tmp_path, {**TINY, "rounds": 1000, "protocols": TINY["protocols"][:1]}, out)
-    seen = stderr_until(proc, r"local: [\d,]+ rounds")  # "running ...", "starting ...", "local: N rounds ...": fedavg runs
+    seen = stderr_until(proc, r"local: [\d,]+ rounds")  # up to "local: N rounds": fedavg runs now
     assert seen.startswith("running tiny_flower") and "\nlocal: 1,000 rounds" in seen, seen
     children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
     assert len(children) == 3
@@ -608,7 +608,7 @@ def failed_flower_run(tmp_path: Path, scenario: dict, action: str, within: float
 
     out = tmp_path / "out"
     proc = learn_on_flower(tmp_path, scenario, out, participant_1_fits_thus(tmp_path, action))
-    seen = stderr_until(proc, r"local: [\d,]+ rounds")  # "running ...", "starting ...", "local: N rounds ...": fedavg runs
+    seen = stderr_until(proc, r"local: [\d,]+ rounds")  # up to "local: N rounds": fedavg runs now
     assert "\nlocal: " in seen, seen
     children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
     start = time.monotonic()
