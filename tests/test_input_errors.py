@@ -1801,7 +1801,8 @@ def test_a_key_that_yaml_reads_as_no_name_is_named_as_written(tmp_path, small, w
         scenario: "name, description, population, simulation, disease, contacts, seeding, interventions, outputs, "
         "calibration",
         nested: "transmission_rate, seasonality, susceptibility_by_age, infectiousness_by_stage, "
-        "infectiousness_profile_mean, infectiousness_profile_sd, branching, dwell_times",
+        "infectiousness_profile_mean, infectiousness_profile_sd, branching, dwell_times, "
+        "long_term_care_branching",
     }
     for path, where in ((scenario, key), (nested, f"disease.{key}")):
         for args in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "out")]):

@@ -194,6 +194,34 @@ class Seasonality(BaseModel):
         return [1 + g * math.cos(2 * math.pi * (d - self.peak_day) / 365) for d in range(days)]
 
 
+def check_stage_rows(rows: list[list[float]], at: str, whose: str) -> None:
+    """Raise ValueError unless ``rows`` (11 x 11, [from stage][to stage]; ``at`` names it in a
+    scenario, as ``branching[3]``, and ``whose`` says whose course it is) holds probabilities, each
+    row summing to 1 (all 0 for the final stages, death and recovered: the engine moves no one out
+    of them), and no stage leads back to susceptible."""
+    for s, row in enumerate(rows):
+        for to, p in enumerate(row):
+            if p < 0 or p > 1:
+                raise ValueError(
+                    f"branching probabilities must lie in [0, 1]; {at}[{s}][{to}] ({whose}, {STAGE_NAMES[s]} to "
+                    f"{STAGE_NAMES[to]}) is {p:g}"
+                )
+    for s, row in enumerate(rows):
+        total = sum(row)
+        wrong = total != 0 if s in ABSORBING else abs(total - 1) >= 1e-6
+        if wrong:
+            raise ValueError(
+                "each branching row must sum to 1 (and be all 0 for death and recovered, the final stages); "
+                f"{at}[{s}] ({whose}, from {STAGE_NAMES[s]}) sums to {total:g}"
+            )
+    for s, row in enumerate(rows):
+        if row[Stage.SUSCEPTIBLE] > 0:
+            raise ValueError(
+                "no stage leads to susceptible (an infection starts in an infected stage, and immunity does "
+                f"not wane); {at}[{s}][0] ({whose}, {STAGE_NAMES[s]} to susceptible) is {row[Stage.SUSCEPTIBLE]:g}"
+            )
+
+
 class DiseaseConfig(BaseModel):
     """Disease parameters. Defaults: the thesis model's King County values."""
 
@@ -262,6 +290,14 @@ class DiseaseConfig(BaseModel):
             )
         return v
 
+    long_term_care_branching: list[list[float]] | None = Field(
+        None,
+        description="[from stage][to stage] probabilities for residents of long-term care facilities, whatever "
+        "their age, in place of their age group's rows of `branching` (rows sum to 1 or 0, as there); null: "
+        "residents follow their age group's rows. docs/model.md gives a table from the outbreak of 2020 at a "
+        "King County nursing facility",
+    )
+
     @field_validator("branching")
     @classmethod
     def _stochastic(cls, v: list[list[list[float]]]) -> list[list[list[float]]]:
@@ -271,34 +307,29 @@ class DiseaseConfig(BaseModel):
             if len(part) != size:
                 has = f"{len(part)} {'entry' if len(part) == 1 else 'entries'}"
                 raise ValueError(f"branching must be a 9 x 11 x 11 table; {where} has {has}, not {size}")
-        cells = ((a, s, to, p) for a, rows in enumerate(v) for s, row in enumerate(rows) for to, p in enumerate(row))
-        for a, s, to, p in cells:
-            if p < 0 or p > 1:
-                raise ValueError(
-                    f"branching probabilities must lie in [0, 1]; branching[{a}][{s}][{to}] (age group "
-                    f"{AGE_GROUP_LABELS[a]}, {STAGE_NAMES[s]} to {STAGE_NAMES[to]}) is {p:g}"
-                )
-        # The engine moves no one out of a final stage, and sends an agent whose row is all 0 on
-        # to recovered: rows must be all 0 exactly for the final stages.
         for a, rows in enumerate(v):
-            for s, row in enumerate(rows):
-                total = sum(row)
-                wrong = total != 0 if s in ABSORBING else abs(total - 1) >= 1e-6
-                if wrong:
-                    raise ValueError(
-                        "each branching row must sum to 1 (and be all 0 for death and recovered, the final stages); "
-                        f"branching[{a}][{s}] (age group {AGE_GROUP_LABELS[a]}, from {STAGE_NAMES[s]}) sums to "
-                        f"{total:g}"
-                    )
-        for a, rows in enumerate(v):
-            for s, row in enumerate(rows):
-                if row[Stage.SUSCEPTIBLE] > 0:
-                    raise ValueError(
-                        "no stage leads to susceptible (an infection starts in an infected stage, and immunity does "
-                        f"not wane); branching[{a}][{s}][0] (age group {AGE_GROUP_LABELS[a]}, {STAGE_NAMES[s]} to "
-                        f"susceptible) is {row[Stage.SUSCEPTIBLE]:g}"
-                    )
+            check_stage_rows(rows, f"branching[{a}]", f"age group {AGE_GROUP_LABELS[a]}")
         return v
+
+    @field_validator("long_term_care_branching")
+    @classmethod
+    def _stochastic_residents(cls, v: list[list[float]] | None) -> list[list[float]] | None:
+        if v is None:
+            return v
+        name = "long_term_care_branching"
+        sizes = [(name, v)] + [(f"{name}[{s}]", row) for s, row in enumerate(v)]
+        for where, part in sizes:  # a ragged table: say which entry
+            if len(part) != NUM_STAGES:
+                has = f"{len(part)} {'entry' if len(part) == 1 else 'entries'}"
+                raise ValueError(f"{name} must be an 11 x 11 table; {where} has {has}, not {NUM_STAGES}")
+        check_stage_rows(v, name, "long-term-care residents")
+        return v
+
+    def course_tables(self) -> list[list[list[float]]]:
+        """The [course group][from stage][to stage] tables an agent's course is drawn from: the 9 age
+        groups' rows of ``branching``, then ``long_term_care_branching`` where it is given."""
+        extra = [] if self.long_term_care_branching is None else [self.long_term_care_branching]
+        return [*self.branching, *extra]
 
     @model_validator(mode="after")
     def _dwell_cover(self) -> DiseaseConfig:
@@ -309,7 +340,7 @@ class DiseaseConfig(BaseModel):
             have.add((d.from_stage, d.to_stage))
         for frm in range(1, NUM_STAGES):
             for to in range(NUM_STAGES):
-                taken = any(rows[frm][to] > 0 for rows in self.branching)
+                taken = any(rows[frm][to] > 0 for rows in self.course_tables())
                 if taken and (STAGE_NAMES[frm], STAGE_NAMES[to]) not in have:
                     raise ValueError(f"dwell_times has no entry from {STAGE_NAMES[frm]} to {STAGE_NAMES[to]}")
         return self

@@ -45,7 +45,8 @@ class DiseaseModel:
     def __init__(self, cfg: DiseaseConfig, horizon: int, device: torch.device) -> None:
         self.cfg = cfg
         self.device = device
-        branching = torch.tensor(cfg.branching, dtype=torch.float64)
+        # One table per course group: the age groups, then long-term-care residents where given.
+        branching = torch.tensor(cfg.course_tables(), dtype=torch.float64)
         # The cdf is 1 from a row's last stage of positive probability on: a row may sum to 1
         # within 1e-6 only (validation), and a cdf ending below 1 there would send the draws above
         # it to the row's last column (recovered), a stage of probability 0.
@@ -57,7 +58,7 @@ class DiseaseModel:
         for name, value in cfg.infectiousness_by_stage.items():
             self.infectiousness[STAGE_NAMES.index(name)] = value
         self.infectiousness = self.infectiousness.to(device)
-        # [age group, stage]: whether an agent there may still infect anyone: its stage is
+        # [course group, stage]: whether an agent there may still infect anyone: its stage is
         # infectious, or one it may move on to is (a stage in hospital, say, leads only to others
         # that are not).
         can = (self.infectiousness.cpu() > 0).expand(branching.shape[0], NUM_STAGES).clone()
@@ -96,10 +97,18 @@ class DiseaseModel:
         self.dwell_pair = pair.to(device)
         self.dwell_width = self.max_days + 1
 
-    def next_stage(self, age_group: torch.Tensor, stage: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """Draw the stage after ``stage`` for agents of ``age_group`` from uniforms ``u``."""
-        rows = self.branch_cdf.reshape(-1, NUM_STAGES)  # one row per (age group, stage)
-        cdf = rows.index_select(0, age_group.long() * NUM_STAGES + stage.long())
+    def course_groups(self, age_group: torch.Tensor, long_term_care: torch.Tensor) -> torch.Tensor:
+        """Each agent's course group (the table its course is drawn from): its age group, or, with
+        ``long_term_care_branching`` given, the residents' table for agents in ``long_term_care``."""
+        if self.cfg.long_term_care_branching is None:
+            return age_group
+        return torch.where(long_term_care, NUM_AGE_GROUPS, age_group)
+
+    def next_stage(self, course_group: torch.Tensor, stage: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Draw the stage after ``stage`` for agents of ``course_group`` (:meth:`course_groups`)
+        from uniforms ``u``."""
+        rows = self.branch_cdf.reshape(-1, NUM_STAGES)  # one row per (course group, stage)
+        cdf = rows.index_select(0, course_group.long() * NUM_STAGES + stage.long())
         return (u[:, None] >= cdf).sum(1).clamp_max(NUM_STAGES - 1)
 
     def dwell(self, stage: torch.Tensor, nxt: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

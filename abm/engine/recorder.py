@@ -204,10 +204,10 @@ class Recorder:
         caused = torch.zeros(size, dtype=torch.int64, device=key.device)
         caused.index_add_(0, key, self.secondary.index_select(0, infected).long())
         stage = s.stage.index_select(0, infected).long()
-        age = sim.age_group.index_select(0, infected)
+        course = sim.course_group.index_select(0, infected)
         left = sim.disease.profile_left
         since = (sim.days - 1 - s.infected_day.index_select(0, infected).long()).clamp(0, left.shape[0] - 1)
-        going = (sim.disease.can_still_infect[age, stage] & (left.index_select(0, since) > DONE)).long()
+        going = (sim.disease.can_still_infect[course, stage] & (left.index_select(0, since) > DONE)).long()
         still = torch.zeros(size, dtype=torch.int64, device=key.device).index_add_(0, key, going)
         shape = tuple(self.hist_generation.shape)
         return caused.view(shape).cpu().numpy(), still.view(shape).cpu().numpy()

@@ -71,6 +71,18 @@ def severity_by_age(disease: DiseaseConfig) -> list[Severity]:
     ]
 
 
+def resident_severity(disease: DiseaseConfig) -> Severity | None:
+    """The chances of a long-term-care resident (``disease.long_term_care_branching``), or None
+    where residents follow their age group's rows."""
+    table = disease.long_term_care_branching
+    if table is None:
+        return None
+    rows = np.asarray(table, dtype=np.float64)
+    return Severity(
+        "long-term-care residents", **{name: hitting_probability(rows, stages) for name, stages in OUTCOMES.items()}
+    )
+
+
 def weighted_severity(rows: list[Severity], weights: np.ndarray, label: str) -> Severity:
     """The chances for infections spread over the age groups in proportion to ``weights``."""
     w = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))

@@ -146,6 +146,9 @@ class Simulation:
         self.total = self.n * r
         self.disease = DiseaseModel(self.disease_cfg, self.days, d)
         self.age_group = torch.as_tensor(pop.age_group, dtype=torch.int64).repeat(r).to(d)
+        resident = torch.as_tensor(pop.long_term_care, dtype=torch.bool).repeat(r).to(d)
+        # The table each agent's course is drawn from (its age group, or the residents' table).
+        self.course_group = self.disease.course_groups(self.age_group, resident)
         self.tract = torch.as_tensor(pop.tract, dtype=torch.int64).repeat(r).to(d)
         self.replicate = torch.arange(r, device=d).repeat_interleave(self.n)
         self.household = HouseholdLayer(pop, self.contact_cfg.household, r, d)
@@ -469,7 +472,7 @@ class Simulation:
         s = self.state
         if stage is None:
             u = torch.rand(idx.shape[0], generator=gen, device=self.device)
-            stage = self.disease.next_stage(self.age_group.index_select(0, idx), torch.zeros_like(idx), u)
+            stage = self.disease.next_stage(self.course_group.index_select(0, idx), torch.zeros_like(idx), u)
         s.stage[idx] = stage.to(torch.int8)
         s.infected_day[idx] = day
         self._infected_new.append(idx)
@@ -481,7 +484,7 @@ class Simulation:
         """Draw the next stage and its day for agents that entered ``stage`` today."""
         s = self.state
         u = torch.rand(2, idx.shape[0], generator=gen, device=self.device)
-        nxt = self.disease.next_stage(self.age_group.index_select(0, idx), stage, u[0])
+        nxt = self.disease.next_stage(self.course_group.index_select(0, idx), stage, u[0])
         dwell = self.disease.dwell(stage, nxt, u[1])
         absorbing = (stage == ABSORBING[0]) | (stage == ABSORBING[1])
         s.next_stage[idx] = nxt.to(torch.int8)

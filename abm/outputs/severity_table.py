@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from abm.engine.config import AGE_GROUP_LABELS, DiseaseConfig
-from abm.engine.severity import severity_by_age, weighted_severity
+from abm.engine.severity import resident_severity, severity_by_age, weighted_severity
 from abm.outputs.summary_table import SummaryTable
 
 if TYPE_CHECKING:
@@ -40,11 +40,14 @@ def residents_by_age_group(band_counts: np.ndarray, bands: dict[str, tuple[int, 
 def severity_table(disease: DiseaseConfig, residents: np.ndarray, weighted_by: str) -> SummaryTable:
     """Each age group's chances per infection, and those of an infection of a resident drawn at
     random (``residents`` per age group, who they are: ``weighted_by``): the population's ratios
-    if every age were infected alike, which no epidemic does."""
+    if every age were infected alike, which no epidemic does; then, where the disease settings give
+    them a table of their own, long-term-care residents'."""
     rows = severity_by_age(disease)
     everyone = weighted_severity(rows, residents, "all ages")
+    in_care = resident_severity(disease)
+    extra = [] if in_care is None else [in_care]
     cells = [[r.age_group, percent(r.symptoms), percent(r.hospital), percent(r.icu), percent(r.death)]
-             for r in [*rows, everyone]]  # fmt: skip
+             for r in [*rows, everyone, *extra]]  # fmt: skip
     return SummaryTable(
         title="What an infection leads to, by age (disease.branching)",
         columns=COLUMNS,
@@ -53,6 +56,7 @@ def severity_table(disease: DiseaseConfig, residents: np.ndarray, weighted_by: s
             "the chance that an infection brings symptoms, a hospital stay, intensive care and death, for an agent "
             f"without vaccine or earlier infection; all ages: weighted by {weighted_by}, as if every age were "
             "infected alike. Death / infection is the infection fatality ratio"
+            + ("" if in_care is None else "; long-term-care residents (any age): disease.long_term_care_branching")
         ),
     )
 
