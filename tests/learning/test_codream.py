@@ -600,3 +600,58 @@ def test_dream_gradients_and_soft_labels_are_weighted_by_data_size():
             expected = sum(share[k] * p.model(x) for k, p in enumerate(ctx.participants))
         assert torch.allclose(labels, expected, rtol=1e-6, atol=1e-7)
         assert len(aggregator.calls) == (1 if isinstance(aggregator, PlainSum) else 2)
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"collaborate": False, "independent_labels": "all"}], ids=["collaborative", "independent_all"]
+)
+def test_under_secure_aggregation_each_client_weights_its_own_logits(params, monkeypatch):
+    """Under secure aggregation the server multiplies no client's logits: each client (4, 10 and 6
+    training rows) returns its logits on the final dreams times its own |D_k| / 20, the server
+    passes exactly those vectors into the masked sum, and the soft labels are sum_k |D_k| / 20 z_k
+    (within the fixed-point sum's rounding). Collaborative dreams and independent dreams labelled by
+    everyone (``independent_labels: all``) alike."""
+    from abm.learning import clients
+    from abm.learning.messages import MessageKind
+    from abm.learning.privacy.secure_aggregation import SecureSum
+    from abm.learning.protocols.codream import CoDream
+    from abm.learning.training import predict
+
+    class RecordingSecure(SecureSum):
+        def __init__(self) -> None:
+            super().__init__([0, 1, 2], seed=0)
+            self.logits: list[dict[int, torch.Tensor]] = []
+
+        def aggregate(self, contributions, round_, network, kind=MessageKind.MODEL_UPDATE, dropped=frozenset()):
+            if kind == MessageKind.LOGITS:
+                self.logits.append(dict(contributions))
+            return super().aggregate(contributions, round_, network, kind, dropped)
+
+    returned: dict[int, torch.Tensor] = {}
+    raw: dict[int, torch.Tensor] = {}
+    run = clients.run_client_op
+
+    def spy(op, env, payload, config):
+        reply = run(op, env, payload, config)
+        if op.startswith("codream.") and "logits" in op:  # the clients' answer on the final dreams
+            pid = env.participant.pid
+            raw[pid] = predict(env.participant.model, payload["x"])
+            returned[pid] = reply["z"]
+        return reply
+
+    monkeypatch.setattr(clients, "run_client_op", spy)
+    ctx = _three_linear_participants()
+    ctx.aggregator = RecordingSecure()
+    protocol = CoDream(CoDreamConfig(n_dreams=6, dream_steps=2, w_adv=0.0, w_feature=0.0, dream_start=0, **params))
+    protocol.setup(ctx)
+    protocol.run_round(ctx, 0)
+    x, y = protocol.buffer[-1]
+    assert len(ctx.aggregator.logits) == 1
+    (summed,) = ctx.aggregator.logits
+    share = [4 / 20, 10 / 20, 6 / 20]
+    for k in range(3):
+        assert summed[k] is returned[k]  # what the client returned, untouched by the server
+        assert torch.equal(returned[k], raw[k].reshape(-1) * share[k])  # the client weighted its logits
+    assert y.shape == (len(x), 2)
+    expected = sum(share[k] * raw[k] for k in range(3))
+    assert torch.allclose(y, expected, rtol=0, atol=1e-6)

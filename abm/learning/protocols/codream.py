@@ -19,10 +19,15 @@ Per round (after ``dream_start`` rounds of local training):
    ``local_steps`` Adam steps on (G, z), the server averages both, and a Reptile step moves a
    meta-generator toward the average so later batches start from a good initialisation.
 2. Knowledge acquisition: the server sends the final x to the clients (``dreams``), which send
-   their logits on x; the server averages them (weighted) into soft labels, through the sum
-   aggregator when privacy is on (secure aggregation masks them, DP clips, noises and accounts
-   them), and sends the soft labels alone (``soft_labels``: the clients hold x); (x, soft labels)
-   enter a FIFO buffer shared with every client.
+   their logits on x, and the weighted sum sum_k w_k z_k of the logits becomes the soft labels.
+   With the plain sum each client sends its raw logits (``codream.logits``) and the server weights
+   and adds them (it also reads each teacher's logits for the report). When privacy is on the
+   clients weight their own logits as they weight their dream gradients (``codream.weighted_logits``
+   returns w_k z_k, w_k from ``set_contribution_weight``), and the weighted vectors go through the
+   sum aggregator as they are (secure aggregation masks them, DP clips, noises and accounts them):
+   the server never holds a client's raw logits. The server sends the soft labels alone
+   (``soft_labels``: the clients hold x); (x, soft labels) enter a FIFO buffer shared with every
+   client.
 3. Distillation: each client trains on KD(buffer) + CE(own data), then ``local_epochs`` of CE;
    the student distils from the buffer too.
 
@@ -328,7 +333,15 @@ def _dream_alone(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Pa
 
 @client_op("codream.logits")
 def _logits(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    """The client's raw logits on the dreams (the plain sum: the server reads and weights them)."""
     return {"z": predict(env.participant.model, payload["x"])}
+
+
+@client_op("codream.weighted_logits")
+def _weighted_logits(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
+    """The client's logits on the dreams times its own contribution weight, flattened: its share of
+    the private sum of soft labels (the server never holds, let alone multiplies, raw logits)."""
+    return {"z": predict(env.participant.model, payload["x"]).reshape(-1) * contribution_weight(env)}
 
 
 @client_op("codream.update")
@@ -484,20 +497,21 @@ class CoDream(Protocol):
             self._round_labels.append((own, None))
             self._agreement_note = "each dream is labelled by its dreamer alone: there is one teacher a dream"
             return own
-        w = self.contribution_weights
         self._to_clients(ctx, MessageKind.DREAMS, {"x": x}, t)  # the clients' logits are on the final dreams
-        replies = ctx.clients.broadcast("codream.logits", {"x": x})
         if not isinstance(ctx.aggregator, PlainSum):
-            # The soft labels are a weighted sum of private logits: with secure aggregation the
-            # server sees only masked vectors, and with DP each release is clipped, noised and
-            # counted by the accountant, like the dream gradients.
-            shape = replies[ctx.ids[0]]["z"].shape
-            parts = {pid: (replies[pid]["z"] * w[k]).reshape(-1) for k, pid in enumerate(ctx.ids)}
-            total = ctx.aggregator.aggregate(parts, t, ctx.network, MessageKind.LOGITS).reshape(shape)
+            # The soft labels are a weighted sum of private logits: each client weights its own
+            # (as its dream gradients), so with secure aggregation the server sees only masked
+            # vectors and their sum, and with DP each release is clipped, noised and counted by the
+            # accountant, like the dream gradients.
+            replies = ctx.clients.broadcast("codream.weighted_logits", {"x": x})
+            parts = {pid: replies[pid]["z"] for pid in ctx.ids}
+            total = ctx.aggregator.aggregate(parts, t, ctx.network, MessageKind.LOGITS).reshape(len(x), -1)
             self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": total}, t)
             self._round_labels.append((total, None))
             self._agreement_note = "the server sees only the sum of the teachers' logits (secure aggregation)"
             return total
+        w = self.contribution_weights
+        replies = ctx.clients.broadcast("codream.logits", {"x": x})
         total = None
         for k, pid in enumerate(ctx.ids):
             logits = replies[pid]["z"]
