@@ -547,7 +547,9 @@ def test_report_carries_the_soft_label_quality(tmp_path):
         assert all((r["teacher_agreement"] is not None) == seen for r in rows)
         assert all((r["label_support"] is not None) == seen for r in rows)
         assert ("teacher_columns_null" in quality) == (not seen)
-    assert "sum of the teachers' logits" in report["secure"]["summary"]["soft_labels"]["teacher_columns_null"]
+    assert report["secure"]["summary"]["soft_labels"]["teacher_columns_null"] == (
+        "the server takes only the sum of the teachers' logits (secure aggregation)"
+    )
     assert "dreamer" in report["alone"]["summary"]["soft_labels"]["teacher_columns_null"]
 
 

@@ -151,6 +151,9 @@ def test_the_report_counts_the_noisy_releases_that_epsilon_is_spent_on():
         settings = report[name]["privacy"]["dp"]
         assert settings["rounds"] == 3 and settings["releases"] == releases, name
         assert report[name]["epsilon"] == pytest.approx(rdp_epsilon(1.0, releases, 1e-5)), name
+    assert report["codream"]["summary"]["soft_labels"]["teacher_columns_null"] == (
+        "the server takes only the sum of the teachers' logits (secure aggregation, DP: each clipped and noised)"
+    )
 
 
 def test_noise_scale_is_sigma_times_the_clip_norm_not_sigma_alone():

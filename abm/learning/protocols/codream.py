@@ -62,6 +62,7 @@ from abm.learning.clients import ClientEnv, Payload, client_op, contribution_wei
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params
 from abm.learning.privacy.aggregation import PlainSum
+from abm.learning.privacy.secure_aggregation import SecureSum
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.configs import CoDreamConfig
 from abm.learning.protocols.sizes import contribution_weights
@@ -508,7 +509,10 @@ class CoDream(Protocol):
             total = ctx.aggregator.aggregate(parts, t, ctx.network, MessageKind.LOGITS).reshape(len(x), -1)
             self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": total}, t)
             self._round_labels.append((total, None))
-            self._agreement_note = "the server sees only the sum of the teachers' logits (secure aggregation)"
+            inner = getattr(ctx.aggregator, "inner", ctx.aggregator)  # DP wraps the sum it noises
+            how = [what for what, on in (("secure aggregation", isinstance(inner, SecureSum)),
+                                         ("DP: each clipped and noised", ctx.aggregator.adds_noise)) if on]  # fmt: skip
+            self._agreement_note = f"the server takes only the sum of the teachers' logits ({', '.join(how)})"
             return total
         w = self.contribution_weights
         replies = ctx.clients.broadcast("codream.logits", {"x": x})
