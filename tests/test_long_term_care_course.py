@@ -118,3 +118,48 @@ def test_the_documented_table_gives_the_published_outbreak_figures():
     assert got.hospital == pytest.approx(55 / 101, abs=5e-4)
     assert got.death == pytest.approx(34 / 101, abs=5e-4)
     assert resident_severity(DiseaseConfig()) is None
+
+
+def test_the_summary_counts_the_residents_outcomes_and_their_share_of_deaths():
+    """The whole run above, summarized: 3 residents, all infected and dead in both replicates, the
+    only deaths (share 1). With two residents, and a 65-year-old whose age group's rows are the
+    residents' table, the residents are 2 of 3 deaths. A population without residents has none
+    (null), and the by-age table no row for them."""
+    from abm.outputs.summary import summarize
+    from abm.outputs.summary_table import by_age_table
+
+    branching, residents = tables()
+
+    def summary(pop):
+        sim = Simulation(
+            pop,
+            DiseaseConfig(branching=branching, long_term_care_branching=residents),
+            quiet_contacts(),
+            SeedingConfig(infections={"severe_symptoms": 6}),
+            days=60,
+            replicates=2,
+            seed=3,
+        )
+        return summarize(sim.run(), {"scenario": "x"}, 100.0)
+
+    s = summary(six_at_85([1, 3, 5]))
+    assert s["long_term_care_residents"] == {
+        "agents": 3,
+        "infected": {"mean": 3.0, "sd": 0.0, "share": 1.0},
+        "deaths": {"mean": 3.0, "sd": 0.0},
+        "deaths_per_100_infected": 100.0,
+        "share_of_deaths": 1.0,
+    }
+    table = by_age_table(s)
+    assert table is not None
+    assert table.rows[-1] == ["long-term-care residents", "3", "3 ± 0", "100.0%", "3 ± 0", "100.0"]
+    assert table.caption.endswith("residents are counted in their age groups too, and are 100.0% of the deaths")
+    branching[6] = residents
+    pop = make_population([[i] for i in range(6)], ages=[85, 85, 85, 65, 85, 85])
+    pop.long_term_care[[1, 5]] = True
+    s = summary(pop)
+    assert s["long_term_care_residents"]["deaths"] == {"mean": 2.0, "sd": 0.0}
+    assert s["long_term_care_residents"]["share_of_deaths"] == 2 / 3
+    s = summary(make_population([[i] for i in range(6)], ages=[85] * 6))
+    assert s["long_term_care_residents"] is None
+    assert [r[0] for r in by_age_table(s).rows][-1] == "80+"

@@ -68,7 +68,9 @@ def test_report_says_when_no_intervention_runs(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert "<h2>Who was infected and who died, by age</h2>" in page
     assert _table_rows(page)[1] == by_age_table(summary).rows
-    assert [row[1] for row in _table_rows(page)[1]] == [f"{g['agents']:,}" for g in summary["by_age"]]
+    care = summary["long_term_care_residents"]  # the last row, after the age groups
+    assert [row[1] for row in _table_rows(page)[1]] == [f"{g['agents']:,}" for g in [*summary["by_age"], care]]
+    assert _table_rows(page)[1][-1][0] == "long-term-care residents"
     assert sum(g["agents"] for g in summary["by_age"]) == 1000
     assert "<h2>What an infection leads to, by age (disease.branching)</h2>" in page
     severity = _table_rows(page)[2]

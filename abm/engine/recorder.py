@@ -51,6 +51,9 @@ class SimulationResult:
     secondary: np.ndarray | None = None
     unfinished: np.ndarray | None = None
     generation_days: np.ndarray | None = None
+    # [replicate, stage]: long-term-care residents in each stage at the end of the run; None where
+    # the population has none.
+    residents_final: np.ndarray | None = None
 
     @property
     def days(self) -> int:
@@ -232,4 +235,16 @@ class Recorder:
             secondary=secondary,
             unfinished=unfinished,
             generation_days=self.hist_generation.cpu().numpy() if attributed else None,
+            residents_final=self.residents_final(),
         )
+
+    def residents_final(self) -> np.ndarray | None:
+        """[replicate, stage] long-term-care residents in each stage now; None where there are none."""
+        sim = self.sim
+        care = np.flatnonzero(sim.population.long_term_care)
+        if care.size == 0:
+            return None
+        r = sim.replicates
+        stage = sim.state.stage.view(r, sim.n).index_select(1, torch.as_tensor(care, device=sim.device)).long()
+        key = torch.arange(r, device=sim.device)[:, None] * NUM_STAGES + stage
+        return torch.bincount(key.reshape(-1), minlength=r * NUM_STAGES).view(r, NUM_STAGES).cpu().numpy()

@@ -68,6 +68,18 @@ def region_scaled(summary: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def group_outcomes(agents: int, infected: np.ndarray, deaths: np.ndarray) -> dict[str, Any]:
+    """A group's ``agents``, those infected by the end (per replicate in ``infected``: mean, sd
+    and the share of the group) and those dead (``deaths``), with deaths per 100 infected (of the
+    means; null where no one was infected)."""
+    return {
+        "agents": agents,
+        "infected": {**mean_sd(infected), "share": float(infected.mean() / agents) if agents else None},
+        "deaths": mean_sd(deaths),
+        "deaths_per_100_infected": float(100 * deaths.mean() / infected.mean()) if infected.mean() else None,
+    }
+
+
 def by_age(res: SimulationResult) -> list[dict[str, Any]]:
     """Per ten-year age group: its agents, those infected by the end (seeded ones too; mean and
     sd over replicates, and the share of the group) and those dead, with deaths per 100 infected
@@ -78,17 +90,23 @@ def by_age(res: SimulationResult) -> list[dict[str, Any]]:
     for a, label in enumerate(AGE_GROUP_LABELS):
         agents = int(first[a].sum())
         infected = agents - last[:, a, Stage.SUSCEPTIBLE]
-        deaths = last[:, a, Stage.DEATH]
-        rows.append(
-            {
-                "age_group": label,
-                "agents": agents,
-                "infected": {**mean_sd(infected), "share": float(infected.mean() / agents) if agents else None},
-                "deaths": mean_sd(deaths),
-                "deaths_per_100_infected": float(100 * deaths.mean() / infected.mean()) if infected.mean() else None,
-            }
-        )
+        rows.append({"age_group": label, **group_outcomes(agents, infected, last[:, a, Stage.DEATH])})
     return rows
+
+
+def long_term_care_residents(res: SimulationResult) -> dict[str, Any] | None:
+    """The long-term-care residents' outcomes as :func:`by_age` gives an age group's (they are
+    counted in their age groups too), with their share of all deaths (of the means; null where no
+    one died); None where the population has no residents."""
+    final = res.residents_final
+    if final is None:
+        return None
+    final = final.astype(np.float64)
+    agents = int(final[0].sum())
+    out = group_outcomes(agents, agents - final[:, Stage.SUSCEPTIBLE], final[:, Stage.DEATH])
+    all_deaths = float(res.stages[-1, :, Stage.DEATH].mean())
+    out["share_of_deaths"] = float(final[:, Stage.DEATH].mean() / all_deaths) if all_deaths else None
+    return out
 
 
 def reproduction_summary(res: SimulationResult) -> dict[str, Any] | None:
@@ -157,6 +175,7 @@ def summarize(
         "total_cost": mean_sd(res.cost_totals),
     }
     out["by_age"] = by_age(res)
+    out["long_term_care_residents"] = long_term_care_residents(res)
     out["reproduction_number"] = reproduction_summary(res)
     out["region_scaled"] = region_scaled(out)
     if start_date is not None:

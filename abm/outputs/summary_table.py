@@ -157,22 +157,30 @@ def by_age_table(s: dict) -> SummaryTable | None:
     def ms(x: dict) -> str:
         return count(x["mean"]) + (f" ± {count(x['sd'])}" if spread else "")
 
-    rows = [
-        [
-            g["age_group"],
+    def row(label: str, g: dict) -> list[str]:
+        share = g["infected"]["share"]
+        return [
+            label,
             f"{g['agents']:,}",
             ms(g["infected"]),
-            "" if g["infected"]["share"] is None else f"{fixed(100 * g['infected']['share'], 1)}%",
+            "" if share is None else f"{fixed(100 * share, 1)}%",
             ms(g["deaths"]),
             _per_100(g["deaths_per_100_infected"]),
         ]
-        for g in groups
-    ]
+
+    rows = [row(g["age_group"], g) for g in groups]
     caption = (
         f"counts are for the {s['agents']:,} simulated agents, infected by the last day (seeded infections too)"
         + ("; ± is the sd over replicates" if spread else "")
         + "; deaths per 100 infected is of the means, and infections of the last weeks may not have ended yet"
     )
+    care = s.get("long_term_care_residents")  # none without residents, or in a summary from before
+    if care:
+        rows.append(row("long-term-care residents", care))
+        of_deaths = care["share_of_deaths"]
+        caption += "; long-term-care residents are counted in their age groups too" + (
+            "" if of_deaths is None else f", and are {fixed(100 * of_deaths, 1)}% of the deaths"
+        )
     columns = ["age group", "agents", "infected", "% of the group", "deaths", "deaths per 100 infected"]
     return SummaryTable("Who was infected and who died, by age", columns, rows, caption)
 
