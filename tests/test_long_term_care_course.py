@@ -10,7 +10,7 @@ import torch
 import yaml
 from conftest import make_population, quiet_contacts, sim_of
 
-from abm.engine import DiseaseConfig, SeedingConfig, Simulation, Stage
+from abm.engine import DiseaseConfig, SeedingConfig, Simulation, SimulationResult, Stage
 from abm.engine.severity import resident_severity
 from abm.scenario import ScenarioError, validate
 
@@ -41,6 +41,20 @@ def six_at_85(residents: list[int]):
     return pop
 
 
+def severe_run(pop, branching, residents) -> tuple[Simulation, SimulationResult]:
+    """60 days of ``pop`` (2 replicates, no contacts) with everyone seeded in severe symptoms."""
+    sim = Simulation(
+        pop,
+        DiseaseConfig(branching=branching, long_term_care_branching=residents),
+        quiet_contacts(),
+        SeedingConfig(infections={"severe_symptoms": pop.size}),
+        days=60,
+        replicates=2,
+        seed=3,
+    )
+    return sim, sim.run()
+
+
 def test_residents_draw_their_course_from_their_own_table_and_others_from_their_age():
     """Six agents aged 85, three of them residents, no contacts: the first stage drawn for an
     infection and the stage after severe symptoms are exact under the two tables; without a
@@ -63,21 +77,11 @@ def test_residents_draw_their_course_from_their_own_table_and_others_from_their_
 def test_a_whole_run_kills_the_residents_alone_in_every_replicate():
     """Seeded in severe symptoms, the three residents go to hospital and die, the others recover,
     in each of two replicates; the run's counts say so (3 deaths a replicate, 3 admissions)."""
-    branching, residents = tables()
-    pop = six_at_85([1, 3, 5])
-    sim = Simulation(
-        pop,
-        DiseaseConfig(branching=branching, long_term_care_branching=residents),
-        quiet_contacts(),
-        SeedingConfig(infections={"severe_symptoms": 6}),
-        days=60,
-        replicates=2,
-        seed=3,
-    )
-    result = sim.run()
+    sim, result = severe_run(six_at_85([1, 3, 5]), *tables())
     assert sim.state.stage.view(2, 6).tolist() == [[R, D, R, D, R, D]] * 2
     assert result.stages[-1, :, D].tolist() == [3, 3]
     assert result.stages[-1, :, R].tolist() == [3, 3]
+    assert result.admissions.sum(axis=0).tolist() == [3, 3]
 
 
 def test_a_bad_residents_table_is_named_in_one_line():
@@ -131,16 +135,7 @@ def test_the_summary_counts_the_residents_outcomes_and_their_share_of_deaths():
     branching, residents = tables()
 
     def summary(pop):
-        sim = Simulation(
-            pop,
-            DiseaseConfig(branching=branching, long_term_care_branching=residents),
-            quiet_contacts(),
-            SeedingConfig(infections={"severe_symptoms": 6}),
-            days=60,
-            replicates=2,
-            seed=3,
-        )
-        return summarize(sim.run(), {"scenario": "x"}, 100.0)
+        return summarize(severe_run(pop, branching, residents)[1], {"scenario": "x"}, 100.0)
 
     s = summary(six_at_85([1, 3, 5]))
     assert s["long_term_care_residents"] == {
