@@ -77,26 +77,13 @@ class ClientPool(ABC):
 
     @abstractmethod
     def call(
-        self,
-        op: str,
-        payloads: Mapping[int, Payload],
-        config: Mapping[str, Any] | None = None,
-        client_config: Mapping[int, Mapping[str, Any]] | None = None,
+        self, op: str, payloads: Mapping[int, Payload], config: Mapping[str, Any] | None = None
     ) -> dict[int, Payload]:
         """Run ``op`` on every participant in ``payloads``; returns their replies by id.
 
-        ``config`` (JSON-able) goes to every participant, ``client_config[pid]`` only to ``pid``.
+        ``config`` (JSON-able) goes to every participant alike: what is one participant's own (its
+        weight, say) it computes or keeps itself (:func:`contribution_weight`).
         """
-
-    @staticmethod
-    def config_for(
-        pid: int, config: Mapping[str, Any] | None, client_config: Mapping[int, Mapping[str, Any]] | None
-    ) -> dict[str, Any]:
-        """Participant ``pid``'s configuration: ``config`` updated by ``client_config[pid]``."""
-        cfg = dict(config or {})
-        if client_config is not None and pid in client_config:
-            cfg.update(client_config[pid])
-        return cfg
 
     @abstractmethod
     def model_template(self, pid: int) -> nn.Module:
@@ -125,16 +112,11 @@ class InProcessClients(ClientPool):
         return self._template(pid)
 
     def call(
-        self,
-        op: str,
-        payloads: Mapping[int, Payload],
-        config: Mapping[str, Any] | None = None,
-        client_config: Mapping[int, Mapping[str, Any]] | None = None,
+        self, op: str, payloads: Mapping[int, Payload], config: Mapping[str, Any] | None = None
     ) -> dict[int, Payload]:
         out = {}
         for pid in sorted(payloads):
-            cfg = self.config_for(pid, config, client_config)
-            out[pid] = run_client_op(op, self.envs[pid], dict(payloads[pid]), cfg)
+            out[pid] = run_client_op(op, self.envs[pid], dict(payloads[pid]), dict(config or {}))
         return out
 
 

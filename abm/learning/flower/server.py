@@ -114,16 +114,11 @@ class FlowerClients(ClientPool):
         return res
 
     def call(
-        self,
-        op: str,
-        payloads: Mapping[int, Payload],
-        config: Mapping[str, Any] | None = None,
-        client_config: Mapping[int, Mapping[str, Any]] | None = None,
+        self, op: str, payloads: Mapping[int, Payload], config: Mapping[str, Any] | None = None
     ) -> dict[int, Payload]:
         jobs = {}
         for pid in sorted(payloads):
-            cfg = self.config_for(pid, config, client_config)
-            jobs[pid] = self._pool.submit(self._one, pid, op, dict(payloads[pid]), cfg)
+            jobs[pid] = self._pool.submit(self._one, pid, op, dict(payloads[pid]), dict(config or {}))
         self.requests += len(jobs)
 
         def unanswered(pids: list[int], timeout: float) -> str:
