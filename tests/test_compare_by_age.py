@@ -3,13 +3,15 @@ paired and independent intervals, and the files a comparison writes."""
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from abm.outputs.compare_by_age import COLUMNS, by_age_summary, by_age_table
+from abm.outputs.compare_by_age import COLUMNS, RESIDENTS, by_age_summary, by_age_table
 from abm.outputs.plots import RunTables
 
 T_2DF = 4.302652729911275  # t quantile 0.975 with 2 degrees of freedom
@@ -99,9 +101,10 @@ def test_an_age_group_without_agents_is_left_empty():
 
 
 def test_compare_writes_deaths_by_age(tmp_path):
-    """`abm.compare` of two runs writes comparison_by_age.csv (9 age groups a run) and the table
-    in comparison.md and report.html; each group's deaths per 100,000 are the run's by_age.csv's
-    last day, means over replicates."""
+    """`abm.compare` of two runs writes comparison_by_age.csv (9 age groups a run, then the
+    long-term-care residents) and the table in comparison.md and report.html; each group's deaths
+    per 100,000 are the run's by_age.csv's last day, means over replicates, and the residents' are
+    their summary's, replicate by replicate."""
     import abm
 
     ni = "scenarios/king_county/no_intervention.yaml"
@@ -110,7 +113,8 @@ def test_compare_writes_deaths_by_age(tmp_path):
     out = tmp_path / "cmp"
     abm.compare([a.write(tmp_path / "a", figures=False), b.write(tmp_path / "b", figures=False)], out=out)
     written = pd.read_csv(out / "comparison_by_age.csv")
-    assert list(written.columns) == COLUMNS and len(written) == 18
+    assert list(written.columns) == COLUMNS and len(written) == 20
+    assert list(written["age_group"])[9::10] == [RESIDENTS, RESIDENTS]
     runs = list(dict.fromkeys(written["run"]))
     ages = pd.read_csv(tmp_path / "a" / "by_age.csv")
     last = ages[ages.day == ages.day.max()]
@@ -119,6 +123,12 @@ def test_compare_writes_deaths_by_age(tmp_path):
         assert row["deaths_per_100k"] == pytest.approx(part["deaths"].mean() * 1e5 / part["agents"].iloc[0])
         assert row["agents"] == part["agents"].iloc[0]
     assert (written[written.run == runs[1]]["averted_by"] == "paired replicates").all()
+    care = [json.loads((tmp_path / run / "summary.json").read_text())["long_term_care_residents"] for run in "ab"]
+    per_100k = [np.asarray(c["by_replicate"]["deaths"]) * 1e5 / c["agents"] for c in care]
+    row = written[(written.run == runs[1]) & (written.age_group == RESIDENTS)].iloc[0]
+    assert row["agents"] == care[1]["agents"] and row["infected_share"] == pytest.approx(care[1]["infected"]["share"])
+    assert row["deaths_per_100k"] == pytest.approx(per_100k[1].mean())
+    assert row["deaths_averted_per_100k"] == pytest.approx((per_100k[0] - per_100k[1]).mean())
     md = (out / "comparison.md").read_text()
     assert "## Deaths by age" in md and "| 80+ |" in md
     page = (out / "report.html").read_text()
@@ -151,3 +161,38 @@ def test_a_by_age_table_without_deaths_is_refused_with_one_line(small_comparison
         text = " ".join(result.stderr.split())
         assert text.startswith(f"error: {bad}: cannot be compared: ") and said in text, text
         assert not out.exists()
+
+
+def test_residents_get_a_row_where_every_run_has_them():
+    """Residents (200 agents) dying 2, 4, 6 in the first run and 0, 0, 0 in the second, paired:
+    1,000, 2,000, 3,000 per 100,000 averted, mean 2,000, sd 1,000; their row follows the age
+    groups. A run without residents (or from before abm kept them per replicate) drops the row
+    for every run."""
+
+    def with_residents(run: RunTables, deaths: list[int]) -> RunTables:
+        infected = [10, 10, 10]
+        run.summary["long_term_care_residents"] = {
+            "agents": 200,
+            "infected": {"mean": 10.0, "sd": 0.0, "share": 0.05},
+            "by_replicate": {"infected": infected, "deaths": deaths},
+        }
+        return run
+
+    first = with_residents(hand_made("a", [1, 2, 3], [50, 60, 70], seed=1), [2, 4, 6])
+    second = with_residents(hand_made("b", [0, 0, 0], [20, 20, 20], seed=1), [0, 0, 0])
+    table = by_age_table([first, second])
+    assert list(table["age_group"]) == ["0-9", "80+", RESIDENTS] * 2
+    row = table.iloc[-1]
+    half = T_2DF * 1000 / math.sqrt(3)
+    assert row["agents"] == 200 and row["infected_share"] == pytest.approx(0.05) and row["deaths_per_100k"] == 0
+    assert row["deaths_averted_per_100k"] == pytest.approx(2000)
+    assert (row["deaths_averted_low"], row["deaths_averted_high"]) == pytest.approx((2000 - half, 2000 + half))
+    assert table.iloc[2]["deaths_per_100k"] == pytest.approx(2000)
+    text = by_age_summary(table)
+    assert text.rows[-1][0] == RESIDENTS and text.caption.endswith("residents are in their age groups too")
+    old = hand_made("c", [0, 0, 0], [20, 20, 20], seed=1)
+    old.summary["long_term_care_residents"] = {"agents": 200}  # a summary from before by_replicate
+    for runs in ([first, hand_made("c", [0, 0, 0], [20, 20, 20], seed=1)], [first, old]):
+        table = by_age_table(runs)
+        assert RESIDENTS not in set(table["age_group"])
+        assert not by_age_summary(table).caption.endswith("age groups too")

@@ -144,6 +144,7 @@ def test_the_summary_counts_the_residents_outcomes_and_their_share_of_deaths():
         "deaths": {"mean": 3.0, "sd": 0.0},
         "deaths_per_100_infected": 100.0,
         "share_of_deaths": 1.0,
+        "by_replicate": {"infected": [3, 3], "deaths": [3, 3]},
     }
     table = by_age_table(s)
     assert table is not None

@@ -16,6 +16,9 @@ from abm.outputs.differences import LEVEL, paired, paired_interval, welch_interv
 from abm.outputs.plots import RunTables
 from abm.outputs.summary_table import SummaryTable, fixed, without_minus_zero
 
+# The group of long-term-care residents, after the age groups (they are in their age groups too).
+RESIDENTS = "long-term-care residents"
+
 # comparison_by_age.csv's columns, in order.
 COLUMNS = [
     "run", "age_group", "agents", "infected_share", "deaths_per_100k",
@@ -35,33 +38,58 @@ def last_day_by_age(run: RunTables) -> tuple[pd.Series, pd.DataFrame, pd.DataFra
     return agents, infected.sort_index(), deaths.sort_index()
 
 
+def residents_by_replicate(run: RunTables) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """A run's long-term-care residents, and per replicate those infected and dead by its last
+    day (its summary's ``long_term_care_residents``); None for a run without residents, or one
+    written before abm kept them per replicate."""
+    care = run.summary.get("long_term_care_residents")
+    if not isinstance(care, dict) or "by_replicate" not in care:
+        return None
+    each = care["by_replicate"]
+    return float(care["agents"]), np.asarray(each["infected"], dtype=float), np.asarray(each["deaths"], dtype=float)
+
+
+def groups_of(run: RunTables, residents: bool) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
+    """A run's groups (the age groups, then :data:`RESIDENTS` with ``residents``): each one's
+    agents and, per replicate, those infected and dead by the last day."""
+    agents, infected, deaths = last_day_by_age(run)
+    out = {
+        str(g): (float(agents[g]), infected[g].to_numpy(dtype=float), deaths[g].to_numpy(dtype=float))
+        for g in agents.index
+    }
+    care = residents_by_replicate(run) if residents else None
+    if care is not None:
+        out[RESIDENTS] = care
+    return out
+
+
 def by_age_table(runs: list[RunTables], level: float = LEVEL) -> pd.DataFrame:
     """One row per run and age group (:data:`COLUMNS`): the share of the group infected and its
     deaths per 100,000 of the group (means over replicates), and the deaths per 100,000 of the
-    group the run averts against the first run, with its interval (empty for the first run)."""
-    first_agents, _, first_deaths = last_day_by_age(runs[0])
+    group the run averts against the first run, with its interval (empty for the first run).
+    Where every run has long-term-care residents, a row for them follows the age groups (they are
+    in their age groups too)."""
+    residents = all(residents_by_replicate(run) is not None for run in runs)
+    first = groups_of(runs[0], residents)
     rows = []
     for i, run in enumerate(runs):
-        agents, infected, deaths = last_day_by_age(run)
         same = i > 0 and paired(runs[0], run)
-        for group in agents.index:
-            n = float(agents[group])
-            per_100k = deaths[group].to_numpy(dtype=float) * 1e5 / n if n else np.full(len(deaths), math.nan)
+        for group, (n, infected, deaths) in groups_of(run, residents).items():
+            per_100k = deaths * 1e5 / n if n else np.full(len(deaths), math.nan)
             row = {
                 "run": run.label,
                 "age_group": group,
                 "agents": int(n),
-                "infected_share": float(infected[group].mean() / n) if n else math.nan,
+                "infected_share": float(infected.mean() / n) if n else math.nan,
                 "deaths_per_100k": float(per_100k.mean()),
                 "deaths_averted_per_100k": math.nan,
                 "deaths_averted_low": math.nan,
                 "deaths_averted_high": math.nan,
                 "averted_by": "",
             }
-            base_n = float(first_agents.get(group, 0))
-            if i > 0 and n and base_n:
-                base = first_deaths[group].to_numpy(dtype=float) * 1e5 / base_n
-                iv = (paired_interval if same else welch_interval)(base, per_100k, level)
+            base_n, _, base_deaths = first.get(group, (0.0, None, None))
+            if i > 0 and n and base_n and base_deaths is not None:
+                iv = (paired_interval if same else welch_interval)(base_deaths * 1e5 / base_n, per_100k, level)
                 row |= dict(zip(COLUMNS[5:8], (iv.mean, iv.low, iv.high), strict=True))
                 row["averted_by"] = "paired replicates" if same else "independent runs"
             rows.append(row)
@@ -104,5 +132,6 @@ def by_age_summary(table: pd.DataFrame) -> SummaryTable:
         "replicates, paired where the runs share their draws "
         "(comparison_by_age.csv says which); an interval that includes 0 is within the replicates' noise; empty "
         "where a run has no agents of the group"
+        + ("; long-term-care residents are in their age groups too" if (table["age_group"] == RESIDENTS).any() else "")
     )
     return SummaryTable("Deaths by age", columns, rows, caption)

@@ -97,15 +97,17 @@ def by_age(res: SimulationResult) -> list[dict[str, Any]]:
 def long_term_care_residents(res: SimulationResult) -> dict[str, Any] | None:
     """The long-term-care residents' outcomes as :func:`by_age` gives an age group's (they are
     counted in their age groups too), with their share of all deaths (of the means; null where no
-    one died); None where the population has no residents."""
+    one died) and the infected and dead of each replicate (``by_replicate``, which ``abm compare``
+    pairs); None where the population has no residents."""
     final = res.residents_final
     if final is None:
         return None
-    final = final.astype(np.float64)
     agents = int(final[0].sum())
-    out = group_outcomes(agents, agents - final[:, Stage.SUSCEPTIBLE], final[:, Stage.DEATH])
+    infected, deaths = agents - final[:, Stage.SUSCEPTIBLE], final[:, Stage.DEATH]
+    out = group_outcomes(agents, infected.astype(np.float64), deaths.astype(np.float64))
     all_deaths = float(res.stages[-1, :, Stage.DEATH].mean())
-    out["share_of_deaths"] = float(final[:, Stage.DEATH].mean() / all_deaths) if all_deaths else None
+    out["share_of_deaths"] = float(deaths.mean() / all_deaths) if all_deaths else None
+    out["by_replicate"] = {"infected": infected.tolist(), "deaths": deaths.tolist()}  # for abm compare
     return out
 
 
