@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from flwr.common import Context, RecordDict
+from flower_proxies import DirectProxy
 from flwr.server.client_proxy import ClientProxy
 
 from abm.learning.errors import LearningScenarioError
@@ -72,32 +72,9 @@ def inprocess_report() -> dict:
     return run_all(load_scenario(TINY)[0])
 
 
-class _DirectProxy(ClientProxy):
-    """A client proxy that hands requests straight to a ParticipantClient with a persistent node context."""
-
-    def __init__(self, scenario_json: str, pid: int) -> None:
-        super().__init__(cid=str(pid))
-        self.scenario_json = scenario_json
-        self.pid = pid
-        self.context = Context(run_id=0, node_id=pid, node_config={}, state=RecordDict(), run_config={})
-
-    def _client(self) -> ParticipantClient:  # a fresh client object per message, as in Flower's simulation
-        return ParticipantClient(self.scenario_json, self.pid, self.context)
-
-    def get_properties(self, ins, timeout, group_id):
-        return self._client().get_properties(ins)
-
-    def fit(self, ins, timeout, group_id):
-        return self._client().fit(ins)
-
-    def get_parameters(self, ins, timeout, group_id):  # pragma: no cover - not used
-        raise NotImplementedError
-
-    def evaluate(self, ins, timeout, group_id):  # pragma: no cover - not used
-        raise NotImplementedError
-
-    def reconnect(self, ins, timeout, group_id):  # pragma: no cover - not used
-        raise NotImplementedError
+def direct_proxy(scenario_json: str, pid: int) -> DirectProxy:
+    """Participant ``pid``'s proxy to a fresh ParticipantClient per message."""
+    return DirectProxy(ParticipantClient, scenario_json, pid)
 
 
 def test_flower_client_state_and_codec_reproduce_inprocess(inprocess_report, monkeypatch):
@@ -107,7 +84,7 @@ def test_flower_client_state_and_codec_reproduce_inprocess(inprocess_report, mon
     from abm.learning.flower.server import identify
 
     scenario = load_scenario(TINY)[0]
-    proxies = [_DirectProxy(scenario.model_dump_json(), pid) for pid in (2, 0, 1)]
+    proxies = [direct_proxy(scenario.model_dump_json(), pid) for pid in (2, 0, 1)]
     results, facts = [], {}
     _work(scenario, results, facts)(identify(proxies))
     from abm.learning.runner import build_report
@@ -493,7 +470,7 @@ def test_an_error_in_a_client_operation_is_a_flower_run_error_of_one_line(monkey
 
     monkeypatch.setattr(flower_client, "run_client_op", broken)
     scenario = load_scenario(TINY)[0]
-    proxies = {pid: _DirectProxy(scenario.model_dump_json(), pid) for pid in (0, 1)}
+    proxies = {pid: direct_proxy(scenario.model_dump_json(), pid) for pid in (0, 1)}
     pool = FlowerClients(proxies, {0: 5, 1: 5}, 0, [], (6,), 4)
     try:
         with pytest.raises(FlowerRunError) as e:
@@ -534,7 +511,7 @@ def test_a_client_that_does_not_answer_is_a_flower_run_error_after_the_timeout()
     release = threading.Event()
     watchdog = threading.Timer(60, release.set)  # without a time limit the test would wait for ever
     watchdog.start()
-    answered = [_DirectProxy(load_scenario(TINY)[0].model_dump_json(), 0)]
+    answered = [direct_proxy(load_scenario(TINY)[0].model_dump_json(), 0)]
     # Participant 0 answers at once: its data are built here, before any time limit (on a busy
     # machine building them took more than the 0.5 s allowed below, and it too was named).
     FlowerClients({0: answered[0]}, {0: 5}, 0, [], (6,), 4).call("score", {0: {}})

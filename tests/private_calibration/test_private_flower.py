@@ -16,8 +16,7 @@ import yaml
 
 pytest.importorskip("flwr")
 
-from flwr.common import Context, RecordDict
-from flwr.server.client_proxy import ClientProxy
+from flower_proxies import DirectProxy
 
 from abm.learning.errors import LearningScenarioError
 from abm.learning.models import flat_params
@@ -52,32 +51,9 @@ def _messages(run) -> list[tuple]:
     return [(m.kind, m.sender, m.receiver, m.round, m.nbytes) for m in run.network.messages]
 
 
-class _DirectProxy(ClientProxy):
-    """Hands requests straight to a fresh InstitutionClient per message, with a persistent node state."""
-
-    def __init__(self, scenario_json: str, pid: int) -> None:
-        super().__init__(cid=str(pid))
-        self.scenario_json = scenario_json
-        self.pid = pid
-        self.context = Context(run_id=0, node_id=pid, node_config={}, state=RecordDict(), run_config={})
-
-    def _client(self) -> InstitutionClient:
-        return InstitutionClient(self.scenario_json, self.pid, self.context)
-
-    def get_properties(self, ins, timeout, group_id):
-        return self._client().get_properties(ins)
-
-    def fit(self, ins, timeout, group_id):
-        return self._client().fit(ins)
-
-    def get_parameters(self, ins, timeout, group_id):  # pragma: no cover - not used
-        raise NotImplementedError
-
-    def evaluate(self, ins, timeout, group_id):  # pragma: no cover - not used
-        raise NotImplementedError
-
-    def reconnect(self, ins, timeout, group_id):  # pragma: no cover - not used
-        raise NotImplementedError
+def direct_proxy(scenario_json: str, pid: int) -> DirectProxy:
+    """Participant ``pid``'s proxy to a fresh InstitutionClient per message."""
+    return DirectProxy(InstitutionClient, scenario_json, pid)
 
 
 def test_flower_clients_reproduce_the_inprocess_federation(inprocess):
@@ -87,7 +63,7 @@ def test_flower_clients_reproduce_the_inprocess_federation(inprocess):
 
     scenario, base, _, runs = inprocess
     job = portable(scenario, base)
-    proxies = [_DirectProxy(job.model_dump_json(), pid) for pid in (2, 0, 1)]
+    proxies = [direct_proxy(job.model_dump_json(), pid) for pid in (2, 0, 1)]
     done, facts = [], {}
     server_work(job, done, facts)(identify(proxies))
     assert [r.key for r, _, _ in done] == [r.key for r in runs] == ["local", "fedavg"]
