@@ -430,9 +430,11 @@ def learning_kind(file: Path) -> str | None:
 
 def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence[SweepAxis] = ()) -> None:
     """A note for each intervention whose key is present with no value (``vaccination:``): it is
-    off (a file that extends another turns one off so), while ``{}`` turns it on; and for each
+    off (a file that extends another turns one off so), while ``{}`` turns it on; for each
     ``--set`` whose mapping replaces one of the file's and so drops keys the file gives, and each
-    swept mapping (of ``sweeps``, a sweep's axes) that does so in its variants."""
+    swept mapping (of ``sweeps``, a sweep's axes) that does so in its variants; for a dose rate
+    that ``daily_doses`` replaces; and for a residents' disease table on the reference population,
+    which has no residents."""
     from abm.scenario import ScenarioError, apply_set, dotted, read_scenario_data, replaced_keys
 
     def replaces(option: str, key: str, dropped: list[str], where: str, instead: str) -> str:
@@ -479,6 +481,17 @@ def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence
             f"interventions.vaccination gives daily_doses ({vaccination['daily_doses']}) and daily_doses_per_100k "
             f"({vaccination['daily_doses_per_100k']}): daily_doses replaces the rate, which is not used; to use the "
             "rate, set interventions.vaccination.daily_doses=null"
+        )
+    disease, population = data.get("disease"), data.get("population")
+    if (
+        isinstance(disease, dict)
+        and disease.get("long_term_care_branching") is not None
+        and isinstance(population, dict)
+        and population.get("kind") == "reference"
+    ):
+        notes.append(
+            "disease.long_term_care_branching is not used: the reference population (population.kind: reference) "
+            "has no long-term-care residents"
         )
     for text in notes:
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)

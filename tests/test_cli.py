@@ -23,7 +23,7 @@ from conftest import copy_output
 from typer.testing import CliRunner
 
 from abm.cli import app
-from abm.engine import STAGE_NAMES
+from abm.engine import STAGE_NAMES, DiseaseConfig
 from abm.outputs.run_folder import MARK
 from abm.outputs.summary_table import summary_table
 from abm.scenario import load_scenario
@@ -1457,6 +1457,23 @@ def test_a_dose_rate_that_daily_doses_replaces_gets_a_note():
     for sets in ([], rate_in_use):
         result = runner.invoke(app, ["validate", src, *sets])
         assert result.exit_code == 0 and "note:" not in result.output, result.output
+
+
+def test_a_residents_table_on_the_reference_population_gets_a_note():
+    """The reference population has no long-term-care residents, so a residents' disease table
+    there changes nothing: validate and run say so. A King County scenario, whose population has
+    residents, gets no such note."""
+    table = yaml.safe_dump(DiseaseConfig().branching[8], default_flow_style=True).strip()
+    item = f"disease.long_term_care_branching={table}"
+    result = runner.invoke(app, ["validate", str(SCENARIOS / "reference/ni.yaml"), "--set", item])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and "is valid" in text
+    assert (
+        "note: disease.long_term_care_branching is not used: the reference population (population.kind: reference) "
+        "has no long-term-care residents"
+    ) in text
+    result = runner.invoke(app, ["validate", str(SCENARIOS / "king_county/ni.yaml"), "--set", item])
+    assert result.exit_code == 0 and "note:" not in result.output, result.output
 
 
 def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
