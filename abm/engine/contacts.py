@@ -217,8 +217,25 @@ class HouseholdLayer(ContactLayer):
         return self._edges
 
 
+def ring_order(pop: Population) -> np.ndarray:
+    """Every group's members, group after group, in the order of its ring: home order (agent
+    ids), except that where a group holds long-term-care residents and others (a facility's
+    staff) the two kinds are spread evenly over the ring, each in home order (member i of a kind
+    of n at position (i + 1/2) / n). Residents' ids all come after everyone else's, so in home
+    order a facility's staff stood in one arc of its ring, apart from its residents."""
+    members = np.flatnonzero(pop.group >= 0)
+    g = pop.group[members].astype(np.int64)
+    kind = g * 2 + pop.long_term_care[members]
+    order = np.argsort(kind, kind="stable")  # by group, then kind, each in home order
+    counts = np.bincount(kind, minlength=2 * pop.num_groups)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0]) - (np.cumsum(counts) - counts)[kind[order]]
+    place = (rank + 0.5) / counts[kind]
+    return members[np.lexsort((kind, place, g))]
+
+
 class OccupationLayer(ContactLayer):
-    """Per group, a ring lattice over its members (in home order) with k = 2 * (min(round(mu),
+    """Per group, a ring lattice over its members (:func:`ring_order`) with k = 2 * (min(round(mu),
     n - 1) // 2) neighbours (k/2 on each side: an odd mu gives one fewer, a group of 2 none),
     each ring contact rewired daily with probability p to a random member.
 
@@ -248,8 +265,7 @@ class OccupationLayer(ContactLayer):
         if missing:
             raise ValueError(f"contacts.occupation.degree has no entry for settings {missing}")
         degree = np.array([cfg.degree[c] for c in pop.categories], dtype=np.float64)
-        members = np.flatnonzero(pop.group >= 0)
-        members = members[np.argsort(pop.group[members], kind="stable")]
+        members = ring_order(pop)
         g = pop.group[members]
         sizes = np.bincount(g, minlength=pop.num_groups)
         start = np.cumsum(sizes) - sizes

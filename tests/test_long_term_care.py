@@ -1,10 +1,12 @@
-"""Long-term-care residents' own disease course (``disease.long_term_care_branching``)."""
+"""Long-term-care residents: their own disease course (``disease.long_term_care_branching``), their
+outcomes in the summary, and where their facility's staff stand on its contact ring."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -159,3 +161,37 @@ def test_the_summary_counts_the_residents_outcomes_and_their_share_of_deaths():
     s = summary(make_population([[i] for i in range(6)], ages=[85] * 6))
     assert s["long_term_care_residents"] is None
     assert [r[0] for r in by_age_table(s).rows][-1] == "80+"
+
+
+def test_a_facilitys_staff_stand_between_its_residents_on_the_ring():
+    """A facility of 2 staff (ids 0, 1) and 8 residents (2-9, whose ids come last, as in a drawn
+    population): each kind is spread evenly over the ring, in home order (staff at 1/4 and 3/4,
+    residents at 1/16, 3/16, ...), where home order put the 2 staff side by side. A group without
+    residents keeps home order."""
+    from abm.engine.contacts import ring_order
+
+    pop = make_population([[i] for i in range(10)], groups=[list(range(10))])
+    assert ring_order(pop).tolist() == list(range(10))
+    pop.long_term_care[2:] = True
+    assert ring_order(pop).tolist() == [2, 3, 0, 4, 5, 6, 7, 1, 8, 9]
+
+
+def test_in_king_county_every_staff_member_has_residents_for_ring_neighbours(king_county):
+    """On a drawn population (20,000 agents), every facility's staff are fewer than its residents
+    (9 residents a staff member), so spread evenly each staff member has residents on both sides;
+    in home order the staff stood in one arc and only its two ends touched a resident."""
+    from abm.engine.contacts import ring_order
+    from abm.populations import build_population
+
+    pop = build_population(king_county, 20_000, seed=1)
+    order = ring_order(pop)
+    group = pop.group[order]
+    care = pop.categories.index("LONG_TERM_CARE")
+    facilities = np.flatnonzero(pop.group_category == care)
+    assert facilities.size > 0
+    for f in facilities:
+        ring = order[group == f]
+        resident = pop.long_term_care[ring]
+        staff = np.flatnonzero(~resident)
+        assert 0 < staff.size < resident.sum()
+        assert resident[(staff - 1) % ring.size].all() and resident[(staff + 1) % ring.size].all()
