@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from abm import set_options
 from abm.calibration.config import BUNDLED, CalibrationConfig
-from abm.day_dates import days_from_dates, shared_start_date
+from abm.day_dates import days_from_dates, shared_start_date, with_dates_read
 from abm.engine.config import (
     MAX_DAYS,
     ContactConfig,
@@ -502,10 +502,13 @@ def validate(
     the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`).
     Day 0's date given in only one of ``simulation.start_date`` and ``calibration.start_date`` is
     given to the other, and days written as dates are read as days after it (:mod:`abm.day_dates`)."""
-    data, problems = days_from_dates(shared_start_date(data))
+    data, problems, read = days_from_dates(shared_start_date(data))
     if problems:
         raise ScenarioError(invalid_message(source, problems))
-    scenario = validated(Scenario, data, source, ScenarioError, origin)
+    try:
+        scenario = validated(Scenario, data, source, ScenarioError, origin)
+    except ScenarioError as exc:  # name the dates a day number in the message stands for
+        raise ScenarioError(with_dates_read(str(exc), read, lookup(data, ("simulation", "start_date")))) from None
     check_run_inputs(scenario, source)
     check_memory(scenario, source)
     return scenario
