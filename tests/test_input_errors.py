@@ -319,6 +319,39 @@ def test_set_reaches_dotted_keys_and_list_items():
         apply_set({}, "interventions.contact_multipliers.changes[0].community=0.5")
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (  # the file's value (base.yaml's)
+            "simulation.days[0]=5",
+            "--set: simulation.days[0]: simulation.days is 180, a single value, not a list, so it has no item 0 to "
+            "set; give the whole value: simulation.days=...",
+        ),
+        (  # the schema's default, the file leaving it out
+            "interventions.vaccination.priority[0]=80+",
+            "--set: interventions.vaccination.priority[0]: interventions.vaccination.priority is oldest_first (its "
+            "default), a single value, not a list, so it has no item 0 to set; give the whole value: "
+            "interventions.vaccination.priority=...",
+        ),
+        (  # a default inside a default list
+            "interventions.testing.tests[0].sensitivity[1]=0.5",
+            "--set: interventions.testing.tests[0].sensitivity[1]: interventions.testing.tests[0].sensitivity is "
+            "0.99 (its default), a single value, not a list, so it has no item 1 to set; give the whole value: "
+            "interventions.testing.tests[0].sensitivity=...",
+        ),
+    ],
+)
+def test_set_of_an_item_of_a_single_value_names_the_value(tmp_path, setting: str, message: str):
+    """--set of a list item where the value is a single one is refused naming that value (it made
+    a mapping of it, and the message named a value the user never wrote:
+    "interventions.vaccination.priority: {0: '80+'} is not allowed")."""
+    result = runner.invoke(
+        app, ["run", str(ROOT / "scenarios/king_county/vacc_ct.yaml"), "--set", setting, "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2 and text(result) == f"error: {message}", result.output
+    assert not (tmp_path / "o").exists()
+
+
 def defaults_testing() -> dict:
     """The testing intervention's settings with every default, as a file would write them."""
     data = {"name": "x", "interventions": {"testing": {}}}
