@@ -40,13 +40,15 @@ def resolve(
     sets: list[str] | None = None,
     *,
     names: OptionNames = COMMAND_LINE,
+    batch: int | None = None,
 ) -> Scenario:
     """A validated scenario from a path, plain data or a Scenario, with overrides applied
     (``sets``: ``key.path=value`` texts; one text alone is taken as a list of one). Messages name
     the options as ``names`` says: as ``abm run`` takes them (``--agents 0``, ``--set
     key=value``; the default), as :func:`abm.runs.run` takes them (``PYTHON``: ``agents=0``,
     ``sets=['key=value']``) or as a file's key (``sets`` from a learning scenario's
-    ``model.set``)."""
+    ``model.set``). ``batch``: the replicates a run holds at once, for the memory check
+    (:func:`abm.scenario.validate`)."""
     sets = option_texts(sets, "set", names)
     origin = None
     if isinstance(scenario, Scenario):
@@ -66,7 +68,7 @@ def resolve(
     for i, item in enumerate(sets):
         data = apply_set(data, item, names.set_item(i))
     data = apply_overrides(data, overrides, sets, source, names, origin)
-    return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin)
+    return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin, batch=batch)
 
 
 def given(overrides: dict[str, Any] | None) -> list[tuple[str, Any]]:

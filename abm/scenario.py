@@ -496,12 +496,18 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
 
 
 def validate(
-    data: dict[str, Any], source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
+    data: dict[str, Any],
+    source: str,
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+    *,
+    batch: int | None = None,
 ) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
     the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`).
     Day 0's date given in only one of ``simulation.start_date`` and ``calibration.start_date`` is
-    given to the other, and days written as dates are read as days after it (:mod:`abm.day_dates`)."""
+    given to the other, and days written as dates are read as days after it (:mod:`abm.day_dates`).
+    ``batch``: the replicates a run of it holds at once, for the memory check (:func:`check_memory`;
+    default the scenario's own; 1 for a sweep, whose replicates run one by one)."""
     data, problems, read = days_from_dates(shared_start_date(data))
     if problems:
         raise ScenarioError(invalid_message(source, problems))
@@ -510,7 +516,7 @@ def validate(
     except ScenarioError as exc:  # name the dates a day number in the message stands for
         raise ScenarioError(with_dates_read(str(exc), read, lookup(data, ("simulation", "start_date")))) from None
     check_run_inputs(scenario, source)
-    check_memory(scenario, source)
+    check_memory(scenario, source, batch)
     return scenario
 
 
@@ -637,19 +643,20 @@ def check_population_settings(
         raise ScenarioError(f"{source}: {problems[0]}")
 
 
-def check_memory(scenario: Scenario, source: str) -> None:
+def check_memory(scenario: Scenario, source: str, batch: int | None = None) -> None:
     """Refuse a CPU run that cannot fit on this machine at all: the least it needs (its estimate,
-    :func:`abm.memory.run_memory_bytes`, over :data:`abm.memory.ESTIMATE_OVER_PEAK`) is beyond
-    all of the machine's memory and swap. Nothing is checked where that cannot be read; a run
-    that may not fit in the memory available now gets a note, not a refusal
-    (:func:`abm.memory.memory_note`)."""
+    :func:`abm.memory.run_memory_bytes`, with ``batch`` replicates at once, default its own, over
+    :data:`abm.memory.ESTIMATE_OVER_PEAK`) is beyond all of the machine's memory and swap.
+    Nothing is checked where that cannot be read; a run that may not fit in the memory available
+    now gets a note, not a refusal (:func:`abm.memory.memory_note`)."""
     if not scenario.simulation.device.startswith("cpu"):
         return
-    least = run_memory_bytes(scenario) / ESTIMATE_OVER_PEAK
+    least = run_memory_bytes(scenario, batch) / ESTIMATE_OVER_PEAK
     total = total_memory_bytes()
     if total is not None and least > total:
-        size, contacts = run_size(scenario, digits="")
-        fewer = "agents, replicates or community contacts" if contacts else "agents or replicates"
+        size, contacts = run_size(scenario, batch, digits="")
+        fewer = ["agents", *(["replicates"] if batch is None else []), *(["community contacts"] if contacts else [])]
+        fewer = fewer[0] if len(fewer) == 1 else f"{', '.join(fewer[:-1])} or {fewer[-1]}"
         raise ScenarioError(
             f"{source}: population.agents: {size} need at least about {least / 1e9:.1f} GB, but this machine has "
             f"{total / 1e9:.1f} GB of memory and swap in all; use fewer {fewer}"
