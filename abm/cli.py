@@ -353,7 +353,7 @@ def validate(
                 from abm.scenario import check_device, check_population_settings, load_scenario
 
             sc = load_scenario(file, set_)
-            check_device(sc, str(file))
+            check_device(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
             note_switched_on(file, [sc], [("--set", s) for s in set_ or []], {})
             note_unapplied_settings(file, set_)
             note_idle([sc])
@@ -665,6 +665,7 @@ def run(
     written) or the file system fails as the folder is written (a full disk:
     nothing is written, an earlier run is kept)."""
     with loading():
+        from abm.overrides import given as options_given
         from abm.runs import resolve
         from abm.runs import run as run_scenario
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
@@ -673,7 +674,7 @@ def run(
     overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
     try:
         sc = resolve(file, overrides, set_)
-        check_device(sc, f"{file} (with --device {device})" if device else str(file))
+        check_device(sc, COMMAND_LINE.scenario(str(file), set_ or [], options_given(overrides)))
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / sc.name
@@ -961,6 +962,7 @@ def sweep(
     runs are kept, no worker is left running)."""
     with loading():
         from abm.outputs.sweep_by_age import WHERE_BY_AGE
+        from abm.overrides import given as options_given
         from abm.parallel import WorkerLost, check_ray_address, check_workers
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
         from abm.sweep import BACKENDS, plan, run_sweep
@@ -979,8 +981,9 @@ def sweep(
     try:
         sp = plan(file, sweep_, replicates=replicates, sets=set_, **overrides)
         if backend == "local":  # the runs' device is this machine's (Ray's tasks check their cluster's)
-            for sc in sp.variants:
-                check_device(sc, f"{file} (with --device {device})" if device else str(file))
+            source = COMMAND_LINE.scenario(str(file), set_ or [], options_given(overrides))
+            for sc in sp.variants:  # each replicate runs alone
+                check_device(sc, source, batch=1)
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / f"{sp.variants[0].name}-sweep"

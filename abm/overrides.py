@@ -51,13 +51,14 @@ def resolve(
     (:func:`abm.scenario.validate`)."""
     sets = option_texts(sets, "set", names)
     origin = None
+    source = scenario_source(scenario)
     if isinstance(scenario, Scenario):
-        data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
+        data = scenario.model_dump(mode="json", by_alias=True)
     elif isinstance(scenario, dict):
         # as a file holds it, ``extends`` included (a path relative to the working folder)
-        data, source = extended(scenario, "scenario", Path.cwd()), "scenario"
+        data = extended(scenario, "scenario", Path.cwd())
     elif isinstance(scenario, str | Path):
-        data, source = read_scenario_data(scenario), str(scenario)
+        data = read_scenario_data(scenario)
         if not sets and not any(v is not None for v in (overrides or {}).values()):
             origin = key_origin(scenario)  # which file of its extends chain set a bad value
     else:
@@ -69,6 +70,14 @@ def resolve(
         data = apply_set(data, item, names.set_item(i))
     data = apply_overrides(data, overrides, sets, source, names, origin)
     return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin, batch=batch)
+
+
+def scenario_source(scenario: Any) -> str:
+    """How messages name a scenario given as :func:`resolve` takes it: a file by its path, plain
+    data as ``scenario``, a :class:`Scenario` by its name."""
+    if isinstance(scenario, Scenario):
+        return scenario.name
+    return str(scenario) if isinstance(scenario, str | Path) else "scenario"
 
 
 def given(overrides: dict[str, Any] | None) -> list[tuple[str, Any]]:

@@ -580,10 +580,13 @@ GPU_BYTES_PER_AGENT = 400
 GPU_BYTES_PER_AGENT_REPLICATE = 600
 
 
-def check_device(scenario: Scenario, source: str) -> None:
+def check_device(scenario: Scenario, source: str, batch: int | None = None) -> None:
     """The CUDA device a scenario asks for exists on this machine, and the least memory the run
-    takes is not beyond all of the device's (a run that passes but does not fit the device's free
-    memory ends with one message when it runs out, :func:`abm.runs.run`)."""
+    takes (with ``batch`` replicates at once, default its own; 1 for a sweep's runs) is not beyond
+    all of the device's (a run that passes but does not fit the device's free memory ends with one
+    message when it runs out, :func:`abm.runs.run`). Messages begin with ``source``: the scenario
+    with the options that changed it (:meth:`OptionNames.scenario`), which may set the device,
+    the agents or the replicates."""
     device = scenario.simulation.device
     if not device.startswith("cuda"):
         return
@@ -598,14 +601,14 @@ def check_device(scenario: Scenario, source: str) -> None:
             f"{source}: simulation.device: {device!r} is not allowed here: this machine has CUDA devices "
             f"0..{torch.cuda.device_count() - 1}"
         )
-    agents, replicates = scenario.population.agents, scenario.simulation.replicates
+    agents, replicates = scenario.population.agents, batch or scenario.simulation.replicates
     need = GPU_BYTES_PER_AGENT * agents + GPU_BYTES_PER_AGENT_REPLICATE * agents * replicates
     total = torch.cuda.get_device_properties(torch.device(device)).total_memory
     if need > total:
         raise ScenarioError(
             f"{source}: population.agents: {agents} agents x {counted(replicates, 'replicate')} need at least about "
-            f"{need / 1e9:.1f} GB, but {device} has {total / 1e9:.1f} GB; use fewer agents or replicates, or "
-            "simulation.device: cpu"
+            f"{need / 1e9:.1f} GB, but {device} has {total / 1e9:.1f} GB; use fewer agents"
+            f"{' or replicates' if batch is None else ''}, or simulation.device: cpu"
         )
 
 

@@ -353,7 +353,7 @@ def test_device_cuda_without_a_gpu_is_refused_before_anything_runs(tmp_path):
     text = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert "simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu" in text
-    assert "(with --device cuda)" in text and "running" not in text
+    assert "(with --agents 500 --days 5 --device cuda)" in text and "running" not in text
     assert list(tmp_path.iterdir()) == []
 
 
