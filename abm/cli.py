@@ -484,15 +484,25 @@ def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
+def run_settings(sc: Scenario) -> dict:
+    """What a run of ``sc`` uses, as plain data: its values without those no run reads (the
+    description, the calibration section, the settings of an intervention with ``enabled: false``)."""
+    data = sc.model_dump(mode="json", by_alias=True, exclude={"description", "calibration"})
+    on = sc.interventions.enabled()
+    data["interventions"] = {name: value for name, value in data["interventions"].items() if name in on}
+    return data
+
+
 def note_same_variants(sweep_plan: SweepPlan) -> None:
-    """A note for each group of a sweep's variants that resolve to the same scenario: the swept
-    values change nothing the runs use (a rate that another key replaces, a setting of an
-    intervention that is off), so those variants' results are the same."""
+    """A note for each group of a sweep's variants that resolve to the same scenario, as runs use
+    it (:func:`run_settings`): the swept values change nothing the runs use (a rate that another
+    key replaces, a setting of an intervention that is off, the calibration section), so those
+    variants' results are the same."""
     import json
 
     groups: dict[str, list[int]] = {}
     for v, sc in enumerate(sweep_plan.variants):
-        groups.setdefault(json.dumps(sc.model_dump(mode="json", by_alias=True), sort_keys=True), []).append(v)
+        groups.setdefault(json.dumps(run_settings(sc), sort_keys=True), []).append(v)
     for variants in groups.values():
         if len(variants) > 1:
             labels = " and ".join(f"({sweep_plan.label(v, short=True)})" for v in variants)

@@ -1480,6 +1480,33 @@ def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize(
+    ("file", "sweep", "sets", "labels"),
+    [
+        (  # a setting of an intervention that is off
+            "king_county/vacc.yaml",
+            "interventions.vaccination.start_day=10,30",
+            ["interventions.vaccination.enabled=false"],
+            "(start_day=10) and (start_day=30)",
+        ),
+        ("king_county/calibrate_2020.yaml", "calibration.trials=5,10", [], "(trials=5) and (trials=10)"),  # ignored
+        ("king_county/ni.yaml", "description=a,b", [], "(description=a) and (description=b)"),  # changes no result
+    ],
+)
+def test_sweep_variants_that_differ_only_where_runs_do_not_read_get_the_note(capsys, file, sweep, sets, labels):
+    """Variants that differ only in what no run reads (a disabled intervention's settings, the
+    calibration section, the description) have the same results: they get the note too (they got
+    none, and the table read as 'the value changes nothing')."""
+    from abm.cli import note_same_variants
+    from abm.sweep import plan
+
+    note_same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=5, sets=sets))
+    assert (f"note: the variants {labels} resolve to the same scenario") in " ".join(capsys.readouterr().err.split())
+    vacc = SCENARIOS / "king_county/vacc.yaml"
+    note_same_variants(plan(vacc, ["interventions.vaccination.start_day=10,30"], replicates=1, agents=2000, days=5))
+    assert capsys.readouterr().err == ""  # enabled, the start day matters
+
+
 def test_a_swept_mapping_that_drops_the_files_keys_gets_the_note_set_gets(capsys):
     """--set interventions.vaccination={start_day: 10} on vacc_budget.yaml (daily_doses_per_100k:
     124) notes that the mapping replaces the section and drops the budget's rate; the same mapping
