@@ -1988,6 +1988,11 @@ def test_an_intervention_that_cannot_act_gets_a_note(setting, note):
             "interventions.digital_tracing.app_adoption=0",
             "note: interventions.digital_tracing.app_adoption is 0: no one has the app, so it does nothing in this run",
         ),
+        (  # it said nothing, as for app_adoption 0 before
+            "interventions.manual_tracing.daily_capacity=0",
+            "note: interventions.manual_tracing.daily_capacity is 0: no index case is interviewed, so it does nothing "
+            "in this run",
+        ),
     ],
 )
 def test_testing_without_capacity_and_tracing_without_app_users_get_a_note(setting, note):
