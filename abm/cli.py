@@ -485,9 +485,11 @@ def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence
 
 
 def run_settings(sc: Scenario) -> dict:
-    """What a run of ``sc`` uses, as plain data: its values without those no run reads (the
-    description, the calibration section, the settings of an intervention with ``enabled: false``)."""
-    data = sc.model_dump(mode="json", by_alias=True, exclude={"description", "calibration"})
+    """What a sweep's run of ``sc`` uses, as plain data: its values without those no such run
+    reads (the description, the calibration section, the settings of an intervention with
+    ``enabled: false``, the map's days and tract boundaries: a sweep draws no map)."""
+    unread = {"description": True, "calibration": True, "outputs": {"map_days", "boundaries"}}
+    data = sc.model_dump(mode="json", by_alias=True, exclude=unread)
     on = sc.interventions.enabled()
     data["interventions"] = {name: value for name, value in data["interventions"].items() if name in on}
     return data

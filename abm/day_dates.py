@@ -74,7 +74,8 @@ class DateRead:
         or its section's path and its own key (``...closures[0]: until_day (14) must ...``)."""
         key = re.sub(r"\[\d+\]$", "", self.key)
         section, _, leaf = key.rpartition(".")
-        return key in message or (bool(section) and section in message and leaf in message)
+        named = re.search(rf"\b{re.escape(leaf)}\b", message) is not None
+        return key in message or (bool(section) and section in message and named)
 
 
 def with_dates_read(message: str, read: list[DateRead], start: Any) -> str:

@@ -658,8 +658,8 @@ def check_memory(scenario: Scenario, source: str, batch: int | None = None) -> N
     total = total_memory_bytes()
     if total is not None and least > total:
         size, contacts = run_size(scenario, batch, digits="")
-        fewer = ["agents", *(["replicates"] if batch is None else []), *(["community contacts"] if contacts else [])]
-        fewer = fewer[0] if len(fewer) == 1 else f"{', '.join(fewer[:-1])} or {fewer[-1]}"
+        lower = ["agents", *(["replicates"] if batch is None else []), *(["community contacts"] if contacts else [])]
+        fewer = lower[0] if len(lower) == 1 else f"{', '.join(lower[:-1])} or {lower[-1]}"
         raise ScenarioError(
             f"{source}: population.agents: {size} need at least about {least / 1e9:.1f} GB, but this machine has "
             f"{total / 1e9:.1f} GB of memory and swap in all; use fewer {fewer}"

@@ -1491,12 +1491,13 @@ def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
         ),
         ("king_county/calibrate_2020.yaml", "calibration.trials=5,10", [], "(trials=5) and (trials=10)"),  # ignored
         ("king_county/ni.yaml", "description=a,b", [], "(description=a) and (description=b)"),  # changes no result
+        ("king_county/ni.yaml", "outputs.map_days=[1],[2]", [], "(map_days=[1]) and (map_days=[2])"),  # no map drawn
     ],
 )
 def test_sweep_variants_that_differ_only_where_runs_do_not_read_get_the_note(capsys, file, sweep, sets, labels):
-    """Variants that differ only in what no run reads (a disabled intervention's settings, the
-    calibration section, the description) have the same results: they get the note too (they got
-    none, and the table read as 'the value changes nothing')."""
+    """Variants that differ only in what no sweep's run reads (a disabled intervention's settings,
+    the calibration section, the description, the map's days) have the same results: they get the
+    note too (they got none, and the table read as 'the value changes nothing')."""
     from abm.cli import note_same_variants
     from abm.sweep import plan
 
