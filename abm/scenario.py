@@ -352,7 +352,15 @@ def schema_default(parts: list[str]) -> Any:
 
 def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> dict[str, Any]:
     """:func:`abm.set_options.apply_set` on an epidemic scenario's data: an item of a list the data
-    leave out is set in the schema's default list (:func:`schema_default`)."""
+    leave out is set in the schema's default list (:func:`schema_default`). ``extends`` is refused:
+    the data are already merged over their base, so it would name a key the schema does not have."""
+    key = assignment.partition("=")[0]
+    if dotted(key).split(".")[0] == "extends":
+        raise ScenarioError(
+            f"{source}: {key.strip()}: not allowed; a scenario's base is read from its file before the options "
+            "change it, so an option cannot replace it: write a file that extends the base (extends: BASE.yaml) "
+            "and run it (abm compare compares the runs)"
+        )
     return set_options.apply_set(data, assignment, source, schema_default)
 
 

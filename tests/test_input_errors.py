@@ -352,6 +352,24 @@ def test_set_of_an_item_of_a_single_value_names_the_value(tmp_path, setting: str
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("command", ["validate", "run", "sweep"])
+def test_an_option_that_sets_extends_is_refused_saying_why(tmp_path, command):
+    """--set extends=vacc.yaml (or a sweep over bases, --sweep extends=vacc.yaml,sq.yaml) was
+    refused as "extends: unknown key; allowed keys: name, ...", a key every King County file has:
+    the base is merged before the options apply, so none can replace it; the message says so."""
+    ni = ROOT / "scenarios/king_county/ni.yaml"
+    option = ["--sweep", "extends=vacc.yaml,sq.yaml"] if command == "sweep" else ["--set", "extends=vacc.yaml"]
+    args = [command, str(ni), *option] + ([] if command == "validate" else ["--out", str(tmp_path / "o")])
+    result = runner.invoke(app, args)
+    said = "--sweep extends=vacc.yaml: --sweep" if command == "sweep" else "--set"
+    assert result.exit_code == 2 and text(result) == (
+        f"error: {said}: extends: not allowed; a scenario's base is read from its file before the options change it, "
+        "so an option cannot replace it: write a file that extends the base (extends: BASE.yaml) and run it (abm "
+        "compare compares the runs)"
+    ), result.output
+    assert not (tmp_path / "o").exists()
+
+
 def defaults_testing() -> dict:
     """The testing intervention's settings with every default, as a file would write them."""
     data = {"name": "x", "interventions": {"testing": {}}}
