@@ -628,12 +628,13 @@ def note_idle(resolved: list, labels: list[str] | None = None) -> None:
     """A note for each intervention that starts after the last simulated day, since the run then
     goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
     scenarios: a sweep's variants, each named by its ``labels`` in a note that holds for some of
-    them only)."""
+    them only). A day a note names gets its date in a scenario with ``simulation.start_date``."""
+    from abm.day_dates import with_day_dates
     from abm.plurals import plural
 
     where: dict[str, list[int]] = {}
     for v, sc in enumerate(resolved):
-        texts = sc.interventions.idle(sc.simulation.days)
+        texts = [with_day_dates(text, sc.simulation.start_date) for text in sc.interventions.idle(sc.simulation.days)]
         if not any(sc.seeding.counts(sc.population.agents).values()):
             texts.append(
                 f"{seeds_no_one(sc)}, so no one is infected in this run (only the interventions' own counts and "

@@ -89,6 +89,14 @@ def with_dates_read(message: str, read: list[DateRead], start: Any) -> str:
     return f"{message}{sep}(days written as dates, counted from simulation.start_date {start}: {days})"
 
 
+def with_day_dates(text: str, start: dt.date | None) -> str:
+    """``text`` with the date of each simulation day it names (``day 182``) after it, ``day 182
+    (2020-08-01)``, where day 0 has the date ``start``; unchanged without a start date."""
+    if start is None:
+        return text
+    return re.sub(r"\bday (\d+)\b", lambda m: f"{m[0]} ({start + dt.timedelta(days=int(m[1]))})", text)
+
+
 def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[DateRead]]:
     """``data`` with every day written as a date replaced by its day number, the problems (a
     date without ``simulation.start_date``, or one before it), each naming the key, and the

@@ -352,6 +352,37 @@ def test_a_message_about_a_day_written_as_a_date_names_the_date(tmp_path, settin
     assert "2021-01-15" not in text  # the valid date is not named
 
 
+def test_a_note_on_a_day_of_a_dated_scenario_names_its_date(tmp_path):
+    """A note that an intervention starts after the run names the day's date where day 0 has one
+    (it said "starts on day 212" of a start day written 2021-08-01); an undated scenario's note is
+    as before."""
+    src = tmp_path / "dated.yaml"
+    src.write_text(
+        f"extends: {NI.parent / 'vacc.yaml'}\nsimulation: {{start_date: 2021-01-01, days: 60}}\n"
+        "interventions: {vaccination: {start_day: 2021-08-01}}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["validate", str(src)])
+    assert result.exit_code == 0 and " ".join(result.output.split()).startswith(
+        "note: interventions.vaccination starts on day 212 (2021-08-01), after the 60 simulated days (0..59): it does "
+        "nothing in this run ok"
+    ), result.output
+    result = runner.invoke(
+        app,
+        [
+            "validate",
+            str(src),
+            "--set",
+            "simulation.start_date=null",
+            "--set",
+            "interventions.vaccination.start_day=212",
+        ],
+    )
+    assert result.exit_code == 0 and " ".join(result.output.split()).startswith(
+        "note: interventions.vaccination starts on day 212, after the 60 simulated days (0..59)"
+    ), result.output
+
+
 def test_a_bad_start_date_is_named_not_asked_for(tmp_path):
     """A day written as a date beside a start date that is no date: the message names the start
     date's value (it said "give simulation.start_date", which the file gives)."""
