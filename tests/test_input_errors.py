@@ -23,6 +23,7 @@ from abm.calibration.observed import CalibrationError, load_observed
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import Scenario, ScenarioError, apply_set, load_scenario
+from abm.sweep import run_sweep as abm_sweep
 from abm.yaml_loader import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -275,6 +276,21 @@ def test_options_that_set_the_same_key_twice_are_refused(tmp_path, small):
     assert result.exit_code == 2 and "--ray-address: only used with --backend ray, not with --backend local" in text(
         result
     )
+
+
+@pytest.mark.parametrize("setting", ["simulation.replicates=3", "simulation={replicates: 3, days: 6}"])
+def test_sweep_replicates_with_a_set_of_them_is_refused_as_run_refuses_it(tmp_path, small, setting):
+    """abm run refuses --replicates beside --set simulation.replicates; abm sweep took --replicates
+    and dropped the --set without a word. Both refuse it alike now, nothing written."""
+    key = setting.split("=")[0]
+    expected = f"error: {small}: --replicates and --set {key}=... both set simulation.replicates; give one"
+    for command, more in (("run", []), ("sweep", ["--sweep", "disease.transmission_rate=3,4"])):
+        args = [command, str(small), *more, "--replicates", "2", "--set", setting, "--out", str(tmp_path / command)]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and text(result) == expected, result.output
+        assert not (tmp_path / command).exists()
+    with pytest.raises(ScenarioError, match=r"replicates=2 and sets item 'simulation\.replicates=\.\.\.' both set"):
+        abm_sweep(small, ["disease.transmission_rate=3,4"], replicates=2, sets=["simulation.replicates=3"])
 
 
 def test_each_command_points_to_the_right_one_for_the_file(tmp_path, small):
