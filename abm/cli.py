@@ -353,7 +353,7 @@ def validate(
                 from abm.scenario import check_device, check_population_settings, load_scenario
 
             sc = load_scenario(file, set_)
-            check_device(sc, str(file))
+            check_device(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
             note_switched_on(file, [sc], [("--set", s) for s in set_ or []], {})
             note_unapplied_settings(file, set_)
             note_idle([sc])
@@ -497,15 +497,27 @@ def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
+def run_settings(sc: Scenario) -> dict:
+    """What a sweep's run of ``sc`` uses, as plain data: its values without those no such run
+    reads (the description, the calibration section, the settings of an intervention with
+    ``enabled: false``, the map's days and tract boundaries: a sweep draws no map)."""
+    unread = {"description": True, "calibration": True, "outputs": {"map_days", "boundaries"}}
+    data = sc.model_dump(mode="json", by_alias=True, exclude=unread)
+    on = sc.interventions.enabled()
+    data["interventions"] = {name: value for name, value in data["interventions"].items() if name in on}
+    return data
+
+
 def note_same_variants(sweep_plan: SweepPlan) -> None:
-    """A note for each group of a sweep's variants that resolve to the same scenario: the swept
-    values change nothing the runs use (a rate that another key replaces, a setting of an
-    intervention that is off), so those variants' results are the same."""
+    """A note for each group of a sweep's variants that resolve to the same scenario, as runs use
+    it (:func:`run_settings`): the swept values change nothing the runs use (a rate that another
+    key replaces, a setting of an intervention that is off, the calibration section), so those
+    variants' results are the same."""
     import json
 
     groups: dict[str, list[int]] = {}
     for v, sc in enumerate(sweep_plan.variants):
-        groups.setdefault(json.dumps(sc.model_dump(mode="json", by_alias=True), sort_keys=True), []).append(v)
+        groups.setdefault(json.dumps(run_settings(sc), sort_keys=True), []).append(v)
     for variants in groups.values():
         if len(variants) > 1:
             labels = " and ".join(f"({sweep_plan.label(v, short=True)})" for v in variants)
@@ -629,12 +641,13 @@ def note_idle(resolved: list, labels: list[str] | None = None) -> None:
     """A note for each intervention that starts after the last simulated day, since the run then
     goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
     scenarios: a sweep's variants, each named by its ``labels`` in a note that holds for some of
-    them only)."""
+    them only). A day a note names gets its date in a scenario with ``simulation.start_date``."""
+    from abm.day_dates import with_day_dates
     from abm.plurals import plural
 
     where: dict[str, list[int]] = {}
     for v, sc in enumerate(resolved):
-        texts = sc.interventions.idle(sc.simulation.days)
+        texts = [with_day_dates(text, sc.simulation.start_date) for text in sc.interventions.idle(sc.simulation.days)]
         if not any(sc.seeding.counts(sc.population.agents).values()):
             texts.append(
                 f"{seeds_no_one(sc)}, so no one is infected in this run (only the interventions' own counts and "
@@ -678,6 +691,7 @@ def run(
     written) or the file system fails as the folder is written (a full disk:
     nothing is written, an earlier run is kept)."""
     with loading():
+        from abm.overrides import given as options_given
         from abm.runs import resolve
         from abm.runs import run as run_scenario
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
@@ -686,7 +700,7 @@ def run(
     overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
     try:
         sc = resolve(file, overrides, set_)
-        check_device(sc, f"{file} (with --device {device})" if device else str(file))
+        check_device(sc, COMMAND_LINE.scenario(str(file), set_ or [], options_given(overrides)))
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / sc.name
@@ -974,6 +988,7 @@ def sweep(
     runs are kept, no worker is left running)."""
     with loading():
         from abm.outputs.sweep_by_age import WHERE_BY_AGE
+        from abm.overrides import given as options_given
         from abm.parallel import WorkerLost, check_ray_address, check_workers
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
         from abm.sweep import BACKENDS, plan, run_sweep
@@ -992,8 +1007,9 @@ def sweep(
     try:
         sp = plan(file, sweep_, replicates=replicates, sets=set_, **overrides)
         if backend == "local":  # the runs' device is this machine's (Ray's tasks check their cluster's)
-            for sc in sp.variants:
-                check_device(sc, f"{file} (with --device {device})" if device else str(file))
+            source = COMMAND_LINE.scenario(str(file), set_ or [], options_given(overrides))
+            for sc in sp.variants:  # each replicate runs alone
+                check_device(sc, source, batch=1)
     except ScenarioError as exc:
         fail(str(exc))
     target = out or Path("runs") / f"{sp.variants[0].name}-sweep"

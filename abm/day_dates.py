@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from typing import Any
 
 # The keys whose values are simulation days, wherever they are in a scenario.
@@ -59,15 +60,54 @@ def shared_start_date(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``data`` with every day written as a date replaced by its day number, and the problems
-    (a date without ``simulation.start_date``, or one before it), each naming the key."""
+@dataclass(frozen=True)
+class DateRead:
+    """A day setting written as a date, at key path ``key`` (``seeding.day``,
+    ``outputs.map_days[1]``), and the day number it was read as."""
+
+    key: str
+    date: dt.date
+    day: int
+
+    def named_in(self, message: str) -> bool:
+        """Whether ``message`` names this setting: its key path (a list's entry by the list's),
+        or its section's path and its own key (``...closures[0]: until_day (14) must ...``)."""
+        key = re.sub(r"\[\d+\]$", "", self.key)
+        section, _, leaf = key.rpartition(".")
+        named = re.search(rf"\b{re.escape(leaf)}\b", message) is not None
+        return key in message or (bool(section) and section in message and named)
+
+
+def with_dates_read(message: str, read: list[DateRead], start: Any) -> str:
+    """``message`` with the dates it names read as day numbers said after it: a scenario's checks
+    see the day numbers, which the user did not write (``seeding.day: 182 is not within ...``)."""
+    named = [r for r in read if r.named_in(message)]
+    if not named:
+        return message
+    days = "; ".join(f"{r.key}: {r.date} is day {r.day}" for r in named)
+    sep = "\n  " if "\n" in message else " "  # a message of several lines gets a line of its own
+    return f"{message}{sep}(days written as dates, counted from simulation.start_date {start}: {days})"
+
+
+def with_day_dates(text: str, start: dt.date | None) -> str:
+    """``text`` with the date of each simulation day it names (``day 182``) after it, ``day 182
+    (2020-08-01)``, where day 0 has the date ``start``; unchanged without a start date."""
+    if start is None:
+        return text
+    return re.sub(r"\bday (\d+)\b", lambda m: f"{m[0]} ({start + dt.timedelta(days=int(m[1]))})", text)
+
+
+def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[DateRead]]:
+    """``data`` with every day written as a date replaced by its day number, the problems (a
+    date without ``simulation.start_date``, or one before it), each naming the key, and the
+    dates read as days (for messages about them: :func:`with_dates_read`)."""
     simulation = data.get("simulation")
     given = simulation.get("start_date") if isinstance(simulation, dict) else None
     start = as_date(given)
     if given is not None and start is None:
-        return data, []  # a start date that is none: the schema names it (not "give a start date")
+        return data, [], []  # a start date that is none: the schema names it (not "give a start date")
     problems: list[str] = []
+    read: list[DateRead] = []
 
     def day_of(value: Any, where: str) -> Any:
         when = as_date(value)
@@ -82,7 +122,8 @@ def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if when < start:
             problems.append(f"{where}: {when} is not allowed: it is before simulation.start_date ({start})")
             return value
-        return (when - start).days
+        read.append(DateRead(where, when, (when - start).days))
+        return read[-1].day
 
     def walk(node: Any, path: str) -> Any:
         if isinstance(node, dict):
@@ -100,4 +141,4 @@ def days_from_dates(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             return [walk(v, f"{path}[{i}]") for i, v in enumerate(node)]
         return node
 
-    return walk(data, ""), problems
+    return walk(data, ""), problems, read

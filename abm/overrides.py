@@ -40,22 +40,25 @@ def resolve(
     sets: list[str] | None = None,
     *,
     names: OptionNames = COMMAND_LINE,
+    batch: int | None = None,
 ) -> Scenario:
     """A validated scenario from a path, plain data or a Scenario, with overrides applied
     (``sets``: ``key.path=value`` texts; one text alone is taken as a list of one). Messages name
     the options as ``names`` says: as ``abm run`` takes them (``--agents 0``, ``--set
     key=value``; the default), as :func:`abm.runs.run` takes them (``PYTHON``: ``agents=0``,
     ``sets=['key=value']``) or as a file's key (``sets`` from a learning scenario's
-    ``model.set``)."""
+    ``model.set``). ``batch``: the replicates a run holds at once, for the memory check
+    (:func:`abm.scenario.validate`)."""
     sets = option_texts(sets, "set", names)
     origin = None
+    source = scenario_source(scenario)
     if isinstance(scenario, Scenario):
-        data, source = scenario.model_dump(mode="json", by_alias=True), scenario.name
+        data = scenario.model_dump(mode="json", by_alias=True)
     elif isinstance(scenario, dict):
         # as a file holds it, ``extends`` included (a path relative to the working folder)
-        data, source = extended(scenario, "scenario", Path.cwd()), "scenario"
+        data = extended(scenario, "scenario", Path.cwd())
     elif isinstance(scenario, str | Path):
-        data, source = read_scenario_data(scenario), str(scenario)
+        data = read_scenario_data(scenario)
         if not sets and not any(v is not None for v in (overrides or {}).values()):
             origin = key_origin(scenario)  # which file of its extends chain set a bad value
     else:
@@ -66,7 +69,15 @@ def resolve(
     for i, item in enumerate(sets):
         data = apply_set(data, item, names.set_item(i))
     data = apply_overrides(data, overrides, sets, source, names, origin)
-    return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin)
+    return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin, batch=batch)
+
+
+def scenario_source(scenario: Any) -> str:
+    """How messages name a scenario given as :func:`resolve` takes it: a file by its path, plain
+    data as ``scenario``, a :class:`Scenario` by its name."""
+    if isinstance(scenario, Scenario):
+        return scenario.name
+    return str(scenario) if isinstance(scenario, str | Path) else "scenario"
 
 
 def given(overrides: dict[str, Any] | None) -> list[tuple[str, Any]]:

@@ -31,12 +31,12 @@ from abm.outputs.calendar import with_dates
 from abm.outputs.run_folder import atomic_folder, output_path
 from abm.outputs.strict_json import dumps
 from abm.outputs.summary import summarize
-from abm.overrides import resolve
+from abm.overrides import given, resolve, scenario_source
 from abm.plurals import counted
 from abm.populations import Population, load_region
 from abm.populations.region import Region
 from abm.scenario import Scenario, ScenarioError, check_device, population_of
-from abm.set_options import PYTHON
+from abm.set_options import PYTHON, option_texts
 from abm.threads import torch_threads
 
 
@@ -360,7 +360,7 @@ def run(
     if reuse is not None and not isinstance(reuse, Reuse):
         raise ScenarioError(f"reuse: {reprlib.repr(reuse)} is not allowed; give an abm.runs.Reuse(), or None")
     sc = resolve(scenario, overrides, sets, names=PYTHON)
-    check_device(sc, sc.name)
+    check_device(sc, PYTHON.scenario(scenario_source(scenario), option_texts(sets, "set", PYTHON), given(overrides)))
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
     days = sc.simulation.days

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from abm import set_options
 from abm.calibration.config import BUNDLED, CalibrationConfig
-from abm.day_dates import days_from_dates, shared_start_date
+from abm.day_dates import days_from_dates, shared_start_date, with_dates_read
 from abm.engine.config import (
     MAX_DAYS,
     ContactConfig,
@@ -352,7 +352,15 @@ def schema_default(parts: list[str]) -> Any:
 
 def apply_set(data: dict[str, Any], assignment: str, source: str = "--set") -> dict[str, Any]:
     """:func:`abm.set_options.apply_set` on an epidemic scenario's data: an item of a list the data
-    leave out is set in the schema's default list (:func:`schema_default`)."""
+    leave out is set in the schema's default list (:func:`schema_default`). ``extends`` is refused:
+    the data are already merged over their base, so it would name a key the schema does not have."""
+    key = assignment.partition("=")[0]
+    if dotted(key).split(".")[0] == "extends":
+        raise ScenarioError(
+            f"{source}: {key.strip()}: not allowed; a scenario's base is read from its file before the options "
+            "change it, so an option cannot replace it: write a file that extends the base (extends: BASE.yaml) "
+            "and run it (abm compare compares the runs)"
+        )
     return set_options.apply_set(data, assignment, source, schema_default)
 
 
@@ -496,18 +504,27 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
 
 
 def validate(
-    data: dict[str, Any], source: str, origin: Callable[[tuple[Any, ...]], Path | None] | None = None
+    data: dict[str, Any],
+    source: str,
+    origin: Callable[[tuple[Any, ...]], Path | None] | None = None,
+    *,
+    batch: int | None = None,
 ) -> Scenario:
     """Validate plain data as a scenario, turning pydantic errors into one clear message (naming
     the file of an ``extends`` chain that set a bad value, given its ``origin``, :func:`key_origin`).
     Day 0's date given in only one of ``simulation.start_date`` and ``calibration.start_date`` is
-    given to the other, and days written as dates are read as days after it (:mod:`abm.day_dates`)."""
-    data, problems = days_from_dates(shared_start_date(data))
+    given to the other, and days written as dates are read as days after it (:mod:`abm.day_dates`).
+    ``batch``: the replicates a run of it holds at once, for the memory check (:func:`check_memory`;
+    default the scenario's own; 1 for a sweep, whose replicates run one by one)."""
+    data, problems, read = days_from_dates(shared_start_date(data))
     if problems:
         raise ScenarioError(invalid_message(source, problems))
-    scenario = validated(Scenario, data, source, ScenarioError, origin)
+    try:
+        scenario = validated(Scenario, data, source, ScenarioError, origin)
+    except ScenarioError as exc:  # name the dates a day number in the message stands for
+        raise ScenarioError(with_dates_read(str(exc), read, lookup(data, ("simulation", "start_date")))) from None
     check_run_inputs(scenario, source)
-    check_memory(scenario, source)
+    check_memory(scenario, source, batch)
     return scenario
 
 
@@ -571,10 +588,13 @@ GPU_BYTES_PER_AGENT = 400
 GPU_BYTES_PER_AGENT_REPLICATE = 600
 
 
-def check_device(scenario: Scenario, source: str) -> None:
+def check_device(scenario: Scenario, source: str, batch: int | None = None) -> None:
     """The CUDA device a scenario asks for exists on this machine, and the least memory the run
-    takes is not beyond all of the device's (a run that passes but does not fit the device's free
-    memory ends with one message when it runs out, :func:`abm.runs.run`)."""
+    takes (with ``batch`` replicates at once, default its own; 1 for a sweep's runs) is not beyond
+    all of the device's (a run that passes but does not fit the device's free memory ends with one
+    message when it runs out, :func:`abm.runs.run`). Messages begin with ``source``: the scenario
+    with the options that changed it (:meth:`OptionNames.scenario`), which may set the device,
+    the agents or the replicates."""
     device = scenario.simulation.device
     if not device.startswith("cuda"):
         return
@@ -589,14 +609,14 @@ def check_device(scenario: Scenario, source: str) -> None:
             f"{source}: simulation.device: {device!r} is not allowed here: this machine has CUDA devices "
             f"0..{torch.cuda.device_count() - 1}"
         )
-    agents, replicates = scenario.population.agents, scenario.simulation.replicates
+    agents, replicates = scenario.population.agents, batch or scenario.simulation.replicates
     need = GPU_BYTES_PER_AGENT * agents + GPU_BYTES_PER_AGENT_REPLICATE * agents * replicates
     total = torch.cuda.get_device_properties(torch.device(device)).total_memory
     if need > total:
         raise ScenarioError(
             f"{source}: population.agents: {agents} agents x {counted(replicates, 'replicate')} need at least about "
-            f"{need / 1e9:.1f} GB, but {device} has {total / 1e9:.1f} GB; use fewer agents or replicates, or "
-            "simulation.device: cpu"
+            f"{need / 1e9:.1f} GB, but {device} has {total / 1e9:.1f} GB; use fewer agents"
+            f"{' or replicates' if batch is None else ''}, or simulation.device: cpu"
         )
 
 
@@ -634,19 +654,20 @@ def check_population_settings(
         raise ScenarioError(f"{source}: {problems[0]}")
 
 
-def check_memory(scenario: Scenario, source: str) -> None:
+def check_memory(scenario: Scenario, source: str, batch: int | None = None) -> None:
     """Refuse a CPU run that cannot fit on this machine at all: the least it needs (its estimate,
-    :func:`abm.memory.run_memory_bytes`, over :data:`abm.memory.ESTIMATE_OVER_PEAK`) is beyond
-    all of the machine's memory and swap. Nothing is checked where that cannot be read; a run
-    that may not fit in the memory available now gets a note, not a refusal
-    (:func:`abm.memory.memory_note`)."""
+    :func:`abm.memory.run_memory_bytes`, with ``batch`` replicates at once, default its own, over
+    :data:`abm.memory.ESTIMATE_OVER_PEAK`) is beyond all of the machine's memory and swap.
+    Nothing is checked where that cannot be read; a run that may not fit in the memory available
+    now gets a note, not a refusal (:func:`abm.memory.memory_note`)."""
     if not scenario.simulation.device.startswith("cpu"):
         return
-    least = run_memory_bytes(scenario) / ESTIMATE_OVER_PEAK
+    least = run_memory_bytes(scenario, batch) / ESTIMATE_OVER_PEAK
     total = total_memory_bytes()
     if total is not None and least > total:
-        size, contacts = run_size(scenario, digits="")
-        fewer = "agents, replicates or community contacts" if contacts else "agents or replicates"
+        size, contacts = run_size(scenario, batch, digits="")
+        lower = ["agents", *(["replicates"] if batch is None else []), *(["community contacts"] if contacts else [])]
+        fewer = lower[0] if len(lower) == 1 else f"{', '.join(lower[:-1])} or {lower[-1]}"
         raise ScenarioError(
             f"{source}: population.agents: {size} need at least about {least / 1e9:.1f} GB, but this machine has "
             f"{total / 1e9:.1f} GB of memory and swap in all; use fewer {fewer}"

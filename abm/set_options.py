@@ -58,6 +58,7 @@ def apply_set(
     out = dict(data)
     node: Any = out
     i = 0
+    defaulted = False  # the node is the schema's default, not the data's
     while True:
         if isinstance(node, list):  # a list item by its index: dwell_times.0.shape
             if not parts[i].isdigit() or int(parts[i]) >= len(node):
@@ -84,14 +85,28 @@ def apply_set(
         child = node[part] if isinstance(node, list) else node.get(part)
         if child is None and parts[i].isdigit():  # a list the file leaves to its default: index into that
             child = defaults(parts[:i]) if defaults else None
+            defaulted = True
         if child is None and parts[i].isdigit():
             raise ScenarioError(
                 f"{source}: {key}: {'.'.join(parts[:i])} is not in the file, so it has no item to set; "
                 "give the whole list in the file (a run's scenario.resolved.yaml holds the defaults)"
             )
+        if parts[i].isdigit() and not isinstance(child, dict | list):  # a single value: it has no item
+            raise ScenarioError(no_item_message(source, key, parts[:i], parts[i], child, not defaulted))
         child = dict(child) if isinstance(child, dict) else list(child) if isinstance(child, list) else {}
         node[part] = child
         node = child
+
+
+def no_item_message(source: str, key: str, path: list[str], index: str, value: Any, given: bool) -> str:
+    """The message for ``key`` asking for item ``index`` of the single ``value`` at ``path`` (the
+    data's own, or, not ``given``, the schema's default): a value that is no list has no item."""
+    where = "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path).lstrip(".")
+    shown = yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("\n...\n").strip()
+    return (
+        f"{source}: {key}: {where} is {shown}{'' if given else ' (its default)'}, a single value, not a list, so it "
+        f"has no item {index} to set; give the whole value: {where}=..."
+    )
 
 
 # The Python API's arguments for the command line's repeatable options (``abm.run(sets=[...])``).

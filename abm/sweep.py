@@ -56,7 +56,7 @@ from abm.outputs.summary_table import SummaryTable
 from abm.outputs.sweep_by_age import AGE_COLUMNS, age_outcomes
 from abm.outputs.sweep_plot import sweep_figure
 from abm.outputs.sweep_report import sweep_report_html, sweep_tables
-from abm.overrides import OVERRIDE_KEYS, resolve
+from abm.overrides import OVERRIDE_KEYS, resolve, scenario_source
 from abm.parallel import (
     ProcessPool,
     check_ray_address,
@@ -390,6 +390,15 @@ def plan(
             f"{names.name('replicates')}: {replicates!r} is not allowed; give a whole number, at least 1"
         )
     given = {k: v for k, v in overrides.items() if v is not None}
+    clash = sorted(
+        k for k in (item.split("=", 1)[0].strip() for item in sets) if overlaps(k, OVERRIDE_KEYS["replicates"])
+    )
+    if replicates is not None and clash:  # as abm run refuses --replicates with --set simulation.replicates
+        option = names.given("replicates", replicates) if names.python else names.name("replicates")
+        raise ScenarioError(
+            f"{scenario_source(scenario)}: {option} and {names.item('set', f'{clash[0]}=...')} both set "
+            f"{OVERRIDE_KEYS['replicates']}; give one"
+        )
     for axis in axes:
         swept = names.item("sweep", axis.key)
         for item in sets or []:  # named, as the key it sets may hold the swept one (seeding={day: 4})
@@ -398,7 +407,9 @@ def plan(
         for name in given:
             if name in OVERRIDE_KEYS and overlaps(OVERRIDE_KEYS[name], axis.key):
                 raise ScenarioError(f"{swept}: the key is also set by {names.name(name)}; give one of them")
-    resolve(scenario, given, list(sets or []), names=names)  # the file and its own options first, blamed on themselves
+    resolve(
+        scenario, given, list(sets or []), names=names, batch=1
+    )  # the file and its own options first, blamed on themselves
     names = replace(names, swept_from=len(sets or []))  # the swept values, named by the messages' prefix
 
     def assigned(values: Sequence[tuple[SweepAxis, Any]]) -> list[str]:
@@ -410,14 +421,16 @@ def plan(
         others = [a for a in axes if a is not axis]
         for combo in itertools.product(*(a.values for a in others)):
             with contextlib.suppress(ScenarioError):
-                resolve(scenario, given, assigned([(axis, value), *zip(others, combo, strict=True)]), names=names)
+                resolve(
+                    scenario, given, assigned([(axis, value), *zip(others, combo, strict=True)]), names=names, batch=1
+                )
                 return True
         return False
 
     for axis in axes:  # each value alone first, so that a message names the one at fault
         for value, text in zip(axis.values, axis.texts, strict=True):
             try:
-                resolve(scenario, given, assigned([(axis, value)]), names=names)
+                resolve(scenario, given, assigned([(axis, value)]), names=names, batch=1)
             except ScenarioError as exc:
                 if len(axes) == 1 or not resolves_with_others(axis, value):
                     raise ScenarioError(f"{names.name('sweep')} {axis.key}={text}: {exc}") from exc
@@ -427,7 +440,7 @@ def plan(
         values = [a.values[i] for a, i in zip(axes, combo, strict=True)]
         extra = [f"{a.key}={json.dumps(v)}" for a, v in zip(axes, values, strict=True)]
         try:
-            sc = resolve(scenario, given, [*(sets or []), *extra], names=names)
+            sc = resolve(scenario, given, [*(sets or []), *extra], names=names, batch=1)
         except ScenarioError as exc:
             where = ", ".join(f"{a.key}={t}" for a, t in zip(axes, texts, strict=True))
             raise ScenarioError(f"{names.name('sweep')} {where}: {exc}") from exc

@@ -309,6 +309,80 @@ def test_a_day_written_as_a_date_needs_a_start_date_before_it(tmp_path, setting:
     assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "seeding.day=2021-08-01",
+            "invalid scenario: seeding.day: 212 is not within the 60 simulated days (0..59); nothing would happen "
+            "(days written as dates, counted from simulation.start_date 2021-01-01: seeding.day: 2021-08-01 is day "
+            "212)",
+        ),
+        (
+            "interventions.contact_multipliers={closures: [{from_day: 2021-02-01, until_day: 2021-01-20}]}",
+            "invalid scenario: interventions.contact_multipliers.closures[0]: until_day (19) must come after from_day "
+            "(31) (days written as dates, counted from simulation.start_date 2021-01-01: "
+            "interventions.contact_multipliers.closures[0].from_day: 2021-02-01 is day 31; "
+            "interventions.contact_multipliers.closures[0].until_day: 2021-01-20 is day 19)",
+        ),
+        (
+            "outputs.map_days=[2021-03-05]",
+            "invalid scenario: outputs.map_days: [63] not allowed; map days must lie within the 60 simulated days "
+            "(0..59) (days written as dates, counted from simulation.start_date 2021-01-01: outputs.map_days[0]: "
+            "2021-03-05 is day 63)",
+        ),
+        (  # a message about another key names no date
+            "disease.transmission_rate=-1",
+            "invalid scenario: disease.transmission_rate: -1 is not allowed: must be at least 0",
+        ),
+    ],
+)
+def test_a_message_about_a_day_written_as_a_date_names_the_date(tmp_path, setting: str, message: str):
+    """The checks see day numbers: a message naming a day the user wrote as a date says which date
+    it is (it named only the day number, which the user did not write)."""
+    src = tmp_path / "dated.yaml"
+    src.write_text(
+        f"extends: {NI.parent / 'vacc.yaml'}\nsimulation: {{start_date: 2021-01-01, days: 60}}\n"
+        "interventions: {vaccination: {start_day: 2021-01-15}}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["validate", str(src), "--set", setting])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and text.endswith(message), text
+    assert "2021-01-15" not in text  # the valid date is not named
+
+
+def test_a_note_on_a_day_of_a_dated_scenario_names_its_date(tmp_path):
+    """A note that an intervention starts after the run names the day's date where day 0 has one
+    (it said "starts on day 212" of a start day written 2021-08-01); an undated scenario's note is
+    as before."""
+    src = tmp_path / "dated.yaml"
+    src.write_text(
+        f"extends: {NI.parent / 'vacc.yaml'}\nsimulation: {{start_date: 2021-01-01, days: 60}}\n"
+        "interventions: {vaccination: {start_day: 2021-08-01}}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["validate", str(src)])
+    assert result.exit_code == 0 and " ".join(result.output.split()).startswith(
+        "note: interventions.vaccination starts on day 212 (2021-08-01), after the 60 simulated days (0..59): it does "
+        "nothing in this run ok"
+    ), result.output
+    result = runner.invoke(
+        app,
+        [
+            "validate",
+            str(src),
+            "--set",
+            "simulation.start_date=null",
+            "--set",
+            "interventions.vaccination.start_day=212",
+        ],
+    )
+    assert result.exit_code == 0 and " ".join(result.output.split()).startswith(
+        "note: interventions.vaccination starts on day 212, after the 60 simulated days (0..59)"
+    ), result.output
+
+
 def test_a_bad_start_date_is_named_not_asked_for(tmp_path):
     """A day written as a date beside a start date that is no date: the message names the start
     date's value (it said "give simulation.start_date", which the file gives)."""

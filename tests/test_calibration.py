@@ -1035,6 +1035,36 @@ def test_abm_calibrate_shows_the_progress_of_the_trials_and_of_their_re_runs(tmp
     )
 
 
+@pytest.mark.parametrize(
+    ("reranked", "replicates", "expected"),
+    [
+        (2, 10, "the best of the 2 trials of lowest loss, re-run with 10 replicates each"),
+        (2, 1, "the best of the 2 trials of lowest loss, re-run with 1 replicate each"),
+        (1, 1, "the trial of lowest loss, re-run with 1 replicate"),
+        (1, 3, "the trial of lowest loss, re-run with 3 replicates"),
+    ],
+)
+def test_chosen_trial_counts_the_reruns_and_their_replicates_in_words(reranked, replicates, expected):
+    """The caption under the fitted parameters says how many trials were re-run with how many
+    replicates in the right number (it said "re-run with 1 replicates each", and "the best of the
+    1 trials" for rerank_trials: 1)."""
+    from abm.calibration.report import chosen_trial
+
+    summary = {
+        "best_trial": 0,
+        "trials": 3,
+        "rerank_replicates": replicates,
+        "reranked": [
+            {"trial": 0, "loss_as_run": 0.5, "loss_fit": 0.4},
+            {"trial": 2, "loss_as_run": 0.6, "loss_fit": 0.7},
+        ][:reranked],
+    }
+    assert chosen_trial(summary) == (
+        f"the fit is trial 1 of 3 (number 0 in trials.csv, which counts from 0): {expected} (fit loss 0.400 re-run, "
+        "0.500 as it ran)"
+    )
+
+
 def test_trials_in_this_process_build_their_population_once(tmp_path, builds):
     """The trials vary the transmission rate only: one population and one community network
     serve them all (abm.runs.TASK_REUSE), let go when the calibration ends."""

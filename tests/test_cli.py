@@ -353,7 +353,7 @@ def test_device_cuda_without_a_gpu_is_refused_before_anything_runs(tmp_path):
     text = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert "simulation.device: 'cuda' is not allowed here: no CUDA device is available; use cpu" in text
-    assert "(with --device cuda)" in text and "running" not in text
+    assert "(with --agents 500 --days 5 --device cuda)" in text and "running" not in text
     assert list(tmp_path.iterdir()) == []
 
 
@@ -1497,6 +1497,34 @@ def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize(
+    ("file", "sweep", "sets", "labels"),
+    [
+        (  # a setting of an intervention that is off
+            "king_county/vacc.yaml",
+            "interventions.vaccination.start_day=10,30",
+            ["interventions.vaccination.enabled=false"],
+            "(start_day=10) and (start_day=30)",
+        ),
+        ("king_county/calibrate_2020.yaml", "calibration.trials=5,10", [], "(trials=5) and (trials=10)"),  # ignored
+        ("king_county/ni.yaml", "description=a,b", [], "(description=a) and (description=b)"),  # changes no result
+        ("king_county/ni.yaml", "outputs.map_days=[1],[2]", [], "(map_days=[1]) and (map_days=[2])"),  # no map drawn
+    ],
+)
+def test_sweep_variants_that_differ_only_where_runs_do_not_read_get_the_note(capsys, file, sweep, sets, labels):
+    """Variants that differ only in what no sweep's run reads (a disabled intervention's settings,
+    the calibration section, the description, the map's days) have the same results: they get the
+    note too (they got none, and the table read as 'the value changes nothing')."""
+    from abm.cli import note_same_variants
+    from abm.sweep import plan
+
+    note_same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=5, sets=sets))
+    assert (f"note: the variants {labels} resolve to the same scenario") in " ".join(capsys.readouterr().err.split())
+    vacc = SCENARIOS / "king_county/vacc.yaml"
+    note_same_variants(plan(vacc, ["interventions.vaccination.start_day=10,30"], replicates=1, agents=2000, days=5))
+    assert capsys.readouterr().err == ""  # enabled, the start day matters
+
+
 def test_a_swept_mapping_that_drops_the_files_keys_gets_the_note_set_gets(capsys):
     """--set interventions.vaccination={start_day: 10} on vacc_budget.yaml (daily_doses_per_100k:
     124) notes that the mapping replaces the section and drops the budget's rate; the same mapping
@@ -1977,6 +2005,11 @@ def test_an_intervention_that_cannot_act_gets_a_note(setting, note):
         (
             "interventions.digital_tracing.app_adoption=0",
             "note: interventions.digital_tracing.app_adoption is 0: no one has the app, so it does nothing in this run",
+        ),
+        (  # it said nothing, as for app_adoption 0 before
+            "interventions.manual_tracing.daily_capacity=0",
+            "note: interventions.manual_tracing.daily_capacity is 0: no index case is interviewed, so it does nothing "
+            "in this run",
         ),
     ],
 )

@@ -310,6 +310,76 @@ def test_a_run_beyond_all_of_a_gpus_memory_is_refused_before_it_starts(monkeypat
     check_device(fits, "ni.yaml")  # 0.4 + 15.6 GB, all of the device: allowed
 
 
+def pretend_gpu(monkeypatch, total: float = 16e9) -> None:
+    """A CUDA device of ``total`` bytes, as torch would report it."""
+    import types
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(total_memory=total))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (  # the options gave the agents and replicates: named (it said "(with --device cuda)" alone)
+            ["run", NI, "--agents", "1000000", "--replicates", "27", "--device", "cuda"],
+            f"{NI} (with --agents 1000000 --replicates 27 --device cuda): population.agents: 1000000 agents x 27 "
+            "replicates need at least about 16.6 GB, but cuda has 16.0 GB; use fewer agents or replicates, or "
+            "simulation.device: cpu",
+        ),
+        (  # the device given by --set: named (it was blamed on the file)
+            [
+                "validate",
+                NI,
+                "--set",
+                "simulation.device=cuda",
+                "--set",
+                "simulation.replicates=27",
+                "--set",
+                "population.agents=1000000",
+            ],
+            f"{NI} (with --set simulation.device=cuda --set simulation.replicates=27 --set population.agents=1000000): "
+            "population.agents: 1000000 agents x 27 replicates need at least about 16.6 GB, but cuda has 16.0 GB; "
+            "use fewer agents or replicates, or simulation.device: cpu",
+        ),
+        (  # a sweep runs each replicate alone: one replicate counts (it counted ni.yaml's 10)
+            ["sweep", NI, "--sweep", "disease.transmission_rate=3,4", "--agents", "17000000", "--device", "cuda"],
+            f"{NI} (with --agents 17000000 --device cuda): population.agents: 17000000 agents x 1 replicate need at "
+            "least about 17.0 GB, but cuda has 16.0 GB; use fewer agents, or simulation.device: cpu",
+        ),
+    ],
+)
+def test_a_gpu_run_refused_for_its_memory_names_the_options_that_sized_it(monkeypatch, tmp_path, args, message):
+    """The device check names the scenario with every option that changed it, as the other checks
+    do, and counts a sweep's runs as they run; here a 16 GB device is pretended."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    pretend_gpu(monkeypatch)
+    result = CliRunner().invoke(
+        app, [str(a) for a in args] + (["--out", str(tmp_path / "o")] if args[0] != "validate" else [])
+    )
+    assert result.exit_code == 2 and " ".join(result.output.split()) == f"error: {message}", result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_sweep_on_a_gpu_fits_where_one_replicate_fits(monkeypatch):
+    """1,000,000 agents take 1.0 GB a replicate on a GPU: a sweep of ni.yaml's 10 replicates fits a
+    2 GB device, since they run one at a time (one batch of 10 would need 6.4 GB)."""
+    from abm.scenario import check_device
+
+    pretend_gpu(monkeypatch, 2e9)
+    swept = plan(NI, ["disease.transmission_rate=3,4"], agents=1_000_000, device="cuda")
+    for sc in swept.variants:
+        check_device(sc, "ni.yaml", batch=1)
+        with pytest.raises(ScenarioError, match=r"1000000 agents x 10 replicates need at least about 6\.4 GB"):
+            check_device(sc, "ni.yaml")
+
+
 def test_the_summary_counts_replicates_that_went_over_capacity():
     """Days over capacity are of the mean curve; the summary also counts the replicates whose own
     occupancy crossed the line on some day (the mean can stay under it)."""

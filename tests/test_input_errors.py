@@ -23,6 +23,7 @@ from abm.calibration.observed import CalibrationError, load_observed
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import Scenario, ScenarioError, apply_set, load_scenario
+from abm.sweep import run_sweep as abm_sweep
 from abm.yaml_loader import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -277,6 +278,21 @@ def test_options_that_set_the_same_key_twice_are_refused(tmp_path, small):
     )
 
 
+@pytest.mark.parametrize("setting", ["simulation.replicates=3", "simulation={replicates: 3, days: 6}"])
+def test_sweep_replicates_with_a_set_of_them_is_refused_as_run_refuses_it(tmp_path, small, setting):
+    """abm run refuses --replicates beside --set simulation.replicates; abm sweep took --replicates
+    and dropped the --set without a word. Both refuse it alike now, nothing written."""
+    key = setting.split("=")[0]
+    expected = f"error: {small}: --replicates and --set {key}=... both set simulation.replicates; give one"
+    for command, more in (("run", []), ("sweep", ["--sweep", "disease.transmission_rate=3,4"])):
+        args = [command, str(small), *more, "--replicates", "2", "--set", setting, "--out", str(tmp_path / command)]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and text(result) == expected, result.output
+        assert not (tmp_path / command).exists()
+    with pytest.raises(ScenarioError, match=r"replicates=2 and sets item 'simulation\.replicates=\.\.\.' both set"):
+        abm_sweep(small, ["disease.transmission_rate=3,4"], replicates=2, sets=["simulation.replicates=3"])
+
+
 def test_each_command_points_to_the_right_one_for_the_file(tmp_path, small):
     result = runner.invoke(app, ["learn", str(small)])
     assert result.exit_code == 2 and "is an epidemic scenario" in text(result) and "abm run" in text(result)
@@ -317,6 +333,57 @@ def test_set_reaches_dotted_keys_and_list_items():
         apply_set({}, "outputs.map_days.0=5")  # no default list (none: the default days)
     with pytest.raises(ScenarioError, match=r"changes is an empty list, so it has no item to set; give the whole"):
         apply_set({}, "interventions.contact_multipliers.changes[0].community=0.5")
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (  # the file's value (base.yaml's)
+            "simulation.days[0]=5",
+            "--set: simulation.days[0]: simulation.days is 180, a single value, not a list, so it has no item 0 to "
+            "set; give the whole value: simulation.days=...",
+        ),
+        (  # the schema's default, the file leaving it out
+            "interventions.vaccination.priority[0]=80+",
+            "--set: interventions.vaccination.priority[0]: interventions.vaccination.priority is oldest_first (its "
+            "default), a single value, not a list, so it has no item 0 to set; give the whole value: "
+            "interventions.vaccination.priority=...",
+        ),
+        (  # a default inside a default list
+            "interventions.testing.tests[0].sensitivity[1]=0.5",
+            "--set: interventions.testing.tests[0].sensitivity[1]: interventions.testing.tests[0].sensitivity is "
+            "0.99 (its default), a single value, not a list, so it has no item 1 to set; give the whole value: "
+            "interventions.testing.tests[0].sensitivity=...",
+        ),
+    ],
+)
+def test_set_of_an_item_of_a_single_value_names_the_value(tmp_path, setting: str, message: str):
+    """--set of a list item where the value is a single one is refused naming that value (it made
+    a mapping of it, and the message named a value the user never wrote:
+    "interventions.vaccination.priority: {0: '80+'} is not allowed")."""
+    result = runner.invoke(
+        app, ["run", str(ROOT / "scenarios/king_county/vacc_ct.yaml"), "--set", setting, "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2 and text(result) == f"error: {message}", result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "sweep"])
+def test_an_option_that_sets_extends_is_refused_saying_why(tmp_path, command):
+    """--set extends=vacc.yaml (or a sweep over bases, --sweep extends=vacc.yaml,sq.yaml) was
+    refused as "extends: unknown key; allowed keys: name, ...", a key every King County file has:
+    the base is merged before the options apply, so none can replace it; the message says so."""
+    ni = ROOT / "scenarios/king_county/ni.yaml"
+    option = ["--sweep", "extends=vacc.yaml,sq.yaml"] if command == "sweep" else ["--set", "extends=vacc.yaml"]
+    args = [command, str(ni), *option] + ([] if command == "validate" else ["--out", str(tmp_path / "o")])
+    result = runner.invoke(app, args)
+    said = "--sweep extends=vacc.yaml: --sweep" if command == "sweep" else "--set"
+    assert result.exit_code == 2 and text(result) == (
+        f"error: {said}: extends: not allowed; a scenario's base is read from its file before the options change it, "
+        "so an option cannot replace it: write a file that extends the base (extends: BASE.yaml) and run it (abm "
+        "compare compares the runs)"
+    ), result.output
+    assert not (tmp_path / "o").exists()
 
 
 def defaults_testing() -> dict:

@@ -114,6 +114,29 @@ def test_a_run_beyond_all_of_the_machines_memory_is_refused_one_that_may_fit_is_
     load_scenario(NI, ["population.agents=1000000", "simulation.replicates=20"])
 
 
+def test_a_sweep_is_refused_only_where_one_replicate_cannot_fit(tmp_path, monkeypatch):
+    """A sweep runs each replicate alone: its runs hold one replicate, whatever the scenario's
+    replicates or --replicates. It was refused by the scenario's own batch (ni.yaml's 10
+    replicates), naming replicates that never run at once and leaving --replicates out."""
+    from abm.sweep import plan
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  8000000 kB\nMemAvailable:  2000000 kB\nSwapTotal:  1000000 kB\n")
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    with pytest.raises(ScenarioError):  # as a run: 2,000,000 agents x 10 replicates need 12.4 GB at least
+        load_scenario(NI, ["population.agents=2000000"])
+    swept = plan(NI, ["disease.transmission_rate=3,4"], replicates=2, agents=2_000_000)
+    assert [sc.population.agents for sc in swept.variants] == [2_000_000, 2_000_000] and swept.replicates == 2
+    result = runner.invoke(
+        app, ["sweep", str(NI), "--sweep", "disease.transmission_rate=3,4", "--agents", "20000000", "--replicates", "2"]
+    )
+    assert result.exit_code == 2
+    assert " ".join(result.output.split()) == (
+        f"error: {NI} (with --agents 20000000): population.agents: 20000000 agents x 1 replicate need at least about "
+        "15.0 GB, but this machine has 9.2 GB of memory and swap in all; use fewer agents"
+    )
+
+
 def test_the_note_names_the_size_the_estimate_and_what_is_available(monkeypatch):
     monkeypatch.setattr(memory, "available_memory_bytes", lambda: 9.8e9)
     monkeypatch.setattr(memory, "cuda_available", lambda: False)

@@ -220,7 +220,10 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     section (but the swept key's; the age groups between the first and the last, which it gives as
     a series; and sweep_summary.csv's X_mean and X_sd of a column X of sweep.csv, which it names as
     the mean and sd of each, and the changes of each by-age column X, which it names once, as
-    ``<column>_change_per_100k`` and so on)."""
+    ``<column>_change_per_100k`` and so on), and each key of sweep.json, of its timings and of a
+    variant's entry (the docs named 5 of its 17 keys, and called a variant's entry its scenario)."""
+    import json
+
     import pandas as pd
 
     import abm
@@ -257,4 +260,6 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     summary -= {f"{c}_change_{s}" for c in table if "_age_" in c for s in changes}
     summary |= {f"<column>_change_{s}" for s in changes}
     names = {p.name for p in out.iterdir() if p.name != ".abm-output"} | (table - ages) | summary
+    info = json.loads((out / "sweep.json").read_text())  # its keys, its timings' and a variant's
+    names |= set(info) | set(info["timings"]) | set(info["variants"][0])
     assert sorted(n for n in names if f"`{n}`" not in swept) == []

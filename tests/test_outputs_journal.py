@@ -81,7 +81,7 @@ def test_work_stopped_before_its_first_entry_leaves_no_file(tmp_path):
         raise KeyboardInterrupt
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines == [{"format": 2, "key": "this"}, {"key": "this", "task": 0}]
-    assert notes == [f"1 finished run is kept in {path}; the same command continues from them"]  # not "1 ... runs are"
+    assert notes == [f"1 finished run is kept in {path}; the same command continues from it"]  # not "1 ... runs are"
     notes.clear()
     assert started(path, notes).found == 1
     assert notes == [f"continuing an interrupted run: 1 finished run is kept in {path}"]
@@ -227,3 +227,15 @@ def test_once_the_file_is_removed_a_failed_write_says_nothing_is_kept(tmp_path):
     with pytest.raises(OutputFolderError) as caught, journal.said_if_unwritten():
         raise OutputFolderError("output folder 'b': exists and was not written by abm")
     assert str(caught.value) == "output folder 'b': exists and was not written by abm" and notes == []
+
+
+def test_what_the_same_command_continues_from_is_counted_in_words(tmp_path):
+    """One kept run is "it" (the line said "1 finished run is kept in PATH; the same command
+    continues from them")."""
+    path, notes = tmp_path / ".out.runs.jsonl", []
+    journal = started(path, notes)
+    assert journal.continues() == ""
+    journal.add({"task": 0})
+    assert journal.continues() == f"1 finished run is kept in {path}; the same command continues from it"
+    journal.add({"task": 1})
+    assert journal.continues() == f"2 finished runs are kept in {path}; the same command continues from them"

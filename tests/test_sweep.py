@@ -1146,6 +1146,19 @@ def test_changes_table_of_one_replicate_says_nothing_of_intervals():
     assert "an interval that includes 0" in sweep_tables(summary, ["a", "b"], [5000], [2252782])[1].caption
 
 
+def test_a_sweep_of_one_variant_prints_no_changes_table(tmp_path):
+    """One variant has no change from the first: its table of changes held the first variant's
+    empty row under a title that said "per 100,000 agents" where two variants' says "in the
+    region" (the region's column of the first is always empty). The means table stays."""
+    from abm.outputs.sweep_report import sweep_tables
+
+    ends = {"per_100k": 2.0, "low": 1.0, "high": 3.0, "region": 45.1, "region_low": 22.0, "region_high": 67.0}
+    one = changes_summary(3, ends).iloc[:1]
+    tables = sweep_tables(one, ["a"], [5000], [2252782])
+    assert [t.title for t in tables] == ["3 runs (3 per variant); means over replicates"]
+    assert len(sweep_tables(changes_summary(3, ends), ["a", "b"], [5000], [2252782])) == 2
+
+
 def test_means_table_gives_the_first_weeks_reproduction_number_where_replicates_have_it():
     """The means table's last column: the mean over the replicates with a final first week, saying
     how many when not all; empty when none has one, or for a summary written before sweeps had it."""

@@ -71,11 +71,13 @@ def chosen_trial(summary: dict) -> str | None:
     if not reranked:
         return f"{which}: the trial of lowest fit loss"
     best = reranked[0]
-    return (
-        f"{which}: the best of the {len(reranked)} trials of lowest loss, re-run with "
-        f"{summary['rerank_replicates']} replicates each (fit loss {loss(best['loss_fit'])} re-run, "
-        f"{loss(best['loss_as_run'])} as it ran)"
+    replicates = counted(summary["rerank_replicates"], "replicate")
+    rerun = (
+        f"the trial of lowest loss, re-run with {replicates}"
+        if len(reranked) == 1
+        else f"the best of the {len(reranked)} trials of lowest loss, re-run with {replicates} each"
     )
+    return f"{which}: {rerun} (fit loss {loss(best['loss_fit'])} re-run, {loss(best['loss_as_run'])} as it ran)"
 
 
 def calibration_tables(summary: dict[str, Any]) -> list[SummaryTable]:

@@ -179,10 +179,12 @@ class Journal:
 
     def continues(self) -> str:
         """What the same command continues from, ``3 finished runs are kept in PATH; the same
-        command continues from them``; empty where nothing is kept."""
+        command continues from them`` (``1 finished run is kept in PATH; ... from it``); empty
+        where nothing is kept."""
         if not self.entries or not self.writable:
             return ""
-        return f"{self._kept(len(self.entries))}; the same command continues from them"
+        n = len(self.entries)
+        return f"{self._kept(n)}; the same command continues from {'it' if n == 1 else 'them'}"
 
     @contextmanager
     def said_if_unwritten(self) -> Iterator[None]:

@@ -71,7 +71,8 @@ def _initial_r(row: pd.Series) -> str:
 def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], people: list[int]) -> list[SummaryTable]:
     """The means table and the changes table of a sweep: ``summary`` (sweep_summary.csv), the
     variants' ``labels`` (``start_day=10``), the agents of its runs and its regions' residents
-    (sweep.json's ``agents`` and ``region_population``)."""
+    (sweep.json's ``agents`` and ``region_population``). A sweep of one variant has no change
+    from its first: the means table alone."""
     runs = int(summary["replicates"].sum())
     per_variant = summary["replicates"].iloc[0]
     means = SummaryTable(
@@ -93,6 +94,8 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
             f"the region has {' or '.join(f'{p:,}' for p in people)} residents"
         ),
     )
+    if len(summary) < 2:
+        return [means]
     region = summary.get("hospitalizations_change_region")
     unit = "region" if region is not None and bool(region.notna().any()) else "per_100k"
     rows = []

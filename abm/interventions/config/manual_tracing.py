@@ -61,5 +61,11 @@ class ManualTracingSpec(InterventionBase):
 
     @classmethod
     def unused_settings(cls, cfg: Any, on: dict[str, Any], days: int) -> list[str]:
-        """Notes when its notices would do less than asked (:func:`tracing_notes`)."""
+        """Notes when its notices would do less than asked (:func:`tracing_notes`), or none are
+        sent: the tracers interview no one (``daily_capacity`` 0)."""
+        if cfg.daily_capacity == 0:
+            return [
+                f"interventions.{cls.name}.daily_capacity is 0: no index case is interviewed, so it does nothing in "
+                "this run"
+            ]
         return tracing_notes(cls.name, cfg, on)
