@@ -1461,8 +1461,8 @@ def test_a_dose_rate_that_daily_doses_replaces_gets_a_note():
 
 def test_a_residents_table_on_the_reference_population_gets_a_note():
     """The reference population has no long-term-care residents, so a residents' disease table
-    there changes nothing: validate and run say so. A King County scenario, whose population has
-    residents, gets no such note."""
+    there changes nothing: validate says so (run, sweep and calibrate print the same notes). A King
+    County scenario, whose population has residents, gets no such note."""
     table = yaml.safe_dump(DiseaseConfig().branching[8], default_flow_style=True).strip()
     item = f"disease.long_term_care_branching={table}"
     result = runner.invoke(app, ["validate", str(SCENARIOS / "reference/ni.yaml"), "--set", item])
