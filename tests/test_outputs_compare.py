@@ -168,9 +168,11 @@ def test_compare_cli_table_matches_summaries(runs, tmp_path):
     assert lines[14].startswith(f"| ct | King County, WA | {ct.total_cost_region:,.0f} | {h[0]} ({h[1]} to {h[2]}) |")
     assert lines[11] == "| ni | King County, WA | 0 |  |  |"
     assert lines[16].startswith("Scaled to each run's region:") and lines[17] == ""
-    # then deaths by age (tests/test_compare_by_age.py): a heading, the table (2 + 9 lines), its caption
+    # then deaths by age (tests/test_compare_by_age.py): a heading, the table (2 + 9 age groups + the
+    # long-term-care residents), its caption
     assert lines[18] == "## Deaths by age" and lines[22].startswith("| 0-9 |") and lines[30].startswith("| 80+ |")
-    assert lines[32].startswith("deaths by the last day per 100,000 agents") and len(lines) == 33
+    assert lines[31].startswith("| long-term-care residents |")
+    assert lines[33].startswith("deaths by the last day per 100,000 agents") and len(lines) == 34
     assert "<h2>In the region</h2>" in (out / "report.html").read_text()
     # The costs' note names the items booked (tests and doses here) and what costs nothing.
     assert "(test_rt_pcr, vaccine_dose)" in lines[7] and "cost_per_interview" in lines[7]
