@@ -26,6 +26,7 @@ from abm.learning.scenario import (
     protocol_param_problems,
     scenario_data,
 )
+from abm.plurals import counted
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 from abm.validation_errors import name_field, seed_field, validated
 
@@ -332,13 +333,17 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
         raise LearningScenarioError(f"{where}: {' '.join(str(exc).split())}") from None
     if kind is not None:
         raise LearningScenarioError(f"{where}: a {kind} scenario; give an epidemic scenario (as `abm run` takes)")
+    model_file = base / scenario.model.scenario
     try:
         model = model_scenario(scenario, base, source)
     except ScenarioError as exc:
         try:  # the file's own fault, or one of model.set's (whose messages name this file and the key)?
-            load_epidemic(base / scenario.model.scenario)
+            load_epidemic(model_file)
         except ScenarioError as alone:
-            if not scenario.model.set or str(alone) == str(exc):  # the file, whatever model.set says
+            # the file's problems, as they follow its name; with model.set given the same problems
+            # follow 'model.set (on FILE)', and were blamed on model.set
+            problems = str(alone).removeprefix(f"{model_file}: ")
+            if not scenario.model.set or str(exc).endswith(problems):  # the file, whatever model.set says
                 raise LearningScenarioError(f"{where}: {' '.join(str(alone).split())}") from None
         raise LearningScenarioError(str(exc)) from None
     day0 = model.simulation.start_date  # the model's day 0, where it names one (its settings' dates count from it)
@@ -346,7 +351,7 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
         raise LearningScenarioError(
             f"{source}: model.start_date: {scenario.model.start_date} is not the model scenario's day 0, its "
             f"simulation.start_date {day0} ({scenario.model.scenario}): the observed window would be read "
-            f"{abs((scenario.model.start_date - day0).days)} days off its simulated days; give {day0}"
+            f"{counted(abs((scenario.model.start_date - day0).days), 'day')} off its simulated days; give {day0}"
         )
     if any(model.seeding.immune_shares()):
         # the per-replicate seeding (abm.private_calibration.simulate) draws among all agents

@@ -246,6 +246,10 @@ def test_engine_infect_is_public_and_deterministic(county):
             r"\(.*calibrate_2020\.yaml\): the observed window would be read 4 days off its simulated days; give "
             r"2020-02-01$",
         ),
+        (  # one day off, in the singular (it said '1 days')
+            lambda d: d["model"].update(start_date="2020-02-02"),
+            r"the observed window would be read 1 day off its simulated days; give 2020-02-01$",
+        ),
     ],
 )
 def test_what_the_schema_cannot_see_is_checked_at_load(tmp_path, change, message):
@@ -308,6 +312,37 @@ def test_a_bad_model_set_item_is_named_by_the_file_and_its_key(tmp_path, item, m
         assert flat.startswith(f"error: {path}: {message.format(model=model)}"), flat
         assert flat.count("error:") == 1 and "--set" not in flat, flat
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_a_bad_model_scenario_is_blamed_on_its_file_whatever_model_set_says(tmp_path):
+    """A model scenario with a misspelled key of its own, named by a private calibration whose
+    model.set is valid (tiny.yaml sets disease.transmission_rate): the message names model.scenario
+    and the file; it said 'model.set (on FILE): invalid scenario: ...', blaming overrides that are
+    fine, because the file's own message was compared with model.set's, which begins otherwise."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    here = Path(__file__).parent
+    data = yaml.safe_load((here / "tiny.yaml").read_text())
+    shipped = (here / data["model"]["scenario"]).resolve()
+    model = tmp_path / "model.yaml"
+    model.write_text(f"extends: {shipped}\nsimulation: {{replicatez: 2}}\n")
+    data["model"]["scenario"] = str(model)
+    assert data["model"]["set"]  # a valid override, which is not at fault
+    path = tmp_path / "pc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    for args in (["validate", str(path)], ["learn", str(path), "--out", str(out)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(
+            f"error: {path}: model.scenario: '{model}': {model}: invalid scenario: simulation.replicatez: unknown "
+            "key; did you mean 'replicates'?"
+        ), result.stderr
+        assert "model.set" not in result.stderr and result.stderr.count("error:") == 1, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.yaml", "pc.yaml"]
 
 
 def test_recovery_score_is_the_mean_over_parameters_and_own_score_uses_the_own_holdout():
