@@ -623,7 +623,7 @@ def scenario_data(
         raise LearningScenarioError(str(e)) from None
     for i, item in enumerate(sets):
         try:
-            data = apply_set(data, item, names.set_item(i))
+            data = apply_set(data, item, names.set_item(i), defaults_shown="a report's scenario.json")
         except ScenarioError as e:
             raise LearningScenarioError(f"{source}: {e}") from None
     return data, names.scenario(source, sets, [])

@@ -885,6 +885,13 @@ def test_learn_set_changes_the_file_and_the_outputs_record_it(tmp_path):
             "--set: protocols[3].params.mu: protocols is a list of 1; '3' is not allowed, give an index 0..0",
         ),
         ("rounds", "--set: 'rounds' is not allowed; write key.path=value"),
+        # an item of a list the file leaves out: named as the user writes it, and the file that shows the
+        # defaults (it said 'protocols.0.models' and named a scenario.resolved.yaml, which abm learn never writes)
+        (
+            "protocols[0].models[0].hidden=[8]",
+            "--set: protocols[0].models[0].hidden: protocols[0].models is not in the file, so it has no item to "
+            "set; give the whole list in the file (a report's scenario.json holds the defaults)",
+        ),
     ],
 )
 def test_learn_and_validate_refuse_a_bad_set(tmp_path, setting, message):
