@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -185,6 +185,9 @@ class ModelSpec(_Strict):
     channels: list[Annotated[int, Field(ge=1)]] = [8, 16]
     embed_dim: int = Field(32, ge=1)
     batchnorm: bool = True
+
+    WIDTH_KEYS: ClassVar[str] = "an mlp's last hidden width, a cnn's embed_dim"
+    """What sets :attr:`embedding_width`, for messages."""
 
     @property
     def embedding_width(self) -> int:
@@ -371,8 +374,8 @@ def check_protocols(
             key = f"protocols[{i}].models" if spec.models else "models"
             raise LearningScenarioError(
                 f"{source}: {key}: embedding widths {widths} are not allowed for protocols[{i}]: {spec.name} compares "
-                f"every {member}'s embeddings with shared prototypes, so they need one width (an mlp's last "
-                "hidden width, a cnn's embed_dim); give every model the same"
+                f"every {member}'s embeddings with shared prototypes, so they need one width "
+                f"({models[0].WIDTH_KEYS}); give every model the same"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
         if spec.name == "p2p_selection":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -155,6 +155,9 @@ class CalibratorSpec(_Strict):
     channels: list[Annotated[int, Field(ge=1)]] = [16, 32]
     embed_dim: int = Field(32, ge=1)
     batchnorm: bool = True
+
+    WIDTH_KEYS: ClassVar[str] = "embed_dim, whatever the kind"
+    """What sets :attr:`embedding_width`, for messages."""
 
     @property
     def embedding_width(self) -> int:

@@ -246,6 +246,15 @@ def test_engine_infect_is_public_and_deterministic(county):
             r"\(.*calibrate_2020\.yaml\): the observed window would be read 4 days off its simulated days; give "
             r"2020-02-01$",
         ),
+        (  # a calibrator's embedding is its embed_dim whatever the kind (it said "an mlp's last hidden width")
+            lambda d: d.update(
+                models=[{"kind": "mlp", "hidden": [8], "embed_dim": 8}, {"kind": "gru", "hidden": [8]}],
+                protocols=[{"name": "mapl"}],
+            ),
+            r"models: embedding widths \[8, 32\] are not allowed for protocols\[0\]: mapl compares every "
+            r"institution's embeddings with shared prototypes, so they need one width \(embed_dim, whatever the "
+            r"kind\); give every model the same$",
+        ),
         (  # one day off, in the singular (it said '1 days')
             lambda d: d["model"].update(start_date="2020-02-02"),
             r"the observed window would be read 1 day off its simulated days; give 2020-02-01$",
