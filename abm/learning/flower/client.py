@@ -17,6 +17,7 @@ import argparse
 import io
 import json
 import logging
+import math
 import sys
 import threading
 import traceback
@@ -185,6 +186,13 @@ def simulation_client_fn(scenario_json: str) -> Callable[[Context], Client]:
     return client_fn
 
 
+def address_ok(address: str) -> bool:
+    """Whether ``address`` reads as a server's ``host:port`` (an IPv6 host in brackets), the port
+    1 to 65535, with no URL scheme or path."""
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host) and "/" not in address and port.isdigit() and 1 <= int(port) <= 65535
+
+
 def fail(message: str, code: int) -> None:
     """End the client process with ``message`` as one line on stderr (the runner reads a client's
     last line) and exit ``code``."""
@@ -212,6 +220,10 @@ def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | No
     ap.add_argument("--scenario", required=True, help="resolved scenario JSON file")
     ap.add_argument("--max-wait", type=float, default=120.0, help="seconds to keep trying to reach the server")
     args = ap.parse_args(argv)
+    if not address_ok(args.address):  # Flower printed its own lines (and a web link) for it, exit 1
+        fail(f"--address: {args.address!r} is not allowed: give host:port, a port 1 to 65535 (127.0.0.1:8080)", 2)
+    if not (math.isfinite(args.max_wait) and args.max_wait > 0):  # it said 'within -1 s', 'within nan s'
+        fail(f"--max-wait: {args.max_wait:g} is not allowed: give the seconds to keep trying, a number above 0", 2)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     torch.set_num_threads(1)
     try:
