@@ -49,13 +49,16 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
 
     names = [i["name"] for i in report["institutions"]]
     width = key_width(report["protocols"], 18)
+    # each institution's column as wide as its whole name: cut to 9 letters, 'Institution A' and
+    # 'Institution B' headed two columns alike
+    columns = [max(10, len(n) + 2) for n in names]
     lines = [
         f"{'protocol':<{width}}{'recovery':>9}"
-        + "".join(f"{n[:9]:>10}" for n in names)
+        + "".join(f"{n:>{w}}" for n, w in zip(names, columns, strict=True))
         + f"{'MCG':>8}{'CGS':>7}{'own rec':>9}{'own MCG':>9}{'ND':>7}{'MB':>8}"
     ]
     for key, r in report["protocols"].items():
-        per = "".join(f"{row['recovery']:>10.3f}" for row in r["institutions"])
+        per = "".join(f"{row['recovery']:>{w}.3f}" for row, w in zip(r["institutions"], columns, strict=True))
         lines.append(
             f"{key:<{width}}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
             f"{own(r['mean_recovery_own'], '.3f'):>9}{own(r['mcg_own'], '+.3f'):>9}{r['mean_nd']:>7.2f}"
