@@ -572,6 +572,27 @@ def check_indices(source: str, scenario: LearningScenario) -> None:
             raise LearningScenarioError(f"{source}: {key}: {c} is not allowed: classes are 0..{n_classes - 1}")
 
 
+def check_held_classes(source: str, scenario: LearningScenario) -> None:
+    """Under ``evaluate_on: global`` every class of the data must be held by some participant:
+    ``split.class_groups`` gives a participant only its group's classes, and a class in no
+    assigned group was scored in the global test set though no protocol could learn it (the
+    pooled upper bound included). Raises LearningScenarioError naming the classes."""
+    groups = scenario.split.class_groups
+    if groups is None or scenario.evaluate_on != "global":
+        return
+    data = scenario.data
+    n_classes = data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
+    held = {c for g in set(groups.assignment) for c in groups.groups[g]}
+    missing = sorted(set(range(n_classes)) - held)
+    if missing:
+        raise LearningScenarioError(
+            f"{source}: split.class_groups: classes {missing} are in no group a participant is assigned "
+            f"(assignment {groups.assignment}), so no participant holds them, while with evaluate_on: global "
+            "everyone is scored on the global test set, which has them: no protocol could learn them; put every "
+            f"class 0..{n_classes - 1} in an assigned group, or use evaluate_on: own"
+        )
+
+
 def check_classes(source: str, data: GaussianMixtureSpec | SklearnSpec) -> None:
     """A Gaussian mixture draws each sample's class uniformly: with fewer samples than classes
     some class surely has none, and the participants would be scored on classes nobody could
@@ -653,6 +674,7 @@ def load_scenario(
         source, scenario.protocols, scenario.models, scenario.runner, scenario.split.participants, scenario.rounds
     )
     check_indices(source, scenario)
+    check_held_classes(source, scenario)
     check_classes(source, scenario.data)
     check_known_groups(source, scenario)
     # the scenario's models and every protocol's own (they were built only when the protocol ran,

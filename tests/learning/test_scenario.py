@@ -1087,3 +1087,28 @@ def test_mapl_with_two_embedding_widths_is_refused_before_any_training(tmp_path)
     assert not out.exists()
     same = _cli("validate", str(path), "--set", "models=[{kind: mlp, hidden: [32]}, {kind: mlp, hidden: [64, 32]}]")
     assert same.exit_code == 0, same.output
+
+
+def test_class_groups_that_leave_a_class_to_no_one_are_refused_where_everyone_is_scored_on_it(tmp_path):
+    """iris has classes 0..2; groups [[0], [2]] assign class 1 to no participant, yet with
+    evaluate_on: global everyone was scored on the global test set's class-1 samples, which no
+    protocol (centralized included) could learn: the run went ahead, every accuracy capped without a
+    word. Refused at load, naming the classes; evaluate_on: own (each scored on its own classes) runs."""
+    import yaml
+
+    split = {"participants": 2, "class_groups": {"groups": [[0], [2]], "assignment": [0, 1]}}
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump(_tiny(split=split, evaluate_on="global")))
+    for args in (["learn", str(f), "--out", str(out)], ["validate", str(f)]):
+        res = _cli(*args)
+        assert res.exit_code == 2, res.output
+        assert _error_line(res.output) == (
+            f"error: {f}: split.class_groups: classes [1] are in no group a participant is assigned (assignment "
+            "[0, 1]), so no participant holds them, while with evaluate_on: global everyone is scored on the global "
+            "test set, which has them: no protocol could learn them; put every class 0..2 in an assigned group, or "
+            "use evaluate_on: own"
+        )
+    assert not out.exists()
+    load_scenario(_tiny(split=split, evaluate_on="own"))
+    covered = {"participants": 2, "class_groups": {"groups": [[0, 1], [1, 2]], "assignment": [0, 1]}}
+    load_scenario(_tiny(split=covered, evaluate_on="global"))
