@@ -62,7 +62,7 @@ def check_before_run(scenario: Any, source: str) -> None:
         if isinstance(scenario, LearningScenario):
             from abm.learning.split import check_split
 
-            check_split(scenario)
+            check_model_sizes(scenario, check_split(scenario))
         if scenario.runner != "inprocess":
             from abm.learning.flower import import_flwr
 
@@ -73,6 +73,24 @@ def check_before_run(scenario: Any, source: str) -> None:
         if not out_of_memory(e):
             raise
         raise LearningScenarioError(f"{source}: {memory_message('learning')}") from None
+
+
+def check_model_sizes(scenario: Any, input_shape: tuple[int, ...]) -> None:
+    """A learning scenario's models (its own and every protocol's) on inputs of ``input_shape``:
+    one whose weights alone exceed this machine's memory and swap (a hidden width of 1e11) raises
+    MemoryError, as building it would, so that :func:`check_before_run` refuses it as it refuses
+    data of such sizes, for ``abm validate`` too, which builds no model (it said the scenario was
+    valid, and ``abm learn`` refused it only after saying it was running)."""
+    from abm.learning.scenario import class_count
+    from abm.memory import total_memory_bytes
+
+    total = total_memory_bytes()
+    if total is None:
+        return
+    classes = class_count(scenario.data)
+    specs = [*scenario.models, *(m for p in scenario.protocols for m in p.models or [])]
+    if any(4 * spec.parameter_count(input_shape, classes) > total for spec in specs):  # float32 weights
+        raise MemoryError("the models' weights exceed this machine's memory")
 
 
 def run_or_exit(

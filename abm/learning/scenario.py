@@ -6,6 +6,7 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
+import math
 import typing
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -188,6 +189,24 @@ class ModelSpec(_Strict):
 
     WIDTH_KEYS: ClassVar[str] = "an mlp's last hidden width, a cnn's embed_dim"
     """What sets :attr:`embedding_width`, for messages."""
+
+    def parameter_count(self, input_shape: tuple[int, ...], n_classes: int) -> int:
+        """The values the model of this spec holds (weights, biases, BatchNorm's four per
+        feature) on inputs of ``input_shape``, as :func:`abm.learning.models.build_model` builds
+        it; computed without torch, so that sizes no machine holds are told before it runs."""
+        bn = 4 if self.batchnorm else 0
+        count, prev = 0, math.prod(input_shape)
+        if self.kind == "mlp":
+            for width in self.hidden:
+                count += prev * width + width + bn * width
+                prev = width
+        else:  # 3x3 convolutions (+ BatchNorm), pooled to 2 x 2, then a linear to embed_dim
+            prev = input_shape[0]
+            for ch in self.channels:
+                count += prev * ch * 9 + ch + bn * ch
+                prev = ch
+            count += prev * 4 * self.embed_dim + self.embed_dim
+        return count + self.embedding_width * n_classes + n_classes
 
     @property
     def embedding_width(self) -> int:
@@ -553,10 +572,16 @@ def check_selection(key: str, params: dict[str, Any], participants: int, member:
         )
 
 
+def class_count(data: GaussianMixtureSpec | SklearnSpec) -> int:
+    """How many classes a scenario's data have (a Gaussian mixture's ``n_classes``, or the
+    scikit-learn set's), known without building them."""
+    return data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
+
+
 def check_indices(source: str, scenario: LearningScenario) -> None:
     """Class numbers in the split and participant/round numbers in dropouts must exist."""
     data = scenario.data
-    n_classes = data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
+    n_classes = class_count(data)
     split = scenario.split
     named: list[tuple[str, int]] = []
     if split.class_groups is not None:
@@ -581,7 +606,7 @@ def check_held_classes(source: str, scenario: LearningScenario) -> None:
     if groups is None or scenario.evaluate_on != "global":
         return
     data = scenario.data
-    n_classes = data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
+    n_classes = class_count(data)
     held = {c for g in set(groups.assignment) for c in groups.groups[g]}
     missing = sorted(set(range(n_classes)) - held)
     if missing:

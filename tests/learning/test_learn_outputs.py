@@ -154,6 +154,47 @@ def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error)
     assert not out.exists()
 
 
+def test_models_whose_weights_exceed_the_memory_are_refused_before_anything_runs(tmp_path, monkeypatch):
+    """A hidden width of 1e11 passed `abm validate` (it builds no model), and `abm learn` said
+    'running ...' before it failed to build one. The models' weights are now counted from their
+    specs: 4 bytes x (6 x 1e11 + ...) exceed a machine of 1 GB (memory and swap), for the
+    scenario's models and a protocol's own alike; one line, exit code 2, nothing written, from both
+    commands. A model that fits still passes."""
+    import abm.memory
+
+    monkeypatch.setattr(abm.memory, "total_memory_bytes", lambda: 10**9)
+    sizes = "data.n_samples, data.n_features, the models' hidden, channels and embed_dim, split.participants"
+    huge = [{"kind": "mlp", "hidden": [10**11], "batchnorm": False}]
+    for over in ({"models": huge}, {"protocols": [{"name": "fedavg", "models": huge}]}):
+        f, out = _scenario(tmp_path, **over), tmp_path / "out"
+        line = f"error: {f}: the run needs more memory than this machine has; give smaller sizes ({sizes})"
+        for args in (["validate", str(f)], ["learn", str(f), "--out", str(out)]):
+            res = _cli(*args)
+            assert (res.exit_code, res.output.strip().splitlines()) == (2, [line]), res.output
+        assert not out.exists()
+    # iris: 4 features x 2e7 + 2e7 biases + 2e7 x 3 classes + 3 = 1.6e8 values, 640 MB: within the 1 GB
+    f = _scenario(tmp_path, models=[{"kind": "mlp", "hidden": [2 * 10**7], "batchnorm": False}])
+    assert _cli("validate", str(f)).exit_code == 0
+
+
+def test_a_models_counted_values_are_those_torch_builds():
+    """ModelSpec.parameter_count (torch-free, for the memory check) against the float state of the
+    model build_model makes: weights, biases and BatchNorm's weight, bias, mean and variance."""
+    from abm.learning.models import build_model
+    from abm.learning.scenario import ModelSpec
+
+    cases = [
+        (ModelSpec(kind="mlp", hidden=[16, 8]), (10,), 4),
+        (ModelSpec(kind="mlp", hidden=[5], batchnorm=False), (3,), 2),
+        (ModelSpec(kind="cnn", channels=[8, 16], embed_dim=32), (1, 8, 8), 10),
+        (ModelSpec(kind="cnn", channels=[4], embed_dim=7, batchnorm=False), (1, 8, 8), 10),
+    ]
+    for spec, shape, classes in cases:
+        model = build_model(spec.kind, shape, classes, spec.hidden, spec.channels, spec.embed_dim, spec.batchnorm)
+        built = sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
+        assert spec.parameter_count(shape, classes) == built, spec
+
+
 def test_another_runtime_error_is_not_taken_for_memory(tmp_path, monkeypatch):
     """Only an allocation that failed is said to be memory: another RuntimeError goes on as it is."""
     from abm.learning import runner
