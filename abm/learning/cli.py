@@ -17,12 +17,16 @@ def load_or_exit(
     """The scenario ``load(file, runner, sets)`` returns first, with the checks ``abm validate``
     makes of it before it runs (:func:`check_before_run`: a learning scenario's split, Flower
     installed), so that a scenario they refuse gets its one message before anything is said of a
-    run; on an invalid one, its message on stderr and exit code 2."""
+    run; on an invalid one, its message on stderr and exit code 2. Those checks' messages name the
+    file with its ``--set`` options, as ``abm validate`` says them (a private calibration's
+    ``load`` returns the file's folder second, which they named)."""
     import typer
 
+    from abm.set_options import COMMAND_LINE
+
     try:
-        scenario, source = load(file, runner, sets)
-        check_before_run(scenario, source)
+        scenario = load(file, runner, sets)[0]
+        check_before_run(scenario, COMMAND_LINE.scenario(str(file), list(sets or []), []))
         return scenario
     except LearningScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -56,13 +60,18 @@ def check_before_run(scenario: Any, source: str) -> None:
     (:func:`abm.learning.split.check_split`) and, for the Flower runners, that Flower is
     installed. Raises :class:`LearningScenarioError` with ``source`` (the file, with any
     ``--set`` options) first, as ``abm learn`` says it."""
-    from abm.learning.scenario import LearningScenario
+    from abm.learning.scenario import LearningScenario, class_count
 
+    learning = isinstance(scenario, LearningScenario)
     try:
-        if isinstance(scenario, LearningScenario):
+        if learning:
             from abm.learning.split import check_split
 
-            check_model_sizes(scenario, check_split(scenario))
+            check_model_sizes(scenario, check_split(scenario), class_count(scenario.data))
+        else:  # a private calibration's calibrators read (channels, weeks) series into the joint bins
+            from abm.private_calibration.observed import CHANNELS
+
+            check_model_sizes(scenario, (len(CHANNELS), scenario.model.weeks), scenario.grid().n_classes)
         if scenario.runner != "inprocess":
             from abm.learning.flower import import_flwr
 
@@ -72,22 +81,22 @@ def check_before_run(scenario: Any, source: str) -> None:
     except (MemoryError, RuntimeError) as e:  # the data of absurd sizes (n_samples: 1e11) are built here
         if not out_of_memory(e):
             raise
-        raise LearningScenarioError(f"{source}: {memory_message('learning')}") from None
+        kind = "learning" if learning else "private_calibration"
+        raise LearningScenarioError(f"{source}: {memory_message(kind)}") from None
 
 
-def check_model_sizes(scenario: Any, input_shape: tuple[int, ...]) -> None:
-    """A learning scenario's models (its own and every protocol's) on inputs of ``input_shape``:
-    one whose weights alone exceed this machine's memory and swap (a hidden width of 1e11) raises
-    MemoryError, as building it would, so that :func:`check_before_run` refuses it as it refuses
-    data of such sizes, for ``abm validate`` too, which builds no model (it said the scenario was
-    valid, and ``abm learn`` refused it only after saying it was running)."""
-    from abm.learning.scenario import class_count
+def check_model_sizes(scenario: Any, input_shape: tuple[int, ...], classes: int) -> None:
+    """A learning or private-calibration scenario's models (its own and every protocol's) on
+    inputs of ``input_shape`` into ``classes``: one whose weights alone exceed this machine's
+    memory and swap (a hidden width of 1e11) raises MemoryError, as building it would, so that
+    :func:`check_before_run` refuses it as it refuses data of such sizes, for ``abm validate``
+    too, which builds no model (it said the scenario was valid, and ``abm learn`` refused it only
+    after saying it was running)."""
     from abm.memory import total_memory_bytes
 
     total = total_memory_bytes()
     if total is None:
         return
-    classes = class_count(scenario.data)
     specs = [*scenario.models, *(m for p in scenario.protocols for m in p.models or [])]
     if any(4 * spec.parameter_count(input_shape, classes) > total for spec in specs):  # float32 weights
         raise MemoryError("the models' weights exceed this machine's memory")

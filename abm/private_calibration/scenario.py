@@ -159,6 +159,28 @@ class CalibratorSpec(_Strict):
     WIDTH_KEYS: ClassVar[str] = "embed_dim, whatever the kind"
     """What sets :attr:`embedding_width`, for messages."""
 
+    def parameter_count(self, input_shape: tuple[int, ...], n_classes: int) -> int:
+        """The values the calibrator of this spec holds on series of ``input_shape`` (channels,
+        weeks), as :func:`abm.private_calibration.models.build_calibrator` builds it (weights,
+        biases, BatchNorm's four per feature); computed without torch."""
+        channels, weeks = input_shape
+        bn = 4 if self.batchnorm else 0
+        count, prev = 0, channels * weeks
+        if self.kind == "mlp":
+            for width in [*self.hidden, self.embed_dim]:
+                count += prev * width + width + bn * width
+                prev = width
+        elif self.kind == "cnn":  # 1-D convolutions of kernel 3 over weeks, then a linear to embed_dim
+            prev = channels
+            for width in self.channels:
+                count += prev * width * 3 + width + bn * width
+                prev = width
+            count += prev * weeks * self.embed_dim + self.embed_dim
+        else:  # a GRU (three gates) over weeks, then a linear from its last state to embed_dim
+            hidden = self.hidden[0]
+            count += 3 * hidden * (channels + hidden + 2) + hidden * self.embed_dim + self.embed_dim
+        return count + self.embed_dim * n_classes + n_classes
+
     @property
     def embedding_width(self) -> int:
         """The width of the body's output: ``embed_dim`` for every kind."""

@@ -420,3 +420,76 @@ def test_seeding_sizes_become_whole_infections_by_one_rule():
     assert got.dtype == np.int64 and got.tolist() == [23, 22, 22, 24, 0, 0, 2, 64, 0]
     one = whole_infections(22.6)
     assert one.shape == () and int(one) == 23
+
+
+def _tiny_file(tmp_path: Path, **over: object) -> Path:
+    import yaml
+
+    here = Path(__file__).parent
+    data = yaml.safe_load((here / "tiny.yaml").read_text())
+    data["model"]["scenario"] = str((here / data["model"]["scenario"]).resolve())
+    data.update(over)
+    path = tmp_path / "pc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_calibrators_whose_weights_exceed_the_memory_are_refused_naming_the_file(tmp_path, monkeypatch):
+    """A calibrator of hidden width 1e11 passed `abm validate`, and `abm learn` failed only after
+    simulating every institution. Its values are now counted from the spec: one line naming the
+    file (not its folder, which abm learn's checks before the run named) and the sizes, exit code 2,
+    nothing written, from both commands."""
+    from typer.testing import CliRunner
+
+    import abm.memory
+    from abm.cli import app
+
+    monkeypatch.setattr(abm.memory, "total_memory_bytes", lambda: 10**9)
+    path = _tiny_file(tmp_path, models=[{"kind": "mlp", "hidden": [10**11]}], protocols=[{"name": "cycle"}])
+    out = tmp_path / "out"
+    line = (
+        f"error: {path}: the run needs more memory than this machine has; give smaller sizes "
+        "(institutions[*].agents and budget, the evaluation's simulations, the models' widths)"
+    )
+    for args in (["validate", str(path)], ["learn", str(path), "--out", str(out)]):
+        result = CliRunner().invoke(app, args)
+        assert (result.exit_code, result.output.strip().splitlines()) == (2, [line]), result.output
+    assert not out.exists()
+
+
+def test_a_missing_flower_is_named_by_the_file_not_its_folder(tmp_path, monkeypatch):
+    """`abm learn --runner flower-sim` on a private calibration without flwr said 'error: FOLDER:
+    the Flower runners ... need flwr': the loader's second value, the folder, stood for the file."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    monkeypatch.setitem(sys.modules, "flwr", None)
+    path = _tiny_file(tmp_path, protocols=[{"name": "codream"}])
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["learn", str(path), "--out", str(out), "--runner", "flower-sim"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        f"error: {path}: the Flower runners (flower-sim, flower) need flwr, which is not installed"
+    ), result.stderr
+    assert not out.exists()
+
+
+def test_a_calibrators_counted_values_are_those_torch_builds():
+    """CalibratorSpec.parameter_count (torch-free, for the memory check) against the float state of
+    build_calibrator's model on 2 channels x 8 weeks into 64 joint bins."""
+    from abm.private_calibration.models import build_calibrator
+    from abm.private_calibration.scenario import CalibratorSpec
+
+    for spec in [
+        CalibratorSpec(kind="mlp", hidden=[16, 8], embed_dim=5),
+        CalibratorSpec(kind="mlp", hidden=[7], batchnorm=False),
+        CalibratorSpec(kind="cnn", channels=[4, 6], embed_dim=9),
+        CalibratorSpec(kind="cnn", channels=[3], embed_dim=2, batchnorm=False),
+        CalibratorSpec(kind="gru", hidden=[12], embed_dim=5),
+    ]:
+        model = build_calibrator(spec.kind, 2, 8, 64, spec.hidden, spec.channels, spec.embed_dim, spec.batchnorm)
+        built = sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
+        assert spec.parameter_count((2, 8), 64) == built, spec
