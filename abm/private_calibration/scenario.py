@@ -341,6 +341,35 @@ def portable(scenario: PrivateCalibrationScenario, base: Path) -> PrivateCalibra
     return scenario.model_copy(update={"model": scenario.model.model_copy(update={"scenario": path})})
 
 
+def check_simulation_memory(scenario: PrivateCalibrationScenario, model: Any, source: str) -> None:
+    """Refuse an institution whose largest batch of simulations (its ``budget``, or one of the
+    evaluation's sets, simulated as replicates of one run of its ``agents``) cannot fit on this
+    machine at all: the least the engine's estimate allows for that run is beyond all of its
+    memory and swap (as :func:`abm.scenario.check_memory` refuses an epidemic run). ``abm
+    validate`` said such a scenario was valid, and ``abm learn`` failed only as it simulated."""
+    from abm.memory import ESTIMATE_OVER_PEAK, run_memory_bytes, total_memory_bytes
+
+    total = total_memory_bytes()
+    if total is None or not model.simulation.device.startswith("cpu"):
+        return
+    ev = scenario.evaluation
+    sets = {"val_simulations": ev.val_simulations, "holdout_simulations": ev.holdout_simulations}
+    sets["own_holdout_simulations"] = ev.own_holdout_simulations
+    for k, inst in enumerate(scenario.institutions):
+        key, reps = max(
+            [("budget", inst.budget), *(("evaluation." + n, v) for n, v in sets.items())], key=lambda x: x[1]
+        )
+        sized = model.model_copy(update={"population": model.population.model_copy(update={"agents": inst.agents})})
+        least = run_memory_bytes(sized, reps) / ESTIMATE_OVER_PEAK
+        if least > total:
+            where = f"institutions[{k}].budget" if key == "budget" else key
+            raise LearningScenarioError(
+                f"{source}: {where}: {reps:,} simulations of institutions[{k}]'s {inst.agents:,} agents, run at "
+                f"once, need at least about {least / 1e9:.1f} GB, but this machine has {total / 1e9:.1f} GB of "
+                f"memory and swap in all; give fewer simulations or agents (institutions[{k}].agents)"
+            )
+
+
 def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, source: str) -> None:
     """What the schema cannot see: the model scenario with its overrides, each institution's
     tracts, and (kc2020 mode) the data over the window; errors name the file and the key."""
@@ -394,6 +423,7 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
             "each vaccinated agent's susceptibility_scale, which carries the per-replicate transmission multiplier "
             "(the multiplier would be lost for vaccinated agents); use protection: all_or_nothing"
         )
+    check_simulation_memory(scenario, model, source)
     county = load_region(model.population.region)
     owner: dict[str, int] = {}
     for k, spec in enumerate(scenario.institutions):

@@ -422,12 +422,19 @@ def test_seeding_sizes_become_whole_infections_by_one_rule():
     assert one.shape == () and int(one) == 23
 
 
-def _tiny_file(tmp_path: Path, **over: object) -> Path:
+def _tiny_data() -> dict:
     import yaml
 
     here = Path(__file__).parent
     data = yaml.safe_load((here / "tiny.yaml").read_text())
     data["model"]["scenario"] = str((here / data["model"]["scenario"]).resolve())
+    return data
+
+
+def _tiny_file(tmp_path: Path, **over: object) -> Path:
+    import yaml
+
+    data = _tiny_data()
     data.update(over)
     path = tmp_path / "pc.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -493,3 +500,40 @@ def test_a_calibrators_counted_values_are_those_torch_builds():
         model = build_calibrator(spec.kind, 2, 8, 64, spec.hidden, spec.channels, spec.embed_dim, spec.batchnorm)
         built = sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
         assert spec.parameter_count((2, 8), 64) == built, spec
+
+
+def test_simulations_the_memory_cannot_hold_are_refused_when_the_scenario_is_loaded(tmp_path, monkeypatch):
+    """An institution's budget (or an evaluation set) is simulated as replicates of one run of its
+    agents: 10^6 of them passed `abm validate` and ended `abm learn` only as it simulated. Refused
+    at load, as `abm run` refuses a run that cannot fit (the engine's estimate at its lowest against
+    the machine's memory and swap: here a machine of 1 GB), naming the key, exit code 2, nothing
+    written; the tiny scenario itself fits."""
+    from typer.testing import CliRunner
+
+    import abm.memory
+    from abm.cli import app
+
+    monkeypatch.setattr(abm.memory, "total_memory_bytes", lambda: 10**9)
+    institutions = _tiny_data()["institutions"]
+    institutions[1]["budget"] = 10**6
+    out = tmp_path / "out"
+    for over, key in (
+        ({"institutions": institutions}, r"institutions\[1\]\.budget: 1,000,000 simulations of institutions\[1\]"),
+        (
+            {"evaluation": {"holdout_simulations": 10**6}},
+            r"evaluation\.holdout_simulations: 1,000,000 simulations "
+            r"of institutions\[0\]",
+        ),
+    ):
+        path = _tiny_file(tmp_path, **over)
+        for args in (["validate", str(path)], ["learn", str(path), "--out", str(out)]):
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 2, result.output
+            assert re.fullmatch(
+                rf"error: {re.escape(str(path))}: {key}'s 600 agents, run at once, need at least about [\d.]+ GB, but "
+                r"this machine has 1\.0 GB of memory and swap in all; give fewer simulations or agents "
+                r"\(institutions\[\d\]\.agents\)\n",
+                result.output,
+            ), result.output
+    assert not out.exists()
+    assert CliRunner().invoke(app, ["validate", str(_tiny_file(tmp_path))]).exit_code == 0
