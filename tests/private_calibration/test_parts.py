@@ -537,3 +537,22 @@ def test_simulations_the_memory_cannot_hold_are_refused_when_the_scenario_is_loa
             ), result.output
     assert not out.exists()
     assert CliRunner().invoke(app, ["validate", str(_tiny_file(tmp_path))]).exit_code == 0
+
+
+def test_validate_show_names_the_model_scenario_so_that_its_yaml_loads_from_anywhere(tmp_path):
+    """`abm validate FILE --show > full.yaml` (README) of a private calibration printed model.scenario
+    as FILE gives it, relative to FILE's folder, so full.yaml saved elsewhere named no file ('no such
+    file'). It now names it by its full path, as a report's scenario.json does."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    here = Path(__file__).parent
+    shown = CliRunner().invoke(app, ["validate", str(here / "tiny.yaml"), "--show"])
+    assert shown.exit_code == 0, shown.output
+    model = (here / "../../scenarios/king_county/calibrate_2020.yaml").resolve()
+    assert f"scenario: {model}\n" in shown.stdout
+    full = tmp_path / "full.yaml"
+    full.write_text(shown.stdout)
+    again = CliRunner().invoke(app, ["validate", str(full)])
+    assert again.exit_code == 0 and again.stdout == f"ok {full}: private calibration scenario 'pc_tiny' is valid\n"
