@@ -251,11 +251,16 @@ class PrivacySpec(_Strict):
     dropouts: dict[int, list[int]] = {}
 
 
+# A label names its protocol's plot files, the longest LABEL_collaboration.png: one file name of at
+# most 255 bytes (a longer label ran the whole scenario, then failed writing its plots).
+LABEL_MAX = 255 - len("_collaboration.png")
+
+
 class ProtocolSpec(_Strict):
     """One protocol run; ``params`` are validated by the protocol's own config."""
 
     name: Literal[PROTOCOL_NAMES]  # type: ignore[valid-type]
-    label: str | None = name_field("a name for the protocol's plot files", default=None)
+    label: str | None = name_field("a name for the protocol's plot files", default=None, max_length=LABEL_MAX)
     params: dict[str, Any] = {}
     models: list[ModelSpec] | None = None
     privacy: PrivacySpec | None = None

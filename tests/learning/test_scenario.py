@@ -1112,3 +1112,29 @@ def test_class_groups_that_leave_a_class_to_no_one_are_refused_where_everyone_is
     load_scenario(_tiny(split=split, evaluate_on="own"))
     covered = {"participants": 2, "class_groups": {"groups": [[0, 1], [1, 2]], "assignment": [0, 1]}}
     load_scenario(_tiny(split=covered, evaluate_on="global"))
+
+
+def test_a_label_too_long_for_its_plot_files_is_refused_before_the_run(tmp_path):
+    """A label names its protocol's plot files (LABEL_graph.png for MAPL, the longest
+    LABEL_collaboration.png): one of 260 letters passed `abm validate`, and `abm learn` ran every
+    protocol, then failed writing the plot ('File name too long'). Labels of at most 237 characters
+    (255 less '_collaboration.png') are allowed; a longer one is refused at load, exit 2, nothing
+    written."""
+    import yaml
+
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    long = "a" * 238
+    f.write_text(yaml.safe_dump(_tiny(protocols=[{"name": "mapl", "label": long}])))
+    for args in (["learn", str(f), "--out", str(out)], ["validate", str(f)]):
+        res = _cli(*args)
+        assert res.exit_code == 2, res.output
+        assert _error_line(res.output) == (
+            f"error: {f}: invalid scenario: protocols[0].label: '{long}' is not allowed: must be at most 237 "
+            "characters long"
+        )
+    assert not out.exists()
+    longest = "b" * 237
+    f.write_text(yaml.safe_dump(_tiny(rounds=1, protocols=[{"name": "p2p_selection", "label": longest}])))
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert (out / f"{longest}_collaboration.png").is_file()
