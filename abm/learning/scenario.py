@@ -496,6 +496,12 @@ def check_protocols(
                 "together, so the run would be the collaborative method under an ablation's label); use "
                 "name: codream with collaborate: false"
             )
+        if spec.name == "codream_fast" and params.get("n_dreams", 2) < 2:  # it ended in torch's traceback
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.n_dreams: {params['n_dreams']!r} is not allowed for codream_fast: "
+                "its generator (Linear-BatchNorm-ReLU-Linear) makes each batch of dreams at once, and BatchNorm "
+                "needs at least 2 in a batch; give at least 2"
+            )
         if private and params.get("collaborate") is False and params.get("independent_labels", "dreamer") == "dreamer":
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: not allowed for {spec.name} with collaborate: false: its "

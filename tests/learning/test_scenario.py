@@ -412,6 +412,12 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "params.policy: 'bogus' is not allowed: must be 'random'",
         ),
         ({"seed": -1}, "seed: -1 is not allowed: must be at least 0"),
+        # its generator's BatchNorm on a batch of one dream: torch's ValueError traceback as the protocol ran
+        (
+            {"protocols": [{"name": "codream_fast", "params": {"n_dreams": 1}}]},
+            "protocols[0].params.n_dreams: 1 is not allowed for codream_fast: its generator (Linear-BatchNorm-ReLU-"
+            "Linear) makes each batch of dreams at once, and BatchNorm needs at least 2 in a batch; give at least 2",
+        ),
         ({"models": []}, "models: has 0 items; give at least 1"),
         (
             {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 2]], "assignment": [0, 2]}}},
