@@ -496,6 +496,13 @@ def check_protocols(
                 "together, so the run would be the collaborative method under an ablation's label); use "
                 "name: codream with collaborate: false"
             )
+        if dp is not None and params.get("bn_stats") == "shared":  # FedAvg's setup raised it: a traceback
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.bn_stats: 'shared' is not allowed with privacy.dp: BatchNorm "
+                "running statistics would either be noised (corrupting them) or leave without noise (outside the "
+                "guarantee); use bn_stats: auto (the default) or local, which keep them with each "
+                f"{member} under DP"
+            )
         if spec.name == "codream_fast" and params.get("n_dreams", 2) < 2:  # it ended in torch's traceback
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].params.n_dreams: {params['n_dreams']!r} is not allowed for codream_fast: "

@@ -412,6 +412,21 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "params.policy: 'bogus' is not allowed: must be 'random'",
         ),
         ({"seed": -1}, "seed: -1 is not allowed: must be at least 0"),
+        # FedAvg's setup refused it with a ValueError traceback, once the protocols before it had run
+        (
+            {
+                "protocols": [
+                    {
+                        "name": "fedprox",
+                        "params": {"bn_stats": "shared"},
+                        "privacy": {"secure_aggregation": True, "dp": {"clip": 1.0, "noise_multiplier": 1.0}},
+                    }
+                ]
+            },
+            "protocols[0].params.bn_stats: 'shared' is not allowed with privacy.dp: BatchNorm running statistics "
+            "would either be noised (corrupting them) or leave without noise (outside the guarantee); use "
+            "bn_stats: auto (the default) or local, which keep them with each participant under DP",
+        ),
         # its generator's BatchNorm on a batch of one dream: torch's ValueError traceback as the protocol ran
         (
             {"protocols": [{"name": "codream_fast", "params": {"n_dreams": 1}}]},
