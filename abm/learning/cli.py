@@ -22,11 +22,9 @@ def load_or_exit(
     ``load`` returns the file's folder second, which they named)."""
     import typer
 
-    from abm.set_options import COMMAND_LINE
-
     try:
         scenario = load(file, runner, sets)[0]
-        check_before_run(scenario, COMMAND_LINE.scenario(str(file), list(sets or []), []))
+        check_before_run(scenario, named(file, sets, runner))
         return scenario
     except LearningScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -162,6 +160,14 @@ def run_or_exit(
         raise typer.Exit(code=130) from None
 
 
+def named(file: Path, sets: list[str] | None, runner: str | None) -> str:
+    """The scenario file in ``abm learn``'s messages, with the ``--set`` and ``--runner`` options
+    that changed it (``FILE (with --set rounds=2 --runner flower)``)."""
+    from abm.set_options import COMMAND_LINE
+
+    return COMMAND_LINE.scenario(str(file), list(sets or []), [] if runner is None else [("runner", runner)])
+
+
 def announce(scenario: Any, protocols: int, members: str, target: Path) -> str:
     """The line that says what is about to run and where it goes."""
     return (
@@ -186,9 +192,11 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     scenario = load_or_exit(load_scenario, file, runner, sets)
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
-    named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
     report = run_or_exit(
-        lambda: run_scenario(file, target, runner, sets, names=COMMAND_LINE), target, named, header=header
+        lambda: run_scenario(file, target, runner, sets, names=COMMAND_LINE),
+        target,
+        named(file, sets, runner),
+        header=header,
     )
     width = key_width(report["protocols"], 22)
     print(f"{'protocol':<{width}}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")

@@ -662,7 +662,10 @@ def check_known_groups(source: str, scenario: LearningScenario) -> None:
 
 
 def scenario_data(
-    path_or_dict: str | Path | dict[str, Any], sets: list[str] | None = None, names: OptionNames | None = None
+    path_or_dict: str | Path | dict[str, Any],
+    sets: list[str] | None = None,
+    names: OptionNames | None = None,
+    runner: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """A learning or private-calibration scenario's mapping (read from its file, or the dict
     given) with ``sets``, ``key.path=value`` overrides as ``abm run --set`` takes them
@@ -670,7 +673,8 @@ def scenario_data(
     path or '<dict>', followed by the sets so that an error a set caused is not blamed on the
     file alone. Messages name the sets as ``names`` says: as ``abm learn`` takes them
     (``FILE (with --set rounds=2)``; the default, :data:`abm.set_options.COMMAND_LINE`) or as the
-    Python entry points do (``PYTHON``: ``FILE (with sets=['rounds=2'])``). A bad set raises
+    Python entry points do (``PYTHON``: ``FILE (with sets=['rounds=2'])``), and a ``runner`` that
+    overrides the file's (``--runner flower``), which the caller applies. A bad set raises
     :class:`LearningScenarioError`."""
     names = names or COMMAND_LINE
 
@@ -693,7 +697,7 @@ def scenario_data(
             data = apply_set(data, item, names.set_item(i), defaults_shown="a report's scenario.json")
         except ScenarioError as e:
             raise LearningScenarioError(f"{source}: {e}") from None
-    return data, names.scenario(source, sets, [])
+    return data, names.scenario(source, sets, [] if runner is None else [("runner", runner)])
 
 
 def load_scenario(
@@ -709,7 +713,7 @@ def load_scenario(
     (``key.path=value``) override any key, as ``abm learn --set`` does; messages name them as
     ``names`` says (:func:`scenario_data`; default: as ``abm learn`` takes them).
     """
-    data, source = scenario_data(path_or_dict, sets, names)
+    data, source = scenario_data(path_or_dict, sets, names, runner)
     if runner is not None:
         data = {**data, "runner": runner}
     scenario = validated(LearningScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data))

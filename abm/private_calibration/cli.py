@@ -16,7 +16,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.cli import announce, load_or_exit, run_or_exit
+    from abm.learning.cli import announce, load_or_exit, named, run_or_exit
     from abm.private_calibration.federation import calibration_specs
     from abm.private_calibration.report import run_private_calibration
     from abm.private_calibration.scenario import load_scenario
@@ -25,11 +25,10 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     scenario = load_or_exit(load_scenario, file, runner, sets)
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
-    named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
     report = run_or_exit(
         lambda: run_private_calibration(file, target, runner, sets, names=COMMAND_LINE),
         target,
-        named,
+        named(file, sets, runner),
         "private_calibration",
         header,
     )

@@ -308,7 +308,7 @@ def load_scenario(
     as ``names`` says (:func:`abm.learning.scenario.scenario_data`; default: as ``abm learn``
     takes them).
     """
-    data, source = scenario_data(path_or_dict, sets, names)
+    data, source = scenario_data(path_or_dict, sets, names, runner)
     base = Path("scenarios/learning") if isinstance(path_or_dict, dict) else Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}

@@ -8,6 +8,7 @@ import pytest
 
 from abm.learning import LearningScenarioError, run_scenario
 from abm.learning.scenario import load_scenario
+from abm.set_options import PYTHON
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "learning"
 
@@ -1159,3 +1160,24 @@ def test_a_label_too_long_for_its_plot_files_is_refused_before_the_run(tmp_path)
     res = _cli("learn", str(f), "--out", str(out))
     assert res.exit_code == 0, res.output
     assert (out / f"{longest}_collaboration.png").is_file()
+
+
+def test_a_refusal_the_runner_option_caused_names_it(tmp_path):
+    """`abm learn FILE --runner flower-sim` on a file with a protocol the Flower runners do not carry
+    said 'FILE: protocols[0].name: 'cycle' is not allowed for runner 'flower-sim'' as if the file
+    asked for that runner; the option is now named with the file, as --set options are."""
+    import yaml
+
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump(_tiny(protocols=[{"name": "cycle"}])))
+    res = _cli("learn", str(f), "--out", str(out), "--runner", "flower-sim", "--set", "rounds=1")
+    assert res.exit_code == 2, res.output
+    assert _error_line(res.output) == (
+        f"error: {f} (with --set rounds=1 --runner flower-sim): protocols[0].name: 'cycle' is not allowed for runner "
+        "'flower-sim': the Flower runners carry only local, fedavg, fedprox, codream, codream_fast; use runner: "
+        "inprocess"
+    )
+    assert not out.exists()
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(f, "flower", names=PYTHON)
+    assert str(e.value).startswith(f"{f} (with runner='flower'): protocols[0].name: 'cycle' is not allowed")
