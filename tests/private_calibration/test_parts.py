@@ -466,7 +466,8 @@ def test_calibrators_whose_weights_exceed_the_memory_are_refused_naming_the_file
 
 def test_a_missing_flower_is_named_by_the_file_not_its_folder(tmp_path, monkeypatch):
     """`abm learn --runner flower-sim` on a private calibration without flwr said 'error: FOLDER:
-    the Flower runners ... need flwr': the loader's second value, the folder, stood for the file."""
+    the Flower runners ... need flwr': the loader's second value, the folder, stood for the file
+    (now named with the option that asked for Flower)."""
     import sys
 
     from typer.testing import CliRunner
@@ -479,7 +480,8 @@ def test_a_missing_flower_is_named_by_the_file_not_its_folder(tmp_path, monkeypa
     result = CliRunner().invoke(app, ["learn", str(path), "--out", str(out), "--runner", "flower-sim"])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(
-        f"error: {path}: the Flower runners (flower-sim, flower) need flwr, which is not installed"
+        f"error: {path} (with --runner flower-sim): the Flower runners (flower-sim, flower) need flwr, which is not "
+        "installed"
     ), result.stderr
     assert not out.exists()
 
