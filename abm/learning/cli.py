@@ -184,7 +184,14 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     (``key.path=value``, as ``abm run --set``) override any key. An invalid scenario, runner or
     set prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.report import console_legend, few_test_samples, key_width, privacy_lines, run_scenario
+    from abm.learning.report import (
+        console_legend,
+        few_test_samples,
+        gain_shown,
+        key_width,
+        privacy_lines,
+        run_scenario,
+    )
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
     from abm.scenario import COMMAND_LINE
@@ -202,8 +209,8 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     print(f"{'protocol':<{width}}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():
         print(
-            f"{key:<{width}}{r['mean_score']:>8.3f}{r['mcg']:>8.3f}{r['cgs']:>8.3f}"
-            f"{r['min_gain']:>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
+            f"{key:<{width}}{r['mean_score']:>8.3f}{gain_shown(r['mcg']):>8.3f}{r['cgs']:>8.3f}"
+            f"{gain_shown(r['min_gain']):>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
         )
     print(console_legend(report))
     for line in privacy_lines(report["protocols"]):

@@ -41,7 +41,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     institution), MCG, CGS, the same under each institution's own prior ("n/a" where the scenario
     evaluates none: ``own_holdout_simulations: 0``), ND and megabytes sent; then what the columns
     mean, and a line per protocol run with differential privacy (its epsilon: :func:`privacy_lines`)."""
-    from abm.learning.report import key_width, privacy_lines
+    from abm.learning.report import gain_shown, key_width, privacy_lines
 
     def own(value: float, spec: str) -> str:
         return "n/a" if math.isnan(value) else format(value, spec)
@@ -59,8 +59,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     for key, r in report["protocols"].items():
         per = "".join(f"{row['recovery']:>{w}.3f}" for row, w in zip(r["institutions"], columns, strict=True))
         lines.append(
-            f"{key:<{width}}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
-            f"{own(r['mean_recovery_own'], '.3f'):>9}{own(r['mcg_own'], '+.3f'):>9}{r['mean_nd']:>7.2f}"
+            f"{key:<{width}}{r['mean_recovery']:>9.3f}{per}{gain_shown(r['mcg']):>+8.3f}{r['cgs']:>7.3f}"
+            f"{own(r['mean_recovery_own'], '.3f'):>9}{own(gain_shown(r['mcg_own']), '+.3f'):>9}{r['mean_nd']:>7.2f}"
             f"{r['bytes_total'] / 1e6:>8.2f}"
         )
     lines.append(

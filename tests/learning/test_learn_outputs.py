@@ -318,3 +318,31 @@ def test_the_console_and_report_md_say_the_scores_and_gains_are_fractions(tmp_pa
     md = (out / "report.md").read_text()
     assert "accuracies on the global test set, as fractions (gains too: 0.010 is one percentage point)" in md
     assert "(10^6 bytes)" in md
+
+
+def test_gains_that_cancel_read_zero_not_minus_zero():
+    """Gains that cancel have a mean of about -1e-17 in floating point, which every table (learning's
+    and private calibration's console and report.md) printed as -0.000: a loss that is not there.
+    The gain columns (MCG, min gain, their own-prior twins) read 0.000 now; a real loss keeps its sign."""
+    from abm.learning.report import markdown
+    from abm.private_calibration.cli import summary_lines
+
+    noise = (1 / 24 - 1 / 24 * 2 + 1 / 24) / 3 - 1.9e-17
+    assert f"{noise:.3f}" == "-0.000"  # what was printed
+    row = {"mean_score": 0.5, "mcg": noise, "cgs": 0.05, "min_gain": -0.0004, "bytes_total": 0, "epsilon": None}
+    report = {"scenario": "s", "participants": 2, "evaluate_on": "own", "test_sizes": [40, 40]}
+    assert "| fedavg | 0.500 | 0.000 | 0.050 | 0.000 | 0.00 |" in markdown({**report, "protocols": {"fedavg": row}})
+    lost = {**row, "mcg": -0.0126}
+    assert "| fedavg | 0.500 | -0.013 | 0.050 | 0.000 | 0.00 |" in markdown({**report, "protocols": {"fedavg": lost}})
+    calibration = {
+        "mean_recovery": 0.5,
+        "institutions": [{"recovery": 0.5}],
+        "mcg": noise,
+        "cgs": 0.0,
+        "mean_recovery_own": 0.5,
+        "mcg_own": noise,
+        "mean_nd": 0.3,
+        "bytes_total": 0,
+    }
+    line = summary_lines({"institutions": [{"name": "A"}], "protocols": {"fedavg": calibration}})[1]
+    assert line.split() == ["fedavg", "0.500", "0.500", "+0.000", "0.000", "0.500", "+0.000", "0.30", "0.00"]
