@@ -518,9 +518,15 @@ def test_simulations_the_memory_cannot_hold_are_refused_when_the_scenario_is_loa
     monkeypatch.setattr(abm.memory, "total_memory_bytes", lambda: 10**9)
     institutions = _tiny_data()["institutions"]
     institutions[1]["budget"] = 10**6
+    # the institutions simulate on the CPU whatever the model's device says (the check passed over them)
+    gpu = {**_tiny_data()["model"], "set": ["disease.transmission_rate=3.0", "simulation.device=cuda"]}
     out = tmp_path / "out"
     for over, key in (
         ({"institutions": institutions}, r"institutions\[1\]\.budget: 1,000,000 simulations of institutions\[1\]"),
+        (
+            {"institutions": institutions, "model": gpu},
+            r"institutions\[1\]\.budget: 1,000,000 simulations of institutions\[1\]",
+        ),
         (
             {"evaluation": {"holdout_simulations": 10**6}},
             r"evaluation\.holdout_simulations: 1,000,000 simulations "
