@@ -341,8 +341,11 @@ def validate(
         if kind == "private calibration":
             with loading():
                 from abm.private_calibration.scenario import load_scenario as load_private_calibration
+                from abm.private_calibration.scenario import portable
 
-            learned = load_private_calibration(file, None, set_)[0]
+            # the model scenario by its full path, as a report's scenario.json names it: --show's YAML,
+            # saved anywhere, loads again (the path relative to FILE named no file from elsewhere)
+            learned = portable(*load_private_calibration(file, None, set_))
         elif kind == "learning":
             with loading():
                 from abm.learning.scenario import load_scenario as load_learning

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abm.engine.config import AGE_CLASS_SHARES, DEFAULT_COMMUNITY_STUBS, estimate_memory_bytes
 from abm.plurals import counted
 
 if TYPE_CHECKING:  # abm.scenario imports this module
@@ -66,6 +65,8 @@ def total_memory_bytes() -> int | None:
 def community_contacts(sc: Scenario) -> tuple[float, float]:
     """A scenario's community contacts a day, weighted by age class, and over a contact cycle
     (what :func:`abm.engine.config.estimate_memory_bytes` counts as ``community_stubs``)."""
+    from abm.engine.config import AGE_CLASS_SHARES  # here: the machine's figures above need no engine
+
     community = sc.contacts.community
     mean = sum(s * k for s, k in zip(AGE_CLASS_SHARES, community.mean_contacts, strict=True))
     return mean, mean * community.cycle_days
@@ -74,6 +75,8 @@ def community_contacts(sc: Scenario) -> tuple[float, float]:
 def run_memory_bytes(sc: Scenario, replicates: int | None = None) -> int:
     """The estimated peak memory of one CPU run of ``sc`` (with ``replicates``, default its
     own), its community contacts counted."""
+    from abm.engine.config import estimate_memory_bytes
+
     reps = sc.simulation.replicates if replicates is None else replicates
     return estimate_memory_bytes(sc.population.agents, reps, community_contacts(sc)[1])
 
@@ -82,6 +85,8 @@ def run_size(sc: Scenario, replicates: int | None = None, digits: str = ",") -> 
     """``N agents x R replicates`` of ``sc`` (with ``replicates``, default its own; ``digits``:
     the format of N), with its community contacts where they are beyond the defaults (and
     whether they are)."""
+    from abm.engine.config import DEFAULT_COMMUNITY_STUBS
+
     reps = sc.simulation.replicates if replicates is None else replicates
     mean, stubs = community_contacts(sc)
     more = stubs > DEFAULT_COMMUNITY_STUBS + 1e-9

@@ -24,6 +24,11 @@ def dotted(key: str) -> str:
     return re.sub(r"\[(\d+)\]", r".\1", key.strip())
 
 
+def indexed(parts: list[str]) -> str:
+    """A key path's parts as messages write it, list indices in brackets: ``protocols[0].models``."""
+    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in parts).lstrip(".")
+
+
 def yaml_problem(exc: Exception) -> str:
     """A YAML error's problem (without the position in a one-line value), on one line."""
     return " ".join(str(getattr(exc, "problem", None) or exc).split())
@@ -34,11 +39,14 @@ def apply_set(
     assignment: str,
     source: str = "--set",
     defaults: Callable[[list[str]], Any] | None = None,
+    defaults_shown: str = "a run's scenario.resolved.yaml",
 ) -> dict[str, Any]:
     """Apply one ``key.path=value`` override; the value is read as YAML (numbers, lists...).
     Messages begin with ``source``, where the override was given (``--set``, ``sets``, a file's
     key), and name nothing else as its origin. An item of a list the data leave out is set in
-    ``defaults(key path)``, the schema's default there (None: none), as plain data."""
+    ``defaults(key path)``, the schema's default there (None: none), as plain data; where there is
+    none, the message names the list as the user writes it and ``defaults_shown``, the output that
+    shows the scenario with its defaults."""
     if "=" not in assignment:
         raise ScenarioError(f"{source}: {assignment!r} is not allowed; write key.path=value")
     key, _, text = assignment.partition("=")
@@ -88,8 +96,8 @@ def apply_set(
             defaulted = True
         if child is None and parts[i].isdigit():
             raise ScenarioError(
-                f"{source}: {key}: {'.'.join(parts[:i])} is not in the file, so it has no item to set; "
-                "give the whole list in the file (a run's scenario.resolved.yaml holds the defaults)"
+                f"{source}: {key}: {indexed(parts[:i])} is not in the file, so it has no item to set; "
+                f"give the whole list in the file ({defaults_shown} holds the defaults)"
             )
         if parts[i].isdigit() and not isinstance(child, dict | list):  # a single value: it has no item
             raise ScenarioError(no_item_message(source, key, parts[:i], parts[i], child, not defaulted))

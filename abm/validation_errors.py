@@ -254,6 +254,7 @@ PLAIN = {
     "bool_parsing": "write true or false",
     "bool_type": "write true or false",
     "string_type": "must be text",
+    "string_too_long": "must be at most {max_length} characters long",
     "list_type": "must be a list",
     "tuple_type": "must be a list",
     "set_type": "must be a list",

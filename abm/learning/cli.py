@@ -17,12 +17,14 @@ def load_or_exit(
     """The scenario ``load(file, runner, sets)`` returns first, with the checks ``abm validate``
     makes of it before it runs (:func:`check_before_run`: a learning scenario's split, Flower
     installed), so that a scenario they refuse gets its one message before anything is said of a
-    run; on an invalid one, its message on stderr and exit code 2."""
+    run; on an invalid one, its message on stderr and exit code 2. Those checks' messages name the
+    file with its ``--set`` options, as ``abm validate`` says them (a private calibration's
+    ``load`` returns the file's folder second, which they named)."""
     import typer
 
     try:
-        scenario, source = load(file, runner, sets)
-        check_before_run(scenario, source)
+        scenario = load(file, runner, sets)[0]
+        check_before_run(scenario, named(file, sets, runner))
         return scenario
     except LearningScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -56,13 +58,18 @@ def check_before_run(scenario: Any, source: str) -> None:
     (:func:`abm.learning.split.check_split`) and, for the Flower runners, that Flower is
     installed. Raises :class:`LearningScenarioError` with ``source`` (the file, with any
     ``--set`` options) first, as ``abm learn`` says it."""
-    from abm.learning.scenario import LearningScenario
+    from abm.learning.scenario import LearningScenario, class_count
 
+    learning = isinstance(scenario, LearningScenario)
     try:
-        if isinstance(scenario, LearningScenario):
+        if learning:
             from abm.learning.split import check_split
 
-            check_split(scenario)
+            check_model_sizes(scenario, check_split(scenario), class_count(scenario.data))
+        else:  # a private calibration's calibrators read (channels, weeks) series into the joint bins
+            from abm.private_calibration.observed import CHANNELS
+
+            check_model_sizes(scenario, (len(CHANNELS), scenario.model.weeks), scenario.grid().n_classes)
         if scenario.runner != "inprocess":
             from abm.learning.flower import import_flwr
 
@@ -72,7 +79,25 @@ def check_before_run(scenario: Any, source: str) -> None:
     except (MemoryError, RuntimeError) as e:  # the data of absurd sizes (n_samples: 1e11) are built here
         if not out_of_memory(e):
             raise
-        raise LearningScenarioError(f"{source}: {memory_message('learning')}") from None
+        kind = "learning" if learning else "private_calibration"
+        raise LearningScenarioError(f"{source}: {memory_message(kind)}") from None
+
+
+def check_model_sizes(scenario: Any, input_shape: tuple[int, ...], classes: int) -> None:
+    """A learning or private-calibration scenario's models (its own and every protocol's) on
+    inputs of ``input_shape`` into ``classes``: one whose weights alone exceed this machine's
+    memory and swap (a hidden width of 1e11) raises MemoryError, as building it would, so that
+    :func:`check_before_run` refuses it as it refuses data of such sizes, for ``abm validate``
+    too, which builds no model (it said the scenario was valid, and ``abm learn`` refused it only
+    after saying it was running)."""
+    from abm.memory import total_memory_bytes
+
+    total = total_memory_bytes()
+    if total is None:
+        return
+    specs = [*scenario.models, *(m for p in scenario.protocols for m in p.models or [])]
+    if any(4 * spec.parameter_count(input_shape, classes) > total for spec in specs):  # float32 weights
+        raise MemoryError("the models' weights exceed this machine's memory")
 
 
 def run_or_exit(
@@ -135,6 +160,14 @@ def run_or_exit(
         raise typer.Exit(code=130) from None
 
 
+def named(file: Path, sets: list[str] | None, runner: str | None) -> str:
+    """The scenario file in ``abm learn``'s messages, with the ``--set`` and ``--runner`` options
+    that changed it (``FILE (with --set rounds=2 --runner flower)``)."""
+    from abm.set_options import COMMAND_LINE
+
+    return COMMAND_LINE.scenario(str(file), list(sets or []), [] if runner is None else [("runner", runner)])
+
+
 def announce(scenario: Any, protocols: int, members: str, target: Path) -> str:
     """The line that says what is about to run and where it goes."""
     return (
@@ -151,7 +184,14 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     (``key.path=value``, as ``abm run --set``) override any key. An invalid scenario, runner or
     set prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.report import console_legend, few_test_samples, key_width, privacy_lines, run_scenario
+    from abm.learning.report import (
+        console_legend,
+        few_test_samples,
+        gain_shown,
+        key_width,
+        privacy_lines,
+        run_scenario,
+    )
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
     from abm.scenario import COMMAND_LINE
@@ -159,16 +199,18 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     scenario = load_or_exit(load_scenario, file, runner, sets)
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
-    named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
     report = run_or_exit(
-        lambda: run_scenario(file, target, runner, sets, names=COMMAND_LINE), target, named, header=header
+        lambda: run_scenario(file, target, runner, sets, names=COMMAND_LINE),
+        target,
+        named(file, sets, runner),
+        header=header,
     )
     width = key_width(report["protocols"], 22)
     print(f"{'protocol':<{width}}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
     for key, r in report["protocols"].items():
         print(
-            f"{key:<{width}}{r['mean_score']:>8.3f}{r['mcg']:>8.3f}{r['cgs']:>8.3f}"
-            f"{r['min_gain']:>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
+            f"{key:<{width}}{r['mean_score']:>8.3f}{gain_shown(r['mcg']):>8.3f}{r['cgs']:>8.3f}"
+            f"{gain_shown(r['min_gain']):>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
         )
     print(console_legend(report))
     for line in privacy_lines(report["protocols"]):

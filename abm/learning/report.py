@@ -47,6 +47,12 @@ def few_test_samples(report: dict[str, Any]) -> str | None:
     )
 
 
+def gain_shown(value: float) -> float:
+    """A gain for a table of 3 decimals: rounded there, so that the float noise of a mean of gains
+    that cancel (-1.9e-17) reads 0.000, not -0.000, a loss that is not there."""
+    return round(value, 3) + 0.0  # -0.0 + 0.0 is 0.0
+
+
 def key_width(keys: Iterable[str], least: int) -> int:
     """The width of a console table's protocol column: ``least``, or the longest of ``keys`` and
     two spaces, so that a long label does not push its row's figures out of their columns."""
@@ -136,7 +142,8 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for key, r in report["protocols"].items():
         lines.append(
-            f"| {key} | {r['mean_score']:.3f} | {r['mcg']:.3f} | {r['cgs']:.3f} | {r['min_gain']:.3f} "
+            f"| {key} | {r['mean_score']:.3f} | {gain_shown(r['mcg']):.3f} | {r['cgs']:.3f} | "
+            f"{gain_shown(r['min_gain']):.3f} "
             f"| {r['bytes_total'] / 1e6:.2f} |"
         )
     extra = [*privacy_lines(report["protocols"])]

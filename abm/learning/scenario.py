@@ -6,9 +6,10 @@ bad value and what is allowed.
 
 from __future__ import annotations
 
+import math
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -186,6 +187,27 @@ class ModelSpec(_Strict):
     embed_dim: int = Field(32, ge=1)
     batchnorm: bool = True
 
+    WIDTH_KEYS: ClassVar[str] = "an mlp's last hidden width, a cnn's embed_dim"
+    """What sets :attr:`embedding_width`, for messages."""
+
+    def parameter_count(self, input_shape: tuple[int, ...], n_classes: int) -> int:
+        """The values the model of this spec holds (weights, biases, BatchNorm's four per
+        feature) on inputs of ``input_shape``, as :func:`abm.learning.models.build_model` builds
+        it; computed without torch, so that sizes no machine holds are told before it runs."""
+        bn = 4 if self.batchnorm else 0
+        count, prev = 0, math.prod(input_shape)
+        if self.kind == "mlp":
+            for width in self.hidden:
+                count += prev * width + width + bn * width
+                prev = width
+        else:  # 3x3 convolutions (+ BatchNorm), pooled to 2 x 2, then a linear to embed_dim
+            prev = input_shape[0]
+            for ch in self.channels:
+                count += prev * ch * 9 + ch + bn * ch
+                prev = ch
+            count += prev * 4 * self.embed_dim + self.embed_dim
+        return count + self.embedding_width * n_classes + n_classes
+
     @property
     def embedding_width(self) -> int:
         """The width of the body's output, which the head reads: the last hidden width of an
@@ -229,11 +251,16 @@ class PrivacySpec(_Strict):
     dropouts: dict[int, list[int]] = {}
 
 
+# A label names its protocol's plot files, the longest LABEL_collaboration.png: one file name of at
+# most 255 bytes (a longer label ran the whole scenario, then failed writing its plots).
+LABEL_MAX = 255 - len("_collaboration.png")
+
+
 class ProtocolSpec(_Strict):
     """One protocol run; ``params`` are validated by the protocol's own config."""
 
     name: Literal[PROTOCOL_NAMES]  # type: ignore[valid-type]
-    label: str | None = name_field("a name for the protocol's plot files", default=None)
+    label: str | None = name_field("a name for the protocol's plot files", default=None, max_length=LABEL_MAX)
     params: dict[str, Any] = {}
     models: list[ModelSpec] | None = None
     privacy: PrivacySpec | None = None
@@ -371,8 +398,8 @@ def check_protocols(
             key = f"protocols[{i}].models" if spec.models else "models"
             raise LearningScenarioError(
                 f"{source}: {key}: embedding widths {widths} are not allowed for protocols[{i}]: {spec.name} compares "
-                f"every {member}'s embeddings with shared prototypes, so they need one width (an mlp's last "
-                "hidden width, a cnn's embed_dim); give every model the same"
+                f"every {member}'s embeddings with shared prototypes, so they need one width "
+                f"({models[0].WIDTH_KEYS}); give every model the same"
             )
         private = spec.privacy and (spec.privacy.secure_aggregation or spec.privacy.dp)
         if spec.name == "p2p_selection":
@@ -469,6 +496,19 @@ def check_protocols(
                 "together, so the run would be the collaborative method under an ablation's label); use "
                 "name: codream with collaborate: false"
             )
+        if dp is not None and params.get("bn_stats") == "shared":  # FedAvg's setup raised it: a traceback
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.bn_stats: 'shared' is not allowed with privacy.dp: BatchNorm "
+                "running statistics would either be noised (corrupting them) or leave without noise (outside the "
+                "guarantee); use bn_stats: auto (the default) or local, which keep them with each "
+                f"{member} under DP"
+            )
+        if spec.name == "codream_fast" and params.get("n_dreams", 2) < 2:  # it ended in torch's traceback
+            raise LearningScenarioError(
+                f"{source}: protocols[{i}].params.n_dreams: {params['n_dreams']!r} is not allowed for codream_fast: "
+                "its generator (Linear-BatchNorm-ReLU-Linear) makes each batch of dreams at once, and BatchNorm "
+                "needs at least 2 in a batch; give at least 2"
+            )
         if private and params.get("collaborate") is False and params.get("independent_labels", "dreamer") == "dreamer":
             raise LearningScenarioError(
                 f"{source}: protocols[{i}].privacy: not allowed for {spec.name} with collaborate: false: its "
@@ -550,10 +590,16 @@ def check_selection(key: str, params: dict[str, Any], participants: int, member:
         )
 
 
+def class_count(data: GaussianMixtureSpec | SklearnSpec) -> int:
+    """How many classes a scenario's data have (a Gaussian mixture's ``n_classes``, or the
+    scikit-learn set's), known without building them."""
+    return data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
+
+
 def check_indices(source: str, scenario: LearningScenario) -> None:
     """Class numbers in the split and participant/round numbers in dropouts must exist."""
     data = scenario.data
-    n_classes = data.n_classes if isinstance(data, GaussianMixtureSpec) else SKLEARN_CLASSES[data.source]
+    n_classes = class_count(data)
     split = scenario.split
     named: list[tuple[str, int]] = []
     if split.class_groups is not None:
@@ -567,6 +613,27 @@ def check_indices(source: str, scenario: LearningScenario) -> None:
     for key, c in named:
         if not 0 <= c < n_classes:
             raise LearningScenarioError(f"{source}: {key}: {c} is not allowed: classes are 0..{n_classes - 1}")
+
+
+def check_held_classes(source: str, scenario: LearningScenario) -> None:
+    """Under ``evaluate_on: global`` every class of the data must be held by some participant:
+    ``split.class_groups`` gives a participant only its group's classes, and a class in no
+    assigned group was scored in the global test set though no protocol could learn it (the
+    pooled upper bound included). Raises LearningScenarioError naming the classes."""
+    groups = scenario.split.class_groups
+    if groups is None or scenario.evaluate_on != "global":
+        return
+    data = scenario.data
+    n_classes = class_count(data)
+    held = {c for g in set(groups.assignment) for c in groups.groups[g]}
+    missing = sorted(set(range(n_classes)) - held)
+    if missing:
+        raise LearningScenarioError(
+            f"{source}: split.class_groups: classes {missing} are in no group a participant is assigned "
+            f"(assignment {groups.assignment}), so no participant holds them, while with evaluate_on: global "
+            "everyone is scored on the global test set, which has them: no protocol could learn them; put every "
+            f"class 0..{n_classes - 1} in an assigned group, or use evaluate_on: own"
+        )
 
 
 def check_classes(source: str, data: GaussianMixtureSpec | SklearnSpec) -> None:
@@ -595,7 +662,10 @@ def check_known_groups(source: str, scenario: LearningScenario) -> None:
 
 
 def scenario_data(
-    path_or_dict: str | Path | dict[str, Any], sets: list[str] | None = None, names: OptionNames | None = None
+    path_or_dict: str | Path | dict[str, Any],
+    sets: list[str] | None = None,
+    names: OptionNames | None = None,
+    runner: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """A learning or private-calibration scenario's mapping (read from its file, or the dict
     given) with ``sets``, ``key.path=value`` overrides as ``abm run --set`` takes them
@@ -603,7 +673,8 @@ def scenario_data(
     path or '<dict>', followed by the sets so that an error a set caused is not blamed on the
     file alone. Messages name the sets as ``names`` says: as ``abm learn`` takes them
     (``FILE (with --set rounds=2)``; the default, :data:`abm.set_options.COMMAND_LINE`) or as the
-    Python entry points do (``PYTHON``: ``FILE (with sets=['rounds=2'])``). A bad set raises
+    Python entry points do (``PYTHON``: ``FILE (with sets=['rounds=2'])``), and a ``runner`` that
+    overrides the file's (``--runner flower``), which the caller applies. A bad set raises
     :class:`LearningScenarioError`."""
     names = names or COMMAND_LINE
 
@@ -623,10 +694,10 @@ def scenario_data(
         raise LearningScenarioError(str(e)) from None
     for i, item in enumerate(sets):
         try:
-            data = apply_set(data, item, names.set_item(i))
+            data = apply_set(data, item, names.set_item(i), defaults_shown="a report's scenario.json")
         except ScenarioError as e:
             raise LearningScenarioError(f"{source}: {e}") from None
-    return data, names.scenario(source, sets, [])
+    return data, names.scenario(source, sets, [] if runner is None else [("runner", runner)])
 
 
 def load_scenario(
@@ -642,7 +713,7 @@ def load_scenario(
     (``key.path=value``) override any key, as ``abm learn --set`` does; messages name them as
     ``names`` says (:func:`scenario_data`; default: as ``abm learn`` takes them).
     """
-    data, source = scenario_data(path_or_dict, sets, names)
+    data, source = scenario_data(path_or_dict, sets, names, runner)
     if runner is not None:
         data = {**data, "runner": runner}
     scenario = validated(LearningScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data))
@@ -650,6 +721,7 @@ def load_scenario(
         source, scenario.protocols, scenario.models, scenario.runner, scenario.split.participants, scenario.rounds
     )
     check_indices(source, scenario)
+    check_held_classes(source, scenario)
     check_classes(source, scenario.data)
     check_known_groups(source, scenario)
     # the scenario's models and every protocol's own (they were built only when the protocol ran,

@@ -81,12 +81,14 @@ def plan_split(scenario: LearningScenario, labels: np.ndarray) -> SplitPlan:
     return SplitPlan(global_test, shared, parts)
 
 
-def check_split(scenario: LearningScenario) -> None:
+def check_split(scenario: LearningScenario) -> tuple[int, ...]:
     """The checks of the split a run makes (:func:`plan_split`), without running anything: it
     builds the data (all sources are generated or bundled with scikit-learn, so this is quick and
     needs no network) and splits their labels. Raises :class:`LearningScenarioError` naming the
-    key, as ``abm learn`` would."""
-    plan_split(scenario, source_arrays(scenario.data, scenario.seed).y)
+    key, as ``abm learn`` would. Returns the shape of one sample (the models' input)."""
+    arrays = source_arrays(scenario.data, scenario.seed)
+    plan_split(scenario, arrays.y)
+    return arrays.input_shape
 
 
 def check_min_size(split: SplitSpec, skew: str, min_size: int, pool: int) -> None:

@@ -16,7 +16,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
-    from abm.learning.cli import announce, load_or_exit, run_or_exit
+    from abm.learning.cli import announce, load_or_exit, named, run_or_exit
     from abm.private_calibration.federation import calibration_specs
     from abm.private_calibration.report import run_private_calibration
     from abm.private_calibration.scenario import load_scenario
@@ -25,11 +25,10 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     scenario = load_or_exit(load_scenario, file, runner, sets)
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
-    named = COMMAND_LINE.scenario(str(file), list(sets or []), [])
     report = run_or_exit(
         lambda: run_private_calibration(file, target, runner, sets, names=COMMAND_LINE),
         target,
-        named,
+        named(file, sets, runner),
         "private_calibration",
         header,
     )
@@ -42,23 +41,26 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     institution), MCG, CGS, the same under each institution's own prior ("n/a" where the scenario
     evaluates none: ``own_holdout_simulations: 0``), ND and megabytes sent; then what the columns
     mean, and a line per protocol run with differential privacy (its epsilon: :func:`privacy_lines`)."""
-    from abm.learning.report import key_width, privacy_lines
+    from abm.learning.report import gain_shown, key_width, privacy_lines
 
     def own(value: float, spec: str) -> str:
         return "n/a" if math.isnan(value) else format(value, spec)
 
     names = [i["name"] for i in report["institutions"]]
     width = key_width(report["protocols"], 18)
+    # each institution's column as wide as its whole name: cut to 9 letters, 'Institution A' and
+    # 'Institution B' headed two columns alike
+    columns = [max(10, len(n) + 2) for n in names]
     lines = [
         f"{'protocol':<{width}}{'recovery':>9}"
-        + "".join(f"{n[:9]:>10}" for n in names)
+        + "".join(f"{n:>{w}}" for n, w in zip(names, columns, strict=True))
         + f"{'MCG':>8}{'CGS':>7}{'own rec':>9}{'own MCG':>9}{'ND':>7}{'MB':>8}"
     ]
     for key, r in report["protocols"].items():
-        per = "".join(f"{row['recovery']:>10.3f}" for row in r["institutions"])
+        per = "".join(f"{row['recovery']:>{w}.3f}" for row, w in zip(r["institutions"], columns, strict=True))
         lines.append(
-            f"{key:<{width}}{r['mean_recovery']:>9.3f}{per}{r['mcg']:>+8.3f}{r['cgs']:>7.3f}"
-            f"{own(r['mean_recovery_own'], '.3f'):>9}{own(r['mcg_own'], '+.3f'):>9}{r['mean_nd']:>7.2f}"
+            f"{key:<{width}}{r['mean_recovery']:>9.3f}{per}{gain_shown(r['mcg']):>+8.3f}{r['cgs']:>7.3f}"
+            f"{own(r['mean_recovery_own'], '.3f'):>9}{own(gain_shown(r['mcg_own']), '+.3f'):>9}{r['mean_nd']:>7.2f}"
             f"{r['bytes_total'] / 1e6:>8.2f}"
         )
     lines.append(

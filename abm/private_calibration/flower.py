@@ -72,6 +72,9 @@ class InstitutionClient(ParticipantClient):
     random streams, the operation's store) is kept by the parent class in Flower's node state.
     """
 
+    KIND = "private_calibration"
+    MODULE = "abm.private_calibration.flower"
+
     @staticmethod
     def members(scenario_json: str) -> int:
         """How many institutions the scenario (resolved, as JSON) has."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from abm.learning.report import line_style, plot_round_curves, provenance, save_figure
+from abm.learning.report import gain_shown, line_style, plot_round_curves, provenance, save_figure
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
@@ -126,7 +126,8 @@ def markdown(report: dict[str, Any]) -> str:
     for key, r in report["protocols"].items():
         per = " | ".join(f"{row['recovery']:.3f}" for row in r["institutions"])
         lines.append(
-            f"| {key} | {r['mean_recovery']:.3f} | {per} | {r['mcg']:+.3f} | {r['cgs']:.3f} | {r['min_gain']:+.3f} "
+            f"| {key} | {r['mean_recovery']:.3f} | {per} | {gain_shown(r['mcg']):+.3f} | {r['cgs']:.3f} "
+            f"| {gain_shown(r['min_gain']):+.3f} "
             f"| {r['mean_nd']:.2f} | {r['bytes_total'] / 1e6:.2f} | {r['wall_time_s']:.1f} |"
         )
     pooled = [key for key, r in report["protocols"].items() if r.get("protocol") == "centralized"]
@@ -150,8 +151,9 @@ def markdown(report: dict[str, Any]) -> str:
         for key, r in report["protocols"].items():
             per = " | ".join(f"{row['recovery_own']:.3f}" for row in r["institutions"])
             lines.append(
-                f"| {key} | {r['mean_recovery_own']:.3f} | {per} | {r['mcg_own']:+.3f} | {r['cgs_own']:.3f} "
-                f"| {r['min_gain_own']:+.3f} |"
+                f"| {key} | {r['mean_recovery_own']:.3f} | {per} | {gain_shown(r['mcg_own']):+.3f} "
+                f"| {r['cgs_own']:.3f} "
+                f"| {gain_shown(r['min_gain_own']):+.3f} |"
             )
     for key, r in report["protocols"].items():
         dp = (r.get("privacy") or {}).get("dp")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -26,6 +26,7 @@ from abm.learning.scenario import (
     protocol_param_problems,
     scenario_data,
 )
+from abm.plurals import counted
 from abm.private_calibration.parameters import PARAMETER_NAMES, BinGrid, FreeParameter
 from abm.validation_errors import name_field, seed_field, validated
 
@@ -155,6 +156,31 @@ class CalibratorSpec(_Strict):
     embed_dim: int = Field(32, ge=1)
     batchnorm: bool = True
 
+    WIDTH_KEYS: ClassVar[str] = "embed_dim, whatever the kind"
+    """What sets :attr:`embedding_width`, for messages."""
+
+    def parameter_count(self, input_shape: tuple[int, ...], n_classes: int) -> int:
+        """The values the calibrator of this spec holds on series of ``input_shape`` (channels,
+        weeks), as :func:`abm.private_calibration.models.build_calibrator` builds it (weights,
+        biases, BatchNorm's four per feature); computed without torch."""
+        channels, weeks = input_shape
+        bn = 4 if self.batchnorm else 0
+        count, prev = 0, channels * weeks
+        if self.kind == "mlp":
+            for width in [*self.hidden, self.embed_dim]:
+                count += prev * width + width + bn * width
+                prev = width
+        elif self.kind == "cnn":  # 1-D convolutions of kernel 3 over weeks, then a linear to embed_dim
+            prev = channels
+            for width in self.channels:
+                count += prev * width * 3 + width + bn * width
+                prev = width
+            count += prev * weeks * self.embed_dim + self.embed_dim
+        else:  # a GRU (three gates) over weeks, then a linear from its last state to embed_dim
+            hidden = self.hidden[0]
+            count += 3 * hidden * (channels + hidden + 2) + hidden * self.embed_dim + self.embed_dim
+        return count + self.embed_dim * n_classes + n_classes
+
     @property
     def embedding_width(self) -> int:
         """The width of the body's output: ``embed_dim`` for every kind."""
@@ -282,7 +308,7 @@ def load_scenario(
     as ``names`` says (:func:`abm.learning.scenario.scenario_data`; default: as ``abm learn``
     takes them).
     """
-    data, source = scenario_data(path_or_dict, sets, names)
+    data, source = scenario_data(path_or_dict, sets, names, runner)
     base = Path("scenarios/learning") if isinstance(path_or_dict, dict) else Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}
@@ -315,6 +341,35 @@ def portable(scenario: PrivateCalibrationScenario, base: Path) -> PrivateCalibra
     return scenario.model_copy(update={"model": scenario.model.model_copy(update={"scenario": path})})
 
 
+def check_simulation_memory(scenario: PrivateCalibrationScenario, model: Any, source: str) -> None:
+    """Refuse an institution whose largest batch of simulations (its ``budget``, or one of the
+    evaluation's sets, simulated as replicates of one run of its ``agents``) cannot fit on this
+    machine at all: the least the engine's estimate allows for that run is beyond all of its
+    memory and swap (as :func:`abm.scenario.check_memory` refuses an epidemic run). ``abm
+    validate`` said such a scenario was valid, and ``abm learn`` failed only as it simulated."""
+    from abm.memory import ESTIMATE_OVER_PEAK, run_memory_bytes, total_memory_bytes
+
+    total = total_memory_bytes()
+    if total is None:  # (the institutions simulate on the CPU, whatever the model's simulation.device says)
+        return
+    ev = scenario.evaluation
+    sets = {"val_simulations": ev.val_simulations, "holdout_simulations": ev.holdout_simulations}
+    sets["own_holdout_simulations"] = ev.own_holdout_simulations
+    for k, inst in enumerate(scenario.institutions):
+        key, reps = max(
+            [("budget", inst.budget), *(("evaluation." + n, v) for n, v in sets.items())], key=lambda x: x[1]
+        )
+        sized = model.model_copy(update={"population": model.population.model_copy(update={"agents": inst.agents})})
+        least = run_memory_bytes(sized, reps) / ESTIMATE_OVER_PEAK
+        if least > total:
+            where = f"institutions[{k}].budget" if key == "budget" else key
+            raise LearningScenarioError(
+                f"{source}: {where}: {reps:,} simulations of institutions[{k}]'s {inst.agents:,} agents, run at "
+                f"once, need at least about {least / 1e9:.1f} GB, but this machine has {total / 1e9:.1f} GB of "
+                f"memory and swap in all; give fewer simulations or agents (institutions[{k}].agents)"
+            )
+
+
 def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, source: str) -> None:
     """What the schema cannot see: the model scenario with its overrides, each institution's
     tracts, and (kc2020 mode) the data over the window; errors name the file and the key."""
@@ -332,13 +387,17 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
         raise LearningScenarioError(f"{where}: {' '.join(str(exc).split())}") from None
     if kind is not None:
         raise LearningScenarioError(f"{where}: a {kind} scenario; give an epidemic scenario (as `abm run` takes)")
+    model_file = base / scenario.model.scenario
     try:
         model = model_scenario(scenario, base, source)
     except ScenarioError as exc:
         try:  # the file's own fault, or one of model.set's (whose messages name this file and the key)?
-            load_epidemic(base / scenario.model.scenario)
+            load_epidemic(model_file)
         except ScenarioError as alone:
-            if not scenario.model.set or str(alone) == str(exc):  # the file, whatever model.set says
+            # the file's problems, as they follow its name; with model.set given the same problems
+            # follow 'model.set (on FILE)', and were blamed on model.set
+            problems = str(alone).removeprefix(f"{model_file}: ")
+            if not scenario.model.set or str(exc).endswith(problems):  # the file, whatever model.set says
                 raise LearningScenarioError(f"{where}: {' '.join(str(alone).split())}") from None
         raise LearningScenarioError(str(exc)) from None
     day0 = model.simulation.start_date  # the model's day 0, where it names one (its settings' dates count from it)
@@ -346,7 +405,7 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
         raise LearningScenarioError(
             f"{source}: model.start_date: {scenario.model.start_date} is not the model scenario's day 0, its "
             f"simulation.start_date {day0} ({scenario.model.scenario}): the observed window would be read "
-            f"{abs((scenario.model.start_date - day0).days)} days off its simulated days; give {day0}"
+            f"{counted(abs((scenario.model.start_date - day0).days), 'day')} off its simulated days; give {day0}"
         )
     if any(model.seeding.immune_shares()):
         # the per-replicate seeding (abm.private_calibration.simulate) draws among all agents
@@ -364,6 +423,7 @@ def check_model_and_regions(scenario: PrivateCalibrationScenario, base: Path, so
             "each vaccinated agent's susceptibility_scale, which carries the per-replicate transmission multiplier "
             "(the multiplier would be lost for vaccinated agents); use protection: all_or_nothing"
         )
+    check_simulation_memory(scenario, model, source)
     county = load_region(model.population.region)
     owner: dict[str, int] = {}
     for k, spec in enumerate(scenario.institutions):

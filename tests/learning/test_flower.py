@@ -651,6 +651,40 @@ def test_the_client_process_says_in_one_line_what_is_wrong(tmp_path, capsys):
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        # Flower printed four lines of its own and a web link for it, exit 1
+        (
+            ["--address", "nohost"],
+            "error: --address: 'nohost' is not allowed: give host:port, a port 1 to 65535 (127.0.0.1:8080)",
+        ),
+        (
+            ["--address", "http://127.0.0.1:80"],
+            "error: --address: 'http://127.0.0.1:80' is not allowed: give host:port, a port 1 to 65535 "
+            "(127.0.0.1:8080)",
+        ),
+        # 'could not reach the Flower server at 127.0.0.1:1 within -1 s', exit 1
+        (
+            ["--max-wait", "-1"],
+            "error: --max-wait: -1 is not allowed: give the seconds to keep trying, a number above 0",
+        ),
+        (
+            ["--max-wait", "nan"],
+            "error: --max-wait: nan is not allowed: give the seconds to keep trying, a number above 0",
+        ),
+    ],
+)
+def test_the_client_process_refuses_a_bad_address_or_wait_in_one_line(tmp_path, capsys, args, line):
+    from abm.learning.flower.client import main
+
+    path = tmp_path / "s.json"
+    path.write_text(load_scenario(TINY)[0].model_dump_json(), encoding="utf-8")
+    with pytest.raises(SystemExit) as e:
+        main(["--address", "127.0.0.1:1", "--pid", "0", "--scenario", str(path), *args])
+    assert (e.value.code, capsys.readouterr().err) == (2, f"{line}\n")
+
+
 def test_the_flower_runner_says_it_is_starting_the_clients(monkeypatch):
     """Flower's start-up takes seconds in which nothing showed after 'running ...'."""
     import abm.learning.flower.run as flower_run

@@ -154,6 +154,47 @@ def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error)
     assert not out.exists()
 
 
+def test_models_whose_weights_exceed_the_memory_are_refused_before_anything_runs(tmp_path, monkeypatch):
+    """A hidden width of 1e11 passed `abm validate` (it builds no model), and `abm learn` said
+    'running ...' before it failed to build one. The models' weights are now counted from their
+    specs: 4 bytes x (6 x 1e11 + ...) exceed a machine of 1 GB (memory and swap), for the
+    scenario's models and a protocol's own alike; one line, exit code 2, nothing written, from both
+    commands. A model that fits still passes."""
+    import abm.memory
+
+    monkeypatch.setattr(abm.memory, "total_memory_bytes", lambda: 10**9)
+    sizes = "data.n_samples, data.n_features, the models' hidden, channels and embed_dim, split.participants"
+    huge = [{"kind": "mlp", "hidden": [10**11], "batchnorm": False}]
+    for over in ({"models": huge}, {"protocols": [{"name": "fedavg", "models": huge}]}):
+        f, out = _scenario(tmp_path, **over), tmp_path / "out"
+        line = f"error: {f}: the run needs more memory than this machine has; give smaller sizes ({sizes})"
+        for args in (["validate", str(f)], ["learn", str(f), "--out", str(out)]):
+            res = _cli(*args)
+            assert (res.exit_code, res.output.strip().splitlines()) == (2, [line]), res.output
+        assert not out.exists()
+    # iris: 4 features x 2e7 + 2e7 biases + 2e7 x 3 classes + 3 = 1.6e8 values, 640 MB: within the 1 GB
+    f = _scenario(tmp_path, models=[{"kind": "mlp", "hidden": [2 * 10**7], "batchnorm": False}])
+    assert _cli("validate", str(f)).exit_code == 0
+
+
+def test_a_models_counted_values_are_those_torch_builds():
+    """ModelSpec.parameter_count (torch-free, for the memory check) against the float state of the
+    model build_model makes: weights, biases and BatchNorm's weight, bias, mean and variance."""
+    from abm.learning.models import build_model
+    from abm.learning.scenario import ModelSpec
+
+    cases = [
+        (ModelSpec(kind="mlp", hidden=[16, 8]), (10,), 4),
+        (ModelSpec(kind="mlp", hidden=[5], batchnorm=False), (3,), 2),
+        (ModelSpec(kind="cnn", channels=[8, 16], embed_dim=32), (1, 8, 8), 10),
+        (ModelSpec(kind="cnn", channels=[4], embed_dim=7, batchnorm=False), (1, 8, 8), 10),
+    ]
+    for spec, shape, classes in cases:
+        model = build_model(spec.kind, shape, classes, spec.hidden, spec.channels, spec.embed_dim, spec.batchnorm)
+        built = sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
+        assert spec.parameter_count(shape, classes) == built, spec
+
+
 def test_another_runtime_error_is_not_taken_for_memory(tmp_path, monkeypatch):
     """Only an allocation that failed is said to be memory: another RuntimeError goes on as it is."""
     from abm.learning import runner
@@ -277,3 +318,31 @@ def test_the_console_and_report_md_say_the_scores_and_gains_are_fractions(tmp_pa
     md = (out / "report.md").read_text()
     assert "accuracies on the global test set, as fractions (gains too: 0.010 is one percentage point)" in md
     assert "(10^6 bytes)" in md
+
+
+def test_gains_that_cancel_read_zero_not_minus_zero():
+    """Gains that cancel have a mean of about -1e-17 in floating point, which every table (learning's
+    and private calibration's console and report.md) printed as -0.000: a loss that is not there.
+    The gain columns (MCG, min gain, their own-prior twins) read 0.000 now; a real loss keeps its sign."""
+    from abm.learning.report import markdown
+    from abm.private_calibration.cli import summary_lines
+
+    noise = (1 / 24 - 1 / 24 * 2 + 1 / 24) / 3 - 1.9e-17
+    assert f"{noise:.3f}" == "-0.000"  # what was printed
+    row = {"mean_score": 0.5, "mcg": noise, "cgs": 0.05, "min_gain": -0.0004, "bytes_total": 0, "epsilon": None}
+    report = {"scenario": "s", "participants": 2, "evaluate_on": "own", "test_sizes": [40, 40]}
+    assert "| fedavg | 0.500 | 0.000 | 0.050 | 0.000 | 0.00 |" in markdown({**report, "protocols": {"fedavg": row}})
+    lost = {**row, "mcg": -0.0126}
+    assert "| fedavg | 0.500 | -0.013 | 0.050 | 0.000 | 0.00 |" in markdown({**report, "protocols": {"fedavg": lost}})
+    calibration = {
+        "mean_recovery": 0.5,
+        "institutions": [{"recovery": 0.5}],
+        "mcg": noise,
+        "cgs": 0.0,
+        "mean_recovery_own": 0.5,
+        "mcg_own": noise,
+        "mean_nd": 0.3,
+        "bytes_total": 0,
+    }
+    line = summary_lines({"institutions": [{"name": "A"}], "protocols": {"fedavg": calibration}})[1]
+    assert line.split() == ["fedavg", "0.500", "0.500", "+0.000", "0.000", "0.500", "+0.000", "0.30", "0.00"]

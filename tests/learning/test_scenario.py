@@ -8,6 +8,7 @@ import pytest
 
 from abm.learning import LearningScenarioError, run_scenario
 from abm.learning.scenario import load_scenario
+from abm.set_options import PYTHON
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "learning"
 
@@ -412,6 +413,27 @@ def test_cli_learn_writes_report(tmp_path, capsys):
             "params.policy: 'bogus' is not allowed: must be 'random'",
         ),
         ({"seed": -1}, "seed: -1 is not allowed: must be at least 0"),
+        # FedAvg's setup refused it with a ValueError traceback, once the protocols before it had run
+        (
+            {
+                "protocols": [
+                    {
+                        "name": "fedprox",
+                        "params": {"bn_stats": "shared"},
+                        "privacy": {"secure_aggregation": True, "dp": {"clip": 1.0, "noise_multiplier": 1.0}},
+                    }
+                ]
+            },
+            "protocols[0].params.bn_stats: 'shared' is not allowed with privacy.dp: BatchNorm running statistics "
+            "would either be noised (corrupting them) or leave without noise (outside the guarantee); use "
+            "bn_stats: auto (the default) or local, which keep them with each participant under DP",
+        ),
+        # its generator's BatchNorm on a batch of one dream: torch's ValueError traceback as the protocol ran
+        (
+            {"protocols": [{"name": "codream_fast", "params": {"n_dreams": 1}}]},
+            "protocols[0].params.n_dreams: 1 is not allowed for codream_fast: its generator (Linear-BatchNorm-ReLU-"
+            "Linear) makes each batch of dreams at once, and BatchNorm needs at least 2 in a batch; give at least 2",
+        ),
         ({"models": []}, "models: has 0 items; give at least 1"),
         (
             {"split": {"participants": 2, "class_groups": {"groups": [[0], [1, 2]], "assignment": [0, 2]}}},
@@ -885,6 +907,13 @@ def test_learn_set_changes_the_file_and_the_outputs_record_it(tmp_path):
             "--set: protocols[3].params.mu: protocols is a list of 1; '3' is not allowed, give an index 0..0",
         ),
         ("rounds", "--set: 'rounds' is not allowed; write key.path=value"),
+        # an item of a list the file leaves out: named as the user writes it, and the file that shows the
+        # defaults (it said 'protocols.0.models' and named a scenario.resolved.yaml, which abm learn never writes)
+        (
+            "protocols[0].models[0].hidden=[8]",
+            "--set: protocols[0].models[0].hidden: protocols[0].models is not in the file, so it has no item to "
+            "set; give the whole list in the file (a report's scenario.json holds the defaults)",
+        ),
     ],
 )
 def test_learn_and_validate_refuse_a_bad_set(tmp_path, setting, message):
@@ -1080,3 +1109,75 @@ def test_mapl_with_two_embedding_widths_is_refused_before_any_training(tmp_path)
     assert not out.exists()
     same = _cli("validate", str(path), "--set", "models=[{kind: mlp, hidden: [32]}, {kind: mlp, hidden: [64, 32]}]")
     assert same.exit_code == 0, same.output
+
+
+def test_class_groups_that_leave_a_class_to_no_one_are_refused_where_everyone_is_scored_on_it(tmp_path):
+    """iris has classes 0..2; groups [[0], [2]] assign class 1 to no participant, yet with
+    evaluate_on: global everyone was scored on the global test set's class-1 samples, which no
+    protocol (centralized included) could learn: the run went ahead, every accuracy capped without a
+    word. Refused at load, naming the classes; evaluate_on: own (each scored on its own classes) runs."""
+    import yaml
+
+    split = {"participants": 2, "class_groups": {"groups": [[0], [2]], "assignment": [0, 1]}}
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump(_tiny(split=split, evaluate_on="global")))
+    for args in (["learn", str(f), "--out", str(out)], ["validate", str(f)]):
+        res = _cli(*args)
+        assert res.exit_code == 2, res.output
+        assert _error_line(res.output) == (
+            f"error: {f}: split.class_groups: classes [1] are in no group a participant is assigned (assignment "
+            "[0, 1]), so no participant holds them, while with evaluate_on: global everyone is scored on the global "
+            "test set, which has them: no protocol could learn them; put every class 0..2 in an assigned group, or "
+            "use evaluate_on: own"
+        )
+    assert not out.exists()
+    load_scenario(_tiny(split=split, evaluate_on="own"))
+    covered = {"participants": 2, "class_groups": {"groups": [[0, 1], [1, 2]], "assignment": [0, 1]}}
+    load_scenario(_tiny(split=covered, evaluate_on="global"))
+
+
+def test_a_label_too_long_for_its_plot_files_is_refused_before_the_run(tmp_path):
+    """A label names its protocol's plot files (LABEL_graph.png for MAPL, the longest
+    LABEL_collaboration.png): one of 260 letters passed `abm validate`, and `abm learn` ran every
+    protocol, then failed writing the plot ('File name too long'). Labels of at most 237 characters
+    (255 less '_collaboration.png') are allowed; a longer one is refused at load, exit 2, nothing
+    written."""
+    import yaml
+
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    long = "a" * 238
+    f.write_text(yaml.safe_dump(_tiny(protocols=[{"name": "mapl", "label": long}])))
+    for args in (["learn", str(f), "--out", str(out)], ["validate", str(f)]):
+        res = _cli(*args)
+        assert res.exit_code == 2, res.output
+        assert _error_line(res.output) == (
+            f"error: {f}: invalid scenario: protocols[0].label: '{long}' is not allowed: must be at most 237 "
+            "characters long"
+        )
+    assert not out.exists()
+    longest = "b" * 237
+    f.write_text(yaml.safe_dump(_tiny(rounds=1, protocols=[{"name": "p2p_selection", "label": longest}])))
+    res = _cli("learn", str(f), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert (out / f"{longest}_collaboration.png").is_file()
+
+
+def test_a_refusal_the_runner_option_caused_names_it(tmp_path):
+    """`abm learn FILE --runner flower-sim` on a file with a protocol the Flower runners do not carry
+    said 'FILE: protocols[0].name: 'cycle' is not allowed for runner 'flower-sim'' as if the file
+    asked for that runner; the option is now named with the file, as --set options are."""
+    import yaml
+
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump(_tiny(protocols=[{"name": "cycle"}])))
+    res = _cli("learn", str(f), "--out", str(out), "--runner", "flower-sim", "--set", "rounds=1")
+    assert res.exit_code == 2, res.output
+    assert _error_line(res.output) == (
+        f"error: {f} (with --set rounds=1 --runner flower-sim): protocols[0].name: 'cycle' is not allowed for runner "
+        "'flower-sim': the Flower runners carry only local, fedavg, fedprox, codream, codream_fast; use runner: "
+        "inprocess"
+    )
+    assert not out.exists()
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(f, "flower", names=PYTHON)
+    assert str(e.value).startswith(f"{f} (with runner='flower'): protocols[0].name: 'cycle' is not allowed")

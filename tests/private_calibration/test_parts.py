@@ -246,6 +246,19 @@ def test_engine_infect_is_public_and_deterministic(county):
             r"\(.*calibrate_2020\.yaml\): the observed window would be read 4 days off its simulated days; give "
             r"2020-02-01$",
         ),
+        (  # a calibrator's embedding is its embed_dim whatever the kind (it said "an mlp's last hidden width")
+            lambda d: d.update(
+                models=[{"kind": "mlp", "hidden": [8], "embed_dim": 8}, {"kind": "gru", "hidden": [8]}],
+                protocols=[{"name": "mapl"}],
+            ),
+            r"models: embedding widths \[8, 32\] are not allowed for protocols\[0\]: mapl compares every "
+            r"institution's embeddings with shared prototypes, so they need one width \(embed_dim, whatever the "
+            r"kind\); give every model the same$",
+        ),
+        (  # one day off, in the singular (it said '1 days')
+            lambda d: d["model"].update(start_date="2020-02-02"),
+            r"the observed window would be read 1 day off its simulated days; give 2020-02-01$",
+        ),
     ],
 )
 def test_what_the_schema_cannot_see_is_checked_at_load(tmp_path, change, message):
@@ -308,6 +321,37 @@ def test_a_bad_model_set_item_is_named_by_the_file_and_its_key(tmp_path, item, m
         assert flat.startswith(f"error: {path}: {message.format(model=model)}"), flat
         assert flat.count("error:") == 1 and "--set" not in flat, flat
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_a_bad_model_scenario_is_blamed_on_its_file_whatever_model_set_says(tmp_path):
+    """A model scenario with a misspelled key of its own, named by a private calibration whose
+    model.set is valid (tiny.yaml sets disease.transmission_rate): the message names model.scenario
+    and the file; it said 'model.set (on FILE): invalid scenario: ...', blaming overrides that are
+    fine, because the file's own message was compared with model.set's, which begins otherwise."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    here = Path(__file__).parent
+    data = yaml.safe_load((here / "tiny.yaml").read_text())
+    shipped = (here / data["model"]["scenario"]).resolve()
+    model = tmp_path / "model.yaml"
+    model.write_text(f"extends: {shipped}\nsimulation: {{replicatez: 2}}\n")
+    data["model"]["scenario"] = str(model)
+    assert data["model"]["set"]  # a valid override, which is not at fault
+    path = tmp_path / "pc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    for args in (["validate", str(path)], ["learn", str(path), "--out", str(out)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(
+            f"error: {path}: model.scenario: '{model}': {model}: invalid scenario: simulation.replicatez: unknown "
+            "key; did you mean 'replicates'?"
+        ), result.stderr
+        assert "model.set" not in result.stderr and result.stderr.count("error:") == 1, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.yaml", "pc.yaml"]
 
 
 def test_recovery_score_is_the_mean_over_parameters_and_own_score_uses_the_own_holdout():
@@ -376,3 +420,147 @@ def test_seeding_sizes_become_whole_infections_by_one_rule():
     assert got.dtype == np.int64 and got.tolist() == [23, 22, 22, 24, 0, 0, 2, 64, 0]
     one = whole_infections(22.6)
     assert one.shape == () and int(one) == 23
+
+
+def _tiny_data() -> dict:
+    import yaml
+
+    here = Path(__file__).parent
+    data = yaml.safe_load((here / "tiny.yaml").read_text())
+    data["model"]["scenario"] = str((here / data["model"]["scenario"]).resolve())
+    return data
+
+
+def _tiny_file(tmp_path: Path, **over: object) -> Path:
+    import yaml
+
+    data = _tiny_data()
+    data.update(over)
+    path = tmp_path / "pc.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_calibrators_whose_weights_exceed_the_memory_are_refused_naming_the_file(tmp_path, monkeypatch):
+    """A calibrator of hidden width 1e11 passed `abm validate`, and `abm learn` failed only after
+    simulating every institution. Its values are now counted from the spec: one line naming the
+    file (not its folder, which abm learn's checks before the run named) and the sizes, exit code 2,
+    nothing written, from both commands."""
+    from typer.testing import CliRunner
+
+    import abm.memory
+    from abm.cli import app
+
+    monkeypatch.setattr(abm.memory, "total_memory_bytes", lambda: 10**9)
+    path = _tiny_file(tmp_path, models=[{"kind": "mlp", "hidden": [10**11]}], protocols=[{"name": "cycle"}])
+    out = tmp_path / "out"
+    line = (
+        f"error: {path}: the run needs more memory than this machine has; give smaller sizes "
+        "(institutions[*].agents and budget, the evaluation's simulations, the models' widths)"
+    )
+    for args in (["validate", str(path)], ["learn", str(path), "--out", str(out)]):
+        result = CliRunner().invoke(app, args)
+        assert (result.exit_code, result.output.strip().splitlines()) == (2, [line]), result.output
+    assert not out.exists()
+
+
+def test_a_missing_flower_is_named_by_the_file_not_its_folder(tmp_path, monkeypatch):
+    """`abm learn --runner flower-sim` on a private calibration without flwr said 'error: FOLDER:
+    the Flower runners ... need flwr': the loader's second value, the folder, stood for the file
+    (now named with the option that asked for Flower)."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    monkeypatch.setitem(sys.modules, "flwr", None)
+    path = _tiny_file(tmp_path, protocols=[{"name": "codream"}])
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["learn", str(path), "--out", str(out), "--runner", "flower-sim"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        f"error: {path} (with --runner flower-sim): the Flower runners (flower-sim, flower) need flwr, which is not "
+        "installed"
+    ), result.stderr
+    assert not out.exists()
+
+
+def test_a_calibrators_counted_values_are_those_torch_builds():
+    """CalibratorSpec.parameter_count (torch-free, for the memory check) against the float state of
+    build_calibrator's model on 2 channels x 8 weeks into 64 joint bins."""
+    from abm.private_calibration.models import build_calibrator
+    from abm.private_calibration.scenario import CalibratorSpec
+
+    for spec in [
+        CalibratorSpec(kind="mlp", hidden=[16, 8], embed_dim=5),
+        CalibratorSpec(kind="mlp", hidden=[7], batchnorm=False),
+        CalibratorSpec(kind="cnn", channels=[4, 6], embed_dim=9),
+        CalibratorSpec(kind="cnn", channels=[3], embed_dim=2, batchnorm=False),
+        CalibratorSpec(kind="gru", hidden=[12], embed_dim=5),
+    ]:
+        model = build_calibrator(spec.kind, 2, 8, 64, spec.hidden, spec.channels, spec.embed_dim, spec.batchnorm)
+        built = sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
+        assert spec.parameter_count((2, 8), 64) == built, spec
+
+
+def test_simulations_the_memory_cannot_hold_are_refused_when_the_scenario_is_loaded(tmp_path, monkeypatch):
+    """An institution's budget (or an evaluation set) is simulated as replicates of one run of its
+    agents: 10^6 of them passed `abm validate` and ended `abm learn` only as it simulated. Refused
+    at load, as `abm run` refuses a run that cannot fit (the engine's estimate at its lowest against
+    the machine's memory and swap: here a machine of 1 GB), naming the key, exit code 2, nothing
+    written; the tiny scenario itself fits."""
+    from typer.testing import CliRunner
+
+    import abm.memory
+    from abm.cli import app
+
+    monkeypatch.setattr(abm.memory, "total_memory_bytes", lambda: 10**9)
+    institutions = _tiny_data()["institutions"]
+    institutions[1]["budget"] = 10**6
+    # the institutions simulate on the CPU whatever the model's device says (the check passed over them)
+    gpu = {**_tiny_data()["model"], "set": ["disease.transmission_rate=3.0", "simulation.device=cuda"]}
+    out = tmp_path / "out"
+    for over, key in (
+        ({"institutions": institutions}, r"institutions\[1\]\.budget: 1,000,000 simulations of institutions\[1\]"),
+        (
+            {"institutions": institutions, "model": gpu},
+            r"institutions\[1\]\.budget: 1,000,000 simulations of institutions\[1\]",
+        ),
+        (
+            {"evaluation": {"holdout_simulations": 10**6}},
+            r"evaluation\.holdout_simulations: 1,000,000 simulations "
+            r"of institutions\[0\]",
+        ),
+    ):
+        path = _tiny_file(tmp_path, **over)
+        for args in (["validate", str(path)], ["learn", str(path), "--out", str(out)]):
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 2, result.output
+            assert re.fullmatch(
+                rf"error: {re.escape(str(path))}: {key}'s 600 agents, run at once, need at least about [\d.]+ GB, but "
+                r"this machine has 1\.0 GB of memory and swap in all; give fewer simulations or agents "
+                r"\(institutions\[\d\]\.agents\)\n",
+                result.output,
+            ), result.output
+    assert not out.exists()
+    assert CliRunner().invoke(app, ["validate", str(_tiny_file(tmp_path))]).exit_code == 0
+
+
+def test_validate_show_names_the_model_scenario_so_that_its_yaml_loads_from_anywhere(tmp_path):
+    """`abm validate FILE --show > full.yaml` (README) of a private calibration printed model.scenario
+    as FILE gives it, relative to FILE's folder, so full.yaml saved elsewhere named no file ('no such
+    file'). It now names it by its full path, as a report's scenario.json does."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    here = Path(__file__).parent
+    shown = CliRunner().invoke(app, ["validate", str(here / "tiny.yaml"), "--show"])
+    assert shown.exit_code == 0, shown.output
+    model = (here / "../../scenarios/king_county/calibrate_2020.yaml").resolve()
+    assert f"scenario: {model}\n" in shown.stdout
+    full = tmp_path / "full.yaml"
+    full.write_text(shown.stdout)
+    again = CliRunner().invoke(app, ["validate", str(full)])
+    assert again.exit_code == 0 and again.stdout == f"ok {full}: private calibration scenario 'pc_tiny' is valid\n"

@@ -767,6 +767,29 @@ def test_console_summary_says_n_a_where_no_own_prior_evaluation_ran():
     assert len(lines) == 4  # the header, a row per protocol and what the columns mean: no DP, no DP line
 
 
+def test_console_summary_heads_each_institution_by_its_whole_name():
+    """Institution columns were headed by the first 9 letters of the name: 'Institution A' and
+    'Institution B' both read 'Instituti'. Each column is now as wide as its name (at least 10)."""
+    from abm.private_calibration.cli import summary_lines
+
+    row = {
+        "mean_recovery": 0.5,
+        "institutions": [{"recovery": 0.25}, {"recovery": 0.75}],
+        "mcg": 0.0,
+        "cgs": 0.0,
+        "mean_recovery_own": 0.5,
+        "mcg_own": 0.0,
+        "mean_nd": 0.3,
+        "bytes_total": 0,
+    }
+    report = {"institutions": [{"name": "Institution A"}, {"name": "Institution B"}], "protocols": {"local": row}}
+    lines = summary_lines(report)
+    assert lines[0].split()[:6] == ["protocol", "recovery", "Institution", "A", "Institution", "B"]
+    assert lines[0].index("Institution A") + len("Institution A") == lines[1].index("0.250") + len("0.250")
+    assert lines[0].index("Institution B") + len("Institution B") == lines[1].index("0.750") + len("0.750")
+    assert len(lines[0]) == len(lines[1])
+
+
 def test_console_summary_gives_the_epsilon_of_a_dp_protocol():
     """A DP protocol's epsilon was in report.json and report.md but not on the console: it now
     gets a line after the table, per institution (the level the guarantee is for)."""

@@ -105,3 +105,30 @@ def test_flower_runner_refuses_what_it_does_not_carry():
         load_scenario({**data, "protocols": private, "runner": "flower"})
     with pytest.raises(LearningScenarioError, match=r"runner: 'grpc' is not allowed: must be 'inprocess'"):
         load_scenario(data, runner="grpc")
+
+
+def test_a_client_given_the_other_kind_of_scenario_names_the_client_that_runs_it(tmp_path, capsys):
+    """A private calibration's scenario.json given to the learning client (the one docs/learning.md
+    shows started by hand) said 'not a resolved scenario JSON file ...: data: Field required', and a
+    learning scenario's given to an institution's client 'kind: Field required': both are resolved
+    scenarios the Flower runners write. Each now says what it is and which client runs it (exit 2)."""
+    from abm.learning.flower.client import main
+    from abm.learning.scenario import load_scenario as load_learning
+
+    calibration = tmp_path / "pc.json"
+    calibration.write_text(portable(*load_scenario(_flower_tiny())).model_dump_json(), encoding="utf-8")
+    learning = tmp_path / "learning.json"
+    data = {"name": "t", "data": {"source": "iris"}, "split": {"participants": 2}, "protocols": [{"name": "fedavg"}]}
+    learning.write_text(load_learning(data)[0].model_dump_json(), encoding="utf-8")
+    cases = [
+        (None, calibration, "a private-calibration", "abm.private_calibration.flower"),
+        (InstitutionClient, learning, "a learning", "abm.learning.flower.client"),
+    ]
+    for cls, path, what, module in cases:
+        with pytest.raises(SystemExit) as e:
+            main(["--address", "127.0.0.1:1", "--pid", "0", "--scenario", str(path)], client_cls=cls)
+        assert (e.value.code, capsys.readouterr().err) == (
+            2,
+            f"error: --scenario {path}: {what} scenario, which this client does not run; start its clients with "
+            f"python -m {module}\n",
+        )

@@ -17,11 +17,12 @@ import argparse
 import io
 import json
 import logging
+import math
 import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from flwr.client import Client
@@ -70,6 +71,11 @@ def one_line(error: BaseException) -> str:
 
 class ParticipantClient(Client):
     """Participant ``pid`` of the scenario, as a Flower client."""
+
+    KIND: ClassVar[str | None] = None
+    """The top-level ``kind`` of the scenarios this client runs (a learning scenario has none)."""
+    MODULE: ClassVar[str] = "abm.learning.flower.client"
+    """The module whose ``python -m`` starts this client's process."""
 
     @staticmethod
     def members(scenario_json: str) -> int:
@@ -185,6 +191,28 @@ def simulation_client_fn(scenario_json: str) -> Callable[[Context], Client]:
     return client_fn
 
 
+def other_client(scenario_json: str, cls: type[ParticipantClient]) -> str | None:
+    """Where ``scenario_json`` is a resolved scenario of another kind than ``cls`` runs (a private
+    calibration's for a learning client, or the other way round), what to say of it: its kind and
+    the client that runs it; else None."""
+    try:
+        kind = json.loads(scenario_json).get("kind")
+    except (ValueError, AttributeError):  # no JSON, or no mapping: the schema's message says so
+        return None
+    if kind == cls.KIND or kind not in (None, "private_calibration"):  # its own, or no scenario's at all
+        return None
+    module = "abm.private_calibration.flower" if kind == "private_calibration" else ParticipantClient.MODULE
+    what = "a private-calibration" if kind == "private_calibration" else "a learning"
+    return f"{what} scenario, which this client does not run; start its clients with python -m {module}"
+
+
+def address_ok(address: str) -> bool:
+    """Whether ``address`` reads as a server's ``host:port`` (an IPv6 host in brackets), the port
+    1 to 65535, with no URL scheme or path."""
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host) and "/" not in address and port.isdigit() and 1 <= int(port) <= 65535
+
+
 def fail(message: str, code: int) -> None:
     """End the client process with ``message`` as one line on stderr (the runner reads a client's
     last line) and exit ``code``."""
@@ -212,6 +240,10 @@ def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | No
     ap.add_argument("--scenario", required=True, help="resolved scenario JSON file")
     ap.add_argument("--max-wait", type=float, default=120.0, help="seconds to keep trying to reach the server")
     args = ap.parse_args(argv)
+    if not address_ok(args.address):  # Flower printed its own lines (and a web link) for it, exit 1
+        fail(f"--address: {args.address!r} is not allowed: give host:port, a port 1 to 65535 (127.0.0.1:8080)", 2)
+    if not (math.isfinite(args.max_wait) and args.max_wait > 0):  # it said 'within -1 s', 'within nan s'
+        fail(f"--max-wait: {args.max_wait:g} is not allowed: give the seconds to keep trying, a number above 0", 2)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     torch.set_num_threads(1)
     try:
@@ -219,6 +251,9 @@ def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | No
             scenario_json = f.read()
     except (OSError, UnicodeDecodeError) as e:
         fail(f"--scenario {args.scenario}: cannot read the file: {getattr(e, 'strerror', None) or one_line(e)}", 2)
+    other = other_client(scenario_json, cls)
+    if other is not None:  # it said 'data: Field required' of a private calibration's scenario.json
+        fail(f"--scenario {args.scenario}: {other}", 2)
     try:
         n = cls.members(scenario_json)
     except ValueError as e:  # pydantic's ValidationError is one

@@ -17,8 +17,8 @@ aggregator adds DP noise: then only the trainable parameters go through the priv
 clipped and noised), and each participant keeps its own running statistics, as FedBN (Li et al.
 2021) does for all BatchNorm state. Noising them would corrupt them (a noisy running variance can
 go negative: NaN outputs), and releasing them without noise would void the DP guarantee, so under
-DP they never leave the participant. ``bn_stats: local`` keeps them local always; ``shared`` with a
-noisy aggregator is refused.
+DP they never leave the participant. ``bn_stats: local`` keeps them local always; ``shared`` with DP is
+refused when the scenario is loaded (:func:`abm.learning.scenario.check_protocols`).
 """
 
 from __future__ import annotations
