@@ -275,7 +275,8 @@ def test_a_client_process_killed_mid_run_ends_the_command_with_one_line(tmp_path
     assert time.monotonic() - start < 30
     assert proc.returncode == 1, seen + rest
     assert re.fullmatch(
-        rf"error: {re.escape(str(f))}: the Flower run failed: participant (\d)'s Flower client went away during "
+        rf"error: {re.escape(str(f))} \(with --runner flower\): the Flower run failed: participant (\d)'s Flower "
+        rf"client went away during "
         rf"client operation '[a-z_.]+': client \1 was ended by SIGKILL; "
         rf"no results were written to {re.escape(str(out))}\n",
         rest,
@@ -606,7 +607,8 @@ def test_a_client_that_stops_answering_ends_the_command_after_the_flower_timeout
     scenario = {**TINY, "protocols": TINY["protocols"][:1], "flower_timeout": 45}  # local-only needs room when busy
     line = failed_flower_run(tmp_path, scenario, "__import__('time').sleep(3600)", within=100)
     assert line == (
-        f"error: {tmp_path / 's.yaml'}: the Flower run failed: participant 1's Flower client did not answer client "
+        f"error: {tmp_path / 's.yaml'} (with --runner flower): the Flower run failed: participant 1's Flower client "
+        "did not answer client "
         f"operation 'fedavg.fit' within 45 s; no results were written to {tmp_path / 'out'}\n"
     )
 
@@ -619,7 +621,8 @@ def test_an_error_in_a_client_operation_ends_the_command_with_one_line(tmp_path)
     scenario = {**TINY, "protocols": TINY["protocols"][:1]}
     line = failed_flower_run(tmp_path, scenario, "raise ValueError('no data today')", within=30)
     assert line == (
-        f"error: {tmp_path / 's.yaml'}: the Flower run failed: participant 1's Flower client failed in client "
+        f"error: {tmp_path / 's.yaml'} (with --runner flower): the Flower run failed: participant 1's Flower client "
+        "failed in client "
         f"operation 'fedavg.fit': ValueError: no data today; no results were written to {tmp_path / 'out'}\n"
     )
 
