@@ -86,6 +86,16 @@ def given(overrides: dict[str, Any] | None) -> list[tuple[str, Any]]:
     return [(key, value) for key, value in (overrides or {}).items() if value is not None]
 
 
+def refuse_clash(key: str, value: Any, sets: list[str], source: str, names: OptionNames = COMMAND_LINE) -> None:
+    """Raise :class:`ScenarioError` where override ``key`` (given ``value``) and one of ``sets``
+    set the same scenario key (:data:`OVERRIDE_KEYS`), naming both."""
+    path = OVERRIDE_KEYS[key]
+    clash = sorted(k for k in (item.split("=", 1)[0].strip() for item in sets) if overlaps(k, path))
+    if clash:
+        option = names.given(key, value) if names.python else names.name(key)
+        raise ScenarioError(f"{source}: {option} and {names.item('set', f'{clash[0]}=...')} both set {path}; give one")
+
+
 def apply_overrides(
     data: dict[str, Any],
     overrides: dict[str, Any] | None,
@@ -98,18 +108,11 @@ def apply_overrides(
     ``replicates``, ``seed``, ``device``: :data:`OVERRIDE_KEYS`) applied. One that sets the same
     key as one of ``sets`` is refused, naming both; one the file has no section for (a list
     there, say) gets the file's own message (``source``; ``origin``: :func:`validate`'s)."""
-    set_keys = {item.split("=", 1)[0].strip() for item in sets}
     done: list[tuple[str, Any]] = []
     for key, value in given(overrides):
         if key not in OVERRIDE_KEYS:
             raise ScenarioError(f"override {key!r} is not allowed; allowed: {', '.join(OVERRIDE_KEYS)}")
-        path = OVERRIDE_KEYS[key]
-        clash = sorted(k for k in set_keys if overlaps(k, path))
-        if clash:
-            option = names.given(key, value) if names.python else names.name(key)
-            raise ScenarioError(
-                f"{source}: {option} and {names.item('set', f'{clash[0]}=...')} both set {path}; give one"
-            )
+        refuse_clash(key, value, sets, source, names)
         try:
             data = apply_set(data, f"{OVERRIDE_KEYS[key]}={json.dumps(value)}", names.name(key))
         except ScenarioError:  # the file has no section there (a list, say): the file is what is wrong

@@ -56,7 +56,7 @@ from abm.outputs.summary_table import SummaryTable
 from abm.outputs.sweep_by_age import AGE_COLUMNS, age_outcomes
 from abm.outputs.sweep_plot import sweep_figure
 from abm.outputs.sweep_report import sweep_report_html, sweep_tables
-from abm.overrides import OVERRIDE_KEYS, resolve, scenario_source
+from abm.overrides import OVERRIDE_KEYS, refuse_clash, resolve, scenario_source
 from abm.parallel import (
     ProcessPool,
     check_ray_address,
@@ -390,15 +390,8 @@ def plan(
             f"{names.name('replicates')}: {replicates!r} is not allowed; give a whole number, at least 1"
         )
     given = {k: v for k, v in overrides.items() if v is not None}
-    clash = sorted(
-        k for k in (item.split("=", 1)[0].strip() for item in sets) if overlaps(k, OVERRIDE_KEYS["replicates"])
-    )
-    if replicates is not None and clash:  # as abm run refuses --replicates with --set simulation.replicates
-        option = names.given("replicates", replicates) if names.python else names.name("replicates")
-        raise ScenarioError(
-            f"{scenario_source(scenario)}: {option} and {names.item('set', f'{clash[0]}=...')} both set "
-            f"{OVERRIDE_KEYS['replicates']}; give one"
-        )
+    if replicates is not None:  # as abm run refuses --replicates with --set simulation.replicates
+        refuse_clash("replicates", replicates, sets, scenario_source(scenario), names)
     for axis in axes:
         swept = names.item("sweep", axis.key)
         for item in sets or []:  # named, as the key it sets may hold the swept one (seeding={day: 4})
@@ -407,9 +400,8 @@ def plan(
         for name in given:
             if name in OVERRIDE_KEYS and overlaps(OVERRIDE_KEYS[name], axis.key):
                 raise ScenarioError(f"{swept}: the key is also set by {names.name(name)}; give one of them")
-    resolve(
-        scenario, given, list(sets or []), names=names, batch=1
-    )  # the file and its own options first, blamed on themselves
+    # the file and its own options first, blamed on themselves
+    resolve(scenario, given, list(sets or []), names=names, batch=1)
     names = replace(names, swept_from=len(sets or []))  # the swept values, named by the messages' prefix
 
     def assigned(values: Sequence[tuple[SweepAxis, Any]]) -> list[str]:

@@ -14,10 +14,7 @@ import pandas as pd
 
 from abm.outputs.differences import LEVEL, paired, paired_interval, welch_interval
 from abm.outputs.plots import RunTables
-from abm.outputs.summary_table import SummaryTable, fixed, without_minus_zero
-
-# The group of long-term-care residents, after the age groups (they are in their age groups too).
-RESIDENTS = "long-term-care residents"
+from abm.outputs.summary_table import RESIDENTS, SummaryTable, fixed, without_minus_zero
 
 # comparison_by_age.csv's columns, in order.
 COLUMNS = [

@@ -32,6 +32,10 @@ class SummaryTable:
         return "\n".join(lines) + (f"\n\n{self.caption}.\n" if self.caption else "\n")
 
 
+# The row of long-term-care residents after the age groups (they are in their age groups too).
+RESIDENTS = "long-term-care residents"
+
+
 def count(v: float) -> str:
     """A count: whole with thousands separators, or two significant digits under 10 (0.3 deaths
     must not read as 0)."""
@@ -176,7 +180,7 @@ def by_age_table(s: dict) -> SummaryTable | None:
     )
     care = s.get("long_term_care_residents")  # none without residents, or in a summary from before
     if care:
-        rows.append(row("long-term-care residents", care))
+        rows.append(row(RESIDENTS, care))
         of_deaths = care["share_of_deaths"]
         caption += "; long-term-care residents are counted in their age groups too" + (
             "" if of_deaths is None else f", and are {fixed(100 * of_deaths, 1)}% of the deaths"
