@@ -158,7 +158,7 @@ def test_a_one_day_run_is_drawn_and_has_no_second_difference(tmp_path):
     line = fig.axes[0].lines[0]
     assert line.get_marker() == "o" and list(line.get_ydata()) == pytest.approx([500.0])  # 5 seeds per 1,000
     assert all(float(t).is_integer() for t in fig.axes[0].get_xticks())
-    assert "one replicate: no band" in [t.get_text() for t in fig.texts]
+    assert "one replicate: no band" in [t.get_text() for t in fig.axes[0].texts]  # under the x label
 
 
 def test_map_days_outside_the_run_are_refused_by_the_api(tmp_path):

@@ -3,6 +3,8 @@ how it is labelled."""
 
 from __future__ import annotations
 
+from datetime import date
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -58,6 +60,11 @@ def hand_run(
 def _close_figures():
     yield
     plt.close("all")
+
+
+def notes(fig: matplotlib.figure.Figure) -> list[str]:
+    """The figure's texts and its axes' (the band's note is the first axes' own, under its x label)."""
+    return [t.get_text() for t in [*fig.texts, *(t for ax in fig.axes for t in ax.texts)]]
 
 
 def capacity_labels(fig: matplotlib.figure.Figure) -> list[str]:
@@ -172,8 +179,8 @@ def test_the_reproduction_number_plot_names_a_run_without_it_and_is_left_out_whe
     # day 0's week (days 0-3) holds 6 + 10 infections, under PLOTTED_LEAST (25): no figure; day 1's 10 + 15
     assert plots.reproduction.PLOTTED_LEAST == 25
     np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), [np.nan] + [1.0] * 9)
-    assert "line: the replicates pooled; band: lowest to highest of 2 replicates" in [t.get_text() for t in fig.texts]
-    assert "weeks of fewer than 25 infections (the band: in the replicate): not drawn" in labels
+    assert "line: the replicates pooled; band: lowest to highest of 2 replicates" in notes(fig)
+    assert "weeks of fewer than 25 infections\n(the band: in the replicate): not drawn" in labels
     written = plots.write_plots([without], tmp_path / "a")
     assert "reproduction_number.png" not in {p.name for p in written}
     assert "reproduction_number.png" in {p.name for p in plots.write_plots([with_it, without], tmp_path / "b")}
@@ -203,3 +210,114 @@ def test_the_cost_plot_labels_its_axis_in_dollars_without_an_offset():
     assert ax.yaxis.get_offset_text().get_text() == ""
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert "$0" in labels and "$3M" in labels and all(t.startswith("$") for t in labels), labels
+
+
+def test_a_run_keeps_its_colour_whatever_the_number_of_runs_compared():
+    """The k-th run is drawn in one colour in a comparison of 4 runs and in one of 11 (tab20 in its
+    own order gave 11 runs five pairs of one hue: the second run, orange among 4, turned light blue),
+    and 20 runs get 20 colours."""
+    assert plots.colors(11)[:4] == plots.colors(4) and plots.colors(11)[:10] == plots.colors(10)
+    assert plots.colors(4)[1] == plt.get_cmap("tab10")(1)  # orange, as before among 10 runs or fewer
+    assert len(set(plots.colors(20))) == 20
+
+
+def spread_run(label: str, days: int = 30) -> plots.RunTables:
+    """A run of two replicates, one at 0 and one at 900 per 1,000 agents every day: its band spans
+    the whole axes, wherever a legend goes inside them."""
+    run = hand_run(label, days=days)
+    high = run.timeseries["replicate"] == 1
+    for column in ("hospital_occupancy", "icu", "new_infections", "cumulative_infected"):
+        run.timeseries[column] = np.where(high, 900.0, 0.0)
+    return run
+
+
+def inside(fig: matplotlib.figure.Figure, ax: matplotlib.axes.Axes) -> bool:
+    """Whether the axes' legend lies within the axes."""
+    fig.draw_without_rendering()
+    legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    return box.x0 <= legend.x0 and legend.x1 <= box.x1 and box.y0 <= legend.y0 and legend.y1 <= box.y1
+
+
+@pytest.mark.parametrize("name", ["hospital_occupancy", "icu_occupancy", "new_infections", "cumulative_infections"])
+def test_a_legend_that_would_cover_the_data_goes_beside_the_axes(name):
+    """Eleven runs whose bands fill the axes: the legend, placed inside wherever matplotlib found
+    best, lay over the bands (matplotlib's choice sees lines, not bands); it now goes to the
+    right of the axes. A run whose data leave a corner free keeps its legend inside."""
+    fig = plots.FIGURES[name]([spread_run(f"run {k}") for k in range(11)])
+    ax = fig.axes[0]
+    assert not inside(fig, ax) and ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+    from abm.outputs.figure_parts import covers_data
+
+    assert not covers_data(ax, ax.get_legend())
+    fig = plots.FIGURES[name]([hand_run("ni", days=30)])  # a line rising from 0: the top left is free
+    assert inside(fig, fig.axes[0]) and not covers_data(fig.axes[0], fig.axes[0].get_legend())
+
+
+def test_the_age_panels_legend_goes_beside_them_where_it_would_cover_the_first_panels_data():
+    fig = plots.cumulative_by_age([spread_run(f"run {k}") for k in range(11)])
+    assert fig.axes[0].get_legend() is None
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [f"run {k}" for k in range(11)]
+    fig = plots.cumulative_by_age([hand_run("ni", days=30)])
+    assert inside(fig, fig.axes[0]) and not fig.legends
+
+
+def dated(run: plots.RunTables, start: str = "2020-03-01") -> plots.RunTables:
+    run.summary["start_date"] = start
+    return run
+
+
+@pytest.mark.parametrize("name", list(plots.FIGURES))
+def test_a_dated_run_gives_the_calendar_dates_of_its_days_on_top(name):
+    """A run with simulation.start_date named only day 0's date under its axis ("day (day 0 =
+    2020-03-01)"): when day 120 was meant the reader counted. An axis on top gives the dates
+    (months here, the year once), each tick over its day; the day numbers stay below."""
+    import matplotlib.dates as mdates
+
+    fig = plots.FIGURES[name]([dated(hand_run("ni", days=180))])
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    assert ax.get_xlabel() in ("day (day 0 = 2020-03-01)", "")  # the age panels name it on the bottom row
+    (top,) = ax.child_axes
+    shown = [mdates.num2date(t).date() for t in top.get_xticks()]
+    left, right = (mdates.num2date(x).date() for x in top.get_xlim())
+    within = [d for d in shown if left <= d <= right]
+    assert within and all(d.day == 1 for d in within), within  # month starts
+    labels = dict(zip(shown, [t.get_text() for t in top.get_xticklabels()], strict=True))
+    assert [labels[d] for d in within[1:]] == [d.strftime("%b") for d in within[1:]]  # "Apr" or "May"...
+    assert top.xaxis.get_major_formatter().get_offset() == "2020"
+    # each tick stands over its day: 2020-04-01 over day 31
+    for d in within:
+        x = top.transData.transform((mdates.date2num(d), 0))[0]
+        assert x == pytest.approx(ax.transData.transform(((d - date(2020, 3, 1)).days, 0))[0])
+
+
+def test_undated_runs_and_runs_of_different_start_dates_have_no_date_axis():
+    for runs in ([hand_run("ni")], [dated(hand_run("a")), dated(hand_run("b"), "2021-01-01")]):
+        for name, make in plots.FIGURES.items():
+            assert all(not ax.child_axes for ax in make(runs).axes), name
+
+
+def test_a_one_day_dated_run_ticks_its_one_date():
+    import matplotlib.dates as mdates
+
+    fig = plots.hospital_occupancy([dated(hand_run("ni", days=1))])
+    fig.draw_without_rendering()
+    (top,) = fig.axes[0].child_axes
+    left, right = top.get_xlim()
+    assert [mdates.num2date(t).date() for t in top.get_xticks() if left <= t <= right] == [date(2020, 3, 1)]
+
+
+@pytest.mark.parametrize("name", [n for n in plots.FIGURES if n != "cumulative_by_age"])
+def test_the_band_note_keeps_clear_of_a_dated_runs_x_label(name):
+    """The note on the line and band sat in the figure's bottom right corner, where a dated run's
+    longer x label ran under it (the reproduction number's note over "day (day 0 = 2020-03-01)")."""
+    run = dated(hand_run("ni", days=30))
+    run.timeseries["new_infections"] = run.timeseries["secondary_infections"] = 30.0  # R figures to draw
+    fig = plots.FIGURES[name]([run])
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    note = next(t for t in [*fig.texts, *ax.texts] if t.get_text().startswith("line: "))
+    assert not note.get_window_extent().overlaps(ax.xaxis.label.get_window_extent())
+    figure = fig.bbox
+    box = note.get_window_extent()
+    assert figure.x0 <= box.x0 and box.x1 <= figure.x1 and figure.y0 <= box.y0  # within the figure

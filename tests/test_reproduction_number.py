@@ -209,7 +209,7 @@ def test_the_plot_leaves_out_weeks_of_too_few_infections():
     assert np.isfinite(y[:13]).all() and (y[:13] == 1.0).all()
     assert np.isnan(y[13:]).all()
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert f"weeks of fewer than {least} infections (the band: in the replicate): not drawn" in labels
+    assert f"weeks of fewer than {least} infections\n(the band: in the replicate): not drawn" in labels
     plt.close(fig)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from numpy.typing import ArrayLike
 
 from abm.outputs import reproduction
+from abm.outputs.figure_parts import covers_data, date_axis, legend_clear_of_data
 from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: that loads torch
 from abm.yaml_loader import yaml_error_text
 
@@ -161,48 +163,74 @@ def _draw(ax: Any, b: pd.DataFrame, label: str, color: Any) -> None:
         ax.errorbar(b.index, b["mean"], yerr=range_bars(b["mean"], b["low"], b["high"]), color=color, alpha=0.4)
 
 
-def _days_axis(ax: Any) -> None:
-    """Whole days on the x axis, from day 0; a one-day run's day 0 in the middle of an axis with
-    no other day. The same whether called once or again (panels that share the axis)."""
+def _days_axis(ax: Any, nbins: int | str = 10) -> None:
+    """Whole days on the x axis, from day 0, at most ``nbins`` intervals ("auto": as many as the
+    axes' width holds, for narrow panels); a one-day run's day 0 in the middle of an axis with no
+    other day. The same whether called once or again (panels that share the axis)."""
     right = ax.get_xlim()[1]
     ax.set_xlim(*((0, right) if right >= 1 else (-0.5, 0.5)))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=nbins, integer=True, min_n_ticks=1))
 
 
 def colors(n: int) -> list[Any]:
-    """``n`` distinct colours: tab10's up to 10 runs, tab20's up to 20, then spread over turbo
-    (tab10 repeated itself from the 11th run: the thesis's ten scenarios and one more shared a colour)."""
+    """``n`` distinct colours: tab10's for the first 10 runs, then tab20's light shades of them up
+    to 20, then spread over turbo (tab10 repeated itself from the 11th run: the thesis's ten
+    scenarios and one more shared a colour). The k-th run keeps its colour whatever the number of
+    runs up to 20, so that it reads the same in a comparison of 4 runs and in one of 11 (tab20 in
+    its own order had given 11 runs five pairs of one hue, the second run a light blue)."""
     if n > 20:
         return [plt.get_cmap("turbo")(x) for x in np.linspace(0.05, 0.95, n)]
-    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
-    return [cmap(k) for k in range(n)]
+    cmap = plt.get_cmap("tab20")  # its even entries are tab10's colours, its odd ones their light shades
+    return [cmap(k) for k in [*range(0, 20, 2), *range(1, 20, 2)][:n]]
+
+
+def start_date(runs: list[RunTables]) -> date | None:
+    """The date of day 0 where every run gives the same (``simulation.start_date``), else None."""
+    starts = {r.summary.get("start_date") for r in runs}
+    return date.fromisoformat(starts.pop()) if len(starts) == 1 and None not in starts else None
 
 
 def day_label(runs: list[RunTables]) -> str:
     """The x axis's label: "day", with the date of day 0 where every run gives the same
     (``simulation.start_date``)."""
-    starts = {r.summary.get("start_date") for r in runs}
-    return f"day (day 0 = {starts.pop()})" if len(starts) == 1 and None not in starts else "day"
+    start = start_date(runs)
+    return "day" if start is None else f"day (day 0 = {start.isoformat()})"
+
+
+def _dates_on_top(ax: Any, runs: list[RunTables], maxticks: int = 7) -> None:
+    """Where the runs give one date of day 0, the days' calendar dates on an axis on top (below,
+    the day numbers stay: the scenario's day settings are written in them)."""
+    start = start_date(runs)
+    if start is not None:
+        date_axis(ax, start, max(r.days for r in runs), maxticks)
 
 
 def _finish(fig: Figure, ax: Any, title: str, ylabel: str, runs: list[RunTables], line: str = "mean") -> Figure:
+    """Title, axis labels (and dates on top, for dated runs), grid, the axes from day 0 and from 0
+    up, the legend clear of the data and the band's note. Call it once the data are drawn and
+    any other limits set."""
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(day_label(runs))
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     _days_axis(ax)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="best")
-    _band_note(fig, runs, 0.005, "bottom", line)
+    _dates_on_top(ax, runs)
+    legend_clear_of_data(ax, fontsize=8)
+    # under the x label, flush right, and laid out with the axes: in the figure's corner it ran
+    # into a dated run's longer label ("day (day 0 = 2020-03-01)")
+    ax.annotate(
+        band_note(runs, line), xy=(1.0, 0.0), xycoords=(ax.transAxes, ax.xaxis.label), xytext=(0, -3),
+        textcoords="offset points", ha="right", va="top", fontsize=7, color="#555555",
+    )  # fmt: skip
     return fig
 
 
-def _band_note(fig: Figure, runs: list[RunTables], y: float, va: str, line: str = "mean") -> None:
-    """The note that tells what the line and the band are, in the figure's right corner."""
+def band_note(runs: list[RunTables], line: str = "mean") -> str:
+    """The note that tells what the line and the band are."""
     counts = sorted({r.replicates for r in runs})
     reps = "/".join(str(r) for r in counts)
-    note = "one replicate: no band" if counts == [1] else f"line: {line}; band: lowest to highest of {reps} replicates"
-    fig.text(0.99, y, note, ha="right", va=va, fontsize=7, color="#555555")
+    return "one replicate: no band" if counts == [1] else f"line: {line}; band: lowest to highest of {reps} replicates"
 
 
 def _capacity_lines(ax: Any, runs: list[RunTables], beds: list[float | None]) -> bool:
@@ -295,15 +323,20 @@ def cumulative_by_age(runs: list[RunTables], *, pyplot: bool = True) -> Figure:
             ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=8, color="#777777")
         ax.set_title(f"age {group}", fontsize=9)
         ax.grid(alpha=0.3)
-        _days_axis(ax)
+        _days_axis(ax, "auto")  # ten to a panel ran together ("100120140") once a legend took room beside them
     axes.flat[0].set_ylim(0, max(1.0, min(100.0, top) * 1.05))
     for ax in axes[-1]:
         ax.set_xlabel(day_label(runs))
     for ax in axes[:, 0]:
         ax.set_ylabel("% ever infected")
-    axes.flat[0].legend(fontsize=7, loc="upper left")
+    for ax in axes[0]:
+        _dates_on_top(ax, runs, maxticks=4)
     fig.suptitle("Cumulative infections by age group", fontsize=11)
-    _band_note(fig, runs, 0.995, "top")
+    legend = axes.flat[0].legend(fontsize=7, loc="upper left")
+    if covers_data(axes.flat[0], legend):  # many runs: beside the panels (below the note, top right)
+        legend.remove()
+        fig.legend(*axes.flat[0].get_legend_handles_labels(), fontsize=7, loc="outside right center")
+    fig.text(0.99, 0.995, band_note(runs), ha="right", va="top", fontsize=7, color="#555555")  # beside the title
     return fig
 
 
@@ -365,10 +398,11 @@ def reproduction_number(runs: list[RunTables], *, pyplot: bool = True) -> Figure
             top = max(top, 1.25 * float(b["mean"].max()))
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1.2, label="1: each infection passed on once")
     # the band's weeks are a replicate's own, so where few replicates have enough it may miss the line
-    ax.plot([], [], " ", label=f"weeks of fewer than {least} infections (the band: in the replicate): not drawn")
+    ax.plot([], [], " ", label=f"weeks of fewer than {least} infections\n(the band: in the replicate): not drawn")
     last = max(r.days for r in runs) - 1
     ax.set_xlim(*((0, last) if last >= 1 else (-0.5, 0.5)))  # the runs' days, where some have no figure
-    _finish(
+    ax.set_ylim(0, top)  # before _finish places the legend
+    return _finish(
         fig,
         ax,
         "Reproduction number by day of infection (weeks centred on each day)",
@@ -376,8 +410,6 @@ def reproduction_number(runs: list[RunTables], *, pyplot: bool = True) -> Figure
         runs,
         line="the replicates pooled",  # their infections together, not a mean of their figures
     )
-    ax.set_ylim(0, top)
-    return fig
 
 
 FIGURES = {

@@ -1,0 +1,84 @@
+"""Parts that several of abm's figures share: calendar-date ticks, a date axis over an axis of
+simulation days, and a legend that keeps clear of the data it explains."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import matplotlib.dates as mdates
+import numpy as np
+from matplotlib.legend import Legend
+from matplotlib.path import Path as MplPath
+from matplotlib.transforms import Bbox
+
+
+def date_ticks(axis: Any, span_days: float, maxticks: int = 7) -> None:
+    """Ticks of whole calendar days on ``axis`` (an x axis whose values are matplotlib date
+    numbers) spanning ``span_days``: days a few apart where the span is short (the automatic
+    locator would tick hours there, each written as the same date), else days, weeks or months as
+    the span asks, at most ``maxticks``. Written short ("Apr", "15"), the year (and the month, for
+    ticks of days) given once at the axis's end, so that every tick says which date it is."""
+    if span_days < 2 * maxticks:
+        locator: Any = mdates.DayLocator(interval=max(1, int(np.ceil(span_days / maxticks))))
+    else:
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=maxticks)
+    axis.set_major_locator(locator)
+    axis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=True))
+
+
+def date_axis(ax: Any, start: date, days: int, maxticks: int = 7) -> Any:
+    """A second x axis on top of ``ax`` (whose x axis counts simulation days) that gives the
+    calendar date of each day, day 0 being ``start``; returns it. The days stay below: the
+    scenario's day settings (``start_day``...) are written in them."""
+    origin = mdates.date2num(start)
+    top = ax.secondary_xaxis("top", functions=(lambda d: d + origin, lambda n: n - origin))
+    date_ticks(top.xaxis, days, maxticks)
+    top.tick_params(axis="x", labelsize=8)
+    return top
+
+
+def _display_paths(ax: Any) -> list[tuple[MplPath, bool]]:
+    """The axes' data as paths in display coordinates, each with whether it is filled (a band):
+    every line with points and every collection (bands, error bars); a line broken by NaN gives
+    a path per piece."""
+    paths = []
+    for line in ax.lines:
+        xy = np.asarray(line.get_xydata(), dtype=float)
+        if xy.size == 0:
+            continue  # a legend-only entry
+        shown = line.get_transform().transform(xy)
+        ok = np.isfinite(shown).all(axis=1)
+        pieces = np.split(np.arange(len(ok)), np.flatnonzero(np.diff(ok.astype(int))) + 1)
+        paths += [(MplPath(shown[piece]), False) for piece in pieces if ok[piece[0]]]
+    for coll in ax.collections:
+        transform = coll.get_transform()
+        for path in coll.get_paths():
+            shown = transform.transform(path.vertices)
+            shown = shown[np.isfinite(shown).all(axis=1)]
+            if len(shown):
+                paths.append((MplPath(shown), True))
+    return paths
+
+
+def covers_data(ax: Any, legend: Legend) -> bool:
+    """Whether ``legend``, where it is drawn, lies over any of ``ax``'s lines or bands (the
+    figure is drawn, without rendering, to know where)."""
+    ax.figure.draw_without_rendering()
+    box = Bbox(legend.get_window_extent().get_points())
+    for path, filled in _display_paths(ax):
+        if box.count_contains(path.vertices) or path.intersects_bbox(box, filled=filled):
+            return True
+    return False
+
+
+def legend_clear_of_data(ax: Any, **kwargs: Any) -> Legend:
+    """``ax``'s legend (``kwargs``: :meth:`~matplotlib.axes.Axes.legend`'s, but ``loc``) where
+    matplotlib finds it the best place inside the axes, or, where that place still covers a
+    line or band (many runs, or bands across the whole axes), outside them on the right. Call it
+    once the axes' limits are set."""
+    legend = ax.legend(loc="best", **kwargs)
+    if covers_data(ax, legend):
+        legend.remove()
+        legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
+    return legend
