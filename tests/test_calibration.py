@@ -272,22 +272,25 @@ def test_rerank_reruns_the_best_trials_with_more_replicates(tmp_path, monkeypatc
     out = tmp_path / "out"
     plotted = {}
     import abm.calibration.optimize as optimize
+    from abm.calibration.fit_plot import fit_figure
 
-    def keep(observed, sim, band, cfg, file):
-        plotted.update(sim=sim, band=band)
-        plot_fit(observed, sim, band, cfg, file)
+    def keep(observed, sim, band, cfg, file, replicates):
+        fig = fit_figure(observed, sim, band, cfg, replicates)
+        plotted.update(sim=sim, band=band, legend=[t.get_text() for t in fig.axes[0].get_legend().get_texts()])
+        plot_fit(observed, sim, band, cfg, file, replicates)
 
-    def legend(fig):
-        plotted["legend"] = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-        close(fig)
-
-    plot_fit, close = optimize.plot_fit, optimize.plt.close
+    plot_fit = optimize.plot_fit
     monkeypatch.setattr(optimize, "plot_fit", keep)
-    monkeypatch.setattr(optimize.plt, "close", legend)
     summary = calibrate(path, out)
     ranked = summary["reranked"]
-    # The legend says the band is of the re-runs (it named only "best 3 trials").
-    assert plotted["legend"] == ["held out", "best 3 trials, re-run with 3 replicates", "observed", "best fit"]
+    # The legend says the band is the range of the re-runs (it named only "best 3 trials"), and that
+    # the best fit is the mean of the re-run's 3 replicates (it read as one run).
+    assert plotted["legend"] == [
+        "held out",
+        "lowest to highest of the best 3 trials, re-run with 3 replicates",
+        "observed",
+        "best fit (mean of 3 replicates)",
+    ]
     # The fit plot's band is drawn from the re-run curves, the best fit first: it holds the line.
     assert len(plotted["band"]) == 3 and plotted["band"][0] is plotted["sim"]
     assert all("curve" not in r for r in ranked)
@@ -1128,3 +1131,40 @@ def test_a_loss_table_names_the_last_day_its_weeks_score():
     assert window_span(["2020-02-28", "2020-04-30"]) == "2020-02-28 to 2020-04-30"
     assert window_span(["2020-03-01", "2020-03-07"]) == "2020-03-01 to 2020-03-07"
     assert window_span(["2020-03-01", "2020-03-08"]) == "2020-03-01 to 2020-03-08 (1 whole week scored, to 2020-03-07)"
+
+
+def test_the_fit_plot_names_the_year_and_what_its_line_and_band_are():
+    """fit.png's ticks read "Mar 01", "Mar 15"...: no year anywhere on the figure. Its line was
+    labelled "best fit", a mean over the run's replicates read as one run. Without re-ranking the
+    band is the trials' own curves, named as such, and a fit of one replicate says so."""
+    import datetime as dt
+
+    import matplotlib.dates as mdates
+
+    from abm.calibration.config import CalibrationConfig
+    from abm.calibration.fit_plot import fit_figure
+
+    days = pd.date_range("2020-02-01", "2020-06-30")
+    observed = pd.DataFrame({"deaths": 1.0}, index=days)
+    sim = pd.DataFrame({"deaths": 2.0}, index=days)
+    cfg = CalibrationConfig(
+        targets=["deaths"],
+        start_date=dt.date(2020, 2, 1),
+        fit_window=(dt.date(2020, 2, 28), dt.date(2020, 4, 30)),
+        holdout_window=(dt.date(2020, 5, 1), dt.date(2020, 6, 30)),
+        rerank_trials=0,
+    )
+    fig = fit_figure(observed, sim, [sim, sim * 2], cfg, replicates=2)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "held out", "lowest to highest of the best 2 trials", "observed", "best fit (mean of 2 replicates)",
+    ]  # fmt: skip
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    ticks = [mdates.num2date(t).date() for t in ax.get_xticks()]
+    assert all(d.day == 1 for d in ticks) and labels[ticks.index(dt.date(2020, 4, 1))] == "Apr"
+    assert ax.xaxis.get_major_formatter().get_offset() == "2020"
+    fig = fit_figure(observed, sim, [], cfg, replicates=1)  # the gradient method: no band
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "held out", "observed", "best fit (one replicate)",
+    ]  # fmt: skip

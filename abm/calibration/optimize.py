@@ -12,16 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.dates as mdates
-import matplotlib.pyplot as plt
 import numpy as np
 import optuna
 import pandas as pd
 
 from abm.calibration.config import BUNDLED_FIPS, CalibrationConfig, Observation
+from abm.calibration.fit_plot import plot_fit
 from abm.calibration.journal import TrialJournal
 from abm.calibration.observation import RAW, observe_arrays
 from abm.calibration.observed import (
@@ -838,51 +834,10 @@ def calibrate(
             fit.table.to_csv(tmp / fit.table_name, index=False)
             (tmp / "calibration.json").write_text(dumps(summary), encoding="utf-8")
             weekly_fit_table(observed, fit.sim, fit.band, cfg).to_csv(tmp / "fit_weekly.csv", index=False)
-            plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png")
+            plot_fit(observed, fit.sim, fit.band, cfg, tmp / "fit.png", fit.calibrated.simulation.replicates)
             files = sorted(p.name for p in tmp.iterdir())
             page = calibration_report_html({**summary, "bounds": bounds}, files)
             (tmp / "report.html").write_text(page, encoding="utf-8")
     if journal is not None:
         journal.remove()
     return {**summary, "folder": str(target), "bounds": bounds}
-
-
-def plot_fit(
-    observed: pd.DataFrame, sim: pd.DataFrame, band: list[pd.DataFrame], cfg: CalibrationConfig, file: Path
-) -> None:
-    """Weekly data, the best fit and the band of the best trials (with ``rerank_trials``, of
-    their re-runs, as the legend says), fit and held-out windows: the weeks of
-    :func:`abm.calibration.observed.weekly_fit_table`, the numbers ``fit_weekly.csv`` holds."""
-    table = weekly_fit_table(observed, sim, band, cfg)
-    rerun = f", re-run with {counted(cfg.rerank_replicates, 'replicate')}" if cfg.rerank_trials else ""
-    fig, axes = plt.subplots(len(cfg.targets), 1, figsize=(8, 3.2 * len(cfg.targets)), squeeze=False)
-    for ax, t in zip(axes[:, 0], cfg.targets, strict=True):
-        rows = table[table["target"] == t]
-        weeks = pd.to_datetime(rows["week_start"])
-        if cfg.holdout_window:
-            ax.axvspan(
-                pd.Timestamp(cfg.holdout_window[0]),
-                pd.Timestamp(cfg.holdout_window[1]),
-                color="0.92",
-                zorder=0,
-                label="held out",
-            )
-        if band:
-            ax.fill_between(
-                weeks,
-                rows["band_low"],
-                rows["band_high"],
-                color="C0",
-                alpha=0.25,
-                label=f"best {counted(len(band), 'trial')}{rerun}",
-            )
-        ax.plot(weeks, rows["observed"], "ko", ms=4, label="observed")
-        ax.plot(weeks, rows["simulated"], "C0-", label="best fit")
-        ax.set_title(f"{t.replace('_', ' ')} per week (scaled to the region)")
-        ax.set_ylabel("count per week")
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))
-        ax.legend(fontsize=8)
-    axes[-1, 0].set_xlabel("week starting (7-day blocks from each window's first day)")
-    fig.tight_layout()
-    fig.savefig(file, dpi=110)
-    plt.close(fig)

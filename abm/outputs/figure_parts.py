@@ -38,10 +38,10 @@ def date_axis(ax: Any, start: date, days: int, maxticks: int = 7) -> Any:
     return top
 
 
-def _display_paths(ax: Any) -> list[tuple[MplPath, bool]]:
-    """The axes' data as paths in display coordinates, each with whether it is filled (a band):
-    every line with points and every collection (bands, error bars); a line broken by NaN gives
-    a path per piece."""
+def _display_paths(ax: Any) -> list[tuple[MplPath, str]]:
+    """The axes' data as paths in display coordinates, each with what it draws: "points" (a line
+    of markers only), "line" or "filled" (a band); every line with points and every collection
+    (bands, error bars); a line broken by NaN gives a path per piece."""
     paths = []
     for line in ax.lines:
         xy = np.asarray(line.get_xydata(), dtype=float)
@@ -49,25 +49,27 @@ def _display_paths(ax: Any) -> list[tuple[MplPath, bool]]:
             continue  # a legend-only entry
         shown = line.get_transform().transform(xy)
         ok = np.isfinite(shown).all(axis=1)
+        kind = "points" if line.get_linestyle() in ("None", "", " ") else "line"
         pieces = np.split(np.arange(len(ok)), np.flatnonzero(np.diff(ok.astype(int))) + 1)
-        paths += [(MplPath(shown[piece]), False) for piece in pieces if ok[piece[0]]]
+        paths += [(MplPath(shown[piece]), kind) for piece in pieces if ok[piece[0]]]
     for coll in ax.collections:
         transform = coll.get_transform()
         for path in coll.get_paths():
             shown = transform.transform(path.vertices)
             shown = shown[np.isfinite(shown).all(axis=1)]
             if len(shown):
-                paths.append((MplPath(shown), True))
+                paths.append((MplPath(shown), "filled"))
     return paths
 
 
 def covers_data(ax: Any, legend: Legend) -> bool:
-    """Whether ``legend``, where it is drawn, lies over any of ``ax``'s lines or bands (the
-    figure is drawn, without rendering, to know where)."""
+    """Whether ``legend``, where it is drawn, lies over any of ``ax``'s points, lines or bands
+    (the figure is drawn, without rendering, to know where); shaded spans (a held-out window)
+    are not data."""
     ax.figure.draw_without_rendering()
     box = Bbox(legend.get_window_extent().get_points())
-    for path, filled in _display_paths(ax):
-        if box.count_contains(path.vertices) or path.intersects_bbox(box, filled=filled):
+    for path, kind in _display_paths(ax):
+        if box.count_contains(path.vertices) or (kind != "points" and path.intersects_bbox(box, kind == "filled")):
             return True
     return False
 
