@@ -17,14 +17,16 @@ def date_ticks(axis: Any, span_days: float, maxticks: int = 7) -> None:
     """Ticks of whole calendar days on ``axis`` (an x axis whose values are matplotlib date
     numbers) spanning ``span_days``: days a few apart where the span is short (the automatic
     locator would tick hours there, each written as the same date), else days, weeks or months as
-    the span asks, at most ``maxticks``. Written short ("Apr", "15"), the year (and the month, for
-    ticks of days) given once at the axis's end, so that every tick says which date it is."""
+    the span asks, at most ``maxticks``. Written short ("Apr", "15"), the year given once at the
+    axis's end, so that every tick says which date it is."""
     if span_days < 2 * maxticks:
         locator: Any = mdates.DayLocator(interval=max(1, int(np.ceil(span_days / maxticks))))
     else:
         locator = mdates.AutoDateLocator(minticks=3, maxticks=maxticks)
     axis.set_major_locator(locator)
-    axis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=True))
+    # the offset names the year alone: ticks of days name their month where it starts ("Apr", "08")
+    offsets = ["", "%Y", "%Y", "%Y-%b-%d", "%Y-%b-%d", "%Y-%b-%d %H:%M"]
+    axis.set_major_formatter(mdates.ConciseDateFormatter(locator, offset_formats=offsets, show_offset=True))
 
 
 def date_axis(ax: Any, start: date, days: int, maxticks: int = 7) -> Any:

@@ -6,6 +6,7 @@ Everything is written into a temporary sibling folder that is renamed at the end
 
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from abm.learning.report import gain_shown, line_style, plot_round_curves, provenance, save_figure
+from abm.outputs.figure_parts import date_ticks
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
@@ -219,9 +221,59 @@ def institution_bars(report: dict[str, Any], names: list[str], metric: str) -> F
     return fig
 
 
+def fits_figure(
+    report: dict[str, Any], curves: dict[str, list[Any]], institutions: list[Institution], replicates: int
+) -> Figure:
+    """Each institution's weekly cases and admissions per 100,000 (a column each): observed
+    (dots; in known_truth mode simulated at the truth) and simulated at each protocol's estimate
+    (``curves``: a line per protocol, the mean of ``replicates`` replicates, in the colour it has
+    in curves.png), by the date each week starts; the legend beside the panels, the scenario and
+    what is drawn in the title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from abm.calibration.observed import weekly
+
+    keys = list(report["protocols"])
+    n = len(institutions)
+    fig, axes = plt.subplots(2, n, figsize=(3.2 * n + 1.8, 6.0), squeeze=False)
+    window = tuple(np.datetime64(d) for d in report["window"])
+    for i, inst in enumerate(institutions):
+        obs = weekly(inst.observed_daily, window)
+        weeks = pd.date_range(report["window"][0], periods=len(obs), freq="7D")
+        for c, channel in enumerate(("cases", "hospital_admissions")):
+            ax = axes[c, i]
+            ax.plot(weeks, obs[channel].to_numpy(), "ko", ms=4, label="observed")
+            for k in keys:
+                if k in curves:
+                    line = weekly(curves[k][i], window)[channel].to_numpy()
+                    ax.plot(weeks, line, label=k, lw=1, **line_style(keys.index(k)))
+            ax.set_title(f"{inst.name}: {channel.replace('_', ' ')}", fontsize=9)
+            date_ticks(ax.xaxis, 7 * max(len(obs) - 1, 1), maxticks=4)
+            if c == 1:
+                ax.set_xlabel("week starting")
+            if i == 0:
+                ax.set_ylabel("per 100k per week")
+    # beside the panels: inside the first it lay over the observed weeks it explains
+    axes[0, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.03, 1.0), borderaxespad=0.0)
+    truth = " (simulated at the truth)" if report.get("mode") == "known_truth" else ""
+    each = "one replicate" if replicates == 1 else f"the mean of {replicates} replicates"
+    title = (
+        f"{report['scenario']}: weekly cases and hospital admissions per 100,000; dots: observed{truth}; "
+        f"lines: simulated at each protocol's estimate ({each})"
+    )
+    fig.suptitle("\n".join(textwrap.wrap(title, int(11 * fig.get_figwidth()))), fontsize=10)
+    return fig
+
+
 def _plots(
-    report: dict[str, Any], curves: dict[str, list[Any]], institutions: list[Institution], out: Path
+    report: dict[str, Any], curves: dict[str, list[Any]], institutions: list[Institution], out: Path, replicates: int
 ) -> list[str]:
+    """Every plot of the report into ``out``; their file names (``replicates``: of each fit at an
+    estimate)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -230,7 +282,6 @@ def _plots(
     prots = report["protocols"]
     keys = list(prots)
     names = [i.name for i in institutions]
-    n = len(names)
     files = []
     own = any(not np.isnan(prots[k].get("mean_recovery_own", float("nan"))) for k in keys)
     for metric, fname in (
@@ -243,24 +294,7 @@ def _plots(
             continue
         save_figure(institution_bars(report, names, metric), out / fname, files)
 
-    fig, axes = plt.subplots(2, n, figsize=(3.2 * n, 5.5), squeeze=False)
-    from abm.calibration.observed import weekly
-
-    window = tuple(np.datetime64(d) for d in report["window"])
-    show = [k for k in keys if k in curves]
-    for i, inst in enumerate(institutions):
-        obs = weekly(inst.observed_daily, window)
-        for c, channel in enumerate(("cases", "hospital_admissions")):
-            ax = axes[c, i]
-            ax.plot(obs[channel].to_numpy(), "ko", ms=4, label="observed")
-            for j, k in enumerate(show):
-                ax.plot(weekly(curves[k][i], window)[channel].to_numpy(), label=k, lw=1, **line_style(j))
-            ax.set_title(f"{inst.name}: {channel.replace('_', ' ')}", fontsize=9)
-            ax.set_xlabel("week of window")
-            if i == 0:
-                ax.set_ylabel("per 100k per week")
-    axes[0, 0].legend(fontsize=7)
-    save_figure(fig, out / "fits.png", files)
+    save_figure(fits_figure(report, curves, institutions, replicates), out / "fits.png", files)
 
     plot_round_curves(
         prots,
@@ -316,7 +350,7 @@ def run_private_calibration(
     report["timings_s"]["total"] = time.perf_counter() - start
     report.update(provenance(path_or_dict, sets))
     with atomic_folder(target, "private_calibration") as tmp:
-        report["plots"] = _plots(report, curves, institutions, tmp)
+        report["plots"] = _plots(report, curves, institutions, tmp, scenario.evaluation.estimate_replicates)
         # strict JSON: a figure that cannot be computed (NaN) is written as null
         (tmp / "report.json").write_text(dumps(report), encoding="utf-8")
         text = markdown(report)

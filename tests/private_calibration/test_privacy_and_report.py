@@ -935,3 +935,49 @@ def found(folder: Path) -> object:
         return [strip(v) for v in value] if isinstance(value, list) else value
 
     return strip(json.loads((folder / "report.json").read_text()))
+
+
+def test_the_fits_plot_says_what_it_draws_by_date_with_its_legend_beside_the_panels():
+    """fits.png had no title (nothing said the lines are each protocol's estimate simulated, nor
+    of how many replicates), counted "week of window" 0-7 instead of naming the weeks' dates, and
+    its legend lay inside the first panel over the observed weeks. Each protocol's line keeps its
+    colour of curves.png where a protocol has no fit to draw."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from abm.learning.report import line_style
+    from abm.private_calibration.report import fits_figure
+
+    days = pd.date_range("2020-02-29", "2020-04-24")
+    frame = pd.DataFrame({"cases": 10.0, "hospital_admissions": 1.0}, index=days)
+    institutions = [SimpleNamespace(name=name, observed_daily=frame * 3) for name in ("A", "B")]
+    report = {
+        "scenario": "pc",
+        "mode": "known_truth",
+        "window": ["2020-02-29", "2020-04-24"],
+        "protocols": {"local": {}, "fedavg": {}, "mapl": {}},
+    }
+    fig = fits_figure(report, {"local": [frame, frame], "mapl": [frame * 2, frame * 2]}, institutions, 3)
+    fig.tight_layout()
+    fig.draw_without_rendering()
+    title = " ".join(fig.get_suptitle().split())
+    assert title == (
+        "pc: weekly cases and hospital admissions per 100,000; dots: observed (simulated at the truth); "
+        "lines: simulated at each protocol's estimate (the mean of 3 replicates)"
+    )
+    legend = next(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)
+    assert [t.get_text() for t in legend.get_texts()] == ["observed", "local", "mapl"]
+    box = legend.get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+    ax = fig.axes[0]
+    # eight weeks from 2020-02-29, each dot on the date its week starts
+    dots = ax.lines[0].get_xdata()
+    assert [pd.Timestamp(x).date().isoformat() for x in dots[:2]] == ["2020-02-29", "2020-03-07"] and len(dots) == 8
+    assert "Mar" in [t.get_text() for t in ax.get_xticklabels()]
+    assert ax.xaxis.get_major_formatter().get_offset() == "2020"
+    assert fig.axes[len(institutions)].get_xlabel() == "week starting"
+    mapl = next(line for line in ax.lines if line.get_label() == "mapl")
+    assert mapl.get_color() == line_style(2)["color"]  # mapl is the third protocol, as in curves.png
+    plt.close(fig)
