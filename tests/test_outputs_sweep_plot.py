@@ -98,8 +98,9 @@ def test_points_are_means_and_bars_the_replicates_range_per_line():
         assert panels["generation interval (days)"]["weight=0.4"]["y"] == pytest.approx([9.0, 7.0])
         beds = panels["peak hospital beds in use per 100,000 agents"]["weight=0.2"]
         assert beds["y"] == pytest.approx([32.0, 12.0])  # already per 100,000: not scaled again
-        capacity = [ln for ln in fig.axes[1].lines if ln.get_label() == "capacity"]
+        capacity = [ln for ln in fig.axes[1].lines if ln.get_label().startswith("capacity")]
         assert len(capacity) == 1 and capacity[0].get_ydata()[0] == 55.0
+        assert capacity[0].get_label() == "capacity: 55 beds per 100k"  # as the run plots name it
         assert "2 replicates" in fig._suptitle.get_text() and "4 variants" in fig._suptitle.get_text()
     finally:
         plt.close(fig)
@@ -114,7 +115,7 @@ def test_no_capacity_line_where_variants_differ_and_categories_keep_their_order(
         var["sweep"][WEIGHT] = "low" if var["sweep"][WEIGHT] == 0.2 else "high"
     fig = sweep_figure("s", table, variants, sweeps)
     try:
-        assert not [ln for ln in fig.axes[1].lines if ln.get_label() == "capacity"]
+        assert not [ln for ln in fig.axes[1].lines if ln.get_label().startswith("capacity")]
         ax = fig.axes[0]
         assert ax.get_xlabel() == START
         assert [t.get_text() for t in ax.get_xticklabels()] == ["late", "early"]
@@ -230,5 +231,40 @@ def test_list_and_mapping_values_are_written_with_one_space_after_commas_and_col
         ax = fig.axes[0]
         assert [t.get_text() for t in ax.get_xticklabels()] == ["[10, 20]", "[30]"]
         assert sorted(plotted(ax)) == ['infections={"asymptomatic": 10}', 'infections={"asymptomatic": 20}']
+    finally:
+        plt.close(fig)
+
+
+def test_a_legend_that_would_cover_the_lines_goes_under_the_panels():
+    """Six lines (three start days by two adoptions) of rising peaks: the legend, inside the peak
+    beds panel where matplotlib found best, lay over two lines and the capacity line; it now goes
+    under the panels. Two lines leave a corner free, and the legend stays in it."""
+    adopt = "interventions.digital_tracing.app_adoption"
+    sweeps = {WEIGHT: [0.2, 0.6], START: [10, 30, 60], adopt: [0.2, 0.6]}
+    rows, variants = [], []
+    for v, (w, start, adoption) in enumerate(
+        (w, s, a) for w in sweeps[WEIGHT] for s in sweeps[START] for a in sweeps[adopt]
+    ):
+        swept = {WEIGHT: w, START: start, adopt: adoption}
+        variants.append({"variant": v, "sweep": swept, "scenario": {"outputs": {"hospital_beds_per_100k": 55.0}}})
+        for r in range(2):  # peaks from 30 at weight 0.2 to 20-135 at 0.6, every line through the panel
+            peak = 30.0 if w == 0.2 else 20.0 + 23 * (v - 6)
+            rows.append({"variant": v, "replicate": r, "agents": 1500, "peak_hospital_occupancy_per_100k": peak + r})
+    fig = sweep_figure("s", pd.DataFrame(rows), variants, sweeps)
+    try:
+        assert fig.axes[1].get_legend() is None and len(fig.legends) == 1
+        assert len(fig.legends[0].get_texts()) == 7  # six lines and the capacity
+        fig.draw_without_rendering()
+        box = fig.legends[0].get_window_extent()
+        assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+    finally:
+        plt.close(fig)
+    from abm.outputs.figure_parts import covers_data
+
+    table, variants, sweeps = hand_sweep()
+    fig = sweep_figure("s", table, variants, sweeps)
+    try:
+        legend = fig.axes[1].get_legend()
+        assert legend is not None and not fig.legends and not covers_data(fig.axes[1], legend)
     finally:
         plt.close(fig)

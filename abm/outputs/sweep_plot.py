@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from abm.key_paths import short_keys
+from abm.outputs.figure_parts import covers_data
 from abm.outputs.plots import colors, range_bars
 from abm.outputs.sweep_report import value_text
 from abm.plurals import counted
@@ -129,7 +130,8 @@ def sweep_figure(
         if column == "reproduction_number_initial":
             ax.axhline(1.0, color="black", linestyle="--", linewidth=1.0)
         if column == "peak_hospital_occupancy_per_100k" and len(beds) == 1:
-            ax.axhline(next(iter(beds)), color="#b22222", linestyle="--", linewidth=1.2, label="capacity")
+            bed = next(iter(beds))
+            ax.axhline(bed, color="#b22222", linestyle="--", linewidth=1.2, label=f"capacity: {bed:g} beds per 100k")
         ax.set_title(title, fontsize=11)
         ax.set_xlabel(key)
         if not numeric:
@@ -141,7 +143,10 @@ def sweep_figure(
         ax.grid(alpha=0.3)
     handles, names = axes.flat[1].get_legend_handles_labels()
     if handles:
-        axes.flat[1].legend(handles, names, fontsize=8, loc="best")
+        legend = axes.flat[1].legend(handles, names, fontsize=8, loc="best")
+        if covers_data(axes.flat[1], legend):  # many lines: under the panels, for all of them
+            legend.remove()
+            fig.legend(handles, names, fontsize=8, loc="outside lower center", ncols=min(3, len(handles)))
     reps = "/".join(str(r) for r in replicates)
     note = (
         "one replicate: no bars" if replicates == [1] else f"point: mean; bar: lowest to highest of {reps} replicates"
