@@ -104,15 +104,21 @@ def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path, title:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    from abm.outputs.figure_parts import legend_clear_of_data
+
     fig, ax = plt.subplots(figsize=(6, 4))
     for k, (name, prot) in enumerate(protocols.items()):
-        ax.plot(np.arange(1, len(prot["history"]) + 1), prot["history"], label=name, **line_style(k))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
+        rounds = np.arange(1, len(prot["history"]) + 1)
+        single = len(rounds) == 1  # a line of one point draws nothing: mark it
+        ax.plot(rounds, prot["history"], label=name, marker="o" if single else None, **line_style(k))
+    if max(len(p["history"]) for p in protocols.values()) == 1:
+        ax.set_xlim(0.5, 1.5)  # round 1 alone, not ticks of 0.945 ... 1.05 rounds
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # rounds are whole
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7)
+    legend_clear_of_data(ax, fontsize=7)  # ten protocols' legend lay over their curves
     save_figure(fig, path)
 
 

@@ -981,3 +981,36 @@ def test_the_fits_plot_says_what_it_draws_by_date_with_its_legend_beside_the_pan
     mapl = next(line for line in ax.lines if line.get_label() == "mapl")
     assert mapl.get_color() == line_style(2)["color"]  # mapl is the third protocol, as in curves.png
     plt.close(fig)
+
+
+def test_round_curves_keep_their_legend_off_the_curves(tmp_path, monkeypatch):
+    """Ten protocols whose curves cross the whole axes: the legend, wherever matplotlib put it
+    inside, lay over some of them; it goes beside the axes. Two curves leave room inside."""
+    from abm.learning import report as learning_report
+
+    figures = []
+    monkeypatch.setattr(learning_report, "save_figure", lambda fig, path, files=None: figures.append(fig))
+    crossing = {f"p{k}": {"history": [k / 10, 1 - k / 10, k / 10, 1 - k / 10]} for k in range(10)}
+    learning_report.plot_round_curves(crossing, "accuracy", tmp_path / "curves.png")
+    few = {"local": {"history": [0.4, 0.5, 0.5, 0.6]}, "fedavg": {"history": [0.5, 0.6, 0.6, 0.7]}}
+    learning_report.plot_round_curves(few, "accuracy", tmp_path / "few.png")
+    for fig, outside in zip(figures, (True, False), strict=True):
+        ax = fig.axes[0]
+        fig.draw_without_rendering()
+        legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert (legend.x0 >= box.x1) == outside
+
+
+def test_round_curves_of_one_round_mark_it_and_tick_round_1_alone(tmp_path, monkeypatch):
+    """`abm learn ... --set rounds=1`: curves.png drew nothing (lines of one point) over an axis
+    ticked 0.945 ... 1.05 rounds."""
+    from abm.learning import report as learning_report
+
+    figures = []
+    monkeypatch.setattr(learning_report, "save_figure", lambda fig, path, files=None: figures.append(fig))
+    one = {"local": {"history": [0.4]}, "fedavg": {"history": [0.5]}}
+    learning_report.plot_round_curves(one, "accuracy", tmp_path / "curves.png")
+    ax = figures[0].axes[0]
+    assert [line.get_marker() for line in ax.lines] == ["o", "o"]
+    lo, hi = ax.get_xlim()
+    assert [t for t in ax.get_xticks() if lo <= t <= hi] == [1]
