@@ -154,6 +154,25 @@ def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error)
     assert not out.exists()
 
 
+def test_the_size_docs_learning_md_gives_as_too_large_is_refused_for_memory(tmp_path, monkeypatch):
+    """docs/learning.md gave `n_samples: 1e11` as a size the memory cannot hold; YAML reads 1e11 as
+    text, so a user who wrote it got 'must be a whole number', not the memory line the doc describes.
+    The doc's value, read from it, now reaches the memory check. (The data's allocation is made to
+    fail, as above.)"""
+    from abm.learning import split
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "learning.md").read_text()
+    n_samples = yaml.safe_load(re.search(r"`n_samples:\s+([^`]+)`", doc)[1])
+    f = _scenario(tmp_path, data={"source": "gaussian_mixture", "n_samples": n_samples})
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError(f"Unable to allocate {n_samples} samples")
+
+    monkeypatch.setattr(split, "source_arrays", fail)
+    res = _cli("validate", str(f))
+    assert res.exit_code == 2 and "the run needs more memory than this machine has" in res.output, res.output
+
+
 def test_models_whose_weights_exceed_the_memory_are_refused_before_anything_runs(tmp_path, monkeypatch):
     """A hidden width of 1e11 passed `abm validate` (it builds no model), and `abm learn` said
     'running ...' before it failed to build one. The models' weights are now counted from their
