@@ -365,3 +365,33 @@ def test_gains_that_cancel_read_zero_not_minus_zero():
     }
     line = summary_lines({"institutions": [{"name": "A"}], "protocols": {"fedavg": calibration}})[1]
     assert line.split() == ["fedavg", "0.500", "0.500", "+0.000", "0.000", "0.500", "+0.000", "0.30", "0.00"]
+
+
+def test_docs_learning_md_names_every_key_of_report_json(tmp_path):
+    """docs/learning.md described report.json in prose and named few of its keys (not `plots`,
+    `flower_requests`, a protocol's `mean_score`, `bytes_by_kind` or `history`, a participant's
+    `kinds_sent`, the privacy settings' keys): its table of keys now names, in backticks, every key
+    of the report, of a protocol's entry, of a participant's and of the privacy settings (the
+    protocols' own `params` and `summary` are described with each protocol), and every key the
+    table names is written (`flower_requests` by the Flower runners only); so are its plot files."""
+    dp = {"secure_aggregation": True, "dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1.0e-5}}
+    toy = {"users_per_domain": 2, "domains": 2, "rounds": 2, "policies": ["random"]}
+    protocols = [{"name": "fedavg", "privacy": dp}, {"name": "mapl"}, {"name": "cycle"}, {"name": "p2p_selection"}]
+    f = _scenario(tmp_path, protocols=protocols, selection_toy=toy)
+    res = _cli("learn", str(f), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    entry = report["protocols"]["fedavg"]
+    keys = (
+        set(report) | set(entry) | set(entry["participants"][0]) | set(entry["privacy"]) | set(entry["privacy"]["dp"])
+    )
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "learning.md").read_text()
+    table = doc[doc.index("`report.json`'s keys, by name") : doc.index("Reading the collaboration record")]
+    assert sorted(k for k in keys if f"`{k}`" not in table) == []
+    firsts = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| `")]
+    participant = next(line for line in table.splitlines() if line.startswith("| `participants` | one entry"))
+    listed = {n for cell in [*firsts, participant] for n in re.findall(r"`(\w+)`", cell)}
+    assert sorted(listed - keys - {"flower_requests"}) == []
+    # and the plot files, a protocol's by its label (the MAPL graph and CYCle reputations were not named)
+    plots = {re.sub(f"^({'|'.join(report['protocols'])})_", "<label>_", name) for name in report["plots"]}
+    assert sorted(name for name in plots if f"`{name}`" not in doc) == []
