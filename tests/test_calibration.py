@@ -357,6 +357,11 @@ def test_fit_weekly_csv_holds_the_weeks_the_losses_compare(tmp_path):
             rmse = np.sqrt(np.mean((np.log1p(s) - np.log1p(o)) ** 2))
             assert summary[key][target]["rmse_log1p_weekly"] == pytest.approx(rmse, rel=1e-12)
     assert '<a href="fit_weekly.csv">' in (out / "report.html").read_text()
+    # docs/calibration.md names every key and column of the folder (it named steps.csv's, and
+    # trials.csv's state, rerank_loss_fit, and fit_weekly.csv's target and window, in words only)
+    from conftest import calibration_names_unlisted
+
+    assert calibration_names_unlisted(out) == []
 
 
 def test_losses_are_weekly_rmse_of_log1p_and_normalized_deviation():
