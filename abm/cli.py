@@ -1079,11 +1079,12 @@ def compare(
     """Overlay runs in the same plots and write a comparison table (CSV, Markdown) and an HTML report.
 
     RUNS are run folders written by `abm run`, of the same number of days; the
-    first is the reference for the cost per averted hospitalization. The report
-    folder (--out) holds comparison.csv, comparison_by_age.csv (deaths by age
-    and what each run averts there), comparison.md, report.html and plots/; it
-    is written at the end, all at once, and replaces only a comparison abm
-    wrote.
+    first is the reference: what the others avert (hospitalizations, deaths),
+    their cost per averted hospitalization and death and their changes are
+    taken against it. The report folder (--out) holds comparison.csv,
+    comparison_by_age.csv (deaths by age and what each run averts there),
+    comparison.md, report.html and plots/; it is written at the end, all at
+    once, and replaces only a comparison abm wrote.
 
     Exit code 0 when done; 2 for bad input (nothing is written); 130 after
     Ctrl-C, 143 after SIGTERM (nothing is written, an earlier report is kept); 1

@@ -103,6 +103,31 @@ def tiny_calibration(tmp_path: Path, trials: int = 14, agents: int = 3000, reran
     return path
 
 
+def calibration_names_unlisted(out: Path) -> list[str]:
+    """The keys of a calibration folder's calibration.json and the columns of its CSV files that
+    docs/calibration.md's table of files does not name in backticks (trials.csv's per-parameter
+    columns as the table names them: `params_<key>`, `user_attrs_*`, `rerank_<key>`)."""
+    import json
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "calibration.md").read_text()
+    table = doc[: doc.index("## Methods")]
+    info = json.loads((out / "calibration.json").read_text())
+    names = set(info) | {"weekly_transmission_multipliers"} & set(info["best_parameters"])
+    names |= {k for window in ("fit", "holdout") for losses in (info[window] or {}).values() for k in losses}
+    names |= {k for entry in info.get("reranked") or [] for k in entry}
+    for csv in ("trials.csv", "steps.csv", "fit_weekly.csv"):
+        if (out / csv).exists():
+            names |= set(pd.read_csv(out / csv, nrows=0).columns)
+    patterns = {
+        r"^params_.+": "params_<key>",
+        r"^user_attrs_.+": "user_attrs_*",
+        r"^rerank_(?!loss_fit$).+": "rerank_<key>",
+    }
+    named = {next((v for k, v in patterns.items() if re.match(k, n)), n) for n in names}
+    return sorted(n for n in named if f"`{n}`" not in table)
+
+
 def quiet_contacts(**layers: dict) -> ContactConfig:
     """Contact settings with every layer off unless given."""
     base = {

@@ -217,6 +217,9 @@ def test_gradient_calibration_moves_beta_to_the_truth(tmp_path):
     assert list(weeks.columns) == ["target", "window", "week_start", "week_end", "observed", "simulated"]
     page = (out / "report.html").read_text()
     assert "fitted parameters (gradient, 10 steps)" in page and '<a href="steps.csv">' in page
+    from conftest import calibration_names_unlisted  # docs/calibration.md named steps.csv's columns in words
+
+    assert calibration_names_unlisted(out) == []
 
 
 def test_the_gradient_method_runs_the_scenarios_own_kind_of_population(tmp_path, monkeypatch):

@@ -1,10 +1,13 @@
-"""The maintainer script that derives King County's tracts.csv: its polygon centroids."""
+"""The maintainer scripts that derive King County's tracts.csv (its polygon centroids) and its 2020
+series: how they are called."""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,18 @@ def test_bounds_are_rounded_outwards():
     feature = {"properties": {"GEOID": "A"}, "geometry": {"type": "Polygon", "coordinates": [ring]}}
     geo = {"type": "FeatureCollection", "features": [feature]}
     assert derive.bounds_of(geo) == [-122.5282, 47.0844, -121.0659, 47.7806]
+
+
+@pytest.mark.parametrize("script", ["derive_king_county_region.py", "derive_king_county_series.py"])
+def test_without_the_extracts_folder_a_script_says_how_to_call_it(script):
+    """docs/calibration.md called the series script as `tools/derive_king_county_series.py
+    --check`; without the extracts' folder both scripts ended in a StopIteration traceback. Now
+    argparse's usage line names the folder, exit code 2; --help describes it."""
+    tool = TOOL.parent / script
+    res = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1].endswith("error: the following arguments are required: extracts")
+    res = subprocess.run([sys.executable, str(tool), "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "the folder of the public King County extracts" in res.stdout
+    doc = (TOOL.parents[1] / "docs" / "calibration.md").read_text()
+    assert "tools/derive_king_county_series.py EXTRACTS --check" in doc

@@ -489,13 +489,16 @@ def test_compare_of_a_table_cut_short_or_with_a_word_for_a_number_says_so(runs, 
 
 
 def test_compare_help_says_what_runs_are_and_the_exit_codes():
-    """typer 0.20 with click 8.5 drops the RUNS argument's own help, so the command's text says it."""
+    """typer 0.20 with click 8.5 drops the RUNS argument's own help, so the command's text says it.
+    The first run is the reference of every figure compared (it said: for the cost per averted
+    hospitalization; the averted counts, the deaths' cost and the changes are taken against it too)."""
     from typer.testing import CliRunner
 
     from abm.cli import app
 
     text = " ".join(CliRunner().invoke(app, ["compare", "--help"]).output.replace("│", " ").split())
     assert "RUNS are run folders written by `abm run`, of the same number of days; the first is the reference" in text
+    assert "the first is the reference: what the others avert (hospitalizations, deaths), their cost per" in text
     assert "Exit code 0 when done; 2 for bad input (nothing is written); 130 after Ctrl-C, 143 after SIGTERM" in text
 
 

@@ -181,6 +181,17 @@ def _section(text: str, start: str, end: str) -> str:
     return text[text.index(start) : text.index(end)]
 
 
+def _listed(section: str) -> set[str]:
+    """The names a section's tables list in their first column, in backticks (`plots/` as `plots`;
+    `.parquet`, a suffix of the name before it, and `<column>`, a placeholder, left out)."""
+    names = set()
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith("| ---"):
+            first = line.split(" | ")[0]
+            names |= {n.rstrip("/") for n in re.findall(r"`([^`]+)`", first)}
+    return {n for n in names if not n.startswith((".", "<"))}
+
+
 def test_the_output_reference_names_every_column_and_key_of_a_run_folder(tmp_path):
     """docs/outputs.md's run-folder section (the README's table, before it moved there) names, in
     backticks, each column of the run's tables and each key of its summary.json and manifest.json:
@@ -212,6 +223,7 @@ def test_the_output_reference_names_every_column_and_key_of_a_run_folder(tmp_pat
     for meta in ("summary", "manifest"):
         names |= _keys(json.loads((out / f"{meta}.json").read_text()))
     assert sorted(n for n in names if f"`{n}`" not in section) == []
+    assert sorted(_listed(section) - names - files) == []  # and every name its tables list is written
 
 
 def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp_path):
@@ -221,7 +233,9 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     a series; and sweep_summary.csv's X_mean and X_sd of a column X of sweep.csv, which it names as
     the mean and sd of each, and the changes of each by-age column X, which it names once, as
     ``<column>_change_per_100k`` and so on), and each key of sweep.json, of its timings and of a
-    variant's entry (the docs named 5 of its 17 keys, and called a variant's entry its scenario)."""
+    variant's entry (the docs named 5 of its 17 keys, and called a variant's entry its scenario).
+    One of the compared runs is dated: comparison.csv's peak_hospital_date, which only a comparison
+    with a dated run has, was not named."""
     import json
 
     import pandas as pd
@@ -233,12 +247,17 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     compared = _section(doc, "## The comparison folder", "## The sweep folder")
     swept = doc[doc.index("## The sweep folder") :]
     scenarios = root / "scenarios/king_county"
-    runs = [abm.run(scenarios / f"{name}.yaml", agents=500, days=3, replicates=2) for name in ("ni", "vacc")]
+    dated = ["simulation.start_date=2021-01-04"]  # a dated run adds peak_hospital_date (it was not named)
+    runs = [
+        abm.run(scenarios / f"{name}.yaml", agents=500, days=3, replicates=2, sets=sets)
+        for name, sets in (("ni", None), ("vacc", dated))
+    ]
     out = abm.compare(runs).write(tmp_path / "comparison")
     names = {"comparison.csv", "comparison.md", "comparison_by_age.csv", "report.html"}
     for table in ("comparison", "comparison_by_age"):
         names |= set(pd.read_csv(out / f"{table}.csv", nrows=0).columns)
     assert sorted(n for n in names if f"`{n}`" not in compared) == []
+    assert sorted(_listed(compared) - names - {"plots"}) == []
 
     key = "interventions.vaccination.start_day"
     sweep = abm.run_sweep(
@@ -263,3 +282,22 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     info = json.loads((out / "sweep.json").read_text())  # its keys, its timings' and a variant's
     names |= set(info) | set(info["timings"]) | set(info["variants"][0])
     assert sorted(n for n in names if f"`{n}`" not in swept) == []
+    written = names | ages | set(pd.read_csv(out / "sweep_summary.csv", nrows=0).columns)
+    assert sorted(_listed(swept) - written - {"ray_cpus", "ray_gpus"}) == []  # those two on Ray only
+
+
+def test_the_output_reference_gives_the_folder_each_command_writes_by_default():
+    """docs/outputs.md's first table gives each command's folder as its --help does: it said that
+    `abm compare` writes "the `--out` folder", while without --out it writes runs/comparison/."""
+    from typer.testing import CliRunner
+
+    from abm.cli import app
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text()
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| `abm (\w+)[^|]*\| `([^`]+)` \|", doc, re.M)}
+    assert set(rows) == {"run", "compare", "sweep"}
+    for command, folder in rows.items():
+        text = " ".join(CliRunner().invoke(app, [command, "--help"]).output.replace("│", " ").split())
+        default = re.search(r"--out PATH .*?(?:\(default |\[default: )(runs/[^)\]]+)", text)
+        assert default, command
+        assert folder.replace("<scenario name>", "<name>") == f"{default[1]}/".replace("<scenario name>", "<name>")

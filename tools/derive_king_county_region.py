@@ -17,6 +17,7 @@ figures live in ``region.yaml`` next to it, with their sources.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import itertools
@@ -163,11 +164,10 @@ def main(src: Path, dst: Path, check: bool = False) -> bool:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
+    parser = argparse.ArgumentParser(description="Derive King County's tracts.csv from public extracts.")
+    parser.add_argument("extracts", type=Path, help="the folder of the public King County extracts")
+    parser.add_argument("--check", action="store_true", help="write nothing; say whether the files are as derived")
+    args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
-    ok = main(
-        Path(next(a for a in args if a != "--check")),
-        root / "abm/populations/regions/king_county/tracts.csv",
-        check="--check" in args,
-    )
+    ok = main(args.extracts, root / "abm/populations/regions/king_county/tracts.csv", check=args.check)
     sys.exit(0 if ok else 1)

@@ -20,6 +20,7 @@ It also prints what setting negative differences to 0 adds to the 2020 totals.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as dt
 import sys
@@ -74,14 +75,17 @@ def mobility_text(source: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    check = "--check" in args
-    source = Path(next(a for a in args if a != "--check"))
+def main(argv: list[str] | None = None) -> None:
+    """Write the two files from the extracts' folder given first, or with ``--check`` compare them."""
+    parser = argparse.ArgumentParser(description="Derive the King County 2020 daily series from public extracts.")
+    parser.add_argument("extracts", type=Path, help="the folder of the public King County extracts")
+    parser.add_argument("--check", action="store_true", help="write nothing; say whether the files are as derived")
+    args = parser.parse_args(argv)
+    source = args.extracts
     outputs = {OBSERVED: observed_text(source), MOBILITY: mobility_text(source)}
     differ = False
     for path, text in outputs.items():
-        if check:
+        if args.check:
             same = path.read_text(encoding="utf-8") == text
             differ |= not same
             print(f"{path.relative_to(ROOT)}: {'as derived' if same else 'DIFFERS from the extracts'}")

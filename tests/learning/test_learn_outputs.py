@@ -154,6 +154,25 @@ def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error)
     assert not out.exists()
 
 
+def test_the_size_docs_learning_md_gives_as_too_large_is_refused_for_memory(tmp_path, monkeypatch):
+    """docs/learning.md gave `n_samples: 1e11` as a size the memory cannot hold; YAML reads 1e11 as
+    text, so a user who wrote it got 'must be a whole number', not the memory line the doc describes.
+    The doc's value, read from it, now reaches the memory check. (The data's allocation is made to
+    fail, as above.)"""
+    from abm.learning import split
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "learning.md").read_text()
+    n_samples = yaml.safe_load(re.search(r"`n_samples:\s+([^`]+)`", doc)[1])
+    f = _scenario(tmp_path, data={"source": "gaussian_mixture", "n_samples": n_samples})
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError(f"Unable to allocate {n_samples} samples")
+
+    monkeypatch.setattr(split, "source_arrays", fail)
+    res = _cli("validate", str(f))
+    assert res.exit_code == 2 and "the run needs more memory than this machine has" in res.output, res.output
+
+
 def test_models_whose_weights_exceed_the_memory_are_refused_before_anything_runs(tmp_path, monkeypatch):
     """A hidden width of 1e11 passed `abm validate` (it builds no model), and `abm learn` said
     'running ...' before it failed to build one. The models' weights are now counted from their
@@ -346,3 +365,33 @@ def test_gains_that_cancel_read_zero_not_minus_zero():
     }
     line = summary_lines({"institutions": [{"name": "A"}], "protocols": {"fedavg": calibration}})[1]
     assert line.split() == ["fedavg", "0.500", "0.500", "+0.000", "0.000", "0.500", "+0.000", "0.30", "0.00"]
+
+
+def test_docs_learning_md_names_every_key_of_report_json(tmp_path):
+    """docs/learning.md described report.json in prose and named few of its keys (not `plots`,
+    `flower_requests`, a protocol's `mean_score`, `bytes_by_kind` or `history`, a participant's
+    `kinds_sent`, the privacy settings' keys): its table of keys now names, in backticks, every key
+    of the report, of a protocol's entry, of a participant's and of the privacy settings (the
+    protocols' own `params` and `summary` are described with each protocol), and every key the
+    table names is written (`flower_requests` by the Flower runners only); so are its plot files."""
+    dp = {"secure_aggregation": True, "dp": {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1.0e-5}}
+    toy = {"users_per_domain": 2, "domains": 2, "rounds": 2, "policies": ["random"]}
+    protocols = [{"name": "fedavg", "privacy": dp}, {"name": "mapl"}, {"name": "cycle"}, {"name": "p2p_selection"}]
+    f = _scenario(tmp_path, protocols=protocols, selection_toy=toy)
+    res = _cli("learn", str(f), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    entry = report["protocols"]["fedavg"]
+    keys = (
+        set(report) | set(entry) | set(entry["participants"][0]) | set(entry["privacy"]) | set(entry["privacy"]["dp"])
+    )
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "learning.md").read_text()
+    table = doc[doc.index("`report.json`'s keys, by name") : doc.index("Reading the collaboration record")]
+    assert sorted(k for k in keys if f"`{k}`" not in table) == []
+    firsts = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| `")]
+    participant = next(line for line in table.splitlines() if line.startswith("| `participants` | one entry"))
+    listed = {n for cell in [*firsts, participant] for n in re.findall(r"`(\w+)`", cell)}
+    assert sorted(listed - keys - {"flower_requests"}) == []
+    # and the plot files, a protocol's by its label (the MAPL graph and CYCle reputations were not named)
+    plots = {re.sub(f"^({'|'.join(report['protocols'])})_", "<label>_", name) for name in report["plots"]}
+    assert sorted(name for name in plots if f"`{name}`" not in doc) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -549,6 +550,16 @@ def test_abm_learn_end_to_end(tmp_path):
     for f in ("recovery.png", "gains.png", "gains_own.png", "nd.png", "fits.png", "curves.png", "regions.png"):
         assert (out / f).stat().st_size > 1000
     assert "codream" in proc.stdout and "report:" in proc.stdout
+    # docs/private_calibration.md names every key (it named a few: not plots, timings_s, nd_mean,
+    # truth_bin_hit, an institution's train_pairs...), and every key its tables list is written
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "private_calibration.md").read_text()
+    section = doc[doc.index("`report.json`'s keys, by name") : doc.index("## Results and what does not hold")]
+    fedavg, parameter = report["protocols"]["fedavg"], next(iter(report["parameters"].values()))
+    keys = set(report) | set(report["institutions"][0]) | set(report["timings_s"]) | set(parameter)
+    keys |= set(fedavg) | set(fedavg["institutions"][0]) | set(fedavg["privacy"])
+    assert sorted(k for k in keys if f"`{k}`" not in section) == []
+    firsts = [line.split(" | ")[0] for line in section.splitlines() if line.startswith("| `")]
+    assert sorted({n for cell in firsts for n in re.findall(r"`(\w+)`", cell)} - keys) == []
 
 
 @pytest.mark.parametrize(
@@ -1014,3 +1025,28 @@ def test_round_curves_of_one_round_mark_it_and_tick_round_1_alone(tmp_path, monk
     assert [line.get_marker() for line in ax.lines] == ["o", "o"]
     lo, hi = ax.get_xlim()
     assert [t for t in ax.get_xticks() if lo <= t <= hi] == [1]
+
+
+@pytest.mark.slow
+def test_the_smaller_run_of_the_docs_gives_the_figures_they_quote(tmp_path, monkeypatch):
+    """docs/private_calibration.md's smaller run for a first look, its command read from the doc
+    and run as written (but --out), about 20 s: it quoted local-only 0.281, FedAvg 0.331 and
+    centralized 0.508, the recovery of the populations before session 37's care-facility rings
+    (0.312, 0.341 and 0.510 since), and the DP run's noise multiplier for 10 releases (2.02)."""
+    import shlex
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "private_calibration.md").read_text()
+    block = doc[doc.index("A smaller run for a first look") :]
+    command = block[block.index("abm learn") : block.index("```", block.index("abm learn"))]
+    args = shlex.split(command.replace("\\\n", " "))[1:]
+    args[args.index("--out") + 1] = str(tmp_path / "pc_small")
+    monkeypatch.chdir(root)
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "pc_small" / "report.json").read_text())["protocols"]
+    quoted = re.search(r"local-only ([\d.]+), FedAvg ([\d.]+),\s+centralized ([\d.]+)", block)
+    for protocol, figure in zip(("local", "fedavg", "centralized"), quoted.groups(), strict=True):
+        assert f"{report[protocol]['mean_recovery']:.3f}" == figure, protocol
+    sigma = re.search(r"set for 10 releases \(([\d.]+)\)", block)[1]
+    assert f"{report['fedavg_secure_dp']['privacy']['dp']['noise_multiplier']:.2f}" == sigma
