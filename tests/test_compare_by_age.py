@@ -196,3 +196,14 @@ def test_residents_get_a_row_where_every_run_has_them():
         table = by_age_table(runs)
         assert RESIDENTS not in set(table["age_group"])
         assert not by_age_summary(table).caption.endswith("age groups too")
+
+
+def test_a_run_of_one_replicate_says_it_has_no_interval():
+    """One replicate each: 80+ deaths 200 per 100,000 in the first run, none in the second. The
+    cell read "200" under "averted /100k (95%)", as if it were the interval's mean with its ends
+    left out; the main table's cells say "(one replicate: no interval)", and so does this one."""
+    first = hand_made("a", [1], [50], seed=1)
+    other = hand_made("b", [0], [20], seed=1)
+    text = by_age_summary(by_age_table([first, other]))
+    assert text.rows[1] == ["80+", "200", "0", "200 (one replicate: no interval)"]
+    assert text.rows[0] == ["0-9", "0", "0", "0 (one replicate: no interval)"]

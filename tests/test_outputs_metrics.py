@@ -630,7 +630,7 @@ def test_cost_per_averted_death_of_hand_built_runs():
     assert table.loc["same"].filter(like="cost_per_averted_death").isna().all()  # no death averted
     assert math.isnan(table.loc["other", "cost_per_averted_hospitalization"])  # no admission averted
     head, _, *rows = markdown(table.reset_index()).splitlines()[:5]
-    at = [c.strip() for c in head.split("|")].index("cost per averted death $ (vs first run)")
+    at = [c.strip() for c in head.split("|")].index("cost per averted death $ (vs first run, 95% interval)")
     assert rows[1].split("|")[at].strip() == f"{extra.mean() / averted.mean():,.2f} ({low:,.2f} to {high:,.2f})"
     wobbly = hand_run("wobbly", 1000, [[0, 9, 0, 0]] * 3, [30.0] * 3, seed=1, deaths=[2, 7, 3])
     note = " ".join(table_note([base, wobbly]).split())

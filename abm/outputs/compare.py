@@ -67,8 +67,8 @@ COLUMNS = {
     "deaths": "deaths (mean, of the agents)",
     "hospitalizations": "hospitalizations (mean, of the agents)",
     "total_cost": "total cost $ (mean, for the agents)",
-    "cost_per_averted_hospitalization": "cost per averted hospitalization $ (vs first run)",
-    "cost_per_averted_death": "cost per averted death $ (vs first run)",
+    "cost_per_averted_hospitalization": "cost per averted hospitalization $ (vs first run, 95% interval)",
+    "cost_per_averted_death": "cost per averted death $ (vs first run, 95% interval)",
     "hospitalizations_averted_per_100k": "hospitalizations averted per 100k (95% interval)",
     "hospitalizations_averted_low": "low end of that interval",
     "hospitalizations_averted_high": "high end of that interval",
@@ -392,7 +392,7 @@ def shown(table: pd.DataFrame, region: bool = False) -> tuple[list[str], list[li
             if all(math.isinf(v) for v in ends):
                 text += " (unbounded)"
             else:
-                text += f" ({low} to {high})" if low and high else " (one replicate: no interval)"
+                text += f" ({low} to {high})" if low and high else f" ({differences.NO_INTERVAL})"
         return compare_reproduction.cell(key, text, row, first)
 
     return keys, [[cell(row, k, i == 0) for k in keys] for i, (_, row) in enumerate(table.iterrows())]

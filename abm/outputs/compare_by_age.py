@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from abm.outputs.differences import LEVEL, paired, paired_interval, welch_interval
+from abm.outputs.differences import LEVEL, NO_INTERVAL, paired, paired_interval, welch_interval
 from abm.outputs.plots import RunTables
 from abm.outputs.summary_table import RESIDENTS, SummaryTable, fixed, without_minus_zero
 
@@ -94,11 +94,12 @@ def by_age_table(runs: list[RunTables], level: float = LEVEL) -> pd.DataFrame:
 
 
 def _averted(row: pd.Series) -> str:
-    """``12 (3 to 21)``: deaths averted per 100,000 of the group with its interval, or the mean
-    alone where there is no interval (one replicate)."""
+    """``12 (3 to 21)``: deaths averted per 100,000 of the group with its interval, or, where there
+    is none (a run of one replicate), the mean with the main table's words for that:
+    ``12 (one replicate: no interval)``; the mean alone read as an interval left out."""
     mean = without_minus_zero(fixed(row["deaths_averted_per_100k"], 0))
     if math.isnan(row["deaths_averted_low"]):
-        return mean
+        return f"{mean} ({NO_INTERVAL})"
     low, high = (without_minus_zero(fixed(row[k], 0)) for k in ("deaths_averted_low", "deaths_averted_high"))
     return f"{mean} ({low} to {high})"
 

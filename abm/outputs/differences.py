@@ -26,8 +26,11 @@ import pandas as pd
 from scipy import stats
 
 from abm.outputs.plots import RunTables
+from abm.outputs.spread import sample_covariance, sample_sd, sample_variance
 
 LEVEL = 0.95
+# How a table cell says that a difference has no interval: a run of one replicate has no spread.
+NO_INTERVAL = "one replicate: no interval"
 MEASURES = ("hospitalizations", "deaths")
 # The columns of the ends of the cost per averted hospitalization's and death's intervals.
 COST_ENDS = {
@@ -65,7 +68,7 @@ def paired_interval(base: np.ndarray, other: np.ndarray, level: float = LEVEL) -
     mean = float(d.mean())
     if len(d) < 2:
         return Interval(mean, math.nan, math.nan)
-    half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1)) * sample_sd(d) / math.sqrt(len(d))
     return Interval(mean, mean - half, mean + half)
 
 
@@ -75,7 +78,7 @@ def welch_interval(base: np.ndarray, other: np.ndarray, level: float = LEVEL) ->
     a, b = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
 
     def moments(x: np.ndarray) -> tuple[float, float, int]:
-        return x.mean(), x.var(ddof=1) if len(x) > 1 else math.nan, len(x)
+        return x.mean(), sample_variance(x), len(x)
 
     return welch_of_moments(moments(a), moments(b), level)
 
@@ -146,7 +149,7 @@ def cost_per_averted(
     if same:
         pairs = np.stack([cost[1] - cost[0], hosp[0] - hosp[1]])  # extra cost, averted
         n = pairs.shape[1]
-        cov = np.cov(pairs) / n if n > 1 else np.full((2, 2), math.nan)
+        cov = sample_covariance(pairs) / n if n > 1 else np.full((2, 2), math.nan)
         return ratio_interval(pairs.mean(axis=1), cov, n - 1, level)
     means = np.array([cost[1].mean() - cost[0].mean(), hosp[0].mean() - hosp[1].mean()])
     cov = np.zeros((2, 2))
@@ -155,7 +158,7 @@ def cost_per_averted(
         # and hospitalizations enter with opposite signs, so their covariance enters negated.
         if len(c) < 2:
             return ratio_interval(means, cov, 0, level)
-        m = np.cov(np.stack([c, h])) / len(c)
+        m = sample_covariance(np.stack([c, h])) / len(c)
         cov += np.array([[m[0, 0], -m[0, 1]], [-m[0, 1], m[1, 1]]])
     return ratio_interval(means, cov, min(len(cost[0]), len(cost[1])) - 1, level)
 

@@ -14,6 +14,7 @@ from abm.engine.recorder import SimulationResult
 from abm.outputs import reproduction
 from abm.outputs.calendar import date_of
 from abm.outputs.peaks import peak
+from abm.outputs.spread import sample_sd
 from abm.outputs.tables import ACTIVE_STAGES, HOSPITAL_STAGES
 
 # The summary's peaks (each with ``day``: null for a curve that stays at zero).
@@ -24,10 +25,11 @@ SCALED_PEAKS = ("peak_hospitalized", "peak_hospital_occupancy", "peak_icu")
 
 
 def mean_sd(values: np.ndarray) -> dict[str, float]:
-    """Mean and sample sd; the sd is NaN (null in summary.json, empty in a CSV) for a single
-    replicate, which has no spread to measure (an sd of 0 would read as no variation)."""
+    """Mean and sample sd (:func:`abm.outputs.spread.sample_sd`: exactly 0 for replicates of one
+    value); the sd is NaN (null in summary.json, empty in a CSV) for a single replicate, which has
+    no spread to measure (an sd of 0 would read as no variation)."""
     v = np.asarray(values, dtype=np.float64)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else math.nan}
+    return {"mean": float(v.mean()), "sd": sample_sd(v)}
 
 
 def capacity(occupancy: np.ndarray, beds_per_100k: float, agents: int) -> dict[str, Any]:
