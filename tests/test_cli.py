@@ -412,6 +412,25 @@ def test_intervention_counts_in_the_timeseries_match_the_costs(tmp_path):
     assert (ts["in_quarantine"] > 0).any() and ts["positive_results"].sum() > 0
 
 
+def test_unpriced_items_are_booked_at_a_cost_of_0_like_unpriced_tests(tmp_path):
+    """Tests and doses at price 0 were booked (rows at cost 0), quarantine days, notifications and
+    interviews at price 0 (their default) were not: costs.csv now books every item, 0 included."""
+    out = tmp_path / "vacc_ct"
+    scenario = SCENARIO.parent / "vacc_ct.yaml"
+    args = ["run", str(scenario), "--out", str(out), "--agents", "3000", "--days", "30", "--replicates", "1"]
+    sets = ["seeding.infections={mild_symptoms: 20}", "interventions.testing.tests[0].cost=0"]
+    result = runner.invoke(app, [*args, *(x for s in sets for x in ("--set", s))])
+    assert result.exit_code == 0, result.output
+    ts = pd.read_csv(out / "timeseries.csv").set_index("day")
+    costs = pd.read_csv(out / "costs.csv")
+    items = {"test_rt_pcr": "tests", "quarantine_day": "in_quarantine", "dct_notification": "app_notifications"}
+    items |= {"mct_interview": "interviews"}
+    assert set(items) <= set(costs["item"]) and (costs.loc[costs["item"].isin(items), "cost"] == 0).all()
+    for item, column in items.items():
+        counts = costs[costs["item"] == item].set_index("day")["count"].reindex(ts.index, fill_value=0)
+        assert (ts[column] > 0).any() and (counts == ts[column]).all(), item
+
+
 def test_an_option_that_turns_an_intervention_on_gets_a_note(tmp_path):
     base = ["--agents", "2000", "--days", "3", "--replicates", "1", "--set", "interventions.vaccination.start_day=1"]
     result = runner.invoke(app, ["run", str(SCENARIO), "--out", str(tmp_path / "a"), *base])

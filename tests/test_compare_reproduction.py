@@ -223,3 +223,16 @@ def test_abm_compare_refuses_a_malformed_reproduction_number(folders, tmp_path):
     ):
         abm.compare([folders["base"], bad], out=tmp_path / "cmp")
     assert not (tmp_path / "cmp").exists()
+
+
+def test_the_note_names_the_items_booked_at_a_price_not_those_booked_at_0():
+    """costs.csv books unpriced items at a cost of 0 (quarantine days by default): the note's list
+    of what the costs count names only the items with a price."""
+    priced = hand_run("sq")
+    priced.costs = pd.DataFrame(
+        {"item": ["test_rt_pcr", "quarantine_day"], "day": [0, 0], "replicate": [0, 0], "count": [2, 5]}
+        | {"unit_cost": [5.0, 0.0]}
+    )
+    note = " ".join(table_note([hand_run("ni"), priced]).split())
+    assert "Costs are the items each run booked at a price in its costs.csv (test_rt_pcr)." in note
+    assert "(none)" in " ".join(table_note([hand_run("ni")]).split())

@@ -562,7 +562,8 @@ def _tests_taken(retest: bool, sensitivity: float, enter: float, days: int = 6) 
     sim.state.next_day[:] = 10_000
     for day in range(days):
         sim.step(day)
-    return int(sim.ledger.table()["count"].sum())
+    table = sim.ledger.table()
+    return int(table.loc[table["item"] == "test_rt_pcr", "count"].sum())
 
 
 def test_a_positive_is_not_tested_again_unless_the_reference_behaviour_is_asked_for():

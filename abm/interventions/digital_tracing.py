@@ -86,5 +86,4 @@ class DigitalTracing(DigitalTracingSpec):
         sim.count_activity("app_notifications", day, counted)
         complied = notify(sim, day, reached, c.compliance, "dct-comply", c.test_contacts)
         self.complied_day[reached[complied]] = day
-        if c.cost_per_notification > 0:
-            sim.book_cost("dct_notification", day, counted, c.cost_per_notification)
+        sim.book_cost("dct_notification", day, counted, c.cost_per_notification)

@@ -61,8 +61,7 @@ class ManualTracing(ManualTracingSpec):
             return
         counted = sim.per_replicate(index)
         sim.count_activity("interviews", day, counted)
-        if c.cost_per_interview > 0:
-            sim.book_cost("mct_interview", day, counted, c.cost_per_interview)
+        sim.book_cost("mct_interview", day, counted, c.cost_per_interview)
         tested = sim.fields.get("last_test_day") if c.skip_tested_contacts else None
         layers = (sim.household, sim.occupation)
         _owner, partner = window_contacts(sim, index, day, c.window_days, layers, tested)

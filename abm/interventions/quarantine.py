@@ -115,5 +115,4 @@ class Quarantine(QuarantineSpec):
             ill = sim.infected()
             hospital = ill[self._away(st.stage.index_select(0, ill))]
             history.index_copy_(0, hospital, history.index_select(0, hospital) | 1)
-        if c.cost_per_day > 0:
-            sim.book_cost("quarantine_day", day, counted, c.cost_per_day)
+        sim.book_cost("quarantine_day", day, counted, c.cost_per_day)

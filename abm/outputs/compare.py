@@ -515,7 +515,7 @@ def _negative_averted_note(table: pd.DataFrame) -> str:
 
 def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     """The note under the table (``table``: theirs, made here when not given): what the costs
-    count (the items the runs booked in costs.csv; unpriced work is free), how to read a negative
+    count (the items the runs booked at a price in costs.csv; unpriced work is free), how to read a negative
     cost per averted hospitalization and the averted counts' intervals (naming the runs that avert
     a negative number, that is have more than the first run, and those whose cost per averted
     hospitalization rests on a difference within noise or has an interval that includes 0), each run's hospital
@@ -523,8 +523,10 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     (a different epidemic, not only a different intervention), and how the reproduction number and
     generation interval are taken, naming the runs without them
     (:func:`abm.outputs.compare_reproduction.note`)."""
-    booked = sorted({str(item) for run in runs for item in run.costs.get("item", [])})
-    items = ", ".join(booked) if booked else "none"
+    priced = sorted(
+        {str(item) for run in runs if len(run.costs) for item in run.costs.loc[run.costs["unit_cost"] > 0, "item"]}
+    )
+    items = ", ".join(priced) if priced else "none"
     scales = dict.fromkeys(  # in the runs' order
         (run.agents, run.summary.get("region_population")) for run in runs if run.summary.get("region_population")
     )
@@ -535,7 +537,7 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "Beds, deaths, hospitalizations and costs are of each run's simulated agents (the agents column), not of "
         f"the region: multiply by its residents over the agents for the region's figures ({county or 'unknown'}); "
         "shares and figures per 100,000 compare as they are. "
-        f"Costs are the items each run booked in its costs.csv ({items}). An intervention's work without a "
+        f"Costs are the items each run booked at a price in its costs.csv ({items}). An intervention's work without a "
         "price in the scenario costs nothing: by default tracing notifications, interviews and quarantine days "
         "(digital_tracing.cost_per_notification, manual_tracing.cost_per_interview, quarantine.cost_per_day). "
         "A negative cost per averted hospitalization (or death) means fewer hospitalizations (or deaths) for less "
