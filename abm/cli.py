@@ -353,18 +353,15 @@ def validate(
             learned = load_learning(file, None, set_)[0]
         else:
             with loading():
-                from abm.scenario import check_device, check_population_settings, load_scenario
+                from abm.overrides import resolve
+                from abm.scenario import check_device, check_population_settings
 
-            sc = load_scenario(file, set_)
+            sc = resolve(file, None, set_)  # as `abm run` reads it: the calibration section checked alike
             check_device(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
             note_switched_on(file, [sc], [("--set", s) for s in set_ or []], {})
             note_unapplied_settings(file, set_)
             note_idle([sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
-            if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
-                from abm.calibration.optimize import checked_inputs
-
-                checked_inputs(file, set_)
         if kind is not None:  # the checks `abm learn` makes before it runs (the split, Flower installed)
             from abm.learning.cli import check_before_run
 

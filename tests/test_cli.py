@@ -1506,7 +1506,16 @@ def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
             ["interventions.vaccination.enabled=false"],
             "(start_day=10) and (start_day=30)",
         ),
-        ("king_county/calibrate_2020.yaml", "calibration.trials=5,10", [], "(trials=5) and (trials=10)"),  # ignored
+        (  # ignored by runs; its windows cover the run's 7 days, as every command checks
+            "king_county/calibrate_2020.yaml",
+            "calibration.trials=5,10",
+            [
+                "calibration.fit_window=[2020-02-01, 2020-02-07]",
+                "calibration.holdout_window=null",
+                "calibration.parameters={disease.transmission_rate: {low: 2.0, high: 8.0}}",
+            ],
+            "(trials=5) and (trials=10)",
+        ),
         ("king_county/ni.yaml", "description=a,b", [], "(description=a) and (description=b)"),  # changes no result
         ("king_county/ni.yaml", "outputs.map_days=[1],[2]", [], "(map_days=[1]) and (map_days=[2])"),  # no map drawn
     ],
@@ -1518,7 +1527,7 @@ def test_sweep_variants_that_differ_only_where_runs_do_not_read_get_the_note(cap
     from abm.cli import note_same_variants
     from abm.sweep import plan
 
-    note_same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=5, sets=sets))
+    note_same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=7, sets=sets))
     assert (f"note: the variants {labels} resolve to the same scenario") in " ".join(capsys.readouterr().err.split())
     vacc = SCENARIOS / "king_county/vacc.yaml"
     note_same_variants(plan(vacc, ["interventions.vaccination.start_day=10,30"], replicates=1, agents=2000, days=5))
