@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from abm.byte_sizes import size_text
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
 from abm.outputs.html_pages import markdown_page_html
@@ -126,7 +127,7 @@ LEARNING_FILES = {
 
 def markdown(report: dict[str, Any]) -> str:
     """A learning report's results as Markdown: what the scores are measured on, one row per
-    protocol (as ``abm learn`` prints it: mean score, MCG, CGS, the lowest gain, megabytes of every message),
+    protocol (as ``abm learn`` prints it: mean score, MCG, CGS, the lowest gain, the bytes of every message),
     the differential-privacy lines and the note on small test sets."""
     lines = [
         f"# Learning: {report['scenario']}",
@@ -134,17 +135,17 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}, as fractions "
         "(gains too: 0.010 is one percentage point). MCG: mean "
         "collaboration gain over local-only; CGS: collaboration gain spread, the standard deviation of the gains "
-        "over participants; min gain: the lowest participant's gain; MB: megabytes of every message sent, the "
-        "server's to the participants included (10^6 bytes).",
+        "over participants; min gain: the lowest participant's gain; sent: the bytes of every message sent, the "
+        "server's to the participants included (kB: 10^3 bytes, MB: 10^6).",
         "",
-        "| protocol | mean | MCG | CGS | min gain | MB |",
+        "| protocol | mean | MCG | CGS | min gain | sent |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for key, r in report["protocols"].items():
         lines.append(
             f"| {key} | {r['mean_score']:.3f} | {gain_shown(r['mcg']):.3f} | {r['cgs']:.3f} | "
             f"{gain_shown(r['min_gain']):.3f} "
-            f"| {r['bytes_total'] / 1e6:.2f} |"
+            f"| {size_text(r['bytes_total'])} |"
         )
     extra = [*privacy_lines(report["protocols"])]
     note = few_test_samples(report)
@@ -159,7 +160,7 @@ def console_legend(report: dict[str, Any]) -> str:
     """The line under ``abm learn``'s table: what its columns measure, in which units."""
     return (
         f"mean: accuracy on {scored_on_text(report)} (a fraction); MCG, CGS, min gain: gains over local-only in "
-        "the same units (0.010 is one percentage point); MB: 10^6 bytes of every message"
+        "the same units (0.010 is one percentage point); sent: the bytes of every message (kB: 10^3, MB: 10^6)"
     )
 
 
