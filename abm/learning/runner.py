@@ -167,15 +167,21 @@ def privacy_settings(
     spec: Any, default_rounds: int, participants: int, releases: int | None = None
 ) -> dict[str, Any] | None:
     """A protocol's privacy wrappers as run (None without a privacy block): secure aggregation,
-    and for DP the clip, delta, the target epsilon (if one was given), the noise multiplier the
-    accountant set, the rounds it was set for, and ``releases``, the noisy sums the accountant
-    charged (one per round for FedAvg; CoDream releases dream_steps + 1 sums in each round it dreams)."""
+    the participants that dropped out of each round's sum (``dropouts``: one ``{round,
+    participants}`` entry a round that had any, rounds from 0 as ``privacy.dropouts`` numbers them,
+    the participants' ids in order; the protocols that take dropouts sum once a round), and for DP
+    the clip, delta, the target epsilon (if one was given), the noise multiplier the accountant
+    set, the rounds it was set for, and ``releases``, the noisy sums the accountant charged (one
+    per round for FedAvg; CoDream releases dream_steps + 1 sums in each round it dreams)."""
     if spec.privacy is None:
         return None
-    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dp": None}
+    rounds = spec.rounds or default_rounds
+    dropouts = [
+        {"round": r, "participants": sorted(set(who))} for r, who in sorted(spec.privacy.dropouts.items()) if who
+    ]
+    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dropouts": dropouts, "dp": None}
     dp = spec.privacy.dp
     if dp is not None:
-        rounds = spec.rounds or default_rounds
         sigma, _ = dp_noise_multiplier(spec.privacy, rounds, participants)
         out["dp"] = {
             "clip": dp.clip,
