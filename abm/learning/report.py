@@ -15,7 +15,7 @@ from abm.learning.scenario import load_scenario
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps, jsonable
-from abm.plurals import counted
+from abm.plurals import counted, plural
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -76,6 +76,29 @@ def privacy_lines(protocols: dict[str, Any], member: str = "participant") -> lis
             f"({dp['accountant']} accountant, clip {dp['clip']:g}, "
             f"noise multiplier {dp['noise_multiplier']:.3g})"
         )
+    return lines
+
+
+def diverged_lines(protocols: dict[str, Any], member: str = "participant") -> list[str]:
+    """A line per protocol of a report's ``protocols`` whose training losses were not finite
+    (``nonfinite_losses``): each ``member`` whose training diverged, by the round it first did."""
+    lines = []
+    for key, r in protocols.items():
+        first: dict[int, int] = {}
+        for entry in r.get("nonfinite_losses") or []:
+            first.setdefault(entry["participant"], entry["round"])
+        by_round: dict[int, list[int]] = {}
+        for pid, t in first.items():
+            by_round.setdefault(t, []).append(pid)
+        if by_round:
+            whom = "; ".join(
+                f"{plural(member, len(ids))} {', '.join(map(str, sorted(ids)))} from round {t}"
+                for t, ids in sorted(by_round.items())
+            )
+            lines.append(
+                f"Warning: {key}: training diverged, its loss not finite (NaN or inf) for {whom} (rounds from 0): the "
+                "scores after it mean little (nonfinite_losses in report.json)."
+            )
     return lines
 
 
@@ -147,7 +170,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{gain_shown(r['min_gain']):.3f} "
             f"| {size_text(r['bytes_total'])} |"
         )
-    extra = [*privacy_lines(report["protocols"])]
+    extra = [*privacy_lines(report["protocols"]), *diverged_lines(report["protocols"])]
     note = few_test_samples(report)
     if note:
         extra.append(f"Note: {note}.")

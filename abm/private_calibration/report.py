@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from abm.byte_sizes import size_text
-from abm.learning.report import gain_shown, line_style, plot_round_curves, provenance, save_figure
+from abm.learning.report import diverged_lines, gain_shown, line_style, plot_round_curves, provenance, save_figure
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
@@ -177,6 +177,8 @@ def markdown(report: dict[str, Any]) -> str:
     if report["mode"] == "known_truth":
         truths = [", ".join(f"{v:.3g}" for v in i["truth"].values()) for i in report["institutions"]]
         lines.append("| truth | " + " | ".join(truths) + " |")
+    for line in diverged_lines(report["protocols"], "institution"):
+        lines += ["", line]
     lines.append("")
     return "\n".join(lines)
 
