@@ -193,7 +193,7 @@ def refuse_repeated_keys(sets: list[str], names: OptionNames = COMMAND_LINE, sou
             continue
         path, value = dotted(key), value.strip()
         if first.setdefault(path, value) != value:
-            where = f"{source}: " if source else ""
+            where = f"{source}: " if source and not names.set_key else ""  # a file's key names its file
             raise ScenarioError(
                 f"{where}{names.set_item(i)}: {indexed(path.split('.'))} is given twice, as {first[path]} and as "
                 f"{value}; give it once"
