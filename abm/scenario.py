@@ -638,8 +638,9 @@ def check_population_settings(
     sc: Scenario, source: str, seed: int | None = None, built: dict[tuple[str, int], torch.Tensor] | None = None
 ) -> None:
     """Refuse a setting that the scenario's population (drawn from ``seed``, default
-    ``simulation.seed``) makes impossible, such as an app adoption the age weights cannot reach, as
-    the run would once it has its population. The population is built only when such a setting
+    ``simulation.seed``) makes impossible, such as an app adoption the age weights cannot reach or
+    more initial infections than the prior immunity leaves agents to infect, as the run would once
+    it has its population. The population is built only when such a setting
     could be at stake, and kept in ``built`` (by population settings and seed) for the next call
     (torch, too, is loaded only then)."""
     seed = sc.simulation.seed if seed is None else seed
@@ -655,6 +656,12 @@ def check_population_settings(
         return built[key]
 
     problems = sc.interventions.population_problems(age_groups)
+    seeding = sc.seeding
+    if any(seeding.immune_shares()) and any(seeding.counts(sc.population.agents).values()):
+        import torch  # the age groups' sizes: how many agents the prior immunity leaves to seed
+
+        room = seeding.room_problem(torch.bincount(age_groups(), minlength=len(seeding.immune_shares())).tolist())
+        problems += [room] if room is not None else []
     if problems:
         raise ScenarioError(f"{source}: {problems[0]}")
 
