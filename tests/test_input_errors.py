@@ -1938,7 +1938,7 @@ def test_validate_run_and_sweep_refuse_a_calibration_its_days_do_not_cover_with_
     assert without.exit_code == 0, without.output
 
 
-LEARNING = ROOT / "scenarios/learning/gmm_mapl.yaml"
+MAPL = ROOT / "scenarios/learning/gmm_mapl.yaml"
 
 
 @pytest.mark.parametrize(
@@ -1949,8 +1949,8 @@ LEARNING = ROOT / "scenarios/learning/gmm_mapl.yaml"
         ("sweep", BASE, "simulation.days=60", "simulation.days=90", ["--sweep", "seeding.day=1,2", "--out", "OUT"]),
         ("calibrate", CALIBRATION, "simulation.days=160", "simulation.days=170", ["--out", "OUT"]),
         ("run", BASE, "disease.dwell_times[0].shape=2", "disease.dwell_times.0.shape=3", ["--out", "OUT"]),
-        ("learn", LEARNING, "rounds=3", "rounds=5", ["--out", "OUT"]),
-        ("validate", LEARNING, "protocols[0].params.lr=0.1", "protocols.0.params.lr=0.2", []),
+        ("learn", MAPL, "rounds=3", "rounds=5", ["--out", "OUT"]),
+        ("validate", MAPL, "protocols[0].params.lr=0.1", "protocols.0.params.lr=0.2", []),
     ],
 )
 def test_a_key_set_twice_with_two_values_is_refused_naming_both(tmp_path, command, file, first, second, extra):
@@ -1972,3 +1972,23 @@ def test_a_key_set_twice_with_two_values_is_refused_naming_both(tmp_path, comman
 def test_a_key_set_twice_to_the_same_value_changes_nothing_and_passes():
     result = runner.invoke(app, ["validate", str(BASE), "--set", "simulation.days=60", "--set", "simulation.days=60"])
     assert result.exit_code == 0, result.output
+
+
+def test_validate_refuses_more_seeds_than_the_prior_immunity_leaves_as_run_does(tmp_path):
+    """At 100 agents a prior immunity of 0.99 leaves none of them to seed: abm run refused it once
+    the population was built, while abm validate said the scenario was valid. Both now refuse it
+    with the same line (SeedingConfig.room_problem); at 0.9 both accept it."""
+    sets = ["--set", "population.agents=100", "--set", "seeding.prior_immunity=0.99"]
+    sets += ["--set", "simulation.days=2", "--set", "simulation.replicates=1"]
+    expected = (
+        f"error: {BASE} (with --set population.agents=100 --set seeding.prior_immunity=0.99 --set simulation.days=2 "
+        "--set simulation.replicates=1): seeding: 5 initial infections a replicate, but seeding.prior_immunity "
+        "leaves 0 of the 100 agents not immune to infect; lower the infections or the prior immunity"
+    )
+    for args in (["validate", str(BASE), *sets], ["run", str(BASE), *sets, "--out", str(tmp_path / "run")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [expected], args[0]
+    assert not (tmp_path / "run").exists()
+    fewer = runner.invoke(app, ["validate", str(BASE), *[s.replace("0.99", "0.9") for s in sets]])
+    assert fewer.exit_code == 0, fewer.output
