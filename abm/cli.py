@@ -353,18 +353,16 @@ def validate(
             learned = load_learning(file, None, set_)[0]
         else:
             with loading():
-                from abm.scenario import check_device, check_population_settings, load_scenario
+                from abm.overrides import resolve
+                from abm.scenario import check_device, check_population_settings
 
-            sc = load_scenario(file, set_)
+            sc = resolve(file, None, set_)  # as `abm run` reads it: the calibration section checked alike
             check_device(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
             note_switched_on(file, [sc], [("--set", s) for s in set_ or []], {})
             note_unapplied_settings(file, set_)
             note_idle([sc])
+            note_fixed_counts(file, [sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
-            if sc.calibration is not None:  # the checks `abm calibrate` makes before it runs
-                from abm.calibration.optimize import checked_inputs
-
-                checked_inputs(file, set_)
         if kind is not None:  # the checks `abm learn` makes before it runs (the split, Flower installed)
             from abm.learning.cli import check_before_run
 
@@ -602,10 +600,10 @@ def per_100k_text(count: float, agents: int) -> str:
     return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
 
 
-def fixed_counts(sc: Scenario, option: str) -> list[str]:
+def fixed_counts(sc: Scenario, own: int) -> list[str]:
     """Notes (without ``note: ``) on what a scenario gives as counts that stay the same at any
     number of agents (the initial infections, vaccination's daily_doses), with their share per
-    100,000 of its agents under ``option``, the one that set them (``--agents 2000``)."""
+    100,000 of its agents and of ``own``, the agents of the scenario file without the options."""
     counts = []
     seeds = sum(sc.seeding.infections.values()) if sc.seeding.infections_per_100k is None else 0
     if seeds:
@@ -616,33 +614,70 @@ def fixed_counts(sc: Scenario, option: str) -> list[str]:
         counts.append(
             (f"interventions.vaccination.daily_doses gives {doses} doses a day", doses, "daily_doses_per_100k")
         )
+    agents = sc.population.agents
     return [
-        f"{what} whatever the population: {per_100k_text(count, sc.population.agents)} per 100,000 with {option} "
-        f"({rate} scales instead)"
+        f"{what} whatever the population: {per_100k_text(count, agents)} per 100,000 at {agents:,} agents, against "
+        f"{per_100k_text(count, own)} at the file's {own:,} ({rate} scales instead)"
         for what, count, rate in counts
     ]
 
 
+def rounded_to_none(sc: Scenario) -> dict[str, str]:
+    """For a seeding per 100,000 (``infections_per_100k``), each stage above 0 whose count rounds
+    half up to none at the scenario's agents, with why in numbers: its rate, the agents it comes
+    to and the fewest agents that seed one (``3 per 100,000 is 0.06 agents, rounded half up to 0;
+    16,667 agents or more seed one``)."""
+    from fractions import Fraction
+
+    rates, agents = sc.seeding.infections_per_100k, sc.population.agents
+    if rates is None:
+        return {}
+    counts = sc.seeding.counts(agents)
+    return {
+        stage: f"{rate:g} per 100,000 is {rate * agents / 1e5:.2g} agents, rounded half up to 0; "
+        f"{math.ceil(Fraction(50_000) / Fraction(repr(float(rate)))):,} agents or more seed one"
+        for stage, rate in rates.items()
+        if rate > 0 and counts[stage] == 0
+    }
+
+
 def seeds_no_one(sc: Scenario) -> str:
     """What says that a scenario's seeding infects no one (its counts, or its rate per 100,000
-    rounded to none at its agents)."""
+    rounded to none at its agents, in numbers: :func:`rounded_to_none`)."""
     if sc.seeding.infections_per_100k is None:
         return "seeding.infections seeds no one"
-    return f"seeding.infections_per_100k seeds no one at {sc.population.agents:,} agents (rounded half up)"
+    why = "; ".join(f"{stage}: {text}" for stage, text in rounded_to_none(sc).items())
+    return f"seeding.infections_per_100k seeds no one at {sc.population.agents:,} agents" + (f" ({why})" if why else "")
 
 
-def note_fixed_counts(resolved: list, agents: int | None) -> None:
-    """With ``--agents`` given, a note for each count of the ``resolved`` scenarios that stays the
-    same at any number of agents (:func:`fixed_counts`), once though several variants have it."""
-    if agents is None:
+def file_agents(file: Path) -> int | None:
+    """The agents of scenario ``file`` without a command's options (None where it is not valid
+    without them)."""
+    from abm.overrides import resolve
+    from abm.scenario import ScenarioError
+
+    try:
+        return resolve(file).population.agents
+    except ScenarioError:
+        return None
+
+
+def note_fixed_counts(file: Path, resolved: list) -> None:
+    """A note for each count of the ``resolved`` scenarios that stays the same at any number of
+    agents (:func:`fixed_counts`) where an option (``--agents``, ``--set population.agents=...``, a
+    swept value) gave them other agents than ``file``'s own, once though several variants have it."""
+    own = file_agents(file)
+    if own is None:
         return
-    for text in dict.fromkeys(text for sc in resolved for text in fixed_counts(sc, f"--agents {agents}")):
+    texts = (text for sc in resolved if sc.population.agents != own for text in fixed_counts(sc, own))
+    for text in dict.fromkeys(texts):
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
 
 def note_idle(resolved: list, labels: list[str] | None = None) -> None:
     """A note for each intervention that starts after the last simulated day, since the run then
-    goes without it, and for a scenario that seeds no infection (in any of the ``resolved``
+    goes without it, for a scenario that seeds no infection, and for each stage of a seeding per
+    100,000 that rounds to none at its agents (:func:`rounded_to_none`; in any of the ``resolved``
     scenarios: a sweep's variants, each named by its ``labels`` in a note that holds for some of
     them only). A day a note names gets its date in a scenario with ``simulation.start_date``."""
     from abm.day_dates import with_day_dates
@@ -656,6 +691,11 @@ def note_idle(resolved: list, labels: list[str] | None = None) -> None:
                 f"{seeds_no_one(sc)}, so no one is infected in this run (only the interventions' own counts and "
                 "costs, such as doses, are recorded)"
             )
+        else:  # some stages seeded, others rounded to none
+            texts += [
+                f"seeding.infections_per_100k seeds no {stage} agent at {sc.population.agents:,} agents: {text}"
+                for stage, text in rounded_to_none(sc).items()
+            ]
         for text in dict.fromkeys(texts):
             where.setdefault(text, []).append(v)
     for text, variants in where.items():
@@ -714,7 +754,7 @@ def run(
     note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
     note_unapplied_settings(file, set_)
     note_idle([sc])
-    note_fixed_counts([sc], agents)
+    note_fixed_counts(file, [sc])
     note_memory([sc])
     from abm.plurals import counted
 
@@ -1024,7 +1064,7 @@ def sweep(
     note_switched_on(file, sp.variants, options, overrides)
     note_unapplied_settings(file, set_, sp.axes)
     note_idle(sp.variants, [sp.label(v, short=True) for v in range(len(sp.variants))])
-    note_fixed_counts(sp.variants, agents)
+    note_fixed_counts(file, sp.variants)
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates

@@ -23,7 +23,7 @@ from abm.scenario import (
     validate,
     with_full_data_paths,
 )
-from abm.set_options import OptionNames, option_texts
+from abm.set_options import OptionNames, option_texts, refuse_repeated_keys
 
 OVERRIDE_KEYS = {
     "agents": "population.agents",
@@ -48,10 +48,14 @@ def resolve(
     key=value``; the default), as :func:`abm.runs.run` takes them (``PYTHON``: ``agents=0``,
     ``sets=['key=value']``) or as a file's key (``sets`` from a learning scenario's
     ``model.set``). ``batch``: the replicates a run holds at once, for the memory check
-    (:func:`abm.scenario.validate`)."""
+    (:func:`abm.scenario.validate`). A calibration section read from a file or plain data is
+    checked against the rest of the scenario (:func:`check_calibration_section`); a
+    :class:`Scenario` is taken as read (a calibration's trials run scenarios with values between
+    bounds already checked)."""
     sets = option_texts(sets, "set", names)
     origin = None
     source = scenario_source(scenario)
+    refuse_repeated_keys(sets, names, source)
     if isinstance(scenario, Scenario):
         data = scenario.model_dump(mode="json", by_alias=True)
     elif isinstance(scenario, dict):
@@ -68,8 +72,29 @@ def resolve(
         )
     for i, item in enumerate(sets):
         data = apply_set(data, item, names.set_item(i))
-    data = apply_overrides(data, overrides, sets, source, names, origin)
-    return validate(with_full_data_paths(data), names.scenario(source, sets, given(overrides)), origin, batch=batch)
+    data = with_full_data_paths(apply_overrides(data, overrides, sets, source, names, origin))
+    named = names.scenario(source, sets, given(overrides))
+    sc = validate(data, named, origin, batch=batch)
+    if sc.calibration is not None and not isinstance(scenario, Scenario):
+        check_calibration_section(data, sc, named, names)
+    return sc
+
+
+def check_calibration_section(
+    data: dict[str, Any], sc: Scenario, source: str, names: OptionNames = COMMAND_LINE
+) -> None:
+    """Raise :class:`ScenarioError` where the calibration section of ``sc`` (validated from
+    ``data``) does not fit the rest of the scenario (:func:`abm.calibration.checks.check_calibration`:
+    windows beyond the simulated days, data that do not cover them, bounds that give an invalid
+    scenario), as ``abm calibrate`` would refuse it: every command that reads a scenario accepts
+    and refuses the same ones, with the same message (``source``: the scenario with its options)."""
+    from abm.calibration.checks import FEWER_DAYS, check_calibration
+    from abm.calibration.errors import CalibrationError
+
+    try:
+        check_calibration(data, sc, source, names=names, hint=FEWER_DAYS)
+    except CalibrationError as exc:
+        raise ScenarioError(str(exc)) from None
 
 
 def scenario_source(scenario: Any) -> str:

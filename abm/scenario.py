@@ -35,7 +35,7 @@ from abm.plurals import counted
 from abm.populations import Population, Region, build_population
 from abm.populations.reference import build_reference_population
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
-from abm.set_options import COMMAND_LINE, ScenarioError, dotted
+from abm.set_options import COMMAND_LINE, ScenarioError, dotted, refuse_repeated_keys
 from abm.validation_errors import invalid_message, name_field, validated
 from abm.yaml_loader import load_yaml, yaml_error_text
 
@@ -178,7 +178,11 @@ class Scenario(BaseModel):
         description="the interventions of the run; each is off unless its key is present",
     )
     outputs: OutputConfig = Field(OutputConfig(), description="what a run writes besides the always-written tables")
-    calibration: CalibrationConfig | None = Field(None, description="what `abm calibrate` fits; ignored by `abm run`")
+    calibration: CalibrationConfig | None = Field(
+        None,
+        description="what `abm calibrate` fits; `abm run` and `abm sweep` do not use it, but check it as "
+        "`abm calibrate` does (null: none)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -497,6 +501,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     command line's ``--set`` options (:data:`COMMAND_LINE`)."""
     data = read_scenario_data(path)
     sets = list(overrides or [])
+    refuse_repeated_keys(sets, source=str(path))
     for i, item in enumerate(sets):
         data = apply_set(data, item, COMMAND_LINE.set_item(i))
     origin = None if sets else key_origin(path)  # an option's value is not blamed on a file
@@ -633,8 +638,9 @@ def check_population_settings(
     sc: Scenario, source: str, seed: int | None = None, built: dict[tuple[str, int], torch.Tensor] | None = None
 ) -> None:
     """Refuse a setting that the scenario's population (drawn from ``seed``, default
-    ``simulation.seed``) makes impossible, such as an app adoption the age weights cannot reach, as
-    the run would once it has its population. The population is built only when such a setting
+    ``simulation.seed``) makes impossible, such as an app adoption the age weights cannot reach or
+    more initial infections than the prior immunity leaves agents to infect, as the run would once
+    it has its population. The population is built only when such a setting
     could be at stake, and kept in ``built`` (by population settings and seed) for the next call
     (torch, too, is loaded only then)."""
     seed = sc.simulation.seed if seed is None else seed
@@ -650,6 +656,12 @@ def check_population_settings(
         return built[key]
 
     problems = sc.interventions.population_problems(age_groups)
+    seeding = sc.seeding
+    if any(seeding.immune_shares()) and any(seeding.counts(sc.population.agents).values()):
+        import torch  # the age groups' sizes: how many agents the prior immunity leaves to seed
+
+        room = seeding.room_problem(torch.bincount(age_groups(), minlength=len(seeding.immune_shares())).tolist())
+        problems += [room] if room is not None else []
     if problems:
         raise ScenarioError(f"{source}: {problems[0]}")
 

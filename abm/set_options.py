@@ -181,6 +181,25 @@ def with_options(source: str, options: list[str], sep: str = " ") -> str:
     return f"{source} (with {sep.join(options)})" if options else source
 
 
+def refuse_repeated_keys(sets: list[str], names: OptionNames = COMMAND_LINE, source: str = "") -> None:
+    """Raise :class:`ScenarioError` where two of ``sets`` (``key.path=value`` texts) give one key
+    path (``a[0].b`` and ``a.0.b`` alike) two values, naming ``source`` (the scenario file, if
+    given), the key and both values: the last would replace the first without a word. The same
+    value twice changes nothing and passes."""
+    first: dict[str, str] = {}
+    for i, item in enumerate(sets):
+        key, sep, value = item.partition("=")
+        if not sep:  # no key path: apply_set names it
+            continue
+        path, value = dotted(key), value.strip()
+        if first.setdefault(path, value) != value:
+            where = f"{source}: " if source and not names.set_key else ""  # a file's key names its file
+            raise ScenarioError(
+                f"{where}{names.set_item(i)}: {indexed(path.split('.'))} is given twice, as {first[path]} and as "
+                f"{value}; give it once"
+            )
+
+
 # What each repeatable option's texts look like, for the message that refuses a value that is no
 # list of texts (``sets=5``, ``sweeps=[0.2]``).
 OPTION_TEXTS = {

@@ -15,9 +15,10 @@ import yaml
 from pydantic import ValidationError
 
 import abm
+from abm.calibration.checks import check_horizon
 from abm.calibration.config import CalibrationConfig
 from abm.calibration.observed import CalibrationError, load_observed, losses, read_dated_table, simulated
-from abm.calibration.optimize import calibrate, check_horizon
+from abm.calibration.optimize import calibrate
 from abm.calibration.report import calibration_tables
 from abm.outputs.run_folder import MARK
 from abm.scenario import validate
@@ -709,7 +710,12 @@ def test_a_trial_averages_its_series_over_population_draws():
 
     data = synthetic_scenario(None, 3.0, 5)
     data["simulation"]["days"] = 30
-    data["calibration"] = {"targets": ["hospital_admissions"], "fit_window": ["2020-02-08", "2020-02-28"]}
+    data["calibration"] = {
+        "targets": ["hospital_admissions"],
+        "fit_window": ["2020-02-08", "2020-02-28"],
+        "holdout_window": None,
+        "parameters": {"disease.transmission_rate": {"low": 1.0, "high": 6.0}},
+    }
     runs = [raw_series(abm.run(data, seed=5 + 1000 * k), validate(data, "x").calibration) for k in range(3)]
     assert not runs[0].equals(runs[1])  # the draws differ
     pd.testing.assert_frame_equal(simulate_values(data, {}, "x"), runs[0])

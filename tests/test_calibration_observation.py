@@ -21,6 +21,9 @@ from abm.calibration.optimize import FitLoss, calibrate, fit_value
 from abm.populations import build_population, load_region
 from abm.scenario import ScenarioError, validate
 
+# Free parameters a scenario without contact multipliers can take (the default ones vary them).
+RATE_ONLY = {"disease.transmission_rate": {"low": 1.0, "high": 6.0}}
+
 
 def scenario(seed: int = 5, **observation: object) -> dict:
     return {
@@ -33,6 +36,7 @@ def scenario(seed: int = 5, **observation: object) -> dict:
             "targets": ["hospital_admissions", "deaths"],
             "fit_window": ["2020-02-08", "2020-04-29"],
             "holdout_window": None,
+            "parameters": RATE_ONLY,
             "observation": observation,
         },
     }
@@ -163,6 +167,7 @@ def test_reported_cases_count_onsets_of_symptoms_only():
             "targets": ["cases"],
             "fit_window": ["2020-02-01", "2020-03-06"],
             "holdout_window": None,
+            "parameters": RATE_ONLY,
             "observation": {"ascertainment": 0.2},
         },
     }
@@ -368,6 +373,7 @@ def positives_scenario(**observation: object) -> dict:
             "targets": ["cases"],
             "fit_window": ["2020-02-01", "2020-03-06"],
             "holdout_window": None,
+            "parameters": RATE_ONLY,
             "observation": {"cases": "positive_tests", **observation},
         },
     }

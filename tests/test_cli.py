@@ -1382,9 +1382,9 @@ def test_agents_with_a_count_of_initial_infections_gets_a_note(tmp_path):
     from abm.overrides import resolve
 
     county = resolve(SCENARIOS / "king_county/vacc_ct.yaml", {"agents": 2_252_782})
-    assert fixed_counts(county, "--agents 2252782") == [
-        "seeding.infections seeds 5 agents whatever the population: 0.22 per 100,000 with --agents 2252782 "
-        "(infections_per_100k scales instead)"
+    assert fixed_counts(county, 100_000) == [
+        "seeding.infections seeds 5 agents whatever the population: 0.22 per 100,000 at 2,252,782 agents, against 5 "
+        "at the file's 100,000 (infections_per_100k scales instead)"
     ]
     args = ["--agents", "2000", "--days", "1", "--replicates", "1"]
     result = runner.invoke(app, ["run", str(SCENARIO), *args, "--out", str(tmp_path / "a")])
@@ -1394,9 +1394,20 @@ def test_agents_with_a_count_of_initial_infections_gets_a_note(tmp_path):
     per_100k += ["--set", "seeding.infections_per_100k={asymptomatic: 50}"]
     result = runner.invoke(app, ["run", str(SCENARIO), *args, *per_100k, "--out", str(tmp_path / "b")])
     assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
-    days = ["--days", "1", "--replicates", "1", "--set", "population.agents=2000"]  # the file's own count: no note
-    result = runner.invoke(app, ["run", str(SCENARIO), *days, "--out", str(tmp_path / "c")])
-    assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
+    days = ["--days", "1", "--replicates", "1", "--set", "simulation.threads=1"]
+    own = runner.invoke(app, ["validate", str(SCENARIO), "--set", "population.agents=100000"])  # the file's own
+    assert own.exit_code == 0 and "note:" not in own.stderr, own.stderr
+    # --set population.agents changes the agents as --agents does, and got no note: it gets the same
+    result = runner.invoke(
+        app, ["run", str(SCENARIO), *days, "--set", "population.agents=4000", "--out", str(tmp_path / "c")]
+    )
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("note:")] == [
+        "note: seeding.infections seeds 5 agents whatever the population: 125 per 100,000 at 4,000 agents, against "
+        "5 at the file's 100,000 (infections_per_100k scales instead)"
+    ]
+    result = runner.invoke(app, ["validate", str(SCENARIO), "--set", "population.agents=4000"])
+    assert "note: seeding.infections seeds 5 agents whatever the population: 125 per 100,000" in result.stderr
     # abm sweep --agents says it too, once for all its variants
     swept = ["sweep", str(SCENARIO), *args, "--sweep", "contacts.community.weight=0.5,1", "--out", str(tmp_path / "d")]
     result = runner.invoke(app, swept)
@@ -1525,7 +1536,16 @@ def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
             ["interventions.vaccination.enabled=false"],
             "(start_day=10) and (start_day=30)",
         ),
-        ("king_county/calibrate_2020.yaml", "calibration.trials=5,10", [], "(trials=5) and (trials=10)"),  # ignored
+        (  # ignored by runs; its windows cover the run's 7 days, as every command checks
+            "king_county/calibrate_2020.yaml",
+            "calibration.trials=5,10",
+            [
+                "calibration.fit_window=[2020-02-01, 2020-02-07]",
+                "calibration.holdout_window=null",
+                "calibration.parameters={disease.transmission_rate: {low: 2.0, high: 8.0}}",
+            ],
+            "(trials=5) and (trials=10)",
+        ),
         ("king_county/ni.yaml", "description=a,b", [], "(description=a) and (description=b)"),  # changes no result
         ("king_county/ni.yaml", "outputs.map_days=[1],[2]", [], "(map_days=[1]) and (map_days=[2])"),  # no map drawn
     ],
@@ -1537,7 +1557,7 @@ def test_sweep_variants_that_differ_only_where_runs_do_not_read_get_the_note(cap
     from abm.cli import note_same_variants
     from abm.sweep import plan
 
-    note_same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=5, sets=sets))
+    note_same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=7, sets=sets))
     assert (f"note: the variants {labels} resolve to the same scenario") in " ".join(capsys.readouterr().err.split())
     vacc = SCENARIOS / "king_county/vacc.yaml"
     note_same_variants(plan(vacc, ["interventions.vaccination.start_day=10,30"], replicates=1, agents=2000, days=5))
@@ -1592,6 +1612,36 @@ def test_a_sweep_names_the_variants_in_which_an_intervention_does_nothing(capsys
         capsys.readouterr().err.splitlines()
         == [f"note: interventions.vaccination starts on day 10, after the 5 {suffix}"] * 2
     )
+
+
+def test_a_seeding_per_100k_that_rounds_to_none_says_so_in_numbers():
+    """infections_per_100k is rounded half up at the run's agents: 3 per 100,000 of 2,000 agents
+    is 0.06, so that stage started empty without a word while another stage was seeded, and a
+    seeding that rounded to none in every stage said only 'rounded half up'. Each now names the
+    rate, the agents it comes to and the fewest agents that seed one (50,000 / 3 = 16,667)."""
+    per_100k = ["--set", "seeding.infections.asymptomatic=0", "--set", "seeding.infections.presymptomatic_mild=0"]
+    per_100k += ["--set", "population.agents=2000"]
+    notes = {}
+    for rates in ("{asymptomatic: 3, presymptomatic_mild: 50}", "{asymptomatic: 3, presymptomatic_mild: 5}"):
+        result = runner.invoke(
+            app, ["validate", str(SCENARIO), *per_100k, "--set", f"seeding.infections_per_100k={rates}"]
+        )
+        assert result.exit_code == 0, result.output
+        notes[rates] = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes["{asymptomatic: 3, presymptomatic_mild: 50}"] == [
+        "note: seeding.infections_per_100k seeds no asymptomatic agent at 2,000 agents: 3 per 100,000 is 0.06 agents, "
+        "rounded half up to 0; 16,667 agents or more seed one"
+    ]
+    assert notes["{asymptomatic: 3, presymptomatic_mild: 5}"] == [
+        "note: seeding.infections_per_100k seeds no one at 2,000 agents (asymptomatic: 3 per 100,000 is 0.06 agents, "
+        "rounded half up to 0; 16,667 agents or more seed one; presymptomatic_mild: 5 per 100,000 is 0.1 agents, "
+        "rounded half up to 0; 10,000 agents or more seed one), so no one is infected in this run (only the "
+        "interventions' own counts and costs, such as doses, are recorded)"
+    ]
+    three = [*per_100k[:4], "--set", "seeding.infections_per_100k={asymptomatic: 3}"]
+    for agents, seeded in ((16_666, False), (16_667, True)):  # 0.49998 agents rounds to none, 0.50001 to one
+        result = runner.invoke(app, ["validate", str(SCENARIO), *three, "--set", f"population.agents={agents}"])
+        assert result.exit_code == 0 and ("seeds no one" not in result.stderr) == seeded, result.stderr
 
 
 def test_a_run_that_seeds_no_one_gets_a_note(tmp_path):

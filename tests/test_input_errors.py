@@ -23,6 +23,7 @@ from abm.calibration.observed import CalibrationError, load_observed
 from abm.cli import app
 from abm.outputs.run_folder import MARK
 from abm.scenario import Scenario, ScenarioError, apply_set, load_scenario
+from abm.set_options import dotted
 from abm.sweep import run_sweep as abm_sweep
 from abm.yaml_loader import load_yaml
 
@@ -1911,3 +1912,83 @@ def yaml_refused_everywhere(tmp_path: Path, written: str, problem: str) -> None:
         assert result.exit_code == 2, result.output
         assert text(result) == f"error: {path}: invalid YAML at {problem}"
     assert not (tmp_path / "out").exists()
+
+
+def test_validate_run_and_sweep_refuse_a_calibration_its_days_do_not_cover_with_one_message(tmp_path):
+    """calibrate_2020.yaml's windows need 151 days: with --set simulation.days=60, abm validate
+    refused it (it made abm calibrate's checks) while abm run and abm sweep ran it. Every command
+    that reads a scenario now checks its calibration section alike (abm.overrides.resolve): the
+    same line, exit code 2, nothing written; without the calibration section all accept it."""
+    days = ["--set", "simulation.days=60"]
+    expected = (
+        f"error: {CALIBRATION} (with --set simulation.days=60): simulation.days: 60 is too short; the windows need "
+        "151 days from 2020-02-01; a run of fewer days needs no calibration section: set calibration: null"
+    )
+    commands = {
+        "validate": ["validate", str(CALIBRATION), *days],
+        "run": ["run", str(CALIBRATION), *days, "--out", str(tmp_path / "run")],
+        "sweep": ["sweep", str(CALIBRATION), *days, "--sweep", "seeding.day=1,2", "--out", str(tmp_path / "sweep")],
+    }
+    for command, args in commands.items():
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (command, result.output)
+        assert text(result) == expected, command
+    assert not any(tmp_path.iterdir())
+    without = runner.invoke(app, ["validate", str(CALIBRATION), *days, "--set", "calibration=null"])
+    assert without.exit_code == 0, without.output
+
+
+MAPL = ROOT / "scenarios/learning/gmm_mapl.yaml"
+
+
+@pytest.mark.parametrize(
+    ("command", "file", "first", "second", "extra"),
+    [
+        ("validate", BASE, "simulation.days=60", "simulation.days=90", []),
+        ("run", BASE, "simulation.days=60", "simulation.days = 90", ["--out", "OUT"]),
+        ("sweep", BASE, "simulation.days=60", "simulation.days=90", ["--sweep", "seeding.day=1,2", "--out", "OUT"]),
+        ("calibrate", CALIBRATION, "simulation.days=160", "simulation.days=170", ["--out", "OUT"]),
+        ("run", BASE, "disease.dwell_times[0].shape=2", "disease.dwell_times.0.shape=3", ["--out", "OUT"]),
+        ("learn", MAPL, "rounds=3", "rounds=5", ["--out", "OUT"]),
+        ("validate", MAPL, "protocols[0].params.lr=0.1", "protocols.0.params.lr=0.2", []),
+    ],
+)
+def test_a_key_set_twice_with_two_values_is_refused_naming_both(tmp_path, command, file, first, second, extra):
+    """The same key given twice to --set with two values: the last one won without a word. Every
+    command that takes --set now refuses it with one line naming the file, the key (as messages
+    write it, a list index in brackets) and both values; exit code 2, nothing written."""
+    out = tmp_path / "out"
+    args = [command, str(file), "--set", first, "--set", second, *[str(out) if a == "OUT" else a for a in extra]]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    key = dotted(first.partition("=")[0]).replace(".0.", "[0].")
+    values = first.partition("=")[2].strip(), second.partition("=")[2].strip()
+    assert (
+        text(result) == f"error: {file}: --set: {key} is given twice, as {values[0]} and as {values[1]}; give it once"
+    )
+    assert not out.exists()
+
+
+def test_a_key_set_twice_to_the_same_value_changes_nothing_and_passes():
+    result = runner.invoke(app, ["validate", str(BASE), "--set", "simulation.days=60", "--set", "simulation.days=60"])
+    assert result.exit_code == 0, result.output
+
+
+def test_validate_refuses_more_seeds_than_the_prior_immunity_leaves_as_run_does(tmp_path):
+    """At 100 agents a prior immunity of 0.99 leaves none of them to seed: abm run refused it once
+    the population was built, while abm validate said the scenario was valid. Both now refuse it
+    with the same line (SeedingConfig.room_problem); at 0.9 both accept it."""
+    sets = ["--set", "population.agents=100", "--set", "seeding.prior_immunity=0.99"]
+    sets += ["--set", "simulation.days=2", "--set", "simulation.replicates=1"]
+    expected = (
+        f"error: {BASE} (with --set population.agents=100 --set seeding.prior_immunity=0.99 --set simulation.days=2 "
+        "--set simulation.replicates=1): seeding: 5 initial infections a replicate, but seeding.prior_immunity "
+        "leaves 0 of the 100 agents not immune to infect; lower the infections or the prior immunity"
+    )
+    for args in (["validate", str(BASE), *sets], ["run", str(BASE), *sets, "--out", str(tmp_path / "run")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [expected], args[0]
+    assert not (tmp_path / "run").exists()
+    fewer = runner.invoke(app, ["validate", str(BASE), *[s.replace("0.99", "0.9") for s in sets]])
+    assert fewer.exit_code == 0, fewer.output

@@ -550,6 +550,20 @@ class SeedingConfig(BaseModel):
         its share (``prior_immunity``) of them, rounded half up."""
         return [round_half_up(share, size) for share, size in zip(self.immune_shares(), sizes, strict=True)]
 
+    def room_problem(self, sizes: list[int]) -> str | None:
+        """The seeding infects agents not immune before day 0 only: where the age groups' ``sizes``
+        (agents in each) leave fewer of them than it asks for, the message that says so (fewer, or
+        none, would be seeded without a word); else None."""
+        agents = sum(sizes)
+        asked = sum(self.counts(agents).values())
+        free = agents - sum(self.immune_counts(sizes))
+        if asked <= free:
+            return None
+        return (
+            f"seeding: {asked} initial infections a replicate, but seeding.prior_immunity leaves {free} of the "
+            f"{agents:,} agents not immune to infect; lower the infections or the prior immunity"
+        )
+
     def immune_shares(self) -> list[float]:
         """The share of each age group immune before day 0 (``prior_immunity``, per age group)."""
         shares = self.prior_immunity

@@ -537,16 +537,12 @@ class Simulation:
 
     def _check_seeding_room(self) -> None:
         """The seeding infects agents not immune before day 0 only: there must be as many of
-        them as it asks for, or fewer (even none) would be seeded without a word."""
-        asked = sum(self.seeding.counts(self.n).values())
-        free = self.n - int(self.prior_immune[: self.n].sum())  # the same in every replicate
-        if asked > free:
+        them as it asks for (:meth:`SeedingConfig.room_problem`)."""
+        problem = self.seeding.room_problem(torch.bincount(self.age_group[: self.n], minlength=NUM_AGE_GROUPS).tolist())
+        if problem is not None:
             from abm.scenario import ScenarioError  # the scenario module imports the engine
 
-            raise ScenarioError(
-                f"seeding: {asked} initial infections a replicate, but seeding.prior_immunity leaves {free} of the "
-                f"{self.n:,} agents not immune to infect; lower the infections or the prior immunity"
-            )
+            raise ScenarioError(problem)
 
     def _seed(self, day: int) -> None:
         """Put the seeding's agents into their stages: drawn per replicate, or one draw shared by

@@ -184,6 +184,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     (``key.path=value``, as ``abm run --set``) override any key. An invalid scenario, runner or
     set prints one clear message and exits with code 2, writing nothing.
     """
+    from abm.byte_sizes import size_text
     from abm.learning.report import (
         console_legend,
         few_test_samples,
@@ -206,11 +207,11 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
         header=header,
     )
     width = key_width(report["protocols"], 22)
-    print(f"{'protocol':<{width}}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'MB':>10}")
+    print(f"{'protocol':<{width}}{'mean':>8}{'MCG':>8}{'CGS':>8}{'min gain':>10}{'sent':>11}")
     for key, r in report["protocols"].items():
         print(
             f"{key:<{width}}{r['mean_score']:>8.3f}{gain_shown(r['mcg']):>8.3f}{r['cgs']:>8.3f}"
-            f"{gain_shown(r['min_gain']):>10.3f}{r['bytes_total'] / 1e6:>10.2f}"
+            f"{gain_shown(r['min_gain']):>10.3f}{size_text(r['bytes_total']):>11}"
         )
     print(console_legend(report))
     for line in privacy_lines(report["protocols"]):

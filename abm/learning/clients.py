@@ -129,7 +129,13 @@ def _train(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
 
 @client_op("score")
 def _score(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload:
-    return {"acc": torch.tensor([env.participant.score()], dtype=torch.float64)}
+    """The participant's score, and its training losses that were not finite since it was last
+    scored (``nonfinite``: :class:`abm.learning.training.LossWatch`)."""
+    p = env.participant
+    return {
+        "acc": torch.tensor([p.score()], dtype=torch.float64),
+        "nonfinite": torch.tensor([p.losses.take()], dtype=torch.int64),
+    }
 
 
 @client_op("get_weights")

@@ -16,6 +16,7 @@ from abm.learning.data import Dataset
 from abm.learning.partition import ParticipantData
 from abm.learning.training import (
     ExtraLoss,
+    LossWatch,
     TrainConfig,
     accuracy,
     make_optimizer,
@@ -36,8 +37,10 @@ class Participant:
     optimizer: torch.optim.Optimizer = field(init=False)
     generator: torch.Generator = field(init=False)
     rng: np.random.Generator = field(init=False)
+    losses: LossWatch = field(init=False)  # its training losses that were not finite, until taken
 
     def __post_init__(self) -> None:
+        self.losses = LossWatch()
         self.optimizer = make_optimizer(self.model.parameters(), self.train_config)
         self.generator = torch.Generator().manual_seed(self.seed)
         self.rng = np.random.default_rng(self.seed)
@@ -57,6 +60,7 @@ class Participant:
             self.train_config.batch_size,
             self.generator,
             extra_loss,
+            self.losses,
         )
 
     def score(self) -> float:

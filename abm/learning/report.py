@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from abm.byte_sizes import size_text
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps, jsonable
-from abm.plurals import counted
+from abm.plurals import counted, plural
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -78,6 +79,29 @@ def privacy_lines(protocols: dict[str, Any], member: str = "participant") -> lis
     return lines
 
 
+def diverged_lines(protocols: dict[str, Any], member: str = "participant") -> list[str]:
+    """A line per protocol of a report's ``protocols`` whose training losses were not finite
+    (``nonfinite_losses``): each ``member`` whose training diverged, by the round it first did."""
+    lines = []
+    for key, r in protocols.items():
+        first: dict[int, int] = {}
+        for entry in r.get("nonfinite_losses") or []:
+            first.setdefault(entry["participant"], entry["round"])
+        by_round: dict[int, list[int]] = {}
+        for pid, t in first.items():
+            by_round.setdefault(t, []).append(pid)
+        if by_round:
+            whom = "; ".join(
+                f"{plural(member, len(ids))} {', '.join(map(str, sorted(ids)))} from round {t}"
+                for t, ids in sorted(by_round.items())
+            )
+            lines.append(
+                f"Warning: {key}: training diverged, its loss not finite (NaN or inf) for {whom} (rounds from 0): the "
+                "scores after it mean little (nonfinite_losses in report.json)."
+            )
+    return lines
+
+
 def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None:
     """Lay ``fig`` out, write it at 100 dpi and close it; its file name goes into ``files``."""
     import matplotlib.pyplot as plt
@@ -132,7 +156,7 @@ LEARNING_FILES = {
 
 def markdown(report: dict[str, Any]) -> str:
     """A learning report's results as Markdown: what the scores are measured on, one row per
-    protocol (as ``abm learn`` prints it: mean score, MCG, CGS, the lowest gain, megabytes of every message),
+    protocol (as ``abm learn`` prints it: mean score, MCG, CGS, the lowest gain, the bytes of every message),
     the differential-privacy lines and the note on small test sets."""
     lines = [
         f"# Learning: {report['scenario']}",
@@ -140,19 +164,19 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['participants']} participants; scores are accuracies on {scored_on_text(report)}, as fractions "
         "(gains too: 0.010 is one percentage point). MCG: mean "
         "collaboration gain over local-only; CGS: collaboration gain spread, the standard deviation of the gains "
-        "over participants; min gain: the lowest participant's gain; MB: megabytes of every message sent, the "
-        "server's to the participants included (10^6 bytes).",
+        "over participants; min gain: the lowest participant's gain; sent: the bytes of every message sent, the "
+        "server's to the participants included (kB: 10^3 bytes, MB: 10^6).",
         "",
-        "| protocol | mean | MCG | CGS | min gain | MB |",
+        "| protocol | mean | MCG | CGS | min gain | sent |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for key, r in report["protocols"].items():
         lines.append(
             f"| {key} | {r['mean_score']:.3f} | {gain_shown(r['mcg']):.3f} | {r['cgs']:.3f} | "
             f"{gain_shown(r['min_gain']):.3f} "
-            f"| {r['bytes_total'] / 1e6:.2f} |"
+            f"| {size_text(r['bytes_total'])} |"
         )
-    extra = [*privacy_lines(report["protocols"])]
+    extra = [*privacy_lines(report["protocols"]), *diverged_lines(report["protocols"])]
     note = few_test_samples(report)
     if note:
         extra.append(f"Note: {note}.")
@@ -165,7 +189,7 @@ def console_legend(report: dict[str, Any]) -> str:
     """The line under ``abm learn``'s table: what its columns measure, in which units."""
     return (
         f"mean: accuracy on {scored_on_text(report)} (a fraction); MCG, CGS, min gain: gains over local-only in "
-        "the same units (0.010 is one percentage point); MB: 10^6 bytes of every message"
+        "the same units (0.010 is one percentage point); sent: the bytes of every message (kB: 10^3, MB: 10^6)"
     )
 
 

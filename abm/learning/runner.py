@@ -28,7 +28,7 @@ from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, Prot
 from abm.learning.sources import source_arrays
 from abm.learning.split import known_groups, plan_split
 from abm.learning.training import TrainConfig
-from abm.plurals import counted
+from abm.plurals import counted, plural
 from abm.threads import torch_threads
 
 
@@ -61,6 +61,7 @@ class ProtocolResult:
     summary: dict[str, Any] = field(default_factory=dict)
     kinds_sent: dict[int, list[str]] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # the protocol's params as run, defaults filled in
+    nonfinite_losses: list[dict[str, int]] = field(default_factory=list)  # diverged training (NonFinite.record)
 
 
 def load_source(scenario: LearningScenario) -> DataSource:
@@ -167,15 +168,21 @@ def privacy_settings(
     spec: Any, default_rounds: int, participants: int, releases: int | None = None
 ) -> dict[str, Any] | None:
     """A protocol's privacy wrappers as run (None without a privacy block): secure aggregation,
-    and for DP the clip, delta, the target epsilon (if one was given), the noise multiplier the
-    accountant set, the rounds it was set for, and ``releases``, the noisy sums the accountant
-    charged (one per round for FedAvg; CoDream releases dream_steps + 1 sums in each round it dreams)."""
+    the participants that dropped out of each round's sum (``dropouts``: one ``{round,
+    participants}`` entry a round that had any, rounds from 0 as ``privacy.dropouts`` numbers them,
+    the participants' ids in order; the protocols that take dropouts sum once a round), and for DP
+    the clip, delta, the target epsilon (if one was given), the noise multiplier the accountant
+    set, the rounds it was set for, and ``releases``, the noisy sums the accountant charged (one
+    per round for FedAvg; CoDream releases dream_steps + 1 sums in each round it dreams)."""
     if spec.privacy is None:
         return None
-    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dp": None}
+    rounds = spec.rounds or default_rounds
+    dropouts = [
+        {"round": r, "participants": sorted(set(who))} for r, who in sorted(spec.privacy.dropouts.items()) if who
+    ]
+    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dropouts": dropouts, "dp": None}
     dp = spec.privacy.dp
     if dp is not None:
-        rounds = spec.rounds or default_rounds
         sigma, _ = dp_noise_multiplier(spec.privacy, rounds, participants)
         out["dp"] = {
             "clip": dp.clip,
@@ -209,18 +216,50 @@ def run_protocol(scenario: LearningScenario, data: PreparedData, spec: ProtocolS
     return execute_protocol(scenario, spec, ctx)
 
 
+class NonFinite:
+    """The training losses that were not finite (NaN or inf: training diverged) of one protocol's
+    run, as the participants report them with their scores after each round: ``record``, one
+    ``{round, participant, losses}`` entry per round and participant that had any (rounds from
+    0), for report.json; and a warning line (:func:`abm.learning.progress.say`) for each round in
+    which a participant's training first did so, naming the protocol, the participants (``who``:
+    participant, or institution in a private calibration) and the round. The run goes on."""
+
+    def __init__(self, key: str, who: str, rounds: int) -> None:
+        self.key, self.who, self.rounds = key, who, rounds
+        self.record: list[dict[str, int]] = []
+        self.warned: set[int] = set()
+
+    def after_round(self, t: int, counts: dict[int, int]) -> None:
+        """Round ``t``'s non-finite losses per participant."""
+        bad = [pid for pid, count in counts.items() if count]
+        self.record += [{"round": t, "participant": pid, "losses": counts[pid]} for pid in bad]
+        first = [pid for pid in bad if pid not in self.warned]
+        if first:
+            self.warned.update(first)
+            whom = f"{plural(self.who, len(first))} {', '.join(map(str, first))}"
+            progress.say(
+                f"warning: {self.key}: the training loss of {whom} was not finite (NaN or inf) in round {t} (rounds "
+                f"0..{self.rounds - 1}): training diverged (too high a learning rate?); the run goes on, but the "
+                "scores after it mean little (report.json: nonfinite_losses)"
+            )
+
+
 def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunContext) -> ProtocolResult:
     """Set up ``spec``'s protocol on ``ctx`` and run its rounds; every runner goes through here.
 
-    Scores are asked of the participants (``score`` client operation) after every round.
+    Scores are asked of the participants (``score`` client operation) after every round, with
+    their training losses that were not finite (:class:`NonFinite`).
     """
     cls = protocol_class(spec.name)
     config = cls.Config.model_validate(spec.params)
     protocol = cls(config)
     ids = ctx.ids
 
-    def scores_now() -> list[float]:
+    diverged = NonFinite(spec.key, "institution" if hasattr(scenario, "institutions") else "participant", ctx.rounds)
+
+    def scores_now(t: int) -> list[float]:
         replies = ctx.clients.broadcast("score")
+        diverged.after_round(t, {pid: int(replies[pid]["nonfinite"][0]) for pid in ids})
         return [float(replies[pid]["acc"][0]) for pid in ids]
 
     torch.manual_seed(scenario.seed + 99)
@@ -230,7 +269,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
     scores: list[float] = []
     for t in range(ctx.rounds):
         protocol.run_round(ctx, t)
-        scores = scores_now()
+        scores = scores_now(t)
         history.append(float(np.mean(scores)))
         progress.step(spec.key, t + 1, ctx.rounds, f"{counted(t + 1, 'round')}, mean score {history[-1]:.3f}")
     wall = time.perf_counter() - start
@@ -254,6 +293,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         summary=protocol.summary(ctx),
         kinds_sent={i: sorted(net.kinds_sent.get(i, set())) for i in ids},
         params=config.model_dump(mode="json"),
+        nonfinite_losses=diverged.record,
     )
 
 
@@ -346,6 +386,7 @@ def build_report(
             "delta": r.delta,
             "privacy": r.privacy,
             "history": r.history,
+            "nonfinite_losses": r.nonfinite_losses,
             "summary": r.summary,
         }
     if scenario.selection_toy is not None:

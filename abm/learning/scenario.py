@@ -23,7 +23,15 @@ from abm.learning.protocols.traits import PROTOCOLS, protocol_traits
 from abm.learning.selection import PolicyName
 from abm.learning.sources import SKLEARN_CLASSES, SKLEARN_SOURCES
 from abm.learning.split import known_groups
-from abm.set_options import COMMAND_LINE, PYTHON, OptionNames, ScenarioError, apply_set, option_texts
+from abm.set_options import (
+    COMMAND_LINE,
+    PYTHON,
+    OptionNames,
+    ScenarioError,
+    apply_set,
+    option_texts,
+    refuse_repeated_keys,
+)
 from abm.validation_errors import bool_mixups, error_lines, name_field, seed_field, validated
 
 Runner = Literal["inprocess", "flower-sim", "flower"]
@@ -692,6 +700,10 @@ def scenario_data(
         sets = option_texts(sets, "set", PYTHON, example="rounds=5")
     except ScenarioError as e:
         raise LearningScenarioError(str(e)) from None
+    try:
+        refuse_repeated_keys(sets, names)
+    except ScenarioError as e:
+        raise LearningScenarioError(f"{source}: {e}") from None
     for i, item in enumerate(sets):
         try:
             data = apply_set(data, item, names.set_item(i), defaults_shown="a report's scenario.json")

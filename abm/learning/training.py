@@ -26,6 +26,25 @@ class TrainConfig:
     batch_size: int = 32
 
 
+@dataclass
+class LossWatch:
+    """One participant's training losses that were not finite (NaN or inf: its training diverged,
+    say at too high a learning rate), counted as its training loops see them, until taken (the
+    runner takes them after every round, with the scores: :func:`abm.learning.runner.execute_protocol`)."""
+
+    nonfinite: int = 0
+
+    def see(self, loss: torch.Tensor) -> None:
+        """Count ``loss`` (a minibatch's) if it is not finite."""
+        if not bool(torch.isfinite(loss.detach()).all()):
+            self.nonfinite += 1
+
+    def take(self) -> int:
+        """The non-finite losses seen since the last call."""
+        count, self.nonfinite = self.nonfinite, 0
+        return count
+
+
 def make_optimizer(params: Iterable[torch.nn.Parameter], cfg: TrainConfig) -> torch.optim.Optimizer:
     """SGD (with momentum) or Adam over ``params``."""
     if cfg.optimizer == "sgd":
@@ -63,8 +82,10 @@ def train_epochs(
     batch_size: int,
     generator: torch.Generator,
     extra_loss: ExtraLoss | None = None,
+    watch: LossWatch | None = None,
 ) -> float:
-    """Cross-entropy training (plus ``extra_loss``) for ``epochs`` passes; returns the last loss."""
+    """Cross-entropy training (plus ``extra_loss``) for ``epochs`` passes; returns the last loss.
+    ``watch`` counts the minibatch losses that are not finite."""
     model.train()
     last = 0.0
     for _ in range(epochs):
@@ -73,6 +94,8 @@ def train_epochs(
             loss = F.cross_entropy(logits, yb)
             if extra_loss is not None:
                 loss = loss + extra_loss(model, xb, yb, logits)
+            if watch is not None:
+                watch.see(loss)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -39,8 +39,9 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """The console table of a private-calibration report: per protocol, recovery (overall and per
     institution), MCG, CGS, the same under each institution's own prior ("n/a" where the scenario
-    evaluates none: ``own_holdout_simulations: 0``), ND and megabytes sent; then what the columns
+    evaluates none: ``own_holdout_simulations: 0``), ND and the bytes sent; then what the columns
     mean, and a line per protocol run with differential privacy (its epsilon: :func:`privacy_lines`)."""
+    from abm.byte_sizes import size_text
     from abm.learning.report import gain_shown, key_width, privacy_lines
 
     def own(value: float, spec: str) -> str:
@@ -54,16 +55,17 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     lines = [
         f"{'protocol':<{width}}{'recovery':>9}"
         + "".join(f"{n:>{w}}" for n, w in zip(names, columns, strict=True))
-        + f"{'MCG':>8}{'CGS':>7}{'own rec':>9}{'own MCG':>9}{'ND':>7}{'MB':>8}"
+        + f"{'MCG':>8}{'CGS':>7}{'own rec':>9}{'own MCG':>9}{'ND':>7}{'sent':>11}"
     ]
     for key, r in report["protocols"].items():
         per = "".join(f"{row['recovery']:>{w}.3f}" for row, w in zip(r["institutions"], columns, strict=True))
         lines.append(
             f"{key:<{width}}{r['mean_recovery']:>9.3f}{per}{gain_shown(r['mcg']):>+8.3f}{r['cgs']:>7.3f}"
             f"{own(r['mean_recovery_own'], '.3f'):>9}{own(gain_shown(r['mcg_own']), '+.3f'):>9}{r['mean_nd']:>7.2f}"
-            f"{r['bytes_total'] / 1e6:>8.2f}"
+            f"{size_text(r['bytes_total']):>11}"
         )
     lines.append(
-        "recovery: held-out simulations over the full range; own rec, own MCG: under each institution's own prior"
+        "recovery: held-out simulations over the full range; own rec, own MCG: under each institution's own prior; "
+        "sent: the bytes of every message (kB: 10^3, MB: 10^6)"
     )
     return lines + privacy_lines(report["protocols"], "institution")

@@ -143,6 +143,7 @@ def protocol_table(
             "epsilon": r.epsilon,
             "delta": r.delta,
             "history": r.history,
+            "nonfinite_losses": r.nonfinite_losses,
             "summary": r.summary,
         }
     return out

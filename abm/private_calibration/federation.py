@@ -79,6 +79,7 @@ class ProtocolRun:
     summary: dict[str, Any]
     privacy: dict[str, Any] | None = None  # the privacy wrappers as run (learning's privacy_settings)
     params: dict[str, Any] = field(default_factory=dict)  # the protocol's params as run, defaults filled in
+    nonfinite_losses: list[dict[str, int]] = field(default_factory=list)  # learning's ProtocolResult's
 
 
 def calibration_specs(scenario: PrivateCalibrationScenario) -> list[CalibrationProtocolSpec]:
@@ -133,6 +134,7 @@ def protocol_run(
         summary=result.summary,
         privacy=result.privacy,
         params=result.params,
+        nonfinite_losses=result.nonfinite_losses,
     )
 
 

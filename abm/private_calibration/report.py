@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from abm.learning.report import gain_shown, line_style, plot_round_curves, provenance, save_figure
+from abm.byte_sizes import size_text
+from abm.learning.report import diverged_lines, gain_shown, line_style, plot_round_curves, provenance, save_figure
 from abm.outputs.figure_parts import date_ticks
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
@@ -118,11 +119,10 @@ def markdown(report: dict[str, Any]) -> str:
         "Recovery: mean over parameters of the share of held-out simulations (full parameter range, "
         "each institution's own population) whose marginal arg-max bin is the true bin "
         f"({report['joint_classes']} joint classes). ND: normalized deviation of the simulated weekly series "
-        "at the estimate against the observed series, mean of cases and admissions.",
+        "at the estimate against the observed series, mean of cases and admissions. Sent: the bytes of every "
+        "message (kB: 10^3 bytes, MB: 10^6).",
         "",
-        "| protocol | mean recovery | "
-        + " | ".join(names)
-        + " | MCG | CGS | min gain | mean ND | MB communicated | wall s |",
+        "| protocol | mean recovery | " + " | ".join(names) + " | MCG | CGS | min gain | mean ND | sent | wall s |",
         "|---|---:|" + "---:|" * len(names) + "---:|---:|---:|---:|---:|---:|",
     ]
     for key, r in report["protocols"].items():
@@ -130,14 +130,14 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {key} | {r['mean_recovery']:.3f} | {per} | {gain_shown(r['mcg']):+.3f} | {r['cgs']:.3f} "
             f"| {gain_shown(r['min_gain']):+.3f} "
-            f"| {r['mean_nd']:.2f} | {r['bytes_total'] / 1e6:.2f} | {r['wall_time_s']:.1f} |"
+            f"| {r['mean_nd']:.2f} | {size_text(r['bytes_total'])} | {r['wall_time_s']:.1f} |"
         )
     pooled = [key for key, r in report["protocols"].items() if r.get("protocol") == "centralized"]
     if pooled:
         lines += [
             "",
             f"{', '.join(pooled)}: the upper bound, not a private protocol: one calibrator trained on every "
-            "institution's training simulations pooled in this process. Its 0 MB count no messages; the pooled "
+            "institution's training simulations pooled in this process. Its 0 B sent count no messages; the pooled "
             "simulations are what no institution sends.",
         ]
     if any(not np.isnan(r.get("mean_recovery_own", float("nan"))) for r in report["protocols"].values()):
@@ -179,6 +179,8 @@ def markdown(report: dict[str, Any]) -> str:
     if report["mode"] == "known_truth":
         truths = [", ".join(f"{v:.3g}" for v in i["truth"].values()) for i in report["institutions"]]
         lines.append("| truth | " + " | ".join(truths) + " |")
+    for line in diverged_lines(report["protocols"], "institution"):
+        lines += ["", line]
     lines.append("")
     return "\n".join(lines)
 

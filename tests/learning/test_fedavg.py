@@ -90,6 +90,29 @@ def test_secure_aggregation_does_not_change_fedavg_and_survives_dropout():
     assert dropped.bytes_by_kind["mask_seed"] == 3 * 32  # 3 survivors reveal one seed each
 
 
+def test_report_json_names_the_participants_that_dropped_out_of_each_round():
+    """report.json's privacy section gave secure aggregation and DP but not the dropouts the
+    scenario simulates: it gives them per round (rounds from 0, as privacy.dropouts numbers them),
+    an empty list where none dropped out."""
+    dropouts = {"secure_aggregation": True, "dropouts": {2: [3, 1], 0: [2], 1: []}}
+    s = _scenario(
+        rounds=3,
+        protocols=[
+            {"name": "fedavg", "label": "dropped", "privacy": dropouts},
+            {"name": "fedavg", "label": "secure", "privacy": {"secure_aggregation": True}},
+            {"name": "fedavg", "label": "plain"},
+        ],
+    )
+    report = run_all(s)["protocols"]
+    assert report["dropped"]["privacy"] == {
+        "secure_aggregation": True,
+        "dropouts": [{"round": 0, "participants": [2]}, {"round": 2, "participants": [1, 3]}],
+        "dp": None,
+    }
+    assert report["secure"]["privacy"]["dropouts"] == []
+    assert report["plain"]["privacy"] is None  # no privacy block: no wrapper, no dropouts
+
+
 def test_runs_are_deterministic():
     s = _scenario(rounds=2, protocols=[{"name": "fedavg"}])
     a = run_all(s)["protocols"]["fedavg"]["participants"]
@@ -123,6 +146,7 @@ def test_codream_dp_accounts_the_logits_as_well_as_the_dream_gradients():
     assert r.epsilon == rdp_epsilon(2.0, 2 * (4 + 1), 1e-5)
     assert r.privacy == {
         "secure_aggregation": False,
+        "dropouts": [],
         "dp": {
             "clip": 1.0,
             "delta": 1e-5,

@@ -268,13 +268,16 @@ def test_report_md_says_what_cgs_and_mb_are():
         "participants": 2,
         "evaluate_on": "own",
         "test_sizes": [40, 40],
-        "protocols": {"fedavg": row},
+        "protocols": {"fedavg": row, "small": {**row, "bytes_total": 3_200}, "none": {**row, "bytes_total": 0}},
     }
     md = markdown(report)
     assert "collaborative fairness" not in md
     assert "CGS: collaboration gain spread, the standard deviation of the gains over participants" in md
-    assert "MB: megabytes of every message sent, the server's to the participants included" in md
-    assert "| fedavg | 0.500 | 0.100 | 0.050 | 0.000 | 2.00 |" in md
+    assert "sent: the bytes of every message sent, the server's to the participants included (kB: 10^3 bytes" in md
+    assert "| fedavg | 0.500 | 0.100 | 0.050 | 0.000 | 2.00 MB |" in md
+    # 3,200 bytes read 0.00 in megabytes, as if nothing were sent
+    assert "| small | 0.500 | 0.100 | 0.050 | 0.000 | 3.2 kB |" in md
+    assert "| none | 0.500 | 0.100 | 0.050 | 0.000 | 0 B |" in md
 
 
 def test_a_long_label_keeps_the_console_tables_columns(tmp_path):
@@ -332,11 +335,11 @@ def test_the_console_and_report_md_say_the_scores_and_gains_are_fractions(tmp_pa
     assert res.exit_code == 0, res.output
     assert (
         "mean: accuracy on the global test set (a fraction); MCG, CGS, min gain: gains over local-only in the "
-        "same units (0.010 is one percentage point); MB: 10^6 bytes of every message"
+        "same units (0.010 is one percentage point); sent: the bytes of every message (kB: 10^3, MB: 10^6)"
     ) in res.stdout.splitlines()
     md = (out / "report.md").read_text()
     assert "accuracies on the global test set, as fractions (gains too: 0.010 is one percentage point)" in md
-    assert "(10^6 bytes)" in md
+    assert "(kB: 10^3 bytes, MB: 10^6)" in md
 
 
 def test_gains_that_cancel_read_zero_not_minus_zero():
@@ -350,9 +353,9 @@ def test_gains_that_cancel_read_zero_not_minus_zero():
     assert f"{noise:.3f}" == "-0.000"  # what was printed
     row = {"mean_score": 0.5, "mcg": noise, "cgs": 0.05, "min_gain": -0.0004, "bytes_total": 0, "epsilon": None}
     report = {"scenario": "s", "participants": 2, "evaluate_on": "own", "test_sizes": [40, 40]}
-    assert "| fedavg | 0.500 | 0.000 | 0.050 | 0.000 | 0.00 |" in markdown({**report, "protocols": {"fedavg": row}})
+    assert "| fedavg | 0.500 | 0.000 | 0.050 | 0.000 | 0 B |" in markdown({**report, "protocols": {"fedavg": row}})
     lost = {**row, "mcg": -0.0126}
-    assert "| fedavg | 0.500 | -0.013 | 0.050 | 0.000 | 0.00 |" in markdown({**report, "protocols": {"fedavg": lost}})
+    assert "| fedavg | 0.500 | -0.013 | 0.050 | 0.000 | 0 B |" in markdown({**report, "protocols": {"fedavg": lost}})
     calibration = {
         "mean_recovery": 0.5,
         "institutions": [{"recovery": 0.5}],
@@ -364,7 +367,7 @@ def test_gains_that_cancel_read_zero_not_minus_zero():
         "bytes_total": 0,
     }
     line = summary_lines({"institutions": [{"name": "A"}], "protocols": {"fedavg": calibration}})[1]
-    assert line.split() == ["fedavg", "0.500", "0.500", "+0.000", "0.000", "0.500", "+0.000", "0.30", "0.00"]
+    assert line.split() == ["fedavg", "0.500", "0.500", "+0.000", "0.000", "0.500", "+0.000", "0.30", "0", "B"]
 
 
 def test_docs_learning_md_names_every_key_of_report_json(tmp_path):

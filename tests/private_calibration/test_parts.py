@@ -291,8 +291,12 @@ def test_what_the_schema_cannot_see_is_checked_at_load(tmp_path, change, message
         ),
         ("outputs.map_days.0=5", "model.set[1]: outputs.map_days.0: outputs.map_days is not in the file, so it has"),
         (
-            "disease.transmission_rate=-3",
-            "model.set (on {model}): invalid scenario: disease.transmission_rate: -3 is not allowed",
+            "seeding.day=-3",
+            "model.set (on {model}): invalid scenario: seeding.day: -3 is not allowed",
+        ),
+        (  # model.set[0] gives it 3.0
+            "disease.transmission_rate=4.0",
+            "model.set[1]: disease.transmission_rate is given twice, as 3.0 and as 4.0; give it once",
         ),
     ],
 )

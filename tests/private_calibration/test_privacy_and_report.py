@@ -715,7 +715,7 @@ def test_markdown_names_the_estimated_parameters_only():
 
 
 def test_markdown_says_centralized_pools_the_simulations():
-    """centralized's "MB communicated" is 0.00 because it pools every institution's simulations in
+    """centralized's bytes sent are 0 because it pools every institution's simulations in
     process, not because nothing would move: report.md says so under the table (it said nothing,
     so the upper bound read as the cheapest private protocol); a report without it has no such line."""
     from abm.private_calibration.report import markdown
@@ -732,7 +732,7 @@ def test_markdown_says_centralized_pools_the_simulations():
     }
     note = (
         "pooled: the upper bound, not a private protocol: one calibrator trained on every institution's "
-        "training simulations pooled in this process. Its 0 MB count no messages"
+        "training simulations pooled in this process. Its 0 B sent count no messages"
     )
     assert note in markdown(report)
     del report["protocols"]["pooled"]
@@ -769,11 +769,12 @@ def test_console_summary_says_n_a_where_no_own_prior_evaluation_ran():
         "mean_nd": 0.3,
         "bytes_total": 2_000_000,
     }
-    with_own = {**row, "mean_recovery_own": 0.625, "mcg_own": -0.125}
+    with_own = {**row, "mean_recovery_own": 0.625, "mcg_own": -0.125, "bytes_total": 3_200}  # 0.00 in MB
     report = {"institutions": [{"name": "Seattle"}, {"name": "South"}], "protocols": {"fedavg": row, "ipa": with_own}}
     lines = summary_lines(report)
-    assert lines[1].split() == ["fedavg", "0.500", "0.250", "0.750", "+0.125", "0.000", "n/a", "n/a", "0.30", "2.00"]
-    assert lines[2].split() == ["ipa", "0.500", "0.250", "0.750", "+0.125", "0.000", "0.625", "-0.125", "0.30", "2.00"]
+    figures = ["0.500", "0.250", "0.750", "+0.125", "0.000"]
+    assert lines[1].split() == ["fedavg", *figures, "n/a", "n/a", "0.30", "2.00", "MB"]
+    assert lines[2].split() == ["ipa", *figures, "0.625", "-0.125", "0.30", "3.2", "kB"]
     assert "nan" not in "\n".join(lines)
     assert len(lines) == 4  # the header, a row per protocol and what the columns mean: no DP, no DP line
 

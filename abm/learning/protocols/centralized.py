@@ -26,5 +26,7 @@ class Centralized(Protocol):
 
     def run_round(self, ctx: RunContext, t: int) -> None:
         self._pool.train(ctx.local_epochs)
+        diverged = self._pool.losses.take()
         for p in ctx.participants:
             p.model = self._pool.model
+            p.losses.nonfinite += diverged  # each is scored with the pooled model: its training is theirs

@@ -66,7 +66,7 @@ from abm.learning.privacy.secure_aggregation import SecureSum
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.configs import CoDreamConfig
 from abm.learning.protocols.sizes import contribution_weights
-from abm.learning.training import kd_loss, minibatches, predict
+from abm.learning.training import LossWatch, kd_loss, minibatches, predict
 
 if TYPE_CHECKING:
     from abm.learning.data import Dataset
@@ -211,8 +211,10 @@ def distill(
     gen: torch.Generator,
     train_data: Dataset | None = None,
     freeze_bn: bool | None = None,
+    watch: LossWatch | None = None,
 ) -> None:
-    """``kd_epochs`` passes of KD on the dream buffer, each batch joined by a CE batch of ``train_data``.
+    """``kd_epochs`` passes of KD on the dream buffer, each batch joined by a CE batch of ``train_data``;
+    ``watch`` (a client's) counts the losses that are not finite.
 
     ``freeze_bn`` (default ``cfg.freeze_bn_on_dreams``) keeps the model's BatchNorm running statistics
     out of reach of the dreams; a client's statistics must keep summarising its private data. The
@@ -244,6 +246,8 @@ def distill(
                     local = minibatches(train_data, bs, gen)
                     xb, yb = next(local)
                 loss = loss + F.cross_entropy(model(xb), yb)
+            if watch is not None:
+                watch.see(loss)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -356,7 +360,7 @@ def _update(env: ClientEnv, payload: Payload, config: dict[str, Any]) -> Payload
         buffer.extend((payload[f"x{i}"], payload[f"y{i}"]) for i in range(n_new))
         env.store["buffer"] = buffer[-cfg.buffer_batches :]
     if config.get("distill", False):
-        distill(p.model, p.optimizer, env.store["buffer"], cfg, p.generator, p.data.train)
+        distill(p.model, p.optimizer, env.store["buffer"], cfg, p.generator, p.data.train, watch=p.losses)
     p.train(int(config["epochs"]))
     return {}
 

@@ -157,6 +157,7 @@ class CYCle(Protocol):
                 if lam > 0:
                     z_k = teacher[(p.pid, k)][idx]
                     loss = loss + cfg.lambda0 * lam * distill_kl(logits, z_k, cfg.temperature)
+            p.losses.see(loss)
             p.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             p.optimizer.step()

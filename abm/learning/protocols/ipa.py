@@ -142,6 +142,7 @@ class IPA(Protocol):
                         continue
                     other = params[j] if cfg.update_others else [q.detach() for q in params[j]]
                     loss = loss + cfg.lam * float(self.a[i, j]) * alignment(params[i], other, cfg.p, cfg.reduction)
+                pi.losses.see(loss)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -210,6 +210,7 @@ class MAPL(Protocol):
                     + proto_loss(proj, y2, h.prototypes, cfg.tau)
                     + uniformity_loss(h.prototypes)
                 )
+                p.losses.see(loss)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
