@@ -602,9 +602,11 @@ def per_100k_text(count: float, agents: int) -> str:
 
 def fixed_counts(sc: Scenario, own: int) -> list[str]:
     """Notes (without ``note: ``) on what a scenario gives as counts that stay the same at any
-    number of agents (the initial infections, vaccination's daily_doses), with their share per
-    100,000 of its agents and of ``own``, the agents of the scenario file without the options."""
-    counts = []
+    number of agents (the initial infections, vaccination's daily_doses, the daily capacities of
+    test types and of manual tracing), with their share per 100,000 of its agents and of ``own``,
+    the agents of the scenario file without the options, and the setting that scales instead,
+    where there is one."""
+    counts: list[tuple[str, float, str | None]] = []
     seeds = sum(sc.seeding.infections.values()) if sc.seeding.infections_per_100k is None else 0
     if seeds:
         counts.append((f"seeding.infections seeds {counted(seeds, 'agent')}", seeds, "infections_per_100k"))
@@ -614,10 +616,20 @@ def fixed_counts(sc: Scenario, own: int) -> list[str]:
         counts.append(
             (f"interventions.vaccination.daily_doses gives {doses} doses a day", doses, "daily_doses_per_100k")
         )
+    testing = getattr(sc.interventions, "testing", None)
+    for i, test in enumerate(testing.tests if testing is not None and testing.enabled else []):
+        if test.daily_capacity:  # 0 gets its own note: the test type does nothing
+            key = f"interventions.testing.tests[{i}].daily_capacity"
+            counts.append((f"{key} gives {test.daily_capacity} {test.name} tests a day", test.daily_capacity, None))
+    tracing = getattr(sc.interventions, "manual_tracing", None)
+    if tracing is not None and tracing.enabled and tracing.daily_capacity:
+        capacity = tracing.daily_capacity
+        what = f"interventions.manual_tracing.daily_capacity gives {capacity} interviews a day"
+        counts.append((what, capacity, None))
     agents = sc.population.agents
     return [
         f"{what} whatever the population: {per_100k_text(count, agents)} per 100,000 at {agents:,} agents, against "
-        f"{per_100k_text(count, own)} at the file's {own:,} ({rate} scales instead)"
+        f"{per_100k_text(count, own)} at the file's {own:,}" + (f" ({rate} scales instead)" if rate else "")
         for what, count, rate in counts
     ]
 

@@ -31,12 +31,13 @@ from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.memory import ESTIMATE_OVER_PEAK, run_memory_bytes, run_size, total_memory_bytes
 from abm.missing_file import close_file, missing_file_hint
+from abm.named_settings import check_named_settings
 from abm.plurals import counted
 from abm.populations import Population, Region, build_population
 from abm.populations.reference import build_reference_population
 from abm.populations.region import REGIONS_DIR, RegionError, load_region, resolve_region_path
 from abm.set_options import COMMAND_LINE, ScenarioError, dotted, refuse_repeated_keys
-from abm.validation_errors import invalid_message, name_field, validated
+from abm.validation_errors import invalid_message, likely_meant, name_field, validated
 from abm.yaml_loader import load_yaml, yaml_error_text
 
 if TYPE_CHECKING:
@@ -537,7 +538,8 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
     """What the schema cannot see, checked before anything runs: the region's files can be read;
     every ``contacts.occupation.degree`` key names a setting of the population (a misspelt sector
     would otherwise be kept and never used) and every sector of the region has one (the run would
-    fail without it); a boundary file holds the population's tracts. (The
+    fail without it); closures and a vaccination priority list name settings the population has
+    (:func:`abm.named_settings.check_named_settings`); a boundary file holds the population's tracts. (The
     device is checked where the run happens, :func:`check_device`: a sweep planned here may run
     on a Ray cluster's GPUs.)"""
     from abm.populations.reference import CATEGORIES, county_tract
@@ -560,8 +562,11 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
     known = set(default_degrees()) | set(settings)
     unknown = sorted(set(scenario.contacts.occupation.degree) - known)
     if unknown:
+        guesses = [f"{u!r}: did you mean {meant!r}?" for u in unknown if (meant := likely_meant(u, sorted(known)))]
         raise ScenarioError(
-            f"{source}: contacts.occupation.degree: {unknown} not allowed; the settings are {', '.join(sorted(known))}"
+            f"{source}: contacts.occupation.degree: {unknown} not allowed"
+            + (f" ({' '.join(guesses)})" if guesses else "")
+            + f"; the settings are {', '.join(sorted(known))}"
         )
     lacking = [s for s in settings if s not in scenario.contacts.occupation.degree]
     if lacking:
@@ -574,6 +579,7 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
             f"{source}: contacts.occupation.degree: no entry for the sectors {lacking} of {whose}; give each "
             f"sector its mean daily contacts (e.g. contacts.occupation.degree: {{{lacking[0]}: 5}})"
         )
+    check_named_settings(scenario, region, source)
     if scenario.outputs.boundaries is not None:
         from abm.outputs.boundaries import BoundaryError, shapes_from_file
 

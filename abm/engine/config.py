@@ -230,7 +230,9 @@ class DiseaseConfig(BaseModel):
         5.02,
         ge=0,
         description="transmission scale (the thesis's R; not the reproduction number): multiplies every "
-        "contact's daily force of infection",
+        "contact's daily force of infection; the King County scenarios set 3.137, fitted to the county's 2020 "
+        "epidemic (scenarios/king_county/base.yaml), so a scenario that neither extends them nor sets it runs at "
+        "the thesis's 5.02, a faster epidemic",
     )
     seasonality: Seasonality = Field(
         Seasonality(),

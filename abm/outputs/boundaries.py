@@ -340,6 +340,13 @@ def download_boundaries(
         src = Path(source)
         if not src.is_file():
             raise BoundaryError(f"{src}: file not found")
+        if src.suffix.lower() != ".zip":  # the cache keeps the Census zip of a state's tracts
+            kind = f"a {src.suffix} file" if src.suffix else "a file without the .zip extension"
+            raise BoundaryError(
+                f"{src}: {kind} is not allowed; the cache takes a Census tract boundary zip "
+                f"({census_file_name(state_fips)}); a boundary file of your own tracts (.geojson, .json, .shp "
+                "or .zip, with a GEOID for each tract) goes in the scenario's outputs.boundaries"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)  # only once there is a file to keep
         shutil.copyfile(src, tmp)
     else:

@@ -161,11 +161,18 @@ class RegionFigures(BaseModel):
     @classmethod
     def _contiguous_bands(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
         bounds = list(v.values())
-        if not bounds or bounds[0][0] != 0:
-            raise ValueError("age bands must start at age 0")
-        for (lo, hi), (next_lo, _) in zip(bounds, [*bounds[1:], (bounds[-1][1] + 1, 0)], strict=True):
-            if hi < lo or next_lo != hi + 1:
-                raise ValueError(f"age bands must be contiguous and in order; got {bounds}")
+        if not bounds:
+            raise ValueError("no band is not allowed; give the tract table's age bands, from age 0")
+        names = list(v)
+        for i, (name, (lo, hi)) in enumerate(v.items()):
+            start = 0 if i == 0 else bounds[i - 1][1] + 1
+            if hi < lo or lo != start:
+                where = "the first band" if i == 0 else f"the band after {names[i - 1]}: {list(bounds[i - 1])}"
+                raise ValueError(
+                    f"{name}: [{lo}, {hi}] is not allowed; the bands are [first age, last age], contiguous and in "
+                    f"order of age, so {where} starts at age {start}"
+                    + (" (and a band's first age is at most its last)" if hi < lo else "")
+                )
         if bounds[-1][1] < 80:  # else the population has no one in the oldest groups, without a word
             raise ValueError(
                 f"age bands must reach age 80 or beyond (the model's oldest age group is 80 and over); they end at "
@@ -251,8 +258,18 @@ class RegionFigures(BaseModel):
 
     @model_validator(mode="after")
     def _school_shares_per_type(self) -> RegionFigures:
-        """Every school type has one share per size bracket (at least 0, adding up to more than 0)."""
+        """Every school type has one share per size bracket (at least 0, adding up to more than 0),
+        and every entry is a school type's (one of another name, a misspelt type, was never read)."""
         n = len(self.school_size_brackets)
+        for kind in self.school_size_shares:
+            if kind not in self.school_types:
+                meant = likely_meant(kind, list(self.school_types))
+                raise ValueError(
+                    f"school_size_shares.{kind}: {self.school_size_shares[kind]} is not allowed"
+                    + (f" (did you mean {meant!r}?)" if meant else "")
+                    + f"; {kind!r} is no type of school_types, so its shares would not be read: the entries are "
+                    f"the school types ({', '.join(self.school_types) or 'none'})"
+                )
         for kind in self.school_types:
             shares = self.school_size_shares.get(kind)
             if shares is None:
@@ -349,6 +366,7 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
         lines = list(range(2, len(tracts) + 2))
     needed = ["geoid", "lat", "lon", "land_km2", *figures.age_bands, *HOUSEHOLD_COLUMNS]
     _check_columns(tracts, tract_file, needed, list(figures.age_bands))
+    _check_no_other_columns(tracts, tract_file, needed, list(figures.age_bands))
     if "households" in tracts.columns:  # optional and not used (households come from hh_*), but checked
         needed.append("households")
     numeric = tracts[needed[1:]].apply(pd.to_numeric, errors="coerce")
@@ -370,6 +388,7 @@ def _read_region(path: Path, figures_mtime: int, tracts_mtime: int) -> Region:
     tracts[needed[1:]] = numeric
     _check_tract_places(tracts, tract_file, lines)
     _check_within_bounds(tracts, tract_file, lines, figures.bounds)
+    _check_households_have_residents(tracts, tract_file, lines, list(figures.age_bands))
     tracts = tracts[tracts[list(figures.age_bands)].sum(axis=1) > 0]
     if tracts.empty:
         raise RegionError(
@@ -449,6 +468,47 @@ def _check_columns(tracts: pd.DataFrame, tract_file: Path, needed: list[str], ba
         + (f" ({' '.join(guesses)})" if guesses else "")
         + f"; a tract table needs the columns geoid, name, lat, lon, land_km2, one per age band of region.yaml "
         f"({', '.join(bands)}) and {', '.join(HOUSEHOLD_COLUMNS)} (households by size)"
+    )
+
+
+def _check_no_other_columns(tracts: pd.DataFrame, tract_file: Path, needed: list[str], bands: list[str]) -> None:
+    """No column but those a tract table has (``needed``, ``name`` and the optional ``households``):
+    any other was left unread without a word, so people of an age band that ``region.yaml`` does
+    not name (a column ``age_95_plus`` beside bands that end at 94) were left out of the region."""
+    known = [*needed[:1], "name", *needed[1:], "households"]
+    other = [c for c in tracts.columns if c not in known]
+    if not other:
+        return
+    column = other[0]  # every needed column is there, so only the optional one may be misspelt
+    hint = " (did you mean 'households'?)" if likely_meant(column, ["households"]) else ""
+    band = (
+        "; an age band's column needs its entry in region.yaml's age_bands, [first age, last age]"
+        if column.lower().startswith("age")
+        else ""
+    )
+    raise RegionError(
+        f"{tract_file}: column {column!r} is not allowed{hint}; it would not be read: a tract table has the "
+        f"columns geoid, name, lat, lon, land_km2, one per age band of region.yaml ({', '.join(bands)}), "
+        f"{', '.join(HOUSEHOLD_COLUMNS)} and, optionally, households{band}"
+    )
+
+
+def _check_households_have_residents(
+    tracts: pd.DataFrame, tract_file: Path, lines: list[int], bands: list[str]
+) -> None:
+    """A tract with households by size has residents: a tract whose age band columns are all 0 is
+    left out as one without people, so households there meant people lost without a word (their
+    ages missing from the row, or the row's figures shifted)."""
+    empty = (tracts[bands].sum(axis=1) <= 0) & (tracts[HOUSEHOLD_COLUMNS].sum(axis=1) > 0)
+    if not empty.any():
+        return
+    row = int(np.flatnonzero(empty.to_numpy())[0])
+    held = {c: tracts[c].iloc[row] for c in HOUSEHOLD_COLUMNS if tracts[c].iloc[row] > 0}
+    shown = ", ".join(f"{c} {v:g}" for c, v in held.items())
+    raise RegionError(
+        f"{tract_file}: row {lines[row]} (tract {tracts['geoid'].iloc[row]}): households ({shown}) with no "
+        f"residents in the age band columns ({', '.join(bands)}, all 0) is not allowed; give the tract's "
+        "people by age band, or 0 households for a tract without residents (such a tract is left out)"
     )
 
 

@@ -36,16 +36,17 @@ class TestType(BaseModel):
         None,
         ge=0,
         le=MAX_DAILY_COUNT,
-        description="tests per day per replicate; when more are due this test, those tested are drawn at random among "
-        "them (symptomatic and traced alike), the others take the next test type given to them, if any, and are not "
-        "tested that day otherwise (a symptomatic agent is a candidate again the next day; a traced contact's request "
-        "lapses); none: unlimited",
+        description="tests per day per replicate, for the simulated agents (not the region's residents); when more "
+        "are due this test, those tested are drawn at random among them (symptomatic and traced alike), the others "
+        "take the next test type given to them, if any, and are not tested that day otherwise (a symptomatic agent "
+        "is a candidate again the next day; a traced contact's request lapses); none: unlimited",
     )
     given_to: list[Literal["symptomatic", "traced"]] = Field(
         ["symptomatic"],
         min_length=1,
         description="who takes this test: symptomatic agents, traced contacts (those a tracing with test_contacts "
-        "asks to test)",
+        "asks to test); no one else is tested: there is no screening of agents without symptoms who were not "
+        "traced, and daily_capacity caps these tests rather than testing that many",
     )
 
     @model_validator(mode="after")

@@ -33,8 +33,9 @@ class VaccinationConfig(BaseModel):
         None,
         ge=0,
         le=MAX_DAILY_COUNT,
-        description="doses produced per day (replaces daily_doses_per_100k, which the resolved scenario then shows as "
-        "null)",
+        description="doses produced per day for the simulated agents, not the region's residents (5,000 a day for "
+        "King County's 2.25 million residents is daily_doses_per_100k 222 at any population.agents); replaces "
+        "daily_doses_per_100k, which the resolved scenario then shows as null",
     )
     shelf_life_days: int = Field(
         2,

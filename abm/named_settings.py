@@ -1,0 +1,56 @@
+"""The occupation settings a scenario's interventions name (closures, a vaccination priority
+list) checked against those its population has: a setting of ``contacts.occupation.degree`` that
+the population lacks (a King County sector in a scenario run on a region without it) closed
+nothing and vaccinated no one, without a word."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from abm.interventions.config.vaccination import RESIDENTS
+from abm.populations.population import LONG_TERM_CARE, SCHOOL
+from abm.set_options import ScenarioError
+
+if TYPE_CHECKING:
+    from abm.populations import Region
+    from abm.scenario import Scenario
+
+
+def population_settings(scenario: Scenario, region: Region) -> tuple[list[str], bool, str]:
+    """The occupation settings the scenario's population has (its sectors, and schools and care
+    facilities where the region has them), whether it has long-term-care residents, and what
+    names its settings in a message."""
+    from abm.populations.reference import CATEGORIES
+
+    if scenario.population.kind == "reference":
+        return list(CATEGORIES), False, "the reference population (population.kind: reference)"
+    figures = region.figures
+    schools = bool(figures.school_types) and any(share > 0 for _, _, share in figures.school_enrollment)
+    care = any(share > 0 for _, _, share in figures.long_term_care.residence_rate)
+    settings = [*([SCHOOL] if schools else []), *([LONG_TERM_CARE] if care else []), *figures.sectors]
+    return settings, care, f"{figures.name} ({region.path / 'region.yaml'})"
+
+
+def check_named_settings(scenario: Scenario, region: Region, source: str) -> None:
+    """Refuse a closure or a vaccination priority entry naming a setting (or the long-term-care
+    residents) that the scenario's population does not have, naming the key, the entries and
+    the settings allowed."""
+    settings, care, whose = population_settings(scenario, region)
+    multipliers = getattr(scenario.interventions, "contact_multipliers", None)
+    vaccination = getattr(scenario.interventions, "vaccination", None)
+    named = [
+        (f"interventions.contact_multipliers.closures[{i}].settings", list(closure.settings), "close nothing")
+        for i, closure in enumerate(multipliers.closures if multipliers is not None else [])
+    ]
+    if vaccination is not None and isinstance(vaccination.priority, list):
+        entries = [x for x in vaccination.priority if isinstance(x, str)]
+        named.append(("interventions.vaccination.priority", entries, "vaccinate no one"))
+    for key, names, effect in named:
+        here = [*settings, RESIDENTS] if key.endswith("priority") and care else settings
+        missing = [x for x in names if x not in here]
+        if missing:
+            raise ScenarioError(
+                f"{source}: {key}: {missing} not allowed; {whose} has no such "
+                f"{'setting' if len(missing) == 1 else 'settings'}, so {'it' if len(missing) == 1 else 'they'} "
+                f"would {effect}; allowed: {', '.join(here)}"
+            )
