@@ -50,6 +50,12 @@ def estimates(run: ProtocolRun, institutions: list[Institution], grid: BinGrid) 
     return out
 
 
+def estimate_is_finite(estimate: dict[str, float | None]) -> bool:
+    """Whether every value of an institution's estimate is finite: not where its calibrator's
+    output is NaN (its training diverged; null in report.json), which no simulation can run at."""
+    return all(v is not None and math.isfinite(v) for v in estimate.values())
+
+
 def end_to_end(
     scenario: PrivateCalibrationScenario,
     model: Scenario,
@@ -59,7 +65,9 @@ def end_to_end(
     """Simulate each institution at every protocol's estimate and score the fit against its
     observed series. Adds ``fit`` and ``curve`` to each row. Every protocol's estimate runs with
     the same seed (common random numbers), so protocols differ in ND by their estimates, not by
-    simulation noise: equal estimates give equal ND."""
+    simulation noise: equal estimates give equal ND. An estimate that is not finite
+    (:func:`estimate_is_finite`) is not simulated: its ``fit`` is NaN for every channel and its
+    ``curve`` None."""
     section = scenario.model
     reps = scenario.evaluation.estimate_replicates
     for inst in institutions:
@@ -67,6 +75,12 @@ def end_to_end(
         for rows in per_protocol.values():
             row = rows[inst.index]
             e = row["estimate"]
+            if not estimate_is_finite(e):
+                row["fit"] = {
+                    t: {"rmse_log1p_weekly": math.nan, "nd_weekly": math.nan} for t in inst.observed_daily.columns
+                }
+                row["curve"] = None
+                continue
             mult = np.full(reps, e["transmission"])
             seeds = np.full(reps, whole_infections(e["seeding"]))
             asc = np.full(reps, e.get("ascertainment", FIXED_ASCERTAINMENT))

@@ -19,7 +19,7 @@ from abm.outputs.figure_parts import date_ticks
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps
-from abm.private_calibration.evaluation import end_to_end, estimates, protocol_table
+from abm.private_calibration.evaluation import end_to_end, estimate_is_finite, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import Institution, build_institutions
 from abm.private_calibration.observed import KC2020_NOTE
@@ -174,6 +174,9 @@ def markdown(report: dict[str, Any]) -> str:
         cells = []
         for row in r["institutions"]:
             e = row["estimate"]
+            if not estimate_is_finite(e):
+                cells.append("not finite (training diverged): not simulated")
+                continue
             cells.append(", ".join(f"{v:.3g}" for v in e.values()) + f" (ND {row['nd_mean']:.2f})")
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     if report["mode"] == "known_truth":
@@ -250,7 +253,7 @@ def fits_figure(
             ax = axes[c, i]
             ax.plot(weeks, obs[channel].to_numpy(), "ko", ms=4, label="observed")
             for k in keys:
-                if k in curves:
+                if k in curves and curves[k][i] is not None:  # None: not simulated, the estimate not finite
                     line = weekly(curves[k][i], window)[channel].to_numpy()
                     ax.plot(weeks, line, label=k, lw=1, **line_style(keys.index(k)))
             ax.set_title(f"{inst.name}: {channel.replace('_', ' ')}", fontsize=9)

@@ -8,12 +8,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
 import torch
 import yaml
 from typer.testing import CliRunner
 
 from abm.cli import app
 from abm.learning.data import Dataset
+from abm.learning.protocols import protocol_names
+from abm.learning.protocols.configs import MAPLConfig
+from abm.learning.protocols.mapl import graph_step, project_simplex, unjudged_peers
+from abm.learning.protocols.traits import protocol_traits
 from abm.learning.report import diverged_lines
 from abm.learning.training import LossWatch, TrainConfig, make_optimizer, train_epochs
 
@@ -113,3 +119,122 @@ def test_report_md_names_diverged_institutions_by_the_round_they_first_did():
         "institution 0 from round 2 (rounds from 0): the scores after it mean little (nonfinite_losses in "
         "report.json)."
     ]
+
+
+def run(tmp_path: Path, name: str, training: dict[str, Any], protocols: list[dict[str, Any]]) -> tuple[Any, dict]:
+    """``abm learn`` of a tiny scenario with ``training`` and ``protocols``: the CLI's result and
+    report.json."""
+    sc = {
+        "name": name,
+        "seed": 0,
+        "data": {"source": "gaussian_mixture", "n_samples": 600, "n_classes": 4, "n_features": 8},
+        "split": {"participants": 3},
+        "models": [{"kind": "mlp", "hidden": [16], "batchnorm": False}],
+        "rounds": 3,
+        "training": training,
+        "protocols": protocols,
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    result = CliRunner().invoke(app, ["learn", str(path), "--out", str(tmp_path / name)])
+    assert result.exit_code == 0, result.output
+    return result, json.loads((tmp_path / name / "report.json").read_text())
+
+
+def test_mapl_whose_heads_turn_nan_warns_and_leaves_them_out_of_the_graph(tmp_path):
+    """MAPL trains with Adam, whose steps stay finite at a learning rate of 10^6, but at 10^12 its
+    heads turn NaN in round 0 and the graph step ended the run in an IndexError (project_simplex
+    of NaN). Now the run goes on, warned of, with every participant's non-finite losses recorded;
+    the graph step leaves every peer out of every row (all similarities NaN), so each row is the
+    participant alone, every round, and the summary says so."""
+    result, report = run(tmp_path, "mapl", {"optimizer": "adam", "lr": 1e12}, [{"name": "mapl"}])
+    mapl = report["protocols"]["mapl"]
+    assert {e["participant"] for e in mapl["nonfinite_losses"]} == {0, 1, 2}
+    assert "warning: mapl: the training loss of participants 0, 1, 2 was not finite" in result.stderr
+    assert len(mapl["history"]) == 3
+    assert mapl["summary"]["graph"] == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    others = [[1, 2], [0, 2], [0, 1]]
+    assert mapl["summary"]["nonfinite_similarities"] == [
+        {"round": t, "participant": i, "peers": others[i]} for t in range(3) for i in range(3)
+    ]
+
+
+def test_a_mapl_graph_step_leaves_out_the_peers_it_cannot_compare():
+    """Row 0 of three, uniform, with peer 1's similarity NaN: the step runs over entries 0 and 2
+    alone (w = 1/3 each; s = (1, 0.5) max-normalised to (1, 1); the gradient -mu1 gamma s +
+    mu2 beta w / ||w|| is negative for both, so a sign step adds graph_lr to both: 13/30 each,
+    projected to 1/2 each), peer 1 gets 0. With no peer comparable the row is self-weight."""
+    cfg = MAPLConfig()
+    w = np.full(3, 1 / 3)
+    gamma = np.full(3, 1 / 3)
+    np.testing.assert_allclose(graph_step(w, np.array([1.0, np.nan, 0.5]), gamma, 0, cfg), [0.5, 0.0, 0.5])
+    np.testing.assert_array_equal(graph_step(w, np.array([np.nan, 1.0, np.nan]), gamma, 1, cfg), [0.0, 1.0, 0.0])
+    assert unjudged_peers(np.array([[1.0, np.nan, 0.5], [np.nan, 1.0, np.nan], [0.5, np.nan, 1.0]])) == [
+        [1],
+        [0, 2],
+        [1],
+    ]
+
+
+def test_a_huge_graph_step_still_projects_onto_the_simplex():
+    """A PGD graph step of graph_lr 10^12 from a row on itself (degree 0, so the log-degree
+    gradient is -1/eps = -10^6 on each peer) moves the peers by about 10^17, where 1 is below a
+    float's resolution: the projection found no entry in its support and raised an IndexError.
+    The projection is shift invariant and is now taken from the largest entry (0)."""
+    np.testing.assert_array_equal(project_simplex(np.array([1e20, -1e20, 0.0])), [1.0, 0.0, 0.0])
+    cfg = MAPLConfig(graph_step="pgd", graph_lr=1e12)
+    row = graph_step(np.array([1.0, 0.0, 0.0]), np.array([1.0, 0.9, 0.8]), np.full(3, 1 / 3), 0, cfg)
+    assert row.min() >= 0 and row.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="finite"):
+        project_simplex(np.array([0.5, np.nan]))
+
+
+def test_ipa_fair_stop_counts_the_non_finite_losses_of_its_baseline_copies(tmp_path):
+    """phi, fair_stop's baseline, is each peer's local-only training on a copy of its model: at a
+    training learning rate of 10^6 (SGD) it diverges exactly as local-only's does (the same
+    initial models, minibatches and steps), while IPA's own turns run at lr 0.01 and stay finite.
+    Its non-finite losses went unreported (ipa's nonfinite_losses empty); now each peer's count
+    over the whole copy's training is reported with round 0's, equal to local-only's over its
+    three rounds."""
+    ipa = {"name": "ipa", "params": {"lr": 0.01, "fair_stop": {"rule": "last_fair"}}}
+    result, report = run(tmp_path, "ipa", {"optimizer": "sgd", "lr": 1e6}, [ipa])
+    local = report["protocols"]["local"]["nonfinite_losses"]
+    per_peer = {k: sum(e["losses"] for e in local if e["participant"] == k) for k in range(3)}
+    assert all(per_peer.values())
+    assert report["protocols"]["ipa"]["nonfinite_losses"] == [
+        {"round": 0, "participant": k, "losses": per_peer[k]} for k in range(3)
+    ]
+    assert "warning: ipa: the training loss of participants 0, 1, 2 was not finite (NaN or inf) in round 0" in (
+        result.stderr
+    )
+
+
+LEARNING_RATES = [("fedavg", "training.lr")] + [
+    (name, f"protocols[0].params.{key}")
+    for name in protocol_names()
+    for key in protocol_traits(name).config.model_fields
+    if key.endswith("lr")
+]
+
+
+@pytest.mark.parametrize("value", [0, -0.01])
+@pytest.mark.parametrize(("protocol", "key"), LEARNING_RATES)
+def test_a_learning_rate_not_above_zero_is_refused_at_load(tmp_path, protocol, key, value):
+    """Every learning rate a learning scenario takes (training.lr and each protocol's params
+    ending in lr) is refused at 0 or below, in one line naming the file, the key, the value and
+    what is allowed, exit code 2, before anything runs."""
+    path = tmp_path / "lr.yaml"
+    sc = yaml.safe_load(scenario(tmp_path, 0.01).read_text())
+    path.write_text(yaml.safe_dump({**sc, "protocols": [{"name": protocol}]}))
+    out = tmp_path / "never"
+    result = CliRunner().invoke(app, ["learn", str(path), "--out", str(out), "--set", f"{key}={value}"])
+    assert result.exit_code == 2, result.output
+    line = f"invalid scenario: {key}: {value} is not allowed: must be greater than 0"
+    assert result.output.strip() == f"error: {path} (with --set {key}={value}): {line}"
+    assert not out.exists()
+
+
+def test_every_protocol_learning_rate_is_checked():
+    """The list the test above walks holds the learning rates of FedAvg, CoDream, MAPL and IPA."""
+    keys = {key.split(".")[-1] for _, key in LEARNING_RATES}
+    assert keys == {"lr", "server_lr", "dream_lr", "generator_lr", "noise_lr", "meta_lr", "graph_lr"}

@@ -61,10 +61,13 @@ def standalone_val_accuracy(ctx: RunContext) -> list[float]:
     for the run's rounds x ``local_epochs`` passes with its own optimizer settings, batch size and
     seed. Called before round 1 it is local-only's training, so phi is the validation accuracy of
     the local-only baseline of a run with as many rounds. The copies draw their minibatches from
-    generators of their own, so the peers' IPA training is as it would be without them."""
+    generators of their own, so the peers' IPA training is as it would be without them. A copy's
+    training losses that are not finite count as its peer's
+    (:class:`abm.learning.training.LossWatch`): they are reported with round 0's."""
     out = []
     for p in ctx.participants:
         alone = Participant(p.pid, p.data, copy.deepcopy(p.model), p.train_config, p.seed)
+        alone.losses = p.losses
         alone.train(ctx.rounds * ctx.local_epochs)
         out.append(accuracy(alone.model, alone.data.val))
     return out

@@ -10,12 +10,15 @@ divided by K(K-1)); (B) after ``warmup_rounds``: participants exchange classifie
 s_ij = mean_k cos(Phi_i^k, Phi_j^k), max-normalise (s_ii = 1), and take one step on
 L_g(w_i) = mu2 (beta ||w_i|| - log(d_i + eps)) - mu1 sum_j gamma_j s_ij w_ij, projected onto the
 simplex (``graph_step``: ``adam_reset`` = one fresh-Adam step, the authors' code, degree held
-constant; or ``pgd``); (C) prototypes are replaced by sum_j w_ij xi_j over active neighbours.
-Only prototypes (K x d_p) and classifier heads (K x d_z) travel, with 0-byte ``request`` messages
-(each round i asks every peer j with w_ij > 0 for its prototypes: j learns that it was chosen) and,
-before round 0, every participant's training-set size to every other (``data_size``, 8 bytes: the
-confidences gamma_j = |D_j| / sum |D| of the graph step; not sent when ``use_confidence``,
-``learn_graph`` or ``aggregate_prototypes`` is false).
+constant; or ``pgd``; a peer whose similarity is not finite, a head's weights having turned NaN
+as training diverged, gets weight 0 in the row, a row with no peer left is self-weight only, and
+the summary's ``nonfinite_similarities`` lists each such row by round); (C) prototypes are
+replaced by sum_j w_ij xi_j over active neighbours. Only prototypes (K x d_p) and classifier
+heads (K x d_z) travel, with 0-byte ``request`` messages (each round i asks every peer j with
+w_ij > 0 for its prototypes: j learns that it was chosen) and, before round 0, every
+participant's training-set size to every other (``data_size``, 8 bytes: the confidences
+gamma_j = |D_j| / sum |D| of the graph step; not sent when ``use_confidence``, ``learn_graph``
+or ``aggregate_prototypes`` is false).
 
 MAPL+ (``aggregate_backbone: true``, mapl.md 3.4, the homogeneous-model variant): in (C) each
 participant also replaces its feature body's trainable parameters by sum_j w_ij theta_j with the
@@ -41,7 +44,13 @@ from abm.learning.protocols.sizes import sizes_to_peers
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
-    """Euclidean projection onto the probability simplex (sort-based, Condat 2016)."""
+    """Euclidean projection onto the probability simplex (sort-based, Condat 2016) of a finite
+    vector. The projection is the same for ``v`` shifted by a constant, so it is computed for
+    ``v - max(v)``: the largest entry is then 0 and always in the support, where for a large one
+    (a graph step of a huge ``graph_lr``) its sum with -1 rounded back to itself and no entry was."""
+    if not np.isfinite(v).all():
+        raise ValueError(f"project_simplex needs finite values; got {v.tolist()}")
+    v = v - v.max()
     u = np.sort(v)[::-1]
     css = np.cumsum(u) - 1.0
     ind = np.arange(1, len(v) + 1)
@@ -110,7 +119,19 @@ def graph_step(
     i: int,
     cfg: MAPLConfig,
 ) -> np.ndarray:
-    """One graph-learning step for participant i's row, then projection onto the simplex."""
+    """One graph-learning step for participant i's row, then projection onto the simplex.
+
+    A peer whose similarity to i is not finite (its head or i's has a weight that is NaN or inf:
+    training diverged, :func:`unjudged_peers`) is left out of the row: it gets weight 0, and the
+    step and the projection run over the other entries as if it were not there. A row left with
+    no peer is self-weight only (w_ii = 1)."""
+    known = np.isfinite(s_row)
+    known[i] = True
+    if not known.all():
+        kept = np.flatnonzero(known)
+        out = np.zeros_like(w)
+        out[kept] = graph_step(w[kept], s_row[kept], gamma[kept], int(np.searchsorted(kept, i)), cfg)
+        return out
     s = s_row.copy()
     peers = [j for j in range(len(s)) if j != i]
     mx = max(s[peers]) if peers else 1.0
@@ -129,6 +150,12 @@ def graph_step(
     else:  # one step of a freshly created Adam = lr * sign(grad) (degree held constant)
         new = w - cfg.graph_lr * np.sign(grad)
     return project_simplex(new)
+
+
+def unjudged_peers(s: np.ndarray) -> list[list[int]]:
+    """For each row i of the similarity matrix ``s``, the peers whose similarity to i is not
+    finite (NaN or inf), which :func:`graph_step` leaves out of i's row."""
+    return [[j for j in range(len(row)) if j != i and not np.isfinite(row[j])] for i, row in enumerate(s)]
 
 
 class _MAPLHeads(nn.Module):
@@ -181,6 +208,8 @@ class MAPL(Protocol):
             self.gamma = sizes / sizes.sum(1, keepdims=True)
         self.within_mass: list[float] = []
         self.active_edges: list[int] = []
+        # the rows whose graph step left peers out, their similarity not finite (graph_step)
+        self.nonfinite_similarities: list[dict] = []
 
     def _augment(self, x: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
         return augment(x, self.feature_std[k], self.config.jitter, self.config.mask_fraction, gen)
@@ -235,6 +264,9 @@ class MAPL(Protocol):
                             )
                         )
             s = head_similarity(heads)
+            for i, peers in enumerate(unjudged_peers(s)):
+                if peers:
+                    self.nonfinite_similarities.append({"round": t, "participant": i, "peers": peers})
             new_w = self.W.copy()
             for i in range(n):
                 new_w[i] = graph_step(self.W[i], s[i], self.gamma[i], i, cfg)
@@ -263,7 +295,11 @@ class MAPL(Protocol):
             self.within_mass.append(within_cluster_mass(self.W, ctx.groups))
 
     def summary(self, ctx: RunContext) -> dict:
-        out = {"graph": self.W.tolist(), "active_edges": self.active_edges}
+        out = {
+            "graph": self.W.tolist(),
+            "active_edges": self.active_edges,
+            "nonfinite_similarities": self.nonfinite_similarities,
+        }
         # with W = I (aggregate_prototypes: false) no row has a peer, and the mass would read 1.0
         if ctx.groups is not None and self.config.aggregate_prototypes:
             out["within_cluster_mass"] = within_cluster_mass(self.W, ctx.groups)

@@ -1,0 +1,52 @@
+"""A private calibration whose calibrators' training diverges (a learning rate of 10^12) runs to
+its end: MAPL's graph step ended it in an IndexError, and an estimate that is not finite (a
+calibrator whose output is NaN) in a RuntimeError as the end-to-end fit simulated it."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+TINY = Path(__file__).parent / "tiny.yaml"
+
+
+def test_diverged_calibrators_are_warned_of_and_their_estimates_not_simulated(tmp_path):
+    """tiny.yaml with MAPL alone at lr 10^12 (Adam): every institution's calibrator outputs NaN
+    by the end, so its estimate is not finite: null in report.json, with its ND, and "not
+    finite" in report.md, not simulated (no curve in fits.png); MAPL's non-finite losses are
+    warned of and recorded. Local-only's calibrators stay finite at this rate (Adam's steps are
+    bounded by the rate), their estimates simulated as ever."""
+    sc = yaml.safe_load(TINY.read_text())
+    sc["model"]["scenario"] = str((TINY.parent / sc["model"]["scenario"]).resolve())
+    sc["training"]["lr"] = 1e12
+    sc["protocols"] = [{"name": "mapl", "params": {"proto_dim": 8, "projector_hidden": 8}}]
+    path = tmp_path / "diverged.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "abm", "learn", str(path), "--out", str(out)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: mapl: the training loss of institution" in proc.stderr
+
+    def strict(token: str) -> None:
+        raise AssertionError(f"report.json holds {token}, which is not JSON")
+
+    report = json.loads((out / "report.json").read_text(), parse_constant=strict)
+    mapl, local = report["protocols"]["mapl"], report["protocols"]["local"]
+    assert {e["participant"] for e in mapl["nonfinite_losses"]} == {0, 1, 2}
+    assert mapl["summary"]["nonfinite_similarities"]
+    assert mapl["mean_nd"] is None
+    for row in mapl["institutions"]:
+        assert set(row["estimate"].values()) == {None}
+        assert row["nd_mean"] is None and set(row["nd"].values()) == {None}
+    for row in local["institutions"]:
+        assert all(math.isfinite(v) for v in row["estimate"].values()) and row["nd_mean"] >= 0
+    table = (out / "report.md").read_text().split("| mapl | ")[-1].splitlines()[0]
+    assert table == " | ".join(["not finite (training diverged): not simulated"] * 3) + " |"
+    assert (out / "fits.png").exists()
