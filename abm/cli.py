@@ -362,6 +362,7 @@ def validate(
             note_unapplied_settings(file, set_)
             note_idle([sc])
             note_fixed_counts(file, [sc])
+            note_residents_per_agent([sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
         if kind is not None:  # the checks `abm learn` makes before it runs (the split, Flower installed)
             from abm.learning.cli import check_before_run
@@ -693,10 +694,9 @@ def note_idle(resolved: list, labels: list[str] | None = None) -> None:
     scenarios: a sweep's variants, each named by its ``labels`` in a note that holds for some of
     them only). A day a note names gets its date in a scenario with ``simulation.start_date``."""
     from abm.day_dates import with_day_dates
-    from abm.plurals import plural
 
-    where: dict[str, list[int]] = {}
-    for v, sc in enumerate(resolved):
+    per_variant = []
+    for sc in resolved:
         texts = [with_day_dates(text, sc.simulation.start_date) for text in sc.interventions.idle(sc.simulation.days)]
         if not any(sc.seeding.counts(sc.population.agents).values()):
             texts.append(
@@ -708,10 +708,31 @@ def note_idle(resolved: list, labels: list[str] | None = None) -> None:
                 f"seeding.infections_per_100k seeds no {stage} agent at {sc.population.agents:,} agents: {text}"
                 for stage, text in rounded_to_none(sc).items()
             ]
+        per_variant.append(texts)
+    note_variants(per_variant, labels)
+
+
+def note_residents_per_agent(resolved: list, labels: list[str] | None = None) -> None:
+    """A note for a ``resolved`` scenario with more agents than its region's residents, which
+    scales the figures for the region down (:func:`abm.residents_per_agent.more_agents_than_residents`;
+    a sweep's variants named by their ``labels`` where only some have it)."""
+    from abm.residents_per_agent import more_agents_than_residents
+
+    note_variants([[t] if (t := more_agents_than_residents(sc)) else [] for sc in resolved], labels)
+
+
+def note_variants(per_variant: list[list[str]], labels: list[str] | None = None) -> None:
+    """Print each note text of ``per_variant`` (the texts of each scenario run: one, or a sweep's
+    variants) once, in order; a text that holds for some variants only names them by their
+    ``labels``."""
+    from abm.plurals import plural
+
+    where: dict[str, list[int]] = {}
+    for v, texts in enumerate(per_variant):
         for text in dict.fromkeys(texts):
             where.setdefault(text, []).append(v)
     for text, variants in where.items():
-        if labels is not None and len(variants) < len(resolved):
+        if labels is not None and len(variants) < len(per_variant):
             text += f" ({plural('variant', len(variants))} {'; '.join(labels[v] for v in variants)})"
         err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
 
@@ -767,6 +788,7 @@ def run(
     note_unapplied_settings(file, set_)
     note_idle([sc])
     note_fixed_counts(file, [sc])
+    note_residents_per_agent([sc])
     note_memory([sc])
     from abm.plurals import counted
 
@@ -1075,8 +1097,10 @@ def sweep(
     options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
     note_switched_on(file, sp.variants, options, overrides)
     note_unapplied_settings(file, set_, sp.axes)
-    note_idle(sp.variants, [sp.label(v, short=True) for v in range(len(sp.variants))])
+    labels = [sp.label(v, short=True) for v in range(len(sp.variants))]
+    note_idle(sp.variants, labels)
     note_fixed_counts(file, sp.variants)
+    note_residents_per_agent(sp.variants, labels)
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates

@@ -1,12 +1,15 @@
 """The occupation settings a scenario's interventions name (closures, a vaccination priority
 list) checked against those its population has: a setting of ``contacts.occupation.degree`` that
 the population lacks (a King County sector in a scenario run on a region without it) closed
-nothing and vaccinated no one, without a word."""
+nothing and vaccinated no one, without a word. Likewise the age ranges of a priority list
+(``65+``) against the age bands its population's ages were drawn in: a range that cuts a band
+would be rounded to bands."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from abm.interventions.config.age_ranges import Band, bands_problem
 from abm.interventions.config.vaccination import RESIDENTS
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
 from abm.set_options import ScenarioError
@@ -43,8 +46,7 @@ def check_named_settings(scenario: Scenario, region: Region, source: str) -> Non
         for i, closure in enumerate(multipliers.closures if multipliers is not None else [])
     ]
     if vaccination is not None and isinstance(vaccination.priority, list):
-        entries = [x for x in vaccination.priority if isinstance(x, str)]
-        named.append(("interventions.vaccination.priority", entries, "vaccinate no one"))
+        named.append(("interventions.vaccination.priority", vaccination.priority_names(), "vaccinate no one"))
     for key, names, effect in named:
         here = [*settings, RESIDENTS] if key.endswith("priority") and care else settings
         missing = [x for x in names if x not in here]
@@ -54,3 +56,28 @@ def check_named_settings(scenario: Scenario, region: Region, source: str) -> Non
                 f"{'setting' if len(missing) == 1 else 'settings'}, so {'it' if len(missing) == 1 else 'they'} "
                 f"would {effect}; allowed: {', '.join(here)}"
             )
+
+
+def population_age_bands(scenario: Scenario, region: Region) -> tuple[Band, ...]:
+    """The age bands the scenario's population draws its ages in (as its ``Population.age_bands``
+    will be): the reference's ten-year groups, or the region's ``age_bands``."""
+    from abm.populations.reference import AGE_BANDS
+
+    if scenario.population.kind == "reference":
+        return AGE_BANDS
+    return tuple((lo, hi) for lo, hi in region.figures.age_bands.values())
+
+
+def check_priority_ages(scenario: Scenario, region: Region, source: str) -> None:
+    """Refuse an age range of a vaccination priority list (``65+``) that the population's ages
+    cannot tell exactly (:func:`abm.interventions.config.age_ranges.bands_problem`), naming the
+    key, the entry, the band it cuts and the ages allowed."""
+    vaccination = getattr(scenario.interventions, "vaccination", None)
+    if vaccination is None:
+        return
+    bands = population_age_bands(scenario, region)
+    whose = population_settings(scenario, region)[2]
+    for ages in vaccination.priority_ranges():
+        problem = bands_problem(ages, bands, whose)
+        if problem is not None:
+            raise ScenarioError(f"{source}: interventions.vaccination.priority: {problem}")

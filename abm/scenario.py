@@ -31,7 +31,7 @@ from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.memory import ESTIMATE_OVER_PEAK, run_memory_bytes, run_size, total_memory_bytes
 from abm.missing_file import close_file, missing_file_hint
-from abm.named_settings import check_named_settings
+from abm.named_settings import check_named_settings, check_priority_ages
 from abm.plurals import counted
 from abm.populations import Population, Region, build_population
 from abm.populations.reference import build_reference_population
@@ -539,7 +539,8 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
     every ``contacts.occupation.degree`` key names a setting of the population (a misspelt sector
     would otherwise be kept and never used) and every sector of the region has one (the run would
     fail without it); closures and a vaccination priority list name settings the population has
-    (:func:`abm.named_settings.check_named_settings`); a boundary file holds the population's tracts. (The
+    (:func:`abm.named_settings.check_named_settings`) and the list's age ranges fall on its age bands
+    (:func:`abm.named_settings.check_priority_ages`); a boundary file holds the population's tracts. (The
     device is checked where the run happens, :func:`check_device`: a sweep planned here may run
     on a Ray cluster's GPUs.)"""
     from abm.populations.reference import CATEGORIES, county_tract
@@ -580,6 +581,7 @@ def check_run_inputs(scenario: Scenario, source: str) -> None:
             f"sector its mean daily contacts (e.g. contacts.occupation.degree: {{{lacking[0]}: 5}})"
         )
     check_named_settings(scenario, region, source)
+    check_priority_ages(scenario, region, source)
     if scenario.outputs.boundaries is not None:
         from abm.outputs.boundaries import BoundaryError, shapes_from_file
 

@@ -5,6 +5,7 @@ code 2 and nothing written; the notes and docs say what the settings count."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,28 @@ def test_the_docs_say_what_a_scenario_from_scratch_runs_with_and_counts():
     doses = VaccinationConfig.model_fields["daily_doses"].description
     assert "not the region's residents" in doses and "daily_doses_per_100k 222" in doses
     assert round(5000 / 2_252_782 * 1e5) == 222
+
+
+def test_more_agents_than_the_regions_residents_gets_a_note_in_numbers(tmp_path):
+    """More agents than the region's 9,000 residents ran at a scale below 1 without a word (the
+    region's figures a fraction of the agents'); abm validate, run and sweep now say so in
+    numbers, a sweep naming the variants it holds for, and the run's scaled figures use that factor."""
+    scenario = county(tmp_path)
+    note = (
+        "note: population.agents: 15,000 agents is more than the 9,000 residents of Pinecrest County, OR: each "
+        "agent stands for 0.6 residents, and figures for the region scale down (x 0.6) from the agents' own"
+    )
+    checked = runner.invoke(app, ["validate", str(scenario), "--set", "population.agents=15000"])
+    assert checked.exit_code == 0 and note in " ".join(checked.stderr.split()), checked.output
+    assert "residents" not in runner.invoke(app, ["validate", str(scenario)]).stderr  # 600 agents: no note
+    ran = runner.invoke(app, ["run", str(scenario), "--agents", "15000", "--days", "1", "--out", str(tmp_path / "r")])
+    assert ran.exit_code == 0 and note in " ".join(ran.stderr.split()), ran.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["region_scaled"]["factor"] == 0.6
+    swept = runner.invoke(
+        app,
+        ["sweep", str(scenario), "--sweep", "population.agents=600,15000", "--days", "1", "--out", str(tmp_path / "s")],
+    )
+    assert swept.exit_code == 0, swept.output
+    assert f"{note} (variant agents=15000)" in " ".join(swept.stderr.split())
+    assert "600 agents is more" not in swept.stderr

@@ -15,7 +15,8 @@ import yaml
 from abm.engine import DiseaseConfig, SeedingConfig, Simulation
 from abm.engine.infectors import choose
 from abm.outputs import reproduction
-from abm.outputs.summary_table import summary_table
+from abm.outputs.summary import reproduction_summary
+from abm.outputs.summary_table import few_infections, summary_table
 from abm.runs import population_of, resolve, simulation_of
 from abm.scenario import load_region
 from tests.conftest import make_population, quiet_contacts
@@ -121,6 +122,11 @@ def test_one_household_seed_infects_the_other_two_exactly():
     assert r[:2].tolist() == [[2.0, 2.0, 2.0], [0.0, 0.0, 0.0]]
     assert np.isnan(r[2:]).all()  # no one infected on the later days
     assert res.generation_days[1].tolist() == [2, 2, 2]  # two infections, 1 day each
+    # the first week (days 0-6) holds the 3 infections, which caused 2: 2/3 in every replicate, a
+    # figure that cannot vary here, and the summary says what it rests on
+    initial = reproduction_summary(res)["initial"]
+    assert initial == {"mean": pytest.approx(2 / 3), "sd": 0.0, "replicates": 3, "infections": [3, 3, 3]}
+    assert few_infections(initial)[0] == " (first weeks of 3 infections)"
 
 
 def test_attribution_changes_no_epidemic_and_accounts_for_every_transmission():
@@ -149,6 +155,9 @@ def test_weekly_and_first_week_pool_the_final_days_only():
     np.testing.assert_allclose(reproduction.first_week(new, caused, final), [np.nan, 1.0])
     final[3, 0] = True
     np.testing.assert_allclose(reproduction.first_week(new, caused, final), [6 / 7, 1.0])
+    # the infections each figure rests on: replicate 0's 2 + 4 + 1, replicate 1's 1 + 3
+    assert reproduction.first_week_infections(new).tolist() == [7.0, 4.0]
+    assert reproduction.first_week_infections(np.zeros((4, 1))).tolist() == [0.0]
     w = reproduction.weekly(new, caused, final)
     # a centred week holds days d-3..d+3: here every day sees the whole run
     np.testing.assert_allclose(w, [[6 / 7, 1.0]] * 4)
@@ -246,6 +255,8 @@ def test_abm_run_writes_the_reproduction_number(run_folder):
     first = reproduction.first_week(new, caused, final)
     assert rn["initial"]["mean"] == pytest.approx(np.nanmean(first))
     assert rn["initial"]["replicates"] == int((~np.isnan(first)).sum())
+    counts = reproduction.first_week_infections(new)[~np.isnan(first)].astype(int).tolist()
+    assert rn["initial"]["infections"] == counts
     # the mean generation interval of each replicate, from the per-day means and counts
     ts["transmitted"] = ts["new_infections"] - np.where(ts["day"] == 0, seeded, 0)
     ts["days"] = ts["generation_interval"].fillna(0) * ts["transmitted"]
@@ -256,6 +267,9 @@ def test_abm_run_writes_the_reproduction_number(run_folder):
     assert f"| reproduction number, first week | {rn['initial']['mean']:.2f} ± " in table
     assert f"| generation interval (days) | {rn['generation_interval_days']['mean']:.1f} ± " in table
     assert f"{rn['initial']['mean']:.2f} ± {rn['initial']['sd']:.2f}" in console
+    # 5 seeds in 5,000 agents: a first week of a dozen infections or so, which the row names
+    few = few_infections(rn["initial"])[0].strip()
+    assert bool(few) == (min(counts) < reproduction.PLOTTED_LEAST) and few in " ".join(console.split()), console
     assert (out / "plots" / "reproduction_number.png").is_file()
     assert "reproduction_number.png" in (out / "report.html").read_text()
 
@@ -392,3 +406,36 @@ def test_attribution_changes_no_traced_epidemic_and_sums_to_each_force(scenario,
     assert on.activity["app_notifications"].sum() > 0 and on.activity["interviews"].sum() > 0
     assert on.secondary.sum(axis=0).tolist() == on.transmitted.sum(axis=0).tolist()
     assert (on.generation_days >= on.transmitted).all()
+
+
+def test_a_first_week_of_few_infections_says_what_it_rests_on():
+    """A user saw "first-week reproduction number 2.00 ± 0.00" for 2 replicates of 5,000 agents
+    and 5 seeds: each replicate's figure is a ratio of small counts (here 16 of 8 and 20 of 10),
+    which can agree exactly by chance (King County's no_intervention at 5,000 agents x 2 did for 3
+    of seeds 1-40: 18/10 and 27/15, 8/8 and 6/6, 16/10 and 16/10). The sd is right; the row now
+    names the infections it rests on, and the caption what chance does to so few."""
+    summary = {
+        "scenario": "x", "agents": 5000, "days": 40, "replicates": 2,
+        "reproduction_number": {
+            "initial": {"mean": 2.0, "sd": 0.0, "replicates": 2, "infections": [8, 10]},
+            "generation_interval_days": None,
+        },
+    }  # fmt: skip
+    cell, why = few_infections(summary["reproduction_number"]["initial"])
+    assert cell == " (first weeks of 8 and 10 infections)"
+    assert why == (
+        "the first week's reproduction number is a ratio of few infections (under 25 in a replicate's first "
+        "week), which chance alone moves by about sqrt(R / n) or more (±0.5 at R = 2.00 and n = 8), so "
+        "replicates can agree exactly by chance (± 0.00), not for want of variation"
+    )
+    # 25 infections or more in every replicate's first week, or a summary written before abm
+    # recorded them: nothing added
+    assert few_infections({"mean": 2.0, "sd": 0.1, "replicates": 2, "infections": [25, 40]}) == ("", "")
+    assert few_infections({"mean": 2.0, "sd": 0.0, "replicates": 2}) == ("", "")
+    # one replicate, and several: the range
+    assert few_infections({"mean": 1.5, "sd": None, "replicates": 1, "infections": [12]})[0] == (
+        " (first week of 12 infections)"
+    )
+    assert few_infections({"mean": 1.5, "sd": 0.2, "replicates": 3, "infections": [12, 7, 30]})[0] == (
+        " (first weeks of 7-30 infections)"
+    )

@@ -1,6 +1,6 @@
-"""Two-dose vaccination: oldest first (or a custom order of age groups, long-term care residents
-and occupation settings, such as health care workers first), first doses before
-second doses, a daily supply with a shelf life, delayed protection with an efficacy per dose,
+"""Two-dose vaccination: oldest first (or a custom order of age groups, age ranges such as 65 and
+over, long-term care residents and occupation settings, such as health care workers first), first
+doses before second doses, a daily supply with a shelf life, delayed protection with an efficacy per dose,
 a dose-2 gap and a dose-2 dropout drawn once per agent; all-or-nothing or leaky protection.
 
 Writes ``immune`` (all-or-nothing) or ``susceptibility_scale`` (leaky) of the agent state.
@@ -22,6 +22,7 @@ import torch
 from abm.engine.config import Phase, Stage
 from abm.engine.rng import generator
 from abm.engine.simulator import AgentState, Simulation
+from abm.interventions.config.age_ranges import bands_problem, parse_range
 from abm.interventions.config.vaccination import RESIDENTS, VaccinationSpec
 from abm.interventions.config.vaccination import VaccinationConfig as VaccinationConfig  # named here as before
 from abm.populations.population import Population
@@ -77,14 +78,21 @@ class _DoseRules:
 
 
 def priority_classes(pop: Population, entries: list[int | str]) -> np.ndarray:
-    """Each agent's priority class: the position of the first of ``entries`` (age groups,
-    :data:`RESIDENTS`, occupation settings) that it belongs to; -1 for none (no dose). A setting
-    the population does not have is a ``ValueError``."""
+    """Each agent's priority class: the position of the first of ``entries`` (age groups, age
+    ranges such as ``65+``, :data:`RESIDENTS`, occupation settings) that it belongs to; -1 for
+    none (no dose). A setting the population does not have, or an age range its ages cannot
+    tell exactly (an end inside one of its ``age_bands``), is a ``ValueError``."""
     group = np.maximum(pop.group, 0)
     rank = np.full(pop.size, -1, dtype=np.int64)
     for i, entry in enumerate(entries):
+        ages = parse_range(entry) if isinstance(entry, str) else None
         if isinstance(entry, int):
             member = pop.age_group == entry
+        elif ages is not None:
+            problem = bands_problem(ages, pop.age_bands, f"the population of {pop.region_name}")
+            if problem is not None:
+                raise ValueError(f"interventions.vaccination.priority: {problem}")
+            member = (pop.age >= ages.first) & (ages.last is None or pop.age <= ages.last)
         elif entry == RESIDENTS:
             member = pop.long_term_care
         elif entry in pop.categories:

@@ -46,11 +46,25 @@ def first_week(new: np.ndarray, caused: np.ndarray, final: np.ndarray) -> np.nda
     first infection and the six after it); NaN for a replicate without infections or whose first
     week's count is not final."""
     out = np.full(new.shape[1], np.nan)
+    for r, w in enumerate(_first_weeks(new)):
+        if w is not None:
+            out[r] = pooled(new[w, r], caused[w, r], final[w, r])
+    return out
+
+
+def first_week_infections(new: np.ndarray) -> np.ndarray:
+    """Per replicate, the infections of its first week, on which :func:`first_week`'s figure
+    rests (0 for a replicate without infections)."""
+    return np.array([0.0 if w is None else float(new[w, r].sum()) for r, w in enumerate(_first_weeks(new))])
+
+
+def _first_weeks(new: np.ndarray) -> list[slice | None]:
+    """Per replicate, the days of its first week ([day, replicate] ``new`` infections): the day of
+    its first infection and the six after it; None for a replicate without infections."""
+    out: list[slice | None] = []
     for r in range(new.shape[1]):
         days = np.flatnonzero(new[:, r] > 0)
-        if days.size:
-            w = slice(days[0], days[0] + WEEK)
-            out[r] = pooled(new[w, r], caused[w, r], final[w, r])
+        out.append(slice(days[0], days[0] + WEEK) if days.size else None)
     return out
 
 

@@ -115,7 +115,8 @@ def long_term_care_residents(res: SimulationResult) -> dict[str, Any] | None:
 
 def reproduction_summary(res: SimulationResult) -> dict[str, Any] | None:
     """``initial``: the reproduction number of each replicate's first week of infections (mean and
-    sd over the replicates where it is final: ``replicates``); ``generation_interval_days``: per
+    sd over the replicates where it is final: ``replicates``; ``infections``, those replicates'
+    first-week infections, which it rests on); ``generation_interval_days``: per
     replicate, the mean days from an infector's infection to its infectee's, over all infections
     by transmission (mean and sd over the replicates with any). None where infections were not
     put down to infectors."""
@@ -123,11 +124,15 @@ def reproduction_summary(res: SimulationResult) -> dict[str, Any] | None:
         return None
     new = res.new_infections.astype(np.float64)
     initial = reproduction.first_week(new, res.secondary.astype(np.float64), res.unfinished == 0)
-    initial = initial[~np.isnan(initial)]
+    final = ~np.isnan(initial)
+    infections = reproduction.first_week_infections(new)[final].astype(np.int64).tolist()
+    initial = initial[final]
     transmitted = res.transmitted.sum(axis=0)
     interval = res.generation_days.sum(axis=0)[transmitted > 0] / transmitted[transmitted > 0]
     return {
-        "initial": {**mean_sd(initial), "replicates": int(initial.size)} if initial.size else None,
+        "initial": {**mean_sd(initial), "replicates": int(initial.size), "infections": infections}
+        if initial.size
+        else None,
         "generation_interval_days": {**mean_sd(interval), "replicates": int(interval.size)} if interval.size else None,
     }
 

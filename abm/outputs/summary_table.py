@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from abm.outputs.peaks import AT_END_WORDS, PEAK_MAY_COME_LATER, peak_at_end
+from abm.outputs.reproduction import PLOTTED_LEAST
 from abm.plurals import counted
 
 
@@ -138,7 +139,9 @@ def summary_table(s: dict, engine_seconds: float | None = None) -> SummaryTable:
             return f"{fixed(x['mean'], decimals)}{sd}{some}"
 
         if rn["initial"]:
-            add("reproduction number, first week", spread(rn["initial"], 2))
+            cell, why = few_infections(rn["initial"])
+            add("reproduction number, first week", spread(rn["initial"], 2) + cell)
+            caption += f"; {why}" if why else ""
         if rn["generation_interval_days"]:
             add("generation interval (days)", spread(rn["generation_interval_days"], 1))
     add("hospitalizations (admissions)", ms(s["hospitalizations"]), "hospitalizations")
@@ -147,6 +150,31 @@ def summary_table(s: dict, engine_seconds: float | None = None) -> SummaryTable:
     if engine_seconds is not None:
         add("engine seconds", f"{engine_seconds:.2f}")
     return SummaryTable(title, columns, rows, caption)
+
+
+def few_infections(initial: dict) -> tuple[str, str]:
+    """For the first week's reproduction number (summary.json's ``reproduction_number.initial``)
+    where a replicate's first week holds fewer than :data:`PLOTTED_LEAST` infections: what its cell
+    adds (the infections it rests on: ``(first weeks of 8 and 10 infections)``) and what the
+    caption adds (how far chance alone moves a ratio of so few; replicates that agree exactly do
+    so by chance). Empty texts otherwise, and for a summary written before abm recorded them."""
+    counts = initial.get("infections") or []
+    if not counts or min(counts) >= PLOTTED_LEAST:
+        return "", ""
+    fewest, most, mean = min(counts), max(counts), initial["mean"]
+    if len(counts) <= 2:
+        of = " and ".join(str(n) for n in counts)
+    else:
+        of = f"{fewest}-{most}" if most > fewest else str(most)
+    cell = f" (first week{'s' if len(counts) > 1 else ''} of {of} infections)"
+    why = (
+        f"the first week's reproduction number is a ratio of few infections (under {PLOTTED_LEAST} in a replicate's "
+        "first week), which chance alone moves by about sqrt(R / n) or more"
+        + (f" (±{math.sqrt(mean / fewest):.1f} at R = {fixed(mean, 2)} and n = {fewest})" if mean > 0 else "")
+    )
+    if len(counts) > 1 and initial.get("sd") == 0:
+        why += ", so replicates can agree exactly by chance (± 0.00), not for want of variation"
+    return cell, why
 
 
 def by_age_table(s: dict) -> SummaryTable | None:

@@ -38,6 +38,10 @@ class Population:
     categories: list[str]  # sector names, then SCHOOL and LONG_TERM_CARE
     tracts: pd.DataFrame  # geoid, name, lat, lon, land_km2, residents
     region_name: str
+    # The age bands (first age, last age; None: and over) the ages were drawn in: uniformly within
+    # a band (a region's age_bands), or each agent its band's first year (the reference's ten-year
+    # groups), so the ages tell no more than the band; empty: ages exact to the year.
+    age_bands: tuple[tuple[int, int | None], ...] = ()
 
     @property
     def size(self) -> int:

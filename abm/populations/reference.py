@@ -36,6 +36,8 @@ INDUSTRY_COUNTS = {
     "WASTEMANAGEMENT": 223_083, "EDUCATION": 73_614, "HEALTHCARE": 476_480, "ART": 79_193,
     "FOOD": 350_659, "OTHER": 144_458,
 }  # fmt: skip
+# The ages the reference knows: its ten-year groups (first age, last age; None: and over).
+AGE_BANDS = (*((10 * g, 10 * g + 9) for g in range(8)), (80, None))
 CHILD = "CHILD"
 ELDERLY = "ELDERLY"
 CATEGORIES = [*INDUSTRY_COUNTS, CHILD, ELDERLY]
@@ -101,4 +103,5 @@ def build_reference_population(agents: int, seed: int) -> Population:
         categories=list(CATEGORIES),
         tracts=tract,
         region_name="King County, WA (thesis reference population)",
+        age_bands=AGE_BANDS,
     )

@@ -470,4 +470,5 @@ def build_population(region: Region, agents: int, seed: int) -> Population:
         categories=[*sectors, SCHOOL, LONG_TERM_CARE],
         tracts=_tract_table(region, bands, residents.tract),
         region_name=fig.name,
+        age_bands=tuple((lo, hi) for lo, hi in fig.age_bands.values()),
     )

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from abm.engine.config import MAX_DAYS
+from abm.interventions.config.age_ranges import FORMS, LAST_GROUP, AgeRange, covered_entries, parse_range, range_problem
 from abm.interventions.registry import ENABLED_HELP, MAX_DAILY_COUNT, InterventionBase, register
 
 # A priority entry for the residents of long-term care facilities (the setting's name,
@@ -48,10 +49,13 @@ class VaccinationConfig(BaseModel):
     priority: Literal["oldest_first", "youngest_first"] | list[int | str] = Field(
         "oldest_first",
         description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose); "
-        f"a list may also name {RESIDENTS} and occupation settings (a key of contacts.occupation.degree: HEALTHCARE, "
-        "the health care sector's workers; LONG_TERM_CARE, the facilities' staff and residents; SCHOOL, pupils and "
-        "staff), each agent in the class of the first entry it belongs to: [long_term_care_residents, HEALTHCARE, "
-        "8, 7] vaccinates residents, then health care workers, then the others of 80+, then of 70-79",
+        "a list may also name age ranges in years, 65+ (65 and over) or 65-74 (65 to 74), which must start and end "
+        "where the population's age bands do (a region's age_bands, King County's five-year bands; the reference "
+        f"population's ten-year groups), {RESIDENTS} and occupation settings (a key of "
+        "contacts.occupation.degree: HEALTHCARE, the health care sector's workers; LONG_TERM_CARE, the facilities' "
+        "staff and residents; SCHOOL, pupils and staff), each agent in the class of the first entry it belongs to: "
+        "[long_term_care_residents, HEALTHCARE, 8, 7] vaccinates residents, then health care workers, then the "
+        "others of 80+, then of 70-79; [75+, 65+, 6] those of 75 and over, then of 65-74, then of 60-64",
     )
     first_doses_first: bool = Field(
         True,
@@ -95,24 +99,42 @@ class VaccinationConfig(BaseModel):
     def _groups(cls, v: object) -> object:
         if not isinstance(v, list):
             return v
-        bad = [x for x in v if isinstance(x, int) and not 0 <= x <= 8]
-        bad += [x for x in v if isinstance(x, str) and x != RESIDENTS and not x.isupper()]
+        bad = [x for x in v if isinstance(x, int) and not 0 <= x <= LAST_GROUP]
+        bad += [x for x in v if isinstance(x, str) and x != RESIDENTS and not x.isupper() and parse_range(x) is None]
         if not v or len(set(v)) != len(v) or bad:
             raise ValueError(
-                "a priority list holds one or more distinct entries, each an age group 0..8, "
+                f"a priority list holds one or more distinct entries, each an age group 0..{LAST_GROUP}, {FORMS}, "
                 f"{RESIDENTS} or an occupation setting (upper case, a key of contacts.occupation.degree)"
                 + (f"; not {', '.join(repr(x) for x in bad)}" if bad else "")
                 + (" (an empty one vaccinates no one)" if not v else "")
             )
+        wrong = [p for x in v if isinstance(x, str) and (r := parse_range(x)) and (p := range_problem(r))]
+        if wrong:
+            raise ValueError(wrong[0])
+        covered = covered_entries(v)
+        if covered:
+            entry, by = covered[0]
+            raise ValueError(
+                f"{entry} comes after {by}, which take{'s' if ',' not in by else ''} all its ages (each agent is in "
+                "the class of the first entry it belongs to), so it would vaccinate no one; leave it out, or put the "
+                "narrower entry first ([75+, 65+]: 75 and over, then 65-74)"
+            )
         return v
+
+    def priority_names(self) -> list[str]:
+        """The entries of the priority list that name agents other than by age: the occupation
+        settings and :data:`RESIDENTS` (none for oldest_first or youngest_first)."""
+        entries = self.priority if isinstance(self.priority, list) else []
+        return [x for x in entries if isinstance(x, str) and parse_range(x) is None]
 
     def priority_settings(self) -> list[str]:
         """The occupation settings the priority list names (checked against the scenario's)."""
-        return (
-            [x for x in self.priority if isinstance(x, str) and x != RESIDENTS]
-            if isinstance(self.priority, list)
-            else []
-        )
+        return [x for x in self.priority_names() if x != RESIDENTS]
+
+    def priority_ranges(self) -> list[AgeRange]:
+        """The age ranges the priority list writes (``65+``, ``65-74``), in its order."""
+        entries = self.priority if isinstance(self.priority, list) else []
+        return [r for x in entries if isinstance(x, str) and (r := parse_range(x)) is not None]
 
     @model_validator(mode="after")
     def _supply(self) -> VaccinationConfig:
