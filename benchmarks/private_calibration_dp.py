@@ -49,9 +49,10 @@ class NormRecorder(PlainSum):
         network: Network,
         kind: MessageKind = MessageKind.MODEL_UPDATE,
         dropped: frozenset[int] = frozenset(),
-    ) -> torch.Tensor:
+        quorum: int = 1,
+    ) -> torch.Tensor | None:
         self.norms += [float(v.norm()) for v in contributions.values()]
-        return super().aggregate(contributions, round_, network, kind, dropped)
+        return super().aggregate(contributions, round_, network, kind, dropped, quorum)
 
 
 def mean_recovery(run) -> float:

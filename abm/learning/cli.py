@@ -142,7 +142,7 @@ def run_or_exit(
     except OutputWriteError as e:  # the file system failed (a full disk): the run's results are lost
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(code=1) from None
-    except SecureAggregationError as e:  # a round that cannot be summed (a diverged update): the run failed
+    except SecureAggregationError as e:  # a round that cannot be unmasked (a survivor went silent): the run failed
         print(f"error: {file}: {e}; {not_written(target)}", file=sys.stderr)
         raise typer.Exit(code=1) from None
     except FlowerRunError as e:  # a client ended, failed or went silent, or the clients did not connect in time

@@ -11,7 +11,9 @@ class LearningScenarioError(ValueError):
 
 
 class SecureAggregationError(RuntimeError):
-    """A secure-aggregation round could not be completed (for example, too many dropouts)."""
+    """A secure-aggregation round could not be completed (a survivor did not answer the recovery
+    request for a dropped participant's masks, or a vector outside the fixed-point range reached
+    the masking, which the participant's own check keeps from happening)."""
 
 
 class FlowerRunError(RuntimeError):

@@ -12,6 +12,7 @@ import numpy as np
 from abm.byte_sizes import size_text
 from abm.learning.errors import LearningScenarioError
 from abm.learning.scenario import load_scenario
+from abm.learning.withheld import withheld_lines
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
 from abm.outputs.strict_json import dumps, jsonable
@@ -176,7 +177,11 @@ def markdown(report: dict[str, Any]) -> str:
             f"{gain_shown(r['min_gain']):.3f} "
             f"| {size_text(r['bytes_total'])} |"
         )
-    extra = [*privacy_lines(report["protocols"]), *diverged_lines(report["protocols"])]
+    extra = [
+        *privacy_lines(report["protocols"]),
+        *diverged_lines(report["protocols"]),
+        *withheld_lines(report["protocols"]),
+    ]
     note = few_test_samples(report)
     if note:
         extra.append(f"Note: {note}.")

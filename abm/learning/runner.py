@@ -28,6 +28,7 @@ from abm.learning.scenario import LearningScenario, ModelSpec, PrivacySpec, Prot
 from abm.learning.sources import source_arrays
 from abm.learning.split import known_groups, plan_split
 from abm.learning.training import TrainConfig
+from abm.learning.withheld import WithheldRecord
 from abm.plurals import counted, plural
 from abm.threads import torch_threads
 
@@ -132,7 +133,9 @@ def build_aggregator(
     """Plain sum, secure sum, and/or DP around it, as the privacy spec asks.
 
     With a target ``dp.epsilon`` the noise multiplier is the accountant's for ``rounds`` releases
-    (one per round), and the DP sum refuses a release beyond them.
+    (one per round), and the DP sum refuses a release beyond them, or one that would spend more
+    than they were planned to (:func:`planned_costs`: a participant that holds back a vector the
+    secure sum cannot carry takes its noise share with it, as a dropout does).
     """
     agg: SumAggregator = PlainSum()
     if privacy is None:
@@ -143,34 +146,46 @@ def build_aggregator(
         agg = SecureSum(ids, seed)
     if privacy.dp is not None:
         sigma, releases = dp_noise_multiplier(privacy, rounds, len(ids))
-        agg = DifferentiallyPrivateSum(agg, privacy.dp.clip, sigma, seed + 17, privacy.dp.accountant, releases)
+        planned = planned_costs(privacy, rounds, len(ids)) if releases is not None else None
+        agg = DifferentiallyPrivateSum(agg, privacy.dp.clip, sigma, seed + 17, privacy.dp.accountant, releases, planned)
     return agg
+
+
+def planned_costs(privacy: PrivacySpec, rounds: int | None, participants: int) -> list[float]:
+    """Each round's release in releases at the noise multiplier: a round in which some of the
+    ``participants`` drop out (``privacy.dropouts``) adds only the survivors' noise shares, sigma
+    sqrt(survivors / n), so it costs n / survivors releases' worth of the budget."""
+    if rounds is None:
+        raise ValueError("a target epsilon needs the number of rounds")
+    return [participants / (participants - len(set(privacy.dropouts.get(t, [])))) for t in range(rounds)]
 
 
 def dp_noise_multiplier(privacy: PrivacySpec, rounds: int | None, participants: int) -> tuple[float, int | None]:
     """The noise multiplier of a privacy spec's DP and the number of releases it is calibrated
     for: the given ``noise_multiplier`` (no limit), or the accountant's for a target ``epsilon``
-    over ``rounds`` releases, one a round. A round in which some of the ``participants`` drop out
-    (``privacy.dropouts``) adds only the survivors' noise shares, sigma sqrt(survivors / n), so it
-    costs n / survivors releases' worth of the budget."""
+    over ``rounds`` releases, one a round, each costing what :func:`planned_costs` says."""
     dp = privacy.dp
     assert dp is not None
     if dp.epsilon is None:
         assert dp.noise_multiplier is not None
         return dp.noise_multiplier, None
-    if rounds is None:
-        raise ValueError("a target epsilon needs the number of rounds")
-    cost = sum(participants / (participants - len(set(privacy.dropouts.get(t, [])))) for t in range(rounds))
+    cost = sum(planned_costs(privacy, rounds, participants))
     return noise_multiplier_for(dp.epsilon, cost, dp.delta, dp.accountant), rounds
 
 
 def privacy_settings(
-    spec: Any, default_rounds: int, participants: int, releases: int | None = None
+    spec: Any,
+    default_rounds: int,
+    participants: int,
+    releases: int | None = None,
+    withheld: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """A protocol's privacy wrappers as run (None without a privacy block): secure aggregation,
     the participants that dropped out of each round's sum (``dropouts``: one ``{round,
     participants}`` entry a round that had any, rounds from 0 as ``privacy.dropouts`` numbers them,
-    the participants' ids in order; the protocols that take dropouts sum once a round), and for DP
+    the participants' ids in order; the protocols that take dropouts sum once a round), those that
+    held back a vector the secure sum cannot carry (``withheld``: :class:`WithheldRecord`'s
+    record, ``[]`` where none did), and for DP
     the clip, delta, the target epsilon (if one was given), the noise multiplier the accountant
     set, the rounds it was set for, and ``releases``, the noisy sums the accountant charged (one
     per round for FedAvg; CoDream releases dream_steps + 1 sums in each round it dreams)."""
@@ -180,7 +195,12 @@ def privacy_settings(
     dropouts = [
         {"round": r, "participants": sorted(set(who))} for r, who in sorted(spec.privacy.dropouts.items()) if who
     ]
-    out: dict[str, Any] = {"secure_aggregation": spec.privacy.secure_aggregation, "dropouts": dropouts, "dp": None}
+    out: dict[str, Any] = {
+        "secure_aggregation": spec.privacy.secure_aggregation,
+        "dropouts": dropouts,
+        "withheld": withheld or [],
+        "dp": None,
+    }
     dp = spec.privacy.dp
     if dp is not None:
         sigma, _ = dp_noise_multiplier(spec.privacy, rounds, participants)
@@ -248,14 +268,17 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
     """Set up ``spec``'s protocol on ``ctx`` and run its rounds; every runner goes through here.
 
     Scores are asked of the participants (``score`` client operation) after every round, with
-    their training losses that were not finite (:class:`NonFinite`).
+    their training losses that were not finite (:class:`NonFinite`); the vectors held back from a
+    secure sum are taken from the aggregator after every round (:class:`WithheldRecord`).
     """
     cls = protocol_class(spec.name)
     config = cls.Config.model_validate(spec.params)
     protocol = cls(config)
     ids = ctx.ids
 
-    diverged = NonFinite(spec.key, "institution" if hasattr(scenario, "institutions") else "participant", ctx.rounds)
+    who = "institution" if hasattr(scenario, "institutions") else "participant"
+    diverged = NonFinite(spec.key, who, ctx.rounds)
+    withheld = WithheldRecord(spec.key, who, ctx.rounds)
 
     def scores_now(t: int) -> list[float]:
         replies = ctx.clients.broadcast("score")
@@ -270,6 +293,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
     for t in range(ctx.rounds):
         protocol.run_round(ctx, t)
         scores = scores_now(t)
+        withheld.after_round(t, ctx.aggregator.take_withheld())
         history.append(float(np.mean(scores)))
         progress.step(spec.key, t + 1, ctx.rounds, f"{counted(t + 1, 'round')}, mean score {history[-1]:.3f}")
     wall = time.perf_counter() - start
@@ -288,7 +312,11 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
         epsilon=ctx.aggregator.epsilon(delta) if delta is not None else None,
         delta=delta,
         privacy=privacy_settings(
-            spec, ctx.rounds, len(ids), getattr(getattr(ctx.aggregator, "accountant", None), "steps", None)
+            spec,
+            ctx.rounds,
+            len(ids),
+            getattr(getattr(ctx.aggregator, "accountant", None), "steps", None),
+            withheld.record,
         ),
         summary=protocol.summary(ctx),
         kinds_sent={i: sorted(net.kinds_sent.get(i, set())) for i in ids},

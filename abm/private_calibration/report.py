@@ -15,6 +15,7 @@ import numpy as np
 
 from abm.byte_sizes import size_text
 from abm.learning.report import diverged_lines, gain_shown, line_style, plot_round_curves, provenance, save_figure
+from abm.learning.withheld import withheld_lines
 from abm.outputs.figure_parts import date_ticks
 from abm.outputs.html_pages import markdown_page_html
 from abm.outputs.run_folder import atomic_folder, check_target
@@ -182,7 +183,10 @@ def markdown(report: dict[str, Any]) -> str:
     if report["mode"] == "known_truth":
         truths = [", ".join(f"{v:.3g}" for v in i["truth"].values()) for i in report["institutions"]]
         lines.append("| truth | " + " | ".join(truths) + " |")
-    for line in diverged_lines(report["protocols"], "institution"):
+    for line in [
+        *diverged_lines(report["protocols"], "institution"),
+        *withheld_lines(report["protocols"], "institution"),
+    ]:
         lines += ["", line]
     lines.append("")
     return "\n".join(lines)

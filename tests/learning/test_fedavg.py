@@ -107,6 +107,7 @@ def test_report_json_names_the_participants_that_dropped_out_of_each_round():
     assert report["dropped"]["privacy"] == {
         "secure_aggregation": True,
         "dropouts": [{"round": 0, "participants": [2]}, {"round": 2, "participants": [1, 3]}],
+        "withheld": [],
         "dp": None,
     }
     assert report["secure"]["privacy"]["dropouts"] == []
@@ -147,6 +148,7 @@ def test_codream_dp_accounts_the_logits_as_well_as_the_dream_gradients():
     assert r.privacy == {
         "secure_aggregation": False,
         "dropouts": [],
+        "withheld": [],
         "dp": {
             "clip": 1.0,
             "delta": 1e-5,

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from abm.learning.errors import SecureAggregationError
-from abm.learning.messages import SERVER, MessageKind, Network
+from abm.learning.messages import SERVER, AuditNetwork, MessageKind, Network
+from abm.learning.privacy.aggregation import WithheldSum
 from abm.learning.privacy.secure_aggregation import SecureSum, _private_key, mask_from_seed, pair_seed
 
 
@@ -51,8 +52,6 @@ def test_every_exchange_is_a_message_of_the_round_it_belongs_to():
     per survivor (8 bytes a value); after a dropout the server's recovery request to each survivor
     naming the dropped participants (8 bytes an id) and each survivor's 32-byte pair seed with each.
     The ledger's bytes are the messages' sum."""
-    from abm.learning.messages import AuditNetwork
-
     c = _vectors(n=3, d=10)
     agg = SecureSum(list(c), seed=1)
     net = AuditNetwork()
@@ -78,9 +77,19 @@ def test_round_fails_loudly_when_recovery_is_impossible():
     agg.recovery_failures = frozenset({0})
     with pytest.raises(SecureAggregationError, match="did not answer"):
         agg.aggregate(c, 0, Network(), dropped=frozenset({2}))
-    agg = SecureSum(list(c), seed=1, threshold=3)
-    with pytest.raises(SecureAggregationError, match="below the threshold"):
-        agg.aggregate(c, 0, Network(), dropped=frozenset({0, 1, 2}))
+
+
+def test_below_the_threshold_or_the_quorum_nothing_is_released():
+    """Fewer survivors than the threshold (or the caller's quorum): the survivors' masked vectors
+    arrive, but the server asks for no seeds and releases nothing (None). It used to raise."""
+    c = _vectors(n=5, d=10)
+    for agg, kwargs in ((SecureSum(list(c), seed=1, threshold=3), {}), (SecureSum(list(c), seed=1), {"quorum": 3})):
+        net = Network()
+        assert agg.aggregate(c, 0, net, dropped=frozenset({0, 1, 2}), **kwargs) is None
+        assert net.per_kind[MessageKind.MASKED_VECTOR.value] == 2 * 10 * 8
+        assert MessageKind.RECOVERY_REQUEST.value not in net.per_kind
+        assert MessageKind.MASK_SEED.value not in net.per_kind
+        assert agg.take_withheld() == []  # dropouts, not withheld vectors
 
 
 def test_without_dropout_nothing_is_recovered():
@@ -96,16 +105,51 @@ def test_without_dropout_nothing_is_recovered():
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 2.0**37])
-def test_values_the_fixed_point_sum_cannot_hold_fail_the_round(bad):
+def test_a_vector_the_sum_cannot_carry_is_withheld_as_a_dropout(bad):
     """A non-finite value, or one so large that the sum of the members' fixed-point vectors wraps
-    modulo 2^64, used to come back as a finite wrong sum (NaN and inf as -2^39); the round must fail
-    loudly instead, before any masked vector is sent. 2^37 is the limit for 4 members at 24 bits."""
+    modulo 2^64 (2^37 is the limit for 4 members at 24 bits), came back as a finite wrong sum (NaN
+    and inf as -2^39), then failed the round and with it the whole run. Now its holder checks its
+    own vector before masking, sends nothing and is recovered from exactly as a dropped participant
+    is: the same sum, bit for bit, the sum of the others (within the fixed point's rounding), and
+    the same messages, so the server learns nothing of the vector but that it did not arrive."""
     c = _vectors(n=4, d=6)
     c[2][3] = bad
+    net, dropped_net = AuditNetwork(), AuditNetwork()
+    agg = SecureSum(list(c), seed=1)
+    total = agg.aggregate(c, 0, net)
+    assert agg.withheld() == frozenset({2})
+    assert agg.take_withheld() == [WithheldSum(0, "model_update", (2,), True)]
+    assert agg.take_withheld() == []  # taken once
+    dropped = SecureSum(list(c), seed=1).aggregate(c, 0, dropped_net, dropped=frozenset({2}))
+    assert torch.equal(total, dropped)
+    assert torch.allclose(total, c[0] + c[1] + c[3], atol=3 * 2.0**-25, rtol=0)
+
+    def wire(n):
+        return [(m.kind, m.sender, m.receiver, m.round, m.nbytes) for m in n.messages]
+
+    assert wire(net) == wire(dropped_net)
+    assert [m.sender for m in net.messages if m.kind == MessageKind.MASKED_VECTOR] == [0, 1, 3]
+
+
+def test_a_vector_the_sum_cannot_carry_is_never_masked():
+    """The last guard: masking refuses a vector the fixed-point sum cannot carry."""
+    c = _vectors(n=4, d=6)
+    agg = SecureSum(list(c), seed=1)
+    agg.aggregate(c, 0, Network())  # the keys
+    c[2][3] = float("nan")
+    with pytest.raises(SecureAggregationError, match=r"participant 2's vector has value nan at index 3"):
+        agg.mask(2, c[2], 1, list(c))
+
+
+def test_when_every_vector_is_withheld_nothing_is_released():
+    """All participants' vectors out of range: none is sent, nothing is released (None), and the
+    record says the sum was not released."""
+    c = {i: torch.full((3,), float("inf")) for i in range(3)}
+    agg = SecureSum(list(c), seed=1)
     net = Network()
-    with pytest.raises(SecureAggregationError, match=r"participant 2's vector has value .* at index 3"):
-        SecureSum(list(c), seed=1).aggregate(c, 0, net)
-    assert net.per_kind.get(MessageKind.MASKED_VECTOR.value, 0) == 0
+    assert agg.aggregate(c, 4, net, MessageKind.LOGITS) is None
+    assert MessageKind.MASKED_VECTOR.value not in net.per_kind
+    assert agg.take_withheld() == [WithheldSum(4, "logits", (0, 1, 2), False)]
 
 
 def test_values_just_inside_the_fixed_point_range_sum_exactly():
@@ -160,42 +204,3 @@ def test_the_server_view_is_uniform_even_after_a_dropout_recovery():
             peeled = y - mask_from_seed(own, d)  # 3 > pid: pid added this mask
         assert _byte_uniformity_pvalue(peeled) > 1e-6, pid
         assert not np.array_equal(peeled, agg.encode(c[pid]))
-
-
-def test_abm_learn_stops_with_one_line_when_a_secure_round_cannot_be_summed(tmp_path):
-    """SGD at lr 1e4 diverges: an update turns infinite or NaN, which the fixed-point sum cannot
-    hold. `abm learn` says so in one line (no traceback), exits 1 (the run failed; the input is
-    valid) and writes nothing."""
-    import subprocess
-    import sys
-
-    import yaml
-
-    scenario = {
-        "name": "div",
-        "seed": 0,
-        "data": {"source": "gaussian_mixture", "n_samples": 400, "n_classes": 3, "n_features": 5},
-        "split": {"participants": 3},
-        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
-        "training": {"optimizer": "sgd", "lr": 1e4, "momentum": 0.0},
-        "rounds": 3,
-        "evaluate_on": "global",
-        "protocols": [{"name": "fedavg", "label": "sec", "privacy": {"secure_aggregation": True}}],
-    }
-    (tmp_path / "div.yaml").write_text(yaml.safe_dump(scenario))
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "abm", "learn", str(tmp_path / "div.yaml"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 1, proc.stderr
-    lines = proc.stderr.strip().splitlines()  # what runs, local-only's end, then the one error line
-    assert lines[:-1] == [
-        f"running div: 3 participants, 2 protocols (local-only included), runner inprocess -> {out}",
-        next(line for line in lines if line.startswith("local: 3 rounds, mean score ")),
-    ], proc.stderr
-    assert lines[-1].startswith(f"error: {tmp_path / 'div.yaml'}: "), proc.stderr
-    assert "no results were written" in lines[-1] and "Traceback" not in proc.stderr
-    assert not out.exists()

@@ -50,3 +50,37 @@ def test_diverged_calibrators_are_warned_of_and_their_estimates_not_simulated(tm
     table = (out / "report.md").read_text().split("| mapl | ")[-1].splitlines()[0]
     assert table == " | ".join(["not finite (training diverged): not simulated"] * 3) + " |"
     assert (out / "fits.png").exists()
+
+
+def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp_path):
+    """tiny.yaml's FedAvg and CoDream under secure aggregation, and FedAvg under DP at a target
+    epsilon, at lr 10^12: the calibrators' updates leave the fixed-point range, which ended the
+    run (exit 1, no results). Now the run exits 0: each institution holds its update back, FedAvg's
+    sums are not released in any round (its calibrators stay at the shared initialisation) and
+    CoDream's are recorded as withheld, report.md says so, and DP spends no more than its target."""
+    sc = yaml.safe_load(TINY.read_text())
+    sc["model"]["scenario"] = str((TINY.parent / sc["model"]["scenario"]).resolve())
+    sc["training"]["lr"] = 1e12
+    mlp = [{"kind": "mlp", "hidden": [16], "embed_dim": 8}]
+    dp = {"secure_aggregation": True, "dp": {"clip": 0.4, "epsilon": 8.0, "delta": 1e-5}}
+    sc["protocols"] = [p for p in sc["protocols"] if p["name"] in ("fedavg", "codream")]
+    sc["protocols"].append({"name": "fedavg", "label": "fedavg_dp", "models": mlp, "privacy": dp})
+    path = tmp_path / "diverged_secure.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "abm", "learn", str(path), "--out", str(out)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: fedavg: institutions 0, 1, 2 held back their vectors from the secure sum in round 0" in proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    fedavg, codream = report["protocols"]["fedavg"], report["protocols"]["codream"]
+    assert fedavg["privacy"]["withheld"] == [
+        {"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1} for t in range(3)
+    ]
+    assert len(set(fedavg["history"])) == 1  # the same model scored after every round
+    assert codream["privacy"]["withheld"]
+    assert report["protocols"]["fedavg_dp"]["epsilon"] <= 8.0
+    md = (out / "report.md").read_text()
+    assert "Warning: fedavg: institutions 0, 1, 2 held back vectors the secure sum cannot carry" in md
+    assert "Warning: codream: institutions" in md

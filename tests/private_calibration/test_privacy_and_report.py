@@ -165,8 +165,8 @@ class _Recording(SumAggregator):
         self.inner = inner
         self.calls: list[tuple[dict[int, torch.Tensor], torch.Tensor]] = []
 
-    def aggregate(self, contributions, round_, network, kind=MessageKind.MODEL_UPDATE, dropped=frozenset()):
-        total = self.inner.aggregate(contributions, round_, network, kind, dropped)
+    def aggregate(self, contributions, round_, network, kind=MessageKind.MODEL_UPDATE, dropped=frozenset(), quorum=1):
+        total = self.inner.aggregate(contributions, round_, network, kind, dropped, quorum)
         masked = {pid: self.inner.decode(y) for pid, y in self.inner.last_masked.items()}
         self.calls.append(({k: v.clone() for k, v in contributions.items()}, total, masked))
         return total

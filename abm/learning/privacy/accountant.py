@@ -132,6 +132,10 @@ class DPAccountant:
         self.steps += n
         self._inv_var += n / sigma**2
 
+    def spent(self) -> float:
+        """The sum over the releases so far of 1 / sigma_t^2 (what epsilon is a function of)."""
+        return self._inv_var
+
     def epsilon(self, delta: float) -> float:
         """Epsilon spent so far for the given delta."""
         if self.method == "rdp":

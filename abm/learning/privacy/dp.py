@@ -9,7 +9,13 @@ participant absent altogether, its noise share would be missing too and the same
 weaker guarantee.) What the releases spend is counted by :mod:`abm.learning.privacy.accountant`.
 
 A :class:`DifferentiallyPrivateSum` given ``max_releases`` refuses
-(:class:`PrivacyBudgetExceeded`) a release beyond the budget it was calibrated for.
+(:class:`PrivacyBudgetExceeded`) a release beyond the budget it was calibrated for. Participants
+that drop out, or hold back a vector the inner sum cannot carry (:class:`SumAggregator`), take
+their noise shares with them: the release is charged at sigma sqrt(survivors / n), n / survivors
+releases at sigma. Given the ``planned`` cost of each release (in releases at sigma, for a target
+epsilon), a release is made only if its cost keeps the spend within what the planned releases so
+far allow: otherwise the inner sum is asked for a quorum no survivors can meet, nothing is released
+and nothing charged, so that epsilon never passes the target.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import torch
 
 from abm.learning.messages import MessageKind, Network
 from abm.learning.privacy.accountant import DPAccountant
-from abm.learning.privacy.aggregation import SumAggregator
+from abm.learning.privacy.aggregation import SumAggregator, WithheldSum
 
 
 class PrivacyBudgetExceeded(RuntimeError):
@@ -38,7 +44,9 @@ class DifferentiallyPrivateSum(SumAggregator):
     """Clip + distributed Gaussian noise around any inner sum aggregator.
 
     ``max_releases``: the number of sums the noise multiplier was calibrated for (``None``: no
-    limit); one more raises :class:`PrivacyBudgetExceeded` before anything is sent.
+    limit); one more raises :class:`PrivacyBudgetExceeded` before anything is sent. ``planned``:
+    each of those sums' cost in releases at the noise multiplier (n / the survivors scheduled), the
+    budget a release must fit (module docstring); ``None``: any release is made.
     """
 
     adds_noise = True
@@ -51,8 +59,11 @@ class DifferentiallyPrivateSum(SumAggregator):
         seed: int,
         accountant: str = "rdp",
         max_releases: int | None = None,
+        planned: list[float] | None = None,
     ) -> None:
         self.inner = inner
+        self.planned = planned
+        self.calls = 0  # sums asked for, released or not
         self.clip = clip
         self.noise_multiplier = noise_multiplier
         self.max_releases = max_releases
@@ -66,10 +77,11 @@ class DifferentiallyPrivateSum(SumAggregator):
         network: Network,
         kind: MessageKind = MessageKind.MODEL_UPDATE,
         dropped: frozenset[int] = frozenset(),
-    ) -> torch.Tensor:
-        if self.max_releases is not None and self.accountant.steps >= self.max_releases:
+        quorum: int = 1,
+    ) -> torch.Tensor | None:
+        if self.max_releases is not None and self.calls >= self.max_releases:
             raise PrivacyBudgetExceeded(
-                f"release {self.accountant.steps + 1} asked, but the noise was calibrated for {self.max_releases} "
+                f"release {self.calls + 1} asked, but the noise was calibrated for {self.max_releases} "
                 "releases (the privacy budget is spent)"
             )
         n = len(contributions)
@@ -79,11 +91,30 @@ class DifferentiallyPrivateSum(SumAggregator):
             v = clip_l2(contributions[pid].float(), self.clip)
             noise = torch.from_numpy(self._rng.normal(0.0, std, size=v.numel())).float()
             noisy[pid] = v + noise
-        total = self.inner.aggregate(noisy, round_, network, kind, dropped)
+        quorum = max(quorum, self._affordable(n))
+        self.calls += 1
+        total = self.inner.aggregate(noisy, round_, network, kind, dropped, quorum)
+        if total is None:  # nothing released: nothing spent
+            return None
         # only the survivors' noise shares reach the sum: sigma_eff = sigma sqrt(survivors / n)
-        survivors = n - len(dropped & set(contributions))
+        survivors = n - len((dropped & set(contributions)) | self.inner.withheld())
         self.accountant.step(noise_multiplier=self.noise_multiplier * math.sqrt(survivors / n))
         return total
+
+    def _affordable(self, n: int) -> int:
+        """The fewest survivors of ``n`` whose release (n / survivors releases at sigma) keeps the
+        spend within the planned releases up to this one (1 without a plan; n + 1: none)."""
+        if self.planned is None:
+            return 1
+        allowed = sum(self.planned[: self.calls + 1]) * (1 + 1e-9)
+        spent = self.accountant.spent() * self.noise_multiplier**2
+        return next((s for s in range(1, n + 1) if spent + n / s <= allowed), n + 1)
+
+    def withheld(self) -> frozenset[int]:
+        return self.inner.withheld()
+
+    def take_withheld(self) -> list[WithheldSum]:
+        return self.inner.take_withheld()
 
     def epsilon(self, delta: float) -> float:
         return self.accountant.epsilon(delta)

@@ -10,14 +10,19 @@
   participant and element).
 * Dropout: if some participants never send their masked vector, the server asks every survivor
   for its pair seeds with the dropped ones (a recovery request naming them) and removes those
-  masks. If a survivor fails to answer (or fewer than ``threshold`` survivors remain),
-  :class:`SecureAggregationError` is raised: the round fails loudly rather than returning a wrong
-  sum. A dropped participant's late vector is
-  refused (this simplified scheme has no self-masks, so it must not be accepted after recovery).
-* Range: a vector with a non-finite value, or a value too large for the sum of all members' vectors
-  to fit the signed 64-bit fixed point (|x| < 2^(63 - frac_bits) / members), raises
-  :class:`SecureAggregationError` before any masked vector is sent: the modular sum would wrap
-  (NaN and infinity would become -2^(63 - frac_bits)) and differ from the plain sum.
+  masks. If a survivor fails to answer, :class:`SecureAggregationError` is raised: the round fails
+  loudly rather than returning a wrong sum. If fewer than ``threshold`` survivors remain (or fewer
+  than the caller's ``quorum``), the server asks for no seeds and releases nothing (``aggregate``
+  returns ``None``): a sum of one would be that participant's vector. A dropped participant's late
+  vector is refused (this simplified scheme has no self-masks, so it must not be accepted after
+  recovery).
+* Range: the fixed-point sum of all members' vectors must fit the signed 64-bit range
+  (|x| < 2^(63 - frac_bits) / members) or the modular sum wraps (NaN and infinity would become
+  -2^(63 - frac_bits)) and differs from the plain sum. Each participant checks its own vector
+  before masking it (:meth:`SecureSum.carries`); one that holds a value out of range or not finite
+  (training diverged) sends nothing and is recovered from exactly as a dropped participant is, so
+  the server learns only that its vector did not arrive. :meth:`SecureSum.mask` refuses such a vector
+  (:class:`SecureAggregationError`) as a last guard.
 * Messages: every exchange is a message on the run's network (so the byte ledger and an auditing
   network see it): ``public_key`` (each participant's key to the server and the server's relay to
   every other participant, once, in the round of the first aggregation), ``masked_vector`` (a
@@ -43,7 +48,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from abm.learning.errors import SecureAggregationError
 from abm.learning.messages import SERVER, Message, MessageKind, Network
-from abm.learning.privacy.aggregation import SumAggregator
+from abm.learning.privacy.aggregation import SumAggregator, WithheldSum
 
 _RAW = serialization.Encoding.Raw
 _RAW_PUB = serialization.PublicFormat.Raw
@@ -92,6 +97,8 @@ class SecureSum(SumAggregator):
         self._public: dict[int, X25519PublicKey] = {}
         self.last_masked: dict[int, np.ndarray] = {}
         self.recovery_failures: frozenset[int] = frozenset()
+        self._withheld: frozenset[int] = frozenset()  # the last sum's (withheld)
+        self._withheld_sums: list[WithheldSum] = []  # since the last take_withheld
         self._keys_sent = False
         self.calls = 0  # aggregation sequence number, shared knowledge in a synchronous protocol
 
@@ -118,25 +125,40 @@ class SecureSum(SumAggregator):
         """Inverse of :meth:`encode` for a sum."""
         return torch.from_numpy(total.view(np.int64).astype(np.float64) / (1 << self.frac_bits)).float()
 
-    def check_range(self, pid: int, vec: torch.Tensor, members: int, r: int) -> None:
-        """Raise :class:`SecureAggregationError` unless every value of ``vec`` is finite and small
-        enough that the fixed-point sum of ``members`` such vectors cannot wrap modulo 2^64."""
+    def limit(self, members: int) -> float:
+        """The magnitude every value must stay below for the fixed-point sum of ``members`` vectors
+        not to wrap modulo 2^64."""
+        return 2.0 ** (63 - self.frac_bits) / members
+
+    def _first_bad(self, vec: torch.Tensor, members: int) -> int | None:
+        """The index of the first value of ``vec`` the sum of ``members`` vectors cannot carry."""
         x = vec.detach().double().reshape(-1)
-        limit = 2.0 ** (63 - self.frac_bits) / members
-        bad = ~torch.isfinite(x) | (x.abs() >= limit)
-        if bool(bad.any()):
-            k = int(bad.nonzero()[0])
+        bad = ~torch.isfinite(x) | (x.abs() >= self.limit(members))
+        return int(bad.nonzero()[0]) if bool(bad.any()) else None
+
+    def carries(self, vec: torch.Tensor, members: int) -> bool:
+        """Whether every value of ``vec`` is finite and small enough that the fixed-point sum of
+        ``members`` such vectors cannot wrap: a participant's own check before it masks its vector."""
+        return self._first_bad(vec, members) is None
+
+    def check_range(self, pid: int, vec: torch.Tensor, members: int, seq: int) -> None:
+        """Raise :class:`SecureAggregationError` unless :meth:`carries` ``vec``."""
+        k = self._first_bad(vec, members)
+        if k is not None:
+            value = float(vec.detach().double().reshape(-1)[k])
             raise SecureAggregationError(
-                f"round {r}: participant {pid}'s vector has value {float(x[k])} at index {k}; secure aggregation "
-                f"sums finite values below {limit:g} in magnitude ({members} participants, {self.frac_bits} "
-                "fractional bits), so the round fails rather than return a wrong sum (did training diverge?)"
+                f"aggregation {seq}: participant {pid}'s vector has value {value} at index {k}; secure aggregation "
+                f"sums finite values below {self.limit(members):g} in magnitude ({members} participants, "
+                f"{self.frac_bits} fractional bits), so it cannot be masked (it is withheld, as a dropout)"
             )
 
     def _pair_mask(self, i: int, j: int, r: int, size: int) -> np.ndarray:
         return mask_from_seed(pair_seed(self._keys[i], self._public[j], i, j, r), size)
 
     def mask(self, pid: int, vec: torch.Tensor, r: int, members: list[int]) -> np.ndarray:
-        """Participant ``pid``'s masked vector for aggregation number ``r`` among ``members``."""
+        """Participant ``pid``'s masked vector for aggregation number ``r`` among ``members``;
+        :class:`SecureAggregationError` if the sum cannot carry ``vec`` (:meth:`check_range`)."""
+        self.check_range(pid, vec, len(members), r)
         y = self.encode(vec)
         with np.errstate(over="ignore"):
             for j in members:
@@ -153,7 +175,8 @@ class SecureSum(SumAggregator):
         network: Network,
         kind: MessageKind = MessageKind.MODEL_UPDATE,
         dropped: frozenset[int] = frozenset(),
-    ) -> torch.Tensor:
+        quorum: int = 1,
+    ) -> torch.Tensor | None:
         if not self._keys_sent:
             self._advertise_keys(network, round_)
         seq = self.calls
@@ -162,13 +185,12 @@ class SecureSum(SumAggregator):
         unknown = set(members) - set(self.ids)
         if unknown:
             raise SecureAggregationError(f"participants {sorted(unknown)} have no registered key")
-        survivors = [p for p in members if p not in dropped]
-        if len(survivors) < self.threshold:
-            raise SecureAggregationError(
-                f"round {round_}: {len(survivors)} survivors, below the threshold {self.threshold}"
-            )
-        for pid in survivors:
-            self.check_range(pid, contributions[pid], len(members), round_)
+        # each participant's own check, before it masks anything: a vector the sum cannot carry
+        # is not sent, and its sender is recovered from as a dropped participant is
+        withheld = [p for p in members if p not in dropped and not self.carries(contributions[p], len(members))]
+        self._withheld = frozenset(withheld)
+        lost = sorted((dropped & set(members)) | self._withheld)
+        survivors = [p for p in members if p not in lost]
         size = int(next(iter(contributions.values())).numel())
         total = np.zeros(size, dtype=np.uint64)
         self.last_masked = {}
@@ -186,17 +208,21 @@ class SecureSum(SumAggregator):
                     )
                 )
                 total = total + y
-            if dropped & set(members):
-                total = self._recover(
-                    total,
-                    survivors,
-                    sorted(dropped & set(members)),
-                    seq,
-                    round_,
-                    size,
-                    network,
-                )
+            released = len(survivors) >= max(self.threshold, quorum)
+            if withheld:
+                self._withheld_sums.append(WithheldSum(round_, kind.value, tuple(withheld), released))
+            if not released:  # too few arrived: the server asks for no seeds and releases nothing
+                return None
+            if lost:
+                total = self._recover(total, survivors, lost, seq, round_, size, network)
         return self.decode(total)
+
+    def withheld(self) -> frozenset[int]:
+        return self._withheld
+
+    def take_withheld(self) -> list[WithheldSum]:
+        taken, self._withheld_sums = self._withheld_sums, []
+        return taken
 
     def _recover(
         self,

@@ -61,7 +61,7 @@ from torch import nn
 from abm.learning.clients import ClientEnv, Payload, client_op, contribution_weight
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params
-from abm.learning.privacy.aggregation import PlainSum
+from abm.learning.privacy.aggregation import PlainSum, arrived_weight
 from abm.learning.privacy.secure_aggregation import SecureSum
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.configs import CoDreamConfig
@@ -440,6 +440,16 @@ class CoDream(Protocol):
         for pid in ctx.ids:
             ctx.network.send(Message(kind, SERVER, pid, payload, t))
 
+    def _sum(self, ctx: RunContext, parts: dict[int, torch.Tensor], t: int, kind: MessageKind) -> torch.Tensor | None:
+        """The clients' weighted ``parts`` summed through the aggregator. A client that held back a
+        part the secure sum cannot carry (training diverged) is left out as a dropout is, and the
+        sum is over the weight of those whose part arrived; ``None`` when no sum was released."""
+        total = ctx.aggregator.aggregate(parts, t, ctx.network, kind)
+        left_out = ctx.aggregator.withheld()
+        if total is None or not left_out:
+            return total
+        return total / arrived_weight(self.contribution_weights, ctx.ids, left_out)
+
     def _ship_student(self, ctx: RunContext, t: int) -> nn.Module | None:
         """The server ships its student to the clients when the adversarial term is on."""
         student = self._student_for(t)
@@ -464,7 +474,9 @@ class CoDream(Protocol):
                 ctx.network.send(Message(MessageKind.DREAMS, SERVER, pid, {"x": xd}, t))
             replies = ctx.clients.call("codream.grad", {pid: {"x": xd} for pid in ids}, self._op_config(student))
             grads = {pid: replies[pid]["g"] for pid in ids}
-            total = ctx.aggregator.aggregate(grads, t, ctx.network, MessageKind.INPUT_GRADIENTS)
+            total = self._sum(ctx, grads, t, MessageKind.INPUT_GRADIENTS)
+            if total is None:  # no sum released: this step leaves the dreams as they are
+                continue
             opt.zero_grad()
             x.grad = total.reshape(x.shape)
             opt.step()
@@ -493,7 +505,9 @@ class CoDream(Protocol):
         return torch.cat(parts)
 
     # ---- stage 2: acquisition ----------------------------------------------------------------
-    def _soft_labels(self, ctx: RunContext, x: torch.Tensor, t: int) -> torch.Tensor:
+    def _soft_labels(self, ctx: RunContext, x: torch.Tensor, t: int) -> torch.Tensor | None:
+        """The soft labels of dreams ``x``; ``None`` when their private sum was not released (too
+        few clients' logits could be carried): then the dreams go unlabelled and unused."""
         own = self._own_labels
         if own is not None:  # independent dreams labelled by their dreamers: no aggregation
             self._own_labels = None
@@ -510,13 +524,16 @@ class CoDream(Protocol):
             # accountant, like the dream gradients.
             replies = ctx.clients.broadcast("codream.weighted_logits", {"x": x})
             parts = {pid: replies[pid]["z"] for pid in ctx.ids}
-            total = ctx.aggregator.aggregate(parts, t, ctx.network, MessageKind.LOGITS).reshape(len(x), -1)
-            self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": total}, t)
-            self._round_labels.append((total, None))
+            summed = self._sum(ctx, parts, t, MessageKind.LOGITS)
             inner = getattr(ctx.aggregator, "inner", ctx.aggregator)  # DP wraps the sum it noises
             how = [what for what, on in (("secure aggregation", isinstance(inner, SecureSum)),
                                          ("DP: each clipped and noised", ctx.aggregator.adds_noise)) if on]  # fmt: skip
             self._agreement_note = f"the server takes only the sum of the teachers' logits ({', '.join(how)})"
+            if summed is None:
+                return None
+            total = summed.reshape(len(x), -1)
+            self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": total}, t)
+            self._round_labels.append((total, None))
             return total
         w = self.contribution_weights
         replies = ctx.clients.broadcast("codream.logits", {"x": x})
@@ -531,7 +548,10 @@ class CoDream(Protocol):
         return total
 
     def _record_label_quality(self, t: int) -> None:
-        """One row of :func:`soft_label_quality` on all of round ``t``'s new soft labels."""
+        """One row of :func:`soft_label_quality` on all of round ``t``'s new soft labels (none
+        when no soft labels were released)."""
+        if not self._round_labels:
+            return
         labels = torch.cat([y for y, _ in self._round_labels])
         teachers = None
         if all(zs is not None for _, zs in self._round_labels):
@@ -550,20 +570,24 @@ class CoDream(Protocol):
         dreaming = t >= cfg.dream_start
         if dreaming:
             student = self._ship_student(ctx, t)
-            for i, x in enumerate(self._new_dreams(ctx, t, student)):
+            for x in self._new_dreams(ctx, t, student):
                 y = self._soft_labels(ctx, x, t)
+                if y is None:  # not labelled: the dreams are left out
+                    continue
+                i = len(new) // 2
                 new[f"x{i}"], new[f"y{i}"] = x, y
                 self.buffer.append((x, y))
                 self.buffer = self.buffer[-cfg.buffer_batches :]
             self._record_label_quality(t)
         # Clients add the new (dreams, soft labels) to their buffers, distil, then train locally;
-        # the server's student distils from its own copy of the buffer.
+        # the server's student distils from its own copy of the buffer (once it holds any).
+        distilling = dreaming and bool(self.buffer)
         ctx.clients.broadcast(
             "codream.update",
             new,
-            {"cfg": self._cfg_json, "new_batches": len(new) // 2, "distill": dreaming, "epochs": ctx.local_epochs},
+            {"cfg": self._cfg_json, "new_batches": len(new) // 2, "distill": distilling, "epochs": ctx.local_epochs},
         )
-        if dreaming:
+        if distilling:
             distill(self.student, self.student_opt, self.buffer, cfg, self.gen, freeze_bn=False)
 
     def summary(self, ctx: RunContext) -> dict:
@@ -598,9 +622,12 @@ class CoDreamFast(CoDream):
         self.meta = Generator(cfg.noise_dim, cfg.generator_hidden, self.dim)
 
     def _new_dreams(self, ctx: RunContext, t: int, student: nn.Module | None) -> list[torch.Tensor]:
-        return [self._fast_batch(ctx, t, student) for _ in range(self.config.fast_batches)]
+        batches = [self._fast_batch(ctx, t, student) for _ in range(self.config.fast_batches)]
+        return [b for b in batches if b is not None]
 
-    def _fast_batch(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor:
+    def _fast_batch(self, ctx: RunContext, t: int, student: nn.Module | None) -> torch.Tensor | None:
+        """One batch of dreams from the averaged generator and latents; the Reptile step needs the
+        generator's sum, the batch both sums (``None`` when either was not released)."""
         cfg = self.config
         ids = ctx.ids
         z0 = torch.randn(cfg.n_dreams, cfg.noise_dim, generator=self.gen)
@@ -614,11 +641,15 @@ class CoDreamFast(CoDream):
         )
         gen_sum = {pid: replies[pid]["g"] for pid in ids}
         z_sum = {pid: replies[pid]["z"] for pid in ids}
-        g_avg = ctx.aggregator.aggregate(gen_sum, t, ctx.network, MessageKind.GENERATOR)
-        z_avg = ctx.aggregator.aggregate(z_sum, t, ctx.network, MessageKind.DREAMS)
+        g_avg = self._sum(ctx, gen_sum, t, MessageKind.GENERATOR)
+        z_avg = self._sum(ctx, z_sum, t, MessageKind.DREAMS)
+        if g_avg is None:
+            return None
         g_avg_model = copy.deepcopy(self.meta)
         load_flat_params(g_avg_model, g_avg)
         load_flat_params(self.meta, g0 + cfg.meta_lr * (g_avg - g0))  # Reptile step
+        if z_avg is None:
+            return None
         # Batch statistics, as the clients evaluated G(z) while optimising it (and the authors'
         # server generates): the running statistics have barely left their initial values.
         g_avg_model.train()

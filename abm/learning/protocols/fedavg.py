@@ -3,7 +3,9 @@
 Each round every participant starts from the global model, trains ``local_epochs`` (FedProx adds
 (mu/2) ||w - w_global||^2), and sends its weighted update w_k (theta_k - theta_global) with
 w_k = |D_k| / sum_j |D_j| through the context's sum aggregator (plain, secure, or DP). The server
-adds the updates, divides by the weight of the participants whose update arrived, and broadcasts.
+adds the updates, divides by the weight of the participants whose update arrived (neither dropped
+out nor held back because the secure sum cannot carry it: training diverged), and broadcasts; a
+round whose sum is not released (too few updates arrived) leaves the global model as it was.
 The sizes are messages: before round 0 each participant sends the server its size, and the server
 sends each participant the total (``data_size``, 8 bytes each; not with ``weighting: uniform``).
 Each participant computes its own w_k from its size and the total it received (client operation
@@ -30,6 +32,7 @@ import torch
 from abm.learning.clients import ClientEnv, Payload, client_op, contribution_weight
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params, load_trainable_flat, one_architecture, trainable_flat
+from abm.learning.privacy.aggregation import arrived_weight
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.sizes import contribution_weights
 
@@ -105,9 +108,10 @@ class FedAvg(Protocol):
         updates: dict[int, torch.Tensor] = {pid: replies[pid]["update"] for pid in ids}
         dropped = ctx.dropouts.get(t, frozenset())
         total = ctx.aggregator.aggregate(updates, t, ctx.network, MessageKind.MODEL_UPDATE, dropped)
-        arrived = sum(w[k] for k, pid in enumerate(ids) if pid not in dropped)
-        self.global_flat = self.global_flat + cfg.server_lr * total / arrived
-        (load_flat_params if self.share_buffers else load_trainable_flat)(self.global_model, self.global_flat)
+        if total is not None:  # else the round's update is skipped: the model stays as it was
+            arrived = arrived_weight(w, ids, dropped | ctx.aggregator.withheld())
+            self.global_flat = self.global_flat + cfg.server_lr * total / arrived
+            (load_flat_params if self.share_buffers else load_trainable_flat)(self.global_model, self.global_flat)
         self._broadcast(ctx, t)
 
 
