@@ -42,12 +42,28 @@ app = typer.Typer(
 )
 LOG_WIDTH = 120  # columns of stdout in a file or a pipe
 
+
+class OnceConsole(Console):
+    """A rich console whose text, interrupted (Ctrl-C, SIGTERM) as it is written, does not come
+    out again with the next text: rich empties what it holds only once it is written and flushed,
+    and an interrupt in between left it there, so that the next line printed it a second time
+    (``trial 2 of 12 done: ...`` twice, above the note of the kept trials; 3 of 30 interrupts
+    sent as a line came)."""
+
+    def _check_buffer(self) -> None:
+        try:
+            super()._check_buffer()
+        except BaseException:
+            del self._buffer[:]
+            raise
+
+
 # Messages carry the user's text (paths, values, --set options such as `key=[a, b]`), which rich
 # would read as markup: markup is off, and the few styled words are Text spans. Written to a file or
 # a pipe (a batch job's log), where rich would take 80 columns and wrap the tables' cells, stdout
 # takes 120 unless COLUMNS says otherwise.
-out_console = Console(markup=False, width=None if os.environ.get("COLUMNS") or sys.stdout.isatty() else LOG_WIDTH)
-err_console = Console(stderr=True, markup=False)
+out_console = OnceConsole(markup=False, width=None if os.environ.get("COLUMNS") or sys.stdout.isatty() else LOG_WIDTH)
+err_console = OnceConsole(stderr=True, markup=False)
 
 
 class CommandBar(Progress):
@@ -1201,8 +1217,18 @@ def data_boundaries(
 ) -> None:
     """Download and cache the Census tract boundary file for the region's state.
 
-    Maps then draw real tract boundaries instead of cells built from the tract centroids."""
-    from abm.outputs.boundaries import BoundaryError, census_url, download_boundaries, shapes_from_file, vintage_note
+    Maps then draw real tract boundaries instead of cells built from the tract centroids.
+    The file is read in full before it replaces the cached one. Exit code 0 when
+    done; 2 for bad input (the cache is left as it was); 1 when the download
+    fails; 130 after Ctrl-C, 143 after SIGTERM (the cache is left as it was)."""
+    from abm.outputs.boundaries import (
+        BoundaryError,
+        cached_boundary_file,
+        census_url,
+        download_boundaries,
+        shapes_from_file,
+        vintage_note,
+    )
     from abm.populations import load_region
     from abm.populations.region import RegionError
 
@@ -1217,12 +1243,15 @@ def data_boundaries(
         fail(f"--region {region}: the region has no state FIPS code (fips in region.yaml)")
     if from_ is None:
         err_console.print(f"downloading {census_url(state)} ...", highlight=False, soft_wrap=True)
-    try:
-        path = download_boundaries(state, timeout=timeout, source=from_, tracts=reg.tracts)
-        shapes = shapes_from_file(reg.tracts, path)
-    except BoundaryError as exc:
-        err_console.print(Text.assemble(("error:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)
-        raise typer.Exit(1 if from_ is None else 2) from None
+    cached = cached_boundary_file(state)
+    kept = f"; the file cached before is kept: {cached}" if cached is not None else ""
+    with on_interrupt(f"interrupted: nothing was cached{kept}"):  # once cached, an interrupt is ignored
+        try:
+            path = download_boundaries(state, timeout=timeout, source=from_, tracts=reg.tracts)
+            shapes = shapes_from_file(reg.tracts, path)
+        except BoundaryError as exc:
+            err_console.print(Text.assemble(("error:", "bold red"), f" {exc}"), highlight=False, soft_wrap=True)
+            raise typer.Exit(1 if from_ is None else 2) from None
     out_console.print(
         f"cached {path}: {len(shapes.geometry)} tracts of {reg.name}; {shapes.source}", highlight=False, soft_wrap=True
     )

@@ -6,7 +6,9 @@ that an output being written is removed rather than left half-written; it exits 
 SIGTERM), Ctrl-C with 130. Once a command has written all its output (:func:`abm.interrupts.results_written`),
 both are ignored: what remains is printing, and the results are complete. An error raised while
 an interrupt was pending is taken as the interrupt: a library's compiled code that the
-KeyboardInterrupt lands in may turn it into another exception (:mod:`abm.interrupts`).
+KeyboardInterrupt lands in may turn it into another exception (:mod:`abm.interrupts`). A second
+Ctrl-C or SIGTERM while the command cleans up after the first, or once it has said how the
+interrupt ended it, is ignored (:func:`_cleaning_up`): raised there it cut the clean-up short.
 
 A command that ends leaves without the interpreter's teardown of every module, which takes
 0.5-1 s once torch is loaded and only frees memory: the exit handlers run and the output is
@@ -37,8 +39,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     started). While a module is being imported the interrupt waits for the import to finish: an
     exception raised in Python code that compiled code runs during an import can become a C++
     exception and abort the process (torch's distributed package runs such code from C++ as it
-    loads). It is tried again every 50 ms from a timer thread until no import is under way."""
-    if interrupts.output_complete():
+    loads). It is tried again every 50 ms from a timer thread until no import is under way.
+    A further interrupt while the command cleans up after the first is ignored (:func:`_cleaning_up`)."""
+    if interrupts.output_complete() or interrupts.reported():
         return
     if _starting:
         sys.stderr.write(interrupts.STARTING + "\n")
@@ -46,12 +49,32 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
         os._exit(128 + signum)
     if interrupts.interrupted() is None:
         interrupts.note_signal(signum)
+    elif _cleaning_up():
+        return
     if _importing(frame):
         later = threading.Timer(_RECHECK_S, _thread.interrupt_main, args=(signum,))
         later.daemon = True
         later.start()
         return
     raise KeyboardInterrupt
+
+
+def _cleaning_up() -> bool:
+    """Whether the code a signal interrupted runs because of an earlier interrupt: the exception
+    it handles (in an ``except`` or ``finally`` block, or a context manager's exit, where the
+    output folder's staging copy is removed, the workers are stopped, the kept work is noted) is
+    a KeyboardInterrupt, or arose while one was handled (a library may turn it into another
+    error). A second Ctrl-C there raised a KeyboardInterrupt in the middle of that clean-up: it
+    left the hidden staging folder beside the output, or ended the command with a traceback and
+    the signal's own exit status. Where the first interrupt was swallowed by a library instead
+    (nothing handles it), a further one stops the command as the first would have."""
+    exc, seen = sys.exc_info()[1], set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
 
 
 def _importing(frame: FrameType | None) -> bool:

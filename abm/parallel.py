@@ -10,6 +10,7 @@ which worker ran what and when.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import multiprocessing
 import os
@@ -169,23 +170,25 @@ def _sigint_blocked() -> Iterator[None]:
 
 
 @contextmanager
-def _interrupts_deferred() -> Iterator[None]:
+def interrupts_deferred() -> Iterator[list[int]]:
     """Ctrl-C and SIGTERM held back until the block ends, then handled as they would have been:
     the pool starts its worker processes in this thread as tasks are submitted, and an interrupt
     that lands between the start of a worker and the sending of its start-up data leaves that
     worker unknown to the pool, to print an ``EOFError`` traceback once this process has gone
-    (tests/test_parallel.py). Only the main thread can set handlers; elsewhere nothing is held."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    (tests/test_parallel.py). The block gets the list of the signals held back so far, so that it
+    can end early. Only the main thread can set handlers; elsewhere nothing is held (the list
+    stays empty)."""
     received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
 
     def note(signum: int, frame: object) -> None:
         received.append(signum)
 
     handlers = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield received
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -195,6 +198,23 @@ def _interrupts_deferred() -> Iterator[None]:
                 handler(received[0], None)
             elif handler == signal.SIG_DFL:
                 signal.raise_signal(received[0])
+
+
+_WAIT_S = 0.1  # how long an interrupt may wait for :func:`_first_done` to let it through
+
+
+def _first_done(pending: set[Future[T]]) -> tuple[set[Future[T]], set[Future[T]]]:
+    """``wait(pending, return_when=FIRST_COMPLETED)``, with Ctrl-C and SIGTERM held back while it
+    runs and let through at most 0.1 s after they came (:func:`interrupts_deferred`). Raised
+    inside it, the KeyboardInterrupt could come as ``wait`` took or gave back the futures' locks,
+    and leave one held: the pool's thread that hands the results over then waited for it forever,
+    and so did the command as it stopped the pool (its clean-up joins that thread), hung instead
+    of ending with exit code 130 (tests/test_parallel.py)."""
+    done: set[Future[T]] = set()
+    with interrupts_deferred() as received:
+        while not done and not received:
+            done, pending = wait(pending, timeout=_WAIT_S, return_when=FIRST_COMPLETED)
+    return done, pending
 
 
 class ProcessPool:
@@ -282,14 +302,14 @@ class ProcessPool:
         does (``variant 1, replicate 0``) where ``named`` is given and the task is known
         (:meth:`_lost_task`), as :func:`ray_finished` does."""
         assert self._executor is not None, "use ProcessPool as a context manager"
-        with _interrupts_deferred(), _sigint_blocked():
+        with interrupts_deferred(), _sigint_blocked():
             futures = [self._executor.submit(_run_held, i, fn, *args) for i, args in enumerate(calls)]
         index: dict[Future[T], int] = {f: i for i, f in enumerate(futures)}
         pending = set(futures)
         started: dict[int, int] = {}  # worker process id -> the task it started last
         yielded: set[int] = set()
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, pending = _first_done(pending)
             self._read_started(started)  # as the tasks go, so that the pipe never fills
             for future in sorted(done, key=index.__getitem__):
                 try:
@@ -408,16 +428,35 @@ def ray_session(
     check_ray_reachable(address, given or f"--ray-address {address}", error)
     with ray_raylet_quiet(ray):
         try:
-            # Ray's processes start with SIGINT blocked (they inherit the mask): a Ctrl-C at the
-            # terminal, which reaches the whole process group, then leaves them to ray.shutdown()
-            # below instead of killing Ray's main process first and orphaning two of its agents
-            # (they lingered for about 70 s). A SIGTERM (`kill`) while Ray starts waits until it has
-            # started, then ends the command as at any other time, Ray shut down below.
-            with _sigint_blocked(), _interrupts_deferred(), ray_keeps_our_sigterm(ray), ray_tip_quiet():
+            # Ray shut down below ends it however the command ends (ray_init_undisturbed)
+            with ray_init_undisturbed(ray), ray_keeps_our_sigterm(ray), ray_tip_quiet():
                 ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             yield ray
         finally:
             ray.shutdown()
+
+
+@contextmanager
+def ray_init_undisturbed(ray: ModuleType) -> Iterator[None]:
+    """Each ``ray.init`` in the block (here, or inside Flower's simulation) runs with Ctrl-C and
+    SIGTERM held back until Ray has started (:func:`interrupts_deferred`), then handled as at any
+    other time, and with SIGINT blocked, which the processes it starts inherit. A Ctrl-C at the
+    terminal, which reaches the whole process group, then leaves Ray's processes to
+    ``ray.shutdown()`` instead of killing Ray's main process first; and one that came while Ray
+    started no longer cut its start short. Either orphaned two of Ray's agents, which lingered for
+    about 70 s (``abm learn --runner flower-sim``, whose ``ray.init`` is Flower's, still did)."""
+    init = ray.init
+
+    @functools.wraps(init)
+    def undisturbed(*args: Any, **kwargs: Any) -> Any:
+        with _sigint_blocked(), interrupts_deferred():
+            return init(*args, **kwargs)
+
+    ray.init = undisturbed
+    try:
+        yield
+    finally:
+        ray.init = init
 
 
 @contextmanager
@@ -451,7 +490,9 @@ def ray_keeps_our_sigterm(ray: ModuleType) -> Iterator[None]:
     thread replaces the SIGTERM handler with one that calls ``sys.exit(15)`` (and its local
     node's, ``sys.exit(1)``): the command's handler (:mod:`abm.entry`: remove the output, say so,
     exit 143) stays in place instead. Without this a `kill` ended ``--backend ray`` with exit code
-    15, no message, and two of Ray's agents left running."""
+    15, no message, and two of Ray's agents left running. And the processes the ``ray.init``
+    starts go to a session of their own (:func:`ray_processes_apart`), so that a SIGTERM sent to
+    the command's whole process group reaches the command alone."""
     private = getattr(ray, "_private", None)
     utils, constants = getattr(private, "utils", None), getattr(private, "ray_constants", None)
     original = getattr(utils, "set_sigterm_handler", None)
@@ -465,11 +506,46 @@ def ray_keeps_our_sigterm(ray: ModuleType) -> Iterator[None]:
     if crash_handler_off is not None:
         constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True  # type: ignore[union-attr]
     try:
-        yield
+        with ray_processes_apart(ray):
+            yield
     finally:
         utils.set_sigterm_handler = original  # type: ignore[union-attr]
         if crash_handler_off is not None:
             constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = crash_handler_off  # type: ignore[union-attr]
+
+
+@contextmanager
+def ray_processes_apart(ray: ModuleType) -> Iterator[None]:
+    """The processes Ray starts in the block (its GCS server, raylet and the rest: the raylet's
+    workers and agents follow it) start in a session of their own, outside the command's process
+    group, where Linux ends them with the command's process (Ray's fate sharing). A SIGTERM sent
+    to the whole group (``kill -- -PGID``, a scheduler or ``timeout`` that signals the group)
+    then reaches the command alone, which shuts its Ray down as after a `kill` of its own
+    process. Sent to Ray's processes too, it killed them under the command, whose Ray client then
+    waited 10-60 s for them and ended with exit code 1 ("Failed to connect to GCS within 60
+    seconds"), or left two of Ray's agents running. Elsewhere than Linux, Ray cannot tie its
+    processes to the command's life that way, and they stay in the group."""
+    services = getattr(getattr(ray, "_private", None), "services", None)
+    popen = getattr(services, "ConsolePopen", None)
+    fate_sharing = getattr(getattr(ray, "_private", None), "utils", None)
+    if (
+        popen is None
+        or not sys.platform.startswith("linux")
+        or not getattr(fate_sharing, "detect_fate_sharing_support", lambda: False)()
+    ):  # pragma: no cover - another Ray version, or another system
+        yield
+        return
+
+    class Apart(popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["start_new_session"] = True
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = Apart  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen  # type: ignore[union-attr]
 
 
 def ray_task(ray: ModuleType, fn: Callable[..., Any]) -> Any:

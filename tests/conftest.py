@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -289,3 +291,45 @@ def builds(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(runs, "population_of", counted("population", runs.population_of))
     monkeypatch.setattr(runs, "community_layer", counted("community", runs.community_layer))
     return built
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def marked_processes(marker: str) -> list[int]:
+    """The running processes whose environment holds ``ABM_TEST_MARK=marker``: a command started
+    with it, and every process it started, Ray's too (they inherit the environment, whatever
+    process group or session they are in)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"ABM_TEST_MARK={marker}".encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # ended meanwhile, or another user's
+            continue
+    return [pid for pid in found if running(pid)]
+
+
+def assert_marked_end(marker: str, seconds: float) -> None:
+    """No process marked ``marker`` (:func:`marked_processes`) runs ``seconds`` from now, at the latest
+    (those that do are killed, and the test fails)."""
+    deadline = time.monotonic() + seconds
+    while alive := marked_processes(marker):
+        if time.monotonic() > deadline:
+            for pid in alive:
+                os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"processes of the command outlived it: {alive}")
+        time.sleep(0.2)
+
+
+def command_line(pid: int) -> str:
+    """Process ``pid``'s name as it shows it (Ray's workers: ``ray::IDLE``, ...); empty once it has ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""

@@ -260,3 +260,66 @@ def test_a_region_of_other_tract_geoids_is_told_the_census_file_is_2010_vintage(
     assert "(4 tracts not in the file drawn as centroid cells)" in " ".join(res.stdout.split())
     whole = CliRunner().invoke(app, ["data", "boundaries", "--from", str(zipped)], env={"ABM_CACHE_DIR": str(tmp_path)})
     assert whole.exit_code == 0 and "note: 1 of the region's 397 tracts" in " ".join(whole.stderr.split())
+
+
+INTERRUPTED_CACHING = """
+import os, signal, sys
+from abm import entry
+from abm.outputs import boundaries
+
+call, signame = int(sys.argv[1]), sys.argv[2]
+reading, calls = boundaries.shapes_from_file, []
+
+
+def shapes_from_file(*args, **kwargs):  # read 1: the copy, checked; read 2: the cached file, for the summary
+    calls.append(1)
+    if len(calls) == call:
+        os.kill(os.getpid(), getattr(signal, signame))
+    return reading(*args, **kwargs)
+
+
+boundaries.shapes_from_file = shapes_from_file
+sys.argv = ["abm", "data", "boundaries", "--from", sys.argv[3]]
+entry.main()
+"""
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+def test_caching_interrupted_leaves_the_cache_as_it_was_and_says_so(tract_file, tmp_path, earlier):
+    """`abm data boundaries --from FILE` stopped (Ctrl-C) as it reads FILE, before caching it: it
+    said "interrupted while starting; nothing was run" and left the cache folder it had made. Now
+    one line says nothing was cached (and that the file cached before is kept, where there is
+    one), the cache is as it was, without a part file or a folder made for it, exit code 130. A
+    SIGTERM once FILE is cached, as the command reads it again for its summary, is ignored (it
+    ended with exit code 143 and "nothing was run" with the file cached): exit 0, the summary."""
+    import signal
+    import subprocess
+    import sys
+
+    shp, _ = tract_file
+    good = zip_shapefile(shp, tmp_path / "good.zip")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "ABM_CACHE_DIR": str(cache)}
+    if earlier:
+        cached = cache / "boundaries" / "cb_2019_53_tract_500k.zip"
+        cached.parent.mkdir(parents=True)
+        cached.write_bytes(b"the file cached before")
+
+    def cache_it(call: int, signame: str) -> subprocess.CompletedProcess:
+        args = [sys.executable, "-c", INTERRUPTED_CACHING, str(call), signame, str(good)]
+        return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+
+    stopped = cache_it(1, "SIGINT")
+    assert stopped.returncode == 128 + signal.SIGINT, stopped.stderr
+    said = " ".join(stopped.stderr.split())
+    if earlier:
+        assert said == f"interrupted: nothing was cached; the file cached before is kept: {cached}"
+        assert [p.name for p in cached.parent.iterdir()] == [cached.name]
+        assert cached.read_bytes() == b"the file cached before"
+    else:
+        assert said == "interrupted: nothing was cached"
+        assert not cache.exists()
+    late = cache_it(2, "SIGTERM")
+    assert late.returncode == 0, late.stderr
+    assert late.stdout.startswith(f"cached {cache / 'boundaries' / 'cb_2019_53_tract_500k.zip'}: 397 tracts")
+    assert [p.name for p in (cache / "boundaries").iterdir()] == ["cb_2019_53_tract_500k.zip"]

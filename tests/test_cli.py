@@ -1048,6 +1048,7 @@ def test_an_interrupt_once_the_results_are_written_is_ignored(monkeypatch):
 
     monkeypatch.setattr(interrupts, "_written", [])
     monkeypatch.setattr(interrupts, "_received", [])
+    monkeypatch.setattr(interrupts, "_reported", [])  # a fresh command: no earlier in-process one said it stopped
     with pytest.raises(KeyboardInterrupt):
         entry._interrupt(signal.SIGTERM, None)
     assert entry._interrupted_code() == 143
@@ -2404,3 +2405,27 @@ def test_an_interrupt_while_the_folder_is_probed_leaves_no_probe(tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         run_folder.check_target(tmp_path / "out")
     assert len(calls) == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_a_line_interrupted_as_it_is_written_does_not_come_out_twice():
+    """Ctrl-C as a progress line is flushed (a calibration's ``trial 2 of 12 done``, right before
+    the interrupt's note of the kept trials): rich emptied its buffer only after the flush, so the
+    next line printed the interrupted one again; 3 of 30 interrupts sent as a line came."""
+    import io
+
+    from abm.cli import err_console
+
+    class InterruptedFlush(io.StringIO):
+        flushes = 0
+
+        def flush(self) -> None:
+            self.flushes += 1
+            if self.flushes == 1:
+                raise KeyboardInterrupt
+
+    out = InterruptedFlush()
+    console = type(err_console)(file=out, markup=False)
+    with pytest.raises(KeyboardInterrupt):
+        console.print("trial 2 of 12 done", highlight=False)
+    console.print("note: 2 finished trials are kept", highlight=False)
+    assert out.getvalue() == "trial 2 of 12 done\nnote: 2 finished trials are kept\n"

@@ -256,3 +256,57 @@ def test_an_interrupt_while_a_module_loads_waits_for_the_import_to_finish(tmp_pa
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["imported True", "interrupted after the import: True 2"], done.stdout
+
+
+def test_a_second_interrupt_while_the_first_is_cleaned_up_or_said_is_ignored(tmp_path):
+    """Ctrl-C twice in quick succession (or Ctrl-C, then a scheduler's SIGTERM): the second came
+    while the first's clean-up ran and raised another KeyboardInterrupt there, which left the
+    hidden staging folder beside the output (1 of 8 tries at 0.5-20 ms apart), or, once the
+    command had said it was interrupted, ended it with a traceback and the signal's own status
+    (-2) instead of 130. Now the second is ignored while the first is handled, and after that is
+    said; one that comes after a library swallowed the first stops the command as the first does."""
+    code = textwrap.dedent(
+        f"""
+        import os, shutil, signal, sys, time
+        from pathlib import Path
+        from abm import entry, interrupts
+        from abm.outputs.run_folder import atomic_folder
+
+        out = Path({str(tmp_path / "out")!r})
+        removing = shutil.rmtree
+
+        def rmtree(path, *args, **kwargs):
+            os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, as the staging folder goes
+            for _ in range(5):
+                time.sleep(0.002)  # bytecode boundaries, where Python runs the handler
+            removing(path, *args, **kwargs)
+
+        shutil.rmtree = rmtree
+        signal.signal(signal.SIGINT, entry._interrupt)
+        signal.signal(signal.SIGTERM, entry._interrupt)
+        interrupts.reset()
+        try:
+            with atomic_folder(out, "run") as tmp:
+                (tmp / "timeseries.csv").write_text("day\\n")
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            interrupts.report("interrupted: no results were written")
+            os.kill(os.getpid(), signal.SIGTERM)  # and a SIGTERM once that was said
+            time.sleep(0.05)
+        print(sorted(p.name for p in out.parent.iterdir()), interrupts.interrupted())
+        interrupts.reset()
+        interrupts.note_signal(signal.SIGINT)  # a first interrupt that a library swallowed
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+            print("the second was ignored")
+        except KeyboardInterrupt:
+            print("the second stops it")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "interrupted: no results were written\n"
+    assert done.stdout.splitlines() == ["[] 2", "the second stops it"], done.stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import caller_ray, tiny_calibration
+from conftest import assert_marked_end, caller_ray, command_line, marked_processes, tiny_calibration
 from typer.testing import CliRunner
 
 from abm.calibration.optimize import trial_runner
@@ -281,6 +281,52 @@ def test_an_interrupt_while_a_worker_starts_leaves_no_traceback(tmp_path, sig, n
     assert "Traceback" not in done.stderr, done.stderr
 
 
+def test_an_interrupt_as_the_pool_waits_for_its_tasks_ends_the_command(tmp_path):
+    """Ctrl-C just as the command went back to waiting for its workers (right after a trial's line:
+    1 of about 40 such tries hung): the KeyboardInterrupt landed while ``wait`` took the futures'
+    locks and left one held, so the pool's thread that hands the results over waited for it
+    forever, and the command hung in the pool's clean-up instead of exiting 130. Here the signal
+    is sent from inside ``wait`` as it holds the first lock: the pool now holds the interrupt back
+    there and raises it once ``wait`` has let go of every lock, and the workers end."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "import concurrent.futures._base as base\n"
+        "from abm import entry\n"
+        "from abm.parallel import ProcessPool\n"
+        "def task(x):\n"
+        "    time.sleep(0.2)\n"
+        "    return x\n"
+        "if __name__ == '__main__':\n"
+        "    signal.signal(signal.SIGINT, entry._interrupt)\n"
+        "    waits = []\n"
+        "    def take_locks(self):  # _AcquireFutures.__enter__, with Ctrl-C as it holds the first lock\n"
+        "        waits.append(1)\n"
+        "        for i, future in enumerate(self.futures):\n"
+        "            future._condition.acquire()\n"
+        "            if len(waits) == 3 and i == 0:\n"
+        "                os.kill(os.getpid(), signal.SIGINT)\n"
+        "    base._AcquireFutures.__enter__ = take_locks\n"
+        "    try:\n"
+        "        with ProcessPool(2) as pool:\n"
+        "            list(pool.finished(task, [(k,) for k in range(8)]))\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('interrupted', flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env, start_new_session=True)  # fmt: skip
+    try:
+        out, err = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise AssertionError("the command hung as it stopped its pool") from None
+    assert out == "interrupted\n" and child.returncode == 0, err
+    assert "Traceback" not in err, err
+    assert_group_ends(child.pid)
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
     try:
@@ -410,6 +456,42 @@ def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
     assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}", rest
     assert "Traceback" not in rest and "SIGTERM received" not in rest and not out.exists()
     assert_group_ends(child.pid)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_whole_group_with_ray_ends_like_a_kill(tmp_path):
+    """SIGTERM sent to the command's whole process group (``kill -- -PGID``; a scheduler or
+    ``timeout`` that signals the group) as Ray starts its first worker process: Ray's processes,
+    in the group, died under the command, whose Ray client ended it with exit code 1 ("Failed to
+    register worker to Raylet"; 3 of 3 tries), or waited 10-60 s for them ("Failed to connect to
+    GCS within 60 seconds"), or left two of Ray's agents running. Now Ray's processes start in a
+    session of their own and the command shuts them down: exit 143 within seconds, its line,
+    nothing written, no process left. About 15 s."""
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"
+    path = tiny_calibration(tmp_path, trials=40, agents=20_000)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env["ABM_TEST_MARK"] = marker
+    command = [sys.executable, "-m", "abm", "calibrate", str(path), "--backend", "ray", "--out", str(out)]
+    child = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+                             start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(command_line(pid).startswith("ray::IDLE") for pid in marked_processes(marker)):
+            assert child.poll() is None and time.monotonic() < deadline, "no Ray worker process started"
+            time.sleep(0.02)
+        os.killpg(child.pid, signal.SIGTERM)
+        signalled = time.monotonic()
+        assert child.stderr is not None
+        rest = child.stderr.read()
+        assert child.wait(timeout=60) == 143, rest
+        assert time.monotonic() - signalled < 10, rest
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}", rest
+    assert "Traceback" not in rest and not out.exists()
+    assert_marked_end(marker, 10)
 
 
 def test_ray_tip_quiet_leaves_out_only_rays_tip():

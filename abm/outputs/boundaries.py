@@ -37,6 +37,9 @@ import shapely.geometry
 from shapely.geometry import MultiPolygon, Point, Polygon
 from shapely.geometry.base import BaseGeometry
 
+from abm.interrupts import interrupted, results_written
+from abm.outputs.run_folder import missing_folders, remove_empty
+
 CENSUS_YEAR = 2019  # 2010-vintage tracts, as in the bundled King County figures
 CENSUS_URL = "https://www2.census.gov/geo/tiger/GENZ{year}/shp/cb_{year}_{state}_tract_500k.zip"
 KM_PER_DEG_LAT = 110.574
@@ -332,10 +335,49 @@ def download_boundaries(
     """Download (or copy from ``source``) the Census tract boundary file into the cache and
     return its path. The file is read in full first (and, given the region's ``tracts``, must
     hold some of them); one that cannot be used raises :class:`BoundaryError` naming it, and the
-    cached file stays as it was. Offline, the error says how to get the file."""
+    cached file stays as it was. Offline, the error says how to get the file. Interrupted (Ctrl-C,
+    SIGTERM) before the file is in place, it leaves the cache as it was too, without the folders
+    it made for it; once the file is in place the command's output is complete
+    (:func:`abm.interrupts.results_written`)."""
     target = cache_dir() / census_file_name(state_fips)
+    made = missing_folders(target.parent)
+    try:
+        return _cache_file(state_fips, target, timeout, source, tracts)
+    except BaseException:
+        remove_empty(made)
+        raise
+
+
+def _cache_file(
+    state_fips: str, target: Path, timeout: float, source: str | Path | None, tracts: pd.DataFrame | None
+) -> Path:
+    """:func:`download_boundaries`' work: the file fetched beside ``target`` under a name of this
+    process, checked, then put in place; the copy goes, whatever ends it (an interrupt as it is
+    written too)."""
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.part.zip")
     label = str(source) if source is not None else census_url(state_fips)
+    try:
+        _fetch(state_fips, target, tmp, timeout, source, label)
+        try:
+            if tracts is None:
+                read_boundary_file(tmp)
+            else:
+                shapes_from_file(tracts, tmp)
+        except BoundaryError as exc:
+            raise BoundaryError(str(exc).replace(str(tmp), label)) from exc
+        if interrupted() is not None:  # an interrupt that a library swallowed: the file is not cached
+            raise KeyboardInterrupt
+        tmp.replace(target)
+        results_written()
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _fetch(state_fips: str, target: Path, tmp: Path, timeout: float, source: str | Path | None, label: str) -> None:
+    """Copy ``source`` (else download ``label``, the Census file's address) to ``tmp``, beside the
+    cached file ``target``; :class:`BoundaryError` for a file that is not there or not a zip, or a
+    download that fails."""
     if source is not None:
         src = Path(source)
         if not src.is_file():
@@ -349,31 +391,19 @@ def download_boundaries(
             )
         target.parent.mkdir(parents=True, exist_ok=True)  # only once there is a file to keep
         shutil.copyfile(src, tmp)
-    else:
-        try:
-            with urllib.request.urlopen(label, timeout=timeout) as resp:
-                data = resp.read()
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise BoundaryError(
-                f"cannot download {label}: {reason}. This machine looks offline. Maps keep using tract cells "
-                f"built from the centroids. To use real boundaries, download that file on a machine that is "
-                f"online and run `abm data boundaries --from FILE`, or give its path to the map."
-            ) from exc
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
+        return
     try:
-        if tracts is None:
-            read_boundary_file(tmp)
-        else:
-            shapes_from_file(tracts, tmp)
-    except BoundaryError as exc:
-        raise BoundaryError(str(exc).replace(str(tmp), label)) from exc
-    else:
-        tmp.replace(target)
-        return target
-    finally:
-        tmp.unlink(missing_ok=True)
+        with urllib.request.urlopen(label, timeout=timeout) as resp:
+            data = resp.read()
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise BoundaryError(
+            f"cannot download {label}: {reason}. This machine looks offline. Maps keep using tract cells "
+            f"built from the centroids. To use real boundaries, download that file on a machine that is "
+            f"online and run `abm data boundaries --from FILE`, or give its path to the map."
+        ) from exc
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_bytes(data)
 
 
 def tract_shapes(

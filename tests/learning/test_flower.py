@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
+from conftest import assert_marked_end, running
 from flower_proxies import DirectProxy
 from flwr.server.client_proxy import ClientProxy
 
@@ -251,6 +252,85 @@ def test_ctrl_c_during_a_flower_deployment_exits_130_and_writes_nothing(tmp_path
     assert proc.returncode == 130, seen + rest
     assert f"interrupted: no results were written to {out}" in rest
     assert not out.exists()
+
+
+def test_a_kill_while_the_client_processes_start_leaves_none_running(tmp_path):
+    """SIGTERM (`kill`, to the command alone) as the second of three client processes starts:
+    the interrupt was raised as the clients were started, before the command knew them, and the
+    clients started so far ran on after the command had ended, until they found their scenario
+    file gone with the command's temporary folder (seconds: their imports; 2 of 10 tries at 0-25 ms
+    after "starting the Flower server"). Now it waits until all have started, and they are
+    stopped before the command ends: exit 143, its line, no client left, nothing written."""
+    import os
+    import signal
+
+    import yaml
+
+    f, out, pids = tmp_path / "s.yaml", tmp_path / "out", tmp_path / "pids"
+    f.write_text(yaml.safe_dump({**TINY, "protocols": TINY["protocols"][:1]}))
+    script = (
+        "import os, signal, subprocess, sys\n"
+        "class Client(subprocess.Popen):  # the second client's start is hit by a kill\n"
+        "    def __init__(self, args, *rest, **kwargs):\n"
+        "        super().__init__(args, *rest, **kwargs)\n"
+        "        if 'abm.learning.flower.client' in args:\n"
+        f"            with open({str(pids)!r}, 'a') as f:\n"
+        "                f.write(f'{self.pid}\\n')\n"
+        "            if '1' == args[args.index('--pid') + 1]:\n"
+        "                os.kill(os.getpid(), signal.SIGTERM)\n"
+        "subprocess.Popen = Client\n"
+        f"sys.argv = ['abm', 'learn', {str(f)!r}, '--out', {str(out)!r}, '--runner', 'flower']\n"
+        "from abm.entry import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines()[-1] == f"interrupted: no results were written to {out}", done.stderr
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) >= 2 and not out.exists()
+    alive = [pid for pid in started if running(pid)]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert alive == [], "client processes outlived the command"
+
+
+@pytest.mark.slow
+def test_an_interrupt_while_the_simulation_starts_ray_leaves_none_of_rays_processes(tmp_path):
+    """Ctrl-C or a `kill` (here SIGTERM, to the command alone) while Flower's ``ray.init`` starts
+    Ray for ``--runner flower-sim``, once Ray's processes have started: the interrupt cut Ray's
+    start short, before Ray knew what it had started, and two of Ray's agents (DashboardAgent,
+    RuntimeEnvAgent) ran on for about a minute after the command ended. Now Ray's start finishes
+    first, as under ``--backend ray``, and the command shuts it down: exit 143, its line, nothing
+    written, no process left. About 15 s."""
+    import os
+    import time
+
+    import yaml
+
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+    f.write_text(yaml.safe_dump({**TINY, "protocols": TINY["protocols"][:1]}))
+    script = (
+        "import os, signal, sys, time\n"
+        "from ray._private import node\n"
+        "starting = node.Node.__init__\n"
+        "def start(self, *args, **kwargs):  # Ray's processes have started, its agents too\n"
+        "    starting(self, *args, **kwargs)\n"
+        "    time.sleep(1)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "node.Node.__init__ = start\n"
+        f"sys.argv = ['abm', 'learn', {str(f)!r}, '--out', {str(out)!r}, '--runner', 'flower-sim']\n"
+        "from abm.entry import main\n"
+        "main()\n"
+    )
+    env = {**os.environ, "ABM_TEST_MARK": marker}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, start_new_session=True
+    )
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines()[-1] == f"interrupted: no results were written to {out}", done.stderr
+    assert not out.exists()
+    assert_marked_end(marker, 10)
 
 
 @pytest.mark.slow

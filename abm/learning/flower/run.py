@@ -34,7 +34,7 @@ from abm.learning.runner import (
 )
 from abm.learning.scenario import LearningScenario
 from abm.learning.split import known_groups
-from abm.parallel import ray_keeps_our_sigterm, ray_tip_quiet
+from abm.parallel import interrupts_deferred, ray_init_undisturbed, ray_keeps_our_sigterm, ray_tip_quiet
 from abm.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -147,9 +147,10 @@ def run_simulation(
     callers = ray.is_initialized()
     cpus = max(1, min(n, os.cpu_count() or 1))
     try:
-        # a kill ends the command as Ctrl-C does (abm.parallel)
+        # a kill ends the command as Ctrl-C does, and Ray starts whole (abm.parallel)
         with (
             ray_keeps_our_sigterm(ray),
+            ray_init_undisturbed(ray),
             flower_notices_quiet(),
             actor_pool_race_mended(),
             resource_timers_stopped(),
@@ -331,6 +332,15 @@ def raise_server_error(server: Any) -> None:
     raise server.error
 
 
+def client_process(
+    client_module: str, address: str, pid: int, scenario_file: Path, connect_timeout: float, log: Any
+) -> subprocess.Popen:
+    """Start participant ``pid``'s client process (``python -m client_module``), its output to ``log``."""
+    command = [sys.executable, "-m", client_module, "--address", address, "--pid", str(pid)]
+    command += ["--scenario", str(scenario_file), "--max-wait", str(connect_timeout)]
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
 def run_processes(
     scenario: BaseModel,
     server: Server,
@@ -354,29 +364,15 @@ def run_processes(
         scenario_file = Path(tmp) / "scenario.json"
         scenario_file.write_text(scenario.model_dump_json(), encoding="utf-8")
         logs = [open(Path(tmp) / f"client{k}.log", "w+", encoding="utf-8") for k in range(n)]  # noqa: SIM115
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    client_module,
-                    "--address",
-                    address,
-                    "--pid",
-                    str(k),
-                    "--scenario",
-                    str(scenario_file),
-                    "--max-wait",
-                    str(connect_timeout),
-                ],
-                stdout=logs[k],
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "OMP_NUM_THREADS": "1"},
-            )
-            for k in range(n)
-        ]
+        procs: list[subprocess.Popen] = []
         server.clients_ended = lambda: any(p.poll() is not None for p in procs)
         try:
+            # Ctrl-C or SIGTERM while the clients start waits until all have started, so that each
+            # is known here and stopped below: raised inside a start, it left the clients started
+            # so far running after the command had ended, until they found the scenario file gone
+            with interrupts_deferred():
+                for k in range(n):
+                    procs.append(client_process(client_module, address, k, scenario_file, connect_timeout, logs[k]))
             with abm_signal_handlers(), flower_notices_quiet():
                 start_server(server_address=address, server=server, config=ServerConfig(num_rounds=1))
             ended = ended_clients(procs, logs)  # on their own, while the server ran
