@@ -15,21 +15,28 @@ import yaml
 TINY = Path(__file__).parent / "tiny.yaml"
 
 
+def learn_at_a_huge_rate(tmp_path, protocols):
+    """``abm learn`` of tiny.yaml at training lr 10^12 with ``protocols(its protocols)``, in a
+    process of its own; returns the finished process and the output folder."""
+    sc = yaml.safe_load(TINY.read_text())
+    sc["model"]["scenario"] = str((TINY.parent / sc["model"]["scenario"]).resolve())
+    sc["training"]["lr"] = 1e12
+    sc["protocols"] = protocols(sc["protocols"])
+    path = tmp_path / "diverged.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "abm", "learn", str(path), "--out", str(out)]
+    return subprocess.run(cmd, capture_output=True, text=True), out
+
+
 def test_diverged_calibrators_are_warned_of_and_their_estimates_not_simulated(tmp_path):
     """tiny.yaml with MAPL alone at lr 10^12 (Adam): every institution's calibrator outputs NaN
     by the end, so its estimate is not finite: null in report.json, with its ND, and "not
     finite" in report.md, not simulated (no curve in fits.png); MAPL's non-finite losses are
     warned of and recorded. Local-only's calibrators stay finite at this rate (Adam's steps are
     bounded by the rate), their estimates simulated as ever."""
-    sc = yaml.safe_load(TINY.read_text())
-    sc["model"]["scenario"] = str((TINY.parent / sc["model"]["scenario"]).resolve())
-    sc["training"]["lr"] = 1e12
-    sc["protocols"] = [{"name": "mapl", "params": {"proto_dim": 8, "projector_hidden": 8}}]
-    path = tmp_path / "diverged.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "abm", "learn", str(path), "--out", str(out)], capture_output=True, text=True
+    proc, out = learn_at_a_huge_rate(
+        tmp_path, lambda ps: [{"name": "mapl", "params": {"proto_dim": 8, "projector_hidden": 8}}]
     )
     assert proc.returncode == 0, proc.stderr
     assert "warning: mapl: the training loss of institution" in proc.stderr
@@ -58,18 +65,11 @@ def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp
     run (exit 1, no results). Now the run exits 0: each institution holds its update back, FedAvg's
     sums are not released in any round (its calibrators stay at the shared initialisation) and
     CoDream's are recorded as withheld, report.md says so, and DP spends no more than its target."""
-    sc = yaml.safe_load(TINY.read_text())
-    sc["model"]["scenario"] = str((TINY.parent / sc["model"]["scenario"]).resolve())
-    sc["training"]["lr"] = 1e12
     mlp = [{"kind": "mlp", "hidden": [16], "embed_dim": 8}]
     dp = {"secure_aggregation": True, "dp": {"clip": 0.4, "epsilon": 8.0, "delta": 1e-5}}
-    sc["protocols"] = [p for p in sc["protocols"] if p["name"] in ("fedavg", "codream")]
-    sc["protocols"].append({"name": "fedavg", "label": "fedavg_dp", "models": mlp, "privacy": dp})
-    path = tmp_path / "diverged_secure.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "abm", "learn", str(path), "--out", str(out)], capture_output=True, text=True
+    fedavg_dp = {"name": "fedavg", "label": "fedavg_dp", "models": mlp, "privacy": dp}
+    proc, out = learn_at_a_huge_rate(
+        tmp_path, lambda ps: [p for p in ps if p["name"] in ("fedavg", "codream")] + [fedavg_dp]
     )
     assert proc.returncode == 0, proc.stderr
     assert "warning: fedavg: institutions 0, 1, 2 held back their vectors from the secure sum in round 0" in proc.stderr
