@@ -301,7 +301,9 @@ def load_scenario(
     sets: list[str] | None = None,
     names: OptionNames | None = None,
 ) -> tuple[PrivateCalibrationScenario, Path]:
-    """Validate a scenario; returns it and the folder its relative paths are resolved against.
+    """Validate a scenario; returns it and the folder its relative paths are resolved against:
+    the file's folder, or for a dict the working folder (as :func:`abm.run` resolves a dict's
+    ``extends``).
 
     ``runner`` (inprocess, flower-sim, flower) overrides the scenario's ``runner`` key; ``sets``
     (``key.path=value``, as ``abm learn --set`` takes them) override any key; messages name them
@@ -309,7 +311,7 @@ def load_scenario(
     takes them).
     """
     data, source = scenario_data(path_or_dict, sets, names, runner)
-    base = Path("scenarios/learning") if isinstance(path_or_dict, dict) else Path(path_or_dict).parent
+    base = Path.cwd() if isinstance(path_or_dict, dict) else Path(path_or_dict).parent
     if runner is not None:
         data = {**data, "runner": runner}
     scenario = validated(

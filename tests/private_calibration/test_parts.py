@@ -568,3 +568,35 @@ def test_validate_show_names_the_model_scenario_so_that_its_yaml_loads_from_anyw
     full.write_text(shown.stdout)
     again = CliRunner().invoke(app, ["validate", str(full)])
     assert again.exit_code == 0 and again.stdout == f"ok {full}: private calibration scenario 'pc_tiny' is valid\n"
+
+
+def test_a_dicts_model_scenario_is_read_from_the_working_folder(tmp_path, monkeypatch):
+    """A scenario given as a dict names its model scenario relative to the working folder, as
+    ``abm.run`` reads a dict's ``extends``: it was read from ``scenarios/learning/`` below it, the
+    checkout's folder, so a user's own file was not found (and a missing one's message gave that
+    folder) unless the working folder held a copy of the checkout's scenarios."""
+    import shutil
+
+    import yaml
+
+    from abm.learning.errors import LearningScenarioError
+    from abm.private_calibration.scenario import load_scenario
+
+    here = Path(__file__).parent
+    data = yaml.safe_load((here / "tiny.yaml").read_text())
+    shipped = (here / data["model"]["scenario"]).resolve()  # calibrate_2020.yaml, which extends base.yaml
+    (tmp_path / "models").mkdir()
+    for name in (shipped.name, "base.yaml"):
+        shutil.copy(shipped.parent / name, tmp_path / "models" / name)
+    monkeypatch.chdir(tmp_path)
+    data["model"]["scenario"] = f"models/{shipped.name}"
+    scenario, base = load_scenario(data)
+    assert (base / scenario.model.scenario).resolve() == (tmp_path / "models" / shipped.name).resolve()
+
+    data["model"]["scenario"] = "models/absent.yaml"
+    with pytest.raises(LearningScenarioError) as e:
+        load_scenario(data)
+    assert str(e.value) == (
+        "<dict>: model.scenario: 'models/absent.yaml' is not allowed: no such file "
+        f"({tmp_path.resolve() / 'models' / 'absent.yaml'})"
+    )
