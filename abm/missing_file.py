@@ -13,6 +13,12 @@ from abm.validation_errors import likely_meant
 # site-packages, which holds no scenarios/, so no file is ever suggested there).
 REPOSITORY = Path(__file__).resolve().parents[1]
 SCENARIO_SUFFIXES = (".yaml", ".yml")
+# How a scenario reads a data file named by a relative path (abm.scenario.paths_beside), for the
+# descriptions of the keys that name one.
+RELATIVE_FILE = (
+    "a relative path is read from the folder of the scenario file that names it where the file is there, "
+    "else from the working folder"
+)
 
 
 def close_file(path: Path) -> Path | None:

@@ -30,7 +30,7 @@ from abm.interventions.config.vaccination import RESIDENTS
 from abm.interventions.contact_multipliers import BUNDLED_SERIES
 from abm.key_paths import lookup
 from abm.memory import ESTIMATE_OVER_PEAK, run_memory_bytes, run_size, total_memory_bytes
-from abm.missing_file import close_file, missing_file_hint
+from abm.missing_file import RELATIVE_FILE, close_file, missing_file_hint
 from abm.named_settings import check_named_settings, check_priority_ages
 from abm.plurals import counted
 from abm.populations import Population, Region, build_population
@@ -132,8 +132,8 @@ class OutputConfig(BaseModel):
     )
     boundaries: str | None = Field(
         None,
-        description="tract boundary file (Census shapefile .zip/.shp or GeoJSON with GEOID); "
-        "default: the cache of `abm data boundaries`, else cells from tract centroids",
+        description="tract boundary file (Census shapefile .zip/.shp or GeoJSON with GEOID; "
+        f"{RELATIVE_FILE}); default: the cache of `abm data boundaries`, else cells from tract centroids",
     )
 
     @field_validator("boundaries")

@@ -38,6 +38,20 @@ def test_seeding_puts_the_given_counts_in_the_given_stages_on_its_day():
     assert res.introduced.tolist() == res.new_infections.tolist()
 
 
+def test_the_order_of_the_seeding_counts_does_not_change_the_draw():
+    """The same counts written in another order (a file's keys, --set seeding.infections={...})
+    are the same scenario: the seeded agents and their stages were drawn in the mapping's order,
+    so {mild_symptoms: 1, asymptomatic: 2} put other agents in each stage than
+    {asymptomatic: 2, mild_symptoms: 1}, and the whole epidemic differed from the same seed."""
+    one = seeded({"asymptomatic": 2, "mild_symptoms": 1})
+    other = seeded({"mild_symptoms": 1, "asymptomatic": 2})
+    for day in range(4):
+        one.step(day)
+        other.step(day)
+    assert (one.state.stage != Stage.SUSCEPTIBLE).sum() == 12
+    assert one.state.stage.tolist() == other.state.stage.tolist()
+
+
 def test_seeding_may_infect_every_agent_but_not_more():
     """As many initial infections as agents infect them all; one more is refused."""
     sim = seeded({"asymptomatic": 10}, day=0, replicates=2)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 import abm
@@ -97,6 +98,26 @@ def test_a_row_is_reproduced_by_abm_run_with_its_seed(local_sweep):
         assert pd.isna(row["reproduction_number_initial"])
     else:
         assert row["reproduction_number_initial"] == rn["initial"]["mean"]
+
+
+def test_a_variants_saved_scenario_reproduces_its_rows(local_sweep, tmp_path, monkeypatch):
+    """sweep.json's scenario of a variant, saved as a file and run from another folder with
+    replicate r's seed (its simulation.seed + r), gives that variant's row r: the saved scenario
+    alone re-creates the variant, without the sweep's command line."""
+    info = local_sweep.info["variants"][1]
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(info["scenario"]), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    rows = local_sweep.table[local_sweep.table["variant"] == 1]
+    for _, row in rows.iterrows():
+        seed = info["scenario"]["simulation"]["seed"] + int(row["replicate"])
+        s = abm.run(path, seed=seed).summary
+        assert (s["agents"], seed) == (row["agents"], row["seed"])
+        assert row["cumulative_infected"] == s["cumulative_infected"]["mean"]
+        assert row["peak_new_infections"] == s["peak_new_infections"]["value"]
+        assert row["peak_hospital_occupancy"] == s["peak_hospital_occupancy"]["value"]
+        assert row["deaths"] == s["deaths"]["mean"] and row["total_cost"] == s["total_cost"]["mean"]
+    assert rows["cumulative_infected"].nunique() == 2  # the replicates differ: each seed matters
 
 
 def test_the_variants_of_a_replicate_share_its_population_and_network(builds):

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from abm.missing_file import RELATIVE_FILE
 from abm.validation_errors import seed_field
 
 Target = Literal["hospital_admissions", "deaths", "cases"]
@@ -126,7 +127,10 @@ class CalibrationConfig(BaseModel):
     the simulated agents to the region's population."""
 
     model_config = ConfigDict(extra="forbid")
-    data: str = Field("king_county_2020", description="a bundled series name or a CSV file (date plus target columns)")
+    data: str = Field(
+        "king_county_2020",
+        description=f"a bundled series name or a CSV file (date plus target columns; {RELATIVE_FILE})",
+    )
     start_date: dt.date = Field(
         dt.date(2020, 2, 1),
         description="the calendar date of simulation day 0; simulation.start_date when only that is given (give "

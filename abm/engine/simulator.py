@@ -548,7 +548,9 @@ class Simulation:
         """Put the seeding's agents into their stages: drawn per replicate, or one draw shared by
         every replicate (``resample_per_replicate: false``)."""
         gen = generator(self.seed, "seeding", day, self.device)
-        counts = [(STAGE_NAMES.index(k), v) for k, v in self.seeding.counts(self.n).items() if v > 0]
+        # In the stages' order, not the mapping's: the same counts written in another order (a
+        # file's keys, --set) draw the same agents into the same stages.
+        counts = sorted((STAGE_NAMES.index(k), v) for k, v in self.seeding.counts(self.n).items() if v > 0)
         per_rep = sum(v for _, v in counts)
         if per_rep == 0:
             return

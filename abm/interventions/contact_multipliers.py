@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from abm.engine.config import Phase
 from abm.interventions.registry import ENABLED_HELP, InterventionBase, register
+from abm.missing_file import RELATIVE_FILE
 from abm.plurals import counted
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Series(BaseModel):
     source: str = Field(
         "king_county_mobility_2020",
         description="a bundled series name or a CSV file with a column 'multiplier', one row a day from start_day "
-        "(a 'date' column, if any, must give consecutive days)",
+        f"(a 'date' column, if any, must give consecutive days; {RELATIVE_FILE})",
     )
     start_day: int = Field(0, ge=0, description="simulation day of the series' first value")
     strength: float = Field(

@@ -80,6 +80,17 @@ class InstitutionClient(ParticipantClient):
         """How many institutions the scenario (resolved, as JSON) has."""
         return len(PrivateCalibrationScenario.model_validate_json(scenario_json).institutions)
 
+    @staticmethod
+    def placed(scenario_json: str, folder: Path) -> str:
+        """The scenario JSON of a file in ``folder`` with its model scenario's path made full
+        (:func:`portable`): a report's ``scenario.json`` names its ``model.resolved.yaml`` beside
+        it. A JSON that is no such scenario is left as it is, for :meth:`members` to name."""
+        try:
+            scenario = PrivateCalibrationScenario.model_validate_json(scenario_json)
+        except ValueError:
+            return scenario_json
+        return portable(scenario, folder).model_dump_json()
+
     def __init__(self, scenario_json: str, pid: int, context: Context | None = None) -> None:
         # not ParticipantClient.__init__: there is no learning scenario or shared data set here
         self.scenario_json = scenario_json

@@ -23,8 +23,8 @@ from abm.outputs.strict_json import dumps
 from abm.private_calibration.evaluation import end_to_end, estimate_is_finite, estimates, protocol_table
 from abm.private_calibration.federation import ProtocolRun, calibration_specs, run_protocol
 from abm.private_calibration.institutions import Institution, build_institutions
-from abm.private_calibration.observed import KC2020_NOTE
-from abm.private_calibration.scenario import PrivateCalibrationScenario, load_scenario, portable
+from abm.private_calibration.observed import KC2020_NOTE, model_scenario
+from abm.private_calibration.scenario import MODEL_FILE, PrivateCalibrationScenario, load_scenario, saved
 from abm.set_options import PYTHON, OptionNames
 from abm.threads import torch_threads
 
@@ -329,6 +329,7 @@ PRIVATE_FILES = {
     "report.json": "every figure, per protocol and institution",
     "report.md": "this page's text and tables",
     "scenario.json": "the scenario as run",
+    MODEL_FILE: "its model scenario as run, every value",
 }
 """The private calibration folder's files its report.html links to, with what each holds."""
 
@@ -364,9 +365,9 @@ def run_private_calibration(
         (tmp / "report.json").write_text(dumps(report), encoding="utf-8")
         text = markdown(report)
         (tmp / "report.md").write_text(text, encoding="utf-8")
-        # the model scenario by its full path: `abm learn` on this file, from any folder, runs it again
-        as_run = portable(scenario, base)
-        (tmp / "scenario.json").write_text(as_run.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        # the model scenario resolved beside it: `abm learn` on this file, from any folder, runs it again
+        (tmp / MODEL_FILE).write_text(model_scenario(scenario, base).resolved_yaml(), encoding="utf-8")
+        (tmp / "scenario.json").write_text(saved(scenario).model_dump_json(indent=2) + "\n", encoding="utf-8")
         page = markdown_page_html(f"{report['scenario']}: abm learn", text, report["plots"], PRIVATE_FILES)
         (tmp / "report.html").write_text(page, encoding="utf-8")
     return report

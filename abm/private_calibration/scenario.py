@@ -343,6 +343,19 @@ def portable(scenario: PrivateCalibrationScenario, base: Path) -> PrivateCalibra
     return scenario.model_copy(update={"model": scenario.model.model_copy(update={"scenario": path})})
 
 
+# The model scenario a report folder keeps beside its scenario.json, resolved: every value, with
+# model.set applied.
+MODEL_FILE = "model.resolved.yaml"
+
+
+def saved(scenario: PrivateCalibrationScenario) -> PrivateCalibrationScenario:
+    """The scenario as a report folder's ``scenario.json`` holds it: its model scenario named as
+    the folder's own resolved copy (:data:`MODEL_FILE`, relative to the folder, overrides
+    applied), so that ``abm learn FOLDER/scenario.json`` runs the same calibration from any
+    folder, whatever becomes of the model file it named (edited, moved)."""
+    return scenario.model_copy(update={"model": scenario.model.model_copy(update={"scenario": MODEL_FILE, "set": []})})
+
+
 def check_simulation_memory(scenario: PrivateCalibrationScenario, model: Any, source: str) -> None:
     """Refuse an institution whose largest batch of simulations (its ``budget``, or one of the
     evaluation's sets, simulated as replicates of one run of its ``agents``) cannot fit on this

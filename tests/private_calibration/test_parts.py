@@ -554,7 +554,7 @@ def test_simulations_the_memory_cannot_hold_are_refused_when_the_scenario_is_loa
 def test_validate_show_names_the_model_scenario_so_that_its_yaml_loads_from_anywhere(tmp_path):
     """`abm validate FILE --show > full.yaml` (README) of a private calibration printed model.scenario
     as FILE gives it, relative to FILE's folder, so full.yaml saved elsewhere named no file ('no such
-    file'). It now names it by its full path, as a report's scenario.json does."""
+    file'). It now names it by its full path (a report's scenario.json names the copy it keeps)."""
     from typer.testing import CliRunner
 
     from abm.cli import app

@@ -919,21 +919,36 @@ def test_scenario_json_runs_the_same_calibration_again_from_any_folder(tmp_path,
     """``scenario.json`` holds the scenario as run: ``abm learn`` on it gives the same report, from
     another working folder too. It kept ``model.scenario`` as the file gave it, relative to the
     file's folder (``../../scenarios/king_county/calibrate_2020.yaml``), which from the report
-    folder names no file: "model.scenario: ... is not allowed: no such file"."""
+    folder names no file: "model.scenario: ... is not allowed: no such file". Then it named the
+    model file by its full path, so a model file changed after the run (a later commit's rate, an
+    edit) ran another calibration silently; the folder now keeps the model scenario resolved
+    (``model.resolved.yaml``, its overrides applied) and scenario.json names that."""
     from abm.private_calibration.report import run_private_calibration
+    from abm.scenario import load_scenario as load_model
 
-    sets = ["rounds=1", "protocols=[{name: centralized}]"]
+    model = tmp_path / "model.yaml"
+    shipped = (TINY.parent / "../../scenarios/king_county/calibrate_2020.yaml").resolve()
+    model.write_text(f"extends: {shipped}\nname: kc\n", encoding="utf-8")
+    sets = ["rounds=1", "protocols=[{name: centralized}]", f"model.scenario={model}"]
     # the fewest held-out and validation simulations allowed, none of one's own prior: it runs twice
     sets += ["evaluation.holdout_simulations=4", "evaluation.val_simulations=4", "evaluation.own_holdout_simulations=0"]
     run_private_calibration(TINY, tmp_path / "first", None, sets)
+    model.write_text(f"extends: {shipped}\nname: kc\ncontacts: {{community: {{weight: 3.0}}}}\n", encoding="utf-8")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     run_private_calibration(tmp_path / "first" / "scenario.json", tmp_path / "again")
     ran = json.loads((tmp_path / "first" / "scenario.json").read_text())
-    assert ran["model"]["scenario"] == str((TINY.parent / "../../scenarios/king_county/calibrate_2020.yaml").resolve())
-    assert (tmp_path / "again" / "scenario.json").read_text() == (tmp_path / "first" / "scenario.json").read_text()
+    assert (ran["model"]["scenario"], ran["model"]["set"]) == ("model.resolved.yaml", [])
+    as_run = load_model(tmp_path / "first" / "model.resolved.yaml")
+    assert as_run.name == "kc" and as_run.disease.transmission_rate == 3.0  # tiny.yaml's model.set applied
+    assert as_run.contacts.community.weight == load_model(shipped).contacts.community.weight
+    for name in ("scenario.json", "model.resolved.yaml"):
+        assert (tmp_path / "again" / name).read_text() == (tmp_path / "first" / name).read_text()
     assert found(tmp_path / "again") == found(tmp_path / "first")
+    # the model file as changed runs another calibration: the check above can tell
+    run_private_calibration(TINY, tmp_path / "changed", None, sets)
+    assert found(tmp_path / "changed") != found(tmp_path / "first")
 
 
 def found(folder: Path) -> object:

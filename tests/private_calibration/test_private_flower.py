@@ -132,3 +132,30 @@ def test_a_client_given_the_other_kind_of_scenario_names_the_client_that_runs_it
             f"error: --scenario {path}: {what} scenario, which this client does not run; start its clients with "
             f"python -m {module}\n",
         )
+
+
+def test_a_client_started_by_hand_on_a_reports_scenario_json_finds_its_model_from_any_folder(tmp_path, monkeypatch):
+    """docs/learning.md shows a client started by hand on a run's scenario.json. A report's names
+    its model scenario beside it (model.resolved.yaml, relative to the report's folder), so the
+    client reads that path from the file's folder, not from its own working folder."""
+    import json
+
+    import flwr.client
+
+    from abm.learning.flower.client import main
+    from abm.private_calibration.scenario import saved
+
+    report, elsewhere = tmp_path / "report", tmp_path / "elsewhere"
+    report.mkdir()
+    elsewhere.mkdir()
+    (report / "scenario.json").write_text(saved(load_scenario(_flower_tiny())[0]).model_dump_json(), encoding="utf-8")
+    seen = []
+
+    class Recorded(InstitutionClient):
+        def __init__(self, scenario_json: str, pid: int, context: object = None) -> None:
+            seen.append(json.loads(scenario_json)["model"]["scenario"])
+
+    monkeypatch.setattr(flwr.client, "start_client", lambda **kw: kw["client_fn"](None))
+    monkeypatch.chdir(elsewhere)
+    main(["--address", "127.0.0.1:1", "--pid", "0", "--scenario", "../report/scenario.json"], client_cls=Recorded)
+    assert seen == [str(report / "model.resolved.yaml")]

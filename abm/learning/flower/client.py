@@ -22,6 +22,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -82,6 +83,13 @@ class ParticipantClient(Client):
         """How many participants the scenario (resolved, as JSON) has: the valid ``--pid`` are
         0 to that less 1. A ``ValueError`` where it is no such scenario."""
         return LearningScenario.model_validate_json(scenario_json).split.participants
+
+    @staticmethod
+    def placed(scenario_json: str, folder: Path) -> str:
+        """The scenario JSON of a file in ``folder`` with the paths it names relative to that
+        folder made full, so that a client started from any folder reads the same files (a
+        learning scenario names none: as it is)."""
+        return scenario_json
 
     def __init__(self, scenario_json: str, pid: int, context: Context | None = None) -> None:
         self.scenario_json = scenario_json
@@ -254,6 +262,7 @@ def main(argv: list[str] | None = None, client_cls: type[ParticipantClient] | No
     other = other_client(scenario_json, cls)
     if other is not None:  # it said 'data: Field required' of a private calibration's scenario.json
         fail(f"--scenario {args.scenario}: {other}", 2)
+    scenario_json = cls.placed(scenario_json, Path(args.scenario).parent)
     try:
         n = cls.members(scenario_json)
     except ValueError as e:  # pydantic's ValidationError is one
