@@ -428,22 +428,20 @@ def is_epidemic_scenario(file: Path) -> bool:
 def learning_kind(file: Path) -> str | None:
     """'private calibration' or 'learning' when ``file`` is a scenario for `abm learn`, else None
     (an epidemic scenario, or a file the epidemic loader will report as unreadable); exits 2 on a
-    ``kind`` other than private_calibration."""
+    ``kind`` other than private_calibration (:func:`abm.learning.result.scenario_kind`)."""
     from abm.learning.errors import LearningScenarioError
     from abm.learning.files import read_yaml
+    from abm.learning.result import scenario_kind
 
     try:
         data = read_yaml(file)
     except LearningScenarioError:
         return None
-    if "kind" in data and data["kind"] != "private_calibration":
-        fail(
-            f"{file}: kind: {data['kind']!r} is not allowed: write private_calibration (or leave kind out "
-            "for a learning or an epidemic scenario)"
-        )
-    if data.get("kind") == "private_calibration":
-        return "private calibration"
-    return "learning" if {"protocols", "split", "data"} & data.keys() else None
+    try:
+        return scenario_kind(data, str(file))
+    except LearningScenarioError as exc:
+        fail(str(exc))
+        raise  # not reached: fail() exits
 
 
 def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence[SweepAxis] = ()) -> None:
@@ -979,7 +977,7 @@ def calibrate(
     kept, no worker is left running)."""
     with loading():
         from abm.calibration.observed import CalibrationError
-        from abm.calibration.optimize import calibrate as fit
+        from abm.calibration.result import calibrate as fit
         from abm.parallel import WorkerLost, check_ray_address
         from abm.scenario import COMMAND_LINE, ScenarioError
 
@@ -1000,8 +998,8 @@ def calibrate(
             summary = fit(
                 file,
                 out,
-                trials,
-                set_,
+                trials=trials,
+                sets=set_,
                 progress=lines,
                 reused=lines.reused,
                 rerun_progress=step_lines("re-run", best=True),
@@ -1014,7 +1012,7 @@ def calibrate(
                 agents=agents,
                 replicates=replicates,
                 device=device,
-            )
+            ).summary
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:
             fail(str(exc))
