@@ -408,21 +408,24 @@ def validate(
 
 def refuse_learning_scenario(file: Path) -> None:
     """Exit 2 with a pointer to `abm learn` when ``file`` is a learning or private-calibration scenario."""
+    from abm.scenario_kinds import not_epidemic
+
     kind = learning_kind(file)
     if kind is not None:
-        fail(f"{file}: this is a {kind} scenario, not an epidemic one; run it with `abm learn {file}`")
+        fail(not_epidemic(kind, str(file), python=False))
 
 
 def is_epidemic_scenario(file: Path) -> bool:
     """Whether ``file`` reads as an epidemic scenario (it extends one or has its sections)."""
     from abm.learning.errors import LearningScenarioError
     from abm.learning.files import read_yaml
+    from abm.scenario_kinds import EPIDEMIC_SECTIONS
 
     try:
         data = read_yaml(file)
     except LearningScenarioError:
         return False
-    return bool({"extends", "population", "simulation", "disease", "interventions", "seeding"} & data.keys())
+    return bool(EPIDEMIC_SECTIONS & data.keys())
 
 
 def learning_kind(file: Path) -> str | None:

@@ -227,3 +227,27 @@ def test_import_abm_loads_no_engine_until_a_function_is_called():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda path: abm.run(path),
+        lambda path: abm.run(yaml.safe_load(Path(path).read_text())),
+        lambda path: abm.run_sweep(path, ["rounds=1,2"]),
+        lambda path: abm.calibrate(path),
+    ],
+)
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [("scenarios/learning/gmm_mapl.yaml", "learning"), ("tests/private_calibration/tiny.yaml", "private calibration")],
+)
+def test_a_learning_scenario_given_where_an_epidemic_one_is_needed_is_named_in_one_line(call, path, kind):
+    """abm.run, run_sweep and calibrate on a learning or private-calibration scenario raised a line
+    per key an epidemic scenario lacks ("seed: unknown key ...", 7 to 11 of them), where `abm run`
+    says in one line what it is and what runs it; they say so too, naming abm.learn."""
+    with pytest.raises(ScenarioError) as caught:
+        call(ROOT / path)
+    message = str(caught.value)
+    assert message.endswith(f": this is a {kind} scenario, not an epidemic one; run it with abm.learn")
+    assert "\n" not in message and "unknown key" not in message

@@ -10,30 +10,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from abm.learning.errors import LearningScenarioError
+from abm.scenario_kinds import EPIDEMIC_SECTIONS, LEARNING, PRIVATE_CALIBRATION, learning_kind
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from abm.set_options import OptionNames
 
-LEARNING, PRIVATE_CALIBRATION = "learning", "private calibration"
-# The sections of an epidemic scenario (for `abm run`), by which one given here is recognised.
-EPIDEMIC_SECTIONS = frozenset({"extends", "population", "simulation", "disease", "interventions", "seeding"})
-
 
 def scenario_kind(data: dict[str, Any], source: str) -> str | None:
     """What a scenario's top-level mapping ``data`` (from ``source``, named in the message) is for
-    ``abm learn``: :data:`PRIVATE_CALIBRATION` (``kind: private_calibration``), :data:`LEARNING`
-    (it has protocols, a split or data), or None (neither: an epidemic scenario, or one the
-    learning loader will say is incomplete). Another ``kind`` raises :class:`LearningScenarioError`."""
+    ``abm learn``: :data:`PRIVATE_CALIBRATION`, :data:`LEARNING` or None (neither: an epidemic
+    scenario, or one the learning loader will say is incomplete;
+    :func:`abm.scenario_kinds.learning_kind`). Another ``kind`` than private_calibration raises
+    :class:`LearningScenarioError`."""
     if "kind" in data and data["kind"] != "private_calibration":
         raise LearningScenarioError(
             f"{source}: kind: {data['kind']!r} is not allowed: write private_calibration (or leave kind out "
             "for a learning or an epidemic scenario)"
         )
-    if data.get("kind") == "private_calibration":
-        return PRIVATE_CALIBRATION
-    return LEARNING if {"protocols", "split", "data"} & data.keys() else None
+    return learning_kind(data)
 
 
 @dataclass(frozen=True)
