@@ -251,3 +251,48 @@ def test_a_learning_scenario_given_where_an_epidemic_one_is_needed_is_named_in_o
     message = str(caught.value)
     assert message.endswith(f": this is a {kind} scenario, not an epidemic one; run it with abm.learn")
     assert "\n" not in message and "unknown key" not in message
+
+
+RESULTS = {
+    "run": "RunResult",
+    "compare": "Comparison",
+    "run_sweep": "SweepResult",
+    "calibrate": "CalibrationResult",
+    "learn": "LearningResult",
+}
+
+
+def test_readme_shows_each_function_with_arguments_it_takes_and_attributes_its_result_has():
+    """README's "From Python" has an example of each public function; each call binds to the
+    function's signature (no argument it lacks), each scenario file it names exists, and each
+    attribute read from a result is one its class has."""
+    import ast
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## From Python\n") :]
+    section = section[: section.index("\n## ")]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    tree = ast.parse(code)
+    called, kinds = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute) and func.attr in RESULTS:
+                kinds[node.targets[0].id] = getattr(abm, RESULTS[func.attr])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id == "abm":
+                called.add(node.func.attr)
+                args = [None] * len(node.args)
+                inspect.signature(getattr(abm, node.func.attr)).bind(*args, **{k.arg: None for k in node.keywords})
+                files = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).endswith(".yaml")]
+                assert all((ROOT / f).is_file() for f in files), files
+    assert called == set(RESULTS)
+    read = {
+        (node.value.id, node.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in kinds
+    }
+    fields = {cls: {f for f in getattr(cls, "__dataclass_fields__", {})} | set(dir(cls)) for cls in kinds.values()}
+    assert sorted((var, attr) for var, attr in read if attr not in fields[kinds[var]]) == []
+    assert len(read) >= len(RESULTS)
