@@ -379,6 +379,7 @@ def validate(
             note_idle([sc])
             note_fixed_counts(file, [sc])
             note_residents_per_agent([sc])
+            note_priority_groups([sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
         if kind is not None:  # the checks `abm learn` makes before it runs (the split, Flower installed)
             from abm.learning.cli import check_before_run
@@ -738,6 +739,16 @@ def note_residents_per_agent(resolved: list, labels: list[str] | None = None) ->
     note_variants([[t] if (t := more_agents_than_residents(sc)) else [] for sc in resolved], labels)
 
 
+def note_priority_groups(resolved: list, labels: list[str] | None = None) -> None:
+    """A note for each plain age group of a ``resolved`` scenario's vaccination priority list that
+    cuts its population's age bands (:func:`abm.named_settings.priority_group_notes`; a sweep's
+    variants named by their ``labels`` where only some have it)."""
+    from abm.named_settings import priority_group_notes
+    from abm.populations import load_region
+
+    note_variants([priority_group_notes(sc, load_region(sc.population.region)) for sc in resolved], labels)
+
+
 def note_variants(per_variant: list[list[str]], labels: list[str] | None = None) -> None:
     """Print each note text of ``per_variant`` (the texts of each scenario run: one, or a sweep's
     variants) once, in order; a text that holds for some variants only names them by their
@@ -806,6 +817,7 @@ def run(
     note_idle([sc])
     note_fixed_counts(file, [sc])
     note_residents_per_agent([sc])
+    note_priority_groups([sc])
     note_memory([sc])
     from abm.plurals import counted
 
@@ -1118,6 +1130,7 @@ def sweep(
     note_idle(sp.variants, labels)
     note_fixed_counts(file, sp.variants)
     note_residents_per_agent(sp.variants, labels)
+    note_priority_groups(sp.variants, labels)
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates
