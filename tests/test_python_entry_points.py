@@ -132,10 +132,15 @@ def tiny_learning(folder: Path) -> Path:
 def test_abm_learn_writes_what_the_command_writes_and_returns_the_report(tmp_path, capfd):
     """abm.learn did not exist (abm.learning.run_scenario needed a folder and returned a dict); it
     is what `abm learn` calls: the same report folder (times apart), nothing printed, the report
-    and a table of the protocols' figures."""
+    and a table of the protocols' figures; ``progress`` is told of each protocol's rounds, as `abm learn`'s bars are."""
     path = tiny_learning(tmp_path)
-    result = abm.learn(path, tmp_path / "api")
+    told: list[tuple[str, int, int, str]] = []
+    result = abm.learn(path, tmp_path / "api", progress=lambda *step: told.append(step))
     assert capfd.readouterr() == ("", "")
+    assert [(label, done, total) for label, done, total, _ in told if label == "fedavg"] == [
+        ("fedavg", 1, 2),
+        ("fedavg", 2, 2),
+    ]
     done = runner.invoke(app, ["learn", str(path), "--out", str(tmp_path / "cli")])
     assert done.exit_code == 0, done.output
     assert differing(tmp_path / "api", tmp_path / "cli") == []

@@ -4,12 +4,15 @@ when :func:`learn` is called."""
 
 from __future__ import annotations
 
+import contextlib
 import reprlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from abm.learning.errors import LearningScenarioError
+from abm.learning.progress import listening
 from abm.scenario_kinds import EPIDEMIC_SECTIONS, LEARNING, PRIVATE_CALIBRATION, learning_kind
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ def learn(
     *,
     runner: str | None = None,
     sets: list[str] | None = None,
+    progress: Callable[[str, int, int, str], None] | None = None,
     names: OptionNames | None = None,
 ) -> LearningResult:
     """Run a decentralized-learning or a private-calibration scenario and write its report
@@ -82,6 +86,10 @@ def learn(
             wrote, which is replaced.
         runner: ``inprocess``, ``flower-sim`` or ``flower`` (None: the scenario's ``runner`` key).
         sets: ``key.path=value`` texts, as ``abm learn --set`` takes them (``["rounds=5"]``).
+        progress: called as ``progress(label, done, total, note)`` as the work advances: a
+            protocol's rounds (``label`` its key), a private calibration's simulations; ``note``
+            says how it ended once ``done == total``; an empty ``label`` brings a line of its own
+            in ``note`` (:mod:`abm.learning.progress`). None: nothing is told.
         names: how messages name the arguments: :data:`abm.set_options.PYTHON` (``sets=[...]``,
             None's default) or ``COMMAND_LINE`` (``--set``, as ``abm learn`` gives).
 
@@ -95,6 +103,11 @@ def learn(
     from abm.set_options import PYTHON
 
     names = names or PYTHON
+    if progress is not None and not callable(progress):
+        raise LearningScenarioError(
+            f"progress: {reprlib.repr(progress)} is not allowed; give a function progress(label, done, total, note), "
+            "or None"
+        )
     if isinstance(scenario, bool) or not isinstance(scenario, dict | str | Path):
         raise LearningScenarioError(
             f"scenario: {reprlib.repr(scenario)} is not allowed; give a scenario file's path or its data (a dict)"
@@ -108,16 +121,30 @@ def learn(
             "for its calibration section"
         )
     folder = output_path(out, "out") if out is not None else None
+    with listening(progress) if progress is not None else contextlib.nullcontext():
+        found = _run(scenario, kind, folder, runner, sets, names)
+    return LearningResult(found[0], found[1], kind or LEARNING)
+
+
+def _run(
+    scenario: str | Path | dict[str, Any],
+    kind: str | None,
+    folder: Path | None,
+    runner: str | None,
+    sets: list[str] | None,
+    names: OptionNames,
+) -> tuple[dict[str, Any], Path]:
+    """Run ``scenario`` of ``kind`` (:func:`learn`'s checked arguments; ``folder`` None: its
+    default); its report and the folder written."""
     if kind == PRIVATE_CALIBRATION:
         from abm.private_calibration import report as private
         from abm.private_calibration.scenario import load_scenario as load_private
 
         folder = folder or Path("runs") / load_private(scenario, runner, sets, names)[0].name
-        found = private.run_private_calibration(scenario, folder, runner, sets, names=names)
+        return private.run_private_calibration(scenario, folder, runner, sets, names=names), folder
     else:
         from abm.learning import report as learning
         from abm.learning.scenario import load_scenario
 
         folder = folder or Path("runs") / load_scenario(scenario, runner, sets, names)[0].name
-        found = learning.run_scenario(scenario, folder, runner, sets, names=names)
-    return LearningResult(found, folder, kind or LEARNING)
+        return learning.run_scenario(scenario, folder, runner, sets, names=names), folder
