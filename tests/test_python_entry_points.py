@@ -71,11 +71,12 @@ def differing(api: Path, cli: Path) -> list[str]:
     return out
 
 
-def test_abm_run_writes_what_the_command_writes(tmp_path):
+def test_abm_run_writes_what_the_command_writes(tmp_path, capfd):
     """abm.run(...).write() and `abm run` with the same options: the same tables, summary and
-    resolved scenario, byte for byte."""
+    resolved scenario, byte for byte; abm.run and write() print nothing."""
     result = abm.run(NI, agents=1500, days=8, replicates=2, seed=11)
     result.write(tmp_path / "api", figures=False)
+    assert capfd.readouterr() == ("", "")
     args = ["run", str(NI), "--agents", "1500", "--days", "8", "--replicates", "2", "--seed", "11"]
     done = runner.invoke(app, [*args, "--out", str(tmp_path / "cli")])
     assert done.exit_code == 0, done.output
