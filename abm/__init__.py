@@ -1,8 +1,12 @@
 """abm: a tensorized agent-based epidemic simulator for King County, WA, and beyond.
 
 From Python: ``abm.run`` (a run's tables, summary, plots and map), ``abm.compare`` (runs side by
-side) and ``abm.run_sweep`` (variants x replicates; also ``abm.sweep.run_sweep``). Bad input
-raises ``abm.scenario.ScenarioError``, a ``ValueError``.
+side), ``abm.run_sweep`` (variants x replicates; also ``abm.sweep.run_sweep``), ``abm.calibrate``
+(``abm calibrate``: the calibrated values, losses and folder) and ``abm.learn`` (``abm learn``:
+decentralized learning and private calibration). Bad input raises a ``ValueError`` with the
+message the command prints: ``abm.scenario.ScenarioError`` (``abm.learn``:
+``abm.learning.LearningScenarioError``). Nothing is printed. README.md, "From Python", has an
+example of each.
 """
 
 from __future__ import annotations
@@ -13,11 +17,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from abm.calibration.result import CalibrationResult, calibrate
+    from abm.learning.result import LearningResult, learn
     from abm.outputs.compare import Comparison, compare
     from abm.runs import RunResult, run
     from abm.sweep import SweepResult, run_sweep
 
 _EXPORTS = {
+    "CalibrationResult": "abm.calibration.result",
+    "calibrate": "abm.calibration.result",
+    "LearningResult": "abm.learning.result",
+    "learn": "abm.learning.result",
     "Comparison": "abm.outputs.compare",
     "compare": "abm.outputs.compare",
     "RunResult": "abm.runs",
@@ -39,4 +49,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'abm' has no attribute {name!r}")
 
 
-__all__ = ["Comparison", "RunResult", "SweepResult", "__version__", "compare", "run", "run_sweep"]
+__all__ = [
+    "CalibrationResult",
+    "Comparison",
+    "LearningResult",
+    "RunResult",
+    "SweepResult",
+    "__version__",
+    "calibrate",
+    "compare",
+    "learn",
+    "run",
+    "run_sweep",
+]

@@ -379,6 +379,7 @@ def validate(
             note_idle([sc])
             note_fixed_counts(file, [sc])
             note_residents_per_agent([sc])
+            note_priority_groups([sc])
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
         if kind is not None:  # the checks `abm learn` makes before it runs (the split, Flower installed)
             from abm.learning.cli import check_before_run
@@ -408,42 +409,43 @@ def validate(
 
 def refuse_learning_scenario(file: Path) -> None:
     """Exit 2 with a pointer to `abm learn` when ``file`` is a learning or private-calibration scenario."""
+    from abm.scenario_kinds import not_epidemic
+
     kind = learning_kind(file)
     if kind is not None:
-        fail(f"{file}: this is a {kind} scenario, not an epidemic one; run it with `abm learn {file}`")
+        fail(not_epidemic(kind, str(file), python=False))
 
 
 def is_epidemic_scenario(file: Path) -> bool:
     """Whether ``file`` reads as an epidemic scenario (it extends one or has its sections)."""
     from abm.learning.errors import LearningScenarioError
     from abm.learning.files import read_yaml
+    from abm.scenario_kinds import EPIDEMIC_SECTIONS
 
     try:
         data = read_yaml(file)
     except LearningScenarioError:
         return False
-    return bool({"extends", "population", "simulation", "disease", "interventions", "seeding"} & data.keys())
+    return bool(EPIDEMIC_SECTIONS & data.keys())
 
 
 def learning_kind(file: Path) -> str | None:
     """'private calibration' or 'learning' when ``file`` is a scenario for `abm learn`, else None
     (an epidemic scenario, or a file the epidemic loader will report as unreadable); exits 2 on a
-    ``kind`` other than private_calibration."""
+    ``kind`` other than private_calibration (:func:`abm.learning.result.scenario_kind`)."""
     from abm.learning.errors import LearningScenarioError
     from abm.learning.files import read_yaml
+    from abm.learning.result import scenario_kind
 
     try:
         data = read_yaml(file)
     except LearningScenarioError:
         return None
-    if "kind" in data and data["kind"] != "private_calibration":
-        fail(
-            f"{file}: kind: {data['kind']!r} is not allowed: write private_calibration (or leave kind out "
-            "for a learning or an epidemic scenario)"
-        )
-    if data.get("kind") == "private_calibration":
-        return "private calibration"
-    return "learning" if {"protocols", "split", "data"} & data.keys() else None
+    try:
+        return scenario_kind(data, str(file))
+    except LearningScenarioError as exc:
+        fail(str(exc))
+        raise  # not reached: fail() exits
 
 
 def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence[SweepAxis] = ()) -> None:
@@ -737,6 +739,16 @@ def note_residents_per_agent(resolved: list, labels: list[str] | None = None) ->
     note_variants([[t] if (t := more_agents_than_residents(sc)) else [] for sc in resolved], labels)
 
 
+def note_priority_groups(resolved: list, labels: list[str] | None = None) -> None:
+    """A note for each plain age group of a ``resolved`` scenario's vaccination priority list that
+    cuts its population's age bands (:func:`abm.named_settings.priority_group_notes`; a sweep's
+    variants named by their ``labels`` where only some have it)."""
+    from abm.named_settings import priority_group_notes
+    from abm.populations import load_region
+
+    note_variants([priority_group_notes(sc, load_region(sc.population.region)) for sc in resolved], labels)
+
+
 def note_variants(per_variant: list[list[str]], labels: list[str] | None = None) -> None:
     """Print each note text of ``per_variant`` (the texts of each scenario run: one, or a sweep's
     variants) once, in order; a text that holds for some variants only names them by their
@@ -805,6 +817,7 @@ def run(
     note_idle([sc])
     note_fixed_counts(file, [sc])
     note_residents_per_agent([sc])
+    note_priority_groups([sc])
     note_memory([sc])
     from abm.plurals import counted
 
@@ -979,7 +992,7 @@ def calibrate(
     kept, no worker is left running)."""
     with loading():
         from abm.calibration.observed import CalibrationError
-        from abm.calibration.optimize import calibrate as fit
+        from abm.calibration.result import calibrate as fit
         from abm.parallel import WorkerLost, check_ray_address
         from abm.scenario import COMMAND_LINE, ScenarioError
 
@@ -1000,8 +1013,8 @@ def calibrate(
             summary = fit(
                 file,
                 out,
-                trials,
-                set_,
+                trials=trials,
+                sets=set_,
                 progress=lines,
                 reused=lines.reused,
                 rerun_progress=step_lines("re-run", best=True),
@@ -1014,7 +1027,7 @@ def calibrate(
                 agents=agents,
                 replicates=replicates,
                 device=device,
-            )
+            ).summary
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:
             fail(str(exc))
@@ -1117,6 +1130,7 @@ def sweep(
     note_idle(sp.variants, labels)
     note_fixed_counts(file, sp.variants)
     note_residents_per_agent(sp.variants, labels)
+    note_priority_groups(sp.variants, labels)
     note_same_variants(sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates

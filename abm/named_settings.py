@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from abm.interventions.config.age_ranges import Band, bands_problem
+from abm.interventions.config.age_ranges import OLDEST, Band, band_text, bands_problem, group_range
 from abm.interventions.config.vaccination import RESIDENTS
 from abm.populations.population import LONG_TERM_CARE, SCHOOL
 from abm.set_options import ScenarioError
@@ -81,3 +81,37 @@ def check_priority_ages(scenario: Scenario, region: Region, source: str) -> None
         problem = bands_problem(ages, bands, whose)
         if problem is not None:
             raise ScenarioError(f"{source}: interventions.vaccination.priority: {problem}")
+
+
+def priority_group_notes(scenario: Scenario, region: Region) -> list[str]:
+    """Notes (without ``note: ``) on the plain age groups of a vaccination priority list (``6``:
+    ages 60-69) whose ages cut the population's age bands. Unlike a written range (``'65+'``,
+    refused where it cuts a band: :func:`check_priority_ages`), a group is kept: the age groups
+    are the model's own classes (susceptibility and severity are by group, and ``oldest_first``
+    orders the groups), taken from the agents' drawn ages, uniform within each band. So the class
+    holds the agents whose drawn age falls in the group, a share of each band it cuts that the
+    region's figures do not give; the note names the entry and those bands. None for whole
+    bands (King County's five-year bands, the reference population's ten-year groups)."""
+    vaccination = getattr(scenario.interventions, "vaccination", None)
+    if vaccination is None or not vaccination.enabled or not isinstance(vaccination.priority, list):
+        return []
+    bands = population_age_bands(scenario, region)
+    whose = population_settings(scenario, region)[2]
+    notes = []
+    for entry in vaccination.priority:
+        if not isinstance(entry, int):
+            continue
+        ages = group_range(entry)
+        last = OLDEST if ages.last is None else ages.last
+        spans = [(band, band[0], OLDEST if band[1] is None else band[1]) for band in bands]
+        # the bands that share an age with the group without lying within it
+        cut = [band for band, lo, hi in spans if lo <= last and hi >= ages.first and not ages.first <= lo <= hi <= last]
+        if cut:
+            notes.append(
+                f"interventions.vaccination.priority: {entry} (ages {ages}) cuts the age "
+                f"{'band' if len(cut) == 1 else 'bands'} {', '.join(band_text(b) for b in cut)} of {whose}, "
+                f"which counts residents by band only: the class holds the agents whose age, drawn uniformly within "
+                f"the band, falls in {ages}; for a class of whole bands, give an age range that starts and ends where "
+                "the bands do"
+            )
+    return notes

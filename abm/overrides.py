@@ -23,6 +23,7 @@ from abm.scenario import (
     validate,
     with_full_data_paths,
 )
+from abm.scenario_kinds import learning_kind, not_epidemic
 from abm.set_options import OptionNames, option_texts, refuse_repeated_keys
 
 OVERRIDE_KEYS = {
@@ -70,6 +71,7 @@ def resolve(
             f"scenario: {reprlib.repr(scenario)} is not allowed; give a scenario file's path, plain data as a "
             "file holds it (a dict) or a Scenario"
         )
+    refuse_learning_data(data, source, names)
     for i, item in enumerate(sets):
         data = apply_set(data, item, names.set_item(i))
     data = with_full_data_paths(apply_overrides(data, overrides, sets, source, names, origin))
@@ -78,6 +80,15 @@ def resolve(
     if sc.calibration is not None and not isinstance(scenario, Scenario):
         check_calibration_section(data, sc, named, names)
     return sc
+
+
+def refuse_learning_data(data: dict[str, Any], source: str, names: OptionNames) -> None:
+    """Refuse a learning or private-calibration scenario's data (from ``source``) in one line
+    pointing to ``abm learn`` (``abm.learn`` from Python), rather than a line per key that an
+    epidemic scenario lacks."""
+    kind = learning_kind(data)
+    if kind is not None:
+        raise ScenarioError(not_epidemic(kind, source, names.python))
 
 
 def check_calibration_section(

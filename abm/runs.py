@@ -329,30 +329,42 @@ STAGES = ("building the population", "building contacts and interventions", "sim
 def run(
     scenario: Scenario | str | Path | dict[str, Any],
     *,
+    agents: int | None = None,
+    days: int | None = None,
+    replicates: int | None = None,
+    seed: int | None = None,
+    device: str | None = None,
     sets: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     stage: Callable[[str], None] | None = None,
     reuse: Reuse | None = None,
-    **overrides: Any,
 ) -> RunResult:
-    """Run a scenario and return its tables and summary; nothing is written (``write`` on the
-    result writes the run folder).
+    """Run a scenario and return its tables (pandas DataFrames) and summary; nothing is written
+    (:meth:`RunResult.write` writes the run folder that ``abm run`` writes).
 
-    ``scenario``: a scenario file's path, plain data as a file holds it (a dict; its ``extends``,
-    if any, a path relative to the working folder), or a :class:`Scenario`.
-    ``sets``: ``key.path=value`` texts, as ``abm run --set`` takes them. ``overrides``: any of
-    ``agents``, ``days``, ``replicates``, ``seed`` and ``device``, as the options of ``abm run``
-    (None leaves the scenario's value). ``progress(day, days)`` is called after each simulated day,
-    and ``stage(text)`` with each of :data:`STAGES` as the run starts it.
-    ``reuse``: where to keep the population and community network for the next runs that make
-    the same (a :class:`Reuse`; None: nothing is kept).
-    The same scenario and seed give the tables and summary ``abm run`` writes.
+    Arguments:
+        scenario: a scenario file's path, plain data as a file holds it (a dict; its ``extends``,
+            if any, a path relative to the working folder), or a :class:`Scenario` (an earlier
+            result's ``scenario``).
+        agents: the number of agents, as ``abm run --agents`` (None: the scenario's).
+        days: the days to simulate, as ``--days`` (None: the scenario's).
+        replicates: the replicates, run as one batch, as ``--replicates`` (None: the scenario's).
+        seed: the random seed, as ``--seed`` (None: the scenario's).
+        device: ``cpu``, ``cuda`` or ``cuda:N``, as ``--device`` (None: the scenario's).
+        sets: ``key.path=value`` texts, as ``abm run --set`` takes them (``["simulation.days=90"]``).
+        progress: called as ``progress(day, days)`` after each simulated day (None: nothing is told).
+        stage: called as ``stage(text)`` with each of :data:`STAGES` as the run starts it.
+        reuse: where to keep the population and community network for the next runs that make
+            the same (a :class:`Reuse`; None: nothing is kept).
+
+    The same scenario and seed give the tables and summary ``abm run`` writes. Nothing is printed.
 
     Raises :class:`abm.scenario.ScenarioError` (a ``ValueError``) with the message ``abm run``
     prints for a bad scenario, override, region folder or device, naming the arguments given here
     (``agents=0``, ``sets=[...]``) where ``abm run`` names its options (``--agents 0``, ``--set``);
     it neither prints nor exits.
     """
+    overrides = {"agents": agents, "days": days, "replicates": replicates, "seed": seed, "device": device}
     t0 = time.perf_counter()
     check_progress(progress, "progress(day, days)")
     check_progress(stage, "stage(text)", "stage")
@@ -363,7 +375,7 @@ def run(
     check_device(sc, PYTHON.scenario(scenario_source(scenario), option_texts(sets, "set", PYTHON), given(overrides)))
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
-    days = sc.simulation.days
+    n_days = sc.simulation.days
     with memory_errors(sc, device):
         tell(STAGES[0])
         pop = reuse.population(sc, region) if reuse else population_of(sc, region)
@@ -374,7 +386,7 @@ def run(
                 built = reuse.community(sc, pop, device) if reuse else None
                 sim = simulation_of(sc, pop, device=device, community_built=built)
                 tell(STAGES[2])
-                res = sim.run(None if progress is None else (lambda d: progress(d + 1, days)))
+                res = sim.run(None if progress is None else (lambda d: progress(d + 1, n_days)))
         except ScenarioError as exc:  # a setting the population makes impossible (an intervention's attach)
             where = str(scenario) if isinstance(scenario, (str, Path)) else sc.name
             raise ScenarioError(f"{where}: {exc}") from None
@@ -403,7 +415,7 @@ def run(
         "device": str(device),
         "agents": pop.size,
         "replicates": sc.simulation.replicates,
-        "days": days,
+        "days": n_days,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),

@@ -737,34 +737,55 @@ def run_sweep(
     sweeps: Sequence[str],
     *,
     replicates: int | None = None,
+    agents: int | None = None,
+    days: int | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    sets: list[str] | None = None,
     backend: str = "local",
     workers: int | None = None,
     ray_address: str | None = None,
-    sets: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    note: Callable[[str], None] | None = None,
+    keep: Path | None = None,
     sweep_plan: SweepPlan | None = None,
     names: OptionNames = PYTHON,
-    keep: Path | None = None,
-    note: Callable[[str], None] | None = None,
-    **overrides: Any,
 ) -> SweepResult:
-    """Run every variant of ``sweeps`` (``key.path=v1,v2,...`` each; their cartesian product) of
-    ``scenario`` (a file's path, plain data or a :class:`Scenario`, as :func:`abm.run` takes it)
-    with ``replicates`` replicates (default: the scenario's) on ``backend`` (``local`` or
-    ``ray``) and return the combined tables (nothing is written; see :meth:`SweepResult.write`).
-    ``workers``: runs at once; ``local``: worker processes (default 1: every run holds its
-    population, and N runs at once need N times the memory), ``ray``: tasks (default: as many as
-    the cluster takes). The tables do not depend on it. ``progress(done, total)`` is called
-    after each finished run. ``keep``: a file where finished runs are kept as they finish
-    (:mod:`abm.outputs.journal`; ``abm sweep`` gives ``.<folder>.runs.jsonl`` beside its output
-    folder): a sweep of the same plan that finds it runs only the runs it lacks, and the tables
-    are the same; :meth:`SweepResult.write` removes it. ``note`` is told of runs found there,
-    of a file that cannot be written, and of the runs kept when the sweep stops.
+    """Run every variant of ``sweeps`` (their cartesian product), with replicates, and return the
+    combined tables as DataFrames (nothing is written; :meth:`SweepResult.write` writes the folder
+    ``abm sweep`` writes).
+
+    Arguments:
+        scenario: a file's path, plain data or a :class:`Scenario`, as :func:`abm.run` takes it.
+        sweeps: ``key.path=v1,v2,...`` texts, as ``abm sweep --sweep`` takes them.
+        replicates: replicates per variant (None: the scenario's); replicate r runs with seed + r.
+        agents: the number of agents of every variant, as ``--agents`` (None: the scenario's).
+        days: the days to simulate, as ``--days`` (None: the scenario's).
+        seed: the seed of replicate 0, as ``--seed`` (None: the scenario's).
+        device: ``cpu``, ``cuda`` or ``cuda:N``, as ``--device`` (None: the scenario's).
+        sets: ``key.path=value`` texts changing every variant, as ``--set`` takes them.
+        backend: ``local`` (worker processes on this machine) or ``ray``.
+        workers: runs at once; ``local``: worker processes (default 1: every run holds its
+            population, and N runs at once need N times the memory), ``ray``: tasks (default: as
+            many as the cluster takes). The tables do not depend on it.
+        ray_address: the address of a running Ray cluster (``ray`` only).
+        progress: called as ``progress(done, total)`` after each finished run.
+        note: told (a text) of runs found in ``keep``, of a ``keep`` file that cannot be written,
+            and of the runs kept when the sweep stops (None: nothing is said).
+        keep: a file where finished runs are kept as they finish (:mod:`abm.outputs.journal`;
+            ``abm sweep`` gives ``.<folder>.runs.jsonl`` beside its output folder): a sweep of the
+            same plan that finds it runs only the runs it lacks, and the tables are the same;
+            :meth:`SweepResult.write` removes it.
+        sweep_plan: the variants, already resolved by :func:`plan` from the arguments above (``abm
+            sweep`` resolves them first, to check them); None: resolved here.
+        names: how messages name the arguments: :data:`abm.set_options.PYTHON` (``agents=0``, the
+            default) or ``COMMAND_LINE`` (``--agents 0``, as ``abm sweep`` gives).
 
     Bad input raises :class:`ScenarioError` (a ``ValueError``) with the message ``abm sweep``
     prints, naming the arguments given here (``sweeps item '...'``, ``replicates``,
     ``(with agents=0)``) where ``abm sweep`` names its options (``--sweep``, ``--replicates``,
-    ``(with --agents 0)``; it gives ``names=COMMAND_LINE``)."""
+    ``(with --agents 0)``). Nothing is printed."""
+    overrides = {"agents": agents, "days": days, "seed": seed, "device": device}
     if backend not in BACKENDS:
         raise ScenarioError(f"{names.name('backend')}: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     check_workers(workers, ScenarioError, names.name("workers"))

@@ -277,3 +277,37 @@ def test_more_agents_than_the_regions_residents_gets_a_note_in_numbers(tmp_path)
     assert swept.exit_code == 0, swept.output
     assert f"{note} (variant agents=15000)" in " ".join(swept.stderr.split())
     assert "600 agents is more" not in swept.stderr
+
+
+def test_a_priority_age_group_that_cuts_the_regions_age_bands_gets_a_note(tmp_path):
+    """Pinecrest counts its residents in bands 0-19, 20-49, 50-79 and 80-94. A priority list's
+    '65+' that cuts a band is refused; its plain groups 6 (60-69) and 5 (50-59), which cut the
+    band 50-79 alike, were split by the agents' drawn ages without a word. `abm validate`, `abm run`
+    and `abm sweep` now note each, naming the entry and the band; group 8 (80+, the whole band
+    80-94) and a range of whole bands ('50-79') get none, nor does King County's [8, 7, 6]."""
+    scenario = county(tmp_path)
+    setting = "interventions.vaccination.priority=[8, 6, 5, 50-79]"
+    notes = [
+        f"note: interventions.vaccination.priority: {group} (ages {ages}) cuts the age band 50-79 of Pinecrest "
+        f"County, OR ({tmp_path / 'pinecrest' / 'region.yaml'}), which counts residents by band only: the class "
+        f"holds the agents whose age, drawn uniformly within the band, falls in {ages}; for a class of whole bands, "
+        "give an age range that starts and ends where the bands do"
+        for group, ages in ((6, "60-69"), (5, "50-59"))
+    ]
+    swept = ["--sweep", "disease.transmission_rate=3,4"]
+    for args in (
+        ["validate", str(scenario), "--set", setting],
+        ["run", str(scenario), "--set", setting, "--out", str(tmp_path / "run")],
+        ["sweep", str(scenario), "--set", setting, *swept, "--out", str(tmp_path / "sw")],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.stderr.split())
+        assert all(note in said for note in notes), said
+        assert said.count("interventions.vaccination.priority:") == 2  # none for 8 or '50-79'
+    whole = runner.invoke(app, ["validate", str(scenario), "--set", "interventions.vaccination.priority=[8, 50-79]"])
+    assert whole.exit_code == 0 and "cuts the age" not in whole.stderr, whole.output
+    kc = runner.invoke(
+        app, ["validate", "scenarios/king_county/vacc.yaml", "--set", "interventions.vaccination.priority=[8, 7, 6]"]
+    )
+    assert kc.exit_code == 0 and "cuts the age" not in kc.stderr, kc.output

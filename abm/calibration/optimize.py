@@ -34,7 +34,7 @@ from abm.calibration.report import calibration_report_html
 from abm.memory import memory_note
 from abm.outputs.run_folder import atomic_folder, check_target, unwritten_said
 from abm.outputs.strict_json import dumps
-from abm.overrides import apply_overrides, given
+from abm.overrides import apply_overrides, given, refuse_learning_data
 from abm.parallel import (
     ProcessPool,
     check_ray_address,
@@ -77,6 +77,7 @@ def checked_inputs(
     after every check made before anything runs: a calibration section, and
     :func:`abm.calibration.checks.check_calibration`'s for ``method``. Errors name the file."""
     data = read_scenario_data(path)
+    refuse_learning_data(data, str(path), names)
     refuse_repeated_keys(list(sets or []), names, str(path))
     for i, item in enumerate(sets or []):
         data = apply_set(data, item, names.set_item(i))

@@ -1,6 +1,8 @@
 """Decentralized learning: protocols, collaborator selection, privacy, runners and metrics.
 
-Entry point for scenarios: :func:`run_scenario`. See ``docs/learning.md``.
+Entry points for scenarios: :func:`abm.learn` (:mod:`abm.learning.result`; the ``abm learn`` command, which
+also runs private calibrations) and :func:`run_scenario`, which returns the report alone. See
+``docs/learning.md``.
 """
 
 from __future__ import annotations

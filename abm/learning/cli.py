@@ -191,8 +191,8 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
         gain_shown,
         key_width,
         privacy_lines,
-        run_scenario,
     )
+    from abm.learning.result import learn as learn_scenario
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
     from abm.scenario import COMMAND_LINE
@@ -201,7 +201,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
     report = run_or_exit(
-        lambda: run_scenario(file, target, runner, sets, names=COMMAND_LINE),
+        lambda: learn_scenario(file, target, runner=runner, sets=sets, names=COMMAND_LINE).report,
         target,
         named(file, sets, runner),
         header=header,

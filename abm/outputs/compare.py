@@ -879,14 +879,19 @@ def load_runs(items: list[Any]) -> Comparison:
 
 
 def compare(items: list[Any] | Any, out: str | Path | None = None) -> Comparison:
-    """Compare runs (:class:`abm.RunResult` objects or run folders; one alone is one run); write
-    the report to ``out`` if given, which needs at least two runs (a single run's table and plots
-    show it alone, with nothing to compare it with). The first run is the reference for the cost
-    per averted hospitalization.
+    """Compare runs side by side, as ``abm compare`` does; return the :class:`Comparison` (its
+    ``table`` a DataFrame, one row per run; ``plot()``; ``write(out)``).
+
+    Arguments:
+        items: the runs, in order: :class:`abm.RunResult` objects or run folders (paths), or one
+            alone (one run). The first is the reference for what the others avert and their cost
+            per averted hospitalization and death.
+        out: a report folder to write (comparison.csv, comparison_by_age.csv, comparison.md,
+            report.html, plots/), which needs at least two runs; None: nothing is written.
 
     Raises :class:`CompareError` (a ``ValueError``) for runs that cannot be compared, and
     :class:`abm.outputs.run_folder.OutputFolderError` (a ``ValueError``) for an ``out`` that
-    cannot be written without losing something; nothing is written then."""
+    cannot be written without losing something; nothing is written then. Nothing is printed."""
     one = isinstance(items, (str, Path, *run_result_type())) or not isinstance(items, Iterable)
     comp = load_runs([items] if one else list(items))
     if out is not None:

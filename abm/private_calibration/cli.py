@@ -17,8 +17,8 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     An invalid scenario prints one clear message and exits with code 2, writing nothing.
     """
     from abm.learning.cli import announce, load_or_exit, named, run_or_exit
+    from abm.learning.result import learn as learn_scenario
     from abm.private_calibration.federation import calibration_specs
-    from abm.private_calibration.report import run_private_calibration
     from abm.private_calibration.scenario import load_scenario
     from abm.scenario import COMMAND_LINE
 
@@ -26,7 +26,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
     report = run_or_exit(
-        lambda: run_private_calibration(file, target, runner, sets, names=COMMAND_LINE),
+        lambda: learn_scenario(file, target, runner=runner, sets=sets, names=COMMAND_LINE).report,
         target,
         named(file, sets, runner),
         "private_calibration",

@@ -48,7 +48,9 @@ class VaccinationConfig(BaseModel):
     )
     priority: Literal["oldest_first", "youngest_first"] | list[int | str] = Field(
         "oldest_first",
-        description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose); "
+        description="order of age groups (0 = 0-9 ... 8 = 80+), or a list of them (groups not listed get no dose; "
+        "a group holds the agents whose age, drawn uniformly within a region's age band, falls in it, and one that "
+        "cuts a band gets a note naming it); "
         "a list may also name age ranges in years, 65+ (65 and over) or 65-74 (65 to 74), which must start and end "
         "where the population's age bands do (a region's age_bands, King County's five-year bands; the reference "
         f"population's ten-year groups), {RESIDENTS} and occupation settings (a key of "
