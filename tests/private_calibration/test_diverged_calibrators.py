@@ -62,14 +62,17 @@ def test_diverged_calibrators_are_warned_of_and_their_estimates_not_simulated(tm
 def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp_path):
     """tiny.yaml's FedAvg and CoDream under secure aggregation, and FedAvg under DP at a target
     epsilon, at lr 10^12: the calibrators' updates leave the fixed-point range, which ended the
-    run (exit 1, no results). Now the run exits 0: each institution holds its update back, FedAvg's
-    sums are not released in any round (its calibrators stay at the shared initialisation) and
-    CoDream's are recorded as withheld, report.md says so, and DP spends no more than its target."""
+    run (exit 1, no results); plain FedAvg's are not finite, which turned its model NaN. Now the
+    run exits 0: each institution holds its update back, FedAvg's sums are not released in any
+    round (its calibrators stay at the shared initialisation; plain FedAvg's too, its updates held
+    back from the plain sum) and CoDream's are recorded as withheld, report.md says so, and DP
+    spends no more than its target."""
     mlp = [{"kind": "mlp", "hidden": [16], "embed_dim": 8}]
     dp = {"secure_aggregation": True, "dp": {"clip": 0.4, "epsilon": 8.0, "delta": 1e-5}}
     fedavg_dp = {"name": "fedavg", "label": "fedavg_dp", "models": mlp, "privacy": dp}
+    fedavg_plain = {"name": "fedavg", "label": "fedavg_plain", "models": mlp}
     proc, out = learn_at_a_huge_rate(
-        tmp_path, lambda ps: [p for p in ps if p["name"] in ("fedavg", "codream")] + [fedavg_dp]
+        tmp_path, lambda ps: [p for p in ps if p["name"] in ("fedavg", "codream")] + [fedavg_dp, fedavg_plain]
     )
     assert proc.returncode == 0, proc.stderr
     assert "warning: fedavg: institutions 0, 1, 2 held back their vectors from the secure sum in round 0" in proc.stderr
@@ -81,6 +84,18 @@ def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp
     assert len(set(fedavg["history"])) == 1  # the same model scored after every round
     assert codream["privacy"]["withheld"]
     assert report["protocols"]["fedavg_dp"]["epsilon"] <= 8.0
+    plain = report["protocols"]["fedavg_plain"]  # no privacy block: the plain sum leaves them out too
+    assert plain["privacy"] == {
+        "secure_aggregation": False,
+        "dropouts": [],
+        "withheld": [{"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1} for t in range(3)],
+        "dp": None,
+    }
+    assert len(set(plain["history"])) == 1
     md = (out / "report.md").read_text()
     assert "Warning: fedavg: institutions 0, 1, 2 held back vectors the secure sum cannot carry" in md
     assert "Warning: codream: institutions" in md
+    assert (
+        "Warning: fedavg_plain: institutions 0, 1, 2 held back vectors that are not finite (NaN or inf: training "
+        "diverged) in 3 rounds from round 0, left out as dropouts are; 3 sums not released" in md
+    )
