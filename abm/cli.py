@@ -833,7 +833,7 @@ def run(
         with stop_on_interrupt(target, bar):
             try:
                 stage = staged(bar, task, label)
-                result = run_scenario(sc, progress=advance(bar, task, "days", slowing=True), stage=stage)
+                result = run_scenario(sc, progress=advance(bar, task, "days", slowing=True), stage=stage, warn=False)
                 stage("writing files")
                 result.write(target)
                 results_written()

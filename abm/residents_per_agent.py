@@ -1,10 +1,12 @@
 """How many of the region's residents an agent stands for, where a scenario simulates more agents
 than the region has residents: the run then scales its figures for the region down (each count
-times residents / agents, below 1), which ``abm run``, ``abm sweep`` and ``abm validate`` note in
-numbers rather than leave to the summary's column header."""
+times residents / agents, below 1), which ``abm run``, ``abm sweep``, ``abm validate`` and ``abm
+calibrate`` note in numbers rather than leave to the summary's column header, and :func:`abm.run`
+gives as a warning (:class:`MoreAgentsThanResidents`)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from abm.populations.region import load_region
@@ -26,3 +28,16 @@ def more_agents_than_residents(sc: Scenario) -> str | None:
         f"population.agents: {agents:,} agents is more than the {residents:,} residents of {region.name}: each "
         f"agent stands for {share} residents, and figures for the region scale down (x {share}) from the agents' own"
     )
+
+
+class MoreAgentsThanResidents(UserWarning):
+    """:func:`abm.run`'s warning for a scenario with more agents than its region's residents (the
+    commands' note, :func:`more_agents_than_residents`)."""
+
+
+def warn_more_agents_than_residents(sc: Scenario, stacklevel: int = 2) -> None:
+    """Warn (:class:`MoreAgentsThanResidents`, ``warnings.warn`` at ``stacklevel`` as it counts
+    from the caller) where ``sc`` has more agents than its region's residents."""
+    text = more_agents_than_residents(sc)
+    if text is not None:
+        warnings.warn(text, MoreAgentsThanResidents, stacklevel=stacklevel + 1)

@@ -35,6 +35,7 @@ from abm.overrides import given, resolve, scenario_source
 from abm.plurals import counted
 from abm.populations import Population, load_region
 from abm.populations.region import Region
+from abm.residents_per_agent import warn_more_agents_than_residents
 from abm.scenario import Scenario, ScenarioError, check_device, population_of
 from abm.set_options import PYTHON, option_texts
 from abm.threads import torch_threads
@@ -338,6 +339,7 @@ def run(
     progress: Callable[[int, int], None] | None = None,
     stage: Callable[[str], None] | None = None,
     reuse: Reuse | None = None,
+    warn: bool = True,
 ) -> RunResult:
     """Run a scenario and return its tables (pandas DataFrames) and summary; nothing is written
     (:meth:`RunResult.write` writes the run folder that ``abm run`` writes).
@@ -356,6 +358,10 @@ def run(
         stage: called as ``stage(text)`` with each of :data:`STAGES` as the run starts it.
         reuse: where to keep the population and community network for the next runs that make
             the same (a :class:`Reuse`; None: nothing is kept).
+        warn: warn (``warnings.warn``, :class:`abm.residents_per_agent.MoreAgentsThanResidents`)
+            where the scenario has more agents than its region's residents, which scales the figures
+            for the region down, as ``abm run`` notes it (False: the commands, which note it
+            themselves, and the runs of a sweep or a calibration).
 
     The same scenario and seed give the tables and summary ``abm run`` writes. Nothing is printed.
 
@@ -373,6 +379,8 @@ def run(
         raise ScenarioError(f"reuse: {reprlib.repr(reuse)} is not allowed; give an abm.runs.Reuse(), or None")
     sc = resolve(scenario, overrides, sets, names=PYTHON)
     check_device(sc, PYTHON.scenario(scenario_source(scenario), option_texts(sets, "set", PYTHON), given(overrides)))
+    if warn:
+        warn_more_agents_than_residents(sc)
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
     n_days = sc.simulation.days

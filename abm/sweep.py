@@ -509,7 +509,7 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     network of the task's seed are kept for the process's next task (:data:`abm.runs.TASK_REUSE`).
     A plug-in that fails raises its :class:`PluginFailure` naming the task's variant and replicate."""
     try:
-        result = run_scenario(task.scenario, reuse=TASK_REUSE)
+        result = run_scenario(task.scenario, reuse=TASK_REUSE, warn=False)  # abm sweep notes it
     except PluginFailure as exc:
         raise exc.in_run(f"{task.named} (seed {task.seed})") from exc
     row = comparison_table([RunTables.from_result(result)]).iloc[0].to_dict()

@@ -311,3 +311,50 @@ def test_a_priority_age_group_that_cuts_the_regions_age_bands_gets_a_note(tmp_pa
         app, ["validate", "scenarios/king_county/vacc.yaml", "--set", "interventions.vaccination.priority=[8, 7, 6]"]
     )
     assert kc.exit_code == 0 and "cuts the age" not in kc.stderr, kc.output
+
+
+def test_more_agents_than_residents_is_noted_by_calibrate_and_warned_of_by_the_python_api(tmp_path):
+    """`abm calibrate` and `abm.run` gave no word where `abm run` notes more agents than the
+    region's residents (the figures for the region scale down): the calibration now gives the
+    same note before it runs, and `abm.run` a MoreAgentsThanResidents warning with its text;
+    `abm run` still notes it once and does not warn besides, and 600 agents of 9,000 residents
+    get neither."""
+    import warnings
+
+    import yaml
+
+    import abm
+    from abm.residents_per_agent import MoreAgentsThanResidents
+
+    scenario = county(tmp_path, figures=FIGURES.replace("population: 9000", "population: 500"))
+    note = (
+        "population.agents: 600 agents is more than the 500 residents of Pinecrest County, OR: each agent stands for "
+        "0.83 residents, and figures for the region scale down (x 0.83) from the agents' own"
+    )
+    (tmp_path / "observed.csv").write_text("date,cases\n" + "".join(f"2020-02-{d:02d},{d % 3}\n" for d in range(1, 8)))
+    calibration = {
+        "data": str(tmp_path / "observed.csv"),
+        "targets": ["cases"],
+        "fit_window": ["2020-02-01", "2020-02-07"],
+        "holdout_window": None,
+        "parameters": {"disease.transmission_rate": {"low": 1.0, "high": 6.0}},
+    }
+    data = {**yaml.safe_load(scenario.read_text()), "simulation": {"days": 7, "replicates": 1}}
+    calibrated = tmp_path / "calibrated.yaml"
+    calibrated.write_text(yaml.safe_dump({**data, "calibration": calibration}))
+    options = ["--trials", "1", "--workers", "1", "--out", str(tmp_path / "cal")]
+    result = runner.invoke(app, ["calibrate", str(calibrated), *options])
+    assert result.exit_code == 0, result.output
+    assert f"note: {note}" in " ".join(result.stderr.split())
+
+    with pytest.warns(MoreAgentsThanResidents) as caught:
+        abm.run(scenario, days=1)
+    assert [str(w.message) for w in caught] == [note]
+    assert caught[0].filename == __file__  # it points at the call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MoreAgentsThanResidents)
+        ran = runner.invoke(app, ["run", str(scenario), "--days", "1", "--out", str(tmp_path / "r")])
+        assert ran.exit_code == 0, ran.output
+        assert " ".join(ran.stderr.split()).count(note) == 1
+        (tmp_path / "big").mkdir()
+        abm.run(county(tmp_path / "big"), days=1)  # 600 agents, 9,000 residents

@@ -51,6 +51,7 @@ from abm.parallel import (
 )
 from abm.plugin_errors import PluginFailure
 from abm.plurals import counted
+from abm.residents_per_agent import more_agents_than_residents
 from abm.runs import TASK_REUSE, run
 from abm.scenario import (
     COMMAND_LINE,
@@ -119,7 +120,10 @@ def simulate_values(data: dict[str, Any], values: dict[str, float], source: str)
     TASK_REUSE.keep = cfg.population_draws  # the population and network of each draw
     try:
         draws = [
-            raw_series(run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k if k else None, reuse=TASK_REUSE), cfg)
+            raw_series(
+                run(sc, seed=sc.simulation.seed + DRAW_SEED_STEP * k if k else None, reuse=TASK_REUSE, warn=False),
+                cfg,
+            )
             for k in range(cfg.population_draws)
         ]
     except PluginFailure as exc:
@@ -465,7 +469,7 @@ def _fit_by_gradient(
         )
     calibrated_data, best = gradient.calibrated_values(data, beta, weekly_m)
     calibrated = validate(calibrated_data, source)
-    sim = simulated(run(calibrated), cfg)
+    sim = simulated(run(calibrated, warn=False), cfg)
     table = pd.DataFrame([vars(s) for s in done])
     extra = {
         "steps": len(done),
@@ -640,6 +644,8 @@ def calibrate(
     cfg = sc.calibration
     assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
+    if note is not None and (residents := more_agents_than_residents(sc)) is not None:
+        note(residents)  # as abm run notes it, before anything runs
     fixed = held_fixed(cfg, method)
     if fixed and note is not None:  # before anything runs, not after a long fit
         note(

@@ -180,17 +180,18 @@ def privacy_settings(
     releases: int | None = None,
     withheld: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
-    """A protocol's privacy wrappers as run (None without a privacy block): secure aggregation,
-    the participants that dropped out of each round's sum (``dropouts``: one ``{round,
+    """A protocol's privacy wrappers as run (None without a privacy block, unless a participant held
+    back a vector that is not finite from the plain sum: then no wrapper and that record): secure
+    aggregation, the participants that dropped out of each round's sum (``dropouts``: one ``{round,
     participants}`` entry a round that had any, rounds from 0 as ``privacy.dropouts`` numbers them,
     the participants' ids in order; the protocols that take dropouts sum once a round), those that
-    held back a vector the secure sum cannot carry (``withheld``: :class:`WithheldRecord`'s
+    held back a vector the sum cannot carry (``withheld``: :class:`WithheldRecord`'s
     record, ``[]`` where none did), and for DP
     the clip, delta, the target epsilon (if one was given), the noise multiplier the accountant
     set, the rounds it was set for, and ``releases``, the noisy sums the accountant charged (one
     per round for FedAvg; CoDream releases dream_steps + 1 sums in each round it dreams)."""
     if spec.privacy is None:
-        return None
+        return {"secure_aggregation": False, "dropouts": [], "withheld": withheld, "dp": None} if withheld else None
     rounds = spec.rounds or default_rounds
     dropouts = [
         {"round": r, "participants": sorted(set(who))} for r, who in sorted(spec.privacy.dropouts.items()) if who
@@ -269,7 +270,8 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
 
     Scores are asked of the participants (``score`` client operation) after every round, with
     their training losses that were not finite (:class:`NonFinite`); the vectors held back from a
-    secure sum are taken from the aggregator after every round (:class:`WithheldRecord`).
+    sum (not finite, or beyond a secure sum's range) are taken from the aggregator after every
+    round (:class:`WithheldRecord`).
     """
     cls = protocol_class(spec.name)
     config = cls.Config.model_validate(spec.params)
@@ -278,7 +280,7 @@ def execute_protocol(scenario: LearningScenario, spec: ProtocolSpec, ctx: RunCon
 
     who = "institution" if hasattr(scenario, "institutions") else "participant"
     diverged = NonFinite(spec.key, who, ctx.rounds)
-    withheld = WithheldRecord(spec.key, who, ctx.rounds)
+    withheld = WithheldRecord(spec.key, who, ctx.rounds, ctx.aggregator.secure)
 
     def scores_now(t: int) -> list[float]:
         replies = ctx.clients.broadcast("score")

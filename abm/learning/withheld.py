@@ -1,9 +1,10 @@
-"""Vectors held back from a secure sum, as a run records and reports them.
+"""Vectors held back from a sum, as a run records and reports them.
 
-Under secure aggregation each participant checks its own vector before masking it; one holding a
-value the fixed-point sum cannot carry (NaN, inf or beyond its range: training diverged) sends
-nothing and is left out exactly as a dropped participant is; when too few vectors arrive, the sum
-is not released and what it was for is skipped (:mod:`abm.learning.privacy.secure_aggregation`).
+Each participant checks its own vector before it sends it to a sum
+(:meth:`~abm.learning.privacy.aggregation.SumAggregator.carries`); one holding a value the sum
+cannot carry (NaN or inf: training diverged; under secure aggregation also a value beyond the fixed
+point's range) sends nothing and is left out exactly as a dropped participant is; when too few
+vectors arrive, the sum is not released and what it was for is skipped.
 :class:`WithheldRecord` turns the aggregator's :class:`~abm.learning.privacy.aggregation.WithheldSum`
 entries into report.json's ``privacy.withheld`` and warns on the console; :func:`withheld_lines`
 gives report.md's line.
@@ -22,6 +23,13 @@ def _whom(member: str, ids: list[int]) -> str:
     return f"{plural(member, len(ids))} {', '.join(map(str, ids))}"
 
 
+def _sum_and_values(secure: bool) -> tuple[str, str]:
+    """What the vectors were for (the secure sum or the sum) and which values it cannot carry."""
+    if secure:
+        return "secure sum", "values the sum cannot carry (NaN, inf or beyond its range"
+    return "sum", "values that are not finite (NaN or inf"
+
+
 class WithheldRecord:
     """One protocol run's withheld vectors: ``record``, one ``{round, participants, sums,
     skipped}`` entry per round in which some participants held back a vector (rounds from 0; the
@@ -29,10 +37,10 @@ class WithheldRecord:
     of those were not released, too few vectors having arrived), for report.json; and a warning
     line (:func:`abm.learning.progress.say`) for each round in which a participant (``who``:
     participant, or institution in a private calibration) first held one back, and for the first
-    round with a sum not released. The run goes on."""
+    round with a sum not released (``secure``: the sums are secure ones). The run goes on."""
 
-    def __init__(self, key: str, who: str, rounds: int) -> None:
-        self.key, self.who, self.rounds = key, who, rounds
+    def __init__(self, key: str, who: str, rounds: int, secure: bool) -> None:
+        self.key, self.who, self.rounds, self.secure = key, who, rounds, secure
         self.record: list[dict[str, Any]] = []
         self._warned: set[int] = set()
         self._skip_warned = False
@@ -46,33 +54,41 @@ class WithheldRecord:
         self.record.append({"round": t, "participants": ids, "sums": len(sums), "skipped": skipped})
         span = f"in round {t} (rounds 0..{self.rounds - 1})"
         first = [pid for pid in ids if pid not in self._warned]
+        what, values = _sum_and_values(self.secure)
         if first:
             self._warned.update(first)
             one = len(first) == 1
             progress.say(
                 f"warning: {self.key}: {_whom(self.who, first)} held back {'its vector' if one else 'their vectors'} "
-                f"from the secure sum {span}: values the sum cannot carry (NaN, inf or beyond its range: did training "
-                f"diverge?), so {'it was' if one else 'they were'} left out as dropouts are; the run goes on "
-                "(report.json: privacy.withheld)"
+                f"from the {what} {span}: {values}: did training diverge?), so {'it was' if one else 'they were'} "
+                "left out as dropouts are; the run goes on (report.json: privacy.withheld)"
             )
         if skipped and not self._skip_warned:
             self._skip_warned = True
+            fewer = "fewer than two, or than" if self.secure else "none, or fewer than"
             progress.say(
-                f"warning: {self.key}: too few vectors arrived for {counted(skipped, 'secure sum')} {span} (fewer "
-                "than two, or than a DP budget can pay for): nothing was released, and what the sum would have "
+                f"warning: {self.key}: too few vectors arrived for {counted(skipped, what)} {span} ({fewer} "
+                "a DP budget can pay for): nothing was released, and what the sum would have "
                 "updated (a model, dreams, soft labels) stays as it was (report.json: privacy.withheld, every round)"
             )
 
 
 def withheld_lines(protocols: dict[str, Any], member: str = "participant") -> list[str]:
     """A line per protocol of a report's ``protocols`` whose participants held back vectors from
-    the secure sum (``privacy.withheld``): who, in how many rounds from which, and the sums that
-    were not released."""
+    a sum (``privacy.withheld``; the secure sum under ``privacy.secure_aggregation``): who, in how
+    many rounds from which, and the sums that were not released."""
     lines = []
     for key, r in protocols.items():
-        record = (r.get("privacy") or {}).get("withheld") or []
+        privacy = r.get("privacy") or {}
+        record = privacy.get("withheld") or []
         if not record:
             continue
+        secure = bool(privacy.get("secure_aggregation"))
+        vectors = (
+            "vectors the secure sum cannot carry (NaN, inf or beyond its range"
+            if secure
+            else "vectors that are not finite (NaN or inf"
+        )
         ids = sorted({pid for e in record for pid in e["participants"]})
         skipped = sum(e["skipped"] for e in record)
         rounds = [e["round"] for e in record]
@@ -83,8 +99,8 @@ def withheld_lines(protocols: dict[str, Any], member: str = "participant") -> li
             else ""
         )
         lines.append(
-            f"Warning: {key}: {_whom(member, ids)} held back vectors the secure sum cannot carry (NaN, inf or "
-            f"beyond its range: training diverged) in {counted(len(rounds), 'round')} from round {rounds[0]}, "
-            f"left out as dropouts are{not_released} (privacy.withheld in report.json)."
+            f"Warning: {key}: {_whom(member, ids)} held back {vectors}: training diverged) in "
+            f"{counted(len(rounds), 'round')} from round {rounds[0]}, left out as dropouts are{not_released} "
+            "(privacy.withheld in report.json)."
         )
     return lines

@@ -327,3 +327,35 @@ def test_every_participant_asks_every_peer_and_only_sharing_peers_answer():
                 expected.append(("predictions", k, n, t, 48))
     assert [(m.kind.value, m.sender, m.receiver, m.round, m.nbytes) for m in net.messages] == expected
     assert protocol.share_counts.sum() == 2 * len(pairs)
+
+
+@pytest.mark.parametrize("name", ["cycle", "vpdl"])
+def test_a_peer_whose_predictions_are_not_finite_answers_no_one(name):
+    """Participant 2's model turned NaN after the warm-up (its training diverged): its NaN
+    predictions were distilled by every peer, whose models turned NaN with it. Now it answers no
+    request (no predictions sent, share_counts 0 in its row), the others never judge it (their
+    reputation of it stays null) and train on finite losses with the peers that answer; it still
+    distils from them."""
+    from conftest import linear_participants
+
+    from abm.learning.models import flat_params
+    from abm.learning.protocols.base import RunContext
+    from abm.learning.protocols.cycle import VPDL, CYCle, CYCleConfig
+
+    ps = linear_participants([6, 6, 6])
+    ctx = RunContext(participants=ps, n_classes=2, input_shape=(3,), rounds=4, local_epochs=1, seed=0)
+    protocol = (CYCle if name == "cycle" else VPDL)(CYCleConfig(warmup_rounds=1, period=2))
+    protocol.setup(ctx)
+    protocol.run_round(ctx, 0)
+    with torch.no_grad():
+        ps[2].model.weight.fill_(float("nan"))
+    for t in (1, 2, 3):
+        protocol.run_round(ctx, t)
+    for p in ps[:2]:
+        assert torch.isfinite(flat_params(p.model)).all() and p.losses.take() == 0, p.pid
+    assert protocol.share_counts[2].tolist() == [0, 0, 0]
+    assert protocol.share_counts[0, 1] >= 2 and protocol.share_counts[1, 0] >= 2  # forced rounds 1 and 3
+    assert ctx.network.sent.get(2, 0) == 3 * 2 * 72  # its requests only (6 x 3 inputs to each peer)
+    if name == "cycle":
+        assert np.isnan(protocol.reputation[[0, 1], 2]).all()
+        assert np.isfinite(protocol.reputation[[0, 1], [1, 0]]).all()

@@ -385,3 +385,41 @@ def test_confidence_is_each_participants_share_of_the_data():
     proto.setup(ctx)
     # row i: participant i's view, from the sizes the others sent it (tests/learning/test_data_sizes.py)
     np.testing.assert_allclose(proto.gamma, np.tile([1 / 6, 1 / 2, 1 / 3], (3, 1)), rtol=1e-12)
+
+
+def test_a_peer_whose_prototypes_or_body_are_not_finite_is_left_out_of_every_row():
+    """Participant 2's prototypes turned NaN (its training diverged): every row's average, MAPL+'s
+    bodies too, used to take them in and turn NaN for everyone. Now participant 2 sends none; each
+    row is the average of those that arrived over their weight (row 0: 0.5 and 0.5 of 0 and 1;
+    row 2 takes 0 and 1 at 0.2 and 0.3 over 0.5, so participant 2 trains on from its peers'), a
+    row with only itself (row 1) is as before, and privacy.withheld's record names it."""
+    from abm.learning.models import trainable_flat
+    from abm.learning.privacy.aggregation import WithheldSum
+    from abm.learning.protocols.mapl import MAPL
+
+    ctx = _mapl_context([[16, 8]] * 3)
+    proto = MAPL(MAPLConfig(aggregate_backbone=True, learn_graph=False))
+    proto.setup(ctx)
+    w = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.2, 0.3, 0.5]])
+    proto.W = w.copy()
+    protos, bodies = [], []
+    original = proto._local
+
+    def local_and_record(c, k):
+        original(c, k)
+        if k == 2:
+            with torch.no_grad():
+                proto.extra[2].prototypes.fill_(float("nan"))
+        protos.append(proto.extra[k].prototypes.detach().clone())
+        bodies.append(trainable_flat(c.participants[k].model.body))
+
+    proto._local = local_and_record
+    proto.run_round(ctx, 0)
+    rows = {0: (0.5 * protos[0] + 0.5 * protos[1], 0.5 * bodies[0] + 0.5 * bodies[1]), 1: (protos[1], bodies[1])}
+    rows[2] = ((0.2 * protos[0] + 0.3 * protos[1]) / 0.5, (0.2 * bodies[0] + 0.3 * bodies[1]) / 0.5)
+    for i, (xi, body) in rows.items():
+        assert torch.allclose(proto.extra[i].prototypes, xi, atol=1e-6), i
+        assert torch.allclose(trainable_flat(ctx.participants[i].model.body), body, atol=1e-6), i
+    assert ctx.aggregator.take_withheld() == [WithheldSum(0, "prototypes", (2,), True)]
+    # edges with w_ij > 0 and i != j: 0<-1, 2<-0, 2<-1; participant 2 answers no request
+    assert ctx.network.per_kind["prototypes"] == 3 * protos[0].numel() * 4

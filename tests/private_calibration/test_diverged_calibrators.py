@@ -30,11 +30,13 @@ def learn_at_a_huge_rate(tmp_path, protocols):
 
 
 def test_diverged_calibrators_are_warned_of_and_their_estimates_not_simulated(tmp_path):
-    """tiny.yaml with MAPL alone at lr 10^12 (Adam): every institution's calibrator outputs NaN
-    by the end, so its estimate is not finite: null in report.json, with its ND, and "not
-    finite" in report.md, not simulated (no curve in fits.png); MAPL's non-finite losses are
-    warned of and recorded. Local-only's calibrators stay finite at this rate (Adam's steps are
-    bounded by the rate), their estimates simulated as ever."""
+    """tiny.yaml with MAPL alone at lr 10^12 (Adam): institution 1's calibrator outputs NaN by
+    the end, so its estimate is not finite: null in report.json, with its ND, and "not finite" in
+    report.md, not simulated (no curve in fits.png); MAPL's non-finite losses are warned of and
+    recorded. Its prototypes, not finite, are left out of the others' averages
+    (privacy.withheld): they turned the other two institutions' calibrators NaN with it, now
+    those stay finite and are simulated, as local-only's are (Adam's steps are bounded by the
+    rate), and mean ND is theirs."""
     proc, out = learn_at_a_huge_rate(
         tmp_path, lambda ps: [{"name": "mapl", "params": {"proto_dim": 8, "projector_hidden": 8}}]
     )
@@ -46,30 +48,36 @@ def test_diverged_calibrators_are_warned_of_and_their_estimates_not_simulated(tm
 
     report = json.loads((out / "report.json").read_text(), parse_constant=strict)
     mapl, local = report["protocols"]["mapl"], report["protocols"]["local"]
-    assert {e["participant"] for e in mapl["nonfinite_losses"]} == {0, 1, 2}
+    assert {e["participant"] for e in mapl["nonfinite_losses"]} == {1}
+    assert mapl["privacy"]["withheld"] == [{"round": t, "participants": [1], "sums": 1, "skipped": 0} for t in range(3)]
     assert mapl["summary"]["nonfinite_similarities"]
-    assert mapl["mean_nd"] is None
-    for row in mapl["institutions"]:
-        assert set(row["estimate"].values()) == {None}
-        assert row["nd_mean"] is None and set(row["nd"].values()) == {None}
-    for row in local["institutions"]:
+    diverged = mapl["institutions"][1]
+    assert set(diverged["estimate"].values()) == {None}
+    assert diverged["nd_mean"] is None and set(diverged["nd"].values()) == {None}
+    finite = [mapl["institutions"][0], mapl["institutions"][2], *local["institutions"]]
+    for row in finite:
         assert all(math.isfinite(v) for v in row["estimate"].values()) and row["nd_mean"] >= 0
-    table = (out / "report.md").read_text().split("| mapl | ")[-1].splitlines()[0]
-    assert table == " | ".join(["not finite (training diverged): not simulated"] * 3) + " |"
+    assert mapl["mean_nd"] == (finite[0]["nd_mean"] + finite[1]["nd_mean"]) / 2
+    cells = (out / "report.md").read_text().split("| mapl | ")[-1].splitlines()[0].split(" | ")
+    assert cells[1] == "not finite (training diverged): not simulated"
+    assert "(ND " in cells[0] and "(ND " in cells[2]
     assert (out / "fits.png").exists()
 
 
 def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp_path):
     """tiny.yaml's FedAvg and CoDream under secure aggregation, and FedAvg under DP at a target
     epsilon, at lr 10^12: the calibrators' updates leave the fixed-point range, which ended the
-    run (exit 1, no results). Now the run exits 0: each institution holds its update back, FedAvg's
-    sums are not released in any round (its calibrators stay at the shared initialisation) and
-    CoDream's are recorded as withheld, report.md says so, and DP spends no more than its target."""
+    run (exit 1, no results); plain FedAvg's are not finite, which turned its model NaN. Now the
+    run exits 0: each institution holds its update back, FedAvg's sums are not released in any
+    round (its calibrators stay at the shared initialisation; plain FedAvg's too, its updates held
+    back from the plain sum) and CoDream's are recorded as withheld, report.md says so, and DP
+    spends no more than its target."""
     mlp = [{"kind": "mlp", "hidden": [16], "embed_dim": 8}]
     dp = {"secure_aggregation": True, "dp": {"clip": 0.4, "epsilon": 8.0, "delta": 1e-5}}
     fedavg_dp = {"name": "fedavg", "label": "fedavg_dp", "models": mlp, "privacy": dp}
+    fedavg_plain = {"name": "fedavg", "label": "fedavg_plain", "models": mlp}
     proc, out = learn_at_a_huge_rate(
-        tmp_path, lambda ps: [p for p in ps if p["name"] in ("fedavg", "codream")] + [fedavg_dp]
+        tmp_path, lambda ps: [p for p in ps if p["name"] in ("fedavg", "codream")] + [fedavg_dp, fedavg_plain]
     )
     assert proc.returncode == 0, proc.stderr
     assert "warning: fedavg: institutions 0, 1, 2 held back their vectors from the secure sum in round 0" in proc.stderr
@@ -81,6 +89,18 @@ def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp
     assert len(set(fedavg["history"])) == 1  # the same model scored after every round
     assert codream["privacy"]["withheld"]
     assert report["protocols"]["fedavg_dp"]["epsilon"] <= 8.0
+    plain = report["protocols"]["fedavg_plain"]  # no privacy block: the plain sum leaves them out too
+    assert plain["privacy"] == {
+        "secure_aggregation": False,
+        "dropouts": [],
+        "withheld": [{"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1} for t in range(3)],
+        "dp": None,
+    }
+    assert len(set(plain["history"])) == 1
     md = (out / "report.md").read_text()
     assert "Warning: fedavg: institutions 0, 1, 2 held back vectors the secure sum cannot carry" in md
     assert "Warning: codream: institutions" in md
+    assert (
+        "Warning: fedavg_plain: institutions 0, 1, 2 held back vectors that are not finite (NaN or inf: training "
+        "diverged) in 3 rounds from round 0, left out as dropouts are; 3 sums not released" in md
+    )

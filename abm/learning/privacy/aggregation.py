@@ -31,14 +31,19 @@ class SumAggregator(ABC):
     returned sum carries DP noise (protocols then keep values that must not be noised, such as
     BatchNorm running statistics, out of the sum).
 
-    An aggregator whose sum cannot carry every value (secure aggregation's fixed point: no NaN,
-    no infinity, a bounded range) has each participant check its own vector before it sends
-    anything: one that holds a value the sum cannot carry sends nothing and is left out of the sum
-    exactly as a dropped participant is. :meth:`withheld` names them for the last sum, and
-    :meth:`take_withheld` returns each such sum once, for the run's record.
+    Each participant checks its own vector before it sends anything (:meth:`carries`): one that
+    holds a value the sum cannot carry (NaN or infinity, which would turn the sum and every model it
+    updates NaN: training diverged; under secure aggregation also a value beyond the fixed point's
+    range) sends nothing and is left out of the sum exactly as a dropped participant is.
+    :meth:`withheld` names them for the last sum, and :meth:`take_withheld` returns each such sum
+    once, for the run's record. Implementations call :meth:`screen` before they sum and
+    :meth:`note_withheld` once they know whether the sum is released.
     """
 
     adds_noise: bool = False
+    secure: bool = False  # whether the server learns only the sum (secure aggregation)
+    _withheld: frozenset[int] = frozenset()  # the last sum's (screen)
+    _withheld_sums: tuple[WithheldSum, ...] = ()  # since the last take_withheld
 
     @abstractmethod
     def aggregate(
@@ -54,14 +59,33 @@ class SumAggregator(ABC):
         withheld), or ``None`` when fewer than ``quorum`` of them (or fewer than the aggregator
         needs) arrived: then nothing is released and the caller skips what the sum was for."""
 
+    def carries(self, vec: torch.Tensor, members: int) -> bool:
+        """Whether the sum of ``members`` vectors can carry every value of ``vec``: a participant's
+        own check before it sends it (here: every value finite)."""
+        return bool(torch.isfinite(vec.detach()).all())
+
+    def screen(self, contributions: dict[int, torch.Tensor], dropped: frozenset[int] = frozenset()) -> list[int]:
+        """The participants (not ``dropped``, in order) whose vector the sum cannot carry
+        (:meth:`carries`): they send nothing. Remembered as the last sum's (:meth:`withheld`)."""
+        members = sorted(contributions)
+        held = [p for p in members if p not in dropped and not self.carries(contributions[p], len(members))]
+        self._withheld = frozenset(held)
+        return held
+
+    def note_withheld(self, round_: int, kind: MessageKind, released: bool) -> None:
+        """Record the last :meth:`screen`'s sum (of ``kind``, in ``round_``; ``released`` or not)
+        if any participant held its vector back from it."""
+        if self._withheld:
+            self._withheld_sums += (WithheldSum(round_, kind.value, tuple(sorted(self._withheld)), released),)
+
     def withheld(self) -> frozenset[int]:
-        """The participants that held their vectors back from the last sum (none by default: a sum
-        that carries every value)."""
-        return frozenset()
+        """The participants that held their vectors back from the last sum."""
+        return self._withheld
 
     def take_withheld(self) -> list[WithheldSum]:
         """The sums since the last call that participants held their vectors back from."""
-        return []
+        taken, self._withheld_sums = self._withheld_sums, ()
+        return list(taken)
 
     def epsilon(self, delta: float) -> float | None:
         """Privacy loss spent so far (``None`` when the aggregator adds no DP noise)."""
@@ -75,7 +99,8 @@ def arrived_weight(weights: list[float], ids: list[int], left_out: frozenset[int
 
 
 class PlainSum(SumAggregator):
-    """Every participant sends its vector in the clear; the server adds them (any value, NaN too)."""
+    """Every participant sends its vector in the clear and the server adds them; a participant
+    whose vector is not finite (NaN or inf) sends nothing, as a dropout (:meth:`SumAggregator.screen`)."""
 
     def aggregate(
         self,
@@ -86,15 +111,16 @@ class PlainSum(SumAggregator):
         dropped: frozenset[int] = frozenset(),
         quorum: int = 1,
     ) -> torch.Tensor | None:
+        left_out = dropped | frozenset(self.screen(contributions, dropped))
         total: torch.Tensor | None = None
         arrived = 0
         for pid in sorted(contributions):
-            if pid in dropped:
+            if pid in left_out:
                 continue
             vec = contributions[pid]
             network.send(Message(kind, pid, SERVER, {"v": vec}, round_))
             total = vec.clone().double() if total is None else total + vec.double()
             arrived += 1
-        if total is None or arrived < quorum:
-            return None
-        return total.float()
+        released = total is not None and arrived >= quorum
+        self.note_withheld(round_, kind, released)
+        return total.float() if released and total is not None else None

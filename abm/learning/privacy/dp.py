@@ -62,6 +62,7 @@ class DifferentiallyPrivateSum(SumAggregator):
         planned: list[float] | None = None,
     ) -> None:
         self.inner = inner
+        self.secure = inner.secure
         self.planned = planned
         self.calls = 0  # sums asked for, released or not
         self.clip = clip

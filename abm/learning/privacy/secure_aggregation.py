@@ -48,7 +48,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from abm.learning.errors import SecureAggregationError
 from abm.learning.messages import SERVER, Message, MessageKind, Network
-from abm.learning.privacy.aggregation import SumAggregator, WithheldSum
+from abm.learning.privacy.aggregation import SumAggregator
 
 _RAW = serialization.Encoding.Raw
 _RAW_PUB = serialization.PublicFormat.Raw
@@ -83,6 +83,8 @@ def mask_from_seed(seed: bytes, size: int) -> np.ndarray:
 class SecureSum(SumAggregator):
     """Pairwise-masked sum; see the module docstring."""
 
+    secure = True
+
     def __init__(
         self,
         participant_ids: list[int],
@@ -97,8 +99,6 @@ class SecureSum(SumAggregator):
         self._public: dict[int, X25519PublicKey] = {}
         self.last_masked: dict[int, np.ndarray] = {}
         self.recovery_failures: frozenset[int] = frozenset()
-        self._withheld: frozenset[int] = frozenset()  # the last sum's (withheld)
-        self._withheld_sums: list[WithheldSum] = []  # since the last take_withheld
         self._keys_sent = False
         self.calls = 0  # aggregation sequence number, shared knowledge in a synchronous protocol
 
@@ -187,9 +187,8 @@ class SecureSum(SumAggregator):
             raise SecureAggregationError(f"participants {sorted(unknown)} have no registered key")
         # each participant's own check, before it masks anything: a vector the sum cannot carry
         # is not sent, and its sender is recovered from as a dropped participant is
-        withheld = [p for p in members if p not in dropped and not self.carries(contributions[p], len(members))]
-        self._withheld = frozenset(withheld)
-        lost = sorted((dropped & set(members)) | self._withheld)
+        self.screen(contributions, dropped)
+        lost = sorted((dropped & set(members)) | self.withheld())
         survivors = [p for p in members if p not in lost]
         size = int(next(iter(contributions.values())).numel())
         total = np.zeros(size, dtype=np.uint64)
@@ -209,20 +208,12 @@ class SecureSum(SumAggregator):
                 )
                 total = total + y
             released = len(survivors) >= max(self.threshold, quorum)
-            if withheld:
-                self._withheld_sums.append(WithheldSum(round_, kind.value, tuple(withheld), released))
+            self.note_withheld(round_, kind, released)
             if not released:  # too few arrived: the server asks for no seeds and releases nothing
                 return None
             if lost:
                 total = self._recover(total, survivors, lost, seq, round_, size, network)
         return self.decode(total)
-
-    def withheld(self) -> frozenset[int]:
-        return self._withheld
-
-    def take_withheld(self) -> list[WithheldSum]:
-        taken, self._withheld_sums = self._withheld_sums, []
-        return taken
 
     def _recover(
         self,

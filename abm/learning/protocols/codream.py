@@ -442,7 +442,7 @@ class CoDream(Protocol):
 
     def _sum(self, ctx: RunContext, parts: dict[int, torch.Tensor], t: int, kind: MessageKind) -> torch.Tensor | None:
         """The clients' weighted ``parts`` summed through the aggregator. A client that held back a
-        part the secure sum cannot carry (training diverged) is left out as a dropout is, and the
+        part the sum cannot carry (not finite: training diverged) is left out as a dropout is, and the
         sum is over the weight of those whose part arrived; ``None`` when no sum was released."""
         total = ctx.aggregator.aggregate(parts, t, ctx.network, kind)
         left_out = ctx.aggregator.withheld()
@@ -537,14 +537,22 @@ class CoDream(Protocol):
             return total
         w = self.contribution_weights
         replies = ctx.clients.broadcast("codream.logits", {"x": x})
+        logits = {pid: replies[pid]["z"] for pid in ctx.ids}
+        # a client whose logits are not finite (its model diverged) sends none, as a dropout
+        left_out = frozenset(ctx.aggregator.screen(logits))
         total = None
         for k, pid in enumerate(ctx.ids):
-            logits = replies[pid]["z"]
-            ctx.network.send(Message(MessageKind.LOGITS, pid, SERVER, {"z": logits}, t))
-            total = logits * w[k] if total is None else total + logits * w[k]
-        assert total is not None
+            if pid in left_out:
+                continue
+            ctx.network.send(Message(MessageKind.LOGITS, pid, SERVER, {"z": logits[pid]}, t))
+            total = logits[pid] * w[k] if total is None else total + logits[pid] * w[k]
+        ctx.aggregator.note_withheld(t, MessageKind.LOGITS, total is not None)
+        if total is None:
+            return None
+        if left_out:
+            total = total / arrived_weight(w, ctx.ids, left_out)
         self._to_clients(ctx, MessageKind.SOFT_LABELS, {"y": total}, t)
-        self._round_labels.append((total, [replies[pid]["z"] for pid in ctx.ids]))
+        self._round_labels.append((total, None if left_out else [logits[pid] for pid in ctx.ids]))
         return total
 
     def _record_label_quality(self, t: int) -> None:

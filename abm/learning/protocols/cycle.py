@@ -11,6 +11,10 @@ model: in the real system k answers on encrypted inputs, so only predictions tra
   r_(k,n) (its own view of n); every ``period`` rounds everyone shares and reputations are
   recalibrated. The first ``warmup_rounds`` rounds are local CE only.
 
+A peer whose predictions are not finite (its training diverged) answers no one that round and is
+not judged in a recalibration (the others' reputation of it stays as it was), so its NaN does not
+spread to the peers that would distil it.
+
 Messages: after the warm-up, every round, each participant sends its prediction request (its
 training inputs, encrypted in the real system) to every peer, since it cannot know whether the peer
 will answer; the peer's predictions come back only when it shares (cycle.md 8). Reputations and
@@ -73,8 +77,13 @@ class CYCle(Protocol):
                 out[(n.pid, k.pid)] = predict(k.model, n.data.train.x)
         return out
 
-    def _calibrate(self, ctx: RunContext, teacher: dict[tuple[int, int], torch.Tensor]) -> None:
+    def _calibrate(
+        self, ctx: RunContext, teacher: dict[tuple[int, int], torch.Tensor], diverged: set[int] | None = None
+    ) -> None:
+        """Recalibrate the reputations from the gradient alignment with each peer's predictions; a
+        ``diverged`` peer's (not finite) are not judged, and n's reputation of it stays as it was."""
         cfg = self.config
+        diverged = diverged or set()
         raw = np.full((ctx.n, ctx.n), np.nan)
         for n in ctx.participants:
             m = min(cfg.reputation_samples, n.n_train)
@@ -85,7 +94,7 @@ class CYCle(Protocol):
             logits = n.model(x)
             g_ce = _flat_grad(F.cross_entropy(logits, y), params)
             for k in ctx.participants:
-                if k.pid == n.pid:
+                if k.pid == n.pid or k.pid in diverged:
                     continue
                 g_dl = _flat_grad(distill_kl(logits, teacher[(n.pid, k.pid)][:m], cfg.temperature), params)
                 denom = float(g_ce.norm() * g_dl.norm())
@@ -96,7 +105,9 @@ class CYCle(Protocol):
             self.reputation = raw.copy()
             self.calibrated = True
         else:
-            self.reputation = cfg.alpha * self.reputation + (1 - cfg.alpha) * raw
+            ema = cfg.alpha * self.reputation + (1 - cfg.alpha) * raw
+            judged = ~np.isnan(raw)
+            self.reputation = np.where(judged & np.isnan(self.reputation), raw, np.where(judged, ema, self.reputation))
         self.raw_reputation.append(_json_matrix(raw))
 
     def _shares(self, ctx: RunContext, forced: bool) -> np.ndarray:
@@ -125,9 +136,12 @@ class CYCle(Protocol):
         c = t - self.warmup
         forced = c % cfg.period == 0
         teacher = self._teacher_logits(ctx)
+        # a peer whose predictions are not finite (its training diverged) answers no one this round
+        diverged = {k for (_, k), z in teacher.items() if not bool(torch.isfinite(z).all())}
         if self.adaptive and forced:
-            self._calibrate(ctx, teacher)
+            self._calibrate(ctx, teacher, diverged)
         share = self._shares(ctx, forced)
+        share[sorted(diverged), :] = False
         self.share_counts += share
         for (n, k), logits in teacher.items():
             # n cannot know k's draw: it asks every peer, and k answers or withholds

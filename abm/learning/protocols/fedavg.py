@@ -4,7 +4,8 @@ Each round every participant starts from the global model, trains ``local_epochs
 (mu/2) ||w - w_global||^2), and sends its weighted update w_k (theta_k - theta_global) with
 w_k = |D_k| / sum_j |D_j| through the context's sum aggregator (plain, secure, or DP). The server
 adds the updates, divides by the weight of the participants whose update arrived (neither dropped
-out nor held back because the secure sum cannot carry it: training diverged), and broadcasts; a
+out nor held back because the sum cannot carry it: not finite, training having diverged, or beyond
+the secure sum's range), and broadcasts; a
 round whose sum is not released (too few updates arrived) leaves the global model as it was.
 The sizes are messages: before round 0 each participant sends the server its size, and the server
 sends each participant the total (``data_size``, 8 bytes each; not with ``weighting: uniform``).

@@ -13,7 +13,10 @@ simplex (``graph_step``: ``adam_reset`` = one fresh-Adam step, the authors' code
 constant; or ``pgd``; a peer whose similarity is not finite, a head's weights having turned NaN
 as training diverged, gets weight 0 in the row, a row with no peer left is self-weight only, and
 the summary's ``nonfinite_similarities`` lists each such row by round); (C) prototypes are
-replaced by sum_j w_ij xi_j over active neighbours. Only prototypes (K x d_p) and classifier
+replaced by sum_j w_ij xi_j over active neighbours (a neighbour whose prototypes are not finite,
+its training diverged, sends none and is left out of the average, which is then over the weight of
+those that arrived, as a sum's dropout is; a row left with none keeps its own; recorded as
+``privacy.withheld``). Only prototypes (K x d_p) and classifier
 heads (K x d_z) travel, with 0-byte ``request`` messages (each round i asks every peer j with
 w_ij > 0 for its prototypes: j learns that it was chosen) and, before round 0, every
 participant's training-set size to every other (``data_size``, 8 bytes: the confidences
@@ -244,6 +247,15 @@ class MAPL(Protocol):
                 loss.backward()
                 opt.step()
 
+    @staticmethod
+    def _left_out(ctx: RunContext, protos: list[torch.Tensor], bodies: list[torch.Tensor]) -> frozenset[int]:
+        """The participants whose prototypes (or, for MAPL+, body) are not finite, their training
+        having diverged: each sends none, and every row's average goes on without it, over the
+        weight of those that arrived, as the sums do (:meth:`SumAggregator.screen`, recorded as
+        ``privacy.withheld``)."""
+        shared = {j: torch.cat([protos[j].reshape(-1), *bodies[j : j + 1]]) for j in range(ctx.n)}
+        return frozenset(ctx.aggregator.screen(shared))
+
     def run_round(self, ctx: RunContext, t: int) -> None:
         cfg = self.config
         n = ctx.n
@@ -273,6 +285,8 @@ class MAPL(Protocol):
             self.W = new_w
         protos = [h.prototypes.detach().clone() for h in self.extra]
         bodies = [trainable_flat(p.model.body) for p in ctx.participants] if cfg.aggregate_backbone else []
+        left_out = self._left_out(ctx, protos, bodies)
+        averaged = False
         for i in range(n):
             agg = torch.zeros_like(protos[i])
             body = torch.zeros_like(bodies[i]) if bodies else None
@@ -280,16 +294,27 @@ class MAPL(Protocol):
                 if self.W[i, j] > 0:
                     if j != i:  # i asks the peers its row weights; each answers with its prototypes
                         ctx.network.send(Message(MessageKind.REQUEST, i, j, {}, t))
+                    if j in left_out:  # it answers nothing
+                        continue
+                    if j != i:
                         ctx.network.send(Message(MessageKind.PROTOTYPES, j, i, {"xi": protos[j]}, t))
                     agg = agg + float(self.W[i, j]) * protos[j]
                     if body is not None:
                         if j != i:
                             ctx.network.send(Message(MessageKind.MODEL_WEIGHTS, j, i, {"theta": bodies[j]}, t))
                         body = body + float(self.W[i, j]) * bodies[j]
+            arrived = sum(float(self.W[i, j]) for j in range(n) if self.W[i, j] > 0 and j not in left_out)
+            if arrived == 0:  # nothing arrived: i keeps its own
+                continue
+            averaged = True
+            if any(self.W[i, j] > 0 for j in left_out):  # over the weight of those that arrived
+                agg = agg / arrived
+                body = body / arrived if body is not None else None
             with torch.no_grad():
                 self.extra[i].prototypes.copy_(agg)
             if body is not None:
                 load_trainable_flat(ctx.participants[i].model.body, body)
+        ctx.aggregator.note_withheld(t, MessageKind.PROTOTYPES, averaged)
         self.active_edges.append(int(((self.W > 0) & ~np.eye(n, dtype=bool)).sum()))
         if ctx.groups is not None:
             self.within_mass.append(within_cluster_mass(self.W, ctx.groups))
