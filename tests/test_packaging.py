@@ -1,7 +1,8 @@
 """abm as a user gets it from an index or `pip install .`, not from a checkout.
 
-The wheel holds the package and the data files that ``[tool.setuptools.package-data]`` in
-pyproject.toml names; the source distribution adds what MANIFEST.in names. The fast tests check
+The wheel holds the package, the data files that ``[tool.setuptools.package-data]`` in
+pyproject.toml names and the example scenarios (setup.py copies scenarios/ into it); the source
+distribution adds what MANIFEST.in names. The fast tests check
 the globs against the package's files and the files abm opens as it works against the globs; the
 slow one builds the wheel, installs it in a folder of its own and runs abm from another one."""
 
@@ -195,6 +196,7 @@ def test_the_sdist_carries_the_scenarios_docs_and_tests(tmp_path):
         if p.is_file() and p.suffix != ".pyc" and "__pycache__" not in p.parts
     }
     assert Path("tests/conftest.py") in wanted and Path("scenarios/king_county/base.yaml") in wanted
+    assert Path("setup.py") in names  # its build step puts scenarios/ in a wheel built from the sdist
     missing = sorted(str(p) for p in wanted - names)
     assert not missing, f"not in the sdist: {missing[:10]} ({len(missing)} in all)"
     assert not [n for n in names if n.suffix == ".pyc" or "__pycache__" in n.parts]
