@@ -176,3 +176,21 @@ def test_a_missing_example_names_the_command_that_copies_it(tmp_path, monkeypatc
     assert runner.invoke(app, ["validate", "scenarios/king_county/no_intervention.yaml"]).exit_code == 0
     taken = runner.invoke(app, ["validate", "scenarios/king_county/lockdown.yaml"])
     assert "abm data scenarios" not in taken.output and taken.exit_code == 2
+
+
+def test_an_interrupt_writes_nothing(tmp_path, monkeypatch):
+    """Ctrl-C while the files are copied: exit code 130, one line, no DIR and nothing beside it."""
+    monkeypatch.chdir(tmp_path)
+    real, written = shutil.copyfile, []
+
+    def copyfile(source, target, **options):
+        if len(written) == 5:
+            raise KeyboardInterrupt
+        written.append(target)
+        return real(source, target, **options)
+
+    monkeypatch.setattr(example_copy.shutil, "copyfile", copyfile)
+    result = runner.invoke(app, ["data", "scenarios"])
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == "interrupted: nothing was written to scenarios"
+    assert os.listdir(tmp_path) == []
