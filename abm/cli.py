@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -16,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from abm.examples import DEFAULT_DIR as DEFAULT_EXAMPLES_DIR
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
 from abm.outputs.journal import journal_path
 from abm.outputs.run_folder import (
@@ -1276,6 +1279,54 @@ def data_boundaries(
             highlight=False,
             soft_wrap=True,
         )
+
+
+@data_app.command("scenarios")
+def data_scenarios(
+    folder: Annotated[
+        Path, typer.Argument(parser=out_option, metavar="DIR", show_default=True, help="folder to copy them to")
+    ] = DEFAULT_EXAMPLES_DIR,
+    force: Annotated[
+        bool, typer.Option("--force", help="write over the files of their names in a DIR that holds files")
+    ] = False,
+) -> None:
+    """Copy abm's example scenarios (king_county/, reference/, learning/) to DIR.
+
+    They keep their layout, so that `extends:` and `../king_county/...` find
+    their files; with the default DIR, README's commands (`abm run
+    scenarios/king_county/no_intervention.yaml`) then run from this folder. A
+    DIR that exists and is not empty is refused
+    unless --force, which writes the examples over the files of their names
+    there and keeps its other files. The folder is written all at once.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 130 after
+    Ctrl-C, 143 after SIGTERM, and 1 when the file system fails (nothing is
+    written; a DIR that existed is kept as it was)."""
+    from abm.example_copy import copy_examples
+
+    untouched = f"{folder} is as it was" if folder.exists() else f"nothing was written to {folder}"
+    with on_interrupt(f"interrupted: {untouched}"):
+        try:
+            copied = copy_examples(folder, force=force)
+        except (OutputFolderError, FileNotFoundError) as exc:
+            fail(str(exc))
+        except OutputWriteError as exc:
+            fail(str(exc), code=1)
+    say = functools.partial(out_console.print, highlight=False, soft_wrap=True)
+    say(f"wrote {counted(len(copied.files), 'example file')} to {folder}{os.sep}:")
+    by_folder: dict[str, list[str]] = {}
+    for name in copied.files:
+        parent, _, file = name.rpartition("/")
+        by_folder.setdefault(parent, []).append(file)
+    for parent, files in by_folder.items():
+        say(f"  {parent + '/' if parent else '.'} ({len(files)}): {', '.join(files)}")
+    if copied.overwritten:
+        say(f"wrote over {counted(len(copied.overwritten), 'file')} that differed: {', '.join(copied.overwritten)}")
+    if copied.kept:
+        say(f"kept {counted(len(copied.kept), 'other file')}: {', '.join(copied.kept)}")
+    first = "king_county/no_intervention.yaml"
+    if first in copied.files:
+        say(f"run one: abm run {shlex.quote((folder / first).as_posix())}")
 
 
 def print_table(

@@ -1,12 +1,16 @@
 """What a scenario path that names no file most likely meant: a file of a close name beside it
 (``no_intervention.yml``, ``extends: vacc``), or, for a relative path given from another folder
 than the repository's, the repository's file of that path (``abm run scenarios/...`` from
-elsewhere). Messages add these to "cannot read the scenario file" and "extends: ... not found"."""
+elsewhere), and where it names one of abm's example scenarios, the command that copies them
+(``abm run scenarios/...`` where abm was installed from a wheel). Messages add these to "cannot
+read the scenario file" and "extends: ... not found"."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
+from abm.examples import DEFAULT_DIR, example_files, examples_folder
 from abm.validation_errors import likely_meant
 
 # The folder that holds the package: a checkout's root, where scenarios/ is (an installed package's
@@ -46,9 +50,48 @@ def missing_file_hint(path: Path) -> str:
     if meant is not None:
         return f"; did you mean {str(meant)!r}?"
     if path.is_absolute():
-        return ""
+        return examples_hint(path)
     hint = f"; looked for in the working folder {Path.cwd()}"
     in_repository = REPOSITORY / path
     if in_repository.is_file() and Path.cwd().resolve() != REPOSITORY:
         hint += f"; the repository's is {in_repository}: run abm from {REPOSITORY}, or give that path"
-    return hint
+    return hint + examples_hint(path)
+
+
+def _free(folder: Path) -> bool:
+    """Whether `abm data scenarios` would write ``folder`` without --force: it does not exist, or
+    is an empty folder."""
+    try:
+        return not folder.exists() or (folder.is_dir() and not any(folder.iterdir()))
+    except OSError:
+        return False
+
+
+def examples_hint(path: Path) -> str:
+    """For a scenario file ``path`` that does not exist, beginning with "; ", the command that
+    copies abm's example scenarios where ``path`` would find one (``scenarios/king_county/ni.yaml``:
+    `abm data scenarios`; ``~/kc/king_county/ni.yaml``: `abm data scenarios ~/kc`), or to
+    ``scenarios/`` for a relative path in ``scenarios/`` or a name an example has; empty where
+    none applies, or where that folder is taken (the command would refuse it)."""
+    try:
+        names = example_files(examples_folder())
+    except OSError:  # no examples installed: nothing to offer
+        return ""
+    parts = path.parts
+    for k in range(1, len(parts)):
+        if "/".join(parts[k:]) in names:
+            folder = Path(*parts[:k])
+            if not _free(folder):
+                return ""
+            if folder == DEFAULT_DIR:
+                return "; `abm data scenarios` copies abm's example scenarios here, this one among them"
+            command = f"abm data scenarios {shlex.quote(str(folder))}"
+            return f"; `{command}` copies abm's example scenarios there, this one among them"
+    if not _free(DEFAULT_DIR):
+        return ""
+    if not path.is_absolute() and parts[:1] == (DEFAULT_DIR.name,):
+        return f"; `abm data scenarios` copies abm's example scenarios here (to {DEFAULT_DIR}/)"
+    same_name = [f"{DEFAULT_DIR.as_posix()}/{name}" for name in names if name.rpartition("/")[2] == path.name]
+    if same_name:
+        return f"; abm's example scenarios hold {' and '.join(same_name)}: `abm data scenarios` copies them here"
+    return ""

@@ -50,14 +50,16 @@ def test_extends_without_its_suffix_gets_the_file_it_meant(tmp_path) -> None:
 
 def test_a_bundled_scenario_run_from_another_folder_names_the_repositorys_file(tmp_path, monkeypatch) -> None:
     """`abm run scenarios/king_county/ni.yaml` from a folder other than the repository's: exit
-    code 2, the working folder and the repository's file named, nothing written."""
+    code 2, the working folder, the repository's file and the command that copies the examples
+    there named, nothing written."""
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["run", "scenarios/king_county/ni.yaml", "--agents", "100", "--days", "2"])
     assert result.exit_code == 2
     assert " ".join(result.output.split()) == (
         "error: scenarios/king_county/ni.yaml: cannot read the scenario file (No such file or directory); looked "
         f"for in the working folder {tmp_path}; the repository's is {ROOT / 'scenarios/king_county/ni.yaml'}: "
-        f"run abm from {ROOT}, or give that path"
+        f"run abm from {ROOT}, or give that path; `abm data scenarios` copies abm's example scenarios here, this one "
+        "among them"
     )
     assert os.listdir(tmp_path) == []
 

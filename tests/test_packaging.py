@@ -1,7 +1,8 @@
 """abm as a user gets it from an index or `pip install .`, not from a checkout.
 
-The wheel holds the package and the data files that ``[tool.setuptools.package-data]`` in
-pyproject.toml names; the source distribution adds what MANIFEST.in names. The fast tests check
+The wheel holds the package, the data files that ``[tool.setuptools.package-data]`` in
+pyproject.toml names and the example scenarios (setup.py copies scenarios/ into it); the source
+distribution adds what MANIFEST.in names. The fast tests check
 the globs against the package's files and the files abm opens as it works against the globs; the
 slow one builds the wheel, installs it in a folder of its own and runs abm from another one."""
 
@@ -195,29 +196,87 @@ def test_the_sdist_carries_the_scenarios_docs_and_tests(tmp_path):
         if p.is_file() and p.suffix != ".pyc" and "__pycache__" not in p.parts
     }
     assert Path("tests/conftest.py") in wanted and Path("scenarios/king_county/base.yaml") in wanted
+    assert Path("setup.py") in names  # its build step puts scenarios/ in a wheel built from the sdist
     missing = sorted(str(p) for p in wanted - names)
     assert not missing, f"not in the sdist: {missing[:10]} ({len(missing)} in all)"
     assert not [n for n in names if n.suffix == ".pyc" or "__pycache__" in n.parts]
 
 
-@pytest.mark.slow  # builds the wheel (about 2 s) and runs abm on it (about 15 s on 2 cores)
-def test_the_installed_wheel_runs_outside_the_checkout(tmp_path):
-    """abm installed from its wheel into a folder of its own (as `pip install --target` does: a
-    wheel of pure Python is a zip of the installed files) validates and runs
-    scenarios from another folder, on copies of the scenarios, opening nothing of the
-    checkout."""
-    wheel = build(ROOT, "wheel", tmp_path)
+def repository_examples() -> list[str]:
+    """Every file of the repository's scenarios/, as a path relative to it with ``/``, sorted."""
+    folder = ROOT / "scenarios"
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def installed(kind: str, tmp_path: Path) -> Path:
+    """abm built as ``kind`` (wheel, editable) and installed into a folder of its own, as
+    `pip install --target` does (a wheel of pure Python is a zip of the installed files); the folder."""
+    wheel = build(ROOT, kind, tmp_path)
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)
+    return site
+
+
+def examples_seen(site: Path, user: Path) -> tuple[Path, list[str]]:
+    """The folder of example scenarios, and its files, that abm installed in ``site`` finds, run
+    from ``user`` by a Python that sees only ``site`` (-S: not the environment's site-packages,
+    whose abm may be the checkout's; ``site.addsitedir`` reads an editable install's .pth file)."""
+    code = (
+        "import json, site, sys; site.addsitedir(sys.argv[1]); from abm import examples as e; "
+        "f = e.examples_folder(); print(json.dumps([str(f), e.example_files(f)]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(site)], cwd=user, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder, files = json.loads(done.stdout)
+    return Path(folder), files
+
+
+def test_the_wheel_carries_the_example_scenarios(tmp_path):
+    """The wheel holds every file of scenarios/ as abm/example_scenarios/ (setup.py's build
+    step), and abm installed from it finds them there: before, it held none, and a user of the
+    wheel had no scenario to run."""
+    site = installed("wheel", tmp_path)
+    (tmp_path / "user").mkdir()
+    folder, files = examples_seen(site, tmp_path / "user")
+    assert folder == (site / "abm" / "example_scenarios").resolve()
+    assert files == repository_examples()
+    assert all((folder / f).read_bytes() == (ROOT / "scenarios" / f).read_bytes() for f in files)
+
+
+def test_an_editable_install_finds_the_examples_in_the_checkout(tmp_path):
+    """`pip install -e .` builds an editable wheel through the same build step, which copies
+    nothing there: abm finds the examples in the checkout's scenarios/, where they are edited."""
+    site = installed("editable", tmp_path)
+    assert not list(site.rglob("*.yaml"))
+    (tmp_path / "user").mkdir()
+    folder, files = examples_seen(site, tmp_path / "user")
+    assert folder == (tmp_path / "source" / "scenarios").resolve()  # the checkout build() installed from
+    assert files == repository_examples()
+
+
+@pytest.mark.slow  # builds the wheel (about 2 s) and runs abm on it (about 15 s on 2 cores)
+def test_the_installed_wheel_runs_outside_the_checkout(tmp_path):
+    """abm installed from its wheel into a folder of its own copies its example scenarios to
+    another folder (`abm data scenarios`, README's step for a user of the wheel), and validates and
+    runs them there, opening nothing of the checkout."""
+    site = installed("wheel", tmp_path)
+    with zipfile.ZipFile(next(tmp_path.glob("*.whl"))) as z:
         names = set(z.namelist())
     assert {f"abm/{p.relative_to(PACKAGE).as_posix()}" for p in data_files()} <= names
     user = tmp_path / "user"
     user.mkdir()
-    copy_scenarios(user)
-    result = run_steps([*VALIDATE, RUN], user, site, [ROOT, site], tmp_path)
+    result = run_steps([["data", "scenarios"], *VALIDATE, RUN], user, site, [ROOT, site], tmp_path)
     assert Path(result["abm"]) == (site / "abm" / "__init__.py").resolve()
     opened = {Path(p) for p in result["opened"]}
     assert {(site / "abm" / name).resolve() for name in READ} <= opened
+    assert (site / "abm" / "example_scenarios" / "king_county" / "base.yaml").resolve() in opened
     assert not [str(p) for p in opened if p.is_relative_to(ROOT.resolve())]  # nothing of the checkout
+    copied = sorted(
+        p.relative_to(user / "scenarios").as_posix() for p in (user / "scenarios").rglob("*") if p.is_file()
+    )
+    assert copied == repository_examples()
     assert (user / "runs" / "calibrate_2020" / "map.html").is_file()

@@ -189,10 +189,12 @@ def output_path(value: object, argument: str = "output folder") -> Path:
     return Path(value)
 
 
-def check_target(target: str | Path, kind: str | None = None) -> Path:
+def check_target(target: str | Path, kind: str | None = None, *, replace_any: bool = False) -> Path:
     """``target`` as a Path if an output of ``kind`` (:data:`KINDS`) can be written there;
     otherwise :class:`OutputFolderError` naming the path and why. Called before a run starts, and
-    again by :func:`atomic_folder`."""
+    again by :func:`atomic_folder`. ``replace_any``: a folder of the user's may be replaced (the
+    caller was told to, as `abm data scenarios --force` is, and puts its entries in the new one),
+    but not an output abm wrote."""
     target = output_path(target)
     where = f"output folder {str(target)!r}"
     if target.name in ("", ".", ".."):
@@ -214,7 +216,12 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
             "abm wrote (an abm folder is replaced whole, and one with added or changed entries is never replaced); "
             "give a folder outside it"
         )
-    if target.is_dir() and any(target.iterdir()) and not is_output_folder(target):
+    if replace_any and target.is_dir() and is_output_folder(target):
+        raise OutputFolderError(
+            f"{where}: holds {KINDS.get(folder_kind(target) or '', 'an output')} abm wrote, which this would be "
+            "written into; give another folder"
+        )
+    if not replace_any and target.is_dir() and any(target.iterdir()) and not is_output_folder(target):
         raise OutputFolderError(
             f"{where}: exists and was not written by abm, so it would be replaced with everything in it; "
             "give a new folder, or remove this one yourself"
@@ -239,11 +246,11 @@ def check_target(target: str | Path, kind: str | None = None) -> Path:
             f"{where}: is a mount point, which cannot be replaced (abm writes an output beside it and renames it "
             "into place); give a folder inside it"
         )
-    blocked = _read_only(target) if target.is_dir() and is_output_folder(target) else None
+    blocked = _read_only(target) if target.is_dir() and (replace_any or is_output_folder(target)) else None
     if blocked is not None:
         raise OutputFolderError(
-            f"{where}: holds an earlier output that cannot be removed (no permission to write in {str(blocked)!r}); "
-            "make it writable (chmod -R u+w), or give a new folder"
+            f"{where}: holds {'a folder' if replace_any else 'an earlier output'} that cannot be removed "
+            f"(no permission to write in {str(blocked)!r}); make it writable (chmod -R u+w), or give a new folder"
         )
     parent = target.parent
     while not parent.exists():
@@ -349,21 +356,25 @@ def remove_empty(folders: list[Path]) -> None:
 
 
 @contextlib.contextmanager
-def atomic_folder(target: Path, kind: str | None = None) -> Iterator[Path]:
+def atomic_folder(
+    target: Path, kind: str | None = None, *, mark: bool = True, replace_any: bool = False
+) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``target``, on any error it is removed,
     with the folders above it made for it (``--out new/runs/a``: ``new`` and ``new/runs``).
-    Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it.
+    Its mark records ``kind`` (:data:`KINDS`), so that another kind of output does not replace it;
+    ``mark=False`` writes none (a folder for the user to edit, as `abm data scenarios` writes,
+    which is no output). ``replace_any``: see :func:`check_target`.
     A failure of the file system (a full disk, ...) is raised as :class:`OutputWriteError`."""
-    target = check_target(target, kind)
+    target = check_target(target, kind, replace_any=replace_any)
     made = missing_folders(target.parent)
     try:
-        yield from _write_in_place(target, kind)
+        yield from _write_in_place(target, kind, mark)
     except BaseException:
         remove_empty(made)
         raise
 
 
-def _write_in_place(target: Path, kind: str | None) -> Iterator[Path]:
+def _write_in_place(target: Path, kind: str | None, mark: bool = True) -> Iterator[Path]:
     """:func:`atomic_folder`'s work, once ``target`` is checked."""
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f"{glob.escape(_staging_prefix(target))}*"):
@@ -376,18 +387,20 @@ def _write_in_place(target: Path, kind: str | None) -> Iterator[Path]:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
-        (tmp / MARK).write_text(MARK_TEXT, encoding="utf-8")
+        if mark:
+            (tmp / MARK).write_text(MARK_TEXT, encoding="utf-8")
         yield tmp
         if interrupted() is not None:  # an interrupt that a library swallowed: the folder is not complete
             raise KeyboardInterrupt
-        entries = _entries(tmp)
-        (tmp / MARK).write_text(
-            MARK_TEXT
-            + "".join(f"  {name}\n" for name in entries)
-            + _digest_lines(tmp, entries)
-            + (f"kind: {kind}\n" if kind else ""),
-            encoding="utf-8",
-        )
+        if mark:
+            entries = _entries(tmp)
+            (tmp / MARK).write_text(
+                MARK_TEXT
+                + "".join(f"  {name}\n" for name in entries)
+                + _digest_lines(tmp, entries)
+                + (f"kind: {kind}\n" if kind else ""),
+                encoding="utf-8",
+            )
     except OSError as exc:  # the file system failed (a full disk, ...): said as such, not as a crash
         shutil.rmtree(tmp, ignore_errors=True)
         if interrupted() is not None:  # an interrupt that a library turned into this error
