@@ -190,6 +190,24 @@ def kc_100k(king_county):
 
 
 @pytest.fixture(autouse=True)
+def _interrupt_state_restored() -> Iterator[None]:
+    """Each test starts with nothing noted in abm.interrupts, and ends with it cleared and with
+    Ctrl-C and SIGTERM handled as before the test: a command run in the test process (typer's
+    CliRunner, abm.cli.main, abm.entry's handler called directly) notes there that it wrote its
+    output, was interrupted or said so, and a note left by an earlier test made a later one's
+    output look interrupted (removed at the end of its write) or its Ctrl-C ignored."""
+    from abm import interrupts
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.reset()
+    yield
+    interrupts.reset()
+    for signum, handler in handlers.items():
+        if handler is not None:
+            signal.signal(signum, handler)
+
+
+@pytest.fixture(autouse=True)
 def _no_fast_exit(monkeypatch):
     """abm's console script ends its process without the interpreter's teardown (abm.entry):
     a test that ran it in the test process would end pytest, with exit code 0 and tests unrun.

@@ -713,12 +713,8 @@ def test_cli_learn_a_kill_as_its_progress_bar_closes_keeps_the_written_report(tm
         entry._interrupt(signal.SIGTERM, None)  # raises KeyboardInterrupt unless the output is complete
 
     monkeypatch.setattr(abm.cli, "progress_bar", killed_as_it_closes)
-    interrupts.reset()
-    try:
-        report = run_or_exit(lambda: {"protocols": {}}, tmp_path / "out", tmp_path / "tiny.yaml")
-        assert interrupts.interrupted() is None
-    finally:
-        interrupts.reset()
+    report = run_or_exit(lambda: {"protocols": {}}, tmp_path / "out", tmp_path / "tiny.yaml")
+    assert interrupts.interrupted() is None
     assert report == {"protocols": {}}
 
 
@@ -1000,7 +996,6 @@ def test_an_interrupt_as_the_header_is_written_gets_a_line_of_its_own(tmp_path, 
 
     import typer
 
-    from abm import interrupts
     from abm.learning.cli import run_or_exit
 
     class Interrupted(io.StringIO):
@@ -1014,12 +1009,8 @@ def test_an_interrupt_as_the_header_is_written_gets_a_line_of_its_own(tmp_path, 
 
     stream = Interrupted()
     monkeypatch.setattr(sys, "stderr", stream)
-    interrupts.reset()
-    try:
-        with pytest.raises(typer.Exit) as e:
-            run_or_exit(work, tmp_path / "out", tmp_path / "tiny.yaml", header="running tiny")
-    finally:
-        interrupts.reset()
+    with pytest.raises(typer.Exit) as e:
+        run_or_exit(work, tmp_path / "out", tmp_path / "tiny.yaml", header="running tiny")
     assert e.value.exit_code == 130
     assert stream.getvalue().splitlines() == [
         "running tiny",
