@@ -135,18 +135,19 @@ def test_validate_checks_an_epidemic_scenario_without_loading_torch():
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: True"
 
 
-def test_validate_checks_learning_and_private_calibration_scenarios_without_torch():
+def test_validate_checks_learning_and_private_calibration_scenarios_without_torch_or_scikit_learn():
     """`abm validate` of a learning scenario loaded torch (about 2.8 s: the protocols' configs and
     flags lived beside their round logic, the privacy package and the split check needed tensors),
     and of a private calibration the engine's simulation code too (its observed data were read
     through abm.runs). Now a learning scenario loads neither torch nor any of abm.engine; a private
     calibration loads only the engine's settings (abm.engine.config: its model scenario is an
     epidemic scenario, validated as `abm validate` validates one), none of the simulation. The
-    verdicts and messages are as before."""
+    verdicts and messages are as before. Nor does either load scikit-learn (1-4 s): the split
+    of one of its sets is checked on labels read from its data files."""
     report = (
         "import atexit\n"
         "atexit.register(lambda: print('loaded:', sorted(m for m in sys.modules"
-        " if m == 'torch' or m.startswith(('abm.engine', 'abm.runs')))))\n"
+        " if m in ('torch', 'sklearn') or m.startswith(('abm.engine', 'abm.runs')))))\n"
     )
     learning = SCENARIOS / "learning"
     engine_settings = "loaded: ['abm.engine', 'abm.engine.config']"

@@ -659,6 +659,27 @@ def test_the_class_counts_the_checks_use_are_those_of_the_data(name):
     assert sklearn_arrays(name).n_classes == SKLEARN_CLASSES[name]
 
 
+@pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "iris"])
+def test_the_labels_validate_reads_without_scikit_learn_are_those_a_run_splits(name, monkeypatch):
+    """`abm validate` reads the labels of scikit-learn's sets from its data files (importing
+    scikit-learn took 1-4 s of the command); they, and the shape of a sample, are the data's,
+    in order. Where the files are not found (another version of scikit-learn), it builds the data."""
+    import importlib.util
+
+    from abm.learning.scenario import SklearnSpec
+    from abm.learning.sources import sklearn_arrays, sklearn_labels, source_labels
+
+    arrays = sklearn_arrays(name)
+    labels, shape = sklearn_labels(name)
+    np.testing.assert_array_equal(labels, arrays.y)
+    assert labels.dtype == arrays.y.dtype and shape == arrays.input_shape
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, package=None: None)
+    assert sklearn_labels(name) is None
+    labels, shape = source_labels(SklearnSpec(source=name), seed=0)
+    np.testing.assert_array_equal(labels, arrays.y)
+    assert shape == arrays.input_shape
+
+
 def test_reports_write_strict_json():
     from abm.outputs.strict_json import jsonable
 
