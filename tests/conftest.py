@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tests name scenario files relative to the repository root (scenarios/king_county/...), as the
 # README's commands do; running pytest from another folder (`pytest /path/to/repo/tests`) works too.
 os.chdir(ROOT)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _torch_cache_in_tmp(tmp_path_factory) -> Iterator[None]:
+    """torch's compile cache under pytest's temporary folder, for this process and the commands
+    the tests start: torch makes it (``$TMPDIR/torchinductor_$USER``, empty) as soon as an
+    optimizer is built, in every learning run."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ or "torch._dynamo" in sys.modules:  # the user's, or set already
+        yield
+        return
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("torchinductor"))
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
 
 
 @pytest.fixture(autouse=True)
@@ -164,19 +180,34 @@ def caller_ray(num_cpus: int) -> Iterator[ModuleType]:
     """A local Ray of ``num_cpus`` CPUs started by the caller, as a Python user would, so that
     abm uses it and leaves it running; shut down at the end (a module fixture's body). A new
     local one ("local"), whatever RAY_ADDRESS or a `ray start` cluster on this machine says (Ray
-    would join that, and refuse ``num_cpus``)."""
+    would join that, and refuse ``num_cpus``). Its session folder is removed after it."""
     ray = pytest.importorskip("ray")
-    ray.init(
-        address="local",
-        num_cpus=num_cpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    from abm.ray_sessions import ray_sessions_removed
+
+    with ray_sessions_removed(ray):  # Ray's session folder goes with it
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+@pytest.fixture
+def ray_temp(monkeypatch) -> Iterator[Path]:
+    """An empty folder for the temporary files of the Rays the test starts (RAY_TMPDIR; a new
+    local Ray, whatever RAY_ADDRESS says), removed after the test. A short one in /tmp rather
+    than under tmp_path: the paths of Ray's sockets in it must stay within 107 bytes (AF_UNIX)."""
+    folder = Path(tempfile.mkdtemp(prefix="abm-", dir="/tmp"))
+    monkeypatch.setenv("RAY_TMPDIR", str(folder))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
