@@ -45,6 +45,21 @@ def _torch_cache_in_tmp(tmp_path_factory) -> Iterator[None]:
         os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _private_calibration_on_one_torch_thread(request) -> Iterator[None]:
+    """Private calibration's tests run torch on one thread (their figures were measured so),
+    each module from its first fixture on, and the worker's setting is put back after the
+    module: they set it and left it, so that every later test of the worker ran on one thread,
+    and a test of another module of theirs ran on one or on all, as the order of the tests had it."""
+    if "private_calibration" not in request.path.parts:
+        yield
+        return
+    from abm.threads import torch_threads
+
+    with torch_threads(1):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _close_pyplot_figures() -> Iterator[None]:
     """Each test's pyplot figures are closed after it (``RunResult.plot()`` draws through pyplot, and
