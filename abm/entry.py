@@ -119,7 +119,27 @@ def _ignore_late_signals() -> None:
 
 def command() -> int | str | None:
     """Run the ``abm`` command in this process and return its exit code (what its SystemExit
-    carried); the process goes on. Only Ctrl-C while the libraries load ends it (below)."""
+    carried); the process goes on. Only Ctrl-C while the libraries load ends it (below).
+
+    Once it returns, Ctrl-C and SIGTERM are handled as they were before it, and
+    :mod:`abm.interrupts` holds nothing of it: the program that called it goes on as if the
+    command had not run there. A command's Ctrl-C handler stayed in place (or Ctrl-C and SIGTERM
+    stayed ignored, after a command that wrote its output), and an interrupted command's
+    interrupt stayed noted, so that each later output written in the process through abm's
+    Python API was taken as interrupted and removed."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _command()
+    finally:
+        for signum, handler in handlers.items():
+            if handler is not None:  # None: a handler set outside Python, which cannot be put back
+                signal.signal(signum, handler)
+        interrupts.reset()
+
+
+def _command() -> int | str | None:
+    """:func:`command` for the console script (:func:`main`): the handlers stay, and so does
+    what :mod:`abm.interrupts` noted, for the exit code and the process's end."""
     interrupts.reset()
     invocation.set_command(["abm", *sys.argv[1:]])
     if not getattr(sys.unraisablehook, "abm_quiet", False):
@@ -146,7 +166,7 @@ def command() -> int | str | None:
 def main() -> None:
     """The ``abm`` console script (and ``python -m abm``): run the command, then end the process
     with its exit code. For a command inside another program, :func:`command`."""
-    code = command()
+    code = _command()
     if code == 130:
         # Interrupted, and the command has cleaned up and said so: leave with 130 for the same
         # reason as above, after the exit handlers a normal exit would run.

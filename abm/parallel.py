@@ -414,9 +414,9 @@ def ray_session(
     """The ``ray`` module, connected: to the Ray instance this process already uses, else to
     ``address`` (or ``RAY_ADDRESS``; checked first: :func:`check_ray_reachable`, naming it as
     ``given``, by default ``--ray-address ADDR``), else to a local instance started here and
-    shut down on exit. A missing Ray raises ``error`` with the install hint, naming the choice
-    of Ray as the caller gave it (``backend``: ``--backend ray``, or ``backend='ray'`` from
-    Python)."""
+    shut down on exit, its session folder removed (:mod:`abm.ray_sessions`). A missing Ray
+    raises ``error`` with the install hint, naming the choice of Ray as the caller gave it
+    (``backend``: ``--backend ray``, or ``backend='ray'`` from Python)."""
     try:
         import ray
     except ImportError as exc:
@@ -426,7 +426,9 @@ def ray_session(
         yield ray
         return
     check_ray_reachable(address, given or f"--ray-address {address}", error)
-    with ray_raylet_quiet(ray):
+    from abm.ray_sessions import ray_sessions_removed
+
+    with ray_raylet_quiet(ray), ray_sessions_removed(ray):  # the session folder goes once Ray is shut down
         try:
             # Ray shut down below ends it however the command ends (ray_init_undisturbed)
             with ray_init_undisturbed(ray), ray_keeps_our_sigterm(ray), ray_tip_quiet():

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,36 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tests name scenario files relative to the repository root (scenarios/king_county/...), as the
 # README's commands do; running pytest from another folder (`pytest /path/to/repo/tests`) works too.
 os.chdir(ROOT)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _torch_cache_in_tmp(tmp_path_factory) -> Iterator[None]:
+    """torch's compile cache under pytest's temporary folder, for this process and the commands
+    the tests start: torch makes it (``$TMPDIR/torchinductor_$USER``, empty) as soon as an
+    optimizer is built, in every learning run."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ or "torch._dynamo" in sys.modules:  # the user's, or set already
+        yield
+        return
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("torchinductor"))
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_calibration_on_one_torch_thread(request) -> Iterator[None]:
+    """Private calibration's tests run torch on one thread (their figures were measured so),
+    each module from its first fixture on, and the worker's setting is put back after the
+    module: they set it and left it, so that every later test of the worker ran on one thread,
+    and a test of another module of theirs ran on one or on all, as the order of the tests had it."""
+    if "private_calibration" not in request.path.parts:
+        yield
+        return
+    from abm.threads import torch_threads
+
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -164,19 +195,34 @@ def caller_ray(num_cpus: int) -> Iterator[ModuleType]:
     """A local Ray of ``num_cpus`` CPUs started by the caller, as a Python user would, so that
     abm uses it and leaves it running; shut down at the end (a module fixture's body). A new
     local one ("local"), whatever RAY_ADDRESS or a `ray start` cluster on this machine says (Ray
-    would join that, and refuse ``num_cpus``)."""
+    would join that, and refuse ``num_cpus``). Its session folder is removed after it."""
     ray = pytest.importorskip("ray")
-    ray.init(
-        address="local",
-        num_cpus=num_cpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    from abm.ray_sessions import ray_sessions_removed
+
+    with ray_sessions_removed(ray):  # Ray's session folder goes with it
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+@pytest.fixture
+def ray_temp(monkeypatch) -> Iterator[Path]:
+    """An empty folder for the temporary files of the Rays the test starts (RAY_TMPDIR; a new
+    local Ray, whatever RAY_ADDRESS says), removed after the test. A short one in /tmp rather
+    than under tmp_path: the paths of Ray's sockets in it must stay within 107 bytes (AF_UNIX)."""
+    folder = Path(tempfile.mkdtemp(prefix="abm-", dir="/tmp"))
+    monkeypatch.setenv("RAY_TMPDIR", str(folder))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -187,6 +233,24 @@ def king_county():
 @pytest.fixture(scope="session")
 def kc_100k(king_county):
     return build_population(king_county, 100_000, seed=7)
+
+
+@pytest.fixture(autouse=True)
+def _interrupt_state_restored() -> Iterator[None]:
+    """Each test starts with nothing noted in abm.interrupts, and ends with it cleared and with
+    Ctrl-C and SIGTERM handled as before the test: a command run in the test process (typer's
+    CliRunner, abm.cli.main, abm.entry's handler called directly) notes there that it wrote its
+    output, was interrupted or said so, and a note left by an earlier test made a later one's
+    output look interrupted (removed at the end of its write) or its Ctrl-C ignored."""
+    from abm import interrupts
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.reset()
+    yield
+    interrupts.reset()
+    for signum, handler in handlers.items():
+        if handler is not None:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture(autouse=True)

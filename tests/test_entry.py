@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
 
@@ -128,18 +135,19 @@ def test_validate_checks_an_epidemic_scenario_without_loading_torch():
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "torch loaded: True"
 
 
-def test_validate_checks_learning_and_private_calibration_scenarios_without_torch():
+def test_validate_checks_learning_and_private_calibration_scenarios_without_torch_or_scikit_learn():
     """`abm validate` of a learning scenario loaded torch (about 2.8 s: the protocols' configs and
     flags lived beside their round logic, the privacy package and the split check needed tensors),
     and of a private calibration the engine's simulation code too (its observed data were read
     through abm.runs). Now a learning scenario loads neither torch nor any of abm.engine; a private
     calibration loads only the engine's settings (abm.engine.config: its model scenario is an
     epidemic scenario, validated as `abm validate` validates one), none of the simulation. The
-    verdicts and messages are as before."""
+    verdicts and messages are as before. Nor does either load scikit-learn (1-4 s): the split
+    of one of its sets is checked on labels read from its data files."""
     report = (
         "import atexit\n"
         "atexit.register(lambda: print('loaded:', sorted(m for m in sys.modules"
-        " if m == 'torch' or m.startswith(('abm.engine', 'abm.runs')))))\n"
+        " if m in ('torch', 'sklearn') or m.startswith(('abm.engine', 'abm.runs')))))\n"
     )
     learning = SCENARIOS / "learning"
     engine_settings = "loaded: ['abm.engine', 'abm.engine.config']"
@@ -310,3 +318,67 @@ def test_a_second_interrupt_while_the_first_is_cleaned_up_or_said_is_ignored(tmp
     assert done.returncode == 0, done.stderr
     assert done.stderr == "interrupted: no results were written\n"
     assert done.stdout.splitlines() == ["[] 2", "the second stops it"], done.stdout
+
+
+class ProgramStopped(Exception):
+    """What the handlers of the program that runs a command raise (:func:`program_handlers`)."""
+
+
+@contextlib.contextmanager
+def program_handlers() -> Iterator[Callable]:
+    """Ctrl-C and SIGTERM handled by a handler of the program's own (raising ProgramStopped),
+    as a program that runs ``abm`` commands in its process might; put back as they were after."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise ProgramStopped(signum)
+
+    before = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+@pytest.mark.parametrize("ending", ["written", "interrupted", "refused"])
+def test_a_command_run_inside_a_program_leaves_its_signals_and_interrupt_state_as_they_were(
+    tmp_path, monkeypatch, ending
+):
+    """A program that runs a command in its own process (:func:`abm.entry.command`) and goes on:
+    the command's Ctrl-C handler stayed in place after it, or Ctrl-C and SIGTERM stayed ignored
+    after a command that wrote its output (the program could then no longer be stopped with
+    Ctrl-C), and an interrupted command's interrupt stayed noted, so that the next output the
+    program wrote through abm's Python API was removed as if interrupted (a KeyboardInterrupt
+    out of the write). Now the program's handlers are back and nothing of the command is noted."""
+    import abm.cli
+    from abm import entry, interrupts, invocation
+    from abm.outputs.run_folder import atomic_folder
+
+    def command() -> None:
+        if ending == "written":
+            with atomic_folder(tmp_path / "first", "run") as tmp:
+                (tmp / "timeseries.csv").write_text("day\n")
+            raise SystemExit(0)
+        if ending == "interrupted":
+            try:
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the command runs
+                time.sleep(5)
+            except KeyboardInterrupt:
+                interrupts.report("interrupted: no results were written")
+                raise SystemExit(130) from None
+        raise SystemExit(2)  # bad input
+
+    monkeypatch.setattr(abm.cli, "main", command)
+    monkeypatch.setattr(sys, "argv", ["abm", "run", "x.yaml"])
+    monkeypatch.setattr(invocation, "_command", [])  # the command records its command line there
+    with program_handlers() as stop:
+        code = entry.command()
+        assert code == {"written": 0, "interrupted": 130, "refused": 2}[ending]
+        assert {signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} == {stop}
+        assert (interrupts.interrupted(), interrupts.output_complete(), interrupts.reported()) == (None, False, False)
+        with atomic_folder(tmp_path / "second", "run") as tmp:  # as abm.run(...).write() does
+            (tmp / "timeseries.csv").write_text("day\n")
+        assert (tmp_path / "second" / "timeseries.csv").is_file()
+        with pytest.raises(ProgramStopped):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, once the command has returned
+            time.sleep(5)

@@ -420,11 +420,12 @@ def test_ctrl_c_ends_the_workers_and_writes_nothing(tmp_path, backend):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("when", ["while_ray_starts", "as_trials_run"])
-def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
+def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when, ray_temp):
     """`kill` (SIGTERM to the command alone) under --backend ray: exit 143, the command's line,
-    nothing written, and none of Ray's processes left. ray.init replaces the SIGTERM handler with
-    sys.exit(15), and its core worker adds a crash handler that aborts: a kill used to end the
-    command with 15 (or -6 while Ray connected), no message, and two of Ray's agents running.
+    nothing written, and none of Ray's processes (nor its session folder) left. ray.init
+    replaces the SIGTERM handler with sys.exit(15), and its core worker adds a crash handler
+    that aborts: a kill used to end the command with 15 (or -6 while Ray connected), no message,
+    and two of Ray's agents running.
     ``while_ray_starts``: the signal is sent from inside ray.init, once Ray has connected."""
     path = tiny_calibration(tmp_path, trials=40, agents=20_000)
     out = tmp_path / "out"
@@ -456,6 +457,7 @@ def test_kill_with_ray_ends_like_ctrl_c(tmp_path, when):
     assert rest.strip().splitlines()[-1] == f"interrupted: no results were written to {out}", rest
     assert "Traceback" not in rest and "SIGTERM received" not in rest and not out.exists()
     assert_group_ends(child.pid)
+    assert list(ray_temp.iterdir()) == []  # RAY_TMPDIR, in env
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ import datetime as dt
 import html
 import io
 import json
-import logging
 import math
 import os
 import re
@@ -20,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import caller_ray
 from typer.testing import CliRunner
 
 import abm
@@ -49,14 +49,21 @@ def local_sweep():
     return run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=2, **TINY)
 
 
-def test_local_and_ray_backends_give_identical_tables(local_sweep):
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        remote = run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=2, backend="ray", **TINY)
-        assert ray.is_initialized()  # an instance the caller started is left to the caller
-    finally:
-        ray.shutdown()
+@pytest.fixture
+def callers_ray():
+    """A local Ray of two CPUs started by the caller, as a Python user would, for one test."""
+    yield from caller_ray(2)
+
+
+@pytest.fixture
+def one_cpu_ray():
+    """As callers_ray, of one CPU."""
+    yield from caller_ray(1)
+
+
+def test_local_and_ray_backends_give_identical_tables(local_sweep, callers_ray):
+    remote = run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=2, backend="ray", **TINY)
+    assert callers_ray.is_initialized()  # an instance the caller started is left to the caller
     pd.testing.assert_frame_equal(remote.table, local_sweep.table, check_exact=True)
     pd.testing.assert_frame_equal(remote.summary, local_sweep.summary, check_exact=True)
     assert remote.table.to_csv(index=False) == local_sweep.table.to_csv(index=False)
@@ -837,19 +844,14 @@ def test_sweep_json_records_the_runs_that_could_run_at_once():
 
 
 @pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
-def test_sweep_json_records_the_runs_the_ray_cluster_ran_at_once():
+def test_sweep_json_records_the_runs_the_ray_cluster_ran_at_once(one_cpu_ray):
     """2 runs on a Ray of one CPU run one at a time: sweep.json said null (no --workers) or 3
     (--workers 3); now 1, and the cluster's CPUs as ray_cpus, as calibration.json has them."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        infos = [
-            run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=1, backend="ray", workers=workers,
-                      agents=1000, days=5).info
-            for workers in (None, 3)
-        ]  # fmt: skip
-    finally:
-        ray.shutdown()
+    infos = [
+        run_sweep(SCENARIO, ["contacts.community.weight=0.3,0.6"], replicates=1, backend="ray", workers=workers,
+                  agents=1000, days=5).info
+        for workers in (None, 3)
+    ]  # fmt: skip
     assert [(info["workers"], info["ray_cpus"]) for info in infos] == [(1, 1), (1, 1)]
 
 
@@ -1028,10 +1030,10 @@ def test_a_local_worker_that_dies_names_its_run_as_ray_does(tmp_path, monkeypatc
 
 
 @pytest.mark.slow  # starting a local Ray takes about 20 s on 2 cores
-def test_a_ray_worker_that_dies_fails_the_sweep_as_on_the_local_backend(tmp_path, monkeypatch):
+def test_a_ray_worker_that_dies_fails_the_sweep_as_on_the_local_backend(tmp_path, monkeypatch, ray_temp):
     """Ray ran the task again in a new worker and the sweep ended with exit 0, as if nothing had
     happened, where a dead worker process of the local backend fails the command; now the same:
-    exit 1, one message naming the run, nothing written."""
+    exit 1, one message naming the run, nothing written (nor Ray's session folder left)."""
     pytest.importorskip("ray")
     from abm.sweep import run_task
 
@@ -1055,7 +1057,7 @@ def test_a_ray_worker_that_dies_fails_the_sweep_as_on_the_local_backend(tmp_path
         "error: --backend ray: the Ray worker process of variant 1 (contacts.community.weight=0.6), replicate 0 "
         "ended before its run did (killed, out of memory, or its node was lost); Ray does not run it again"
     ) in flat, flat
-    assert not out.exists()
+    assert not out.exists() and list(ray_temp.iterdir()) == []
 
 
 def test_peak_dates_of_a_sweep_with_a_start_date(tmp_path):

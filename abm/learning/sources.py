@@ -6,6 +6,7 @@ as tensors (:mod:`abm.learning.data`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +17,15 @@ if TYPE_CHECKING:
 # scikit-learn's bundled sets and their numbers of classes (checked against the data in tests)
 SKLEARN_CLASSES = {"digits": 10, "wine": 3, "breast_cancer": 2, "iris": 3}
 SKLEARN_SOURCES = tuple(SKLEARN_CLASSES)
+# the files scikit-learn ships them in (sklearn/datasets/data), one sample a line, its label last;
+# all but digits begin with a line "samples,features,class names..."
+SKLEARN_FILES = {
+    "digits": "digits.csv.gz",
+    "wine": "wine_data.csv",
+    "breast_cancer": "breast_cancer.csv",
+    "iris": "iris.csv",
+}
+DIGITS_SHAPE = (1, 8, 8)  # one digit: an 8x8 image of one channel
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,45 @@ def sklearn_arrays(name: str) -> SourceArrays:
     y = np.asarray(bunch.target, dtype=np.int64)
     std = x.std(0)
     x = (x - x.mean(0)) / np.where(std > 0, std, 1.0)
-    shape = (1, 8, 8) if name == "digits" else (x.shape[1],)
+    shape = DIGITS_SHAPE if name == "digits" else (x.shape[1],)
     return SourceArrays(x, y, int(y.max()) + 1, shape)
+
+
+def source_labels(data: GaussianMixtureSpec | SklearnSpec, seed: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The labels of a scenario's pooled data, in order (:func:`source_arrays`'s ``y``), and the
+    shape of one sample: what ``abm validate`` checks a split and the models' sizes on. Those of
+    scikit-learn's sets are read from its data files without importing scikit-learn, which
+    takes seconds (:func:`sklearn_labels`)."""
+    if data.source != "gaussian_mixture":
+        labels = sklearn_labels(data.source)
+        if labels is not None:
+            return labels
+    arrays = source_arrays(data, seed)
+    return arrays.y, arrays.input_shape
+
+
+def sklearn_labels(name: str) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """The labels of scikit-learn's bundled set ``name`` and the shape of one sample, read from
+    the file scikit-learn ships it in (:data:`SKLEARN_FILES`) as :func:`sklearn_arrays` has them,
+    without importing scikit-learn; None where that file is not there or not as expected (another
+    version of scikit-learn: :func:`sklearn_arrays` then)."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("sklearn")
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders:
+            return None
+        path = Path(folders[0]) / "datasets" / "data" / SKLEARN_FILES[name]
+        if name == "digits":
+            labels = np.loadtxt(path, delimiter=",", usecols=-1, dtype=np.int64)
+            return labels, DIGITS_SHAPE
+        with open(path, encoding="utf-8") as f:
+            samples, features = (int(v) for v in f.readline().split(",")[:2])
+            labels = np.loadtxt(f, delimiter=",", usecols=features, dtype=np.int64, ndmin=1)
+    except (OSError, ValueError, KeyError):
+        return None
+    return (labels, (features,)) if len(labels) == samples else None
 
 
 def source_arrays(data: GaussianMixtureSpec | SklearnSpec, seed: int) -> SourceArrays:

@@ -23,7 +23,7 @@ from abm.learning.partition import (
     quantity_indices,
     train_val_test_rows,
 )
-from abm.learning.sources import source_arrays
+from abm.learning.sources import source_labels
 
 if TYPE_CHECKING:
     from abm.learning.scenario import LearningScenario, SplitSpec
@@ -83,12 +83,13 @@ def plan_split(scenario: LearningScenario, labels: np.ndarray) -> SplitPlan:
 
 def check_split(scenario: LearningScenario) -> tuple[int, ...]:
     """The checks of the split a run makes (:func:`plan_split`), without running anything: it
-    builds the data (all sources are generated or bundled with scikit-learn, so this is quick and
-    needs no network) and splits their labels. Raises :class:`LearningScenarioError` naming the
-    key, as ``abm learn`` would. Returns the shape of one sample (the models' input)."""
-    arrays = source_arrays(scenario.data, scenario.seed)
-    plan_split(scenario, arrays.y)
-    return arrays.input_shape
+    splits the labels of the data (all sources are generated or bundled with scikit-learn, so
+    this is quick and needs no network: :func:`abm.learning.sources.source_labels`). Raises
+    :class:`LearningScenarioError` naming the key, as ``abm learn`` would. Returns the shape of
+    one sample (the models' input)."""
+    labels, input_shape = source_labels(scenario.data, scenario.seed)
+    plan_split(scenario, labels)
+    return input_shape
 
 
 def check_min_size(split: SplitSpec, skew: str, min_size: int, pool: int) -> None:

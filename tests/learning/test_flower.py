@@ -110,8 +110,9 @@ def test_flower_client_state_and_codec_reproduce_inprocess(inprocess_report, mon
 
 
 @pytest.mark.slow
-def test_flower_simulation_agrees_with_inprocess(inprocess_report):
-    """Flower's simulation engine (Ray actors host the clients; about 30 s on 2 busy cores)."""
+def test_flower_simulation_agrees_with_inprocess(inprocess_report, ray_temp):
+    """Flower's simulation engine (Ray actors host the clients; about 30 s on 2 busy cores). The
+    private Ray it ran on leaves no session folder (it left one in /tmp/ray each run)."""
     report = run_all(load_scenario(TINY)[0], "flower-sim")
     assert report["runner"] == "flower-sim"
     assert _essence(report) == _essence(inprocess_report)
@@ -119,6 +120,7 @@ def test_flower_simulation_agrees_with_inprocess(inprocess_report):
     kinds = report["protocols"]["codream"]["bytes_by_kind"]
     assert kinds["input_gradients"] > 0 and kinds["soft_labels"] > 0
     assert report["flower_requests"] > 0
+    assert list(ray_temp.iterdir()) == []
 
 
 @pytest.mark.slow
@@ -295,13 +297,13 @@ def test_a_kill_while_the_client_processes_start_leaves_none_running(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_interrupt_while_the_simulation_starts_ray_leaves_none_of_rays_processes(tmp_path):
+def test_an_interrupt_while_the_simulation_starts_ray_leaves_none_of_rays_processes(tmp_path, ray_temp):
     """Ctrl-C or a `kill` (here SIGTERM, to the command alone) while Flower's ``ray.init`` starts
     Ray for ``--runner flower-sim``, once Ray's processes have started: the interrupt cut Ray's
     start short, before Ray knew what it had started, and two of Ray's agents (DashboardAgent,
     RuntimeEnvAgent) ran on for about a minute after the command ended. Now Ray's start finishes
     first, as under ``--backend ray``, and the command shuts it down: exit 143, its line, nothing
-    written, no process left. About 15 s."""
+    written, no process left (nor Ray's session folder). About 15 s."""
     import os
     import time
 
@@ -331,6 +333,7 @@ def test_an_interrupt_while_the_simulation_starts_ray_leaves_none_of_rays_proces
     assert done.stderr.splitlines()[-1] == f"interrupted: no results were written to {out}", done.stderr
     assert not out.exists()
     assert_marked_end(marker, 10)
+    assert list(ray_temp.iterdir()) == []  # RAY_TMPDIR, in env
 
 
 @pytest.mark.slow

@@ -141,7 +141,7 @@ def test_sizes_the_memory_cannot_hold_get_one_line(tmp_path, monkeypatch, error)
         raise error
 
     with monkeypatch.context() as m:  # the data are built: abm validate and learn's check before it runs
-        m.setattr(split, "source_arrays", fail)
+        m.setattr(split, "source_labels", fail)
         line = f"error: {f}: the run needs more memory than this machine has; give smaller sizes ({sizes})"
         res = _cli("validate", str(f))
         assert res.exit_code == 2 and res.output.strip().splitlines() == [line]
@@ -168,7 +168,7 @@ def test_the_size_docs_learning_md_gives_as_too_large_is_refused_for_memory(tmp_
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise MemoryError(f"Unable to allocate {n_samples} samples")
 
-    monkeypatch.setattr(split, "source_arrays", fail)
+    monkeypatch.setattr(split, "source_labels", fail)
     res = _cli("validate", str(f))
     assert res.exit_code == 2 and "the run needs more memory than this machine has" in res.output, res.output
 

@@ -659,6 +659,27 @@ def test_the_class_counts_the_checks_use_are_those_of_the_data(name):
     assert sklearn_arrays(name).n_classes == SKLEARN_CLASSES[name]
 
 
+@pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "iris"])
+def test_the_labels_validate_reads_without_scikit_learn_are_those_a_run_splits(name, monkeypatch):
+    """`abm validate` reads the labels of scikit-learn's sets from its data files (importing
+    scikit-learn took 1-4 s of the command); they, and the shape of a sample, are the data's,
+    in order. Where the files are not found (another version of scikit-learn), it builds the data."""
+    import importlib.util
+
+    from abm.learning.scenario import SklearnSpec
+    from abm.learning.sources import sklearn_arrays, sklearn_labels, source_labels
+
+    arrays = sklearn_arrays(name)
+    labels, shape = sklearn_labels(name)
+    np.testing.assert_array_equal(labels, arrays.y)
+    assert labels.dtype == arrays.y.dtype and shape == arrays.input_shape
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, package=None: None)
+    assert sklearn_labels(name) is None
+    labels, shape = source_labels(SklearnSpec(source=name), seed=0)
+    np.testing.assert_array_equal(labels, arrays.y)
+    assert shape == arrays.input_shape
+
+
 def test_reports_write_strict_json():
     from abm.outputs.strict_json import jsonable
 
@@ -713,12 +734,8 @@ def test_cli_learn_a_kill_as_its_progress_bar_closes_keeps_the_written_report(tm
         entry._interrupt(signal.SIGTERM, None)  # raises KeyboardInterrupt unless the output is complete
 
     monkeypatch.setattr(abm.cli, "progress_bar", killed_as_it_closes)
-    interrupts.reset()
-    try:
-        report = run_or_exit(lambda: {"protocols": {}}, tmp_path / "out", tmp_path / "tiny.yaml")
-        assert interrupts.interrupted() is None
-    finally:
-        interrupts.reset()
+    report = run_or_exit(lambda: {"protocols": {}}, tmp_path / "out", tmp_path / "tiny.yaml")
+    assert interrupts.interrupted() is None
     assert report == {"protocols": {}}
 
 
@@ -1000,7 +1017,6 @@ def test_an_interrupt_as_the_header_is_written_gets_a_line_of_its_own(tmp_path, 
 
     import typer
 
-    from abm import interrupts
     from abm.learning.cli import run_or_exit
 
     class Interrupted(io.StringIO):
@@ -1014,12 +1030,8 @@ def test_an_interrupt_as_the_header_is_written_gets_a_line_of_its_own(tmp_path, 
 
     stream = Interrupted()
     monkeypatch.setattr(sys, "stderr", stream)
-    interrupts.reset()
-    try:
-        with pytest.raises(typer.Exit) as e:
-            run_or_exit(work, tmp_path / "out", tmp_path / "tiny.yaml", header="running tiny")
-    finally:
-        interrupts.reset()
+    with pytest.raises(typer.Exit) as e:
+        run_or_exit(work, tmp_path / "out", tmp_path / "tiny.yaml", header="running tiny")
     assert e.value.exit_code == 130
     assert stream.getvalue().splitlines() == [
         "running tiny",

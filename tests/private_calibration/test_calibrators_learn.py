@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 import yaml
 
 from abm.private_calibration.federation import run_protocol
@@ -27,7 +26,6 @@ def test_pooled_calibrators_recover_held_out_bins_above_chance():
     also beat training alone (measured 0.65 against 0.50 on seed 0; 0.65 / 0.52 and 0.66 / 0.57 on
     seeds 1 and 2). (With 32 held-out simulations each, 4 sd was 0.70 and seed 0 measured 0.68
     once session 32's households changed the institutions' populations.)"""
-    torch.set_num_threads(1)
     data = yaml.safe_load(TINY.read_text())
     data["model"]["scenario"] = str((TINY.parent / data["model"]["scenario"]).resolve())
     data["rounds"] = 10

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 import yaml
 
 from abm.learning.privacy.accountant import noise_multiplier_for, rdp_epsilon
@@ -33,7 +32,6 @@ def test_default_scenario_states_the_dp_budget():
 
 
 def test_tiny_federation_spends_exactly_the_target_epsilon():
-    torch.set_num_threads(1)
     data = yaml.safe_load(TINY.read_text())
     data["model"]["scenario"] = str((TINY.parent / data["model"]["scenario"]).resolve())
     data["protocols"] = [{"name": "local"}]  # the run below is given its own

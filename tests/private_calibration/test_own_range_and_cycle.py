@@ -27,7 +27,6 @@ def _tiny(**evaluation) -> dict:
 
 @pytest.fixture(scope="module")
 def setup():
-    torch.set_num_threads(1)
     scenario, base = load_scenario(_tiny())
     institutions, _ = build_institutions(scenario, base)
     return scenario, institutions
@@ -37,7 +36,6 @@ def test_own_prior_holdout_lies_in_the_prior_and_leaves_the_other_draws_alone():
     """Seattle's prior is transmission [0.6, 1.0] = bin 0 of [0.6, 1.4] in 2 bins; its own-prior
     held-out set must hold only that bin, while the full-range held-out set holds both. Drawing
     the own-prior set (last) must not change the training, validation, held-out or observed data."""
-    torch.set_num_threads(1)
     with_own, base = load_scenario(_tiny(own_holdout_simulations=12))
     without, _ = load_scenario(_tiny(own_holdout_simulations=0))
     model = model_scenario(with_own, base)

@@ -28,7 +28,6 @@ TINY = Path(__file__).parent / "tiny.yaml"
 
 @pytest.fixture(scope="module")
 def setup():
-    torch.set_num_threads(1)
     scenario, base = load_scenario(TINY)
     institutions, _ = build_institutions(scenario, base)
     return scenario, institutions

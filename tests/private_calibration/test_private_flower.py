@@ -40,7 +40,6 @@ def _flower_tiny() -> dict:
 
 @pytest.fixture(scope="module")
 def inprocess():
-    torch.set_num_threads(1)
     scenario, base = load_scenario(_flower_tiny())
     institutions, _ = build_institutions(scenario, base)
     runs = [run_protocol(scenario, institutions, s) for s in calibration_specs(scenario)]

@@ -35,6 +35,7 @@ from abm.learning.runner import (
 from abm.learning.scenario import LearningScenario
 from abm.learning.split import known_groups
 from abm.parallel import interrupts_deferred, ray_init_undisturbed, ray_keeps_our_sigterm, ray_tip_quiet
+from abm.ray_sessions import ray_sessions_removed
 from abm.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -131,10 +132,10 @@ def run_simulation(
 
     Ray: where this process is already connected to Ray (``ray.init()`` in a notebook), the
     simulation runs there and leaves it running, its clients' actors ended; else on a private
-    local Ray started here and shut down at the end, whatever ``RAY_ADDRESS`` or a cluster
-    started with ``ray start`` on this machine says (Flower's ``ray.init`` asks for a number of
-    CPUs, which joining a cluster refuses with a long traceback; and Flower shut the caller's
-    Ray down)."""
+    local Ray started here and shut down at the end (its session folder removed), whatever
+    ``RAY_ADDRESS`` or a cluster started with ``ray start`` on this machine says (Flower's
+    ``ray.init`` asks for a number of CPUs, which joining a cluster refuses with a long
+    traceback; and Flower shut the caller's Ray down)."""
     import ray
     from flwr.server import ServerConfig
     from flwr.simulation import start_simulation
@@ -146,36 +147,38 @@ def run_simulation(
         n = scenario.split.participants
     callers = ray.is_initialized()
     cpus = max(1, min(n, os.cpu_count() or 1))
-    try:
-        # a kill ends the command as Ctrl-C does, and Ray starts whole (abm.parallel)
-        with (
-            ray_keeps_our_sigterm(ray),
-            ray_init_undisturbed(ray),
-            flower_notices_quiet(),
-            actor_pool_race_mended(),
-            resource_timers_stopped(),
-            actors_ended(ray) if callers else contextlib.nullcontext(),
-        ):
-            start_simulation(
-                client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
-                num_clients=n,
-                server=server,
-                config=ServerConfig(num_rounds=1),
-                client_resources={"num_cpus": 1, "num_gpus": 0.0},
-                ray_init_args={
-                    # "local": a new local Ray, not RAY_ADDRESS's nor the latest `ray start`'s
-                    "address": "local",
-                    "num_cpus": cpus,
-                    "include_dashboard": False,
-                    "ignore_reinit_error": True,  # the caller's Ray: ray.init returns at once
-                    "log_to_driver": False,
-                    "configure_logging": False,
-                },
-                keep_initialised=callers,  # else Flower shuts the caller's Ray down first
-            )
-    finally:
-        if not callers:
-            ray.shutdown()
+    # a Ray started here leaves no session folder (abm.ray_sessions)
+    with contextlib.nullcontext() if callers else ray_sessions_removed(ray):
+        try:
+            # a kill ends the command as Ctrl-C does, and Ray starts whole (abm.parallel)
+            with (
+                ray_keeps_our_sigterm(ray),
+                ray_init_undisturbed(ray),
+                flower_notices_quiet(),
+                actor_pool_race_mended(),
+                resource_timers_stopped(),
+                actors_ended(ray) if callers else contextlib.nullcontext(),
+            ):
+                start_simulation(
+                    client_fn=simulation_client_fn(scenario.model_dump_json()) if client_fn is None else client_fn,
+                    num_clients=n,
+                    server=server,
+                    config=ServerConfig(num_rounds=1),
+                    client_resources={"num_cpus": 1, "num_gpus": 0.0},
+                    ray_init_args={
+                        # "local": a new local Ray, not RAY_ADDRESS's nor the latest `ray start`'s
+                        "address": "local",
+                        "num_cpus": cpus,
+                        "include_dashboard": False,
+                        "ignore_reinit_error": True,  # the caller's Ray: ray.init returns at once
+                        "log_to_driver": False,
+                        "configure_logging": False,
+                    },
+                    keep_initialised=callers,  # else Flower shuts the caller's Ray down first
+                )
+        finally:
+            if not callers:
+                ray.shutdown()
 
 
 @contextlib.contextmanager
