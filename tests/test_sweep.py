@@ -494,7 +494,19 @@ def test_import_abm_alone_reaches_the_sweep_and_the_error_class():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(
-        ["Comparison", "RunResult", "SweepResult", "__version__", "compare", "run", "run_sweep"]
+        [
+            "CalibrationResult",
+            "Comparison",
+            "LearningResult",
+            "RunResult",
+            "SweepResult",
+            "__version__",
+            "calibrate",
+            "compare",
+            "learn",
+            "run",
+            "run_sweep",
+        ]
     )
 
 
