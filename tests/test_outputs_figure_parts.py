@@ -12,7 +12,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from abm.outputs.figure_parts import covers_data, lay_out, legend_clear_of_data
+from abm.outputs.figure_parts import covers_data, lay_out, legend_clear_of_data, save_png
 
 
 def narrowed_figure() -> tuple[Figure, object]:
@@ -79,3 +79,25 @@ def test_a_legend_clear_of_the_data_stays_inside():
     box, axes = legend.get_window_extent(), ax.get_window_extent()
     assert axes.x0 <= box.x0 and box.x1 <= axes.x1 and axes.y0 <= box.y0 and box.y1 <= axes.y1
     assert not covers_data(ax, legend)
+
+
+@pytest.mark.parametrize("layout", ["constrained", "compressed", None])
+def test_save_png_writes_what_savefig_writes(tmp_path, layout):
+    """Laid out once and drawn once, the PNG is savefig's byte for byte (whose layout the huge
+    label changes: a figure saved without it differs), and the figure keeps its layout engine."""
+    pngs = []
+    for name in ("savefig", "save_png", "unlaid"):
+        fig, ax = narrowed_figure()
+        fig.set_layout_engine(layout)
+        legend_clear_of_data(ax, fontsize=8)
+        engine = type(fig.get_layout_engine())
+        if name == "save_png":
+            save_png(fig, tmp_path / f"{name}.png", dpi=80)
+            assert type(fig.get_layout_engine()) is engine
+        else:
+            if name == "unlaid":
+                fig.set_layout_engine("none")
+            fig.savefig(tmp_path / f"{name}.png", dpi=80)
+        pngs.append((tmp_path / f"{name}.png").read_bytes())
+    assert pngs[0] == pngs[1]
+    assert (pngs[2] == pngs[0]) == (layout is None)
