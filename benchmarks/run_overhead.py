@@ -95,7 +95,8 @@ def whole_run(tree: Path, agents: int | None, replicates: int, out: Path) -> dic
 
 
 def same_outputs(a: Path, b: Path) -> list[str]:
-    """Files of run folder ``b`` that differ from ``a`` (manifest.json aside; PNGs by pixels)."""
+    """Files of run folder ``b`` that differ from ``a`` (manifest.json and its checksum in the
+    mark aside; PNGs by pixels)."""
     names = sorted(
         {p.relative_to(a) for p in a.rglob("*") if p.is_file()}
         | {p.relative_to(b) for p in b.rglob("*") if p.is_file()}
@@ -107,9 +108,17 @@ def same_outputs(a: Path, b: Path) -> list[str]:
         fa, fb = a / name, b / name
         if not (fa.is_file() and fb.is_file()):
             differ.append(f"{name} (only in one)")
+        elif name.name == ".abm-output":  # the mark: the files' checksums, manifest.json's aside
+            if mark_lines(fa) != mark_lines(fb):
+                differ.append(str(name))
         elif not filecmp.cmp(fa, fb, shallow=False) and not (name.suffix == ".png" and same_pixels(fa, fb)):
             differ.append(str(name))
     return differ
+
+
+def mark_lines(path: Path) -> list[str]:
+    """An output folder's mark (``.abm-output``) but its line of manifest.json's checksum."""
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if not line.endswith(" manifest.json")]
 
 
 def same_pixels(a: Path, b: Path) -> bool:
