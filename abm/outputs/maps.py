@@ -414,6 +414,8 @@ def write_snapshots(
 ) -> list[Path]:
     """PNG snapshots ``map_day050.png``... for those of ``days`` within the run (none for an
     empty list); drawn without pyplot, which keeps its backend and figures."""
+    from abm.outputs.figure_parts import save_png
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     chosen = [d for d in days if d in data.days]
@@ -421,7 +423,7 @@ def write_snapshots(
     for day in chosen:
         fig = snapshot_figure(shapes, data, day, measure, pyplot=False)
         path = folder / f"map_day{day:03d}.png"
-        fig.savefig(path, dpi=100)
+        save_png(fig, path, 100)
         out.append(path)
     return out
 

@@ -26,7 +26,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from numpy.typing import ArrayLike
 
 from abm.outputs import reproduction
-from abm.outputs.figure_parts import covers_data, date_axis, legend_clear_of_data
+from abm.outputs.figure_parts import covers_data, date_axis, legend_clear_of_data, save_png
 from abm.populations.population import AGE_GROUP_LABELS  # not abm.engine's: that loads torch
 from abm.yaml_loader import yaml_error_text
 
@@ -434,6 +434,6 @@ def write_plots(runs: list[RunTables], folder: str | Path, dpi: int = 100) -> li
             continue  # no run put its infections down to infectors
         fig = make(runs, pyplot=False)
         path = folder / PLOT_FILES[key]
-        fig.savefig(path, dpi=dpi)
+        save_png(fig, path, dpi)
         out.append(path)
     return out
