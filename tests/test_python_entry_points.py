@@ -8,6 +8,8 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -302,3 +304,33 @@ def test_readme_shows_each_function_with_arguments_it_takes_and_attributes_its_r
     fields = {cls: {f for f in getattr(cls, "__dataclass_fields__", {})} | set(dir(cls)) for cls in kinds.values()}
     assert sorted((var, attr) for var, attr in read if attr not in fields[kinds[var]]) == []
     assert len(read) >= len(RESULTS)
+
+
+def test_abm_learn_leaves_pyplots_backend_and_open_figures_as_they_were(tmp_path):
+    """The learning and private-calibration reports switched the process to matplotlib's Agg
+    backend as they drew (``matplotlib.use``), which closes every open pyplot figure: abm.learn in
+    a notebook lost the notebook's figures and its inline backend. They now draw on figures of
+    their own; a bar chart of the private-calibration report is no pyplot figure either."""
+    from abm.private_calibration.report import institution_bars
+
+    path = tiny_learning(tmp_path)
+    code = (
+        "import matplotlib\n"
+        "matplotlib.use('svg')\n"
+        "import matplotlib.pyplot as plt\n"
+        "mine = plt.figure()\n"
+        "import abm\n"
+        f"abm.learn({str(path)!r}, {str(tmp_path / 'out')!r})\n"
+        "print(matplotlib.get_backend(), plt.get_fignums() == [mine.number])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["svg", "True"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["curves.png", "gains.png", "scores.png"]
+    report = {
+        "scenario": "s",
+        "protocols": {"local": {"institutions": [{"recovery": 0.5}, {"recovery": 0.7}]}},
+    }
+    fig = institution_bars(report, ["North", "South"], "recovery")
+    assert fig.canvas.manager is None  # not pyplot's
+    assert [bar.get_height() for bar in fig.axes[0].patches] == [0.5, 0.7]

@@ -103,13 +103,22 @@ def diverged_lines(protocols: dict[str, Any], member: str = "participant") -> li
     return lines
 
 
-def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None:
-    """Lay ``fig`` out, write it at 100 dpi and close it; its file name goes into ``files``."""
-    import matplotlib.pyplot as plt
+def figure_axes(*grid: int, figsize: tuple[float, float], squeeze: bool = True) -> tuple[Figure, Any]:
+    """A figure of ``figsize`` inches and its axes (``grid``: rows and columns, as
+    :meth:`~matplotlib.figure.Figure.subplots` takes them), drawn for a file only: not pyplot's,
+    so a report written from a notebook leaves its backend and open figures as they were."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)  # what saving draws with: legends find their place with its renderer
+    return fig, fig.subplots(*grid, squeeze=squeeze)
+
+
+def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None:
+    """Lay ``fig`` out and write it at 100 dpi; its file name goes into ``files``."""
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     if files is not None:
         files.append(path.name)
 
@@ -123,15 +132,11 @@ def line_style(k: int) -> dict[str, str]:
 def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path, title: str = "") -> None:
     """One line per protocol: its ``history`` (the mean score after each round), saved to ``path``
     under ``title``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     from abm.outputs.figure_parts import legend_clear_of_data
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = figure_axes(figsize=(6, 4))
     for k, (name, prot) in enumerate(protocols.items()):
         rounds = np.arange(1, len(prot["history"]) + 1)
         single = len(rounds) == 1  # a line of one point draws nothing: mark it
@@ -204,17 +209,13 @@ def scored_on_text(report: dict[str, Any]) -> str:
 
 
 def _plots(report: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     files = []
     prots = report["protocols"]
     keys = list(prots)
     n = report["participants"]
 
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys)), 4))
+    fig, ax = figure_axes(figsize=(max(6, 1.2 * len(keys)), 4))
     width = 0.8 / n
     for i in range(n):
         vals = [prots[k]["participants"][i]["collaborative"] for k in keys]
@@ -227,7 +228,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
     ax.legend(fontsize=7, ncol=2)
     save_figure(fig, out / "scores.png", files)
 
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys)), 4))
+    fig, ax = figure_axes(figsize=(max(6, 1.2 * len(keys)), 4))
     for i in range(n):
         vals = [prots[k]["participants"][i]["gain"] for k in keys]
         ax.bar(np.arange(len(keys)) + i * width, vals, width, label=f"participant {i}")
@@ -255,7 +256,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
         ):
             if field in summary:
                 values = np.array(summary[field], dtype=float)  # null (no value) becomes NaN: left blank
-                fig, ax = plt.subplots(figsize=(4.5, 4))
+                fig, ax = figure_axes(figsize=(4.5, 4))
                 im = ax.imshow(np.ma.masked_invalid(values), vmin=0, vmax=1, cmap="viridis")
                 ax.set_xticks(range(len(values)))
                 ax.set_yticks(range(len(values)))
@@ -278,16 +279,12 @@ def collaboration_figure(key: str, matrices: list[list[list[int]]]) -> Figure:
     """Protocol ``key``'s collaboration record (``matrices[r][i][j]`` = 1 when user i chose j in
     round r) as a heat map: how many times each user chose each peer over the last
     :data:`COLLABORATION_WINDOW` rounds (or all, when fewer ran), with a colour bar of the counts."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     mats = np.array(matrices)
     window = min(COLLABORATION_WINDOW, len(mats))
     counts = mats[-window:].sum(0)
-    fig, ax = plt.subplots(figsize=(4.5, 4))
+    fig, ax = figure_axes(figsize=(4.5, 4))
     im = ax.imshow(counts, cmap="Greys", vmin=0, vmax=max(1, int(counts.max())))
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(MaxNLocator(integer=True))  # users are whole

@@ -70,7 +70,11 @@ def lay_out(fig: Any) -> None:
     """Place ``fig``'s axes as drawing it would (its layout engine: constrained, compressed...),
     without drawing: what a legend's place and size need, at about half the cost of
     :meth:`~matplotlib.figure.Figure.draw_without_rendering` (which draws every tick and text as
-    well). A figure without a layout engine keeps its axes where they are."""
+    well). A figure without a layout engine keeps its axes where they are. Either way each axes'
+    limits are brought up to date with what it holds, as drawing does (autoscaling is deferred to
+    the first read of the limits)."""
+    for ax in fig.axes:
+        ax.get_xlim()  # reading the limits applies the pending autoscale (both x and y)
     engine = fig.get_layout_engine()
     if fig.axes and engine is not None:
         with contextlib.suppress(ValueError):  # as Figure.draw: a layout that cannot be made is skipped

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from abm.byte_sizes import size_text
-from abm.learning.report import diverged_lines, gain_shown, line_style, plot_round_curves, provenance, save_figure
+from abm.learning.report import (
+    diverged_lines,
+    figure_axes,
+    gain_shown,
+    line_style,
+    plot_round_curves,
+    provenance,
+    save_figure,
+)
 from abm.learning.withheld import withheld_lines
 from abm.outputs.figure_parts import date_ticks
 from abm.outputs.html_pages import markdown_page_html
@@ -207,15 +215,11 @@ INSTITUTION_BARS = {
 def institution_bars(report: dict[str, Any], names: list[str], metric: str) -> Figure:
     """A bar per protocol and institution (``names``, in the report's order) of ``metric``, one of
     :data:`INSTITUTION_BARS`, titled with the scenario and what is measured."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     prots = report["protocols"]
     keys = list(prots)
     ylabel, title = INSTITUTION_BARS[metric]
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(keys)), 4))
+    fig, ax = figure_axes(figsize=(max(6, 1.1 * len(keys)), 4))
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         vals = [prots[k]["institutions"][i][metric] for k in keys]
@@ -238,17 +242,13 @@ def fits_figure(
     (``curves``: a line per protocol, the mean of ``replicates`` replicates, in the colour it has
     in curves.png), by the date each week starts; the legend beside the panels, the scenario and
     what is drawn in the title."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     from abm.calibration.observed import weekly
 
     keys = list(report["protocols"])
     n = len(institutions)
-    fig, axes = plt.subplots(2, n, figsize=(3.2 * n + 1.8, 6.0), squeeze=False)
+    fig, axes = figure_axes(2, n, figsize=(3.2 * n + 1.8, 6.0), squeeze=False)
     window = tuple(np.datetime64(d) for d in report["window"])
     for i, inst in enumerate(institutions):
         obs = weekly(inst.observed_daily, window)
@@ -283,10 +283,6 @@ def _plots(
 ) -> list[str]:
     """Every plot of the report into ``out``; their file names (``replicates``: of each fit at an
     estimate)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     prots = report["protocols"]
     keys = list(prots)
@@ -313,7 +309,7 @@ def _plots(
     )
     files.append("curves.png")
 
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig, ax = figure_axes(figsize=(5, 5))
     for inst in institutions:
         t = inst.region.tracts
         ax.scatter(t["lon"], t["lat"], s=6, label=inst.name)
