@@ -7,10 +7,18 @@ also runs private calibrations) and :func:`run_scenario`, which returns the repo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from abm.learning.errors import LearningScenarioError, SecureAggregationError
+
+# Flower sends usage events to its makers (telemetry.flower.ai) unless FLWR_TELEMETRY_ENABLED is
+# 0, read once as flwr is imported. abm's Flower runners carry institutions' calibrations that
+# must not leave their machines unasked, so they run with it off, unless the user sets the
+# variable. Set here, where every import of abm's learning code (and of flwr through it) passes
+# first; Flower's client processes and Ray's workers inherit it.
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 
 def run_scenario(

@@ -9,6 +9,7 @@ state, and Flower carries tensors bit for bit.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -787,3 +788,21 @@ def test_the_flower_runner_says_it_is_starting_the_clients(monkeypatch):
     with listening(lambda *said: heard.append(said)), pytest.raises(Started):
         flower_run.run_processes(load_scenario(TINY)[0], None, 5.0)  # type: ignore[arg-type]
     assert heard == [("", 0, 0, "starting the Flower server and 3 client processes ...")]
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "0"), ("1", "1")])
+def test_flowers_telemetry_is_off_unless_the_user_turns_it_on(given, seen):
+    """Flower reports usage to telemetry.flower.ai unless FLWR_TELEMETRY_ENABLED is 0: every abm
+    Flower run (learning, and private calibration across institutions) sent its events. abm's
+    learning code now sets the variable to 0 before flwr is imported, unless the user set it."""
+    env = {k: v for k, v in os.environ.items() if k != "FLWR_TELEMETRY_ENABLED"}
+    if given is not None:
+        env["FLWR_TELEMETRY_ENABLED"] = given
+    code = (
+        "import abm.private_calibration.flower, abm.learning.flower.run\n"
+        "from flwr.supercore import telemetry\n"
+        "print(telemetry.FLWR_TELEMETRY_ENABLED)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == seen
