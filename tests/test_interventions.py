@@ -49,7 +49,7 @@ def test_a_priority_list_vaccinates_only_the_groups_it_names():
     say, and an author could read the list as an order with the rest after it)."""
     from abm.outputs.schema_doc import scenario_reference
 
-    assert "or a list of them (groups not listed get no dose)" in scenario_reference()
+    assert "or a list of them (groups not listed get no dose;" in scenario_reference()
     n = 900
     pop = make_population([[i] for i in range(n)], ages=[i % 90 for i in range(n)])  # 100 per age group
     vacc = Vaccination(VaccinationConfig(start_day=0, daily_doses=50, priority=[8, 3], dose2_dropout=1.0))
