@@ -1743,7 +1743,10 @@ def test_ctrl_c_at_any_moment_of_abm_learn_says_so(tmp_path, delay):
     # "running ..." once the scenario is read, a line per protocol that finished (on a fast machine
     # local-only's 15 rounds may end within 2.5 s), then the interrupt's line, and nothing else.
     lines = err.splitlines()
-    assert lines[-1].startswith("interrupted: no results were written to"), err
+    # On a loaded machine the signal may come before abm has started at all (1 s of a busy CI run):
+    # then the line says so, and it is the only one.
+    starting = lines == ["interrupted while starting; nothing was run"]
+    assert starting or lines[-1].startswith("interrupted: no results were written to"), err
     assert len(lines) == 1 or lines[0].startswith("running gmm_fedavg_private: 4 participants"), err
     assert all(re.fullmatch(r"[a-z_]+: [\d,]+ rounds, mean score [\d.]+", line) for line in lines[1:-1]), err
     assert list(tmp_path.iterdir()) == []
