@@ -779,6 +779,22 @@ def test_completing_quarantine_resets_infectiousness_unless_switched_off(reset):
     assert sim.state.infectiousness_scale.tolist() == ([0.0, 1.0] if reset else [1.0, 1.0])
 
 
+def test_quarantine_is_billed_per_agent_and_day_spent_in_it():
+    """``cost_per_day`` is booked for each day an agent is in quarantine (the ``in_quarantine``
+    count), not once when it enters: two positives on day 1 for 3 days, no dropout, are billed
+    2 agent-days on each of days 1-3."""
+    pop = make_population([[0], [1]])
+    q = Quarantine(QuarantineConfig(days=3, daily_dropout=0.0, cost_per_day=7.0))
+    sim = sim_of(pop, [q], days=6)
+    sim.fields["positive_day"][:] = 1
+    res = sim.run()
+    assert res.activity["in_quarantine"][:, 0].tolist() == [0, 2, 2, 2, 0, 0]
+    assert res.costs[["item", "day", "count", "cost"]].values.tolist() == [
+        ["quarantine_day", day, 2, 14.0] for day in (1, 2, 3)
+    ]
+    assert res.cost_totals.tolist() == [42.0]
+
+
 def test_a_positive_result_during_quarantine_starts_its_days_again():
     """Agents 0 and 1 are asked to quarantine (tracing) on day 1 for 4 days. Agent 0's positive
     result arrives on day 3: its quarantine now ends on day 7. Agent 1 is asked again on day 3
