@@ -596,30 +596,6 @@ def test_an_agent_infected_on_the_day_of_its_positive_result_is_tested_again():
     assert testing.last_test_day.tolist() == [4, testing.cfg.never_tested_day]
 
 
-def test_testing_takes_no_one_recovered_dead_or_in_hospital_even_on_request():
-    """docs/model.md: testing takes agents not recovered, dead or in hospital, on request too.
-    Six agents asked to test (a test given to traced contacts, sensitivity and specificity 1):
-    only the asymptomatic and the susceptible one are tested and billed, the first positive."""
-    stages = [Stage.ASYMPTOMATIC, Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.HOSPITALIZED]
-    stages += [Stage.HOSPITALIZED_RECOVERING, Stage.DEATH]
-    pop = make_population([[i] for i in range(len(stages))])
-    test = {"name": "rt_pcr", "sensitivity": 1.0, "specificity": 1.0, "result_delay_days": [1]}
-    test |= {"result_delay_probs": [1.0], "given_to": ["traced"]}
-    testing = Testing(TestingConfig(tests=[test]))
-    sim = sim_of(pop, [testing], days=4)
-    sim.state.stage[:] = torch.tensor([int(s) for s in stages])
-    sim.state.next_day[:] = 10_000
-    sim.state.infected_day[:] = torch.tensor([0, -1, 0, 0, 0, 0], dtype=torch.int16)
-    sim.rescan()
-    sim.fields["test_request"][:] = True
-    testing.test(sim, 1)
-    never = testing.cfg.never_tested_day
-    assert testing.last_test_day.tolist() == [1, 1] + [never] * 4
-    assert sim.ledger.table()[["item", "day", "count"]].values.tolist() == [["test_rt_pcr", 1, 2]]
-    testing.results(sim, 2)
-    assert sim.fields["positive_day"].tolist() == [2] + [-1] * 5
-
-
 def same_day_case(tracer: str, cuts: ContactMultipliersConfig | None = None) -> Simulation:
     """Agent 0 symptomatic, a rapid test (result the same day), every tracer certain, everyone
     with the app: its household and workmates are agents 1-4 (``cuts``: contact reductions)."""
