@@ -847,6 +847,24 @@ def test_digital_tracing_reaches_only_app_owners_whose_contact_has_the_app():
     assert (sim2.fields["dct_notified_day"] == -1).all()
 
 
+def test_digital_tracing_bills_every_notification_whether_or_not_it_is_heeded():
+    """``cost_per_notification`` is paid for each contact notified (the ``app_notifications``
+    count), heeded or not: at compliance 0 index case 0 notifies its app-owning contacts 1 and 3
+    on day 4, none of whom quarantines, and the two notifications are billed."""
+    pop = tracing_population()
+    contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
+    dct = DigitalTracing(DigitalTracingConfig(compliance=0.0, cost_per_notification=3.0))
+    sim = sim_of(pop, [dct], days=10, contacts=contacts)
+    sim.fields["has_app"][:] = torch.tensor([True, True, False, True, False, True])
+    for day in range(4):
+        sim.step(day)
+    sim.fields["positive_day"][0] = 4
+    sim.step(4)
+    assert sim.fields["dct_notified_day"].tolist() == [-1, 4, -1, 4, -1, -1]
+    assert not sim.fields["quarantine_request"].any() and sim.activity["app_notifications"][4, 0] == 2
+    assert sim.ledger.table()[["item", "day", "count", "cost"]].values.tolist() == [["dct_notification", 4, 2, 6.0]]
+
+
 def test_app_ownership_hits_the_target_mean():
     w = torch.tensor([0.09, 0.80, 0.97, 0.96, 0.94, 0.86, 0.70, 0.48, 0.32])[torch.arange(9).repeat(100)]
     for target in (0.2, 0.4, 0.7, 0.95):
