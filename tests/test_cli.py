@@ -1362,7 +1362,11 @@ def test_agents_with_absolute_doses_gets_a_note(tmp_path):
     assert result.exit_code == 0 and "300 doses a day whatever the population: 15,000 per 100,000" in text
     # Vaccination starts on day 10, after the 3 days run: the run goes without it, and says so.
     assert "note: interventions.vaccination starts on day 10, after the 3 simulated days (0..2)" in text
-    assert (tmp_path / "v" / "summary.json").is_file()
+    # ... and it does go without: no dose is given, protects anyone or is billed.
+    ts = pd.read_csv(tmp_path / "v" / "timeseries.csv")
+    assert (ts[["first_doses", "second_doses", "vaccine_protected"]] == 0).all().all() and len(ts) == 3
+    assert pd.read_csv(tmp_path / "v" / "costs.csv").empty
+    assert json.loads((tmp_path / "v" / "summary.json").read_text())["total_cost"] == {"mean": 0.0, "sd": None}
 
 
 def test_agents_with_a_count_of_initial_infections_gets_a_note(tmp_path):

@@ -17,18 +17,18 @@ from abm.outputs.plots import RunTables
 T_2DF = 4.302652729911275  # t quantile 0.975 with 2 degrees of freedom
 
 
-def hand_made(label: str, deaths: list[int], infected: list[int], seed: int | None) -> RunTables:
-    """A run of 3 replicates and two age groups (0-9: 1,000 agents, nobody dies; 80+: 500
+def hand_made(label: str, deaths: list[int], infected: list[int], seed: int | None, old: int = 500) -> RunTables:
+    """A run of 3 replicates and two age groups (0-9: 1,000 agents, nobody dies; 80+: ``old``
     agents, ``deaths`` and ``infected`` per replicate by the last day, day 1)."""
     rows = []
     for rep, (d, i) in enumerate(zip(deaths, infected, strict=True)):
         for day in (0, 1):
             rows.append({"day": day, "replicate": rep, "age_group": "0-9", "agents": 1000,
                          "cumulative_infected": 10 * day, "deaths": 0})  # fmt: skip
-            rows.append({"day": day, "replicate": rep, "age_group": "80+", "agents": 500,
+            rows.append({"day": day, "replicate": rep, "age_group": "80+", "agents": old,
                          "cumulative_infected": i * day, "deaths": d * day})  # fmt: skip
-    scenario = {"simulation": {"seed": seed}, "population": {"agents": 1500, "region": "king_county"}}
-    summary = {"agents": 1500, "days": 2, "replicates": len(deaths)}
+    scenario = {"simulation": {"seed": seed}, "population": {"agents": 1000 + old, "region": "king_county"}}
+    summary = {"agents": 1000 + old, "days": 2, "replicates": len(deaths)}
     return RunTables(label, pd.DataFrame(), pd.DataFrame(rows), pd.DataFrame(), summary, scenario)
 
 
@@ -69,6 +69,22 @@ def test_deaths_by_age_against_the_first_run():
     assert text.columns == ["age group", "a: deaths /100k", "b: deaths /100k", "b: averted /100k (95%)"]
     assert text.rows[1] == ["80+", "400", "0", f"400 ({400 - half:.0f} to {400 + half:.0f})"]
     assert text.rows[0] == ["0-9", "0", "0", "0 (0 to 0)"]
+
+
+def test_deaths_averted_by_age_take_each_run_per_100000_of_its_own_group():
+    """Runs of different sizes compare per 100,000 of each run's own group: the first run's 80+
+    (500 agents) lose 1, 2, 3 (200, 400, 600 per 100,000), the second's (1,000 agents) 2 in each
+    replicate (200 per 100,000): 200 averted per 100,000, with Welch's interval (2 degrees of
+    freedom, the second run without spread)."""
+    first = hand_made("a", [1, 2, 3], [50, 60, 70], seed=1)
+    bigger = hand_made("b", [2, 2, 2], [40, 40, 40], seed=1, old=1000)
+    table = by_age_table([first, bigger])
+    row = table[(table.run == "b") & (table.age_group == "80+")].iloc[0]
+    assert row["agents"] == 1000 and row["deaths_per_100k"] == pytest.approx(200)
+    assert row["averted_by"] == "independent runs"
+    half = T_2DF * 200 / math.sqrt(3)
+    assert row["deaths_averted_per_100k"] == pytest.approx(200)
+    assert (row["deaths_averted_low"], row["deaths_averted_high"]) == pytest.approx((200 - half, 200 + half))
 
 
 def test_the_caption_says_what_a_negative_number_averted_is():

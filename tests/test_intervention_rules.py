@@ -41,6 +41,27 @@ def test_agents_in_hospital_are_not_tested_even_on_request():
     assert sim.activity["tests"][0, 0] == 1
 
 
+def test_recovered_and_dead_agents_are_not_tested_or_billed_even_on_request():
+    """The same rule for the recovered and the dead: of four agents asked to test (a test given
+    to traced contacts, sensitivity and specificity 1), only the asymptomatic and the
+    susceptible one are tested and billed, and only the first is positive."""
+    stages = [Stage.ASYMPTOMATIC, Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH]
+    pop = make_population([[i] for i in range(len(stages))])
+    test = {"name": "rt_pcr", "sensitivity": 1.0, "specificity": 1.0, "result_delay_days": [1]}
+    testing = TestingIntervention(TestingConfig(tests=[{**test, "result_delay_probs": [1.0], "given_to": ["traced"]}]))
+    sim = sim_of(pop, [testing], days=4)
+    sim.state.stage[:] = torch.tensor([int(s) for s in stages], dtype=torch.int8)
+    sim.state.next_day[:] = 10_000
+    sim.state.infected_day[:] = torch.tensor([0, -1, 0, 0], dtype=torch.int16)
+    sim.field("test_request", torch.bool)[:] = True
+    sim.step(1)
+    never = testing.cfg.never_tested_day
+    assert sim.fields["last_test_day"].tolist() == [1, 1, never, never]
+    assert sim.ledger.table()[["item", "day", "count"]].values.tolist() == [["test_rt_pcr", 1, 2]]
+    sim.step(2)
+    assert sim.fields["positive_day"].tolist() == [2, -1, -1, -1]
+
+
 def test_a_tests_result_and_its_delay_are_drawn_independently():
     """Sensitivity 0.5 and a delay of 1 or 2 days with probabilities 0.5 each: the result and
     its delay are independent draws, so each of the four (result, delay) pairs has P = 0.25 (a
@@ -156,6 +177,23 @@ def test_tracing_looks_back_exactly_window_days(tracer, window):
     sim.fields["positive_day"][0] = 10
     sim.step(10)
     assert sim.fields["quarantine_request"].tolist() == [False, True, False, True, False, False]
+
+
+@pytest.mark.parametrize("tracer", ["digital", "manual"])
+@pytest.mark.parametrize(("tested_on", "traced"), [(9, False), (8, True)])
+def test_a_workmate_tested_on_the_day_of_its_last_contact_is_skipped(tracer, tested_on, traced):
+    """``skip_tested_contacts`` on the daily occupation layer: a contact of day d who has taken a
+    test on day d or later is skipped. Workmates 1 and 2 met index case 0 on every day of the
+    window, days 3-9 (0 positive on day 10): 1, tested on day 9, is skipped for all of them;
+    tested on day 8, it is traced for its contact of day 9. 2, never tested, is traced."""
+    pop = make_population([[0], [1], [2]], groups=[[0, 1, 2]])
+    contacts = quiet_contacts(occupation={"weight": 1.0})
+    sim = sim_of(pop, [tracer_of(tracer, window_days=7, skip_tested_contacts=True)], days=12, contacts=contacts)
+    sim.fields["has_app"][:] = True
+    sim.field("last_test_day", torch.int16, -1)[:] = torch.tensor([-1, tested_on, -1], dtype=torch.int16)
+    sim.fields["positive_day"][0] = 10
+    sim.step(10)
+    assert sim.fields["quarantine_request"].tolist() == [False, traced, True]
 
 
 def test_the_app_follows_the_configured_age_weights():

@@ -578,6 +578,24 @@ def test_a_positive_is_not_tested_again_unless_the_reference_behaviour_is_asked_
     assert _tests_taken(retest=True, sensitivity=1.0, enter=0.0) == 6
 
 
+def test_an_agent_infected_on_the_day_of_its_positive_result_is_tested_again():
+    """Without ``retest_positives``, a positive is tested again only once infected since its
+    result; an infection on the result's own day counts as since (the result arrives before
+    that day's transmission, so it was a false positive). Agent 0 was infected on day 3, the day
+    its positive arrived; agent 1 on day 2, before it: only agent 0 is tested on day 4."""
+    pop = make_population([[0], [1]])
+    testing = Testing(TestingConfig(retest_positives=False))
+    sim = sim_of(pop, [testing], days=6)
+    sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
+    sim.state.next_day[:] = 10_000
+    sim.state.infected_day[:] = torch.tensor([3, 2], dtype=torch.int16)
+    sim.fields["positive_day"][:] = 3
+    sim.rescan()
+    testing.test(sim, 4)
+    assert sim.activity["tests"][4, 0] == 1
+    assert testing.last_test_day.tolist() == [4, testing.cfg.never_tested_day]
+
+
 def same_day_case(tracer: str, cuts: ContactMultipliersConfig | None = None) -> Simulation:
     """Agent 0 symptomatic, a rapid test (result the same day), every tracer certain, everyone
     with the app: its household and workmates are agents 1-4 (``cuts``: contact reductions)."""
@@ -737,6 +755,22 @@ def test_completing_quarantine_resets_infectiousness_unless_switched_off(reset):
     assert sim.state.infectiousness_scale.tolist() == ([0.0, 1.0] if reset else [1.0, 1.0])
 
 
+def test_quarantine_is_billed_per_agent_and_day_spent_in_it():
+    """``cost_per_day`` is booked for each day an agent is in quarantine (the ``in_quarantine``
+    count), not once when it enters: two positives on day 1 for 3 days, no dropout, are billed
+    2 agent-days on each of days 1-3."""
+    pop = make_population([[0], [1]])
+    q = Quarantine(QuarantineConfig(days=3, daily_dropout=0.0, cost_per_day=7.0))
+    sim = sim_of(pop, [q], days=6)
+    sim.fields["positive_day"][:] = 1
+    res = sim.run()
+    assert res.activity["in_quarantine"][:, 0].tolist() == [0, 2, 2, 2, 0, 0]
+    assert res.costs[["item", "day", "count", "cost"]].values.tolist() == [
+        ["quarantine_day", day, 2, 14.0] for day in (1, 2, 3)
+    ]
+    assert res.cost_totals.tolist() == [42.0]
+
+
 def test_a_positive_result_during_quarantine_starts_its_days_again():
     """Agents 0 and 1 are asked to quarantine (tracing) on day 1 for 4 days. Agent 0's positive
     result arrives on day 3: its quarantine now ends on day 7. Agent 1 is asked again on day 3
@@ -811,6 +845,24 @@ def test_digital_tracing_reaches_only_app_owners_whose_contact_has_the_app():
     sim2.fields["positive_day"][0] = 4
     sim2.step(4)
     assert (sim2.fields["dct_notified_day"] == -1).all()
+
+
+def test_digital_tracing_bills_every_notification_whether_or_not_it_is_heeded():
+    """``cost_per_notification`` is paid for each contact notified (the ``app_notifications``
+    count), heeded or not: at compliance 0 index case 0 notifies its app-owning contacts 1 and 3
+    on day 4, none of whom quarantines, and the two notifications are billed."""
+    pop = tracing_population()
+    contacts = quiet_contacts(household={"weight": 1.0}, occupation={"weight": 1.0})
+    dct = DigitalTracing(DigitalTracingConfig(compliance=0.0, cost_per_notification=3.0))
+    sim = sim_of(pop, [dct], days=10, contacts=contacts)
+    sim.fields["has_app"][:] = torch.tensor([True, True, False, True, False, True])
+    for day in range(4):
+        sim.step(day)
+    sim.fields["positive_day"][0] = 4
+    sim.step(4)
+    assert sim.fields["dct_notified_day"].tolist() == [-1, 4, -1, 4, -1, -1]
+    assert not sim.fields["quarantine_request"].any() and sim.activity["app_notifications"][4, 0] == 2
+    assert sim.ledger.table()[["item", "day", "count", "cost"]].values.tolist() == [["dct_notification", 4, 2, 6.0]]
 
 
 def test_app_ownership_hits_the_target_mean():

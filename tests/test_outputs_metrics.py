@@ -130,6 +130,20 @@ def test_replicates_whose_epidemic_is_over():
         assert over == replicate + 1
 
 
+@pytest.mark.parametrize("stage", [Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.MILD_SYMPTOMS])
+def test_an_epidemic_with_someone_infected_outside_hospital_is_not_over(stage):
+    """Over means no one infected on the last day, in hospital or not: with every hospital stage
+    emptied (both replicates over, as above), one agent of replicate 1 still ``stage`` leaves
+    only replicate 0's epidemic over."""
+    res = tiny_result()
+    for replicate, hospital in ((0, Stage.HOSPITALIZED_RECOVERING), (1, Stage.HOSPITALIZED)):
+        res.stages_by_age[-1, replicate, 0, hospital] -= 1
+        res.stages_by_age[-1, replicate, 0, Stage.RECOVERED] += 1
+    res.stages_by_age[-1, 1, 0, Stage.RECOVERED] -= 1
+    res.stages_by_age[-1, 1, 0, stage] += 1
+    assert summarize(res, {"scenario": "tiny"}, BEDS_PER_100K)["replicates_epidemic_over"] == 1
+
+
 def test_summary_by_age_of_a_hand_built_result():
     """Age group 0 (8 agents): susceptible at the end r0 3 - 1 = 2, r1 5 - 2 = 3, so 6 and 5
     infected; no deaths (replicate 0's death is the 80+ agent's). 80+ (2 agents): 1 and 0

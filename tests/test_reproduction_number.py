@@ -170,6 +170,18 @@ def test_weekly_and_first_week_pool_the_final_days_only():
     assert np.isnan(reproduction.weekly_pooled(new, caused, final)).all()
 
 
+def test_the_first_week_is_the_day_of_the_first_infection_and_the_six_after_it():
+    """First infections on day 2: the first week is days 2-8, so day 8's infection and what it
+    caused count, day 9's do not, nor does day 10 whose count is not final: (4 + 5) / (2 + 1)."""
+    new, caused = np.zeros((12, 1)), np.zeros((12, 1))
+    new[[2, 8, 9], 0] = [2, 1, 4]
+    caused[[2, 8, 9], 0] = [4, 5, 10]
+    final = np.ones_like(new, dtype=bool)
+    final[10, 0] = False
+    assert reproduction.first_week(new, caused, final).tolist() == [3.0]
+    assert reproduction.first_week_infections(new).tolist() == [3.0]
+
+
 def test_weeks_of_too_few_infections_are_left_out():
     """``least``: a replicate's week (weekly) or the replicates' weeks together (weekly_pooled) with
     fewer infections than that has no figure; at the bound it has one."""

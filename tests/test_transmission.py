@@ -113,6 +113,30 @@ def test_infection_probability_is_one_minus_exp_of_minus_lambda(seasonality, fac
     assert (stage[:, 4] == Stage.SUSCEPTIBLE).all()
 
 
+def test_the_seasonal_factor_is_that_of_the_day_of_transmission():
+    """The rate on day 10 is the transmission rate times day 10's seasonal factor: the same
+    draws infect exactly the same agents as a constant rate of that product, not of day 9's
+    (the cycle's steepest stretch, a quarter year after the peak: day 9's factor is 1.4% higher,
+    which a comparison of infection shares could not tell apart)."""
+    from abm.engine.disease import Seasonality
+
+    day, reps = 10, 10_000
+    season = {"reduction": 0.9, "peak_day": day - 91}
+    factors = Seasonality(**season).factors(20)
+    contacts = quiet_contacts(household={"weight": 2.0}, occupation={"weight": 1.0})
+
+    def infected(disease: DiseaseConfig) -> torch.Tensor:
+        sim = Simulation(five_agents(), disease, contacts, NO_SEEDS, days=20, replicates=reps, seed=3)
+        infect(sim, 0, Stage.MILD_SYMPTOMS, day - 4)
+        infect(sim, 2, Stage.ASYMPTOMATIC, day - 6)
+        sim._transmit(day)
+        return sim.state.stage != Stage.SUSCEPTIBLE
+
+    seasonal = infected(DiseaseConfig(transmission_rate=5.02, seasonality=season))
+    assert torch.equal(seasonal, infected(DiseaseConfig(transmission_rate=5.02 * factors[day])))
+    assert not torch.equal(seasonal, infected(DiseaseConfig(transmission_rate=5.02 * factors[day - 1])))
+
+
 @pytest.mark.parametrize("reduction", [0.0, 0.421, 0.9])
 def test_the_seasonal_cycle_falls_by_its_reduction_and_averages_1_over_a_year(reduction):
     from abm.engine.disease import Seasonality
