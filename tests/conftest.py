@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -108,6 +109,25 @@ def make_population(
         ),
         region_name="test",
     )
+
+
+def tiny_learning(folder: Path, **over: Any) -> Path:
+    """A learning scenario file of a second in ``folder``: iris, two participants, two rounds of
+    FedAvg scored on the global test set; ``over`` replaces top-level keys."""
+    scenario = {
+        "name": "tiny",
+        "seed": 0,
+        "data": {"source": "iris"},
+        "split": {"participants": 2},
+        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
+        "rounds": 2,
+        "evaluate_on": "global",
+        "protocols": [{"name": "fedavg"}],
+        **over,
+    }
+    path = folder / "tiny.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
 
 
 def tiny_calibration(tmp_path: Path, trials: int = 14, agents: int = 3000, rerank_trials: int = 2) -> Path:

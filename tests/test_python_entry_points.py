@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import tiny_calibration
+from conftest import tiny_calibration, tiny_learning
 from typer.testing import CliRunner
 
 import abm
@@ -113,23 +113,6 @@ def test_abm_calibrate_writes_what_the_command_writes_and_returns_its_figures(tm
         f"<CalibrationResult of 'tiny' (optuna, 1 trial): disease.transmission_rate={value:g}; "
         f"loss_fit {result.loss_fit:.4g}; in {tmp_path / 'api'}>"
     )
-
-
-def tiny_learning(folder: Path) -> Path:
-    """A learning scenario of a second: iris, two participants, two rounds of FedAvg."""
-    scenario = {
-        "name": "tiny",
-        "seed": 0,
-        "data": {"source": "iris"},
-        "split": {"participants": 2},
-        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
-        "rounds": 2,
-        "evaluate_on": "global",
-        "protocols": [{"name": "fedavg"}],
-    }
-    path = folder / "tiny.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    return path
 
 
 def test_abm_learn_writes_what_the_command_writes_and_returns_the_report(tmp_path, capfd):

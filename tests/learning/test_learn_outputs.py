@@ -9,25 +9,13 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import tiny_learning
 
 from abm.learning.protocols.cycle import CYCleConfig
 
 
 def _scenario(tmp_path: Path, **over: Any) -> Path:
-    sc = {
-        "name": "tiny",
-        "seed": 0,
-        "data": {"source": "iris"},
-        "split": {"participants": 2},
-        "models": [{"kind": "mlp", "hidden": [8], "batchnorm": False}],
-        "rounds": 2,
-        "evaluate_on": "global",
-        "protocols": [{"name": "fedavg"}],
-    }
-    sc.update(over)
-    f = tmp_path / "tiny.yaml"
-    f.write_text(yaml.safe_dump(sc))
-    return f
+    return tiny_learning(tmp_path, **over)
 
 
 def _cli(*args: str):
