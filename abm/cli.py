@@ -767,6 +767,7 @@ def calibrate(
                 agents=agents,
                 replicates=replicates,
                 device=device,
+                warn=False,  # noted above, and by note
             ).summary
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:
