@@ -5,8 +5,9 @@ side), ``abm.run_sweep`` (variants x replicates; also ``abm.sweep.run_sweep``), 
 (``abm calibrate``: the calibrated values, losses and folder) and ``abm.learn`` (``abm learn``:
 decentralized learning and private calibration). Bad input raises a ``ValueError`` with the
 message the command prints: ``abm.scenario.ScenarioError`` (``abm.learn``:
-``abm.learning.LearningScenarioError``). Nothing is printed. README.md, "From Python", has an
-example of each.
+``abm.learning.LearningScenarioError``). Nothing is printed: the notes the commands print on a
+scenario (``note: ...``) are warnings of class ``abm.ScenarioNote`` (``abm.scenario_notes``).
+README.md, "From Python", has an example of each.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from abm.learning.result import LearningResult, learn
     from abm.outputs.compare import Comparison, compare
     from abm.runs import RunResult, run
+    from abm.scenario_notes import ScenarioNote
     from abm.sweep import SweepResult, run_sweep
 
 _EXPORTS = {
@@ -32,6 +34,7 @@ _EXPORTS = {
     "compare": "abm.outputs.compare",
     "RunResult": "abm.runs",
     "run": "abm.runs",
+    "ScenarioNote": "abm.scenario_notes",
     "SweepResult": "abm.sweep",
     "run_sweep": "abm.sweep",
 }
@@ -54,6 +57,7 @@ __all__ = [
     "Comparison",
     "LearningResult",
     "RunResult",
+    "ScenarioNote",
     "SweepResult",
     "__version__",
     "calibrate",

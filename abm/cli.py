@@ -10,7 +10,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,6 +31,7 @@ from abm.outputs.run_folder import (
 from abm.plugin_errors import PluginError, PluginFailure
 from abm.plurals import counted
 from abm.progress_lines import LogLines, Pace
+from abm.scenario_notes import fixed_counts  # noqa: F401 (the notes' texts, for tests that import them from here)
 
 if TYPE_CHECKING:
     from abm.outputs.summary_table import SummaryTable
@@ -377,12 +378,7 @@ def validate(
 
             sc = resolve(file, None, set_)  # as `abm run` reads it: the calibration section checked alike
             check_device(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
-            note_switched_on(file, [sc], [("--set", s) for s in set_ or []], {})
-            note_unapplied_settings(file, set_)
-            note_idle([sc])
-            note_fixed_counts(file, [sc])
-            note_residents_per_agent([sc])
-            note_priority_groups([sc])
+            note_scenario(file, [sc], sets=set_)
             check_population_settings(sc, COMMAND_LINE.scenario(str(file), set_ or [], []))
         if kind is not None:  # the checks `abm learn` makes before it runs (the split, Flower installed)
             from abm.learning.cli import check_before_run
@@ -451,120 +447,51 @@ def learning_kind(file: Path) -> str | None:
         raise  # not reached: fail() exits
 
 
+def print_notes(notes: Sequence[object]) -> None:
+    """Print each note (:mod:`abm.scenario_notes`) as ``note: TEXT`` on stderr."""
+    for note in notes:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+
+
+def note_scenario(file: Path, resolved: list, **given: Any) -> None:
+    """Print the notes on scenario ``file`` run as ``resolved``
+    (:func:`abm.scenario_notes.scenario_notes`, with the command's options as ``given``)."""
+    from abm.scenario_notes import scenario_notes
+
+    print_notes(scenario_notes(file, resolved, **given))
+
+
 def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence[SweepAxis] = ()) -> None:
-    """A note for each intervention whose key is present with no value (``vaccination:``): it is
-    off (a file that extends another turns one off so), while ``{}`` turns it on; for each
-    ``--set`` whose mapping replaces one of the file's and so drops keys the file gives, and each
-    swept mapping (of ``sweeps``, a sweep's axes) that does so in its variants; for a dose rate
-    that ``daily_doses`` replaces; and for a residents' disease table on the reference population,
-    which has no residents."""
-    from abm.scenario import ScenarioError, apply_set, dotted, read_scenario_data, replaced_keys
+    """Print the notes on settings of ``file``, ``--set`` and ``--sweep`` that are not used
+    (:func:`abm.scenario_notes.unapplied_settings`)."""
+    from abm.scenario_notes import unapplied_settings
 
-    def replaces(option: str, key: str, dropped: list[str], where: str, instead: str) -> str:
-        return (
-            f"{option} replaces {key} as a whole{where}, so {', '.join(dropped)} given by {file} "
-            f"{'is' if len(dropped) == 1 else 'are'} dropped; to change one entry and keep the others, "
-            f"write {instead}"
-        )
-
-    notes = []
-    try:
-        data = read_scenario_data(file)
-        for item in sets or []:
-            dropped = replaced_keys(data, item)
-            if dropped:
-                key = dotted(item.partition("=")[0].strip())
-                notes.append(replaces(f"--set {item}", key, dropped, "", f"--set {key}.NAME=VALUE"))
-            data = apply_set(data, item)
-    except ScenarioError:
-        return
-    for axis in sweeps:  # the values that drop the same keys, in one note
-        by_dropped: dict[tuple[str, ...], list[str]] = {}
-        for text in axis.texts:
-            dropped = tuple(replaced_keys(data, f"{axis.key}={text}"))
-            if dropped:
-                by_dropped.setdefault(dropped, []).append(text)
-        for dropped, texts in by_dropped.items():
-            key, where = dotted(axis.key), " in its variants" if len(texts) > 1 else " in its variant"
-            option = f"--sweep {axis.key}={','.join(texts)}"
-            notes.append(replaces(option, key, list(dropped), where, f"--sweep {key}.NAME=VALUE1,VALUE2,..."))
-    interventions = data.get("interventions")
-    for name, value in interventions.items() if isinstance(interventions, dict) else []:
-        if value is None:
-            notes.append(
-                f"interventions.{name} has no value, so {name} is off; write `{name}: {{}}` to turn it on "
-                "with its defaults"
-            )
-    vaccination = interventions.get("vaccination") if isinstance(interventions, dict) else None
-    if isinstance(vaccination, dict) and None not in (
-        vaccination.get("daily_doses"),
-        vaccination.get("daily_doses_per_100k"),
-    ):
-        notes.append(
-            f"interventions.vaccination gives daily_doses ({vaccination['daily_doses']}) and daily_doses_per_100k "
-            f"({vaccination['daily_doses_per_100k']}): daily_doses replaces the rate, which is not used; to use the "
-            "rate, set interventions.vaccination.daily_doses=null"
-        )
-    disease, population = data.get("disease"), data.get("population")
-    if (
-        isinstance(disease, dict)
-        and disease.get("long_term_care_branching") is not None
-        and isinstance(population, dict)
-        and population.get("kind") == "reference"
-    ):
-        notes.append(
-            "disease.long_term_care_branching is not used: the reference population (population.kind: reference) "
-            "has no long-term-care residents"
-        )
-    for text in notes:
-        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
-
-
-def run_settings(sc: Scenario) -> dict:
-    """What a sweep's run of ``sc`` uses, as plain data: its values without those no such run
-    reads (the description, the calibration section, the settings of an intervention with
-    ``enabled: false``, the map's days and tract boundaries: a sweep draws no map)."""
-    unread = {"description": True, "calibration": True, "outputs": {"map_days", "boundaries"}}
-    data = sc.model_dump(mode="json", by_alias=True, exclude=unread)
-    on = sc.interventions.enabled()
-    data["interventions"] = {name: value for name, value in data["interventions"].items() if name in on}
-    return data
+    print_notes(unapplied_settings(file, sets, sweeps))
 
 
 def note_same_variants(sweep_plan: SweepPlan) -> None:
-    """A note for each group of a sweep's variants that resolve to the same scenario, as runs use
-    it (:func:`run_settings`): the swept values change nothing the runs use (a rate that another
-    key replaces, a setting of an intervention that is off, the calibration section), so those
-    variants' results are the same."""
-    import json
+    """Print the notes on a sweep's variants that resolve to the same scenario
+    (:func:`abm.scenario_notes.same_variants`)."""
+    from abm.scenario_notes import same_variants
 
-    groups: dict[str, list[int]] = {}
-    for v, sc in enumerate(sweep_plan.variants):
-        groups.setdefault(json.dumps(run_settings(sc), sort_keys=True), []).append(v)
-    for variants in groups.values():
-        if len(variants) > 1:
-            labels = " and ".join(f"({sweep_plan.label(v, short=True)})" for v in variants)
-            err_console.print(
-                f"note: the variants {labels} resolve to the same scenario (the swept values change nothing the "
-                "runs use), so their results are the same",
-                highlight=False,
-                soft_wrap=True,
-            )
+    print_notes(same_variants(sweep_plan))
 
 
 def note_workers(workers: int | None, backend: str) -> None:
-    """A note when ``--workers`` asks this machine for more processes at once than the CPUs it may
-    use: they share them, each run slower (the results are the same)."""
-    from abm.parallel import usable_cpus
+    """Print the note on ``--workers`` above the CPUs this process may use
+    (:func:`abm.scenario_notes.too_many_workers`)."""
+    from abm.scenario_notes import too_many_workers
 
-    cpus = usable_cpus()
-    if backend == "local" and workers is not None and workers > cpus:
-        err_console.print(
-            f"note: --workers {workers} is more than the {cpus} CPU{'s' if cpus > 1 else ''} this process may use: "
-            "the runs share them and each takes longer (the results are the same)",
-            highlight=False,
-            soft_wrap=True,
-        )
+    print_notes(too_many_workers(workers, backend))
+
+
+def note_idle(resolved: list, labels: list[str] | None = None) -> None:
+    """Print the notes on interventions that start after the last day and seeding that rounds to
+    none (:func:`abm.scenario_notes.idle`; a sweep's variants named by their ``labels`` where
+    only some have it)."""
+    from abm.scenario_notes import by_variant, idle
+
+    print_notes(by_variant([idle(sc) for sc in resolved], labels))
 
 
 def note_memory(
@@ -580,192 +507,7 @@ def note_memory(
     from abm.memory import memory_note
 
     text = memory_note(scenarios, replicates=replicates, runs=runs, fewer=fewer)
-    if text is not None:
-        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
-
-
-def note_switched_on(file: Path, resolved: list, options: list[tuple[str, str]], overrides: dict) -> None:
-    """A note for each intervention that is on in a ``resolved`` scenario while ``file`` (with
-    ``overrides``, without the options) lacks it: the ``(option, key=value)`` options turned it on,
-    with the defaults for everything they do not set."""
-    from abm.overrides import resolve
-    from abm.scenario import ScenarioError
-
-    try:
-        base = resolve(file, overrides, None)
-    except ScenarioError:  # the file is valid only with its options: nothing to compare with
-        return
-    names = type(base.interventions).model_fields
-    for name in names:
-        if getattr(base.interventions, name, None) is not None:
-            continue
-        if not any(getattr(getattr(sc.interventions, name, None), "enabled", False) for sc in resolved):
-            continue
-        keys = [(opt, text, text.split("=", 1)[0].strip()) for opt, text in options]
-        given = [
-            f"{opt} {text}"
-            for opt, text, key in keys
-            if key == "interventions" or key.startswith(f"interventions.{name}")
-        ]
-        err_console.print(
-            f"note: {', '.join(given) or 'an option'} turns {name} on ({file} has no interventions.{name}); "
-            "its other settings take their defaults",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def per_100k_text(count: float, agents: int) -> str:
-    """``count`` per 100,000 of ``agents``, as a note gives it: whole from 10 up (15,000), else
-    two significant figures (0.22)."""
-    rate = count * 1e5 / agents
-    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
-
-
-def fixed_counts(sc: Scenario, own: int) -> list[str]:
-    """Notes (without ``note: ``) on what a scenario gives as counts that stay the same at any
-    number of agents (the initial infections, vaccination's daily_doses, the daily capacities of
-    test types and of manual tracing), with their share per 100,000 of its agents and of ``own``,
-    the agents of the scenario file without the options, and the setting that scales instead,
-    where there is one."""
-    counts: list[tuple[str, float, str | None]] = []
-    seeds = sum(sc.seeding.infections.values()) if sc.seeding.infections_per_100k is None else 0
-    if seeds:
-        counts.append((f"seeding.infections seeds {counted(seeds, 'agent')}", seeds, "infections_per_100k"))
-    vaccination = getattr(sc.interventions, "vaccination", None)
-    if vaccination is not None and vaccination.enabled and vaccination.daily_doses is not None:
-        doses = vaccination.daily_doses
-        counts.append(
-            (f"interventions.vaccination.daily_doses gives {doses} doses a day", doses, "daily_doses_per_100k")
-        )
-    testing = getattr(sc.interventions, "testing", None)
-    for i, test in enumerate(testing.tests if testing is not None and testing.enabled else []):
-        if test.daily_capacity:  # 0 gets its own note: the test type does nothing
-            key = f"interventions.testing.tests[{i}].daily_capacity"
-            counts.append((f"{key} gives {test.daily_capacity} {test.name} tests a day", test.daily_capacity, None))
-    tracing = getattr(sc.interventions, "manual_tracing", None)
-    if tracing is not None and tracing.enabled and tracing.daily_capacity:
-        capacity = tracing.daily_capacity
-        what = f"interventions.manual_tracing.daily_capacity gives {capacity} interviews a day"
-        counts.append((what, capacity, None))
-    agents = sc.population.agents
-    return [
-        f"{what} whatever the population: {per_100k_text(count, agents)} per 100,000 at {agents:,} agents, against "
-        f"{per_100k_text(count, own)} at the file's {own:,}" + (f" ({rate} scales instead)" if rate else "")
-        for what, count, rate in counts
-    ]
-
-
-def rounded_to_none(sc: Scenario) -> dict[str, str]:
-    """For a seeding per 100,000 (``infections_per_100k``), each stage above 0 whose count rounds
-    half up to none at the scenario's agents, with why in numbers: its rate, the agents it comes
-    to and the fewest agents that seed one (``3 per 100,000 is 0.06 agents, rounded half up to 0;
-    16,667 agents or more seed one``)."""
-    from fractions import Fraction
-
-    rates, agents = sc.seeding.infections_per_100k, sc.population.agents
-    if rates is None:
-        return {}
-    counts = sc.seeding.counts(agents)
-    return {
-        stage: f"{rate:g} per 100,000 is {rate * agents / 1e5:.2g} agents, rounded half up to 0; "
-        f"{math.ceil(Fraction(50_000) / Fraction(repr(float(rate)))):,} agents or more seed one"
-        for stage, rate in rates.items()
-        if rate > 0 and counts[stage] == 0
-    }
-
-
-def seeds_no_one(sc: Scenario) -> str:
-    """What says that a scenario's seeding infects no one (its counts, or its rate per 100,000
-    rounded to none at its agents, in numbers: :func:`rounded_to_none`)."""
-    if sc.seeding.infections_per_100k is None:
-        return "seeding.infections seeds no one"
-    why = "; ".join(f"{stage}: {text}" for stage, text in rounded_to_none(sc).items())
-    return f"seeding.infections_per_100k seeds no one at {sc.population.agents:,} agents" + (f" ({why})" if why else "")
-
-
-def file_agents(file: Path) -> int | None:
-    """The agents of scenario ``file`` without a command's options (None where it is not valid
-    without them)."""
-    from abm.overrides import resolve
-    from abm.scenario import ScenarioError
-
-    try:
-        return resolve(file).population.agents
-    except ScenarioError:
-        return None
-
-
-def note_fixed_counts(file: Path, resolved: list) -> None:
-    """A note for each count of the ``resolved`` scenarios that stays the same at any number of
-    agents (:func:`fixed_counts`) where an option (``--agents``, ``--set population.agents=...``, a
-    swept value) gave them other agents than ``file``'s own, once though several variants have it."""
-    own = file_agents(file)
-    if own is None:
-        return
-    texts = (text for sc in resolved if sc.population.agents != own for text in fixed_counts(sc, own))
-    for text in dict.fromkeys(texts):
-        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
-
-
-def note_idle(resolved: list, labels: list[str] | None = None) -> None:
-    """A note for each intervention that starts after the last simulated day, since the run then
-    goes without it, for a scenario that seeds no infection, and for each stage of a seeding per
-    100,000 that rounds to none at its agents (:func:`rounded_to_none`; in any of the ``resolved``
-    scenarios: a sweep's variants, each named by its ``labels`` in a note that holds for some of
-    them only). A day a note names gets its date in a scenario with ``simulation.start_date``."""
-    from abm.day_dates import with_day_dates
-
-    per_variant = []
-    for sc in resolved:
-        texts = [with_day_dates(text, sc.simulation.start_date) for text in sc.interventions.idle(sc.simulation.days)]
-        if not any(sc.seeding.counts(sc.population.agents).values()):
-            texts.append(
-                f"{seeds_no_one(sc)}, so no one is infected in this run (only the interventions' own counts and "
-                "costs, such as doses, are recorded)"
-            )
-        else:  # some stages seeded, others rounded to none
-            texts += [
-                f"seeding.infections_per_100k seeds no {stage} agent at {sc.population.agents:,} agents: {text}"
-                for stage, text in rounded_to_none(sc).items()
-            ]
-        per_variant.append(texts)
-    note_variants(per_variant, labels)
-
-
-def note_residents_per_agent(resolved: list, labels: list[str] | None = None) -> None:
-    """A note for a ``resolved`` scenario with more agents than its region's residents, which
-    scales the figures for the region down (:func:`abm.residents_per_agent.more_agents_than_residents`;
-    a sweep's variants named by their ``labels`` where only some have it)."""
-    from abm.residents_per_agent import more_agents_than_residents
-
-    note_variants([[t] if (t := more_agents_than_residents(sc)) else [] for sc in resolved], labels)
-
-
-def note_priority_groups(resolved: list, labels: list[str] | None = None) -> None:
-    """A note for each plain age group of a ``resolved`` scenario's vaccination priority list that
-    cuts its population's age bands (:func:`abm.named_settings.priority_group_notes`; a sweep's
-    variants named by their ``labels`` where only some have it)."""
-    from abm.named_settings import priority_group_notes
-    from abm.populations import load_region
-
-    note_variants([priority_group_notes(sc, load_region(sc.population.region)) for sc in resolved], labels)
-
-
-def note_variants(per_variant: list[list[str]], labels: list[str] | None = None) -> None:
-    """Print each note text of ``per_variant`` (the texts of each scenario run: one, or a sweep's
-    variants) once, in order; a text that holds for some variants only names them by their
-    ``labels``."""
-    from abm.plurals import plural
-
-    where: dict[str, list[int]] = {}
-    for v, texts in enumerate(per_variant):
-        for text in dict.fromkeys(texts):
-            where.setdefault(text, []).append(v)
-    for text, variants in where.items():
-        if labels is not None and len(variants) < len(per_variant):
-            text += f" ({plural('variant', len(variants))} {'; '.join(labels[v] for v in variants)})"
-        err_console.print(f"note: {text}", highlight=False, soft_wrap=True)
+    print_notes([text] if text is not None else [])
 
 
 @app.command()
@@ -815,12 +557,7 @@ def run(
         check_target(target, "run")
     except OutputFolderError as exc:
         fail(str(exc))
-    note_switched_on(file, [sc], [("--set", s) for s in set_ or []], overrides)
-    note_unapplied_settings(file, set_)
-    note_idle([sc])
-    note_fixed_counts(file, [sc])
-    note_residents_per_agent([sc])
-    note_priority_groups([sc])
+    note_scenario(file, [sc], sets=set_, overrides=overrides)
     note_memory([sc])
     from abm.plurals import counted
 
@@ -1030,6 +767,7 @@ def calibrate(
                 agents=agents,
                 replicates=replicates,
                 device=device,
+                warn=False,  # noted above, and by note
             ).summary
             results_written()
         except (ScenarioError, CalibrationError, OutputFolderError) as exc:
@@ -1126,15 +864,7 @@ def sweep(
         check_target(target, "sweep")
     except OutputFolderError as exc:
         fail(str(exc))
-    options = [("--set", s) for s in set_ or []] + [("--sweep", s) for s in sweep_]
-    note_switched_on(file, sp.variants, options, overrides)
-    note_unapplied_settings(file, set_, sp.axes)
-    labels = [sp.label(v, short=True) for v in range(len(sp.variants))]
-    note_idle(sp.variants, labels)
-    note_fixed_counts(file, sp.variants)
-    note_residents_per_agent(sp.variants, labels)
-    note_priority_groups(sp.variants, labels)
-    note_same_variants(sp)
+    note_scenario(file, sp.variants, sets=set_, overrides=overrides, sweeps=sweep_, sweep_plan=sp)
     note_workers(workers, backend)
     total = len(sp.variants) * sp.replicates
     if backend == "local":  # each run is one replicate; --workers of them at once
@@ -1152,6 +882,7 @@ def sweep(
                     progress=advance(bar, task, "runs"),
                     sweep_plan=sp,
                     names=COMMAND_LINE,
+                    warn=False,  # noted above
                     keep=journal_path(target, "runs"),
                     note=lambda text: bar.console.print(f"note: {text}", highlight=False, soft_wrap=True),
                 )

@@ -2,14 +2,14 @@
 than the region has residents: the run then scales its figures for the region down (each count
 times residents / agents, below 1), which ``abm run``, ``abm sweep``, ``abm validate`` and ``abm
 calibrate`` note in numbers rather than leave to the summary's column header, and :func:`abm.run`
-gives as a warning (:class:`MoreAgentsThanResidents`)."""
+gives as a warning (:class:`MoreAgentsThanResidents`, a :class:`abm.scenario_notes.ScenarioNote`)."""
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING
 
 from abm.populations.region import load_region
+from abm.scenario_notes import ScenarioNote
 
 if TYPE_CHECKING:
     from abm.scenario import Scenario
@@ -30,14 +30,7 @@ def more_agents_than_residents(sc: Scenario) -> str | None:
     )
 
 
-class MoreAgentsThanResidents(UserWarning):
-    """:func:`abm.run`'s warning for a scenario with more agents than its region's residents (the
-    commands' note, :func:`more_agents_than_residents`)."""
-
-
-def warn_more_agents_than_residents(sc: Scenario, stacklevel: int = 2) -> None:
-    """Warn (:class:`MoreAgentsThanResidents`, ``warnings.warn`` at ``stacklevel`` as it counts
-    from the caller) where ``sc`` has more agents than its region's residents."""
-    text = more_agents_than_residents(sc)
-    if text is not None:
-        warnings.warn(text, MoreAgentsThanResidents, stacklevel=stacklevel + 1)
+class MoreAgentsThanResidents(ScenarioNote):
+    """The note (and :func:`abm.run`'s warning) for a scenario with more agents than its
+    region's residents (:func:`more_agents_than_residents`); a :class:`ScenarioNote` like the
+    others."""

@@ -21,11 +21,11 @@ from typing import Any
 import pandas as pd
 import torch
 
-from abm import __version__, invocation
+from abm import __version__, invocation, scenario_notes
 from abm.engine import Simulation, SimulationResult
 from abm.engine.contacts import CommunityLayer
 from abm.engine.reference_contacts import community_layer
-from abm.memory import cpu_allocation_failed
+from abm.memory import cpu_allocation_failed, memory_note
 from abm.outputs import tables
 from abm.outputs.calendar import with_dates
 from abm.outputs.run_folder import atomic_folder, output_path
@@ -35,7 +35,6 @@ from abm.overrides import given, resolve, scenario_source
 from abm.plurals import counted
 from abm.populations import Population, load_region
 from abm.populations.region import Region
-from abm.residents_per_agent import warn_more_agents_than_residents
 from abm.scenario import Scenario, ScenarioError, check_device, population_of
 from abm.set_options import PYTHON, option_texts
 from abm.threads import torch_threads
@@ -358,10 +357,12 @@ def run(
         stage: called as ``stage(text)`` with each of :data:`STAGES` as the run starts it.
         reuse: where to keep the population and community network for the next runs that make
             the same (a :class:`Reuse`; None: nothing is kept).
-        warn: warn (``warnings.warn``, :class:`abm.residents_per_agent.MoreAgentsThanResidents`)
-            where the scenario has more agents than its region's residents, which scales the figures
-            for the region down, as ``abm run`` notes it (False: the commands, which note it
-            themselves, and the runs of a sweep or a calibration).
+        warn: give each note ``abm run`` prints on the scenario (an intervention ``sets`` turned
+            on, a setting not used, an intervention that starts after the last day, seeding that
+            rounds to none, more agents than the region's residents, ...) as a warning of class
+            :class:`abm.ScenarioNote` (:mod:`abm.scenario_notes`), with its text, before the run
+            starts (False: the commands, which print them, and the runs of a sweep or a
+            calibration).
 
     The same scenario and seed give the tables and summary ``abm run`` writes. Nothing is printed.
 
@@ -380,7 +381,12 @@ def run(
     sc = resolve(scenario, overrides, sets, names=PYTHON)
     check_device(sc, PYTHON.scenario(scenario_source(scenario), option_texts(sets, "set", PYTHON), given(overrides)))
     if warn:
-        warn_more_agents_than_residents(sc)
+        scenario_notes.warn(
+            [
+                *scenario_notes.scenario_notes(scenario, [sc], sets=sets, overrides=overrides, names=PYTHON),
+                *filter(None, [memory_note([sc], names=PYTHON)]),
+            ]
+        )
     device = torch.device(sc.simulation.device)
     region = load_region(sc.population.region)
     n_days = sc.simulation.days

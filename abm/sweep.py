@@ -40,9 +40,10 @@ import torch
 import yaml
 from matplotlib.figure import Figure
 
-from abm import __version__, invocation
+from abm import __version__, invocation, scenario_notes
 from abm.day_dates import dates_as_text
 from abm.key_paths import lookup, short_keys
+from abm.memory import memory_note
 from abm.outputs import compare_reproduction
 from abm.outputs.calendar import date_of
 from abm.outputs.compare import comparison_table
@@ -750,6 +751,7 @@ def run_sweep(
     keep: Path | None = None,
     sweep_plan: SweepPlan | None = None,
     names: OptionNames = PYTHON,
+    warn: bool = True,
 ) -> SweepResult:
     """Run every variant of ``sweeps`` (their cartesian product), with replicates, and return the
     combined tables as DataFrames (nothing is written; :meth:`SweepResult.write` writes the folder
@@ -780,6 +782,12 @@ def run_sweep(
             sweep`` resolves them first, to check them); None: resolved here.
         names: how messages name the arguments: :data:`abm.set_options.PYTHON` (``agents=0``, the
             default) or ``COMMAND_LINE`` (``--agents 0``, as ``abm sweep`` gives).
+        warn: give each note ``abm sweep`` prints on the scenario and its variants (a swept
+            mapping that drops the file's keys, variants that resolve to the same scenario, an
+            intervention that starts after the last day in some variants, more ``workers`` than
+            CPUs, ...) as a warning of class :class:`abm.ScenarioNote`
+            (:mod:`abm.scenario_notes`), with its text, before the first run (False: ``abm
+            sweep``, which prints them).
 
     Bad input raises :class:`ScenarioError` (a ``ValueError``) with the message ``abm sweep``
     prints, naming the arguments given here (``sweeps item '...'``, ``replicates``,
@@ -793,6 +801,15 @@ def run_sweep(
     check_ray_address(ray_address, backend, ScenarioError, names)
     sp = sweep_plan or plan(scenario, sweeps, replicates=replicates, sets=sets, names=names, **overrides)
     tasks = sp.tasks
+    if warn:
+        notes = scenario_notes.scenario_notes(
+            scenario, sp.variants, sets=sets, overrides=overrides, sweeps=sweeps, sweep_plan=sp, names=names
+        )
+        notes += scenario_notes.too_many_workers(workers, backend, names)
+        runs = min(workers or 1, len(tasks))
+        memory = memory_note(sp.variants, replicates=1, runs=runs, fewer=("agents",), names=names)
+        memory = memory if backend == "local" else None
+        scenario_notes.warn([*notes, *filter(None, [memory])])
     journal, kept = None, {}
     if keep is not None:
         work = [[t.variant, t.replicate, t.seed, t.scenario] for t in tasks]

@@ -499,6 +499,7 @@ def test_import_abm_alone_reaches_the_sweep_and_the_error_class():
             "Comparison",
             "LearningResult",
             "RunResult",
+            "ScenarioNote",
             "SweepResult",
             "__version__",
             "calibrate",

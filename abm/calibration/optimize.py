@@ -15,6 +15,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
+from abm import scenario_notes
 from abm.calibration.checks import OBSERVATION, RATE, check_calibration, with_values
 from abm.calibration.config import CalibrationConfig, Observation
 from abm.calibration.fit_plot import plot_fit
@@ -63,6 +64,7 @@ from abm.scenario import (
     validate,
     with_full_data_paths,
 )
+from abm.scenario_notes import too_many_workers, unapplied_settings
 from abm.set_options import PYTHON, OptionNames, refuse_repeated_keys
 
 
@@ -609,6 +611,7 @@ def calibrate(
     device: str | None = None,
     rerun_progress: Progress = None,
     reused: Callable[[int], None] | None = None,
+    warn: bool = False,
 ) -> dict[str, Any]:
     """Fit the scenario's free parameters (``optuna``) or its transmission rate and weekly
     transmission multipliers (``gradient``); write the calibrated scenario, the trials (or
@@ -631,7 +634,11 @@ def calibrate(
     of how many, and the last loss. Kept trials are told to ``progress`` too, at once, as they
     are read; ``reused`` is told how many there were as the first trial that runs begins (not
     when every trial was kept), so that a pace taken from ``progress`` can leave them out (``abm
-    calibrate``'s time left)."""
+    calibrate``'s time left). ``warn``: give the notes ``abm calibrate`` prints on the scenario
+    (settings not used, more ``workers`` than CPUs, more agents than residents) as warnings of
+    class :class:`abm.scenario_notes.ScenarioNote` before anything runs, at the line that called
+    :func:`abm.calibrate` (which calls this), rather than tell ``note`` of more agents than
+    residents."""
     _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
     overrides = {"agents": agents, "replicates": replicates, "device": device}
@@ -644,7 +651,10 @@ def calibrate(
     cfg = sc.calibration
     assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
-    if note is not None and (residents := more_agents_than_residents(sc)) is not None:
+    if warn:  # as abm calibrate notes them, before anything runs
+        notes = unapplied_settings(path, sets, names=names) + too_many_workers(workers, backend, names)
+        scenario_notes.warn([*notes, *scenario_notes.residents(sc)], stacklevel=3)
+    elif note is not None and (residents := more_agents_than_residents(sc)) is not None:
         note(residents)  # as abm run notes it, before anything runs
     fixed = held_fixed(cfg, method)
     if fixed and note is not None:  # before anything runs, not after a long fit

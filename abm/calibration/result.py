@@ -100,6 +100,7 @@ def calibrate(
     rerun_progress: Progress = None,
     reused: Callable[[int], None] | None = None,
     names: OptionNames | None = None,
+    warn: bool = True,
 ) -> CalibrationResult:
     """Fit a scenario's free parameters to observed data and write the calibration folder, as
     ``abm calibrate`` does (it calls this); return the calibrated values, losses and folder.
@@ -126,6 +127,11 @@ def calibrate(
         reused: told how many kept trials were reused, as the first new trial starts.
         names: how messages name the arguments: :data:`abm.set_options.PYTHON` (``sets=[...]``,
             None's default) or ``COMMAND_LINE`` (``--set``, as ``abm calibrate`` gives).
+        warn: give each note ``abm calibrate`` prints on the scenario (a ``sets`` item that drops
+            the file's keys, a setting not used, more ``workers`` than CPUs, more agents than the
+            region's residents) as a warning of class :class:`abm.ScenarioNote`, with its text,
+            before the first trial (False: ``abm calibrate``, which prints them, and ``note`` is
+            told of more agents than residents).
 
     Optuna trials that finish are kept beside ``out`` until it is written, so that a calibration
     stopped before its end continues from them (:mod:`abm.calibration.journal`). Bad input raises
@@ -159,5 +165,6 @@ def calibrate(
         device=device,
         rerun_progress=rerun_progress,
         reused=reused,
+        warn=warn,
     )
     return CalibrationResult(summary, Path(summary["folder"]))
