@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -29,11 +30,12 @@ def interrupted(err: str, code: int) -> bool:
 
 
 # A child that sends itself SIGINT as MODULE is about to be imported, then runs abm as
-# `python -m abm validate FILE` does: a Ctrl-C at that exact moment of the start-up.
+# `python -m abm validate FILE` ("-m") or the `abm` console script does (its entry point in
+# pyproject.toml, "module:function"): a Ctrl-C at that exact moment of the start-up.
 AT_IMPORT = """
-import os, runpy, signal, sys
+import importlib, os, runpy, signal, sys
 
-module, scenario = sys.argv[1], sys.argv[2]
+module, scenario, launch = sys.argv[1], sys.argv[2], sys.argv[3]
 
 
 class CtrlC:
@@ -46,17 +48,29 @@ class CtrlC:
 
 sys.meta_path.insert(0, CtrlC())
 sys.argv = ["abm", "validate", scenario]
-runpy.run_module("abm", run_name="__main__", alter_sys=True)
+if launch == "-m":
+    runpy.run_module("abm", run_name="__main__", alter_sys=True)
+else:
+    where, function = launch.split(":")
+    sys.exit(getattr(importlib.import_module(where), function)())
 print("not interrupted")
 """
 
 
+def console_script() -> str:
+    """The ``abm`` console script's entry point, as pyproject.toml declares it."""
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    return project["project"]["scripts"]["abm"]
+
+
+@pytest.mark.parametrize("launch", ["-m", "console script"])
 @pytest.mark.parametrize("module", ["abm.entry", "abm.invocation", "abm.cli", "typer", "abm.scenario"])
-def test_ctrl_c_as_the_command_line_loads_says_so_in_one_line(module):
+def test_ctrl_c_as_the_command_line_loads_says_so_in_one_line(module, launch):
     """abm.entry and what it imports loaded before any handler was in place: a Ctrl-C there was
     Python's, a KeyboardInterrupt traceback through ``from abm.entry import main``."""
+    launch = console_script() if launch == "console script" else launch
     child = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(AT_IMPORT), module, str(SCENARIO)],
+        [sys.executable, "-c", textwrap.dedent(AT_IMPORT), module, str(SCENARIO), launch],
         capture_output=True,
         text=True,
         timeout=120,
