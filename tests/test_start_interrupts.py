@@ -3,6 +3,7 @@ KeyboardInterrupt traceback (abm/__main__.py, then :mod:`abm.entry`)."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -63,8 +64,12 @@ def console_script() -> str:
     return project["project"]["scripts"]["abm"]
 
 
+# Modules of the start-up, in the order they load: abm.interrupts, before the handler is in place
+MODULES = ["abm.interrupts", "abm.entry", "abm.invocation", "abm.cli", "typer", "abm.scenario"]
+
+
 @pytest.mark.parametrize("launch", ["-m", "console script"])
-@pytest.mark.parametrize("module", ["abm.entry", "abm.invocation", "abm.cli", "typer", "abm.scenario"])
+@pytest.mark.parametrize("module", MODULES)
 def test_ctrl_c_as_the_command_line_loads_says_so_in_one_line(module, launch):
     """abm.entry and what it imports loaded before any handler was in place: a Ctrl-C there was
     Python's, a KeyboardInterrupt traceback through ``from abm.entry import main``."""
@@ -80,12 +85,15 @@ def test_ctrl_c_as_the_command_line_loads_says_so_in_one_line(module, launch):
     assert "not interrupted" not in child.stdout
 
 
-@pytest.mark.parametrize("delay", [0, 0.05, 0.1, 0.2])
+@pytest.mark.parametrize("delay", [0, 0.015, 0.02, 0.025, 0.05, 0.1, 0.2])  # 15-25 ms: abm.entry loads, idle
 def test_ctrl_c_at_any_early_moment_of_python_m_abm_has_no_traceback(delay):
     """A real Ctrl-C a moment after ``python -m abm validate FILE`` starts, three times each (the
     moment in the start-up it lands in varies). Allowed besides the one line and 130: the end of
     a process the signal reached before the interpreter had its own handler (killed by SIGINT,
-    nothing said), and, should the command have finished first, its normal end."""
+    nothing said), and, should the command have finished first, its normal end. On a loaded
+    machine the signal may also land in the interpreter's own start-up, before the first line of
+    abm's code (its ``site`` module, which imports the installed packages' path hooks, or
+    ``runpy``): Python's traceback then names none of abm's files, and abm cannot change it."""
     for _ in range(3):
         proc = subprocess.Popen(
             [sys.executable, "-m", "abm", *VALIDATE],
@@ -97,6 +105,8 @@ def test_ctrl_c_at_any_early_moment_of_python_m_abm_has_no_traceback(delay):
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-        assert "Traceback" not in err, err
+        assert not re.search(r'File "[^"]*[/\\]abm[/\\]', err), err  # a traceback through abm's code
+        if "Traceback" in err:  # Python's start-up, before abm's (above)
+            continue
         killed_before_python = proc.returncode == -signal.SIGINT and err == ""
         assert interrupted(err, proc.returncode) or killed_before_python or proc.returncode == 0, (proc.returncode, err)
