@@ -13,11 +13,15 @@ README.md, "From Python", has an example of each.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# typing.TYPE_CHECKING without importing typing (3 ms): ``abm`` itself loads before ``python -m abm``
+# can handle Ctrl-C as the command does (abm/__main__.py), and stays as short as it can.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from abm.calibration.result import CalibrationResult, calibrate
     from abm.learning.result import LearningResult, learn
     from abm.outputs.compare import Comparison, compare

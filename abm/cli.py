@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from abm.cli_typer import Typer
 from abm.examples import DEFAULT_DIR as DEFAULT_EXAMPLES_DIR
 from abm.interrupts import STARTING, interrupted, report, reported, results_written
 from abm.outputs.journal import journal_path
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from abm.scenario import Scenario
     from abm.sweep import SweepAxis, SweepPlan
 
-app = typer.Typer(
+app = Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Agent-based epidemic simulator for King County, WA: run scenarios, compare interventions, calibrate "
@@ -951,7 +952,7 @@ def compare(
     out_console.print(f"report in {out / 'report.html'}", highlight=False, soft_wrap=True)
 
 
-data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Data files the project can use.")
+data_app = Typer(add_completion=False, no_args_is_help=True, help="Data files the project can use.")
 app.add_typer(data_app, name="data")
 
 

@@ -44,9 +44,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     if interrupts.output_complete() or interrupts.reported():
         return
     if _starting:
-        sys.stderr.write(interrupts.STARTING + "\n")
-        sys.stderr.flush()
-        os._exit(128 + signum)
+        interrupts.end_starting(signum)
     if interrupts.interrupted() is None:
         interrupts.note_signal(signum)
     elif _cleaning_up():
@@ -144,12 +142,14 @@ def _command() -> int | str | None:
     invocation.set_command(["abm", *sys.argv[1:]])
     if not getattr(sys.unraisablehook, "abm_quiet", False):
         sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
     # Ctrl-C while the command line loads ends the process at once, from the handler (nothing has
     # started): raised instead, it could land in code an extension module runs while it loads.
+    # (abm/__main__.py has the same ending in place while this module itself loads.) Noted before
+    # the handler is in place: one that came in between raised a KeyboardInterrupt, a traceback.
     _starting.append(True)
     try:
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
         from abm.cli import main as cli_main
     finally:
         _starting.clear()

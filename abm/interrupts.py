@@ -7,10 +7,27 @@ exception."""
 
 from __future__ import annotations
 
+import os
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: loaded before the start-up handler
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 _written: list[bool] = []
 _received: list[int] = []
 _reported: list[bool] = []
 STARTING = "interrupted while starting; nothing was run"  # Ctrl-C while the libraries load
+
+
+def end_starting(signum: int, frame: object = None) -> NoReturn:
+    """A signal handler for the command's start-up: Ctrl-C (SIGINT) or SIGTERM while the command
+    line loads ends the process at once with :data:`STARTING` and 128 + the signal. Nothing has
+    started; a KeyboardInterrupt raised instead would end it with an import traceback, or land in
+    code an extension module runs while it loads."""
+    sys.stderr.write(STARTING + "\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def results_written() -> None:
@@ -37,8 +54,6 @@ def interrupted() -> int | None:
 
 def report(message: str) -> None:
     """Say on stderr how an interrupt ended the command (once it has cleaned up)."""
-    import sys
-
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
     _reported.append(True)

@@ -414,7 +414,9 @@ def ray_session(
     """The ``ray`` module, connected: to the Ray instance this process already uses, else to
     ``address`` (or ``RAY_ADDRESS``; checked first: :func:`check_ray_reachable`, naming it as
     ``given``, by default ``--ray-address ADDR``), else to a local instance started here and
-    shut down on exit, its session folder removed (:mod:`abm.ray_sessions`). A missing Ray
+    shut down on exit, its session folder removed (:mod:`abm.ray_sessions`); one whose socket
+    paths the temporary folder would make too long is refused before it starts
+    (:func:`abm.ray_sessions.check_socket_paths`). A missing Ray
     raises ``error`` with the install hint, naming the choice of Ray as the caller gave it
     (``backend``: ``--backend ray``, or ``backend='ray'`` from Python)."""
     try:
@@ -426,7 +428,10 @@ def ray_session(
         yield ray
         return
     check_ray_reachable(address, given or f"--ray-address {address}", error)
-    from abm.ray_sessions import ray_sessions_removed
+    from abm.ray_sessions import check_socket_paths, ray_sessions_removed
+
+    if (address or os.environ.get("RAY_ADDRESS") or "local") == "local":  # Ray starts here (check_ray_reachable)
+        check_socket_paths(error, backend)
 
     with ray_raylet_quiet(ray), ray_sessions_removed(ray):  # the session folder goes once Ray is shut down
         try:
