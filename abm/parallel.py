@@ -125,6 +125,10 @@ def _start_worker(parent: int, held: Connection | None = None) -> None:
     if held is not None:
         _HELD[:] = [held]
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The pool ends its workers with SIGTERM. A worker imports the program's main script again
+    # ("spawn"), and the `abm` console script's import of abm/__main__.py put in the start-up
+    # handler, which would answer it "interrupted while starting" and exit 143: the default again.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if _LIBC is not None:

@@ -110,3 +110,28 @@ def test_ctrl_c_at_any_early_moment_of_python_m_abm_has_no_traceback(delay):
             continue
         killed_before_python = proc.returncode == -signal.SIGINT and err == ""
         assert interrupted(err, proc.returncode) or killed_before_python or proc.returncode == 0, (proc.returncode, err)
+
+
+def test_a_worker_of_the_console_script_keeps_sigterm_for_its_pool(tmp_path):
+    """A --workers pool's worker process imports the program's main script again, and the `abm`
+    console script imports abm/__main__.py, which put in the start-up handler: each worker then
+    answered the pool's SIGTERM (a Ctrl-C of `abm sweep --workers 2`, a failed run) with
+    "interrupted while starting; nothing was run" and exit code 143, where it used to end by the
+    signal. Workers keep the default handling."""
+    script = tmp_path / "abm_script.py"
+    script.write_text(
+        "import signal, sys\n"
+        "from abm.__main__ import main  # as pip's console script imports it\n"
+        "if __name__ == '__main__':\n"
+        "    from abm.parallel import ProcessPool\n"
+        "    with ProcessPool(1) as pool:\n"
+        "        [(_, handler)] = pool.finished(signal.getsignal, [(signal.SIGTERM,)])\n"
+        "    print(handler is signal.SIG_DFL, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=root, env=None
+    )
+    assert done.returncode == 0, done.stderr
+    # the worker: the default; the program itself: the start-up handler, as before
+    assert done.stdout.split() == ["True", "False"], done.stdout
