@@ -23,6 +23,7 @@ from abm.learning.protocols.traits import PROTOCOLS, protocol_traits
 from abm.learning.selection import PolicyName
 from abm.learning.sources import SKLEARN_CLASSES, SKLEARN_SOURCES
 from abm.learning.split import known_groups
+from abm.scenario_kinds import PRIVATE_CALIBRATION, learning_kind
 from abm.set_options import (
     COMMAND_LINE,
     PYTHON,
@@ -726,6 +727,11 @@ def load_scenario(
     ``names`` says (:func:`scenario_data`; default: as ``abm learn`` takes them).
     """
     data, source = scenario_data(path_or_dict, sets, names, runner)
+    if learning_kind(data) == PRIVATE_CALIBRATION:  # it was refused key by key, as a learning scenario
+        raise LearningScenarioError(
+            f"{source}: this is a private calibration scenario (kind: private_calibration), not a learning one; "
+            "run it with abm.learn (`abm learn`), or abm.private_calibration.report.run_private_calibration"
+        )
     if runner is not None:
         data = {**data, "runner": runner}
     scenario = validated(LearningScenario, data, source, LearningScenarioError, extra=protocol_param_problems(data))

@@ -1193,3 +1193,19 @@ def test_a_refusal_the_runner_option_caused_names_it(tmp_path):
     with pytest.raises(LearningScenarioError) as e:
         load_scenario(f, "flower", names=PYTHON)
     assert str(e.value).startswith(f"{f} (with runner='flower'): protocols[0].name: 'cycle' is not allowed")
+
+
+def test_a_private_calibration_scenario_given_to_the_learning_runner_is_named_in_one_line(tmp_path):
+    """abm.learning.run_scenario (and load_scenario) on a private-calibration file listed every key
+    a learning scenario lacks or forbids (data, split, kind, mode, model...); it now says what the
+    file is and what runs it, and writes nothing."""
+    from abm.learning import LearningScenarioError, run_scenario
+
+    path = SCENARIOS / "private_calibration.yaml"
+    with pytest.raises(LearningScenarioError) as info:
+        run_scenario(path, tmp_path / "out")
+    assert str(info.value) == (
+        f"{path}: this is a private calibration scenario (kind: private_calibration), not a learning one; run it "
+        "with abm.learn (`abm learn`), or abm.private_calibration.report.run_private_calibration"
+    )
+    assert list(tmp_path.iterdir()) == []
