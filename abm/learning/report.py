@@ -107,11 +107,9 @@ def figure_axes(*grid: int, figsize: tuple[float, float], squeeze: bool = True) 
     """A figure of ``figsize`` inches and its axes (``grid``: rows and columns, as
     :meth:`~matplotlib.figure.Figure.subplots` takes them), drawn for a file only: not pyplot's,
     so a report written from a notebook leaves its backend and open figures as they were."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize)
-    FigureCanvasAgg(fig)  # what saving draws with: legends find their place with its renderer
     return fig, fig.subplots(*grid, squeeze=squeeze)
 
 
