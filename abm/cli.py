@@ -32,12 +32,11 @@ from abm.outputs.run_folder import (
 from abm.plugin_errors import PluginError, PluginFailure
 from abm.plurals import counted
 from abm.progress_lines import LogLines, Pace
-from abm.scenario_notes import fixed_counts  # noqa: F401 (the notes' texts, for tests that import them from here)
 
 if TYPE_CHECKING:
     from abm.outputs.summary_table import SummaryTable
     from abm.scenario import Scenario
-    from abm.sweep import SweepAxis, SweepPlan
+    from abm.sweep import SweepAxis
 
 app = Typer(
     add_completion=False,
@@ -470,29 +469,12 @@ def note_unapplied_settings(file: Path, sets: list[str] | None, sweeps: Sequence
     print_notes(unapplied_settings(file, sets, sweeps))
 
 
-def note_same_variants(sweep_plan: SweepPlan) -> None:
-    """Print the notes on a sweep's variants that resolve to the same scenario
-    (:func:`abm.scenario_notes.same_variants`)."""
-    from abm.scenario_notes import same_variants
-
-    print_notes(same_variants(sweep_plan))
-
-
 def note_workers(workers: int | None, backend: str) -> None:
     """Print the note on ``--workers`` above the CPUs this process may use
     (:func:`abm.scenario_notes.too_many_workers`)."""
     from abm.scenario_notes import too_many_workers
 
     print_notes(too_many_workers(workers, backend))
-
-
-def note_idle(resolved: list, labels: list[str] | None = None) -> None:
-    """Print the notes on interventions that start after the last day and seeding that rounds to
-    none (:func:`abm.scenario_notes.idle`; a sweep's variants named by their ``labels`` where
-    only some have it)."""
-    from abm.scenario_notes import by_variant, idle
-
-    print_notes(by_variant([idle(sc) for sc in resolved], labels))
 
 
 def note_memory(

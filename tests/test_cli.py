@@ -1375,8 +1375,8 @@ def test_agents_with_a_count_of_initial_infections_gets_a_note(tmp_path):
     100,000 and its vacc_ct outbreak died out (37 infected), with no word on why its figures for
     the county were a thousandth of those of a run of 100,000. --agents now gets a note, as it
     does for a count of daily doses; a seeding per 100,000 keeps its share and gets none."""
-    from abm.cli import fixed_counts
     from abm.overrides import resolve
+    from abm.scenario_notes import fixed_counts
 
     county = resolve(SCENARIOS / "king_county/vacc_ct.yaml", {"agents": 2_252_782})
     assert fixed_counts(county, 100_000) == [
@@ -1507,20 +1507,25 @@ def test_sweep_variants_that_resolve_to_the_same_scenario_get_a_note(capsys):
     """A swept rate that daily_doses replaces gave variants with the same results, and abm sweep
     said nothing: a table that read as 'the rate changes nothing'. Variants that resolve to the
     same scenario are named; a sweep whose variants differ gets no such note."""
-    from abm.cli import note_same_variants
+    from abm.cli import print_notes
+    from abm.scenario_notes import same_variants
     from abm.sweep import plan
 
     src = SCENARIOS / "reference/vacc_budget.yaml"  # daily_doses: 124
     rates = "interventions.vaccination.daily_doses_per_100k=300,1000"
-    note_same_variants(plan(src, [rates], replicates=1, agents=2000, days=5))
+    print_notes(same_variants(plan(src, [rates], replicates=1, agents=2000, days=5)))
     text = " ".join(capsys.readouterr().err.split())
     assert (
         "note: the variants (daily_doses_per_100k=300) and (daily_doses_per_100k=1000) resolve to the same scenario"
     ) in text
-    note_same_variants(
-        plan(src, [rates], replicates=1, agents=2000, days=5, sets=["interventions.vaccination.daily_doses=null"])
+    print_notes(
+        same_variants(
+            plan(src, [rates], replicates=1, agents=2000, days=5, sets=["interventions.vaccination.daily_doses=null"])
+        )
     )
-    note_same_variants(plan(src, ["interventions.vaccination.daily_doses=100,200"], replicates=1, agents=2000, days=5))
+    print_notes(
+        same_variants(plan(src, ["interventions.vaccination.daily_doses=100,200"], replicates=1, agents=2000, days=5))
+    )
     assert capsys.readouterr().err == ""
 
 
@@ -1551,13 +1556,16 @@ def test_sweep_variants_that_differ_only_where_runs_do_not_read_get_the_note(cap
     """Variants that differ only in what no sweep's run reads (a disabled intervention's settings,
     the calibration section, the description, the map's days) have the same results: they get the
     note too (they got none, and the table read as 'the value changes nothing')."""
-    from abm.cli import note_same_variants
+    from abm.cli import print_notes
+    from abm.scenario_notes import same_variants
     from abm.sweep import plan
 
-    note_same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=7, sets=sets))
+    print_notes(same_variants(plan(SCENARIOS / file, [sweep], replicates=1, agents=2000, days=7, sets=sets)))
     assert (f"note: the variants {labels} resolve to the same scenario") in " ".join(capsys.readouterr().err.split())
     vacc = SCENARIOS / "king_county/vacc.yaml"
-    note_same_variants(plan(vacc, ["interventions.vaccination.start_day=10,30"], replicates=1, agents=2000, days=5))
+    print_notes(
+        same_variants(plan(vacc, ["interventions.vaccination.start_day=10,30"], replicates=1, agents=2000, days=5))
+    )
     assert capsys.readouterr().err == ""  # enabled, the start day matters
 
 
@@ -1589,13 +1597,14 @@ def test_a_sweep_names_the_variants_in_which_an_intervention_does_nothing(capsys
     """A note that holds for some of a sweep's variants only names them: a swept start day after
     the run's end was noted as 'it does nothing in this run', without saying which variant; a note
     for every variant, or for a run, names none."""
-    from abm.cli import note_idle
+    from abm.cli import print_notes
+    from abm.scenario_notes import by_variant, idle
     from abm.sweep import plan
 
     src = SCENARIOS / "king_county/vacc.yaml"
     sp = plan(src, ["interventions.vaccination.start_day=2,8,9"], replicates=1, agents=2000, days=5)
     labels = [sp.label(v, short=True) for v in range(len(sp.variants))]
-    note_idle(sp.variants, labels)
+    print_notes(by_variant([idle(sc) for sc in sp.variants], labels))
     lines = capsys.readouterr().err.splitlines()
     suffix = "simulated days (0..4): it does nothing in this run"
     assert lines == [
@@ -1603,8 +1612,8 @@ def test_a_sweep_names_the_variants_in_which_an_intervention_does_nothing(capsys
         f"note: interventions.vaccination starts on day 9, after the 5 {suffix} (variant start_day=9)",
     ]
     every = plan(src, ["contacts.community.weight=0.5,0.6"], replicates=1, agents=2000, days=5)
-    note_idle(every.variants, ["weight=0.5", "weight=0.6"])
-    note_idle(every.variants[:1])
+    print_notes(by_variant([idle(sc) for sc in every.variants], ["weight=0.5", "weight=0.6"]))
+    print_notes(by_variant([idle(sc) for sc in every.variants[:1]]))
     assert (
         capsys.readouterr().err.splitlines()
         == [f"note: interventions.vaccination starts on day 10, after the 5 {suffix}"] * 2

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from abm.cli import app, fixed_counts
+from abm.cli import app
 from abm.engine.config import DiseaseConfig
 from abm.interventions.config.testing import TestType
 from abm.interventions.config.vaccination import VaccinationConfig
 from abm.overrides import resolve
+from abm.scenario_notes import fixed_counts
 
 runner = CliRunner()
 
