@@ -6,8 +6,10 @@ side), ``abm.run_sweep`` (variants x replicates; also ``abm.sweep.run_sweep``), 
 decentralized learning and private calibration). Bad input raises a ``ValueError`` with the
 message the command prints: ``abm.scenario.ScenarioError`` (``abm.learn``:
 ``abm.learning.LearningScenarioError``). Nothing is printed: the notes the commands print on a
-scenario (``note: ...``) are warnings of class ``abm.ScenarioNote`` (``abm.scenario_notes``).
-README.md, "From Python", has an example of each.
+scenario (``note: ...``) are warnings of class ``abm.ScenarioNote`` (``abm.scenario_notes``),
+given before anything runs, and those on the results (a peak held to the last day, a fitted value
+at a bound) are warnings of its subclass ``abm.ResultNote`` (``abm.result_notes``), given once the
+result is complete, and written. README.md, "From Python", has an example of each.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from abm.calibration.result import CalibrationResult, calibrate
     from abm.learning.result import LearningResult, learn
     from abm.outputs.compare import Comparison, compare
+    from abm.result_notes import ResultNote
     from abm.runs import RunResult, run
     from abm.scenario_notes import ScenarioNote
     from abm.sweep import SweepResult, run_sweep
@@ -36,6 +39,7 @@ _EXPORTS = {
     "learn": "abm.learning.result",
     "Comparison": "abm.outputs.compare",
     "compare": "abm.outputs.compare",
+    "ResultNote": "abm.result_notes",
     "RunResult": "abm.runs",
     "run": "abm.runs",
     "ScenarioNote": "abm.scenario_notes",
@@ -60,6 +64,7 @@ __all__ = [
     "CalibrationResult",
     "Comparison",
     "LearningResult",
+    "ResultNote",
     "RunResult",
     "ScenarioNote",
     "SweepResult",

@@ -717,6 +717,7 @@ def calibrate(
         from abm.calibration.observed import CalibrationError
         from abm.calibration.result import calibrate as fit
         from abm.parallel import WorkerLost, check_ray_address
+        from abm.result_notes import calibration_notes
         from abm.scenario import COMMAND_LINE, ScenarioError
 
     if trials is not None and trials < 1:
@@ -760,13 +761,7 @@ def calibrate(
         except PluginFailure as exc:
             plugin_failed("calibrate", exc, target)
     print_calibration(summary)
-    if summary["at_bounds"]:
-        err_console.print(
-            f"note: fitted at (or within 1% of) a bound: {', '.join(summary['at_bounds'])}; the fit may want a value "
-            "outside calibration.parameters' bounds",
-            highlight=False,
-            soft_wrap=True,
-        )
+    print_notes(calibration_notes(summary))
     out_console.print(f"results in {summary['folder']}", highlight=False, soft_wrap=True)
 
 
@@ -820,6 +815,7 @@ def sweep(
         from abm.outputs.sweep_by_age import WHERE_BY_AGE
         from abm.overrides import given as options_given
         from abm.parallel import WorkerLost, check_ray_address, check_workers
+        from abm.result_notes import sweep_notes
         from abm.scenario import COMMAND_LINE, ScenarioError, check_device
         from abm.sweep import BACKENDS, plan, run_sweep
 
@@ -879,15 +875,7 @@ def sweep(
                 plugin_failed("sweep", exc, target, bar)
     for st in result.tables():  # the means, then the changes from the first variant
         print_table(st)
-    late = int(result.table["peak_hospital_at_end"].sum())
-    if late:
-        err_console.print(
-            f"note: in {late} of {total} runs the hospital curve is at its maximum on the last simulated day "
-            "(peak_hospital_at_end in sweep.csv): the peak may come later, after the run, so it is a lower bound; "
-            "run more days",
-            highlight=False,
-            soft_wrap=True,
-        )
+    print_notes(sweep_notes(result.table))
     out_console.print(WHERE_BY_AGE, highlight=False, soft_wrap=True)
     out_console.print(f"results in {target}", highlight=False, soft_wrap=True)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from abm import __version__, invocation, scenario_notes
+from abm import __version__, invocation, result_notes, scenario_notes
 from abm.engine import Simulation, SimulationResult
 from abm.engine.contacts import CommunityLayer
 from abm.engine.reference_contacts import community_layer
@@ -362,7 +362,10 @@ def run(
             rounds to none, more agents than the region's residents, ...) as a warning of class
             :class:`abm.ScenarioNote` (:mod:`abm.scenario_notes`), with its text, before the run
             starts (False: the commands, which print them, and the runs of a sweep or a
-            calibration).
+            calibration); and, once the run is done, the note on its result (its hospital curve
+            at its maximum on the last day: the peak may come later), which ``abm run`` says in
+            its table, as a warning of class :class:`abm.ResultNote` (:mod:`abm.result_notes`)
+            that holds the result as ``note.result``.
 
     The same scenario and seed give the tables and summary ``abm run`` writes. Nothing is printed.
 
@@ -440,4 +443,8 @@ def run(
             "tables_seconds": time.perf_counter() - t2,
         },
     }
-    return RunResult(sc, pop, res, summary, ts, ba, bt, costs, manifest, region.figures.fips[:2], region.figures.bounds)
+    fips, bounds = region.figures.fips[:2], region.figures.bounds
+    result = RunResult(sc, pop, res, summary, ts, ba, bt, costs, manifest, fips, bounds)
+    if warn:  # the result complete: a filter that makes the note an error still hands it over (note.result)
+        scenario_notes.warn(result_notes.with_result(result_notes.run_notes(summary), result))
+    return result

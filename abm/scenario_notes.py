@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 class ScenarioNote(UserWarning):
     """A note on a scenario (the text the commands print after ``note: ``), which :func:`abm.run`
     and :func:`abm.run_sweep` give as a warning before they run: ``warnings.simplefilter("error",
-    ScenarioNote)`` turns them into errors, ``"ignore"`` silences them."""
+    ScenarioNote)`` turns them into errors, ``"ignore"`` silences them. The same filters take the
+    notes on results, given once the result is complete (:class:`abm.result_notes.ResultNote`, a
+    subclass)."""
 
 
 def source_name(scenario: Any) -> str:

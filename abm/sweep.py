@@ -40,7 +40,7 @@ import torch
 import yaml
 from matplotlib.figure import Figure
 
-from abm import __version__, invocation, scenario_notes
+from abm import __version__, invocation, result_notes, scenario_notes
 from abm.day_dates import dates_as_text
 from abm.key_paths import lookup, short_keys
 from abm.memory import memory_note
@@ -232,7 +232,7 @@ class SweepResult:
     def write(self, out: str | Path) -> Path:
         """Write ``sweep.csv``, ``sweep_summary.csv``, ``sweep.json``, and where ``info`` holds the
         variants, as :func:`run_sweep`'s does, the plot ``sweep.png`` (:mod:`abm.outputs.sweep_plot`)
-        and ``report.html`` (the tables `abm sweep` prints, the plot and links) into ``out``
+        and ``report.html`` (the tables and notes `abm sweep` prints, the plot and links) into ``out``
         (atomically); then the runs kept while it ran go. A folder that cannot be written says that
         no results were written, and what is kept (:func:`abm.outputs.run_folder.unwritten_said`)."""
         out = output_path(out, "out")
@@ -246,7 +246,8 @@ class SweepResult:
             if self.info.get("variants"):  # run_sweep's result (a table built by hand has no variants to draw)
                 self.plot().savefig(tmp / "sweep.png", dpi=100)
                 files = sorted(p.name for p in tmp.iterdir())
-                page = sweep_report_html(self.info["scenario"], self.info["sweeps"], self.tables(), files)
+                notes = result_notes.sweep_notes(self.table)
+                page = sweep_report_html(self.info["scenario"], self.info["sweeps"], self.tables(), files, notes)
                 (tmp / "report.html").write_text(page, encoding="utf-8")
         if self.kept_in is not None:
             self.kept_in.remove()
@@ -787,7 +788,11 @@ def run_sweep(
             intervention that starts after the last day in some variants, more ``workers`` than
             CPUs, ...) as a warning of class :class:`abm.ScenarioNote`
             (:mod:`abm.scenario_notes`), with its text, before the first run (False: ``abm
-            sweep``, which prints them).
+            sweep``, which prints them); and, once the runs are done, the note ``abm sweep``
+            prints after its tables (runs whose hospital curve is at its maximum on the last
+            day) as a warning of class :class:`abm.ResultNote` (:mod:`abm.result_notes`) that
+            holds the result as ``note.result``; runs kept in ``keep`` stay there until
+            :meth:`SweepResult.write`.
 
     Bad input raises :class:`ScenarioError` (a ``ValueError``) with the message ``abm sweep``
     prints, naming the arguments given here (``sweeps item '...'``, ``replicates``,
@@ -884,4 +889,7 @@ def run_sweep(
                 for v, sc in enumerate(sp.variants)
             ],
         }
-    return SweepResult(table, summary, info, journal)
+    result = SweepResult(table, summary, info, journal)
+    if warn:  # the result complete: a filter that makes the note an error still hands it over (note.result)
+        scenario_notes.warn(result_notes.with_result(result_notes.sweep_notes(table), result))
+    return result

@@ -4,6 +4,8 @@ gradient that agrees with finite differences, and Adam steps that move beta towa
 from __future__ import annotations
 
 import json
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -319,7 +321,56 @@ def test_gradient_keeps_the_rate_within_the_scenarios_bounds(tmp_path):
     )
     # said before the first step, not after a long run
     assert output.count(note) == 1 and output.index(note) < output.index("step 1 of 6 done"), output
+    bound = (
+        "note: fitted at (or within 1% of) a bound: disease.transmission_rate; the fit may want a value outside "
+        "calibration.parameters' bounds"
+    )
+    assert output.count(bound) == 1 and output.index(bound) > output.index("step 6 of 6 done"), output
     assert yaml.safe_load((out / "calibrated.yaml").read_text())["seeding"]["day"] == data["seeding"].get("day", 0)
+
+
+def bounded_synthetic(tmp_path, low: float) -> Path:
+    """:func:`synthetic`'s scenario (data at rate 3, a start at 5) with the rate bounded to
+    ``low``-8 and six gradient steps."""
+    path = synthetic(tmp_path, 3.0, 5.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["parameters"] = {"disease.transmission_rate": {"low": low, "high": 8.0}}
+    data["calibration"]["gradient"]["steps"] = 6
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_abm_calibrate_gives_the_note_on_a_value_at_a_bound_once_the_folder_is_written(tmp_path):
+    """`abm calibrate` notes a fitted value at a bound of its range after its tables; abm.calibrate
+    said nothing. Now it gives the same text as a ResultNote at this line, holding the result;
+    made an error by a filter, the note comes once the folder is written, which stays."""
+    path, out = bounded_synthetic(tmp_path, 4.0), tmp_path / "out"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = abm.calibrate(path, out, method="gradient")
+    assert fit.best_parameters["disease.transmission_rate"] == 4.0
+    notes = [w for w in caught if w.category is abm.ResultNote]
+    assert [str(w.message) for w in notes] == [
+        "fitted at (or within 1% of) a bound: disease.transmission_rate; the fit may want a value outside "
+        "calibration.parameters' bounds"
+    ]
+    assert notes[0].filename == __file__ and notes[0].message.result is fit
+    again = tmp_path / "again"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", abm.ResultNote)
+        with pytest.raises(abm.ResultNote) as raised:
+            abm.calibrate(path, again, method="gradient")
+    assert raised.value.result.folder == again and (again / "calibration.json").exists()
+    assert json.loads((again / "calibration.json").read_text())["at_bounds"] == ["disease.transmission_rate"]
+
+
+def test_abm_calibrate_within_the_bounds_gives_no_result_note(tmp_path):
+    """Bounds 1-8 hold the fit (about 3.7 after six steps from 5) well inside: no note."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = abm.calibrate(bounded_synthetic(tmp_path, 1.0), tmp_path / "out", method="gradient")
+    assert fit.summary["at_bounds"] == [] and 3.0 < fit.best_parameters["disease.transmission_rate"] < 4.9
+    assert [w for w in caught if issubclass(w.category, abm.ResultNote)] == []
 
 
 def test_gradient_refuses_bounds_on_the_rate_that_give_no_valid_scenario(tmp_path):

@@ -498,6 +498,7 @@ def test_import_abm_alone_reaches_the_sweep_and_the_error_class():
             "CalibrationResult",
             "Comparison",
             "LearningResult",
+            "ResultNote",
             "RunResult",
             "ScenarioNote",
             "SweepResult",

@@ -131,7 +131,10 @@ def calibrate(
             the file's keys, a setting not used, more ``workers`` than CPUs, more agents than the
             region's residents) as a warning of class :class:`abm.ScenarioNote`, with its text,
             before the first trial (False: ``abm calibrate``, which prints them, and ``note`` is
-            told of more agents than residents).
+            told of more agents than residents); and, once the folder is written, the note ``abm
+            calibrate`` prints after its tables (fitted values at a bound of their range) as a
+            warning of class :class:`abm.ResultNote` (:mod:`abm.result_notes`) that holds the
+            result as ``note.result``.
 
     Optuna trials that finish are kept beside ``out`` until it is written, so that a calibration
     stopped before its end continues from them (:mod:`abm.calibration.journal`). Bad input raises
@@ -167,4 +170,9 @@ def calibrate(
         reused=reused,
         warn=warn,
     )
-    return CalibrationResult(summary, Path(summary["folder"]))
+    result = CalibrationResult(summary, Path(summary["folder"]))
+    if warn:  # once the folder is written: a filter that makes the note an error loses nothing
+        from abm import result_notes, scenario_notes
+
+        scenario_notes.warn(result_notes.with_result(result_notes.calibration_notes(summary), result))
+    return result

@@ -187,7 +187,6 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     from abm.byte_sizes import size_text
     from abm.learning.report import (
         console_legend,
-        few_test_samples,
         gain_shown,
         key_width,
         privacy_lines,
@@ -195,13 +194,14 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     from abm.learning.result import learn as learn_scenario
     from abm.learning.runner import protocol_specs
     from abm.learning.scenario import load_scenario
+    from abm.result_notes import learning_notes
     from abm.scenario import COMMAND_LINE
 
     scenario = load_or_exit(load_scenario, file, runner, sets)
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(protocol_specs(scenario)), f"{scenario.split.participants} participants", target)
     report = run_or_exit(
-        lambda: learn_scenario(file, target, runner=runner, sets=sets, names=COMMAND_LINE).report,
+        lambda: learn_scenario(file, target, runner=runner, sets=sets, names=COMMAND_LINE, warn=False).report,
         target,
         named(file, sets, runner),
         header=header,
@@ -217,6 +217,5 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     for line in privacy_lines(report["protocols"]):
         print(line)
     print(f"report: {target / 'report.json'}")
-    note = few_test_samples(report)
-    if note:
+    for note in learning_notes(report):
         print(f"note: {note}", file=sys.stderr)

@@ -74,6 +74,7 @@ def learn(
     sets: list[str] | None = None,
     progress: Callable[[str, int, int, str], None] | None = None,
     names: OptionNames | None = None,
+    warn: bool = True,
 ) -> LearningResult:
     """Run a decentralized-learning or a private-calibration scenario and write its report
     folder, as ``abm learn`` does (it calls this); return the report and the folder.
@@ -92,6 +93,10 @@ def learn(
             in ``note`` (:mod:`abm.learning.progress`). None: nothing is told.
         names: how messages name the arguments: :data:`abm.set_options.PYTHON` (``sets=[...]``,
             None's default) or ``COMMAND_LINE`` (``--set``, as ``abm learn`` gives).
+        warn: once the report folder is written, give the note ``abm learn`` prints after its
+            table (participants scored on fewer than 20 test samples, whose gains say little) as
+            a warning of class :class:`abm.ResultNote` (:mod:`abm.result_notes`), with its text,
+            that holds the result as ``note.result`` (False: ``abm learn``, which prints it).
 
     The report folder holds ``report.json``, ``report.md``, ``report.html``, ``scenario.json``
     and the plots; it is written at the end, all at once. Needs the ``learning`` extra. Bad input
@@ -123,7 +128,12 @@ def learn(
     folder = output_path(out, "out") if out is not None else None
     with listening(progress) if progress is not None else contextlib.nullcontext():
         found = _run(scenario, kind, folder, runner, sets, names)
-    return LearningResult(found[0], found[1], kind or LEARNING)
+    result = LearningResult(found[0], found[1], kind or LEARNING)
+    if warn:  # once the folder is written: a filter that makes the note an error loses nothing
+        from abm import result_notes, scenario_notes
+
+        scenario_notes.warn(result_notes.with_result(result_notes.learning_notes(result.report), result))
+    return result
 
 
 def _run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -122,10 +123,14 @@ def sweep_tables(summary: pd.DataFrame, labels: list[str], agents: list[int], pe
     return [means, changes]
 
 
-def sweep_report_html(name: str, sweeps: dict[str, list], tables: list[SummaryTable], files: list[str]) -> str:
+def sweep_report_html(
+    name: str, sweeps: dict[str, list], tables: list[SummaryTable], files: list[str], notes: Sequence[object] = ()
+) -> str:
     """The page of a sweep of scenario ``name``: what was swept (``sweeps``: key -> values), its
-    ``tables`` (:func:`sweep_tables`), the plot, and links to those of :data:`SWEEP_FILES` among
-    ``files``."""
+    ``tables`` (:func:`sweep_tables`), the notes on its results that ``abm sweep`` prints after
+    them (``notes``: :func:`abm.result_notes.sweep_notes`), the plot, and links to those of
+    :data:`SWEEP_FILES` among ``files``."""
+    said = "".join(f"<p>Note: {html.escape(str(note))}.</p>" for note in notes)
     swept = "".join(
         f"<li>{html.escape(k)}: {html.escape(', '.join(map(value_text, v)))}</li>" for k, v in sweeps.items()
     )
@@ -142,7 +147,7 @@ def sweep_report_html(name: str, sweeps: dict[str, list], tables: list[SummaryTa
 </style></head><body>
 <h1>Sweep of {html.escape(name)}</h1>
 <p>Swept:</p><ul>{swept}</ul>
-{"".join(html_table(t) for t in tables)}
+{"".join(html_table(t) for t in tables)}{said}
 {figure}
 <h2>Files</h2><ul>{links}</ul>
 </body></html>

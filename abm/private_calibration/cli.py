@@ -26,7 +26,7 @@ def learn(file: Path, out: Path | None = None, runner: str | None = None, sets: 
     target = out if out is not None else Path("runs") / scenario.name
     header = announce(scenario, len(calibration_specs(scenario)), f"{len(scenario.institutions)} institutions", target)
     report = run_or_exit(
-        lambda: learn_scenario(file, target, runner=runner, sets=sets, names=COMMAND_LINE).report,
+        lambda: learn_scenario(file, target, runner=runner, sets=sets, names=COMMAND_LINE, warn=False).report,
         target,
         named(file, sets, runner),
         "private_calibration",

@@ -294,6 +294,41 @@ def test_cli_learn_notes_participants_scored_on_few_test_samples(tmp_path, capsy
         assert notes == ([expected] if evaluate_on == "own" else [])
 
 
+def test_abm_learn_gives_the_few_test_samples_note_as_a_result_note(tmp_path):
+    """`abm learn` notes participants scored on fewer than 20 test samples; abm.learn said nothing.
+    Now it gives the same text, once the report folder is written, as a ResultNote at this line
+    holding the result; scored on the global test set (37 samples), none. The command itself gives
+    no Python warning."""
+    import warnings
+
+    import yaml
+
+    import abm
+    from abm.learning.cli import learn
+    from abm.learning.runner import prepare_data
+
+    scenario = _tiny(protocols=[{"name": "fedavg"}])
+    own = [len(p.test) for p in prepare_data(load_scenario(scenario)[0]).parts]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = abm.learn(scenario, tmp_path / "own")
+    notes = [w for w in caught if issubclass(w.category, abm.ResultNote)]
+    assert [str(w.message) for w in notes] == [
+        f"2 of 2 participants are scored on fewer than 20 test samples of their own: participant (samples) "
+        f"0 ({own[0]}), 1 ({own[1]}); a score moves in steps of 1/n, so their gains say little; give the participants "
+        "more data, a larger split.test_fraction, or evaluate_on: global"
+    ]
+    assert notes[0].filename == __file__ and notes[0].message.result is result
+    assert (tmp_path / "own" / "report.json").exists()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        abm.learn({**scenario, "evaluate_on": "global"}, tmp_path / "global")
+        f = tmp_path / "own.yaml"
+        f.write_text(yaml.safe_dump(scenario))
+        learn(f, tmp_path / "cli")
+    assert [w for w in caught if issubclass(w.category, abm.ScenarioNote)] == []
+
+
 def test_the_few_test_samples_note_names_the_global_set_and_lists_ten_participants_at_most():
     from abm.learning.report import few_test_samples
 
