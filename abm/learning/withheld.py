@@ -7,7 +7,9 @@ point's range) sends nothing and is left out exactly as a dropped participant is
 vectors arrive, the sum is not released and what it was for is skipped.
 :class:`WithheldRecord` turns the aggregator's :class:`~abm.learning.privacy.aggregation.WithheldSum`
 entries into report.json's ``privacy.withheld`` and warns on the console; :func:`withheld_lines`
-gives report.md's line.
+gives report.md's line. IPA's peers share no sum but the token: one whose training diverges on
+its turn is left out of the ring's coupling from then on (a sum of kind ``token``), and is warned
+of and reported in those words.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from abm.learning import progress
+from abm.learning.messages import MessageKind
 from abm.learning.privacy.aggregation import WithheldSum
 from abm.plurals import counted, plural
+
+TOKEN = MessageKind.TOKEN.value  # what IPA's peers share
 
 
 def _whom(member: str, ids: list[int]) -> str:
@@ -55,7 +60,17 @@ class WithheldRecord:
         span = f"in round {t} (rounds 0..{self.rounds - 1})"
         first = [pid for pid in ids if pid not in self._warned]
         what, values = _sum_and_values(self.secure)
-        if first:
+        if first and all(s.kind == TOKEN for s in sums):
+            self._warned.update(first)
+            one = len(first) == 1
+            progress.say(
+                f"warning: {self.key}: {_whom(self.who, first)} diverged on {'its turn' if one else 'their turns'} "
+                f"{span} (a training loss or parameters not finite: too high a learning rate?), so "
+                f"{'it was' if one else 'they were'} left out of the ring's coupling from then on, "
+                f"{'its own model as it was' if one else 'their own models as they were'}; the run goes on "
+                "(report.json: privacy.withheld)"
+            )
+        elif first:
             self._warned.update(first)
             one = len(first) == 1
             progress.say(
@@ -83,6 +98,9 @@ def withheld_lines(protocols: dict[str, Any], member: str = "participant") -> li
         record = privacy.get("withheld") or []
         if not record:
             continue
+        if r.get("protocol") == "ipa":  # the token's coupling, not a sum
+            lines.append(_left_out_line(key, record, member))
+            continue
         secure = bool(privacy.get("secure_aggregation"))
         vectors = (
             "vectors the secure sum cannot carry (NaN, inf or beyond its range"
@@ -104,3 +122,15 @@ def withheld_lines(protocols: dict[str, Any], member: str = "participant") -> li
             "(privacy.withheld in report.json)."
         )
     return lines
+
+
+def _left_out_line(key: str, record: list[dict[str, Any]], member: str) -> str:
+    """report.md's line for IPA's peers left out of the ring's coupling: who, from which round."""
+    by_round: dict[int, list[int]] = {}
+    for entry in record:
+        by_round.setdefault(entry["round"], []).extend(entry["participants"])
+    whom = "; ".join(f"{_whom(member, sorted(ids))} from round {t}" for t, ids in sorted(by_round.items()))
+    return (
+        f"Warning: {key}: training diverged on a turn (a loss or parameters not finite) for {whom}: left out of "
+        "the ring's coupling from then on, their own models as they were (privacy.withheld in report.json)."
+    )

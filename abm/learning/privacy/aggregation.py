@@ -78,6 +78,12 @@ class SumAggregator(ABC):
         if self._withheld:
             self._withheld_sums += (WithheldSum(round_, kind.value, tuple(sorted(self._withheld)), released),)
 
+    def hold_back(self, round_: int, kind: MessageKind, participants: tuple[int, ...]) -> None:
+        """Record that ``participants`` held back, in ``round_``, what they share outside any sum
+        (``kind``: IPA's token), their training having diverged: they are left out of what is
+        shared from then on, and it goes on without them (a :class:`WithheldSum` released)."""
+        self._withheld_sums += (WithheldSum(round_, kind.value, tuple(sorted(participants)), True),)
+
     def withheld(self) -> frozenset[int]:
         """The participants that held their vectors back from the last sum."""
         return self._withheld

@@ -117,5 +117,8 @@ class DifferentiallyPrivateSum(SumAggregator):
     def take_withheld(self) -> list[WithheldSum]:
         return self.inner.take_withheld()
 
+    def hold_back(self, round_: int, kind: MessageKind, participants: tuple[int, ...]) -> None:
+        self.inner.hold_back(round_, kind, participants)
+
     def epsilon(self, delta: float) -> float:
         return self.accountant.epsilon(delta)
