@@ -98,7 +98,7 @@ def test_one_diverging_participant_is_left_out_of_the_ring_as_a_dropout(tmp_path
     turn = IPA._turn
     monkeypatch.setattr(IPA, "_turn", lambda self, ctx, i: True if i == 2 else turn(self, ctx, i))
     _, dropped = learn(tmp_path, "dropped", training, protocols, split=split)
-    once = [{"round": 0, "participants": [2], "sums": 1, "skipped": 0}]
+    once = [{"round": 0, "participants": [2], "sums": 1, "skipped": 0, "discarded": 0}]
     for key in ("ipa", "ipa_own"):
         left, gone = report["protocols"][key], dropped["protocols"][key]
         scores = [p["collaborative"] for p in left["participants"]]
