@@ -224,9 +224,9 @@ class IPA(Protocol):
             self._return_own_sets(ctx, t)  # training ends: every peer keeps its own set
 
     def _return_own_sets(self, ctx: RunContext, t: int) -> None:
-        """The last peer of the ring sends every peer but the first (which got the token) its own
-        parameter set as it stands after round ``t``. Without ``update_others`` only a peer's own
-        turn changes its set, so nothing needs to travel."""
+        """The last coupled peer of the ring sends every coupled peer but the first (which got the
+        token) its own parameter set as it stands after round ``t`` (a peer left out keeps its own).
+        Without ``update_others`` only a peer's own turn changes its set, so nothing needs to travel."""
         if not self.config.update_others:
             return
         coupled = self.coupled(ctx.n)
