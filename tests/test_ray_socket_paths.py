@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import tiny_calibration
+from conftest import tiny_calibration, tiny_learning
 from typer.testing import CliRunner
 
 from abm.cli import app
@@ -97,4 +97,22 @@ def test_calibrate_with_ray_under_a_long_tmpdir_is_refused_before_ray_starts(lon
     out = tmp_path / "out"
     result = runner.invoke(app, ["calibrate", str(path), "--backend", "ray", "--out", str(out)])
     assert refused(result, long_tmpdir), result.output
+    assert not out.exists()
+
+
+def test_learn_on_flower_sim_under_a_long_tmpdir_is_refused_before_ray_starts(long_tmpdir, tmp_path):
+    """``abm learn --runner flower-sim`` starts a local Ray in Flower's simulation engine, which
+    did not check the temporary folder: Ray's own crash. Now the same refusal as ``--backend
+    ray``'s, naming the file and the runner: exit 2, nothing written, Ray never started."""
+    pytest.importorskip("flwr")
+    path = tiny_learning(tmp_path)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["learn", str(path), "--runner", "flower-sim", "--out", str(out)])
+    flat = " ".join(result.output.split())
+    expected = (
+        f"error: {path} (with --runner flower-sim): runner flower-sim: TMPDIR is {len(long_tmpdir)} bytes long "
+        f"({long_tmpdir}), too long for a local Ray"
+    )
+    assert result.exit_code == 2 and expected in flat and flat.count("error:") == 1, result.output
+    assert "set RAY_TMPDIR to a folder of at most" in flat and "RAY_TMPDIR=/tmp/ray" in flat
     assert not out.exists()

@@ -81,8 +81,8 @@ def test_a_diverging_run_warns_and_says_so_in_its_reports(tmp_path):
     """A learning rate of 10^6: every protocol's training loss turns NaN. Each protocol and
     participant gets its rounds in report.json's nonfinite_losses (each with a count of at least
     one), the console a warning per round in which some first diverged, report.md a line; exit 0,
-    all rounds scored (FedAvg's and CoDream's sums leave the updates that are not finite out and
-    say so too). At 0.01 there are none."""
+    all rounds scored (FedAvg's and CoDream's sums leave the updates that are not finite out, and
+    IPA the peers whose turn diverged out of its ring, and say so too). At 0.01 there are none."""
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["learn", str(scenario(tmp_path, 1e6)), "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -97,9 +97,10 @@ def test_a_diverging_run_warns_and_says_so_in_its_reports(tmp_path):
         assert len(prot["history"]) == 3, key  # the run went on
         expected += warnings_expected(key, record)
     assert warned == expected
-    # the summing protocols leave the updates that are not finite out of their sums (privacy.withheld)
+    # the summing protocols leave the updates that are not finite out of their sums, and IPA the
+    # peers whose turn diverged out of its ring (privacy.withheld)
     withheld = {k for k, prot in report["protocols"].items() if (prot["privacy"] or {}).get("withheld")}
-    assert withheld == {"fedavg", "codream"}
+    assert withheld == {"fedavg", "codream", "ipa"}
     md = (out / "report.md").read_text()
     assert md.count("Warning: ") == len(report["protocols"]) + len(withheld)
     assert "Warning: fedavg: training diverged, its loss not finite (NaN or inf) for participants 0, 1, 2 from" in md

@@ -125,6 +125,26 @@ def test_flower_simulation_agrees_with_inprocess(inprocess_report, ray_temp):
 
 
 @pytest.mark.slow
+def test_a_flower_simulation_that_fails_leaves_no_session_folder(monkeypatch, ray_temp):
+    """A simulation that fails once Flower has started Ray (here Flower's start raises just after
+    its ``ray.init``): the error reaches the caller, Ray is shut down and its session folder in
+    RAY_TMPDIR removed, as on success and on an interrupt (the tests above and below). About 10 s."""
+    import flwr.simulation
+    import ray
+
+    def fails(**kwargs: Any) -> None:
+        ray.init(**kwargs["ray_init_args"])
+        assert list(ray_temp.iterdir())  # Ray's folder is there while it runs
+        raise RuntimeError("the simulation failed")
+
+    monkeypatch.setattr(flwr.simulation, "start_simulation", fails)
+    with pytest.raises(RuntimeError, match="the simulation failed"):
+        run_all(load_scenario(TINY)[0], "flower-sim")
+    assert not ray.is_initialized()
+    assert list(ray_temp.iterdir()) == []
+
+
+@pytest.mark.slow
 def test_flower_simulation_survives_the_race_in_flowers_actor_pool(monkeypatch):
     """Flower's actor pool, asked by several request threads at once, checks that a result is
     still awaited, then waits on every awaited result: when another thread took the last one in

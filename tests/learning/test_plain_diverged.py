@@ -69,7 +69,7 @@ def test_one_diverging_participant_is_left_out_of_plain_sums_exactly_as_a_schedu
     )
     assert result.exit_code == 0, result.output
     protocols = report["protocols"]
-    once = [{"round": t, "participants": [2], "sums": 1, "skipped": 0} for t in range(3)]
+    once = [{"round": t, "participants": [2], "sums": 1, "skipped": 0, "discarded": 0} for t in range(3)]
     for key in ("fedavg", "fedprox"):
         left, dropped = protocols[key], protocols[f"{key}_dropped"]
         assert left["privacy"]["withheld"] == once, key
@@ -88,14 +88,15 @@ def test_one_diverging_participant_is_left_out_of_plain_sums_exactly_as_a_schedu
         "warning: fedavg: the training loss of participant 2 was not finite (NaN or inf) in round 0 (rounds 0..2): "
         "training diverged (too high a learning rate?); the run goes on, but the scores after it mean little "
         "(report.json: nonfinite_losses)",
-        "warning: fedavg: participant 2 held back its vector from the sum in round 0 (rounds 0..2): values that are "
-        "not finite (NaN or inf: did training diverge?), so it was left out as dropouts are; the run goes on "
-        "(report.json: privacy.withheld)",
+        "warning: fedavg: participant 2 held back its vector from the sum in round 0 (rounds 0..2): values the sum "
+        "cannot carry (NaN, inf, or so large the sum could overflow: did training diverge?), so it was left out as "
+        "dropouts are; the run goes on (report.json: privacy.withheld)",
     ]
     md = (tmp_path / "plain" / "report.md").read_text()
     assert (
-        "Warning: fedavg: participant 2 held back vectors that are not finite (NaN or inf: training diverged) in 3 "
-        "rounds from round 0, left out as dropouts are (privacy.withheld in report.json)." in md
+        "Warning: fedavg: participant 2 held back vectors the sum cannot carry (NaN, inf, or so large the sum could "
+        "overflow: training diverged) in 3 rounds from round 0, left out as dropouts are (privacy.withheld in "
+        "report.json)." in md
     )
 
 

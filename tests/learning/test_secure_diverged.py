@@ -75,7 +75,7 @@ def test_one_diverging_participant_is_left_out_exactly_as_a_scheduled_dropout(tm
     )
     assert result.exit_code == 0, result.output
     withheld, dropped, plain = (report["protocols"][k] for k in ("withheld", "dropped", "plain_dropped"))
-    once = [{"round": t, "participants": [2], "sums": 1, "skipped": 0} for t in range(3)]
+    once = [{"round": t, "participants": [2], "sums": 1, "skipped": 0, "discarded": 0} for t in range(3)]
     assert withheld["privacy"]["withheld"] == once
     assert withheld["privacy"]["dropouts"] == []
     assert dropped["privacy"]["withheld"] == []
@@ -134,7 +134,7 @@ def test_a_run_whose_every_participant_diverges_exits_0_and_says_which_rounds_we
     assert result.exit_code == 0, result.output
     sec = report["protocols"]["sec"]
     assert sec["privacy"]["withheld"] == [
-        {"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1} for t in (1, 2)
+        {"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1, "discarded": 0} for t in (1, 2)
     ]
     assert sec["history"][0] == sec["history"][1] == sec["history"][2]
     assert warnings(result, "sec") == [

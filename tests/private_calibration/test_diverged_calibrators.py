@@ -49,7 +49,9 @@ def test_diverged_calibrators_are_warned_of_and_their_estimates_not_simulated(tm
     report = json.loads((out / "report.json").read_text(), parse_constant=strict)
     mapl, local = report["protocols"]["mapl"], report["protocols"]["local"]
     assert {e["participant"] for e in mapl["nonfinite_losses"]} == {1}
-    assert mapl["privacy"]["withheld"] == [{"round": t, "participants": [1], "sums": 1, "skipped": 0} for t in range(3)]
+    assert mapl["privacy"]["withheld"] == [
+        {"round": t, "participants": [1], "sums": 1, "skipped": 0, "discarded": 0} for t in range(3)
+    ]
     assert mapl["summary"]["nonfinite_similarities"]
     diverged = mapl["institutions"][1]
     assert set(diverged["estimate"].values()) == {None}
@@ -84,7 +86,7 @@ def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp
     report = json.loads((out / "report.json").read_text())
     fedavg, codream = report["protocols"]["fedavg"], report["protocols"]["codream"]
     assert fedavg["privacy"]["withheld"] == [
-        {"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1} for t in range(3)
+        {"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1, "discarded": 0} for t in range(3)
     ]
     assert len(set(fedavg["history"])) == 1  # the same model scored after every round
     assert codream["privacy"]["withheld"]
@@ -93,7 +95,9 @@ def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp
     assert plain["privacy"] == {
         "secure_aggregation": False,
         "dropouts": [],
-        "withheld": [{"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1} for t in range(3)],
+        "withheld": [
+            {"round": t, "participants": [0, 1, 2], "sums": 1, "skipped": 1, "discarded": 0} for t in range(3)
+        ],
         "dp": None,
     }
     assert len(set(plain["history"])) == 1
@@ -101,6 +105,7 @@ def test_diverged_calibrators_under_secure_aggregation_and_dp_run_to_the_end(tmp
     assert "Warning: fedavg: institutions 0, 1, 2 held back vectors the secure sum cannot carry" in md
     assert "Warning: codream: institutions" in md
     assert (
-        "Warning: fedavg_plain: institutions 0, 1, 2 held back vectors that are not finite (NaN or inf: training "
-        "diverged) in 3 rounds from round 0, left out as dropouts are; 3 sums not released" in md
+        "Warning: fedavg_plain: institutions 0, 1, 2 held back vectors the sum cannot carry (NaN, inf, or so large "
+        "the sum could overflow: training diverged) in 3 rounds from round 0, left out as dropouts are; 3 sums not "
+        "released" in md
     )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from abm.interrupts import interrupted
 from abm.learning import progress
-from abm.learning.errors import FlowerRunError
+from abm.learning.errors import FlowerRunError, LearningScenarioError
 from abm.learning.flower import import_flwr
 from abm.learning.messages import Network
 from abm.learning.privacy.aggregation import PlainSum
@@ -35,7 +35,7 @@ from abm.learning.runner import (
 from abm.learning.scenario import LearningScenario
 from abm.learning.split import known_groups
 from abm.parallel import interrupts_deferred, ray_init_undisturbed, ray_keeps_our_sigterm, ray_tip_quiet
-from abm.ray_sessions import ray_sessions_removed
+from abm.ray_sessions import check_socket_paths, ray_sessions_removed
 from abm.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -135,7 +135,12 @@ def run_simulation(
     local Ray started here and shut down at the end (its session folder removed), whatever
     ``RAY_ADDRESS`` or a cluster started with ``ray start`` on this machine says (Flower's
     ``ray.init`` asks for a number of CPUs, which joining a cluster refuses with a long
-    traceback; and Flower shut the caller's Ray down)."""
+    traceback; and Flower shut the caller's Ray down). A local Ray whose socket paths the
+    temporary folder (TMPDIR, RAY_TMPDIR) would make too long is refused before Ray is imported
+    (:class:`LearningScenarioError`, :func:`abm.ray_sessions.check_socket_paths`)."""
+    imported = sys.modules.get("ray")
+    if imported is None or not imported.is_initialized():  # a local Ray starts here
+        check_socket_paths(LearningScenarioError, "runner flower-sim")
     import ray
     from flwr.server import ServerConfig
     from flwr.simulation import start_simulation

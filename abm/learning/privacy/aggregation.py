@@ -9,13 +9,17 @@ import torch
 
 from abm.learning.messages import SERVER, Message, MessageKind, Network
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)  # the largest finite value a model holds
+
 
 @dataclass(frozen=True)
 class WithheldSum:
     """One sum that some participants held their vectors back from, because the sum could not carry
     them (:meth:`SumAggregator.aggregate`): its round (from 0), what was summed (a message kind's
     value), the participants that held back (in order), and whether the sum of the others was
-    released (``False``: too few vectors arrived, the sum was skipped)."""
+    released (``False``: too few vectors arrived, the sum was skipped). A sum whose aggregate was
+    not finite, and was discarded (:meth:`SumAggregator.discard`), names no participant and is
+    not released."""
 
     round: int
     kind: str
@@ -33,8 +37,9 @@ class SumAggregator(ABC):
 
     Each participant checks its own vector before it sends anything (:meth:`carries`): one that
     holds a value the sum cannot carry (NaN or infinity, which would turn the sum and every model it
-    updates NaN: training diverged; under secure aggregation also a value beyond the fixed point's
-    range) sends nothing and is left out of the sum exactly as a dropped participant is.
+    updates NaN: training diverged; a finite value so large that the sum of as many could overflow
+    float32; under secure aggregation a value beyond the fixed point's range) sends nothing and is
+    left out of the sum exactly as a dropped participant is.
     :meth:`withheld` names them for the last sum, and :meth:`take_withheld` returns each such sum
     once, for the run's record. Implementations call :meth:`screen` before they sum and
     :meth:`note_withheld` once they know whether the sum is released.
@@ -61,8 +66,11 @@ class SumAggregator(ABC):
 
     def carries(self, vec: torch.Tensor, members: int) -> bool:
         """Whether the sum of ``members`` vectors can carry every value of ``vec``: a participant's
-        own check before it sends it (here: every value finite)."""
-        return bool(torch.isfinite(vec.detach()).all())
+        own check before it sends it (here: every value finite and below float32's largest value
+        divided by ``members`` in magnitude, so that no sum of ``members`` such vectors overflows,
+        whatever the others hold)."""
+        x = vec.detach()
+        return bool(torch.isfinite(x).all()) and bool((x.double().abs() < FLOAT32_MAX / members).all())
 
     def screen(self, contributions: dict[int, torch.Tensor], dropped: frozenset[int] = frozenset()) -> list[int]:
         """The participants (not ``dropped``, in order) whose vector the sum cannot carry
@@ -78,6 +86,19 @@ class SumAggregator(ABC):
         if self._withheld:
             self._withheld_sums += (WithheldSum(round_, kind.value, tuple(sorted(self._withheld)), released),)
 
+    def hold_back(self, round_: int, kind: MessageKind, participants: tuple[int, ...]) -> None:
+        """Record that ``participants`` held back, in ``round_``, what they share outside any sum
+        (``kind``: IPA's token), their training having diverged: they are left out of what is
+        shared from then on, and it goes on without them (a :class:`WithheldSum` released)."""
+        self._withheld_sums += (WithheldSum(round_, kind.value, tuple(sorted(participants)), True),)
+
+    def discard(self, round_: int, kind: MessageKind) -> None:
+        """Record that what the last sum (of ``kind``, in ``round_``) would have been written as
+        was not finite (a finite sum scaled past float32's range, as by a server learning rate
+        above 1), so it was discarded and what it would have updated stays as it was: a sum not
+        released that names no participant (:func:`finite_or_discarded`)."""
+        self._withheld_sums += (WithheldSum(round_, kind.value, (), False),)
+
     def withheld(self) -> frozenset[int]:
         """The participants that held their vectors back from the last sum."""
         return self._withheld
@@ -92,6 +113,20 @@ class SumAggregator(ABC):
         return None
 
 
+def finite_or_discarded(
+    aggregator: SumAggregator, value: torch.Tensor, round_: int, kind: MessageKind
+) -> torch.Tensor | None:
+    """``value``, what a released sum is about to be written into models as (a new global model, a
+    meta step), if every value of it is finite; else ``None``, recorded as discarded
+    (:meth:`SumAggregator.discard`): the caller keeps what it would have replaced. No participant
+    is named: every one checked its own vector (:meth:`SumAggregator.carries`), and under secure
+    aggregation no one sees another's."""
+    if bool(torch.isfinite(value).all()):
+        return value
+    aggregator.discard(round_, kind)
+    return None
+
+
 def arrived_weight(weights: list[float], ids: list[int], left_out: frozenset[int]) -> float:
     """The total weight (``weights[k]`` for participant ``ids[k]``) of the participants whose
     vectors entered a sum: all but ``left_out`` (dropped or withheld)."""
@@ -99,8 +134,9 @@ def arrived_weight(weights: list[float], ids: list[int], left_out: frozenset[int
 
 
 class PlainSum(SumAggregator):
-    """Every participant sends its vector in the clear and the server adds them; a participant
-    whose vector is not finite (NaN or inf) sends nothing, as a dropout (:meth:`SumAggregator.screen`)."""
+    """Every participant sends its vector in the clear and the server adds them (in float64); a
+    participant whose vector is not finite (NaN or inf), or so large that the sum could overflow
+    float32, sends nothing, as a dropout (:meth:`SumAggregator.screen`): the sum is always finite."""
 
     def aggregate(
         self,

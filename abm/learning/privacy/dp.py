@@ -35,8 +35,12 @@ class PrivacyBudgetExceeded(RuntimeError):
 
 
 def clip_l2(vec: torch.Tensor, clip: float) -> torch.Tensor:
-    """Scale ``vec`` down to L2 norm at most ``clip``."""
+    """Scale ``vec`` down to L2 norm at most ``clip``. A finite vector whose norm overflows float32
+    (beyond about 1.8e19, where its square does) has its norm taken in float64, so it is clipped to
+    ``clip`` like any other (it was scaled by clip / inf: to zero)."""
     n = float(vec.norm())
+    if math.isinf(n):
+        n = float(vec.double().norm())  # inf again only where vec holds inf (then NaN: withheld)
     return vec * min(1.0, clip / n) if n > 0 else vec
 
 
@@ -116,6 +120,12 @@ class DifferentiallyPrivateSum(SumAggregator):
 
     def take_withheld(self) -> list[WithheldSum]:
         return self.inner.take_withheld()
+
+    def hold_back(self, round_: int, kind: MessageKind, participants: tuple[int, ...]) -> None:
+        self.inner.hold_back(round_, kind, participants)
+
+    def discard(self, round_: int, kind: MessageKind) -> None:
+        self.inner.discard(round_, kind)
 
     def epsilon(self, delta: float) -> float:
         return self.accountant.epsilon(delta)

@@ -61,7 +61,7 @@ from torch import nn
 from abm.learning.clients import ClientEnv, Payload, client_op, contribution_weight
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params
-from abm.learning.privacy.aggregation import PlainSum, arrived_weight
+from abm.learning.privacy.aggregation import PlainSum, arrived_weight, finite_or_discarded
 from abm.learning.privacy.secure_aggregation import SecureSum
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.configs import CoDreamConfig
@@ -655,7 +655,9 @@ class CoDreamFast(CoDream):
             return None
         g_avg_model = copy.deepcopy(self.meta)
         load_flat_params(g_avg_model, g_avg)
-        load_flat_params(self.meta, g0 + cfg.meta_lr * (g_avg - g0))  # Reptile step
+        meta = finite_or_discarded(ctx.aggregator, g0 + cfg.meta_lr * (g_avg - g0), t, MessageKind.GENERATOR)
+        if meta is not None:  # Reptile step; discarded (the generator stays as it was) where not finite
+            load_flat_params(self.meta, meta)
         if z_avg is None:
             return None
         # Batch statistics, as the clients evaluated G(z) while optimising it (and the authors'

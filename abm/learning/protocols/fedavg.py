@@ -5,8 +5,10 @@ Each round every participant starts from the global model, trains ``local_epochs
 w_k = |D_k| / sum_j |D_j| through the context's sum aggregator (plain, secure, or DP). The server
 adds the updates, divides by the weight of the participants whose update arrived (neither dropped
 out nor held back because the sum cannot carry it: not finite, training having diverged, or beyond
-the secure sum's range), and broadcasts; a
-round whose sum is not released (too few updates arrived) leaves the global model as it was.
+the secure sum's range, or so large that the sum could overflow float32), and broadcasts; a
+round whose sum is not released (too few updates arrived) leaves the global model as it was, and so
+does one whose new global model would not be finite (``server_lr`` above 1 times a huge average
+update): that aggregate is discarded and recorded (:func:`finite_or_discarded`).
 The sizes are messages: before round 0 each participant sends the server its size, and the server
 sends each participant the total (``data_size``, 8 bytes each; not with ``weighting: uniform``).
 Each participant computes its own w_k from its size and the total it received (client operation
@@ -33,7 +35,7 @@ import torch
 from abm.learning.clients import ClientEnv, Payload, client_op, contribution_weight
 from abm.learning.messages import SERVER, Message, MessageKind
 from abm.learning.models import flat_params, load_flat_params, load_trainable_flat, one_architecture, trainable_flat
-from abm.learning.privacy.aggregation import arrived_weight
+from abm.learning.privacy.aggregation import arrived_weight, finite_or_discarded
 from abm.learning.protocols.base import Protocol, RunContext
 from abm.learning.protocols.sizes import contribution_weights
 
@@ -111,8 +113,11 @@ class FedAvg(Protocol):
         total = ctx.aggregator.aggregate(updates, t, ctx.network, MessageKind.MODEL_UPDATE, dropped)
         if total is not None:  # else the round's update is skipped: the model stays as it was
             arrived = arrived_weight(w, ids, dropped | ctx.aggregator.withheld())
-            self.global_flat = self.global_flat + cfg.server_lr * total / arrived
-            (load_flat_params if self.share_buffers else load_trainable_flat)(self.global_model, self.global_flat)
+            step = self.global_flat + cfg.server_lr * total / arrived
+            new = finite_or_discarded(ctx.aggregator, step, t, MessageKind.MODEL_UPDATE)
+            if new is not None:  # else (server_lr times the average overflowed) the model stays as it was
+                self.global_flat = new
+                (load_flat_params if self.share_buffers else load_trainable_flat)(self.global_model, new)
         self._broadcast(ctx, t)
 
 

@@ -29,6 +29,18 @@ but the first (which gets the token) its set back (``model_weights``) after ever
 rule evaluates and after the last round trained. The rules' scalars are published to every other
 peer (``validation_accuracy``, one float64 each: phi before round 1, xi after each round), so
 every peer applies the rule itself and no decision travels.
+
+A peer whose own training diverges on its turn (a loss that is not finite, or parameters that are
+not finite after it: too high a learning rate) is left out of the coupling from then on, as a
+peer that dropped out of the ring: its turn's changes to the other copies are undone (they are as
+the turn found them, bit for bit), its own copy stays as it is, it takes no further turns, no
+other peer aligns with it or updates it, the token carries only the coupled peers' sets and skips
+it, and the distances and stopping rules are over the coupled peers. The run records it once, in
+the round it diverged, in ``privacy.withheld`` (kind ``token``) and warns
+(:meth:`abm.learning.privacy.aggregation.SumAggregator.hold_back`). Before, with ``update_others``
+its turn wrote NaN into every copy on the token, and without it the others aligned with its NaN
+parameters: every peer's model turned NaN. A peer whose parameters grow huge but stay finite is
+not caught on its own turn; a later peer whose turn then diverges is left out in its place.
 """
 
 from __future__ import annotations
@@ -112,6 +124,7 @@ class IPA(Protocol):
         else:
             self.a = np.ones((n, n))
         self.stopped_at: int | None = None
+        self.left_out: set[int] = set()  # peers whose training diverged: out of the coupling (_turn)
         self.distances_l1: list[float] = []
         # theta* assembled: every peer's initial parameters to the first peer of the ring
         for j in range(1, n):
@@ -127,40 +140,73 @@ class IPA(Protocol):
         self.kept_round: int | None = None
         self._kept: list[dict[str, torch.Tensor]] | None = None
 
-    def _turn(self, ctx: RunContext, i: int) -> None:
+    def coupled(self, n: int) -> list[int]:
+        """The peers still in the coupling (in ring order): all but those whose training diverged."""
+        return [i for i in range(n) if i not in self.left_out]
+
+    def _turn(self, ctx: RunContext, i: int) -> bool:
+        """Peer ``i``'s turn; whether its training diverged (a loss, or a parameter after the turn,
+        not finite). A diverged turn stops at its first loss that is not finite and undoes its
+        changes to the other peers' copies; peer ``i``'s own copy stays as it is."""
         cfg = self.config
         models = [p.model for p in ctx.participants]
         pi = ctx.participants[i]
         params = [list(m.parameters()) for m in models]
-        trainable = [q for ps in params for q in ps] if cfg.update_others else list(params[i])
+        coupled = self.coupled(ctx.n)
+        peers = [j for j in coupled if j != i]
+        trainable = [q for j in coupled for q in params[j]] if cfg.update_others else list(params[i])
+        others = [q for j in peers for q in params[j]] if cfg.update_others else []
+        before = [q.detach().clone() for q in others]
         opt = torch.optim.SGD(trainable, lr=cfg.lr if cfg.lr is not None else pi.train_config.lr)
         data = pi.data.train
         models[i].train()
+        diverged = False
         # local training's epochs and minibatches, so that with lam = 0 a peer trains as local-only does
         for _ in range(ctx.local_epochs):
             for idx in minibatch_indices(len(data), pi.train_config.batch_size, pi.generator):
                 loss = F.cross_entropy(models[i](data.x[idx]), data.y[idx])
-                for j in range(ctx.n):
-                    if j == i:
-                        continue
+                for j in peers:
                     other = params[j] if cfg.update_others else [q.detach() for q in params[j]]
                     loss = loss + cfg.lam * float(self.a[i, j]) * alignment(params[i], other, cfg.p, cfg.reduction)
                 pi.losses.see(loss)
+                if not bool(torch.isfinite(loss.detach())):
+                    diverged = True
+                    break
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+            if diverged:
+                break
+        diverged = diverged or not all(bool(torch.isfinite(q.detach()).all()) for q in [*params[i], *others])
+        if diverged:
+            with torch.no_grad():
+                for q, b in zip(others, before, strict=True):
+                    q.copy_(b)
+        return diverged
+
+    def _pass_token(self, ctx: RunContext, i: int, t: int) -> None:
+        """Peer ``i`` sends the token (the coupled peers' parameter sets) to the next coupled peer
+        of the ring, if any is left."""
+        coupled = self.coupled(ctx.n)
+        after = [j for j in coupled if j > i] + [j for j in coupled if j < i]
+        if after:
+            token = torch.cat([flat_params(ctx.participants[j].model) for j in coupled])
+            ctx.network.send(Message(MessageKind.TOKEN, i, after[0], {"theta": token}, t))
 
     def run_round(self, ctx: RunContext, t: int) -> None:
         cfg = self.config
         if self.stopped_at is not None:
             return
         n = ctx.n
-        for i in range(n):
-            self._turn(ctx, i)
-            token = torch.cat([flat_params(p.model) for p in ctx.participants])
-            ctx.network.send(Message(MessageKind.TOKEN, i, (i + 1) % n, {"theta": token}, t))
-        flats = [flat_params(p.model) for p in ctx.participants]
-        d = [float((flats[i] - flats[j]).abs().mean()) for i in range(n) for j in range(i + 1, n)]
+        for i in self.coupled(n):
+            if self._turn(ctx, i):
+                self.left_out.add(i)
+                ctx.aggregator.hold_back(t, MessageKind.TOKEN, (i,))
+            self._pass_token(ctx, i, t)
+        coupled = self.coupled(n)
+        flats = [flat_params(ctx.participants[i].model) for i in coupled]
+        m = len(flats)
+        d = [float((flats[i] - flats[j]).abs().mean()) for i in range(m) for j in range(i + 1, m)]
         self.distances_l1.append(float(np.mean(d)) if d else 0.0)
         evaluates = cfg.target_accuracy is not None or cfg.fair_stop is not None
         if evaluates:  # each peer measures its own set on its own validation data
@@ -170,7 +216,7 @@ class IPA(Protocol):
         if cfg.target_accuracy is not None:
             accs = [accuracy(p.model, p.data.val) for p in ctx.participants]
             publish_accuracies(ctx, accs, t)
-            if min(accs) >= cfg.target_accuracy:
+            if min(accs[i] for i in coupled or range(n)) >= cfg.target_accuracy:
                 self.stopped_at = t + 1
         if cfg.fair_stop is not None:
             self._fair_stop(ctx, t, cfg.fair_stop)
@@ -178,27 +224,28 @@ class IPA(Protocol):
             self._return_own_sets(ctx, t)  # training ends: every peer keeps its own set
 
     def _return_own_sets(self, ctx: RunContext, t: int) -> None:
-        """The last peer of the ring sends every peer but the first (which got the token) its own
-        parameter set as it stands after round ``t``. Without ``update_others`` only a peer's own
-        turn changes its set, so nothing needs to travel."""
+        """The last coupled peer of the ring sends every coupled peer but the first (which got the
+        token) its own parameter set as it stands after round ``t`` (a peer left out keeps its own).
+        Without ``update_others`` only a peer's own turn changes its set, so nothing needs to travel."""
         if not self.config.update_others:
             return
-        last = ctx.n - 1
-        for j in range(1, last):
+        coupled = self.coupled(ctx.n)
+        for j in coupled[1:-1]:  # from the last coupled peer to each but the first and itself
             ctx.network.send(
-                Message(MessageKind.MODEL_WEIGHTS, last, j, {"theta": flat_params(ctx.participants[j].model)}, t)
+                Message(MessageKind.MODEL_WEIGHTS, coupled[-1], j, {"theta": flat_params(ctx.participants[j].model)}, t)
             )
 
     def _fair_stop(self, ctx: RunContext, t: int, rule: FairStop) -> None:
         """Record xi(t) and rho(t); apply ``rule`` (:class:`FairStop`) after round ``t``."""
         xi = [accuracy(p.model, p.data.val) for p in ctx.participants]
         publish_accuracies(ctx, xi, t)
-        rho = collaborative_fairness(self.phi, xi)
+        kept = self.coupled(ctx.n) or range(ctx.n)  # the rule is over the peers still coupled
+        rho = collaborative_fairness([self.phi[i] for i in kept], [xi[i] for i in kept])
         self.val_accuracy.append(xi)
         self.rho.append(rho)
         fair = not math.isnan(rho) and rho >= rule.rho_min
         if rule.rule == "first_all_gain":
-            if fair and all(x >= f for x, f in zip(xi, self.phi, strict=True)):
+            if fair and all(xi[i] >= self.phi[i] for i in kept):
                 self.stopped_at = self.kept_round = t + 1
             return
         if fair:
