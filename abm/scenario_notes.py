@@ -1,11 +1,13 @@
 """The notes on a scenario that ``abm run``, ``abm sweep``, ``abm validate`` and ``abm calibrate``
-print before they run (``note: TEXT``) and that :func:`abm.run` and :func:`abm.run_sweep` give as
-warnings of one class (:class:`ScenarioNote`): an intervention an option turned on, settings that
-are not used, interventions that start after the last day, seeding that rounds to none, counts
-that stay the same at any number of agents, more agents than residents, a priority age group that
-cuts the region's age bands, and for a sweep, variants that resolve to the same scenario and more
-workers than CPUs. Each note is a :class:`ScenarioNote` (its text: ``str(note)``); options are
-named as the caller gave them (:class:`abm.set_options.OptionNames`: ``--set`` or ``sets``).
+print before they run (``note: TEXT``) and that :func:`abm.run`, :func:`abm.run_sweep` and
+:func:`abm.calibrate` give as warnings of one class (:class:`ScenarioNote`): an intervention an
+option turned on, settings that are not used, interventions that start after the last day,
+seeding that rounds to none, counts that stay the same at any number of agents, more agents than
+residents, a priority age group that cuts the region's age bands, for a sweep, variants that
+resolve to the same scenario and more workers than CPUs, and for a calibration by the gradient
+method, the free parameters it holds at the scenario's values. Each note is a
+:class:`ScenarioNote` (its text: ``str(note)``); options are named as the caller gave them
+(:class:`abm.set_options.OptionNames`: ``--set`` or ``sets``).
 
 Importing this module is light (no torch): the scenario's modules are imported where a note is
 built."""
@@ -179,6 +181,18 @@ def too_many_workers(workers: int | None, backend: str, names: OptionNames = COM
     return [
         f"{names.given('workers', workers)} is more than the {cpus} CPU{'s' if cpus > 1 else ''} this process may "
         "use: the runs share them and each takes longer (the results are the same)"
+    ]
+
+
+def held_at_scenario_values(fixed: Sequence[str], names: OptionNames = COMMAND_LINE) -> list[str]:
+    """A note where a calibration by the gradient method, which fits the transmission rate and
+    weekly multipliers only, holds other keys of ``calibration.parameters`` (``fixed``) at the
+    scenario's values instead of fitting them."""
+    if not fixed:
+        return []
+    return [
+        f"{names.given('method', 'gradient')} fits the transmission rate and weekly multipliers only; held at the "
+        f"scenario's values: {', '.join(fixed)} (in calibration.parameters)"
     ]
 
 

@@ -365,12 +365,45 @@ def test_abm_calibrate_gives_the_note_on_a_value_at_a_bound_once_the_folder_is_w
 
 
 def test_abm_calibrate_within_the_bounds_gives_no_result_note(tmp_path):
-    """Bounds 1-8 hold the fit (about 3.7 after six steps from 5) well inside: no note."""
+    """Bounds 1-8 hold the fit (about 3.7 after six steps from 5) well inside: no note; and with
+    only the rate in calibration.parameters, the gradient holds nothing fixed: no note on that."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = abm.calibrate(bounded_synthetic(tmp_path, 1.0), tmp_path / "out", method="gradient")
     assert fit.summary["at_bounds"] == [] and 3.0 < fit.best_parameters["disease.transmission_rate"] < 4.9
-    assert [w for w in caught if issubclass(w.category, abm.ResultNote)] == []
+    assert fit.summary["held_fixed"] == []
+    assert [w for w in caught if issubclass(w.category, abm.ScenarioNote)] == []
+
+
+def test_abm_calibrate_gives_the_parameters_the_gradient_holds_as_a_scenario_note(tmp_path):
+    """`abm calibrate --method gradient` notes, before its first step, the free parameters it
+    holds at the scenario's values (asserted above); abm.calibrate told only its note= callback.
+    Now it gives that note, with the command's text (the method named as given here), as a
+    ScenarioNote at this line before anything runs: an error filter stops it before the first
+    step, with nothing written. note= is not told it then."""
+    path = bounded_synthetic(tmp_path, 1.0)
+    data = yaml.safe_load(path.read_text())
+    data["calibration"]["parameters"]["seeding.day"] = {"low": 0, "high": 5, "integer": True}
+    path.write_text(yaml.safe_dump(data))
+    printed = (
+        "--method gradient fits the transmission rate and weekly multipliers only; held at the scenario's values: "
+        "seeding.day (in calibration.parameters)"
+    )
+    steps: list[int] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", abm.ScenarioNote)
+        with pytest.raises(abm.ScenarioNote) as raised:
+            abm.calibrate(path, tmp_path / "out", method="gradient", progress=lambda *a: steps.append(a[0]))
+    assert str(raised.value) == printed.replace("--method gradient", "method='gradient'")
+    assert steps == [] and not (tmp_path / "out").exists()
+
+    told: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = abm.calibrate(path, tmp_path / "out", method="gradient", trials=1, note=told.append)
+    notes = [w for w in caught if w.category is abm.ScenarioNote]
+    assert [str(w.message) for w in notes] == [str(raised.value)] and notes[0].filename == __file__
+    assert told == [] and fit.summary["held_fixed"] == ["seeding.day"]
 
 
 def test_gradient_refuses_bounds_on_the_rate_that_give_no_valid_scenario(tmp_path):

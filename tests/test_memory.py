@@ -247,6 +247,52 @@ def test_abm_calibrate_notes_its_workers_largest_runs(tmp_path, monkeypatch):
     ) in text(result)
 
 
+def test_abm_calibrate_gives_the_note_on_its_workers_largest_runs_before_they_start(tmp_path, monkeypatch):
+    """abm.calibrate told that note (above) to its note= callback only, as the workers started.
+    Now it gives it, with the command's text (the argument named as given here), as a
+    ScenarioNote at this line before anything runs: an error filter stops there, before the
+    workers start; note= is not told it. With memory enough, no such note."""
+    import contextlib
+    import warnings
+
+    from abm.calibration import optimize
+    from abm.calibration.observed import CalibrationError
+    from abm.scenario_notes import ScenarioNote
+
+    started: list[int] = []
+
+    def stop(*args, **kwargs):
+        started.append(1)
+        raise CalibrationError("stopped after the note")
+
+    monkeypatch.setattr(memory, "cuda_available", lambda: False)
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda: 1e9)
+    monkeypatch.setattr(optimize, "_run_study", stop)
+    monkeypatch.setattr(optimize, "ProcessPool", lambda *a: pytest.fail("the workers started"))
+    out = tmp_path / "cal"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScenarioNote)
+        with pytest.raises(ScenarioNote) as raised:
+            abm.calibrate(CALIBRATION, out, agents=2000, workers=2)
+    assert str(raised.value) == (
+        "2 runs at once (workers=2), each of 2,000 agents x 10 replicates, need about 1.1 GB; this machine has 1.0 "
+        "GB available: they may be killed for memory (use fewer workers, agents or calibration.rerank_replicates)"
+    )
+    assert started == [] and not out.exists()
+
+    monkeypatch.setattr(optimize, "ProcessPool", lambda *a: contextlib.nullcontext())  # _run_study stops
+    for available, notes in ((1e9, [str(raised.value)]), (64e9, [])):
+        monkeypatch.setattr(memory, "available_memory_bytes", lambda available=available: available)
+        told: list[str] = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(CalibrationError, match="stopped after the note"):
+                abm.calibrate(CALIBRATION, out, agents=2000, workers=2, note=told.append)
+        given = [w for w in caught if issubclass(w.category, ScenarioNote)]
+        assert [str(w.message) for w in given] == notes and all(w.filename == __file__ for w in given)
+        assert told == []
+
+
 CPU_ALLOCATOR = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 123 bytes"
 
 

@@ -64,7 +64,7 @@ from abm.scenario import (
     validate,
     with_full_data_paths,
 )
-from abm.scenario_notes import too_many_workers, unapplied_settings
+from abm.scenario_notes import ScenarioNote, too_many_workers, unapplied_settings
 from abm.set_options import PYTHON, OptionNames, refuse_repeated_keys
 
 
@@ -240,6 +240,34 @@ def trial_scorer(observed: pd.DataFrame, cfg: CalibrationConfig, curves: dict[in
 RunBatch = Callable[[list[dict[str, float]]], Iterator[pd.DataFrame]]
 
 
+def batch_sizes(cfg: CalibrationConfig, trials: int | None = None) -> tuple[int, int]:
+    """The trials the sampler asks for at a time (``parallel_trials``, or ``trials`` when fewer)
+    and the largest batch the workers run: that, or the re-ranked trials, which run as one batch
+    on the same workers, whichever is larger."""
+    batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
+    return batch, max(batch, min(cfg.rerank_trials, trials or cfg.rerank_trials))
+
+
+def local_workers(cfg: CalibrationConfig, workers: int | None, device: str, trials: int | None = None) -> int:
+    """The processes that run ``local`` trials (:func:`trial_runner`): ``workers``, else 1 on a
+    GPU and the batch or the usable CPUs, whichever is fewer, on the CPU."""
+    if workers:
+        return workers
+    return 1 if device.startswith("cuda") else min(batch_sizes(cfg, trials)[0], usable_cpus())
+
+
+def trials_memory_note(sc: Scenario, runs: int, names: OptionNames = COMMAND_LINE) -> str | None:
+    """The note (:func:`abm.memory.memory_note`) where ``runs`` of a calibration's largest runs at
+    once, a trial's or a re-ranked one's (``calibration.rerank_replicates``), may need more memory
+    than this machine has available; None where they fit."""
+    cfg = sc.calibration
+    assert cfg is not None
+    reranked_larger = cfg.rerank_trials > 0 and cfg.rerank_replicates > sc.simulation.replicates
+    fewer = ("agents", "calibration.rerank_replicates") if reranked_larger else ("replicates", "agents")
+    replicates = cfg.rerank_replicates if reranked_larger else None
+    return memory_note([sc], replicates=replicates, runs=runs, fewer=fewer, names=names)
+
+
 @contextmanager
 def trial_runner(
     cfg: CalibrationConfig,
@@ -270,10 +298,7 @@ def trial_runner(
     error or an interrupt too) stops the workers. Messages name the backend as ``names`` does
     (``--backend ray`` or ``backend='ray'``)."""
 
-    batch = min(cfg.parallel_trials, trials or cfg.parallel_trials)
-    # The re-ranking runs its trials as one batch on the same workers: what ran at once is
-    # counted over the larger of the two.
-    largest = max(batch, min(cfg.rerank_trials, trials or cfg.rerank_trials))
+    batch, largest = batch_sizes(cfg, trials)
     if backend == "ray":
         given = names.given("backend", "ray")
         check_ray_device(device, source, CalibrationError, given)
@@ -305,7 +330,7 @@ def trial_runner(
     else:
         # On a GPU, trials share it only when --workers asks for that (not measured: no GPU machine
         # has run it); by default they run in this process, one after the other, as on Ray's GPUs.
-        n = workers or (1 if device.startswith("cuda") else min(batch, usable_cpus()))
+        n = local_workers(cfg, workers, device, trials)
         if n == 1:
             try:
                 yield (
@@ -532,11 +557,14 @@ def _fit_by_optuna(
     rerun_progress: Progress = None,
     note: Callable[[str], None] | None = None,
     reused: Callable[[int], None] | None = None,
+    memory: bool = True,
 ) -> _Fit:
     """The study's trials (those ``journal`` holds told from it), then the best: the best of the
     top trials re-run with more replicates (``rerank_trials``, on the trials' workers; ``note``
     is told as they start and ``rerun_progress`` of each), or else the study's best trial; the
-    band from the best curves. Messages name the options as ``names`` does."""
+    band from the best curves. ``note`` is told too, as local workers start, where their runs
+    may need more memory than this machine has (:func:`trials_memory_note`; ``memory`` False:
+    not told, the caller warned of it). Messages name the options as ``names`` does."""
     cfg = sc.calibration
     assert cfg is not None
     n_trials = trials or cfg.trials
@@ -544,11 +572,8 @@ def _fit_by_optuna(
     reranked: list[dict[str, Any]] = []
     runner = trial_runner(cfg, data, source, backend, workers, ray_address, sc.simulation.device, n_trials, names)
     with runner as (run_batch, used):
-        if backend == "local" and note is not None:  # a worker's largest run: a trial's or a re-ranked one's
-            reranked_larger = cfg.rerank_trials > 0 and cfg.rerank_replicates > sc.simulation.replicates
-            fewer = ("agents", "calibration.rerank_replicates") if reranked_larger else ("replicates", "agents")
-            replicates = cfg.rerank_replicates if reranked_larger else None
-            text = memory_note([sc], replicates=replicates, runs=used["workers"], fewer=fewer, names=names)
+        if backend == "local" and note is not None and memory:  # as the workers start
+            text = trials_memory_note(sc, used["workers"], names)
             if text is not None:
                 note(text)
         study, curves = _run_study(cfg, observed, n_trials, run_batch, progress, journal, reused)
@@ -624,8 +649,8 @@ def calibrate(
     ``calibration.parallel_trials`` trials at a time, so the trials do not depend on
     ``workers``. Finished Optuna trials are kept beside ``out`` until it is written, and a
     calibration of the same scenario continues from them (:mod:`abm.calibration.journal`).
-    ``note`` is told, before anything runs, of the free parameters the gradient method holds at
-    the scenario's values and of kept trials found; when stopped, of the trials kept. Messages
+    ``note`` is told of kept trials found (before anything runs) and, when stopped, of the
+    trials kept. Messages
     name the arguments as Python has them (``method``, ``sets``); ``abm calibrate`` gives
     ``names=COMMAND_LINE`` (``--method``, ``--set``). ``agents``, ``replicates`` (per trial) and
     ``device`` replace the scenario's, as ``abm calibrate --agents`` does. ``progress`` is told
@@ -634,11 +659,13 @@ def calibrate(
     of how many, and the last loss. Kept trials are told to ``progress`` too, at once, as they
     are read; ``reused`` is told how many there were as the first trial that runs begins (not
     when every trial was kept), so that a pace taken from ``progress`` can leave them out (``abm
-    calibrate``'s time left). ``warn``: give the notes ``abm calibrate`` prints on the scenario
-    (settings not used, more ``workers`` than CPUs, more agents than residents) as warnings of
-    class :class:`abm.scenario_notes.ScenarioNote` before anything runs, at the line that called
-    :func:`abm.calibrate` (which calls this), rather than tell ``note`` of more agents than
-    residents."""
+    calibrate``'s time left). The notes on the inputs (settings not used, more ``workers`` than
+    CPUs, more agents than residents, the free parameters the gradient method holds at the
+    scenario's values, local workers whose runs may need more memory than this machine has):
+    ``warn`` True, each is given as a warning of class :class:`abm.scenario_notes.ScenarioNote`
+    before anything runs, at the line that called :func:`abm.calibrate` (which calls this);
+    False (``abm calibrate``, which prints the first two itself), ``note`` is told of the others,
+    before anything runs (the memory, as the workers start)."""
     _check_options(method, backend, workers, names, trials, ray_address)
     path = Path(path)
     overrides = {"agents": agents, "replicates": replicates, "device": device}
@@ -651,17 +678,24 @@ def calibrate(
     cfg = sc.calibration
     assert cfg is not None
     target = check_target(Path(out) if out is not None else Path("runs") / f"{sc.name}-calibration", "calibration")
-    if warn:  # as abm calibrate notes them, before anything runs
-        notes = unapplied_settings(path, sets, names=names) + too_many_workers(workers, backend, names)
-        scenario_notes.warn([*notes, *scenario_notes.residents(sc)], stacklevel=3)
-    elif note is not None and (residents := more_agents_than_residents(sc)) is not None:
-        note(residents)  # as abm run notes it, before anything runs
     fixed = held_fixed(cfg, method)
-    if fixed and note is not None:  # before anything runs, not after a long fit
-        note(
-            f"{names.given('method', 'gradient')} fits the transmission rate and weekly multipliers only; held at "
-            f"the scenario's values: {', '.join(fixed)} (in calibration.parameters)"
-        )
+    held = scenario_notes.held_at_scenario_values(fixed, names)
+    if warn:  # as abm calibrate notes them, before anything runs
+        notes: list[ScenarioNote | str] = [
+            *unapplied_settings(path, sets, names=names),
+            *too_many_workers(workers, backend, names),
+            *scenario_notes.residents(sc),
+            *held,
+        ]
+        if method == "optuna" and backend == "local":  # the note abm calibrate gives as its workers start
+            n = local_workers(cfg, workers, sc.simulation.device, trials)
+            at_once = workers_record(n, batch_sizes(cfg, trials)[1])["workers"]
+            notes += filter(None, [trials_memory_note(sc, at_once, names)])
+        scenario_notes.warn(notes, stacklevel=3)
+    elif note is not None:  # as abm run notes it, before anything runs; and the parameters held, not after a long fit
+        residents = more_agents_than_residents(sc)
+        for text in [*([residents] if residents is not None else []), *held]:
+            note(text)
     start = time.perf_counter()
     journal = None
     if method == "gradient":
@@ -685,6 +719,7 @@ def calibrate(
                 rerun_progress,
                 note,
                 reused,
+                memory=not warn,
             )
     # the trials are done, the folder not yet written: Ctrl-C now says what is kept, as during the trials
     with journal.said_if_unwritten() if journal is not None else contextlib.nullcontext():

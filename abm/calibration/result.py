@@ -120,8 +120,9 @@ def calibrate(
         workers: Optuna trials at once (None: as ``abm calibrate``; the trials do not depend on it).
         ray_address: the address of a running Ray cluster (``ray`` only).
         progress: called as ``progress(done, total, loss)`` after each trial or step.
-        note: told (a text) what ``abm calibrate`` prints as notes: parameters the gradient
-            holds fixed, kept trials found and reused, the re-ranking as it starts.
+        note: told (a text) what ``abm calibrate`` prints as notes on its work: kept trials
+            found and reused, the re-ranking as it starts (with ``warn`` False, the notes on the
+            inputs too, as ``abm calibrate`` prints them).
         rerun_progress: called as ``progress`` is, for each re-run of the best trials
             (``calibration.rerank_trials``).
         reused: told how many kept trials were reused, as the first new trial starts.
@@ -129,9 +130,11 @@ def calibrate(
             None's default) or ``COMMAND_LINE`` (``--set``, as ``abm calibrate`` gives).
         warn: give each note ``abm calibrate`` prints on the scenario (a ``sets`` item that drops
             the file's keys, a setting not used, more ``workers`` than CPUs, more agents than the
-            region's residents) as a warning of class :class:`abm.ScenarioNote`, with its text,
-            before the first trial (False: ``abm calibrate``, which prints them, and ``note`` is
-            told of more agents than residents); and, once the folder is written, the note ``abm
+            region's residents, the free parameters ``method="gradient"`` holds at the scenario's
+            values, trials at once that may need more memory than this machine has) as a warning
+            of class :class:`abm.ScenarioNote`, with its text, before the first trial (False:
+            ``abm calibrate``, which prints them, and ``note`` is told of the last three); and,
+            once the folder is written, the note ``abm
             calibrate`` prints after its tables (fitted values at a bound of their range) as a
             warning of class :class:`abm.ResultNote` (:mod:`abm.result_notes`) that holds the
             result as ``note.result``.
