@@ -1,6 +1,7 @@
 """The notes on a finished command's results: what ``abm sweep``, ``abm calibrate`` and ``abm
-learn`` print after their tables (``note: TEXT``), and what :func:`abm.run`, :func:`abm.run_sweep`,
-:func:`abm.calibrate` and :func:`abm.learn` give, with the same text, as warnings of class
+learn`` print after their tables (``note: TEXT``), and ``abm compare`` in the paragraph under its
+table, and what :func:`abm.run`, :func:`abm.run_sweep`, :func:`abm.calibrate`, :func:`abm.learn`
+and :func:`abm.compare` give, with the same text, as warnings of class
 :class:`ResultNote` once the result is complete (and, where they write a folder, written):
 
 - a run's hospital curve at its maximum on the last simulated day (:func:`run_notes`; ``abm run``
@@ -9,7 +10,12 @@ learn`` print after their tables (``note: TEXT``), and what :func:`abm.run`, :fu
 - a calibration's fitted values at (or within 1% of) a bound of their range
   (:func:`calibration_notes`);
 - a learning run's participants scored on so few test samples that their gains say little
-  (:func:`learning_notes`).
+  (:func:`learning_notes`);
+- compared runs (``abm compare``, :func:`abm.compare`, which gives them; comparison.md says them
+  in the paragraph under its table) whose cost per averted hospitalization or death is not
+  reliable, that lack the reproduction number, whose hospital curve is at its maximum on the last
+  day (:func:`compared_peaks_at_end`) or that differ in more than their interventions
+  (:func:`comparison_notes`).
 
 Importing this module is light (no torch, no pandas)."""
 
@@ -22,6 +28,8 @@ from abm.scenario_notes import ScenarioNote
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from abm.outputs.compare import Comparison
 
 
 class ResultNote(ScenarioNote):
@@ -72,6 +80,36 @@ def sweep_notes(table: pd.DataFrame) -> list[ResultNote]:
             f"(peak_hospital_at_end in sweep.csv): {LOWER_BOUND}"
         )
     ]
+
+
+def compared_peaks_at_end(ends: dict[str, str | None]) -> list[ResultNote]:
+    """The note on compared runs (``ends``: each run's label and where its mean hospital curve is
+    on the last simulated day, :func:`abm.outputs.peaks.peak_at_end`) some of whose curves are at
+    their maximum then, still rising or back at it: the peaks shown are lower bounds."""
+    rising, again = ([label for label, end in ends.items() if end == kind] for kind in ("rising", "again"))
+    clauses = [f"the hospital curve of {', '.join(rising)} is still rising"] if rising else []
+    that = "that" if rising else "the hospital curve"
+    clauses += [f"{that} of {', '.join(again)} is at its maximum again"] if again else []
+    if not clauses:
+        return []
+    return [
+        ResultNote(
+            f"On the last simulated day {' and '.join(clauses)}: {PEAK_MAY_COME_LATER}, after the run, so the peak "
+            "shown is a lower bound; run more days"
+        )
+    ]
+
+
+def comparison_notes(comparison: Comparison) -> list[ResultNote]:
+    """The notes on a comparison (:class:`abm.outputs.compare.Comparison`) that the paragraph under
+    its table gives (comparison.md, report.html, what ``abm compare`` prints), in that order: runs
+    whose cost per averted hospitalization or death is not reliable, runs without the first week's
+    reproduction number or the generation interval, hospital curves at their maximum on the last
+    day (:func:`compared_peaks_at_end`), and runs that differ in more than their interventions
+    (capacities, regions, dates of day 0, scenario values)."""
+    from abm.outputs.compare import note_parts
+
+    return [part for part in note_parts(comparison.runs, comparison.table) if isinstance(part, ResultNote)]
 
 
 def calibration_notes(summary: dict[str, Any]) -> list[ResultNote]:

@@ -1,8 +1,8 @@
 """The notes on results that `abm sweep` (and `abm calibrate`, `abm learn`) print after their
 tables reach Python callers as warnings of class :class:`abm.ResultNote` (a ScenarioNote), with the
 same text, once the result is complete, at the caller's line (abm/result_notes.py); abm.run gives
-the one its command says in its table. The calibration's note: tests/test_calibration_gradient.py;
-learning's: tests/learning/test_scenario.py."""
+the one its command says in its table, abm.compare those `abm compare` gives under its table. The
+calibration's note: tests/test_calibration_gradient.py; learning's: tests/learning/test_scenario.py."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 import abm
 from abm.cli import app
+from abm.outputs.compare import table_note
 from abm.result_notes import ResultNote
 from abm.scenario_notes import ScenarioNote
 
@@ -158,3 +159,79 @@ def test_run_sweep_with_warnings_as_errors_keeps_its_runs_and_hands_over_the_res
     pd.testing.assert_frame_equal(again.table, raised.value.result.table)
     raised.value.result.write(tmp_path / "sw")
     assert (tmp_path / "sw" / "sweep.csv").exists() and not keep.exists()
+
+
+def run_args(out: Path, days: int, *sets: str) -> list[str]:
+    return ["run", str(NO_INTERVENTION), "--agents", "2000", "--days", str(days), "--replicates", "2", "--seed", "40",
+            "--set", FAST[0], *(a for s in sets for a in ("--set", s)), "--out", str(out)]  # fmt: skip
+
+
+def test_abm_compare_gives_the_notes_under_its_table_as_result_notes(tmp_path):
+    """`abm compare` says in the paragraph under its table (comparison.md, which it prints) that
+    the runs' hospital curves are at their maximum on the last day and that their capacities
+    differ; abm.compare gave no warning and its Comparison had no way to read them. Now it gives
+    each, with the printed sentence's text, as a ResultNote at this line holding the comparison
+    (Comparison.notes lists them); the command's output is as before and warns nothing."""
+    ni, beds = tmp_path / "ni", tmp_path / "beds"
+    for args in (run_args(ni, 30), run_args(beds, 30, "outputs.hospital_beds_per_100k=150")):
+        assert runner.invoke(app, args).exit_code == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        printed = runner.invoke(app, ["compare", str(ni), str(beds), "--out", str(tmp_path / "cli")])
+    assert printed.exit_code == 0, printed.output
+    assert caught == []
+    expected = [
+        "On the last simulated day the hospital curve of no_intervention (ni), no_intervention (beds) is at its "
+        "maximum again: the peak may come later, after the run, so the peak shown is a lower bound; run more days",
+        "The runs are measured against different hospital capacities (no_intervention (ni): 55, no_intervention "
+        "(beds): 150 beds per 100,000): each run's peak / capacity and days over capacity are against its own "
+        "capacity, so they differ by more than the interventions' effect",
+    ]
+    paragraph = " ".join(printed.stdout.split())
+    assert f" {expected[0]}. The day of peak is the first day the mean curve reaches its maximum. {expected[1]}." in (
+        paragraph
+    )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        comparison = abm.compare([ni, beds], out=tmp_path / "py")
+    assert result_notes(caught) == expected == comparison.notes
+    assert {w.filename for w in caught} == {__file__} and all(w.message.result is comparison for w in caught)
+    assert (tmp_path / "py" / "comparison.md").read_text() == (tmp_path / "cli" / "comparison.md").read_text()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResultNote)
+        with pytest.raises(ResultNote) as raised:
+            abm.compare([ni, beds], out=tmp_path / "again")
+    assert str(raised.value) == expected[0] and isinstance(raised.value.result, abm.Comparison)
+    assert (tmp_path / "again" / "comparison.md").is_file()  # written before the note
+
+
+def test_abm_compare_gives_the_notes_on_runs_without_the_reproduction_number(tmp_path):
+    """A run without the reproduction number (outputs.reproduction_number: false) is named under
+    the table, with that the first run lacks it; abm.compare gives both sentences as ResultNotes."""
+    off, on = tmp_path / "off", tmp_path / "on"
+    assert runner.invoke(app, run_args(off, 120, "outputs.reproduction_number=false")).exit_code == 0
+    assert runner.invoke(app, run_args(on, 120)).exit_code == 0  # the same epidemic, peaked by day 61
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        comparison = abm.compare([off, on])
+    lacking = [
+        "The first week's reproduction number and the generation interval: n/a for no_intervention (off), run with "
+        "outputs.reproduction_number: false (infections not put down to infectors)",
+        "The first run lacks the first week's reproduction number, so no run's change in it is shown",
+        "The first run lacks the generation interval, so no run's change in it is shown",
+    ]
+    assert result_notes(caught) == comparison.notes == lacking
+    assert "".join(f" {text}." for text in lacking) in " ".join(table_note(comparison.runs).split())
+
+
+def test_abm_compare_of_like_runs_that_peaked_in_time_gives_no_result_note():
+    """Two results of one scenario and seed whose hospital curves peaked well before the last day:
+    nothing averted (no cost per averted), nothing differs, both have the reproduction number."""
+    runs = [abm.run(NO_INTERVENTION, agents=2000, days=120, replicates=2, seed=40, sets=FAST, warn=False) for _ in "ab"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        comparison = abm.compare(runs)
+    assert comparison.table["peak_hospital_day"].max() < 100
+    assert caught == [] and comparison.notes == []

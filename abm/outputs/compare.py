@@ -36,7 +36,7 @@ import yaml
 from abm.outputs import compare_reproduction, differences, html_pages
 from abm.outputs.compare_by_age import by_age_summary, by_age_table
 from abm.outputs.html_pages import REPORT_CSS
-from abm.outputs.peaks import PEAK_MAY_COME_LATER, peak_at_end
+from abm.outputs.peaks import peak_at_end
 from abm.outputs.plots import PLOT_FILES, RunTables, write_plots
 from abm.outputs.run_folder import (
     KINDS,
@@ -49,6 +49,7 @@ from abm.outputs.run_folder import (
 )
 from abm.outputs.summary_table import SummaryTable, without_minus_zero
 from abm.plurals import counted, plural
+from abm.result_notes import ResultNote, compared_peaks_at_end
 
 COLUMNS = {
     "run": "run",
@@ -442,8 +443,9 @@ def scenario_differences(runs: list[RunTables]) -> dict[str, list[Any]]:
     }
 
 
-def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, ends: tuple[str, str]) -> str:
-    """The sentences naming the runs whose cost per averted ``measure`` (``column``, its
+def cost_per_averted_notes(table: pd.DataFrame, measure: str, column: str, ends: tuple[str, str]) -> list[str]:
+    """The notes (each a sentence without its full stop) naming the runs whose cost per averted
+    ``measure`` (``column``, its
     interval's ends ``ends``) is not reliable: what they avert is within noise, or cannot be
     told from it (one replicate), or the ratio's interval is unbounded though it is not, or the
     interval includes 0. A bounded Fieller interval includes 0 exactly when the extra cost's own t
@@ -454,15 +456,15 @@ def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, ends:
     costed = [row for _, row in table.iloc[1:].iterrows() if not math.isnan(row[column])]
     within = [str(row.run) for row in costed if row[f"{measure}_averted_low"] <= 0]
     single = [str(row.run) for row in costed if math.isnan(row[f"{measure}_averted_low"])]  # one replicate
-    note = ""
+    notes = []
     for runs_, why in (
         (within, "are not beyond noise"),
         (single, "cannot be told from noise with one replicate (no interval)"),
     ):
         if runs_:
-            note += (
-                f" The {measure} averted by {', '.join(runs_)} {why}, so their cost per averted {one} is not "
-                "reliable: run more replicates."
+            notes.append(
+                f"The {measure} averted by {', '.join(runs_)} {why}, so their cost per averted {one} is not "
+                "reliable: run more replicates"
             )
     # Fieller's t for independent runs (the smaller run's degrees of freedom) is wider than Welch's for
     # the averted count, so a cost interval can be unbounded though the averted interval excludes 0.
@@ -472,10 +474,10 @@ def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, ends:
         if str(row.run) not in within + single and math.isinf(row[low])
     ]
     if wide:
-        note += (
-            f" The cost per averted {one} of {', '.join(wide)} has an unbounded 95% interval although the "
+        notes.append(
+            f"The cost per averted {one} of {', '.join(wide)} has an unbounded 95% interval although the "
             f"{measure} averted are beyond noise: compared as independent runs, too few replicates for the ratio; "
-            "run more replicates."
+            "run more replicates"
         )
     crossing = [
         str(row.run)
@@ -488,12 +490,12 @@ def _cost_per_averted_note(table: pd.DataFrame, measure: str, column: str, ends:
     ]
     if crossing:
         base = table.iloc[0]["run"]
-        note += (
-            f" The 95% interval of the cost per averted {one} includes 0 for {', '.join(crossing)}: the cost "
+        notes.append(
+            f"The 95% interval of the cost per averted {one} includes 0 for {', '.join(crossing)}: the cost "
             f"differs from {base}'s by less than the replicates' noise, so an end below 0 is not a saving the runs "
-            "show; run more replicates."
+            "show; run more replicates"
         )
-    return note
+    return notes
 
 
 # How a negative number averted reads, in the note under the table and the region's table.
@@ -513,8 +515,11 @@ def _negative_averted_note(table: pd.DataFrame) -> str:
     return f" {NEGATIVE_AVERTED}, {table.iloc[0]['run']}: more {'; more '.join(more)}."
 
 
-def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
-    """The note under the table (``table``: theirs, made here when not given): what the costs
+def note_parts(runs: list[RunTables], table: pd.DataFrame | None = None) -> list[str | ResultNote]:
+    """The note under the table (``table``: theirs, made here when not given), in its parts:
+    explanations (text, each but the first with its leading space, with its full stops) and the
+    notes on the results (:class:`abm.result_notes.ResultNote`, each a sentence without its full
+    stop, which :func:`abm.compare` gives as warnings): what the costs
     count (the items the runs booked at a price in costs.csv; unpriced work is free), how to read a negative
     cost per averted hospitalization and the averted counts' intervals (naming the runs that avert
     a negative number, that is have more than the first run, and those whose cost per averted
@@ -522,7 +527,8 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
     capacity and region where they differ, the scenario values other than interventions that differ
     (a different epidemic, not only a different intervention), and how the reproduction number and
     generation interval are taken, naming the runs without them
-    (:func:`abm.outputs.compare_reproduction.note`)."""
+    (:func:`abm.outputs.compare_reproduction.lacking_notes`), and the runs whose hospital curve
+    is at its maximum on the last day (:func:`abm.result_notes.compared_peaks_at_end`)."""
     priced = sorted(
         {str(item) for run in runs if len(run.costs) for item in run.costs.loc[run.costs["unit_cost"] > 0, "item"]}
     )
@@ -555,28 +561,39 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         "(deaths) averted are within noise."
     )
     table = comparison_table(runs) if table is None else table
-    note += _negative_averted_note(table)
+    parts: list[str | ResultNote] = [note, _negative_averted_note(table)]
     for measure, column, ends in COST_PER_AVERTED:
-        note += _cost_per_averted_note(table, measure, column, ends)
-    note += compare_reproduction.note([run.label for run in runs], [run.summary for run in runs])
+        parts += map(ResultNote, cost_per_averted_notes(table, measure, column, ends))
+    labels, summaries = [run.label for run in runs], [run.summary for run in runs]
+    parts.append(compare_reproduction.explained(labels, summaries))
+    parts += map(ResultNote, compare_reproduction.lacking_notes(labels, summaries))
     # at_end: the hospital curve is at its maximum on the last day, the peak may come after the run
     ends = {run.label: peak_at_end(run.summary["peak_hospital_occupancy"], run.days) for run in runs}
-    rising, again = ([label for label, end in ends.items() if end == kind] for kind in ("rising", "again"))
-    clauses = [f"the hospital curve of {', '.join(rising)} is still rising"] if rising else []
-    that = "that" if rising else "the hospital curve"
-    clauses += [f"{that} of {', '.join(again)} is at its maximum again"] if again else []
-    if clauses:
-        note += (
-            f" On the last simulated day {' and '.join(clauses)}: {PEAK_MAY_COME_LATER}, after the run, so the "
-            "peak shown is a lower bound; run more days. The day of peak is the first day the mean curve reaches "
-            "its maximum."
-        )
+    peaks = compared_peaks_at_end(ends)
+    parts += peaks
+    if peaks:
+        parts.append(" The day of peak is the first day the mean curve reaches its maximum.")
+    return parts + list(map(ResultNote, difference_notes(runs)))
+
+
+def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
+    """The note under the table (``table``: theirs, made here when not given), as comparison.md,
+    report.html and ``abm compare`` give it: the parts of :func:`note_parts` in one paragraph."""
+    return "".join(f" {part}." if isinstance(part, ResultNote) else part for part in note_parts(runs, table))
+
+
+def difference_notes(runs: list[RunTables]) -> list[str]:
+    """The notes (each a sentence without its full stop) on what differs between the runs besides
+    their interventions: their hospital or ICU capacities, regions, dates of day 0, and scenario
+    values (:func:`scenario_differences`; a different epidemic, not only a different
+    intervention)."""
+    notes = []
     if len({run.beds_per_100k for run in runs}) > 1:  # outputs.hospital_beds_per_100k, or the regions' own
         listed = ", ".join(f"{run.label}: {run.beds_per_100k:g}" for run in runs)
-        note += (
-            f" The runs are measured against different hospital capacities ({listed} beds per 100,000): each "
+        notes.append(
+            f"The runs are measured against different hospital capacities ({listed} beds per 100,000): each "
             "run's peak / capacity and days over capacity are against its own capacity, so they differ by more "
-            "than the interventions' effect."
+            "than the interventions' effect"
         )
     icu = [run.icu_beds_per_100k for run in runs]
     if len(set(icu)) > 1:  # outputs.icu_beds_per_100k, or the regions' own (or none)
@@ -586,23 +603,23 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
         listed = "; ".join(
             ([f"{listed} ICU beds per 100,000"] if listed else []) + ([f"none for {', '.join(none)}"] if none else [])
         )
-        note += (
-            f" The runs are measured against different ICU capacities ({listed}): each run's days over ICU "
-            "capacity are against its own."
+        notes.append(
+            f"The runs are measured against different ICU capacities ({listed}): each run's days over ICU "
+            "capacity are against its own"
         )
     regions = {run.summary.get("region") for run in runs}
     if len(regions) > 1:
         listed = ", ".join(f"{run.label}: {run.summary.get('region')}" for run in runs)
-        note += (
-            f" The runs are of different regions ({listed}): shares and figures per agent or per 100,000 "
-            "compare, capacities and county totals differ."
+        notes.append(
+            f"The runs are of different regions ({listed}): shares and figures per agent or per 100,000 "
+            "compare, capacities and county totals differ"
         )
     starts = {run.summary.get("start_date") for run in runs}
     if len(starts) > 1:  # simulation.start_date: it changes no result, but the days are other dates
         listed = ", ".join(f"{run.label}: {run.summary.get('start_date') or 'none'}" for run in runs)
-        note += (
-            f" The runs give different dates for day 0 ({listed}): they are compared day by day, so the same "
-            "day is not the same date in each."
+        notes.append(
+            f"The runs give different dates for day 0 ({listed}): they are compared day by day, so the same "
+            "day is not the same date in each"
         )
     differ = scenario_differences(runs)
     if differ:
@@ -612,11 +629,11 @@ def table_note(runs: list[RunTables], table: pd.DataFrame | None = None) -> str:
             for key, values in list(differ.items())[:5]
         ]
         more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
-        note += (
-            f" The runs differ in more than their interventions: {'; '.join(shown)}{more}; their differences "
-            "are not the interventions' effect alone."
+        notes.append(
+            f"The runs differ in more than their interventions: {'; '.join(shown)}{more}; their differences "
+            "are not the interventions' effect alone"
         )
-    return note
+    return notes
 
 
 REGION_NOTE = (
@@ -748,6 +765,17 @@ class Comparison:
         """One row per run, in the order given: the measures of :data:`COLUMNS` (machine names;
         the first run is the reference for what the others avert), as comparison.csv holds them."""
         return comparison_table(self.runs)
+
+    @property
+    def notes(self) -> list[str]:
+        """The notes on the runs compared that the paragraph under comparison.md's table gives, as
+        :func:`compare` gives them (warnings of class :class:`abm.ResultNote`): costs per averted
+        hospitalization or death that are not reliable, runs without the reproduction number,
+        hospital curves at their maximum on the last day, runs that differ in more than their
+        interventions (:func:`abm.result_notes.comparison_notes`); empty where there are none."""
+        from abm.result_notes import comparison_notes
+
+        return [str(note) for note in comparison_notes(self)]
 
     def plot(self, which: str = "hospital_occupancy") -> Any:
         """One overlay figure (see :data:`abm.outputs.plots.FIGURES`)."""
@@ -889,11 +917,21 @@ def compare(items: list[Any] | Any, out: str | Path | None = None) -> Comparison
         out: a report folder to write (comparison.csv, comparison_by_age.csv, comparison.md,
             report.html, plots/), which needs at least two runs; None: nothing is written.
 
+    Once the comparison is made (and ``out`` written), each note the paragraph under its table
+    gives on the runs (:attr:`Comparison.notes`: a cost per averted hospitalization or death that
+    is not reliable, runs without the reproduction number, hospital curves at their maximum on the
+    last day, runs that differ in more than their interventions) is given, with its text, as a
+    warning of class :class:`abm.ResultNote` that holds the comparison as ``note.result``.
+
     Raises :class:`CompareError` (a ``ValueError``) for runs that cannot be compared, and
     :class:`abm.outputs.run_folder.OutputFolderError` (a ``ValueError``) for an ``out`` that
     cannot be written without losing something; nothing is written then. Nothing is printed."""
+    from abm import result_notes, scenario_notes
+
     one = isinstance(items, (str, Path, *run_result_type())) or not isinstance(items, Iterable)
     comp = load_runs([items] if one else list(items))
     if out is not None:
         comp.write(out)
+    # the comparison complete: a filter that makes a note an error still hands it over (note.result)
+    scenario_notes.warn(result_notes.with_result(result_notes.comparison_notes(comp), comp))
     return comp

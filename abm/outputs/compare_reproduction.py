@@ -12,7 +12,8 @@ than a paired one would be.
 A run may lack a figure: one written before abm recorded them (no ``reproduction_number``), one
 run with ``outputs.reproduction_number: false`` (null), or one whose figure is null (no
 replicate's first week of infections final by the last day; nothing transmitted). Its cells read
-"n/a", never 0, and the note under the table names it and why.
+"n/a", never 0, and the note under the table names it and why (:func:`lacking_notes`, which
+:func:`abm.compare` gives as warnings too).
 """
 
 from __future__ import annotations
@@ -174,24 +175,28 @@ def cell(key: str, text: str, row: pd.Series, first: bool) -> str:
     return text
 
 
-def note(labels: list[str], summaries: list[dict[str, Any]]) -> str:
-    """The note's sentences on these columns (each with a leading space): how they are taken,
-    where some run has either figure; which runs lack a figure and why (both figures at once where
-    the whole record is missing); and, where the first run lacks one, that no change in it is
-    shown."""
+def explained(labels: list[str], summaries: list[dict[str, Any]]) -> str:
+    """The note's sentence on these columns (with a leading space), where some run has either
+    figure: how they are taken and how their changes' intervals are."""
+    if all(spread(s, column) is None for s in summaries for column in FIGURES):
+        return ""
+    return (
+        " The reproduction number of the first week is the mean over replicates of the infections that each "
+        "replicate's first week of infections caused, per infection, and the generation interval the mean over "
+        "replicates of the days from an infector's infection to its infectee's (summary.json's "
+        'reproduction_number), each over the replicates that have one ("k of n" where not all do); their '
+        "changes against the first run have Welch's 95% interval from each run's mean, sd and replicates, also "
+        "where runs share their draws (summary.json keeps no replicate's own figures), which makes it wider "
+        "than a paired interval."
+    )
+
+
+def lacking_notes(labels: list[str], summaries: list[dict[str, Any]]) -> list[str]:
+    """The notes (each a sentence without its full stop) on the runs (``labels``, with their
+    ``summaries``) that lack a figure, and why (both figures at once where the whole record is
+    missing); and, where the first run lacks one, that no change in it is shown."""
     lacking = {column: [label for label, s in zip(labels, summaries, strict=True) if spread(s, column) is None]
                for column in FIGURES}  # fmt: skip
-    text = ""
-    if any(len(runs) < len(labels) for runs in lacking.values()):
-        text = (
-            " The reproduction number of the first week is the mean over replicates of the infections that each "
-            "replicate's first week of infections caused, per infection, and the generation interval the mean over "
-            "replicates of the days from an infector's infection to its infectee's (summary.json's "
-            'reproduction_number), each over the replicates that have one ("k of n" where not all do); their '
-            "changes against the first run have Welch's 95% interval from each run's mean, sd and replicates, also "
-            "where runs share their draws (summary.json keeps no replicate's own figures), which makes it wider "
-            "than a paired interval."
-        )
     reasons: dict[tuple[str, str], list[str]] = {}  # (what, why): runs
     both = " and ".join(figure.words for figure in FIGURES.values())
     for label, s in zip(labels, summaries, strict=True):
@@ -201,9 +206,12 @@ def note(labels: list[str], summaries: list[dict[str, Any]]) -> str:
             continue
         for column, reason in why.items():
             reasons.setdefault((FIGURES[column].words, reason), []).append(label)
-    for (what, reason), runs in reasons.items():
-        text += f" {what[0].upper()}{what[1:]}: n/a for {', '.join(runs)}, {reason}."
-    for column, figure in FIGURES.items():
-        if labels[0] in lacking[column]:
-            text += f" The first run lacks {figure.words}, so no run's change in it is shown."
-    return text
+    notes = [
+        f"{what[0].upper()}{what[1:]}: n/a for {', '.join(runs)}, {reason}" for (what, reason), runs in reasons.items()
+    ]
+    notes += [
+        f"The first run lacks {figure.words}, so no run's change in it is shown"
+        for column, figure in FIGURES.items()
+        if labels[0] in lacking[column]
+    ]
+    return notes
