@@ -29,7 +29,9 @@ list; `key.<name>` an entry of a mapping. Interventions are off unless their key
 (`testing: {}` turns testing on with its defaults). A default too long for the table ends in `...`;
 `abm validate FILE --show` prints every value a scenario runs with, in full. Numbers are written
 without quotes (`"3"` is text, refused where a number is expected) and, as YAML 1.1 reads them,
-with a dot and a signed exponent where they have one (`1.0e-5`; `1e-5` is text).
+with a dot and a signed exponent where they have one (`1.0e-5`; `1e-5` is text). An editor
+given the scenario's JSON Schema shows these meanings as you type and flags unknown keys
+([Editing scenarios in an editor](editors.md)).
 """
 
 
