@@ -36,6 +36,7 @@ from pydantic import BaseModel, create_model
 
 from abm.day_dates import DAY_KEYS, DAY_LISTS
 from abm.examples import SOURCE
+from abm.outputs.schema_doc import first_paragraph
 
 # The kinds of scenario file, as `abm data schema` names them: an epidemic scenario (abm run,
 # sweep, calibrate), a learning one and a private-calibration one (kind: private_calibration; both
@@ -46,6 +47,10 @@ KINDS = ("epidemic", "learning", "private_calibration")
 FOLDER = "schemas"
 MODELINE = "# yaml-language-server: $schema=../schemas/{kind}.schema.json"
 DRAFT = "http://json-schema.org/draft-07/schema#"
+# Keywords whose values are data (a default, allowed values), not schemas, and keywords that map
+# names (keys of a file, definitions) to schemas: neither is read as a schema itself.
+VALUES = frozenset({"default", "const", "enum", "examples"})
+NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 DEFS = "#/definitions/"
 DATE = {"type": "string", "format": "date", "description": "a date, YYYY-MM-DD: the days after simulation.start_date"}
 EXTENDS = {
@@ -109,9 +114,12 @@ def json_schema(kind: str, plugins: bool = True) -> dict[str, Any]:
     model = scenario_model(kind, plugins)
     root = model.model_json_schema(by_alias=True, mode="validation")
     defs: dict[str, Any] = root.pop("$defs", {})
-    _add_protocol_params(defs)
+    protocols = _add_protocol_params(defs)
     root = _draft7({**root, "$defs": defs})
     defs = root.pop("$defs")
+    for node in defs.values():
+        if isinstance(node.get("description"), str):
+            node["description"] = first_paragraph(node["description"])
     models = _models_below(model)
     for node in [root, *defs.values()]:
         if node.get("title") in models:
@@ -123,6 +131,9 @@ def json_schema(kind: str, plugins: bool = True) -> dict[str, Any]:
         root["properties"] = {"extends": EXTENDS, **root["properties"]}
         for name in _reached_outside_lists(root, defs):
             defs[name].pop("required", None)
+    _title_by_key_path(root, defs)
+    for config, names in protocols.items():
+        defs[config]["title"] = f"protocols[].params of {', '.join(names)}"
     root.pop("title", None)
     root["description"] = DESCRIPTIONS[kind]
     return {"$schema": DRAFT, "title": TITLES[kind], **root, "definitions": defs}
@@ -144,12 +155,13 @@ def write_schema(text: str, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _add_protocol_params(defs: dict[str, Any]) -> None:
+def _add_protocol_params(defs: dict[str, Any]) -> dict[str, list[str]]:
     """Each protocol spec of ``defs`` (a definition with ``name``, an enum of protocol names, and
     ``params``) checks ``params`` against the named protocol's settings (its config's schema,
-    added to ``defs``)."""
+    added to ``defs``); returns the protocols of each config's definition."""
     from abm.learning.protocols.traits import PROTOCOLS
 
+    protocols: dict[str, list[str]] = {}
     for spec in list(defs.values()):
         names = spec.get("properties", {}).get("name", {}).get("enum", [])
         if "params" not in spec.get("properties", {}) or not names or not set(names) <= set(PROTOCOLS):
@@ -161,6 +173,9 @@ def _add_protocol_params(defs: dict[str, Any]) -> None:
             for key, value in {**own.pop("$defs", {}), config.__name__: own}.items():
                 if defs.setdefault(key, value) != value:
                     raise RuntimeError(f"two schemas named {key}: {config.__name__}'s and the scenario's")
+            protocols.setdefault(config.__name__, [])
+            if name not in protocols[config.__name__]:
+                protocols[config.__name__].append(name)
             rules.append(
                 {
                     "if": {"properties": {"name": {"const": name}}, "required": ["name"]},
@@ -169,6 +184,7 @@ def _add_protocol_params(defs: dict[str, Any]) -> None:
             )
         spec["allOf"] = rules
         spec["properties"]["params"]["description"] = "the protocol's settings (those of the protocol `name` names)"
+    return protocols
 
 
 def _draft7(node: Any) -> Any:
@@ -181,7 +197,11 @@ def _draft7(node: Any) -> Any:
         return [_draft7(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: _draft7(value) for key, value in node.items() if key not in ("discriminator", "allowed")}
+    out = {
+        key: value if key in VALUES else _by_name(value) if key in NAMED else _draft7(value)
+        for key, value in node.items()
+        if key not in ("discriminator", "allowed")
+    }
     if "allowed" in node and "pattern" in node:
         out["patternErrorMessage"] = f"allowed: {node['allowed']}"
     if isinstance(out.get("$ref"), str):
@@ -198,6 +218,11 @@ def _draft7(node: Any) -> Any:
             if isinstance(value, dict):
                 value.pop("title", None)
     return out
+
+
+def _by_name(schemas: Any) -> Any:
+    """A mapping of names to schemas (``properties``, ``$defs``) with each schema in draft-07's words."""
+    return {name: _draft7(schema) for name, schema in schemas.items()} if isinstance(schemas, dict) else schemas
 
 
 def _models_below(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
@@ -237,6 +262,36 @@ def _alternate_names(node: dict[str, Any], model: type[BaseModel]) -> None:
                 either.append({"oneOf": [{"required": [field.alias]}, {"required": [name]}]})
     if either:
         node["allOf"] = [*node.get("allOf", []), *either]
+
+
+def _title_by_key_path(root: dict[str, Any], defs: dict[str, Any]) -> None:
+    """Each definition's title (what an editor's hover shows as its heading) is the first key
+    path that reaches it, as docs/scenarios.md names its sections (``simulation``,
+    ``interventions.testing.tests[]``, ``calibration.parameters.<name>``), not its class's name."""
+    queue: list[tuple[Any, str]] = [(root, "")]
+    titled: set[str] = set()
+    while queue:
+        node, path = queue.pop(0)
+        if isinstance(node, list):
+            queue += [(item, path) for item in node]
+            continue
+        if not isinstance(node, dict):
+            continue
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(DEFS) and ref.removeprefix(DEFS) not in titled:
+            name = ref.removeprefix(DEFS)
+            titled.add(name)
+            defs[name]["title"] = path or defs[name].get("title", name)
+            queue.append((defs[name], path))
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                queue += [(sub, f"{path}.{prop}" if path else prop) for prop, sub in value.items()]
+            elif key == "items":
+                queue.append((value, f"{path}[]"))
+            elif key == "additionalProperties":
+                queue.append((value, f"{path}.<name>"))
+            elif key in ("allOf", "anyOf", "oneOf", "then"):
+                queue.append((value, path))
 
 
 def _days_as_dates(node: Any) -> None:

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from abm.cli import app
 from abm.day_dates import dates_as_text
 from abm.examples import example_files
+from abm.outputs.schema_doc import scenario_reference
 from abm.scenario_kinds import LEARNING, PRIVATE_CALIBRATION, learning_kind
 from abm.scenario_schemas import FOLDER, KINDS, MODELINE, file_name, json_schema, schema_text
 from abm.yaml_loader import load_yaml
@@ -271,3 +272,15 @@ def test_the_hover_text_is_the_references():
     assert schema["properties"]["simulation"]["description"] == (
         "days simulated, replicates, random seed, device and CPU threads"
     )
+    # a section's heading is its key path, as docs/scenarios.md heads it, and its text the first
+    # paragraph of its docstring there
+    definitions = schema["definitions"]
+    assert definitions["SimulationConfig"]["title"] == "simulation"
+    assert definitions["DwellTime"]["title"] == "disease.dwell_times[]"
+    assert definitions["ParameterRange"]["title"] == "calibration.parameters.<name>"
+    reference = scenario_reference()
+    for definition in definitions.values():
+        text = f"\n\n{definition['description']}" if "description" in definition else ""
+        assert f"## `{definition['title']}`{text}\n" in reference
+    learning = json_schema("learning")["definitions"]
+    assert learning["FedAvgConfig"]["title"] == "protocols[].params of fedavg"

@@ -129,10 +129,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def first_paragraph(text: str) -> str:
+    """The first paragraph of a docstring, on one line: what the reference says of a section."""
+    return " ".join(text.strip().split("\n\n")[0].split())
+
+
 def document(model: type[BaseModel], path: str = "", seen: tuple[type, ...] = ()) -> list[str]:
     """Markdown sections for ``model`` and the models nested in it."""
     title = f"## `{path}`" if path else "## Top level"
-    doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+    doc = first_paragraph(model.__doc__ or "")
     rows, nested = [], []
     for name, field in model.model_fields.items():
         key = field.alias or name
