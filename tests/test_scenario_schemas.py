@@ -177,6 +177,15 @@ LEARNING_BASE = {
 }
 
 
+def private_calibration(prior: dict[str, Any]) -> dict[str, Any]:
+    """tests/private_calibration/tiny.yaml with its model scenario by its full path and ``prior``
+    as its first institution's."""
+    data = load_yaml((ROOT / "tests" / "private_calibration" / "tiny.yaml").read_text(encoding="utf-8"))
+    data["model"]["scenario"] = str(KING_COUNTY / "calibrate_2020.yaml")
+    data["institutions"][0]["prior"] = prior
+    return data
+
+
 # Scenarios `abm validate` refuses: the key path it names, and where the schema flags it.
 REFUSED = [
     ("epidemic", {**epidemic(), "simulaton": {"days": 30}}, "simulaton", []),
@@ -198,6 +207,12 @@ REFUSED = [
         ["disease", "dwell_times", 0],
     ),
     ("learning", {**LEARNING_BASE, "roundz": 2}, "roundz", []),
+    (
+        "private_calibration",
+        private_calibration({"transmision": [0.6, 1.0]}),
+        "institutions[0].prior",
+        ["institutions", 0, "prior"],
+    ),
     (
         "learning",
         {**LEARNING_BASE, "protocols": [{"name": "fedavg", "params": {"server_lr": 0}}]},
