@@ -200,6 +200,13 @@ REFUSED = [
         "interventions.testing.start_day",
         ["interventions", "testing", "start_day"],
     ),
+    ("epidemic", epidemic(seeding={"prior_immunity": 1.5}), "seeding.prior_immunity", ["seeding", "prior_immunity"]),
+    (
+        "epidemic",
+        epidemic(seeding={"prior_immunity": [0.1] * 8}),
+        "seeding.prior_immunity",
+        ["seeding", "prior_immunity"],
+    ),
     (  # a list replaces the base's whole: each of its items needs its required keys, extends or not
         "epidemic",
         epidemic(disease={"dwell_times": [{"to": "recovered", "distribution": "two_point", "mean": 3.0}]}),
