@@ -89,6 +89,25 @@ def test_every_example_names_the_schema_of_its_kind_and_validates_against_it(nam
     assert schema_problems(kind, data) == []
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "king_county/vacc_ct.yaml",
+        "king_county/calibrate_2020.yaml",
+        "reference/ct_app70.yaml",
+        "learning/gmm_codream.yaml",
+        "learning/private_calibration.yaml",
+    ],
+)
+def test_every_value_a_scenario_runs_with_validates(name):
+    """`abm validate --show`'s YAML (every value, defaults filled in, nulls included) is a file
+    the schema accepts: the schema takes each value the models hold, not only those written."""
+    kind = kind_of(load_yaml((SCENARIOS / name).read_text(encoding="utf-8")))
+    result = runner.invoke(app, ["validate", str(SCENARIOS / name), "--show"])
+    assert result.exit_code == 0, result.output
+    assert schema_problems(kind, yaml.safe_load(result.stdout)) == []
+
+
 def test_the_examples_of_every_kind_are_checked():
     kinds = {kind_of(load_yaml((SCENARIOS / name).read_text(encoding="utf-8"))) for name in SCENARIO_FILES}
     assert kinds == set(KINDS)
