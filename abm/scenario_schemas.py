@@ -10,7 +10,7 @@ files as users write them rather than to the models alone:
   a list's items (``disease.dwell_times[]``) keep their required keys, as a list given replaces
   the base's whole;
 * a day setting (``start_day``, ``seeding.day``, ``outputs.map_days``'s entries, ...) may be a
-  date (:mod:`abm.day_dates`);
+  date, and ``calibration.start_date`` null, to take ``simulation.start_date`` (:mod:`abm.day_dates`);
 * a protocol's ``params`` are checked against that protocol's own settings, as ``abm validate``
   checks them (:func:`abm.learning.scenario.protocol_param_problems`);
 * a field named two ways (``from`` or ``from_stage``) takes either, not both.
@@ -129,6 +129,7 @@ def json_schema(kind: str, plugins: bool = True) -> dict[str, Any]:
             _days_as_dates(node)
         root.pop("required", None)
         root["properties"] = {"extends": EXTENDS, **root["properties"]}
+        _shared_start_date(defs)
         for name in _reached_outside_lists(root, defs):
             defs[name].pop("required", None)
     _title_by_key_path(root, defs)
@@ -292,6 +293,16 @@ def _title_by_key_path(root: dict[str, Any], defs: dict[str, Any]) -> None:
                 queue.append((value, f"{path}.<name>"))
             elif key in ("allOf", "anyOf", "oneOf", "then"):
                 queue.append((value, path))
+
+
+def _shared_start_date(defs: dict[str, Any]) -> None:
+    """``calibration.start_date`` may be null, as ``simulation.start_date`` may: either, left out
+    or null, takes the other's date (:func:`abm.day_dates.shared_start_date`)."""
+    from abm.calibration.config import CalibrationConfig
+
+    node = defs[CalibrationConfig.__name__]["properties"]["start_date"]
+    meta = {key: node.pop(key) for key in ("description", "default") if key in node}
+    defs[CalibrationConfig.__name__]["properties"]["start_date"] = {**meta, "anyOf": [node, {"type": "null"}]}
 
 
 def _days_as_dates(node: Any) -> None:

@@ -58,7 +58,8 @@ def schema_problems(kind: str, data: dict[str, Any]) -> list[tuple[list[Any], st
     the value at fault (for a value that may take several forms, that of the form it comes
     closest to, as an editor reports it)."""
     schema = json.loads((SCENARIOS / FOLDER / file_name(kind)).read_text(encoding="utf-8"))
-    errors = jsonschema.Draft7Validator(schema).iter_errors(as_editor_reads(data))
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    errors = validator.iter_errors(as_editor_reads(data))
     return [(list(e.absolute_path), e.message) for e in map(best_match, ([e] for e in errors))]
 
 
@@ -219,6 +220,7 @@ REFUSED = [
         "interventions.testing.start_day",
         ["interventions", "testing", "start_day"],
     ),
+    ("epidemic", epidemic(seeding={"day": "soon"}), "seeding.day", ["seeding", "day"]),
     ("epidemic", epidemic(seeding={"prior_immunity": 1.5}), "seeding.prior_immunity", ["seeding", "prior_immunity"]),
     (
         "epidemic",
@@ -291,6 +293,11 @@ ACCEPTED = {
         simulation={"start_date": "2020-02-01"},
         seeding={"day": "2020-02-03"},
         outputs={"map_days": ["2020-02-10", 20]},
+    ),
+    "start date from the run's": epidemic(
+        extends=str(KING_COUNTY / "calibrate_2020.yaml"),
+        simulation={"days": 160, "start_date": "2020-02-01"},
+        calibration={"start_date": None},
     ),
     "from_stage": epidemic(disease={"dwell_times": [by_own_name(DWELL_TIMES[0]), *DWELL_TIMES[1:]]}),
 }
