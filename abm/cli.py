@@ -1043,8 +1043,7 @@ def data_schema(
         ),
     ] = "epidemic",
     out: Annotated[
-        Path | None,
-        typer.Option("--out", parser=out_option, metavar="FILE", help="file to write; default: standard output"),
+        str | None, typer.Option("--out", metavar="FILE", help="file to write; default: standard output")
     ] = None,
 ) -> None:
     """Write the JSON Schema of a kind of scenario file, for editors.
@@ -1063,18 +1062,21 @@ def data_schema(
 
     if kind not in KINDS:
         fail(f"KIND: {kind!r} is not a kind of scenario file; give one of {', '.join(KINDS)}")
-    if out is not None and out.is_dir():
+    if out is not None and not out.strip():
+        fail(f"--out {out!r}: give a file name, not an empty value")
+    target = Path(out) if out is not None else None
+    if target is not None and target.is_dir():
         fail(f"--out {out}: is a folder; give the path of the file to write")
-    if out is not None and not out.parent.is_dir():
-        fail(f"--out {out}: the folder {out.parent} does not exist; create it or give another file")
+    if target is not None and not target.parent.is_dir():
+        fail(f"--out {out}: the folder {target.parent} does not exist; create it or give another file")
     with loading():
         text = schema_text(kind)
-    if out is None:
+    if target is None:
         sys.stdout.write(text)
         return
     with on_interrupt(f"interrupted: nothing was written to {out}"):
         try:
-            write_schema(text, out)
+            write_schema(text, target)
         except OSError as exc:
             fail(f"--out {out}: cannot be written ({exc.strerror or exc}); nothing was written", code=1)
     out_console.print(f"wrote the {kind} scenario schema to {out}", highlight=False, soft_wrap=True)
