@@ -992,7 +992,7 @@ def data_scenarios(
         bool, typer.Option("--force", help="write over the files of their names in a DIR that holds files")
     ] = False,
 ) -> None:
-    """Copy abm's example scenarios (king_county/, reference/, learning/) to DIR.
+    """Copy abm's example scenarios (king_county/, reference/, learning/) and their JSON Schemas (schemas/) to DIR.
 
     They keep their layout, so that `extends:` and `../king_county/...` find
     their files; with the default DIR, README's commands (`abm run
@@ -1029,6 +1029,57 @@ def data_scenarios(
     first = "king_county/no_intervention.yaml"
     if first in copied.files:
         say(f"run one: abm run {shlex.quote((folder / first).as_posix())}")
+
+
+@data_app.command("schema")
+def data_schema(
+    kind: Annotated[
+        str,
+        typer.Argument(
+            metavar="KIND",
+            show_default=True,
+            help="the kind of scenario file: epidemic (abm run, sweep, calibrate), learning or private_calibration "
+            "(abm learn)",
+        ),
+    ] = "epidemic",
+    out: Annotated[
+        str | None, typer.Option("--out", metavar="FILE", help="file to write; default: standard output")
+    ] = None,
+) -> None:
+    """Write the JSON Schema of a kind of scenario file, for editors.
+
+    An editor given it (VS Code's YAML extension, JetBrains IDEs, any client
+    of yaml-language-server) completes keys, shows each key's meaning and
+    marks unknown keys and wrong values as the file is written
+    (docs/editors.md). It is generated from the models `abm validate` checks
+    with, and holds the installed plug-in interventions (the example
+    scenarios' schemas/, which `abm data scenarios` copies, hold the built-in
+    ones). The file is written all at once.
+
+    Exit code 0 when done; 2 for bad input (nothing is written); 1 when the
+    file system fails (nothing is written)."""
+    from abm.scenario_schemas import KINDS, schema_text, write_schema
+
+    if kind not in KINDS:
+        fail(f"KIND: {kind!r} is not a kind of scenario file; give one of {', '.join(KINDS)}")
+    if out is not None and not out.strip():
+        fail(f"--out {out!r}: give a file name, not an empty value")
+    target = Path(out) if out is not None else None
+    if target is not None and target.is_dir():
+        fail(f"--out {out}: is a folder; give the path of the file to write")
+    if target is not None and not target.parent.is_dir():
+        fail(f"--out {out}: the folder {target.parent} does not exist; create it or give another file")
+    with loading():
+        text = schema_text(kind)
+    if target is None:
+        sys.stdout.write(text)
+        return
+    with on_interrupt(f"interrupted: nothing was written to {out}"):
+        try:
+            write_schema(text, target)
+        except OSError as exc:
+            fail(f"--out {out}: cannot be written ({exc.strerror or exc}); nothing was written", code=1)
+    out_console.print(f"wrote the {kind} scenario schema to {out}", highlight=False, soft_wrap=True)
 
 
 def print_table(

@@ -1,7 +1,8 @@
 """The example scenarios abm ships: the repository's ``scenarios/`` (king_county/, reference/,
-learning/), which a checkout keeps at its root and the wheel carries as ``abm/example_scenarios/``
-(setup.py's build step copies them there); ``abm data scenarios`` copies them to a folder of the
-user's (:mod:`abm.example_copy`).
+learning/, and schemas/: their JSON Schemas for editors, :mod:`abm.scenario_schemas`), which a
+checkout keeps at its root and the wheel carries as ``abm/example_scenarios/`` (setup.py's build
+step copies them there); ``abm data scenarios`` copies them to a folder of the user's
+(:mod:`abm.example_copy`).
 
 This module imports nothing but the standard library: setup.py loads it by its path, before abm
 can be imported, to select the files it copies (:func:`example_files`)."""
@@ -12,7 +13,7 @@ from pathlib import Path
 
 SOURCE = "scenarios"  # the examples' folder at a checkout's root
 PACKAGED = "example_scenarios"  # the examples' folder inside the installed package
-SUFFIXES = (".yaml", ".md")  # the files of SOURCE that are examples (scenarios, and notes on them)
+SUFFIXES = (".yaml", ".md", ".json")  # the files of SOURCE that are examples (scenarios, notes on them, schemas/)
 DEFAULT_DIR = Path(SOURCE)  # where `abm data scenarios` copies them: README's commands name scenarios/...
 
 

@@ -1,4 +1,4 @@
-"""Every command's ``--help`` gives each of its arguments (FILE, RUNS, DIR) a help text."""
+"""Every command's ``--help`` gives each of its arguments (FILE, RUNS, DIR, KIND) a help text."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_every_argument_of_every_command_has_help_in_its_help_output():
     tree = typer.main.get_command(app)
     found = {path: [p for p in cmd.params if isinstance(p, click.Argument)] for path, cmd in commands(tree)}
     assert {"run", "compare", "validate", "sweep", "calibrate", "learn"} <= {p[0] for p in found}
-    assert len([a for args in found.values() for a in args]) == 7  # FILE of 5 commands, RUNS, DIR
+    assert len([a for args in found.values() for a in args]) == 8  # FILE of 5 commands, RUNS, DIR, KIND
     for path, arguments in found.items():
         result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100"})
         assert result.exit_code == 0, result.output

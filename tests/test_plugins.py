@@ -227,6 +227,24 @@ def test_the_scenario_reference_documents_the_plugin(site):
     assert "| `efficacy` | float | `0.5` | >= 0, < 1 |" in done.stdout
 
 
+def test_data_schema_holds_the_installed_plugins_settings(site):
+    """`abm data schema` gives an editor the plug-in's section, with its bounds and its key
+    refused where misspelt; the schema the examples carry (built-in interventions only) is the
+    same with the plug-in installed."""
+    done = abm(site, "data", "schema")
+    assert done.returncode == 0, done.stderr
+    schema = json.loads(done.stdout)
+    section = schema["definitions"]["InterventionsConfig"]
+    assert "mask_directive" in section["properties"] and section["additionalProperties"] is False
+    masks = next(d for d in schema["definitions"].values() if "cost_per_mask_day" in d.get("properties", {}))
+    assert masks["properties"]["efficacy"]["minimum"] == 0 and masks["properties"]["efficacy"]["exclusiveMaximum"] == 1
+    shipped = (ROOT / "scenarios" / "schemas" / "epidemic.schema.json").read_text(encoding="utf-8")
+    code = "import sys; from abm.scenario_schemas import schema_text; sys.stdout.write(schema_text('epidemic', False))"
+    built_in = python(["-c", code], site)
+    assert built_in.returncode == 0, built_in.stderr
+    assert built_in.stdout == shipped and "mask_directive" not in shipped
+
+
 class HalveCommunity(InterventionBase):
     """A hook that halves the community layer's multiplier each day, as a plug-in may."""
 

@@ -41,6 +41,8 @@ class Stage(IntEnum):
 STAGE_NAMES = [s.name.lower() for s in Stage]
 NUM_STAGES = len(Stage)
 NUM_AGE_GROUPS = AGE_GROUPS  # ten-year groups 0-9 .. 80+ (abm.populations.population)
+# A share between 0 and 1.
+Share = Annotated[float, Field(ge=0, le=1)]
 ABSORBING = (Stage.DEATH, Stage.RECOVERED)
 SYMPTOMATIC = (Stage.MILD_SYMPTOMS, Stage.SEVERE_SYMPTOMS)  # entering one is the onset of symptoms
 # The columns of timeseries.csv that the engine and the run's outputs fill, whatever the
@@ -503,7 +505,9 @@ class SeedingConfig(BaseModel):
             "reference code's population file fixes them (specs: epidemic model section 2.7)"
         ),
     )
-    prior_immunity: float | list[float] = Field(
+    # The bounds are the validator's below (which words the message); they also go into the
+    # scenario's JSON Schema, so an editor flags a share outside 0..1 or a list of another length.
+    prior_immunity: Share | Annotated[list[Share], Field(min_length=AGE_GROUPS, max_length=AGE_GROUPS)] = Field(
         0.0,
         description="share of the agents immune from an earlier infection before day 0: one share, or a list of "
         "the 9 age groups' (0-9 .. 80+), each between 0 and 1; that many of each age group (the share of its "

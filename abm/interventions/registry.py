@@ -189,14 +189,16 @@ def summary(model: type[BaseModel]) -> str:
     return first
 
 
-def interventions_model() -> type[InterventionsBase]:
-    """The ``interventions`` section's model over every registered intervention; each field's
-    description (docs/scenarios.md) is its settings model's first sentence."""
+def interventions_model(plugins: bool = True) -> type[InterventionsBase]:
+    """The ``interventions`` section's model over every registered intervention (without
+    ``plugins``: the built-in ones only); each field's description (docs/scenarios.md) is its
+    settings model's first sentence."""
+    known = {name: cls for name, cls in registered().items() if plugins or not getattr(cls, "plugin_entry_point", "")}
     fields: dict[str, Any] = {
         name: (
             cls.config_model | None,
             Field(None, description="; ".join(filter(None, [summary(cls.config_model), "off unless present"]))),
         )
-        for name, cls in sorted(registered().items())
+        for name, cls in sorted(known.items())
     }
     return create_model("InterventionsConfig", __base__=InterventionsBase, **fields)

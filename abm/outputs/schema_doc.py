@@ -29,7 +29,9 @@ list; `key.<name>` an entry of a mapping. Interventions are off unless their key
 (`testing: {}` turns testing on with its defaults). A default too long for the table ends in `...`;
 `abm validate FILE --show` prints every value a scenario runs with, in full. Numbers are written
 without quotes (`"3"` is text, refused where a number is expected) and, as YAML 1.1 reads them,
-with a dot and a signed exponent where they have one (`1.0e-5`; `1e-5` is text).
+with a dot and a signed exponent where they have one (`1.0e-5`; `1e-5` is text). An editor
+given the scenario's JSON Schema shows these meanings as you type and flags unknown keys
+([Editing scenarios in an editor](editors.md)).
 """
 
 
@@ -127,10 +129,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def first_paragraph(text: str) -> str:
+    """The first paragraph of a docstring, on one line: what the reference says of a section."""
+    return " ".join(text.strip().split("\n\n")[0].split())
+
+
 def document(model: type[BaseModel], path: str = "", seen: tuple[type, ...] = ()) -> list[str]:
     """Markdown sections for ``model`` and the models nested in it."""
     title = f"## `{path}`" if path else "## Top level"
-    doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+    doc = first_paragraph(model.__doc__ or "")
     rows, nested = [], []
     for name, field in model.model_fields.items():
         key = field.alias or name

@@ -113,6 +113,11 @@ class ParameterSpec(_Strict):
         return self
 
 
+# The keys a mapping of free parameters may have, for the scenario's JSON Schema (abm.scenario_schemas:
+# an editor flags another); the checks below name the key in abm's messages.
+PARAMETER_KEYS: dict[str, Any] = {"propertyNames": {"enum": list(PARAMETER_NAMES)}}
+
+
 def _default_parameters() -> dict[str, ParameterSpec]:
     return {
         "transmission": ParameterSpec(low=0.5, high=1.5, bins=4),
@@ -134,8 +139,12 @@ class InstitutionSpec(_Strict):
     agents: int = Field(5000, ge=200, le=200_000)
     budget: int = Field(192, ge=8, description="simulations of its own population for training pairs")
     ascertainment_draws: int = Field(4, ge=1, le=32, description="observation draws per simulation")
-    prior: dict[str, tuple[float, float]] = Field({}, description="parameter -> [low, high]; default the full range")
-    truth: dict[str, float] = Field({}, description="known-truth mode: parameter -> true value")
+    prior: dict[str, tuple[float, float]] = Field(
+        {}, description="parameter -> [low, high]; default the full range", json_schema_extra=PARAMETER_KEYS
+    )
+    truth: dict[str, float] = Field(
+        {}, description="known-truth mode: parameter -> true value", json_schema_extra=PARAMETER_KEYS
+    )
 
     @field_validator("tracts", mode="before")
     @classmethod
@@ -215,7 +224,7 @@ class PrivateCalibrationScenario(_Strict):
     seed: int = seed_field(0, "random seed of the institutions, the simulations and the training")
     mode: Literal["known_truth", "kc2020"] = "known_truth"
     model: ModelSection = ModelSection()
-    parameters: dict[str, ParameterSpec] = Field(default_factory=_default_parameters)
+    parameters: dict[str, ParameterSpec] = Field(default_factory=_default_parameters, json_schema_extra=PARAMETER_KEYS)
     institutions: list[InstitutionSpec] = Field(min_length=2, max_length=16)
     evaluation: EvaluationSpec = EvaluationSpec()
     models: list[CalibratorSpec] = Field([CalibratorSpec()], min_length=1)
