@@ -245,12 +245,19 @@ class Scenario(BaseModel):
         filled = {key: getattr(figures, key) for key in keys if getattr(self.outputs, key) is None}
         return self.model_copy(update={"outputs": self.outputs.model_copy(update=filled)})
 
-    def resolved_yaml(self) -> str:
-        """Every value, defaults included: loading this text gives the same scenario. An
-        intervention that is off by absence is left out (as absent, it stays off)."""
+    def resolved_data(self) -> dict[str, Any]:
+        """Every value, defaults included, as plain data: loading it gives the same scenario. An
+        intervention that is off by absence is left out (as absent, it stays off; given as null,
+        a scenario reads it as a key without a value, which gets a note)."""
         data = self.model_dump(mode="json", by_alias=True)
         data["interventions"] = {k: v for k, v in data["interventions"].items() if v is not None}
-        return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True)
+        return data
+
+    def resolved_yaml(self) -> str:
+        """:meth:`resolved_data` as YAML text."""
+        return yaml.safe_dump(
+            self.resolved_data(), sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
+        )
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

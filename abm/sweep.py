@@ -497,8 +497,10 @@ def outcome(name: str, value: Any) -> int | float | None:
 def as_run(sc: Scenario, result: dict[str, Any]) -> dict[str, Any]:
     """A variant's scenario as each of its replicates ran: one replicate (with seed
     ``simulation.seed + r``), and the hospital and ICU capacities it used (the region's if
-    unset), as a replicate's ``result`` (:func:`run_task`) gives them."""
-    data = sc.model_dump(mode="json", by_alias=True)
+    unset), as a replicate's ``result`` (:func:`run_task`) gives them; an intervention off by
+    absence is left out (:meth:`Scenario.resolved_data`), so that the data saved as a file runs
+    without a note on keys without a value."""
+    data = sc.resolved_data()
     data["simulation"]["replicates"] = 1
     data["outputs"]["hospital_beds_per_100k"] = result["beds_per_100k"]
     data["outputs"]["icu_beds_per_100k"] = result.get("icu_beds_per_100k")  # a journal's older results lack it

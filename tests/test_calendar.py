@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import fixed_seeds_note
 from typer.testing import CliRunner
 
 import abm
@@ -45,8 +46,10 @@ def test_with_dates_puts_the_date_after_the_day_and_leaves_a_table_without_a_sta
 
 @pytest.fixture(scope="module")
 def runs():
-    dated = abm.run(NI, agents=1500, days=40, replicates=2, sets=[START])
-    plain = abm.run(NI, agents=1500, days=40, replicates=2)
+    with fixed_seeds_note():
+        dated = abm.run(NI, agents=1500, days=40, replicates=2, sets=[START])
+    with fixed_seeds_note():
+        plain = abm.run(NI, agents=1500, days=40, replicates=2)
     return dated, plain
 
 
@@ -77,7 +80,8 @@ def test_costs_csv_gives_the_date_as_the_timeseries_does(runs, tmp_path):
     that booked nothing gets the column in its header too. abm compare reads the costs as before:
     the dated and the plain run cost the same, replicate by replicate."""
     vacc = NI.parent / "vacc_ct.yaml"
-    dated, plain = (abm.run(vacc, agents=1500, days=20, replicates=2, sets=sets) for sets in ([START], []))
+    with fixed_seeds_note():
+        dated, plain = (abm.run(vacc, agents=1500, days=20, replicates=2, sets=sets) for sets in ([START], []))
     folders = [dated.write(tmp_path / "dated", figures=False), plain.write(tmp_path / "plain", figures=False)]
     costs, without = (pd.read_csv(f / "costs.csv") for f in folders)
     columns = ["item", "day", "replicate", "count", "unit_cost", "cost"]

@@ -22,6 +22,7 @@ from abm.calibration.optimize import calibrate
 from abm.calibration.report import calibration_tables
 from abm.outputs.run_folder import MARK
 from abm.scenario import validate
+from abm.scenario_notes import ScenarioNote
 
 
 def synthetic_scenario(tmp_path, rate: float, seed: int) -> dict:
@@ -773,7 +774,9 @@ def test_a_run_names_a_series_file_from_the_working_folder_by_its_full_path(tmp_
     (work / "ser.csv").write_text("multiplier\n1.0\n0.5\n0.25\n")
     monkeypatch.chdir(work)
     sc = {"name": "s", "population": {"agents": 2000}, "simulation": {"days": 5, "replicates": 1}}
-    result = abm.run(sc, sets=["interventions.contact_multipliers.series.source=ser.csv"])
+    turned_on = r"^sets item 'interventions\.contact_multipliers\.series\.source=ser\.csv' turns contact_multipliers on"
+    with pytest.warns(ScenarioNote, match=turned_on):
+        result = abm.run(sc, sets=["interventions.contact_multipliers.series.source=ser.csv"])
     assert result.scenario.interventions.contact_multipliers.series.source == str(work / "ser.csv")
     monkeypatch.chdir(tmp_path)
     again = abm.run(yaml.safe_load(result.scenario.resolved_yaml()))

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import copy_output
+from conftest import copy_output, fixed_seeds_note
 from typer.testing import CliRunner
 
 from abm.cli import app
@@ -27,6 +27,7 @@ from abm.engine import STAGE_NAMES, DiseaseConfig
 from abm.outputs.run_folder import MARK
 from abm.outputs.summary_table import summary_table
 from abm.scenario import load_scenario
+from abm.scenario_notes import ScenarioNote
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -96,7 +97,11 @@ def test_one_replicate_has_no_sd(tmp_path):
     variation at all. It is null, and the console shows the mean alone."""
     import abm
 
-    result = abm.run(SCENARIO, agents=500, days=3, replicates=1, sets=["interventions.vaccination.start_day=0"])
+    with (
+        fixed_seeds_note(),
+        pytest.warns(ScenarioNote, match=r"^sets item 'interventions\.vaccination\.start_day=0' turns vaccination on"),
+    ):
+        result = abm.run(SCENARIO, agents=500, days=3, replicates=1, sets=["interventions.vaccination.start_day=0"])
     out = result.write(tmp_path / "one", figures=False)
     s = json.loads((out / "summary.json").read_text())
     assert result.summary["total_cost"]["mean"] > 0  # something to spread: doses were booked
@@ -107,7 +112,8 @@ def test_one_replicate_has_no_sd(tmp_path):
     factor = 2_252_782 / 500
     assert s["region_scaled"]["total_cost"]["mean"] == pytest.approx(s["total_cost"]["mean"] * factor)
     assert s["region_scaled"]["cumulative_infected"]["mean"] == pytest.approx(s["cumulative_infected"]["mean"] * factor)
-    two = abm.run(SCENARIO, agents=500, days=3, replicates=2)
+    with fixed_seeds_note():
+        two = abm.run(SCENARIO, agents=500, days=3, replicates=2)
     assert two.summary["cumulative_infected"]["sd"] == pytest.approx(
         two.timeseries[two.timeseries.day == 2].cumulative_infected.std(ddof=1)
     )

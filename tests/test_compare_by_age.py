@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import fixed_seeds_note
 from scipy import stats
 
 from abm.outputs.compare_by_age import COLUMNS, RESIDENTS, by_age_summary, by_age_table
@@ -124,8 +125,10 @@ def test_compare_writes_deaths_by_age(tmp_path):
     import abm
 
     ni = "scenarios/king_county/no_intervention.yaml"
-    a = abm.run(ni, agents=3000, days=30, replicates=2, seed=5, sets=["disease.transmission_rate=8"])
-    b = abm.run(ni, agents=3000, days=30, replicates=2, seed=5, sets=["disease.transmission_rate=4"])
+    with fixed_seeds_note():
+        a = abm.run(ni, agents=3000, days=30, replicates=2, seed=5, sets=["disease.transmission_rate=8"])
+    with fixed_seeds_note():
+        b = abm.run(ni, agents=3000, days=30, replicates=2, seed=5, sets=["disease.transmission_rate=4"])
     out = tmp_path / "cmp"
     abm.compare([a.write(tmp_path / "a", figures=False), b.write(tmp_path / "b", figures=False)], out=out)
     written = pd.read_csv(out / "comparison_by_age.csv")

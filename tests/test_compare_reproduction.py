@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import fixed_seeds_note
 from scipy import stats
 
 import abm
@@ -162,7 +163,8 @@ def folders(tmp_path_factory) -> dict[str, Path]:
         ("slow", ["disease.transmission_rate=2"]),
         ("off", ["outputs.reproduction_number=false"]),
     ):
-        result = abm.run("scenarios/king_county/ni.yaml", agents=1000, days=30, replicates=2, seed=1, sets=sets)
+        with fixed_seeds_note():
+            result = abm.run("scenarios/king_county/ni.yaml", agents=1000, days=30, replicates=2, seed=1, sets=sets)
         out[name] = result.write(root / name, figures=False)
     out["old"] = root / "old"
     shutil.copytree(out["base"], out["old"])

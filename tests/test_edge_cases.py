@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import fixed_seeds_note
 
 import abm
 from abm.outputs import plots
@@ -26,7 +27,8 @@ NI = ROOT / "scenarios/king_county/ni.yaml"
 def tiny(tmp_path_factory) -> Path:
     """A 10-agent, 20-day, 2-replicate run folder: most tracts and some age groups have no agents."""
     out = tmp_path_factory.mktemp("edge") / "tiny"
-    abm.run(NI, agents=10, days=20, replicates=2).write(out)
+    with fixed_seeds_note():
+        abm.run(NI, agents=10, days=20, replicates=2).write(out)
     return out
 
 
@@ -152,7 +154,8 @@ def test_tracts_and_age_groups_without_agents_are_empty_not_zero(tiny):
 
 
 def test_a_one_day_run_is_drawn_and_has_no_second_difference(tmp_path):
-    res = abm.run(NI, agents=1000, days=1, replicates=1)
+    with fixed_seeds_note():
+        res = abm.run(NI, agents=1000, days=1, replicates=1)
     assert res.summary["peak_infection_rate_2nd_difference"] is None
     fig = res.plot("new_infections")
     line = fig.axes[0].lines[0]
@@ -162,7 +165,8 @@ def test_a_one_day_run_is_drawn_and_has_no_second_difference(tmp_path):
 
 
 def test_map_days_outside_the_run_are_refused_by_the_api(tmp_path):
-    res = abm.run(NI, agents=300, days=5, replicates=1)
+    with fixed_seeds_note():
+        res = abm.run(NI, agents=300, days=5, replicates=1)
     for days, message in (
         ([500], r"days: \[500\] not allowed; map days must lie within the 5 simulated days \(0..4\)"),
         ([-1], r"days: \[-1\] not allowed"),
@@ -273,7 +277,7 @@ def test_out_of_gpu_memory_names_the_size_and_the_cpu(monkeypatch):
 
     monkeypatch.setattr(runs, "check_device", lambda sc, source: None)
     monkeypatch.setattr(runs, "simulation_of", out_of_memory)
-    with pytest.raises(ScenarioError) as err:
+    with pytest.raises(ScenarioError) as err, fixed_seeds_note():
         abm.run(NI, agents=300, replicates=7, days=3, device="cuda")
     assert str(err.value) == (
         "ni: population.agents: 300 agents x 7 replicates do not fit in the memory of cuda; "
@@ -282,7 +286,8 @@ def test_out_of_gpu_memory_names_the_size_and_the_cpu(monkeypatch):
 
 
 def test_map_days_may_be_numpy_integers():
-    res = abm.run(NI, agents=300, days=5, replicates=1)
+    with fixed_seeds_note():
+        res = abm.run(NI, agents=300, days=5, replicates=1)
     assert res.map(days=np.array([2, 4])).data.days[-2:] == [2, 4]
 
 
@@ -384,7 +389,8 @@ def test_the_summary_counts_replicates_that_went_over_capacity():
     """Days over capacity are of the mean curve; the summary also counts the replicates whose own
     occupancy crossed the line on some day (the mean can stay under it)."""
     sets = ["disease.transmission_rate=5", "outputs.hospital_beds_per_100k=40"]
-    run = abm.run(NI, agents=3000, days=60, replicates=4, sets=sets)
+    with fixed_seeds_note():
+        run = abm.run(NI, agents=3000, days=60, replicates=4, sets=sets)
     cap = run.summary["hospital_capacity"]
     peaks = run.timeseries.groupby("replicate")["hospital_occupancy"].max()
     assert cap["replicates_over_capacity"] == int((peaks > cap["beds"]).sum())

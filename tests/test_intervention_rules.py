@@ -14,7 +14,7 @@ from abm.engine import Stage
 from abm.interventions.contact_multipliers import ContactMultipliers, ContactMultipliersConfig
 from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConfig
 from abm.interventions.manual_tracing import ManualTracing, ManualTracingConfig
-from abm.interventions.testing import Testing as TestingIntervention
+from abm.interventions.testing import Testing as InterventionTesting  # a name pytest does not collect (Test...)
 from abm.interventions.testing import TestingConfig
 
 
@@ -31,7 +31,7 @@ def test_agents_in_hospital_are_not_tested_even_on_request():
     none; a severe-symptoms agent beside them does."""
     pop = make_population([[i] for i in range(4)])
     test = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
-    sim = sim_of(pop, [TestingIntervention(TestingConfig(tests=[{**test, "given_to": ["traced"]}]))], days=2)
+    sim = sim_of(pop, [InterventionTesting(TestingConfig(tests=[{**test, "given_to": ["traced"]}]))], days=2)
     stages = [Stage.HOSPITALIZED, Stage.CRITICAL_ICU, Stage.HOSPITALIZED_RECOVERING, Stage.SEVERE_SYMPTOMS]
     sim.state.stage[:] = torch.tensor([int(s) for s in stages], dtype=torch.int8)
     sim.state.next_day[:] = 10_000
@@ -48,7 +48,7 @@ def test_recovered_and_dead_agents_are_not_tested_or_billed_even_on_request():
     stages = [Stage.ASYMPTOMATIC, Stage.SUSCEPTIBLE, Stage.RECOVERED, Stage.DEATH]
     pop = make_population([[i] for i in range(len(stages))])
     test = {"name": "rt_pcr", "sensitivity": 1.0, "specificity": 1.0, "result_delay_days": [1]}
-    testing = TestingIntervention(TestingConfig(tests=[{**test, "result_delay_probs": [1.0], "given_to": ["traced"]}]))
+    testing = InterventionTesting(TestingConfig(tests=[{**test, "result_delay_probs": [1.0], "given_to": ["traced"]}]))
     sim = sim_of(pop, [testing], days=4)
     sim.state.stage[:] = torch.tensor([int(s) for s in stages], dtype=torch.int8)
     sim.state.next_day[:] = 10_000
@@ -69,7 +69,7 @@ def test_a_tests_result_and_its_delay_are_drawn_independently():
     reps = 4000
     pop = make_population([[0]])
     test = {"name": "t", "sensitivity": 0.5, "result_delay_days": [1, 2], "result_delay_probs": [0.5, 0.5]}
-    testing = TestingIntervention(TestingConfig(tests=[test]))
+    testing = InterventionTesting(TestingConfig(tests=[test]))
     sim = sim_of(pop, [testing], replicates=reps, days=3)
     sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[:] = 10_000
@@ -95,7 +95,7 @@ def test_a_positive_is_tested_again_once_infected_after_a_false_positive():
         "result_delay_days": [0],
         "result_delay_probs": [1.0],
     }
-    testing = TestingIntervention(TestingConfig(tests=[{**test, "given_to": ["symptomatic", "traced"]}]))
+    testing = InterventionTesting(TestingConfig(tests=[{**test, "given_to": ["symptomatic", "traced"]}]))
     sim = sim_of(pop, [testing], days=3)
     request = sim.field("test_request", torch.bool)
     for day in (0, 1):
@@ -129,7 +129,7 @@ def test_an_infection_on_the_day_of_a_false_positive_result_is_after_it(infectio
         "result_delay_probs": [1.0],
         "given_to": ["traced"],
     }
-    testing = TestingIntervention(TestingConfig(tests=[test]))
+    testing = InterventionTesting(TestingConfig(tests=[test]))
     sim = sim_of(pop, [testing], days=6, contacts=quiet_contacts(household={"weight": 1e6}))
     request = sim.field("test_request", torch.bool)
     for day in range(5):

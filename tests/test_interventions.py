@@ -18,7 +18,8 @@ from abm.interventions.contact_multipliers import ContactMultipliers, ContactMul
 from abm.interventions.digital_tracing import DigitalTracing, DigitalTracingConfig, ownership_probabilities
 from abm.interventions.manual_tracing import ManualTracing, ManualTracingConfig
 from abm.interventions.quarantine import Quarantine, QuarantineConfig
-from abm.interventions.testing import Testing, TestingConfig
+from abm.interventions.testing import Testing as InterventionTesting  # a name pytest does not collect
+from abm.interventions.testing import TestingConfig
 from abm.interventions.vaccination import RESIDENTS, Vaccination, VaccinationConfig, priority_classes
 from abm.outputs.tables import timeseries
 from abm.scenario import ScenarioError, load_scenario, validate
@@ -203,7 +204,7 @@ def test_vaccine_protected_counts_only_agents_still_susceptible_when_protection_
 def test_tests_positives_and_quarantine_are_counted_daily():
     pop = make_population([[0], [1]])
     test = {"name": "rt_pcr", "sensitivity": 1.0, "result_delay_days": [2], "result_delay_probs": [1.0]}
-    ivs = [Testing(TestingConfig(tests=[test])), Quarantine(QuarantineConfig(days=5, daily_dropout=0.0))]
+    ivs = [InterventionTesting(TestingConfig(tests=[test])), Quarantine(QuarantineConfig(days=5, daily_dropout=0.0))]
     sim = sim_of(pop, ivs, days=10)
     sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[0] = 10_000
@@ -468,7 +469,7 @@ def test_vaccination_parameters_are_checked():
 def test_testing_sensitivity_delays_and_cost():
     reps = 20_000
     pop = make_population([[0]], ages=[40])
-    testing = Testing(TestingConfig())
+    testing = InterventionTesting(TestingConfig())
     sim = sim_of(pop, [testing], replicates=reps, days=5)
     sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[:] = 10_000
@@ -497,7 +498,7 @@ def test_testing_capacity_and_specificity():
         "result_delay_probs": [1.0],
         "daily_capacity": 7,
     }
-    testing = Testing(TestingConfig(tests=[test]))
+    testing = InterventionTesting(TestingConfig(tests=[test]))
     sim = sim_of(pop, [testing], replicates=reps, days=3)
     sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[:] = 10_000
@@ -506,7 +507,7 @@ def test_testing_capacity_and_specificity():
     # Recovered agents with symptoms cannot exist; test specificity on susceptibles instead.
     sim2 = sim_of(
         pop,
-        [Testing(TestingConfig(tests=[{**test, "daily_capacity": None, "given_to": ["traced"]}]))],
+        [InterventionTesting(TestingConfig(tests=[{**test, "daily_capacity": None, "given_to": ["traced"]}]))],
         replicates=reps,
         days=3,
     )
@@ -522,7 +523,7 @@ def _days_tested(days: int, isolate_first: bool = False, **testing) -> tuple[lis
     the ``tests`` count, and each agent's ``last_test_day``."""
     pop = make_population([[0], [1]])
     test = {"name": "rt_pcr", "sensitivity": 0.0, "result_delay_days": [1], "result_delay_probs": [1.0]}
-    sim = sim_of(pop, [Testing(TestingConfig(tests=[test], **testing))], days=days)
+    sim = sim_of(pop, [InterventionTesting(TestingConfig(tests=[test], **testing))], days=days)
     sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[:] = 10_000
     sim.state.isolated[0] = isolate_first  # no quarantine intervention: it stays so
@@ -555,7 +556,7 @@ def _tests_taken(retest: bool, sensitivity: float, enter: float, days: int = 6) 
     """Tests one symptomatic agent takes over ``days`` days (results after exactly 1 day)."""
     pop = make_population([[0]])
     test = {"name": "rt_pcr", "sensitivity": sensitivity, "result_delay_days": [1], "result_delay_probs": [1.0]}
-    testing = Testing(TestingConfig(tests=[test], retest_positives=retest))
+    testing = InterventionTesting(TestingConfig(tests=[test], retest_positives=retest))
     quarantine = Quarantine(QuarantineConfig(enter_probability=enter, daily_dropout=0.0))
     sim = sim_of(pop, [testing, quarantine], days=days)
     sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
@@ -584,7 +585,7 @@ def test_an_agent_infected_on_the_day_of_its_positive_result_is_tested_again():
     that day's transmission, so it was a false positive). Agent 0 was infected on day 3, the day
     its positive arrived; agent 1 on day 2, before it: only agent 0 is tested on day 4."""
     pop = make_population([[0], [1]])
-    testing = Testing(TestingConfig(retest_positives=False))
+    testing = InterventionTesting(TestingConfig(retest_positives=False))
     sim = sim_of(pop, [testing], days=6)
     sim.state.stage[:] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[:] = 10_000
@@ -607,7 +608,7 @@ def same_day_case(tracer: str, cuts: ContactMultipliersConfig | None = None) -> 
     else:
         trace = ManualTracing(ManualTracingConfig(recall=1.0, reachable=1.0, compliance=1.0, mode="parallel"))
     extra = [] if cuts is None else [ContactMultipliers(cuts)]
-    sim = sim_of(pop, [Testing(TestingConfig(tests=[rapid])), trace, *extra], days=5, contacts=contacts)
+    sim = sim_of(pop, [InterventionTesting(TestingConfig(tests=[rapid])), trace, *extra], days=5, contacts=contacts)
     sim.fields["has_app"][:] = True
     sim.state.stage[0] = int(Stage.MILD_SYMPTOMS)
     sim.state.next_day[0] = 10_000
@@ -883,7 +884,8 @@ def test_an_adoption_the_age_weights_cannot_reach_is_refused(tmp_path):
 
     weights = [0.0, 1, 1, 1, 1, 1, 1, 1, 1]
     sc = {"name": "apps", "population": {"agents": 5000}, "simulation": {"days": 2, "replicates": 1}}
-    sc["interventions"] = {"testing": {}, "digital_tracing": {"age_weights": weights, "app_adoption": 0.95}}
+    tracing = {"age_weights": weights, "app_adoption": 0.95}  # quarantine on: notices that act (no note)
+    sc["interventions"] = {"testing": {}, "quarantine": {}, "digital_tracing": tracing}
     with pytest.raises(ScenarioError, match=r"app_adoption: 0.95 cannot be reached .* at most 8\d\.\d% can own"):
         abm.run(sc)
     path, out = tmp_path / "apps.yaml", tmp_path / "out"
@@ -1000,7 +1002,7 @@ def test_traced_contacts_who_comply_ask_for_a_test_when_test_contacts(tracer, te
         trace = DigitalTracing(DigitalTracingConfig(compliance=0.6, test_contacts=test_contacts))
     sim = sim_of(
         pop,
-        [Testing(TestingConfig(tests=[pcr, rapid])), trace],
+        [InterventionTesting(TestingConfig(tests=[pcr, rapid])), trace],
         replicates=reps,
         days=5,
         contacts=quiet_contacts(household={"weight": 1.0}),
@@ -1335,7 +1337,7 @@ def test_only_agents_with_an_ongoing_infection_test_positive():
     contacts, into quarantine by a positive result."""
     pop = make_population([[i] for i in range(6)])
     test = {"name": "rapid", "sensitivity": 1.0, "result_delay_days": [0], "result_delay_probs": [1.0]}
-    sim = sim_of(pop, [Testing(TestingConfig(tests=[{**test, "given_to": ["traced"]}]))], days=2)
+    sim = sim_of(pop, [InterventionTesting(TestingConfig(tests=[{**test, "given_to": ["traced"]}]))], days=2)
     stages = [Stage.SUSCEPTIBLE, Stage.ASYMPTOMATIC, Stage.PRESYMPTOMATIC_MILD, Stage.MILD_SYMPTOMS]
     stages += [Stage.RECOVERED, Stage.DEATH]
     sim.state.stage[:] = torch.tensor([int(s) for s in stages], dtype=torch.int8)
@@ -1352,7 +1354,7 @@ def test_each_test_type_is_billed_under_its_own_name_and_price():
     pop = make_population([[i] for i in range(5)])
     pcr = {"name": "rt_pcr", "sensitivity": 0.0, "result_delay_days": [1], "result_delay_probs": [1.0], "cost": 5.0}
     rapid = {**pcr, "name": "rapid", "cost": 3.0, "given_to": ["traced"]}
-    sim = sim_of(pop, [Testing(TestingConfig(tests=[pcr, rapid]))], days=1)
+    sim = sim_of(pop, [InterventionTesting(TestingConfig(tests=[pcr, rapid]))], days=1)
     sim.state.stage[:2] = int(Stage.MILD_SYMPTOMS)  # agents 0, 1 symptomatic; 2-4 traced
     sim.state.next_day[:] = 10_000
     sim.field("test_request", torch.bool)[2:] = True

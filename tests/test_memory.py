@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_small_scenario
+from conftest import fixed_seeds_note, write_small_scenario
 from typer.testing import CliRunner
 
 import abm
@@ -324,7 +324,7 @@ def test_a_memory_error_building_the_population_is_the_same_message(monkeypatch)
         raise MemoryError("Unable to allocate 1.90 GiB for an array with shape (255494377,) and data type int64")
 
     monkeypatch.setattr(runs, "population_of", cannot_allocate)
-    with pytest.raises(ScenarioError) as err:
+    with pytest.raises(ScenarioError) as err, fixed_seeds_note():
         abm.run(NI, agents=300, replicates=3, days=3)
     assert str(err.value) == (
         "ni: population.agents: 300 agents x 3 replicates do not fit in the memory of cpu; use fewer agents or "

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import fixed_seeds_note
 from typer.testing import CliRunner, Result
 
 import abm
@@ -45,14 +46,16 @@ def runs(tmp_path_factory):
         # The thesis's rate (5.02, faster than King County's calibrated 3.137), so that 40 days
         # at 3,000 agents fill hospitals and the columns compared below are not all zero.
         sets = ["disease.transmission_rate=5.02"]
-        result = abm.run(SCENARIOS / f"{name}.yaml", agents=3000, days=40, replicates=2, seed=6, sets=sets)
+        with fixed_seeds_note():
+            result = abm.run(SCENARIOS / f"{name}.yaml", agents=3000, days=40, replicates=2, seed=6, sets=sets)
         folders[name] = result.write(root / name, figures=name == "ni")
     return folders
 
 
 @pytest.fixture(scope="module")
 def vacc_result():
-    return abm.run(SCENARIOS / "vacc.yaml", agents=3000, days=40, replicates=3, seed=4)
+    with fixed_seeds_note():
+        return abm.run(SCENARIOS / "vacc.yaml", agents=3000, days=40, replicates=3, seed=4)
 
 
 def test_plot_data_match_the_run_tables(vacc_result):
@@ -209,9 +212,10 @@ def test_compare_bad_input_exits_2_and_writes_nothing(runs, tmp_path):
     (tmp_path / "empty").mkdir()
     result = compare(runs["ni"], tmp_path / "empty", "--out", out)
     assert result.exit_code == 2 and "not a run folder" in result.stderr and not out.exists()
-    short = abm.run(SCENARIOS / "ni.yaml", agents=3000, days=20, replicates=1, seed=3).write(
-        tmp_path / "short", figures=False
-    )
+    with fixed_seeds_note():
+        short = abm.run(SCENARIOS / "ni.yaml", agents=3000, days=20, replicates=1, seed=3).write(
+            tmp_path / "short", figures=False
+        )
     result = compare(runs["ni"], short, "--out", out)
     assert result.exit_code == 2 and "different numbers of days" in result.stderr and not out.exists()
 
@@ -377,7 +381,8 @@ def test_python_results_of_different_horizons_are_named_apart(vacc_result):
     """Two results of one scenario over different days: the message told them apart only by
     their days ('vacc: 40, vacc: 20') and asked for abm run's --days; it names them as the
     comparison labels them and how to re-run from Python too."""
-    short = abm.run(SCENARIOS / "vacc.yaml", agents=3000, days=20, replicates=1, seed=4)
+    with fixed_seeds_note():
+        short = abm.run(SCENARIOS / "vacc.yaml", agents=3000, days=20, replicates=1, seed=4)
     message = (
         "the runs simulate different numbers of days (vacc: 40, vacc #2: 20); totals, costs and days over "
         "capacity compare only over the same horizon: re-run them with the same number of days (`abm run "

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import fixed_seeds_note
 from scipy import stats
 
 import abm
@@ -54,7 +55,10 @@ def test_paired_interval_covers_the_true_difference_95_percent_of_the_time():
 @pytest.fixture(scope="module")
 def results():
     def run(name: str, seed: int, replicates: int = 4):
-        return abm.run(SCENARIOS / f"{name}.yaml", agents=3000, days=40, replicates=replicates, seed=seed, sets=FAST)
+        with fixed_seeds_note():
+            return abm.run(
+                SCENARIOS / f"{name}.yaml", agents=3000, days=40, replicates=replicates, seed=seed, sets=FAST
+            )
 
     return {"ni": run("ni", 3), "ni again": run("ni", 3), "sq": run("sq", 3), "sq seed 4": run("sq", 4)}
 
@@ -106,9 +110,11 @@ def test_report_shows_intervals_and_names_costs_resting_on_noise(results):
     noisy = "The hospitalizations averted by sq are not beyond noise"
     assert (noisy in md) == (row.hospitalizations_averted_low <= 0)
     # One replicate each: no interval, said in the cell, and the cost per averted hospitalization is flagged.
-    one = [
-        abm.run(SCENARIOS / f"{n}.yaml", agents=3000, days=40, replicates=1, seed=10, sets=FAST) for n in ("ni", "sq")
-    ]
+    with fixed_seeds_note():
+        one = [
+            abm.run(SCENARIOS / f"{n}.yaml", agents=3000, days=40, replicates=1, seed=10, sets=FAST)
+            for n in ("ni", "sq")
+        ]
     comp = abm.compare(one)
     md = markdown(comp.table, table_note(comp.runs, comp.table))
     assert "(one replicate: no interval)" in md

@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+from conftest import fixed_seeds_note
+
 from abm.outputs.schema_doc import scenario_reference
 from abm.scenario import Scenario
+from abm.scenario_notes import ScenarioNote
 
 
 def leaf_paths(model, prefix=""):
@@ -212,7 +216,11 @@ def test_the_output_reference_names_every_column_and_key_of_a_run_folder(tmp_pat
     readme_files = _section(readme, "### What a run writes", "### How output folders are written")
     assert "(docs/outputs.md#the-run-folder)" in readme_files
     scenario = root / "scenarios/king_county/vacc_ct.yaml"
-    result = abm.run(scenario, agents=1000, days=3, replicates=2, sets=["simulation.start_date=2021-01-04"])
+    with (
+        fixed_seeds_note(),
+        pytest.warns(ScenarioNote, match=r"^interventions\.vaccination starts on day 10 \(2021-01-14\), after the 3"),
+    ):
+        result = abm.run(scenario, agents=1000, days=3, replicates=2, sets=["simulation.start_date=2021-01-04"])
     out = result.write(tmp_path / "run")
     files = {p.name for p in out.iterdir() if p.name != ".abm-output"}
     assert sorted(f for f in files if f"`{f}" not in readme_files) == []
@@ -248,10 +256,14 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     swept = doc[doc.index("## The sweep folder") :]
     scenarios = root / "scenarios/king_county"
     dated = ["simulation.start_date=2021-01-04"]  # a dated run adds peak_hospital_date (it was not named)
-    runs = [
-        abm.run(scenarios / f"{name}.yaml", agents=500, days=3, replicates=2, sets=sets)
-        for name, sets in (("ni", None), ("vacc", dated))
-    ]
+    with (
+        fixed_seeds_note(),
+        pytest.warns(ScenarioNote, match=r"^interventions\.vaccination starts on day 10 \(2021-01-14\), after the 3"),
+    ):
+        runs = [
+            abm.run(scenarios / f"{name}.yaml", agents=500, days=3, replicates=2, sets=sets)
+            for name, sets in (("ni", None), ("vacc", dated))
+        ]
     out = abm.compare(runs).write(tmp_path / "comparison")
     names = {"comparison.csv", "comparison.md", "comparison_by_age.csv", "report.html"}
     for table in ("comparison", "comparison_by_age"):
@@ -260,14 +272,15 @@ def test_the_output_reference_names_every_column_of_a_comparison_and_a_sweep(tmp
     assert sorted(_listed(compared) - names - {"plots"}) == []
 
     key = "interventions.vaccination.start_day"
-    sweep = abm.run_sweep(
-        scenarios / "vacc.yaml",
-        [f"{key}=1,2"],
-        replicates=2,
-        agents=500,
-        days=3,
-        sets=["simulation.start_date=2021-01-04"],
-    )
+    with fixed_seeds_note():
+        sweep = abm.run_sweep(
+            scenarios / "vacc.yaml",
+            [f"{key}=1,2"],
+            replicates=2,
+            agents=500,
+            days=3,
+            sets=["simulation.start_date=2021-01-04"],
+        )
     out = sweep.write(tmp_path / "sweep")
     table = set(pd.read_csv(out / "sweep.csv", nrows=0).columns) - {key}
     summary = set(pd.read_csv(out / "sweep_summary.csv", nrows=0).columns) - {key}

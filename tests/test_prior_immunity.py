@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import make_population, quiet_contacts
+from conftest import fixed_seeds_note, make_population, quiet_contacts
 
 import abm
 from abm.engine import DiseaseConfig, SeedingConfig, Simulation, Stage
@@ -89,8 +89,10 @@ def test_a_run_with_prior_immunity_infects_fewer_and_the_scenario_keeps_it(tmp_p
     """King County, 3,000 agents: half immune before day 0 leaves fewer infected than none, in
     each of the same seeds' replicates; the resolved scenario keeps the share."""
     common = {"agents": 3000, "days": 60, "replicates": 3}
-    base = abm.run("scenarios/king_county/no_intervention.yaml", **common)
-    half = abm.run("scenarios/king_county/no_intervention.yaml", sets=["seeding.prior_immunity=0.5"], **common)
+    with fixed_seeds_note():
+        base = abm.run("scenarios/king_county/no_intervention.yaml", **common)
+    with fixed_seeds_note():
+        half = abm.run("scenarios/king_county/no_intervention.yaml", sets=["seeding.prior_immunity=0.5"], **common)
     ts0, ts1 = (r.timeseries[r.timeseries.day == 59].set_index("replicate") for r in (base, half))
     assert (ts1.cumulative_infected < ts0.cumulative_infected).all()
     half.write(tmp_path / "run")
@@ -132,7 +134,10 @@ def test_a_seeding_larger_than_the_agents_left_not_immune_is_refused():
     """Everyone immune before day 0 and 5 initial infections: no agent is left to seed, which ran
     without a word and infected no one; now refused, naming both settings. As many infections as
     agents left is fine."""
-    with pytest.raises(ScenarioError, match=r"5 initial infections a replicate, but seeding\.prior_immunity leaves 0"):
+    refused = pytest.raises(
+        ScenarioError, match=r"5 initial infections a replicate, but seeding\.prior_immunity leaves 0"
+    )
+    with refused, fixed_seeds_note():
         abm.run("scenarios/king_county/no_intervention.yaml", sets=["seeding.prior_immunity=1"], agents=1000, days=2)
     with pytest.raises(ScenarioError, match="leaves 45 of the 90 agents"):
         simulation(0.5, infections={"asymptomatic": 46})

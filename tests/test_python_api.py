@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
+from conftest import fixed_seeds_note
 
 import abm
 from abm.outputs.run_folder import OutputFolderError
@@ -19,7 +20,8 @@ SMALL = {"agents": 2000, "days": 20, "replicates": 2}
 
 @pytest.fixture(scope="module")
 def result() -> abm.RunResult:
-    return abm.run(NI, **SMALL)
+    with fixed_seeds_note():
+        return abm.run(NI, **SMALL)
 
 
 def test_a_result_written_twice_gives_each_folder_its_own_manifest(result, tmp_path):
@@ -69,7 +71,8 @@ def test_the_reprs_a_notebook_cell_shows_are_one_line(result):
         f"{result.summary['hospitalizations']['mean']:g}, deaths {result.summary['deaths']['mean']:g}>"
     )
     assert repr(abm.compare(result)) == "<Comparison of 1 run: 'ni'>"
-    sweep = abm.run_sweep(NI, ["contacts.community.weight=0.2,0.4"], agents=2000, days=5, replicates=1)
+    with fixed_seeds_note():
+        sweep = abm.run_sweep(NI, ["contacts.community.weight=0.2,0.4"], agents=2000, days=5, replicates=1)
     assert repr(sweep) == (
         "<SweepResult of 'ni': 2 variants (contacts.community.weight=[0.2, 0.4]); table 2 rows, summary 2 rows>"
     )
@@ -105,10 +108,12 @@ def test_a_scenario_given_as_a_dict_may_extend_a_file(tmp_path, monkeypatch):
     relative to the working folder (it was refused: 'extends: unknown key'); the dict given is left
     as it was, and a base that is missing is named."""
     data = {"extends": NI, "name": "mine", "simulation": {"seed": 7}}
-    got = abm.run(data, agents=2000, days=5, replicates=1)
+    with fixed_seeds_note():
+        got = abm.run(data, agents=2000, days=5, replicates=1)
     assert data == {"extends": NI, "name": "mine", "simulation": {"seed": 7}}
     assert (got.scenario.name, got.scenario.simulation.seed) == ("mine", 7)
-    assert got.scenario.disease == abm.run(NI, agents=2000, days=5, replicates=1).scenario.disease
+    with fixed_seeds_note():
+        assert got.scenario.disease == abm.run(NI, agents=2000, days=5, replicates=1).scenario.disease
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ScenarioError, match=r"^scenario: extends: 'ni\.yaml' not found \(looked for .*ni\.yaml\)$"):
         abm.run({"extends": "ni.yaml", "name": "x"})
@@ -193,7 +198,8 @@ def test_a_run_says_which_part_of_its_work_it_is_in():
     from abm.runs import STAGES
 
     told: list[str] = []
-    abm.run(NI, **SMALL, stage=told.append, progress=lambda day, days: told.append(f"day {day}"))
+    with fixed_seeds_note():
+        abm.run(NI, **SMALL, stage=told.append, progress=lambda day, days: told.append(f"day {day}"))
     assert told[:3] == list(STAGES) and told[3] == "day 1" and told[-1] == f"day {SMALL['days']}"
     with pytest.raises(ScenarioError, match=r"^stage: 'later' is not allowed; give a function stage\(text\), or None$"):
         abm.run(NI, **SMALL, stage="later")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import tiny_calibration, tiny_learning
+from conftest import fixed_seeds_note, tiny_calibration, tiny_learning
 from typer.testing import CliRunner
 
 import abm
@@ -76,7 +76,8 @@ def differing(api: Path, cli: Path) -> list[str]:
 def test_abm_run_writes_what_the_command_writes(tmp_path, capfd):
     """abm.run(...).write() and `abm run` with the same options: the same tables, summary and
     resolved scenario, byte for byte; abm.run and write() print nothing."""
-    result = abm.run(NI, agents=1500, days=8, replicates=2, seed=11)
+    with fixed_seeds_note():
+        result = abm.run(NI, agents=1500, days=8, replicates=2, seed=11)
     result.write(tmp_path / "api", figures=False)
     assert capfd.readouterr() == ("", "")
     args = ["run", str(NI), "--agents", "1500", "--days", "8", "--replicates", "2", "--seed", "11"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import fixed_seeds_note
 
 from abm.ray_sessions import SESSION_LATEST, ray_sessions_removed
 
@@ -89,6 +90,8 @@ def test_a_sweep_on_the_ray_it_starts_leaves_no_session_folder(ray_temp):
     pytest.importorskip("ray")
     from abm.sweep import run_sweep
 
-    result = run_sweep(SCENARIO, ["contacts.community.weight=0.3"], replicates=1, backend="ray", agents=1000, days=5)
+    with fixed_seeds_note():
+        sweep = ["contacts.community.weight=0.3"]
+        result = run_sweep(SCENARIO, sweep, replicates=1, backend="ray", agents=1000, days=5)
     assert len(result.table) == 1
     assert list(ray_temp.iterdir()) == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import make_population, quiet_contacts, sim_of
+from conftest import fixed_seeds_note, make_population, quiet_contacts, sim_of
 
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
 from abm.engine.contacts import HouseholdContacts, HouseholdLayer, OccupationLayer, member_list_string_length
@@ -604,10 +604,12 @@ def test_reference_scenarios_set_the_reference_behaviours():
 def test_population_kind_reference_runs_on_the_reference_population():
     import abm
 
-    res = abm.run(ROOT / "scenarios/reference/ni.yaml", agents=3000, replicates=1, days=3)
+    with fixed_seeds_note():
+        res = abm.run(ROOT / "scenarios/reference/ni.yaml", agents=3000, replicates=1, days=3)
     assert res.population.categories == CATEGORIES and res.population.size == 3000
     assert (res.population.age_group == build_reference_population(3000, 1234).age_group).all()
-    kc = abm.run(ROOT / "scenarios/king_county/ni.yaml", agents=3000, replicates=1, days=3)
+    with fixed_seeds_note():
+        kc = abm.run(ROOT / "scenarios/king_county/ni.yaml", agents=3000, replicates=1, days=3)
     assert "CHILD" not in kc.population.categories
 
 
@@ -617,7 +619,8 @@ def test_the_reference_map_tract_has_the_county_residents():
     import abm
     from abm.outputs import maps
 
-    res = abm.run(ROOT / "scenarios/reference/ni.yaml", agents=3000, replicates=1, days=2)
+    with fixed_seeds_note():
+        res = abm.run(ROOT / "scenarios/reference/ni.yaml", agents=3000, replicates=1, days=2)
     tract = res.population.tracts.iloc[0]
     assert len(res.population.tracts) == 1 and tract.agents == 3000
     assert tract.residents == res.summary["region_population"] == 2_252_782

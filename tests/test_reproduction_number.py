@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import fixed_seeds_note
 
 from abm.engine import DiseaseConfig, SeedingConfig, Simulation
 from abm.engine.infectors import choose
@@ -363,7 +364,8 @@ def test_compare_report_shows_only_the_plots_it_wrote(tmp_path):
 
     def run(name: str, on: bool) -> object:
         sets = [f"outputs.reproduction_number={'true' if on else 'false'}"]
-        return abm.run(f"scenarios/king_county/{name}.yaml", agents=1000, days=15, replicates=1, seed=1, sets=sets)
+        with fixed_seeds_note():
+            return abm.run(f"scenarios/king_county/{name}.yaml", agents=1000, days=15, replicates=1, seed=1, sets=sets)
 
     off = {name: run(name, False).write(tmp_path / name, figures=False) for name in ("ni", "sq")}
     on = run("ni", True).write(tmp_path / "ni_on", figures=False)

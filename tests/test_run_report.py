@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import yaml
+from conftest import fixed_seeds_note
 
 import abm
 from abm.outputs.severity_table import scenario_severity_table
@@ -30,13 +31,14 @@ def _table_rows(page: str) -> list[list[list[str]]]:
 
 
 def test_report_lists_each_intervention_that_is_on_with_its_resolved_settings(tmp_path):
-    result = abm.run(
-        VACC_CT,
-        agents=2000,
-        days=12,
-        replicates=1,
-        sets=["interventions.manual_tracing.enabled=false", "simulation.start_date=2021-01-04"],
-    )
+    with fixed_seeds_note():
+        result = abm.run(
+            VACC_CT,
+            agents=2000,
+            days=12,
+            replicates=1,
+            sets=["interventions.manual_tracing.enabled=false", "simulation.start_date=2021-01-04"],
+        )
     out = result.write(tmp_path / "run", figures=False)
     page = (out / "report.html").read_text()
     resolved = yaml.safe_load((out / "scenario.resolved.yaml").read_text())["interventions"]
@@ -59,7 +61,8 @@ def test_report_lists_each_intervention_that_is_on_with_its_resolved_settings(tm
 
 def test_report_says_when_no_intervention_runs(tmp_path):
     ni = VACC_CT.parent / "no_intervention.yaml"
-    out = abm.run(ni, agents=1000, days=3, replicates=2).write(tmp_path / "ni", figures=False)
+    with fixed_seeds_note():
+        out = abm.run(ni, agents=1000, days=3, replicates=2).write(tmp_path / "ni", figures=False)
     page = (out / "report.html").read_text()
     assert "None: the epidemic runs without interventions." in page and _sections(page) == {}
     assert "<h1>no_intervention</h1>" in page
@@ -83,7 +86,8 @@ def test_report_links_and_images_name_files_of_the_folder_and_show_commands_as_c
     show a command as code: the resolved scenario's line read "`abm run` on it re-creates the run",
     backticks and all, as plain text."""
     ni = VACC_CT.parent / "no_intervention.yaml"
-    out = abm.run(ni, agents=1000, days=3, replicates=1).write(tmp_path / "ni")
+    with fixed_seeds_note():
+        out = abm.run(ni, agents=1000, days=3, replicates=1).write(tmp_path / "ni")
     page = (out / "report.html").read_text()
     targets = re.findall(r'(?:href|src)="([^"]+)"', page)
     assert "map.html" in targets and "plots/map_day002.png" in targets

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_population, quiet_contacts
+from conftest import fixed_seeds_note, make_population, quiet_contacts
 
 from abm.engine import DiseaseConfig, SeedingConfig, Simulation, Stage
+from abm.scenario_notes import ScenarioNote
 
 
 def seeded(infections: dict[str, int], n: int = 10, day: int = 3, replicates: int = 4) -> Simulation:
@@ -114,15 +115,20 @@ def test_a_run_seeded_per_100k_keeps_its_share_at_other_agents():
     import abm
 
     for agents, seeds in ((20_000, 10), (2_000, 1)):
-        run = abm.run(
-            "scenarios/king_county/no_intervention.yaml",
-            sets=["seeding={day: 0, infections_per_100k: {asymptomatic: 50}}"],
-            agents=agents,
-            days=1,
-            replicates=2,
+        replaced = (
+            r"^sets item 'seeding=\{day: 0, infections_per_100k: \{asymptomatic: 50\}\}' replaces seeding as a whole"
         )
+        with pytest.warns(ScenarioNote, match=replaced):  # the file's seeding.infections dropped, as meant
+            run = abm.run(
+                "scenarios/king_county/no_intervention.yaml",
+                sets=["seeding={day: 0, infections_per_100k: {asymptomatic: 50}}"],
+                agents=agents,
+                days=1,
+                replicates=2,
+            )
         assert run.result.introduced[0].tolist() == [seeds, seeds]
-        plain = abm.run("scenarios/king_county/no_intervention.yaml", agents=agents, days=1, replicates=2)
+        with fixed_seeds_note():
+            plain = abm.run("scenarios/king_county/no_intervention.yaml", agents=agents, days=1, replicates=2)
         assert plain.result.introduced[0].tolist() == [5, 5]
 
 

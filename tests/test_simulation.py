@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import fixed_seeds_note
 
 import abm
 from abm.engine import ContactConfig, DiseaseConfig, SeedingConfig, Simulation, Stage
@@ -70,16 +71,17 @@ def test_same_seed_same_results_and_different_seeds_differ(small_kc):
 def test_results_do_not_depend_on_the_number_of_threads():
     """A seed gives the same results whatever simulation.threads is (docs/model.md), with every
     intervention on and an epidemic large enough for the multi-threaded paths."""
-    runs = [
-        abm.run(
-            "scenarios/king_county/vacc_ct.yaml",
-            agents=20_000,
-            days=80,
-            replicates=2,
-            sets=["disease.transmission_rate=6", f"simulation.threads={t}"],
-        )
-        for t in (1, 2)
-    ]
+    with fixed_seeds_note():
+        runs = [
+            abm.run(
+                "scenarios/king_county/vacc_ct.yaml",
+                agents=20_000,
+                days=80,
+                replicates=2,
+                sets=["disease.transmission_rate=6", f"simulation.threads={t}"],
+            )
+            for t in (1, 2)
+        ]
     one, two = (r.result for r in runs)
     assert int(one.entries.sum()) > 2_000, "the check needs an epidemic"
     assert np.array_equal(one.stages_by_tract, two.stages_by_tract)
@@ -88,7 +90,8 @@ def test_results_do_not_depend_on_the_number_of_threads():
 
 
 def test_run_api_returns_tables_consistent_with_the_summary():
-    r = abm.run("scenarios/king_county/no_intervention.yaml", agents=5000, days=40, replicates=3)
+    with fixed_seeds_note():
+        r = abm.run("scenarios/king_county/no_intervention.yaml", agents=5000, days=40, replicates=3)
     ts = r.timeseries
     assert len(ts) == 40 * 3
     mean_hosp = ts.groupby("day")["hospitalized"].mean()
@@ -146,13 +149,16 @@ def test_runs_that_reuse_a_population_and_network_give_what_fresh_runs_give(buil
             {"population": 2, "community": 4},
         ),
     ]
-    fresh = [abm.run(path, **{**small, **change}) for change, _ in changes]
+    with fixed_seeds_note():
+        fresh = [abm.run(path, **{**small, **change}) for change, _ in changes]
     builds.update(population=0, community=0)  # counted from here on
     reuse = runs.Reuse()
-    first = abm.run(path, sets=["disease.transmission_rate=6"], reuse=reuse, **small)
+    with fixed_seeds_note():
+        first = abm.run(path, sets=["disease.transmission_rate=6"], reuse=reuse, **small)
     assert not first.timeseries.equals(fresh[0].timeseries)  # the rate changed the epidemic
     for (change, expected_builds), expected in zip(changes, fresh, strict=True):
-        again = abm.run(path, reuse=reuse, **{**small, **change})
+        with fixed_seeds_note():
+            again = abm.run(path, reuse=reuse, **{**small, **change})
         assert builds == expected_builds, change
         pd.testing.assert_frame_equal(again.timeseries, expected.timeseries)
         assert again.summary == expected.summary

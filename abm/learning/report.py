@@ -113,6 +113,17 @@ def figure_axes(*grid: int, figsize: tuple[float, float], squeeze: bool = True) 
     return fig, fig.subplots(*grid, squeeze=squeeze)
 
 
+SHOWN_NAME_LENGTH = 40
+"""The most characters of a protocol's name a plot shows (its tick label, legend entry or title);
+a label may have up to 237, which no figure of a few inches can lay out."""
+
+
+def shown_name(name: str) -> str:
+    """``name`` as a plot shows it: whole up to :data:`SHOWN_NAME_LENGTH` characters, else cut to
+    that length with an ellipsis (the report's tables and file names keep it whole)."""
+    return name if len(name) <= SHOWN_NAME_LENGTH else name[: SHOWN_NAME_LENGTH - 1] + "\u2026"
+
+
 def save_figure(fig: Figure, path: Path, files: list[str] | None = None) -> None:
     """Lay ``fig`` out and write it at 100 dpi; its file name goes into ``files``."""
     fig.tight_layout()
@@ -138,7 +149,7 @@ def plot_round_curves(protocols: dict[str, Any], ylabel: str, path: Path, title:
     for k, (name, prot) in enumerate(protocols.items()):
         rounds = np.arange(1, len(prot["history"]) + 1)
         single = len(rounds) == 1  # a line of one point draws nothing: mark it
-        ax.plot(rounds, prot["history"], label=name, marker="o" if single else None, **line_style(k))
+        ax.plot(rounds, prot["history"], label=shown_name(name), marker="o" if single else None, **line_style(k))
     if max(len(p["history"]) for p in protocols.values()) == 1:
         ax.set_xlim(0.5, 1.5)  # round 1 alone, not ticks of 0.945 ... 1.05 rounds
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # rounds are whole
@@ -219,7 +230,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
         vals = [prots[k]["participants"][i]["collaborative"] for k in keys]
         ax.bar(np.arange(len(keys)) + i * width, vals, width, label=f"participant {i}")
     ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
-    ax.set_xticklabels(keys, rotation=30, ha="right")
+    ax.set_xticklabels([shown_name(k) for k in keys], rotation=30, ha="right")
     scored_on = scored_on_text(report)
     ax.set_ylabel("accuracy")
     ax.set_title(f"{report['scenario']}: final accuracy per participant (on {scored_on})", fontsize=10)
@@ -232,7 +243,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
         ax.bar(np.arange(len(keys)) + i * width, vals, width, label=f"participant {i}")
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
-    ax.set_xticklabels(keys, rotation=30, ha="right")
+    ax.set_xticklabels([shown_name(k) for k in keys], rotation=30, ha="right")
     ax.set_ylabel("gain over local-only (accuracy)")
     ax.set_title(f"{report['scenario']}: collaboration gain G_n = A_n - B_n (accuracy on {scored_on})", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
@@ -260,7 +271,7 @@ def _plots(report: dict[str, Any], out: Path) -> list[str]:
                 ax.set_yticks(range(len(values)))
                 ax.set_xlabel("peer k" if field == "reputation" else "peer j")
                 ax.set_ylabel("participant n (who rates)" if field == "reputation" else "participant i")
-                ax.set_title(f"{k}: {title}", fontsize=9)
+                ax.set_title(f"{shown_name(k)}: {title}", fontsize=9)
                 fig.colorbar(im)
                 save_figure(fig, out / f"{k}_{field}.png", files)
         if summary.get("collaboration"):
@@ -286,7 +297,7 @@ def collaboration_figure(key: str, matrices: list[list[list[int]]]) -> Figure:
     im = ax.imshow(counts, cmap="Greys", vmin=0, vmax=max(1, int(counts.max())))
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(MaxNLocator(integer=True))  # users are whole
-    ax.set_title(f"{key}: times chosen, last {window} rounds", fontsize=9)
+    ax.set_title(f"{shown_name(key)}: times chosen, last {window} rounds", fontsize=9)
     ax.set_xlabel("chosen")
     ax.set_ylabel("chooser")
     bar = fig.colorbar(im)

@@ -244,6 +244,38 @@ def test_plots_name_the_scenario_and_what_the_scores_are_measured_on(tmp_path, m
     }
 
 
+def test_a_long_label_is_cut_in_the_plots_which_are_laid_out_without_a_warning(tmp_path):
+    """A protocol label of 237 characters (the longest allowed) was a tick label of scores.png and
+    gains.png wider than the figure: matplotlib's tight layout gave up ("Tight layout not applied",
+    a UserWarning `abm learn` printed) and drew the bars squeezed. The plots now show its first
+    39 characters and an ellipsis, and lay out; the file names keep the whole label."""
+    import warnings
+
+    from abm.learning import report as learning_report
+
+    long = "b" * 237
+    row = {"collaborative": 0.5, "gain": 0.1}
+    prot = {"participants": [row, row], "history": [0.4, 0.5]}
+    report = {"scenario": "demo", "participants": 2, "evaluate_on": "global", "protocols": {long: prot}}
+    shown: dict[str, list[str]] = {}
+    save = learning_report.save_figure
+
+    def keep(fig: Any, path: Path, files: list[str] | None = None) -> None:
+        ax = fig.axes[0]
+        shown[path.name] = [t.get_text() for t in ax.get_xticklabels()] + ax.get_legend_handles_labels()[1]
+        save(fig, path, files)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(learning_report, "save_figure", keep)
+            learning_report._plots(report, tmp_path)
+    cut = "b" * 39 + "\u2026"
+    assert shown["scores.png"][0] == shown["gains.png"][0] == cut
+    assert cut in shown["curves.png"] and long not in shown["curves.png"]
+    assert learning_report.shown_name("a" * 40) == "a" * 40
+
+
 def test_report_md_says_what_cgs_and_mb_are():
     """report.md called CGS "collaborative fairness", the name docs/learning.md gives CF (the
     correlation of standalone and collaborative scores), while the column is the spread of the
