@@ -238,6 +238,35 @@ def test_every_protocols_estimate_is_simulated_with_the_institutions_one_seed(mo
     assert out["local"][0]["fit"] == out["fedavg"][0]["fit"]
 
 
+def test_each_parameters_truth_bin_hit_compares_its_own_bins():
+    """An institution whose true class is (bin 1, bin 0) and whose calibrator puts all its
+    probability there hits both parameters' true bins; one that puts it on (bin 1, bin 1) hits
+    the first only."""
+    from types import SimpleNamespace
+
+    from torch import nn
+
+    from abm.private_calibration.evaluation import estimates
+
+    grid = BinGrid((FreeParameter("transmission", 0.5, 1.5, 2), FreeParameter("seeding", 2, 32, 2, log=True)))
+
+    class Fixed(nn.Module):
+        def __init__(self, joint_class: int) -> None:
+            super().__init__()
+            self.logits = torch.full((1, 4), -1e4)
+            self.logits[0, joint_class] = 0.0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.logits
+
+    truth = int(grid.classes_of(np.array([[1.2, 3.0]]))[0])  # bins (1, 0)
+    institutions = [SimpleNamespace(observed_x=torch.zeros(1, 4), truth_class=truth) for _ in range(2)]
+    run = SimpleNamespace(participants=[SimpleNamespace(model=Fixed(truth)), SimpleNamespace(model=Fixed(3))])
+    rows = estimates(run, institutions, grid)
+    assert rows[0]["truth_bin_hit"] == {"transmission": True, "seeding": True}
+    assert rows[1]["truth_bin_hit"] == {"transmission": True, "seeding": False}
+
+
 def test_reported_cases_and_weekly_rates_exact():
     section = ModelSection(start_date=dt.date(2020, 2, 1), window=(dt.date(2020, 2, 3), dt.date(2020, 2, 16)))
     onsets = np.zeros((section.days, 2), dtype=np.int64)
