@@ -113,6 +113,10 @@ def test_bad_targets_get_clear_messages(tmp_path):
 
     with pytest.raises(CalibrationError, match="negative count on 2020-03-02"):
         load_observed(config(fit_window=["2020-03-01", "2020-03-08"]))
+    slightly = tmp_path / "slightly.csv"  # any count below 0, however close
+    slightly.write_text("date,deaths\n" + "".join(f"2020-03-{d:02d},{-0.5 if d == 3 else 1}\n" for d in range(1, 15)))
+    with pytest.raises(CalibrationError, match=r"negative count on 2020-03-03 \(-0.5\)"):
+        load_observed(config(data=str(slightly)))
     with pytest.raises(CalibrationError, match="no value on 2020-03-09"):
         load_observed(config(fit_window=["2020-03-05", "2020-03-12"]))
     with pytest.raises(CalibrationError, match=f"ends after the data of '{bad}'"):
@@ -178,12 +182,14 @@ def test_bad_targets_get_clear_messages(tmp_path):
 
 def test_a_window_is_named_by_the_end_that_leaves_the_data(tmp_path):
     """A window partly outside the data was said to lie outside it; the message names the end
-    that leaves the data (or that it lies wholly outside) and the data's dates."""
+    that leaves the data (or that it lies wholly outside) and the data's dates, even when it is one
+    day past the last date."""
     data = tmp_path / "d.csv"
     data.write_text("date,deaths\n" + "".join(f"2020-03-{d:02d},1\n" for d in range(1, 22)))
     where = {
         ("2020-02-25", "2020-03-10"): "starts before",
         ("2020-03-10", "2020-03-30"): "ends after",
+        ("2020-03-08", "2020-03-22"): "ends after",  # one day after the data's last
         ("2020-02-25", "2020-03-30"): "starts before and ends after",
         ("2020-04-01", "2020-04-30"): "lies outside",
     }

@@ -209,6 +209,8 @@ def test_gradient_calibration_moves_beta_to_the_truth(tmp_path):
     assert abs(beta - 3.0) < 0.25, summary
     steps = pd.read_csv(out / "steps.csv")
     assert list(steps.columns) == ["step", "seed", "loss", "beta", "seconds"] and len(steps) == 10
+    # the seed the summary gives is the simulation seed of step 0 (the scenario's), not the sampler's
+    assert summary["seed"] == 1234 and steps["seed"].tolist() == list(range(1234, 1244))
     assert steps["loss"].iloc[-3:].mean() < 0.5 * steps["loss"].iloc[:2].mean()
     assert summary["fit"]["cases"]["nd_weekly"] < 0.2
     assert yaml.safe_load((out / "calibrated.yaml").read_text())["disease"]["transmission_rate"] == beta
@@ -563,3 +565,49 @@ def test_a_failed_cpu_allocation_of_the_gradient_method_is_one_message(tmp_path,
     assert result.exit_code == 2, result.output
     flat = " ".join(result.output.split())
     assert "of a differentiable run do not fit in the memory of cpu; use fewer agents or replicates" in flat
+
+
+def _one_adam_step(monkeypatch, theta: list[float], smoothness: float, step: int):
+    """gradient.adam_step on a stand-in simulation whose fit loss is 0 (no gradient): only the
+    smoothness penalty moves theta. The seeds the simulations were built with, and the step."""
+    from types import SimpleNamespace
+
+    import abm.calibration.gradient as gradient
+
+    seeds = []
+
+    class Run:
+        days, device = 14, "cpu"
+
+        def run(self):
+            pass
+
+    def simulation(sc, pop, seed, estimator):
+        seeds.append(seed)
+        return Run()
+
+    monkeypatch.setattr(gradient, "simulation", simulation)
+    monkeypatch.setattr(gradient, "simulated_series", lambda sim, cfg, scale: {})
+    monkeypatch.setattr(gradient, "fit_loss", lambda series, obs, cfg: log_beta * 0.0)
+    sc = SimpleNamespace(simulation=SimpleNamespace(seed=40))
+    cfg = SimpleNamespace(gradient=SimpleNamespace(estimator="score", smoothness=smoothness))
+    log_beta = torch.tensor(0.0, requires_grad=True)
+    t = torch.tensor(theta, requires_grad=True)
+    adam = torch.optim.Adam([log_beta, t], lr=0.1)
+    record = gradient.adam_step(sc, cfg, None, 1.0, {}, log_beta, t, adam, step)
+    return t.detach(), seeds, record
+
+
+def test_the_smoothness_penalty_pulls_neighbouring_weeks_together(monkeypatch):
+    """With no gradient from the fit, an Adam step (lr 0.1) on the smoothness penalty
+    mean((theta_k+1 - theta_k)^2) moves two weekly log multipliers 0 and 1 towards each other by
+    the step size: to 0.1 and 0.9."""
+    theta, _, _ = _one_adam_step(monkeypatch, [0.0, 1.0], smoothness=1.0, step=0)
+    assert theta.tolist() == pytest.approx([0.1, 0.9], abs=1e-6)
+
+
+def test_each_adam_step_simulates_with_its_own_seed(monkeypatch):
+    """Step k's simulation runs with the scenario's seed + k (a new draw of the epidemic each step),
+    and the step's record gives that seed."""
+    _, seeds, record = _one_adam_step(monkeypatch, [0.0, 0.0], smoothness=0.0, step=3)
+    assert seeds == [43] and record.seed == 43 and record.step == 3

@@ -66,6 +66,14 @@ def test_delay_weights_have_the_stated_mean_and_keep_every_death():
     np.testing.assert_array_equal(reported(daily, 0.0), daily)
 
 
+@pytest.mark.parametrize(("mean", "q"), [(1.0, 0.5), (0.5, 1 / 3)])
+def test_a_reporting_delay_of_a_day_or_less_is_spread_as_any_other(mean, q):
+    """A mean delay of 1 day (or half a day) is geometric too: 8 deaths on day 0 are reported
+    (1 - q) q^k on day k, q = mean / (1 + mean), not all on the day of death."""
+    expected = [8 * (1 - q) * q**k for k in range(4)]
+    np.testing.assert_allclose(reported(np.array([8.0, 0.0, 0.0, 0.0]), mean), expected, rtol=1e-12)
+
+
 def test_one_observation_model_reads_arrays_and_tensors():
     """The same code reads numpy arrays (the Optuna path) and tensors (the gradient path): equal
     series, and gradients through the severity multiplier and both delays."""

@@ -201,6 +201,42 @@ def test_vaccine_protected_counts_only_agents_still_susceptible_when_protection_
     assert res.activity["vaccine_protected"][:, 0].tolist() == [0, 0, 0, 1, 1, 1]
 
 
+def test_agents_in_hospital_or_intensive_care_get_no_dose():
+    """Three 80+ agents and three doses on day 0: agent 0 is in hospital and agent 1 in intensive
+    care, so agent 2 alone has a first dose."""
+    pop = make_population([[0], [1], [2]], ages=[85, 85, 85])
+    cfg = VaccinationConfig(start_day=0, daily_doses=3, dose2_dropout=1.0)
+    vacc = Vaccination(cfg)
+    sim = sim_of(pop, [vacc], days=2)
+    for agent, stage in ((0, Stage.HOSPITALIZED), (1, Stage.CRITICAL_ICU)):
+        sim.state.stage[agent] = int(stage)
+        sim.state.infected_day[agent] = 0
+        sim.state.next_day[agent] = 10_000
+    res = sim.run()
+    assert res.activity["first_doses"][:, 0].tolist() == [1, 0]
+    assert vacc.doses.tolist() == [0, 0, 1]
+
+
+def test_a_replicate_gives_no_more_doses_than_its_own_stock():
+    """One dose a day with a shelf life: in replicate 0 every agent is in hospital, so its doses
+    pile up (2 available on day 1, 3 on day 2), while replicate 1 uses its one dose a day. The
+    day's candidates are read for the largest stock, and in replicate 1 both a second dose (due a
+    day after the first) and a first dose are candidates from day 1, but it still gives one dose
+    a day."""
+    pop = make_population([[i] for i in range(5)], ages=[85] * 5)
+    cfg = VaccinationConfig(
+        start_day=0, daily_doses=1, shelf_life_days=10, dose2_gap_days=1, dose2_dropout=0.0, first_doses_first=False
+    )
+    sim = sim_of(pop, [Vaccination(cfg)], replicates=2, days=4)
+    sim.state.stage[:5] = int(Stage.HOSPITALIZED)
+    sim.state.infected_day[:5] = 0
+    sim.state.next_day[:5] = 10_000
+    res = sim.run()
+    given = res.activity["first_doses"] + res.activity["second_doses"]
+    assert given.tolist() == [[0, 1]] * 4
+    assert res.activity["second_doses"][:, 1].tolist() == [0, 1, 0, 1]
+
+
 def test_tests_positives_and_quarantine_are_counted_daily():
     pop = make_population([[0], [1]])
     test = {"name": "rt_pcr", "sensitivity": 1.0, "result_delay_days": [2], "result_delay_probs": [1.0]}
@@ -1114,6 +1150,28 @@ def test_series_recovery_scales_rises_above_the_running_minimum(tmp_path):
     assert levels[0.0] == pytest.approx([1, 1, 1.0, 0.5, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3])
     with pytest.raises(ValueError, match="recovery"):
         ContactMultipliersConfig(series={"source": str(src), "recovery": 1.5})
+
+
+def test_a_series_that_does_not_hold_its_last_value_uses_it_on_its_last_day(tmp_path):
+    """``hold_last: false``: each day of the series uses its value, the last one included, and
+    the days after the series end have multiplier 1."""
+    src = tmp_path / "m.csv"
+    src.write_text("multiplier\n0.8\n0.5\n0.4\n")
+    cm = ContactMultipliers(ContactMultipliersConfig(series={"source": str(src), "start_day": 1, "hold_last": False}))
+    assert [cm.multipliers(d)["community"] for d in range(6)] == pytest.approx([1.0, 0.8, 0.5, 0.4, 1.0, 1.0])
+
+
+def test_a_change_or_closure_must_last_at_least_a_day():
+    """until_day is the first day without the change: until_day equal to from_day would be a
+    change of no day, which is refused as one that ends before it starts is."""
+    from pydantic import ValidationError
+
+    from abm.interventions.contact_multipliers import Change, Closure
+
+    for model in (Change, Closure):
+        with pytest.raises(ValidationError, match=r"until_day \(5\) must come after from_day \(5\)"):
+            model(from_day=5, until_day=5)
+        assert model(from_day=5, until_day=6).until_day == 6
 
 
 def test_a_series_file_with_dates_must_run_day_by_day(tmp_path):

@@ -314,6 +314,13 @@ def test_a_priority_age_group_that_cuts_the_regions_age_bands_gets_a_note(tmp_pa
     assert kc.exit_code == 0 and "cuts the age" not in kc.stderr, kc.output
 
 
+def test_as_many_agents_as_the_regions_residents_get_no_note(tmp_path):
+    """9,000 agents for the 9,000 residents: each agent stands for one resident and nothing scales
+    down, so no note says there are more agents than residents."""
+    checked = runner.invoke(app, ["validate", str(county(tmp_path)), "--set", "population.agents=9000"])
+    assert checked.exit_code == 0 and "residents" not in checked.stderr, checked.output
+
+
 def test_more_agents_than_residents_is_noted_by_calibrate_and_warned_of_by_the_python_api(tmp_path):
     """`abm calibrate` and `abm.run` gave no word where `abm run` notes more agents than the
     region's residents (the figures for the region scale down): the calibration now gives the

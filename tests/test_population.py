@@ -141,6 +141,22 @@ def test_household_ages_are_coherent(kc_100k):
     assert (np.minimum(a, b)[elderly] >= 55).mean() > 0.9, "elderly live as couples of similar age"
 
 
+def test_a_households_first_adult_is_a_generation_older_than_its_oldest_child(kc_100k):
+    """The head's target age is the oldest child's + 28 (sd 6, at least 20 years older), and the
+    real adult ages are matched to the targets by rank: the head's age minus the oldest child's
+    averages 28 plus the few years the census ages move it (30.5 at seed 7), with a spread near
+    the target's (sd 7.9). A younger target (+22: 27.3) or matching the ages in reverse (the
+    oldest adults to the youngest targets: 38.8, sd 16) leaves this range."""
+    p = kc_100k
+    n, hh = p.num_households, p.household
+    child = p.age < 18
+    oldest_child = np.full(n, -1)
+    np.maximum.at(oldest_child, hh[child], p.age[child])
+    has_child = oldest_child >= 0
+    gap = (p.age[p.household_start] - oldest_child)[has_child]
+    assert 28 <= gap.mean() <= 33 and gap.std() <= 10
+
+
 def test_long_term_care_schools_and_work(kc_100k, king_county):
     p, fig = kc_100k, king_county.figures
     assert (p.age[p.long_term_care] >= 65).all()
@@ -628,3 +644,34 @@ def test_tract_rows_are_named_by_their_line_in_the_file(tmp_path):
     (folder / "tracts.csv").write_text("\n".join([*lines[:2], "", lines[1]]) + "\n")
     with pytest.raises(RegionError, match=r"column geoid: '99001000100' is on rows \[2, 4\]"):
         load_region(folder)
+
+
+def test_drawn_group_sizes_reach_both_ends_of_every_bracket():
+    """A bracket [first, last] draws every size from first to last, the last included: sizes 1-2
+    drawn for 2,000 people are 1 and 2 (the very last group cut to fit) with mean 1.5."""
+    from abm.populations.synthesis import draw_sizes
+
+    sizes = draw_sizes(np.random.default_rng(3), [(1, 2, 1.0)], 2_000)
+    assert sizes.sum() == 2_000 and set(sizes[:-1].tolist()) == {1, 2}
+    assert abs(sizes[:-1].mean() - 1.5) < 4 * 0.5 / np.sqrt(sizes.shape[0] - 1)
+
+
+def test_children_take_places_beside_two_adults_before_single_parents():
+    """Two households of 3 and two children: each child lives beside two adults (one child each);
+    a third child makes one household a single parent's."""
+    from abm.populations.synthesis import _child_places
+
+    assert _child_places(np.random.default_rng(0), np.array([3, 3]), 2).tolist() == [1, 1]
+    assert sorted(_child_places(np.random.default_rng(0), np.array([3, 3]), 3).tolist()) == [1, 2]
+    assert _child_places(np.random.default_rng(0), np.array([3, 3, 1]), 5).tolist() == [2, 2, 0]
+
+
+def test_a_tract_without_household_figures_takes_the_regions_sizes(tmp_path):
+    """A tract whose household columns are all 0 draws its households from the region's counts:
+    here the other tract's, which are all of size 2, so every household of both tracts has 2
+    members (not sizes drawn alike from 1 to 7+)."""
+    second = {**TRACT, "geoid": "99001000101", "lat": 44.1, "hh_2": 0}
+    _tiny_region(tmp_path / "county", [TRACT, second])
+    pop = build_population(load_region(tmp_path / "county"), 400, 5)
+    assert (pop.tracts["agents"] == 200).all()
+    assert (pop.household_size == 2).all()

@@ -628,6 +628,23 @@ def test_the_reference_map_tract_has_the_county_residents():
     assert data.tracts.residents.tolist() == [2_252_782] and data.tracts.agents.tolist() == [3000]
 
 
+def test_the_reference_map_tract_lies_at_the_countys_resident_weighted_centre():
+    """The pseudo-tract's centroid is the King County tracts' centroids weighted by their
+    residents (where people live, not the plain mean of the tracts, which differs by more than the
+    tolerance), and its area is the tracts' total."""
+
+    from abm.populations import load_region
+    from abm.populations.reference import county_tract
+
+    region = load_region("king_county")
+    t, residents = region.tracts, region.band_counts().sum(axis=1)
+    row = county_tract(100).iloc[0]
+    for axis in ("lat", "lon"):
+        centre = float((t[axis] * residents).sum() / residents.sum())
+        assert abs(row[axis] - centre) < 1e-9 and abs(float(t[axis].mean()) - centre) > 1e-4
+    assert row.land_km2 == pytest.approx(float(t["land_km2"].sum()))
+
+
 def test_reference_rows_shift_the_records_to_the_start_of_each_day():
     stages = np.arange(5)[:, None] * np.ones((1, 2))
     assert reference_rows(stages)[:, 0].tolist() == [0, 0, 1, 2, 3]

@@ -217,11 +217,12 @@ def assert_one_round_moves_everyone_to(ps: list, cfg: Any, want: list[torch.Tens
 def test_one_fedprox_round_matches_the_update_computed_by_hand():
     """Two participants (4 and 10 samples), a linear model, two local SGD epochs: every
     participant starts from participant 0's weights w_g, descends CE + (mu/2)||w - w_g||^2, and the
-    new global model is w_g + sum_k |D_k|/sum_j |D_j| (w_k - w_g); mu = 0 is FedAvg."""
+    new global model is w_g + sum_k |D_k|/sum_j |D_j| (w_k - w_g); mu = 0 is FedAvg, and FedProx's
+    default mu (0.01) takes the proximal term as any other mu does."""
 
     from abm.learning.protocols.configs import FedAvgConfig
 
-    for mu in (0.0, 0.5):
+    for mu in (0.0, 0.01, 0.5):
         ps = linear_participants([4, 10])
         w_g = [q.detach().clone() for q in ps[0].model.parameters()]
         expected = [torch.zeros_like(q) for q in w_g]

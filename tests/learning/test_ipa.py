@@ -260,6 +260,18 @@ def test_last_fair_gives_back_the_models_of_the_last_round_with_rho_at_least_rho
     assert summary["standalone_val_accuracy"] == [0.2, 0.5, 0.8] and summary["val_accuracy"] == xi
 
 
+def test_a_round_whose_rho_equals_rho_min_is_fair(monkeypatch):
+    """rho_min 1 asks for rounds whose accuracies rank and space the peers as standalone training
+    does: round 2 gives back phi exactly (rho 1, at least rho_min), so it is the round kept; the
+    other rounds' rho is below 1 or NaN."""
+    phi = [0.2, 0.5, 0.8]
+    xi = [[0.5, 0.4, 0.9], list(phi), [0.5, 0.4, 0.9], [0.9, 0.9, 0.9]]
+    ctx, protocol = _controlled_fair_stop(monkeypatch, {"rho_min": 1.0}, phi, xi)
+    for t in range(4):
+        protocol.run_round(ctx, t)
+    assert protocol.rho[1] == 1.0 and protocol.kept_round == 2
+
+
 def test_last_fair_keeps_the_final_models_when_no_round_is_fair(monkeypatch):
     """A constant phi gives rho NaN in every round, which is never fair: nothing is restored
     (the final models stay, round 4's training included) and kept_round is None."""

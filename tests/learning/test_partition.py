@@ -11,6 +11,7 @@ from abm.learning.partition import (
     dirichlet_label_indices,
     permute_labels,
     quantity_indices,
+    train_val_test_rows,
 )
 from abm.learning.topology import build_topology
 
@@ -26,6 +27,23 @@ def test_dirichlet_label_skew_partitions_every_row_once_and_skews_labels():
     assert np.mean(top_share) > 0.5
     iid_like = dirichlet_label_indices(labels, 4, 1000.0, rng)
     assert max(np.bincount(labels[p], minlength=5).max() / len(p) for p in iid_like) < 0.3
+
+
+def test_dirichlet_label_skew_redraws_until_every_part_holds_min_size():
+    """alpha = 0.05 over 5 parts leaves some part nearly empty in most draws: the shares are drawn
+    again until every part holds at least min_size (40) rows, so the parts returned all do."""
+    labels = np.repeat(np.arange(5), 100)
+    rng = np.random.default_rng(1)
+    parts = dirichlet_label_indices(labels, 5, 0.05, rng, min_size=40)
+    assert min(len(p) for p in parts) >= 40
+    assert sorted(np.concatenate(parts).tolist()) == list(range(500))
+
+
+def test_train_validation_and_test_rows_are_disjoint_and_cover_every_row():
+    """100 rows, 20% validation and 10% test: 70 / 20 / 10 rows, no row in two sets, every row in one."""
+    train, val, test = train_val_test_rows(100, 0.2, 0.1, np.random.default_rng(0))
+    assert (len(train), len(val), len(test)) == (70, 20, 10)
+    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(100))
 
 
 def test_quantity_skew_and_class_groups():

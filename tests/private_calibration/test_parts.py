@@ -88,6 +88,185 @@ def test_bins_classes_and_marginals_exact():
     assert acc == {"transmission": 0.5, "seeding": 1.0}
 
 
+def test_a_log_parameter_is_drawn_log_uniformly():
+    """A log parameter on [1, 100] is drawn uniformly in log space: half the draws below 10 (the
+    geometric midpoint), where a uniform draw would put 9%; a linear one uniformly: 9/99 below
+    10. 4,000 draws: the shares are within 4 standard errors (0.008 at most)."""
+    log = FreeParameter("seeding", 1, 100, 4, log=True).sample(np.random.default_rng(0), 4_000, 1, 100)
+    linear = FreeParameter("transmission", 1, 100, 4).sample(np.random.default_rng(0), 4_000, 1, 100)
+    assert log.min() >= 1 and log.max() <= 100
+    assert abs((log < 10).mean() - 0.5) < 4 * np.sqrt(0.25 / 4_000)
+    assert abs((linear < 10).mean() - 9 / 99) < 4 * np.sqrt(9 / 99 * 90 / 99 / 4_000)
+
+
+def test_each_observation_draw_is_labelled_with_its_own_replicate():
+    """Two replicates with different onsets, three observation draws each (ascertainment 1, so
+    each draw reports every onset, after the reporting delay): every row of the features is its
+    replicate's, whichever order the rows come in."""
+    from abm.private_calibration.simulate import SimulatedSeries, observe
+
+    section = ModelSection(start_date=dt.date(2020, 2, 1), window=(dt.date(2020, 2, 1), dt.date(2020, 2, 14)))
+    onsets = np.zeros((section.days, 2), dtype=np.int64)
+    onsets[:, 0], onsets[:, 1] = 3, 40
+    series = SimulatedSeries(onsets, np.zeros_like(onsets), agents=1000)
+    x, rep = observe(series, np.ones((2, 3)), section, np.random.default_rng(0), draws=3)
+    assert x.shape[0] == 6 and sorted(rep.tolist()) == [0, 0, 0, 1, 1, 1]
+    cases = reported_cases(onsets, np.ones(2), section.case_delay_days, None)
+    own = features(weekly_rates(cases, section, 1000), weekly_rates(onsets * 0.0, section, 1000), section)
+    assert np.allclose(x, own[rep])
+
+
+def _grid_with_ascertainment():
+    return BinGrid(
+        (
+            FreeParameter("transmission", 0.5, 1.5, 2),
+            FreeParameter("seeding", 1, 8, 2),
+            FreeParameter("ascertainment", 0.05, 0.45, 4),
+        )
+    )
+
+
+def test_each_simulation_has_its_own_ascertainment_per_observation_draw():
+    """4 simulations x 3 observation draws: 12 ascertainments, one per draw, as [simulations,
+    draws] (not one per simulation repeated or cut short)."""
+    from abm.private_calibration.institutions import draw_parameters
+
+    sim, asc = draw_parameters(_grid_with_ascertainment(), {}, 4, np.random.default_rng(0), draws=3)
+    assert sim.shape == (4, 2) and asc.shape == (4, 3)
+    assert len(set(asc.ravel().tolist())) == 12 and ((asc >= 0.05) & (asc <= 0.45)).all()
+
+
+def test_a_training_pairs_ascertainment_class_is_that_of_its_own_observation_draw(monkeypatch):
+    """8 simulations of 100,000 agents with 10,000 onsets a day, 3 observation draws each with its
+    own ascertainment: the share of a row's first-week onsets reported as cases (Binomial
+    thinning: the draw's ascertainment, sd below 0.002) lies in the ascertainment bin of the row's
+    label, but for at most one row drawn next to a bin edge."""
+    import abm.private_calibration.institutions as institutions
+    from abm.private_calibration.simulate import SimulatedSeries
+
+    section = ModelSection(start_date=dt.date(2020, 2, 1), window=(dt.date(2020, 2, 1), dt.date(2020, 2, 14)))
+    onsets = np.full((section.days, 8), 10_000, dtype=np.int64)
+    monkeypatch.setattr(
+        institutions, "simulate", lambda *args: SimulatedSeries(onsets, np.zeros_like(onsets), agents=100_000)
+    )
+    grid = _grid_with_ascertainment()
+    data = institutions.pairs(grid, None, None, section, {}, 8, 3, np.random.default_rng(0), 0, 0.1)
+    # the first feature: the window's first week of reported cases per 100k (here: of the agents),
+    # log1p, centred and scaled; the reporting delay leaves 7 - delay days of onsets in it
+    weekly = np.expm1(data.x[:, 0].numpy().astype(float) * section.feature_scale + section.feature_center)
+    share = weekly / ((7 - section.case_delay_days) * 10_000)
+    labels = grid.bins_of(data.y.numpy())[:, 2]
+    assert (grid.params[2].bin_of(share) != labels).sum() <= 1
+
+
+def test_the_daily_frame_of_several_replicates_is_their_mean_per_100k():
+    """A fit's daily frame averages the replicates simulated at an estimate: replicates of 1 and
+    3 onsets and 2 and 6 admissions a day among 1,000 agents (ascertainment 1 and 0.5) give 1.25
+    cases (after the reporting delay) and 4 admissions a day, x 100 per 100,000."""
+    from abm.private_calibration.institutions import daily_frame
+    from abm.private_calibration.simulate import SimulatedSeries
+
+    section = ModelSection(start_date=dt.date(2020, 2, 1), window=(dt.date(2020, 2, 1), dt.date(2020, 2, 14)))
+    onsets = np.tile(np.array([1, 3]), (section.days, 1))
+    series = SimulatedSeries(onsets, 2 * onsets, agents=1000)
+    frame = daily_frame(series, np.array([1.0, 0.5]), section, None)
+    delay = section.case_delay_days
+    assert frame["hospital_admissions"].tolist() == [400.0] * section.days
+    assert frame["cases"].tolist() == [0.0] * delay + [125.0] * (section.days - delay)
+
+
+def test_the_mean_nd_over_institutions_leaves_out_only_the_unknown():
+    """The mean of the known values (NaN left out), whether given as a list or as a generator (the
+    report's mean over institutions is one); NaN where none is known."""
+    from abm.private_calibration.evaluation import mean_of_known
+
+    assert mean_of_known([1.0, float("nan"), 3.0]) == 2.0
+    assert mean_of_known(v for v in [1.0, float("nan"), 3.0]) == 2.0
+    assert np.isnan(mean_of_known(v for v in [float("nan")]))
+
+
+def test_kc2020_observations_are_the_countys_counts_per_100k_residents():
+    """kc2020 mode: each day's count of the county series x 100,000 / the county's residents
+    (the bundled file's 2020-04-01 to 04-14 rows, read here as text)."""
+    from importlib.resources import files
+
+    from abm.private_calibration.observed import observed_kc2020
+
+    section = ModelSection(start_date=dt.date(2020, 3, 1), window=(dt.date(2020, 4, 1), dt.date(2020, 4, 14)))
+    rows = (files("abm.calibration") / "data" / "king_county_2020.csv").read_text().splitlines()
+    counts = {}
+    for line in rows[1:]:
+        date, cases, _, admissions = line.split(",")
+        if "2020-04-01" <= date <= "2020-04-14":
+            counts[date] = (float(cases), float(admissions))
+    frame = observed_kc2020(section, 2_000_000)
+    assert len(frame) == len(counts) == 14
+    for day, (cases, admissions) in counts.items():
+        assert frame.loc[day, "cases"] == pytest.approx(cases * 0.05)
+        assert frame.loc[day, "hospital_admissions"] == pytest.approx(admissions * 0.05)
+
+
+def test_every_protocols_estimate_is_simulated_with_the_institutions_one_seed(monkeypatch):
+    """Common random numbers: two protocols' estimates for an institution are simulated with the
+    same seed (so equal estimates give equal ND), and each institution with a seed of its own."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import abm.private_calibration.evaluation as evaluation
+    from abm.private_calibration.simulate import SimulatedSeries
+
+    section = ModelSection(start_date=dt.date(2020, 2, 1), window=(dt.date(2020, 2, 1), dt.date(2020, 2, 14)))
+    seeds = []
+
+    def simulate(population, model, section_, multipliers, seeding, seed):
+        seeds.append((population, seed))
+        onsets = np.ones((section.days, len(multipliers)), dtype=np.int64)
+        return SimulatedSeries(onsets, onsets, agents=1000)
+
+    monkeypatch.setattr(evaluation, "simulate", simulate)
+    days = pd.date_range("2020-02-01", periods=section.days, freq="D")
+    observed = pd.DataFrame({"cases": 100.0, "hospital_admissions": 100.0}, index=days)
+    institutions = [SimpleNamespace(index=k, population=k, observed_daily=observed) for k in range(2)]
+    scenario = SimpleNamespace(model=section, evaluation=SimpleNamespace(estimate_replicates=2), seed=3)
+    estimate = {"transmission": 1.0, "seeding": 4.0, "ascertainment": 0.5}
+    per_protocol = {name: [{"estimate": dict(estimate)} for _ in institutions] for name in ("local", "fedavg")}
+    out = evaluation.end_to_end(scenario, None, institutions, per_protocol)
+    by_institution = {k: {seed for who, seed in seeds if who == k} for k in range(2)}
+    assert len(seeds) == 4 and all(len(s) == 1 for s in by_institution.values())
+    assert by_institution[0] != by_institution[1]
+    assert out["local"][0]["fit"] == out["fedavg"][0]["fit"]
+
+
+def test_each_parameters_truth_bin_hit_compares_its_own_bins():
+    """An institution whose true class is (bin 1, bin 0) and whose calibrator puts all its
+    probability there hits both parameters' true bins; one that puts it on (bin 1, bin 1) hits
+    the first only."""
+    from types import SimpleNamespace
+
+    from torch import nn
+
+    from abm.private_calibration.evaluation import estimates
+
+    grid = BinGrid((FreeParameter("transmission", 0.5, 1.5, 2), FreeParameter("seeding", 2, 32, 2, log=True)))
+
+    class Fixed(nn.Module):
+        def __init__(self, joint_class: int) -> None:
+            super().__init__()
+            self.logits = torch.full((1, 4), -1e4)
+            self.logits[0, joint_class] = 0.0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.logits
+
+    truth = int(grid.classes_of(np.array([[1.2, 3.0]]))[0])  # bins (1, 0)
+    institutions = [SimpleNamespace(observed_x=torch.zeros(1, 4), truth_class=truth) for _ in range(2)]
+    run = SimpleNamespace(participants=[SimpleNamespace(model=Fixed(truth)), SimpleNamespace(model=Fixed(3))])
+    rows = estimates(run, institutions, grid)
+    assert rows[0]["truth_bin_hit"] == {"transmission": True, "seeding": True}
+    assert rows[1]["truth_bin_hit"] == {"transmission": True, "seeding": False}
+
+
 def test_reported_cases_and_weekly_rates_exact():
     section = ModelSection(start_date=dt.date(2020, 2, 1), window=(dt.date(2020, 2, 3), dt.date(2020, 2, 16)))
     onsets = np.zeros((section.days, 2), dtype=np.int64)
