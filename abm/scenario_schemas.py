@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,13 @@ DRAFT = "http://json-schema.org/draft-07/schema#"
 VALUES = frozenset({"default", "const", "enum", "examples"})
 NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 DEFS = "#/definitions/"
+# A docstring's code, ``key`` or a role (:func:`abm.run`), and the characters Markdown would read
+# as syntax in a description's prose.
+CODE = re.compile(r"(?::[a-z]+:)?(?:``([^`]+)``|`([^`]+)`)")
+MARKDOWN_SYNTAX = re.compile(r"([\\*_\[\]<>~])")
+# The keys of a mapping keyed by whole numbers (a learning protocol's ``privacy.dropouts``, by
+# round), as a schema sees them: YAML's ``2:`` reaches it as the text "2".
+WHOLE_NUMBER_KEYS = {"pattern": "^[0-9]+$", "patternErrorMessage": "allowed: a whole number, 0 or more"}
 DATE = {"type": "string", "format": "date", "description": "a date, YYYY-MM-DD: the days after simulation.start_date"}
 EXTENDS = {
     "type": "string",
@@ -124,6 +132,7 @@ def json_schema(kind: str, plugins: bool = True) -> dict[str, Any]:
     for node in [root, *defs.values()]:
         if node.get("title") in models:
             _alternate_names(node, models[node["title"]])
+            _whole_number_keys(node, models[node["title"]])
     if kind == "epidemic":
         for node in [root, *defs.values()]:
             _days_as_dates(node)
@@ -137,7 +146,40 @@ def json_schema(kind: str, plugins: bool = True) -> dict[str, Any]:
         defs[config]["title"] = f"protocols[].params of {', '.join(names)}"
     root.pop("title", None)
     root["description"] = DESCRIPTIONS[kind]
-    return {"$schema": DRAFT, "title": TITLES[kind], **root, "definitions": defs}
+    schema = {"$schema": DRAFT, "title": TITLES[kind], **root, "definitions": defs}
+    _markdown_descriptions(schema)
+    return schema
+
+
+def markdown_description(text: str) -> str:
+    """A description (``text``: a field's, or a docstring's first paragraph, where code is
+    written ``key`` or :func:`name`) as Markdown: its code as code spans (`key`), anything else
+    that Markdown would read as syntax (``*``, ``_``, ``<name>``) escaped, so that it shows as
+    written."""
+    parts, end = [], 0
+    for code in CODE.finditer(text):
+        parts += [MARKDOWN_SYNTAX.sub(r"\\\1", text[end : code.start()]), f"`{code.group(1) or code.group(2)}`"]
+        end = code.end()
+    return "".join([*parts, MARKDOWN_SYNTAX.sub(r"\\\1", text[end:])])
+
+
+def _markdown_descriptions(node: Any) -> None:
+    """Each description below ``node`` that holds code gets a ``markdownDescription`` beside it
+    (:func:`markdown_description`), which the hover of yaml-language-server (VS Code's YAML
+    extension, ...) shows as Markdown; without one it escapes the description's backticks and
+    shows them. Other editors (JetBrains IDEs) read ``description``, kept as the reference's."""
+    if isinstance(node, list):
+        for item in node:
+            _markdown_descriptions(item)
+        return
+    if not isinstance(node, dict):
+        return
+    text = node.get("description")
+    if isinstance(text, str) and "`" in text:
+        node["markdownDescription"] = markdown_description(text)
+    for key, value in node.items():
+        if key not in VALUES:
+            _markdown_descriptions(value)
 
 
 def schema_text(kind: str, plugins: bool = True) -> str:
@@ -263,6 +305,20 @@ def _alternate_names(node: dict[str, Any], model: type[BaseModel]) -> None:
                 either.append({"oneOf": [{"required": [field.alias]}, {"required": [name]}]})
     if either:
         node["allOf"] = [*node.get("allOf", []), *either]
+
+
+def _whole_number_keys(node: dict[str, Any], model: type[BaseModel]) -> None:
+    """Each mapping of ``model`` keyed by whole numbers (``dict[int, ...]``) has its keys checked
+    in its schema ``node`` (:data:`WHOLE_NUMBER_KEYS`): pydantic's schema leaves them unchecked."""
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        annotation = field.annotation
+        if (
+            typing.get_origin(annotation) is dict
+            and typing.get_args(annotation)[0] is int
+            and key in node["properties"]
+        ):
+            node["properties"][key]["propertyNames"] = dict(WHOLE_NUMBER_KEYS)
 
 
 def _title_by_key_path(root: dict[str, Any], defs: dict[str, Any]) -> None:

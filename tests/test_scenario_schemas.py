@@ -234,6 +234,15 @@ REFUSED = [
         ["disease", "dwell_times", 0],
     ),
     ("learning", {**LEARNING_BASE, "roundz": 2}, "roundz", []),
+    *(  # a round of privacy.dropouts is a whole number (YAML's `2:` reaches the editor as "2")
+        (
+            "learning",
+            {**LEARNING_BASE, "protocols": [{"name": "fedavg", "privacy": {"dropouts": {key: [1]}}}]},
+            "protocols[0].privacy.dropouts",
+            ["protocols", 0, "privacy", "dropouts"],
+        )
+        for key in ("two", -1)
+    ),
     (
         "private_calibration",
         private_calibration({"transmision": [0.6, 1.0]}),
@@ -261,7 +270,9 @@ def written(tmp_path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("kind", "data", "key", "where"), REFUSED, ids=[case[2] for case in REFUSED])
+@pytest.mark.parametrize(
+    ("kind", "data", "key", "where"), REFUSED, ids=[f"{case[2]}-{i}" for i, case in enumerate(REFUSED)]
+)
 def test_what_validate_refuses_the_schema_flags_at_its_key(tmp_path, kind, data, key, where):
     result = runner.invoke(app, ["validate", str(written(tmp_path, data))])
     assert result.exit_code == 2, result.output
@@ -331,3 +342,40 @@ def test_the_hover_text_is_the_references():
         assert f"## `{definition['title']}`{text}\n" in reference
     learning = json_schema("learning")["definitions"]
     assert learning["FedAvgConfig"]["title"] == "protocols[].params of fedavg"
+
+
+def descriptions(node: Any) -> list[dict[str, Any]]:
+    """Every schema below ``node`` that has a description (not a property named "description")."""
+    if isinstance(node, list):
+        return [found for item in node for found in descriptions(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node] if isinstance(node.get("description"), str) else []
+    return own + [
+        found for key, value in node.items() if key not in ("default", "enum") for found in descriptions(value)
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_hover_shows_code_as_code(kind):
+    """yaml-language-server escapes a description's backticks (its hover showed ``key`` as typed);
+    a description with code has a markdownDescription beside it, which it shows as Markdown."""
+    described = descriptions(json.loads((SCENARIOS / FOLDER / file_name(kind)).read_text(encoding="utf-8")))
+    with_code = [node for node in described if "`" in node["description"]]
+    assert with_code and all("markdownDescription" in node for node in with_code)
+    assert not [node for node in described if "`" not in node["description"] and "markdownDescription" in node]
+    for node in with_code:
+        markdown = node["markdownDescription"]
+        assert "``" not in markdown and ":func:" not in markdown, markdown
+        assert markdown.replace("\\", "").replace("`", "") == node["description"].replace("`", "").replace(":func:", "")
+
+
+def test_a_markdown_description_keeps_its_prose_as_written():
+    learning = json_schema("learning")["definitions"]
+    assert learning["DPSpec"]["markdownDescription"] == (
+        "Differential privacy on summed updates: give `noise_multiplier`, or a target `epsilon` (at `delta`) from "
+        "which the accountant sets the multiplier for one release per round (fedavg and fedprox only; "
+        "`abm.learning.privacy.noise_multiplier_for`)."
+    )
+    # Markdown syntax outside code is escaped: `embed_dim` as text, not the start of emphasis
+    assert learning["ModelSpec"]["markdownDescription"].endswith("(channels, embed\\_dim).")

@@ -257,7 +257,11 @@ class PrivacySpec(_Strict):
 
     secure_aggregation: bool = False
     dp: DPSpec | None = None
-    dropouts: dict[int, list[int]] = {}
+    dropouts: dict[int, list[int]] = Field(
+        {},
+        description="participants that drop out of the round's sum, by round (both numbered from 0): "
+        "``{2: [3]}``; fedavg and fedprox only",
+    )
 
 
 # A label names its protocol's plot files, the longest LABEL_collaboration.png: one file name of at
