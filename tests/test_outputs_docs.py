@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -314,3 +315,15 @@ def test_the_output_reference_gives_the_folder_each_command_writes_by_default():
         default = re.search(r"--out PATH .*?(?:\(default |\[default: )(runs/[^)\]]+)", text)
         assert default, command
         assert folder.replace("<scenario name>", "<name>") == f"{default[1]}/".replace("<scenario name>", "<name>")
+
+
+def test_the_readme_says_which_warnings_fail_a_test():
+    """The README's Testing notes said nothing of pyproject.toml's warning filters, under which a
+    new test of a King County file at a few thousand agents failed on the seeding note."""
+    root = Path(__file__).resolve().parents[1]
+    filters = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["filterwarnings"]
+    assert "error::abm.scenario_notes.ScenarioNote" in filters and "ignore::abm.result_notes.ResultNote" in filters
+    readme = " ".join((root / "README.md").read_text().split())
+    assert "A warning of abm's own fails the test that gives it (`filterwarnings` in `pyproject.toml`)" in readme
+    assert "its notes on a scenario (`abm.ScenarioNote`) included" in readme
+    assert "Notes on results (`abm.ResultNote`) are ignored there" in readme
