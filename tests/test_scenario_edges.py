@@ -221,3 +221,18 @@ def test_a_key_path_that_is_not_there_has_no_value() -> None:
     data = {"a": {"b": 1}, "l": [10, 20]}
     assert (lookup(data, ("a", "b")), lookup(data, ("l", 1))) == (1, 20)
     assert [lookup(data, p) for p in (("x", "b"), ("a", "x"), ("l", 2), ("a", "b", "c"))] == [None] * 4
+
+
+def test_a_day_written_as_the_start_date_is_day_0_and_the_day_before_is_refused() -> None:
+    """simulation.start_date itself is day 0; a date before it has no day."""
+    start = {"start_date": "2020-03-01"}
+    assert validate(small(simulation=start, seeding={"day": "2020-03-01"}), "s").seeding.day == 0
+    with pytest.raises(ScenarioError, match=r"seeding\.day: 2020-02-29 is not allowed: it is before simulation"):
+        validate(small(simulation=start, seeding={"day": "2020-02-29"}), "s")
+
+
+def test_a_swept_list_of_dates_keeps_each_date_as_text() -> None:
+    """``--sweep outputs.map_days=[2020-03-05],[2020-03-09]``: dates within a list are kept as
+    their text (as a date alone is), for the tables and for reading as days."""
+    axis = parse_axis("outputs.map_days=[2020-03-05],[2020-03-09]")
+    assert axis.values == (["2020-03-05"], ["2020-03-09"])
