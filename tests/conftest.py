@@ -318,6 +318,27 @@ def linear_participants(sizes: list[int], holdout: int = 2) -> list:
     return out
 
 
+def diverging_builder(k: int, lr: float = 1e8):
+    """A stand-in for ``abm.learning.runner.build_participant`` (set it with monkeypatch) that
+    builds every participant as the runner does, but participant ``k`` trains at learning rate
+    ``lr`` (the others' kept): with 10^8 its training diverges in its first round."""
+    import dataclasses
+
+    import abm.learning.runner as runner
+    from abm.learning.training import make_optimizer
+
+    built = runner.build_participant
+
+    def build(scenario, data, models, i):
+        p = built(scenario, data, models, i)
+        if i == k:
+            p.train_config = dataclasses.replace(p.train_config, lr=lr)
+            p.optimizer = make_optimizer(p.model.parameters(), p.train_config)
+        return p
+
+    return build
+
+
 def write_small_scenario(folder: Path) -> Path:
     """``folder/small.yaml``: King County's base scenario with 2,000 agents, 6 days and one
     replicate (a run of it takes a few seconds, most of them drawing its plots and map)."""

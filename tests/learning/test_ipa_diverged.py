@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import linear_participants
+from conftest import diverging_builder, linear_participants
 from test_secure_diverged import learn, warnings
 
 from abm.learning.privacy.aggregation import WithheldSum
@@ -74,24 +74,15 @@ def test_one_diverging_participant_is_left_out_of_the_ring_as_a_dropout(tmp_path
     participant 2 drops out as its first turn starts, with and without update_others, and the
     console, report.json and report.md say so once."""
     import abm.learning.runner as runner
-    from abm.learning.training import make_optimizer
 
     built = runner.build_participant
-
-    def two_diverges(scenario, data, models, k):
-        p = built(scenario, data, models, k)
-        if k == 2:
-            p.train_config = dataclasses.replace(p.train_config, lr=1e8)
-            p.optimizer = make_optimizer(p.model.parameters(), p.train_config)
-        return p
-
     protocols = [
         {"name": "ipa", "params": {"lam": 0.5, "p": 2}},
         {"name": "ipa", "label": "ipa_own", "params": {"lam": 0.5, "p": 2, "update_others": False}},
     ]
     split = {"participants": 3, "quantity_skew": {"fractions": [0.1, 0.1, 0.8]}}
     training = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.0}
-    monkeypatch.setattr(runner, "build_participant", two_diverges)
+    monkeypatch.setattr(runner, "build_participant", diverging_builder(2))
     result, report = learn(tmp_path, "diverges", training, protocols, split=split)
     assert result.exit_code == 0, result.output
     monkeypatch.setattr(runner, "build_participant", built)

@@ -7,7 +7,7 @@ of the round as a dropout is, recorded in report.json's privacy.withheld and war
 from __future__ import annotations
 
 import torch
-from conftest import linear_participants
+from conftest import diverging_builder, linear_participants
 from test_secure_diverged import learn, warnings
 
 from abm.learning.messages import MessageKind, Network
@@ -135,22 +135,10 @@ def test_codream_runs_on_when_one_participant_alone_diverges(monkeypatch):
     logits are not finite from round 1. They turned the dreams and soft labels NaN, and every
     client that distilled on them; now CoDream and CoDream-fast leave them out of every sum, the
     others' training stays finite, and the record names participant 2 alone."""
-    import dataclasses
-
     import abm.learning.runner as runner
     from abm.learning.scenario import load_scenario
-    from abm.learning.training import make_optimizer
 
-    built = runner.build_participant
-
-    def one_diverges(scenario, data, models, k):
-        p = built(scenario, data, models, k)
-        if k == 2:
-            p.train_config = dataclasses.replace(p.train_config, lr=1e8)
-            p.optimizer = make_optimizer(p.model.parameters(), p.train_config)
-        return p
-
-    monkeypatch.setattr(runner, "build_participant", one_diverges)
+    monkeypatch.setattr(runner, "build_participant", diverging_builder(2))
     small = {"n_dreams": 8, "dream_steps": 2, "dream_start": 0}
     scenario, _ = load_scenario(
         {
